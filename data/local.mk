@@ -1,0 +1,1 @@
+# data: rules for this subsystem

@@ -1,0 +1,2 @@
+/* engine/checkpoint.c - checkpoint container (stub; being written). */
+#include "engine/checkpoint.h"

@@ -1,0 +1,59 @@
+/* engine/checkpoint.h - the checkpoint container file.
+ *
+ * Layout (all integers little-endian):
+ *   header   : magic "SDCKPT\0\0" (8 bytes), u32 version (SD_CKPT_VERSION),
+ *              u32 section count, u32 CRC-32 of the section table, u32 CRC-32
+ *              of the 16 bytes before it
+ *   table    : per section: char name[24] (NUL-padded), u64 offset from file
+ *              start, u64 bytes, u32 CRC-32 of the payload, u32 reserved (0)
+ *   payloads : each section's bytes, 64-byte aligned
+ * CRC-32 is zlib's crc32() (ISO-HDLC polynomial).
+ *
+ * Writing goes to PATH.tmp.PID, fsync()s it, rename()s it over PATH and
+ * fsync()s the directory, so PATH is always either the old or the new
+ * complete file, never a torn one.
+ *
+ * The container knows nothing about models: the model layer stores sections
+ * such as "meta", "tensors", "params", "momentum", "buffers" and checks that
+ * they match the model it is loading into.
+ */
+#ifndef SD_ENGINE_CHECKPOINT_H
+#define SD_ENGINE_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SD_CKPT_VERSION 1u
+#define SD_CKPT_NAME_MAX 24
+
+struct sd_ckpt_section {
+	char name[SD_CKPT_NAME_MAX];   /* NUL-terminated, at most 23 chars */
+	const void *data;              /* payload; on read points into sd_ckpt.blob */
+	uint64_t bytes;
+};
+
+struct sd_ckpt {
+	uint32_t version;
+	int nsections;
+	struct sd_ckpt_section *sections;   /* owned */
+	void *blob;                         /* whole file, owned */
+	size_t blob_bytes;
+};
+
+/* Writes the sections atomically to path (see above).  Returns 0 or -1 with
+ * *why (malloc'd, caller frees) naming the path and the failing call. */
+int sd_ckpt_write(const char *path, const struct sd_ckpt_section *sections, int n,
+                  char **why);
+
+/* Reads and verifies path: magic, version, table CRC, every section's bounds
+ * and CRC.  Returns 0 with *out filled (free with sd_ckpt_free), or -1 with
+ * *why naming the path and the problem, e.g.
+ * "run/ckpt-100.sdckpt: section 'params' CRC mismatch (file corrupt)". */
+int sd_ckpt_read(const char *path, struct sd_ckpt *out, char **why);
+
+/* The section called name, or NULL. */
+const struct sd_ckpt_section *sd_ckpt_find(const struct sd_ckpt *c, const char *name);
+
+void sd_ckpt_free(struct sd_ckpt *c);
+
+#endif

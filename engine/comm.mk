@@ -1,0 +1,1 @@
+# engine/comm.mk: collectives (Gloo shim, NCCL) - rules for engine/comm-*.

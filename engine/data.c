@@ -1,0 +1,2 @@
+/* engine/data.c - datasets (stub; being written). */
+#include "engine/data.h"

@@ -1,0 +1,101 @@
+/* engine/layers.h - CPU reference layers of the training engine.
+ *
+ * Every tensor is float32 in row-major NCHW order (N = batch, C = channels,
+ * H = height, W = width) unless a comment says otherwise.  Forward functions
+ * overwrite their outputs.  Backward functions OVERWRITE the input gradient
+ * (dx) and ACCUMULATE (+=) into parameter gradients (dw, db, dgamma, dbeta), so
+ * a model zeroes its gradient buffer once per step (the llm.c convention).
+ * dx may be NULL when the caller does not need it (first layer).
+ * No function allocates; callers own every buffer.  GEMMs go through OpenBLAS
+ * (cblas_sgemm); the number of threads is whatever openblas_set_num_threads()
+ * and OpenMP were given, and results are bit-identical for a fixed thread count.
+ */
+#ifndef SD_ENGINE_LAYERS_H
+#define SD_ENGINE_LAYERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Linear (fully connected): y[n][o] = b[o] + sum_i x[n][i] * w[o][i].
+ * x: (n, in)   w: (out, in)   b: (out) or NULL   y: (n, out). */
+void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
+                       int n, int in, int out);
+/* dy: (n, out) -> dx: (n, in) overwritten (may be NULL); dw: (out, in) +=;
+ * db: (out) += (may be NULL when the layer has no bias). */
+void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w, int n, int in, int out);
+
+/* 2-D convolution with square kernel r x r, equal stride and zero padding. */
+struct sd_conv2d_shape {
+	int n, c, h, w;     /* input (N, C, H, W) */
+	int k, r;           /* output channels, kernel size */
+	int stride, pad;
+	int oh, ow;         /* output H, W: filled by sd_conv2d_shape_init */
+};
+/* Fills oh = (h + 2 pad - r) / stride + 1 and ow likewise.
+ * Returns 0, or -1 when the shape is empty or the kernel does not fit. */
+int sd_conv2d_shape_init(struct sd_conv2d_shape *s, int n, int c, int h, int w,
+                         int k, int r, int stride, int pad);
+/* Floats of scratch memory sd_conv2d_forward/backward need for shape s. */
+size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s);
+/* x: (n, c, h, w)  w: (k, c, r, r)  b: (k) or NULL  y: (n, k, oh, ow).
+ * ws: sd_conv2d_workspace_floats(s) floats, contents undefined on return. */
+void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
+                       const struct sd_conv2d_shape *s, float *ws);
+/* dy: (n, k, oh, ow) -> dx: (n, c, h, w) overwritten (may be NULL);
+ * dw: (k, c, r, r) +=; db: (k) += (may be NULL). */
+void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w,
+                        const struct sd_conv2d_shape *s, float *ws);
+
+/* Batch normalisation over (N, H, W) per channel (Ioffe & Szegedy 2015).
+ * Training mode normalises with the batch statistics (biased variance),
+ * saves mean and invstd = 1/sqrt(var + eps) for the backward pass, and updates
+ * running_mean/running_var with running = (1-momentum) running + momentum batch,
+ * using the unbiased variance for running_var (PyTorch's convention).
+ * x, y: (n, c, hw)  gamma, beta, mean, invstd, running_*: (c). */
+void sd_batchnorm_forward_train(float *y, float *mean, float *invstd,
+                                float *running_mean, float *running_var,
+                                const float *x, const float *gamma, const float *beta,
+                                int n, int c, int hw, float momentum, float eps);
+/* Inference mode: normalises with running_mean/running_var. */
+void sd_batchnorm_forward_eval(float *y, const float *x, const float *gamma,
+                               const float *beta, const float *running_mean,
+                               const float *running_var, int n, int c, int hw, float eps);
+/* dx overwritten; dgamma, dbeta +=.  mean/invstd are what forward_train saved. */
+void sd_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
+                           const float *x, const float *mean, const float *invstd,
+                           const float *gamma, int n, int c, int hw);
+
+/* ReLU: y = max(x, 0) over count elements; y may equal x (in place). */
+void sd_relu_forward(float *y, const float *x, size_t count);
+/* dx = dy where y > 0 else 0; dx may equal dy. */
+void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count);
+
+/* Max pooling, window k x k, stride s, no padding; oh = (h - k) / s + 1.
+ * x: (n, c, h, w) -> y: (n, c, oh, ow); argmax: (n, c, oh, ow) index into the
+ * input plane (0 .. h*w-1) of the maximum, first one on ties. */
+void sd_maxpool_forward(float *y, int32_t *argmax, const float *x,
+                        int n, int c, int h, int w, int k, int s);
+/* dx: (n, c, h, w) overwritten (zero except at argmax positions). */
+void sd_maxpool_backward(float *dx, const float *dy, const int32_t *argmax,
+                         int n, int c, int h, int w, int k, int s);
+
+/* Average pooling, window k x k, stride s, no padding (k = h = w, s = 1 gives
+ * global average pooling). */
+void sd_avgpool_forward(float *y, const float *x, int n, int c, int h, int w, int k, int s);
+void sd_avgpool_backward(float *dx, const float *dy, int n, int c, int h, int w, int k, int s);
+
+/* Softmax cross-entropy.  logits: (n, classes); labels: (n), 0..classes-1.
+ * Writes probs: (n, classes) and returns the SUM (not mean) of -log p[label]
+ * over the n rows, in double precision, so data-parallel workers can add
+ * their partial sums exactly. *correct (may be NULL) gets the number of rows
+ * whose arg-max equals the label. */
+double sd_softmax_xent_forward(float *probs, int *correct, const float *logits,
+                               const uint8_t *labels, int n, int classes);
+/* dlogits = (probs - onehot(label)) * scale, overwritten.  For data-parallel
+ * SGD pass scale = 1 / global_batch so an all-reduce SUM gives the mean. */
+void sd_softmax_xent_backward(float *dlogits, const float *probs, const uint8_t *labels,
+                              int n, int classes, float scale);
+
+#endif

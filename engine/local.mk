@@ -1,0 +1,17 @@
+# engine/: the training engine library (no controller, sockets or curses here).
+noinst_LIBRARIES += engine/libsdengine.a
+engine_libsdengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(ZLIB_CFLAGS) $(CJSON_CFLAGS)
+engine_libsdengine_a_SOURCES = \
+	engine/errors.c engine/errors.h \
+	engine/rng.c engine/rng.h \
+	engine/layers.c engine/layers.h \
+	engine/data.c engine/data.h \
+	engine/checkpoint.c engine/checkpoint.h \
+	engine/model.c engine/model.h \
+	engine/optim.c engine/optim.h \
+	engine/train.c engine/train.h \
+	engine/engine.h
+# Libraries every program linking the engine needs.
+SD_ENGINE_LIBS = engine/libsdengine.a $(OPENBLAS_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) -lm
+
+include engine/comm.mk

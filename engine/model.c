@@ -1,0 +1,2 @@
+/* engine/model.c (being written). */
+#include "engine/model.h"

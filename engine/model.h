@@ -1,0 +1,76 @@
+/* engine/model.h - the models the engine trains.
+ *
+ *   mlp       flatten -> fc 256 -> ReLU -> fc 10
+ *   cnn       conv 5x5x32 pad 2 -> ReLU -> maxpool 2 -> conv 5x5x64 pad 2 -> ReLU
+ *             -> maxpool 2 -> fc 128 -> ReLU -> fc classes
+ *   resnet20, resnet32
+ *             the CIFAR ResNets of He et al. 2016 ("Deep Residual Learning for
+ *             Image Recognition", section 4.2): conv 3x3x16, then 3 stages of
+ *             n = 3 (resnet20) or 5 (resnet32) basic blocks with 16, 32, 64
+ *             channels, batch-norm after every conv, parameter-free "option A"
+ *             shortcuts (stride-2 subsampling, zero-padded channels), global
+ *             average pooling, fc classes.  ResNet-32 is the seeds' workload.
+ *
+ * All parameters live in ONE contiguous float32 buffer and all gradients in
+ * another of the same length, with per-tensor views (sd_model_tensors), so an
+ * all-reduce or a checkpoint is one call.  Batch-norm running statistics live
+ * in a third buffer ("buffers"); they are state, not trained parameters.
+ * Initialisation: He-normal for conv and fc weights (He et al. 2015), zero
+ * biases, gamma 1, beta 0; deterministic given the seed.
+ */
+#ifndef SD_ENGINE_MODEL_H
+#define SD_ENGINE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sd_model;
+
+struct sd_tensor_info {
+	char name[40];      /* e.g. "conv1.weight", "stage2.block1.bn2.gamma" */
+	int ndim;
+	int shape[4];
+	size_t offset;      /* floats from the start of the parameter buffer */
+	size_t count;
+};
+
+/* Names accepted by sd_model_create, NULL-terminated. */
+extern const char *const sd_model_names[];
+
+/* Builds model name for images of shape (c, h, w) and classes classes, with
+ * activation memory for batches of up to max_batch samples.  Returns 0, or -1
+ * with *why (caller frees) for an unknown name or a shape the model cannot
+ * take (e.g. a ResNet on 1x28x28 is fine, an mlp is anything). */
+int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w,
+                    int classes, int max_batch, char **why);
+void sd_model_destroy(struct sd_model *m);
+
+const char *sd_model_name(const struct sd_model *m);
+/* Deterministic initialisation of parameters and buffers from seed. */
+void sd_model_init(struct sd_model *m, uint64_t seed);
+
+size_t sd_model_param_count(const struct sd_model *m);
+float *sd_model_params(struct sd_model *m);          /* param_count floats */
+float *sd_model_grads(struct sd_model *m);           /* param_count floats */
+size_t sd_model_buffer_count(const struct sd_model *m);
+float *sd_model_buffers(struct sd_model *m);         /* BN running stats */
+const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *count);
+/* Forward + backward multiply-adds x 2 per sample (forward and backward), for
+ * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
+double sd_model_flops_per_sample(const struct sd_model *m);
+
+/* Training pass on n samples x: (n, c, h, w), labels: (n).  Zeroes the
+ * gradient buffer, runs forward and backward (batch-norm in training mode)
+ * and leaves sum over samples of dloss/dparam * grad_scale in the gradients;
+ * pass grad_scale = 1 / global_batch.  *loss_sum gets the summed
+ * cross-entropy, *correct the number of correct arg-maxes (either may be
+ * NULL).  n may be 0 (gradients are then zero).  Returns 0, or -1 with *why
+ * when n exceeds max_batch. */
+int sd_model_train_batch(struct sd_model *m, const float *x, const uint8_t *labels,
+                         int n, float grad_scale, double *loss_sum, int *correct,
+                         char **why);
+/* Inference pass (batch-norm with running statistics); no gradients. */
+int sd_model_eval_batch(struct sd_model *m, const float *x, const uint8_t *labels,
+                        int n, double *loss_sum, int *correct, char **why);
+
+#endif

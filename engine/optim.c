@@ -1,0 +1,2 @@
+/* engine/optim.c (being written). */
+#include "engine/optim.h"

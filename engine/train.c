@@ -1,0 +1,2 @@
+/* engine/train.c (being written). */
+#include "engine/train.h"

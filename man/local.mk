@@ -1,0 +1,1 @@
+# man: rules for this subsystem

@@ -1,0 +1,1 @@
+# src/market.mk: market model, catalogs, sim provider

@@ -1,0 +1,1 @@
+# themes: rules for this subsystem

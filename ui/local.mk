@@ -1,0 +1,1 @@
+# ui: rules for this subsystem
