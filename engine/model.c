@@ -1,2 +1,625 @@
-/* engine/model.c (being written). */
+/* engine/model.c - model graphs: a list of nodes over activation buffers,
+ * run forward in order and backward in reverse.  See model.h for the models. */
 #include "engine/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/errors.h"
+#include "engine/layers.h"
+#include "engine/rng.h"
+
+const char *const sd_model_names[] = { "mlp", "cnn", "resnet20", "resnet32", NULL };
+
+enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
+
+/* One activation: a (max_batch, c, h, w) buffer and its gradient. */
+struct act {
+	int c, h, w;
+	float *val;
+	float *grad;
+	int consumers;      /* nodes reading it; >1 means gradients add up */
+	int grad_set;       /* during backward: grad already holds a contribution */
+};
+
+struct node {
+	enum sd_op op;
+	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) */
+	char name[32];
+	/* parameters: offsets into params/grads, (size_t)-1 when absent */
+	size_t w_off, b_off;
+	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
+	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
+	int k, s;                       /* pooling window and stride */
+	int fc_in, fc_out;              /* OP_LINEAR */
+	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
+	int32_t *argmax;                /* OP_MAXPOOL */
+};
+
+struct sd_model {
+	char name[32];
+	int c, h, w, classes, max_batch;
+	struct node *nodes;
+	int nnodes, cap_nodes;
+	struct act *acts;
+	int nacts, cap_acts;
+	struct sd_tensor_info *tensors;
+	int ntensors, cap_tensors;
+	size_t nparams, nbuffers;
+	float *params, *grads, *buffers;
+	float *probs;       /* (max_batch, classes) */
+	float *ws;          /* conv workspace, shared by all convs */
+	size_t ws_floats;
+	float *scratch;     /* gradient scratch for multi-consumer activations */
+	size_t scratch_floats;
+	double flops;       /* forward multiply-adds per sample */
+};
+
+#define NONE ((size_t)-1)
+
+static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
+
+static int add_act(struct sd_model *m, int c, int h, int w)
+{
+	if (m->nacts == m->cap_acts) {
+		m->cap_acts = m->cap_acts ? 2 * m->cap_acts : 32;
+		m->acts = realloc(m->acts, m->cap_acts * sizeof *m->acts);
+		if (!m->acts)
+			sd_oom();
+	}
+	struct act *a = &m->acts[m->nacts];
+	memset(a, 0, sizeof *a);
+	a->c = c; a->h = h; a->w = w;
+	return m->nacts++;
+}
+
+static struct node *add_node(struct sd_model *m, enum sd_op op, int in, const char *name)
+{
+	if (m->nnodes == m->cap_nodes) {
+		m->cap_nodes = m->cap_nodes ? 2 * m->cap_nodes : 32;
+		m->nodes = realloc(m->nodes, m->cap_nodes * sizeof *m->nodes);
+		if (!m->nodes)
+			sd_oom();
+	}
+	struct node *n = &m->nodes[m->nnodes++];
+	memset(n, 0, sizeof *n);
+	n->op = op;
+	n->in = in;
+	n->in2 = -1;
+	n->w_off = n->b_off = n->rm_off = n->rv_off = NONE;
+	snprintf(n->name, sizeof n->name, "%s", name);
+	m->acts[in].consumers++;
+	return n;
+}
+
+/* Reserves a parameter tensor and records it in the tensor table. */
+static size_t add_tensor(struct sd_model *m, const char *node, const char *what,
+                         int ndim, int d0, int d1, int d2, int d3)
+{
+	if (m->ntensors == m->cap_tensors) {
+		m->cap_tensors = m->cap_tensors ? 2 * m->cap_tensors : 32;
+		m->tensors = realloc(m->tensors, m->cap_tensors * sizeof *m->tensors);
+		if (!m->tensors)
+			sd_oom();
+	}
+	struct sd_tensor_info *t = &m->tensors[m->ntensors++];
+	memset(t, 0, sizeof *t);
+	snprintf(t->name, sizeof t->name, "%s.%s", node, what);
+	int dims[4] = { d0, d1, d2, d3 };
+	t->ndim = ndim;
+	t->count = 1;
+	for (int i = 0; i < ndim; i++) {
+		t->shape[i] = dims[i];
+		t->count *= (size_t)dims[i];
+	}
+	t->offset = m->nparams;
+	m->nparams += t->count;
+	return t->offset;
+}
+
+static int conv(struct sd_model *m, int in, int k, int r, int stride, int pad, const char *name)
+{
+	struct act *a = &m->acts[in];
+	struct sd_conv2d_shape s;
+	if (sd_conv2d_shape_init(&s, 1, a->c, a->h, a->w, k, r, stride, pad) < 0)
+		return -1;
+	int c = a->c, oh = s.oh, ow = s.ow;
+	int out = add_act(m, k, oh, ow);
+	struct node *n = add_node(m, OP_CONV, in, name);
+	n->out = out;
+	n->conv = s;
+	n->w_off = add_tensor(m, name, "weight", 4, k, c, r, r);
+	m->flops += (double)k * c * r * r * oh * ow;
+	return out;
+}
+
+/* Convolutions followed by batch-norm carry no bias (it would be cancelled). */
+static int conv_bias(struct sd_model *m, int in, int k, int r, int stride, int pad, const char *name)
+{
+	int out = conv(m, in, k, r, stride, pad, name);
+	if (out >= 0)
+		m->nodes[m->nnodes - 1].b_off = add_tensor(m, name, "bias", 1, k, 0, 0, 0);
+	return out;
+}
+
+static int bn(struct sd_model *m, int in, const char *name)
+{
+	struct act *a = &m->acts[in];
+	int c = a->c, h = a->h, w = a->w;
+	int out = add_act(m, c, h, w);
+	struct node *n = add_node(m, OP_BN, in, name);
+	n->out = out;
+	n->w_off = add_tensor(m, name, "gamma", 1, c, 0, 0, 0);
+	n->b_off = add_tensor(m, name, "beta", 1, c, 0, 0, 0);
+	n->rm_off = m->nbuffers;
+	n->rv_off = m->nbuffers + c;
+	m->nbuffers += 2 * (size_t)c;
+	n->bn_mean = sd_calloc(c, sizeof(float));
+	n->bn_invstd = sd_calloc(c, sizeof(float));
+	return out;
+}
+
+/* ReLU works in place: its backward needs only its output. */
+static int relu(struct sd_model *m, int in, const char *name)
+{
+	struct node *n = add_node(m, OP_RELU, in, name);
+	m->acts[in].consumers--;   /* in place: same buffer, not a second reader */
+	n->out = in;
+	return in;
+}
+
+static int pool(struct sd_model *m, enum sd_op op, int in, int k, int s, const char *name)
+{
+	struct act *a = &m->acts[in];
+	int c = a->c, oh = (a->h - k) / s + 1, ow = (a->w - k) / s + 1;
+	int out = add_act(m, c, oh, ow);
+	struct node *n = add_node(m, op, in, name);
+	n->out = out;
+	n->k = k;
+	n->s = s;
+	return out;
+}
+
+static int linear(struct sd_model *m, int in, int out_features, const char *name)
+{
+	struct act *a = &m->acts[in];
+	int fan_in = (int)act_floats(a);
+	int out = add_act(m, out_features, 1, 1);
+	struct node *n = add_node(m, OP_LINEAR, in, name);
+	n->out = out;
+	n->fc_in = fan_in;
+	n->fc_out = out_features;
+	n->w_off = add_tensor(m, name, "weight", 2, out_features, fan_in, 0, 0);
+	n->b_off = add_tensor(m, name, "bias", 1, out_features, 0, 0, 0);
+	m->flops += (double)fan_in * out_features;
+	return out;
+}
+
+/* out = a + shortcut(b), where the shortcut is the identity or He et al.'s
+ * option A: stride-2 subsampling with the new channels zero-padded equally on
+ * both sides. */
+static int add_shortcut(struct sd_model *m, int a, int b, const char *name)
+{
+	struct act *aa = &m->acts[a];
+	int out = add_act(m, aa->c, aa->h, aa->w);
+	struct node *n = add_node(m, OP_ADD, a, name);
+	n->in2 = b;
+	m->acts[b].consumers++;
+	n->out = out;
+	n->s = m->acts[b].h / aa->h;
+	return out;
+}
+
+static void build_mlp(struct sd_model *m, int x)
+{
+	x = linear(m, x, 256, "fc1");
+	x = relu(m, x, "relu1");
+	linear(m, x, m->classes, "fc2");
+}
+
+static int build_cnn(struct sd_model *m, int x)
+{
+	if ((x = conv_bias(m, x, 32, 5, 1, 2, "conv1")) < 0)
+		return -1;
+	x = relu(m, x, "relu1");
+	x = pool(m, OP_MAXPOOL, x, 2, 2, "pool1");
+	if ((x = conv_bias(m, x, 64, 5, 1, 2, "conv2")) < 0)
+		return -1;
+	x = relu(m, x, "relu2");
+	x = pool(m, OP_MAXPOOL, x, 2, 2, "pool2");
+	x = linear(m, x, 128, "fc1");
+	x = relu(m, x, "relu3");
+	linear(m, x, m->classes, "fc2");
+	return 0;
+}
+
+static int build_resnet(struct sd_model *m, int x, int blocks)
+{
+	if ((x = conv(m, x, 16, 3, 1, 1, "conv1")) < 0)
+		return -1;
+	x = bn(m, x, "bn1");
+	x = relu(m, x, "relu1");
+	for (int stage = 0; stage < 3; stage++) {
+		int ch = 16 << stage;
+		for (int b = 0; b < blocks; b++) {
+			char nm[32];
+			int stride = (stage > 0 && b == 0) ? 2 : 1;
+			int in = x;
+			snprintf(nm, sizeof nm, "s%d.b%d.conv1", stage + 1, b + 1);
+			if ((x = conv(m, x, ch, 3, stride, 1, nm)) < 0)
+				return -1;
+			snprintf(nm, sizeof nm, "s%d.b%d.bn1", stage + 1, b + 1);
+			x = bn(m, x, nm);
+			snprintf(nm, sizeof nm, "s%d.b%d.relu1", stage + 1, b + 1);
+			x = relu(m, x, nm);
+			snprintf(nm, sizeof nm, "s%d.b%d.conv2", stage + 1, b + 1);
+			if ((x = conv(m, x, ch, 3, 1, 1, nm)) < 0)
+				return -1;
+			snprintf(nm, sizeof nm, "s%d.b%d.bn2", stage + 1, b + 1);
+			x = bn(m, x, nm);
+			snprintf(nm, sizeof nm, "s%d.b%d.add", stage + 1, b + 1);
+			x = add_shortcut(m, x, in, nm);
+			snprintf(nm, sizeof nm, "s%d.b%d.relu2", stage + 1, b + 1);
+			x = relu(m, x, nm);
+		}
+	}
+	struct act *a = &m->acts[x];
+	x = pool(m, OP_AVGPOOL, x, a->h, 1, "avgpool");
+	linear(m, x, m->classes, "fc");
+	return 0;
+}
+
+int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w,
+                    int classes, int max_batch, char **why)
+{
+	*out = NULL;
+	if (c <= 0 || h <= 0 || w <= 0 || classes <= 1 || max_batch <= 0)
+		return sd_why(why, "model %s: bad input shape %dx%dx%d, %d classes, batch %d",
+		              name, c, h, w, classes, max_batch);
+	struct sd_model *m = sd_calloc(1, sizeof *m);
+	snprintf(m->name, sizeof m->name, "%s", name);
+	m->c = c; m->h = h; m->w = w; m->classes = classes; m->max_batch = max_batch;
+	int x = add_act(m, c, h, w);
+	int rc;
+	if (!strcmp(name, "mlp")) {
+		build_mlp(m, x);
+		rc = 0;
+	} else if (!strcmp(name, "cnn")) {
+		rc = build_cnn(m, x);
+		if (rc == 0 && (h % 4 || w % 4))
+			rc = -1;
+	} else if (!strcmp(name, "resnet20")) {
+		rc = build_resnet(m, x, 3);
+	} else if (!strcmp(name, "resnet32")) {
+		rc = build_resnet(m, x, 5);
+	} else {
+		sd_model_destroy(m);
+		return sd_why(why, "unknown model '%s' (known: mlp, cnn, resnet20, resnet32)", name);
+	}
+	if (rc < 0) {
+		sd_model_destroy(m);
+		return sd_why(why, "model %s cannot take %dx%dx%d images", name, c, h, w);
+	}
+	/* Buffers: activations for max_batch, one parameter/gradient block each. */
+	size_t maxact = 0;
+	for (int i = 0; i < m->nacts; i++) {
+		struct act *a = &m->acts[i];
+		size_t f = act_floats(a) * (size_t)max_batch;
+		a->val = sd_malloc(f * sizeof(float));
+		a->grad = sd_malloc(f * sizeof(float));
+		if (f > maxact)
+			maxact = f;
+	}
+	for (int i = 0; i < m->nnodes; i++) {
+		struct node *n = &m->nodes[i];
+		if (n->op == OP_CONV) {
+			struct sd_conv2d_shape s = n->conv;
+			sd_conv2d_shape_init(&s, max_batch, s.c, s.h, s.w, s.k, s.r, s.stride, s.pad);
+			size_t f = sd_conv2d_workspace_floats(&s);
+			if (f > m->ws_floats)
+				m->ws_floats = f;
+		} else if (n->op == OP_MAXPOOL) {
+			n->argmax = sd_malloc(act_floats(&m->acts[n->out]) * max_batch * sizeof(int32_t));
+		}
+	}
+	m->ws = sd_malloc((m->ws_floats ? m->ws_floats : 1) * sizeof(float));
+	m->scratch_floats = maxact;
+	m->scratch = sd_malloc(maxact * sizeof(float));
+	m->params = sd_calloc(m->nparams, sizeof(float));
+	m->grads = sd_calloc(m->nparams, sizeof(float));
+	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
+	m->probs = sd_malloc((size_t)max_batch * classes * sizeof(float));
+	sd_model_init(m, 0);
+	*out = m;
+	return 0;
+}
+
+void sd_model_destroy(struct sd_model *m)
+{
+	if (!m)
+		return;
+	for (int i = 0; i < m->nacts; i++) {
+		free(m->acts[i].val);
+		free(m->acts[i].grad);
+	}
+	for (int i = 0; i < m->nnodes; i++) {
+		free(m->nodes[i].bn_mean);
+		free(m->nodes[i].bn_invstd);
+		free(m->nodes[i].argmax);
+	}
+	free(m->acts);
+	free(m->nodes);
+	free(m->tensors);
+	free(m->params);
+	free(m->grads);
+	free(m->buffers);
+	free(m->probs);
+	free(m->ws);
+	free(m->scratch);
+	free(m);
+}
+
+const char *sd_model_name(const struct sd_model *m) { return m->name; }
+size_t sd_model_param_count(const struct sd_model *m) { return m->nparams; }
+float *sd_model_params(struct sd_model *m) { return m->params; }
+float *sd_model_grads(struct sd_model *m) { return m->grads; }
+size_t sd_model_buffer_count(const struct sd_model *m) { return m->nbuffers; }
+float *sd_model_buffers(struct sd_model *m) { return m->buffers; }
+double sd_model_flops_per_sample(const struct sd_model *m) { return 6.0 * m->flops; }
+
+const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *count)
+{
+	*count = m->ntensors;
+	return m->tensors;
+}
+
+void sd_model_init(struct sd_model *m, uint64_t seed)
+{
+	struct sd_rng rng;
+	sd_rng_seed(&rng, seed, 0x1417);
+	memset(m->params, 0, m->nparams * sizeof(float));
+	for (int i = 0; i < m->nnodes; i++) {
+		struct node *n = &m->nodes[i];
+		if (n->op == OP_CONV || n->op == OP_LINEAR) {
+			/* He-normal: std = sqrt(2 / fan_in) keeps ReLU activations' variance. */
+			int fan_in = n->op == OP_CONV ? n->conv.c * n->conv.r * n->conv.r : n->fc_in;
+			size_t count = n->op == OP_CONV
+				? (size_t)n->conv.k * fan_in : (size_t)n->fc_out * fan_in;
+			float std = sqrtf(2.0f / (float)fan_in);
+			for (size_t j = 0; j < count; j++)
+				m->params[n->w_off + j] = std * sd_rng_normal(&rng);
+		} else if (n->op == OP_BN) {
+			int c = m->acts[n->in].c;
+			for (int j = 0; j < c; j++) {
+				m->params[n->w_off + j] = 1.0f;
+				m->buffers[n->rm_off + j] = 0.0f;
+				m->buffers[n->rv_off + j] = 1.0f;
+			}
+		}
+	}
+}
+
+static void shortcut_forward(float *y, const float *a, const float *b, const struct act *ab,
+                             const struct act *bb, int nb, int s)
+{
+	size_t plane = (size_t)ab->h * ab->w;
+	int pad = (ab->c - bb->c) / 2;
+	for (int i = 0; i < nb; i++) {
+		for (int c = 0; c < ab->c; c++) {
+			float *yp = y + ((size_t)i * ab->c + c) * plane;
+			const float *ap = a + ((size_t)i * ab->c + c) * plane;
+			int bc = c - pad;
+			if (bc < 0 || bc >= bb->c) {
+				memcpy(yp, ap, plane * sizeof(float));
+				continue;
+			}
+			const float *bp = b + ((size_t)i * bb->c + bc) * bb->h * bb->w;
+			for (int hh = 0; hh < ab->h; hh++)
+				for (int ww = 0; ww < ab->w; ww++)
+					yp[hh * ab->w + ww] = ap[hh * ab->w + ww] + bp[(hh * s) * bb->w + ww * s];
+		}
+	}
+}
+
+/* d b += shortcut^T(dy): scatter back the subsampled positions. */
+static void shortcut_backward(float *db, const float *dy, const struct act *ab,
+                              const struct act *bb, int nb, int s)
+{
+	size_t plane = (size_t)ab->h * ab->w;
+	int pad = (ab->c - bb->c) / 2;
+	for (int i = 0; i < nb; i++)
+		for (int bc = 0; bc < bb->c; bc++) {
+			const float *dyp = dy + ((size_t)i * ab->c + bc + pad) * plane;
+			float *dbp = db + ((size_t)i * bb->c + bc) * bb->h * bb->w;
+			for (int hh = 0; hh < ab->h; hh++)
+				for (int ww = 0; ww < ab->w; ww++)
+					dbp[(hh * s) * bb->w + ww * s] += dyp[hh * ab->w + ww];
+		}
+}
+
+static void forward(struct sd_model *m, const float *x, int nb, int train)
+{
+	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
+	for (int i = 0; i < m->nnodes; i++) {
+		struct node *n = &m->nodes[i];
+		struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
+		const float *p = m->params;
+		switch (n->op) {
+		case OP_CONV: {
+			struct sd_conv2d_shape s = n->conv;
+			s.n = nb;
+			sd_conv2d_forward(out->val, in->val, p + n->w_off,
+			                  n->b_off == NONE ? NULL : p + n->b_off, &s, m->ws);
+			break;
+		}
+		case OP_BN:
+			if (train)
+				sd_batchnorm_forward_train(out->val, n->bn_mean, n->bn_invstd,
+				                           m->buffers + n->rm_off, m->buffers + n->rv_off,
+				                           in->val, p + n->w_off, p + n->b_off,
+				                           nb, in->c, in->h * in->w, 0.1f, 1e-5f);
+			else
+				sd_batchnorm_forward_eval(out->val, in->val, p + n->w_off, p + n->b_off,
+				                          m->buffers + n->rm_off, m->buffers + n->rv_off,
+				                          nb, in->c, in->h * in->w, 1e-5f);
+			break;
+		case OP_RELU:
+			sd_relu_forward(out->val, in->val, act_floats(in) * nb);
+			break;
+		case OP_MAXPOOL:
+			sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k, n->s);
+			break;
+		case OP_AVGPOOL:
+			sd_avgpool_forward(out->val, in->val, nb, in->c, in->h, in->w, n->k, n->s);
+			break;
+		case OP_LINEAR:
+			sd_linear_forward(out->val, in->val, p + n->w_off, p + n->b_off, nb, n->fc_in, n->fc_out);
+			break;
+		case OP_ADD:
+			shortcut_forward(out->val, in->val, m->acts[n->in2].val, in, &m->acts[n->in2], nb, n->s);
+			break;
+		}
+	}
+}
+
+/* Where node input act's gradient goes: straight into act->grad the first
+ * time, into the scratch buffer (then added) when another consumer already
+ * wrote a contribution. */
+static float *grad_target(struct sd_model *m, struct act *a)
+{
+	return a->grad_set ? m->scratch : a->grad;
+}
+
+static void grad_commit(struct sd_model *m, struct act *a, size_t count)
+{
+	if (a->grad_set) {
+		for (size_t i = 0; i < count; i++)
+			a->grad[i] += m->scratch[i];
+	}
+	a->grad_set = 1;
+}
+
+static void backward(struct sd_model *m, int nb)
+{
+	for (int i = 0; i < m->nacts; i++)
+		m->acts[i].grad_set = 0;
+	m->acts[m->nacts - 1].grad_set = 1;   /* logits' gradient set by the loss */
+	for (int i = m->nnodes - 1; i >= 0; i--) {
+		struct node *n = &m->nodes[i];
+		struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
+		float *p = m->params, *g = m->grads;
+		size_t cnt = act_floats(in) * nb;
+		/* The input image needs no gradient. */
+		int need_dx = n->in != 0;
+		switch (n->op) {
+		case OP_CONV: {
+			struct sd_conv2d_shape s = n->conv;
+			s.n = nb;
+			float *dx = need_dx ? grad_target(m, in) : NULL;
+			sd_conv2d_backward(dx, g + n->w_off, n->b_off == NONE ? NULL : g + n->b_off,
+			                   out->grad, in->val, p + n->w_off, &s, m->ws);
+			if (need_dx)
+				grad_commit(m, in, cnt);
+			break;
+		}
+		case OP_BN: {
+			float *dx = grad_target(m, in);
+			sd_batchnorm_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
+			                      n->bn_mean, n->bn_invstd, p + n->w_off, nb, in->c, in->h * in->w);
+			grad_commit(m, in, cnt);
+			break;
+		}
+		case OP_RELU:
+			/* In place: in == out, so the gradient is already in in->grad. */
+			sd_relu_backward(in->grad, in->grad, in->val, cnt);
+			break;
+		case OP_MAXPOOL: {
+			float *dx = grad_target(m, in);
+			sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k, n->s);
+			grad_commit(m, in, cnt);
+			break;
+		}
+		case OP_AVGPOOL: {
+			float *dx = grad_target(m, in);
+			sd_avgpool_backward(dx, out->grad, nb, in->c, in->h, in->w, n->k, n->s);
+			grad_commit(m, in, cnt);
+			break;
+		}
+		case OP_LINEAR: {
+			float *dx = need_dx ? grad_target(m, in) : NULL;
+			sd_linear_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
+			                   p + n->w_off, nb, n->fc_in, n->fc_out);
+			if (need_dx)
+				grad_commit(m, in, cnt);
+			break;
+		}
+		case OP_ADD: {
+			/* Main branch: identity. */
+			float *dx = grad_target(m, in);
+			memcpy(dx, out->grad, cnt * sizeof(float));
+			grad_commit(m, in, cnt);
+			/* Shortcut branch: zero-initialise on first write, then scatter-add. */
+			struct act *b = &m->acts[n->in2];
+			size_t bcnt = act_floats(b) * nb;
+			float *db = grad_target(m, b);
+			memset(db, 0, bcnt * sizeof(float));
+			shortcut_backward(db, out->grad, in, b, nb, n->s);
+			grad_commit(m, b, bcnt);
+			break;
+		}
+		}
+	}
+}
+
+static int check_batch(const struct sd_model *m, int nb, char **why)
+{
+	if (nb < 0 || nb > m->max_batch)
+		return sd_why(why, "model %s: batch of %d samples, built for at most %d",
+		              m->name, nb, m->max_batch);
+	return 0;
+}
+
+int sd_model_train_batch(struct sd_model *m, const float *x, const uint8_t *labels,
+                         int n, float grad_scale, double *loss_sum, int *correct,
+                         char **why)
+{
+	if (check_batch(m, n, why) < 0)
+		return -1;
+	memset(m->grads, 0, m->nparams * sizeof(float));
+	if (loss_sum)
+		*loss_sum = 0;
+	if (correct)
+		*correct = 0;
+	if (n == 0)
+		return 0;
+	forward(m, x, n, 1);
+	struct act *logits = &m->acts[m->nacts - 1];
+	double loss = sd_softmax_xent_forward(m->probs, correct, logits->val, labels, n, m->classes);
+	if (loss_sum)
+		*loss_sum = loss;
+	sd_softmax_xent_backward(logits->grad, m->probs, labels, n, m->classes, grad_scale);
+	backward(m, n);
+	return 0;
+}
+
+int sd_model_eval_batch(struct sd_model *m, const float *x, const uint8_t *labels,
+                        int n, double *loss_sum, int *correct, char **why)
+{
+	if (check_batch(m, n, why) < 0)
+		return -1;
+	if (n == 0) {
+		if (loss_sum)
+			*loss_sum = 0;
+		if (correct)
+			*correct = 0;
+		return 0;
+	}
+	forward(m, x, n, 0);
+	struct act *logits = &m->acts[m->nacts - 1];
+	double loss = sd_softmax_xent_forward(m->probs, correct, logits->val, labels, n, m->classes);
+	if (loss_sum)
+		*loss_sum = loss;
+	return 0;
+}

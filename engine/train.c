@@ -1,2 +1,341 @@
-/* engine/train.c (being written). */
+/* engine/train.c - the training loop's state and checkpoints; see train.h. */
 #include "engine/train.h"
+
+#include <cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "engine/checkpoint.h"
+#include "engine/errors.h"
+#include "engine/rng.h"
+
+#define CKPT_FORMAT "spotdeck-train/1"
+
+void sd_train_config_defaults(struct sd_train_config *c)
+{
+	memset(c, 0, sizeof *c);
+	snprintf(c->model, sizeof c->model, "cnn");
+	snprintf(c->dataset, sizeof c->dataset, "fashion-mnist");
+	c->epochs = 3;
+	c->global_batch = 64;
+	c->lr = 0.05f;
+	c->momentum = 0.9f;
+	c->weight_decay = 5e-4f;
+	c->schedule = SD_LR_COSINE;
+	c->warmup_steps = 100;
+	c->seed = 1;
+	c->eval_batch = 1000;
+	c->synthetic_samples = 10000;
+	c->synthetic_c = 3;
+	c->synthetic_h = 32;
+	c->synthetic_w = 32;
+}
+
+int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
+{
+	*out = NULL;
+	if (cfg->global_batch <= 0)
+		return sd_why(why, "batch: must be a positive number of samples, got %d", cfg->global_batch);
+	if (cfg->epochs <= 0)
+		return sd_why(why, "epochs: must be positive, got %d", cfg->epochs);
+	if (!(cfg->lr > 0))
+		return sd_why(why, "lr: must be positive, got %g", cfg->lr);
+	if (cfg->eval_batch <= 0)
+		return sd_why(why, "eval batch: must be positive, got %d", cfg->eval_batch);
+	struct sd_trainer *t = sd_calloc(1, sizeof *t);
+	t->cfg = *cfg;
+	const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
+	int rc;
+	if (!strcmp(cfg->dataset, "synthetic")) {
+		int nt = cfg->synthetic_samples / 5 > 0 ? cfg->synthetic_samples / 5 : 1;
+		rc = sd_dataset_synthetic(&t->train, cfg->synthetic_samples, cfg->synthetic_c,
+		                          cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed, why);
+		if (rc == 0)
+			rc = sd_dataset_synthetic(&t->test, nt, cfg->synthetic_c, cfg->synthetic_h,
+			                          cfg->synthetic_w, 10, cfg->seed ^ 0x7e57, why);
+	} else {
+		rc = sd_dataset_load(&t->train, cfg->dataset, dir, SD_SPLIT_TRAIN, why);
+		if (rc == 0)
+			rc = sd_dataset_load(&t->test, cfg->dataset, dir, SD_SPLIT_TEST, why);
+	}
+	if (rc < 0) {
+		sd_trainer_destroy(t);
+		return -1;
+	}
+	if (t->train.n < cfg->global_batch) {
+		sd_trainer_destroy(t);
+		return sd_why(why, "batch: %d is larger than the %d training samples",
+		              cfg->global_batch, t->train.n);
+	}
+	int maxb = cfg->global_batch > cfg->eval_batch ? cfg->global_batch : cfg->eval_batch;
+	if (sd_model_create(&t->model, cfg->model, t->train.c, t->train.h, t->train.w,
+	                    t->train.classes, maxb, why) < 0) {
+		sd_trainer_destroy(t);
+		return -1;
+	}
+	sd_model_init(t->model, cfg->seed);
+	size_t np = sd_model_param_count(t->model);
+	t->velocity = sd_calloc(np, sizeof(float));
+	t->perm = sd_malloc((size_t)t->train.n * sizeof(int32_t));
+	t->perm_epoch = -1;
+	t->steps_per_epoch = t->train.n / cfg->global_batch;
+	t->total_steps = t->steps_per_epoch * cfg->epochs;
+	t->lr.kind = cfg->schedule;
+	t->lr.base_lr = cfg->lr;
+	t->lr.warmup_steps = cfg->warmup_steps;
+	t->lr.total_steps = t->total_steps;
+	t->lr.step_size = t->steps_per_epoch;   /* step schedule: decay every epoch */
+	t->lr.gamma = 0.5f;
+	t->lr.min_lr = 0.0f;
+	size_t img = (size_t)t->train.c * t->train.h * t->train.w;
+	t->xbuf = sd_malloc((size_t)maxb * img * sizeof(float));
+	t->ybuf = sd_malloc((size_t)maxb);
+	*out = t;
+	return 0;
+}
+
+void sd_trainer_destroy(struct sd_trainer *t)
+{
+	if (!t)
+		return;
+	sd_dataset_free(&t->train);
+	sd_dataset_free(&t->test);
+	sd_model_destroy(t->model);
+	free(t->velocity);
+	free(t->perm);
+	free(t->xbuf);
+	free(t->ybuf);
+	free(t);
+}
+
+int sd_trainer_epoch_of(const struct sd_trainer *t, long step)
+{
+	return (int)(step / t->steps_per_epoch);
+}
+
+int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
+                          double *loss_sum, int *correct, char **why)
+{
+	if (offset < 0 || count < 0 || offset + count > t->cfg.global_batch)
+		return sd_why(why, "slice [%d, %d) outside the global batch of %d",
+		              offset, offset + count, t->cfg.global_batch);
+	int epoch = sd_trainer_epoch_of(t, step);
+	if (epoch != t->perm_epoch) {
+		sd_epoch_permutation(t->perm, t->train.n, t->cfg.seed, epoch);
+		t->perm_epoch = epoch;
+	}
+	int pos = (int)(step % t->steps_per_epoch) * t->cfg.global_batch + offset;
+	sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
+	return sd_model_train_batch(t->model, t->xbuf, t->ybuf, count,
+	                            1.0f / (float)t->cfg.global_batch, loss_sum, correct, why);
+}
+
+void sd_trainer_apply(struct sd_trainer *t)
+{
+	float lr = sd_lr_at(&t->lr, t->step);
+	sd_sgd_step(sd_model_params(t->model), t->velocity, sd_model_grads(t->model),
+	            sd_model_param_count(t->model), lr, t->cfg.momentum, t->cfg.weight_decay);
+	t->step++;
+}
+
+int sd_trainer_step(struct sd_trainer *t, double *mean_loss, double *train_accuracy, char **why)
+{
+	double loss;
+	int correct;
+	if (sd_trainer_local_grad(t, t->step, 0, t->cfg.global_batch, &loss, &correct, why) < 0)
+		return -1;
+	sd_trainer_apply(t);
+	if (mean_loss)
+		*mean_loss = loss / t->cfg.global_batch;
+	if (train_accuracy)
+		*train_accuracy = (double)correct / t->cfg.global_batch;
+	return 0;
+}
+
+int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, char **why)
+{
+	double total = 0;
+	long right = 0;
+	size_t img = (size_t)t->test.c * t->test.h * t->test.w;
+	for (int pos = 0; pos < t->test.n; pos += t->cfg.eval_batch) {
+		int nb = t->test.n - pos < t->cfg.eval_batch ? t->test.n - pos : t->cfg.eval_batch;
+		double l;
+		int c;
+		if (sd_model_eval_batch(t->model, t->test.images + (size_t)pos * img,
+		                        t->test.labels + pos, nb, &l, &c, why) < 0)
+			return -1;
+		total += l;
+		right += c;
+	}
+	if (loss)
+		*loss = total / t->test.n;
+	if (accuracy)
+		*accuracy = (double)right / t->test.n;
+	return 0;
+}
+
+uint32_t sd_trainer_param_checksum(const struct sd_trainer *t)
+{
+	const float *p = sd_model_params(t->model);
+	size_t bytes = sd_model_param_count(t->model) * sizeof(float);
+	uLong crc = crc32(0L, Z_NULL, 0);
+	/* zlib's length argument is 32-bit; feed large buffers in pieces. */
+	for (size_t off = 0; off < bytes; off += 1u << 30) {
+		size_t len = bytes - off < (1u << 30) ? bytes - off : (1u << 30);
+		crc = crc32(crc, (const Bytef *)p + off, (uInt)len);
+	}
+	return (uint32_t)crc;
+}
+
+/* The tensor table as text, one "name ndim d0 d1 d2 d3 offset count" line per
+ * tensor; a checkpoint from another model differs here. */
+static char *tensor_table(const struct sd_model *m)
+{
+	int n;
+	const struct sd_tensor_info *ti = sd_model_tensors(m, &n);
+	size_t cap = (size_t)n * 128 + 1, len = 0;
+	char *s = sd_malloc(cap);
+	s[0] = 0;
+	for (int i = 0; i < n; i++)
+		len += (size_t)snprintf(s + len, cap - len, "%s %d %d %d %d %d %zu %zu\n",
+		                        ti[i].name, ti[i].ndim, ti[i].shape[0], ti[i].shape[1],
+		                        ti[i].shape[2], ti[i].shape[3], ti[i].offset, ti[i].count);
+	return s;
+}
+
+int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
+{
+	cJSON *meta = cJSON_CreateObject();
+	cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
+	cJSON_AddStringToObject(meta, "model", t->cfg.model);
+	cJSON_AddStringToObject(meta, "dataset", t->cfg.dataset);
+	cJSON_AddNumberToObject(meta, "param_count", (double)sd_model_param_count(t->model));
+	cJSON_AddNumberToObject(meta, "buffer_count", (double)sd_model_buffer_count(t->model));
+	cJSON_AddNumberToObject(meta, "global_batch", t->cfg.global_batch);
+	cJSON_AddNumberToObject(meta, "step", (double)t->step);
+	cJSON_AddNumberToObject(meta, "epoch", t->steps_per_epoch ? (double)(t->step / t->steps_per_epoch) : 0);
+	/* The data cursor: the next global sample position within the epoch. */
+	cJSON_AddNumberToObject(meta, "data_cursor",
+	                        (double)((t->step % t->steps_per_epoch) * t->cfg.global_batch));
+	/* RNG state: shuffles are a pure function of (seed, epoch), so the seed is
+	 * the whole random state of a run; stored as a string to keep 64 bits. */
+	char seed[32];
+	snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->cfg.seed);
+	cJSON_AddStringToObject(meta, "seed", seed);
+	char *meta_text = cJSON_PrintUnformatted(meta);
+	cJSON_Delete(meta);
+	if (!meta_text)
+		sd_oom();
+	char *table = tensor_table(t->model);
+	struct sd_model *m = t->model;
+	struct sd_ckpt_section sec[5];
+	memset(sec, 0, sizeof sec);
+	snprintf(sec[0].name, sizeof sec[0].name, "meta");
+	sec[0].data = meta_text;
+	sec[0].bytes = strlen(meta_text);
+	snprintf(sec[1].name, sizeof sec[1].name, "tensors");
+	sec[1].data = table;
+	sec[1].bytes = strlen(table);
+	snprintf(sec[2].name, sizeof sec[2].name, "params");
+	sec[2].data = sd_model_params(m);
+	sec[2].bytes = sd_model_param_count(m) * sizeof(float);
+	snprintf(sec[3].name, sizeof sec[3].name, "momentum");
+	sec[3].data = t->velocity;
+	sec[3].bytes = sd_model_param_count(m) * sizeof(float);
+	snprintf(sec[4].name, sizeof sec[4].name, "buffers");
+	sec[4].data = sd_model_buffers(m);
+	sec[4].bytes = sd_model_buffer_count(m) * sizeof(float);
+	int rc = sd_ckpt_write(path, sec, 5, why);
+	free(meta_text);
+	free(table);
+	return rc;
+}
+
+static const struct sd_ckpt_section *need(const struct sd_ckpt *c, const char *path,
+                                          const char *name, uint64_t bytes, char **why)
+{
+	const struct sd_ckpt_section *s = sd_ckpt_find(c, name);
+	if (!s) {
+		sd_why(why, "%s: checkpoint has no '%s' section", path, name);
+		return NULL;
+	}
+	if (bytes != (uint64_t)-1 && s->bytes != bytes) {
+		sd_why(why, "%s: section '%s' holds %llu bytes, this model needs %llu "
+		       "(checkpoint from another model?)", path, name,
+		       (unsigned long long)s->bytes, (unsigned long long)bytes);
+		return NULL;
+	}
+	return s;
+}
+
+int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
+{
+	struct sd_ckpt c;
+	if (sd_ckpt_read(path, &c, why) < 0)
+		return -1;
+	int rc = -1;
+	cJSON *meta = NULL;
+	char *table = NULL;
+	const struct sd_ckpt_section *sm = need(&c, path, "meta", (uint64_t)-1, why);
+	if (!sm)
+		goto out;
+	meta = cJSON_ParseWithLength(sm->data, sm->bytes);
+	const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(meta, "format");
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(meta, "model");
+	const cJSON *dataset = cJSON_GetObjectItemCaseSensitive(meta, "dataset");
+	const cJSON *gb = cJSON_GetObjectItemCaseSensitive(meta, "global_batch");
+	const cJSON *step = cJSON_GetObjectItemCaseSensitive(meta, "step");
+	if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, CKPT_FORMAT) ||
+	    !cJSON_IsString(model) || !cJSON_IsString(dataset) ||
+	    !cJSON_IsNumber(gb) || !cJSON_IsNumber(step) || step->valuedouble < 0) {
+		sd_why(why, "%s: section 'meta' is not a %s record", path, CKPT_FORMAT);
+		goto out;
+	}
+	if (strcmp(model->valuestring, t->cfg.model)) {
+		sd_why(why, "%s: checkpoint is of model '%s', this run trains '%s'",
+		       path, model->valuestring, t->cfg.model);
+		goto out;
+	}
+	if (strcmp(dataset->valuestring, t->cfg.dataset)) {
+		sd_why(why, "%s: checkpoint was trained on '%s', this run uses '%s'",
+		       path, dataset->valuestring, t->cfg.dataset);
+		goto out;
+	}
+	if (gb->valueint != t->cfg.global_batch) {
+		sd_why(why, "%s: checkpoint has global batch %d, this run %d (the data cursor "
+		       "would not match)", path, gb->valueint, t->cfg.global_batch);
+		goto out;
+	}
+	table = tensor_table(t->model);
+	const struct sd_ckpt_section *st = need(&c, path, "tensors", (uint64_t)-1, why);
+	if (!st)
+		goto out;
+	if (st->bytes != strlen(table) || memcmp(st->data, table, st->bytes)) {
+		sd_why(why, "%s: tensor table differs from model '%s' (checkpoint from another model)",
+		       path, t->cfg.model);
+		goto out;
+	}
+	size_t np = sd_model_param_count(t->model), nb = sd_model_buffer_count(t->model);
+	const struct sd_ckpt_section *sp = need(&c, path, "params", np * sizeof(float), why);
+	const struct sd_ckpt_section *sv = sp ? need(&c, path, "momentum", np * sizeof(float), why) : NULL;
+	const struct sd_ckpt_section *sb = sv ? need(&c, path, "buffers", nb * sizeof(float), why) : NULL;
+	if (!sb)
+		goto out;
+	memcpy(sd_model_params(t->model), sp->data, sp->bytes);
+	memcpy(t->velocity, sv->data, sv->bytes);
+	memcpy(sd_model_buffers(t->model), sb->data, sb->bytes);
+	t->step = (long)step->valuedouble;
+	/* The shuffle seed is the run's random state: adopt the checkpoint's. */
+	const cJSON *seed = cJSON_GetObjectItemCaseSensitive(meta, "seed");
+	if (cJSON_IsString(seed))
+		t->cfg.seed = strtoull(seed->valuestring, NULL, 10);
+	t->perm_epoch = -1;
+	rc = 0;
+out:
+	cJSON_Delete(meta);
+	free(table);
+	sd_ckpt_free(&c);
+	return rc;
+}

@@ -1,4 +1,96 @@
-/* engine/train.h (being written) */
+/* engine/train.h - a training run's state: job settings, data, model,
+ * optimizer, position.  The standalone worker drives it alone; the elastic
+ * worker computes its slice of each global batch with it, all-reduces the
+ * gradient buffer and then applies the step.
+ *
+ * Data order: optimizer step s (0-based) of a run with global batch B and
+ * S = floor(train_samples / B) steps per epoch reads the samples at global
+ * positions [(s mod S) * B, (s mod S) * B + B) of epoch floor(s / S)'s
+ * permutation (sd_epoch_permutation), so which samples a step uses never
+ * depends on how many workers share it.  The remainder of each epoch
+ * (train_samples mod B samples) is dropped, as PyTorch's drop_last=True.
+ */
 #ifndef SD_ENGINE_TRAIN_H
 #define SD_ENGINE_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/data.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+
+#define SD_PATH_MAX 4096
+
+struct sd_train_config {
+	char model[32];          /* "cnn" */
+	char dataset[32];        /* "fashion-mnist" */
+	char data_dir[SD_PATH_MAX];   /* "" = the dataset's default */
+	int epochs;              /* 3 */
+	int global_batch;        /* 64 (samples per optimizer step, all workers) */
+	float lr;                /* 0.05, peak learning rate */
+	float momentum;          /* 0.9 */
+	float weight_decay;      /* 5e-4 */
+	enum sd_lr_kind schedule;     /* cosine */
+	long warmup_steps;       /* 100 */
+	uint64_t seed;           /* 1 */
+	int eval_batch;          /* 1000: test-set batch size */
+	int synthetic_samples;   /* dataset "synthetic": training samples (10000) */
+	int synthetic_c, synthetic_h, synthetic_w;   /* its image shape (3x32x32) */
+};
+
+/* Fills c with the defaults above. */
+void sd_train_config_defaults(struct sd_train_config *c);
+
+struct sd_trainer {
+	struct sd_train_config cfg;
+	struct sd_dataset train, test;
+	struct sd_model *model;
+	float *velocity;          /* momentum buffer, param_count floats */
+	int32_t *perm;            /* permutation of perm_epoch */
+	int perm_epoch;
+	long step;                /* optimizer steps completed */
+	long steps_per_epoch;
+	long total_steps;         /* epochs * steps_per_epoch */
+	struct sd_lr_schedule lr;
+	float *xbuf;              /* staging batch (max(global, eval) samples) */
+	uint8_t *ybuf;
+};
+
+/* Loads the datasets and builds the model.  Returns 0 or -1 with *why (the
+ * dataset loader's or model's message, naming the file or the setting). */
+int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why);
+void sd_trainer_destroy(struct sd_trainer *t);
+
+/* Epoch that optimizer step `step` belongs to. */
+int sd_trainer_epoch_of(const struct sd_trainer *t, long step);
+
+/* Forward and backward over samples [offset, offset + count) of step `step`'s
+ * global batch; leaves those samples' share of the mean-loss gradient (scale
+ * 1 / global_batch) in the model's gradient buffer.  *loss_sum, *correct:
+ * summed cross-entropy and correct predictions over the slice. */
+int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
+                          double *loss_sum, int *correct, char **why);
+
+/* SGD update with the learning rate of step t->step, then t->step++. */
+void sd_trainer_apply(struct sd_trainer *t);
+
+/* One whole step on this process alone (local_grad over the full global batch
+ * + apply).  *mean_loss: the step's mean cross-entropy. */
+int sd_trainer_step(struct sd_trainer *t, double *mean_loss, double *train_accuracy, char **why);
+
+/* Test-set loss (mean) and accuracy (fraction) over all test samples. */
+int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, char **why);
+
+/* CRC-32 of the parameter buffer's bytes: equal on every worker that holds
+ * the same parameters. */
+uint32_t sd_trainer_param_checksum(const struct sd_trainer *t);
+
+/* Writes a checkpoint of parameters, momentum, batch-norm buffers, step,
+ * epoch, data cursor and RNG state to path (atomically; see checkpoint.h). */
+int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why);
+/* Restores a checkpoint written for the same model, dataset and global batch;
+ * anything else is refused with a message naming the file and the mismatch. */
+int sd_trainer_load(struct sd_trainer *t, const char *path, char **why);
+
 #endif

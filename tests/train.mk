@@ -1,1 +1,11 @@
-# tests/train.mk
+# tests/train.mk: the worker's training runs (standalone mode).
+TESTS += tests/test-train-accuracy.sh tests/test-train-determinism.sh tests/test-worker-bad-input.sh
+EXTRA_DIST += tests/lib.sh tests/test-train-accuracy.sh tests/test-train-determinism.sh \
+	tests/test-worker-bad-input.sh
+
+# Benchmarks: built by `make check`/`make bench`, run by `make bench` only.
+noinst_PROGRAMS += tests/bench/bench-sgemm
+tests_bench_bench_sgemm_SOURCES = tests/bench/bench-sgemm.c
+tests_bench_bench_sgemm_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_bench_sgemm_LDADD = $(OPENBLAS_LIBS)
+EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/run-all.sh

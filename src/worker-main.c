@@ -1,0 +1,431 @@
+/* src/worker-main.c - spotdeck-worker: the training process on each server.
+ *
+ * --standalone trains in this process alone and prints JSON lines on stdout:
+ *   {"type":"step", ...}   every --log-every steps (0 = never)
+ *   {"type":"epoch", "epoch", "train_loss", "test_loss", "test_accuracy",
+ *    "images_per_sec", "seconds", "step"}
+ *   {"type":"checkpoint", "path", "step"}
+ *   {"type":"done", "test_accuracy", "test_loss", "images_per_sec", "steps",
+ *    "seconds", "param_checksum"}
+ * Errors go to stderr as one line "spotdeck-worker: ..." and exit 1 (2 for
+ * usage errors).
+ */
+#include "config.h"
+
+#include <cJSON.h>
+#include <cblas.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+/* OpenBLAS' own thread-count setter; declared by its cblas.h in newer
+ * versions, declared here for the ones that do not. */
+void openblas_set_num_threads(int num_threads);
+
+struct opts {
+	struct sd_train_config cfg;
+	int standalone;
+	int threads;
+	int log_every;
+	long max_steps;          /* stop after this many steps in total (0 = run all) */
+	long checkpoint_every;   /* steps between checkpoints (0 = only at the end) */
+	char checkpoint_dir[SD_PATH_MAX];
+	char resume[SD_PATH_MAX];
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: spotdeck-worker --standalone [options]\n"
+"Train a model in this process and print JSON lines (see spotdeck-worker(1)).\n"
+"  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
+"  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic (default fashion-mnist)\n"
+"  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist)\n"
+"  --epochs N            passes over the training set (default 3)\n"
+"  --batch N             global batch, samples per step (default 64)\n"
+"  --lr X                peak learning rate (default 0.05)\n"
+"  --momentum X          SGD momentum (default 0.9)\n"
+"  --weight-decay X      L2 weight decay (default 5e-4)\n"
+"  --schedule NAME       constant, step or cosine (default cosine)\n"
+"  --warmup N            warm-up steps (default 100)\n"
+"  --threads N           compute threads (default: all cores)\n"
+"  --seed N              random seed (default 1)\n"
+"  --checkpoint-dir DIR  write checkpoints there (ckpt-STEP.sdckpt, latest.sdckpt)\n"
+"  --checkpoint-every N  checkpoint every N steps (default: at the end only)\n"
+"  --resume PATH         continue from a checkpoint file or checkpoint directory\n"
+"  --max-steps N         stop after step N (for tests and benchmarks)\n"
+"  --log-every N         print a step line every N steps (default 0: never)\n"
+"  --help, --version\n");
+}
+
+static double now_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void emit(cJSON *obj)
+{
+	char *s = cJSON_PrintUnformatted(obj);
+	if (!s)
+		sd_oom();
+	puts(s);
+	fflush(stdout);
+	free(s);
+	cJSON_Delete(obj);
+}
+
+static int die(const char *msg)
+{
+	fprintf(stderr, "spotdeck-worker: %s\n", msg);
+	return 1;
+}
+
+/* Parses a whole decimal integer in [lo, hi]; the option name goes into the error. */
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi) {
+		fprintf(stderr, "spotdeck-worker: --%s: expected an integer in [%ld, %ld], got '%s'\n",
+		        opt, lo, hi, s);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_float(const char *opt, const char *s, double lo, double hi, float *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+		fprintf(stderr, "spotdeck-worker: --%s: expected a number in [%g, %g], got '%s'\n",
+		        opt, lo, hi, s);
+		return -1;
+	}
+	*out = (float)v;
+	return 0;
+}
+
+static int copy_path(const char *opt, const char *s, char *dst)
+{
+	if (strlen(s) >= SD_PATH_MAX) {
+		fprintf(stderr, "spotdeck-worker: --%s: path longer than %d bytes\n", opt, SD_PATH_MAX - 1);
+		return -1;
+	}
+	strcpy(dst, s);
+	return 0;
+}
+
+enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
+       O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
+       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION };
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "model", required_argument, 0, O_MODEL },
+		{ "dataset", required_argument, 0, O_DATASET },
+		{ "data-dir", required_argument, 0, O_DATADIR },
+		{ "epochs", required_argument, 0, O_EPOCHS },
+		{ "batch", required_argument, 0, O_BATCH },
+		{ "lr", required_argument, 0, O_LR },
+		{ "momentum", required_argument, 0, O_MOMENTUM },
+		{ "weight-decay", required_argument, 0, O_WD },
+		{ "schedule", required_argument, 0, O_SCHEDULE },
+		{ "warmup", required_argument, 0, O_WARMUP },
+		{ "threads", required_argument, 0, O_THREADS },
+		{ "seed", required_argument, 0, O_SEED },
+		{ "checkpoint-dir", required_argument, 0, O_CKDIR },
+		{ "checkpoint-every", required_argument, 0, O_CKEVERY },
+		{ "resume", required_argument, 0, O_RESUME },
+		{ "max-steps", required_argument, 0, O_MAXSTEPS },
+		{ "log-every", required_argument, 0, O_LOGEVERY },
+		{ "standalone", no_argument, 0, O_STANDALONE },
+		{ "help", no_argument, 0, O_HELP },
+		{ "version", no_argument, 0, O_VERSION },
+		{ 0, 0, 0, 0 },
+	};
+	memset(o, 0, sizeof *o);
+	sd_train_config_defaults(&o->cfg);
+	int c;
+	long v;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_MODEL:
+		case O_DATASET: {
+			char *dst = c == O_MODEL ? o->cfg.model : o->cfg.dataset;
+			if (strlen(optarg) >= sizeof o->cfg.model) {
+				fprintf(stderr, "spotdeck-worker: --%s: name too long: '%s'\n",
+				        c == O_MODEL ? "model" : "dataset", optarg);
+				return -1;
+			}
+			strcpy(dst, optarg);
+			break;
+		}
+		case O_DATADIR:
+			if (copy_path("data-dir", optarg, o->cfg.data_dir) < 0)
+				return -1;
+			break;
+		case O_EPOCHS:
+			if (parse_long("epochs", optarg, 1, 100000, &v) < 0)
+				return -1;
+			o->cfg.epochs = (int)v;
+			break;
+		case O_BATCH:
+			if (parse_long("batch", optarg, 1, 1 << 20, &v) < 0)
+				return -1;
+			o->cfg.global_batch = (int)v;
+			break;
+		case O_LR:
+			if (parse_float("lr", optarg, 1e-9, 100, &o->cfg.lr) < 0)
+				return -1;
+			break;
+		case O_MOMENTUM:
+			if (parse_float("momentum", optarg, 0, 0.9999, &o->cfg.momentum) < 0)
+				return -1;
+			break;
+		case O_WD:
+			if (parse_float("weight-decay", optarg, 0, 1, &o->cfg.weight_decay) < 0)
+				return -1;
+			break;
+		case O_SCHEDULE:
+			if (sd_lr_kind_parse(optarg, &o->cfg.schedule) < 0) {
+				fprintf(stderr, "spotdeck-worker: --schedule: expected constant, step or cosine, got '%s'\n", optarg);
+				return -1;
+			}
+			break;
+		case O_WARMUP:
+			if (parse_long("warmup", optarg, 0, LONG_MAX, &v) < 0)
+				return -1;
+			o->cfg.warmup_steps = v;
+			break;
+		case O_THREADS:
+			if (parse_long("threads", optarg, 1, 1024, &v) < 0)
+				return -1;
+			o->threads = (int)v;
+			break;
+		case O_SEED:
+			if (parse_long("seed", optarg, 0, LONG_MAX, &v) < 0)
+				return -1;
+			o->cfg.seed = (uint64_t)v;
+			break;
+		case O_CKDIR:
+			if (copy_path("checkpoint-dir", optarg, o->checkpoint_dir) < 0)
+				return -1;
+			break;
+		case O_CKEVERY:
+			if (parse_long("checkpoint-every", optarg, 1, LONG_MAX, &v) < 0)
+				return -1;
+			o->checkpoint_every = v;
+			break;
+		case O_RESUME:
+			if (copy_path("resume", optarg, o->resume) < 0)
+				return -1;
+			break;
+		case O_MAXSTEPS:
+			if (parse_long("max-steps", optarg, 1, LONG_MAX, &v) < 0)
+				return -1;
+			o->max_steps = v;
+			break;
+		case O_LOGEVERY:
+			if (parse_long("log-every", optarg, 0, LONG_MAX, &v) < 0)
+				return -1;
+			o->log_every = v;
+			break;
+		case O_STANDALONE:
+			o->standalone = 1;
+			break;
+		case O_HELP:
+			usage(stdout);
+			exit(0);
+		case O_VERSION:
+			printf("spotdeck-worker %s\n", PACKAGE_VERSION);
+			exit(0);
+		default:
+			if (optopt)
+				fprintf(stderr, "spotdeck-worker: option needs a value or is unknown: %s\n",
+				        argv[optind - 1]);
+			else
+				fprintf(stderr, "spotdeck-worker: unknown option '%s' (see --help)\n",
+				        argv[optind - 1]);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spotdeck-worker: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return -1;
+	}
+	if (o->checkpoint_every && !o->checkpoint_dir[0]) {
+		fprintf(stderr, "spotdeck-worker: --checkpoint-every needs --checkpoint-dir\n");
+		return -1;
+	}
+	return 0;
+}
+
+static int save_checkpoint(const struct opts *o, struct sd_trainer *t, char **why)
+{
+	char path[SD_PATH_MAX + 64], latest[SD_PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/ckpt-%ld.sdckpt", o->checkpoint_dir, t->step);
+	snprintf(latest, sizeof latest, "%s/latest.sdckpt", o->checkpoint_dir);
+	if (sd_trainer_save(t, path, why) < 0)
+		return -1;
+	/* latest.sdckpt is a second atomic copy, so --resume DIR never sees a
+	 * half-written file even if this process dies here. */
+	if (sd_trainer_save(t, latest, why) < 0)
+		return -1;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "checkpoint");
+	cJSON_AddStringToObject(ev, "path", path);
+	cJSON_AddNumberToObject(ev, "step", (double)t->step);
+	emit(ev);
+	return 0;
+}
+
+static int run_standalone(struct opts *o)
+{
+	char *why = NULL;
+	struct sd_trainer *t;
+	if (sd_trainer_create(&t, &o->cfg, &why) < 0) {
+		int rc = die(why);
+		free(why);
+		return rc;
+	}
+	if (o->resume[0]) {
+		char path[SD_PATH_MAX + 32];
+		struct stat st;
+		if (stat(o->resume, &st) == 0 && S_ISDIR(st.st_mode))
+			snprintf(path, sizeof path, "%s/latest.sdckpt", o->resume);
+		else
+			snprintf(path, sizeof path, "%s", o->resume);
+		if (sd_trainer_load(t, path, &why) < 0) {
+			int rc = die(why);
+			free(why);
+			sd_trainer_destroy(t);
+			return rc;
+		}
+	}
+	if (o->checkpoint_dir[0] && mkdir(o->checkpoint_dir, 0777) < 0 && errno != EEXIST) {
+		fprintf(stderr, "spotdeck-worker: %s: cannot create checkpoint directory: %s\n",
+		        o->checkpoint_dir, strerror(errno));
+		sd_trainer_destroy(t);
+		return 1;
+	}
+	long end = t->total_steps;
+	if (o->max_steps && o->max_steps < end)
+		end = o->max_steps;
+	double t0 = now_seconds(), epoch_t0 = t0, compute_s = 0;
+	long epoch_images = 0, total_images = 0;
+	double epoch_loss = 0;
+	long epoch_steps = 0;
+	int rc = 0;
+	while (t->step < end) {
+		double loss, acc, s0 = now_seconds();
+		if (sd_trainer_step(t, &loss, &acc, &why) < 0) {
+			rc = die(why);
+			break;
+		}
+		compute_s += now_seconds() - s0;
+		epoch_images += o->cfg.global_batch;
+		total_images += o->cfg.global_batch;
+		epoch_loss += loss;
+		epoch_steps++;
+		if (o->log_every && t->step % o->log_every == 0) {
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "type", "step");
+			cJSON_AddNumberToObject(ev, "step", (double)t->step);
+			cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+			cJSON_AddNumberToObject(ev, "loss", loss);
+			cJSON_AddNumberToObject(ev, "train_accuracy", acc);
+			cJSON_AddNumberToObject(ev, "lr", sd_lr_at(&t->lr, t->step - 1));
+			emit(ev);
+		}
+		if (o->checkpoint_every && t->step % o->checkpoint_every == 0 &&
+		    save_checkpoint(o, t, &why) < 0) {
+			rc = die(why);
+			break;
+		}
+		if (t->step % t->steps_per_epoch == 0 || t->step == end) {
+			double now = now_seconds(), test_loss, test_acc;
+			double train_s = now - epoch_t0;
+			if (sd_trainer_evaluate(t, &test_loss, &test_acc, &why) < 0) {
+				rc = die(why);
+				break;
+			}
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "type", "epoch");
+			cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+			cJSON_AddNumberToObject(ev, "step", (double)t->step);
+			cJSON_AddNumberToObject(ev, "train_loss", epoch_loss / epoch_steps);
+			cJSON_AddNumberToObject(ev, "test_loss", test_loss);
+			cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
+			cJSON_AddNumberToObject(ev, "images_per_sec", epoch_images / train_s);
+			cJSON_AddNumberToObject(ev, "seconds", train_s);
+			emit(ev);
+			epoch_t0 = now_seconds();
+			epoch_images = 0;
+			epoch_loss = 0;
+			epoch_steps = 0;
+		}
+	}
+	if (rc == 0 && o->checkpoint_dir[0] && (!o->checkpoint_every || t->step % o->checkpoint_every) &&
+	    save_checkpoint(o, t, &why) < 0)
+		rc = die(why);
+	if (rc == 0) {
+		double test_loss, test_acc;
+		if (sd_trainer_evaluate(t, &test_loss, &test_acc, &why) < 0) {
+			rc = die(why);
+		} else {
+			char sum[16];
+			snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "type", "done");
+			cJSON_AddStringToObject(ev, "model", o->cfg.model);
+			cJSON_AddStringToObject(ev, "dataset", o->cfg.dataset);
+			cJSON_AddNumberToObject(ev, "steps", (double)t->step);
+			cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
+			cJSON_AddNumberToObject(ev, "test_loss", test_loss);
+			cJSON_AddNumberToObject(ev, "images_per_sec", compute_s > 0 ? total_images / compute_s : 0);
+			cJSON_AddNumberToObject(ev, "seconds", now_seconds() - t0);
+			cJSON_AddNumberToObject(ev, "flops_per_image", sd_model_flops_per_sample(t->model));
+			cJSON_AddNumberToObject(ev, "threads", o->threads);
+			cJSON_AddStringToObject(ev, "param_checksum", sum);
+			emit(ev);
+		}
+	}
+	free(why);
+	sd_trainer_destroy(t);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	if (parse_args(argc, argv, &o) < 0)
+		return 2;
+	if (!o.standalone) {
+		fprintf(stderr, "spotdeck-worker: nothing to do: pass --standalone (see --help)\n");
+		return 2;
+	}
+	if (!o.threads)
+		o.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	if (o.threads < 1)
+		o.threads = 1;
+	openblas_set_num_threads(o.threads);
+	omp_set_num_threads(o.threads);
+	return run_standalone(&o);
+}
