@@ -59,7 +59,8 @@ void sd_dataset_free(struct sd_dataset *ds);
 void sd_epoch_permutation(int32_t *perm, int n, uint64_t seed, int epoch);
 
 /* Copies the samples perm[pos .. pos+count-1] into images (count, c, h, w)
- * and labels (count). */
+ * and labels (count).  perm NULL means the identity order (e.g. the test
+ * set); images or labels NULL skips that copy. */
 void sd_dataset_gather(const struct sd_dataset *ds, const int32_t *perm, int pos,
                        int count, float *images, uint8_t *labels);
 

@@ -1,1 +1,13 @@
-# tests/data.mk
+# tests/data.mk: datasets and the checkpoint container (engine/data.c,
+# engine/checkpoint.c).  Both tests write their fixtures at run time into a
+# mkdtemp() directory, so no binary files live in the repository.
+check_PROGRAMS += tests/test-data tests/test-checkpoint
+TESTS += tests/test-data tests/test-checkpoint
+
+tests_test_data_SOURCES = tests/test-data.c
+tests_test_data_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_test_data_LDADD = $(SD_ENGINE_LIBS)
+
+tests_test_checkpoint_SOURCES = tests/test-checkpoint.c
+tests_test_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_test_checkpoint_LDADD = $(SD_ENGINE_LIBS)
