@@ -1,1 +1,29 @@
 # engine/comm.mk: collectives (Gloo shim, NCCL) - rules for engine/comm-*.
+#
+# The collectives live in their own library because the Gloo backend is C++:
+# programs that use it link $(SD_COMM_LIBS), which brings libstdc++ along, so
+# the rest of the engine and its programs stay plain C.  Without Gloo or NCCL
+# the library still builds (world size 1 works; other sizes report that the
+# backend is missing).
+noinst_LIBRARIES += engine/libsdcomm.a
+engine_libsdcomm_a_CPPFLAGS = $(AM_CPPFLAGS)
+engine_libsdcomm_a_SOURCES = engine/comm.c engine/comm.h engine/comm-backend.h
+SD_COMM_LIBS = engine/libsdcomm.a
+# Programs linking $(SD_COMM_LIBS) also put this in their _LDFLAGS.
+SD_COMM_LINK_FLAGS =
+
+if HAVE_GLOO
+engine_libsdcomm_a_SOURCES += engine/comm-gloo.cc
+SD_COMM_LIBS += $(GLOO_LIBS) -lstdc++ -lpthread
+endif
+
+# NCCL sits behind the same API; HAVE_NCCL is passed only to this library so
+# nothing else can #ifdef on it.
+if HAVE_NCCL
+engine_libsdcomm_a_SOURCES += engine/comm-nccl.c
+engine_libsdcomm_a_CPPFLAGS += -DHAVE_NCCL -I$(CUDA_HOME)/include
+# Full paths, so programs that do not use $(SD_COMM_LINK_FLAGS) still link;
+# the rpath there only matters where ld.so does not know $(CUDA_HOME).
+SD_COMM_LIBS += $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib64/libcudart.so
+SD_COMM_LINK_FLAGS += -Wl,-rpath,$(CUDA_HOME)/lib64
+endif
