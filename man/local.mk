@@ -1,1 +1,2 @@
 # man: rules for this subsystem
+dist_man_MANS += man/spotdeck-job.5

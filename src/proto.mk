@@ -1,0 +1,30 @@
+# src/proto.mk: the control-plane wire protocol (src/protocol.*) and the job
+# file (src/job.*), with their unit tests and fuzzers.
+noinst_LIBRARIES += src/libsdproto.a
+src_libsdproto_a_SOURCES = src/protocol.c src/protocol.h src/job.c src/job.h
+src_libsdproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
+# What a program using the protocol or the job file links (with $(SD_ENGINE_LIBS)).
+SD_PROTO_LIBS = src/libsdproto.a $(CJSON_LIBS)
+
+check_PROGRAMS += tests/test-protocol tests/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
+TESTS += tests/test-protocol tests/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
+
+tests_test_protocol_SOURCES = tests/test-protocol.c
+tests_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+
+tests_test_job_SOURCES = tests/test-job.c
+tests_test_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
+tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+
+# The fuzzers run as tests over built-in corpora with deterministic
+# mutations.  For coverage-guided runs build them with clang, e.g.
+#   clang -DSD_LIBFUZZER -fsanitize=fuzzer,address,undefined -I. -I/usr/include/cjson \
+#     tests/fuzz/fuzz-protocol.c src/protocol.c engine/errors.c -lcjson -lm
+tests_fuzz_fuzz_protocol_SOURCES = tests/fuzz/fuzz-protocol.c
+tests_fuzz_fuzz_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_fuzz_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+
+tests_fuzz_fuzz_job_SOURCES = tests/fuzz/fuzz-job.c
+tests_fuzz_fuzz_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
+tests_fuzz_fuzz_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

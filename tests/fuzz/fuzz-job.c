@@ -1,0 +1,241 @@
+/* tests/fuzz/fuzz-job.c - fuzzes the job-file parser (src/job.c) and checks
+ * what it accepts: an accepted job serialises and parses back to the same
+ * job (directly and through printed JSON), a refused one gets a one-line
+ * message that starts with the file name.
+ *
+ * Built with -DSD_LIBFUZZER -fsanitize=fuzzer this is a libFuzzer target
+ * (see src/proto.mk).  Otherwise main() runs a built-in corpus of valid job
+ * files, each with 5,000 deterministic random mutations (bit flips, byte
+ * replacements, truncations, insertions, duplicated and deleted chunks), so
+ * `make check`, and CI's ASan+UBSan build of it, fuzzes on every run. */
+#include "config.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/job.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* An invariant broke: say which and abort, so either driver stops on it. */
+#define FUZZ_ASSERT(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+		abort(); \
+	} \
+} while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* Three jobs (~13 KiB each) on the heap, not the fuzzer's stack. */
+	struct sd_job *j = malloc(3 * sizeof *j);
+	FUZZ_ASSERT(j != NULL);
+	char *why = NULL;
+	if (sd_job_parse(&j[0], (const char *)data, size, "fuzz.json", &why) != 0) {
+		FUZZ_ASSERT(why != NULL);
+		FUZZ_ASSERT(strncmp(why, "fuzz.json: ", 11) == 0);
+		FUZZ_ASSERT(strchr(why, '\n') == NULL);
+		free(why);
+		free(j);
+		return 0;
+	}
+	FUZZ_ASSERT(why == NULL);
+	FUZZ_ASSERT(j[0].ncluster >= 0 && j[0].ncluster <= SD_JOB_CLUSTER_MAX);
+	FUZZ_ASSERT(j[0].train.epochs >= 1 && j[0].train.global_batch >= 1);
+	FUZZ_ASSERT(j[0].train.lr > 0 && j[0].train.momentum < 1);
+	FUZZ_ASSERT(j[0].log_every >= 1);
+
+	cJSON *obj = sd_job_to_json(&j[0]);
+	int rc = sd_job_from_json(&j[1], obj, "round-trip", &why);
+	if (rc != 0)
+		fprintf(stderr, "fuzz-job: serialised job refused: %s\n", why ? why : "?");
+	FUZZ_ASSERT(rc == 0);
+	FUZZ_ASSERT(sd_job_equal(&j[0], &j[1]));
+
+	char *text = cJSON_PrintUnformatted(obj);
+	FUZZ_ASSERT(text != NULL);
+	rc = sd_job_parse(&j[2], text, strlen(text), "printed", &why);
+	if (rc != 0)
+		fprintf(stderr, "fuzz-job: printed job refused: %s\n%s\n", why ? why : "?", text);
+	FUZZ_ASSERT(rc == 0);
+	FUZZ_ASSERT(sd_job_equal(&j[0], &j[2]));
+	free(text);
+	cJSON_Delete(obj);
+	free(j);
+	return 0;
+}
+
+#ifndef SD_LIBFUZZER
+
+/* ---- the built-in driver ---- */
+
+static const char *const corpus[] = {
+	"{}",
+	"{\n"
+	"  \"model\": \"resnet20\",\n"
+	"  \"dataset\": \"cifar10\",\n"
+	"  \"data_dir\": \"/srv/data/cifar-10\",\n"
+	"  \"epochs\": 30,\n"
+	"  \"global_batch\": 256,\n"
+	"  \"lr\": 0.1,\n"
+	"  \"momentum\": 0.875,\n"
+	"  \"weight_decay\": 1e-4,\n"
+	"  \"schedule\": \"step\",\n"
+	"  \"warmup_steps\": 500,\n"
+	"  \"seed\": 9007199254740991,\n"
+	"  \"eval_batch\": 500,\n"
+	"  \"workers\": 4,\n"
+	"  \"threads_per_worker\": 2,\n"
+	"  \"checkpoint_every\": 0,\n"
+	"  \"keep_checkpoints\": 5,\n"
+	"  \"comm_timeout\": 2.5,\n"
+	"  \"log_every\": 1,\n"
+	"  \"provider\": \"sim\",\n"
+	"  \"catalog\": \"data/catalog-gce.json\",\n"
+	"  \"hazard_scale\": 0.30000000000000004,\n"
+	"  \"boot_scale\": 0.1,\n"
+	"  \"market_seed\": 42,\n"
+	"  \"cluster\": [\"gce/us-central1-a/v100x1/spot\", \"gce/europe-west4-b/k80x1/spot\"]\n"
+	"}\n",
+	"{\"model\":\"mlp\",\"dataset\":\"synthetic\",\"synthetic_samples\":512,\"synthetic_c\":1,"
+	"\"synthetic_h\":8,\"synthetic_w\":8,\"epochs\":1,\"global_batch\":32,\"lr\":0.05,"
+	"\"schedule\":\"constant\",\"workers\":0,\"comm_timeout\":0.1,\"boot_scale\":0,"
+	"\"hazard_scale\":1e6,\"cluster\":[]}",
+	"\xef\xbb\xbf{ \"epochs\" : 3 , \"schedule\" : \"cosine\" , \"lr\" : 1e-9 , "
+	"\"momentum\" : 0 , \"weight_decay\" : 1 , \"seed\" : 0 }",
+};
+
+#define NCORPUS (sizeof corpus / sizeof corpus[0])
+#define MUTATIONS 5000
+#define MAX_INPUT 4096
+
+static uint64_t rng_state = 0x0123456789abcdefull;
+
+/* splitmix64 (Steele, Lea, Flood 2014): deterministic, so a failure
+ * reproduces on every run. */
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static size_t rnd_below(size_t n)
+{
+	return n ? (size_t)(rnd() % n) : 0;
+}
+
+static const char interesting_bytes[] = "\"{}[]:,\\\n\r\0000-e.+ \t\x7f\x80\xff";
+
+static const char *const tokens[] = {
+	"1e999", "-1", "0", "1", "0.5", "0.99999999", "1e-45", "3.4e38", "3.5e38", "100",
+	"100000", "100001", "1048576", "9007199254740992", "9007199254740993", "1e300",
+	"null", "true", "\"\"", "[]", "{}", "[\"a\"]", "\\u0000", "\\ud800", "\n",
+	"\"model\":", "\"dataset\":", "\"epochs\":", "\"lr\":", "\"momentum\":",
+	"\"schedule\":", "\"seed\":", "\"workers\":", "\"comm_timeout\":", "\"cluster\":",
+	"\"provider\":", "\"hazard_scale\":", "\"market_seed\":", "\"synthetic_c\":",
+	"\"cnn\"", "\"resnet32\"", "\"mnist\"", "\"step\"", "\"gce\"", ",\"x\":1",
+	",\"epochs\":2", "\xc3\xa9",
+};
+
+#define NTOKENS (sizeof tokens / sizeof tokens[0])
+
+/* Applies one random mutation to buf (len bytes, room for MAX_INPUT). */
+static size_t mutate_once(char *buf, size_t len)
+{
+	switch (rnd_below(7)) {
+	case 0:   /* flip a bit */
+		if (len)
+			buf[rnd_below(len)] ^= (char)(1u << rnd_below(8));
+		return len;
+	case 1:   /* replace a byte, by a random or a meaningful one */
+		if (len) {
+			size_t at = rnd_below(len);
+			buf[at] = rnd_below(2) ? (char)rnd()
+			        : interesting_bytes[rnd_below(sizeof interesting_bytes - 1)];
+		}
+		return len;
+	case 2:   /* truncate */
+		return rnd_below(len + 1);
+	case 3: { /* insert random bytes */
+		size_t n = rnd_below(8) + 1, at = rnd_below(len + 1);
+		if (len + n > MAX_INPUT)
+			return len;
+		memmove(buf + at + n, buf + at, len - at);
+		for (size_t i = 0; i < n; i++)
+			buf[at + i] = (char)rnd();
+		return len + n;
+	}
+	case 4: { /* insert a token */
+		const char *t = tokens[rnd_below(NTOKENS)];
+		size_t n = strlen(t), at = rnd_below(len + 1);
+		if (len + n > MAX_INPUT)
+			return len;
+		memmove(buf + at + n, buf + at, len - at);
+		memcpy(buf + at, t, n);
+		return len + n;
+	}
+	case 5: { /* duplicate a chunk somewhere */
+		if (!len)
+			return len;
+		size_t from = rnd_below(len), n = rnd_below(len - from) + 1, at = rnd_below(len + 1);
+		if (len + n > MAX_INPUT)
+			return len;
+		char tmp[MAX_INPUT];
+		memcpy(tmp, buf + from, n);
+		memmove(buf + at + n, buf + at, len - at);
+		memcpy(buf + at, tmp, n);
+		return len + n;
+	}
+	default: { /* delete a chunk */
+		if (!len)
+			return len;
+		size_t from = rnd_below(len), n = rnd_below(len - from) + 1;
+		memmove(buf + from, buf + from + n, len - from - n);
+		return len - n;
+	}
+	}
+}
+
+int main(void)
+{
+	char *buf = malloc(MAX_INPUT);
+	if (!buf)
+		return 99;
+	long runs = 0, accepted = 0;
+	for (size_t c = 0; c < NCORPUS; c++) {
+		size_t base = strlen(corpus[c]);
+		/* Unmutated, every job of the corpus is valid. */
+		struct sd_job *j = malloc(sizeof *j);
+		char *why = NULL;
+		if (!j || sd_job_parse(j, corpus[c], base, "corpus", &why) != 0) {
+			fprintf(stderr, "fuzz-job: corpus entry %zu refused: %s\n", c, why ? why : "?");
+			return 1;
+		}
+		free(j);
+		LLVMFuzzerTestOneInput((const uint8_t *)corpus[c], base);
+		for (int m = 0; m < MUTATIONS; m++) {
+			memcpy(buf, corpus[c], base);
+			size_t len = base;
+			int rounds = 1 + (int)rnd_below(3);
+			for (int k = 0; k < rounds; k++)
+				len = mutate_once(buf, len);
+			struct sd_job probe;
+			char *w = NULL;
+			if (sd_job_parse(&probe, buf, len, "fuzz.json", &w) == 0)
+				accepted++;
+			free(w);
+			LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
+			runs++;
+		}
+	}
+	free(buf);
+	printf("fuzz-job: %ld mutated inputs (%ld accepted), no crash, invariants held\n",
+	       runs, accepted);
+	return 0;
+}
+
+#endif

@@ -1,0 +1,388 @@
+/* tests/test-job.c - the job file (src/job.c): defaults, a full file, the
+ * exact round trip through JSON (also through the wire encoding), and
+ * malformed jobs, each with the message naming the file and the field. */
+#include "config.h"
+
+#include "src/job.h"
+
+#include <fcntl.h>
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/protocol.h"
+
+static int failures;
+
+/* assert() is compiled out under -DNDEBUG, so the checks are our own and
+ * keep going after a failure to show everything that is wrong at once. */
+#define CHECK(cond) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
+		failures++; \
+	} \
+} while (0)
+
+#define CHECK_INT(a, b) do { \
+	long long a_ = (long long)(a), b_ = (long long)(b); \
+	if (a_ != b_) { \
+		fprintf(stderr, "%s:%d: FAIL: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
+		        #a, #b, a_, b_); \
+		failures++; \
+	} \
+} while (0)
+
+#define CHECK_STR(a, b) do { \
+	const char *a_ = (a), *b_ = (b); \
+	if (!a_ || strcmp(a_, b_) != 0) { \
+		fprintf(stderr, "%s:%d: FAIL: %s == \"%s\" (got \"%s\")\n", __FILE__, __LINE__, \
+		        #a, b_, a_ ? a_ : "(null)"); \
+		failures++; \
+	} \
+} while (0)
+
+static void test_defaults(void)
+{
+	struct sd_job j;
+	sd_job_defaults(&j);
+	CHECK_STR(j.train.model, "cnn");
+	CHECK_STR(j.train.dataset, "fashion-mnist");
+	CHECK_STR(j.train.data_dir, "");
+	CHECK_INT(j.train.epochs, 3);
+	CHECK_INT(j.train.global_batch, 64);
+	CHECK(j.train.lr == 0.05f);
+	CHECK(j.train.momentum == 0.9f);
+	CHECK(j.train.weight_decay == 5e-4f);
+	CHECK_INT(j.train.schedule, SD_LR_COSINE);
+	CHECK_INT(j.train.warmup_steps, 100);
+	CHECK_INT(j.train.seed, 1);
+	CHECK_INT(j.train.eval_batch, 1000);
+	CHECK_INT(j.workers, 2);
+	CHECK_INT(j.threads_per_worker, 1);
+	CHECK_INT(j.checkpoint_every, 200);
+	CHECK_INT(j.keep_checkpoints, 3);
+	CHECK(j.comm_timeout_s == 5.0);
+	CHECK_INT(j.log_every, 10);
+	CHECK_STR(j.provider, "sim");
+	CHECK_STR(j.catalog, "");
+	CHECK(j.hazard_scale == 1.0);
+	CHECK(j.boot_scale == 1.0);
+	CHECK_INT(j.market_seed, 1);
+	CHECK_INT(j.ncluster, 0);
+
+	/* An empty object is the defaults. */
+	struct sd_job p;
+	char *why = NULL;
+	CHECK_INT(sd_job_parse(&p, "{}", 2, "job.json", &why), 0);
+	CHECK(sd_job_equal(&p, &j));
+	CHECK_INT(sd_job_parse(&p, "\xef\xbb\xbf { }\n", 8, "job.json", &why), 0);
+	CHECK(sd_job_equal(&p, &j));
+	CHECK(why == NULL);
+}
+
+static const char full_job[] =
+	"{\n"
+	"  \"model\": \"resnet20\",\n"
+	"  \"dataset\": \"cifar10\",\n"
+	"  \"data_dir\": \"/srv/data/cifar-10\",\n"
+	"  \"epochs\": 30,\n"
+	"  \"global_batch\": 256,\n"
+	"  \"lr\": 0.1,\n"
+	"  \"momentum\": 0.875,\n"
+	"  \"weight_decay\": 1e-4,\n"
+	"  \"schedule\": \"step\",\n"
+	"  \"warmup_steps\": 500,\n"
+	"  \"seed\": 9007199254740991,\n"
+	"  \"eval_batch\": 500,\n"
+	"  \"synthetic_samples\": 2048,\n"
+	"  \"synthetic_c\": 1,\n"
+	"  \"synthetic_h\": 28,\n"
+	"  \"synthetic_w\": 28,\n"
+	"  \"workers\": 4,\n"
+	"  \"threads_per_worker\": 2,\n"
+	"  \"checkpoint_every\": 0,\n"
+	"  \"keep_checkpoints\": 5,\n"
+	"  \"comm_timeout\": 2.5,\n"
+	"  \"log_every\": 1,\n"
+	"  \"provider\": \"sim\",\n"
+	"  \"catalog\": \"data/catalog-gce.json\",\n"
+	"  \"hazard_scale\": 0.30000000000000004,\n"
+	"  \"boot_scale\": 0.1,\n"
+	"  \"market_seed\": 42,\n"
+	"  \"cluster\": [\"gce/us-central1-a/v100x1/spot\", \"gce/europe-west4-b/k80x1/spot\"]\n"
+	"}\n";
+
+static void check_full(const struct sd_job *j)
+{
+	CHECK_STR(j->train.model, "resnet20");
+	CHECK_STR(j->train.dataset, "cifar10");
+	CHECK_STR(j->train.data_dir, "/srv/data/cifar-10");
+	CHECK_INT(j->train.epochs, 30);
+	CHECK_INT(j->train.global_batch, 256);
+	CHECK(j->train.lr == 0.1f);
+	CHECK(j->train.momentum == 0.875f);
+	CHECK(j->train.weight_decay == 1e-4f);
+	CHECK_INT(j->train.schedule, SD_LR_STEP);
+	CHECK_INT(j->train.warmup_steps, 500);
+	CHECK(j->train.seed == 9007199254740991ull);
+	CHECK_INT(j->train.eval_batch, 500);
+	CHECK_INT(j->train.synthetic_samples, 2048);
+	CHECK_INT(j->train.synthetic_c, 1);
+	CHECK_INT(j->train.synthetic_h, 28);
+	CHECK_INT(j->train.synthetic_w, 28);
+	CHECK_INT(j->workers, 4);
+	CHECK_INT(j->threads_per_worker, 2);
+	CHECK_INT(j->checkpoint_every, 0);
+	CHECK_INT(j->keep_checkpoints, 5);
+	CHECK(j->comm_timeout_s == 2.5);
+	CHECK_INT(j->log_every, 1);
+	CHECK_STR(j->provider, "sim");
+	CHECK_STR(j->catalog, "data/catalog-gce.json");
+	CHECK(j->hazard_scale == 0.30000000000000004);
+	CHECK(j->boot_scale == 0.1);
+	CHECK_INT(j->market_seed, 42);
+	CHECK_INT(j->ncluster, 2);
+	CHECK_STR(j->cluster[0], "gce/us-central1-a/v100x1/spot");
+	CHECK_STR(j->cluster[1], "gce/europe-west4-b/k80x1/spot");
+}
+
+/* to_json -> from_json directly, and through the text a welcome carries. */
+static void check_round_trip(const struct sd_job *j, const char *what)
+{
+	char *why = NULL;
+	cJSON *obj = sd_job_to_json(j);
+	struct sd_job back;
+	int rc = sd_job_from_json(&back, obj, "welcome.job", &why);
+	if (rc != 0 || !sd_job_equal(j, &back)) {
+		fprintf(stderr, "FAIL: %s: direct round trip: %s\n", what, why ? why : "differs");
+		failures++;
+	}
+
+	cJSON *msg = sd_msg_new(SD_MSG_WELCOME);
+	cJSON_AddNumberToObject(msg, "version", SD_PROTO_VERSION);
+	cJSON_AddStringToObject(msg, "worker_id", "w1");
+	cJSON_AddItemToObject(msg, "job", obj);
+	size_t len;
+	char *line = sd_msg_encode(msg, &len);
+	cJSON_Delete(msg);
+	enum sd_msg_type t;
+	cJSON *dec = NULL;
+	rc = sd_msg_decode(line, len, &t, &dec, &why);
+	CHECK_INT(rc, 0);
+	if (rc == 0) {
+		memset(&back, 0xa5, sizeof back);
+		rc = sd_job_from_json(&back, cJSON_GetObjectItemCaseSensitive(dec, "job"),
+		                      "welcome.job", &why);
+		if (rc != 0 || !sd_job_equal(j, &back)) {
+			fprintf(stderr, "FAIL: %s: round trip through %s: %s\n", what, line,
+			        why ? why : "differs");
+			failures++;
+		}
+	}
+	cJSON_Delete(dec);
+	free(line);
+	free(why);
+}
+
+static void test_full(void)
+{
+	struct sd_job j;
+	char *why = NULL;
+	int rc = sd_job_parse(&j, full_job, sizeof full_job - 1, "full.json", &why);
+	if (rc != 0)
+		fprintf(stderr, "full job: %s\n", why);
+	CHECK_INT(rc, 0);
+	check_full(&j);
+	check_round_trip(&j, "full job");
+
+	/* The serialised form is readable: floats shortest, not 0.100000001. */
+	cJSON *obj = sd_job_to_json(&j);
+	char *text = cJSON_PrintUnformatted(obj);
+	CHECK(strstr(text, "\"lr\":0.1,") != NULL);
+	CHECK(strstr(text, "\"weight_decay\":0.0001,") != NULL);
+	CHECK(strstr(text, "\"momentum\":0.875,") != NULL);
+	CHECK(strstr(text, "\"seed\":9007199254740991,") != NULL);
+	CHECK(strstr(text, "\"hazard_scale\":0.30000000000000004,") != NULL);
+	CHECK(strstr(text, "\"schedule\":\"step\"") != NULL);
+	/* ... and parses back as a job file. */
+	struct sd_job again;
+	CHECK_INT(sd_job_parse(&again, text, strlen(text), "again.json", &why), 0);
+	CHECK(sd_job_equal(&j, &again));
+	free(text);
+	cJSON_Delete(obj);
+
+	struct sd_job d;
+	sd_job_defaults(&d);
+	check_round_trip(&d, "defaults");
+
+	/* Awkward values set by a program, not read from a file. */
+	j.train.lr = nextafterf(0.1f, 1.0f);
+	j.train.momentum = 0.0f;
+	j.train.weight_decay = FLT_MIN;
+	j.train.seed = 0;
+	j.market_seed = 1ull << 53;
+	j.comm_timeout_s = 1.0 / 3.0;
+	j.hazard_scale = 123456.78901234567;
+	j.boot_scale = 0;
+	j.checkpoint_every = 1000000000;
+	j.train.schedule = SD_LR_CONSTANT;
+	j.ncluster = SD_JOB_CLUSTER_MAX;
+	for (int i = 0; i < SD_JOB_CLUSTER_MAX; i++)
+		snprintf(j.cluster[i], sizeof j.cluster[i], "offer-%c-%055d", '0' + i, 0);
+	check_round_trip(&j, "awkward values");
+	j.ncluster = 0;
+	check_round_trip(&j, "no cluster");
+
+	/* With a decimal comma in LC_NUMERIC (a curses UI calls setlocale). */
+	if (setlocale(LC_NUMERIC, "de_DE.UTF-8") || setlocale(LC_NUMERIC, "fr_FR.UTF-8")) {
+		check_round_trip(&j, "awkward values, decimal comma locale");
+		setlocale(LC_NUMERIC, "C");
+	}
+
+	/* sd_job_load reads a file and names it in errors. */
+	char path[] = "/tmp/sd-test-job.XXXXXX";
+	int fd = mkstemp(path);
+	CHECK(fd >= 0);
+	if (fd >= 0) {
+		CHECK_INT(write(fd, full_job, sizeof full_job - 1), sizeof full_job - 1);
+		close(fd);
+		struct sd_job loaded;
+		CHECK_INT(sd_job_load(&loaded, path, &why), 0);
+		check_full(&loaded);
+		fd = open(path, O_WRONLY | O_TRUNC);
+		CHECK_INT(write(fd, "{\"epochs\": 0}", 13), 13);
+		close(fd);
+		CHECK_INT(sd_job_load(&loaded, path, &why), -1);
+		CHECK(why && strncmp(why, path, strlen(path)) == 0 &&
+		      strstr(why, ": epochs: expected a positive integer, got 0"));
+		unlink(path);
+		CHECK_INT(sd_job_load(&loaded, path, &why), -1);
+		CHECK(why && strncmp(why, path, strlen(path)) == 0 && strstr(why, "No such file"));
+	}
+	CHECK_INT(sd_job_load(&again, "/", &why), -1);
+	CHECK(why && strstr(why, "/: is a directory"));
+	free(why);
+}
+
+struct bad_job {
+	const char *text;
+	const char *want;   /* a substring of the message */
+};
+
+static const struct bad_job bad_jobs[] = {
+	{ "{\"epochs\": -3}", "job.json: epochs: expected a positive integer, got -3" },
+	{ "{\"epochs\": 0}", "job.json: epochs: expected a positive integer, got 0" },
+	{ "{\"epochs\": 2.5}", "job.json: epochs: expected a positive integer, got 2.5" },
+	{ "{\"epochs\": \"3\"}", "job.json: epochs: expected a positive integer, got \"3\"" },
+	{ "{\"epochs\": 100001}", "job.json: epochs: expected an integer from 1 to 100000, got 100001" },
+	{ "{\"epochs\": null}", "job.json: epochs: expected a positive integer, got null" },
+	{ "{\"model\": \"vgg\"}",
+	  "job.json: model: unknown model 'vgg' (known: mlp, cnn, resnet20, resnet32)" },
+	{ "{\"model\": 3}", "job.json: model: expected a string, got 3" },
+	{ "{\"dataset\": \"imagenet\"}",
+	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic)" },
+	{ "{\"schedule\": \"linear\"}",
+	  "job.json: schedule: unknown schedule 'linear' (known: constant, step, cosine)" },
+	{ "{\"provider\": \"aws\"}", "job.json: provider: unknown provider 'aws' (known: sim, gce)" },
+	{ "{\"lr\": 0}", "job.json: lr: expected a number in (0, 100], got 0" },
+	{ "{\"lr\": -0.1}", "job.json: lr: expected a number in (0, 100], got -0.1" },
+	{ "{\"lr\": 1e-300}", "job.json: lr: expected a number in (0, 100], got 1e-300" },
+	{ "{\"lr\": 1e300}", "job.json: lr: expected a number in (0, 100], got 1e+300" },
+	{ "{\"momentum\": 1}", "job.json: momentum: expected a number in [0, 1), got 1" },
+	{ "{\"momentum\": 0.999999999}", "job.json: momentum: expected a number in [0, 1)" },
+	{ "{\"weight_decay\": -1e-4}", "job.json: weight_decay: expected a number in [0, 1]" },
+	{ "{\"global_batch\": 1048577}",
+	  "job.json: global_batch: expected an integer from 1 to 1048576, got 1048577" },
+	{ "{\"workers\": -1}", "job.json: workers: expected a non-negative integer, got -1" },
+	{ "{\"workers\": 257}", "job.json: workers: expected an integer from 0 to 256, got 257" },
+	{ "{\"threads_per_worker\": 0}", "job.json: threads_per_worker: expected a positive integer" },
+	{ "{\"comm_timeout\": 0.05}", "job.json: comm_timeout: expected a number in [0.1, 600], got 0.05" },
+	{ "{\"comm_timeout\": 601}", "job.json: comm_timeout: expected a number in [0.1, 600], got 601" },
+	{ "{\"comm_timeout\": \"5s\"}", "job.json: comm_timeout: expected a number in [0.1, 600], got \"5s\"" },
+	{ "{\"log_every\": 0}", "job.json: log_every: expected a positive integer, got 0" },
+	{ "{\"keep_checkpoints\": 0}", "job.json: keep_checkpoints: expected a positive integer, got 0" },
+	{ "{\"checkpoint_every\": -200}", "job.json: checkpoint_every: expected a non-negative integer" },
+	{ "{\"seed\": 9007199254740994}",
+	  "job.json: seed: expected an integer from 0 to 9007199254740992, got 9007199254740994" },
+	{ "{\"hazard_scale\": -1}", "job.json: hazard_scale: expected a number in [0, 1e+06], got -1" },
+	{ "{\"cluster\": \"a\"}", "job.json: cluster: expected an array of offer ids, got \"a\"" },
+	{ "{\"cluster\": [\"a\", 3]}", "job.json: cluster[1]: expected an offer id string, got 3" },
+	{ "{\"cluster\": [\"\"]}", "job.json: cluster[0]: an offer id is 1 to 63 bytes, got 0" },
+	{ "{\"cluster\": [\"a b\"]}", "job.json: cluster[0]: offer id 'a b' has a space" },
+	{ "{\"cluster\": [\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\"]}",
+	  "job.json: cluster: at most 8 offers, got 9" },
+	{ "{\"epoch\": 3}", "job.json: epoch: unknown key (did you mean 'epochs'?)" },
+	{ "{\"comm_timeout_s\": 3}", "job.json: comm_timeout_s: unknown key (did you mean 'comm_timeout'?)" },
+	{ "{\"frobnicate\": 3}", "job.json: frobnicate: unknown key (see spotdeck-job(5))" },
+	{ "{\"epochs\": 3, \"epochs\": 4}", "job.json: epochs: given twice" },
+	{ "[]", "job.json: expected a JSON object at the top level, got []" },
+	{ "\"cnn\"", "job.json: expected a JSON object at the top level, got \"cnn\"" },
+	{ "{\n  \"epochs\": 3,\n  \"lr\": 0.1,,\n}\n", "job.json: invalid JSON at line 3, column 14" },
+	{ "{\n  \"epochs\": 3\n", "job.json: invalid JSON at line 3, column 1 (the text ends early)" },
+	{ "", "job.json: invalid JSON at line 1, column 1 (the text ends early)" },
+	{ "{} {}", "job.json: invalid JSON at line 1, column 4" },
+	{ "{\"data_dir\": 7}", "job.json: data_dir: expected a string, got 7" },
+};
+
+static void test_bad_jobs(void)
+{
+	for (size_t i = 0; i < sizeof bad_jobs / sizeof bad_jobs[0]; i++) {
+		struct sd_job j;
+		sd_job_defaults(&j);
+		j.workers = 77;   /* untouched on failure */
+		char *why = NULL;
+		const char *text = bad_jobs[i].text;
+		int rc = sd_job_parse(&j, text, strlen(text), "job.json", &why);
+		if (rc != -1 || !why || !strstr(why, bad_jobs[i].want) || strchr(why, '\n')) {
+			fprintf(stderr, "FAIL: bad job %zu: %s\n  want: %s\n  got:  %s (rc %d)\n", i,
+			        text, bad_jobs[i].want, why ? why : "(null)", rc);
+			failures++;
+		}
+		CHECK_INT(j.workers, 77);
+		free(why);
+	}
+
+	/* Long strings. */
+	char *why = NULL;
+	struct sd_job j;
+	size_t n = SD_PATH_MAX + 64;
+	char *text = malloc(n);
+	int len = snprintf(text, n, "{\"data_dir\": \"%0*d\"}", SD_PATH_MAX, 0);
+	CHECK_INT(sd_job_parse(&j, text, (size_t)len, "job.json", &why), -1);
+	CHECK_STR(why, "job.json: data_dir: longer than 4095 bytes");
+	len = snprintf(text, n, "{\"data_dir\": \"%0*d\"}", SD_PATH_MAX - 1, 0);
+	CHECK_INT(sd_job_parse(&j, text, (size_t)len, "job.json", &why), 0);
+	CHECK_INT(strlen(j.train.data_dir), SD_PATH_MAX - 1);
+	len = snprintf(text, n, "{\"cluster\": [\"%064d\"]}", 0);
+	CHECK_INT(sd_job_parse(&j, text, (size_t)len, "job.json", &why), -1);
+	CHECK_STR(why, "job.json: cluster[0]: an offer id is 1 to 63 bytes, got 64");
+	/* An unknown key is shown cut short and without control characters. */
+	len = snprintf(text, n, "{\"%0100d\\n\": 1}", 0);
+	CHECK_INT(sd_job_parse(&j, text, (size_t)len, "job.json", &why), -1);
+	CHECK(why && strlen(why) < 120 && strstr(why, "...: unknown key"));
+	free(text);
+
+	/* A NUL byte, a default file name, and from_json on a non-object. */
+	CHECK_INT(sd_job_parse(&j, "{\n\0}", 4, NULL, &why), -1);
+	CHECK_STR(why, "job: invalid JSON at line 2, column 1 (a NUL byte)");
+	CHECK_INT(sd_job_from_json(&j, NULL, "welcome.job", &why), -1);
+	CHECK_STR(why, "welcome.job: expected a JSON object at the top level, got nothing");
+	free(why);
+}
+
+int main(void)
+{
+	test_defaults();
+	test_full();
+	test_bad_jobs();
+	if (failures) {
+		fprintf(stderr, "test-job: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test-job: all passed\n");
+	return 0;
+}
