@@ -1,2 +1,4 @@
 # man: rules for this subsystem
+dist_man_MANS += man/spotdeck-worker.1
+dist_man_MANS += man/spotdeck.1
 dist_man_MANS += man/spotdeck-job.5

@@ -1,6 +1,10 @@
 # src/: programs' mains, controller, protocol, providers.
-bin_PROGRAMS += spotdeck-worker
-spotdeck_worker_SOURCES = src/worker-main.c
+bin_PROGRAMS += spotdeck-worker spotdeck
+spotdeck_worker_SOURCES = src/worker-main.c src/worker-agent.c src/worker-agent.h
 spotdeck_worker_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS)
-spotdeck_worker_LDADD = $(SD_ENGINE_LIBS)
+spotdeck_worker_LDADD = $(SD_PROTO_LIBS) $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
+
+spotdeck_SOURCES = src/main.c src/controller.c src/controller.h
+spotdeck_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+spotdeck_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
 include src/proto.mk

@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "src/protocol.h"
+#include "src/worker-agent.h"
 
 /* OpenBLAS' own thread-count setter; declared by its cblas.h in newer
  * versions, declared here for the ones that do not. */
@@ -40,13 +42,22 @@ struct opts {
 	long checkpoint_every;   /* steps between checkpoints (0 = only at the end) */
 	char checkpoint_dir[SD_PATH_MAX];
 	char resume[SD_PATH_MAX];
+	/* agent mode */
+	char connect[256];
+	char token_file[SD_PATH_MAX];
+	char server_id[64];
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: spotdeck-worker --standalone [options]\n"
-"Train a model in this process and print JSON lines (see spotdeck-worker(1)).\n"
+"       spotdeck-worker --connect HOST:PORT --token-file FILE [--server-id ID] [--threads N]\n"
+"Train a model in this process and print JSON lines, or join a spotdeck\n"
+"controller's elastic training run (see spotdeck-worker(1)).\n"
+"  --connect HOST:PORT   controller to join (agent mode)\n"
+"  --token-file FILE     the run's token (or set SPOTDECK_TOKEN)\n"
+"  --server-id ID        this server's id (default: the host name)\n"
 "  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
 "  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic (default fashion-mnist)\n"
 "  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist)\n"
@@ -132,7 +143,7 @@ static int copy_path(const char *opt, const char *s, char *dst)
 
 enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
-       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION };
+       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -155,6 +166,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "max-steps", required_argument, 0, O_MAXSTEPS },
 		{ "log-every", required_argument, 0, O_LOGEVERY },
 		{ "standalone", no_argument, 0, O_STANDALONE },
+		{ "connect", required_argument, 0, O_CONNECT },
+		{ "token-file", required_argument, 0, O_TOKENFILE },
+		{ "server-id", required_argument, 0, O_SERVERID },
 		{ "help", no_argument, 0, O_HELP },
 		{ "version", no_argument, 0, O_VERSION },
 		{ 0, 0, 0, 0 },
@@ -249,6 +263,25 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_STANDALONE:
 			o->standalone = 1;
+			break;
+		case O_CONNECT:
+			if (strlen(optarg) >= sizeof o->connect || !strrchr(optarg, ':')) {
+				fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT, got '%s'\n", optarg);
+				return -1;
+			}
+			strcpy(o->connect, optarg);
+			break;
+		case O_TOKENFILE:
+			if (copy_path("token-file", optarg, o->token_file) < 0)
+				return -1;
+			break;
+		case O_SERVERID:
+			if (strlen(optarg) >= sizeof o->server_id || !optarg[0]) {
+				fprintf(stderr, "spotdeck-worker: --server-id: expected 1 to %zu characters\n",
+				        sizeof o->server_id - 1);
+				return -1;
+			}
+			strcpy(o->server_id, optarg);
 			break;
 		case O_HELP:
 			usage(stdout);
@@ -412,13 +445,49 @@ static int run_standalone(struct opts *o)
 	return rc;
 }
 
+static int run_agent(struct opts *o)
+{
+	char *why = NULL, *token = NULL;
+	if (o->token_file[0]) {
+		if (sd_token_read_file(o->token_file, &token, &why) < 0) {
+			int rc = die(why);
+			free(why);
+			return rc;
+		}
+	} else if (getenv("SPOTDECK_TOKEN")) {
+		token = strdup(getenv("SPOTDECK_TOKEN"));
+	} else {
+		return die("agent mode needs --token-file FILE or SPOTDECK_TOKEN");
+	}
+	if (!o->server_id[0] && gethostname(o->server_id, sizeof o->server_id - 1) < 0)
+		strcpy(o->server_id, "worker");
+	char *colon = strrchr(o->connect, ':');
+	*colon = 0;
+	struct sd_agent_opts ao = {
+		.host = o->connect,
+		.port = colon + 1,
+		.token = token,
+		.server_id = o->server_id,
+		.threads = o->threads,
+	};
+	int rc = sd_worker_agent_run(&ao);
+	free(token);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
+	if (o.connect[0] && o.standalone) {
+		fprintf(stderr, "spotdeck-worker: --standalone and --connect exclude each other\n");
+		return 2;
+	}
+	if (o.connect[0])
+		return run_agent(&o);
 	if (!o.standalone) {
-		fprintf(stderr, "spotdeck-worker: nothing to do: pass --standalone (see --help)\n");
+		fprintf(stderr, "spotdeck-worker: nothing to do: pass --standalone or --connect (see --help)\n");
 		return 2;
 	}
 	if (!o.threads)

@@ -9,3 +9,12 @@ tests_bench_bench_sgemm_SOURCES = tests/bench/bench-sgemm.c
 tests_bench_bench_sgemm_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_sgemm_LDADD = $(OPENBLAS_LIBS)
 EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/run-all.sh
+EXTRA_DIST += tests/elastic.py
+TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh
+EXTRA_DIST += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/soak-kill.sh
+
+check_PROGRAMS += tests/test-parity
+TESTS += tests/test-parity
+tests_test_parity_SOURCES = tests/test-parity.c
+tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_test_parity_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)

@@ -1,0 +1,1311 @@
+/* src/controller.c - see controller.h.  Everything here runs on the loop
+ * thread; nothing blocks except the small synchronous file writes of the
+ * journal and of checkpoints (fsync'd, once per checkpoint). */
+#include "config.h"
+
+#include "src/controller.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/checkpoint.h"
+#include "engine/errors.h"
+#include "src/protocol.h"
+
+/* Joins and losses that happen close together form one generation. */
+#define GENERATION_DEBOUNCE_MS 30
+/* Speed estimates follow new measurements with this weight. */
+#define SPEED_EMA 0.2
+
+struct conn;
+
+/* A local server: one spotdeck-worker process this controller started. */
+struct server {
+	char id[32];
+	uv_process_t proc;
+	int running;
+	int exit_status, term_signal;
+	struct conn *conn;
+	struct server *next;
+	struct sd_controller *c;
+};
+
+struct conn {
+	uv_tcp_t tcp;
+	struct sd_controller *c;
+	struct sd_line_reader rd;
+	int authed;
+	int closing;
+	char server_id[64];
+	char peer[64];
+	long pid;
+	int member;          /* in the current generation */
+	int rank, offset, count;
+	int has_state;       /* joined a generation: holds the run's state */
+	int leaving;
+	double ips;          /* measured images/s of its compute (EMA) */
+	struct conn *next;
+};
+
+struct kv {
+	char *key;
+	char *value;         /* hex, as received */
+	struct kv *next;
+};
+
+struct pending_get {
+	struct conn *conn;
+	long long id;
+	char *key;
+	struct pending_get *next;
+};
+
+struct sd_controller {
+	uv_loop_t *loop;
+	uv_tcp_t server;
+	uv_timer_t gen_timer;
+	uv_timer_t grace_timer;
+	struct sd_job job;
+	struct sd_controller_opts opts;
+	char run_dir[SD_PATH_MAX];
+	char *token;
+	FILE *journal;
+	int port;
+	double t0;
+	struct conn *conns;
+	struct server *servers;
+	int next_server;
+	struct kv *kv;
+	struct pending_get *gets;
+	long generation;
+	int world_size;
+	char gen_reason[64];
+	long step;               /* last completed global step */
+	long total_steps;        /* from the workers' joined messages */
+	double step_ms_ema;
+	double lost_at;          /* time of the last loss, until the next step */
+	long lost_step;
+	int paused;
+	int finishing;           /* final step seen, waiting for the final checkpoint */
+	int exiting;
+	double final_acc, final_loss;
+	/* checkpoint being received */
+	unsigned char *ck;
+	size_t ck_len, ck_total;
+	long ck_step;
+	char ck_reason[32];
+	char latest_ckpt[SD_PATH_MAX + 400];
+	long latest_ckpt_step;
+	/* checksums of the current step from each rank */
+	long sum_step;
+	cJSON *sums;
+	int sums_count;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Appends one event to the journal (and stdout when echoing); consumes ev. */
+static void journal(struct sd_controller *c, const char *type, cJSON *ev)
+{
+	if (!ev)
+		ev = cJSON_CreateObject();
+	cJSON *out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "type", type);
+	cJSON_AddNumberToObject(out, "time", floor(now_s() * 1000) / 1000);
+	cJSON_AddNumberToObject(out, "t", floor((now_s() - c->t0) * 1000) / 1000);
+	cJSON *item = ev->child;
+	while (item) {
+		cJSON *next = item->next;
+		cJSON_DetachItemViaPointer(ev, item);
+		cJSON_AddItemToObject(out, item->string, item);
+		item = next;
+	}
+	cJSON_Delete(ev);
+	char *s = cJSON_PrintUnformatted(out);
+	cJSON_Delete(out);
+	if (!s)
+		sd_oom();
+	if (c->journal) {
+		fputs(s, c->journal);
+		fputc('\n', c->journal);
+		fflush(c->journal);
+	}
+	if (c->opts.echo_journal) {
+		puts(s);
+		fflush(stdout);
+	}
+	free(s);
+}
+
+static void journal_kv(struct sd_controller *c, const char *type, const char *k1, const char *v1,
+                       const char *k2, const char *v2)
+{
+	cJSON *ev = cJSON_CreateObject();
+	if (k1)
+		cJSON_AddStringToObject(ev, k1, v1);
+	if (k2)
+		cJSON_AddStringToObject(ev, k2, v2);
+	journal(c, type, ev);
+}
+
+/* ---- connections ---- */
+
+struct write_req {
+	uv_write_t req;
+	char *data;
+};
+
+static void on_write(uv_write_t *req, int status)
+{
+	struct write_req *w = (struct write_req *)req;
+	free(w->data);
+	free(w);
+}
+
+static void conn_send(struct conn *k, cJSON *msg)
+{
+	if (k->closing) {
+		cJSON_Delete(msg);
+		return;
+	}
+	struct write_req *w = sd_malloc(sizeof *w);
+	size_t len;
+	w->data = sd_msg_encode(msg, &len);
+	cJSON_Delete(msg);
+	uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
+	if (uv_write(&w->req, (uv_stream_t *)&k->tcp, &buf, 1, on_write) < 0) {
+		free(w->data);
+		free(w);
+	}
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	struct conn *k = h->data;
+	sd_line_reader_free(&k->rd);
+	free(k);
+}
+
+static void schedule_generation(struct sd_controller *c, const char *reason);
+
+static void conn_close(struct conn *k, const char *why_lost)
+{
+	struct sd_controller *c = k->c;
+	if (k->closing)
+		return;
+	k->closing = 1;
+	/* Unlink from the list and drop its pending store gets. */
+	struct conn **pp = &c->conns;
+	while (*pp && *pp != k)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = k->next;
+	struct pending_get **gp = &c->gets;
+	while (*gp) {
+		if ((*gp)->conn == k) {
+			struct pending_get *g = *gp;
+			*gp = g->next;
+			free(g->key);
+			free(g);
+		} else {
+			gp = &(*gp)->next;
+		}
+	}
+	for (struct server *s = c->servers; s; s = s->next)
+		if (s->conn == k)
+			s->conn = NULL;
+	if (k->authed && why_lost) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "server", k->server_id);
+		cJSON_AddNumberToObject(ev, "generation", (double)c->generation);
+		cJSON_AddNumberToObject(ev, "step", (double)c->step);
+		cJSON_AddStringToObject(ev, "reason", why_lost);
+		cJSON_AddBoolToObject(ev, "member", k->member);
+		journal(c, k->leaving ? "worker_left" : "worker_lost", ev);
+		if (k->member && !k->leaving && !c->exiting) {
+			c->lost_at = now_s();
+			c->lost_step = c->step;
+		}
+		if (k->member && !c->exiting)
+			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
+	}
+	uv_close((uv_handle_t *)&k->tcp, on_conn_closed);
+}
+
+/* Ends a connection that broke the protocol: say why, journal it, close. */
+static void conn_reject(struct conn *k, const char *event, const char *reason)
+{
+	struct sd_controller *c = k->c;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "peer", k->peer);
+	if (k->server_id[0])
+		cJSON_AddStringToObject(ev, "server", k->server_id);
+	cJSON_AddStringToObject(ev, "reason", reason);
+	journal(c, event, ev);
+	cJSON *m = sd_msg_new(SD_MSG_ERROR);
+	cJSON_AddStringToObject(m, "reason", reason);
+	conn_send(k, m);
+	conn_close(k, reason);
+}
+
+/* ---- rendezvous store ---- */
+
+static struct kv *kv_find(struct sd_controller *c, const char *key)
+{
+	for (struct kv *e = c->kv; e; e = e->next)
+		if (!strcmp(e->key, key))
+			return e;
+	return NULL;
+}
+
+static void kv_reply(struct conn *k, long long id, const char *key, const char *value)
+{
+	cJSON *m = sd_msg_new(SD_MSG_KV_VALUE);
+	cJSON_AddNumberToObject(m, "id", (double)id);
+	cJSON_AddStringToObject(m, "key", key);
+	cJSON_AddStringToObject(m, "value", value);
+	conn_send(k, m);
+}
+
+static void kv_set(struct sd_controller *c, const char *key, const char *value)
+{
+	struct kv *e = kv_find(c, key);
+	if (!e) {
+		e = sd_calloc(1, sizeof *e);
+		e->key = strdup(key);
+		e->next = c->kv;
+		c->kv = e;
+	}
+	free(e->value);
+	e->value = strdup(value);
+	if (!e->key || !e->value)
+		sd_oom();
+	struct pending_get **gp = &c->gets;
+	while (*gp) {
+		struct pending_get *g = *gp;
+		if (!strcmp(g->key, key)) {
+			kv_reply(g->conn, g->id, key, value);
+			*gp = g->next;
+			free(g->key);
+			free(g);
+		} else {
+			gp = &g->next;
+		}
+	}
+}
+
+/* Drops the keys of generations older than keep, which nobody reads again. */
+static void kv_prune(struct sd_controller *c, long keep)
+{
+	struct kv **pp = &c->kv;
+	while (*pp) {
+		long g = -1;
+		if (sscanf((*pp)->key, "gen/%ld/", &g) == 1 && g < keep) {
+			struct kv *e = *pp;
+			*pp = e->next;
+			free(e->key);
+			free(e->value);
+			free(e);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+/* ---- generations ---- */
+
+/* Splits the global batch across members in proportion to measured speed
+ * (largest remainder; everyone gets at least one sample when possible). */
+static void split_batch(struct sd_controller *c, struct conn **m, int n)
+{
+	int B = c->job.train.global_batch;
+	double total = 0;
+	for (int i = 0; i < n; i++)
+		total += m[i]->ips > 0 ? m[i]->ips : 1;
+	int given = 0;
+	double *rem = sd_calloc((size_t)n, sizeof(double));
+	for (int i = 0; i < n; i++) {
+		double share = (m[i]->ips > 0 ? m[i]->ips : 1) / total * B;
+		m[i]->count = (int)floor(share);
+		if (m[i]->count < 1 && B >= n)
+			m[i]->count = 1;
+		rem[i] = share - floor(share);
+		given += m[i]->count;
+	}
+	while (given < B) {
+		int best = 0;
+		for (int i = 1; i < n; i++)
+			if (rem[i] > rem[best])
+				best = i;
+		m[best]->count++;
+		rem[best] = -1;
+		given++;
+	}
+	while (given > B) {
+		int big = 0;
+		for (int i = 1; i < n; i++)
+			if (m[i]->count > m[big]->count)
+				big = i;
+		m[big]->count--;
+		given--;
+	}
+	free(rem);
+	int off = 0;
+	for (int i = 0; i < n; i++) {
+		m[i]->offset = off;
+		off += m[i]->count;
+	}
+}
+
+/* Streams the latest checkpoint to k (rank 0 of a generation with no state). */
+static int send_resume_checkpoint(struct sd_controller *c, struct conn *k)
+{
+	if (!c->latest_ckpt[0])
+		return 0;
+	FILE *f = fopen(c->latest_ckpt, "rb");
+	if (!f)
+		return -1;
+	fseek(f, 0, SEEK_END);
+	long total = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *buf = sd_malloc(256 * 1024);
+	long off = 0;
+	while (off < total) {
+		size_t n = fread(buf, 1, 256 * 1024, f);
+		if (!n)
+			break;
+		char *hex = sd_hex_encode(buf, n);
+		cJSON *m = sd_msg_new(SD_MSG_CKPT_CHUNK);
+		cJSON_AddNumberToObject(m, "step", (double)c->latest_ckpt_step);
+		cJSON_AddNumberToObject(m, "offset", (double)off);
+		cJSON_AddNumberToObject(m, "total", (double)total);
+		cJSON_AddStringToObject(m, "data", hex);
+		free(hex);
+		conn_send(k, m);
+		off += (long)n;
+	}
+	free(buf);
+	fclose(f);
+	return off == total ? 0 : -1;
+}
+
+static void form_generation(struct sd_controller *c)
+{
+	if (c->exiting)
+		return;
+	struct conn *m[1024];
+	int n = 0, holders = 0;
+	for (struct conn *k = c->conns; k; k = k->next) {
+		k->member = 0;
+		if (k->authed && !k->leaving && !k->closing && n < 1024) {
+			m[n++] = k;
+			holders += k->has_state;
+		}
+	}
+	c->generation++;
+	c->world_size = n;
+	c->sums_count = 0;
+	kv_prune(c, c->generation - 1);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddNumberToObject(ev, "generation", (double)c->generation);
+	cJSON_AddNumberToObject(ev, "world_size", n);
+	cJSON_AddStringToObject(ev, "reason", c->gen_reason);
+	cJSON_AddNumberToObject(ev, "step", (double)c->step);
+	if (n == 0 || c->paused) {
+		cJSON_AddStringToObject(ev, "state", c->paused ? "paused" : "waiting for workers");
+		journal(c, "generation", ev);
+		return;
+	}
+	/* Put state holders first so rank 0 holds the state when any does. */
+	for (int i = 0, j = 0; i < n; i++)
+		if (m[i]->has_state) {
+			struct conn *t = m[j];
+			m[j++] = m[i];
+			m[i] = t;
+		}
+	split_batch(c, m, n);
+	cJSON *members = cJSON_CreateArray();
+	for (int i = 0; i < n; i++) {
+		m[i]->member = 1;
+		m[i]->rank = i;
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "server", m[i]->server_id);
+		cJSON_AddNumberToObject(e, "rank", i);
+		cJSON_AddNumberToObject(e, "offset", m[i]->offset);
+		cJSON_AddNumberToObject(e, "count", m[i]->count);
+		cJSON_AddItemToArray(members, e);
+	}
+	int resume = holders == 0 && c->latest_ckpt[0];
+	if (resume)
+		cJSON_AddStringToObject(ev, "resume_from", c->latest_ckpt);
+	cJSON_AddItemToObject(ev, "members", cJSON_Duplicate(members, 1));
+	journal(c, "generation", ev);
+	if (resume && send_resume_checkpoint(c, m[0]) < 0)
+		journal_kv(c, "error", "reason", "cannot read the latest checkpoint", "path", c->latest_ckpt);
+	for (int i = 0; i < n; i++) {
+		cJSON *g = sd_msg_new(SD_MSG_GENERATION);
+		cJSON_AddNumberToObject(g, "generation", (double)c->generation);
+		cJSON_AddNumberToObject(g, "rank", i);
+		cJSON_AddNumberToObject(g, "world_size", n);
+		cJSON_AddNumberToObject(g, "offset", m[i]->offset);
+		cJSON_AddNumberToObject(g, "count", m[i]->count);
+		cJSON_AddItemToObject(g, "members", cJSON_Duplicate(members, 1));
+		conn_send(m[i], g);
+	}
+	cJSON_Delete(members);
+}
+
+static void on_gen_timer(uv_timer_t *t)
+{
+	form_generation(t->data);
+}
+
+static void schedule_generation(struct sd_controller *c, const char *reason)
+{
+	snprintf(c->gen_reason, sizeof c->gen_reason, "%s", reason);
+	if (!uv_is_active((uv_handle_t *)&c->gen_timer))
+		uv_timer_start(&c->gen_timer, on_gen_timer, GENERATION_DEBOUNCE_MS, 0);
+}
+
+/* ---- checkpoints ---- */
+
+static int write_file_atomic(const char *path, const void *data, size_t len, char **why)
+{
+	char tmp[SD_PATH_MAX + 96];
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return sd_why(why, "%s: %s", tmp, strerror(errno));
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = write(fd, (const char *)data + off, len - off);
+		if (n <= 0) {
+			close(fd);
+			unlink(tmp);
+			return sd_why(why, "%s: write: %s", tmp, strerror(errno));
+		}
+		off += (size_t)n;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		unlink(tmp);
+		return sd_why(why, "%s: fsync: %s", tmp, strerror(errno));
+	}
+	if (rename(tmp, path) < 0) {
+		unlink(tmp);
+		return sd_why(why, "%s: rename: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+/* Keeps the newest keep_checkpoints files of run_dir/checkpoints. */
+static void prune_checkpoints(struct sd_controller *c)
+{
+	char dir[SD_PATH_MAX + 32];
+	snprintf(dir, sizeof dir, "%s/checkpoints", c->run_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	long steps[4096];
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 4096) {
+		long s;
+		char tail[16];
+		if (sscanf(e->d_name, "ckpt-%ld.sdckp%15s", &s, tail) == 2 && !strcmp(tail, "t"))
+			steps[n++] = s;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++) {
+		int newer = 0;
+		for (int j = 0; j < n; j++)
+			newer += steps[j] > steps[i];
+		if (newer >= c->job.keep_checkpoints) {
+			char p[SD_PATH_MAX + 96];
+			snprintf(p, sizeof p, "%s/ckpt-%ld.sdckpt", dir, steps[i]);
+			unlink(p);
+		}
+	}
+}
+
+static void maybe_finish(struct sd_controller *c);
+
+static void checkpoint_complete(struct sd_controller *c)
+{
+	char path[SD_PATH_MAX + 64], *why = NULL;
+	snprintf(path, sizeof path, "%s/checkpoints/ckpt-%ld.sdckpt", c->run_dir, c->ck_step);
+	/* Verify before publishing: a torn or corrupt stream never becomes latest. */
+	char tmpcheck[SD_PATH_MAX + 64];
+	snprintf(tmpcheck, sizeof tmpcheck, "%s/checkpoints/.incoming", c->run_dir);
+	int rc = write_file_atomic(tmpcheck, c->ck, c->ck_len, &why);
+	struct sd_ckpt ck;
+	if (rc == 0 && (rc = sd_ckpt_read(tmpcheck, &ck, &why)) == 0)
+		sd_ckpt_free(&ck);
+	if (rc == 0 && rename(tmpcheck, path) < 0)
+		rc = sd_why(&why, "%s: rename: %s", path, strerror(errno));
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddNumberToObject(ev, "step", (double)c->ck_step);
+	cJSON_AddStringToObject(ev, "reason", c->ck_reason);
+	if (rc == 0) {
+		snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", path);
+		c->latest_ckpt_step = c->ck_step;
+		cJSON_AddStringToObject(ev, "path", path);
+		cJSON_AddNumberToObject(ev, "bytes", (double)c->ck_len);
+		journal(c, "checkpoint", ev);
+		prune_checkpoints(c);
+	} else {
+		unlink(tmpcheck);
+		cJSON_AddStringToObject(ev, "error", why ? why : "?");
+		journal(c, "checkpoint_failed", ev);
+	}
+	free(why);
+	free(c->ck);
+	c->ck = NULL;
+	c->ck_len = c->ck_total = 0;
+	maybe_finish(c);
+}
+
+static void on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	long long off = sd_msg_int(m, "offset", -1), total = sd_msg_int(m, "total", -1);
+	size_t n;
+	unsigned char *bytes = sd_hex_decode(sd_msg_str(m, "data", ""), &n);
+	if (!bytes || total <= 0 || total > (1LL << 34) || off < 0 ||
+	    (unsigned long long)off + n > (unsigned long long)total) {
+		free(bytes);
+		conn_reject(k, "protocol_error", "malformed checkpoint chunk");
+		return;
+	}
+	if (off == 0) {
+		free(c->ck);
+		c->ck = sd_malloc((size_t)total);
+		c->ck_total = (size_t)total;
+		c->ck_len = 0;
+		c->ck_step = (long)sd_msg_int(m, "step", 0);
+		snprintf(c->ck_reason, sizeof c->ck_reason, "%s", sd_msg_str(m, "reason", "periodic"));
+	}
+	if (c->ck && (size_t)off == c->ck_len && (size_t)total == c->ck_total) {
+		memcpy(c->ck + off, bytes, n);
+		c->ck_len += n;
+		if (c->ck_len == c->ck_total)
+			checkpoint_complete(c);
+	}
+	free(bytes);
+}
+
+/* ---- run end ---- */
+
+static void on_grace(uv_timer_t *t)
+{
+	struct sd_controller *c = t->data;
+	for (struct server *s = c->servers; s; s = s->next)
+		if (s->running)
+			uv_process_kill(&s->proc, SIGKILL);
+}
+
+static int servers_running(const struct sd_controller *c)
+{
+	int n = 0;
+	for (const struct server *s = c->servers; s; s = s->next)
+		n += s->running;
+	return n;
+}
+
+static void finish(struct sd_controller *c, int status)
+{
+	if (c->exiting)
+		return;
+	c->exiting = 1;
+	for (struct conn *k = c->conns; k; k = k->next) {
+		cJSON *m = sd_msg_new(SD_MSG_STOP);
+		cJSON_AddStringToObject(m, "reason", status ? "controller quit" : "done");
+		conn_send(k, m);
+	}
+	uv_timer_start(&c->grace_timer, on_grace, 10000, 0);
+	if (!servers_running(c) && c->opts.on_exit)
+		c->opts.on_exit(c, status, c->opts.ctx);
+	else
+		c->exiting = status ? 3 : 2;   /* on_exit when the last server exits */
+}
+
+static void maybe_finish(struct sd_controller *c)
+{
+	if (!c->finishing || c->ck || c->latest_ckpt_step < c->total_steps)
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddNumberToObject(ev, "steps", (double)c->step);
+	cJSON_AddNumberToObject(ev, "test_accuracy", c->final_acc);
+	cJSON_AddNumberToObject(ev, "test_loss", c->final_loss);
+	cJSON_AddNumberToObject(ev, "seconds", now_s() - c->t0);
+	cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
+	journal(c, "done", ev);
+	finish(c, 0);
+}
+
+/* ---- worker messages ---- */
+
+static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	long gen = (long)sd_msg_int(m, "generation", -1);
+	long step = (long)sd_msg_int(m, "step", 0);
+	double ips = sd_msg_num(m, "images_per_sec", 0);
+	if (ips > 0)
+		k->ips = k->ips > 0 ? (1 - SPEED_EMA) * k->ips + SPEED_EMA * ips : ips;
+	if (gen != c->generation)
+		return;
+	const char *sum = sd_msg_str(m, "checksum", NULL);
+	if (sum) {
+		if (step != c->sum_step || !c->sums) {
+			cJSON_Delete(c->sums);
+			c->sums = cJSON_CreateObject();
+			c->sum_step = step;
+			c->sums_count = 0;
+		}
+		cJSON_AddStringToObject(c->sums, k->server_id, sum);
+		if (++c->sums_count == c->world_size) {
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddNumberToObject(ev, "step", (double)step);
+			cJSON_AddNumberToObject(ev, "generation", (double)gen);
+			cJSON_AddItemToObject(ev, "checksums", c->sums);
+			c->sums = NULL;
+			c->sums_count = 0;
+			journal(c, "checksum", ev);
+		}
+	}
+	if (k->rank != 0)
+		return;
+	double step_ms = sd_msg_num(m, "compute_ms", 0) + sd_msg_num(m, "comm_ms", 0);
+	c->step_ms_ema = c->step_ms_ema > 0 ? 0.9 * c->step_ms_ema + 0.1 * step_ms : step_ms;
+	c->step = step;
+	int B = c->job.train.global_batch;
+	double loss = sd_msg_num(m, "loss_sum", 0) / B;
+	int log = c->job.log_every > 0 && step % c->job.log_every == 0;
+	int recovered = c->lost_at > 0;
+	if (log || recovered || step == c->total_steps) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddNumberToObject(ev, "step", (double)step);
+		cJSON_AddNumberToObject(ev, "generation", (double)gen);
+		cJSON_AddNumberToObject(ev, "world_size", c->world_size);
+		cJSON_AddNumberToObject(ev, "loss", loss);
+		cJSON_AddNumberToObject(ev, "train_accuracy", sd_msg_num(m, "correct", 0) / B);
+		cJSON_AddNumberToObject(ev, "images_per_sec", c->step_ms_ema > 0 ? B / (c->step_ms_ema / 1000) : 0);
+		cJSON_AddNumberToObject(ev, "compute_ms", sd_msg_num(m, "compute_ms", 0));
+		cJSON_AddNumberToObject(ev, "comm_ms", sd_msg_num(m, "comm_ms", 0));
+		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));
+		if (recovered) {
+			cJSON_AddNumberToObject(ev, "recovery_s", now_s() - c->lost_at);
+			cJSON_AddNumberToObject(ev, "steps_lost", (double)(c->lost_step + 1 - (step - 1)));
+			c->lost_at = 0;
+		}
+		journal(c, "step", ev);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(m, "test_accuracy")) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddNumberToObject(ev, "epoch", sd_msg_num(m, "epoch", 0));
+		cJSON_AddNumberToObject(ev, "step", (double)step);
+		cJSON_AddNumberToObject(ev, "test_loss", sd_msg_num(m, "test_loss", 0));
+		cJSON_AddNumberToObject(ev, "test_accuracy", sd_msg_num(m, "test_accuracy", 0));
+		journal(c, "epoch", ev);
+		if (c->total_steps > 0 && step >= c->total_steps) {
+			c->final_acc = sd_msg_num(m, "test_accuracy", 0);
+			c->final_loss = sd_msg_num(m, "test_loss", 0);
+			c->finishing = 1;
+			maybe_finish(c);
+		}
+	}
+}
+
+static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	if (!sd_token_equal(c->token, sd_msg_str(m, "token", ""))) {
+		conn_reject(k, "auth_failed", "wrong token");
+		return;
+	}
+	const char *id = sd_msg_str(m, "server_id", "");
+	if (!id[0] || strlen(id) >= sizeof k->server_id) {
+		conn_reject(k, "protocol_error", "hello: bad server_id");
+		return;
+	}
+	for (struct conn *o = c->conns; o; o = o->next)
+		if (o != k && o->authed && !strcmp(o->server_id, id)) {
+			conn_reject(k, "protocol_error", "hello: server_id already connected");
+			return;
+		}
+	k->authed = 1;
+	snprintf(k->server_id, sizeof k->server_id, "%s", id);
+	k->pid = (long)sd_msg_int(m, "pid", 0);
+	for (struct server *s = c->servers; s; s = s->next)
+		if (!strcmp(s->id, id))
+			s->conn = k;
+	cJSON *w = sd_msg_new(SD_MSG_WELCOME);
+	cJSON_AddNumberToObject(w, "version", SD_PROTO_VERSION);
+	cJSON_AddStringToObject(w, "worker_id", id);
+	cJSON_AddItemToObject(w, "job", sd_job_to_json(&c->job));
+	conn_send(k, w);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", id);
+	cJSON_AddNumberToObject(ev, "pid", (double)k->pid);
+	journal(c, "worker_connected", ev);
+	schedule_generation(c, "worker connected");
+}
+
+static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
+{
+	struct sd_controller *c = k->c;
+	if (!k->authed && type != SD_MSG_HELLO) {
+		conn_reject(k, "protocol_error", "first message must be hello");
+		return;
+	}
+	switch (type) {
+	case SD_MSG_HELLO:
+		if (k->authed)
+			conn_reject(k, "protocol_error", "second hello");
+		else
+			on_hello(c, k, m);
+		break;
+	case SD_MSG_KV_SET:
+		kv_set(c, sd_msg_str(m, "key", ""), sd_msg_str(m, "value", ""));
+		break;
+	case SD_MSG_KV_GET: {
+		const char *key = sd_msg_str(m, "key", "");
+		long long id = sd_msg_int(m, "id", 0);
+		struct kv *e = kv_find(c, key);
+		if (e) {
+			kv_reply(k, id, key, e->value);
+		} else {
+			struct pending_get *g = sd_calloc(1, sizeof *g);
+			g->conn = k;
+			g->id = id;
+			g->key = strdup(key);
+			if (!g->key)
+				sd_oom();
+			g->next = c->gets;
+			c->gets = g;
+		}
+		break;
+	}
+	case SD_MSG_JOINED: {
+		k->has_state = 1;
+		long total = (long)sd_msg_int(m, "total_steps", 0);
+		if (total > 0)
+			c->total_steps = total;
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "server", k->server_id);
+		cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
+		cJSON_AddNumberToObject(ev, "rank", (double)sd_msg_int(m, "rank", 0));
+		cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
+		cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
+		cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
+		journal(c, "worker_joined", ev);
+		if (k->rank == 0)
+			c->step = (long)sd_msg_int(m, "step", 0);
+		break;
+	}
+	case SD_MSG_STEP:
+		on_step(c, k, m);
+		break;
+	case SD_MSG_COMM_FAILED: {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "server", k->server_id);
+		cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
+		cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
+		cJSON_AddStringToObject(ev, "reason", sd_msg_str(m, "reason", ""));
+		journal(c, "comm_failed", ev);
+		if (sd_msg_int(m, "generation", -1) == c->generation)
+			schedule_generation(c, "collective failed");
+		break;
+	}
+	case SD_MSG_LEAVING:
+		k->leaving = 1;
+		journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
+		if (k->member)
+			schedule_generation(c, "worker left");
+		break;
+	case SD_MSG_CKPT_CHUNK:
+		on_ckpt_chunk(c, k, m);
+		break;
+	case SD_MSG_LOG:
+		journal_kv(c, "worker_log", "server", k->server_id, "message", sd_msg_str(m, "message", ""));
+		break;
+	default: {
+		char reason[96];
+		snprintf(reason, sizeof reason, "unexpected message type '%s' from a worker",
+		         sd_msg_type_name(type));
+		conn_reject(k, "protocol_error", reason);
+		break;
+	}
+	}
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	buf->base = sd_malloc(65536);
+	buf->len = 65536;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+	struct conn *k = s->data;
+	if (nread < 0) {
+		free(buf->base);
+		conn_close(k, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
+		return;
+	}
+	sd_line_reader_feed(&k->rd, buf->base, (size_t)nread);
+	free(buf->base);
+	const char *line;
+	size_t len;
+	char *why = NULL;
+	int got;
+	while (!k->closing && (got = sd_line_reader_next(&k->rd, &line, &len, &why)) != 0) {
+		if (got < 0) {
+			conn_reject(k, "protocol_error", why ? why : "line too long");
+			break;
+		}
+		enum sd_msg_type type;
+		cJSON *m;
+		if (sd_msg_decode(line, len, &type, &m, &why) < 0) {
+			conn_reject(k, k->authed ? "protocol_error" : "auth_failed", why ? why : "bad message");
+			break;
+		}
+		on_message(k, type, m);
+		cJSON_Delete(m);
+	}
+	free(why);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct sd_controller *c = server->data;
+	if (status < 0)
+		return;
+	struct conn *k = sd_calloc(1, sizeof *k);
+	k->c = c;
+	sd_line_reader_init(&k->rd, SD_PROTO_LINE_MAX);
+	uv_tcp_init(c->loop, &k->tcp);
+	k->tcp.data = k;
+	if (uv_accept(server, (uv_stream_t *)&k->tcp) < 0) {
+		k->closing = 1;
+		uv_close((uv_handle_t *)&k->tcp, on_conn_closed);
+		return;
+	}
+	uv_tcp_nodelay(&k->tcp, 1);
+	struct sockaddr_storage sa;
+	int salen = sizeof sa;
+	snprintf(k->peer, sizeof k->peer, "?");
+	if (uv_tcp_getpeername(&k->tcp, (struct sockaddr *)&sa, &salen) == 0) {
+		char ip[48] = "";
+		int port = 0;
+		if (sa.ss_family == AF_INET) {
+			uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
+			port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+		}
+		snprintf(k->peer, sizeof k->peer, "%s:%d", ip, port);
+	}
+	k->next = c->conns;
+	c->conns = k;
+	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
+}
+
+/* ---- local servers ---- */
+
+static void on_server_closed(uv_handle_t *h)
+{
+	struct server *s = h->data;
+	free(s);
+}
+
+static void on_server_exit(uv_process_t *p, int64_t status, int sig)
+{
+	struct server *s = p->data;
+	struct sd_controller *c = s->c;
+	s->running = 0;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddNumberToObject(ev, "exit_status", (double)status);
+	if (sig)
+		cJSON_AddNumberToObject(ev, "signal", sig);
+	journal(c, "server_exit", ev);
+	struct server **pp = &c->servers;
+	while (*pp && *pp != s)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = s->next;
+	uv_close((uv_handle_t *)p, on_server_closed);
+	if (c->exiting >= 2 && !servers_running(c) && c->opts.on_exit)
+		c->opts.on_exit(c, c->exiting - 2, c->opts.ctx);
+}
+
+/* Starts a local spotdeck-worker that connects back to us. */
+static int server_spawn(struct sd_controller *c, char **why)
+{
+	struct server *s = sd_calloc(1, sizeof *s);
+	s->c = c;
+	snprintf(s->id, sizeof s->id, "w%d", ++c->next_server);
+	char port[16], tokfile[SD_PATH_MAX + 16], logpath[SD_PATH_MAX + 64];
+	snprintf(port, sizeof port, "%d", c->port);
+	snprintf(tokfile, sizeof tokfile, "%s/token", c->run_dir);
+	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", c->run_dir, s->id);
+	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0) {
+		free(s);
+		return sd_why(why, "%s: %s", logpath, strerror(errno));
+	}
+	char *args[] = { (char *)c->opts.worker_path, (char *)"--connect", NULL,
+	                 (char *)"--token-file", tokfile, (char *)"--server-id", s->id, NULL };
+	char hostport[64];
+	snprintf(hostport, sizeof hostport, "127.0.0.1:%s", port);
+	args[2] = hostport;
+	uv_stdio_container_t stdio[3];
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = logfd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = logfd;
+	uv_process_options_t po;
+	memset(&po, 0, sizeof po);
+	po.file = c->opts.worker_path;
+	po.args = args;
+	po.exit_cb = on_server_exit;
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	s->proc.data = s;
+	int rc = uv_spawn(c->loop, &s->proc, &po);
+	close(logfd);
+	if (rc < 0) {
+		free(s);
+		return sd_why(why, "%s: cannot start: %s", c->opts.worker_path, uv_strerror(rc));
+	}
+	s->running = 1;
+	s->next = c->servers;
+	c->servers = s;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddNumberToObject(ev, "pid", s->proc.pid);
+	cJSON_AddStringToObject(ev, "offer", "local");
+	journal(c, "acquired", ev);
+	return 0;
+}
+
+/* ---- commands ---- */
+
+static struct conn *conn_by_server(struct sd_controller *c, const char *id)
+{
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->authed && !strcmp(k->server_id, id))
+			return k;
+	return NULL;
+}
+
+static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	long n = 1;
+	if (argc > 1) {
+		char *end;
+		n = strtol(argv[1], &end, 10);
+		if (*end || n < 1 || n > 64)
+			return sd_why(why, "add: expected a count from 1 to 64, got '%s'", argv[1]);
+	}
+	for (long i = 0; i < n; i++)
+		if (server_spawn(c, why) < 0)
+			return -1;
+	return 0;
+}
+
+static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (argc != 2)
+		return sd_why(why, "drop: expected one server id");
+	struct conn *k = conn_by_server(c, argv[1]);
+	if (!k) {
+		for (struct server *s = c->servers; s; s = s->next)
+			if (!strcmp(s->id, argv[1]) && s->running) {
+				uv_process_kill(&s->proc, SIGTERM);
+				return 0;
+			}
+		return sd_why(why, "drop: no server '%s'", argv[1]);
+	}
+	/* A notice: the worker leaves at the next step boundary. */
+	cJSON *m = sd_msg_new(SD_MSG_NOTICE);
+	cJSON_AddNumberToObject(m, "seconds", 0);
+	conn_send(k, m);
+	return 0;
+}
+
+static int cmd_checkpoint(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member && k->rank == 0) {
+			conn_send(k, sd_msg_new(SD_MSG_CHECKPOINT));
+			return 0;
+		}
+	return sd_why(why, "checkpoint: no worker is training");
+}
+
+static int cmd_pause(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (c->paused)
+		return sd_why(why, "pause: already paused");
+	c->paused = 1;
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member)
+			conn_send(k, sd_msg_new(SD_MSG_PAUSE));
+	return 0;
+}
+
+static int cmd_resume(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (!c->paused)
+		return sd_why(why, "resume: not paused");
+	c->paused = 0;
+	schedule_generation(c, "resumed");
+	return 0;
+}
+
+static int cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	finish(c, 1);
+	return 0;
+}
+
+static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why);
+
+const struct sd_command sd_commands[] = {
+	{ "add", "[N]", "start N more local workers (default 1)", cmd_add },
+	{ "drop", "SERVER", "send SERVER a notice: it leaves at the next step boundary", cmd_drop },
+	{ "checkpoint", "", "checkpoint now (rank 0 streams it to the run directory)", cmd_checkpoint },
+	{ "pause", "", "stop training at the next step boundary", cmd_pause },
+	{ "resume", "", "continue after pause", cmd_resume },
+	{ "quit", "", "stop the workers and exit", cmd_quit },
+	{ "help", "", "list the commands", cmd_help },
+	{ NULL, NULL, NULL, NULL },
+};
+
+static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON *list = cJSON_AddArrayToObject(ev, "commands");
+	for (const struct sd_command *k = sd_commands; k->name; k++) {
+		char line[160];
+		snprintf(line, sizeof line, "%s %s - %s", k->name, k->args, k->help);
+		cJSON_AddItemToArray(list, cJSON_CreateString(line));
+	}
+	journal(c, "help", ev);
+	return 0;
+}
+
+int sd_controller_command(struct sd_controller *c, const char *line, char **why)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s", line);
+	char *argv[8];
+	int argc = 0;
+	for (char *tok = strtok(buf, " \t\r\n"); tok && argc < 8; tok = strtok(NULL, " \t\r\n"))
+		argv[argc++] = tok;
+	if (!argc)
+		return 0;
+	const struct sd_command *k;
+	for (k = sd_commands; k->name; k++)
+		if (!strcmp(k->name, argv[0]))
+			break;
+	int rc = k->name ? k->run(c, argc, argv, why)
+	                 : sd_why(why, "unknown command '%s' (try help)", argv[0]);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "command", line);
+	cJSON_AddBoolToObject(ev, "ok", rc == 0);
+	if (rc < 0 && why && *why)
+		cJSON_AddStringToObject(ev, "error", *why);
+	journal(c, "command", ev);
+	return rc;
+}
+
+/* ---- lifecycle ---- */
+
+static int mkdir_p(const char *path, char **why)
+{
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return sd_why(why, "%s: cannot create directory: %s", path, strerror(errno));
+	return 0;
+}
+
+/* The newest checkpoint in run_dir/checkpoints that reads back intact. */
+static void find_latest_checkpoint(struct sd_controller *c)
+{
+	char dir[SD_PATH_MAX + 32];
+	snprintf(dir, sizeof dir, "%s/checkpoints", c->run_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	long best = -1;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		long s;
+		char tail[16];
+		if (sscanf(e->d_name, "ckpt-%ld.sdckp%15s", &s, tail) != 2 || strcmp(tail, "t") || s <= best)
+			continue;
+		char p[SD_PATH_MAX + 300];
+		snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+		struct sd_ckpt ck;
+		char *why = NULL;
+		if (sd_ckpt_read(p, &ck, &why) == 0) {
+			sd_ckpt_free(&ck);
+			best = s;
+			snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", p);
+			c->latest_ckpt_step = s;
+		} else {
+			journal_kv(c, "checkpoint_invalid", "path", p, "error", why ? why : "?");
+		}
+		free(why);
+	}
+	closedir(d);
+}
+
+int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
+                         const struct sd_controller_opts *opts, char **why)
+{
+	*out = NULL;
+	struct sd_controller *c = sd_calloc(1, sizeof *c);
+	c->loop = loop;
+	c->opts = *opts;
+	c->t0 = now_s();
+	c->job = *job;
+	snprintf(c->run_dir, sizeof c->run_dir, "%s", opts->run_dir);
+	char path[SD_PATH_MAX + 64];
+	if (mkdir_p(c->run_dir, why) < 0)
+		goto fail;
+	snprintf(path, sizeof path, "%s/checkpoints", c->run_dir);
+	if (mkdir_p(path, why) < 0)
+		goto fail;
+	snprintf(path, sizeof path, "%s/logs", c->run_dir);
+	if (mkdir_p(path, why) < 0)
+		goto fail;
+	snprintf(path, sizeof path, "%s/job.json", c->run_dir);
+	if (opts->resume) {
+		if (sd_job_load(&c->job, path, why) < 0)
+			goto fail;
+	} else {
+		cJSON *j = sd_job_to_json(&c->job);
+		char *text = cJSON_Print(j);
+		cJSON_Delete(j);
+		if (!text)
+			sd_oom();
+		int rc = write_file_atomic(path, text, strlen(text), why);
+		free(text);
+		if (rc < 0)
+			goto fail;
+	}
+	snprintf(path, sizeof path, "%s/token", c->run_dir);
+	if (sd_token_create_file(path, &c->token, why) < 0)
+		goto fail;
+	snprintf(path, sizeof path, "%s/journal.jsonl", c->run_dir);
+	c->journal = fopen(path, "a");
+	if (!c->journal) {
+		sd_why(why, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	uv_tcp_init(loop, &c->server);
+	c->server.data = c;
+	struct sockaddr_in addr;
+	uv_ip4_addr("127.0.0.1", 0, &addr);
+	int rc = uv_tcp_bind(&c->server, (const struct sockaddr *)&addr, 0);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&c->server, 128, on_connection);
+	if (rc < 0) {
+		sd_why(why, "controller: cannot listen on 127.0.0.1: %s", uv_strerror(rc));
+		uv_close((uv_handle_t *)&c->server, NULL);
+		goto fail;
+	}
+	struct sockaddr_storage sa;
+	int salen = sizeof sa;
+	uv_tcp_getsockname(&c->server, (struct sockaddr *)&sa, &salen);
+	c->port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+	uv_timer_init(loop, &c->gen_timer);
+	c->gen_timer.data = c;
+	uv_timer_init(loop, &c->grace_timer);
+	c->grace_timer.data = c;
+	if (opts->resume)
+		find_latest_checkpoint(c);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "run_dir", c->run_dir);
+	cJSON_AddNumberToObject(ev, "port", c->port);
+	cJSON_AddBoolToObject(ev, "resume", opts->resume);
+	if (c->latest_ckpt[0]) {
+		cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
+		c->step = c->latest_ckpt_step;
+	}
+	cJSON_AddItemToObject(ev, "job", sd_job_to_json(&c->job));
+	journal(c, "run_start", ev);
+	*out = c;
+	return 0;
+fail:
+	if (c->journal)
+		fclose(c->journal);
+	free(c->token);
+	free(c);
+	return -1;
+}
+
+int sd_controller_start(struct sd_controller *c, char **why)
+{
+	for (int i = 0; i < c->job.workers; i++)
+		if (server_spawn(c, why) < 0)
+			return -1;
+	return 0;
+}
+
+int sd_controller_port(const struct sd_controller *c)
+{
+	return c->port;
+}
+
+void sd_controller_close(struct sd_controller *c)
+{
+	while (c->conns)
+		conn_close(c->conns, NULL);
+	for (struct server *s = c->servers; s; s = s->next) {
+		if (s->running)
+			uv_process_kill(&s->proc, SIGKILL);
+	}
+	uv_close((uv_handle_t *)&c->server, NULL);
+	uv_close((uv_handle_t *)&c->gen_timer, NULL);
+	uv_close((uv_handle_t *)&c->grace_timer, NULL);
+}
+
+void sd_controller_free(struct sd_controller *c)
+{
+	if (!c)
+		return;
+	while (c->kv) {
+		struct kv *e = c->kv;
+		c->kv = e->next;
+		free(e->key);
+		free(e->value);
+		free(e);
+	}
+	while (c->gets) {
+		struct pending_get *g = c->gets;
+		c->gets = g->next;
+		free(g->key);
+		free(g);
+	}
+	cJSON_Delete(c->sums);
+	free(c->ck);
+	free(c->token);
+	if (c->journal)
+		fclose(c->journal);
+	free(c);
+}

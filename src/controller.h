@@ -1,0 +1,59 @@
+/* src/controller.h - the controller: membership, generations, the
+ * rendezvous store, the data split, the checkpoint sink and the journal.
+ * It runs on one libuv loop and never blocks it.  No UI code here: the
+ * headless main and (later) the cockpit both drive it through the command
+ * table (sd_controller_command). */
+#ifndef SD_CONTROLLER_H
+#define SD_CONTROLLER_H
+
+#include <uv.h>
+
+#include "src/job.h"
+
+struct sd_controller;
+
+struct sd_controller_opts {
+	const char *run_dir;       /* created if missing; holds journal, checkpoints, logs */
+	const char *worker_path;   /* spotdeck-worker executable for local servers */
+	int resume;                /* continue the run found in run_dir */
+	int echo_journal;          /* also print every journal line on stdout */
+	/* Called once the run is over (done, quit, or fatal); status is the exit
+	 * status the program should end with. */
+	void (*on_exit)(struct sd_controller *c, int status, void *ctx);
+	void *ctx;
+};
+
+/* Creates the controller on loop: writes run_dir/job.json and the token
+ * (run_dir/token, mode 0600), opens the journal, listens on 127.0.0.1 on an
+ * ephemeral port.  With opts->resume the job comes from run_dir/job.json and
+ * the latest valid checkpoint there is used when workers arrive.  Returns 0 or
+ * -1 with *why (names the file or the failing call). */
+int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
+                         const struct sd_controller_opts *opts, char **why);
+
+/* Starts the job's initial local workers (job->workers). */
+int sd_controller_start(struct sd_controller *c, char **why);
+
+/* Runs one command line ("add", "drop s3", "checkpoint", "pause", "resume",
+ * "quit", "help").  Returns 0, or -1 with *why for an unknown command or bad
+ * arguments.  Every command is journaled. */
+int sd_controller_command(struct sd_controller *c, const char *line, char **why);
+
+/* The TCP port workers connect to. */
+int sd_controller_port(const struct sd_controller *c);
+
+/* Closes every handle; call after on_exit, then run the loop until it is
+ * empty and free with sd_controller_free. */
+void sd_controller_close(struct sd_controller *c);
+void sd_controller_free(struct sd_controller *c);
+
+/* One entry of the command table shared by the headless input and the UI. */
+struct sd_command {
+	const char *name;
+	const char *args;
+	const char *help;
+	int (*run)(struct sd_controller *c, int argc, char **argv, char **why);
+};
+extern const struct sd_command sd_commands[];
+
+#endif

@@ -1,0 +1,262 @@
+/* src/main.c - spotdeck: the controller, headless (journal on stdout,
+ * commands on stdin) or, later, with the cockpit. */
+#include "config.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "engine/errors.h"
+#include "src/controller.h"
+#include "src/job.h"
+#include "src/protocol.h"
+
+struct app {
+	uv_loop_t *loop;
+	struct sd_controller *ctl;
+	uv_signal_t sigint, sigterm, sighup;
+	uv_pipe_t in_pipe;
+	uv_tty_t in_tty;
+	uv_stream_t *in;
+	struct sd_line_reader in_rd;
+	int status;
+	int done;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: spotdeck --headless [--job FILE] [--workers N] [--run-dir DIR]\n"
+"       spotdeck --headless --resume RUNDIR\n"
+"Runs the spotdeck controller: starts local spotdeck-worker processes that train\n"
+"the job with elastic data-parallel SGD, prints every journal event as a JSON line\n"
+"on stdout and reads commands on stdin (add [N], drop SERVER, checkpoint, pause,\n"
+"resume, quit, help).  See spotdeck(1) and spotdeck-job(5).\n"
+"  --job FILE       job file (JSON, spotdeck-job(5)); default: the embedded job\n"
+"  --workers N      initial local workers (overrides the job file)\n"
+"  --run-dir DIR    where the journal, checkpoints and logs go (default: run-TIME)\n"
+"  --resume RUNDIR  continue the run in RUNDIR from its latest checkpoint\n"
+"  --worker PATH    spotdeck-worker to start (default: next to this program)\n"
+"  --help, --version\n");
+}
+
+static void on_closed_walk(uv_handle_t *h, void *arg)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static void on_exit_cb(struct sd_controller *c, int status, void *ctx)
+{
+	struct app *a = ctx;
+	if (a->done)
+		return;
+	a->done = 1;
+	a->status = status;
+	uv_stop(a->loop);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+	struct app *a = s->data;
+	char *why = NULL;
+	sd_controller_command(a->ctl, "quit", &why);
+	free(why);
+}
+
+static void on_in_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	static char mem[4096];
+	buf->base = mem;
+	buf->len = sizeof mem;
+}
+
+static void on_in_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct app *a = s->data;
+	if (n < 0) {
+		uv_read_stop(s);
+		return;
+	}
+	sd_line_reader_feed(&a->in_rd, buf->base, (size_t)n);
+	const char *line;
+	size_t len;
+	char *why = NULL;
+	int got;
+	while ((got = sd_line_reader_next(&a->in_rd, &line, &len, &why)) != 0) {
+		if (got < 0) {
+			/* Drop the over-long line and go on with the next ones. */
+			fprintf(stderr, "spotdeck: stdin: %s\n", why);
+			sd_line_reader_free(&a->in_rd);
+			sd_line_reader_init(&a->in_rd, 4096);
+			break;
+		}
+		char cmd[512];
+		snprintf(cmd, sizeof cmd, "%.*s", (int)(len < 511 ? len : 511), line);
+		/* Errors are journaled by the command table itself. */
+		sd_controller_command(a->ctl, cmd, &why);
+		free(why);
+		why = NULL;
+	}
+	free(why);
+}
+
+/* Commands come from stdin when it is a pipe or a terminal; a file or
+ * /dev/null gives none. */
+static void open_stdin(struct app *a)
+{
+	sd_line_reader_init(&a->in_rd, 4096);
+	uv_handle_type t = uv_guess_handle(0);
+	if (t == UV_NAMED_PIPE && uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
+		if (uv_pipe_open(&a->in_pipe, 0) == 0)
+			a->in = (uv_stream_t *)&a->in_pipe;
+		else
+			uv_close((uv_handle_t *)&a->in_pipe, NULL);
+	} else if (t == UV_TTY && uv_tty_init(a->loop, &a->in_tty, 0, 1) == 0) {
+		a->in = (uv_stream_t *)&a->in_tty;
+	}
+	if (a->in) {
+		a->in->data = a;
+		uv_read_start(a->in, on_in_alloc, on_in_read);
+	}
+}
+
+/* spotdeck-worker lives next to spotdeck (build tree and install). */
+static void default_worker_path(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	size_t n = sizeof self;
+	if (uv_exepath(self, &n) == 0) {
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(out, len, "%s/spotdeck-worker", self);
+			if (access(out, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(out, len, "spotdeck-worker");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "headless", no_argument, 0, 'H' },
+		{ "job", required_argument, 0, 'j' },
+		{ "workers", required_argument, 0, 'w' },
+		{ "run-dir", required_argument, 0, 'r' },
+		{ "resume", required_argument, 0, 'R' },
+		{ "worker", required_argument, 0, 'W' },
+		{ "help", no_argument, 0, 'h' },
+		{ "version", no_argument, 0, 'V' },
+		{ 0, 0, 0, 0 },
+	};
+	const char *job_path = NULL, *run_dir = NULL, *resume = NULL;
+	char worker[PATH_MAX + 32] = "";
+	long workers = -1;
+	int headless = 0, c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'H': headless = 1; break;
+		case 'j': job_path = optarg; break;
+		case 'r': run_dir = optarg; break;
+		case 'R': resume = optarg; break;
+		case 'W': snprintf(worker, sizeof worker, "%s", optarg); break;
+		case 'w': {
+			char *end;
+			errno = 0;
+			workers = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || workers < 0 || workers > 256) {
+				fprintf(stderr, "spotdeck: --workers: expected an integer from 0 to 256, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("spotdeck %s\n", PACKAGE_VERSION); return 0;
+		default:
+			fprintf(stderr, "spotdeck: unknown option or missing value: '%s' (see --help)\n", argv[optind - 1]);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (!headless) {
+		fprintf(stderr, "spotdeck: the cockpit is not built yet; run with --headless (see --help)\n");
+		return 2;
+	}
+	if (resume && (job_path || run_dir)) {
+		fprintf(stderr, "spotdeck: --resume takes the job and run directory from RUNDIR; drop --job/--run-dir\n");
+		return 2;
+	}
+	char *why = NULL;
+	struct sd_job job;
+	sd_job_defaults(&job);
+	if (job_path && sd_job_load(&job, job_path, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s\n", why);
+		free(why);
+		return 1;
+	}
+	if (workers >= 0)
+		job.workers = (int)workers;
+	char rd[64];
+	if (!run_dir && !resume) {
+		time_t now = time(NULL);
+		struct tm tm;
+		localtime_r(&now, &tm);
+		strftime(rd, sizeof rd, "run-%Y%m%d-%H%M%S", &tm);
+		run_dir = rd;
+	}
+	if (!worker[0])
+		default_worker_path(worker, sizeof worker);
+	signal(SIGPIPE, SIG_IGN);
+
+	struct app a;
+	memset(&a, 0, sizeof a);
+	a.loop = uv_default_loop();
+	struct sd_controller_opts o = {
+		.run_dir = resume ? resume : run_dir,
+		.worker_path = worker,
+		.resume = resume != NULL,
+		.echo_journal = 1,
+		.on_exit = on_exit_cb,
+		.ctx = &a,
+	};
+	if (sd_controller_create(&a.ctl, a.loop, &job, &o, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s\n", why);
+		free(why);
+		return 1;
+	}
+	uv_signal_init(a.loop, &a.sigint);
+	uv_signal_init(a.loop, &a.sigterm);
+	uv_signal_init(a.loop, &a.sighup);
+	a.sigint.data = a.sigterm.data = a.sighup.data = &a;
+	uv_signal_start(&a.sigint, on_signal, SIGINT);
+	uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+	uv_signal_start(&a.sighup, on_signal, SIGHUP);
+	open_stdin(&a);
+	if (sd_controller_start(a.ctl, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s\n", why);
+		free(why);
+		a.status = 1;
+	} else {
+		uv_run(a.loop, UV_RUN_DEFAULT);
+	}
+	sd_controller_close(a.ctl);
+	uv_walk(a.loop, on_closed_walk, NULL);
+	uv_run(a.loop, UV_RUN_DEFAULT);
+	sd_controller_free(a.ctl);
+	sd_line_reader_free(&a.in_rd);
+	uv_loop_close(a.loop);
+	return a.status;
+}

@@ -1,0 +1,675 @@
+/* src/worker-agent.c - spotdeck-worker agent mode.
+ *
+ * One blocking control connection to the controller carries the job, the
+ * generations, the rendezvous store for the collectives and the metrics.
+ * Gradients never pass through it: they go worker-to-worker through the
+ * collectives layer (engine/comm.h).
+ *
+ * Agreement on step boundaries: every step all-reduces a small metrics
+ * vector along with the gradients.  Its last element counts workers that want
+ * the group to change after this step (a new generation was announced, a
+ * notice arrived, the operator paused).  Because every rank sees the same sum
+ * after the same step, all ranks leave the generation at the same boundary,
+ * and nobody is left waiting in a collective that will never complete.
+ */
+#include "config.h"
+
+#include "src/worker-agent.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <omp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/comm.h"
+#include "engine/engine.h"
+#include "src/job.h"
+#include "src/protocol.h"
+
+void openblas_set_num_threads(int num_threads);
+
+/* Control-plane messages larger than the controller's limit never go to the
+ * worker except checkpoint chunks, which are cut to fit. */
+#define CKPT_CHUNK_BYTES (256u * 1024u)
+
+static volatile sig_atomic_t got_sigterm;
+
+static void on_sigterm(int sig)
+{
+	(void)sig;
+	got_sigterm = 1;
+}
+
+struct queued {
+	enum sd_msg_type type;
+	cJSON *msg;
+};
+
+struct ctl {
+	int fd;
+	struct sd_line_reader rd;
+	struct queued *q;
+	int nq, capq;
+	long long next_kv_id;
+	int eof;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int ctl_connect(struct ctl *c, const char *host, const char *port, char **why)
+{
+	struct addrinfo hints, *res, *ai;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	int rc = getaddrinfo(host, port, &hints, &res);
+	if (rc)
+		return sd_why(why, "controller %s:%s: %s", host, port, gai_strerror(rc));
+	c->fd = -1;
+	int err = 0;
+	for (ai = res; ai; ai = ai->ai_next) {
+		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0)
+			continue;
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+			c->fd = fd;
+			break;
+		}
+		err = errno;
+		close(fd);
+	}
+	freeaddrinfo(res);
+	if (c->fd < 0)
+		return sd_why(why, "controller %s:%s: cannot connect: %s", host, port, strerror(err));
+	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
+	return 0;
+}
+
+static void ctl_close(struct ctl *c)
+{
+	for (int i = 0; i < c->nq; i++)
+		cJSON_Delete(c->q[i].msg);
+	free(c->q);
+	sd_line_reader_free(&c->rd);
+	if (c->fd >= 0)
+		close(c->fd);
+}
+
+/* Sends msg (consumed).  Returns 0 or -1 when the controller is gone. */
+static int ctl_send(struct ctl *c, cJSON *msg)
+{
+	size_t len;
+	char *line = sd_msg_encode(msg, &len);
+	cJSON_Delete(msg);
+	size_t off = 0;
+	while (off < len) {
+		ssize_t n = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(line);
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	free(line);
+	return 0;
+}
+
+/* Reads what the controller sent within timeout_ms (0 = only what is already
+ * there, <0 = until something arrives) into the queue.  Returns 0, or -1 when
+ * the connection ended or the controller broke the protocol. */
+static int ctl_pump(struct ctl *c, int timeout_ms, char **why)
+{
+	if (c->eof)
+		return sd_why(why, "controller closed the connection");
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	int rc = poll(&p, 1, timeout_ms);
+	if (rc < 0 && errno == EINTR)
+		return 0;
+	if (rc <= 0)
+		return 0;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		if (n <= 0) {
+			c->eof = 1;
+			break;
+		}
+		sd_line_reader_feed(&c->rd, buf, (size_t)n);
+	}
+	const char *line;
+	size_t len;
+	int got;
+	while ((got = sd_line_reader_next(&c->rd, &line, &len, why)) == 1) {
+		enum sd_msg_type type;
+		cJSON *msg;
+		if (sd_msg_decode(line, len, &type, &msg, why) < 0)
+			return -1;
+		if (c->nq == c->capq) {
+			c->capq = c->capq ? 2 * c->capq : 16;
+			c->q = realloc(c->q, (size_t)c->capq * sizeof *c->q);
+			if (!c->q)
+				sd_oom();
+		}
+		c->q[c->nq].type = type;
+		c->q[c->nq].msg = msg;
+		c->nq++;
+	}
+	if (got < 0)
+		return -1;
+	if (c->eof && !c->nq)
+		return sd_why(why, "controller closed the connection");
+	return 0;
+}
+
+/* Removes and returns the first queued message of type (NULL if none). */
+static cJSON *ctl_take(struct ctl *c, enum sd_msg_type type)
+{
+	for (int i = 0; i < c->nq; i++) {
+		if (c->q[i].type != type)
+			continue;
+		cJSON *m = c->q[i].msg;
+		memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+		c->nq--;
+		return m;
+	}
+	return NULL;
+}
+
+static int ctl_has(const struct ctl *c, enum sd_msg_type type)
+{
+	for (int i = 0; i < c->nq; i++)
+		if (c->q[i].type == type)
+			return 1;
+	return 0;
+}
+
+/* The rendezvous store of the collectives, served by the controller. */
+static int store_set(void *ctx, const char *key, const void *value, size_t len, char **why)
+{
+	struct ctl *c = ctx;
+	cJSON *m = sd_msg_new(SD_MSG_KV_SET);
+	char *hex = sd_hex_encode(value, len);
+	cJSON_AddStringToObject(m, "key", key);
+	cJSON_AddStringToObject(m, "value", hex);
+	free(hex);
+	if (ctl_send(c, m) < 0)
+		return sd_why(why, "store set %s: controller connection lost", key), SD_COMM_EFAIL;
+	return 0;
+}
+
+static int store_get(void *ctx, const char *key, void **value, size_t *len, int timeout_ms,
+                     char **why)
+{
+	struct ctl *c = ctx;
+	long long id = ++c->next_kv_id;
+	cJSON *m = sd_msg_new(SD_MSG_KV_GET);
+	cJSON_AddNumberToObject(m, "id", (double)id);
+	cJSON_AddStringToObject(m, "key", key);
+	if (ctl_send(c, m) < 0)
+		return sd_why(why, "store get %s: controller connection lost", key), SD_COMM_EFAIL;
+	double deadline = now_s() + (timeout_ms < 0 ? 1e9 : timeout_ms / 1000.0);
+	for (;;) {
+		for (int i = 0; i < c->nq; i++) {
+			if (c->q[i].type != SD_MSG_KV_VALUE || sd_msg_int(c->q[i].msg, "id", -1) != id)
+				continue;
+			cJSON *v = c->q[i].msg;
+			memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+			c->nq--;
+			*value = sd_hex_decode(sd_msg_str(v, "value", ""), len);
+			cJSON_Delete(v);
+			if (!*value)
+				return sd_why(why, "store get %s: controller sent bad hex", key), SD_COMM_EFAIL;
+			return 0;
+		}
+		double left = deadline - now_s();
+		if (left <= 0)
+			return sd_why(why, "store get %s: no value within %d ms", key, timeout_ms),
+			       SD_COMM_ETIMEDOUT;
+		if (ctl_pump(c, (int)(left * 1000) + 1, why) < 0)
+			return SD_COMM_EFAIL;
+	}
+}
+
+static const struct sd_store_ops ctl_store_ops = { .set = store_set, .get = store_get };
+
+struct agent {
+	struct ctl ctl;
+	struct sd_job job;
+	struct sd_trainer *t;
+	const char *server_id;
+	int have_state;       /* parameters are a valid state of the run */
+	int leaving;          /* notice or SIGTERM: leave at the next boundary */
+	int ckpt_requested;   /* operator asked for a checkpoint (rank 0) */
+	long generation;
+	/* A checkpoint the controller streams to us to resume from. */
+	unsigned char *resume;
+	size_t resume_len, resume_total;
+	long resume_step;
+};
+
+/* Handles queued messages that may arrive at any time.  Returns 1 if the
+ * group should change after this step (new generation, pause, stop). */
+static int handle_async(struct agent *a)
+{
+	cJSON *m;
+	while ((m = ctl_take(&a->ctl, SD_MSG_NOTICE))) {
+		a->leaving = 1;
+		cJSON_Delete(m);
+	}
+	while ((m = ctl_take(&a->ctl, SD_MSG_CHECKPOINT))) {
+		a->ckpt_requested = 1;
+		cJSON_Delete(m);
+	}
+	if (got_sigterm)
+		a->leaving = 1;
+	return a->leaving || ctl_has(&a->ctl, SD_MSG_GENERATION) || ctl_has(&a->ctl, SD_MSG_PAUSE) ||
+	       ctl_has(&a->ctl, SD_MSG_STOP);
+}
+
+/* Collects checkpoint chunks the controller sends before a generation in
+ * which no worker holds the run's state. */
+static int take_resume_chunks(struct agent *a, char **why)
+{
+	cJSON *m;
+	while ((m = ctl_take(&a->ctl, SD_MSG_CKPT_CHUNK))) {
+		long long off = sd_msg_int(m, "offset", -1), total = sd_msg_int(m, "total", -1);
+		size_t n;
+		unsigned char *bytes = sd_hex_decode(sd_msg_str(m, "data", ""), &n);
+		if (!bytes || off < 0 || total <= 0 || (unsigned long long)off + n > (unsigned long long)total) {
+			free(bytes);
+			cJSON_Delete(m);
+			return sd_why(why, "controller sent a malformed checkpoint chunk");
+		}
+		if (off == 0) {
+			free(a->resume);
+			a->resume = sd_malloc((size_t)total);
+			a->resume_total = (size_t)total;
+			a->resume_len = 0;
+			a->resume_step = (long)sd_msg_int(m, "step", 0);
+		}
+		if (a->resume && (size_t)off == a->resume_len && (size_t)total == a->resume_total) {
+			memcpy(a->resume + off, bytes, n);
+			a->resume_len += n;
+		}
+		free(bytes);
+		cJSON_Delete(m);
+	}
+	return 0;
+}
+
+/* Loads a completely received resume checkpoint into the trainer. */
+static int load_resume(struct agent *a, char **why)
+{
+	if (!a->resume || a->resume_len != a->resume_total)
+		return 0;
+	char path[] = "/tmp/spotdeck-resume-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return sd_why(why, "resume: cannot create a temporary file: %s", strerror(errno));
+	size_t off = 0;
+	while (off < a->resume_len) {
+		ssize_t n = write(fd, a->resume + off, a->resume_len - off);
+		if (n <= 0) {
+			close(fd);
+			unlink(path);
+			return sd_why(why, "resume: writing %s: %s", path, strerror(errno));
+		}
+		off += (size_t)n;
+	}
+	close(fd);
+	int rc = sd_trainer_load(a->t, path, why);
+	unlink(path);
+	free(a->resume);
+	a->resume = NULL;
+	a->resume_len = a->resume_total = 0;
+	if (rc == 0)
+		a->have_state = 1;
+	return rc;
+}
+
+/* Rank 0 streams a checkpoint of the current state to the controller. */
+static int send_checkpoint(struct agent *a, const char *reason, char **why)
+{
+	char path[] = "/tmp/spotdeck-ckpt-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return sd_why(why, "checkpoint: cannot create a temporary file: %s", strerror(errno));
+	close(fd);
+	if (sd_trainer_save(a->t, path, why) < 0) {
+		unlink(path);
+		return -1;
+	}
+	FILE *f = fopen(path, "rb");
+	unlink(path);
+	if (!f)
+		return sd_why(why, "checkpoint: reopening %s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	long total = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *buf = sd_malloc(CKPT_CHUNK_BYTES);
+	long off = 0;
+	int rc = 0;
+	while (off < total) {
+		size_t n = fread(buf, 1, CKPT_CHUNK_BYTES, f);
+		if (n == 0) {
+			rc = sd_why(why, "checkpoint: short read");
+			break;
+		}
+		char *hex = sd_hex_encode(buf, n);
+		cJSON *m = sd_msg_new(SD_MSG_CKPT_CHUNK);
+		cJSON_AddNumberToObject(m, "step", (double)a->t->step);
+		cJSON_AddNumberToObject(m, "offset", (double)off);
+		cJSON_AddNumberToObject(m, "total", (double)total);
+		cJSON_AddStringToObject(m, "reason", reason);
+		cJSON_AddStringToObject(m, "data", hex);
+		free(hex);
+		if (ctl_send(&a->ctl, m) < 0) {
+			rc = sd_why(why, "checkpoint: controller connection lost");
+			break;
+		}
+		off += (long)n;
+	}
+	free(buf);
+	fclose(f);
+	return rc;
+}
+
+/* Test-set loss and accuracy, each rank evaluating its share and all-reducing. */
+static int evaluate(struct agent *a, struct sd_comm *comm, double *loss, double *acc, char **why)
+{
+	struct sd_trainer *t = a->t;
+	int rank = sd_comm_rank(comm), world = sd_comm_world_size(comm);
+	int n = t->test.n, lo = (int)((long)n * rank / world), hi = (int)((long)n * (rank + 1) / world);
+	size_t img = (size_t)t->test.c * t->test.h * t->test.w;
+	double sums[2] = { 0, 0 };
+	for (int pos = lo; pos < hi; pos += t->cfg.eval_batch) {
+		int nb = hi - pos < t->cfg.eval_batch ? hi - pos : t->cfg.eval_batch;
+		double l;
+		int c;
+		if (sd_model_eval_batch(t->model, t->test.images + (size_t)pos * img,
+		                        t->test.labels + pos, nb, &l, &c, why) < 0)
+			return -1;
+		sums[0] += l;
+		sums[1] += c;
+	}
+	int rc = sd_comm_allreduce_sum_f64(comm, sums, 2, why);
+	if (rc < 0)
+		return rc;
+	*loss = sums[0] / n;
+	*acc = sums[1] / n;
+	return 0;
+}
+
+static int send_comm_failed(struct agent *a, const char *reason)
+{
+	cJSON *m = sd_msg_new(SD_MSG_COMM_FAILED);
+	cJSON_AddNumberToObject(m, "generation", (double)a->generation);
+	cJSON_AddNumberToObject(m, "step", (double)a->t->step);
+	cJSON_AddStringToObject(m, "reason", reason ? reason : "unknown");
+	return ctl_send(&a->ctl, m);
+}
+
+enum gen_result { GEN_CHANGE, GEN_DONE, GEN_FAILED, GEN_FATAL };
+
+/* Trains in one generation until the group changes, training ends or a
+ * collective fails. */
+static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
+{
+	struct sd_trainer *t = a->t;
+	int rank = (int)sd_msg_int(gen, "rank", 0), world = (int)sd_msg_int(gen, "world_size", 1);
+	int offset = (int)sd_msg_int(gen, "offset", 0), count = (int)sd_msg_int(gen, "count", 0);
+	int timeout_ms = (int)(a->job.comm_timeout_s * 1000);
+	a->generation = (long)sd_msg_int(gen, "generation", 0);
+	double t_join = now_s();
+	if (rank == 0 && load_resume(a, why) < 0)
+		return GEN_FATAL;
+	struct sd_comm *comm = NULL;
+	int rc = sd_comm_create(&comm, SD_COMM_GLOO, rank, world, a->generation, &ctl_store_ops,
+	                        &a->ctl, timeout_ms, why);
+	if (rc < 0) {
+		send_comm_failed(a, *why);
+		return a->ctl.eof ? GEN_FATAL : GEN_FAILED;
+	}
+	/* Who holds the newest state?  Each rank publishes its step (-1: none). */
+	double *steps = sd_calloc((size_t)world, sizeof(double));
+	steps[rank] = a->have_state ? (double)t->step : -1;
+	rc = sd_comm_allreduce_sum_f64(comm, steps, (size_t)world, why);
+	int source = 0;
+	for (int r = 1; rc == 0 && r < world; r++)
+		if (steps[r] > steps[source])
+			source = r;
+	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
+	free(steps);
+	size_t np = sd_model_param_count(t->model), nb = sd_model_buffer_count(t->model);
+	if (rc == 0)
+		rc = sd_comm_broadcast(comm, sd_model_params(t->model), np * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_comm_broadcast(comm, t->velocity, np * sizeof(float), source, why);
+	if (rc == 0 && nb)
+		rc = sd_comm_broadcast(comm, sd_model_buffers(t->model), nb * sizeof(float), source, why);
+	if (rc < 0) {
+		send_comm_failed(a, *why);
+		sd_comm_destroy(comm);
+		return GEN_FAILED;
+	}
+	t->step = start;
+	t->perm_epoch = -1;
+	a->have_state = 1;
+	cJSON *j = sd_msg_new(SD_MSG_JOINED);
+	cJSON_AddNumberToObject(j, "generation", (double)a->generation);
+	cJSON_AddNumberToObject(j, "step", (double)start);
+	cJSON_AddNumberToObject(j, "rank", rank);
+	cJSON_AddNumberToObject(j, "source_rank", source);
+	cJSON_AddNumberToObject(j, "join_ms", (now_s() - t_join) * 1000);
+	cJSON_AddNumberToObject(j, "total_steps", (double)t->total_steps);
+	if (ctl_send(&a->ctl, j) < 0) {
+		sd_comm_destroy(comm);
+		return GEN_FATAL;
+	}
+
+	size_t ng = np;
+	float *grads = sd_model_grads(t->model);
+	int first = 1;
+	enum gen_result result = GEN_DONE;
+	while (t->step < t->total_steps) {
+		double c0 = now_s(), loss_sum = 0;
+		int correct = 0;
+		if (sd_trainer_local_grad(t, t->step, offset, count, &loss_sum, &correct, why) < 0) {
+			sd_comm_destroy(comm);
+			return GEN_FATAL;
+		}
+		double c1 = now_s();
+		double metrics[4] = { loss_sum, correct, count, 0 };
+		if (ctl_pump(&a->ctl, 0, why) < 0) {
+			sd_comm_destroy(comm);
+			return GEN_FATAL;
+		}
+		metrics[3] = handle_async(a) ? 1 : 0;
+		rc = sd_comm_allreduce_sum(comm, grads, ng, why);
+		if (rc == 0)
+			rc = sd_comm_allreduce_sum_f64(comm, metrics, 4, why);
+		double c2 = now_s();
+		if (rc < 0) {
+			send_comm_failed(a, *why);
+			sd_comm_destroy(comm);
+			return GEN_FAILED;
+		}
+		sd_trainer_apply(t);
+		int epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
+		cJSON *m = sd_msg_new(SD_MSG_STEP);
+		cJSON_AddNumberToObject(m, "generation", (double)a->generation);
+		cJSON_AddNumberToObject(m, "step", (double)t->step);
+		cJSON_AddNumberToObject(m, "rank", rank);
+		cJSON_AddNumberToObject(m, "samples", count);
+		cJSON_AddNumberToObject(m, "loss_sum", metrics[0]);
+		cJSON_AddNumberToObject(m, "correct", metrics[1]);
+		cJSON_AddNumberToObject(m, "global_samples", metrics[2]);
+		cJSON_AddNumberToObject(m, "compute_ms", (c1 - c0) * 1000);
+		cJSON_AddNumberToObject(m, "comm_ms", (c2 - c1) * 1000);
+		cJSON_AddNumberToObject(m, "images_per_sec", count > 0 ? count / (c1 - c0) : 0);
+		cJSON_AddNumberToObject(m, "lr", sd_lr_at(&t->lr, t->step - 1));
+		if (first || (a->job.log_every > 0 && t->step % a->job.log_every == 0) || epoch_end) {
+			char sum[16];
+			snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
+			cJSON_AddStringToObject(m, "checksum", sum);
+		}
+		first = 0;
+		if (epoch_end) {
+			double tl, ta;
+			rc = evaluate(a, comm, &tl, &ta, why);
+			if (rc < 0) {
+				cJSON_Delete(m);
+				send_comm_failed(a, *why);
+				sd_comm_destroy(comm);
+				return GEN_FAILED;
+			}
+			cJSON_AddNumberToObject(m, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+			cJSON_AddNumberToObject(m, "test_loss", tl);
+			cJSON_AddNumberToObject(m, "test_accuracy", ta);
+		}
+		if (ctl_send(&a->ctl, m) < 0) {
+			sd_comm_destroy(comm);
+			return GEN_FATAL;
+		}
+		int periodic = a->job.checkpoint_every > 0 && t->step % a->job.checkpoint_every == 0;
+		/* The last worker leaving takes the state with it: save it first. */
+		int last_leaving = a->leaving && world == (int)metrics[3] && rank == 0;
+		if (rank == 0 && (periodic || a->ckpt_requested || last_leaving || t->step == t->total_steps)) {
+			const char *reason = last_leaving ? "notice" : a->ckpt_requested ? "operator" :
+			                     t->step == t->total_steps ? "final" : "periodic";
+			a->ckpt_requested = 0;
+			if (send_checkpoint(a, reason, why) < 0) {
+				sd_comm_destroy(comm);
+				return GEN_FATAL;
+			}
+		}
+		if (metrics[3] > 0) {
+			result = GEN_CHANGE;
+			break;
+		}
+	}
+	sd_comm_destroy(comm);
+	return result;
+}
+
+int sd_worker_agent_run(const struct sd_agent_opts *o)
+{
+	char *why = NULL;
+	struct agent a;
+	memset(&a, 0, sizeof a);
+	a.server_id = o->server_id;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigterm;
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int status = 1;
+	if (ctl_connect(&a.ctl, o->host, o->port, &why) < 0)
+		goto out;
+	cJSON *hello = sd_msg_new(SD_MSG_HELLO);
+	cJSON_AddNumberToObject(hello, "version", SD_PROTO_VERSION);
+	cJSON_AddStringToObject(hello, "token", o->token);
+	cJSON_AddStringToObject(hello, "server_id", o->server_id);
+	cJSON_AddNumberToObject(hello, "pid", (double)getpid());
+	if (ctl_send(&a.ctl, hello) < 0) {
+		sd_why(&why, "controller %s:%s: connection lost during hello", o->host, o->port);
+		goto out;
+	}
+	cJSON *welcome = NULL;
+	while (!welcome) {
+		cJSON *err = ctl_take(&a.ctl, SD_MSG_ERROR);
+		if (err) {
+			sd_why(&why, "controller refused us: %s", sd_msg_str(err, "reason", "?"));
+			cJSON_Delete(err);
+			goto out;
+		}
+		welcome = ctl_take(&a.ctl, SD_MSG_WELCOME);
+		if (!welcome && ctl_pump(&a.ctl, 1000, &why) < 0)
+			goto out;
+	}
+	int rc = sd_job_from_json(&a.job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
+	                          "welcome.job", &why);
+	cJSON_Delete(welcome);
+	if (rc < 0)
+		goto out;
+	int threads = o->threads ? o->threads : a.job.threads_per_worker;
+	openblas_set_num_threads(threads);
+	omp_set_num_threads(threads);
+	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0)
+		goto out;
+	for (;;) {
+		if (take_resume_chunks(&a, &why) < 0)
+			goto out;
+		cJSON *m;
+		if ((m = ctl_take(&a.ctl, SD_MSG_STOP))) {
+			cJSON_Delete(m);
+			status = 0;
+			break;
+		}
+		handle_async(&a);
+		if (a.leaving) {
+			cJSON *l = sd_msg_new(SD_MSG_LEAVING);
+			cJSON_AddStringToObject(l, "reason", got_sigterm ? "sigterm" : "notice");
+			cJSON_AddNumberToObject(l, "step", (double)(a.t ? a.t->step : 0));
+			ctl_send(&a.ctl, l);
+			status = 0;
+			break;
+		}
+		while ((m = ctl_take(&a.ctl, SD_MSG_PAUSE)))
+			cJSON_Delete(m);
+		/* Only the newest announced generation matters. */
+		cJSON *gen = NULL;
+		while ((m = ctl_take(&a.ctl, SD_MSG_GENERATION))) {
+			cJSON_Delete(gen);
+			gen = m;
+		}
+		if (!gen) {
+			if (ctl_pump(&a.ctl, 200, &why) < 0)
+				goto out;
+			continue;
+		}
+		/* Chunks sent just before the generation may still be in flight. */
+		if (ctl_pump(&a.ctl, 0, &why) < 0 || take_resume_chunks(&a, &why) < 0) {
+			cJSON_Delete(gen);
+			goto out;
+		}
+		enum gen_result r = run_generation(&a, gen, &why);
+		cJSON_Delete(gen);
+		if (r == GEN_FATAL)
+			goto out;
+		if (r == GEN_DONE) {
+			/* Training finished: wait for the controller's stop. */
+			while (!ctl_has(&a.ctl, SD_MSG_STOP) && !got_sigterm)
+				if (ctl_pump(&a.ctl, 500, &why) < 0)
+					goto out;
+		}
+		free(why);
+		why = NULL;
+	}
+out:
+	if (status && why)
+		fprintf(stderr, "spotdeck-worker: %s: %s\n", o->server_id, why);
+	free(why);
+	free(a.resume);
+	sd_trainer_destroy(a.t);
+	ctl_close(&a.ctl);
+	return status;
+}

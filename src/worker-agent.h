@@ -1,0 +1,19 @@
+/* src/worker-agent.h - spotdeck-worker's agent mode: a training process that
+ * takes its job and its place in each generation from the controller. */
+#ifndef SD_WORKER_AGENT_H
+#define SD_WORKER_AGENT_H
+
+struct sd_agent_opts {
+	const char *host;        /* controller address */
+	const char *port;        /* controller TCP port */
+	const char *token;       /* shared secret, sent in the hello */
+	const char *server_id;   /* this server's id in the cluster (e.g. "s3") */
+	int threads;             /* 0 = the job's threads_per_worker */
+};
+
+/* Connects, trains until the controller says stop (exit status 0), a notice
+ * or SIGTERM makes it leave at a step boundary (0), or a fatal error (1, with
+ * one line on stderr).  Blocking; the worker has no event loop. */
+int sd_worker_agent_run(const struct sd_agent_opts *o);
+
+#endif
