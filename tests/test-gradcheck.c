@@ -1,0 +1,534 @@
+/* tests/test-gradcheck.c - every backward function of engine/layers.h
+ * against central finite differences of its forward function.
+ *
+ * Loss: L = sum_i y_i g_i over the layer output y with a fixed random g (for
+ * softmax cross-entropy, L = scale * the returned loss).  L is accumulated in
+ * double; the layers themselves are float32.  For each checked element p of an
+ * input or parameter:
+ *   numeric  n = (L(p + eps) - L(p - eps)) / (2 eps)
+ *   analytic a = the backward function's dx / dw / db / dgamma / dbeta
+ *   error      = |a - n| / max(FLOOR, |a| + |n|)
+ * and the check fails when the largest error over the tensor exceeds TOL.
+ *
+ *   Layers linear in the checked tensor (linear, conv2d, relu, maxpool,
+ *   avgpool) get inputs, parameters and g on the grid k/64 and eps = 1/64:
+ *   every product and partial sum is then exact in float32, so the finite
+ *   difference is exact too and only a wrong gradient can miss.  (Kinks of
+ *   relu and maxpool are kept further than eps from every input.)
+ *   Batch-norm and softmax are nonlinear and get N(0,1) data, eps = 1e-2;
+ *   truncation (O(eps^2)) and float32 rounding of L stay below 1e-3 of the
+ *   gradient scale, so:
+ *
+ *   TOL = 1e-2, FLOOR = 1e-3 for every check.
+ *
+ * Also checked: parameter gradients ACCUMULATE (a buffer holding P gets
+ * P + 2 G after two calls, within 1e-4 relative), dx is overwritten (it is
+ * pre-filled with NaN), and dx = NULL gives the same parameter gradients.
+ * Prints one line per check; exits 1 when any check fails.
+ */
+#include "engine/layers.h"
+#include "engine/rng.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-2
+#define FLOOR 1e-3
+#define ACC_TOL 1e-4
+#define EPS_GRID (1.0f / 64.0f)
+#define EPS_SMOOTH 1e-2f
+/* Tensors larger than this are checked at this many random elements. */
+#define MAX_CHECKS 200
+
+static struct sd_rng rng;
+static int failures;
+
+static float *falloc(size_t count)
+{
+	float *p = calloc(count ? count : 1, sizeof(float));
+	if (!p) {
+		fprintf(stderr, "test-gradcheck: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* Random values on the grid k/64, |k| <= 64 * range. */
+static void fill_grid(float *p, size_t count, int range)
+{
+	for (size_t i = 0; i < count; i++)
+		p[i] = (float)((int)sd_rng_below(&rng, 2u * 64u * range + 1u) - 64 * range) / 64.0f;
+}
+
+static void fill_normal(float *p, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		p[i] = sd_rng_normal(&rng);
+}
+
+static void fill_nan(float *p, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		p[i] = NAN;
+}
+
+static double dot_f64(const float *y, const float *g, size_t count)
+{
+	double s = 0.0;
+	for (size_t i = 0; i < count; i++)
+		s += (double)y[i] * g[i];
+	return s;
+}
+
+/* A layer under test: loss() runs the forward pass with the current contents
+ * of the tensors and returns L. */
+struct case_ops {
+	double (*loss)(void *ctx);
+	void *ctx;
+};
+
+static void report(int ok, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	if (!ok) {
+		failures++;
+		printf("  FAIL\n");
+	} else {
+		printf("  ok\n");
+	}
+}
+
+/* Compares analytic gradient a of tensor p (count elements) with central
+ * differences of ops->loss, on all elements or MAX_CHECKS random ones. */
+static void check_grad(const char *name, const char *tensor, float *p, size_t count,
+                       const float *a, const struct case_ops *ops, float eps)
+{
+	double worst = 0.0;
+	size_t worst_at = 0, checks = count < MAX_CHECKS ? count : MAX_CHECKS;
+	for (size_t t = 0; t < checks; t++) {
+		size_t i = count <= MAX_CHECKS ? t : sd_rng_below(&rng, (uint32_t)count);
+		float keep = p[i];
+		p[i] = keep + eps;
+		double lp = ops->loss(ops->ctx);
+		p[i] = keep - eps;
+		double lm = ops->loss(ops->ctx);
+		p[i] = keep;
+		double num = (lp - lm) / (2.0 * (double)eps);
+		double an = a[i];
+		double den = fabs(an) + fabs(num);
+		double err = fabs(an - num) / (den > FLOOR ? den : FLOOR);
+		if (!(err <= worst) || isnan(err)) {
+			worst = isnan(err) ? INFINITY : err;
+			worst_at = i;
+		}
+	}
+	report(worst <= TOL, "%-36s d%-6s max rel err %.2e over %zu of %zu (tol %.0e, floor %.0e, worst at %zu: analytic %.6g)",
+	       name, tensor, worst, checks, count, TOL, FLOOR, worst_at, (double)a[worst_at]);
+}
+
+/* grad2 must be init + 2 * grad1 (backward called twice on a buffer that held
+ * init), within ACC_TOL relative to the largest magnitude involved. */
+static void check_accumulates(const char *name, const char *tensor, const float *init,
+                              const float *grad1, const float *grad2, size_t count)
+{
+	double worst = 0.0;
+	for (size_t i = 0; i < count; i++) {
+		double want = (double)init[i] + 2.0 * grad1[i];
+		double scale = fabs(init[i]) + 2.0 * fabs(grad1[i]);
+		double err = fabs(grad2[i] - want) / (scale > 1e-30 ? scale : 1e-30);
+		if (!(err <= worst))
+			worst = isnan(err) ? INFINITY : err;
+	}
+	report(worst <= ACC_TOL, "%-36s d%-6s accumulates: max rel err %.2e (tol %.0e)",
+	       name, tensor, worst, ACC_TOL);
+}
+
+static void check_same(const char *name, const char *what, const float *a, const float *b,
+                       size_t count)
+{
+	double worst = 0.0;
+	for (size_t i = 0; i < count; i++) {
+		double d = fabs((double)a[i] - b[i]) / (fabs(a[i]) + 1e-30);
+		if (!(d <= worst))
+			worst = isnan(d) ? INFINITY : d;
+	}
+	report(worst <= ACC_TOL, "%-36s %s: max rel diff %.2e (tol %.0e)", name, what, worst, ACC_TOL);
+}
+
+/* ---------------------------------------------------------------- linear */
+
+struct linear_ctx {
+	int n, in, out;
+	float *x, *w, *b, *y, *g;
+};
+
+static double linear_loss(void *p)
+{
+	struct linear_ctx *c = p;
+	sd_linear_forward(c->y, c->x, c->w, c->b, c->n, c->in, c->out);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->out);
+}
+
+static void test_linear(int n, int in, int out, int bias)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "linear n%d %d->%d %s", n, in, out, bias ? "bias" : "no-bias");
+	struct linear_ctx c = { n, in, out, falloc((size_t)n * in), falloc((size_t)out * in),
+		                bias ? falloc(out) : NULL, falloc((size_t)n * out),
+		                falloc((size_t)n * out) };
+	fill_grid(c.x, (size_t)n * in, 2);
+	fill_grid(c.w, (size_t)out * in, 1);
+	if (bias)
+		fill_grid(c.b, out, 1);
+	fill_grid(c.g, (size_t)n * out, 1);
+	float *dx = falloc((size_t)n * in), *dw = falloc((size_t)out * in);
+	float *db = bias ? falloc(out) : NULL;
+	fill_nan(dx, (size_t)n * in);
+	linear_loss(&c);
+	sd_linear_backward(dx, dw, db, c.g, c.x, c.w, n, in, out);
+	struct case_ops ops = { linear_loss, &c };
+	check_grad(name, "x", c.x, (size_t)n * in, dx, &ops, EPS_GRID);
+	check_grad(name, "w", c.w, (size_t)out * in, dw, &ops, EPS_GRID);
+	if (bias)
+		check_grad(name, "b", c.b, out, db, &ops, EPS_GRID);
+
+	/* Accumulation, and dx = NULL. */
+	float *w0 = falloc((size_t)out * in), *w2 = falloc((size_t)out * in);
+	float *b0 = falloc(out), *b2 = falloc(out);
+	fill_normal(w0, (size_t)out * in);
+	fill_normal(b0, out);
+	memcpy(w2, w0, sizeof(float) * out * in);
+	memcpy(b2, b0, sizeof(float) * out);
+	sd_linear_backward(NULL, w2, bias ? b2 : NULL, c.g, c.x, c.w, n, in, out);
+	sd_linear_backward(NULL, w2, bias ? b2 : NULL, c.g, c.x, c.w, n, in, out);
+	check_accumulates(name, "w", w0, dw, w2, (size_t)out * in);
+	if (bias)
+		check_accumulates(name, "b", b0, db, b2, out);
+	free(w0), free(w2), free(b0), free(b2);
+	free(c.x), free(c.w), free(c.b), free(c.y), free(c.g), free(dx), free(dw), free(db);
+}
+
+/* ---------------------------------------------------------------- conv2d */
+
+struct conv_ctx {
+	struct sd_conv2d_shape s;
+	float *x, *w, *b, *y, *g, *ws;
+};
+
+static double conv_loss(void *p)
+{
+	struct conv_ctx *c = p;
+	sd_conv2d_forward(c->y, c->x, c->w, c->b, &c->s, c->ws);
+	return dot_f64(c->y, c->g, (size_t)c->s.n * c->s.k * c->s.oh * c->s.ow);
+}
+
+static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int pad, int bias)
+{
+	char name[96];
+	struct conv_ctx c;
+	if (sd_conv2d_shape_init(&c.s, n, ch, h, w, k, r, stride, pad)) {
+		report(0, "conv shape n%d c%d %dx%d k%d r%d s%d p%d rejected", n, ch, h, w, k, r,
+		       stride, pad);
+		return;
+	}
+	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d r%d s%d p%d%s", n, ch, h, w, k, r,
+	         stride, pad, bias ? "" : " nobias");
+	const size_t nx = (size_t)n * ch * h * w, nw = (size_t)k * ch * r * r;
+	const size_t ny = (size_t)n * k * c.s.oh * c.s.ow;
+	c.x = falloc(nx);
+	c.w = falloc(nw);
+	c.b = bias ? falloc(k) : NULL;
+	c.y = falloc(ny);
+	c.g = falloc(ny);
+	c.ws = falloc(sd_conv2d_workspace_floats(&c.s));
+	fill_grid(c.x, nx, 2);
+	fill_grid(c.w, nw, 1);
+	if (bias)
+		fill_grid(c.b, k, 1);
+	fill_grid(c.g, ny, 1);
+	float *dx = falloc(nx), *dw = falloc(nw), *db = bias ? falloc(k) : NULL;
+	fill_nan(dx, nx);
+	conv_loss(&c);
+	sd_conv2d_backward(dx, dw, db, c.g, c.x, c.w, &c.s, c.ws);
+	struct case_ops ops = { conv_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_GRID);
+	check_grad(name, "w", c.w, nw, dw, &ops, EPS_GRID);
+	if (bias)
+		check_grad(name, "b", c.b, k, db, &ops, EPS_GRID);
+
+	/* dx = NULL must give the same parameter gradients, and two calls
+	 * must add twice onto what the buffers held. */
+	float *w0 = falloc(nw), *w2 = falloc(nw), *b0 = falloc(k), *b2 = falloc(k);
+	float *dwn = falloc(nw), *dbn = falloc(k);
+	sd_conv2d_backward(NULL, dwn, bias ? dbn : NULL, c.g, c.x, c.w, &c.s, c.ws);
+	check_same(name, "dw with dx=NULL", dw, dwn, nw);
+	fill_normal(w0, nw);
+	fill_normal(b0, k);
+	memcpy(w2, w0, sizeof(float) * nw);
+	memcpy(b2, b0, sizeof(float) * k);
+	sd_conv2d_backward(NULL, w2, bias ? b2 : NULL, c.g, c.x, c.w, &c.s, c.ws);
+	sd_conv2d_backward(dx, w2, bias ? b2 : NULL, c.g, c.x, c.w, &c.s, c.ws);
+	check_accumulates(name, "w", w0, dw, w2, nw);
+	if (bias)
+		check_accumulates(name, "b", b0, db, b2, k);
+	free(w0), free(w2), free(b0), free(b2), free(dwn), free(dbn);
+	free(c.x), free(c.w), free(c.b), free(c.y), free(c.g), free(c.ws);
+	free(dx), free(dw), free(db);
+}
+
+/* ------------------------------------------------------------ batch norm */
+
+struct bn_ctx {
+	int n, c, hw;
+	float *x, *gamma, *beta, *y, *g, *mean, *invstd, *rmean, *rvar;
+};
+
+static double bn_loss(void *p)
+{
+	struct bn_ctx *c = p;
+	sd_batchnorm_forward_train(c->y, c->mean, c->invstd, c->rmean, c->rvar, c->x, c->gamma,
+	                           c->beta, c->n, c->c, c->hw, 0.1f, 1e-5f);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->hw);
+}
+
+static void test_batchnorm(int n, int ch, int hw)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "batchnorm train n%d c%d hw%d", n, ch, hw);
+	const size_t nx = (size_t)n * ch * hw;
+	struct bn_ctx c = { n, ch, hw, falloc(nx), falloc(ch), falloc(ch), falloc(nx), falloc(nx),
+		            falloc(ch), falloc(ch), falloc(ch), falloc(ch) };
+	fill_normal(c.x, nx);
+	/* A per-channel offset and scale, as real activations have. */
+	for (size_t i = 0; i < nx; i++) {
+		int chn = (int)(i / hw % ch);
+		c.x[i] = c.x[i] * (0.5f + chn) + (float)chn - 1.0f;
+	}
+	for (int i = 0; i < ch; i++) {
+		c.gamma[i] = 0.5f + sd_rng_uniform(&rng);
+		c.beta[i] = sd_rng_normal(&rng);
+	}
+	fill_normal(c.g, nx);
+	float *dx = falloc(nx), *dgamma = falloc(ch), *dbeta = falloc(ch);
+	fill_nan(dx, nx);
+	bn_loss(&c);
+	sd_batchnorm_backward(dx, dgamma, dbeta, c.g, c.x, c.mean, c.invstd, c.gamma, n, ch, hw);
+	struct case_ops ops = { bn_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_SMOOTH);
+	check_grad(name, "gamma", c.gamma, ch, dgamma, &ops, EPS_SMOOTH);
+	check_grad(name, "beta", c.beta, ch, dbeta, &ops, EPS_SMOOTH);
+
+	float *g0 = falloc(ch), *g2 = falloc(ch), *b0 = falloc(ch), *b2 = falloc(ch);
+	fill_normal(g0, ch);
+	fill_normal(b0, ch);
+	memcpy(g2, g0, sizeof(float) * ch);
+	memcpy(b2, b0, sizeof(float) * ch);
+	bn_loss(&c);
+	sd_batchnorm_backward(dx, g2, b2, c.g, c.x, c.mean, c.invstd, c.gamma, n, ch, hw);
+	sd_batchnorm_backward(dx, g2, b2, c.g, c.x, c.mean, c.invstd, c.gamma, n, ch, hw);
+	check_accumulates(name, "gamma", g0, dgamma, g2, ch);
+	check_accumulates(name, "beta", b0, dbeta, b2, ch);
+	free(g0), free(g2), free(b0), free(b2);
+	free(c.x), free(c.gamma), free(c.beta), free(c.y), free(c.g), free(c.mean);
+	free(c.invstd), free(c.rmean), free(c.rvar), free(dx), free(dgamma), free(dbeta);
+}
+
+/* ------------------------------------------------------------------ relu */
+
+struct relu_ctx {
+	size_t count;
+	float *x, *y, *g;
+};
+
+static double relu_loss(void *p)
+{
+	struct relu_ctx *c = p;
+	sd_relu_forward(c->y, c->x, c->count);
+	return dot_f64(c->y, c->g, c->count);
+}
+
+static void test_relu(size_t count)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "relu %zu", count);
+	struct relu_ctx c = { count, falloc(count), falloc(count), falloc(count) };
+	fill_grid(c.x, count, 2);
+	/* Keep every input at least 2 eps away from the kink at 0. */
+	for (size_t i = 0; i < count; i++)
+		if (fabsf(c.x[i]) < 2.0f * EPS_GRID)
+			c.x[i] = c.x[i] < 0.0f ? -0.25f : 0.25f;
+	fill_grid(c.g, count, 1);
+	float *dx = falloc(count);
+	fill_nan(dx, count);
+	relu_loss(&c);
+	sd_relu_backward(dx, c.g, c.y, count);
+	struct case_ops ops = { relu_loss, &c };
+	check_grad(name, "x", c.x, count, dx, &ops, EPS_GRID);
+	/* In place (dx = dy), as the header allows. */
+	float *inplace = falloc(count);
+	memcpy(inplace, c.g, sizeof(float) * count);
+	sd_relu_backward(inplace, inplace, c.y, count);
+	check_same(name, "in-place backward", dx, inplace, count);
+	free(inplace);
+	free(c.x), free(c.y), free(c.g), free(dx);
+}
+
+/* --------------------------------------------------------------- pooling */
+
+struct pool_ctx {
+	int n, c, h, w, k, s, oh, ow, max;
+	float *x, *y, *g;
+	int32_t *argmax;
+};
+
+static double pool_loss(void *p)
+{
+	struct pool_ctx *c = p;
+	if (c->max)
+		sd_maxpool_forward(c->y, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+	else
+		sd_avgpool_forward(c->y, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->oh * c->ow);
+}
+
+static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "%s n%d c%d %dx%d k%d s%d", max ? "maxpool" : "avgpool",
+	         n, ch, h, w, k, s);
+	struct pool_ctx c = { n, ch, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1, max,
+		              NULL, NULL, NULL, NULL };
+	const size_t nx = (size_t)n * ch * h * w, ny = (size_t)n * ch * c.oh * c.ow;
+	c.x = falloc(nx);
+	c.y = falloc(ny);
+	c.g = falloc(ny);
+	c.argmax = calloc(ny, sizeof(int32_t));
+	if (!c.argmax)
+		exit(1);
+	if (max) {
+		/* Distinct values 4 eps apart in random order: perturbing one by
+		 * eps never changes which element is the maximum. */
+		for (size_t i = 0; i < nx; i++)
+			c.x[i] = (float)((double)i * 4.0 * EPS_GRID - (double)nx * 2.0 * EPS_GRID);
+		for (size_t i = nx; i > 1; i--) {
+			size_t j = sd_rng_below(&rng, (uint32_t)i);
+			float t = c.x[i - 1];
+			c.x[i - 1] = c.x[j];
+			c.x[j] = t;
+		}
+	} else {
+		fill_grid(c.x, nx, 2);
+	}
+	fill_grid(c.g, ny, 1);
+	float *dx = falloc(nx);
+	fill_nan(dx, nx);
+	pool_loss(&c);
+	if (max)
+		sd_maxpool_backward(dx, c.g, c.argmax, n, ch, h, w, k, s);
+	else
+		sd_avgpool_backward(dx, c.g, n, ch, h, w, k, s);
+	struct case_ops ops = { pool_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_GRID);
+	free(c.x), free(c.y), free(c.g), free(c.argmax), free(dx);
+}
+
+/* -------------------------------------------------------- softmax + xent */
+
+struct xent_ctx {
+	int n, classes;
+	float scale;
+	float *logits, *probs;
+	uint8_t *labels;
+};
+
+static double xent_loss(void *p)
+{
+	struct xent_ctx *c = p;
+	return c->scale * sd_softmax_xent_forward(c->probs, NULL, c->logits, c->labels, c->n,
+	                                          c->classes);
+}
+
+static void test_xent(int n, int classes, float spread)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "softmax-xent n%d classes%d spread%g", n, classes,
+	         (double)spread);
+	struct xent_ctx c = { n, classes, 1.0f / (float)n, falloc((size_t)n * classes),
+		              falloc((size_t)n * classes), malloc((size_t)n) };
+	if (!c.labels)
+		exit(1);
+	fill_normal(c.logits, (size_t)n * classes);
+	for (size_t i = 0; i < (size_t)n * classes; i++)
+		c.logits[i] *= spread;
+	for (int i = 0; i < n; i++)
+		c.labels[i] = (uint8_t)sd_rng_below(&rng, (uint32_t)classes);
+	float *d = falloc((size_t)n * classes);
+	fill_nan(d, (size_t)n * classes);
+	xent_loss(&c);
+	sd_softmax_xent_backward(d, c.probs, c.labels, n, classes, c.scale);
+	struct case_ops ops = { xent_loss, &c };
+	check_grad(name, "logits", c.logits, (size_t)n * classes, d, &ops, EPS_SMOOTH);
+	free(c.logits), free(c.probs), free(c.labels), free(d);
+}
+
+int main(void)
+{
+	sd_rng_seed(&rng, 20240601, 7);
+	printf("gradient check: error = |a-n| / max(%g, |a|+|n|) must be <= %g\n", FLOOR, TOL);
+
+	test_linear(3, 7, 5, 1);
+	test_linear(4, 9, 6, 0);
+	test_linear(1, 1, 1, 1);
+
+	/* conv2d: kernel 1/3/5, stride 1/2, padding 0/1/2, odd and non-square
+	 * planes, a single sample (the one-sample paths), with and without bias. */
+	test_conv(2, 3, 7, 7, 4, 1, 1, 0, 1);
+	test_conv(1, 3, 5, 6, 4, 1, 1, 0, 1);
+	test_conv(2, 3, 7, 7, 4, 1, 2, 0, 1);
+	test_conv(2, 3, 7, 7, 4, 3, 1, 1, 1);
+	test_conv(2, 3, 8, 8, 4, 3, 2, 1, 1);
+	test_conv(2, 3, 7, 9, 4, 3, 2, 1, 0);
+	test_conv(2, 2, 6, 6, 3, 3, 1, 0, 1);
+	test_conv(2, 2, 7, 7, 3, 3, 2, 0, 1);
+	test_conv(2, 3, 7, 7, 4, 5, 1, 2, 1);
+	test_conv(1, 3, 6, 5, 4, 5, 1, 2, 0);
+	test_conv(2, 3, 9, 9, 4, 5, 2, 2, 1);
+	test_conv(2, 2, 7, 7, 3, 5, 1, 0, 1);
+	test_conv(2, 2, 4, 4, 3, 5, 1, 1, 1);  /* kernel larger than the plane */
+	test_conv(2, 2, 3, 3, 2, 3, 3, 2, 1);  /* stride larger than the kernel */
+	/* Big enough per sample that the batch is split into several GEMM
+	 * chunks, the last one a single sample (SD_CONV_CHUNK_FLOATS in
+	 * engine/layers.c); checked at random elements. */
+	test_conv(3, 16, 32, 32, 8, 5, 1, 2, 1);
+
+	test_batchnorm(4, 3, 5);
+	test_batchnorm(8, 4, 1);
+	test_batchnorm(2, 2, 9);
+
+	test_relu(1000);
+
+	test_pool(1, 2, 3, 6, 6, 2, 2);
+	test_pool(1, 2, 3, 7, 7, 2, 2);   /* odd plane: last row/column unused */
+	test_pool(1, 2, 2, 7, 7, 3, 2);   /* overlapping windows */
+	test_pool(1, 1, 2, 5, 6, 2, 1);
+	test_pool(0, 2, 3, 6, 6, 2, 2);
+	test_pool(0, 2, 2, 7, 7, 3, 1);   /* overlapping windows */
+	test_pool(0, 2, 3, 5, 5, 2, 2);
+	test_pool(0, 3, 4, 8, 8, 8, 1);   /* global average pooling */
+
+	test_xent(4, 10, 1.0f);
+	test_xent(3, 7, 5.0f);
+
+	if (failures) {
+		printf("%d check(s) FAILED (tolerance %g, floor %g)\n", failures, TOL, FLOOR);
+		return 1;
+	}
+	printf("all gradient checks passed\n");
+	return 0;
+}

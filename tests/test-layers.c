@@ -1,0 +1,642 @@
+/* tests/test-layers.c - engine/layers.h against naive direct implementations
+ * written here in double precision (direct convolution loops rather than
+ * im2col, window loops for pooling, textbook batch-norm and softmax), on random
+ * data at small odd shapes and at the shapes of the `cnn` and resnet20/32
+ * models; plus reproducibility: the same call twice gives bit-identical
+ * results with 2 OpenMP and 2 OpenBLAS threads, and layers.c's own loops give
+ * the same bits with 1 or 2 OpenMP threads.
+ *
+ * Error of a value a against the reference r of a tensor:
+ *   |a - r| / max(|r|, mean |r| over the tensor)   must be <= 1e-4.
+ * The floor keeps outputs that cancel to nearly zero from dividing by ~0;
+ * float32 rounding of sums of a few thousand terms is far below 1e-4 of the
+ * typical magnitude.  Integer outputs (argmax, correct count) must be equal.
+ * Prints one line per check; exits 1 when any check fails.
+ */
+#include "engine/layers.h"
+#include "engine/rng.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TOL 1e-4
+
+static struct sd_rng rng;
+static int failures;
+
+static void *xalloc(size_t bytes)
+{
+	void *p = calloc(1, bytes ? bytes : 1);
+	if (!p) {
+		fprintf(stderr, "test-layers: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+static float *falloc(size_t count)
+{
+	return xalloc(count * sizeof(float));
+}
+
+static double *dalloc(size_t count)
+{
+	return xalloc(count * sizeof(double));
+}
+
+static void fill_normal(float *p, size_t count, float scale)
+{
+	for (size_t i = 0; i < count; i++)
+		p[i] = scale * sd_rng_normal(&rng);
+}
+
+static void report(int ok, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	printf(ok ? "  ok\n" : "  FAIL\n");
+	if (!ok)
+		failures++;
+}
+
+/* Largest error of a against ref (see the top of the file); prints a line. */
+static void compare(const char *name, const char *what, const float *a, const double *ref,
+                    size_t count)
+{
+	double mean = 0.0;
+	for (size_t i = 0; i < count; i++)
+		mean += fabs(ref[i]);
+	mean /= (double)(count ? count : 1);
+	double worst = 0.0;
+	size_t at = 0;
+	for (size_t i = 0; i < count; i++) {
+		double den = fabs(ref[i]) > mean ? fabs(ref[i]) : mean;
+		double err = fabs(a[i] - ref[i]) / (den > 0.0 ? den : 1.0);
+		if (!(err <= worst)) {
+			worst = isnan(err) ? INFINITY : err;
+			at = i;
+		}
+	}
+	report(worst <= TOL, "%-40s %-8s max rel err %.2e (tol %.0e, %zu values, worst at %zu: %.7g vs %.7g)",
+	       name, what, worst, TOL, count, at, count ? (double)a[at] : 0.0, count ? ref[at] : 0.0);
+}
+
+static void compare_same(const char *name, const char *what, const void *a, const void *b,
+                         size_t bytes)
+{
+	report(memcmp(a, b, bytes) == 0, "%-40s %-8s bit-identical", name, what);
+}
+
+/* ---------------------------------------------------------------- conv2d */
+
+/* Direct convolution: y[n][k][oy][ox] = b[k] + sum_{c,i,j} w[k][c][i][j]
+ * x[n][c][oy*s+i-p][ox*s+j-p]. */
+static void ref_conv_forward(double *y, const float *x, const float *w, const float *b,
+                             const struct sd_conv2d_shape *s)
+{
+	const int oh = s->oh, ow = s->ow, r = s->r;
+	for (int n = 0; n < s->n; n++)
+		for (int k = 0; k < s->k; k++) {
+			double *yp = y + ((size_t)n * s->k + k) * oh * ow;
+			for (int p = 0; p < oh * ow; p++)
+				yp[p] = b ? b[k] : 0.0;
+			for (int c = 0; c < s->c; c++) {
+				const float *xp = x + ((size_t)n * s->c + c) * s->h * s->w;
+				for (int i = 0; i < r; i++)
+					for (int j = 0; j < r; j++) {
+						double wv = w[(((size_t)k * s->c + c) * r + i) * r + j];
+						for (int oy = 0; oy < oh; oy++) {
+							int iy = oy * s->stride + i - s->pad;
+							if (iy < 0 || iy >= s->h)
+								continue;
+							for (int ox = 0; ox < ow; ox++) {
+								int ix = ox * s->stride + j - s->pad;
+								if (ix >= 0 && ix < s->w)
+									yp[oy * ow + ox] += wv * xp[iy * s->w + ix];
+							}
+						}
+					}
+			}
+		}
+}
+
+/* The adjoint loops of ref_conv_forward: dx, dw, db (all overwritten). */
+static void ref_conv_backward(double *dx, double *dw, double *db, const float *dy,
+                              const float *x, const float *w, const struct sd_conv2d_shape *s)
+{
+	const int oh = s->oh, ow = s->ow, r = s->r;
+	memset(dx, 0, sizeof(double) * s->n * s->c * s->h * s->w);
+	memset(dw, 0, sizeof(double) * s->k * s->c * r * r);
+	memset(db, 0, sizeof(double) * s->k);
+	for (int n = 0; n < s->n; n++)
+		for (int k = 0; k < s->k; k++) {
+			const float *gp = dy + ((size_t)n * s->k + k) * oh * ow;
+			for (int p = 0; p < oh * ow; p++)
+				db[k] += gp[p];
+			for (int c = 0; c < s->c; c++) {
+				const float *xp = x + ((size_t)n * s->c + c) * s->h * s->w;
+				double *dxp = dx + ((size_t)n * s->c + c) * s->h * s->w;
+				for (int i = 0; i < r; i++)
+					for (int j = 0; j < r; j++) {
+						size_t wi = (((size_t)k * s->c + c) * r + i) * r + j;
+						double wv = w[wi], acc = 0.0;
+						for (int oy = 0; oy < oh; oy++) {
+							int iy = oy * s->stride + i - s->pad;
+							if (iy < 0 || iy >= s->h)
+								continue;
+							for (int ox = 0; ox < ow; ox++) {
+								int ix = ox * s->stride + j - s->pad;
+								if (ix < 0 || ix >= s->w)
+									continue;
+								double g = gp[oy * ow + ox];
+								acc += g * xp[iy * s->w + ix];
+								dxp[iy * s->w + ix] += g * wv;
+							}
+						}
+						dw[wi] += acc;
+					}
+			}
+		}
+}
+
+/* Forward (and, when backward is set, backward) against the direct loops,
+ * then the same calls again for bit-identity. */
+static void test_conv(const char *label, int n, int c, int h, int w, int k, int r,
+                      int stride, int pad, int backward)
+{
+	struct sd_conv2d_shape s;
+	char name[128];
+	snprintf(name, sizeof(name), "conv %s n%d c%d %dx%d k%d r%d s%d p%d", label, n, c, h, w,
+	         k, r, stride, pad);
+	if (sd_conv2d_shape_init(&s, n, c, h, w, k, r, stride, pad)) {
+		report(0, "%-40s shape rejected", name);
+		return;
+	}
+	const size_t nx = (size_t)n * c * h * w, nw = (size_t)k * c * r * r;
+	const size_t ny = (size_t)n * k * s.oh * s.ow, nws = sd_conv2d_workspace_floats(&s);
+	float *x = falloc(nx), *wt = falloc(nw), *b = falloc(k), *y = falloc(ny);
+	float *ws = falloc(nws);
+	double *ry = dalloc(ny);
+	fill_normal(x, nx, 1.0f);
+	fill_normal(wt, nw, 1.0f / sqrtf((float)(c * r * r)));
+	fill_normal(b, k, 0.1f);
+	/* Garbage in the workspace: its contents must not matter. */
+	fill_normal(ws, nws, 100.0f);
+	sd_conv2d_forward(y, x, wt, b, &s, ws);
+	ref_conv_forward(ry, x, wt, b, &s);
+	compare(name, "y", y, ry, ny);
+
+	float *y2 = falloc(ny);
+	fill_normal(ws, nws, 100.0f);
+	sd_conv2d_forward(y2, x, wt, b, &s, ws);
+	compare_same(name, "y again", y, y2, ny * sizeof(float));
+	/* No bias is the same as a zero bias. */
+	float *zb = falloc(k);
+	sd_conv2d_forward(y2, x, wt, NULL, &s, ws);
+	sd_conv2d_forward(y, x, wt, zb, &s, ws);
+	compare_same(name, "y nobias", y, y2, ny * sizeof(float));
+	free(zb);
+
+	if (backward) {
+		float *dy = falloc(ny), *dx = falloc(nx), *dw = falloc(nw), *db = falloc(k);
+		double *rdx = dalloc(nx), *rdw = dalloc(nw), *rdb = dalloc(k);
+		fill_normal(dy, ny, 1.0f);
+		for (size_t i = 0; i < nx; i++)
+			dx[i] = NAN;
+		sd_conv2d_backward(dx, dw, db, dy, x, wt, &s, ws);
+		ref_conv_backward(rdx, rdw, rdb, dy, x, wt, &s);
+		compare(name, "dx", dx, rdx, nx);
+		compare(name, "dw", dw, rdw, nw);
+		compare(name, "db", db, rdb, k);
+
+		float *dx2 = falloc(nx), *dw2 = falloc(nw), *db2 = falloc(k);
+		fill_normal(ws, nws, 100.0f);
+		sd_conv2d_backward(dx2, dw2, db2, dy, x, wt, &s, ws);
+		compare_same(name, "dx again", dx, dx2, nx * sizeof(float));
+		compare_same(name, "dw again", dw, dw2, nw * sizeof(float));
+		compare_same(name, "db again", db, db2, k * sizeof(float));
+		free(dy), free(dx), free(dw), free(db), free(rdx), free(rdw), free(rdb);
+		free(dx2), free(dw2), free(db2);
+	}
+	free(x), free(wt), free(b), free(y), free(y2), free(ws), free(ry);
+}
+
+/* ---------------------------------------------------------------- linear */
+
+static void test_linear(int n, int in, int out)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "linear n%d %d->%d", n, in, out);
+	float *x = falloc((size_t)n * in), *w = falloc((size_t)out * in), *b = falloc(out);
+	float *y = falloc((size_t)n * out), *dy = falloc((size_t)n * out);
+	float *dx = falloc((size_t)n * in), *dw = falloc((size_t)out * in), *db = falloc(out);
+	double *ry = dalloc((size_t)n * out), *rdx = dalloc((size_t)n * in);
+	double *rdw = dalloc((size_t)out * in), *rdb = dalloc(out);
+	fill_normal(x, (size_t)n * in, 1.0f);
+	fill_normal(w, (size_t)out * in, 1.0f / sqrtf((float)in));
+	fill_normal(b, out, 0.1f);
+	fill_normal(dy, (size_t)n * out, 1.0f);
+	for (int i = 0; i < n; i++)
+		for (int o = 0; o < out; o++) {
+			double acc = b[o];
+			for (int j = 0; j < in; j++)
+				acc += (double)x[(size_t)i * in + j] * w[(size_t)o * in + j];
+			ry[(size_t)i * out + o] = acc;
+			rdb[o] += dy[(size_t)i * out + o];
+		}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < in; j++) {
+			double acc = 0.0;
+			for (int o = 0; o < out; o++)
+				acc += (double)dy[(size_t)i * out + o] * w[(size_t)o * in + j];
+			rdx[(size_t)i * in + j] = acc;
+		}
+	for (int o = 0; o < out; o++)
+		for (int j = 0; j < in; j++) {
+			double acc = 0.0;
+			for (int i = 0; i < n; i++)
+				acc += (double)dy[(size_t)i * out + o] * x[(size_t)i * in + j];
+			rdw[(size_t)o * in + j] = acc;
+		}
+	sd_linear_forward(y, x, w, b, n, in, out);
+	compare(name, "y", y, ry, (size_t)n * out);
+	sd_linear_backward(dx, dw, db, dy, x, w, n, in, out);
+	compare(name, "dx", dx, rdx, (size_t)n * in);
+	compare(name, "dw", dw, rdw, (size_t)out * in);
+	compare(name, "db", db, rdb, out);
+	free(x), free(w), free(b), free(y), free(dy), free(dx), free(dw), free(db);
+	free(ry), free(rdx), free(rdw), free(rdb);
+}
+
+/* ------------------------------------------------------------ batch norm */
+
+static void test_batchnorm(int n, int c, int hw)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "batchnorm n%d c%d hw%d", n, c, hw);
+	const size_t nx = (size_t)n * c * hw, m = (size_t)n * hw;
+	const float momentum = 0.1f, eps = 1e-5f;
+	float *x = falloc(nx), *y = falloc(nx), *gamma = falloc(c), *beta = falloc(c);
+	float *mean = falloc(c), *invstd = falloc(c), *rm = falloc(c), *rv = falloc(c);
+	double *ry = dalloc(nx), *rmean = dalloc(c), *rinv = dalloc(c);
+	double *rrm = dalloc(c), *rrv = dalloc(c), *rey = dalloc(nx);
+	fill_normal(x, nx, 1.0f);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = 3.0f + 2.0f * x[i];   /* mean far from 0, as after a ReLU */
+	for (int i = 0; i < c; i++) {
+		gamma[i] = 0.5f + sd_rng_uniform(&rng);
+		beta[i] = sd_rng_normal(&rng);
+		rm[i] = sd_rng_normal(&rng);
+		rv[i] = 0.5f + sd_rng_uniform(&rng);
+	}
+	for (int ch = 0; ch < c; ch++) {
+		double s = 0.0, ss = 0.0;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++)
+				s += x[((size_t)i * c + ch) * hw + p];
+		double mu = s / (double)m;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				double d = x[((size_t)i * c + ch) * hw + p] - mu;
+				ss += d * d;
+			}
+		double var = ss / (double)m;
+		rmean[ch] = mu;
+		rinv[ch] = 1.0 / sqrt(var + eps);
+		rrm[ch] = (1.0 - momentum) * rm[ch] + momentum * mu;
+		rrv[ch] = (1.0 - momentum) * rv[ch] + momentum * (m > 1 ? ss / (double)(m - 1) : var);
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				ry[at] = (x[at] - mu) * rinv[ch] * gamma[ch] + beta[ch];
+			}
+	}
+	/* Eval mode with the running statistics after the update. */
+	sd_batchnorm_forward_train(y, mean, invstd, rm, rv, x, gamma, beta, n, c, hw, momentum, eps);
+	compare(name, "y", y, ry, nx);
+	compare(name, "mean", mean, rmean, c);
+	compare(name, "invstd", invstd, rinv, c);
+	compare(name, "run_mean", rm, rrm, c);
+	compare(name, "run_var", rv, rrv, c);
+	for (int ch = 0; ch < c; ch++)
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				rey[at] = (x[at] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) * gamma[ch] + beta[ch];
+			}
+	sd_batchnorm_forward_eval(y, x, gamma, beta, rm, rv, n, c, hw, eps);
+	compare(name, "y eval", y, rey, nx);
+
+	/* Backward against the textbook formula in double. */
+	float *dy = falloc(nx), *dx = falloc(nx), *dg = falloc(c), *dbt = falloc(c);
+	double *rdx = dalloc(nx), *rdg = dalloc(c), *rdb = dalloc(c);
+	fill_normal(dy, nx, 1.0f);
+	for (int ch = 0; ch < c; ch++) {
+		double sdy = 0.0, sdyx = 0.0, is = invstd[ch], mu = mean[ch];
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				sdy += dy[at];
+				sdyx += dy[at] * (x[at] - mu) * is;
+			}
+		rdg[ch] = sdyx;
+		rdb[ch] = sdy;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double xh = (x[at] - mu) * is;
+				rdx[at] = gamma[ch] * is / (double)m * ((double)m * dy[at] - sdy - xh * sdyx);
+			}
+	}
+	sd_batchnorm_backward(dx, dg, dbt, dy, x, mean, invstd, gamma, n, c, hw);
+	compare(name, "dx", dx, rdx, nx);
+	compare(name, "dgamma", dg, rdg, c);
+	compare(name, "dbeta", dbt, rdb, c);
+	free(x), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm), free(rv);
+	free(ry), free(rmean), free(rinv), free(rrm), free(rrv), free(rey);
+	free(dy), free(dx), free(dg), free(dbt), free(rdx), free(rdg), free(rdb);
+}
+
+/* --------------------------------------------------------------- pooling */
+
+static void test_pool(int n, int c, int h, int w, int k, int s)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "pool n%d c%d %dx%d k%d s%d", n, c, h, w, k, s);
+	const int oh = (h - k) / s + 1, ow = (w - k) / s + 1;
+	const size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * oh * ow;
+	float *x = falloc(nx), *y = falloc(ny), *dy = falloc(ny), *dx = falloc(nx);
+	int32_t *am = xalloc(ny * sizeof(int32_t)), *ram = xalloc(ny * sizeof(int32_t));
+	double *rmax = dalloc(ny), *ravg = dalloc(ny), *rdx = dalloc(nx);
+	fill_normal(x, nx, 1.0f);
+	/* Some exact ties, so "first maximum" is exercised. */
+	for (size_t i = 0; i < nx; i += 7)
+		x[i] = 0.5f;
+	fill_normal(dy, ny, 1.0f);
+	for (int pl = 0; pl < n * c; pl++)
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++) {
+				const float *xp = x + (size_t)pl * h * w;
+				size_t o = ((size_t)pl * oh + oy) * ow + ox;
+				int best = -1;
+				double sum = 0.0;
+				for (int i = 0; i < k; i++)
+					for (int j = 0; j < k; j++) {
+						int at = (oy * s + i) * w + ox * s + j;
+						sum += xp[at];
+						if (best < 0 || xp[at] > xp[best])
+							best = at;
+					}
+				rmax[o] = xp[best];
+				ram[o] = best;
+				ravg[o] = sum / (k * k);
+			}
+	sd_maxpool_forward(y, am, x, n, c, h, w, k, s);
+	compare(name, "max y", y, rmax, ny);
+	report(memcmp(am, ram, ny * sizeof(int32_t)) == 0, "%-40s %-8s equal to the first maximum",
+	       name, "argmax");
+	memset(rdx, 0, nx * sizeof(double));
+	for (size_t o = 0; o < ny; o++)
+		rdx[o / ((size_t)oh * ow) * h * w + ram[o]] += dy[o];
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = NAN;
+	sd_maxpool_backward(dx, dy, am, n, c, h, w, k, s);
+	compare(name, "max dx", dx, rdx, nx);
+
+	sd_avgpool_forward(y, x, n, c, h, w, k, s);
+	compare(name, "avg y", y, ravg, ny);
+	memset(rdx, 0, nx * sizeof(double));
+	for (int pl = 0; pl < n * c; pl++)
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++)
+				for (int i = 0; i < k; i++)
+					for (int j = 0; j < k; j++)
+						rdx[(size_t)pl * h * w + (oy * s + i) * w + ox * s + j] +=
+							dy[((size_t)pl * oh + oy) * ow + ox] / (double)(k * k);
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = NAN;
+	sd_avgpool_backward(dx, dy, n, c, h, w, k, s);
+	compare(name, "avg dx", dx, rdx, nx);
+	free(x), free(y), free(dy), free(dx), free(am), free(ram), free(rmax), free(ravg), free(rdx);
+}
+
+/* ------------------------------------------------------- relu, softmax */
+
+static void test_relu(size_t count)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "relu %zu", count);
+	float *x = falloc(count), *y = falloc(count), *dy = falloc(count), *dx = falloc(count);
+	double *ry = dalloc(count), *rdx = dalloc(count);
+	fill_normal(x, count, 1.0f);
+	fill_normal(dy, count, 1.0f);
+	for (size_t i = 0; i < count; i++) {
+		ry[i] = x[i] > 0.0f ? x[i] : 0.0;
+		rdx[i] = x[i] > 0.0f ? dy[i] : 0.0;
+	}
+	sd_relu_forward(y, x, count);
+	compare(name, "y", y, ry, count);
+	sd_relu_backward(dx, dy, y, count);
+	compare(name, "dx", dx, rdx, count);
+	sd_relu_forward(x, x, count);   /* in place */
+	compare(name, "y inplace", x, ry, count);
+	free(x), free(y), free(dy), free(dx), free(ry), free(rdx);
+}
+
+static void test_xent(int n, int classes, float spread)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "softmax-xent n%d classes%d spread%g", n, classes, (double)spread);
+	const size_t nl = (size_t)n * classes;
+	float *logits = falloc(nl), *probs = falloc(nl), *d = falloc(nl);
+	double *rp = dalloc(nl), *rd = dalloc(nl);
+	uint8_t *labels = xalloc((size_t)n);
+	fill_normal(logits, nl, spread);
+	for (int i = 0; i < n; i++)
+		labels[i] = (uint8_t)sd_rng_below(&rng, (uint32_t)classes);
+	double rloss = 0.0;
+	int rcorrect = 0;
+	const float scale = 1.0f / (float)n;
+	for (int i = 0; i < n; i++) {
+		const float *l = logits + (size_t)i * classes;
+		double mx = l[0], sum = 0.0;
+		int arg = 0;
+		for (int j = 1; j < classes; j++)
+			if (l[j] > mx) {
+				mx = l[j];
+				arg = j;
+			}
+		for (int j = 0; j < classes; j++)
+			sum += exp(l[j] - mx);
+		for (int j = 0; j < classes; j++) {
+			rp[(size_t)i * classes + j] = exp(l[j] - mx) / sum;
+			rd[(size_t)i * classes + j] = (rp[(size_t)i * classes + j] - (j == labels[i])) * scale;
+		}
+		rloss += -(l[labels[i]] - mx - log(sum));
+		rcorrect += arg == labels[i];
+	}
+	int correct = -1;
+	double loss = sd_softmax_xent_forward(probs, &correct, logits, labels, n, classes);
+	compare(name, "probs", probs, rp, nl);
+	double lerr = fabs(loss - rloss) / (fabs(rloss) > 1e-30 ? fabs(rloss) : 1e-30);
+	report(lerr <= 1e-9 && isfinite(loss), "%-40s %-8s %.12g vs %.12g, rel err %.1e (tol 1e-9)",
+	       name, "loss", loss, rloss, lerr);
+	report(correct == rcorrect, "%-40s %-8s %d vs %d", name, "correct", correct, rcorrect);
+	sd_softmax_xent_backward(d, probs, labels, n, classes, scale);
+	compare(name, "dlogits", d, rd, nl);
+	free(logits), free(probs), free(d), free(rp), free(rd), free(labels);
+}
+
+/* ------------------------------------------------------ reproducibility */
+
+/* Runs conv forward+backward, batch-norm, pooling with `omp` OpenMP threads
+ * and writes a checksum-free concatenation of every output to out. */
+struct repro {
+	struct sd_conv2d_shape s;
+	float *x, *w, *b, *dy, *ws;
+	size_t nx, nw, ny;
+};
+
+static size_t repro_run(const struct repro *r, float *out)
+{
+	size_t at = 0;
+	const struct sd_conv2d_shape *s = &r->s;
+	float *dw = out + at + r->ny + r->nx, *db = dw + r->nw;
+	memset(dw, 0, sizeof(float) * (r->nw + s->k));
+	sd_conv2d_forward(out + at, r->x, r->w, r->b, s, r->ws);
+	at += r->ny;
+	sd_conv2d_backward(out + at, dw, db, r->dy, r->x, r->w, s, r->ws);
+	at += r->nx + r->nw + s->k;
+	const int hw = s->oh * s->ow;
+	float *mean = out + at, *inv = mean + s->k, *rm = inv + s->k, *rv = rm + s->k;
+	memset(rm, 0, sizeof(float) * 2 * s->k);
+	at += 4 * (size_t)s->k;
+	sd_batchnorm_forward_train(out + at, mean, inv, rm, rv, r->dy, r->b, r->b, s->n, s->k, hw,
+	                           0.1f, 1e-5f);
+	at += r->ny;
+	float *dg = out + at + r->ny, *dbt = dg + s->k;
+	memset(dg, 0, sizeof(float) * 2 * s->k);
+	sd_batchnorm_backward(out + at, dg, dbt, r->dy, r->dy, mean, inv, r->b, s->n, s->k, hw);
+	at += r->ny + 2 * (size_t)s->k;
+	int32_t *am = (int32_t *)(out + at + r->ny / 4);
+	sd_maxpool_forward(out + at, am, r->dy, s->n, s->k, s->oh, s->ow, 2, 2);
+	at += r->ny / 2;
+	sd_avgpool_forward(out + at, r->dy, s->n, s->k, s->oh, s->ow, 3, 1);
+	at += r->ny;
+	return at;
+}
+
+static void test_repro(int n, int c, int h, int w, int k, int rr, int stride, int pad)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "repro n%d c%d %dx%d k%d r%d s%d p%d", n, c, h, w, k, rr,
+	         stride, pad);
+	struct repro r;
+	if (sd_conv2d_shape_init(&r.s, n, c, h, w, k, rr, stride, pad)) {
+		report(0, "%-40s shape rejected", name);
+		return;
+	}
+	r.nx = (size_t)n * c * h * w;
+	r.nw = (size_t)k * c * rr * rr;
+	r.ny = (size_t)n * k * r.s.oh * r.s.ow;
+	r.x = falloc(r.nx);
+	r.w = falloc(r.nw);
+	r.b = falloc(k);
+	r.dy = falloc(r.ny);
+	r.ws = falloc(sd_conv2d_workspace_floats(&r.s));
+	fill_normal(r.x, r.nx, 1.0f);
+	fill_normal(r.w, r.nw, 0.1f);
+	fill_normal(r.b, k, 1.0f);
+	fill_normal(r.dy, r.ny, 1.0f);
+	size_t cap = 6 * r.ny + r.nx + r.nw + 8 * (size_t)k;
+	float *a = falloc(cap), *b = falloc(cap), *c1 = falloc(cap);
+
+	openblas_set_num_threads(2);
+	omp_set_num_threads(2);
+	size_t used = repro_run(&r, a);
+	repro_run(&r, b);
+	compare_same(name, "2 thr", a, b, used * sizeof(float));
+	/* layers.c promises its own loops do not depend on the OpenMP thread
+	 * count; keep OpenBLAS at 2 threads so only OpenMP changes. */
+	omp_set_num_threads(1);
+	repro_run(&r, c1);
+	compare_same(name, "omp 1v2", a, c1, used * sizeof(float));
+	openblas_set_num_threads(1);
+	free(r.x), free(r.w), free(r.b), free(r.dy), free(r.ws), free(a), free(b), free(c1);
+}
+
+int main(void)
+{
+	sd_rng_seed(&rng, 20240602, 3);
+	printf("layers vs direct double loops: |a-r| / max(|r|, mean|r|) must be <= %g\n", TOL);
+	openblas_set_num_threads(1);
+	omp_set_num_threads(1);
+
+	/* Small odd shapes first: every padding/stride/edge combination. */
+	test_conv("small", 3, 3, 7, 9, 5, 3, 1, 1, 1);
+	test_conv("small", 2, 4, 9, 7, 3, 3, 2, 1, 1);
+	test_conv("small", 2, 2, 8, 8, 3, 5, 2, 2, 1);
+	test_conv("small", 3, 3, 6, 6, 4, 1, 1, 0, 1);
+	test_conv("small", 1, 3, 6, 6, 4, 1, 1, 0, 1);
+	test_conv("small", 2, 3, 7, 7, 4, 1, 2, 0, 1);
+	test_conv("small", 2, 2, 5, 5, 3, 4, 1, 0, 1);
+	/* The cnn model at batch 64. */
+	test_conv("cnn1", 64, 1, 28, 28, 32, 5, 1, 2, 1);
+	test_conv("cnn2", 64, 32, 14, 14, 64, 5, 1, 2, 1);
+	/* resnet20/32 convolutions at batch 128 (forward) and 16 (backward,
+	 * to keep the direct loops quick). */
+	test_conv("resnet", 128, 3, 32, 32, 16, 3, 1, 1, 0);
+	test_conv("resnet", 128, 16, 32, 32, 16, 3, 1, 1, 0);
+	test_conv("resnet", 128, 16, 32, 32, 32, 3, 2, 1, 0);
+	test_conv("resnet", 128, 32, 16, 16, 32, 3, 1, 1, 0);
+	test_conv("resnet", 128, 32, 16, 16, 64, 3, 2, 1, 0);
+	test_conv("resnet", 128, 64, 8, 8, 64, 3, 1, 1, 0);
+	test_conv("resnet", 128, 16, 32, 32, 32, 1, 2, 0, 0);
+	test_conv("resnet", 16, 3, 32, 32, 16, 3, 1, 1, 1);
+	test_conv("resnet", 16, 16, 32, 32, 16, 3, 1, 1, 1);
+	test_conv("resnet", 16, 16, 32, 32, 32, 3, 2, 1, 1);
+	test_conv("resnet", 16, 32, 16, 16, 64, 3, 2, 1, 1);
+	test_conv("resnet", 16, 64, 8, 8, 64, 3, 1, 1, 1);
+	test_conv("resnet", 16, 16, 32, 32, 32, 1, 2, 0, 1);
+
+	test_linear(3, 7, 5);
+	test_linear(64, 3136, 128);
+	test_linear(64, 128, 10);
+	test_linear(128, 64, 10);
+
+	test_batchnorm(4, 3, 5);
+	test_batchnorm(128, 16, 1024);
+	test_batchnorm(128, 64, 64);
+	test_batchnorm(64, 128, 1);
+
+	test_pool(64, 32, 28, 28, 2, 2);
+	test_pool(64, 64, 14, 14, 2, 2);
+	test_pool(2, 3, 7, 7, 3, 2);
+	test_pool(2, 3, 7, 6, 2, 1);
+	test_pool(128, 64, 8, 8, 8, 1);   /* global average pooling of resnet */
+
+	test_relu(64 * 32 * 28 * 28);
+	test_relu(13);
+
+	test_xent(64, 10, 1.0f);
+	test_xent(5, 10, 300.0f);   /* exp() would overflow without the max shift */
+	test_xent(3, 1, 1.0f);
+
+	test_repro(64, 32, 14, 14, 64, 5, 1, 2);
+	test_repro(32, 16, 32, 32, 32, 3, 2, 1);
+	test_repro(16, 16, 32, 32, 16, 3, 1, 1);
+
+	if (failures) {
+		printf("%d check(s) FAILED (tolerance %g)\n", failures, TOL);
+		return 1;
+	}
+	printf("all layer checks passed\n");
+	return 0;
+}
