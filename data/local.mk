@@ -1,1 +1,7 @@
-# data: rules for this subsystem
+# data/: market catalogs for the simulated market, built from ../shared/data
+# by tools/build-catalog.py and committed, so the build never needs the
+# shared folder.  The licence files travel (and install) with the catalogs,
+# because the catalogs are derived from Apache-2.0 and MIT data.
+dist_pkgdata_DATA += data/gce-2019.json data/market-2026.json
+dist_pkgdata_DATA += data/LICENSE-Apache-2.0.txt data/LICENSE-MIT-bamboo.txt
+EXTRA_DIST += data/README.md tools/build-catalog.py
