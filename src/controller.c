@@ -236,7 +236,7 @@ static void conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddNumberToObject(ev, "step", (double)c->step);
 		cJSON_AddStringToObject(ev, "reason", why_lost);
 		cJSON_AddBoolToObject(ev, "member", k->member);
-		journal(c, k->leaving ? "worker_left" : "worker_lost", ev);
+		journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
 		if (k->member && !k->leaving && !c->exiting) {
 			c->lost_at = now_s();
 			c->lost_step = c->step;
@@ -879,7 +879,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		enum sd_msg_type type;
 		cJSON *m;
 		if (sd_msg_decode(line, len, &type, &m, &why) < 0) {
-			conn_reject(k, k->authed ? "protocol_error" : "auth_failed", why ? why : "bad message");
+			conn_reject(k, "protocol_error", why ? why : "bad message");
 			break;
 		}
 		on_message(k, type, m);
@@ -1064,6 +1064,8 @@ static int cmd_pause(struct sd_controller *c, int argc, char **argv, char **why)
 	for (struct conn *k = c->conns; k; k = k->next)
 		if (k->member)
 			conn_send(k, sd_msg_new(SD_MSG_PAUSE));
+	/* An empty generation records the pause; nobody is sent one. */
+	schedule_generation(c, "paused");
 	return 0;
 }
 

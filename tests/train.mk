@@ -18,3 +18,5 @@ TESTS += tests/test-parity
 tests_test_parity_SOURCES = tests/test-parity.c
 tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_parity_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
+TESTS += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-protocol.sh
+EXTRA_DIST += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-protocol.sh

@@ -1,0 +1,56 @@
+#!/bin/sh
+# A wrong token is rejected and journaled; an over-long line, invalid JSON,
+# an unknown type or a wrong version closes that connection with a reason and
+# disturbs nothing else (training goes on).
+exec python3 - <<'PY'
+import sys, os, socket, json, time
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+r = Run(job(model="mlp", epochs=4, checkpoint_every=0, log_every=10), workers=2)
+port = r.wait_type("run_start")["port"]
+r.wait(lambda e: e.get("type") == "step", "training")
+token = open(os.path.join(r.run_dir, "token")).read().strip()
+
+def attempt(payload, event, reason_part):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(payload)
+    s.settimeout(10)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    s.close()
+    e = r.wait(lambda e: e.get("type") == event, event)
+    if reason_part not in e["reason"]:
+        fail("%s: reason %r lacks %r" % (event, e["reason"], reason_part))
+    replies = [json.loads(l) for l in data.decode().splitlines() if l.strip()]
+    if not replies or replies[-1].get("type") != "error":
+        fail("no error message sent back for %s (got %r)" % (reason_part, data[:100]))
+    ok("%s: %s" % (event, e["reason"]))
+
+hello = {"type": "hello", "version": 1, "token": "x" * 32, "server_id": "intruder", "pid": 1}
+attempt((json.dumps(hello) + "\n").encode(), "auth_failed", "wrong token")
+attempt(b"{\"type\": \"hello\", " + b" " * (1 << 20) + b"\n", "protocol_error", "longer than")
+attempt(b"{not json\n", "protocol_error", "invalid JSON")
+attempt(b"{\"type\": \"launch_missiles\"}\n", "protocol_error", "unknown message type")
+hello2 = dict(hello, version=2, token=token, server_id="future")
+attempt((json.dumps(hello2) + "\n").encode(), "protocol_error", "version")
+# An authenticated peer that then sends an unknown type.
+good = dict(hello, token=token, server_id="rogue")
+attempt((json.dumps(good) + "\n" + json.dumps({"type": "bogus"}) + "\n").encode(), "protocol_error", "unknown message type")
+# Nothing else was disturbed: same generation, training continues.
+gens = [e for e in r.events if e.get("type") == "generation"]
+before = r.events[-1]["t"]
+s = r.wait(lambda e: e.get("type") == "step" and e["t"] > before, "a later step")
+if s["world_size"] != 2:
+    fail("world size %d after the attacks" % s["world_size"])
+d = r.wait_type("done")
+if r.finish() != 0:
+    fail("exit status")
+ok("training unaffected: done at step %d, accuracy %.4f" % (d["steps"], d["test_accuracy"]))
+PY

@@ -1,0 +1,39 @@
+#!/bin/sh
+# The controller SIGKILLed mid-run: `spotdeck --headless --resume RUNDIR`
+# continues from the latest checkpoint and finishes the job.  A checkpoint
+# write interrupted half-way (a stale temporary file) never becomes the latest.
+exec python3 - <<'PY'
+import sys, os, signal, glob
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+r = Run(job(model="mlp", epochs=1, checkpoint_every=100, log_every=50), workers=2)
+ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= 300, "checkpoint at step >= 300")
+r.kill(signal.SIGKILL)
+r.finish()
+run_dir = r.run_dir
+# Workers notice their controller is gone and exit on their own.
+# A torn checkpoint write: the newest-looking file is garbage.
+with open(os.path.join(run_dir, "checkpoints", "ckpt-999999.sdckpt"), "wb") as f:
+    f.write(b"SDCKPT\0\0" + b"\1" * 100)
+with open(os.path.join(run_dir, "checkpoints", "ckpt-900.sdckpt.tmp.1234"), "wb") as f:
+    f.write(b"half")
+latest = max(e["step"] for e in r.events if e.get("type") == "checkpoint")
+r2 = Run(None, resume=run_dir)
+st = r2.wait_type("run_start")
+if not st.get("resume") or not st.get("checkpoint", "").endswith("ckpt-%d.sdckpt" % latest):
+    fail("resume picked %s, expected ckpt-%d" % (st.get("checkpoint"), latest))
+r2.command("add 2")
+j = r2.wait_type("worker_joined")
+if j["step"] != latest:
+    fail("resumed at step %d, expected %d" % (j["step"], latest))
+d = r2.wait_type("done")
+if r2.finish() != 0:
+    fail("exit status")
+if d["steps"] != 937:
+    fail("resumed run ended at step %d" % d["steps"])
+bad = [e for e in r2.events if e.get("type") == "checkpoint_invalid"]
+if not bad:
+    fail("the corrupt checkpoint was not reported")
+ok("controller killed after ckpt-%d; --resume continued from it (corrupt newer file rejected: %s) to step %d, accuracy %.4f"
+   % (latest, bad[0]["error"], d["steps"], d["test_accuracy"]))
+PY
