@@ -4,6 +4,7 @@
 #define SD_ENGINE_ENGINE_H
 #include "engine/errors.h"
 #include "engine/rng.h"
+#include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/data.h"
 #include "engine/checkpoint.h"

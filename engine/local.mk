@@ -4,6 +4,7 @@ engine_libsdengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(ZLIB_CFLAGS)
 engine_libsdengine_a_SOURCES = \
 	engine/errors.c engine/errors.h \
 	engine/rng.c engine/rng.h \
+	engine/blas.c engine/blas.h \
 	engine/layers.c engine/layers.h \
 	engine/data.c engine/data.h \
 	engine/checkpoint.c engine/checkpoint.h \

@@ -436,6 +436,7 @@ static int run_standalone(struct opts *o)
 			cJSON_AddNumberToObject(ev, "seconds", now_seconds() - t0);
 			cJSON_AddNumberToObject(ev, "flops_per_image", sd_model_flops_per_sample(t->model));
 			cJSON_AddNumberToObject(ev, "threads", o->threads);
+			cJSON_AddStringToObject(ev, "blas_kernel", sd_blas_kernel());
 			cJSON_AddStringToObject(ev, "param_checksum", sum);
 			emit(ev);
 		}
@@ -477,6 +478,7 @@ static int run_agent(struct opts *o)
 
 int main(int argc, char **argv)
 {
+	sd_blas_select_kernel(argv);
 	struct opts o;
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 void openblas_set_num_threads(int num_threads);
+char *openblas_get_corename(void);
 
 static double now(void)
 {
@@ -40,7 +41,8 @@ int main(int argc, char **argv)
 		if (g > best)
 			best = g;
 	}
-	printf("{\"sgemm_gflops\": %.1f, \"n\": %d, \"threads\": %d}\n", best, n, threads);
+	printf("{\"sgemm_gflops\": %.1f, \"n\": %d, \"threads\": %d, \"kernel\": \"%s\"}\n", best, n,
+	       threads, openblas_get_corename());
 	free(a);
 	free(b);
 	free(c);

@@ -1,0 +1,24 @@
+/* engine/blas.h - choosing OpenBLAS's compute kernel.
+ *
+ * Debian 12's OpenBLAS (0.3.21, DYNAMIC_ARCH) picks its kernels by CPU model
+ * and falls back to the SSE3 "Prescott" kernels on models it does not know,
+ * such as recent Xeons with AVX-512: sgemm then runs at about a fifth of the
+ * machine's speed (measured here: 32 GFLOP/s instead of 152 on 2 cores).
+ * OpenBLAS reads the OPENBLAS_CORETYPE environment variable once, when the
+ * library loads, so the only way to change the choice is to set it and
+ * re-execute the program before any BLAS call.
+ */
+#ifndef SD_ENGINE_BLAS_H
+#define SD_ENGINE_BLAS_H
+
+/* If OpenBLAS chose a generic kernel although the CPU has AVX-512 (or
+ * AVX2 + FMA), sets OPENBLAS_CORETYPE to SkylakeX (or Haswell) and execv()s
+ * /proc/self/exe with argv; returns only when nothing needs changing or the
+ * re-exec failed.  Leaves the choice alone when OPENBLAS_CORETYPE is already
+ * set, or when SPOTDECK_BLAS_KERNEL=keep.  Call first thing in main(). */
+void sd_blas_select_kernel(char **argv);
+
+/* The kernel OpenBLAS runs (e.g. "SkylakeX"); static string. */
+const char *sd_blas_kernel(void);
+
+#endif
