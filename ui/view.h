@@ -1,0 +1,115 @@
+/* ui/view.h - what the cockpit shows: a read-only snapshot of the run that
+ * src/ fills (from the controller, the provider and the market) and ui/
+ * renders.  ui/ never sees sockets, processes, providers or the engine; it
+ * reads this and sends command lines back (the same command table as the
+ * headless input: "add OFFER", "swap SERVER OFFER", "drop SERVER",
+ * "checkpoint", "pause", "resume", "quit").
+ *
+ * Units: seconds, USD, USD/hour, images/s.  Strings are NUL-terminated and
+ * owned by the view.  Figures that are simulated or emulated say so through
+ * the flags below, and the UI must label them on screen.
+ */
+#ifndef SD_UI_VIEW_H
+#define SD_UI_VIEW_H
+
+#include <stdint.h>
+
+#define SD_VIEW_HIST 120        /* samples kept per time series */
+
+/* A fixed ring of samples, oldest first when read from head. */
+struct sd_view_series {
+	float v[SD_VIEW_HIST];
+	double t[SD_VIEW_HIST];     /* seconds since the run started */
+	int len;                    /* valid samples, <= SD_VIEW_HIST */
+	int head;                   /* index of the oldest sample */
+};
+
+struct sd_view_offer {
+	char id[64];                /* "gce/us-west1-b/v100/spot" */
+	char provider[16];          /* "gce" */
+	char region[32], zone[32];
+	char gpu[16];               /* "V100" */
+	int gpus;                   /* GPUs per server */
+	int transient;              /* 1 = spot/preemptible, 0 = on-demand */
+	double usd_per_hour;
+	double images_per_sec;      /* the offer's speed on the job's model (catalog) */
+	double usd_per_mimage;      /* USD per million images = cost-efficiency */
+	double p_revoked_1h;        /* P(revoked within 1 h) from the market model */
+	int available;              /* servers that can still be acquired, -1 unknown */
+	int price_estimated;        /* price is an estimate, not measured/quoted */
+};
+
+struct sd_view_server {
+	char id[32];                /* "s3" */
+	char offer[64];
+	char zone[32];
+	char gpu[16];
+	int transient;
+	char state[16];             /* requested provisioning booting joining training notice revoked released failed */
+	int rank;                   /* -1 when not in the current generation */
+	double images_per_sec;
+	struct sd_view_series ips;  /* images/s history */
+	double compute_ms, comm_ms; /* last step's split */
+	double uptime_s;
+	double usd_per_hour;
+	double usd_so_far;
+	int emulated;               /* speed paced to an emulated GPU */
+	double notice_left_s;       /* > 0 while under notice */
+};
+
+struct sd_view_revocation {
+	double t;                   /* seconds since run start */
+	char server[32], zone[32], gpu[16];
+	double lifetime_s;
+	double notice_s;            /* notice given before the kill */
+	long steps_lost;
+	double recovery_s;          /* -1 until training continued */
+};
+
+struct sd_view {
+	unsigned long version;      /* bumped on every change; redraw when it moves */
+	/* header */
+	char job[96];               /* "cnn on fashion-mnist, batch 256" */
+	long step, total_steps;
+	int epoch, epochs;
+	double loss, test_accuracy; /* test_accuracy < 0 until the first evaluation */
+	double images_per_sec;
+	double elapsed_s, eta_s;    /* eta_s < 0 when unknown */
+	double usd_spent, usd_per_hour;
+	int paused;
+	long generation;
+	int world_size;
+	/* market settings */
+	int simulated;              /* market is the simulator */
+	char provider[16], catalog[64];
+	double hazard_scale, boot_scale;
+	uint64_t seed;
+	/* panes */
+	struct sd_view_offer *offers;   int noffers;      /* sorted by usd_per_mimage */
+	struct sd_view_server *servers; int nservers;
+	struct sd_view_revocation *revocations; int nrevocations;  /* newest last */
+	struct sd_view_series throughput;   /* global images/s */
+	struct sd_view_series loss_hist;
+	struct sd_view_series acc_hist;
+	double revocation_marks[64]; int nmarks;   /* times of revocations */
+	/* status line */
+	char message[160];          /* last event or command result */
+	char suggestion[64];        /* offer id suggested as replacement, "" none */
+	char suggestion_for[32];    /* the revoked server it would replace */
+};
+
+/* Appends a sample to a series (drops the oldest when full). */
+static inline void sd_view_series_push(struct sd_view_series *s, double t, float v)
+{
+	int i = (s->head + s->len) % SD_VIEW_HIST;
+	if (s->len == SD_VIEW_HIST) {
+		s->head = (s->head + 1) % SD_VIEW_HIST;
+		i = (s->head + SD_VIEW_HIST - 1) % SD_VIEW_HIST;
+	} else {
+		s->len++;
+	}
+	s->v[i] = v;
+	s->t[i] = t;
+}
+
+#endif
