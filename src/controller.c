@@ -21,6 +21,7 @@
 #include "engine/checkpoint.h"
 #include "engine/errors.h"
 #include "src/protocol.h"
+#include "src/provider.h"
 
 /* Joins and losses that happen close together form one generation. */
 #define GENERATION_DEBOUNCE_MS 30
@@ -28,17 +29,6 @@
 #define SPEED_EMA 0.2
 
 struct conn;
-
-/* A local server: one spotdeck-worker process this controller started. */
-struct server {
-	char id[32];
-	uv_process_t proc;
-	int running;
-	int exit_status, term_signal;
-	struct conn *conn;
-	struct server *next;
-	struct sd_controller *c;
-};
 
 struct conn {
 	uv_tcp_t tcp;
@@ -53,6 +43,7 @@ struct conn {
 	int rank, offset, count;
 	int has_state;       /* joined a generation: holds the run's state */
 	int leaving;
+	int ready;           /* has loaded the job; may join generations */
 	double ips;          /* measured images/s of its compute (EMA) */
 	struct conn *next;
 };
@@ -83,8 +74,10 @@ struct sd_controller {
 	int port;
 	double t0;
 	struct conn *conns;
-	struct server *servers;
-	int next_server;
+	struct sd_provider *provider;
+	/* swaps waiting for the replacement to train: new server -> old one */
+	char swap_new[16][16], swap_old[16][16];
+	int nswaps;
 	struct kv *kv;
 	struct pending_get *gets;
 	long generation;
@@ -226,9 +219,8 @@ static void conn_close(struct conn *k, const char *why_lost)
 			gp = &(*gp)->next;
 		}
 	}
-	for (struct server *s = c->servers; s; s = s->next)
-		if (s->conn == k)
-			s->conn = NULL;
+	if (k->authed)
+		sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_GONE);
 	if (k->authed && why_lost) {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "server", k->server_id);
@@ -412,7 +404,7 @@ static void form_generation(struct sd_controller *c)
 	int n = 0, holders = 0;
 	for (struct conn *k = c->conns; k; k = k->next) {
 		k->member = 0;
-		if (k->authed && !k->leaving && !k->closing && n < 1024) {
+		if (k->authed && k->ready && !k->leaving && !k->closing && n < 1024) {
 			m[n++] = k;
 			holders += k->has_state;
 		}
@@ -612,17 +604,12 @@ static void on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *
 static void on_grace(uv_timer_t *t)
 {
 	struct sd_controller *c = t->data;
-	for (struct server *s = c->servers; s; s = s->next)
-		if (s->running)
-			uv_process_kill(&s->proc, SIGKILL);
+	sd_provider_signal_all(c->provider, SIGKILL);
 }
 
 static int servers_running(const struct sd_controller *c)
 {
-	int n = 0;
-	for (const struct server *s = c->servers; s; s = s->next)
-		n += s->running;
-	return n;
+	return sd_provider_running(c->provider);
 }
 
 static void finish(struct sd_controller *c, int status)
@@ -630,6 +617,7 @@ static void finish(struct sd_controller *c, int status)
 	if (c->exiting)
 		return;
 	c->exiting = 1;
+	sd_provider_release_all(c->provider);
 	for (struct conn *k = c->conns; k; k = k->next) {
 		cJSON *m = sd_msg_new(SD_MSG_STOP);
 		cJSON_AddStringToObject(m, "reason", status ? "controller quit" : "done");
@@ -748,9 +736,7 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	k->authed = 1;
 	snprintf(k->server_id, sizeof k->server_id, "%s", id);
 	k->pid = (long)sd_msg_int(m, "pid", 0);
-	for (struct server *s = c->servers; s; s = s->next)
-		if (!strcmp(s->id, id))
-			s->conn = k;
+	sd_provider_worker_event(c->provider, id, SD_WORKER_CONNECTED);
 	cJSON *w = sd_msg_new(SD_MSG_WELCOME);
 	cJSON_AddNumberToObject(w, "version", SD_PROTO_VERSION);
 	cJSON_AddStringToObject(w, "worker_id", id);
@@ -760,7 +746,6 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddStringToObject(ev, "server", id);
 	cJSON_AddNumberToObject(ev, "pid", (double)k->pid);
 	journal(c, "worker_connected", ev);
-	schedule_generation(c, "worker connected");
 }
 
 static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
@@ -776,6 +761,11 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			conn_reject(k, "protocol_error", "second hello");
 		else
 			on_hello(c, k, m);
+		break;
+	case SD_MSG_READY:
+		k->ready = 1;
+		journal_kv(c, "worker_ready", "server", k->server_id, NULL, NULL);
+		schedule_generation(c, "worker ready");
 		break;
 	case SD_MSG_KV_SET:
 		kv_set(c, sd_msg_str(m, "key", ""), sd_msg_str(m, "value", ""));
@@ -811,6 +801,20 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
 		cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
 		journal(c, "worker_joined", ev);
+		sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_TRAINING);
+		for (int i = 0; i < c->nswaps; i++) {
+			if (strcmp(c->swap_new[i], k->server_id))
+				continue;
+			char *err = NULL;
+			if (sd_provider_release(c->provider, c->swap_old[i], "swapped", &err) < 0) {
+				journal_kv(c, "error", "reason", err ? err : "?", "server", c->swap_old[i]);
+				free(err);
+			}
+			c->nswaps--;
+			memmove(c->swap_new[i], c->swap_new[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_new[0]);
+			memmove(c->swap_old[i], c->swap_old[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_old[0]);
+			break;
+		}
 		if (k->rank == 0)
 			c->step = (long)sd_msg_int(m, "step", 0);
 		break;
@@ -921,107 +925,28 @@ static void on_connection(uv_stream_t *server, int status)
 	uv_read_start((uv_stream_t *)&k->tcp, on_alloc, on_read);
 }
 
-/* ---- local servers ---- */
-
-static void on_server_closed(uv_handle_t *h)
-{
-	struct server *s = h->data;
-	free(s);
-}
-
-static void on_server_exit(uv_process_t *p, int64_t status, int sig)
-{
-	struct server *s = p->data;
-	struct sd_controller *c = s->c;
-	s->running = 0;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "server", s->id);
-	cJSON_AddNumberToObject(ev, "exit_status", (double)status);
-	if (sig)
-		cJSON_AddNumberToObject(ev, "signal", sig);
-	journal(c, "server_exit", ev);
-	struct server **pp = &c->servers;
-	while (*pp && *pp != s)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = s->next;
-	uv_close((uv_handle_t *)p, on_server_closed);
-	if (c->exiting >= 2 && !servers_running(c) && c->opts.on_exit)
-		c->opts.on_exit(c, c->exiting - 2, c->opts.ctx);
-}
-
-/* Starts a local spotdeck-worker that connects back to us. */
-static int server_spawn(struct sd_controller *c, char **why)
-{
-	struct server *s = sd_calloc(1, sizeof *s);
-	s->c = c;
-	snprintf(s->id, sizeof s->id, "w%d", ++c->next_server);
-	char port[16], tokfile[SD_PATH_MAX + 16], logpath[SD_PATH_MAX + 64];
-	snprintf(port, sizeof port, "%d", c->port);
-	snprintf(tokfile, sizeof tokfile, "%s/token", c->run_dir);
-	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", c->run_dir, s->id);
-	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-	if (logfd < 0) {
-		free(s);
-		return sd_why(why, "%s: %s", logpath, strerror(errno));
-	}
-	char *args[] = { (char *)c->opts.worker_path, (char *)"--connect", NULL,
-	                 (char *)"--token-file", tokfile, (char *)"--server-id", s->id, NULL };
-	char hostport[64];
-	snprintf(hostport, sizeof hostport, "127.0.0.1:%s", port);
-	args[2] = hostport;
-	uv_stdio_container_t stdio[3];
-	stdio[0].flags = UV_IGNORE;
-	stdio[1].flags = UV_INHERIT_FD;
-	stdio[1].data.fd = logfd;
-	stdio[2].flags = UV_INHERIT_FD;
-	stdio[2].data.fd = logfd;
-	uv_process_options_t po;
-	memset(&po, 0, sizeof po);
-	po.file = c->opts.worker_path;
-	po.args = args;
-	po.exit_cb = on_server_exit;
-	po.stdio = stdio;
-	po.stdio_count = 3;
-	s->proc.data = s;
-	int rc = uv_spawn(c->loop, &s->proc, &po);
-	close(logfd);
-	if (rc < 0) {
-		free(s);
-		return sd_why(why, "%s: cannot start: %s", c->opts.worker_path, uv_strerror(rc));
-	}
-	s->running = 1;
-	s->next = c->servers;
-	c->servers = s;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "server", s->id);
-	cJSON_AddNumberToObject(ev, "pid", s->proc.pid);
-	cJSON_AddStringToObject(ev, "offer", "local");
-	journal(c, "acquired", ev);
-	return 0;
-}
-
 /* ---- commands ---- */
 
-static struct conn *conn_by_server(struct sd_controller *c, const char *id)
-{
-	for (struct conn *k = c->conns; k; k = k->next)
-		if (k->authed && !strcmp(k->server_id, id))
-			return k;
-	return NULL;
-}
-
+/* add [N | OFFER]: N local workers, or one server of a market offer. */
 static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 {
+	if (argc > 2)
+		return sd_why(why, "add: expected a count or one offer id");
 	long n = 1;
-	if (argc > 1) {
+	const char *offer = "local";
+	if (argc == 2) {
 		char *end;
 		n = strtol(argv[1], &end, 10);
-		if (*end || n < 1 || n > 64)
+		if (*end || end == argv[1]) {
+			n = 1;
+			offer = argv[1];
+		} else if (n < 1 || n > 64) {
 			return sd_why(why, "add: expected a count from 1 to 64, got '%s'", argv[1]);
+		}
 	}
+	char id[16];
 	for (long i = 0; i < n; i++)
-		if (server_spawn(c, why) < 0)
+		if (sd_provider_acquire(c->provider, offer, id, sizeof id, why) < 0)
 			return -1;
 	return 0;
 }
@@ -1030,19 +955,30 @@ static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	if (argc != 2)
 		return sd_why(why, "drop: expected one server id");
-	struct conn *k = conn_by_server(c, argv[1]);
-	if (!k) {
-		for (struct server *s = c->servers; s; s = s->next)
-			if (!strcmp(s->id, argv[1]) && s->running) {
-				uv_process_kill(&s->proc, SIGTERM);
-				return 0;
-			}
-		return sd_why(why, "drop: no server '%s'", argv[1]);
-	}
-	/* A notice: the worker leaves at the next step boundary. */
-	cJSON *m = sd_msg_new(SD_MSG_NOTICE);
-	cJSON_AddNumberToObject(m, "seconds", 0);
-	conn_send(k, m);
+	return sd_provider_release(c->provider, argv[1], "operator", why);
+}
+
+/* swap SERVER OFFER: acquire the replacement now, drop SERVER once the
+ * replacement trains, so the cluster never shrinks in between. */
+static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (argc != 3)
+		return sd_why(why, "swap: expected SERVER OFFER");
+	if (!sd_provider_has_server(c->provider, argv[1]))
+		return sd_why(why, "swap: no server '%s'", argv[1]);
+	if (c->nswaps == 16)
+		return sd_why(why, "swap: 16 swaps already pending");
+	char id[16];
+	if (sd_provider_acquire(c->provider, argv[2], id, sizeof id, why) < 0)
+		return -1;
+	snprintf(c->swap_new[c->nswaps], sizeof c->swap_new[0], "%s", id);
+	snprintf(c->swap_old[c->nswaps], sizeof c->swap_old[0], "%s", argv[1]);
+	c->nswaps++;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", argv[1]);
+	cJSON_AddStringToObject(ev, "replacement", id);
+	cJSON_AddStringToObject(ev, "offer", argv[2]);
+	journal(c, "swap", ev);
 	return 0;
 }
 
@@ -1087,8 +1023,9 @@ static int cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
 static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why);
 
 const struct sd_command sd_commands[] = {
-	{ "add", "[N]", "start N more local workers (default 1)", cmd_add },
-	{ "drop", "SERVER", "send SERVER a notice: it leaves at the next step boundary", cmd_drop },
+	{ "add", "[N|OFFER]", "start N local workers (default 1) or acquire a server of OFFER", cmd_add },
+	{ "drop", "SERVER", "release SERVER: its worker leaves at the next step boundary", cmd_drop },
+	{ "swap", "SERVER OFFER", "acquire OFFER, then drop SERVER once the new one trains", cmd_swap },
 	{ "checkpoint", "", "checkpoint now (rank 0 streams it to the run directory)", cmd_checkpoint },
 	{ "pause", "", "stop training at the next step boundary", cmd_pause },
 	{ "resume", "", "continue after pause", cmd_resume },
@@ -1136,6 +1073,35 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 }
 
 /* ---- lifecycle ---- */
+
+static void hook_journal(void *ctx, const char *type, cJSON *ev)
+{
+	journal(ctx, type, ev);
+}
+
+static void hook_notice(void *ctx, const char *server, double seconds)
+{
+	struct sd_controller *c = ctx;
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->authed && !strcmp(k->server_id, server)) {
+			cJSON *m = sd_msg_new(SD_MSG_NOTICE);
+			cJSON_AddNumberToObject(m, "seconds", seconds);
+			conn_send(k, m);
+		}
+}
+
+static void hook_idle(void *ctx)
+{
+	struct sd_controller *c = ctx;
+	if (c->exiting >= 2 && c->opts.on_exit)
+		c->opts.on_exit(c, c->exiting - 2, c->opts.ctx);
+}
+
+static const struct sd_provider_hooks provider_hooks = {
+	.journal = hook_journal,
+	.notice = hook_notice,
+	.idle = hook_idle,
+};
 
 static int mkdir_p(const char *path, char **why)
 {
@@ -1239,6 +1205,23 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->gen_timer.data = c;
 	uv_timer_init(loop, &c->grace_timer);
 	c->grace_timer.data = c;
+	struct sd_provider_config pc = {
+		.catalog_path = opts->catalog_path,
+		.hazard_scale = c->job.hazard_scale,
+		.boot_scale = c->job.boot_scale,
+		.notice_scale = c->job.notice_scale,
+		.seed = c->job.market_seed,
+		.emulate = opts->emulate,
+		.worker_path = opts->worker_path,
+		.port = c->port,
+		.run_dir = c->run_dir,
+	};
+	if (sd_provider_create(&c->provider, loop, &pc, &provider_hooks, c, why) < 0) {
+		uv_close((uv_handle_t *)&c->server, NULL);
+		uv_close((uv_handle_t *)&c->gen_timer, NULL);
+		uv_close((uv_handle_t *)&c->grace_timer, NULL);
+		goto fail;
+	}
 	if (opts->resume)
 		find_latest_checkpoint(c);
 	cJSON *ev = cJSON_CreateObject();
@@ -1263,9 +1246,22 @@ fail:
 
 int sd_controller_start(struct sd_controller *c, char **why)
 {
+	char id[16];
 	for (int i = 0; i < c->job.workers; i++)
-		if (server_spawn(c, why) < 0)
+		if (sd_provider_acquire(c->provider, "local", id, sizeof id, why) < 0)
 			return -1;
+	/* The job's initial cluster; a stockout is journaled and skipped. */
+	for (int i = 0; i < c->job.ncluster; i++) {
+		char *err = NULL;
+		if (sd_provider_acquire(c->provider, c->job.cluster[i], id, sizeof id, &err) < 0) {
+			if (!sd_provider_catalog(c->provider) || !sd_catalog_find(sd_provider_catalog(c->provider), c->job.cluster[i])) {
+				sd_why(why, "job cluster[%d]: %s", i, err ? err : "?");
+				free(err);
+				return -1;
+			}
+			free(err);
+		}
+	}
 	return 0;
 }
 
@@ -1278,10 +1274,7 @@ void sd_controller_close(struct sd_controller *c)
 {
 	while (c->conns)
 		conn_close(c->conns, NULL);
-	for (struct server *s = c->servers; s; s = s->next) {
-		if (s->running)
-			uv_process_kill(&s->proc, SIGKILL);
-	}
+	sd_provider_close(c->provider);
 	uv_close((uv_handle_t *)&c->server, NULL);
 	uv_close((uv_handle_t *)&c->gen_timer, NULL);
 	uv_close((uv_handle_t *)&c->grace_timer, NULL);
@@ -1305,6 +1298,7 @@ void sd_controller_free(struct sd_controller *c)
 		free(g);
 	}
 	cJSON_Delete(c->sums);
+	sd_provider_free(c->provider);
 	free(c->ck);
 	free(c->token);
 	if (c->journal)

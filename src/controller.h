@@ -17,6 +17,8 @@ struct sd_controller_opts {
 	const char *worker_path;   /* spotdeck-worker executable for local servers */
 	int resume;                /* continue the run found in run_dir */
 	int echo_journal;          /* also print every journal line on stdout */
+	const char *catalog_path;  /* market catalog; NULL: local servers only */
+	int emulate;               /* pace market servers' workers to their GPU's speed */
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);

@@ -90,8 +90,9 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "log_every", K_INT, OFF(log_every), 0, 1, 1000000, 0, NULL, NULL },
 	{ "provider", K_NAME, OFF(provider), SZ(provider), 0, 0, 0, sd_provider_names, "provider" },
 	{ "catalog", K_STR, OFF(catalog), SZ(catalog), 0, 0, 0, NULL, NULL },
-	{ "hazard_scale", K_DOUBLE, OFF(hazard_scale), 0, 0, 1e6, 0, NULL, NULL },
+	{ "hazard_scale", K_DOUBLE, OFF(hazard_scale), 0, 0, 1e6, OPEN_LO, NULL, NULL },
 	{ "boot_scale", K_DOUBLE, OFF(boot_scale), 0, 0, 1000, 0, NULL, NULL },
+	{ "notice_scale", K_DOUBLE, OFF(notice_scale), 0, 0, 1000, OPEN_LO, NULL, NULL },
 	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, 0, NULL, NULL },
 	{ "cluster", K_CLUSTER, OFF(cluster), SZ(cluster[0]), 0, SD_JOB_CLUSTER_MAX, 0, NULL, NULL },
 };
@@ -111,6 +112,7 @@ void sd_job_defaults(struct sd_job *j)
 	snprintf(j->provider, sizeof j->provider, "sim");
 	j->hazard_scale = 1.0;
 	j->boot_scale = 1.0;
+	j->notice_scale = 1.0;
 	j->market_seed = 1;
 }
 

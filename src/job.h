@@ -27,6 +27,7 @@ struct sd_job {
 	char provider[16];         /* "sim" */
 	char catalog[SD_PATH_MAX]; /* "" = default */
 	double hazard_scale, boot_scale;  /* 1.0 */
+	double notice_scale;       /* 1.0: notice = catalog notice x this */
 	uint64_t market_seed;      /* 1 */
 	char cluster[SD_JOB_CLUSTER_MAX][64]; int ncluster;   /* initial offers to acquire, offer ids, optional */
 };

@@ -44,6 +44,13 @@ static void usage(FILE *f)
 "  --run-dir DIR    where the journal, checkpoints and logs go (default: run-TIME)\n"
 "  --resume RUNDIR  continue the run in RUNDIR from its latest checkpoint\n"
 "  --worker PATH    spotdeck-worker to start (default: next to this program)\n"
+"  --provider NAME  server provider: sim (the simulated market, default)\n"
+"  --catalog FILE   market catalog (default: gce-2019.json from the data dir)\n"
+"  --hazard-scale X revocations X times sooner than measured\n"
+"  --boot-scale X   boot times X times the measured ones\n"
+"  --notice-scale X notice periods X times the catalog's\n"
+"  --seed N         market seed (same seed + commands = same market)\n"
+"  --no-emulate     run market servers' workers at full speed (real GPUs)\n"
 "  --help, --version\n");
 }
 
@@ -145,6 +152,25 @@ static void default_worker_path(char *out, size_t len)
 	snprintf(out, len, "spotdeck-worker");
 }
 
+/* The GCE 2019 catalog: from the build tree when run from it, else installed. */
+static void default_catalog(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	size_t n = sizeof self;
+	if (uv_exepath(self, &n) == 0) {
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(out, len, "%s/data/gce-2019.json", self);
+			if (access(out, R_OK) == 0)
+				return;
+		}
+	}
+	snprintf(out, len, "%s/gce-2019.json", SD_DATADIR);
+	if (access(out, R_OK) != 0)
+		out[0] = 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -154,6 +180,13 @@ int main(int argc, char **argv)
 		{ "run-dir", required_argument, 0, 'r' },
 		{ "resume", required_argument, 0, 'R' },
 		{ "worker", required_argument, 0, 'W' },
+		{ "provider", required_argument, 0, 'P' },
+		{ "catalog", required_argument, 0, 'C' },
+		{ "hazard-scale", required_argument, 0, 'Z' },
+		{ "boot-scale", required_argument, 0, 'B' },
+		{ "notice-scale", required_argument, 0, 'N' },
+		{ "seed", required_argument, 0, 'S' },
+		{ "no-emulate", no_argument, 0, 'E' },
 		{ "help", no_argument, 0, 'h' },
 		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
@@ -161,7 +194,10 @@ int main(int argc, char **argv)
 	const char *job_path = NULL, *run_dir = NULL, *resume = NULL;
 	char worker[PATH_MAX + 32] = "";
 	long workers = -1;
-	int headless = 0, c;
+	int headless = 0, c, emulate = 1;
+	const char *provider = NULL, *catalog = NULL;
+	double hazard = -1, boot = -1, notice = -1;
+	long long seed = -1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -176,6 +212,33 @@ int main(int argc, char **argv)
 			workers = strtol(optarg, &end, 10);
 			if (errno || *end || end == optarg || workers < 0 || workers > 256) {
 				fprintf(stderr, "spotdeck: --workers: expected an integer from 0 to 256, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
+		}
+		case 'P': provider = optarg; break;
+		case 'C': catalog = optarg; break;
+		case 'E': emulate = 0; break;
+		case 'Z':
+		case 'B':
+		case 'N': {
+			char *end;
+			errno = 0;
+			double v = strtod(optarg, &end);
+			const char *name = c == 'Z' ? "hazard-scale" : c == 'B' ? "boot-scale" : "notice-scale";
+			if (errno || *end || end == optarg || !(v > 0) || v > 1e6) {
+				fprintf(stderr, "spotdeck: --%s: expected a positive number, got '%s'\n", name, optarg);
+				return 2;
+			}
+			*(c == 'Z' ? &hazard : c == 'B' ? &boot : &notice) = v;
+			break;
+		}
+		case 'S': {
+			char *end;
+			errno = 0;
+			seed = strtoll(optarg, &end, 10);
+			if (errno || *end || end == optarg || seed < 0) {
+				fprintf(stderr, "spotdeck: --seed: expected a non-negative integer, got '%s'\n", optarg);
 				return 2;
 			}
 			break;
@@ -209,6 +272,27 @@ int main(int argc, char **argv)
 	}
 	if (workers >= 0)
 		job.workers = (int)workers;
+	if (provider)
+		snprintf(job.provider, sizeof job.provider, "%s", provider);
+	if (strcmp(job.provider, "sim")) {
+		fprintf(stderr, "spotdeck: provider '%s' is not available in this build (only sim)\n", job.provider);
+		return 1;
+	}
+	if (catalog)
+		snprintf(job.catalog, sizeof job.catalog, "%s", catalog);
+	if (hazard > 0)
+		job.hazard_scale = hazard;
+	if (boot > 0)
+		job.boot_scale = boot;
+	if (notice > 0)
+		job.notice_scale = notice;
+	if (seed >= 0)
+		job.market_seed = (unsigned long long)seed;
+	char catalog_path[PATH_MAX + 64] = "";
+	if (job.catalog[0])
+		snprintf(catalog_path, sizeof catalog_path, "%s", job.catalog);
+	else
+		default_catalog(catalog_path, sizeof catalog_path);
 	char rd[64];
 	if (!run_dir && !resume) {
 		time_t now = time(NULL);
@@ -229,6 +313,8 @@ int main(int argc, char **argv)
 		.worker_path = worker,
 		.resume = resume != NULL,
 		.echo_journal = 1,
+		.catalog_path = catalog_path[0] ? catalog_path : NULL,
+		.emulate = emulate,
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};

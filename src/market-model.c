@@ -406,6 +406,7 @@ void sd_market_knobs_init(struct sd_market_knobs *k)
 	k->seed = 1;
 	k->hazard_scale = 1;
 	k->boot_scale = 1;
+	k->notice_scale = 1;
 	k->start_hour_of_day = 0;
 	k->batches = true;
 	k->storms = true;
@@ -603,6 +604,8 @@ int sd_market_new(struct sd_market **out, const struct sd_catalog *cat,
 		sd_market_knobs_init(&k);
 	if (!(k.hazard_scale > 0) || !isfinite(k.hazard_scale) || k.hazard_scale > 1e9)
 		return sd_why(why, "market: hazard scale must be a positive number, got %g", k.hazard_scale);
+	if (!(k.notice_scale > 0) || !isfinite(k.notice_scale) || k.notice_scale > 1e6)
+		return sd_why(why, "market: notice scale must be a positive number, got %g", k.notice_scale);
 	if (!(k.boot_scale >= 0) || !isfinite(k.boot_scale) || k.boot_scale > 1e6)
 		return sd_why(why, "market: boot scale must be a number >= 0, got %g", k.boot_scale);
 	if (!(k.start_hour_of_day >= 0 && k.start_hour_of_day < 24))
@@ -779,7 +782,7 @@ int sd_market_launch(struct sd_market *m, const struct sd_offer *o, sd_server_id
 		s->t_end = markov_end(m, o, p);
 	}
 	if (isfinite(s->t_end))
-		s->t_notice = fmax(m->now, s->t_end - o->notice_seconds);
+		s->t_notice = fmax(m->now, s->t_end - o->notice_seconds * m->k.notice_scale);
 	int z = o->zone_index;
 	s->zprev = -1;
 	s->znext = m->zone_head[z];
@@ -865,7 +868,7 @@ static void maybe_batch(struct sd_market *m, int slot)
 		struct srv *c = &m->srv[m->cand[i]];
 		const struct sd_offer *co = &m->cat->offers[c->offer];
 		c->t_end = fmin(c->t_end, tr + u01(&m->brng) * b->spread_seconds / X);
-		c->t_notice = fmax(m->now, fmax(c->launched, c->t_end - co->notice_seconds));
+		c->t_notice = fmax(m->now, fmax(c->launched, c->t_end - co->notice_seconds * m->k.notice_scale));
 		c->batch = id;
 		c->batch_size = n + 1;
 		srv_schedule(m, m->cand[i]);

@@ -111,6 +111,9 @@ struct sd_market_knobs {
 	uint64_t seed;
 	double hazard_scale;       /* > 0; 1 = as measured */
 	double boot_scale;         /* >= 0; 1 = as measured */
+	double notice_scale;       /* > 0; notice = offer's notice_seconds x this (demos
+	                            * shrink it with the hazard, so a notice still fits
+	                            * inside a shortened lifetime) */
 	double start_hour_of_day;  /* model clock hour at market time 0, [0, 24) */
 	bool batches;              /* same-zone batch revocations (default on) */
 	bool storms;               /* calm/storm switching for Markov offers (default on;

@@ -156,6 +156,8 @@ static const struct sd_msg_spec sd_msg_specs[SD_MSG__COUNT] = {
 	/* controller -> workers: leave the generation at the next step boundary
 	 * and wait for a new one (operator pause). */
 	[SD_MSG_PAUSE] = { "pause", { { NULL, 0, 0 } } },
+	/* worker -> controller: job loaded (datasets, model), can join a generation. */
+	[SD_MSG_READY] = { "ready", { { NULL, 0, 0 } } },
 };
 
 const char *sd_msg_type_name(enum sd_msg_type t)

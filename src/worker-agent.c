@@ -255,6 +255,7 @@ struct agent {
 	struct sd_job job;
 	struct sd_trainer *t;
 	const char *server_id;
+	double pace;
 	int have_state;       /* parameters are a valid state of the run */
 	int leaving;          /* notice or SIGTERM: leave at the next boundary */
 	int ckpt_requested;   /* operator asked for a checkpoint (rank 0) */
@@ -496,6 +497,12 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 			sd_comm_destroy(comm);
 			return GEN_FATAL;
 		}
+		if (a->pace > 0 && a->pace < 1) {
+			/* Emulated GPU: stretch the compute to the offer's speed. */
+			double extra = (now_s() - c0) * (1 / a->pace - 1);
+			struct timespec ts = { (time_t)extra, (long)((extra - (time_t)extra) * 1e9) };
+			nanosleep(&ts, NULL);
+		}
 		double c1 = now_s();
 		double metrics[4] = { loss_sum, correct, count, 0 };
 		if (ctl_pump(&a->ctl, 0, why) < 0) {
@@ -525,6 +532,8 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 		cJSON_AddNumberToObject(m, "compute_ms", (c1 - c0) * 1000);
 		cJSON_AddNumberToObject(m, "comm_ms", (c2 - c1) * 1000);
 		cJSON_AddNumberToObject(m, "images_per_sec", count > 0 ? count / (c1 - c0) : 0);
+		if (a->pace > 0 && a->pace < 1)
+			cJSON_AddBoolToObject(m, "emulated", 1);
 		cJSON_AddNumberToObject(m, "lr", sd_lr_at(&t->lr, t->step - 1));
 		if (first || (a->job.log_every > 0 && t->step % a->job.log_every == 0) || epoch_end) {
 			char sum[16];
@@ -576,6 +585,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	struct agent a;
 	memset(&a, 0, sizeof a);
 	a.server_id = o->server_id;
+	a.pace = o->pace;
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_sigterm;
@@ -615,6 +625,11 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	omp_set_num_threads(threads);
 	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0)
 		goto out;
+	/* Only now can we take part in a rendezvous without holding others up. */
+	if (ctl_send(&a.ctl, sd_msg_new(SD_MSG_READY)) < 0) {
+		sd_why(&why, "controller connection lost");
+		goto out;
+	}
 	for (;;) {
 		if (take_resume_chunks(&a, &why) < 0)
 			goto out;

@@ -9,6 +9,8 @@ struct sd_agent_opts {
 	const char *token;       /* shared secret, sent in the hello */
 	const char *server_id;   /* this server's id in the cluster (e.g. "s3") */
 	int threads;             /* 0 = the job's threads_per_worker */
+	double pace;             /* (0, 1]: run at this fraction of our own speed, to
+	                          * emulate a slower GPU (1 = full speed) */
 };
 
 /* Connects, trains until the controller says stop (exit status 0), a notice

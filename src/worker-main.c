@@ -46,6 +46,7 @@ struct opts {
 	char connect[256];
 	char token_file[SD_PATH_MAX];
 	char server_id[64];
+	float pace;
 };
 
 static void usage(FILE *f)
@@ -58,6 +59,8 @@ static void usage(FILE *f)
 "  --connect HOST:PORT   controller to join (agent mode)\n"
 "  --token-file FILE     the run's token (or set SPOTDECK_TOKEN)\n"
 "  --server-id ID        this server's id (default: the host name)\n"
+"  --pace X              run at fraction X (0..1] of full speed, to emulate a\n"
+"                        slower GPU (set by the sim provider)\n"
 "  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
 "  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic (default fashion-mnist)\n"
 "  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist)\n"
@@ -143,7 +146,7 @@ static int copy_path(const char *opt, const char *s, char *dst)
 
 enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
-       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID };
+       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -169,6 +172,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "connect", required_argument, 0, O_CONNECT },
 		{ "token-file", required_argument, 0, O_TOKENFILE },
 		{ "server-id", required_argument, 0, O_SERVERID },
+		{ "pace", required_argument, 0, O_PACE },
 		{ "help", no_argument, 0, O_HELP },
 		{ "version", no_argument, 0, O_VERSION },
 		{ 0, 0, 0, 0 },
@@ -273,6 +277,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			break;
 		case O_TOKENFILE:
 			if (copy_path("token-file", optarg, o->token_file) < 0)
+				return -1;
+			break;
+		case O_PACE:
+			if (parse_float("pace", optarg, 1e-4, 1, &o->pace) < 0)
 				return -1;
 			break;
 		case O_SERVERID:
@@ -470,6 +478,7 @@ static int run_agent(struct opts *o)
 		.token = token,
 		.server_id = o->server_id,
 		.threads = o->threads,
+		.pace = o->pace > 0 ? o->pace : 1,
 	};
 	int rc = sd_worker_agent_run(&ao);
 	free(token);

@@ -1,0 +1,568 @@
+/* src/provider-sim.c - local servers and the simulated spot market; see
+ * provider.h.  Market time runs with the wall clock from the provider's
+ * creation; the market model (src/market-model.c) decides boot times and
+ * revocations, this file turns them into processes, states and money. */
+#include "config.h"
+
+#include "src/provider.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+#include "src/market-model.h"
+
+enum state { ST_REQUESTED, ST_PROVISIONING, ST_BOOTING, ST_JOINING, ST_TRAINING, ST_NOTICE,
+             ST_REVOKED, ST_RELEASED, ST_FAILED };
+static const char *const state_names[] = { "requested", "provisioning", "booting", "joining",
+                                           "training", "notice", "revoked", "released", "failed" };
+
+struct server {
+	char id[16];
+	const struct sd_offer *offer;    /* NULL: local */
+	sd_server_id mid;                /* market id (0: local) */
+	enum state st;
+	double t_request;                /* market seconds */
+	double t_end;                    /* billing end, < 0 while billed */
+	double t_notice;                 /* < 0: no notice */
+	int releasing;                   /* operator asked for it back */
+	uv_process_t proc;
+	int proc_live;                   /* spawned and not yet exited */
+	int proc_open, timer_open;       /* handles not yet closed */
+	int handles;                     /* open handles (proc, timer) */
+	uv_timer_t timer;                /* SIGTERM/SIGKILL escalation */
+	int term_sent;
+	struct sd_provider *p;
+	struct server *next;
+};
+
+struct sd_provider {
+	uv_loop_t *loop;
+	struct sd_provider_config cfg;
+	char worker_path[4096], run_dir[4096];
+	struct sd_provider_hooks hooks;
+	void *ctx;
+	struct sd_catalog *cat;
+	struct sd_market *market;
+	uv_timer_t market_timer;
+	uint64_t t0_ms;
+	double max_speed;                /* fastest offer's images/s per server */
+	struct server *servers;
+	int next_id;
+	double usd_done;                 /* money of servers already gone */
+	int closing;
+};
+
+static double mnow(const struct sd_provider *p)
+{
+	return (double)(uv_now(p->loop) - p->t0_ms) / 1000.0;
+}
+
+static double server_usd(const struct sd_provider *p, const struct server *s)
+{
+	if (!s->offer)
+		return 0;
+	double end = s->t_end >= 0 ? s->t_end : mnow(p);
+	return sd_bill_usd(s->offer, end - s->t_request);
+}
+
+static cJSON *server_event(const struct sd_provider *p, const struct server *s)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddStringToObject(ev, "offer", s->offer ? s->offer->id : "local");
+	cJSON_AddStringToObject(ev, "state", state_names[s->st]);
+	cJSON_AddNumberToObject(ev, "market_time", floor(mnow(p) * 1000) / 1000);
+	if (s->offer) {
+		cJSON_AddStringToObject(ev, "zone", s->offer->zone);
+		cJSON_AddStringToObject(ev, "gpu", s->offer->gpu);
+		cJSON_AddBoolToObject(ev, "transient", s->offer->transient);
+		cJSON_AddNumberToObject(ev, "usd_per_hour", s->offer->usd_per_hour);
+		cJSON_AddNumberToObject(ev, "usd", server_usd(p, s));
+	}
+	return ev;
+}
+
+static void set_state(struct sd_provider *p, struct server *s, enum state st)
+{
+	if (s->st == st)
+		return;
+	s->st = st;
+	p->hooks.journal(p->ctx, "state", server_event(p, s));
+}
+
+static int gone(const struct server *s)
+{
+	return s->st == ST_REVOKED || s->st == ST_RELEASED || s->st == ST_FAILED;
+}
+
+static struct server *find(const struct sd_provider *p, const char *id)
+{
+	for (struct server *s = p->servers; s; s = s->next)
+		if (!strcmp(s->id, id))
+			return s;
+	return NULL;
+}
+
+static struct server *find_market(const struct sd_provider *p, sd_server_id mid)
+{
+	for (struct server *s = p->servers; s; s = s->next)
+		if (s->mid == mid)
+			return s;
+	return NULL;
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct server *s = h->data;
+	if (--s->handles == 0) {
+		struct sd_provider *p = s->p;
+		struct server **pp = &p->servers;
+		while (*pp && *pp != s)
+			pp = &(*pp)->next;
+		if (*pp)
+			*pp = s->next;
+		free(s);
+	}
+}
+
+/* Stops billing and forgets the server once its process is gone too. */
+static void finish_server(struct sd_provider *p, struct server *s, enum state st)
+{
+	if (s->t_end < 0) {
+		s->t_end = mnow(p);
+		p->usd_done += server_usd(p, s);
+	}
+	if (!gone(s))
+		set_state(p, s, st);
+	if (s->mid && p->market) {
+		sd_market_release(p->market, s->mid);
+		s->mid = 0;
+	}
+	if (!s->proc_live && s->timer_open) {
+		s->timer_open = 0;
+		uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+	}
+}
+
+static void on_escalate(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	if (!s->proc_live)
+		return;
+	if (!s->term_sent) {
+		s->term_sent = 1;
+		uv_process_kill(&s->proc, SIGTERM);
+		uv_timer_start(&s->timer, on_escalate, (uint64_t)(s->p->cfg.grace_seconds * 1000), 0);
+	} else {
+		uv_process_kill(&s->proc, SIGKILL);
+	}
+}
+
+static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
+{
+	struct server *s = proc->data;
+	struct sd_provider *p = s->p;
+	s->proc_live = 0;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddNumberToObject(ev, "exit_status", (double)status);
+	if (sig)
+		cJSON_AddNumberToObject(ev, "signal", sig);
+	p->hooks.journal(p->ctx, "server_exit", ev);
+	uv_timer_stop(&s->timer);
+	s->proc_open = 0;
+	uv_close((uv_handle_t *)proc, on_handle_closed);
+	if (!gone(s)) {
+		if (s->releasing) {
+			finish_server(p, s, ST_RELEASED);
+			p->hooks.journal(p->ctx, "released", server_event(p, s));
+		} else if (s->st == ST_NOTICE) {
+			/* The worker left under notice; the machine (and its bill)
+			 * lasts until the provider takes it. */
+		} else {
+			finish_server(p, s, ST_FAILED);
+		}
+	} else if (s->timer_open) {
+		s->timer_open = 0;
+		uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+	}
+	if (!sd_provider_running(p) && p->hooks.idle)
+		p->hooks.idle(p->ctx);
+}
+
+static int spawn(struct sd_provider *p, struct server *s, char **why)
+{
+	char port[16], tokfile[4200], logpath[4200], pace[32];
+	snprintf(port, sizeof port, "127.0.0.1:%d", p->cfg.port);
+	snprintf(tokfile, sizeof tokfile, "%s/token", p->run_dir);
+	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", p->run_dir, s->id);
+	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0)
+		return sd_why(why, "%s: %s", logpath, strerror(errno));
+	char *args[12];
+	int n = 0;
+	args[n++] = p->worker_path;
+	args[n++] = (char *)"--connect";
+	args[n++] = port;
+	args[n++] = (char *)"--token-file";
+	args[n++] = tokfile;
+	args[n++] = (char *)"--server-id";
+	args[n++] = s->id;
+	if (s->offer && p->cfg.emulate && p->max_speed > 0) {
+		/* Emulated GPU: the worker runs at this fraction of its own speed,
+		 * the offer's measured speed relative to the fastest offer's. */
+		snprintf(pace, sizeof pace, "%.6f",
+		         s->offer->images_per_sec * s->offer->gpu_count / p->max_speed);
+		args[n++] = (char *)"--pace";
+		args[n++] = pace;
+	}
+	args[n] = NULL;
+	uv_stdio_container_t stdio[3];
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = logfd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = logfd;
+	uv_process_options_t po;
+	memset(&po, 0, sizeof po);
+	po.file = p->worker_path;
+	po.args = args;
+	po.exit_cb = on_proc_exit;
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	s->proc.data = s;
+	int rc = uv_spawn(p->loop, &s->proc, &po);
+	close(logfd);
+	if (rc < 0)
+		return sd_why(why, "%s: cannot start: %s", p->worker_path, uv_strerror(rc));
+	s->proc_live = 1;
+	s->proc_open = 1;
+	s->handles++;
+	cJSON *ev = server_event(p, s);
+	cJSON_AddNumberToObject(ev, "pid", s->proc.pid);
+	if (s->offer && p->cfg.emulate)
+		cJSON_AddStringToObject(ev, "pace", pace);
+	p->hooks.journal(p->ctx, "started", ev);
+	return 0;
+}
+
+static void on_market_event(void *ctx, const struct sd_market_event *ev)
+{
+	struct sd_provider *p = ctx;
+	if (ev->kind == SD_MARKET_STORM_BEGIN || ev->kind == SD_MARKET_STORM_END) {
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "offer", ev->offer->id);
+		cJSON_AddStringToObject(e, "zone", ev->offer->zone);
+		cJSON_AddNumberToObject(e, "market_time", ev->time);
+		p->hooks.journal(p->ctx, ev->kind == SD_MARKET_STORM_BEGIN ? "storm_begin" : "storm_end", e);
+		return;
+	}
+	struct server *s = find_market(p, ev->server);
+	if (!s)
+		return;
+	char *why = NULL;
+	switch (ev->kind) {
+	case SD_MARKET_BOOTED:
+		set_state(p, s, ST_BOOTING);
+		if (spawn(p, s, &why) < 0) {
+			cJSON *e = server_event(p, s);
+			cJSON_AddStringToObject(e, "error", why);
+			p->hooks.journal(p->ctx, "error", e);
+			finish_server(p, s, ST_FAILED);
+		}
+		break;
+	case SD_MARKET_NOTICE: {
+		s->t_notice = ev->time;
+		double secs = ev->ends_at - ev->time;
+		set_state(p, s, ST_NOTICE);
+		cJSON *e = server_event(p, s);
+		cJSON_AddNumberToObject(e, "seconds", secs);
+		cJSON_AddBoolToObject(e, "capped", ev->capped);
+		if (ev->batch)
+			cJSON_AddNumberToObject(e, "batch_size", ev->batch_size);
+		p->hooks.journal(p->ctx, "notice", e);
+		p->hooks.notice(p->ctx, s->id, secs);
+		break;
+	}
+	case SD_MARKET_REVOKED:
+	case SD_MARKET_CAPPED: {
+		s->mid = 0;   /* the market forgot it already */
+		if (s->t_end < 0) {
+			s->t_end = ev->time;
+			p->usd_done += server_usd(p, s);
+		}
+		cJSON *e = server_event(p, s);
+		cJSON_ReplaceItemInObject(e, "state", cJSON_CreateString("revoked"));
+		cJSON_AddNumberToObject(e, "lifetime_s", ev->time - ev->launched_at);
+		cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? ev->time - s->t_notice : 0);
+		cJSON_AddBoolToObject(e, "capped", ev->kind == SD_MARKET_CAPPED);
+		cJSON_AddNumberToObject(e, "billed_s", s->t_end - s->t_request);
+		p->hooks.journal(p->ctx, "revoked", e);
+		set_state(p, s, ST_REVOKED);
+		if (s->proc_live) {
+			/* The provider takes the machine: ACPI shutdown, then power off. */
+			s->term_sent = 0;
+			on_escalate(&s->timer);
+		} else {
+			finish_server(p, s, ST_REVOKED);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	free(why);
+}
+
+static void arm_market(struct sd_provider *p);
+
+static void on_market_timer(uv_timer_t *t)
+{
+	struct sd_provider *p = t->data;
+	sd_market_advance(p->market, mnow(p), on_market_event, p);
+	arm_market(p);
+}
+
+static void arm_market(struct sd_provider *p)
+{
+	if (!p->market || p->closing)
+		return;
+	double next = sd_market_next_event_time(p->market);
+	if (!isfinite(next)) {
+		uv_timer_stop(&p->market_timer);
+		return;
+	}
+	double delay = next - mnow(p);
+	uv_timer_start(&p->market_timer, on_market_timer, delay > 0 ? (uint64_t)ceil(delay * 1000) : 0, 0);
+}
+
+int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
+                       const struct sd_provider_config *cfg,
+                       const struct sd_provider_hooks *hooks, void *ctx, char **why)
+{
+	*out = NULL;
+	struct sd_provider *p = sd_calloc(1, sizeof *p);
+	p->loop = loop;
+	p->cfg = *cfg;
+	if (!(p->cfg.grace_seconds > 0))
+		p->cfg.grace_seconds = 5;
+	snprintf(p->worker_path, sizeof p->worker_path, "%s", cfg->worker_path);
+	snprintf(p->run_dir, sizeof p->run_dir, "%s", cfg->run_dir);
+	p->hooks = *hooks;
+	p->ctx = ctx;
+	p->t0_ms = uv_now(loop);
+	if (cfg->catalog_path) {
+		if (sd_catalog_load(&p->cat, cfg->catalog_path, why) < 0) {
+			free(p);
+			return -1;
+		}
+		struct sd_market_knobs k;
+		sd_market_knobs_init(&k);
+		k.seed = cfg->seed;
+		k.hazard_scale = cfg->hazard_scale;
+		k.boot_scale = cfg->boot_scale;
+		k.notice_scale = cfg->notice_scale > 0 ? cfg->notice_scale : 1;
+		if (sd_market_new(&p->market, p->cat, &k, why) < 0) {
+			sd_catalog_free(p->cat);
+			free(p);
+			return -1;
+		}
+		for (int i = 0; i < p->cat->noffers; i++) {
+			const struct sd_offer *o = &p->cat->offers[i];
+			if (o->images_per_sec * o->gpu_count > p->max_speed)
+				p->max_speed = o->images_per_sec * o->gpu_count;
+		}
+	}
+	uv_timer_init(loop, &p->market_timer);
+	p->market_timer.data = p;
+	*out = p;
+	return 0;
+}
+
+int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *server, size_t len,
+                        char **why)
+{
+	const struct sd_offer *o = NULL;
+	if (strcmp(offer_id, "local")) {
+		if (!p->cat)
+			return sd_why(why, "add %s: no market catalog loaded (only 'local' servers)", offer_id);
+		o = sd_catalog_find(p->cat, offer_id);
+		if (!o)
+			return sd_why(why, "add %s: no such offer in %s", offer_id, p->cat->file);
+	}
+	struct server *s = sd_calloc(1, sizeof *s);
+	s->p = p;
+	s->offer = o;
+	s->t_request = mnow(p);
+	s->t_end = -1;
+	s->t_notice = -1;
+	snprintf(s->id, sizeof s->id, "s%d", ++p->next_id);
+	uv_timer_init(p->loop, &s->timer);
+	s->timer.data = s;
+	s->timer_open = 1;
+	s->handles = 1;
+	s->next = p->servers;
+	p->servers = s;
+	if (o) {
+		sd_market_advance(p->market, mnow(p), on_market_event, p);
+		int rc = sd_market_launch(p->market, o, &s->mid, why);
+		if (rc < 0) {
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddStringToObject(e, "offer", o->id);
+			cJSON_AddStringToObject(e, "zone", o->zone);
+			cJSON_AddStringToObject(e, "reason", rc == SD_MARKET_EINVAL ? "INVALID_OFFER"
+			                        : "ZONE_RESOURCE_POOL_EXHAUSTED");
+			cJSON_AddStringToObject(e, "detail", why && *why ? *why : "");
+			p->hooks.journal(p->ctx, "stockout", e);
+			s->st = ST_FAILED;
+			s->t_end = s->t_request;
+			s->timer_open = 0;
+			uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+			return sd_why(why, "add %s: %s: the zone has no capacity for this offer now "
+			              "(ZONE_RESOURCE_POOL_EXHAUSTED)", o->id, o->zone);
+		}
+	}
+	cJSON *ev = server_event(p, s);
+	if (o)
+		cJSON_AddBoolToObject(ev, "emulated", p->cfg.emulate);
+	p->hooks.journal(p->ctx, "acquired", ev);
+	if (o) {
+		set_state(p, s, ST_PROVISIONING);
+		arm_market(p);
+	} else {
+		set_state(p, s, ST_BOOTING);
+		if (spawn(p, s, why) < 0) {
+			finish_server(p, s, ST_FAILED);
+			return -1;
+		}
+	}
+	snprintf(server, len, "%s", s->id);
+	return 0;
+}
+
+int sd_provider_release(struct sd_provider *p, const char *server, const char *reason, char **why)
+{
+	struct server *s = find(p, server);
+	if (!s || gone(s))
+		return sd_why(why, "drop %s: no such server", server);
+	s->releasing = 1;
+	if (!s->proc_live) {
+		/* Still provisioning: nothing runs yet, stop billing now. */
+		finish_server(p, s, ST_RELEASED);
+		p->hooks.journal(p->ctx, "released", server_event(p, s));
+		return 0;
+	}
+	p->hooks.notice(p->ctx, s->id, 0);
+	/* If the worker does not leave by itself, terminate it. */
+	s->term_sent = 0;
+	uv_timer_start(&s->timer, on_escalate, (uint64_t)(p->cfg.grace_seconds * 1000), 0);
+	return 0;
+}
+
+void sd_provider_worker_event(struct sd_provider *p, const char *server, enum sd_worker_event e)
+{
+	struct server *s = find(p, server);
+	if (!s || gone(s) || s->st == ST_NOTICE)
+		return;
+	if (e == SD_WORKER_CONNECTED)
+		set_state(p, s, ST_JOINING);
+	else if (e == SD_WORKER_TRAINING)
+		set_state(p, s, ST_TRAINING);
+}
+
+void sd_provider_release_all(struct sd_provider *p)
+{
+	for (struct server *s = p->servers; s; s = s->next) {
+		if (gone(s))
+			continue;
+		s->releasing = 1;
+		if (!s->proc_live) {
+			finish_server(p, s, ST_RELEASED);
+			p->hooks.journal(p->ctx, "released", server_event(p, s));
+		}
+	}
+}
+
+int sd_provider_has_server(const struct sd_provider *p, const char *server)
+{
+	const struct server *s = find(p, server);
+	return s && !gone(s);
+}
+
+int sd_provider_running(const struct sd_provider *p)
+{
+	int n = 0;
+	for (const struct server *s = p->servers; s; s = s->next)
+		n += s->proc_live;
+	return n;
+}
+
+void sd_provider_signal_all(struct sd_provider *p, int sig)
+{
+	for (struct server *s = p->servers; s; s = s->next)
+		if (s->proc_live)
+			uv_process_kill(&s->proc, sig);
+}
+
+double sd_provider_usd_spent(const struct sd_provider *p)
+{
+	double usd = p->usd_done;
+	for (const struct server *s = p->servers; s; s = s->next)
+		if (s->t_end < 0)
+			usd += server_usd(p, s);
+	return usd;
+}
+
+double sd_provider_usd_per_hour(const struct sd_provider *p)
+{
+	double r = 0;
+	for (const struct server *s = p->servers; s; s = s->next)
+		if (s->t_end < 0 && s->offer)
+			r += s->offer->usd_per_hour;
+	return r;
+}
+
+const struct sd_catalog *sd_provider_catalog(const struct sd_provider *p)
+{
+	return p->cat;
+}
+
+void sd_provider_close(struct sd_provider *p)
+{
+	p->closing = 1;
+	uv_timer_stop(&p->market_timer);
+	uv_close((uv_handle_t *)&p->market_timer, NULL);
+	for (struct server *s = p->servers, *next; s; s = next) {
+		next = s->next;   /* s may be freed by the close callbacks later */
+		if (s->proc_live)
+			uv_process_kill(&s->proc, SIGKILL);
+		if (s->t_end < 0) {
+			s->t_end = mnow(p);
+			p->usd_done += server_usd(p, s);
+		}
+		if (s->proc_open) {
+			s->proc_open = 0;
+			uv_close((uv_handle_t *)&s->proc, on_handle_closed);
+		}
+		if (s->timer_open) {
+			s->timer_open = 0;
+			uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+		}
+	}
+}
+
+void sd_provider_free(struct sd_provider *p)
+{
+	if (!p)
+		return;
+	sd_market_free(p->market);
+	sd_catalog_free(p->cat);
+	free(p);
+}
