@@ -72,13 +72,15 @@ static double server_usd(const struct sd_provider *p, const struct server *s)
 	return sd_bill_usd(s->offer, end - s->t_request);
 }
 
-static cJSON *server_event(const struct sd_provider *p, const struct server *s)
+/* An event about s at market time t (the market's own time for market
+ * events, so the journal is exact and reproducible). */
+static cJSON *server_event_at(const struct sd_provider *p, const struct server *s, double t)
 {
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", s->id);
 	cJSON_AddStringToObject(ev, "offer", s->offer ? s->offer->id : "local");
 	cJSON_AddStringToObject(ev, "state", state_names[s->st]);
-	cJSON_AddNumberToObject(ev, "market_time", floor(mnow(p) * 1000) / 1000);
+	cJSON_AddNumberToObject(ev, "market_time", t);
 	if (s->offer) {
 		cJSON_AddStringToObject(ev, "zone", s->offer->zone);
 		cJSON_AddStringToObject(ev, "gpu", s->offer->gpu);
@@ -87,6 +89,11 @@ static cJSON *server_event(const struct sd_provider *p, const struct server *s)
 		cJSON_AddNumberToObject(ev, "usd", server_usd(p, s));
 	}
 	return ev;
+}
+
+static cJSON *server_event(const struct sd_provider *p, const struct server *s)
+{
+	return server_event_at(p, s, mnow(p));
 }
 
 static void set_state(struct sd_provider *p, struct server *s, enum state st)
@@ -282,7 +289,7 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 		s->t_notice = ev->time;
 		double secs = ev->ends_at - ev->time;
 		set_state(p, s, ST_NOTICE);
-		cJSON *e = server_event(p, s);
+		cJSON *e = server_event_at(p, s, ev->time);
 		cJSON_AddNumberToObject(e, "seconds", secs);
 		cJSON_AddBoolToObject(e, "capped", ev->capped);
 		if (ev->batch)
@@ -298,7 +305,7 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 			s->t_end = ev->time;
 			p->usd_done += server_usd(p, s);
 		}
-		cJSON *e = server_event(p, s);
+		cJSON *e = server_event_at(p, s, ev->time);
 		cJSON_ReplaceItemInObject(e, "state", cJSON_CreateString("revoked"));
 		cJSON_AddNumberToObject(e, "lifetime_s", ev->time - ev->launched_at);
 		cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? ev->time - s->t_notice : 0);

@@ -20,3 +20,5 @@ tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_parity_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 TESTS += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-protocol.sh
 EXTRA_DIST += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-protocol.sh
+TESTS += tests/test-sim-market.sh
+EXTRA_DIST += tests/test-sim-market.sh

@@ -1,0 +1,79 @@
+#!/bin/sh
+# The sim provider on the GCE 2019 catalog with a hazard scale that makes
+# revocations happen within a minute: revocations occur, each notice precedes
+# its revocation by the (scaled) notice time, training continues, and every
+# server's cost recomputed from the journal (price x billed seconds, 1-minute
+# minimum) matches what was reported.  Then: the same seed and the same
+# commands give the same market journal (apart from wall-clock stamps and
+# measured throughput).
+exec python3 - <<'PY'
+import sys, os, json
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+cluster = ["gce/us-east1-c/k80/spot", "gce/us-central1-c/k80/spot",
+           "gce/europe-west1-b/k80/spot", "gce/us-west1-b/p100/spot"]
+J = job(model="mlp", epochs=3, workers=0, checkpoint_every=300, log_every=50,
+        hazard_scale=900, boot_scale=0.03, notice_scale=0.1, market_seed=11, cluster=cluster)
+
+def run():
+    r = Run(J)
+    r.wait(lambda e: e.get("type") == "revoked", "a revocation", timeout=120)
+    r.command("add gce/us-west1-b/k80/spot")
+    d = r.wait_type("done")
+    if r.finish() != 0:
+        fail("exit status")
+    return r, d
+
+r, d = run()
+ev = r.events
+rev = [e for e in ev if e["type"] == "revoked"]
+notices = {e["server"]: e for e in ev if e["type"] == "notice"}
+for e in rev:
+    n = notices.get(e["server"])
+    if not n:
+        fail("%s revoked without a notice" % e["server"])
+    gap = e["market_time"] - n["market_time"]
+    # 30 s x notice_scale 0.1, or less when the whole lifetime was shorter.
+    if abs(gap - n["seconds"]) > 1e-6 or n["seconds"] > 3.0 + 1e-9:
+        fail("%s: notice %.3f s before the revocation, announced %.3f s" % (e["server"], gap, n["seconds"]))
+ok("%d revocation(s), each exactly its announced notice (<= 3.0 s) after the notice" % len(rev))
+first = min(e["t"] for e in rev)
+after = [e for e in ev if e["type"] == "step" and e["t"] > first]
+if not after:
+    fail("no training steps after the first revocation")
+ok("training continued: %d step events after the first revocation, done at step %d, accuracy %.4f"
+   % (len(after), d["steps"], d["test_accuracy"]))
+
+# Cost: price x max(billed seconds, 60) / 3600 for every server.
+price = {}
+start = {}
+final = {}
+for e in ev:
+    if e["type"] == "acquired" and e["offer"] != "local":
+        price[e["server"]] = e["usd_per_hour"]
+        start[e["server"]] = e["market_time"]
+    if e.get("server") in price and e["type"] in ("revoked", "released"):
+        final[e["server"]] = e
+if set(final) != set(price):
+    fail("servers without a final revoked/released event: %s" % (set(price) - set(final)))
+for s, e in final.items():
+    billed = e["market_time"] - start[s]
+    want = price[s] * max(billed, 60) / 3600
+    if abs(want - e["usd"]) > 1e-6:
+        fail("%s: reported $%.6f, journal gives %.2f $/h x %.3f s = $%.6f" % (s, e["usd"], price[s], billed, want))
+ok("cost of %d servers recomputed from the journal matches (total $%.5f)" % (len(final), sum(e["usd"] for e in final.values())))
+
+def market_trace(events):
+    out = []
+    for e in events:
+        if e["type"] in ("acquired", "notice", "revoked", "stockout"):
+            out.append((e["type"], e.get("server"), e.get("offer"), round(e.get("lifetime_s", 0), 3),
+                        e.get("seconds"), e.get("capped")))
+    return out
+
+r2, d2 = run()
+a, b = market_trace(r.events), market_trace(r2.events)
+if a != b:
+    fail("same seed, same commands, different market journals:\n%s\n%s" % (a, b))
+ok("same seed and commands: identical market journal (%d events)" % len(a))
+PY
