@@ -45,6 +45,8 @@ struct conn {
 	int leaving;
 	int ready;           /* has loaded the job; may join generations */
 	double ips;          /* measured images/s of its compute (EMA) */
+	double compute_ms, comm_ms;
+	int emulated;
 	struct conn *next;
 };
 
@@ -86,8 +88,12 @@ struct sd_controller {
 	long step;               /* last completed global step */
 	long total_steps;        /* from the workers' joined messages */
 	double step_ms_ema;
+	double last_loss, last_acc;
+	int last_epoch;
 	double lost_at;          /* time of the last loss, until the next step */
 	long lost_step;
+	int lost_abrupt;         /* killed mid-step (not a leave at a boundary) */
+	long recover_start;      /* step the generation after a loss started from */
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
 	int exiting;
@@ -130,7 +136,6 @@ static void journal(struct sd_controller *c, const char *type, cJSON *ev)
 	}
 	cJSON_Delete(ev);
 	char *s = cJSON_PrintUnformatted(out);
-	cJSON_Delete(out);
 	if (!s)
 		sd_oom();
 	if (c->journal) {
@@ -143,6 +148,9 @@ static void journal(struct sd_controller *c, const char *type, cJSON *ev)
 		fflush(stdout);
 	}
 	free(s);
+	if (c->opts.on_event)
+		c->opts.on_event(out, c->opts.ctx);
+	cJSON_Delete(out);
 }
 
 static void journal_kv(struct sd_controller *c, const char *type, const char *k1, const char *v1,
@@ -229,9 +237,11 @@ static void conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddStringToObject(ev, "reason", why_lost);
 		cJSON_AddBoolToObject(ev, "member", k->member);
 		journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
-		if (k->member && !k->leaving && !c->exiting) {
+		if (k->member && !c->exiting) {
+			/* Recovery is measured for revocations with notice too. */
 			c->lost_at = now_s();
 			c->lost_step = c->step;
+			c->lost_abrupt = !k->leaving;
 		}
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
@@ -653,6 +663,9 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 	double ips = sd_msg_num(m, "images_per_sec", 0);
 	if (ips > 0)
 		k->ips = k->ips > 0 ? (1 - SPEED_EMA) * k->ips + SPEED_EMA * ips : ips;
+	k->compute_ms = sd_msg_num(m, "compute_ms", 0);
+	k->comm_ms = sd_msg_num(m, "comm_ms", 0);
+	k->emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "emulated"));
 	if (gen != c->generation)
 		return;
 	const char *sum = sd_msg_str(m, "checksum", NULL);
@@ -681,6 +694,7 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 	c->step = step;
 	int B = c->job.train.global_batch;
 	double loss = sd_msg_num(m, "loss_sum", 0) / B;
+	c->last_loss = loss;
 	int log = c->job.log_every > 0 && step % c->job.log_every == 0;
 	int recovered = c->lost_at > 0;
 	if (log || recovered || step == c->total_steps) {
@@ -696,7 +710,10 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));
 		if (recovered) {
 			cJSON_AddNumberToObject(ev, "recovery_s", now_s() - c->lost_at);
-			cJSON_AddNumberToObject(ev, "steps_lost", (double)(c->lost_step + 1 - (step - 1)));
+			/* The step in flight when a worker died, plus any completed
+			 * step the survivors did not all have. */
+			long behind = c->lost_step - c->recover_start;
+			cJSON_AddNumberToObject(ev, "steps_lost", (double)(c->lost_abrupt + (behind > 0 ? behind : 0)));
 			c->lost_at = 0;
 		}
 		journal(c, "step", ev);
@@ -707,6 +724,8 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		cJSON_AddNumberToObject(ev, "step", (double)step);
 		cJSON_AddNumberToObject(ev, "test_loss", sd_msg_num(m, "test_loss", 0));
 		cJSON_AddNumberToObject(ev, "test_accuracy", sd_msg_num(m, "test_accuracy", 0));
+		c->last_acc = sd_msg_num(m, "test_accuracy", 0);
+		c->last_epoch = (int)sd_msg_num(m, "epoch", 0) + 1;
 		journal(c, "epoch", ev);
 		if (c->total_steps > 0 && step >= c->total_steps) {
 			c->final_acc = sd_msg_num(m, "test_accuracy", 0);
@@ -815,8 +834,10 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			memmove(c->swap_old[i], c->swap_old[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_old[0]);
 			break;
 		}
-		if (k->rank == 0)
+		if (k->rank == 0) {
 			c->step = (long)sd_msg_int(m, "step", 0);
+			c->recover_start = c->step;
+		}
 		break;
 	}
 	case SD_MSG_STEP:
@@ -1263,6 +1284,54 @@ int sd_controller_start(struct sd_controller *c, char **why)
 		}
 	}
 	return 0;
+}
+
+int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *out, int max)
+{
+	int n = 0;
+	for (const struct conn *k = c->conns; k && n < max; k = k->next) {
+		if (!k->authed)
+			continue;
+		struct sd_worker_info *w = &out[n++];
+		snprintf(w->server, sizeof w->server, "%s", k->server_id);
+		w->member = k->member;
+		w->rank = k->member ? k->rank : -1;
+		w->images_per_sec = k->ips;
+		w->compute_ms = k->compute_ms;
+		w->comm_ms = k->comm_ms;
+		w->emulated = k->emulated;
+	}
+	return n;
+}
+
+void sd_controller_status(const struct sd_controller *c, struct sd_run_status *st)
+{
+	memset(st, 0, sizeof *st);
+	st->step = c->step;
+	st->total_steps = c->total_steps;
+	st->epochs = c->job.train.epochs;
+	st->epoch = c->last_epoch;
+	st->loss = c->step > 0 ? c->last_loss : -1;
+	st->test_accuracy = c->last_epoch > 0 ? c->last_acc : -1;
+	st->images_per_sec = c->step_ms_ema > 0 && c->world_size > 0
+		? c->job.train.global_batch / (c->step_ms_ema / 1000) : 0;
+	st->elapsed_s = now_s() - c->t0;
+	st->eta_s = c->step_ms_ema > 0 && c->total_steps > 0 && c->world_size > 0
+		? (c->total_steps - c->step) * c->step_ms_ema / 1000 : -1;
+	st->generation = c->generation;
+	st->world_size = c->world_size;
+	st->paused = c->paused;
+	st->done = c->exiting != 0;
+}
+
+const struct sd_job *sd_controller_job(const struct sd_controller *c)
+{
+	return &c->job;
+}
+
+struct sd_provider *sd_controller_provider(struct sd_controller *c)
+{
+	return c->provider;
 }
 
 int sd_controller_port(const struct sd_controller *c)

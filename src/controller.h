@@ -6,6 +6,7 @@
 #ifndef SD_CONTROLLER_H
 #define SD_CONTROLLER_H
 
+#include <cJSON.h>
 #include <uv.h>
 
 #include "src/job.h"
@@ -22,7 +23,35 @@ struct sd_controller_opts {
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);
+	/* Sees every journal event after it is written (the cockpit's view
+	 * model follows the run this way); ev is only borrowed. */
+	void (*on_event)(const cJSON *ev, void *ctx);
 	void *ctx;
+};
+
+/* A connected worker, for the cockpit. */
+struct sd_worker_info {
+	char server[64];
+	int member;               /* in the current generation */
+	int rank;
+	double images_per_sec;    /* measured compute speed (EMA) */
+	double compute_ms, comm_ms;   /* last step */
+	int emulated;
+};
+
+/* The run at a glance. */
+struct sd_run_status {
+	long step, total_steps;
+	int epoch, epochs;
+	double loss;              /* last journaled step's mean loss, < 0 none */
+	double test_accuracy;     /* last evaluation, < 0 none */
+	double images_per_sec;    /* global batch / step time (EMA) */
+	double elapsed_s;
+	double eta_s;             /* < 0 unknown */
+	long generation;
+	int world_size;
+	int paused;
+	int done;
 };
 
 /* Creates the controller on loop: writes run_dir/job.json and the token
@@ -40,6 +69,12 @@ int sd_controller_start(struct sd_controller *c, char **why);
  * "quit", "help").  Returns 0, or -1 with *why for an unknown command or bad
  * arguments.  Every command is journaled. */
 int sd_controller_command(struct sd_controller *c, const char *line, char **why);
+
+/* Fills out[0..max) with the connected workers; returns how many. */
+int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *out, int max);
+void sd_controller_status(const struct sd_controller *c, struct sd_run_status *st);
+const struct sd_job *sd_controller_job(const struct sd_controller *c);
+struct sd_provider *sd_controller_provider(struct sd_controller *c);
 
 /* The TCP port workers connect to. */
 int sd_controller_port(const struct sd_controller *c);

@@ -4,7 +4,8 @@ spotdeck_worker_SOURCES = src/worker-main.c src/worker-agent.c src/worker-agent.
 spotdeck_worker_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS)
 spotdeck_worker_LDADD = $(SD_PROTO_LIBS) $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 
-spotdeck_SOURCES = src/main.c src/controller.c src/controller.h src/provider.h src/provider-sim.c
+spotdeck_SOURCES = src/main.c src/controller.c src/controller.h src/provider.h src/provider-sim.c \
+	src/view-model.c src/view-model.h
 spotdeck_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 spotdeck_LDADD = $(SD_PROTO_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
 include src/proto.mk

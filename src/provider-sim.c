@@ -38,6 +38,7 @@ struct server {
 	int handles;                     /* open handles (proc, timer) */
 	uv_timer_t timer;                /* SIGTERM/SIGKILL escalation */
 	int term_sent;
+	double t_notice_end;             /* when the notice runs out */
 	struct sd_provider *p;
 	struct server *next;
 };
@@ -287,6 +288,7 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 		break;
 	case SD_MARKET_NOTICE: {
 		s->t_notice = ev->time;
+		s->t_notice_end = ev->ends_at;
 		double secs = ev->ends_at - ev->time;
 		set_state(p, s, ST_NOTICE);
 		cJSON *e = server_event_at(p, s, ev->time);
@@ -534,6 +536,37 @@ double sd_provider_usd_per_hour(const struct sd_provider *p)
 		if (s->t_end < 0 && s->offer)
 			r += s->offer->usd_per_hour;
 	return r;
+}
+
+int sd_provider_list(const struct sd_provider *p, struct sd_server_info *out, int max)
+{
+	int n = 0;
+	for (const struct server *s = p->servers; s; s = s->next)
+		n++;
+	/* The list is newest first; hand it out oldest first. */
+	int total = n, i = 0;
+	for (const struct server *s = p->servers; s; s = s->next, i++) {
+		int at = total - 1 - i;
+		if (at >= max)
+			continue;
+		struct sd_server_info *o = &out[at];
+		double now = mnow(p);
+		o->id = s->id;
+		o->offer = s->offer;
+		o->state = state_names[s->st];
+		o->uptime_s = (s->t_end >= 0 ? s->t_end : now) - s->t_request;
+		o->usd = server_usd(p, s);
+		o->notice_left_s = s->st == ST_NOTICE ? fmax(0, s->t_notice_end - now) : 0;
+		o->emulated = s->offer && p->cfg.emulate;
+		o->gone = gone(s);
+		o->gone_for_s = s->t_end >= 0 ? now - s->t_end : 0;
+	}
+	return total < max ? total : max;
+}
+
+int sd_provider_live(const struct sd_provider *p, const struct sd_offer *o)
+{
+	return p->market ? sd_market_live(p->market, o) : -1;
 }
 
 const struct sd_catalog *sd_provider_catalog(const struct sd_provider *p)

@@ -83,6 +83,23 @@ void sd_provider_signal_all(struct sd_provider *p, int sig);
 /* Money: USD billed so far over all servers, and USD/hour of the live ones. */
 double sd_provider_usd_spent(const struct sd_provider *p);
 double sd_provider_usd_per_hour(const struct sd_provider *p);
+/* A server as the cockpit shows it. */
+struct sd_server_info {
+	const char *id;                 /* valid until the provider changes */
+	const struct sd_offer *offer;   /* NULL: local */
+	const char *state;
+	double uptime_s;                /* since the request */
+	double usd;                     /* billed so far */
+	double notice_left_s;           /* > 0 under notice */
+	int emulated;
+	int gone;                       /* revoked, released or failed */
+	double gone_for_s;              /* how long ago it went */
+};
+/* Fills out[0..max) with every server (oldest first); returns how many. */
+int sd_provider_list(const struct sd_provider *p, struct sd_server_info *out, int max);
+/* Servers of offer o running now (for availability), -1 without a market. */
+int sd_provider_live(const struct sd_provider *p, const struct sd_offer *o);
+
 /* NULL without a market. */
 const struct sd_catalog *sd_provider_catalog(const struct sd_provider *p);
 

@@ -1,0 +1,270 @@
+/* src/view-model.c - see view-model.h. */
+#include "config.h"
+
+#include "src/view-model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/errors.h"
+#include "src/market-model.h"
+#include "src/provider.h"
+
+#define MAX_SERVERS 256
+#define MAX_REVOCATIONS 256
+
+struct hist {
+	char id[32];
+	struct sd_view_series ips;
+};
+
+struct sd_view_model {
+	struct sd_controller *c;
+	struct sd_view v;
+	struct sd_view_offer *offers;
+	struct sd_view_server servers[MAX_SERVERS];
+	struct sd_view_revocation rev[MAX_REVOCATIONS];
+	struct hist hist[MAX_SERVERS];
+	int nhist;
+	double last_hist_t;
+};
+
+static const char *str(const cJSON *ev, const char *k)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);
+	return cJSON_IsString(i) ? i->valuestring : "";
+}
+
+static double num(const cJSON *ev, const char *k, double dflt)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);
+	return cJSON_IsNumber(i) ? i->valuedouble : dflt;
+}
+
+struct sd_view_model *sd_view_model_new(struct sd_controller *c)
+{
+	struct sd_view_model *vm = sd_calloc(1, sizeof *vm);
+	vm->c = c;
+	const struct sd_job *j = sd_controller_job(c);
+	struct sd_view *v = &vm->v;
+	snprintf(v->job, sizeof v->job, "%s on %s, global batch %d", j->train.model,
+	         j->train.dataset, j->train.global_batch);
+	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
+	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(c));
+	v->simulated = cat != NULL;
+	if (cat) {
+		const char *base = strrchr(cat->file, '/');
+		snprintf(v->catalog, sizeof v->catalog, "%s", base ? base + 1 : cat->file);
+		vm->offers = sd_calloc((size_t)cat->noffers, sizeof *vm->offers);
+	}
+	v->hazard_scale = j->hazard_scale;
+	v->boot_scale = j->boot_scale;
+	v->seed = j->market_seed;
+	v->test_accuracy = -1;
+	v->eta_s = -1;
+	v->servers = vm->servers;
+	v->revocations = vm->rev;
+	return vm;
+}
+
+void sd_view_model_free(struct sd_view_model *vm)
+{
+	if (!vm)
+		return;
+	free(vm->offers);
+	free(vm);
+}
+
+static int cmp_offer(const void *a, const void *b)
+{
+	const struct sd_view_offer *x = a, *y = b;
+	return (x->usd_per_mimage > y->usd_per_mimage) - (x->usd_per_mimage < y->usd_per_mimage);
+}
+
+/* The cheapest transient offer per image with room left, preferring another
+ * zone than the one that just revoked a server. */
+static void suggest(struct sd_view_model *vm, const char *server, const char *zone)
+{
+	struct sd_view *v = &vm->v;
+	int best = -1;
+	for (int pass = 0; pass < 2 && best < 0; pass++)
+		for (int i = 0; i < v->noffers; i++) {
+			const struct sd_view_offer *o = &v->offers[i];
+			if (!o->transient || o->available == 0 || (pass == 0 && !strcmp(o->zone, zone)))
+				continue;
+			best = i;   /* offers are sorted by cost-efficiency */
+			break;
+		}
+	if (best < 0)
+		return;
+	snprintf(v->suggestion, sizeof v->suggestion, "%s", v->offers[best].id);
+	snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", server);
+}
+
+void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
+{
+	struct sd_view *v = &vm->v;
+	const char *type = str(ev, "type");
+	double t = num(ev, "t", 0);
+	v->version++;
+	if (!strcmp(type, "step")) {
+		sd_view_series_push(&v->throughput, t, (float)num(ev, "images_per_sec", 0));
+		sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
+		if (num(ev, "recovery_s", -1) >= 0) {
+			for (int i = v->nrevocations - 1; i >= 0; i--)
+				if (vm->rev[i].recovery_s < 0) {
+					vm->rev[i].recovery_s = num(ev, "recovery_s", 0);
+					vm->rev[i].steps_lost = (long)num(ev, "steps_lost", 0);
+					break;
+				}
+		}
+	} else if (!strcmp(type, "epoch")) {
+		sd_view_series_push(&v->acc_hist, t, (float)num(ev, "test_accuracy", 0));
+	} else if (!strcmp(type, "revoked")) {
+		if (v->nrevocations == MAX_REVOCATIONS) {
+			memmove(vm->rev, vm->rev + 1, (MAX_REVOCATIONS - 1) * sizeof vm->rev[0]);
+			v->nrevocations--;
+		}
+		struct sd_view_revocation *r = &vm->rev[v->nrevocations++];
+		memset(r, 0, sizeof *r);
+		r->t = t;
+		snprintf(r->server, sizeof r->server, "%s", str(ev, "server"));
+		snprintf(r->zone, sizeof r->zone, "%s", str(ev, "zone"));
+		snprintf(r->gpu, sizeof r->gpu, "%s", str(ev, "gpu"));
+		r->lifetime_s = num(ev, "lifetime_s", 0);
+		r->notice_s = num(ev, "notice_s", 0);
+		r->recovery_s = -1;
+		if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
+			v->revocation_marks[v->nmarks++] = t;
+		suggest(vm, r->server, r->zone);
+		snprintf(v->message, sizeof v->message, "%s revoked (%s %s) after %.0f s",
+		         r->server, r->gpu, r->zone, r->lifetime_s);
+	} else if (!strcmp(type, "notice")) {
+		snprintf(v->message, sizeof v->message, "%s: revocation notice, %.1f s left",
+		         str(ev, "server"), num(ev, "seconds", 0));
+	} else if (!strcmp(type, "stockout")) {
+		snprintf(v->message, sizeof v->message, "%s: stockout in %s (%s)", str(ev, "offer"),
+		         str(ev, "zone"), str(ev, "reason"));
+	} else if (!strcmp(type, "worker_lost")) {
+		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
+	} else if (!strcmp(type, "acquired")) {
+		snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
+		/* The operator reacted: the suggestion has done its job. */
+		v->suggestion[0] = v->suggestion_for[0] = 0;
+	} else if (!strcmp(type, "checkpoint")) {
+		snprintf(v->message, sizeof v->message, "checkpoint at step %.0f (%s)", num(ev, "step", 0),
+		         str(ev, "reason"));
+	} else if (!strcmp(type, "command") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
+		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
+	} else if (!strcmp(type, "done")) {
+		snprintf(v->message, sizeof v->message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
+	}
+}
+
+static struct hist *hist_for(struct sd_view_model *vm, const char *id)
+{
+	for (int i = 0; i < vm->nhist; i++)
+		if (!strcmp(vm->hist[i].id, id))
+			return &vm->hist[i];
+	if (vm->nhist == MAX_SERVERS) {
+		memmove(vm->hist, vm->hist + 1, (MAX_SERVERS - 1) * sizeof vm->hist[0]);
+		vm->nhist--;
+	}
+	struct hist *h = &vm->hist[vm->nhist++];
+	memset(h, 0, sizeof *h);
+	size_t n = strnlen(id, sizeof h->id - 1);
+	memcpy(h->id, id, n);
+	return h;
+}
+
+const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
+{
+	struct sd_view *v = &vm->v;
+	struct sd_controller *c = vm->c;
+	struct sd_provider *p = sd_controller_provider(c);
+	struct sd_run_status st;
+	sd_controller_status(c, &st);
+	v->step = st.step;
+	v->total_steps = st.total_steps;
+	v->epoch = st.epoch;
+	v->epochs = st.epochs;
+	v->loss = st.loss;
+	v->test_accuracy = st.test_accuracy;
+	v->images_per_sec = st.images_per_sec;
+	v->elapsed_s = st.elapsed_s;
+	v->eta_s = st.eta_s;
+	v->paused = st.paused;
+	v->generation = st.generation;
+	v->world_size = st.world_size;
+	v->usd_spent = sd_provider_usd_spent(p);
+	v->usd_per_hour = sd_provider_usd_per_hour(p);
+
+	const struct sd_catalog *cat = sd_provider_catalog(p);
+	v->noffers = 0;
+	if (cat) {
+		v->offers = vm->offers;
+		for (int i = 0; i < cat->noffers; i++) {
+			const struct sd_offer *o = &cat->offers[i];
+			struct sd_view_offer *vo = &vm->offers[v->noffers++];
+			memset(vo, 0, sizeof *vo);
+			snprintf(vo->id, sizeof vo->id, "%s", o->id);
+			snprintf(vo->provider, sizeof vo->provider, "%s", o->provider);
+			snprintf(vo->region, sizeof vo->region, "%s", o->region);
+			snprintf(vo->zone, sizeof vo->zone, "%s", o->zone);
+			snprintf(vo->gpu, sizeof vo->gpu, "%s", o->gpu);
+			vo->gpus = o->gpu_count;
+			vo->transient = o->transient;
+			vo->usd_per_hour = o->usd_per_hour;
+			vo->images_per_sec = o->images_per_sec * o->gpu_count;
+			/* USD per million images at the offer's measured speed. */
+			vo->usd_per_mimage = o->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
+			vo->p_revoked_1h = o->transient ? sd_market_p_revoked_within(o, 3600, 1) : 0;
+			int live = sd_provider_live(p, o);
+			vo->available = live < 0 ? -1 : o->capacity - live;
+			vo->price_estimated = o->price_source && !strncmp(o->price_source, "estimated", 9);
+		}
+		qsort(vm->offers, (size_t)v->noffers, sizeof *vm->offers, cmp_offer);
+	}
+
+	struct sd_server_info si[MAX_SERVERS];
+	struct sd_worker_info wi[MAX_SERVERS];
+	int ns = sd_provider_list(p, si, MAX_SERVERS);
+	int nw = sd_controller_workers(c, wi, MAX_SERVERS);
+	int sample = v->elapsed_s - vm->last_hist_t >= 1.0;
+	if (sample)
+		vm->last_hist_t = v->elapsed_s;
+	v->nservers = 0;
+	for (int i = 0; i < ns; i++) {
+		/* Gone servers stay on screen for a minute, then make room. */
+		if (si[i].gone && si[i].gone_for_s > 60)
+			continue;
+		struct sd_view_server *s = &vm->servers[v->nservers++];
+		memset(s, 0, sizeof *s);
+		snprintf(s->id, sizeof s->id, "%s", si[i].id);
+		snprintf(s->offer, sizeof s->offer, "%s", si[i].offer ? si[i].offer->id : "local");
+		snprintf(s->zone, sizeof s->zone, "%s", si[i].offer ? si[i].offer->zone : "localhost");
+		snprintf(s->gpu, sizeof s->gpu, "%s", si[i].offer ? si[i].offer->gpu : "CPU");
+		s->transient = si[i].offer ? si[i].offer->transient : 0;
+		snprintf(s->state, sizeof s->state, "%s", si[i].state);
+		s->rank = -1;
+		s->uptime_s = si[i].uptime_s;
+		s->usd_per_hour = si[i].offer && !si[i].gone ? si[i].offer->usd_per_hour : 0;
+		s->usd_so_far = si[i].usd;
+		s->emulated = si[i].emulated;
+		s->notice_left_s = si[i].notice_left_s;
+		for (int w = 0; w < nw; w++)
+			if (!strcmp(wi[w].server, si[i].id)) {
+				s->rank = wi[w].rank;
+				s->images_per_sec = wi[w].images_per_sec;
+				s->compute_ms = wi[w].compute_ms;
+				s->comm_ms = wi[w].comm_ms;
+			}
+		struct hist *h = hist_for(vm, s->id);
+		if (sample)
+			sd_view_series_push(&h->ips, v->elapsed_s, (float)s->images_per_sec);
+		s->ips = h->ips;
+	}
+	return v;
+}
