@@ -2,9 +2,9 @@
 # Runs every benchmark in tests/bench/ from the build tree (make bench).
 here=$(cd "$(dirname "$0")" && pwd)
 export top_builddir=${top_builddir:-$(pwd)}
-for b in "$here"/engine-vs-torch; do
+for b in "$here"/engine-vs-torch "$here"/elastic-bench; do
 	echo "== $(basename "$b")"
-	sh "$b" || echo "(exit $?)"
+	"$b" || echo "(exit $?)"
 done
 for b in "$top_builddir"/tests/bench/bench-*; do
 	case "$b" in *bench-sgemm|*.o|*.c) continue;; esac
