@@ -4,31 +4,95 @@
  * "High performance convolutional neural networks for document processing")
  * and handed to OpenBLAS; everything else is plain loops.
  *
- * Reproducibility: every OpenMP loop here uses schedule(static) and gives each
- * output element (or each reduction) to exactly one thread, which computes it
- * in a fixed order.  No float atomics, no reduction clauses across threads.
- * So the results do not even depend on the OpenMP thread count; only the BLAS
- * partitioning can make them depend on the OpenBLAS thread count.
+ * Threads.  OpenBLAS (the pthreads build Debian ships) keeps its own worker
+ * threads, and OpenMP keeps others; on a 2-core machine the two pools fight
+ * over the cores: an OpenMP worker spins for milliseconds after each parallel
+ * region while the OpenBLAS worker needs that core for the next GEMM, and the
+ * step runs 2-8x slower (measured with tests/bench/bench-layers).  So the
+ * layers that call BLAS give all cores to OpenMP: for the duration of the call
+ * OpenBLAS is set to one thread (openblas_set_num_threads, restored on
+ * return), and the OpenMP threads each run whole samples (or blocks of rows)
+ * with single-threaded GEMMs.  That also keeps each sample's column matrix in
+ * the core's own L2 cache instead of streaming a batch-sized one through
+ * memory.  The thread count is omp_get_max_threads(); with one OpenMP thread
+ * OpenBLAS is left alone and uses its own threads inside each GEMM.
+ *
+ * Reproducibility: every OpenMP loop uses schedule(static) and gives each
+ * output element (or reduction) to one thread, which computes it in a fixed
+ * order; no float atomics, no reduction clauses.  The convolution's weight
+ * gradient is summed per fixed group of samples (one group per processor,
+ * independent of the thread count) and the groups are added in order.  So
+ * conv, batch-norm, pooling and the elementwise layers give the same bits
+ * for any OpenMP thread count; linear layers split their GEMMs by thread and
+ * are reproducible for a fixed thread count.
  */
 #include "engine/layers.h"
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
-/* Below this many elements a parallel region costs more than it saves
- * (waking the second thread is a few microseconds). */
+/* The build targets baseline x86-64 (SSE2), so a few row kernels where wide
+ * masked vectors pay off have an AVX-512 twin chosen at run time; every
+ * other loop is plain C that the compiler vectorises.  SD_LAYERS_NO_AVX512
+ * in the environment forces the portable path (tests compare the two). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SD_AVX512 1
+#include <immintrin.h>
+
+static int sd_have_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") && !getenv("SD_LAYERS_NO_AVX512");
+}
+#endif
+
+/* Below this many elements a parallel region costs more than it saves. */
 #define SD_OMP_MIN 32768
 
-/* Target size in floats of one convolution chunk (column matrix plus GEMM
- * output).  Whole-batch GEMMs are not the fastest: a 64-sample column matrix of
- * the cnn's second layer is 40 MB, and writing and re-reading it costs more
- * than the bigger GEMM saves.  Chunks of about this size keep the column
- * matrix within a few MB, where the measured sgemm rate already peaks
- * (tests/bench/bench-layers). */
-#ifndef SD_CONV_CHUNK_FLOATS
-#define SD_CONV_CHUNK_FLOATS (1u << 20)
-#endif
+static int sd_par(size_t work)
+{
+	return work >= SD_OMP_MIN;
+}
+
+/* Most sample groups (and workspace slots) a convolution uses. */
+#define SD_MAX_SLOTS 64
+
+/* The OpenMP team of a BLAS-calling layer; see "Threads" above. */
+struct sd_team {
+	int threads;      /* OpenMP threads for the layer's parallel regions */
+	int blas_saved;   /* OpenBLAS thread count to restore, 0 if unchanged */
+};
+
+static void sd_team_begin(struct sd_team *tm)
+{
+	tm->threads = omp_get_max_threads();
+	tm->blas_saved = 0;
+	/* Only the pthreads build has a pool of its own; the OpenMP build runs
+	 * single-threaded inside a parallel region by itself. */
+	if (tm->threads > 1 && openblas_get_parallel() == 1) {
+		int b = openblas_get_num_threads();
+		if (b > 1) {
+			openblas_set_num_threads(1);
+			tm->blas_saved = b;
+		}
+	}
+}
+
+static void sd_team_end(const struct sd_team *tm)
+{
+	if (tm->blas_saved)
+		openblas_set_num_threads(tm->blas_saved);
+}
+
+/* First of `parts` near-equal blocks of count items: block i is
+ * [sd_block(count, parts, i), sd_block(count, parts, i + 1)). */
+static int sd_block(int count, int parts, int i)
+{
+	return (int)((long)count * i / parts);
+}
 
 /* Sum of x[0 .. len) in double.  Eight independent partial sums let the
  * compiler vectorise and pipeline the additions while the fixed lane order
@@ -86,38 +150,68 @@ static double sd_dot_centered_f64(const float *dy, const float *x, size_t len, d
 void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
                        int n, int in, int out)
 {
-	/* Starting from the bias and letting the GEMM add (beta = 1) saves a
-	 * second pass over y. */
-	float beta = 0.0f;
-	if (b) {
-		for (int i = 0; i < n; i++)
-			memcpy(y + (size_t)i * out, b, sizeof(float) * out);
-		beta = 1.0f;
+	struct sd_team tm;
+	sd_team_begin(&tm);
+	const int parts = tm.threads < n ? tm.threads : n;
+	/* Each thread a block of rows: y[rows] = x[rows] . w^T (+ b). */
+	#pragma omp parallel for schedule(static) num_threads(parts) \
+		if (sd_par((size_t)n * in * out / 16))
+	for (int t = 0; t < parts; t++) {
+		int r0 = sd_block(n, parts, t), rows = sd_block(n, parts, t + 1) - r0;
+		float *yr = y + (size_t)r0 * out;
+		/* Starting from the bias and letting the GEMM add (beta = 1)
+		 * saves a second pass over y. */
+		float beta = 0.0f;
+		if (b) {
+			for (int i = 0; i < rows; i++)
+				memcpy(yr + (size_t)i * out, b, sizeof(float) * out);
+			beta = 1.0f;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in,
+		            1.0f, x + (size_t)r0 * in, in, w, in, beta, yr, out);
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in,
-	            1.0f, x, in, w, in, beta, y, out);
+	sd_team_end(&tm);
 }
 
 void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
                         const float *x, const float *w, int n, int in, int out)
 {
-	/* dx (n, in) = dy (n, out) . w (out, in) */
-	if (dx)
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out,
-		            1.0f, dy, out, w, in, 0.0f, dx, in);
-	/* dw (out, in) += dy^T (out, n) . x (n, in) */
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n,
-	            1.0f, dy, out, x, in, 1.0f, dw, in);
-	if (db) {
-		/* Column sums in double, rows in order, so db does not depend on
-		 * the batch split. */
-		for (int o = 0; o < out; o++) {
-			double s = 0.0;
-			for (int i = 0; i < n; i++)
-				s += dy[(size_t)i * out + o];
-			db[o] += (float)s;
+	struct sd_team tm;
+	sd_team_begin(&tm);
+	const int px = tm.threads < n ? tm.threads : n;
+	const int pw = tm.threads < out ? tm.threads : out;
+	const int par = sd_par((size_t)n * in * out / 16);
+	#pragma omp parallel num_threads(px > pw ? px : pw) if (par)
+	{
+		/* dx[rows] (rows, in) = dy[rows] (rows, out) . w (out, in) */
+		if (dx) {
+			#pragma omp for schedule(static)
+			for (int t = 0; t < px; t++) {
+				int r0 = sd_block(n, px, t), rows = sd_block(n, px, t + 1) - r0;
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, in, out,
+				            1.0f, dy + (size_t)r0 * out, out, w, in, 0.0f,
+				            dx + (size_t)r0 * in, in);
+			}
+		}
+		/* dw[o0..] (outs, in) += dy^T[o0..] (outs, n) . x (n, in): each
+		 * thread owns whole rows of dw, so nothing is summed across
+		 * threads. */
+		#pragma omp for schedule(static)
+		for (int t = 0; t < pw; t++) {
+			int o0 = sd_block(out, pw, t), outs = sd_block(out, pw, t + 1) - o0;
+			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, outs, in, n,
+			            1.0f, dy + o0, out, x, in, 1.0f, dw + (size_t)o0 * in, in);
+			/* Column sums in double, rows in order. */
+			if (db)
+				for (int o = o0; o < o0 + outs; o++) {
+					double acc = 0.0;
+					for (int i = 0; i < n; i++)
+						acc += dy[(size_t)i * out + o];
+					db[o] += (float)acc;
+				}
 		}
 	}
+	sd_team_end(&tm);
 }
 
 /* ---------------------------------------------------------------- conv2d */
@@ -146,58 +240,88 @@ int sd_conv2d_shape_init(struct sd_conv2d_shape *s, int n, int c, int h, int w,
 	return 0;
 }
 
-/* Samples per chunk: as many as fit SD_CONV_CHUNK_FLOATS, at least one, and
- * spread evenly so the last chunk is not a sliver.  Depends on the shape only,
- * which makes workspace size and summation order a function of the shape. */
-static int sd_conv2d_chunk(const struct sd_conv2d_shape *s)
+/* True when the column matrix of a sample is the sample itself (1x1 kernel,
+ * stride 1, no padding), so im2col and col2im are skipped. */
+static int sd_conv2d_is_pointwise(const struct sd_conv2d_shape *s)
 {
-	size_t per = ((size_t)s->c * s->r * s->r + (size_t)s->k) * s->oh * s->ow;
-	size_t b = SD_CONV_CHUNK_FLOATS / (per ? per : 1);
-	if (b < 1)
-		b = 1;
-	if (b >= (size_t)s->n)
-		return s->n;
-	size_t chunks = ((size_t)s->n + b - 1) / b;
-	return (int)(((size_t)s->n + chunks - 1) / chunks);
+	return s->r == 1 && s->stride == 1 && s->pad == 0;
+}
+
+/* Layout of a convolution's workspace: one column-matrix slot per thread
+ * (at most one thread per processor), then one weight-gradient partial per
+ * sample group.  The groups are fixed by the machine and the batch, not by the
+ * thread count: the weight gradient is summed within each group in sample
+ * order and the groups are added in order, so the result does not depend on
+ * how many threads ran or which took which group.  There are several groups
+ * per processor so that a thread slowed down by another process on its core
+ * does not hold up the rest (groups are handed out dynamically). */
+struct sd_conv2d_ws {
+	int threads_max;   /* column slots */
+	int groups;        /* weight-gradient partials */
+	size_t col;        /* floats of a column slot (0 for a pointwise kernel) */
+	size_t dw;         /* floats of a weight-gradient partial */
+};
+
+/* Groups per processor (see struct sd_conv2d_ws). */
+#define SD_GROUPS_PER_PROC 4
+
+static void sd_conv2d_ws_layout(struct sd_conv2d_ws *l, const struct sd_conv2d_shape *s)
+{
+	int p = omp_get_num_procs();
+	if (p > SD_MAX_SLOTS)
+		p = SD_MAX_SLOTS;
+	if (p < 1)
+		p = 1;
+	l->threads_max = p < s->n ? p : s->n;
+	l->groups = p * SD_GROUPS_PER_PROC < s->n ? p * SD_GROUPS_PER_PROC : s->n;
+	/* Rounded to 16 floats (64 bytes) so slots do not share cache lines. */
+	l->col = sd_conv2d_is_pointwise(s) ? 0 :
+	         ((size_t)s->c * s->r * s->r * s->oh * s->ow + 15) / 16 * 16;
+	l->dw = ((size_t)s->k * s->c * s->r * s->r + 15) / 16 * 16;
 }
 
 size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s)
 {
-	/* Column matrix (c r r, B oh ow) then the GEMM output or the reordered
-	 * output gradient (k, B oh ow). */
-	size_t b = (size_t)sd_conv2d_chunk(s);
-	return ((size_t)s->c * s->r * s->r + (size_t)s->k) * b * s->oh * s->ow;
+	struct sd_conv2d_ws l;
+	sd_conv2d_ws_layout(&l, s);
+	return (size_t)l.threads_max * l.col + (size_t)l.groups * l.dw;
 }
 
-/* One row of the column matrix for one input plane: out[oh][ow] =
- * x[oh*stride + ki - pad][ow*stride + kj - pad], zero outside the plane. */
+/* Output columns x whose input column x*st + off lies inside a row of width
+ * w: lo <= x < hi, clamped to 0 .. ow. */
+static void sd_valid_cols(int *lo, int *hi, int w, int ow, int st, int off)
+{
+	int l = off < 0 ? (-off + st - 1) / st : 0;
+	int h = w - off > 0 ? (w - off + st - 1) / st : 0;
+	if (h > ow)
+		h = ow;
+	if (l > h)
+		l = h;
+	*lo = l;
+	*hi = h;
+}
+
+/* One row (ci, ki, kj) of the column matrix for one input plane:
+ * out[y][x] = xp[y*st + ki - pad][x*st + kj - pad], zero outside the plane. */
 static void sd_im2col_plane(float *restrict out, const float *restrict xp,
                             const struct sd_conv2d_shape *s, int ki, int kj)
 {
 	const int h = s->h, w = s->w, oh = s->oh, ow = s->ow;
-	const int st = s->stride, pad = s->pad;
-	/* Output columns whose input column lies inside the plane:
-	 * 0 <= ow*st + kj - pad < w. */
-	int lo = pad - kj > 0 ? (pad - kj + st - 1) / st : 0;
-	int hi = w + pad - kj > 0 ? (w + pad - kj + st - 1) / st : 0;
-	if (hi > ow)
-		hi = ow;
-	if (lo > hi)
-		lo = hi;
+	const int st = s->stride, off = kj - s->pad;
+	int lo, hi;
+	sd_valid_cols(&lo, &hi, w, ow, st, off);
 	for (int y = 0; y < oh; y++, out += ow) {
-		int iy = y * st + ki - pad;
+		int iy = y * st + ki - s->pad;
 		if (iy < 0 || iy >= h) {
-			memset(out, 0, sizeof(float) * ow);
+			for (int x = 0; x < ow; x++)
+				out[x] = 0.0f;
 			continue;
 		}
-		/* Input column of output column x is x*st + off; indexing
-		 * with the offset keeps every pointer inside the plane. */
+		/* Indexing with the offset, rather than moving the row pointer
+		 * by it, keeps every pointer inside the plane. */
 		const float *src = xp + (size_t)iy * w;
-		const int off = kj - pad;
 		for (int x = 0; x < lo; x++)
 			out[x] = 0.0f;
-		/* Rows are short (tens of floats), so an inline vector loop
-		 * beats a call to memcpy. */
 		if (st == 1) {
 			#pragma omp simd
 			for (int x = lo; x < hi; x++)
@@ -212,78 +336,194 @@ static void sd_im2col_plane(float *restrict out, const float *restrict xp,
 	}
 }
 
-/* Column matrix of samples n0 .. n0+nb-1: col (c r r, nb oh ow), row
- * (ci, ki, kj), column (b, y, x).  Rows are independent, so threads split
- * them. */
-static void sd_im2col(float *col, const float *x, const struct sd_conv2d_shape *s,
-                      int n0, int nb)
+/* dp[y*st + ki - pad][x*st + kj - pad] += src[y][x] inside the plane: the
+ * adjoint of sd_im2col_plane for one row of the column matrix. */
+static void sd_col2im_plane(float *restrict dp, const float *restrict src,
+                            const struct sd_conv2d_shape *s, int ki, int kj)
 {
-	const int rr = s->r * s->r, rows = s->c * rr;
-	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
-	const size_t ld = (size_t)nb * ohw;
-
-	#pragma omp parallel for schedule(static) if ((size_t)rows * ld >= SD_OMP_MIN)
-	for (int row = 0; row < rows; row++) {
-		int ci = row / rr, ki = (row % rr) / s->r, kj = row % s->r;
-		for (int b = 0; b < nb; b++)
-			sd_im2col_plane(col + row * ld + b * ohw,
-			                x + ((size_t)(n0 + b) * s->c + ci) * hw, s, ki, kj);
+	const int h = s->h, w = s->w, oh = s->oh, ow = s->ow;
+	const int st = s->stride, off = kj - s->pad;
+	int lo, hi;
+	sd_valid_cols(&lo, &hi, w, ow, st, off);
+	for (int y = 0; y < oh; y++) {
+		int iy = y * st + ki - s->pad;
+		if (iy < 0 || iy >= h)
+			continue;
+		float *restrict drow = dp + (size_t)iy * w;
+		const float *restrict srow = src + (size_t)y * ow;
+		if (st == 1) {
+			#pragma omp simd
+			for (int x = lo; x < hi; x++)
+				drow[x + off] += srow[x];
+		} else {
+			#pragma omp simd
+			for (int x = lo; x < hi; x++)
+				drow[x * st + off] += srow[x];
+		}
 	}
 }
 
-/* Adds the column-matrix gradient back onto the input planes of samples
- * n0 .. n0+nb-1 (the adjoint of sd_im2col), overwriting dx there.  Each
- * thread owns whole (sample, channel) planes and adds the r*r contributions
- * in kernel order, so the sums are reproducible. */
-static void sd_col2im(float *dx, const float *dcol, const struct sd_conv2d_shape *s,
-                      int n0, int nb)
+#ifdef SD_AVX512
+/* Lanes from .. to-1 of a 16-lane mask, clamped to 0 .. 16. */
+static inline __mmask16 sd_mask16(int from, int to)
 {
-	const int r = s->r, rr = r * r, h = s->h, w = s->w;
-	const int oh = s->oh, ow = s->ow, st = s->stride, pad = s->pad;
-	const size_t ohw = (size_t)oh * ow, hw = (size_t)h * w;
-	const size_t ld = (size_t)nb * ohw;
-	const int planes = nb * s->c;
+	if (from < 0)
+		from = 0;
+	if (to > 16)
+		to = 16;
+	if (to <= from)
+		return 0;
+	return (__mmask16)(((1u << to) - 1u) & ~((1u << from) - 1u));
+}
 
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw * rr >= SD_OMP_MIN)
-	for (int pl = 0; pl < planes; pl++) {
-		int b = pl / s->c, ci = pl % s->c;
-		float *restrict dp = dx + ((size_t)(n0 + b) * s->c + ci) * hw;
-		memset(dp, 0, sizeof(float) * hw);
+/* p + i floats as an address only: masked AVX-512 loads and stores never touch
+ * masked-off lanes, so p + i may point before or past the row. */
+static inline const float *sd_at(const float *p, ptrdiff_t i)
+{
+	return (const float *)((uintptr_t)p + (uintptr_t)(i * (ptrdiff_t)sizeof(float)));
+}
+
+/* Largest zero-padded input plane (floats) the stride-1 AVX-512 kernels copy
+ * to the stack; bigger planes take the scalar path. */
+#define SD_PAD_MAX 8192
+
+/* Copies input plane xp (h, w) into buf as a zero-padded (h + 2 pad, w + 2 pad)
+ * plane followed by 16 zero floats, so that row reads may overrun; buf holds
+ * SD_PAD_MAX + 32 floats (the zeroing runs in whole vectors). */
+__attribute__((target("avx512f")))
+static void sd_pad_plane_avx512(float *buf, const float *xp, int h, int w, int pad)
+{
+	const int wp = w + 2 * pad, total = (h + 2 * pad) * wp + 16;
+	for (int i = 0; i < total; i += 16)
+		_mm512_storeu_ps(buf + i, _mm512_setzero_ps());
+	for (int y = 0; y < h; y++) {
+		float *dst = buf + (size_t)(y + pad) * wp + pad;
+		const float *src = xp + (size_t)y * w;
+		for (int x0 = 0; x0 < w; x0 += 16) {
+			__mmask16 m = sd_mask16(0, w - x0);
+			_mm512_mask_storeu_ps(dst + x0, m, _mm512_maskz_loadu_ps(m, src + x0));
+		}
+	}
+}
+
+/* sd_im2col for stride 1 and planes up to SD_PAD_MAX.  The cnn and resnet
+ * rows are 8 to 32 floats, where the scalar loops spend their time on loop
+ * control and edge cases rather than copying; from a zero-padded copy of the
+ * plane every output row is plain 16-float loads with one masked store at the
+ * row end.  Values are copies, so identical to the scalar path. */
+__attribute__((target("avx512f")))
+static void sd_im2col_s1_avx512(float *col, const float *xn, const struct sd_conv2d_shape *s)
+{
+	const int r = s->r, rr = r * r, ow = s->ow, oh = s->oh, pad = s->pad;
+	const int wp = s->w + 2 * pad;
+	const size_t ohw = (size_t)oh * ow, hw = (size_t)s->h * s->w;
+	const __mmask16 tail = sd_mask16(0, ow % 16 ? ow % 16 : 16);
+	float buf[SD_PAD_MAX + 32] __attribute__((aligned(64)));
+
+	for (int ci = 0; ci < s->c; ci++) {
+		sd_pad_plane_avx512(buf, xn + ci * hw, s->h, s->w, pad);
 		for (int ki = 0; ki < r; ki++)
 			for (int kj = 0; kj < r; kj++) {
-				const float *restrict src = dcol + (size_t)(ci * rr + ki * r + kj) * ld + b * ohw;
-				int lo = pad - kj > 0 ? (pad - kj + st - 1) / st : 0;
-				int hi = w + pad - kj > 0 ? (w + pad - kj + st - 1) / st : 0;
-				if (hi > ow)
-					hi = ow;
-				if (lo > hi)
-					lo = hi;
-				for (int y = 0; y < oh; y++) {
-					int iy = y * st + ki - pad;
-					if (iy < 0 || iy >= h)
-						continue;
-					float *restrict drow = dp + (size_t)iy * w;
-					const float *restrict srow = src + (size_t)y * ow;
-					const int off = kj - pad;
-					if (st == 1) {
-						#pragma omp simd
-						for (int x = lo; x < hi; x++)
-							drow[x + off] += srow[x];
-					} else {
-						#pragma omp simd
-						for (int x = lo; x < hi; x++)
-							drow[x * st + off] += srow[x];
-					}
+				float *out = col + (size_t)(ci * rr + ki * r + kj) * ohw;
+				for (int y = 0; y < oh; y++, out += ow) {
+					const float *src = buf + (size_t)(y + ki) * wp + kj;
+					int x0 = 0;
+					for (; x0 + 16 < ow; x0 += 16)
+						_mm512_storeu_ps(out + x0, _mm512_loadu_ps(src + x0));
+					_mm512_mask_storeu_ps(out + x0, tail, _mm512_loadu_ps(src + x0));
 				}
 			}
 	}
 }
 
-/* True when the column matrix of one sample is the sample itself (1x1
- * kernel, stride 1, no padding), so im2col can be skipped. */
-static int sd_conv2d_is_pointwise(const struct sd_conv2d_shape *s)
+/* sd_col2im for stride 1 and planes up to SD_PAD_MAX: sums into a zero-padded
+ * plane on the stack (no bounds checks), then copies its interior to dx.
+ * Every element receives the same additions in the same (ki, kj) order as in
+ * the scalar path, so the bits are identical. */
+__attribute__((target("avx512f")))
+static void sd_col2im_s1_avx512(float *dxn, const float *dcol, const struct sd_conv2d_shape *s)
 {
-	return s->r == 1 && s->stride == 1 && s->pad == 0;
+	const int r = s->r, rr = r * r, h = s->h, w = s->w, ow = s->ow, oh = s->oh;
+	const int pad = s->pad, wp = w + 2 * pad, total = (h + 2 * pad) * wp + 16;
+	const size_t ohw = (size_t)oh * ow, hw = (size_t)h * w;
+	const __mmask16 tail = sd_mask16(0, ow % 16 ? ow % 16 : 16);
+	float buf[SD_PAD_MAX + 32] __attribute__((aligned(64)));
+
+	for (int ci = 0; ci < s->c; ci++) {
+		for (int i = 0; i < total; i += 16)
+			_mm512_storeu_ps(buf + i, _mm512_setzero_ps());
+		for (int ki = 0; ki < r; ki++)
+			for (int kj = 0; kj < r; kj++) {
+				const float *src = dcol + (size_t)(ci * rr + ki * r + kj) * ohw;
+				for (int y = 0; y < oh; y++, src += ow) {
+					float *d = buf + (size_t)(y + ki) * wp + kj;
+					int x0 = 0;
+					for (; x0 + 16 < ow; x0 += 16)
+						_mm512_storeu_ps(d + x0, _mm512_add_ps(_mm512_loadu_ps(d + x0),
+						                                       _mm512_loadu_ps(src + x0)));
+					/* Lanes past the row keep their value: the full
+					 * store writes them back unchanged. */
+					__m512 a = _mm512_loadu_ps(d + x0);
+					a = _mm512_mask_add_ps(a, tail, a, _mm512_maskz_loadu_ps(tail, src + x0));
+					_mm512_storeu_ps(d + x0, a);
+				}
+			}
+		float *dp = dxn + ci * hw;
+		for (int y = 0; y < h; y++) {
+			const float *src = buf + (size_t)(y + pad) * wp + pad;
+			for (int x0 = 0; x0 < w; x0 += 16) {
+				__mmask16 m = sd_mask16(0, w - x0);
+				_mm512_mask_storeu_ps(dp + (size_t)y * w + x0, m, _mm512_maskz_loadu_ps(m, src + x0));
+			}
+		}
+	}
+}
+
+/* Whether the stride-1 AVX-512 im2col/col2im apply to shape s. */
+static int sd_conv2d_avx512_s1(const struct sd_conv2d_shape *s)
+{
+	return s->stride == 1 && (s->h + 2 * s->pad) * (s->w + 2 * s->pad) <= SD_PAD_MAX &&
+	       sd_have_avx512();
+}
+#endif
+
+/* Column matrix of one sample xn (c, h, w): col (c r r, oh ow), row
+ * (ci, ki, kj). */
+static void sd_im2col(float *col, const float *xn, const struct sd_conv2d_shape *s)
+{
+	const int rr = s->r * s->r;
+	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
+#ifdef SD_AVX512
+	if (sd_conv2d_avx512_s1(s)) {
+		sd_im2col_s1_avx512(col, xn, s);
+		return;
+	}
+#endif
+	for (int ci = 0; ci < s->c; ci++)
+		for (int k = 0; k < rr; k++)
+			sd_im2col_plane(col + (size_t)(ci * rr + k) * ohw, xn + ci * hw, s,
+			                k / s->r, k % s->r);
+}
+
+/* Adds the column-matrix gradient dcol (c r r, oh ow) of one sample back onto
+ * its input planes dxn (c, h, w), overwriting them: the adjoint of
+ * sd_im2col.  Contributions reach each element in (ki, kj) order. */
+static void sd_col2im(float *dxn, const float *dcol, const struct sd_conv2d_shape *s)
+{
+	const int rr = s->r * s->r;
+	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
+#ifdef SD_AVX512
+	if (sd_conv2d_avx512_s1(s)) {
+		sd_col2im_s1_avx512(dxn, dcol, s);
+		return;
+	}
+#endif
+	for (int ci = 0; ci < s->c; ci++) {
+		float *dp = dxn + ci * hw;
+		memset(dp, 0, sizeof(float) * hw);
+		for (int k = 0; k < rr; k++)
+			sd_col2im_plane(dp, dcol + (size_t)(ci * rr + k) * ohw, s, k / s->r, k % s->r);
+	}
 }
 
 void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
@@ -291,52 +531,41 @@ void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
 {
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
-	const int chunk = sd_conv2d_chunk(s);
-	float *col = ws;
-	float *out = ws + (size_t)crr * chunk * ohw;
+	struct sd_conv2d_ws l;
+	struct sd_team tm;
+	sd_conv2d_ws_layout(&l, s);
+	sd_team_begin(&tm);
 
-	for (int n0 = 0; n0 < s->n; n0 += chunk) {
-		int nb = s->n - n0 < chunk ? s->n - n0 : chunk;
-		const size_t ld = (size_t)nb * ohw;
-		const float *cm = col;
-		if (nb == 1 && sd_conv2d_is_pointwise(s))
-			cm = x + (size_t)n0 * s->c * hw;
-		else
-			sd_im2col(col, x, s, n0, nb);
-		if (nb == 1) {
-			/* One sample: the GEMM result already is the NCHW
-			 * output, so write it in place. */
-			float *yn = y + (size_t)n0 * kk * ohw;
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kk, (int)ld, crr,
-			            1.0f, w, crr, cm, (int)ld, 0.0f, yn, (int)ld);
-			if (b) {
-				#pragma omp parallel for schedule(static) if ((size_t)kk * ohw >= SD_OMP_MIN)
+	/* Threads take whole samples: im2col into the thread's slot, one GEMM
+	 * straight into the NCHW output, then the bias.  A sample's result does
+	 * not depend on the thread, so the samples can be handed out
+	 * dynamically. */
+	#pragma omp parallel num_threads(tm.threads < l.threads_max ? tm.threads : l.threads_max)
+	{
+		float *col = ws + (size_t)omp_get_thread_num() * l.col;
+		#pragma omp for schedule(dynamic, 1)
+		for (int i = 0; i < s->n; i++) {
+			const float *xi = x + (size_t)i * s->c * hw;
+			float *yi = y + (size_t)i * kk * ohw;
+			const float *cm = xi;
+			if (!sd_conv2d_is_pointwise(s)) {
+				sd_im2col(col, xi, s);
+				cm = col;
+			}
+			/* y_i (k, oh ow) = w (k, c r r) . col (c r r, oh ow) */
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kk, (int)ohw, crr,
+			            1.0f, w, crr, cm, (int)ohw, 0.0f, yi, (int)ohw);
+			if (b)
 				for (int k = 0; k < kk; k++) {
-					float *yk = yn + (size_t)k * ohw;
-					float bk = b[k];
+					float *yk = yi + (size_t)k * ohw;
+					const float bk = b[k];
 					#pragma omp simd
 					for (size_t p = 0; p < ohw; p++)
 						yk[p] += bk;
 				}
-			}
-			continue;
-		}
-		/* out (k, nb oh ow) = w (k, c r r) . col (c r r, nb oh ow) */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kk, (int)ld, crr,
-		            1.0f, w, crr, cm, (int)ld, 0.0f, out, (int)ld);
-		/* Reorder (k, b, p) -> (b, k, p) and add the bias on the way. */
-		const int rows = nb * kk;
-		#pragma omp parallel for schedule(static) if ((size_t)rows * ohw >= SD_OMP_MIN)
-		for (int row = 0; row < rows; row++) {
-			int bi = row / kk, k = row % kk;
-			const float *restrict src = out + (size_t)k * ld + (size_t)bi * ohw;
-			float *restrict dst = y + ((size_t)(n0 + bi) * kk + k) * ohw;
-			float bk = b ? b[k] : 0.0f;
-			#pragma omp simd
-			for (size_t p = 0; p < ohw; p++)
-				dst[p] = src[p] + bk;
 		}
 	}
+	sd_team_end(&tm);
 }
 
 void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
@@ -345,62 +574,66 @@ void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
 {
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
-	const int chunk = sd_conv2d_chunk(s);
-	float *col = ws;
-	float *dyr = ws + (size_t)crr * chunk * ohw;
+	const size_t nw = (size_t)kk * crr;
+	struct sd_conv2d_ws l;
+	struct sd_team tm;
+	sd_conv2d_ws_layout(&l, s);
+	sd_team_begin(&tm);
+	float *parts = ws + (size_t)l.threads_max * l.col;
 
-	if (db) {
-		/* One thread per output channel, samples in order. */
-		#pragma omp parallel for schedule(static) if ((size_t)s->n * kk * ohw >= SD_OMP_MIN)
-		for (int k = 0; k < kk; k++) {
-			double acc = 0.0;
-			for (int i = 0; i < s->n; i++)
-				acc += sd_sum_f64(dy + ((size_t)i * kk + k) * ohw, ohw);
-			db[k] += (float)acc;
-		}
-	}
-
-	for (int n0 = 0; n0 < s->n; n0 += chunk) {
-		int nb = s->n - n0 < chunk ? s->n - n0 : chunk;
-		const size_t ld = (size_t)nb * ohw;
-		const int pointwise = nb == 1 && sd_conv2d_is_pointwise(s);
-		const float *cm = col;
-		const float *g = dyr;
-		if (pointwise)
-			cm = x + (size_t)n0 * s->c * hw;
-		else
-			sd_im2col(col, x, s, n0, nb);
-		if (nb == 1) {
-			g = dy + (size_t)n0 * kk * ohw;
-		} else {
-			/* Reorder (b, k, p) -> (k, b, p) so one GEMM covers the
-			 * whole chunk. */
-			const int rows = nb * kk;
-			#pragma omp parallel for schedule(static) if ((size_t)rows * ohw >= SD_OMP_MIN)
-			for (int row = 0; row < rows; row++) {
-				int k = row / nb, bi = row % nb;
-				memcpy(dyr + (size_t)k * ld + (size_t)bi * ohw,
-				       dy + ((size_t)(n0 + bi) * kk + k) * ohw, sizeof(float) * ohw);
+	#pragma omp parallel num_threads(tm.threads < l.threads_max ? tm.threads : l.threads_max)
+	{
+		float *col = ws + (size_t)omp_get_thread_num() * l.col;
+		/* db: one thread per output channel, samples in order. */
+		if (db) {
+			#pragma omp for schedule(static) nowait
+			for (int k = 0; k < kk; k++) {
+				double acc = 0.0;
+				for (int i = 0; i < s->n; i++)
+					acc += sd_sum_f64(dy + ((size_t)i * kk + k) * ohw, ohw);
+				db[k] += (float)acc;
 			}
 		}
-		/* dw (k, c r r) += g (k, nb oh ow) . col^T (nb oh ow, c r r) */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kk, crr, (int)ld,
-		            1.0f, g, (int)ld, cm, (int)ld, 1.0f, dw, crr);
-		if (!dx)
-			continue;
-		if (pointwise) {
-			/* The column gradient is dx itself. */
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crr, (int)ld, kk,
-			            1.0f, w, crr, g, (int)ld, 0.0f,
-			            dx + (size_t)n0 * s->c * hw, (int)ld);
-			continue;
+		/* Group g runs its samples in order: weight gradient into the
+		 * group's partial, then the input gradient through the column
+		 * matrix, whose slot it reuses. */
+		#pragma omp for schedule(dynamic, 1)
+		for (int g = 0; g < l.groups; g++) {
+			float *dwg = parts + (size_t)g * l.dw;
+			memset(dwg, 0, sizeof(float) * nw);
+			for (int i = sd_block(s->n, l.groups, g); i < sd_block(s->n, l.groups, g + 1); i++) {
+				const float *xi = x + (size_t)i * s->c * hw;
+				const float *gi = dy + (size_t)i * kk * ohw;
+				const float *cm = xi;
+				if (!sd_conv2d_is_pointwise(s)) {
+					sd_im2col(col, xi, s);
+					cm = col;
+				}
+				/* dw_g (k, c r r) += dy_i (k, oh ow) . col^T */
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kk, crr, (int)ohw,
+				            1.0f, gi, (int)ohw, cm, (int)ohw, 1.0f, dwg, crr);
+				if (!dx)
+					continue;
+				float *dxi = dx + (size_t)i * s->c * hw;
+				/* dcol (c r r, oh ow) = w^T (c r r, k) . dy_i (k, oh ow);
+				 * for a pointwise kernel that is dx_i itself. */
+				float *dcol = sd_conv2d_is_pointwise(s) ? dxi : col;
+				cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crr, (int)ohw, kk,
+				            1.0f, w, crr, gi, (int)ohw, 0.0f, dcol, (int)ohw);
+				if (dcol != dxi)
+					sd_col2im(dxi, dcol, s);
+			}
 		}
-		/* dcol (c r r, nb oh ow) = w^T (c r r, k) . g (k, nb oh ow); the
-		 * column matrix is no longer needed, so it takes its place. */
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, crr, (int)ld, kk,
-		            1.0f, w, crr, g, (int)ld, 0.0f, col, (int)ld);
-		sd_col2im(dx, col, s, n0, nb);
+		/* dw += the group partials, added in group order. */
+		#pragma omp for schedule(static)
+		for (size_t e = 0; e < nw; e++) {
+			float acc = parts[e];
+			for (int g = 1; g < l.groups; g++)
+				acc += parts[(size_t)g * l.dw + e];
+			dw[e] += acc;
+		}
 	}
+	sd_team_end(&tm);
 }
 
 /* ------------------------------------------------------------ batch norm */
@@ -413,7 +646,7 @@ void sd_batchnorm_forward_train(float *y, float *mean, float *invstd,
 	const size_t m = (size_t)n * hw;
 	/* Each channel is one thread's job from start to end: its statistics are
 	 * summed in sample order and never combined across threads. */
-	#pragma omp parallel for schedule(static) if (m * c >= SD_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (sd_par(m * c))
 	for (int ch = 0; ch < c; ch++) {
 		double s = 0.0;
 		for (int i = 0; i < n; i++)
@@ -448,7 +681,7 @@ void sd_batchnorm_forward_eval(float *y, const float *x, const float *gamma,
                                const float *running_var, int n, int c, int hw, float eps)
 {
 	const int planes = n * c;
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
 	for (int pl = 0; pl < planes; pl++) {
 		int ch = pl % c;
 		const float fm = running_mean[ch];
@@ -470,7 +703,7 @@ void sd_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 	/* With xhat = (x - mean) invstd the gradient is
 	 *   dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)),
 	 * dgamma = sum(dy xhat), dbeta = sum(dy) (Ioffe & Szegedy 2015, sec. 3). */
-	#pragma omp parallel for schedule(static) if (m * c >= SD_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (sd_par(m * c))
 	for (int ch = 0; ch < c; ch++) {
 		const double mu = mean[ch], is = invstd[ch];
 		double sdy = 0.0, sdyx = 0.0;
@@ -507,7 +740,7 @@ void sd_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 void sd_relu_forward(float *y, const float *x, size_t count)
 {
 	/* No restrict: y may alias x. */
-	#pragma omp parallel for simd schedule(static) if (count >= SD_OMP_MIN)
+	#pragma omp parallel for simd schedule(static) if (sd_par(count))
 	for (size_t i = 0; i < count; i++) {
 		float v = x[i];
 		y[i] = v > 0.0f ? v : 0.0f;
@@ -518,7 +751,7 @@ void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count)
 {
 	/* Both loads are unconditional so the select vectorises; a branch
 	 * on the sign of y would mispredict half the time. */
-	#pragma omp parallel for simd schedule(static) if (count >= SD_OMP_MIN)
+	#pragma omp parallel for simd schedule(static) if (sd_par(count))
 	for (size_t i = 0; i < count; i++) {
 		float g = dy[i];
 		dx[i] = y[i] > 0.0f ? g : 0.0f;
@@ -527,46 +760,147 @@ void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count)
 
 /* --------------------------------------------------------------- pooling */
 
+/* One plane of max pooling, any window and stride.  The select is written
+ * without branches (the comparison outcome is random on real data); the
+ * window is scanned in row-major order with a strict comparison, so ties keep
+ * the first maximum. */
+static void sd_maxpool_plane(float *restrict yp, int32_t *restrict ap, const float *restrict xp,
+                             int w, int oh, int ow, int k, int s)
+{
+	for (int oy = 0; oy < oh; oy++)
+		for (int ox = 0; ox < ow; ox++) {
+			int32_t best = oy * s * w + ox * s;
+			float bv = xp[best];
+			for (int i = 0; i < k; i++)
+				for (int j = 0; j < k; j++) {
+					int32_t idx = (oy * s + i) * w + ox * s + j;
+					float v = xp[idx];
+					int32_t gt = v > bv;
+					best += (idx - best) & -gt;
+					bv = v > bv ? v : bv;
+				}
+			yp[oy * ow + ox] = bv;
+			ap[oy * ow + ox] = best;
+		}
+}
+
+#ifdef SD_AVX512
+/* sd_maxpool_plane for the 2x2 stride 2 window of the cnn, 16 outputs at a
+ * time: the even and odd input columns are split with a permute and the four
+ * window positions compared in the same order as the scalar scan, so the
+ * outputs and the argmax tie-breaking are identical to it. */
+__attribute__((target("avx512f")))
+static void sd_maxpool_plane_2x2_avx512(float *restrict yp, int32_t *restrict ap,
+                                        const float *restrict xp, int w, int oh, int ow)
+{
+	const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
+	                                       26, 28, 30);
+	const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+	for (int oy = 0; oy < oh; oy++) {
+		const float *r0 = xp + (size_t)2 * oy * w, *r1 = r0 + w;
+		for (int ox = 0; ox < ow; ox += 16) {
+			const int n = ow - ox < 16 ? ow - ox : 16;
+			const __mmask16 mlo = sd_mask16(0, 2 * n), mhi = sd_mask16(0, 2 * n - 16);
+			__m512 a0 = _mm512_maskz_loadu_ps(mlo, r0 + 2 * ox);
+			__m512 a1 = _mm512_maskz_loadu_ps(mhi, sd_at(r0, 2 * ox + 16));
+			__m512 b0 = _mm512_maskz_loadu_ps(mlo, r1 + 2 * ox);
+			__m512 b1 = _mm512_maskz_loadu_ps(mhi, sd_at(r1, 2 * ox + 16));
+			__m512 v0 = _mm512_permutex2var_ps(a0, even, a1);
+			__m512 v1 = _mm512_permutex2var_ps(a0, odd, a1);
+			__m512 v2 = _mm512_permutex2var_ps(b0, even, b1);
+			__m512 v3 = _mm512_permutex2var_ps(b0, odd, b1);
+			__m512i i0 = _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox),
+			                              _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1));
+			__m512 bv = v0;
+			__m512i bi = i0;
+			__mmask16 g = _mm512_cmp_ps_mask(v1, bv, _CMP_GT_OQ);
+			bv = _mm512_mask_blend_ps(g, bv, v1);
+			bi = _mm512_mask_blend_epi32(g, bi, _mm512_add_epi32(i0, _mm512_set1_epi32(1)));
+			g = _mm512_cmp_ps_mask(v2, bv, _CMP_GT_OQ);
+			bv = _mm512_mask_blend_ps(g, bv, v2);
+			bi = _mm512_mask_blend_epi32(g, bi, _mm512_add_epi32(i0, _mm512_set1_epi32(w)));
+			g = _mm512_cmp_ps_mask(v3, bv, _CMP_GT_OQ);
+			bv = _mm512_mask_blend_ps(g, bv, v3);
+			bi = _mm512_mask_blend_epi32(g, bi, _mm512_add_epi32(i0, _mm512_set1_epi32(w + 1)));
+			const __mmask16 mo = sd_mask16(0, n);
+			_mm512_mask_storeu_ps(yp + (size_t)oy * ow + ox, mo, bv);
+			_mm512_mask_storeu_epi32(ap + (size_t)oy * ow + ox, mo, bi);
+		}
+	}
+}
+#endif
+
 void sd_maxpool_forward(float *y, int32_t *argmax, const float *x,
                         int n, int c, int h, int w, int k, int s)
 {
 	const int oh = (h - k) / s + 1, ow = (w - k) / s + 1;
 	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
 	const int planes = n * c;
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_OMP_MIN)
+#ifdef SD_AVX512
+	const int fast = k == 2 && s == 2 && sd_have_avx512();
+#else
+	const int fast = 0;
+#endif
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
 	for (int pl = 0; pl < planes; pl++) {
 		const float *xp = x + (size_t)pl * hw;
 		float *yp = y + (size_t)pl * ohw;
 		int32_t *ap = argmax + (size_t)pl * ohw;
-		for (int oy = 0; oy < oh; oy++) {
-			float *restrict yr = yp + (size_t)oy * ow;
-			int32_t *restrict ar = ap + (size_t)oy * ow;
-			const int base = oy * s * w;
-			#pragma omp simd
-			for (int ox = 0; ox < ow; ox++) {
-				yr[ox] = xp[base + ox * s];
-				ar[ox] = base + ox * s;
-			}
-			/* Window positions in row-major order, a whole output row
-			 * at a time so the compare-and-select vectorises; the
-			 * strict comparison keeps the first maximum on ties. */
-			for (int i = 0; i < k; i++)
-				for (int j = 0; j < k; j++) {
-					if (i == 0 && j == 0)
-						continue;
-					const int off = (oy * s + i) * w + j;
-					const float *restrict xr = xp + off;
-					#pragma omp simd
-					for (int ox = 0; ox < ow; ox++) {
-						float v = xr[ox * s], cur = yr[ox];
-						int gt = v > cur;
-						yr[ox] = gt ? v : cur;
-						ar[ox] = gt ? off + ox * s : ar[ox];
-					}
-				}
+#ifdef SD_AVX512
+		if (fast) {
+			sd_maxpool_plane_2x2_avx512(yp, ap, xp, w, oh, ow);
+			continue;
 		}
+#endif
+		(void)fast;
+		sd_maxpool_plane(yp, ap, xp, w, oh, ow, k, s);
 	}
 }
+
+#ifdef SD_AVX512
+/* Input gradient of one plane of the 2x2 stride 2 max pool, written in one
+ * pass: each window's four elements get dy or zero by comparing the argmax
+ * with their index, 16 windows at a time.  0 + dy as in the scalar path (so
+ * a -0 gradient becomes +0 there too). */
+__attribute__((target("avx512f")))
+static void sd_maxpool_back_plane_2x2_avx512(float *dp, const float *gp, const int32_t *ap,
+                                             int h, int w, int oh, int ow)
+{
+	const __m512i lane2 = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+	                                        28, 30);
+	/* Interleave even-column values e and odd-column values o. */
+	const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+	const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
+	                                     15, 31);
+	const __m512 zero = _mm512_setzero_ps();
+	for (int oy = 0; oy < oh; oy++) {
+		float *r0 = dp + (size_t)2 * oy * w, *r1 = r0 + w;
+		for (int ox = 0; ox < ow; ox += 16) {
+			const int n = ow - ox < 16 ? ow - ox : 16;
+			const __mmask16 m = sd_mask16(0, n);
+			__m512i am = _mm512_maskz_loadu_epi32(m, ap + (size_t)oy * ow + ox);
+			__m512 g = _mm512_add_ps(_mm512_maskz_loadu_ps(m, gp + (size_t)oy * ow + ox), zero);
+			__m512i rel = _mm512_sub_epi32(am, _mm512_add_epi32(_mm512_set1_epi32(2 * oy * w + 2 * ox), lane2));
+			__m512 e0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_setzero_si512()), g);
+			__m512 o0 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_set1_epi32(1)), g);
+			__m512 e1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_set1_epi32(w)), g);
+			__m512 o1 = _mm512_maskz_mov_ps(_mm512_cmpeq_epi32_mask(rel, _mm512_set1_epi32(w + 1)), g);
+			const __mmask16 ml = sd_mask16(0, 2 * n), mh = sd_mask16(0, 2 * n - 16);
+			_mm512_mask_storeu_ps(r0 + 2 * ox, ml, _mm512_permutex2var_ps(e0, lo, o0));
+			_mm512_mask_storeu_ps(r1 + 2 * ox, ml, _mm512_permutex2var_ps(e1, lo, o1));
+			float *r0h = (float *)sd_at(r0, 2 * ox + 16), *r1h = (float *)sd_at(r1, 2 * ox + 16);
+			_mm512_mask_storeu_ps(r0h, mh, _mm512_permutex2var_ps(e0, hi, o0));
+			_mm512_mask_storeu_ps(r1h, mh, _mm512_permutex2var_ps(e1, hi, o1));
+		}
+		/* An odd width leaves a last column outside every window. */
+		for (int x = 2 * ow; x < w; x++)
+			r0[x] = r1[x] = 0.0f;
+	}
+	/* Likewise an odd height leaves a last row. */
+	if (2 * oh < h)
+		memset(dp + (size_t)2 * oh * w, 0, sizeof(float) * (size_t)(h - 2 * oh) * w);
+}
+#endif
 
 void sd_maxpool_backward(float *dx, const float *dy, const int32_t *argmax,
                          int n, int c, int h, int w, int k, int s)
@@ -574,13 +908,25 @@ void sd_maxpool_backward(float *dx, const float *dy, const int32_t *argmax,
 	const int oh = (h - k) / s + 1, ow = (w - k) / s + 1;
 	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
 	const int planes = n * c;
+#ifdef SD_AVX512
+	const int fast = k == 2 && s == 2 && sd_have_avx512();
+#else
+	const int fast = 0;
+#endif
 	/* One thread per plane: overlapping windows (k > s) add into the same
 	 * input element in output order. */
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
 	for (int pl = 0; pl < planes; pl++) {
 		float *dp = dx + (size_t)pl * hw;
 		const float *gp = dy + (size_t)pl * ohw;
 		const int32_t *ap = argmax + (size_t)pl * ohw;
+#ifdef SD_AVX512
+		if (fast) {
+			sd_maxpool_back_plane_2x2_avx512(dp, gp, ap, h, w, oh, ow);
+			continue;
+		}
+#endif
+		(void)fast;
 		memset(dp, 0, sizeof(float) * hw);
 		for (size_t o = 0; o < ohw; o++)
 			dp[ap[o]] += gp[o];
@@ -593,7 +939,7 @@ void sd_avgpool_forward(float *y, const float *x, int n, int c, int h, int w, in
 	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
 	const int planes = n * c;
 	const double inv = 1.0 / ((double)k * k);
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
 	for (int pl = 0; pl < planes; pl++) {
 		const float *xp = x + (size_t)pl * hw;
 		float *yp = y + (size_t)pl * ohw;
@@ -618,7 +964,7 @@ void sd_avgpool_backward(float *dx, const float *dy, int n, int c, int h, int w,
 	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
 	const int planes = n * c;
 	const float inv = (float)(1.0 / ((double)k * k));
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
 	for (int pl = 0; pl < planes; pl++) {
 		float *dp = dx + (size_t)pl * hw;
 		const float *gp = dy + (size_t)pl * ohw;

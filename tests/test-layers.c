@@ -3,8 +3,9 @@
  * im2col, window loops for pooling, textbook batch-norm and softmax), on random
  * data at small odd shapes and at the shapes of the `cnn` and resnet20/32
  * models; plus reproducibility: the same call twice gives bit-identical
- * results with 2 OpenMP and 2 OpenBLAS threads, and layers.c's own loops give
- * the same bits with 1 or 2 OpenMP threads.
+ * results with 2 OpenMP and 2 OpenBLAS threads, conv/batch-norm/pooling give
+ * the same bits with 1 or 2 OpenMP threads, and the AVX-512 kernels the same
+ * bits as the portable ones.
  *
  * Error of a value a against the reference r of a tensor:
  *   |a - r| / max(|r|, mean |r| over the tensor)   must be <= 1e-4.
@@ -563,13 +564,58 @@ static void test_repro(int n, int c, int h, int w, int k, int rr, int stride, in
 	size_t used = repro_run(&r, a);
 	repro_run(&r, b);
 	compare_same(name, "2 thr", a, b, used * sizeof(float));
-	/* layers.c promises its own loops do not depend on the OpenMP thread
-	 * count; keep OpenBLAS at 2 threads so only OpenMP changes. */
+	/* layers.c promises that conv, batch-norm and pooling do not depend
+	 * on the OpenMP thread count.  With 2 OpenMP threads the layers run
+	 * OpenBLAS single-threaded inside, so compare against 1 OpenMP thread
+	 * with a single-threaded OpenBLAS. */
 	omp_set_num_threads(1);
+	openblas_set_num_threads(1);
 	repro_run(&r, c1);
 	compare_same(name, "omp 1v2", a, c1, used * sizeof(float));
-	openblas_set_num_threads(1);
 	free(r.x), free(r.w), free(r.b), free(r.dy), free(r.ws), free(a), free(b), free(c1);
+}
+
+/* The AVX-512 kernels (im2col, col2im, 2x2 max pool) must give the same bits
+ * as the portable loops, which SD_LAYERS_NO_AVX512 selects. */
+static void test_paths(int n, int c, int h, int w, int k, int rr, int pad)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "paths n%d c%d %dx%d k%d r%d p%d", n, c, h, w, k, rr, pad);
+	struct sd_conv2d_shape s;
+	if (sd_conv2d_shape_init(&s, n, c, h, w, k, rr, 1, pad)) {
+		report(0, "%-40s shape rejected", name);
+		return;
+	}
+	const size_t nx = (size_t)n * c * h * w, nw = (size_t)k * c * rr * rr;
+	const size_t ny = (size_t)n * k * s.oh * s.ow, nws = sd_conv2d_workspace_floats(&s);
+	const int ph = s.oh / 2, pw = s.ow / 2;
+	const size_t np = (size_t)n * k * ph * pw;
+	float *x = falloc(nx), *wt = falloc(nw), *dy = falloc(ny), *ws = falloc(nws);
+	float *out[2], *pooled[2];
+	int32_t *am[2];
+	const size_t cap = ny + nx + nw + ny;
+	fill_normal(x, nx, 1.0f);
+	fill_normal(wt, nw, 0.2f);
+	fill_normal(dy, ny, 1.0f);
+	for (int v = 0; v < 2; v++) {
+		if (v)
+			setenv("SD_LAYERS_NO_AVX512", "1", 1);
+		out[v] = falloc(cap);
+		pooled[v] = falloc(np);
+		am[v] = xalloc(np * sizeof(int32_t));
+		float *y = out[v], *dx = y + ny, *dw = dx + nx, *dxp = dw + nw;
+		sd_conv2d_forward(y, x, wt, NULL, &s, ws);
+		sd_conv2d_backward(dx, dw, NULL, dy, x, wt, &s, ws);
+		sd_maxpool_forward(pooled[v], am[v], y, n, k, s.oh, s.ow, 2, 2);
+		sd_maxpool_backward(dxp, y, am[v], n, k, s.oh, s.ow, 2, 2);
+	}
+	unsetenv("SD_LAYERS_NO_AVX512");
+	compare_same(name, "conv", out[0], out[1], cap * sizeof(float));
+	compare_same(name, "maxpool", pooled[0], pooled[1], np * sizeof(float));
+	compare_same(name, "argmax", am[0], am[1], np * sizeof(int32_t));
+	for (int v = 0; v < 2; v++)
+		free(out[v]), free(pooled[v]), free(am[v]);
+	free(x), free(wt), free(dy), free(ws);
 }
 
 int main(void)
@@ -628,6 +674,12 @@ int main(void)
 	test_xent(64, 10, 1.0f);
 	test_xent(5, 10, 300.0f);   /* exp() would overflow without the max shift */
 	test_xent(3, 1, 1.0f);
+
+	test_paths(4, 3, 28, 28, 8, 5, 2);
+	test_paths(3, 4, 13, 11, 5, 3, 1);   /* odd planes, odd pooled size */
+	test_paths(2, 3, 40, 33, 4, 3, 0);   /* rows longer than 32 floats */
+	test_paths(2, 2, 9, 9, 3, 1, 0);
+	test_paths(2, 2, 6, 7, 3, 5, 3);     /* padding beyond half the kernel */
 
 	test_repro(64, 32, 14, 14, 64, 5, 1, 2);
 	test_repro(32, 16, 32, 32, 32, 3, 2, 1);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum {
 	L_CONV1, L_RELU1, L_POOL1, L_CONV2, L_RELU2, L_POOL2, L_FC1, L_RELU3, L_FC2, L_XENT,
@@ -31,6 +32,56 @@ static const char *const layer_names[L_COUNT] = {
 	"conv1 5x5x32", "relu1", "maxpool1", "conv2 5x5x64", "relu2", "maxpool2",
 	"fc1 3136x128", "relu3", "fc2 128x10", "softmax-xent",
 };
+
+static double now_s(void);
+
+/* CPU time (seconds) the whole machine spent busy, and this process used,
+ * from /proc; their difference over the run is what other processes took
+ * from us.  Returns -1 where /proc is not there. */
+static double machine_busy_s(void)
+{
+	FILE *f = fopen("/proc/stat", "r");
+	unsigned long long v[8] = { 0 };
+	if (!f)
+		return -1.0;
+	int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+	                 &v[3], &v[4], &v[5], &v[6], &v[7]);
+	fclose(f);
+	if (got < 8)
+		return -1.0;
+	/* user nice system idle iowait irq softirq steal: all but idle, iowait */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double process_cpu_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* GFLOP/s of a 1024^3 sgemm with `threads` OpenBLAS threads: tells how much
+ * of the machine the run had (the same code is 2x slower on a shared core). */
+static double sgemm_gflops(int threads)
+{
+	const int m = 1024;
+	float *a = calloc((size_t)m * m, sizeof(float)), *b = calloc((size_t)m * m, sizeof(float));
+	float *c = calloc((size_t)m * m, sizeof(float));
+	double best = 0.0;
+	if (!a || !b || !c)
+		exit(1);
+	openblas_set_num_threads(threads);
+	for (int r = 0; r < 5; r++) {
+		double t0 = now_s();
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, m, m, 1.0f, a, m, b, m,
+		            0.0f, c, m);
+		double g = 2.0 * m * m * m / (now_s() - t0) / 1e9;
+		if (g > best)
+			best = g;
+	}
+	free(a), free(b), free(c);
+	return best;
+}
 
 static double now_s(void)
 {
@@ -89,6 +140,7 @@ int main(int argc, char **argv)
 		        "[-b blas-threads] [-s steps] [-n batch]\n");
 		return 2;
 	}
+	double gf1 = sgemm_gflops(1), gfn = sgemm_gflops(blas);
 	openblas_set_num_threads(blas);
 	omp_set_num_threads(omp);
 
@@ -142,14 +194,21 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		labels[i] = (uint8_t)sd_rng_below(&rng, 10);
 
+	printf("sgemm 1024^3: %.0f GFLOP/s on 1 thread, %.0f on %d\n", gf1, gfn, blas);
+
 	const int warmup = 5;
 	double *lf = calloc((size_t)steps * L_COUNT, sizeof(double));
 	double *lb = calloc((size_t)steps * L_COUNT, sizeof(double));
 	double *st = calloc((size_t)steps, sizeof(double));
 	if (!lf || !lb || !st)
 		return 1;
-	double sink = 0.0;
+	double sink = 0.0, busy0 = 0.0, own0 = 0.0, wall0 = 0.0;
 	for (int it = -warmup; it < steps; it++) {
+		if (it == 0) {
+			busy0 = machine_busy_s();
+			own0 = process_cpu_s();
+			wall0 = now_s();
+		}
 		double t[2 * L_COUNT + 1];
 		int k = 0;
 		t[k++] = now_s();
@@ -183,7 +242,14 @@ int main(int argc, char **argv)
 			lb[(size_t)l * steps + it] = t[2 * L_COUNT - l] - t[2 * L_COUNT - l - 1];
 		}
 	}
+	double busy = machine_busy_s() - busy0, own = process_cpu_s() - own0;
+	double wall = now_s() - wall0;
+	long procs = sysconf(_SC_NPROCESSORS_ONLN);
 	double step_med = median(st, steps);
+	if (busy0 >= 0.0 && procs > 0)
+		printf("other processes used %.0f%% of the %ld CPUs during the run "
+		       "(numbers are only meaningful near 0%%)\n",
+		       100.0 * (busy - own > 0.0 ? busy - own : 0.0) / (wall * (double)procs), procs);
 	printf("step (fwd+bwd): median %.3f ms -> %.0f images/s (best %.0f)\n", step_med * 1e3,
 	       (double)n / step_med, (double)n / st[0]);
 	printf("%-14s %9s %9s\n", "layer", "fwd ms", "bwd ms");
