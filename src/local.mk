@@ -9,3 +9,4 @@ spotdeck_SOURCES = src/main.c src/controller.c src/controller.h src/provider.h s
 spotdeck_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 spotdeck_LDADD = $(SD_PROTO_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
 include src/proto.mk
+include src/trace.mk
