@@ -1,0 +1,36 @@
+/* ui/dialog.h - the one dialog that can be open over the panes: an offer
+ * picker, a yes/no confirmation or the help overlay.  The screen owns it;
+ * its keys come from the key table's SD_CTX_PICKER/CONFIRM/HELP rows. */
+#ifndef SD_UI_DIALOG_H
+#define SD_UI_DIALOG_H
+
+#include "ui/pane.h"
+
+enum sd_modal_kind { SD_MODAL_NONE, SD_MODAL_PICKER, SD_MODAL_CONFIRM, SD_MODAL_HELP };
+
+struct sd_modal {
+	enum sd_modal_kind kind;
+	WINDOW *win;
+	int h, w;
+	int dirty;
+	char title[128];
+	char prefix[128];       /* picker: the command before the offer id ("add ", "swap s3 ") */
+	char verb[16];          /* picker: what Enter does ("add", "swap") */
+	struct sd_list list;    /* picker: the selected offer */
+	char question[256];     /* confirm */
+	char command[192];      /* confirm: the command y runs */
+};
+
+/* (Re)creates the dialog's window centred in a LINES x COLS screen. */
+void sd_modal_place(struct sd_modal *m, int lines, int cols, const struct sd_view *v, const struct sd_glyphs *g);
+
+/* Draws the open dialog into its window (no refresh). */
+void sd_modal_draw(struct sd_modal *m, const struct sd_view *v, const struct sd_draw *d);
+
+/* Closes the dialog and deletes its window. */
+void sd_modal_close(struct sd_modal *m);
+
+/* The key-table context of the open dialog (SD_CTX_MAIN when none). */
+unsigned sd_modal_ctx(const struct sd_modal *m);
+
+#endif

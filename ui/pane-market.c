@@ -1,0 +1,46 @@
+/* ui/pane-market.c - the market: offers sorted by cost-efficiency ($ per
+ * million images at the offer's speed), with price, speed, P(revoked within
+ * 1 h) and availability.  Estimated prices carry a '*'. */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ui/pane.h"
+
+static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct sd_draw *d)
+{
+	char title[64];
+	int n = v->offers && v->noffers > 0 ? v->noffers : 0;
+	int rows = p->h - 3;
+	int est = sd_offer_table(p->win, 1, 1, p->h - 2, p->w - 2, v, &p->list, d, d->focused);
+	snprintf(title, sizeof title, "Market (%d offer%s)", n, n == 1 ? "" : "s");
+	if (n > rows && rows > 0) {
+		size_t l = strlen(title);
+		snprintf(title + l, sizeof title - l, " %d-%d/%d", p->list.top + 1,
+		         p->list.top + rows < n ? p->list.top + rows : n, n);
+	}
+	sd_pane_frame(p, d, title, est ? "* estimated price" : NULL);
+}
+
+static uint64_t market_signature(const struct sd_pane *p, const struct sd_view *v)
+{
+	uint64_t h = sd_hash(SD_HASH_INIT, &v->noffers, sizeof v->noffers);
+	if (v->offers && v->noffers > 0)
+		h = sd_hash(h, v->offers, (size_t)v->noffers * sizeof *v->offers);
+	return h;
+}
+
+static int market_nav(struct sd_pane *p, enum sd_nav how, const struct sd_view *v)
+{
+	return sd_list_nav(&p->list, how, v, v->offers ? v->noffers : 0, sd_offer_id, p->h - 4);
+}
+
+const struct sd_pane_ops sd_pane_market_ops = {
+	.name = "market",
+	.focusable = 1,
+	.draw = market_draw,
+	.signature = market_signature,
+	.nav = market_nav,
+};

@@ -1,0 +1,104 @@
+/* ui/pane-status.c - the status line: on the left the suggestion after a
+ * revocation ("r: replace s3 with gce/..."), else the UI's own note (a
+ * command's error), else the run's last message; on the right the key
+ * hints, taken from the key table and dropped by priority when short of
+ * room. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ui/keys.h"
+#include "ui/pane.h"
+
+#define MAX_HINTS 16
+
+struct hint {
+	const char *key, *word;
+	int prio;
+	int w;
+};
+
+static int hint_order(const void *a, const void *b)
+{
+	const struct sd_key *x = *(const struct sd_key *const *)a, *y = *(const struct sd_key *const *)b;
+	return x->hint_prio - y->hint_prio;
+}
+
+static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct sd_draw *d)
+{
+	WINDOW *w = p->win;
+	char msg[256];
+	enum sd_style mstyle = SD_STYLE_STATUS;
+
+	wattrset(w, d->a[SD_STYLE_STATUS]);
+	sd_blank(w, 0, 0, p->w);
+
+	if (v->suggestion[0]) {
+		if (v->suggestion_for[0])
+			snprintf(msg, sizeof msg, "r: replace %.*s with %.*s", (int)sizeof v->suggestion_for,
+			         v->suggestion_for, (int)sizeof v->suggestion, v->suggestion);
+		else
+			snprintf(msg, sizeof msg, "r: add %.*s", (int)sizeof v->suggestion, v->suggestion);
+		mstyle = SD_STYLE_WARN;
+	} else if (d->note && d->note[0]) {
+		snprintf(msg, sizeof msg, "%s", d->note);
+		mstyle = d->note_style;
+	} else {
+		snprintf(msg, sizeof msg, "%.*s", (int)sizeof v->message, v->message);
+	}
+
+	/* Hints in the table's hint order; drop from the end until the
+	 * message keeps at least half the line (or all of itself). */
+	const struct sd_key *keys[MAX_HINTS];
+	int n = 0;
+	for (int i = 0; i < sd_nkeys && n < MAX_HINTS; i++) {
+		if (sd_keys[i].hint && (sd_keys[i].ctx & SD_CTX_MAIN))
+			keys[n++] = &sd_keys[i];
+	}
+	qsort(keys, (size_t)n, sizeof keys[0], hint_order);
+	int widths[MAX_HINTS], total = 0;
+	for (int i = 0; i < n; i++) {
+		const char *word = v->paused && keys[i]->hint_paused ? keys[i]->hint_paused : keys[i]->hint;
+		widths[i] = (int)strlen(sd_key_hint_label(keys[i])) + 1 + (int)strlen(word) + 2;
+		total += widths[i];
+	}
+	int mw = sd_width(d->g, msg);
+	int want = mw < p->w / 2 ? mw : p->w / 2;
+	while (n > 2 && total + want + 2 > p->w) {
+		n--;
+		total -= widths[n];
+	}
+
+	wattrset(w, d->a[mstyle]);
+	sd_put(w, d->g, 0, 1, msg, p->w - total - 2 > 0 ? p->w - total - 2 : 0);
+
+	int x = p->w - total;
+	if (x < 1)
+		x = 1;
+	for (int i = 0; i < n && x < p->w; i++) {
+		const char *word = v->paused && keys[i]->hint_paused ? keys[i]->hint_paused : keys[i]->hint;
+		wattrset(w, d->a[SD_STYLE_KEY]);
+		x += sd_put(w, d->g, 0, x, sd_key_hint_label(keys[i]), p->w - x);
+		wattrset(w, d->a[SD_STYLE_STATUS]);
+		x += 1;
+		x += sd_put(w, d->g, 0, x, word, p->w - x) + 2;
+	}
+}
+
+static uint64_t status_signature(const struct sd_pane *p, const struct sd_view *v)
+{
+	uint64_t h = sd_hash(SD_HASH_INIT, v->message, strnlen(v->message, sizeof v->message));
+	h = sd_hash(h, v->suggestion, strnlen(v->suggestion, sizeof v->suggestion));
+	h = sd_hash(h, v->suggestion_for, strnlen(v->suggestion_for, sizeof v->suggestion_for));
+	return sd_hash(h, &v->paused, sizeof v->paused);
+}
+
+const struct sd_pane_ops sd_pane_status_ops = {
+	.name = "status",
+	.focusable = 0,
+	.draw = status_draw,
+	.signature = status_signature,
+	.nav = NULL,
+};
