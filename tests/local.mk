@@ -5,3 +5,4 @@ include tests/data.mk
 include tests/train.mk
 include tests/market.mk
 include tests/comm.mk
+include tests/ui.mk

@@ -1,0 +1,521 @@
+/* tests/test-ui-screen.c - the cockpit's screen (ui/screen.c) on a virtual
+ * terminal (newterm on /dev/null, read back through curscr): layout and
+ * titles at 120x40, 80x24 and a sweep of sizes, the too-small screen,
+ * redraw of only the panes whose data changed, every key of the key table
+ * and the commands they send, themes, the revocation highlight, the ASCII
+ * fallback, and views no glue should send (NaN, control characters, bad
+ * counts, NULL arrays) drawn without a crash or a byte that could reach the
+ * terminal as a control sequence. */
+#include "config.h"
+
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <wchar.h>
+
+#include "tests/ui-fixture.h"
+#include "ui/pane.h"
+#include "ui/screen.h"
+#include "ui/tui.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+	if (!(cond)) { \
+		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
+		fprintf(stderr, __VA_ARGS__); \
+		fputc('\n', stderr); \
+		failures++; \
+	} \
+} while (0)
+
+/* ---- the command callback: records the last line ---- */
+
+static char last_cmd[256];
+static int ncmds;
+static int refuse;              /* next command fails */
+
+static int cmd(void *ctx, const char *line, char **why)
+{
+	snprintf(last_cmd, sizeof last_cmd, "%s", line);
+	ncmds++;
+	if (refuse) {
+		refuse = 0;
+		*why = strdup("refused for the test");
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the virtual screen ---- */
+
+static char screen_text[300 * 100 * 4];
+
+/* Reads curscr back as UTF-8 lines into screen_text. */
+static const char *grab(void)
+{
+	size_t off = 0;
+	wchar_t line[512];
+	char mb[2048];
+	for (int y = 0; y < LINES; y++) {
+		int n = mvwinnwstr(curscr, y, 0, line, COLS < 511 ? COLS : 511);
+		if (n < 0)
+			n = 0;
+		line[n] = 0;
+		size_t k = wcstombs(mb, line, sizeof mb - 1);
+		if (k == (size_t)-1)
+			k = 0;
+		mb[k] = '\0';
+		off += (size_t)snprintf(screen_text + off, sizeof screen_text - off, "%s\n", mb);
+	}
+	return screen_text;
+}
+
+static int on_screen(const char *s)
+{
+	return strstr(grab(), s) != NULL;
+}
+
+static void resize(int lines, int cols, struct sd_screen *s)
+{
+	resizeterm(lines, cols);
+	sd_screen_resize(s);
+}
+
+static int render(struct sd_screen *s, const struct sd_view *v)
+{
+	static uint64_t now = 1000;
+	now += 100;
+	sd_screen_update(s, v, now);
+	return sd_screen_render(s);
+}
+
+/* The attributes of the first cell of the first line holding TEXT. */
+static attr_t attr_of(const char *text)
+{
+	const char *t = grab();
+	const char *hit = strstr(t, text);
+	if (!hit)
+		return 0;
+	int y = 0;
+	for (const char *p = t; p < hit; p++)
+		y += *p == '\n';
+	/* The column: count characters, not bytes, up to the hit. */
+	const char *line = hit;
+	while (line > t && line[-1] != '\n')
+		line--;
+	int x = (int)mbstowcs(NULL, line, 0);
+	char tmp[1024];
+	snprintf(tmp, sizeof tmp, "%.*s", (int)(hit - line), line);
+	x = (int)mbstowcs(NULL, tmp, 0);
+	return mvwinch(curscr, y, x) & (A_ATTRIBUTES | A_COLOR);
+}
+
+static struct sd_screen *make(int utf8, const char *const *dirs, int ndirs)
+{
+	struct sd_screen *s = NULL;
+	struct sd_screen_cfg cfg = {
+		.command = cmd, .utf8 = utf8, .theme_dirs = dirs, .ntheme_dirs = ndirs, .bell = 2,
+	};
+	char *why = NULL;
+	if (sd_screen_create(&s, &cfg, &why) != 0) {
+		fprintf(stderr, "sd_screen_create: %s\n", why ? why : "?");
+		exit(1);
+	}
+	return s;
+}
+
+/* ---- tests ---- */
+
+static void test_layout(struct ui_fixture *f)
+{
+	struct sd_screen *s = make(1, NULL, 0);
+	resize(40, 120, s);
+	int n = render(s, &f->view);
+	CHECK(n == 6, "first render drew %d panes", n);
+	static const char *const want[] = {
+		"Cluster (4 servers", "Market (9 offers)", "Training", "Revocations (3)", "SIMULATED market",
+		"cnn on fashion-mnist, batch 256", "step 1234/23400", "epoch 3/10", "loss 0.4123", "acc 85.21%",
+		"4321 img/s", "elapsed 12:34", "ETA 1h02m", "spent $1.23", "now $4.56/h",
+		"hazard x30, boot x0.1, seed 42", "~ emulated GPU speed", "* estimated price",
+		"gce/us-west1-b/v100x1/spot", "notice 23s", "booting", "by GPU", "V100 2x", "s92",
+		"a add", "? help", "q quit", "step 1234: loss 0.4123",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		CHECK(on_screen(want[i]), "'%s' missing at 120x40", want[i]);
+	CHECK(strstr(grab(), "\u2588") || strstr(grab(), "\u2587"), "no UTF-8 bars");
+
+	/* Nothing changed: nothing drawn. */
+	CHECK(!sd_screen_update(s, &f->view, 5000), "unchanged view marks panes dirty");
+	CHECK(sd_screen_render(s) == 0, "unchanged view redrew panes");
+	/* One change, one pane. */
+	f->offers[2].usd_per_hour = 0.99;
+	CHECK(render(s, &f->view) == 1, "an offer's price should redraw the market only");
+	f->view.step++;
+	CHECK(render(s, &f->view) == 1, "the step should redraw the header only");
+	f->servers[0].uptime_s += 1;
+	CHECK(render(s, &f->view) == 1, "an uptime should redraw the cluster only");
+	snprintf(f->view.message, sizeof f->view.message, "hello from the run");
+	CHECK(render(s, &f->view) == 1 && on_screen("hello from the run"), "message: status only");
+	sd_view_series_push(&f->view.loss_hist, f->view.elapsed_s + 1, 0.3f);
+	CHECK(render(s, &f->view) == 1, "a loss sample should redraw the charts only");
+
+	/* 80x24: everything still there. */
+	resize(24, 80, s);
+	CHECK(render(s, &f->view) == 6, "resize redraws all");
+	static const char *const small[] = { "Cluster (", "Market (9 offers)", "Training", "Revocations (3)",
+	                                     "SIMULATED market", "epoch 3/10", "a add" };
+	for (size_t i = 0; i < sizeof small / sizeof small[0]; i++)
+		CHECK(on_screen(small[i]), "'%s' missing at 80x24", small[i]);
+
+	resize(24, 79, s);
+	render(s, &f->view);
+	CHECK(on_screen("terminal too small: 79x24"), "79x24 not too small");
+	resize(23, 80, s);
+	render(s, &f->view);
+	CHECK(on_screen("terminal too small: 80x23"), "80x23 not too small");
+	resize(24, 80, s);
+	render(s, &f->view);
+	CHECK(!on_screen("too small") && on_screen("Cluster ("), "back from too small");
+	sd_screen_destroy(s);
+}
+
+static void test_sizes(void)
+{
+	static struct ui_fixture big;
+	ui_fixture_init(&big, 64);
+	struct sd_screen *s = make(1, NULL, 0);
+	int checked = 0;
+	for (int h = 24; h <= 80; h += 7) {
+		for (int w = 80; w <= 260; w += 23) {
+			resize(h, w, s);
+			render(s, &big.view);
+			ui_fixture_tick(&big, 1);
+			render(s, &big.view);
+			const char *t = grab();
+			CHECK(strstr(t, "Cluster (64 servers") && strstr(t, "Market (") && strstr(t, "Training") &&
+			      strstr(t, "Revocations (") && strstr(t, "SIMULATED market"), "titles at %dx%d", w, h);
+			checked++;
+		}
+	}
+	/* Scrolling the cluster to its last server. */
+	resize(40, 120, s);
+	render(s, &big.view);
+	sd_screen_key(s, KEY_END);
+	render(s, &big.view);
+	CHECK(on_screen("s64 "), "End did not reach s64");
+	CHECK(on_screen("/64"), "no scroll position in the title");
+	sd_screen_destroy(s);
+	printf("ok: %d sizes from 80x24 to 260x80 with 64 servers\n", checked);
+}
+
+static void test_keys(struct ui_fixture *f)
+{
+	const char *dir = getenv("top_srcdir");
+	char themes[1024];
+	snprintf(themes, sizeof themes, "%s/themes", dir && *dir ? dir : ".");
+	const char *dirs[] = { themes };
+	struct sd_screen *s = make(1, dirs, 1);
+	resize(40, 120, s);
+	render(s, &f->view);
+	const char *first = f->view.offers[0].id, *second = f->view.offers[1].id;
+	char want[256];
+
+	sd_screen_key(s, 'a');
+	render(s, &f->view);
+	CHECK(sd_screen_modal(s) && strcmp(sd_screen_modal(s), "picker") == 0, "a: no picker");
+	CHECK(on_screen("Add a server") && on_screen("Enter add"), "picker not drawn");
+	sd_screen_key(s, '\r');
+	snprintf(want, sizeof want, "add %s", first);
+	CHECK(strcmp(last_cmd, want) == 0, "a Enter sent '%s'", last_cmd);
+	CHECK(!sd_screen_modal(s), "picker still open");
+	render(s, &f->view);
+	CHECK(on_screen("sent: add") && !on_screen("Add a server"), "picker not gone or no note");
+
+	sd_screen_key(s, 'a');
+	sd_screen_key(s, 'j');
+	sd_screen_key(s, 27);
+	CHECK(!sd_screen_modal(s), "Esc did not close the picker");
+	ncmds = 0;
+	sd_screen_key(s, 'a');
+	sd_screen_key(s, 'q');
+	CHECK(!sd_screen_modal(s) && ncmds == 0, "q in the picker should cancel, not quit");
+
+	sd_screen_key(s, '?');
+	render(s, &f->view);
+	CHECK(on_screen("Help: spotdeck cockpit") && on_screen("drop the selected server") &&
+	      on_screen("In dialogs"), "help");
+	sd_screen_key(s, 'z');
+	CHECK(!sd_screen_modal(s), "any key should close help");
+
+	/* The cluster has the focus: j selects s2, d asks, y drops. */
+	sd_screen_key(s, 'j');
+	sd_screen_key(s, 'd');
+	render(s, &f->view);
+	CHECK(on_screen("Drop s2 (K80 in us-west1-b, training)?"), "drop question");
+	sd_screen_key(s, 'y');
+	CHECK(strcmp(last_cmd, "drop s2") == 0, "d y sent '%s'", last_cmd);
+	sd_screen_key(s, 'd');
+	sd_screen_key(s, 'n');
+	CHECK(!sd_screen_modal(s) && strcmp(last_cmd, "drop s2") == 0, "n did not cancel");
+
+	sd_screen_key(s, 's');
+	render(s, &f->view);
+	CHECK(on_screen("Swap s2 (K80 in us-west1-b) for"), "swap title");
+	sd_screen_key(s, KEY_DOWN);
+	sd_screen_key(s, KEY_ENTER);
+	snprintf(want, sizeof want, "swap s2 %s", second);
+	CHECK(strcmp(last_cmd, want) == 0, "s Down Enter sent '%s'", last_cmd);
+
+	sd_screen_key(s, 'p');
+	CHECK(strcmp(last_cmd, "pause") == 0, "p sent '%s'", last_cmd);
+	f->view.paused = 1;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(on_screen("PAUSED") && on_screen("p resume"), "paused header/hint");
+	sd_screen_key(s, 'p');
+	CHECK(strcmp(last_cmd, "resume") == 0, "p sent '%s' while paused", last_cmd);
+	f->view.paused = 0;
+
+	sd_screen_key(s, 'c');
+	CHECK(strcmp(last_cmd, "checkpoint") == 0, "c sent '%s'", last_cmd);
+	refuse = 1;
+	sd_screen_key(s, 'c');
+	render(s, &f->view);
+	CHECK(on_screen("refused for the test"), "refusal not on the status line");
+	sd_screen_key(s, 27);
+	render(s, &f->view);
+	CHECK(!on_screen("refused for the test"), "Esc did not clear the note");
+
+	ncmds = 0;
+	sd_screen_key(s, 'r');
+	render(s, &f->view);
+	CHECK(ncmds == 0 && on_screen("no suggestion to accept"), "r without a suggestion");
+	ui_fixture_revoke(f, "s3");
+	sd_screen_revocation(s, "s3");
+	render(s, &f->view);
+	CHECK(on_screen("r: replace s3 with gce/"), "suggestion not shown");
+	attr_t hl = attr_of("s3   us-central1-c");
+	CHECK(PAIR_NUMBER(hl) == SD_STYLE_HIGHLIGHT + 1, "revoked row not highlighted (pair %d)", (int)PAIR_NUMBER(hl));
+	sd_screen_key(s, 'r');
+	snprintf(want, sizeof want, "add %s", first);
+	CHECK(strcmp(last_cmd, want) == 0, "r sent '%s'", last_cmd);
+	sd_screen_key(s, 27);
+	render(s, &f->view);
+	CHECK(PAIR_NUMBER(attr_of("s3   us-central1-c")) != SD_STYLE_HIGHLIGHT + 1, "Esc kept the highlight");
+
+	/* Focus: Tab goes cluster -> market -> revocations -> cluster; Enter
+	 * in the market opens the picker at the selected offer. */
+	sd_screen_key(s, '\t');
+	sd_screen_key(s, 'j');
+	sd_screen_key(s, '\r');
+	CHECK(sd_screen_modal(s) && strcmp(sd_screen_modal(s), "picker") == 0, "Enter in the market");
+	sd_screen_key(s, '\r');
+	snprintf(want, sizeof want, "add %s", second);
+	CHECK(strcmp(last_cmd, want) == 0, "market j Enter Enter sent '%s'", last_cmd);
+	sd_screen_key(s, '\t');
+	sd_screen_key(s, '\t');
+	sd_screen_key(s, 'd');
+	CHECK(sd_screen_modal(s) && strcmp(sd_screen_modal(s), "confirm") == 0, "d after a Tab round");
+	sd_screen_key(s, 27);
+
+	/* Themes from the directory, in order. */
+	CHECK(strcmp(sd_screen_theme(s), "default") == 0, "theme %s", sd_screen_theme(s));
+	sd_screen_key(s, 't');
+	CHECK(strcmp(sd_screen_theme(s), "high-contrast") == 0, "t -> %s", sd_screen_theme(s));
+	sd_screen_key(s, 't');
+	sd_screen_key(s, 't');
+	CHECK(strcmp(sd_screen_theme(s), "mono") == 0, "t t t -> %s", sd_screen_theme(s));
+	render(s, &f->view);
+	CHECK(PAIR_NUMBER(attr_of("Cluster (")) == 0, "mono theme still has colour");
+	sd_screen_key(s, 't');
+	CHECK(strcmp(sd_screen_theme(s), "default") == 0, "wraps to %s", sd_screen_theme(s));
+
+	/* Quit asks while servers live, not otherwise. */
+	ncmds = 0;
+	sd_screen_key(s, 'q');
+	CHECK(sd_screen_modal(s) && strcmp(sd_screen_modal(s), "confirm") == 0 && ncmds == 0, "q should ask");
+	render(s, &f->view);
+	CHECK(on_screen("Quit spotdeck?"), "quit question");
+	sd_screen_key(s, 'y');
+	CHECK(strcmp(last_cmd, "quit") == 0, "q y sent '%s'", last_cmd);
+	for (int i = 0; i < f->view.nservers; i++)
+		snprintf(f->servers[i].state, sizeof f->servers[i].state, "released");
+	f->view.version++;
+	render(s, &f->view);
+	last_cmd[0] = '\0';
+	sd_screen_key(s, 'q');
+	CHECK(!sd_screen_modal(s) && strcmp(last_cmd, "quit") == 0, "q with no live server should quit at once");
+
+	/* Keys that mean nothing here are not handled. */
+	CHECK(sd_screen_key(s, 'Z') == 0, "Z handled");
+	CHECK(sd_screen_key(s, KEY_RESIZE) == 0, "KEY_RESIZE handled");
+	sd_screen_destroy(s);
+}
+
+static void test_ascii(struct ui_fixture *f)
+{
+	struct sd_screen *s = make(0, NULL, 0);
+	resize(40, 120, s);
+	render(s, &f->view);
+	const char *t = grab();
+	int bad = 0;
+	for (const unsigned char *p = (const unsigned char *)t; *p; p++)
+		bad += *p >= 0x80;
+	CHECK(bad == 0, "%d non-ASCII bytes in ASCII mode", bad);
+	CHECK(strstr(t, "^ revocation") && strstr(t, "+ Cluster (") && strchr(t, '#'), "ASCII glyphs");
+	sd_screen_destroy(s);
+}
+
+/* A view that breaks every rule a glue might break. */
+static void test_hostile(void)
+{
+	static struct sd_view v;
+	static struct sd_view_server sv[300];
+	static struct sd_view_offer of[3];
+	static struct sd_view_revocation rv[2];
+	struct sd_screen *s = make(1, NULL, 0);
+	resize(40, 120, s);
+
+	memset(&v, 0, sizeof v);
+	render(s, &v);
+	CHECK(on_screen("Cluster (0 servers") && on_screen("no servers") && on_screen("no offers") &&
+	      on_screen("no revocations yet"), "empty view");
+	sd_screen_key(s, 'a');
+	sd_screen_key(s, 'd');
+	sd_screen_key(s, 's');
+	CHECK(!sd_screen_modal(s), "dialogs opened on an empty view");
+
+	/* Counts without arrays, negative counts. */
+	v.nservers = 5;
+	v.noffers = -3;
+	v.nrevocations = 7;
+	v.nmarks = 1000;
+	v.version++;
+	render(s, &v);
+
+	/* Strings with escapes and broken UTF-8, numbers that are not. */
+	snprintf(v.job, sizeof v.job, "evil \x1b[31mred\x1b[0m job \xff\xfe \xe2\x82");
+	snprintf(v.message, sizeof v.message, "bell\a and \r carriage \x1b]0;title\a");
+	snprintf(v.suggestion, sizeof v.suggestion, "\x1b[2J");
+	v.loss = NAN;
+	v.test_accuracy = INFINITY;
+	v.images_per_sec = -INFINITY;
+	v.eta_s = NAN;
+	v.usd_spent = 1e308;
+	v.elapsed_s = -5;
+	v.hazard_scale = NAN;
+	v.throughput.len = 100000;
+	v.throughput.head = -7;
+	v.loss_hist.len = 500;
+	v.loss_hist.head = 3;
+	for (int i = 0; i < SD_VIEW_HIST; i++) {
+		v.loss_hist.v[i] = i % 3 ? NAN : (float)i;
+		v.loss_hist.t[i] = i % 5 ? i : NAN;
+		v.acc_hist.v[i] = 1e30f;
+		v.acc_hist.t[i] = 1e300;
+	}
+	v.acc_hist.len = SD_VIEW_HIST;
+	for (int i = 0; i < 300; i++) {
+		memset(&sv[i], 0, sizeof sv[i]);
+		snprintf(sv[i].id, sizeof sv[i].id, "s%d\x1b[K", i);
+		snprintf(sv[i].zone, sizeof sv[i].zone, "z\xc3\x28\t\n");
+		snprintf(sv[i].state, sizeof sv[i].state, i % 2 ? "training" : "weird\x07");
+		sv[i].images_per_sec = i % 3 ? NAN : 1e300;
+		sv[i].compute_ms = -1;
+		sv[i].comm_ms = INFINITY;
+		sv[i].uptime_s = NAN;
+		sv[i].usd_per_hour = -2;
+		sv[i].notice_left_s = i % 4 ? NAN : 1e12;
+		sv[i].ips.len = i % 7 == 0 ? -4 : 1000;
+		sv[i].ips.head = i;
+		sv[i].rank = i - 150;
+	}
+	for (int i = 0; i < 3; i++) {
+		memset(&of[i], 0, sizeof of[i]);
+		snprintf(of[i].id, sizeof of[i].id, "offer\x1b[%d;1H%s", i, "\xe6\x97\xa5\xe6\x9c\xac");
+		of[i].usd_per_hour = NAN;
+		of[i].usd_per_mimage = INFINITY;
+		of[i].p_revoked_1h = 7;
+		of[i].available = -9;
+		of[i].gpus = 1000000;
+		of[i].transient = 1;
+	}
+	for (int i = 0; i < 2; i++) {
+		memset(&rv[i], 0, sizeof rv[i]);
+		snprintf(rv[i].server, sizeof rv[i].server, "\x1b");
+		rv[i].t = NAN;
+		rv[i].lifetime_s = -1;
+		rv[i].steps_lost = -5;
+		rv[i].recovery_s = NAN;
+	}
+	v.servers = sv;
+	v.nservers = 300;
+	v.offers = of;
+	v.noffers = 3;
+	v.revocations = rv;
+	v.nrevocations = 2;
+	v.version++;
+	for (int h = 24; h <= 60; h += 36) {
+		resize(h, h == 24 ? 80 : 200, s);
+		render(s, &v);
+		const char *t = grab();
+		CHECK(!strchr(t, '\x1b') && !strchr(t, '\a') && !strchr(t, '\r'), "a control character reached the screen");
+		CHECK(!strstr(t, "nan") && !strstr(t, "inf"), "nan/inf on screen");
+		sd_screen_key(s, KEY_END);
+		sd_screen_key(s, 'a');
+		render(s, &v);
+		sd_screen_key(s, '\r');
+		sd_screen_key(s, '?');
+		render(s, &v);
+		sd_screen_key(s, 27);
+		sd_screen_key(s, 'd');
+		render(s, &v);
+		sd_screen_key(s, 'y');
+		render(s, &v);
+	}
+	sd_screen_destroy(s);
+}
+
+int main(void)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (!setlocale(LC_ALL, "C.UTF-8"))
+		setlocale(LC_ALL, "");
+	setenv("LINES", "40", 1);
+	setenv("COLUMNS", "120", 1);
+	FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+	SCREEN *scr = out && in ? newterm("xterm-256color", out, in) : NULL;
+	if (!scr) {
+		printf("SKIP: no xterm-256color terminfo entry\n");
+		return 77;
+	}
+	set_term(scr);
+
+	static struct ui_fixture f;
+	ui_fixture_init(&f, 4);
+	test_layout(&f);
+	printf("ok: layout, titles and figures at 120x40 and 80x24; one pane redrawn per change; too-small screen\n");
+	test_sizes();
+	ui_fixture_init(&f, 4);
+	test_keys(&f);
+	printf("ok: keys: a s d c p r t ? q Tab j/k Enter Esc and the commands they send\n");
+	ui_fixture_init(&f, 4);
+	test_ascii(&f);
+	printf("ok: ASCII fallback\n");
+	test_hostile();
+	printf("ok: hostile views\n");
+
+	endwin();
+	delscreen(scr);
+	fclose(out);
+	fclose(in);
+	if (failures) {
+		fprintf(stderr, "test-ui-screen: %d failure(s)\n", failures);
+		return 1;
+	}
+	printf("test-ui-screen: all passed\n");
+	return 0;
+}
