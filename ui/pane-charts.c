@@ -123,7 +123,11 @@ static void charts_draw(struct sd_pane *p, const struct sd_view *v, const struct
 		y += mark_h;
 	}
 	if (loss_h) {
-		labelled(w, d, y, loss_h, cw, "loss", sd_fmt_num(val, sizeof val, v->loss, 3),
+		if (v->loss < 0)
+			snprintf(val, sizeof val, "-");
+		else
+			sd_fmt_num(val, sizeof val, v->loss, 3);
+		labelled(w, d, y, loss_h, cw, "loss", val,
 		         &v->loss_hist, t0, t1, 0, SD_STYLE_CHART_ALT);
 		y += loss_h;
 	}

@@ -100,8 +100,11 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 			CELL(CC_RANK, SD_STYLE_NORMAL, "%d", sv->rank);
 		else
 			CELL(CC_RANK, SD_STYLE_DIM, "-");
-		CELL(CC_IPS, sv->emulated ? SD_STYLE_EMULATED : SD_STYLE_NORMAL, "%s%s",
-		     sv->emulated ? "~" : "", sd_fmt_rate(tmp, sizeof tmp, sv->images_per_sec));
+		if (sv->rank < 0 && !(sv->images_per_sec > 0))
+			CELL(CC_IPS, SD_STYLE_DIM, "-");     /* not training: no speed to label */
+		else
+			CELL(CC_IPS, sv->emulated ? SD_STYLE_EMULATED : SD_STYLE_NORMAL, "%s%s",
+			     sv->emulated ? "~" : "", sd_fmt_rate(tmp, sizeof tmp, sv->images_per_sec));
 		if (ws[CC_HIST] > 0) {
 			wattrset(w, bar ? base : d->a[SD_STYLE_CHART]);
 			sd_sparkline(w, d->g, y, x + xs[CC_HIST], ws[CC_HIST], &sv->ips, 0, hist_max);

@@ -67,7 +67,8 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 	else
 		RUN(SD_STYLE_HEADER, "step %ld", v->step);
 	RUN(SD_STYLE_HEADER, "epoch %d/%d", v->epoch, v->epochs);
-	RUN(SD_STYLE_HEADER, "loss %s", sd_fmt_num(a, sizeof a, v->loss, 4));
+	/* A negative loss is the glue's "none yet" (cross-entropy is >= 0). */
+	RUN(SD_STYLE_HEADER, "loss %s", v->loss < 0 ? "-" : sd_fmt_num(a, sizeof a, v->loss, 4));
 	/* Accuracy is a fraction; a glue passing percent still reads right. */
 	double acc = v->test_accuracy > 1.0 && v->test_accuracy <= 100.0 ? v->test_accuracy / 100 : v->test_accuracy;
 	RUN(SD_STYLE_HEADER, "acc %s", acc < 0 ? "-" : sd_fmt_pct(a, sizeof a, acc, 2));
