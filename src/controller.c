@@ -96,6 +96,7 @@ struct sd_controller {
 	long recover_start;      /* step the generation after a loss started from */
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
+	int quitting;            /* quit: waiting for the checkpoint */
 	int exiting;
 	double final_acc, final_loss;
 	/* checkpoint being received */
@@ -545,6 +546,7 @@ static void prune_checkpoints(struct sd_controller *c)
 }
 
 static void maybe_finish(struct sd_controller *c);
+static void finish(struct sd_controller *c, int status);
 
 static void checkpoint_complete(struct sd_controller *c)
 {
@@ -578,6 +580,11 @@ static void checkpoint_complete(struct sd_controller *c)
 	free(c->ck);
 	c->ck = NULL;
 	c->ck_len = c->ck_total = 0;
+	if (c->quitting) {
+		uv_timer_stop(&c->grace_timer);
+		finish(c, 1);
+		return;
+	}
 	maybe_finish(c);
 }
 
@@ -1035,8 +1042,24 @@ static int cmd_resume(struct sd_controller *c, int argc, char **argv, char **why
 	return 0;
 }
 
+static void on_quit_timeout(uv_timer_t *t)
+{
+	finish(t->data, 1);
+}
+
+/* quit: checkpoint first when training (rank 0 streams it), then stop the
+ * workers and release the servers; gives up waiting after 15 s. */
 static int cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
 {
+	if (c->quitting || c->exiting)
+		return 0;
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member && k->rank == 0 && !c->paused) {
+			c->quitting = 1;
+			conn_send(k, sd_msg_new(SD_MSG_CHECKPOINT));
+			uv_timer_start(&c->grace_timer, on_quit_timeout, 15000, 0);
+			return 0;
+		}
 	finish(c, 1);
 	return 0;
 }

@@ -186,6 +186,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	struct sd_provider *p = sd_controller_provider(c);
 	struct sd_run_status st;
 	sd_controller_status(c, &st);
+	v->version++;   /* elapsed time and live figures move on every refresh */
 	v->step = st.step;
 	v->total_steps = st.total_steps;
 	v->epoch = st.epoch;

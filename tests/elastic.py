@@ -102,7 +102,7 @@ class Run:
         """server id -> pid of the live workers."""
         live = {}
         for e in self.events:
-            if e.get("type") == "acquired":
+            if e.get("type") == "started":
                 live[e["server"]] = e["pid"]
             elif e.get("type") == "server_exit":
                 live.pop(e["server"], None)

@@ -1,8 +1,12 @@
 /* tests/test-parity.c - gradients averaged over N workers (each B/N samples
  * of the same global batch, all-reduced with Gloo between N processes) equal
- * the single-process gradient on the same B samples within 1e-5 relative
- * (per element: |a - b| <= 1e-5 * max(|a|, |b|) + 1e-8).  Model cnn (no
- * batch-norm, so the per-worker batch statistics cannot differ). */
+ * the single-process gradient on the same B samples within 1e-5 relative:
+ *   norm-wise   ||a - b|| <= 1e-5 ||a||, and
+ *   per element |a - b| <= 1e-5 * (max(|a|, |b|) + rms(a)).
+ * The rms term is there because float32 sums taken in another order differ
+ * by about 1e-7 of the summands' size, not of the result's: an element that
+ * nearly cancels to zero has no meaningful relative error of its own.
+ * Model cnn (no batch-norm, so per-worker batch statistics cannot differ). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +67,31 @@ static int worker(int rank, int world, const char *dir, const char *out)
 int main(void)
 {
 	openblas_set_num_threads(1);
+	/* Workers are forked before this process runs any OpenMP or OpenBLAS
+	 * code: a thread pool does not survive fork() (libgomp deadlocks). */
+	char dirs[2][32];
+	int failures = 0;
+	int worlds[] = { 2, 4 };
+	int bad_world[2] = { 0, 0 };
+	for (int wi = 0; wi < 2; wi++) {
+		int world = worlds[wi];
+		snprintf(dirs[wi], sizeof dirs[wi], "/tmp/spotdeck-parity-XXXXXX");
+		if (!mkdtemp(dirs[wi]))
+			return 1;
+		char out[64];
+		snprintf(out, sizeof out, "%s/grads", dirs[wi]);
+		pid_t pids[8];
+		for (int r = 0; r < world; r++) {
+			pids[r] = fork();
+			if (pids[r] == 0)
+				_exit(worker(r, world, dirs[wi], out));
+		}
+		for (int r = 0; r < world; r++) {
+			int st;
+			waitpid(pids[r], &st, 0);
+			bad_world[wi] |= !WIFEXITED(st) || WEXITSTATUS(st);
+		}
+	}
 	struct sd_trainer *ref = make_trainer();
 	char *why = NULL;
 	if (sd_trainer_local_grad(ref, 5, 0, B, NULL, NULL, &why) < 0) {
@@ -71,27 +100,12 @@ int main(void)
 	}
 	size_t n = sd_model_param_count(ref->model);
 	const float *g = sd_model_grads(ref->model);
-	int failures = 0;
-	int worlds[] = { 2, 4 };
 	for (int wi = 0; wi < 2; wi++) {
 		int world = worlds[wi];
-		char dir[] = "/tmp/spotdeck-parity-XXXXXX";
-		if (!mkdtemp(dir))
-			return 1;
-		char out[sizeof dir + 16];
+		char *dir = dirs[wi];
+		char out[64];
 		snprintf(out, sizeof out, "%s/grads", dir);
-		pid_t pids[8];
-		for (int r = 0; r < world; r++) {
-			pids[r] = fork();
-			if (pids[r] == 0)
-				_exit(worker(r, world, dir, out));
-		}
-		int bad = 0;
-		for (int r = 0; r < world; r++) {
-			int st;
-			waitpid(pids[r], &st, 0);
-			bad |= !WIFEXITED(st) || WEXITSTATUS(st);
-		}
+		int bad = bad_world[wi];
 		float *h = malloc(n * sizeof(float));
 		FILE *f = fopen(out, "rb");
 		if (bad || !f || fread(h, sizeof(float), n, f) != n) {
@@ -103,11 +117,16 @@ int main(void)
 			continue;
 		}
 		fclose(f);
-		double worst = 0;
+		double worst = 0, sq = 0, dsq = 0;
 		size_t at = 0, over = 0;
 		for (size_t i = 0; i < n; i++) {
+			sq += (double)g[i] * g[i];
+			dsq += ((double)g[i] - h[i]) * ((double)g[i] - h[i]);
+		}
+		double rms = sqrt(sq / n), normrel = sqrt(dsq) / sqrt(sq);
+		for (size_t i = 0; i < n; i++) {
 			double a = g[i], b = h[i], d = fabs(a - b);
-			double tol = 1e-5 * fmax(fabs(a), fabs(b)) + 1e-8;
+			double tol = 1e-5 * (fmax(fabs(a), fabs(b)) + rms);
 			if (d > tol)
 				over++;
 			double rel = d / (fmax(fabs(a), fabs(b)) + 1e-12);
@@ -116,11 +135,13 @@ int main(void)
 				at = i;
 			}
 		}
-		printf("%s: world %d: %zu gradients, worst relative difference %.3g at %zu, %zu over tolerance\n",
-		       over ? "FAIL" : "ok", world, n, worst, at, over);
-		failures += over > 0;
+		int bad_norm = normrel > 1e-5;
+		printf("%s: world %d: %zu gradients, norm-wise relative difference %.3g, worst element %.3g "
+		       "(at %zu, |g| %.3g vs rms %.3g), %zu over tolerance\n",
+		       over || bad_norm ? "FAIL" : "ok", world, n, normrel, worst, at, fabs(g[at]), rms, over);
+		failures += over > 0 || bad_norm;
 		free(h);
-		char cmd[sizeof dir + 16];
+		char cmd[64];
 		snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 		if (system(cmd) != 0)
 			fprintf(stderr, "could not remove %s\n", dir);
