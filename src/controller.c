@@ -1141,10 +1141,19 @@ static void hook_idle(void *ctx)
 		c->opts.on_exit(c, c->exiting - 2, c->opts.ctx);
 }
 
+static void hook_command(void *ctx, const char *line)
+{
+	char *why = NULL;
+	/* Journaled (with its error, if any) by the command table. */
+	sd_controller_command(ctx, line, &why);
+	free(why);
+}
+
 static const struct sd_provider_hooks provider_hooks = {
 	.journal = hook_journal,
 	.notice = hook_notice,
 	.idle = hook_idle,
+	.command = hook_command,
 };
 
 static int mkdir_p(const char *path, char **why)
@@ -1259,6 +1268,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		.worker_path = opts->worker_path,
 		.port = c->port,
 		.run_dir = c->run_dir,
+		.trace = opts->trace,
 	};
 	if (sd_provider_create(&c->provider, loop, &pc, &provider_hooks, c, why) < 0) {
 		uv_close((uv_handle_t *)&c->server, NULL);

@@ -12,6 +12,7 @@
 #include "src/job.h"
 
 struct sd_controller;
+struct sd_trace;
 
 struct sd_controller_opts {
 	const char *run_dir;       /* created if missing; holds journal, checkpoints, logs */
@@ -20,6 +21,7 @@ struct sd_controller_opts {
 	int echo_journal;          /* also print every journal line on stdout */
 	const char *catalog_path;  /* market catalog; NULL: local servers only */
 	int emulate;               /* pace market servers' workers to their GPU's speed */
+	const struct sd_trace *trace;   /* market trace to replay, or NULL */
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);

@@ -18,6 +18,7 @@
 #include "src/controller.h"
 #include "src/job.h"
 #include "src/protocol.h"
+#include "src/trace.h"
 #include "src/view-model.h"
 #include "ui/cockpit.h"
 
@@ -123,6 +124,9 @@ static void usage(FILE *f)
 "  --notice-scale X notice periods X times the catalog's\n"
 "  --seed N         market seed (same seed + commands = same market)\n"
 "  --no-emulate     run market servers' workers at full speed (real GPUs)\n"
+"  --trace FILE     replay a market trace or a journal (spotdeck-catalog(5));\n"
+"                   the market's own revocations are then off\n"
+"  --demo           with --headless: the cockpit's embedded demo job\n"
 "  --help, --version\n");
 }
 
@@ -260,6 +264,8 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, 0, 'S' },
 		{ "no-emulate", no_argument, 0, 'E' },
 		{ "theme", required_argument, 0, 'T' },
+		{ "trace", required_argument, 0, 'X' },
+		{ "demo", no_argument, 0, 'D' },
 		{ "help", no_argument, 0, 'h' },
 		{ "version", no_argument, 0, 'V' },
 		{ 0, 0, 0, 0 },
@@ -268,7 +274,8 @@ int main(int argc, char **argv)
 	char worker[PATH_MAX + 32] = "";
 	long workers = -1;
 	int headless = 0, c, emulate = 1;
-	const char *provider = NULL, *catalog = NULL, *theme = NULL;
+	const char *provider = NULL, *catalog = NULL, *theme = NULL, *trace_path = NULL;
+	int demo = 0;
 	double hazard = -1, boot = -1, notice = -1;
 	long long seed = -1;
 	opterr = 0;
@@ -293,6 +300,8 @@ int main(int argc, char **argv)
 		case 'C': catalog = optarg; break;
 		case 'E': emulate = 0; break;
 		case 'T': theme = optarg; break;
+		case 'X': trace_path = optarg; break;
+		case 'D': demo = 1; break;
 		case 'Z':
 		case 'B':
 		case 'N': {
@@ -334,10 +343,17 @@ int main(int argc, char **argv)
 	}
 	char *why = NULL;
 	struct sd_job job;
-	if (headless)
+	if (headless && !demo)
 		sd_job_defaults(&job);
 	else
 		demo_job(&job);
+	struct sd_trace trace;
+	memset(&trace, 0, sizeof trace);
+	if (trace_path && sd_trace_load(&trace, trace_path, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s\n", why);
+		free(why);
+		return 1;
+	}
 	if (job_path && sd_job_load(&job, job_path, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
@@ -389,6 +405,7 @@ int main(int argc, char **argv)
 		.on_event = on_event_cb,
 		.catalog_path = catalog_path[0] ? catalog_path : NULL,
 		.emulate = emulate,
+		.trace = trace_path ? &trace : NULL,
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};
@@ -454,6 +471,7 @@ int main(int argc, char **argv)
 	sd_controller_free(a.ctl);
 	sd_view_model_free(a.vm);
 	sd_line_reader_free(&a.in_rd);
+	sd_trace_free(&trace);
 	uv_loop_close(a.loop);
 	return a.cockpit_used && a.user_quit ? 0 : a.status;
 }

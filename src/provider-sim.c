@@ -17,6 +17,21 @@
 
 #include "engine/errors.h"
 #include "src/market-model.h"
+#include "src/trace.h"
+
+/* One scheduled step of a trace replay. */
+enum action_kind { ACT_NOTICE, ACT_REVOKE, ACT_STOCKOUT, ACT_PRICE, ACT_COMMAND };
+struct action {
+	double t;
+	enum action_kind kind;
+	const struct sd_trace_event *ev;
+	double notice;                   /* ACT_NOTICE / ACT_REVOKE: notice seconds */
+};
+
+struct stockout {
+	char zone[64];
+	double until;
+};
 
 enum state { ST_REQUESTED, ST_PROVISIONING, ST_BOOTING, ST_JOINING, ST_TRAINING, ST_NOTICE,
              ST_REVOKED, ST_RELEASED, ST_FAILED };
@@ -39,6 +54,8 @@ struct server {
 	uv_timer_t timer;                /* SIGTERM/SIGKILL escalation */
 	int term_sent;
 	double t_notice_end;             /* when the notice runs out */
+	double usd_per_hour;             /* the offer's price when acquired */
+	double trace_revoke_at;          /* a trace revokes it then (< 0: no) */
 	struct sd_provider *p;
 	struct server *next;
 };
@@ -58,6 +75,12 @@ struct sd_provider {
 	int next_id;
 	double usd_done;                 /* money of servers already gone */
 	int closing;
+	/* trace replay */
+	struct action *actions;
+	int nactions, next_action;
+	uv_timer_t trace_timer;
+	struct stockout stockouts[64];
+	int nstockouts;
 };
 
 static double mnow(const struct sd_provider *p)
@@ -65,12 +88,15 @@ static double mnow(const struct sd_provider *p)
 	return (double)(uv_now(p->loop) - p->t0_ms) / 1000.0;
 }
 
+/* Per-second billing from the request with the offer's minimum, at the price
+ * the server was acquired at (a later price change applies to new servers). */
 static double server_usd(const struct sd_provider *p, const struct server *s)
 {
 	if (!s->offer)
 		return 0;
 	double end = s->t_end >= 0 ? s->t_end : mnow(p);
-	return sd_bill_usd(s->offer, end - s->t_request);
+	double billed = fmax(end - s->t_request, s->offer->billing_minimum_seconds);
+	return s->usd_per_hour * billed / 3600;
 }
 
 /* An event about s at market time t (the market's own time for market
@@ -86,7 +112,7 @@ static cJSON *server_event_at(const struct sd_provider *p, const struct server *
 		cJSON_AddStringToObject(ev, "zone", s->offer->zone);
 		cJSON_AddStringToObject(ev, "gpu", s->offer->gpu);
 		cJSON_AddBoolToObject(ev, "transient", s->offer->transient);
-		cJSON_AddNumberToObject(ev, "usd_per_hour", s->offer->usd_per_hour);
+		cJSON_AddNumberToObject(ev, "usd_per_hour", s->usd_per_hour);
 		cJSON_AddNumberToObject(ev, "usd", server_usd(p, s));
 	}
 	return ev;
@@ -261,6 +287,47 @@ static int spawn(struct sd_provider *p, struct server *s, char **why)
 	return 0;
 }
 
+static void notice_server(struct sd_provider *p, struct server *s, double t, double ends_at,
+                          int capped, int batch_size)
+{
+	s->t_notice = t;
+	s->t_notice_end = ends_at;
+	double secs = ends_at - t;
+	set_state(p, s, ST_NOTICE);
+	cJSON *e = server_event_at(p, s, t);
+	cJSON_AddNumberToObject(e, "seconds", secs);
+	cJSON_AddBoolToObject(e, "capped", capped);
+	if (batch_size)
+		cJSON_AddNumberToObject(e, "batch_size", batch_size);
+	p->hooks.journal(p->ctx, "notice", e);
+	p->hooks.notice(p->ctx, s->id, secs);
+}
+
+/* The provider takes the server at market time t. */
+static void revoke_server(struct sd_provider *p, struct server *s, double t, double launched,
+                          int capped)
+{
+	if (s->t_end < 0) {
+		s->t_end = t;
+		p->usd_done += server_usd(p, s);
+	}
+	cJSON *e = server_event_at(p, s, t);
+	cJSON_ReplaceItemInObject(e, "state", cJSON_CreateString("revoked"));
+	cJSON_AddNumberToObject(e, "lifetime_s", t - launched);
+	cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? t - s->t_notice : 0);
+	cJSON_AddBoolToObject(e, "capped", capped);
+	cJSON_AddNumberToObject(e, "billed_s", fmax(s->t_end - s->t_request, s->offer->billing_minimum_seconds));
+	p->hooks.journal(p->ctx, "revoked", e);
+	set_state(p, s, ST_REVOKED);
+	if (s->proc_live) {
+		/* The provider takes the machine: ACPI shutdown, then power off. */
+		s->term_sent = 0;
+		on_escalate(&s->timer);
+	} else {
+		finish_server(p, s, ST_REVOKED);
+	}
+}
+
 static void on_market_event(void *ctx, const struct sd_market_event *ev)
 {
 	struct sd_provider *p = ctx;
@@ -286,44 +353,14 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 			finish_server(p, s, ST_FAILED);
 		}
 		break;
-	case SD_MARKET_NOTICE: {
-		s->t_notice = ev->time;
-		s->t_notice_end = ev->ends_at;
-		double secs = ev->ends_at - ev->time;
-		set_state(p, s, ST_NOTICE);
-		cJSON *e = server_event_at(p, s, ev->time);
-		cJSON_AddNumberToObject(e, "seconds", secs);
-		cJSON_AddBoolToObject(e, "capped", ev->capped);
-		if (ev->batch)
-			cJSON_AddNumberToObject(e, "batch_size", ev->batch_size);
-		p->hooks.journal(p->ctx, "notice", e);
-		p->hooks.notice(p->ctx, s->id, secs);
+	case SD_MARKET_NOTICE:
+		notice_server(p, s, ev->time, ev->ends_at, ev->capped, ev->batch ? ev->batch_size : 0);
 		break;
-	}
 	case SD_MARKET_REVOKED:
-	case SD_MARKET_CAPPED: {
+	case SD_MARKET_CAPPED:
 		s->mid = 0;   /* the market forgot it already */
-		if (s->t_end < 0) {
-			s->t_end = ev->time;
-			p->usd_done += server_usd(p, s);
-		}
-		cJSON *e = server_event_at(p, s, ev->time);
-		cJSON_ReplaceItemInObject(e, "state", cJSON_CreateString("revoked"));
-		cJSON_AddNumberToObject(e, "lifetime_s", ev->time - ev->launched_at);
-		cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? ev->time - s->t_notice : 0);
-		cJSON_AddBoolToObject(e, "capped", ev->kind == SD_MARKET_CAPPED);
-		cJSON_AddNumberToObject(e, "billed_s", s->t_end - s->t_request);
-		p->hooks.journal(p->ctx, "revoked", e);
-		set_state(p, s, ST_REVOKED);
-		if (s->proc_live) {
-			/* The provider takes the machine: ACPI shutdown, then power off. */
-			s->term_sent = 0;
-			on_escalate(&s->timer);
-		} else {
-			finish_server(p, s, ST_REVOKED);
-		}
+		revoke_server(p, s, ev->time, ev->launched_at, ev->kind == SD_MARKET_CAPPED);
 		break;
-	}
 	default:
 		break;
 	}
@@ -352,6 +389,152 @@ static void arm_market(struct sd_provider *p)
 	uv_timer_start(&p->market_timer, on_market_timer, delay > 0 ? (uint64_t)ceil(delay * 1000) : 0, 0);
 }
 
+static int cmp_action(const void *a, const void *b)
+{
+	const struct action *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	/* Same time: file order (the trace is sorted), notices before revokes. */
+	if (x->ev->line != y->ev->line)
+		return x->ev->line - y->ev->line;
+	return (int)x->kind - (int)y->kind;
+}
+
+static void build_actions(struct sd_provider *p, const struct sd_trace *tr)
+{
+	double max_notice = 0;
+	for (int i = 0; p->cat && i < p->cat->noffers; i++)
+		max_notice = fmax(max_notice, p->cat->offers[i].notice_seconds);
+	max_notice *= p->cfg.notice_scale > 0 ? p->cfg.notice_scale : 1;
+	p->actions = sd_calloc((size_t)tr->n * 2 + 1, sizeof *p->actions);
+	for (int i = 0; i < tr->n; i++) {
+		const struct sd_trace_event *e = &tr->events[i];
+		struct action *a = &p->actions[p->nactions++];
+		a->t = e->t;
+		a->ev = e;
+		switch (e->kind) {
+		case SD_TRACE_REVOKE:
+			a->kind = ACT_REVOKE;
+			a->notice = e->seconds >= 0 ? e->seconds : max_notice;
+			struct action *n = &p->actions[p->nactions++];
+			*n = *a;
+			n->kind = ACT_NOTICE;
+			n->t = fmax(0, e->t - a->notice);
+			break;
+		case SD_TRACE_STOCKOUT: a->kind = ACT_STOCKOUT; break;
+		case SD_TRACE_PRICE: a->kind = ACT_PRICE; break;
+		case SD_TRACE_COMMAND: a->kind = ACT_COMMAND; break;
+		}
+	}
+	qsort(p->actions, (size_t)p->nactions, sizeof *p->actions, cmp_action);
+}
+
+static void trace_skipped(struct sd_provider *p, const struct action *a, const char *why)
+{
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddNumberToObject(e, "line", a->ev->line);
+	cJSON_AddNumberToObject(e, "market_time", a->t);
+	cJSON_AddStringToObject(e, "reason", why);
+	p->hooks.journal(p->ctx, "trace_skipped", e);
+}
+
+static void run_action(struct sd_provider *p, const struct action *a)
+{
+	const struct sd_trace_event *e = a->ev;
+	struct server *s = NULL;
+	if (a->kind == ACT_NOTICE || a->kind == ACT_REVOKE) {
+		s = find(p, e->server);
+		if (!s || gone(s) || !s->offer) {
+			if (a->kind == ACT_REVOKE)
+				trace_skipped(p, a, "no such market server at that time");
+			return;
+		}
+	}
+	switch (a->kind) {
+	case ACT_NOTICE:
+		if (s->st != ST_NOTICE)
+			notice_server(p, s, a->t, e->t, 0, 0);
+		break;
+	case ACT_REVOKE:
+		if (s->mid && p->market) {
+			sd_market_release(p->market, s->mid);
+			s->mid = 0;
+		}
+		revoke_server(p, s, a->t, s->t_request, 0);
+		break;
+	case ACT_STOCKOUT: {
+		struct stockout *so = NULL;
+		for (int i = 0; i < p->nstockouts; i++)
+			if (!strcmp(p->stockouts[i].zone, e->zone))
+				so = &p->stockouts[i];
+		if (!so && p->nstockouts < 64)
+			so = &p->stockouts[p->nstockouts++];
+		if (!so)
+			break;
+		snprintf(so->zone, sizeof so->zone, "%s", e->zone);
+		so->until = e->t + e->seconds;
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "zone", e->zone);
+		cJSON_AddNumberToObject(j, "market_time", a->t);
+		cJSON_AddNumberToObject(j, "seconds", e->seconds);
+		p->hooks.journal(p->ctx, "zone_exhausted", j);
+		break;
+	}
+	case ACT_PRICE: {
+		const struct sd_offer *o = p->cat ? sd_catalog_find(p->cat, e->offer) : NULL;
+		if (!o) {
+			trace_skipped(p, a, "no such offer in the catalog");
+			break;
+		}
+		/* The catalog is ours; prices are the one thing a trace changes. */
+		((struct sd_offer *)o)->usd_per_hour = e->usd_per_hour;
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "offer", o->id);
+		cJSON_AddNumberToObject(j, "usd_per_hour", e->usd_per_hour);
+		cJSON_AddNumberToObject(j, "market_time", a->t);
+		p->hooks.journal(p->ctx, "price", j);
+		break;
+	}
+	case ACT_COMMAND:
+		if (p->hooks.command)
+			p->hooks.command(p->ctx, e->command);
+		break;
+	}
+}
+
+static void arm_trace(struct sd_provider *p);
+
+static void on_trace_timer(uv_timer_t *t)
+{
+	struct sd_provider *p = t->data;
+	double now = mnow(p);
+	while (p->next_action < p->nactions && p->actions[p->next_action].t <= now + 1e-9) {
+		/* Let the market catch up first so events interleave in time order. */
+		if (p->market)
+			sd_market_advance(p->market, fmax(sd_market_now(p->market), p->actions[p->next_action].t),
+			                  on_market_event, p);
+		run_action(p, &p->actions[p->next_action++]);
+	}
+	arm_market(p);
+	arm_trace(p);
+}
+
+static void arm_trace(struct sd_provider *p)
+{
+	if (p->closing || p->next_action >= p->nactions)
+		return;
+	double delay = p->actions[p->next_action].t - mnow(p);
+	uv_timer_start(&p->trace_timer, on_trace_timer, delay > 0 ? (uint64_t)ceil(delay * 1000) : 0, 0);
+}
+
+static int zone_exhausted(const struct sd_provider *p, const char *zone)
+{
+	for (int i = 0; i < p->nstockouts; i++)
+		if (!strcmp(p->stockouts[i].zone, zone) && mnow(p) < p->stockouts[i].until)
+			return 1;
+	return 0;
+}
+
 int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
                        const struct sd_provider_config *cfg,
                        const struct sd_provider_hooks *hooks, void *ctx, char **why)
@@ -378,6 +561,8 @@ int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
 		k.hazard_scale = cfg->hazard_scale;
 		k.boot_scale = cfg->boot_scale;
 		k.notice_scale = cfg->notice_scale > 0 ? cfg->notice_scale : 1;
+		if (cfg->trace)
+			k.hazard_scale = 1e-6;   /* the trace alone revokes */
 		if (sd_market_new(&p->market, p->cat, &k, why) < 0) {
 			sd_catalog_free(p->cat);
 			free(p);
@@ -391,6 +576,12 @@ int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
 	}
 	uv_timer_init(loop, &p->market_timer);
 	p->market_timer.data = p;
+	uv_timer_init(loop, &p->trace_timer);
+	p->trace_timer.data = p;
+	if (cfg->trace) {
+		build_actions(p, cfg->trace);
+		arm_trace(p);
+	}
 	*out = p;
 	return 0;
 }
@@ -412,6 +603,8 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 	s->t_request = mnow(p);
 	s->t_end = -1;
 	s->t_notice = -1;
+	s->trace_revoke_at = -1;
+	s->usd_per_hour = o ? o->usd_per_hour : 0;
 	snprintf(s->id, sizeof s->id, "s%d", ++p->next_id);
 	uv_timer_init(p->loop, &s->timer);
 	s->timer.data = s;
@@ -421,7 +614,7 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 	p->servers = s;
 	if (o) {
 		sd_market_advance(p->market, mnow(p), on_market_event, p);
-		int rc = sd_market_launch(p->market, o, &s->mid, why);
+		int rc = zone_exhausted(p, o->zone) ? SD_MARKET_EFULL : sd_market_launch(p->market, o, &s->mid, why);
 		if (rc < 0) {
 			cJSON *e = cJSON_CreateObject();
 			cJSON_AddStringToObject(e, "offer", o->id);
@@ -534,7 +727,7 @@ double sd_provider_usd_per_hour(const struct sd_provider *p)
 	double r = 0;
 	for (const struct server *s = p->servers; s; s = s->next)
 		if (s->t_end < 0 && s->offer)
-			r += s->offer->usd_per_hour;
+			r += s->usd_per_hour;
 	return r;
 }
 
@@ -579,6 +772,7 @@ void sd_provider_close(struct sd_provider *p)
 	p->closing = 1;
 	uv_timer_stop(&p->market_timer);
 	uv_close((uv_handle_t *)&p->market_timer, NULL);
+	uv_close((uv_handle_t *)&p->trace_timer, NULL);
 	for (struct server *s = p->servers, *next; s; s = next) {
 		next = s->next;   /* s may be freed by the close callbacks later */
 		if (s->proc_live)
@@ -604,5 +798,6 @@ void sd_provider_free(struct sd_provider *p)
 		return;
 	sd_market_free(p->market);
 	sd_catalog_free(p->cat);
+	free(p->actions);
 	free(p);
 }

@@ -35,6 +35,8 @@ struct sd_provider_hooks {
 	void (*notice)(void *ctx, const char *server, double seconds);
 	/* The last server process exited (used while shutting down). */
 	void (*idle)(void *ctx);
+	/* A trace's operator command comes due (a command line). */
+	void (*command)(void *ctx, const char *line);
 };
 
 struct sd_provider_config {
@@ -46,6 +48,12 @@ struct sd_provider_config {
 	int port;                   /* controller port on 127.0.0.1 */
 	const char *run_dir;        /* token file and logs/ live there */
 	double grace_seconds;       /* SIGTERM -> SIGKILL (default 5) */
+	/* A market trace (src/trace.h) to replay, or NULL.  With a trace the
+	 * market model's own revocations are off: the trace alone revokes
+	 * servers, closes zones (stockouts), changes prices and issues
+	 * commands, at its market times, so a run is deterministic.  A revoke
+	 * without "notice" gets the catalog's longest notice x notice_scale. */
+	const struct sd_trace *trace;
 };
 
 /* Loads the catalog (when given) and creates the market.  Returns 0 or -1

@@ -254,8 +254,8 @@ static int parse_journal(const struct ctx *c, const cJSON *obj, const cJSON *typ
 			return fail(c, "ok", "missing (expected true or false)");
 		if (!cJSON_IsBool(ok))
 			return fail(c, "ok", "expected true or false, got %s", describe(ok, buf, sizeof buf));
-		if (cJSON_IsFalse(ok))
-			return 0;
+		/* Failed commands are replayed too: a refused add still took a
+		 * server id and journaled a stockout, and must do so again. */
 		ev->kind = SD_TRACE_COMMAND;
 		if (get_number(c, obj, "t", true, false, &ev->t) < 0 ||
 		    get_string(c, obj, "command", false, ev->command, sizeof ev->command) < 0)
@@ -268,6 +268,14 @@ static int parse_journal(const struct ctx *c, const cJSON *obj, const cJSON *typ
 		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
 		    get_string(c, obj, "server", true, ev->server, sizeof ev->server) < 0 ||
 		    get_number(c, obj, "notice_s", false, false, &ev->seconds) < 0)
+			return -1;
+		return 1;
+	}
+	if (!strcmp(ty, "zone_exhausted")) {
+		ev->kind = SD_TRACE_STOCKOUT;
+		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
+		    get_string(c, obj, "zone", true, ev->zone, sizeof ev->zone) < 0 ||
+		    get_number(c, obj, "seconds", true, false, &ev->seconds) < 0)
 			return -1;
 		return 1;
 	}

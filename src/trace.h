@@ -14,8 +14,9 @@
  *     whose keys are checked strictly (an unknown key is an error), or
  *   - a line of a spotdeck journal (the key "type"; what `spotdeck
  *     --headless` prints), so a simulated run's journal replays as a trace:
- *       "command" with "ok": true   -> SD_TRACE_COMMAND at its "t"
- *       "command" with "ok": false  -> skipped (it changed nothing)
+ *       "command" (ok or not)       -> SD_TRACE_COMMAND at its "t" (a
+ *                                      refused add still took a server id)
+ *       "zone_exhausted"            -> SD_TRACE_STOCKOUT at "market_time"
  *       "revoked"                   -> SD_TRACE_REVOKE at "market_time",
  *                                      notice "notice_s" (optional)
  *       "price"                     -> SD_TRACE_PRICE at "market_time"

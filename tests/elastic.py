@@ -16,7 +16,7 @@ def ok(msg):
 
 
 class Run:
-    def __init__(self, job, workers=None, run_dir=None, resume=None, timeout=600):
+    def __init__(self, job, workers=None, run_dir=None, resume=None, timeout=600, extra=()):
         self.tmp = tempfile.mkdtemp(prefix="spotdeck-elastic.")
         self.run_dir = resume or run_dir or os.path.join(self.tmp, "run")
         args = [SPOTDECK, "--headless"]
@@ -29,6 +29,7 @@ class Run:
             args += ["--job", jp, "--run-dir", self.run_dir]
             if workers is not None:
                 args += ["--workers", str(workers)]
+        args += list(extra)
         self.p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, bufsize=1)
         self.events = []

@@ -22,3 +22,5 @@ TESTS += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elast
 EXTRA_DIST += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-protocol.sh
 TESTS += tests/test-sim-market.sh
 EXTRA_DIST += tests/test-sim-market.sh
+TESTS += tests/test-sim-trace.sh
+EXTRA_DIST += tests/test-sim-trace.sh
