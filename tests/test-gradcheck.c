@@ -26,6 +26,7 @@
  * pre-filled with NaN), and dx = NULL gives the same parameter gradients.
  * Prints one line per check; exits 1 when any check fails.
  */
+#include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/rng.h"
 
@@ -477,8 +478,12 @@ static void test_xent(int n, int classes, float spread)
 	free(c.logits), free(c.probs), free(c.labels), free(d);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* The same OpenBLAS kernel as the worker runs (engine/blas.h), so the
+	 * results checked here are those training gets. */
+	sd_blas_select_kernel(argv);
+	(void)argc;
 	sd_rng_seed(&rng, 20240601, 7);
 	printf("gradient check: error = |a-n| / max(%g, |a|+|n|) must be <= %g\n", FLOOR, TOL);
 

@@ -14,6 +14,7 @@
  * typical magnitude.  Integer outputs (argmax, correct count) must be equal.
  * Prints one line per check; exits 1 when any check fails.
  */
+#include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/rng.h"
 
@@ -618,8 +619,12 @@ static void test_paths(int n, int c, int h, int w, int k, int rr, int pad)
 	free(x), free(wt), free(dy), free(ws);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* The same OpenBLAS kernel as the worker runs (engine/blas.h), so the
+	 * results checked here are those training gets. */
+	sd_blas_select_kernel(argv);
+	(void)argc;
 	sd_rng_seed(&rng, 20240602, 3);
 	printf("layers vs direct double loops: |a-r| / max(|r|, mean|r|) must be <= %g\n", TOL);
 	openblas_set_num_threads(1);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <math.h>
 
+#include "engine/blas.h"
 #include "engine/comm.h"
 #include "engine/engine.h"
 
@@ -64,8 +65,12 @@ static int worker(int rank, int world, const char *dir, const char *out)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* The same OpenBLAS kernel as the worker runs (engine/blas.h), so the
+	 * results checked here are those training gets. */
+	sd_blas_select_kernel(argv);
+	(void)argc;
 	openblas_set_num_threads(1);
 	/* Workers are forked before this process runs any OpenMP or OpenBLAS
 	 * code: a thread pool does not survive fork() (libgomp deadlocks). */
