@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "engine/blas.h"
+
 void openblas_set_num_threads(int num_threads);
 char *openblas_get_corename(void);
 
@@ -18,6 +20,8 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
+	/* Measure the kernel the engine runs (engine/blas.h). */
+	sd_blas_select_kernel(argv);
 	int threads = argc > 1 ? atoi(argv[1]) : 2;
 	int n = argc > 2 ? atoi(argv[2]) : 2048;
 	if (threads < 1 || n < 64) {
