@@ -6,3 +6,4 @@ include tests/train.mk
 include tests/market.mk
 include tests/comm.mk
 include tests/ui.mk
+include tests/ui-e2e.mk

@@ -1,0 +1,7 @@
+# tests/ui-e2e.mk: the real spotdeck cockpit end to end in tmux (real
+# workers, a scripted simulated market; screen and journal checked), and the
+# cockpit overhead benchmark (run by hand: tests/bench/cockpit-bench).
+TESTS += tests/test-ui-cockpit.sh
+EXTRA_DIST += tests/test-ui-cockpit.sh tests/ui-e2e/check.py \
+	tests/ui-e2e/cockpit-job.json tests/ui-e2e/cockpit-trace.jsonl \
+	tests/bench/cockpit-bench
