@@ -45,6 +45,7 @@ struct conn {
 	int leaving;
 	int ready;           /* has loaded the job; may join generations */
 	double ips;          /* measured images/s of its compute (EMA) */
+	double ips_assumed;  /* speed assumed before the first measurement */
 	double compute_ms, comm_ms;
 	int emulated;
 	struct conn *next;
@@ -204,6 +205,7 @@ static void on_conn_closed(uv_handle_t *h)
 }
 
 static void schedule_generation(struct sd_controller *c, const char *reason);
+static void finish(struct sd_controller *c, int status);
 
 static void conn_close(struct conn *k, const char *why_lost)
 {
@@ -246,6 +248,9 @@ static void conn_close(struct conn *k, const char *why_lost)
 		}
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
+		/* The checkpoint quit waits for will not come from a lost rank 0. */
+		if (c->quitting && k->member && k->rank == 0)
+			finish(c, 1);
 	}
 	uv_close((uv_handle_t *)&k->tcp, on_conn_closed);
 }
@@ -337,13 +342,26 @@ static void kv_prune(struct sd_controller *c, long keep)
 static void split_batch(struct sd_controller *c, struct conn **m, int n)
 {
 	int B = c->job.train.global_batch;
+	/* A worker not measured yet counts as the mean of the measured ones (all
+	 * equal when nobody is measured), so a newcomer gets a fair share. */
+	double measured = 0;
+	int nmeasured = 0;
+	for (int i = 0; i < n; i++)
+		if (m[i]->ips > 0) {
+			measured += m[i]->ips;
+			nmeasured++;
+		}
+	double mean = nmeasured ? measured / nmeasured : 1;
+	for (int i = 0; i < n; i++)
+		if (!(m[i]->ips > 0))
+			m[i]->ips_assumed = mean;
 	double total = 0;
 	for (int i = 0; i < n; i++)
-		total += m[i]->ips > 0 ? m[i]->ips : 1;
+		total += m[i]->ips > 0 ? m[i]->ips : m[i]->ips_assumed;
 	int given = 0;
 	double *rem = sd_calloc((size_t)n, sizeof(double));
 	for (int i = 0; i < n; i++) {
-		double share = (m[i]->ips > 0 ? m[i]->ips : 1) / total * B;
+		double share = (m[i]->ips > 0 ? m[i]->ips : m[i]->ips_assumed) / total * B;
 		m[i]->count = (int)floor(share);
 		if (m[i]->count < 1 && B >= n)
 			m[i]->count = 1;

@@ -152,18 +152,12 @@ static struct server *find_market(const struct sd_provider *p, sd_server_id mid)
 	return NULL;
 }
 
+/* Servers stay in the list after their handles close, so the cockpit can
+ * show revoked and released ones for a while; sd_provider_free frees them. */
 static void on_handle_closed(uv_handle_t *h)
 {
 	struct server *s = h->data;
-	if (--s->handles == 0) {
-		struct sd_provider *p = s->p;
-		struct server **pp = &p->servers;
-		while (*pp && *pp != s)
-			pp = &(*pp)->next;
-		if (*pp)
-			*pp = s->next;
-		free(s);
-	}
+	s->handles--;
 }
 
 /* Stops billing and forgets the server once its process is gone too. */
@@ -271,6 +265,9 @@ static int spawn(struct sd_provider *p, struct server *s, char **why)
 	po.exit_cb = on_proc_exit;
 	po.stdio = stdio;
 	po.stdio_count = 3;
+	/* Its own session: a hangup of the operator's terminal must not kill
+	 * the servers (the controller stops them itself, with a checkpoint). */
+	po.flags = UV_PROCESS_DETACHED;
 	s->proc.data = s;
 	int rc = uv_spawn(p->loop, &s->proc, &po);
 	close(logfd);
@@ -796,6 +793,11 @@ void sd_provider_free(struct sd_provider *p)
 {
 	if (!p)
 		return;
+	while (p->servers) {
+		struct server *s = p->servers;
+		p->servers = s->next;
+		free(s);
+	}
 	sd_market_free(p->market);
 	sd_catalog_free(p->cat);
 	free(p->actions);

@@ -237,9 +237,11 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	if (sample)
 		vm->last_hist_t = v->elapsed_s;
 	v->nservers = 0;
+	/* Live servers first (oldest first), then those gone in the last minute,
+	 * so the selection and the picker start on servers one can act on. */
+	for (int pass = 0; pass < 2; pass++)
 	for (int i = 0; i < ns; i++) {
-		/* Gone servers stay on screen for a minute, then make room. */
-		if (si[i].gone && si[i].gone_for_s > 60)
+		if (si[i].gone != pass || (si[i].gone && si[i].gone_for_s > 60))
 			continue;
 		struct sd_view_server *s = &vm->servers[v->nservers++];
 		memset(s, 0, sizeof *s);

@@ -112,7 +112,7 @@ step_moves() {
 row_gone() {
 	tmux_capture >/dev/null
 	_cl=$($CHECK pane "$T/screen" "Cluster (") || return 1
-	printf '%s\n' "$_cl" | grep -E "^ $1 " | grep -v released >/dev/null && return 1
+	printf "%s\n" "$_cl" | grep -E "^ $1 " | grep -vE "released|revoked|failed" >/dev/null && return 1
 	return 0
 }
 
