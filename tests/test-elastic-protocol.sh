@@ -8,7 +8,8 @@ sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 r = Run(job(model="mlp", epochs=4, checkpoint_every=0, log_every=10), workers=2)
 port = r.wait_type("run_start")["port"]
-r.wait(lambda e: e.get("type") == "step", "training")
+g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "generation of 2")
+r.wait(lambda e: e.get("type") == "step" and e["generation"] == g["generation"], "training")
 token = open(os.path.join(r.run_dir, "token")).read().strip()
 
 def attempt(payload, event, reason_part):
@@ -44,11 +45,11 @@ attempt((json.dumps(hello2) + "\n").encode(), "protocol_error", "version")
 good = dict(hello, token=token, server_id="rogue")
 attempt((json.dumps(good) + "\n" + json.dumps({"type": "bogus"}) + "\n").encode(), "protocol_error", "unknown message type")
 # Nothing else was disturbed: same generation, training continues.
-gens = [e for e in r.events if e.get("type") == "generation"]
 before = r.events[-1]["t"]
 s = r.wait(lambda e: e.get("type") == "step" and e["t"] > before, "a later step")
-if s["world_size"] != 2:
-    fail("world size %d after the attacks" % s["world_size"])
+if s["world_size"] != 2 or s["generation"] != g["generation"]:
+    fail("generation %d of %d workers after the attacks, expected generation %d of 2"
+         % (s["generation"], s["world_size"], g["generation"]))
 d = r.wait_type("done")
 if r.finish() != 0:
     fail("exit status")
