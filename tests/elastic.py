@@ -1,6 +1,6 @@
 """Test harness for the elastic controller: runs `spotdeck --headless` with a
 pipe for commands and reads its journal lines as they come."""
-import json, os, queue, random, signal, socket, subprocess, sys, tempfile, threading, time
+import atexit, glob, json, os, queue, random, shutil, signal, socket, subprocess, sys, tempfile, threading, time
 
 BUILD = os.environ.get("top_builddir") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPOTDECK = os.path.join(BUILD, "spotdeck")
@@ -15,9 +15,24 @@ def ok(msg):
     print("ok: " + msg, flush=True)
 
 
+_tmpdirs = []
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _tmpdirs])
+
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def check_sanitizers(text, where):
+    """In a sanitizer build, a report anywhere fails the test."""
+    for mark in SANITIZER_MARKS:
+        if mark in text:
+            i = text.index(mark)
+            fail("%s: %s" % (where, text[max(0, i - 200):i + 800]))
+
+
 class Run:
     def __init__(self, job, workers=None, run_dir=None, resume=None, timeout=600, extra=()):
         self.tmp = tempfile.mkdtemp(prefix="spotdeck-elastic.")
+        _tmpdirs.append(self.tmp)
         self.run_dir = resume or run_dir or os.path.join(self.tmp, "run")
         args = [SPOTDECK, "--headless"]
         if resume:
@@ -91,6 +106,10 @@ class Run:
             if ev is None:
                 break
             self.events.append(ev)
+        check_sanitizers(self.p.stderr.read(), "spotdeck's stderr")
+        for log in glob.glob(os.path.join(self.run_dir, "logs", "*.log")):
+            with open(log, errors="replace") as f:
+                check_sanitizers(f.read(), log)
         return rc
 
     def kill(self, sig=signal.SIGKILL):
