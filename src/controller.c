@@ -98,6 +98,7 @@ struct sd_controller {
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
 	int quitting;            /* quit: waiting for the checkpoint */
+	char fatal[512];         /* why the run cannot go on, "" if it can */
 	int exiting;
 	double final_acc, final_loss;
 	/* checkpoint being received */
@@ -889,7 +890,17 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		on_ckpt_chunk(c, k, m);
 		break;
 	case SD_MSG_LOG:
-		journal_kv(c, "worker_log", "server", k->server_id, "message", sd_msg_str(m, "message", ""));
+		if (!strcmp(sd_msg_str(m, "level", ""), "fatal")) {
+			/* Every worker runs the same job: one that cannot load it
+			 * means none can.  End the run with the reason. */
+			const char *msg = sd_msg_str(m, "message", "");
+			journal_kv(c, "job_error", "server", k->server_id, "error", msg);
+			if (!c->fatal[0])
+				snprintf(c->fatal, sizeof c->fatal, "%s", msg);
+			finish(c, 1);
+		} else {
+			journal_kv(c, "worker_log", "server", k->server_id, "message", sd_msg_str(m, "message", ""));
+		}
 		break;
 	default: {
 		char reason[96];
@@ -1373,6 +1384,11 @@ void sd_controller_status(const struct sd_controller *c, struct sd_run_status *s
 	st->world_size = c->world_size;
 	st->paused = c->paused;
 	st->done = c->exiting != 0;
+}
+
+const char *sd_controller_fatal(const struct sd_controller *c)
+{
+	return c->fatal[0] ? c->fatal : NULL;
 }
 
 const struct sd_job *sd_controller_job(const struct sd_controller *c)

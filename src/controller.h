@@ -76,6 +76,8 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *out, int max);
 void sd_controller_status(const struct sd_controller *c, struct sd_run_status *st);
 const struct sd_job *sd_controller_job(const struct sd_controller *c);
+/* Why the run had to stop (a worker could not load the job), or NULL. */
+const char *sd_controller_fatal(const struct sd_controller *c);
 struct sd_provider *sd_controller_provider(struct sd_controller *c);
 
 /* The TCP port workers connect to. */

@@ -359,6 +359,16 @@ int main(int argc, char **argv)
 		free(why);
 		return 1;
 	}
+	if (resume) {
+		/* The run's own job decides its catalog and knobs. */
+		char jp[PATH_MAX + 16];
+		snprintf(jp, sizeof jp, "%s/job.json", resume);
+		if (sd_job_load(&job, jp, &why) < 0) {
+			fprintf(stderr, "spotdeck: --resume %s: %s\n", resume, why);
+			free(why);
+			return 1;
+		}
+	}
 	if (workers >= 0)
 		job.workers = (int)workers;
 	if (provider)
@@ -465,6 +475,11 @@ int main(int argc, char **argv)
 	}
 	if (a.cockpit)
 		sd_cockpit_destroy(a.cockpit);
+	if (sd_controller_fatal(a.ctl)) {
+		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a.ctl));
+		a.status = 1;
+		a.user_quit = 0;
+	}
 	sd_controller_close(a.ctl);
 	uv_walk(a.loop, on_closed_walk, NULL);
 	uv_run(a.loop, UV_RUN_DEFAULT);

@@ -243,7 +243,12 @@ static int store_get(void *ctx, const char *key, void **value, size_t *len, int 
 		if (left <= 0)
 			return sd_why(why, "store get %s: no value within %d ms", key, timeout_ms),
 			       SD_COMM_ETIMEDOUT;
-		if (ctl_pump(c, (int)(left * 1000) + 1, why) < 0)
+		/* A newer generation was announced while we wait for this one's
+		 * peers: some of them will never come, give up now. */
+		if (ctl_has(c, SD_MSG_GENERATION))
+			return sd_why(why, "store get %s: superseded by a newer generation", key),
+			       SD_COMM_ETIMEDOUT;
+		if (ctl_pump(c, left > 0.05 ? 50 : (int)(left * 1000) + 1, why) < 0)
 			return SD_COMM_EFAIL;
 	}
 }
@@ -623,8 +628,15 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	int threads = o->threads ? o->threads : a.job.threads_per_worker;
 	openblas_set_num_threads(threads);
 	omp_set_num_threads(threads);
-	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0)
+	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0) {
+		/* The job cannot run here (missing data, bad model): say so to the
+		 * controller, which journals it and stops the run. */
+		cJSON *l = sd_msg_new(SD_MSG_LOG);
+		cJSON_AddStringToObject(l, "level", "fatal");
+		cJSON_AddStringToObject(l, "message", why);
+		ctl_send(&a.ctl, l);
 		goto out;
+	}
 	/* Only now can we take part in a rendezvous without holding others up. */
 	if (ctl_send(&a.ctl, sd_msg_new(SD_MSG_READY)) < 0) {
 		sd_why(&why, "controller connection lost");
