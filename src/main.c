@@ -242,6 +242,10 @@ static void default_catalog(char *out, size_t len)
 				return;
 		}
 	}
+	/* A build tree outside the source tree (VPATH): the sources' data. */
+	snprintf(out, len, "%s/data/gce-2019.json", SD_SRCDIR);
+	if (access(out, R_OK) == 0)
+		return;
 	snprintf(out, len, "%s/gce-2019.json", SD_DATADIR);
 	if (access(out, R_OK) != 0)
 		out[0] = 0;
@@ -446,7 +450,7 @@ int main(int argc, char **argv)
 			snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
 		struct sd_cockpit_opts co = {
 			.theme = theme,
-			.theme_dirs = { themes_home, SD_DATADIR "/themes", "themes", NULL },
+			.theme_dirs = { themes_home, SD_DATADIR "/themes", SD_SRCDIR "/themes", NULL },
 			.bell = 1,
 			.log_path = logpath,
 		};

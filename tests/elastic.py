@@ -87,6 +87,18 @@ class Run:
             if pred(ev):
                 return ev
 
+    def mark(self):
+        """A position in the events seen so far, for wait_since."""
+        return len(self.events)
+
+    def wait_since(self, mark, pred, what, timeout=None):
+        """Like wait, but an event already seen after mark counts too, so
+        two events may arrive in either order."""
+        for ev in self.events[mark:]:
+            if pred(ev):
+                return ev
+        return self.wait(pred, what, timeout)
+
     def wait_type(self, typ, timeout=None, **fields):
         return self.wait(lambda e: e.get("type") == typ and all(e.get(k) == v for k, v in fields.items()),
                          typ + (" " + json.dumps(fields) if fields else ""), timeout)
