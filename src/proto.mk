@@ -21,10 +21,10 @@ tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 # mutations.  For coverage-guided runs build them with clang, e.g.
 #   clang -DSD_LIBFUZZER -fsanitize=fuzzer,address,undefined -I. -I/usr/include/cjson \
 #     tests/fuzz/fuzz-protocol.c src/protocol.c engine/errors.c -lcjson -lm
-tests_fuzz_fuzz_protocol_SOURCES = tests/fuzz/fuzz-protocol.c
+tests_fuzz_fuzz_protocol_SOURCES = tests/fuzz/fuzz-protocol.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
-tests_fuzz_fuzz_job_SOURCES = tests/fuzz/fuzz-job.c
+tests_fuzz_fuzz_job_SOURCES = tests/fuzz/fuzz-job.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 tests_fuzz_fuzz_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

@@ -212,24 +212,7 @@ static const char *const corpus[] = {
 #define MUTATIONS 5000
 #define MAX_INPUT 4096
 
-static uint64_t rng_state = 0x5d0f1e2a3b4c5d6eull;
-
-/* splitmix64 (Steele, Lea, Flood 2014): deterministic, so a failure
- * reproduces on every run. */
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static size_t rnd_below(size_t n)
-{
-	return n ? (size_t)(rnd() % n) : 0;
-}
-
-static const char interesting_bytes[] = "\"{}[]:,\\\n\r\0000-e.+ \t\x7f\x80\xff";
+#define FUZZ_SEED 0x5d0f1e2a3b4c5d6eull
 
 static const char *const tokens[] = {
 	"1e999", "-1e999", "-1", "0", "1", "2", "-0", "1.5", "9223372036854775807",
@@ -246,62 +229,7 @@ static const char *const tokens[] = {
 
 #define NTOKENS (sizeof tokens / sizeof tokens[0])
 
-/* Applies one random mutation to buf (len bytes, room for MAX_INPUT). */
-static size_t mutate_once(char *buf, size_t len)
-{
-	switch (rnd_below(7)) {
-	case 0:   /* flip a bit */
-		if (len)
-			buf[rnd_below(len)] ^= (char)(1u << rnd_below(8));
-		return len;
-	case 1:   /* replace a byte, by a random or a meaningful one */
-		if (len) {
-			size_t at = rnd_below(len);
-			buf[at] = rnd_below(2) ? (char)rnd()
-			        : interesting_bytes[rnd_below(sizeof interesting_bytes - 1)];
-		}
-		return len;
-	case 2:   /* truncate */
-		return rnd_below(len + 1);
-	case 3: { /* insert random bytes */
-		size_t n = rnd_below(8) + 1, at = rnd_below(len + 1);
-		if (len + n > MAX_INPUT)
-			return len;
-		memmove(buf + at + n, buf + at, len - at);
-		for (size_t i = 0; i < n; i++)
-			buf[at + i] = (char)rnd();
-		return len + n;
-	}
-	case 4: { /* insert a token */
-		const char *t = tokens[rnd_below(NTOKENS)];
-		size_t n = strlen(t), at = rnd_below(len + 1);
-		if (len + n > MAX_INPUT)
-			return len;
-		memmove(buf + at + n, buf + at, len - at);
-		memcpy(buf + at, t, n);
-		return len + n;
-	}
-	case 5: { /* duplicate a chunk somewhere */
-		if (!len)
-			return len;
-		size_t from = rnd_below(len), n = rnd_below(len - from) + 1, at = rnd_below(len + 1);
-		if (len + n > MAX_INPUT)
-			return len;
-		char tmp[MAX_INPUT];
-		memcpy(tmp, buf + from, n);
-		memmove(buf + at + n, buf + at, len - at);
-		memcpy(buf + at, tmp, n);
-		return len + n;
-	}
-	default: { /* delete a chunk */
-		if (!len)
-			return len;
-		size_t from = rnd_below(len), n = rnd_below(len - from) + 1;
-		memmove(buf + from, buf + from + n, len - from - n);
-		return len - n;
-	}
-	}
-}
+#include "tests/fuzz/mutate.h"
 
 int main(void)
 {
