@@ -11,29 +11,40 @@ ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= 300, "check
 r.kill(signal.SIGKILL)
 r.finish()
 run_dir = r.run_dir
+# The newest checkpoint is the newest file the controller renamed into
+# place; the kill may land after its rename and before its journal line, so
+# the files, not the events, say which one --resume must pick.
+import re
+on_disk = sorted(int(m.group(1)) for m in
+                 (re.fullmatch(r"ckpt-(\d+)\.sdckpt", n) for n in os.listdir(os.path.join(run_dir, "checkpoints")))
+                 if m)
+seen = max(e["step"] for e in r.events if e.get("type") == "checkpoint")
+if not on_disk or on_disk[-1] < seen:
+    fail("checkpoints on disk %s, but the journal reported ckpt-%d" % (on_disk, seen))
+latest = on_disk[-1]
 # Workers notice their controller is gone and exit on their own.
 # A torn checkpoint write: the newest-looking file is garbage.
 with open(os.path.join(run_dir, "checkpoints", "ckpt-999999.sdckpt"), "wb") as f:
     f.write(b"SDCKPT\0\0" + b"\1" * 100)
 with open(os.path.join(run_dir, "checkpoints", "ckpt-900.sdckpt.tmp.1234"), "wb") as f:
     f.write(b"half")
-latest = max(e["step"] for e in r.events if e.get("type") == "checkpoint")
 r2 = Run(None, resume=run_dir)
 st = r2.wait_type("run_start")
 if not st.get("resume") or not st.get("checkpoint", "").endswith("ckpt-%d.sdckpt" % latest):
-    fail("resume picked %s, expected ckpt-%d" % (st.get("checkpoint"), latest))
+    fail("resume picked %s, expected ckpt-%d (on disk: %s)" % (st.get("checkpoint"), latest, on_disk))
 r2.command("add 2")
 j = r2.wait_type("worker_joined")
 if j["step"] != latest:
-    fail("resumed at step %d, expected %d" % (j["step"], latest))
+    fail("resumed at step %d, expected %d; events: %s" % (j["step"], latest, json.dumps(r2.events[-8:])))
 d = r2.wait_type("done")
-if r2.finish() != 0:
-    fail("exit status")
+rc = r2.finish()
+if rc != 0:
+    fail("exit status %s; stderr: %s" % (rc, r2.p.stderr.read() if r2.p.stderr else ""))
 if d["steps"] != 937:
-    fail("resumed run ended at step %d" % d["steps"])
+    fail("resumed run ended at step %d; done: %s" % (d["steps"], json.dumps(d)))
 bad = [e for e in r2.events if e.get("type") == "checkpoint_invalid"]
 if not bad:
     fail("the corrupt checkpoint was not reported")
-ok("controller killed after ckpt-%d; --resume continued from it (corrupt newer file rejected: %s) to step %d, accuracy %.4f"
-   % (latest, bad[0]["error"], d["steps"], d["test_accuracy"]))
+ok("controller killed after ckpt-%d (journal had reported ckpt-%d); --resume continued from it (corrupt newer file rejected: %s) to step %d, accuracy %.4f"
+   % (latest, seen, bad[0]["error"], d["steps"], d["test_accuracy"]))
 PY
