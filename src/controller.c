@@ -1004,7 +1004,7 @@ static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 	char id[16];
 	for (long i = 0; i < n; i++)
 		if (sd_provider_acquire(c->provider, offer, id, sizeof id, why) < 0)
-			return -1;
+			return sd_why(why, "add %s", why && *why ? *why : "?");
 	return 0;
 }
 
@@ -1027,7 +1027,7 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 		return sd_why(why, "swap: 16 swaps already pending");
 	char id[16];
 	if (sd_provider_acquire(c->provider, argv[2], id, sizeof id, why) < 0)
-		return -1;
+		return sd_why(why, "swap %s for %s", argv[1], why && *why ? *why : "?");
 	snprintf(c->swap_new[c->nswaps], sizeof c->swap_new[0], "%s", id);
 	snprintf(c->swap_old[c->nswaps], sizeof c->swap_old[0], "%s", argv[1]);
 	c->nswaps++;
@@ -1330,20 +1330,22 @@ fail:
 int sd_controller_start(struct sd_controller *c, char **why)
 {
 	char id[16];
+	/* Every offer the cluster names must exist before anything starts, so a
+	 * typo costs no server and no process. */
+	const struct sd_catalog *cat = sd_provider_catalog(c->provider);
+	for (int i = 0; i < c->job.ncluster; i++)
+		if (strcmp(c->job.cluster[i], "local") && (!cat || !sd_catalog_find(cat, c->job.cluster[i])))
+			return sd_why(why, cat ? "cluster[%d]: %s: no such offer in %s"
+			                       : "cluster[%d]: %s: no market catalog loaded%s",
+			              i, c->job.cluster[i], cat ? cat->file : "");
 	for (int i = 0; i < c->job.workers; i++)
 		if (sd_provider_acquire(c->provider, "local", id, sizeof id, why) < 0)
 			return -1;
 	/* The job's initial cluster; a stockout is journaled and skipped. */
 	for (int i = 0; i < c->job.ncluster; i++) {
 		char *err = NULL;
-		if (sd_provider_acquire(c->provider, c->job.cluster[i], id, sizeof id, &err) < 0) {
-			if (!sd_provider_catalog(c->provider) || !sd_catalog_find(sd_provider_catalog(c->provider), c->job.cluster[i])) {
-				sd_why(why, "job cluster[%d]: %s", i, err ? err : "?");
-				free(err);
-				return -1;
-			}
-			free(err);
-		}
+		sd_provider_acquire(c->provider, c->job.cluster[i], id, sizeof id, &err);
+		free(err);
 	}
 	return 0;
 }

@@ -64,7 +64,9 @@ struct sd_run_status {
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why);
 
-/* Starts the job's initial local workers (job->workers). */
+/* Starts the job's initial local workers (job->workers) and its cluster
+ * (job->cluster).  Returns 0, or -1 with *why "cluster[I]: OFFER: ..." when
+ * the catalog has no such offer (a stockout is journaled and skipped). */
 int sd_controller_start(struct sd_controller *c, char **why);
 
 /* Runs one command line ("add", "drop s3", "checkpoint", "pause", "resume",

@@ -216,6 +216,12 @@ static void sd_json_add_float(cJSON *obj, const char *name, float f)
  * ASCII, "..." when cut.  Returns buf. */
 static const char *sd_json_show(const cJSON *item, char *buf, size_t size)
 {
+	/* cJSON prints a number beyond double's range (1e400 parses as inf) as
+	 * "null", which would tell the user something they did not type. */
+	if (cJSON_IsNumber(item) && !isfinite(item->valuedouble)) {
+		snprintf(buf, size, "%s (beyond a double's range)", item->valuedouble < 0 ? "-inf" : "inf");
+		return buf;
+	}
 	char *s = cJSON_PrintUnformatted(item);
 	if (!s) {
 		snprintf(buf, size, "?");

@@ -4,12 +4,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -31,6 +33,7 @@ struct app {
 	uv_stream_t *in;
 	struct sd_line_reader in_rd;
 	int status;
+	int start_failed;        /* the start failed in a run directory it created */
 	int done;
 	struct sd_view_model *vm;
 	struct sd_cockpit *cockpit;
@@ -251,6 +254,20 @@ static void default_catalog(char *out, size_t len)
 		out[0] = 0;
 }
 
+static int discard_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st; (void)flag; (void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Removes a run directory this process created moments ago (job.json, token,
+ * journal, empty checkpoints/ and logs/, worker logs of a failed start). */
+static void discard_run_dir(const char *dir)
+{
+	nftw(dir, discard_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -363,9 +380,10 @@ int main(int argc, char **argv)
 		free(why);
 		return 1;
 	}
+	char jp[PATH_MAX + 16];
+	snprintf(jp, sizeof jp, "%s", job_path ? job_path : "the built-in job");
 	if (resume) {
 		/* The run's own job decides its catalog and knobs. */
-		char jp[PATH_MAX + 16];
 		snprintf(jp, sizeof jp, "%s/job.json", resume);
 		if (sd_job_load(&job, jp, &why) < 0) {
 			fprintf(stderr, "spotdeck: --resume %s: %s\n", resume, why);
@@ -378,7 +396,11 @@ int main(int argc, char **argv)
 	if (provider)
 		snprintf(job.provider, sizeof job.provider, "%s", provider);
 	if (strcmp(job.provider, "sim")) {
-		fprintf(stderr, "spotdeck: provider '%s' is not available in this build (only sim)\n", job.provider);
+		if (provider)
+			fprintf(stderr, "spotdeck: --provider: '%s' is not available in this build (only sim)\n", provider);
+		else
+			fprintf(stderr, "spotdeck: %s: provider: '%s' is not available in this build (only sim)\n",
+			        jp, job.provider);
 		return 1;
 	}
 	if (catalog)
@@ -423,9 +445,25 @@ int main(int argc, char **argv)
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};
+	/* A run directory this start creates is removed again if the start
+	 * fails (bad catalog, theme or cluster): a failed start leaves nothing. */
+	struct stat rd_st;
+	int fresh_dir = !resume && stat(run_dir, &rd_st) < 0 && errno == ENOENT;
+	if (!resume) {
+		/* Never start a second run over a first one's job, checkpoints and journal. */
+		char jpath[PATH_MAX + 32];
+		snprintf(jpath, sizeof jpath, "%s/journal.jsonl", run_dir);
+		if (access(jpath, F_OK) == 0) {
+			fprintf(stderr, "spotdeck: --run-dir %s: holds a run already (journal.jsonl); "
+			        "continue it with --resume %s or choose another directory\n", run_dir, run_dir);
+			return 1;
+		}
+	}
 	if (sd_controller_create(&a.ctl, a.loop, &job, &o, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
+		if (fresh_dir)
+			discard_run_dir(run_dir);
 		return 1;
 	}
 	uv_signal_init(a.loop, &a.sigint);
@@ -464,6 +502,8 @@ int main(int argc, char **argv)
 			uv_run(a.loop, UV_RUN_DEFAULT);
 			sd_controller_free(a.ctl);
 			sd_view_model_free(a.vm);
+			if (fresh_dir)
+				discard_run_dir(run_dir);
 			return 1;
 		}
 		a.cockpit_used = 1;
@@ -471,9 +511,11 @@ int main(int argc, char **argv)
 			close(fd);   /* the cockpit sends stderr to the log itself */
 	}
 	if (sd_controller_start(a.ctl, &why) < 0) {
-		fprintf(stderr, "spotdeck: %s\n", why);
+		/* The job's initial cluster named an offer the catalog lacks. */
+		fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
 		free(why);
 		a.status = 1;
+		a.start_failed = fresh_dir;
 	} else {
 		uv_run(a.loop, UV_RUN_DEFAULT);
 	}
@@ -492,5 +534,7 @@ int main(int argc, char **argv)
 	sd_line_reader_free(&a.in_rd);
 	sd_trace_free(&trace);
 	uv_loop_close(a.loop);
+	if (a.start_failed)
+		discard_run_dir(run_dir);
 	return a.cockpit_used && a.user_quit ? 0 : a.status;
 }

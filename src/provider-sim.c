@@ -589,10 +589,10 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 	const struct sd_offer *o = NULL;
 	if (strcmp(offer_id, "local")) {
 		if (!p->cat)
-			return sd_why(why, "add %s: no market catalog loaded (only 'local' servers)", offer_id);
+			return sd_why(why, "%s: no market catalog loaded (only 'local' servers)", offer_id);
 		o = sd_catalog_find(p->cat, offer_id);
 		if (!o)
-			return sd_why(why, "add %s: no such offer in %s", offer_id, p->cat->file);
+			return sd_why(why, "%s: no such offer in %s", offer_id, p->cat->file);
 	}
 	struct server *s = sd_calloc(1, sizeof *s);
 	s->p = p;
@@ -624,7 +624,7 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 			s->t_end = s->t_request;
 			s->timer_open = 0;
 			uv_close((uv_handle_t *)&s->timer, on_handle_closed);
-			return sd_why(why, "add %s: %s: the zone has no capacity for this offer now "
+			return sd_why(why, "%s: %s: the zone has no capacity for this offer now "
 			              "(ZONE_RESOURCE_POOL_EXHAUSTED)", o->id, o->zone);
 		}
 	}

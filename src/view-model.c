@@ -250,7 +250,10 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		snprintf(s->zone, sizeof s->zone, "%s", si[i].offer ? si[i].offer->zone : "localhost");
 		snprintf(s->gpu, sizeof s->gpu, "%s", si[i].offer ? si[i].offer->gpu : "CPU");
 		s->transient = si[i].offer ? si[i].offer->transient : 0;
-		snprintf(s->state, sizeof s->state, "%s", si[i].state);
+		/* A paused run holds its workers at a step boundary: say so rather
+		 * than "training" (the provider's state for a server in the job). */
+		snprintf(s->state, sizeof s->state, "%s",
+		         st.paused && !strcmp(si[i].state, "training") ? "paused" : si[i].state);
 		s->rank = -1;
 		s->uptime_s = si[i].uptime_s;
 		s->usd_per_hour = si[i].offer && !si[i].gone ? si[i].offer->usd_per_hour : 0;

@@ -18,7 +18,8 @@
 #     replacement suggested on the status line, a generation with fewer
 #     workers, steps going on (screen and journal);
 #   d + Esc keeps the server, d + y drops it (released, row gone, one worker
-#     left, still training);
+#     left, still training); d on a gone server's row only says so;
+#   p pauses (the row says paused), p again resumes;
 #   q + n keeps running, q + y checkpoints, releases every server, exits 0 and
 #     gives the terminal back (primary screen with the text printed before
 #     spotdeck, cursor visible).
@@ -240,6 +241,24 @@ run_size() {
 	jwait 10 world 1
 	step_moves 10 "$W x $H after the drop"
 	ok "$W x $H: d + Esc kept s3; d + y dropped it ($dropj), row gone; 1 worker trains on (step $STEP_FROM -> $STEP_TO)"
+
+	# ---- d on a server already gone: a note, no command ----
+	tmux_send g j d
+	tmux_wait_re "s[0-9]+ is (revoked|released) already: nothing to drop" 5
+	gone=$(grep -oE "s[0-9]+ is (revoked|released) already" "$T/screen" | head -n 1 | cut -d' ' -f1)
+	tmux_refuse "Drop $gone ("
+	sleep 0.3
+	grep -q "\"command\":\"drop $gone\"" "$RUN/journal.jsonl" && fail "$W x $H: d on gone $gone sent a drop"
+	ok "$W x $H: d on $gone (gone) says so on the status line and sends nothing"
+
+	# ---- p pauses: rows say paused; p again trains on ----
+	tmux_send p
+	tmux_wait_re "^│ s4 .*paused" 10
+	jwait 10 paused
+	tmux_send p
+	tmux_wait_re "^│ s4 .*training" 10
+	step_moves 10 "$W x $H after pause and resume"
+	ok "$W x $H: p paused (s4 row: paused), p resumed (s4 training, step $STEP_FROM -> $STEP_TO)"
 
 	# ---- q: n keeps running, y exits 0 with the terminal restored ----
 	tmux_send q

@@ -104,12 +104,15 @@ tmux_send Down Enter
 tmux_wait_file "$T/cmds" "^swap s1 "
 ok "k s + Enter sent '$(grep '^swap' "$T/cmds")'"
 
+# The swap released s1: d on its row says so and opens no dialog.
 tmux_send d
-tmux_wait "Drop s1"
-tmux_send Escape
-tmux_wait_gone "Drop s1"
-grep -q "^drop s1" "$T/cmds" && fail "Esc still dropped s1"
-ok "d then Esc cancels"
+tmux_wait "s1 is released already: nothing to drop"
+tmux_refuse "Drop s1"
+tmux_send s
+tmux_wait "s1 is released: nothing to swap"
+tmux_refuse "Swap s1"
+grep -q "^drop s1" "$T/cmds" && fail "d on released s1 sent a drop"
+ok "d and s on the released s1 only say so"
 
 tmux_send p
 tmux_wait_file "$T/cmds" "^pause\$"

@@ -1,6 +1,6 @@
-/* ui/pane-status.c - the status line: on the left the suggestion after a
- * revocation ("r: replace s3 with gce/..."), else the UI's own note (a
- * command's error), else the run's last message; on the right the key
+/* ui/pane-status.c - the status line: on the left the UI's own note while
+ * it lasts (a command's error, "sent: ..."), else the suggestion after a
+ * revocation ("r: replace s3 with gce/..."), else the run's last message; on the right the key
  * hints, taken from the key table and dropped by priority when short of
  * room. */
 #include "config.h"
@@ -35,16 +35,18 @@ static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	wattrset(w, d->a[SD_STYLE_STATUS]);
 	sd_blank(w, 0, 0, p->w);
 
-	if (v->suggestion[0]) {
+	if (d->note && d->note[0]) {
+		/* The operator just acted: the answer to that comes first, for
+		 * the few seconds a note lasts. */
+		snprintf(msg, sizeof msg, "%s", d->note);
+		mstyle = d->note_style;
+	} else if (v->suggestion[0]) {
 		if (v->suggestion_for[0])
 			snprintf(msg, sizeof msg, "r: replace %.*s with %.*s", (int)sizeof v->suggestion_for,
 			         v->suggestion_for, (int)sizeof v->suggestion, v->suggestion);
 		else
 			snprintf(msg, sizeof msg, "r: add %.*s", (int)sizeof v->suggestion, v->suggestion);
 		mstyle = SD_STYLE_WARN;
-	} else if (d->note && d->note[0]) {
-		snprintf(msg, sizeof msg, "%s", d->note);
-		mstyle = d->note_style;
 	} else {
 		snprintf(msg, sizeof msg, "%.*s", (int)sizeof v->message, v->message);
 	}

@@ -124,7 +124,7 @@ enum sd_style sd_state_style(const char *state)
 		{ "notice", SD_STYLE_CRIT }, { "revoked", SD_STYLE_CRIT }, { "failed", SD_STYLE_CRIT },
 		{ "released", SD_STYLE_DIM },
 		{ "requested", SD_STYLE_WARN }, { "provisioning", SD_STYLE_WARN },
-		{ "booting", SD_STYLE_WARN }, { "joining", SD_STYLE_WARN },
+		{ "booting", SD_STYLE_WARN }, { "joining", SD_STYLE_WARN }, { "paused", SD_STYLE_WARN },
 	};
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
 		if (strcmp(state, map[i].state) == 0)

@@ -429,6 +429,9 @@ void sd_screen_revocation(struct sd_screen *s, const char *server)
 	s->highlight_until = s->now + HIGHLIGHT_MS;
 	s->panes[P_CLUSTER].dirty = 1;
 	s->panes[P_REVOCATIONS].dirty = 1;
+	/* A revocation outranks an older note: its suggestion shows at once. */
+	s->note[0] = '\0';
+	s->panes[P_STATUS].dirty = 1;
 	s->bell = s->cfg.bell;
 	slog(s, "revocation of %s", s->highlight);
 }
@@ -539,6 +542,10 @@ int sd_act_swap(struct sd_screen *s, int key)
 		set_note(s, SD_STYLE_WARN, 0, "no server to swap");
 		return SD_KEY_HANDLED | SD_KEY_REDRAW;
 	}
+	if (!sd_state_live(sv->state)) {
+		set_note(s, SD_STYLE_WARN, 0, "%.31s is %.15s: nothing to swap (a to add a server)", sv->id, sv->state);
+		return SD_KEY_HANDLED | SD_KEY_REDRAW;
+	}
 	char prefix[64], title[128];
 	snprintf(prefix, sizeof prefix, "swap %.31s ", sv->id);
 	snprintf(title, sizeof title, "Swap %.31s (%.15s in %.31s) for", sv->id, sv->gpu, sv->zone);
@@ -550,6 +557,10 @@ int sd_act_drop(struct sd_screen *s, int key)
 	const struct sd_view_server *sv = selected_server(s);
 	if (!sv) {
 		set_note(s, SD_STYLE_WARN, 0, "no server to drop");
+		return SD_KEY_HANDLED | SD_KEY_REDRAW;
+	}
+	if (!sd_state_live(sv->state)) {
+		set_note(s, SD_STYLE_WARN, 0, "%.31s is %.15s already: nothing to drop", sv->id, sv->state);
 		return SD_KEY_HANDLED | SD_KEY_REDRAW;
 	}
 	char cmd[64];

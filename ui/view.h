@@ -45,7 +45,8 @@ struct sd_view_server {
 	char zone[32];
 	char gpu[16];
 	int transient;
-	char state[16];             /* requested provisioning booting joining training notice revoked released failed */
+	char state[16];             /* requested provisioning booting joining training paused
+	                             * (training, run paused) notice revoked released failed */
 	int rank;                   /* -1 when not in the current generation */
 	double images_per_sec;
 	struct sd_view_series ips;  /* images/s history */

@@ -16,6 +16,8 @@ of a real spotdeck run and of a captured screen.
   check.py JOURNAL released SERVER an ok "drop SERVER", then SERVER released
   check.py JOURNAL steps-after N   a step event with step > N
   check.py JOURNAL world W         the last generation has world_size W
+  check.py JOURNAL paused          an ok "pause", then a generation in state
+                                   "paused" (the workers hold)
   check.py JOURNAL quit            an ok quit, a checkpoint after it, every
                                    server acquired ends released or revoked
   check.py JOURNAL pids            the worker pids the run started
@@ -203,6 +205,15 @@ def main(argv):
         if gens and gens[-1].get("world_size") == int(arg):
             yes("generation %d, %s workers" % (gens[-1]["generation"], arg))
         no("last generation: %s" % (gens[-1] if gens else "none"))
+
+    if what == "paused":
+        c = find(ev, type="command", command="pause", ok=True)
+        if c < 0:
+            no("no ok 'pause' command in the journal")
+        g = find(ev, c, type="generation", state="paused")
+        if g < 0:
+            no("no paused generation after the pause command")
+        yes("paused at step %s (generation %s)" % (ev[g].get("step"), ev[g].get("generation")))
 
     if what == "quit":
         q = find(ev, type="command", command="quit")

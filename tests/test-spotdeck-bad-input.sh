@@ -1,0 +1,54 @@
+#!/bin/sh
+# Bad input to spotdeck itself: one error line naming the file (or option)
+# and the field, a non-zero exit, no crash, and nothing lost or left behind:
+# a refused start leaves no run directory and no worker process, and an
+# earlier run's directory is never started over.
+. "$(dirname "$0")/lib.sh"
+tmpdir
+SPOTDECK="$top_builddir/spotdeck"
+
+printf '{"model":"mlp","lr":1e400}' >"$T/huge.json"
+expect_error "number beyond a double" "huge\.json: lr: .*got inf \(beyond" \
+	$SPOTDECK --headless --job "$T/huge.json" --run-dir "$T/r1"
+[ ! -e "$T/r1" ] || fail "a bad job left $T/r1"
+
+printf '{"model":"mlp","provider":"gce"}' >"$T/gce.json"
+expect_error "provider not in this build (job)" "gce\.json: provider: 'gce' is not available" \
+	$SPOTDECK --headless --job "$T/gce.json" --run-dir "$T/r2"
+expect_error "provider not in this build (option)" "^spotdeck: --provider: 'gce'" \
+	$SPOTDECK --headless --provider gce --run-dir "$T/r2"
+[ ! -e "$T/r2" ] || fail "an unavailable provider left $T/r2"
+
+# An offer the catalog lacks: refused before any server or process starts.
+printf '{"model":"mlp","workers":2,"cluster":["local","gce/us-east1-c/k80/spot","gce/nowhere/k80/spot"]}' >"$T/cluster.json"
+before=$(pgrep -c -f "spotdeck-worker --connect" || true)
+$SPOTDECK --headless --job "$T/cluster.json" --run-dir "$T/r3" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "unknown cluster offer: exit status $rc"
+grep -Eq "cluster\.json: cluster\[2\]: gce/nowhere/k80/spot: no such offer in .*gce-2019\.json" "$T/err" ||
+	{ cat "$T/err"; fail "unknown cluster offer: message"; }
+! grep -q '"type":"acquired"' "$T/out" || fail "a server was acquired before the cluster was checked"
+[ ! -e "$T/r3" ] || fail "a failed start left $T/r3"
+after=$(pgrep -c -f "spotdeck-worker --connect" || true)
+[ "$after" -le "$before" ] || fail "a failed start left worker processes ($before -> $after)"
+ok "unknown cluster offer: $(cat "$T/err")"
+
+printf '{"offers":[]}' >"$T/catalog.json"
+expect_error "bad catalog" "catalog\.json" \
+	$SPOTDECK --headless --catalog "$T/catalog.json" --run-dir "$T/r4"
+[ ! -e "$T/r4" ] || fail "a bad catalog left $T/r4"
+
+# A directory that holds a run is refused and left byte for byte as it was.
+mkdir -p "$T/old/checkpoints"
+printf '{"type":"run_start"}\n' >"$T/old/journal.jsonl"
+printf '{"model":"cnn"}\n' >"$T/old/job.json"
+sum=$(cat "$T/old/journal.jsonl" "$T/old/job.json" | cksum)
+expect_error "run directory in use" "--run-dir .*old: holds a run already.*--resume" \
+	$SPOTDECK --headless --workers 1 --run-dir "$T/old"
+[ "$(cat "$T/old/journal.jsonl" "$T/old/job.json" | cksum)" = "$sum" ] || fail "the earlier run's files changed"
+[ "$(ls "$T/old")" = "$(printf 'checkpoints\njob.json\njournal.jsonl')" ] || fail "files added to the earlier run: $(ls "$T/old")"
+
+EXPECT_RC=2 expect_error "bad --workers" "--workers: expected an integer" \
+	$SPOTDECK --headless --workers many
+EXPECT_RC=2 expect_error "--resume with --run-dir" "--resume takes the job" \
+	$SPOTDECK --headless --resume "$T/old" --run-dir "$T/x"
