@@ -98,6 +98,8 @@ struct sd_controller {
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
 	int quitting;            /* quit: waiting for the checkpoint */
+	int closing;             /* sd_controller_close was called */
+	int ck_writing;          /* checkpoints being written on the thread pool */
 	char fatal[512];         /* why the run cannot go on, "" if it can */
 	int exiting;
 	double final_acc, final_loss;
@@ -250,7 +252,7 @@ static void conn_close(struct conn *k, const char *why_lost)
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
 		/* The checkpoint quit waits for will not come from a lost rank 0. */
-		if (c->quitting && k->member && k->rank == 0)
+		if (c->quitting && k->member && k->rank == 0 && !c->ck_writing)
 			finish(c, 1);
 	}
 	uv_close((uv_handle_t *)&k->tcp, on_conn_closed);
@@ -567,44 +569,93 @@ static void prune_checkpoints(struct sd_controller *c)
 static void maybe_finish(struct sd_controller *c);
 static void finish(struct sd_controller *c, int status);
 
-static void checkpoint_complete(struct sd_controller *c)
+/* A received checkpoint on its way to disk: written, fsynced, read back and
+ * verified, renamed into place on a libuv thread-pool thread, so a slow disk
+ * never stalls the loop (the cockpit, the protocol, the other workers). */
+struct ckpt_write {
+	uv_work_t req;
+	struct sd_controller *c;
+	unsigned char *data;     /* owned; the stream rank 0 sent */
+	size_t len;
+	long step;
+	char reason[32];
+	char path[SD_PATH_MAX + 64];
+	int rc;
+	char *why;
+};
+
+static void ckpt_write_work(uv_work_t *req)
 {
-	char path[SD_PATH_MAX + 64], *why = NULL;
-	snprintf(path, sizeof path, "%s/checkpoints/ckpt-%ld.sdckpt", c->run_dir, c->ck_step);
+	struct ckpt_write *w = req->data;
 	/* Verify before publishing: a torn or corrupt stream never becomes latest. */
-	char tmpcheck[SD_PATH_MAX + 64];
-	snprintf(tmpcheck, sizeof tmpcheck, "%s/checkpoints/.incoming", c->run_dir);
-	int rc = write_file_atomic(tmpcheck, c->ck, c->ck_len, &why);
+	char incoming[SD_PATH_MAX + 96];
+	snprintf(incoming, sizeof incoming, "%s.incoming", w->path);
+	w->rc = write_file_atomic(incoming, w->data, w->len, &w->why);
 	struct sd_ckpt ck;
-	if (rc == 0 && (rc = sd_ckpt_read(tmpcheck, &ck, &why)) == 0)
+	if (w->rc == 0 && (w->rc = sd_ckpt_read(incoming, &ck, &w->why)) == 0)
 		sd_ckpt_free(&ck);
-	if (rc == 0 && rename(tmpcheck, path) < 0)
-		rc = sd_why(&why, "%s: rename: %s", path, strerror(errno));
+	if (w->rc == 0 && rename(incoming, w->path) < 0)
+		w->rc = sd_why(&w->why, "%s: rename: %s", w->path, strerror(errno));
+	if (w->rc != 0)
+		unlink(incoming);
+}
+
+static void ckpt_write_done(uv_work_t *req, int status)
+{
+	struct ckpt_write *w = req->data;
+	struct sd_controller *c = w->c;
+	c->ck_writing--;
+	if (status == UV_ECANCELED && w->rc == 0)
+		w->rc = sd_why(&w->why, "%s: write cancelled at shutdown", w->path);
 	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddNumberToObject(ev, "step", (double)c->ck_step);
-	cJSON_AddStringToObject(ev, "reason", c->ck_reason);
-	if (rc == 0) {
-		snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", path);
-		c->latest_ckpt_step = c->ck_step;
-		cJSON_AddStringToObject(ev, "path", path);
-		cJSON_AddNumberToObject(ev, "bytes", (double)c->ck_len);
+	cJSON_AddNumberToObject(ev, "step", (double)w->step);
+	cJSON_AddStringToObject(ev, "reason", w->reason);
+	if (w->rc == 0) {
+		/* Writes may finish out of order; latest only moves forward. */
+		if (w->step >= c->latest_ckpt_step || !c->latest_ckpt[0]) {
+			snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", w->path);
+			c->latest_ckpt_step = w->step;
+		}
+		cJSON_AddStringToObject(ev, "path", w->path);
+		cJSON_AddNumberToObject(ev, "bytes", (double)w->len);
 		journal(c, "checkpoint", ev);
 		prune_checkpoints(c);
 	} else {
-		unlink(tmpcheck);
-		cJSON_AddStringToObject(ev, "error", why ? why : "?");
+		cJSON_AddStringToObject(ev, "error", w->why ? w->why : "?");
 		journal(c, "checkpoint_failed", ev);
 	}
-	free(why);
-	free(c->ck);
-	c->ck = NULL;
-	c->ck_len = c->ck_total = 0;
+	free(w->why);
+	free(w->data);
+	free(w);
+	if (c->closing)
+		return;
 	if (c->quitting) {
 		uv_timer_stop(&c->grace_timer);
 		finish(c, 1);
 		return;
 	}
 	maybe_finish(c);
+}
+
+static void checkpoint_complete(struct sd_controller *c)
+{
+	struct ckpt_write *w = sd_calloc(1, sizeof *w);
+	w->req.data = w;
+	w->c = c;
+	w->data = c->ck;
+	w->len = c->ck_len;
+	w->step = c->ck_step;
+	snprintf(w->reason, sizeof w->reason, "%s", c->ck_reason);
+	snprintf(w->path, sizeof w->path, "%s/checkpoints/ckpt-%ld.sdckpt", c->run_dir, c->ck_step);
+	c->ck = NULL;
+	c->ck_len = c->ck_total = 0;
+	c->ck_writing++;
+	int rc = uv_queue_work(c->loop, &w->req, ckpt_write_work, ckpt_write_done);
+	if (rc < 0) {
+		/* Cannot happen with a live loop; write here rather than lose it. */
+		ckpt_write_work(&w->req);
+		ckpt_write_done(&w->req, 0);
+	}
 }
 
 static void on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
@@ -668,7 +719,7 @@ static void finish(struct sd_controller *c, int status)
 
 static void maybe_finish(struct sd_controller *c)
 {
-	if (!c->finishing || c->ck || c->latest_ckpt_step < c->total_steps)
+	if (!c->finishing || c->ck || c->ck_writing || c->latest_ckpt_step < c->total_steps)
 		return;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddNumberToObject(ev, "steps", (double)c->step);
@@ -1410,6 +1461,7 @@ int sd_controller_port(const struct sd_controller *c)
 
 void sd_controller_close(struct sd_controller *c)
 {
+	c->closing = 1;   /* checkpoint writes in flight finish and are journaled */
 	while (c->conns)
 		conn_close(c->conns, NULL);
 	sd_provider_close(c->provider);
