@@ -92,6 +92,8 @@ struct sd_controller {
 	double last_loss, last_acc;
 	int last_epoch;
 	double lost_at;          /* time of the last loss, until the next step */
+	char lost_servers[8][64];/* the members lost since then (the first 8) */
+	int nlost_servers;
 	long lost_step;
 	int lost_abrupt;         /* killed mid-step (not a leave at a boundary) */
 	long recover_start;      /* step the generation after a loss started from */
@@ -246,6 +248,9 @@ static void conn_close(struct conn *k, const char *why_lost)
 		if (k->member && !c->exiting) {
 			/* Recovery is measured for revocations with notice too. */
 			c->lost_at = now_s();
+			if (c->nlost_servers < 8)
+				snprintf(c->lost_servers[c->nlost_servers++], sizeof c->lost_servers[0], "%s",
+				         k->server_id);
 			c->lost_step = c->step;
 			c->lost_abrupt = !k->leaving;
 		}
@@ -791,6 +796,12 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 			 * step the survivors did not all have. */
 			long behind = c->lost_step - c->recover_start;
 			cJSON_AddNumberToObject(ev, "steps_lost", (double)(c->lost_abrupt + (behind > 0 ? behind : 0)));
+			/* Whose loss this recovers from: a revocation with notice is
+			 * journaled (at the kill) after the recovery (at the leave). */
+			cJSON *who = cJSON_AddArrayToObject(ev, "lost_servers");
+			for (int i = 0; i < c->nlost_servers; i++)
+				cJSON_AddItemToArray(who, cJSON_CreateString(c->lost_servers[i]));
+			c->nlost_servers = 0;
 			c->lost_at = 0;
 		}
 		journal(c, "step", ev);

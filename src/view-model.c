@@ -26,6 +26,10 @@ struct sd_view_model {
 	struct sd_view_offer *offers;
 	struct sd_view_server servers[MAX_SERVERS];
 	struct sd_view_revocation rev[MAX_REVOCATIONS];
+	/* Recoveries from a server's loss journaled before its revocation (a
+	 * notice makes the worker leave before the kill): a ring of the last 16. */
+	struct { char server[32]; double recovery_s; long steps_lost; } early[16];
+	int nearly;
 	struct hist hist[MAX_SERVERS];
 	int nhist;
 	double last_hist_t;
@@ -113,12 +117,26 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		sd_view_series_push(&v->throughput, t, (float)num(ev, "images_per_sec", 0));
 		sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
 		if (num(ev, "recovery_s", -1) >= 0) {
-			for (int i = v->nrevocations - 1; i >= 0; i--)
-				if (vm->rev[i].recovery_s < 0) {
-					vm->rev[i].recovery_s = num(ev, "recovery_s", 0);
-					vm->rev[i].steps_lost = (long)num(ev, "steps_lost", 0);
-					break;
+			double rs = num(ev, "recovery_s", 0);
+			long lost = (long)num(ev, "steps_lost", 0);
+			const cJSON *who = cJSON_GetObjectItemCaseSensitive(ev, "lost_servers");
+			const cJSON *w;
+			cJSON_ArrayForEach(w, who) {
+				if (!cJSON_IsString(w))
+					continue;
+				int i = v->nrevocations - 1;
+				while (i >= 0 && (strcmp(vm->rev[i].server, w->valuestring) || vm->rev[i].recovery_s >= 0))
+					i--;
+				if (i >= 0) {
+					vm->rev[i].recovery_s = rs;
+					vm->rev[i].steps_lost = lost;
+				} else {
+					int e = vm->nearly++ % 16;
+					snprintf(vm->early[e].server, sizeof vm->early[e].server, "%s", w->valuestring);
+					vm->early[e].recovery_s = rs;
+					vm->early[e].steps_lost = lost;
 				}
+			}
 		}
 	} else if (!strcmp(type, "epoch")) {
 		sd_view_series_push(&v->acc_hist, t, (float)num(ev, "test_accuracy", 0));
@@ -136,6 +154,14 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		r->lifetime_s = num(ev, "lifetime_s", 0);
 		r->notice_s = num(ev, "notice_s", 0);
 		r->recovery_s = -1;
+		r->steps_lost = -1;   /* "-" until training goes on */
+		for (int i = 0; i < 16 && i < vm->nearly; i++)
+			if (!strcmp(vm->early[i].server, r->server)) {
+				r->recovery_s = vm->early[i].recovery_s;
+				r->steps_lost = vm->early[i].steps_lost;
+				vm->early[i].server[0] = '\0';
+				break;
+			}
 		if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
 			v->revocation_marks[v->nmarks++] = t;
 		suggest(vm, r->server, r->zone);

@@ -215,6 +215,12 @@ run_size() {
 	printf '%s\n' "$rev" | grep -F "us-east1-c" >/dev/null ||
 		{ printf '%s\n' "$rev" >&2; fail "$W x $H: the revocations pane does not name zone us-east1-c"; }
 	tmux_wait "r: replace s1 with gce/" 5
+	if [ "$W" -ge 120 ]; then
+		# Wide enough for the whole log row: steps lost, recovery seconds and
+		# the notice (2 s in the trace), filled in although the worker left
+		# at the notice, before the revocation was journaled.
+		tmux_wait_re " s1 +K80 +[0-9]+s +[0-9]+ +[0-9]+\.[0-9]+s +2s│" 10
+	fi
 	row_gone s1 || fail "$W x $H: s1 still has a live row after its revocation"
 	jwait 10 revoked s1
 	revj=$J

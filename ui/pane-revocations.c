@@ -18,7 +18,9 @@ static const struct sd_col rev_cols[RC_N] = {
 	[RC_GPU] = { "GPU", 4, 1, 0, 0, 0, 0 },
 	[RC_LIFE] = { "life", 6, 0, 0, 1, 0, 0 },
 	[RC_LOST] = { "lost", 4, 3, 0, 1, 0, 0 },
-	[RC_ZONE] = { "zone", 13, 2, 1, 0, 0, 0 },
+	/* The zone drops first: the per-zone statistics below still name it,
+	 * while notice and recovery exist only in the log. */
+	[RC_ZONE] = { "zone", 13, 6, 1, 0, 0, 0 },
 	[RC_RECOV] = { "recov", 6, 4, 0, 1, 0, 0 },
 	[RC_NOTICE] = { "notice", 6, 5, 0, 1, 0, 0 },
 };
@@ -162,7 +164,8 @@ static void rev_draw(struct sd_pane *p, const struct sd_view *v, const struct sd
 		CELL(RC_NOTICE, SD_STYLE_NORMAL, "%s", sd_fmt_duration(tmp, sizeof tmp, rv->notice_s));
 		CELL(RC_ZONE, SD_STYLE_NORMAL, "%.*s", (int)sizeof rv->zone, rv->zone);
 		if (isfinite(rv->recovery_s) && rv->recovery_s >= 0)
-			CELL(RC_RECOV, SD_STYLE_NORMAL, "%.1fs", rv->recovery_s < 1e6 ? rv->recovery_s : 1e6);
+			CELL(RC_RECOV, SD_STYLE_NORMAL, rv->recovery_s < 10 ? "%.2fs" : "%.0fs",
+			     rv->recovery_s < 1e5 ? rv->recovery_s : 1e5);
 		else
 			CELL(RC_RECOV, SD_STYLE_WARN, "...");
 #undef CELL
