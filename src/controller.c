@@ -1286,6 +1286,39 @@ static void find_latest_checkpoint(struct sd_controller *c)
 	closedir(d);
 }
 
+/* A resumed run continues its journal: t counts from the first run_start
+ * (down time included) and generations go on from the highest journaled.
+ * Returns 1 when the journal ends in a torn line (no newline). */
+static int continue_journal(struct sd_controller *c, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	int first = 1, torn = 0;
+	ssize_t n;
+	while ((n = getline(&line, &cap, f)) > 0) {
+		torn = line[n - 1] != '\n';
+		if (!first && !strstr(line, "\"type\":\"generation\""))
+			continue;
+		cJSON *ev = cJSON_Parse(line);
+		if (!ev)
+			continue;   /* a line torn by a crash */
+		const cJSON *time = cJSON_GetObjectItemCaseSensitive(ev, "time");
+		const cJSON *gen = cJSON_GetObjectItemCaseSensitive(ev, "generation");
+		if (first && cJSON_IsNumber(time) && time->valuedouble > 0 && time->valuedouble <= c->t0)
+			c->t0 = time->valuedouble;
+		if (cJSON_IsNumber(gen) && gen->valuedouble > c->generation && gen->valuedouble < 1e15)
+			c->generation = (long)gen->valuedouble;
+		first = 0;
+		cJSON_Delete(ev);
+	}
+	free(line);
+	fclose(f);
+	return torn;
+}
+
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why)
 {
@@ -1324,7 +1357,10 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	if (sd_token_create_file(path, &c->token, why) < 0)
 		goto fail;
 	snprintf(path, sizeof path, "%s/journal.jsonl", c->run_dir);
+	int torn = opts->resume && continue_journal(c, path);
 	c->journal = fopen(path, "a");
+	if (c->journal && torn)
+		fputc('\n', c->journal);   /* the killed run's last line stays on its own */
 	if (!c->journal) {
 		sd_why(why, "%s: %s", path, strerror(errno));
 		goto fail;

@@ -28,10 +28,18 @@ with open(os.path.join(run_dir, "checkpoints", "ckpt-999999.sdckpt"), "wb") as f
     f.write(b"SDCKPT\0\0" + b"\1" * 100)
 with open(os.path.join(run_dir, "checkpoints", "ckpt-900.sdckpt.tmp.1234"), "wb") as f:
     f.write(b"half")
+# A journal line torn by the kill: the resumed run's first line must not
+# be glued to it.
+with open(os.path.join(run_dir, "journal.jsonl"), "a") as f:
+    f.write('{"type":"step","step":')
 r2 = Run(None, resume=run_dir)
 st = r2.wait_type("run_start")
 if not st.get("resume") or not st.get("checkpoint", "").endswith("ckpt-%d.sdckpt" % latest):
     fail("resume picked %s, expected ckpt-%d (on disk: %s)" % (st.get("checkpoint"), latest, on_disk))
+last_t = max(e["t"] for e in r.events)
+last_gen = max(e.get("generation", 0) for e in r.events if e.get("type") == "generation")
+if st["t"] < last_t:
+    fail("the resumed journal restarts its clock: t=%.3f after t=%.3f" % (st["t"], last_t))
 r2.command("add 2")
 j = r2.wait_type("worker_joined")
 if j["step"] != latest:
@@ -42,9 +50,20 @@ if rc != 0:
     fail("exit status %s; stderr: %s" % (rc, r2.p.stderr.read() if r2.p.stderr else ""))
 if d["steps"] != 937:
     fail("resumed run ended at step %d; done: %s" % (d["steps"], json.dumps(d)))
+torn = []
+for line in open(os.path.join(run_dir, "journal.jsonl")):
+    try:
+        json.loads(line)
+    except ValueError:
+        torn.append(line.strip())
+if torn != ['{"type":"step","step":']:
+    fail("journal lines that do not parse after the resume: %s" % torn[:3])
+gens = [e["generation"] for e in r2.events if e.get("type") == "generation"]
+if not gens or gens[0] <= last_gen:
+    fail("the resumed run's generations %s do not go on from %d" % (gens[:3], last_gen))
 bad = [e for e in r2.events if e.get("type") == "checkpoint_invalid"]
 if not bad:
     fail("the corrupt checkpoint was not reported")
-ok("controller killed after ckpt-%d (journal had reported ckpt-%d); --resume continued from it (corrupt newer file rejected: %s) to step %d, accuracy %.4f"
-   % (latest, seen, bad[0]["error"], d["steps"], d["test_accuracy"]))
+ok("controller killed after ckpt-%d (journal had reported ckpt-%d; t and generations go on from %.1f s and %d); --resume continued from it (corrupt newer file rejected: %s) to step %d, accuracy %.4f"
+   % (latest, seen, last_t, last_gen, bad[0]["error"], d["steps"], d["test_accuracy"]))
 PY
