@@ -112,6 +112,8 @@ struct sd_controller {
 	char ck_reason[32];
 	char latest_ckpt[SD_PATH_MAX + 400];
 	long latest_ckpt_step;
+	unsigned char *latest_data;   /* its bytes, kept to stream to a resuming rank 0 */
+	size_t latest_len;
 	/* checksums of the current step from each rank */
 	long sum_step;
 	cJSON *sums;
@@ -401,36 +403,27 @@ static void split_batch(struct sd_controller *c, struct conn **m, int n)
 	}
 }
 
-/* Streams the latest checkpoint to k (rank 0 of a generation with no state). */
+/* Streams the latest checkpoint to k (rank 0 of a generation with no state),
+ * from memory: the loop never waits on the disk for it. */
 static int send_resume_checkpoint(struct sd_controller *c, struct conn *k)
 {
 	if (!c->latest_ckpt[0])
 		return 0;
-	FILE *f = fopen(c->latest_ckpt, "rb");
-	if (!f)
+	if (!c->latest_data)
 		return -1;
-	fseek(f, 0, SEEK_END);
-	long total = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	unsigned char *buf = sd_malloc(256 * 1024);
-	long off = 0;
-	while (off < total) {
-		size_t n = fread(buf, 1, 256 * 1024, f);
-		if (!n)
-			break;
-		char *hex = sd_hex_encode(buf, n);
+	const size_t chunk = 256 * 1024;
+	for (size_t off = 0; off < c->latest_len; off += chunk) {
+		size_t n = c->latest_len - off < chunk ? c->latest_len - off : chunk;
+		char *hex = sd_hex_encode(c->latest_data + off, n);
 		cJSON *m = sd_msg_new(SD_MSG_CKPT_CHUNK);
 		cJSON_AddNumberToObject(m, "step", (double)c->latest_ckpt_step);
 		cJSON_AddNumberToObject(m, "offset", (double)off);
-		cJSON_AddNumberToObject(m, "total", (double)total);
+		cJSON_AddNumberToObject(m, "total", (double)c->latest_len);
 		cJSON_AddStringToObject(m, "data", hex);
 		free(hex);
 		conn_send(k, m);
-		off += (long)n;
 	}
-	free(buf);
-	fclose(f);
-	return off == total ? 0 : -1;
+	return 0;
 }
 
 static void form_generation(struct sd_controller *c)
@@ -620,6 +613,10 @@ static void ckpt_write_done(uv_work_t *req, int status)
 		if (w->step >= c->latest_ckpt_step || !c->latest_ckpt[0]) {
 			snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", w->path);
 			c->latest_ckpt_step = w->step;
+			free(c->latest_data);
+			c->latest_data = w->data;
+			c->latest_len = w->len;
+			w->data = NULL;
 		}
 		cJSON_AddStringToObject(ev, "path", w->path);
 		cJSON_AddNumberToObject(ev, "bytes", (double)w->len);
@@ -1284,6 +1281,23 @@ static void find_latest_checkpoint(struct sd_controller *c)
 		free(why);
 	}
 	closedir(d);
+	/* Held in memory from here on (startup, before the loop runs). */
+	FILE *f = best >= 0 ? fopen(c->latest_ckpt, "rb") : NULL;
+	if (f) {
+		if (fseek(f, 0, SEEK_END) == 0) {
+			long n = ftell(f);
+			if (n > 0 && fseek(f, 0, SEEK_SET) == 0) {
+				c->latest_data = sd_malloc((size_t)n);
+				c->latest_len = fread(c->latest_data, 1, (size_t)n, f);
+				if (c->latest_len != (size_t)n) {
+					free(c->latest_data);
+					c->latest_data = NULL;
+					c->latest_len = 0;
+				}
+			}
+		}
+		fclose(f);
+	}
 }
 
 /* A resumed run continues its journal: t counts from the first run_start
@@ -1537,6 +1551,7 @@ void sd_controller_free(struct sd_controller *c)
 	cJSON_Delete(c->sums);
 	sd_provider_free(c->provider);
 	free(c->ck);
+	free(c->latest_data);
 	free(c->token);
 	if (c->journal)
 		fclose(c->journal);
