@@ -2,7 +2,7 @@
 check_PROGRAMS += tests/test-comm
 TESTS += tests/test-comm
 
-tests_test_comm_SOURCES = tests/test-comm.c
+tests_test_comm_SOURCES = tests/test-comm.c tests/tmpdir.h
 tests_test_comm_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 tests_test_comm_LDFLAGS = $(AM_LDFLAGS) $(SD_COMM_LINK_FLAGS)
 # The Gloo backend is C++: link with the C++ driver so its runtime comes along

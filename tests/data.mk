@@ -4,10 +4,10 @@
 check_PROGRAMS += tests/test-data tests/test-checkpoint
 TESTS += tests/test-data tests/test-checkpoint
 
-tests_test_data_SOURCES = tests/test-data.c
+tests_test_data_SOURCES = tests/test-data.c tests/check.h tests/tmpdir.h
 tests_test_data_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
 tests_test_data_LDADD = $(SD_ENGINE_LIBS)
 
-tests_test_checkpoint_SOURCES = tests/test-checkpoint.c
+tests_test_checkpoint_SOURCES = tests/test-checkpoint.c tests/check.h tests/tmpdir.h
 tests_test_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
 tests_test_checkpoint_LDADD = $(SD_ENGINE_LIBS)

@@ -2,11 +2,11 @@
 check_PROGRAMS += tests/test-gradcheck tests/test-layers
 TESTS += tests/test-gradcheck tests/test-layers
 
-tests_test_gradcheck_SOURCES = tests/test-gradcheck.c
+tests_test_gradcheck_SOURCES = tests/test-gradcheck.c tests/check.h
 tests_test_gradcheck_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_gradcheck_LDADD = $(SD_ENGINE_LIBS)
 
-tests_test_layers_SOURCES = tests/test-layers.c
+tests_test_layers_SOURCES = tests/test-layers.c tests/check.h
 tests_test_layers_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_layers_LDADD = $(SD_ENGINE_LIBS)
 

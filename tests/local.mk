@@ -7,3 +7,9 @@ include tests/market.mk
 include tests/comm.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
+
+# Headers shared by the C tests and fuzz targets (tests/check.h: the checks;
+# tests/tmpdir.h: scratch files; tests/fuzz/mutate.h: the fuzz drivers).
+# The programs here list them in their _SOURCES; this line also ships them
+# for those built from src/*.mk.
+EXTRA_DIST += tests/check.h tests/tmpdir.h tests/fuzz/mutate.h

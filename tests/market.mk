@@ -5,17 +5,17 @@ check_PROGRAMS += $(MARKET_TESTS)
 TESTS += $(MARKET_TESTS)
 noinst_PROGRAMS += tests/bench/bench-market
 
-tests_test_market_calibration_SOURCES = tests/test-market-calibration.c
+tests_test_market_calibration_SOURCES = tests/test-market-calibration.c tests/check.h
 tests_test_market_calibration_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_market_calibration_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
-tests_test_catalog_SOURCES = tests/test-catalog.c
+tests_test_catalog_SOURCES = tests/test-catalog.c tests/check.h
 tests_test_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
 # Built as a plain program with a main() that replays mutated catalogs;
 # see the file for the libFuzzer build.
-tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c
+tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 

@@ -8,18 +8,7 @@
 
 #include "src/catalog.h"
 #include "src/market-model.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			failures++;                                             \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-			printf(__VA_ARGS__);                                    \
-			printf("\n");                                           \
-		}                                                               \
-	} while (0)
+#include "tests/check.h"
 
 /* A small valid catalog; the cases below break one thing each. */
 static const char base[] =
@@ -62,7 +51,7 @@ static char *subst(const char *from, const char *to)
 	const char *p = strstr(base, from);
 	if (!p) {
 		printf("FAIL: test case pattern not in base: %s\n", from);
-		failures++;
+		check_failures++;
 		return strdup(base);
 	}
 	size_t a = (size_t)(p - base), nf = strlen(from), nt = strlen(to);
@@ -260,10 +249,5 @@ int main(void)
 	test_malformed();
 	test_shipped(dir, "gce-2019.json", 24);
 	test_shipped(dir, "market-2026.json", 40);
-	if (failures) {
-		printf("%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("all catalog checks passed\n");
-	return 0;
+	return check_exit("test-catalog");
 }

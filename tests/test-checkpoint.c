@@ -6,7 +6,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,70 +17,10 @@
 
 #include <zlib.h>
 
-static int failures;
-
-/* assert() is compiled out under -DNDEBUG, so the checks are our own. */
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
-
-#define CHECK_INT(a, b) do { \
-	long long a_ = (long long)(a), b_ = (long long)(b); \
-	if (a_ != b_) { \
-		fprintf(stderr, "%s:%d: FAIL: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
-		        #a, #b, a_, b_); \
-		failures++; \
-	} \
-} while (0)
+#include "tests/check.h"
+#include "tests/tmpdir.h"
 
 static char tmpdir[4096];
-
-static char *join(const char *dir, const char *file)
-{
-	size_t len = strlen(dir) + strlen(file) + 2;
-	char *p = malloc(len);
-	snprintf(p, len, "%s/%s", dir, file);
-	return p;
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void write_raw(const char *path, const void *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-		fprintf(stderr, "%s: cannot write fixture\n", path);
-		exit(1);
-	}
-}
-
-static unsigned char *read_raw(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fseek(f, 0, SEEK_END);
-	*len = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	unsigned char *p = malloc(*len ? *len : 1);
-	if (fread(p, 1, *len, f) != *len) {
-		perror(path);
-		exit(1);
-	}
-	fclose(f);
-	return p;
-}
 
 /* Little-endian field access, written here independently of checkpoint.c. */
 static uint32_t get32(const unsigned char *p)
@@ -130,7 +69,7 @@ static int expect_read_fail(const char *path, const char *phrase, int line)
 	if (!ok) {
 		fprintf(stderr, "%s:%d: FAIL: read of %s: rc %d, message '%s', expected -1 and '%s'\n",
 		        __FILE__, line, path, rc, why ? why : "(null)", phrase ? phrase : path);
-		failures++;
+		check_failures++;
 	}
 	if (rc == 0)
 		sd_ckpt_free(&c);
@@ -172,7 +111,7 @@ static void check_same(const struct sd_ckpt *c, const struct sd_ckpt_section *s,
 
 static void test_round_trip(void)
 {
-	char *path = join(tmpdir, "rt.sdckpt");
+	char *path = path_join(tmpdir, "rt.sdckpt");
 	static const char meta[] = "{\"model\":\"resnet8\",\"step\":100}";
 	size_t big = (1u << 20) + 3;
 	unsigned char *params = malloc(4099), *buffers = malloc(big);
@@ -287,7 +226,7 @@ static unsigned char *small_file(const char *path, size_t *len)
 
 static void test_corruption(void)
 {
-	char *path = join(tmpdir, "small.sdckpt");
+	char *path = path_join(tmpdir, "small.sdckpt");
 	size_t len;
 	unsigned char *good = small_file(path, &len);
 	unsigned char *p = malloc(len + 64);
@@ -446,7 +385,7 @@ static void test_write_errors(void)
 	struct sd_ckpt_section s = { "x", b, 4 };
 
 	/* Into a directory that does not exist. */
-	char *path = join(tmpdir, "no-such-dir/ckpt.sdckpt");
+	char *path = path_join(tmpdir, "no-such-dir/ckpt.sdckpt");
 	CHECK_INT(sd_ckpt_write(path, &s, 1, &why), -1);
 	CHECK(why && strstr(why, path) && strstr(why, "No such file or directory"));
 	if (why)
@@ -454,7 +393,7 @@ static void test_write_errors(void)
 	free(path);
 
 	/* Over a directory: the rename fails and the temp file goes away. */
-	path = join(tmpdir, "a-dir");
+	path = path_join(tmpdir, "a-dir");
 	mkdir(path, 0755);
 	CHECK_INT(sd_ckpt_write(path, &s, 1, &why), -1);
 	CHECK(why && strstr(why, path) && strstr(why, "rename"));
@@ -473,7 +412,7 @@ static void test_write_errors(void)
 	free(path);
 
 	/* Bad section lists. */
-	path = join(tmpdir, "bad.sdckpt");
+	path = path_join(tmpdir, "bad.sdckpt");
 	struct sd_ckpt_section bad[2] = { { "ok", b, 4 }, { "ok", b, 4 } };
 	CHECK_INT(sd_ckpt_write(path, bad, 2, &why), -1);
 	CHECK(why && strstr(why, path) && strstr(why, "twice"));
@@ -511,7 +450,7 @@ static int count_tmps(const char *prefix)
 
 static void test_atomic(void)
 {
-	char *path = join(tmpdir, "atomic.sdckpt");
+	char *path = path_join(tmpdir, "atomic.sdckpt");
 	char *why = NULL;
 	size_t big = 16u << 20;
 	unsigned char *payload = malloc(big);
@@ -589,7 +528,7 @@ static void test_atomic(void)
 		struct dirent *de;
 		while ((de = readdir(d))) {
 			if (strncmp(de->d_name, prefix, strlen(prefix)) == 0) {
-				char *t = join(tmpdir, de->d_name);
+				char *t = path_join(tmpdir, de->d_name);
 				unlink(t);
 				free(t);
 			}
@@ -612,14 +551,7 @@ static void test_atomic(void)
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const char *base = getenv("TMPDIR");
-	if (!base || !*base)
-		base = "/tmp";
-	snprintf(tmpdir, sizeof tmpdir, "%s/sd-test-ckpt.XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		return 1;
-	}
+	make_tmpdir(tmpdir, sizeof tmpdir, "sd-test-ckpt.XXXXXX");
 	printf("round trip\n");
 	test_round_trip();
 	printf("corruption\n");
@@ -628,11 +560,6 @@ int main(void)
 	test_write_errors();
 	printf("atomic replacement\n");
 	test_atomic();
-	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	if (failures) {
-		fprintf(stderr, "test-checkpoint: %d failures\n", failures);
-		return 1;
-	}
-	printf("test-checkpoint: all passed\n");
-	return 0;
+	rm_tree(tmpdir);
+	return check_exit("test-checkpoint");
 }

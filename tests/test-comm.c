@@ -36,6 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/tmpdir.h"
+
 #define NRANKS 4
 #define TIMEOUT_MS 2000
 #define ALLREDUCE_COUNT (1u << 20)
@@ -592,12 +594,7 @@ int main(void)
 	/* Everything below reports failures itself; buffered output from the
 	 * children must not be duplicated by forks. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	const char *tmp = getenv("TMPDIR");
-	snprintf(g_root, sizeof g_root, "%s/test-comm-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-	if (!mkdtemp(g_root)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	make_tmpdir(g_root, sizeof g_root, "test-comm-XXXXXX");
 	double t0 = now_s();
 
 	test_store();

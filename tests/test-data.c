@@ -8,7 +8,6 @@
 #include "engine/data.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,25 +18,8 @@
 
 #include <zlib.h>
 
-static int failures;
-
-/* assert() is compiled out under -DNDEBUG, so the checks are our own and
- * keep going after a failure to show everything that is wrong at once. */
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
-
-#define CHECK_INT(a, b) do { \
-	long long a_ = (long long)(a), b_ = (long long)(b); \
-	if (a_ != b_) { \
-		fprintf(stderr, "%s:%d: FAIL: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
-		        #a, #b, a_, b_); \
-		failures++; \
-	} \
-} while (0)
+#include "tests/check.h"
+#include "tests/tmpdir.h"
 
 static double now(void)
 {
@@ -46,45 +28,12 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static char *join(const char *dir, const char *file)
-{
-	size_t len = strlen(dir) + strlen(file) + 2;
-	char *p = malloc(len);
-	snprintf(p, len, "%s/%s", dir, file);
-	return p;
-}
-
 static char tmpdir[4096];
-
-static void make_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	if (!base || !*base)
-		base = "/tmp";
-	snprintf(tmpdir, sizeof tmpdir, "%s/sd-test-data.XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
-}
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_tree(const char *path)
-{
-	nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* A fresh, empty fixture directory under tmpdir. */
 static char *fixture_dir(const char *name)
 {
-	char *dir = join(tmpdir, name);
+	char *dir = path_join(tmpdir, name);
 	if (mkdir(dir, 0755) != 0) {
 		perror(dir);
 		exit(1);
@@ -127,34 +76,6 @@ static void write_idx(const char *path, int gz, uint32_t magic, int ndims,
 	}
 }
 
-static void write_raw(const char *path, const void *data, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
-		fprintf(stderr, "%s: cannot write fixture\n", path);
-		exit(1);
-	}
-}
-
-static unsigned char *read_raw(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fseek(f, 0, SEEK_END);
-	*len = (size_t)ftell(f);
-	fseek(f, 0, SEEK_SET);
-	unsigned char *p = malloc(*len ? *len : 1);
-	if (fread(p, 1, *len, f) != *len) {
-		perror(path);
-		exit(1);
-	}
-	fclose(f);
-	return p;
-}
-
 /* A small IDX dataset of n 28x28 images (and labels) with the given quirks:
  * the counts and magic written into the headers, how many bytes of image
  * data really follow, and labels. */
@@ -195,12 +116,12 @@ static void write_idx_pair(const char *dir, const struct idx_spec *s)
 
 	char name[64];
 	snprintf(name, sizeof name, "%s-images-idx3-ubyte%s", s->prefix, s->gz ? ".gz" : "");
-	char *path = join(dir, name);
+	char *path = path_join(dir, name);
 	uint32_t idims[3] = { s->img_n, s->rows, s->cols };
 	write_idx(path, s->gz, s->img_magic, 3, idims, img, s->img_bytes);
 	free(path);
 	snprintf(name, sizeof name, "%s-labels-idx1-ubyte%s", s->prefix, s->gz ? ".gz" : "");
-	path = join(dir, name);
+	path = path_join(dir, name);
 	uint32_t ldims[1] = { s->lab_n };
 	write_idx(path, s->gz, s->lab_magic, 1, ldims, lab, s->lab_bytes);
 	free(path);
@@ -227,7 +148,7 @@ static void expect_load_fail(const char *name, const char *dir, enum sd_split sp
 		fprintf(stderr, "%s:%d: FAIL: load of %s from %s: rc %d, message '%s'; expected "
 		        "-1 and a one-line message with '%s' and '%s'\n", __FILE__, line, name, dir,
 		        rc, why ? why : "(null)", file, phrase);
-		failures++;
+		check_failures++;
 	} else {
 		printf("  ok: %s\n", why);
 	}
@@ -249,7 +170,7 @@ static void test_idx_good(void)
 	struct idx_spec s = good_spec(20);
 	write_idx_pair(dir, &s);
 	/* A garbage uncompressed file next to the .gz must be ignored. */
-	char *junk = join(dir, "train-images-idx3-ubyte");
+	char *junk = path_join(dir, "train-images-idx3-ubyte");
 	write_raw(junk, "junk", 4);
 	free(junk);
 	int rc = sd_dataset_load(&ds, "mnist", dir, SD_SPLIT_TRAIN, &why);
@@ -297,7 +218,7 @@ static void test_idx_good(void)
 	}
 	free(why);
 	/* The train split is not in that directory. */
-	char *want_file = join(dir, "train-images-idx3-ubyte.gz");
+	char *want_file = path_join(dir, "train-images-idx3-ubyte.gz");
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, want_file, "no such file");
 	free(want_file);
 	free(dir);
@@ -309,7 +230,7 @@ static void test_idx_bad(void)
 	char phrase[128];
 
 	/* Missing directory, with the hint for the Debian package. */
-	dir = join(tmpdir, "no-such-dir");
+	dir = path_join(tmpdir, "no-such-dir");
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, dir,
 	            ": no such directory (install the Debian package dataset-fashion-mnist "
 	            "or pass --data-dir)");
@@ -317,7 +238,7 @@ static void test_idx_bad(void)
 	free(dir);
 
 	/* A file where the directory should be. */
-	dir = join(tmpdir, "a-file");
+	dir = path_join(tmpdir, "a-file");
 	write_raw(dir, "x", 1);
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, dir, "not a directory");
 	free(dir);
@@ -327,7 +248,7 @@ static void test_idx_bad(void)
 	struct idx_spec s = good_spec(20);
 	s.img_bytes = 20 * 784 - 100;
 	write_idx_pair(dir, &s);
-	img = join(dir, "train-images-idx3-ubyte.gz");
+	img = path_join(dir, "train-images-idx3-ubyte.gz");
 	snprintf(phrase, sizeof phrase, "truncated: expected %d bytes of image data, got %d",
 	         20 * 784, 20 * 784 - 100);
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, img, phrase);
@@ -366,7 +287,7 @@ static void test_idx_bad(void)
 	s.img_magic = 2049;
 	write_idx_pair(dir, &s);
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, img, "wrong magic 0x00000801");
-	lab = join(dir, "train-labels-idx1-ubyte.gz");
+	lab = path_join(dir, "train-labels-idx1-ubyte.gz");
 	s = good_spec(20);
 	s.lab_magic = 0x12345678;
 	write_idx_pair(dir, &s);
@@ -455,9 +376,9 @@ static void test_cifar(void)
 	static const float std[3] = { 0.2470f, 0.2435f, 0.2616f };
 	unsigned char *buf = cifar_fixture();
 	char *dir = fixture_dir("cifar");
-	char *sub = join(dir, "cifar-10-batches-bin");
+	char *sub = path_join(dir, "cifar-10-batches-bin");
 	mkdir(sub, 0755);
-	char *file = join(sub, "test_batch.bin");
+	char *file = path_join(sub, "test_batch.bin");
 	write_raw(file, buf, CIFAR_FILE_BYTES);
 
 	/* Passing the directory above cifar-10-batches-bin works. */
@@ -490,7 +411,7 @@ static void test_cifar(void)
 	free(why);
 
 	/* Train split: data_batch_1.bin is missing. */
-	char *missing = join(sub, "data_batch_1.bin");
+	char *missing = path_join(sub, "data_batch_1.bin");
 	EXPECT_FAIL("cifar10", sub, SD_SPLIT_TRAIN, missing, "no such file");
 	free(missing);
 
@@ -579,7 +500,7 @@ static void test_fashion_real(void)
 		CHECK_INT(count[k], 6000);
 
 	/* Labels and every pixel against an independent read of the files. */
-	char *lab_path = join(dir, "train-labels-idx1-ubyte.gz");
+	char *lab_path = path_join(dir, "train-labels-idx1-ubyte.gz");
 	unsigned char *lab = gz_body(lab_path, 8, 60000);
 	long long sum2 = 0;
 	for (int i = 0; i < 60000; i++)
@@ -589,7 +510,7 @@ static void test_fashion_real(void)
 	free(lab);
 	free(lab_path);
 
-	char *img_path = join(dir, "train-images-idx3-ubyte.gz");
+	char *img_path = path_join(dir, "train-images-idx3-ubyte.gz");
 	size_t npix = (size_t)60000 * 784;
 	unsigned char *img = gz_body(img_path, 16, npix);
 	long long bad = 0;
@@ -807,7 +728,7 @@ int main(void)
 {
 	/* Progress lines and failures interleave in the log in order. */
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	make_tmpdir();
+	make_tmpdir(tmpdir, sizeof tmpdir, "sd-test-data.XXXXXX");
 	printf("idx fixtures\n");
 	test_idx_good();
 	test_idx_bad();
@@ -820,10 +741,5 @@ int main(void)
 	printf("synthetic and gather\n");
 	test_synthetic_and_gather();
 	rm_tree(tmpdir);
-	if (failures) {
-		fprintf(stderr, "test-data: %d failures\n", failures);
-		return 1;
-	}
-	printf("test-data: all passed\n");
-	return 0;
+	return check_exit("test-data");
 }

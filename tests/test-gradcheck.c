@@ -29,9 +29,9 @@
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/rng.h"
+#include "tests/check.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +45,6 @@
 #define MAX_CHECKS 200
 
 static struct sd_rng rng;
-static int failures;
 
 static float *falloc(size_t count)
 {
@@ -91,20 +90,6 @@ struct case_ops {
 	void *ctx;
 };
 
-static void report(int ok, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	if (!ok) {
-		failures++;
-		printf("  FAIL\n");
-	} else {
-		printf("  ok\n");
-	}
-}
-
 /* Compares analytic gradient a of tensor p (count elements) with central
  * differences of ops->loss, on all elements or MAX_CHECKS random ones. */
 static void check_grad(const char *name, const char *tensor, float *p, size_t count,
@@ -129,8 +114,8 @@ static void check_grad(const char *name, const char *tensor, float *p, size_t co
 			worst_at = i;
 		}
 	}
-	report(worst <= TOL, "%-36s d%-6s max rel err %.2e over %zu of %zu (tol %.0e, floor %.0e, worst at %zu: analytic %.6g)",
-	       name, tensor, worst, checks, count, TOL, FLOOR, worst_at, (double)a[worst_at]);
+	check_report(worst <= TOL, "%-36s d%-6s max rel err %.2e over %zu of %zu (tol %.0e, floor %.0e, worst at %zu: analytic %.6g)",
+	             name, tensor, worst, checks, count, TOL, FLOOR, worst_at, (double)a[worst_at]);
 }
 
 /* grad2 must be init + 2 * grad1 (backward called twice on a buffer that held
@@ -146,8 +131,8 @@ static void check_accumulates(const char *name, const char *tensor, const float 
 		if (!(err <= worst))
 			worst = isnan(err) ? INFINITY : err;
 	}
-	report(worst <= ACC_TOL, "%-36s d%-6s accumulates: max rel err %.2e (tol %.0e)",
-	       name, tensor, worst, ACC_TOL);
+	check_report(worst <= ACC_TOL, "%-36s d%-6s accumulates: max rel err %.2e (tol %.0e)",
+	             name, tensor, worst, ACC_TOL);
 }
 
 static void check_same(const char *name, const char *what, const float *a, const float *b,
@@ -159,7 +144,7 @@ static void check_same(const char *name, const char *what, const float *a, const
 		if (!(d <= worst))
 			worst = isnan(d) ? INFINITY : d;
 	}
-	report(worst <= ACC_TOL, "%-36s %s: max rel diff %.2e (tol %.0e)", name, what, worst, ACC_TOL);
+	check_report(worst <= ACC_TOL, "%-36s %s: max rel diff %.2e (tol %.0e)", name, what, worst, ACC_TOL);
 }
 
 /* ---------------------------------------------------------------- linear */
@@ -234,8 +219,8 @@ static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int
 	char name[96];
 	struct conv_ctx c;
 	if (sd_conv2d_shape_init(&c.s, n, ch, h, w, k, r, stride, pad)) {
-		report(0, "conv shape n%d c%d %dx%d k%d r%d s%d p%d rejected", n, ch, h, w, k, r,
-		       stride, pad);
+		check_report(0, "conv shape n%d c%d %dx%d k%d r%d s%d p%d rejected", n, ch, h, w, k, r,
+		             stride, pad);
 		return;
 	}
 	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d r%d s%d p%d%s", n, ch, h, w, k, r,
@@ -530,10 +515,5 @@ int main(int argc, char **argv)
 	test_xent(4, 10, 1.0f);
 	test_xent(3, 7, 5.0f);
 
-	if (failures) {
-		printf("%d check(s) FAILED (tolerance %g, floor %g)\n", failures, TOL, FLOOR);
-		return 1;
-	}
-	printf("all gradient checks passed\n");
-	return 0;
+	return check_exit("test-gradcheck");
 }

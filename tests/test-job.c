@@ -15,35 +15,7 @@
 #include <unistd.h>
 
 #include "src/protocol.h"
-
-static int failures;
-
-/* assert() is compiled out under -DNDEBUG, so the checks are our own and
- * keep going after a failure to show everything that is wrong at once. */
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
-
-#define CHECK_INT(a, b) do { \
-	long long a_ = (long long)(a), b_ = (long long)(b); \
-	if (a_ != b_) { \
-		fprintf(stderr, "%s:%d: FAIL: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
-		        #a, #b, a_, b_); \
-		failures++; \
-	} \
-} while (0)
-
-#define CHECK_STR(a, b) do { \
-	const char *a_ = (a), *b_ = (b); \
-	if (!a_ || strcmp(a_, b_) != 0) { \
-		fprintf(stderr, "%s:%d: FAIL: %s == \"%s\" (got \"%s\")\n", __FILE__, __LINE__, \
-		        #a, b_, a_ ? a_ : "(null)"); \
-		failures++; \
-	} \
-} while (0)
+#include "tests/check.h"
 
 static void test_defaults(void)
 {
@@ -159,7 +131,7 @@ static void check_round_trip(const struct sd_job *j, const char *what)
 	int rc = sd_job_from_json(&back, obj, "welcome.job", &why);
 	if (rc != 0 || !sd_job_equal(j, &back)) {
 		fprintf(stderr, "FAIL: %s: direct round trip: %s\n", what, why ? why : "differs");
-		failures++;
+		check_failures++;
 	}
 
 	cJSON *msg = sd_msg_new(SD_MSG_WELCOME);
@@ -180,7 +152,7 @@ static void check_round_trip(const struct sd_job *j, const char *what)
 		if (rc != 0 || !sd_job_equal(j, &back)) {
 			fprintf(stderr, "FAIL: %s: round trip through %s: %s\n", what, line,
 			        why ? why : "differs");
-			failures++;
+			check_failures++;
 		}
 	}
 	cJSON_Delete(dec);
@@ -342,7 +314,7 @@ static void test_bad_jobs(void)
 		if (rc != -1 || !why || !strstr(why, bad_jobs[i].want) || strchr(why, '\n')) {
 			fprintf(stderr, "FAIL: bad job %zu: %s\n  want: %s\n  got:  %s (rc %d)\n", i,
 			        text, bad_jobs[i].want, why ? why : "(null)", rc);
-			failures++;
+			check_failures++;
 		}
 		CHECK_INT(j.workers, 77);
 		free(why);
@@ -381,10 +353,5 @@ int main(void)
 	test_defaults();
 	test_full();
 	test_bad_jobs();
-	if (failures) {
-		fprintf(stderr, "test-job: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-job: all passed\n");
-	return 0;
+	return check_exit("test-job");
 }

@@ -17,11 +17,11 @@
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/rng.h"
+#include "tests/check.h"
 
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +29,6 @@
 #define TOL 1e-4
 
 static struct sd_rng rng;
-static int failures;
 
 static void *xalloc(size_t bytes)
 {
@@ -57,17 +56,6 @@ static void fill_normal(float *p, size_t count, float scale)
 		p[i] = scale * sd_rng_normal(&rng);
 }
 
-static void report(int ok, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	printf(ok ? "  ok\n" : "  FAIL\n");
-	if (!ok)
-		failures++;
-}
-
 /* Largest error of a against ref (see the top of the file); prints a line. */
 static void compare(const char *name, const char *what, const float *a, const double *ref,
                     size_t count)
@@ -86,14 +74,14 @@ static void compare(const char *name, const char *what, const float *a, const do
 			at = i;
 		}
 	}
-	report(worst <= TOL, "%-40s %-8s max rel err %.2e (tol %.0e, %zu values, worst at %zu: %.7g vs %.7g)",
-	       name, what, worst, TOL, count, at, count ? (double)a[at] : 0.0, count ? ref[at] : 0.0);
+	check_report(worst <= TOL, "%-40s %-8s max rel err %.2e (tol %.0e, %zu values, worst at %zu: %.7g vs %.7g)",
+	             name, what, worst, TOL, count, at, count ? (double)a[at] : 0.0, count ? ref[at] : 0.0);
 }
 
 static void compare_same(const char *name, const char *what, const void *a, const void *b,
                          size_t bytes)
 {
-	report(memcmp(a, b, bytes) == 0, "%-40s %-8s bit-identical", name, what);
+	check_report(memcmp(a, b, bytes) == 0, "%-40s %-8s bit-identical", name, what);
 }
 
 /* ---------------------------------------------------------------- conv2d */
@@ -178,7 +166,7 @@ static void test_conv(const char *label, int n, int c, int h, int w, int k, int 
 	snprintf(name, sizeof(name), "conv %s n%d c%d %dx%d k%d r%d s%d p%d", label, n, c, h, w,
 	         k, r, stride, pad);
 	if (sd_conv2d_shape_init(&s, n, c, h, w, k, r, stride, pad)) {
-		report(0, "%-40s shape rejected", name);
+		check_report(0, "%-40s shape rejected", name);
 		return;
 	}
 	const size_t nx = (size_t)n * c * h * w, nw = (size_t)k * c * r * r;
@@ -402,8 +390,8 @@ static void test_pool(int n, int c, int h, int w, int k, int s)
 			}
 	sd_maxpool_forward(y, am, x, n, c, h, w, k, s);
 	compare(name, "max y", y, rmax, ny);
-	report(memcmp(am, ram, ny * sizeof(int32_t)) == 0, "%-40s %-8s equal to the first maximum",
-	       name, "argmax");
+	check_report(memcmp(am, ram, ny * sizeof(int32_t)) == 0, "%-40s %-8s equal to the first maximum",
+	             name, "argmax");
 	memset(rdx, 0, nx * sizeof(double));
 	for (size_t o = 0; o < ny; o++)
 		rdx[o / ((size_t)oh * ow) * h * w + ram[o]] += dy[o];
@@ -488,9 +476,9 @@ static void test_xent(int n, int classes, float spread)
 	double loss = sd_softmax_xent_forward(probs, &correct, logits, labels, n, classes);
 	compare(name, "probs", probs, rp, nl);
 	double lerr = fabs(loss - rloss) / (fabs(rloss) > 1e-30 ? fabs(rloss) : 1e-30);
-	report(lerr <= 1e-9 && isfinite(loss), "%-40s %-8s %.12g vs %.12g, rel err %.1e (tol 1e-9)",
-	       name, "loss", loss, rloss, lerr);
-	report(correct == rcorrect, "%-40s %-8s %d vs %d", name, "correct", correct, rcorrect);
+	check_report(lerr <= 1e-9 && isfinite(loss), "%-40s %-8s %.12g vs %.12g, rel err %.1e (tol 1e-9)",
+	             name, "loss", loss, rloss, lerr);
+	check_report(correct == rcorrect, "%-40s %-8s %d vs %d", name, "correct", correct, rcorrect);
 	sd_softmax_xent_backward(d, probs, labels, n, classes, scale);
 	compare(name, "dlogits", d, rd, nl);
 	free(logits), free(probs), free(d), free(rp), free(rd), free(labels);
@@ -542,7 +530,7 @@ static void test_repro(int n, int c, int h, int w, int k, int rr, int stride, in
 	         stride, pad);
 	struct repro r;
 	if (sd_conv2d_shape_init(&r.s, n, c, h, w, k, rr, stride, pad)) {
-		report(0, "%-40s shape rejected", name);
+		check_report(0, "%-40s shape rejected", name);
 		return;
 	}
 	r.nx = (size_t)n * c * h * w;
@@ -584,7 +572,7 @@ static void test_paths(int n, int c, int h, int w, int k, int rr, int pad)
 	snprintf(name, sizeof(name), "paths n%d c%d %dx%d k%d r%d p%d", n, c, h, w, k, rr, pad);
 	struct sd_conv2d_shape s;
 	if (sd_conv2d_shape_init(&s, n, c, h, w, k, rr, 1, pad)) {
-		report(0, "%-40s shape rejected", name);
+		check_report(0, "%-40s shape rejected", name);
 		return;
 	}
 	const size_t nx = (size_t)n * c * h * w, nw = (size_t)k * c * rr * rr;
@@ -690,10 +678,5 @@ int main(int argc, char **argv)
 	test_repro(32, 16, 32, 32, 32, 3, 2, 1);
 	test_repro(16, 16, 32, 32, 16, 3, 1, 1);
 
-	if (failures) {
-		printf("%d check(s) FAILED (tolerance %g)\n", failures, TOL);
-		return 1;
-	}
-	printf("all layer checks passed\n");
-	return 0;
+	return check_exit("test-layers");
 }

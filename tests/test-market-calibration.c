@@ -25,18 +25,7 @@
 #include "engine/rng.h"
 #include "src/catalog.h"
 #include "src/market-model.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			failures++;                                             \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-			printf(__VA_ARGS__);                                    \
-			printf("\n");                                           \
-		}                                                               \
-	} while (0)
+#include "tests/check.h"
 
 static const double check_hours[4] = { 1, 3, 12, 24 };
 #define TOL_PP 3.0
@@ -417,7 +406,7 @@ static struct sd_catalog *load(const char *top, const char *name)
 	char *why = NULL;
 	if (sd_catalog_load(&c, path, &why) < 0) {
 		printf("FAIL %s\n", why);
-		failures++;
+		check_failures++;
 	}
 	free(why);
 	return c;
@@ -438,10 +427,6 @@ int main(void)
 	cross_check_csv(gce, top);
 	sd_catalog_free(gce);
 	sd_catalog_free(mk);
-	if (failures) {
-		printf("\n%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("\nall calibration checks passed\n");
-	return 0;
+	putchar('\n');
+	return check_exit("test-market-calibration");
 }

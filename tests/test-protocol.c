@@ -13,34 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures;
-
-/* assert() is compiled out under -DNDEBUG, so the checks are our own and
- * keep going after a failure to show everything that is wrong at once. */
-#define CHECK(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: FAIL: %s\n", __FILE__, __LINE__, #cond); \
-		failures++; \
-	} \
-} while (0)
-
-#define CHECK_INT(a, b) do { \
-	long long a_ = (long long)(a), b_ = (long long)(b); \
-	if (a_ != b_) { \
-		fprintf(stderr, "%s:%d: FAIL: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
-		        #a, #b, a_, b_); \
-		failures++; \
-	} \
-} while (0)
-
-#define CHECK_STR(a, b) do { \
-	const char *a_ = (a), *b_ = (b); \
-	if (!a_ || strcmp(a_, b_) != 0) { \
-		fprintf(stderr, "%s:%d: FAIL: %s == \"%s\" (got \"%s\")\n", __FILE__, __LINE__, \
-		        #a, b_, a_ ? a_ : "(null)"); \
-		failures++; \
-	} \
-} while (0)
+#include "tests/check.h"
+#include "tests/tmpdir.h"
 
 /* ---- framer ---- */
 
@@ -398,7 +372,7 @@ static void test_decode_invalid(void)
 		if (!why || strcmp(why, invalid_cases[i].why) != 0) {
 			fprintf(stderr, "invalid case %zu: %s\n  want: %s\n  got:  %s\n", i, line,
 			        invalid_cases[i].why, why ? why : "(null)");
-			failures++;
+			check_failures++;
 		}
 		free(why);
 	}
@@ -578,37 +552,18 @@ static void test_token_equal(void)
 
 static char tmpdir[4096];
 
-static char *tmp_path(const char *name)
-{
-	size_t n = strlen(tmpdir) + strlen(name) + 2;
-	char *p = malloc(n);
-	snprintf(p, n, "%s/%s", tmpdir, name);
-	return p;
-}
-
-static void write_file(const char *path, const char *text, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fwrite(text, 1, len, f);
-	fclose(f);
-}
-
 /* Expects sd_token_read_file to fail on text with a message containing the
  * file name and want. */
 static void expect_token_error(const char *text, size_t len, const char *want, int line)
 {
-	char *path = tmp_path("bad.token");
-	write_file(path, text, len);
+	char *path = path_join(tmpdir, "bad.token");
+	write_raw(path, text, len);
 	char *token = (char *)1, *why = NULL;
 	int rc = sd_token_read_file(path, &token, &why);
 	if (rc != -1 || token != NULL || !why || !strstr(why, path) || !strstr(why, want)) {
 		fprintf(stderr, "%s:%d: FAIL: token file error: want '%s', got rc %d '%s'\n",
 		        __FILE__, line, want, rc, why ? why : "(null)");
-		failures++;
+		check_failures++;
 	}
 	free(why);
 	free(path);
@@ -616,17 +571,10 @@ static void expect_token_error(const char *text, size_t len, const char *want, i
 
 static void test_token_files(void)
 {
-	const char *base = getenv("TMPDIR");
-	if (!base || !*base)
-		base = "/tmp";
-	snprintf(tmpdir, sizeof tmpdir, "%s/sd-test-protocol.XXXXXX", base);
-	if (!mkdtemp(tmpdir)) {
-		perror(tmpdir);
-		exit(1);
-	}
+	make_tmpdir(tmpdir, sizeof tmpdir, "sd-test-protocol.XXXXXX");
 
 	/* Create, check the mode, read back. */
-	char *path = tmp_path("token");
+	char *path = path_join(tmpdir, "token");
 	char *token = NULL, *why = NULL;
 	CHECK_INT(sd_token_create_file(path, &token, &why), 0);
 	CHECK(token && strlen(token) == 32);
@@ -652,15 +600,15 @@ static void test_token_files(void)
 	CHECK(why == NULL);
 
 	/* Trailing whitespace and further lines are ignored. */
-	path = tmp_path("ws.token");
-	write_file(path, "0123456789abcdef!~ \t\r\nsecond line\n", 34);
+	path = path_join(tmpdir, "ws.token");
+	write_raw(path, "0123456789abcdef!~ \t\r\nsecond line\n", 34);
 	CHECK_INT(sd_token_read_file(path, &read_back, &why), 0);
 	CHECK_STR(read_back, "0123456789abcdef!~");
 	free(read_back);
 	/* No newline at all, exactly 256 chars. */
 	char longest[SD_TOKEN_MAX + 2];
 	memset(longest, 'z', sizeof longest);
-	write_file(path, longest, SD_TOKEN_MAX);
+	write_raw(path, longest, SD_TOKEN_MAX);
 	CHECK_INT(sd_token_read_file(path, &read_back, &why), 0);
 	CHECK(read_back && strlen(read_back) == SD_TOKEN_MAX);
 	free(read_back);
@@ -668,7 +616,7 @@ static void test_token_files(void)
 	free(path);
 
 	/* Errors, each naming the file. */
-	path = tmp_path("missing.token");
+	path = path_join(tmpdir, "missing.token");
 	token = (char *)1;
 	CHECK_INT(sd_token_read_file(path, &token, &why), -1);
 	CHECK(token == NULL);
@@ -676,7 +624,7 @@ static void test_token_files(void)
 	free(why);
 	why = NULL;
 	/* Creating in a directory that does not exist. */
-	char *nodir = tmp_path("no/such/dir/token");
+	char *nodir = path_join(tmpdir, "no/such/dir/token");
 	CHECK_INT(sd_token_create_file(nodir, &token, &why), -1);
 	CHECK(why && strstr(why, nodir));
 	free(why);
@@ -695,7 +643,7 @@ static void test_token_files(void)
 	expect_token_error("01234567\0009abcdef\n", 18, "NUL", __LINE__);
 	expect_token_error(longest, SD_TOKEN_MAX + 1, "got 257", __LINE__);
 
-	rmdir(tmpdir);
+	rm_tree(tmpdir);   /* token files and bad.token */
 }
 
 int main(void)
@@ -711,10 +659,5 @@ int main(void)
 	test_hex();
 	test_token_equal();
 	test_token_files();
-	if (failures) {
-		fprintf(stderr, "test-protocol: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-protocol: all passed\n");
-	return 0;
+	return check_exit("test-protocol");
 }

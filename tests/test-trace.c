@@ -8,18 +8,7 @@
 #include <unistd.h>
 
 #include "src/trace.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond)) {                                                  \
-			failures++;                                             \
-			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-			printf(__VA_ARGS__);                                    \
-			printf("\n");                                           \
-		}                                                               \
-	} while (0)
+#include "tests/check.h"
 
 /* Compares one event with what it should be; `what` is the string field the
  * kind uses. */
@@ -331,10 +320,5 @@ int main(void)
 	test_malformed();
 	test_limit();
 	test_load();
-	if (failures) {
-		printf("%d check(s) failed\n", failures);
-		return 1;
-	}
-	printf("test-trace: all checks passed\n");
-	return 0;
+	return check_exit("test-trace");
 }

@@ -20,16 +20,7 @@
 #include "ui/screen.h"
 #include "ui/tui.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-		failures++; \
-	} \
-} while (0)
+#include "tests/check.h"
 
 /* ---- the command callback: records the last line ---- */
 
@@ -512,10 +503,5 @@ int main(void)
 	delscreen(scr);
 	fclose(out);
 	fclose(in);
-	if (failures) {
-		fprintf(stderr, "test-ui-screen: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-ui-screen: all passed\n");
-	return 0;
+	return check_exit("test-ui-screen");
 }

@@ -13,16 +13,7 @@
 #include "ui/theme.h"
 #include "ui/tui.h"
 
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: FAIL: %s: ", __FILE__, __LINE__, #cond); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-		failures++; \
-	} \
-} while (0)
+#include "tests/check.h"
 
 static const char *srcdir(void)
 {
@@ -270,10 +261,5 @@ int main(void)
 	test_palette();
 	test_formats();
 	test_cols();
-	if (failures) {
-		fprintf(stderr, "test-ui-theme: %d failure(s)\n", failures);
-		return 1;
-	}
-	printf("test-ui-theme: all passed\n");
-	return 0;
+	return check_exit("test-ui-theme");
 }

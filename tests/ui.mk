@@ -13,17 +13,18 @@ check_PROGRAMS += $(UI_TESTS)
 TESTS += $(UI_TESTS) tests/test-ui-render.sh
 EXTRA_DIST += tests/test-ui-render.sh tests/tmux-lib.sh
 
-tests_test_ui_theme_SOURCES = tests/test-ui-theme.c
+tests_test_ui_theme_SOURCES = tests/test-ui-theme.c tests/check.h
 tests_test_ui_theme_CPPFLAGS = $(UI_TEST_CPPFLAGS)
 tests_test_ui_theme_LDADD = $(SD_UI_LIBS)
 
-tests_test_ui_screen_SOURCES = tests/test-ui-screen.c tests/ui-fixture.c tests/ui-fixture.h
+tests_test_ui_screen_SOURCES = tests/test-ui-screen.c tests/ui-fixture.c tests/ui-fixture.h \
+	tests/check.h
 tests_test_ui_screen_CPPFLAGS = $(UI_TEST_CPPFLAGS)
 tests_test_ui_screen_LDADD = $(SD_UI_LIBS)
 
 # Built as a plain program with a main() that replays mutated themes; see
 # the file for the libFuzzer build.
-tests_fuzz_fuzz_theme_SOURCES = tests/fuzz/fuzz-theme.c
+tests_fuzz_fuzz_theme_SOURCES = tests/fuzz/fuzz-theme.c tests/check.h tests/fuzz/mutate.h
 tests_fuzz_fuzz_theme_CPPFLAGS = $(UI_TEST_CPPFLAGS)
 tests_fuzz_fuzz_theme_LDADD = $(SD_UI_LIBS)
 

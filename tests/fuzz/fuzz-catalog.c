@@ -57,29 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #ifndef SD_LIBFUZZER
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	size_t got;
-	while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-		n += got;
-		if (n == cap) {
-			char *nb = realloc(buf, cap *= 2);
-			if (!nb) {
-				free(buf);
-				buf = NULL;
-			}
-			buf = nb;
-		}
-	}
-	fclose(f);
-	*len = n;
-	return buf;
-}
+#include "tests/fuzz/mutate.h"
 
 /* Bits of JSON that make interesting splices. */
 static const char *const tokens[] = {
@@ -143,16 +121,8 @@ static void mutate_and_run(const char *src, size_t len, struct sd_rng *rng)
 int main(int argc, char **argv)
 {
 	if (argc > 1) {
-		for (int i = 1; i < argc; i++) {
-			size_t len = 0;
-			char *s = read_file(argv[i], &len);
-			if (!s) {
-				fprintf(stderr, "fuzz-catalog: %s: cannot read\n", argv[i]);
-				return 1;
-			}
-			LLVMFuzzerTestOneInput((const uint8_t *)s, len);
-			free(s);
-		}
+		if (fuzz_run_files("fuzz-catalog", argc, argv))
+			return 1;
 	} else {
 		const char *top = getenv("top_srcdir");
 		static const char *const names[] = { "gce-2019.json", "market-2026.json" };
@@ -161,7 +131,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 2; i++) {
 			char path[4096];
 			snprintf(path, sizeof path, "%s/data/%s", top ? top : ".", names[i]);
-			seed[i] = read_file(path, &len[i]);
+			seed[i] = fuzz_read_file(path, &len[i]);
 			if (!seed[i]) {
 				fprintf(stderr, "fuzz-catalog: %s: cannot read\n", path);
 				return 1;

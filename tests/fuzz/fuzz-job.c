@@ -16,16 +16,9 @@
 #include <string.h>
 
 #include "src/job.h"
+#include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* An invariant broke: say which and abort, so either driver stops on it. */
-#define FUZZ_ASSERT(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-		abort(); \
-	} \
-} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -146,11 +139,7 @@ int main(void)
 		free(j);
 		LLVMFuzzerTestOneInput((const uint8_t *)corpus[c], base);
 		for (int m = 0; m < MUTATIONS; m++) {
-			memcpy(buf, corpus[c], base);
-			size_t len = base;
-			int rounds = 1 + (int)rnd_below(3);
-			for (int k = 0; k < rounds; k++)
-				len = mutate_once(buf, len);
+			size_t len = mutate_copy(buf, corpus[c], base);
 			struct sd_job probe;
 			char *w = NULL;
 			if (sd_job_parse(&probe, buf, len, "fuzz.json", &w) == 0)

@@ -17,16 +17,9 @@
 
 #include "src/job.h"
 #include "src/protocol.h"
+#include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* An invariant broke: say which and abort, so either driver stops on it. */
-#define FUZZ_ASSERT(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-		abort(); \
-	} \
-} while (0)
 
 static void check_why(const char *why)
 {
@@ -252,11 +245,7 @@ int main(void)
 		cJSON_Delete(obj);
 		LLVMFuzzerTestOneInput((const uint8_t *)corpus[c], base);
 		for (int m = 0; m < MUTATIONS; m++) {
-			memcpy(buf, corpus[c], base);
-			size_t len = base;
-			int rounds = 1 + (int)rnd_below(3);
-			for (int k = 0; k < rounds; k++)
-				len = mutate_once(buf, len);
+			size_t len = mutate_copy(buf, corpus[c], base);
 			LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
 			runs++;
 		}

@@ -17,16 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/check.h"
 #include "ui/theme.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FUZZ_ASSERT(cond) do { \
-	if (!(cond)) { \
-		fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond); \
-		abort(); \
-	} \
-} while (0)
 
 #define ALL_ATTRS (SD_ATTR_BOLD | SD_ATTR_DIM | SD_ATTR_UNDERLINE | SD_ATTR_REVERSE | \
                    SD_ATTR_STANDOUT | SD_ATTR_ITALIC)
@@ -108,16 +102,11 @@ static const char *const builtin_corpus[] = {
 #define MUTATIONS 5000
 #define MAX_INPUT 8192
 
-static uint64_t rng_state = 0x5eed7e3e5eed7e3eull;
+#define FUZZ_SEED 0x5eed7e3e5eed7e3eull
 
-/* splitmix64: deterministic, so a failure reproduces on every run. */
-static uint64_t rnd(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+/* rnd(): splitmix64, as the other targets'; the mutations below are the
+ * theme format's own. */
+#include "tests/fuzz/mutate.h"
 
 /* Bytes a theme parser finds interesting. */
 static const char interesting[] = "=#, \t\n\r0123456789onbdruaeflckwgy-\x01\x7f\xff";

@@ -103,6 +103,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #ifndef SD_LIBFUZZER
 
+#include "tests/fuzz/mutate.h"
+
 /* A seed of every line the parser knows, and some it skips. */
 static const char *const corpus[] = {
 	"# trace\n"
@@ -189,40 +191,11 @@ static void mutate_and_run(const char *src, size_t len)
 	free(buf);
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	size_t cap = 1 << 16, n = 0, got;
-	char *buf = malloc(cap);
-	while (buf && (got = fread(buf + n, 1, cap - n, f)) > 0) {
-		n += got;
-		if (n == cap) {
-			char *nb = realloc(buf, cap *= 2);
-			if (!nb)
-				free(buf);
-			buf = nb;
-		}
-	}
-	fclose(f);
-	*len = n;
-	return buf;
-}
-
 int main(int argc, char **argv)
 {
 	if (argc > 1) {
-		for (int i = 1; i < argc; i++) {
-			size_t len = 0;
-			char *s = read_file(argv[i], &len);
-			if (!s) {
-				fprintf(stderr, "fuzz-trace: %s: cannot read\n", argv[i]);
-				return 1;
-			}
-			LLVMFuzzerTestOneInput((const uint8_t *)s, len);
-			free(s);
-		}
+		if (fuzz_run_files("fuzz-trace", argc, argv))
+			return 1;
 	} else {
 		size_t nseeds = sizeof corpus / sizeof corpus[0];
 		for (size_t i = 0; i < nseeds; i++) {
