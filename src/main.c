@@ -510,10 +510,8 @@ int main(int argc, char **argv)
 		if (fd >= 0)
 			close(fd);   /* the cockpit sends stderr to the log itself */
 	}
-	if (sd_controller_start(a.ctl, &why) < 0) {
-		/* The job's initial cluster named an offer the catalog lacks. */
-		fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
-		free(why);
+	char *start_why = NULL;
+	if (sd_controller_start(a.ctl, &start_why) < 0) {
 		a.status = 1;
 		a.start_failed = fresh_dir;
 	} else {
@@ -521,6 +519,12 @@ int main(int argc, char **argv)
 	}
 	if (a.cockpit)
 		sd_cockpit_destroy(a.cockpit);
+	if (start_why) {
+		/* The job's initial cluster named an offer the catalog lacks; said
+		 * once the terminal is back, since the cockpit logs stderr. */
+		fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
+		free(start_why);
+	}
 	if (sd_controller_fatal(a.ctl)) {
 		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a.ctl));
 		a.status = 1;

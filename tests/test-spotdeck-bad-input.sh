@@ -3,7 +3,7 @@
 # and the field, a non-zero exit, no crash, and nothing lost or left behind:
 # a refused start leaves no run directory and no worker process, and an
 # earlier run's directory is never started over.
-. "$(dirname "$0")/lib.sh"
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 tmpdir
 SPOTDECK="$top_builddir/spotdeck"
 
@@ -52,3 +52,18 @@ EXPECT_RC=2 expect_error "bad --workers" "--workers: expected an integer" \
 	$SPOTDECK --headless --workers many
 EXPECT_RC=2 expect_error "--resume with --run-dir" "--resume takes the job" \
 	$SPOTDECK --headless --resume "$T/old" --run-dir "$T/x"
+
+# The same refusal from the cockpit: said on the terminal once curses has
+# given it back (the cockpit sends stderr to a log), and no run directory.
+. "$top_srcdir/tests/tmux-lib.sh"
+if tmux_have; then
+	tmux_start 100 30 "env LANG=C.UTF-8 $SPOTDECK --job $T/cluster.json --run-dir $T/r5"
+	rc=$(tmux_wait_exit 20)
+	[ "$rc" = 1 ] || { cat "$T/screen" >&2; fail "cockpit, unknown cluster offer: exit status $rc"; }
+	tmux_expect "cluster[2]: gce/nowhere/k80/spot: no such offer"
+	[ "$(tmux_var '#{alternate_on}')" = 0 ] || fail "cockpit left the alternate screen on"
+	[ ! -e "$T/r5" ] || fail "the cockpit's failed start left $T/r5"
+	ok "cockpit, unknown cluster offer: the error is on the restored terminal, exit 1, no run directory"
+else
+	echo "skipped: the cockpit case (tmux not installed)"
+fi
