@@ -115,6 +115,7 @@ static void usage(FILE *f)
 "See spotdeck(1) and spotdeck-job(5).\n"
 "  --headless       no cockpit: journal on stdout, commands on stdin\n"
 "  --theme NAME     cockpit colour theme (default, light, high-contrast, mono)\n"
+"  --alert HOW      on a revocation: bell (default), flash or none\n"
 "  --job FILE       job file (JSON, spotdeck-job(5)); default: the embedded job\n"
 "  --workers N      initial local workers (overrides the job file)\n"
 "  --run-dir DIR    where the journal, checkpoints and logs go (default: run-TIME)\n"
@@ -285,6 +286,7 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, 0, 'S' },
 		{ "no-emulate", no_argument, 0, 'E' },
 		{ "theme", required_argument, 0, 'T' },
+		{ "alert", required_argument, 0, 'A' },
 		{ "trace", required_argument, 0, 'X' },
 		{ "demo", no_argument, 0, 'D' },
 		{ "help", no_argument, 0, 'h' },
@@ -294,6 +296,7 @@ int main(int argc, char **argv)
 	const char *job_path = NULL, *run_dir = NULL, *resume = NULL;
 	char worker[PATH_MAX + 32] = "";
 	long workers = -1;
+	int alert = 1;   /* bell */
 	int headless = 0, c, emulate = 1;
 	const char *provider = NULL, *catalog = NULL, *theme = NULL, *trace_path = NULL;
 	int demo = 0;
@@ -321,6 +324,18 @@ int main(int argc, char **argv)
 		case 'C': catalog = optarg; break;
 		case 'E': emulate = 0; break;
 		case 'T': theme = optarg; break;
+		case 'A':
+			if (!strcmp(optarg, "none"))
+				alert = 0;
+			else if (!strcmp(optarg, "bell"))
+				alert = 1;
+			else if (!strcmp(optarg, "flash"))
+				alert = 2;
+			else {
+				fprintf(stderr, "spotdeck: --alert: expected bell, flash or none, got '%s'\n", optarg);
+				return 2;
+			}
+			break;
 		case 'X': trace_path = optarg; break;
 		case 'D': demo = 1; break;
 		case 'Z':
@@ -489,7 +504,7 @@ int main(int argc, char **argv)
 		struct sd_cockpit_opts co = {
 			.theme = theme,
 			.theme_dirs = { themes_home, SD_DATADIR "/themes", SD_SRCDIR "/themes", NULL },
-			.bell = 1,
+			.bell = alert,
 			.log_path = logpath,
 		};
 		if (sd_cockpit_create(&a.cockpit, a.loop, &cockpit_ops, &a, &co, &why) < 0) {

@@ -50,6 +50,8 @@ expect_error "run directory in use" "--run-dir .*old: holds a run already.*--res
 
 EXPECT_RC=2 expect_error "bad --workers" "--workers: expected an integer" \
 	$SPOTDECK --headless --workers many
+EXPECT_RC=2 expect_error "bad --alert" "--alert: expected bell, flash or none, got 'loud'" \
+	$SPOTDECK --alert loud
 EXPECT_RC=2 expect_error "--resume with --run-dir" "--resume takes the job" \
 	$SPOTDECK --headless --resume "$T/old" --run-dir "$T/x"
 
