@@ -46,7 +46,7 @@ tmux_wait "Cluster (4 servers"
 for t in "Market (9 offers)" "Training" "Revocations (3)" "SIMULATED market" \
 	"cnn on fashion-mnist, batch 256" "epoch 3/10" "hazard x30, boot x0.1, seed 42" \
 	"$FIRST" "gce/us-central1-c/p100x1/ondemand" "us-central1-c" "notice " \
-	"~ emulated GPU speed" "* estimated price" "0.81*" "by GPU" "by zone" \
+	"~ emulated GPU speed" "ResNet-32 img/s, * estimated price" "0.81*" "by GPU" "by zone" \
 	"s90" "s92" "revocation" "a add" "? help" "q quit"; do
 	tmux_expect "$t"
 done

@@ -1,6 +1,7 @@
 /* ui/pane-market.c - the market: offers sorted by cost-efficiency ($ per
  * million images at the offer's speed), with price, speed, P(revoked within
- * 1 h) and availability.  Estimated prices carry a '*'. */
+ * 1 h) and availability.  Estimated prices carry a '*'; the speeds are the
+ * catalog's (ResNet-32, the seeds' workload), as the frame says. */
 #include "config.h"
 
 #include <stddef.h>
@@ -21,7 +22,12 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 		snprintf(title + l, sizeof title - l, " %d-%d/%d", p->list.top + 1,
 		         p->list.top + rows < n ? p->list.top + rows : n, n);
 	}
-	sd_pane_frame(p, d, title, est ? "* estimated price" : NULL);
+	/* The speeds are the catalog's, measured on the seeds' workload, not on
+	 * this job's model: say so where there is room. */
+	const char *foot = est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
+	if ((int)strlen(foot) + (int)strlen(title) + 10 > p->w)
+		foot = est ? "* estimated price" : NULL;
+	sd_pane_frame(p, d, title, foot);
 }
 
 static uint64_t market_signature(const struct sd_pane *p, const struct sd_view *v)
