@@ -43,6 +43,7 @@ struct conn {
 	int rank, offset, count;
 	int has_state;       /* joined a generation: holds the run's state */
 	int leaving;
+	int loss_recorded;       /* its leave/loss started the recovery clock */
 	int ready;           /* has loaded the job; may join generations */
 	double ips;          /* measured images/s of its compute (EMA) */
 	double ips_assumed;  /* speed assumed before the first measurement */
@@ -91,7 +92,8 @@ struct sd_controller {
 	double step_ms_ema;
 	double last_loss, last_acc;
 	int last_epoch;
-	double lost_at;          /* time of the last loss, until the next step */
+	double lost_at;          /* time of the first loss since the last recovery */
+	long lost_gen;           /* the generation it happened in */
 	char lost_servers[8][64];/* the members lost since then (the first 8) */
 	int nlost_servers;
 	long lost_step;
@@ -214,6 +216,23 @@ static void on_conn_closed(uv_handle_t *h)
 static void schedule_generation(struct sd_controller *c, const char *reason);
 static void finish(struct sd_controller *c, int status);
 
+/* Starts the recovery clock for a member leaving the group: at its notice
+ * (LEAVING) for a graceful leave, at its connection's end otherwise.  The
+ * next completed step reports recovery_s, steps_lost and lost_servers. */
+static void record_loss(struct sd_controller *c, struct conn *k)
+{
+	k->loss_recorded = 1;
+	if (c->lost_at <= 0) {
+		c->lost_at = now_s();
+		c->lost_step = c->step;
+		c->lost_gen = c->generation;
+		c->lost_abrupt = 0;
+	}
+	c->lost_abrupt |= !k->leaving;
+	if (c->nlost_servers < 8)
+		snprintf(c->lost_servers[c->nlost_servers++], sizeof c->lost_servers[0], "%s", k->server_id);
+}
+
 static void conn_close(struct conn *k, const char *why_lost)
 {
 	struct sd_controller *c = k->c;
@@ -247,15 +266,8 @@ static void conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddStringToObject(ev, "reason", why_lost);
 		cJSON_AddBoolToObject(ev, "member", k->member);
 		journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
-		if (k->member && !c->exiting) {
-			/* Recovery is measured for revocations with notice too. */
-			c->lost_at = now_s();
-			if (c->nlost_servers < 8)
-				snprintf(c->lost_servers[c->nlost_servers++], sizeof c->lost_servers[0], "%s",
-				         k->server_id);
-			c->lost_step = c->step;
-			c->lost_abrupt = !k->leaving;
-		}
+		if (k->member && !c->exiting && !k->loss_recorded)
+			record_loss(c, k);
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
 		/* The checkpoint quit waits for will not come from a lost rank 0. */
@@ -775,7 +787,9 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 	double loss = sd_msg_num(m, "loss_sum", 0) / B;
 	c->last_loss = loss;
 	int log = c->job.log_every > 0 && step % c->job.log_every == 0;
-	int recovered = c->lost_at > 0;
+	/* Steps the old group still completes after a notice do not count:
+	 * recovery is the first step of a group formed after the loss. */
+	int recovered = c->lost_at > 0 && gen > c->lost_gen;
 	if (log || recovered || step == c->total_steps) {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddNumberToObject(ev, "step", (double)step);
@@ -942,6 +956,8 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 	case SD_MSG_LEAVING:
 		k->leaving = 1;
 		journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
+		if (k->member && !c->exiting && !k->loss_recorded)
+			record_loss(c, k);
 		if (k->member)
 			schedule_generation(c, "worker left");
 		break;
