@@ -68,7 +68,10 @@ static const char *describe(const cJSON *v, char *buf, size_t n)
 	if (cJSON_IsString(v))
 		return quote(v->valuestring ? v->valuestring : "", buf, n);
 	if (cJSON_IsNumber(v)) {
-		snprintf(buf, n, "%.10g", v->valuedouble);
+		if (!isfinite(v->valuedouble))   /* 1e999 parses as inf */
+			snprintf(buf, n, "%s (beyond a double's range)", v->valuedouble < 0 ? "-inf" : "inf");
+		else
+			snprintf(buf, n, "%.10g", v->valuedouble);
 		return buf;
 	}
 	if (cJSON_IsBool(v))
