@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,7 +105,9 @@ struct sd_controller {
 	int quitting;            /* quit: waiting for the checkpoint */
 	int closing;             /* sd_controller_close was called */
 	int ck_writing;          /* checkpoints being written on the thread pool */
-	char fatal[512];         /* why the run cannot go on, "" if it can */
+	char fatal[1024];        /* why the run cannot go on, "" if it can */
+	int lock_fd;             /* RUNDIR/lock, flock()ed while this controller runs */
+	int ever_authed;         /* some worker has connected and authenticated */
 	int exiting;
 	double final_acc, final_loss;
 	/* checkpoint being received */
@@ -638,6 +641,12 @@ static void ckpt_write_done(uv_work_t *req, int status)
 		cJSON_AddStringToObject(ev, "error", w->why ? w->why : "?");
 		journal(c, "checkpoint_failed", ev);
 	}
+	if (w->rc != 0 && c->quitting && !c->fatal[0])
+		/* Quitting drops the workers: say loudly that their state since
+		 * the last good checkpoint is gone, and exit non-zero. */
+		snprintf(c->fatal, sizeof c->fatal, "quit: the checkpoint at step %ld could not be written "
+		         "(%.400s); training since %.400s is lost", w->step, w->why ? w->why : "?",
+		         c->latest_ckpt[0] ? c->latest_ckpt : "the start");
 	free(w->why);
 	free(w->data);
 	free(w);
@@ -852,6 +861,7 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 			return;
 		}
 	k->authed = 1;
+	c->ever_authed = 1;
 	snprintf(k->server_id, sizeof k->server_id, "%s", id);
 	k->pid = (long)sd_msg_int(m, "pid", 0);
 	sd_provider_worker_event(c->provider, id, SD_WORKER_CONNECTED);
@@ -1224,7 +1234,44 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 
 static void hook_journal(void *ctx, const char *type, cJSON *ev)
 {
-	journal(ctx, type, ev);
+	struct sd_controller *c = ctx;
+	char server[64] = "";
+	double status = -1;
+	int exited = !strcmp(type, "server_exit");
+	if (exited) {
+		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "exit_status");
+		snprintf(server, sizeof server, "%s", cJSON_IsString(sv) ? sv->valuestring : "?");
+		status = cJSON_IsNumber(st) ? st->valuedouble : -1;
+	}
+	journal(c, type, ev);
+	/* No worker ever connected and none is left running: nothing will
+	 * ever train (a worker program that cannot start, a broken install).
+	 * End the run with the reason rather than wait forever. */
+	int others = 0;   /* servers still coming up or running besides this one */
+	if (exited && !c->ever_authed && !c->exiting) {
+		struct sd_server_info si[256];
+		int n = sd_provider_list(c->provider, si, 256);
+		for (int i = 0; i < n && i < 256; i++)
+			others += !si[i].gone && strcmp(si[i].id, server) != 0;
+	}
+	if (exited && !c->ever_authed && !c->exiting && others == 0) {
+		/* The worker's own last words, as its log has them. */
+		char log[SD_PATH_MAX + 96], last[256] = "", line[256];
+		snprintf(log, sizeof log, "%s/logs/%s.log", c->run_dir, server);
+		FILE *f = fopen(log, "r");
+		while (f && fgets(line, sizeof line, f)) {
+			line[strcspn(line, "\r\n")] = 0;
+			if (line[0])
+				memcpy(last, line, sizeof last);
+		}
+		if (f)
+			fclose(f);
+		if (!c->fatal[0])
+			snprintf(c->fatal, sizeof c->fatal, "every worker exited before connecting; the last, %.32s, "
+			         "with status %.0f: %.300s", server, status, last[0] ? last : "(its log is empty)");
+		finish(c, 1);
+	}
 }
 
 static void hook_notice(void *ctx, const char *server, double seconds)
@@ -1355,6 +1402,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	*out = NULL;
 	struct sd_controller *c = sd_calloc(1, sizeof *c);
 	c->loop = loop;
+	c->lock_fd = -1;
 	c->opts = *opts;
 	c->t0 = now_s();
 	c->job = *job;
@@ -1362,6 +1410,29 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	char path[SD_PATH_MAX + 64];
 	if (mkdir_p(c->run_dir, why) < 0)
 		goto fail;
+	/* One controller per run directory: a second one (a --resume while the
+	 * first still runs) would interleave journals and prune the other's
+	 * checkpoints.  The lock goes with the process, even on SIGKILL. */
+	snprintf(path, sizeof path, "%s/lock", c->run_dir);
+	c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (c->lock_fd < 0) {
+		sd_why(why, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		char pid[32] = "";
+		ssize_t n = pread(c->lock_fd, pid, sizeof pid - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		sd_why(why, "%s: in use by another spotdeck (pid %s); stop it first", c->run_dir,
+		       pid[0] ? pid : "?");
+		goto fail;
+	}
+	char pidline[32];
+	int pl = snprintf(pidline, sizeof pidline, "%ld\n", (long)getpid());
+	if (ftruncate(c->lock_fd, 0) < 0 || pwrite(c->lock_fd, pidline, (size_t)pl, 0) != pl) {
+		/* The pid is only a courtesy for the message above. */
+	}
 	snprintf(path, sizeof path, "%s/checkpoints", c->run_dir);
 	if (mkdir_p(path, why) < 0)
 		goto fail;
@@ -1450,6 +1521,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 fail:
 	if (c->journal)
 		fclose(c->journal);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);
 	free(c->token);
 	free(c);
 	return -1;
@@ -1571,5 +1644,7 @@ void sd_controller_free(struct sd_controller *c)
 	free(c->token);
 	if (c->journal)
 		fclose(c->journal);
+	if (c->lock_fd >= 0)
+		close(c->lock_fd);   /* releases the run directory */
 	free(c);
 }

@@ -114,7 +114,7 @@ static void usage(FILE *f)
 "demo: cnn on Fashion-MNIST on 4 transient K80s of the GCE 2019 market.\n"
 "See spotdeck(1) and spotdeck-job(5).\n"
 "  --headless       no cockpit: journal on stdout, commands on stdin\n"
-"  --theme NAME     cockpit colour theme (default, light, high-contrast, mono)\n"
+"  --theme NAME     cockpit colour theme (default, high-contrast, light, mono)\n"
 "  --alert HOW      on a revocation: bell (default), flash or none\n"
 "  --job FILE       job file (JSON, spotdeck-job(5)); default: the embedded job\n"
 "  --workers N      initial local workers (overrides the job file)\n"
@@ -537,13 +537,23 @@ int main(int argc, char **argv)
 	if (start_why) {
 		/* The job's initial cluster named an offer the catalog lacks; said
 		 * once the terminal is back, since the cockpit logs stderr. */
-		fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
+		if (!strncmp(start_why, "cluster[", 8))
+			fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
+		else   /* a worker program that cannot be started names itself */
+			fprintf(stderr, "spotdeck: %s\n", start_why);
 		free(start_why);
 	}
 	if (sd_controller_fatal(a.ctl)) {
 		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a.ctl));
 		a.status = 1;
 		a.user_quit = 0;
+		/* A run that failed before its first step (a job the workers cannot
+		 * load, a worker that cannot start) has nothing to resume: its
+		 * directory goes, so the corrected command can run in it again. */
+		struct sd_run_status rs;
+		sd_controller_status(a.ctl, &rs);
+		if (rs.step == 0)
+			a.start_failed = fresh_dir;
 	}
 	sd_controller_close(a.ctl);
 	uv_walk(a.loop, on_closed_walk, NULL);

@@ -232,8 +232,8 @@ static void test_idx_bad(void)
 	/* Missing directory, with the hint for the Debian package. */
 	dir = path_join(tmpdir, "no-such-dir");
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, dir,
-	            ": no such directory (install the Debian package dataset-fashion-mnist "
-	            "or pass --data-dir)");
+	            ": no such directory (install the Debian package dataset-fashion-mnist"
+	            ", or give another data directory: --data-dir, or data_dir in a job)");
 	EXPECT_FAIL("mnist", dir, SD_SPLIT_TRAIN, dir, "no such directory");
 	free(dir);
 

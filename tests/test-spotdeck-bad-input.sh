@@ -55,6 +55,43 @@ EXPECT_RC=2 expect_error "bad --alert" "--alert: expected bell, flash or none, g
 EXPECT_RC=2 expect_error "--resume with --run-dir" "--resume takes the job" \
 	$SPOTDECK --headless --resume "$T/old" --run-dir "$T/x"
 
+# A worker program that cannot start: the run ends with the worker's own
+# last words instead of waiting forever, and leaves no directory.
+printf '#!/bin/sh\necho "worker: cannot load libfoo.so.1" >&2\nexit 3\n' >"$T/badworker"
+chmod +x "$T/badworker"
+expect_error "worker that cannot start" \
+	"every worker exited before connecting; the last, s[0-9]+, with status 3: worker: cannot load libfoo\.so\.1" \
+	timeout 60 $SPOTDECK --headless --workers 2 --worker "$T/badworker" --run-dir "$T/r6"
+[ ! -e "$T/r6" ] || fail "a run that never trained left $T/r6"
+
+# A job the workers cannot load (its data directory is missing): the same.
+printf '{"model":"mlp","data_dir":"%s/nodata"}' "$T" >"$T/nodata.json"
+expect_error "job data directory missing" "nodata: no such directory.*data_dir in a job" \
+	timeout 60 $SPOTDECK --headless --job "$T/nodata.json" --run-dir "$T/r7"
+[ ! -e "$T/r7" ] || fail "a job that never loaded left $T/r7"
+
+# One controller per run directory: --resume while the run is live is refused.
+printf '{"model":"mlp","epochs":20,"checkpoint_every":50}' >"$T/long.json"
+mkfifo "$T/ctl"
+$SPOTDECK --headless --job "$T/long.json" --workers 1 --run-dir "$T/live" <"$T/ctl" >"$T/live.out" 2>&1 &
+live=$!
+exec 7>"$T/ctl"
+i=0
+until grep -q '"type":"checkpoint"' "$T/live.out" 2>/dev/null; do
+	i=$((i + 1)); [ $i -lt 600 ] || { kill $live; fail "the live run wrote no checkpoint"; }
+	sleep 0.1
+done
+lines=$(wc -l <"$T/live/journal.jsonl")
+expect_error "--resume of a live run" "live: in use by another spotdeck \(pid $live\)" \
+	$SPOTDECK --headless --resume "$T/live"
+kill -0 $live || fail "the live run died"
+grep -q '"resume":true' "$T/live/journal.jsonl" && fail "the refused resume wrote to the live journal"
+[ "$(wc -l <"$T/live/journal.jsonl")" -ge "$lines" ] || fail "the live journal shrank"
+echo quit >&7
+exec 7>&-
+wait $live
+ok "the live run went on and quit (status $?)"
+
 # The same refusal from the cockpit: said on the terminal once curses has
 # given it back (the cockpit sends stderr to a log), and no run directory.
 . "$top_srcdir/tests/tmux-lib.sh"
