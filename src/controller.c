@@ -1375,13 +1375,26 @@ static int continue_journal(struct sd_controller *c, const char *path)
 	size_t cap = 0;
 	int first = 1, torn = 0;
 	ssize_t n;
+	char *last_step = NULL;
 	while ((n = getline(&line, &cap, f)) > 0) {
 		torn = line[n - 1] != '\n';
-		if (!first && !strstr(line, "\"type\":\"generation\""))
+		if (strstr(line, "\"type\":\"step\"")) {
+			/* Only the last one matters: keep it, parse it once at the end. */
+			free(last_step);
+			last_step = strdup(line);
+			continue;
+		}
+		int epoch = strstr(line, "\"type\":\"epoch\"") != NULL;
+		if (!first && !epoch && !strstr(line, "\"type\":\"generation\""))
 			continue;
 		cJSON *ev = cJSON_Parse(line);
 		if (!ev)
 			continue;   /* a line torn by a crash */
+		if (epoch) {
+			/* The header shows the last accuracy measured, as before the stop. */
+			c->last_acc = sd_msg_num(ev, "test_accuracy", 0);
+			c->last_epoch = (int)sd_msg_num(ev, "epoch", 0) + 1;
+		}
 		const cJSON *time = cJSON_GetObjectItemCaseSensitive(ev, "time");
 		const cJSON *gen = cJSON_GetObjectItemCaseSensitive(ev, "generation");
 		if (first && cJSON_IsNumber(time) && time->valuedouble > 0 && time->valuedouble <= c->t0)
@@ -1391,6 +1404,11 @@ static int continue_journal(struct sd_controller *c, const char *path)
 		first = 0;
 		cJSON_Delete(ev);
 	}
+	cJSON *st = last_step ? cJSON_Parse(last_step) : NULL;
+	if (st)
+		c->last_loss = sd_msg_num(st, "loss", -1);
+	cJSON_Delete(st);
+	free(last_step);
 	free(line);
 	fclose(f);
 	return torn;
@@ -1403,6 +1421,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	struct sd_controller *c = sd_calloc(1, sizeof *c);
 	c->loop = loop;
 	c->lock_fd = -1;
+	c->last_loss = -1;   /* none yet: the header shows "-" */
 	c->opts = *opts;
 	c->t0 = now_s();
 	c->job = *job;
@@ -1578,10 +1597,11 @@ void sd_controller_status(const struct sd_controller *c, struct sd_run_status *s
 	st->epoch = c->last_epoch;
 	st->loss = c->step > 0 ? c->last_loss : -1;
 	st->test_accuracy = c->last_epoch > 0 ? c->last_acc : -1;
-	st->images_per_sec = c->step_ms_ema > 0 && c->world_size > 0
+	/* Paused, nothing trains: no speed, no ETA (rather than the last ones). */
+	st->images_per_sec = c->step_ms_ema > 0 && c->world_size > 0 && !c->paused
 		? c->job.train.global_batch / (c->step_ms_ema / 1000) : 0;
 	st->elapsed_s = now_s() - c->t0;
-	st->eta_s = c->step_ms_ema > 0 && c->total_steps > 0 && c->world_size > 0
+	st->eta_s = c->step_ms_ema > 0 && c->total_steps > 0 && c->world_size > 0 && !c->paused
 		? (c->total_steps - c->step) * c->step_ms_ema / 1000 : -1;
 	st->generation = c->generation;
 	st->world_size = c->world_size;

@@ -261,6 +261,12 @@ run_size() {
 	tmux_send p
 	tmux_wait_re "^│ s4 .*paused" 10
 	jwait 10 paused
+	# Nothing trains: no speed and no ETA in the header, not the last ones.
+	if [ "$W" -ge 120 ]; then
+		tmux_wait_re "[ ~]0 img/s .*ETA - " 5
+	else
+		tmux_wait_re "[ ~]0 img/s" 5   # no room for the ETA at 80 columns
+	fi
 	tmux_send p
 	tmux_wait_re "^│ s4 .*training" 10
 	step_moves 10 "$W x $H after pause and resume"
