@@ -107,6 +107,8 @@ struct sd_controller {
 	int ck_writing;          /* checkpoints being written on the thread pool */
 	char fatal[1024];        /* why the run cannot go on, "" if it can */
 	int lock_fd;             /* RUNDIR/lock, flock()ed while this controller runs */
+	int resume_last_server;  /* resume: the highest sN the journal names */
+	double resume_usd;       /* resume: what the journal's servers cost */
 	int ever_authed;         /* some worker has connected and authenticated */
 	int exiting;
 	double final_acc, final_loss;
@@ -1364,7 +1366,9 @@ static void find_latest_checkpoint(struct sd_controller *c)
 }
 
 /* A resumed run continues its journal: t counts from the first run_start
- * (down time included) and generations go on from the highest journaled.
+ * (down time included), generations go on from the highest journaled, server
+ * ids after the highest sN, and the money spent from what its servers cost
+ * (each server's last journaled "usd").
  * Returns 1 when the journal ends in a torn line (no newline). */
 static int continue_journal(struct sd_controller *c, const char *path)
 {
@@ -1376,8 +1380,29 @@ static int continue_journal(struct sd_controller *c, const char *path)
 	int first = 1, torn = 0;
 	ssize_t n;
 	char *last_step = NULL;
+	double *usd = NULL;      /* by server number: the last cost journaled */
+	int nusd = 0;
 	while ((n = getline(&line, &cap, f)) > 0) {
 		torn = line[n - 1] != '\n';
+		const char *sv = strstr(line, "\"server\":\"s");
+		int num = sv ? atoi(sv + 11) : 0;
+		if (num > 0 && num < 1000000) {
+			if (num > c->resume_last_server)
+				c->resume_last_server = num;
+			const char *u = strstr(line, "\"usd\":");
+			if (u) {
+				if (num >= nusd) {
+					int nn = num + 64;
+					double *g = realloc(usd, (size_t)nn * sizeof *usd);
+					if (!g)
+						sd_oom();
+					memset(g + nusd, 0, (size_t)(nn - nusd) * sizeof *g);
+					usd = g;
+					nusd = nn;
+				}
+				usd[num] = strtod(u + 6, NULL);
+			}
+		}
 		if (strstr(line, "\"type\":\"step\"")) {
 			/* Only the last one matters: keep it, parse it once at the end. */
 			free(last_step);
@@ -1404,6 +1429,10 @@ static int continue_journal(struct sd_controller *c, const char *path)
 		first = 0;
 		cJSON_Delete(ev);
 	}
+	for (int i = 0; i < nusd; i++)
+		if (isfinite(usd[i]) && usd[i] > 0)
+			c->resume_usd += usd[i];
+	free(usd);
 	cJSON *st = last_step ? cJSON_Parse(last_step) : NULL;
 	if (st)
 		c->last_loss = sd_msg_num(st, "loss", -1);
@@ -1516,6 +1545,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		.port = c->port,
 		.run_dir = c->run_dir,
 		.trace = opts->trace,
+		.last_server = c->resume_last_server,
+		.usd_before = c->resume_usd,
 	};
 	if (sd_provider_create(&c->provider, loop, &pc, &provider_hooks, c, why) < 0) {
 		uv_close((uv_handle_t *)&c->server, NULL);
@@ -1586,6 +1617,16 @@ int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *
 		w->emulated = k->emulated;
 	}
 	return n;
+}
+
+void sd_controller_signal(struct sd_controller *c, int signum)
+{
+	const char *name = signum == SIGTERM ? "SIGTERM" : signum == SIGINT ? "SIGINT"
+	                   : signum == SIGHUP ? "SIGHUP" : "signal";
+	journal_kv(c, "signal", "signal", name, "action", "quit");
+	char *why = NULL;
+	cmd_quit(c, 0, NULL, &why);
+	free(why);
 }
 
 void sd_controller_status(const struct sd_controller *c, struct sd_run_status *st)

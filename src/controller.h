@@ -74,6 +74,11 @@ int sd_controller_start(struct sd_controller *c, char **why);
  * arguments.  Every command is journaled. */
 int sd_controller_command(struct sd_controller *c, const char *line, char **why);
 
+/* SIGTERM, SIGINT or SIGHUP reached the program: journals {"type":"signal",
+ * "signal":NAME} and quits as the quit command does (checkpoint, stop the
+ * workers, release the servers). */
+void sd_controller_signal(struct sd_controller *c, int signum);
+
 /* Fills out[0..max) with the connected workers; returns how many. */
 int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *out, int max);
 void sd_controller_status(const struct sd_controller *c, struct sd_run_status *st);

@@ -153,9 +153,7 @@ static void on_exit_cb(struct sd_controller *c, int status, void *ctx)
 static void on_signal(uv_signal_t *s, int signum)
 {
 	struct app *a = s->data;
-	char *why = NULL;
-	sd_controller_command(a->ctl, "quit", &why);
-	free(why);
+	sd_controller_signal(a->ctl, signum);
 }
 
 static void on_in_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

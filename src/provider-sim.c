@@ -544,6 +544,8 @@ int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
 		p->cfg.grace_seconds = 5;
 	snprintf(p->worker_path, sizeof p->worker_path, "%s", cfg->worker_path);
 	snprintf(p->run_dir, sizeof p->run_dir, "%s", cfg->run_dir);
+	p->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
+	p->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;
 	p->hooks = *hooks;
 	p->ctx = ctx;
 	p->t0_ms = uv_now(loop);

@@ -54,6 +54,11 @@ struct sd_provider_config {
 	 * commands, at its market times, so a run is deterministic.  A revoke
 	 * without "notice" gets the catalog's longest notice x notice_scale. */
 	const struct sd_trace *trace;
+	/* A resumed run's history: server ids continue after s<last_server>,
+	 * and usd_before (USD the run's servers cost before the resume, from
+	 * its journal) counts in sd_provider_usd_spent.  0 for a new run. */
+	int last_server;
+	double usd_before;
 };
 
 /* Loads the catalog (when given) and creates the market.  Returns 0 or -1

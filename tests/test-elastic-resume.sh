@@ -58,6 +58,9 @@ for line in open(os.path.join(run_dir, "journal.jsonl")):
         torn.append(line.strip())
 if torn != ['{"type":"step","step":']:
     fail("journal lines that do not parse after the resume: %s" % torn[:3])
+ids = lambda run: [int(e["server"][1:]) for e in run.events if e.get("type") == "acquired"]
+if min(ids(r2)) <= max(ids(r)):
+    fail("the resumed run reuses server ids: s%d after s%d" % (min(ids(r2)), max(ids(r))))
 gens = [e["generation"] for e in r2.events if e.get("type") == "generation"]
 if not gens or gens[0] <= last_gen:
     fail("the resumed run's generations %s do not go on from %d" % (gens[:3], last_gen))

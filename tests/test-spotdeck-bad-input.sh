@@ -87,10 +87,21 @@ expect_error "--resume of a live run" "live: in use by another spotdeck \(pid $l
 kill -0 $live || fail "the live run died"
 grep -q '"resume":true' "$T/live/journal.jsonl" && fail "the refused resume wrote to the live journal"
 [ "$(wc -l <"$T/live/journal.jsonl")" -ge "$lines" ] || fail "the live journal shrank"
-echo quit >&7
-exec 7>&-
+# SIGTERM: journaled as a signal (not as a typed command), then the quit
+# path: a checkpoint, the workers stopped, the servers released.
+kill -TERM $live
 wait $live
-ok "the live run went on and quit (status $?)"
+rc=$?
+exec 7>&-
+python3 - "$T/live/journal.jsonl" <<'PY' || fail "SIGTERM was not journaled and handled as a quit"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+i = next(i for i, e in enumerate(ev) if e["type"] == "signal" and e["signal"] == "SIGTERM")
+assert not any(e["type"] == "command" and e.get("command") == "quit" for e in ev), "a quit command"
+assert any(e["type"] == "checkpoint" for e in ev[i:]), "no checkpoint after the signal"
+assert any(e["type"] == "released" for e in ev[i:]), "no server released after the signal"
+PY
+ok "the live run went on; SIGTERM journaled as a signal, checkpointed and released (status $rc)"
 
 # The same refusal from the cockpit: said on the terminal once curses has
 # given it back (the cockpit sends stderr to a log), and no run directory.

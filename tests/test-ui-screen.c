@@ -16,6 +16,7 @@
 #include <wchar.h>
 
 #include "tests/ui-fixture.h"
+#include "ui/format.h"
 #include "ui/pane.h"
 #include "ui/screen.h"
 #include "ui/tui.h"
@@ -470,6 +471,27 @@ static void test_hostile(void)
 	sd_screen_destroy(s);
 }
 
+/* The throughput chart's "max" covers the rate shown beside it, even when
+ * that rate is newer (higher) than every sample of the series. */
+static void test_chart_max(struct ui_fixture *f)
+{
+	struct sd_screen *s = make(1, NULL, 0);
+	resize(40, 120, s);
+	float top = 0;
+	for (int i = 0; i < f->view.throughput.len; i++) {
+		float x = f->view.throughput.v[(f->view.throughput.head + i) % SD_VIEW_HIST];
+		if (x > top)
+			top = x;
+	}
+	f->view.images_per_sec = 3.0 * top;
+	f->view.version++;
+	render(s, &f->view);
+	char want[32], rate[16];
+	snprintf(want, sizeof want, "max %s", sd_fmt_rate(rate, sizeof rate, f->view.images_per_sec));
+	CHECK(on_screen(want), "'%s' not on screen (series top %.0f)", want, top);
+	sd_screen_destroy(s);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -498,6 +520,9 @@ int main(void)
 	printf("ok: ASCII fallback\n");
 	test_hostile();
 	printf("ok: hostile views\n");
+	ui_fixture_init(&f, 4);
+	test_chart_max(&f);
+	printf("ok: the throughput chart's max covers the current rate\n");
 
 	endwin();
 	delscreen(scr);

@@ -31,9 +31,10 @@ static void span(const struct sd_view_series *s, double *t0, double *t1, int *ha
 
 /* A labelled chart of S in rows [Y, Y+H): the label column shows NAME and
  * VALUE; the chart's floor sits a little under the series' minimum so the
- * lowest sample still shows (ZERO: the floor is 0). */
+ * lowest sample still shows (ZERO: the floor is 0 and the top covers NOW,
+ * the value shown, too). */
 static void labelled(WINDOW *w, const struct sd_draw *d, int y, int h, int cw,
-                     const char *name, const char *value, const struct sd_view_series *s,
+                     const char *name, const char *value, double now, const struct sd_view_series *s,
                      double t0, double t1, int zero, enum sd_style style)
 {
 	double lo = 0, hi = 0, a, b;
@@ -54,6 +55,10 @@ static void labelled(WINDOW *w, const struct sd_draw *d, int y, int h, int cw,
 		return;
 	if (zero) {
 		lo = 0;
+		/* The scale covers the value shown beside it (a rate newer than
+		 * the last sample must not read above "max"). */
+		if (now > hi)
+			hi = now;
 		if (!(hi > 0))
 			hi = 1;
 	} else {
@@ -107,7 +112,7 @@ static void charts_draw(struct sd_pane *p, const struct sd_view *v, const struct
 
 	int y = 1;
 	snprintf(val, sizeof val, "%s", sd_fmt_rate(tmp, sizeof tmp, v->images_per_sec));
-	labelled(w, d, y, thr_h, cw, "img/s", val, &v->throughput, t0, t1, 1, SD_STYLE_CHART);
+	labelled(w, d, y, thr_h, cw, "img/s", val, v->images_per_sec, &v->throughput, t0, t1, 1, SD_STYLE_CHART);
 	y += thr_h;
 	if (mark_h) {
 		wattrset(w, d->a[SD_STYLE_DIM]);
@@ -127,7 +132,7 @@ static void charts_draw(struct sd_pane *p, const struct sd_view *v, const struct
 			snprintf(val, sizeof val, "-");
 		else
 			sd_fmt_num(val, sizeof val, v->loss, 3);
-		labelled(w, d, y, loss_h, cw, "loss", val,
+		labelled(w, d, y, loss_h, cw, "loss", val, 0,
 		         &v->loss_hist, t0, t1, 0, SD_STYLE_CHART_ALT);
 		y += loss_h;
 	}
@@ -137,7 +142,7 @@ static void charts_draw(struct sd_pane *p, const struct sd_view *v, const struct
 			snprintf(val, sizeof val, "-");
 		else
 			sd_fmt_pct(val, sizeof val, a, 1);
-		labelled(w, d, y, acc_h, cw, "acc", val, &v->acc_hist, t0, t1, 0, SD_STYLE_CHART_ALT);
+		labelled(w, d, y, acc_h, cw, "acc", val, 0, &v->acc_hist, t0, t1, 0, SD_STYLE_CHART_ALT);
 	}
 }
 
