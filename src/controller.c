@@ -1243,8 +1243,13 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 	if (exited) {
 		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "exit_status");
+		const cJSON *sg = cJSON_GetObjectItemCaseSensitive(ev, "signal");
 		snprintf(server, sizeof server, "%s", cJSON_IsString(sv) ? sv->valuestring : "?");
 		status = cJSON_IsNumber(st) ? st->valuedouble : -1;
+		int sig = cJSON_IsNumber(sg) ? (int)sg->valuedouble : 0;
+		/* A failure, not a stop we asked for: a non-zero status or a crash
+		 * signal (revocations and drops end workers with TERM or KILL). */
+		exited = status != 0 || (sig && sig != SIGTERM && sig != SIGKILL);
 	}
 	journal(c, type, ev);
 	/* No worker ever connected and none is left running: nothing will
@@ -1254,8 +1259,12 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 	if (exited && !c->ever_authed && !c->exiting) {
 		struct sd_server_info si[256];
 		int n = sd_provider_list(c->provider, si, 256);
-		for (int i = 0; i < n && i < 256; i++)
-			others += !si[i].gone && strcmp(si[i].id, server) != 0;
+		for (int i = 0; i < n && i < 256; i++) {
+			if (strcmp(si[i].id, server) != 0)
+				others += !si[i].gone;
+			else if (!strcmp(si[i].state, "notice") || !strcmp(si[i].state, "revoked"))
+				others++;   /* the market took it: not a broken worker */
+		}
 	}
 	if (exited && !c->ever_authed && !c->exiting && others == 0) {
 		/* The worker's own last words, as its log has them. */
