@@ -1620,7 +1620,7 @@ int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *
 		snprintf(w->server, sizeof w->server, "%s", k->server_id);
 		w->member = k->member;
 		w->rank = k->member ? k->rank : -1;
-		w->images_per_sec = k->ips;
+		w->images_per_sec = c->paused ? 0 : k->ips;   /* paused: nothing trains */
 		w->compute_ms = k->compute_ms;
 		w->comm_ms = k->comm_ms;
 		w->emulated = k->emulated;

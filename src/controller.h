@@ -36,7 +36,7 @@ struct sd_worker_info {
 	char server[64];
 	int member;               /* in the current generation */
 	int rank;
-	double images_per_sec;    /* measured compute speed (EMA) */
+	double images_per_sec;    /* measured compute speed (EMA); 0 while paused */
 	double compute_ms, comm_ms;   /* last step */
 	int emulated;
 };
@@ -47,7 +47,7 @@ struct sd_run_status {
 	int epoch, epochs;
 	double loss;              /* last journaled step's mean loss, < 0 none */
 	double test_accuracy;     /* last evaluation, < 0 none */
-	double images_per_sec;    /* global batch / step time (EMA) */
+	double images_per_sec;    /* global batch / step time (EMA); 0 while paused */
 	double elapsed_s;
 	double eta_s;             /* < 0 unknown */
 	long generation;

@@ -289,7 +289,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		for (int w = 0; w < nw; w++)
 			if (!strcmp(wi[w].server, si[i].id)) {
 				s->rank = wi[w].rank;
-				s->images_per_sec = st.paused ? 0 : wi[w].images_per_sec;
+				s->images_per_sec = wi[w].images_per_sec;
 				s->compute_ms = wi[w].compute_ms;
 				s->comm_ms = wi[w].comm_ms;
 			}
