@@ -227,6 +227,12 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	v->world_size = st.world_size;
 	v->usd_spent = sd_provider_usd_spent(p);
 	v->usd_per_hour = sd_provider_usd_per_hour(p);
+	struct sd_price_gaps gaps;
+	sd_provider_price_gaps(p, &gaps);
+	v->spent_unpriced = gaps.ran_unpriced;
+	v->rate_unpriced = gaps.live_unpriced;
+	v->spent_estimated = gaps.ran_estimated;
+	v->rate_estimated = gaps.live_estimated;
 
 	const struct sd_catalog *cat = sd_provider_catalog(p);
 	v->noffers = 0;
@@ -276,13 +282,17 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		snprintf(s->zone, sizeof s->zone, "%s", si[i].offer ? si[i].offer->zone : "localhost");
 		snprintf(s->gpu, sizeof s->gpu, "%s", si[i].offer ? si[i].offer->gpu : "CPU");
 		s->transient = si[i].offer ? si[i].offer->transient : 0;
+		s->local = si[i].offer == NULL;
 		/* A paused run holds its workers at a step boundary: say so rather
 		 * than "training" (the provider's state for a server in the job). */
 		snprintf(s->state, sizeof s->state, "%s",
 		         st.paused && !strcmp(si[i].state, "training") ? "paused" : si[i].state);
 		s->rank = -1;
 		s->uptime_s = si[i].uptime_s;
-		s->usd_per_hour = si[i].offer && !si[i].gone ? si[i].offer->usd_per_hour : 0;
+		/* The rate billing uses, not the offer's price now (a trace or
+		 * the market may have moved it since). */
+		s->usd_per_hour = si[i].gone ? 0 : si[i].usd_per_hour;
+		s->price_estimated = si[i].price_estimated;
 		s->usd_so_far = si[i].usd;
 		s->emulated = si[i].emulated;
 		s->notice_left_s = si[i].notice_left_s;
