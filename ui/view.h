@@ -107,6 +107,8 @@ struct sd_view {
 	char message[160];          /* last event or command result */
 	char suggestion[64];        /* offer id suggested as replacement, "" none */
 	char suggestion_for[32];    /* the revoked server it would replace */
+	char suggestion_why[96];    /* why that offer, in a few words: "cheapest
+	                             * $/Mimg; us-east1-c revoked 18s ago"; "" none */
 };
 
 /* Appends a sample to a series (drops the oldest when full). */
