@@ -60,7 +60,7 @@ suggestion() {
 
 tmux_start 160 40 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 $SPOTDECK --job $E2E/suggest-job.json --run-dir $RUN --trace $E2E/suggest-trace.jsonl"
 trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+trap 'exit 1' INT TERM HUP PIPE
 _tmux_poll 'SDPID=$(ps -o pid= --ppid "$(tmux_var "#{pane_pid}")" | tr -d " ") && [ -n "$SDPID" ]' 5 ||
 	fail "spotdeck did not start"
 tmux_wait_file "$RUN/journal.jsonl" '"type":"acquired".*"server":"s3"' 20
