@@ -10,12 +10,12 @@
 
 #include "engine/errors.h"
 #include "src/market-model.h"
-#include "src/planner.h"
+#include "src/replacement.h"
 #include "src/provider.h"
 
 #define MAX_SERVERS 256
 #define MAX_REVOCATIONS 256
-#define MAX_ZONE_EVENTS 64   /* revocations and stockouts the planner weighs */
+#define MAX_ZONE_EVENTS 64   /* revocations and stockouts the scorer weighs */
 
 struct hist {
 	char id[32];
@@ -37,10 +37,10 @@ struct sd_view_model {
 	double last_hist_t;
 	/* The last MAX_ZONE_EVENTS revocations and stockouts (a ring from
 	 * zev_head), with their zones' names owned here. */
-	struct sd_planner_event zev[MAX_ZONE_EVENTS];
+	struct sd_replacement_event zev[MAX_ZONE_EVENTS];
 	char zev_zone[MAX_ZONE_EVENTS][64];
 	int nzev, zev_head;
-	int *available;            /* per catalog offer, for the planner */
+	int *available;            /* per catalog offer, for the scorer */
 };
 
 static const char *str(const cJSON *ev, const char *k)
@@ -97,8 +97,8 @@ static int cmp_offer(const void *a, const void *b)
 	return (x->usd_per_mimage > y->usd_per_mimage) - (x->usd_per_mimage < y->usd_per_mimage);
 }
 
-/* Remembers a revocation or stockout for the planner (src/planner.h). */
-static void zone_event(struct sd_view_model *vm, enum sd_planner_event_kind kind, double t,
+/* Remembers a revocation or stockout for the scorer (src/replacement.h). */
+static void zone_event(struct sd_view_model *vm, enum sd_replacement_event_kind kind, double t,
                        const char *zone, const char *offer_id, double seconds)
 {
 	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(vm->c));
@@ -110,13 +110,13 @@ static void zone_event(struct sd_view_model *vm, enum sd_planner_event_kind kind
 	else
 		vm->nzev++;
 	snprintf(vm->zev_zone[i], sizeof vm->zev_zone[i], "%s", zone);
-	vm->zev[i] = (struct sd_planner_event){
+	vm->zev[i] = (struct sd_replacement_event){
 		.kind = kind, .t = t, .zone = vm->zev_zone[i],
 		.offer = offer_id ? sd_catalog_find(cat, offer_id) : NULL, .seconds = seconds,
 	};
 }
 
-/* The replacement the planner suggests now for the server in
+/* The replacement the scorer suggests now for the server in
  * v->suggestion_for, and why; recomputed on every refresh, so that zones
  * whose events have faded come back and the ages in the reason stay true. */
 static void suggest(struct sd_view_model *vm)
@@ -130,21 +130,21 @@ static void suggest(struct sd_view_model *vm)
 		int live = sd_provider_live(p, &cat->offers[i]);
 		vm->available[i] = live < 0 ? -1 : cat->offers[i].capacity - live;
 	}
-	/* The ring in time order, as the planner's events. */
-	struct sd_planner_event ev[MAX_ZONE_EVENTS];
+	/* The ring in time order, as the scorer's events. */
+	struct sd_replacement_event ev[MAX_ZONE_EVENTS];
 	for (int i = 0; i < vm->nzev; i++)
 		ev[i] = vm->zev[(vm->zev_head + i) % MAX_ZONE_EVENTS];
-	struct sd_planner_input in = {
+	struct sd_replacement_input in = {
 		.cat = cat, .available = vm->available, .events = ev, .nevents = vm->nzev,
 		.now = v->elapsed_s, .hazard_scale = v->hazard_scale,
 	};
-	struct sd_planner_choice ch;
-	if (sd_planner_suggest(&in, &ch) < 0) {
+	struct sd_replacement_choice ch;
+	if (sd_replacement_suggest(&in, &ch) < 0) {
 		v->suggestion[0] = v->suggestion_why[0] = '\0';
 		return;
 	}
 	snprintf(v->suggestion, sizeof v->suggestion, "%s", cat->offers[ch.offer].id);
-	sd_planner_explain(&in, &ch, v->suggestion_why, sizeof v->suggestion_why);
+	sd_replacement_explain(&in, &ch, v->suggestion_why, sizeof v->suggestion_why);
 }
 
 void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
@@ -205,10 +205,10 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
 			v->revocation_marks[v->nmarks++] = t;
 		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "capped")))
-			zone_event(vm, SD_PLANNER_REVOKED, t, r->zone, str(ev, "offer"), -1);
+			zone_event(vm, SD_REPLACEMENT_REVOKED, t, r->zone, str(ev, "offer"), -1);
 		snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", r->server);
 		if (v->elapsed_s < t)
-			v->elapsed_s = t;   /* the planner's "now" before the next refresh */
+			v->elapsed_s = t;   /* the scorer's "now" before the next refresh */
 		suggest(vm);
 		snprintf(v->message, sizeof v->message, "%s revoked (%s %s) after %.0f s",
 		         r->server, r->gpu, r->zone, r->lifetime_s);
@@ -218,10 +218,10 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 	} else if (!strcmp(type, "stockout")) {
 		snprintf(v->message, sizeof v->message, "%s: stockout in %s (%s)", str(ev, "offer"),
 		         str(ev, "zone"), str(ev, "reason"));
-		zone_event(vm, SD_PLANNER_STOCKOUT, t, str(ev, "zone"), str(ev, "offer"), -1);
+		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), str(ev, "offer"), -1);
 	} else if (!strcmp(type, "zone_exhausted")) {
 		/* A trace closed a whole zone for a known time. */
-		zone_event(vm, SD_PLANNER_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
+		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
 	} else if (!strcmp(type, "worker_lost")) {
 		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
 	} else if (!strcmp(type, "acquired")) {

@@ -1,4 +1,4 @@
-/* src/planner.h - which offer to suggest when a server must be replaced,
+/* src/replacement.h - which offer to suggest when a server must be replaced,
  * and why in a few words.  Pure computation over a catalog and a list of
  * recent market events: no UI, no libuv, no clock of its own (the caller
  * passes "now").
@@ -83,37 +83,37 @@
  * Units: seconds, USD.  Offers and events are the caller's; nothing here
  * allocates.
  */
-#ifndef SD_SRC_PLANNER_H
-#define SD_SRC_PLANNER_H
+#ifndef SD_SRC_REPLACEMENT_H
+#define SD_SRC_REPLACEMENT_H
 
 #include <stddef.h>
 
 #include "src/catalog.h"
 
 /* The planning horizon H, in model seconds (see above). */
-#define SD_PLANNER_HORIZON_S 3600.0
+#define SD_REPLACEMENT_HORIZON_S 3600.0
 
-enum sd_planner_event_kind {
-	SD_PLANNER_REVOKED,      /* a server of `offer` was revoked */
-	SD_PLANNER_STOCKOUT,     /* a request was refused (offer set, seconds < 0) or
+enum sd_replacement_event_kind {
+	SD_REPLACEMENT_REVOKED,      /* a server of `offer` was revoked */
+	SD_REPLACEMENT_STOCKOUT,     /* a request was refused (offer set, seconds < 0) or
 	                          * the zone takes no request for `seconds` (offer NULL) */
 };
 
 /* One thing that happened in a zone. */
-struct sd_planner_event {
-	enum sd_planner_event_kind kind;
+struct sd_replacement_event {
+	enum sd_replacement_event_kind kind;
 	double t;                        /* when, market seconds on the caller's clock */
 	const char *zone;                /* the zone, as sd_offer.zone spells it */
 	const struct sd_offer *offer;    /* the offer it happened to; NULL: the whole zone */
 	double seconds;                  /* STOCKOUT: how long the zone refuses, < 0 unknown */
 };
 
-struct sd_planner_input {
+struct sd_replacement_input {
 	const struct sd_catalog *cat;
 	/* Per catalog offer (by index): servers that can still be acquired, -1
 	 * unknown; NULL: unknown for all. */
 	const int *available;
-	const struct sd_planner_event *events;
+	const struct sd_replacement_event *events;
 	int nevents;
 	double now;                      /* market seconds, same clock as events' t */
 	double hazard_scale;             /* model seconds per market second, > 0 */
@@ -122,21 +122,21 @@ struct sd_planner_input {
 /* The risk of one offer now (each a probability in [0, 1]): recent is r(o)
  * above, from batch, storm and stockout; base is r_base; event: index of
  * the event that weighed most (-1 none). */
-struct sd_planner_risk {
+struct sd_replacement_risk {
 	double recent, base, batch, storm, stockout;
 	int event;
 };
 
 /* r(o) and its parts, as above. */
-void sd_planner_risk(const struct sd_planner_input *in, const struct sd_offer *o,
-                     struct sd_planner_risk *out);
+void sd_replacement_risk(const struct sd_replacement_input *in, const struct sd_offer *o,
+                     struct sd_replacement_risk *out);
 
-/* What the planner suggests. */
-struct sd_planner_choice {
+/* What the scorer suggests. */
+struct sd_replacement_choice {
 	int offer;                       /* catalog index, -1: nothing to suggest */
 	double score;                    /* its USD per million images, recent risk counted */
 	double usd_per_mimage;           /* its c */
-	struct sd_planner_risk risk;     /* its r */
+	struct sd_replacement_risk risk;     /* its r */
 	int cheapest;                    /* it also has the lowest c of the eligible offers */
 	/* The event that most changed the choice: the one that weighed most on
 	 * the offer with the lowest c that was passed over (passed_over = 1),
@@ -148,17 +148,17 @@ struct sd_planner_choice {
 
 /* Scores every transient offer with room left and fills *out.  Returns 0,
  * or -1 when no offer can be suggested (out->offer = -1). */
-int sd_planner_suggest(const struct sd_planner_input *in, struct sd_planner_choice *out);
+int sd_replacement_suggest(const struct sd_replacement_input *in, struct sd_replacement_choice *out);
 
 /* Says why in a few words, for the status line: "cheapest $/Mimg",
  * "cheapest $/Mimg; us-east1-c revoked 18s ago", "best $/Mimg for its risk;
  * us-east1-c out of stock 5s ago", "cheapest $/Mimg despite us-west1-b
  * revoked 2m05s ago".  Ages are market seconds to in->now.  Writes at most n
  * bytes (NUL included) to buf and returns buf. */
-char *sd_planner_explain(const struct sd_planner_input *in, const struct sd_planner_choice *c,
+char *sd_replacement_explain(const struct sd_replacement_input *in, const struct sd_replacement_choice *c,
                          char *buf, size_t n);
 
 /* USD per million images of o at the catalog's speed. */
-double sd_planner_usd_per_mimage(const struct sd_offer *o);
+double sd_replacement_usd_per_mimage(const struct sd_offer *o);
 
 #endif

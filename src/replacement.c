@@ -1,7 +1,7 @@
-/* src/planner.c - see planner.h. */
+/* src/replacement.c - see replacement.h. */
 #include "config.h"
 
-#include "src/planner.h"
+#include "src/replacement.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -14,16 +14,16 @@
 #define TIE_REL 1e-3
 
 /* A refused request's pool is taken to refuse for this long on average when
- * the catalog has no storm to say (model seconds; planner.h, r_stockout). */
+ * the catalog has no storm to say (model seconds; replacement.h, r_stockout). */
 #define STOCKOUT_MEAN_S 3600.0
 
-double sd_planner_usd_per_mimage(const struct sd_offer *o)
+double sd_replacement_usd_per_mimage(const struct sd_offer *o)
 {
 	double ips = o->images_per_sec * o->gpu_count;
 	return ips > 0 ? o->usd_per_hour / (ips * 3600) * 1e6 : INFINITY;
 }
 
-static int same_zone(const struct sd_planner_event *e, const struct sd_offer *o)
+static int same_zone(const struct sd_replacement_event *e, const struct sd_offer *o)
 {
 	if (!e->zone || !o->zone || strcmp(e->zone, o->zone) != 0)
 		return 0;
@@ -31,7 +31,7 @@ static int same_zone(const struct sd_planner_event *e, const struct sd_offer *o)
 	return !e->offer || !e->offer->provider || !o->provider || !strcmp(e->offer->provider, o->provider);
 }
 
-/* planner.h, r_storm: P(a server of o launched a model seconds after a
+/* replacement.h, r_storm: P(a server of o launched a model seconds after a
  * revocation of o is revoked within the horizon because o's pool is in a
  * storm). */
 static double storm_risk(const struct sd_offer *o, double a)
@@ -46,12 +46,12 @@ static double storm_risk(const struct sd_offer *o, double a)
 	double p_storm = pi_s * s->per_hour / den;             /* Bayes, at the revocation */
 	double m = 1 / s->mean_hours;                          /* per hour */
 	double still = exp(-a / 3600 * m);                     /* storm not over after a */
-	double k = s->per_hour + m, h = SD_PLANNER_HORIZON_S / 3600;
+	double k = s->per_hour + m, h = SD_REPLACEMENT_HORIZON_S / 3600;
 	double hit = k > 0 ? s->per_hour / k * (1 - exp(-k * h)) : 0;
 	return p_storm * still * hit;
 }
 
-/* planner.h, r_stockout for a refused request of unknown length. */
+/* replacement.h, r_stockout for a refused request of unknown length. */
 static double refusal_risk(const struct sd_offer *o, double a)
 {
 	double d = o->revocation.model == SD_REVOCATION_MARKOV && o->revocation.storm.mean_hours > 0
@@ -59,17 +59,17 @@ static double refusal_risk(const struct sd_offer *o, double a)
 	return exp(-a / d);
 }
 
-void sd_planner_risk(const struct sd_planner_input *in, const struct sd_offer *o,
-                     struct sd_planner_risk *out)
+void sd_replacement_risk(const struct sd_replacement_input *in, const struct sd_offer *o,
+                     struct sd_replacement_risk *out)
 {
 	memset(out, 0, sizeof *out);
 	out->event = -1;
-	out->base = o->transient ? sd_market_p_revoked_within(o, SD_PLANNER_HORIZON_S, 1) : 0;
+	out->base = o->transient ? sd_market_p_revoked_within(o, SD_REPLACEMENT_HORIZON_S, 1) : 0;
 	double worst = 0;
 	double scale = in->hazard_scale > 0 ? in->hazard_scale : 1;
 	const struct sd_revocation *rv = &o->revocation;
 	for (int i = 0; i < in->nevents; i++) {
-		const struct sd_planner_event *e = &in->events[i];
+		const struct sd_replacement_event *e = &in->events[i];
 		if (!same_zone(e, o))
 			continue;
 		double age = in->now - e->t;           /* market seconds */
@@ -77,7 +77,7 @@ void sd_planner_risk(const struct sd_planner_input *in, const struct sd_offer *o
 			age = 0;
 		double a = age * scale;                /* model seconds */
 		double v = 0;
-		if (e->kind == SD_PLANNER_REVOKED) {
+		if (e->kind == SD_REPLACEMENT_REVOKED) {
 			if (rv->has_batch && (rv->batch.scope == SD_BATCH_ZONE || e->offer == o)) {
 				double w = rv->batch.window_seconds;
 				double b = rv->batch.probability * (w > 0 ? exp(-a / w) : a <= 0);
@@ -106,7 +106,7 @@ void sd_planner_risk(const struct sd_planner_input *in, const struct sd_offer *o
 	out->recent = 1 - (1 - out->batch) * (1 - out->storm) * (1 - out->stockout);
 }
 
-int sd_planner_suggest(const struct sd_planner_input *in, struct sd_planner_choice *out)
+int sd_replacement_suggest(const struct sd_replacement_input *in, struct sd_replacement_choice *out)
 {
 	memset(out, 0, sizeof *out);
 	out->offer = -1;
@@ -122,9 +122,9 @@ int sd_planner_suggest(const struct sd_planner_input *in, struct sd_planner_choi
 			const struct sd_offer *o = &cat->offers[i];
 			if (!o->transient || (in->available && in->available[i] == 0))
 				continue;
-			struct sd_planner_risk r;
-			sd_planner_risk(in, o, &r);
-			double c = sd_planner_usd_per_mimage(o);
+			struct sd_replacement_risk r;
+			sd_replacement_risk(in, o, &r);
+			double c = sd_replacement_usd_per_mimage(o);
 			if (!(r.recent < 1) || !isfinite(c))
 				continue;
 			double score = c / (1 - r.recent);
@@ -153,11 +153,11 @@ int sd_planner_suggest(const struct sd_planner_input *in, struct sd_planner_choi
 		const struct sd_offer *o = &cat->offers[i];
 		if (i == out->offer || !o->transient || (in->available && in->available[i] == 0))
 			continue;
-		double c = sd_planner_usd_per_mimage(o);
+		double c = sd_replacement_usd_per_mimage(o);
 		if (!(c <= out->usd_per_mimage * (1 + TIE_REL)) || !(c < why_c))
 			continue;
-		struct sd_planner_risk r;
-		sd_planner_risk(in, o, &r);
+		struct sd_replacement_risk r;
+		sd_replacement_risk(in, o, &r);
 		/* Passed over for its recent events: it lost, and without them it
 		 * would have been as good as the suggestion. */
 		double band = out->score * (1 + TIE_REL);
@@ -188,7 +188,7 @@ static void fmt_age(char *buf, size_t n, double s)
 		snprintf(buf, n, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
 }
 
-char *sd_planner_explain(const struct sd_planner_input *in, const struct sd_planner_choice *c,
+char *sd_replacement_explain(const struct sd_replacement_input *in, const struct sd_replacement_choice *c,
                          char *buf, size_t n)
 {
 	if (!n)
@@ -201,10 +201,10 @@ char *sd_planner_explain(const struct sd_planner_input *in, const struct sd_plan
 		snprintf(buf, n, "%s", basis);
 		return buf;
 	}
-	const struct sd_planner_event *e = &in->events[c->event];
+	const struct sd_replacement_event *e = &in->events[c->event];
 	char age[32];
 	fmt_age(age, sizeof age, in->now - e->t);
-	const char *what = e->kind == SD_PLANNER_REVOKED ? "revoked" : "out of stock";
+	const char *what = e->kind == SD_REPLACEMENT_REVOKED ? "revoked" : "out of stock";
 	snprintf(buf, n, "%s%s%s %s %s ago", basis, c->passed_over ? "; " : " despite ",
 	         e->zone ? e->zone : "?", what, age);
 	return buf;
