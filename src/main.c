@@ -156,6 +156,12 @@ static void on_signal(uv_signal_t *s, int signum)
 	sd_controller_signal(a->ctl, signum);
 }
 
+/* The longest command line stdin takes, newline included: what
+ * sd_controller_command reads (it copies a line into 512 bytes).  A longer
+ * line is refused whole rather than cut, since a cut line may still parse as
+ * a different command. */
+#define STDIN_LINE_MAX 512
+
 static void on_in_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	static char mem[4096];
@@ -177,16 +183,17 @@ static void on_in_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	int got;
 	while ((got = sd_line_reader_next(&a->in_rd, &line, &len, &why)) != 0) {
 		if (got < 0) {
-			/* Drop the over-long line and go on with the next ones. */
-			fprintf(stderr, "spotdeck: stdin: %s\n", why);
-			sd_line_reader_free(&a->in_rd);
-			sd_line_reader_init(&a->in_rd, 4096);
-			break;
+			/* Refuse the over-long line whole: one error, and everything
+			 * up to its newline is dropped, so no part of it - its tail
+			 * least of all - runs as a command. */
+			fprintf(stderr, "spotdeck: stdin: %s: refused, none of it run\n", why);
+			free(why);
+			why = NULL;
+			sd_line_reader_skip(&a->in_rd);
+			continue;
 		}
-		char cmd[512];
-		snprintf(cmd, sizeof cmd, "%.*s", (int)(len < 511 ? len : 511), line);
 		/* Errors are journaled by the command table itself. */
-		sd_controller_command(a->ctl, cmd, &why);
+		sd_controller_command(a->ctl, line, &why);
 		free(why);
 		why = NULL;
 	}
@@ -197,7 +204,7 @@ static void on_in_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
  * /dev/null gives none. */
 static void open_stdin(struct app *a)
 {
-	sd_line_reader_init(&a->in_rd, 4096);
+	sd_line_reader_init(&a->in_rd, STDIN_LINE_MAX);
 	uv_handle_type t = uv_guess_handle(0);
 	if (t == UV_NAMED_PIPE && uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
 		if (uv_pipe_open(&a->in_pipe, 0) == 0)

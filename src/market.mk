@@ -5,6 +5,7 @@ noinst_LIBRARIES += src/libsdmarket.a
 src_libsdmarket_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 src_libsdmarket_a_SOURCES = \
 	src/catalog.c src/catalog.h \
-	src/market-model.c src/market-model.h
+	src/market-model.c src/market-model.h \
+	src/replacement.c src/replacement.h
 # Link programs using the market with $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS).
 SD_MARKET_LIBS = src/libsdmarket.a $(CJSON_LIBS)

@@ -52,8 +52,9 @@
  * the search for the next '\n' resumes (bytes [head, scan) hold none), so a
  * long line fed byte by byte is scanned once, not once per byte; max is the
  * longest line allowed, newline included; overflow is set once a line went
- * over max, after which everything fed is dropped. */
-struct sd_line_reader { char *buf; size_t len, cap, max; int overflow; size_t head, scan; };
+ * over max, after which everything fed is dropped; skipping is set by
+ * sd_line_reader_skip while the rest of an over-long line is discarded. */
+struct sd_line_reader { char *buf; size_t len, cap, max; int overflow, skipping; size_t head, scan; };
 void sd_line_reader_init(struct sd_line_reader *r, size_t max_line);
 void sd_line_reader_free(struct sd_line_reader *r);
 /* Appends bytes; then call sd_line_reader_next repeatedly. */
@@ -65,6 +66,12 @@ void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len)
  * closed: *why says "line longer than N bytes"); every later call returns -1
  * too. */
 int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len, char **why);
+/* For a reader that outlives a bad line (a command input, not a protocol
+ * connection): after sd_line_reader_next returned -1, drops the over-long
+ * line whole - what is buffered of it and everything fed up to and
+ * including its newline - so that the next call returns the line after it.
+ * Nothing of the refused line is ever returned, and it costs one -1 only. */
+void sd_line_reader_skip(struct sd_line_reader *r);
 
 enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG__COUNT };
 /* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */

@@ -8,6 +8,11 @@ include tests/comm.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
 
+# packages/debian.txt covers every program the tests and build scripts run
+# (issue 9, item 6).
+TESTS += tests/test-packages.sh
+EXTRA_DIST += tests/test-packages.sh
+
 # Headers shared by the C tests and fuzz targets (tests/check.h: the checks;
 # tests/tmpdir.h: scratch files; tests/fuzz/mutate.h: the fuzz drivers).
 # The programs here list them in their _SOURCES; this line also ships them

@@ -1,6 +1,6 @@
 # tests/market.mk: catalog loader, market model calibration, catalog fuzzing,
 # market benchmark.
-MARKET_TESTS = tests/test-market-calibration tests/test-catalog tests/fuzz/fuzz-catalog
+MARKET_TESTS = tests/test-market-calibration tests/test-catalog tests/fuzz/fuzz-catalog tests/test-replacement
 check_PROGRAMS += $(MARKET_TESTS)
 TESTS += $(MARKET_TESTS)
 noinst_PROGRAMS += tests/bench/bench-market
@@ -12,6 +12,11 @@ tests_test_market_calibration_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 tests_test_catalog_SOURCES = tests/test-catalog.c tests/check.h
 tests_test_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
+# The replacement scorer (issue 9, item 4).
+tests_test_replacement_SOURCES = tests/test-replacement.c tests/check.h
+tests_test_replacement_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_replacement_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
 # Built as a plain program with a main() that replays mutated catalogs;
 # see the file for the libFuzzer build.

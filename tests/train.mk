@@ -24,3 +24,6 @@ TESTS += tests/test-sim-market.sh
 EXTRA_DIST += tests/test-sim-market.sh
 TESTS += tests/test-sim-trace.sh
 EXTRA_DIST += tests/test-sim-trace.sh
+# Over-long command lines on headless stdin (issue 9, item 3).
+TESTS += tests/test-headless-stdin.sh
+EXTRA_DIST += tests/test-headless-stdin.sh

@@ -44,7 +44,9 @@ struct sd_view_server {
 	char offer[64];
 	char zone[32];
 	char gpu[16];
-	int transient;
+	int transient;              /* 1 = spot, 0 = on-demand (meaningless when local) */
+	int local;                  /* no market offer: no type and no price, so its
+	                             * usd figures are unknown (shown "-"), not $0 */
 	char state[16];             /* requested provisioning booting joining training paused
 	                             * (training, run paused) notice revoked released failed */
 	int rank;                   /* -1 when not in the current generation */
@@ -52,7 +54,9 @@ struct sd_view_server {
 	struct sd_view_series ips;  /* images/s history */
 	double compute_ms, comm_ms; /* last step's split */
 	double uptime_s;
-	double usd_per_hour;
+	double usd_per_hour;        /* the rate it is billed at (its offer's price when
+	                             * acquired, not today's); 0 once gone */
+	int price_estimated;        /* that rate is an estimate: shown with '*' */
 	double usd_so_far;
 	int emulated;               /* speed paced to an emulated GPU */
 	double notice_left_s;       /* > 0 while under notice */
@@ -77,6 +81,12 @@ struct sd_view {
 	double images_per_sec;
 	double elapsed_s, eta_s;    /* eta_s < 0 when unknown */
 	double usd_spent, usd_per_hour;
+	/* What those totals leave out or only estimate: servers without a price
+	 * (local) that ran / that are live now, whose cost is unknown (shown
+	 * "+?", never counted as $0); and servers billed at an estimated price
+	 * (shown "*"). */
+	int spent_unpriced, rate_unpriced;
+	int spent_estimated, rate_estimated;
 	int paused;
 	long generation;
 	int world_size;
@@ -97,6 +107,8 @@ struct sd_view {
 	char message[160];          /* last event or command result */
 	char suggestion[64];        /* offer id suggested as replacement, "" none */
 	char suggestion_for[32];    /* the revoked server it would replace */
+	char suggestion_why[96];    /* why that offer, in a few words: "cheapest
+	                             * $/Mimg; us-east1-c revoked 18s ago"; "" none */
 };
 
 /* Appends a sample to a series (drops the oldest when full). */
