@@ -19,6 +19,7 @@
 #include "engine/errors.h"
 #include "src/controller.h"
 #include "src/job.h"
+#include "src/plan-cli.h"
 #include "src/protocol.h"
 #include "src/trace.h"
 #include "src/view-model.h"
@@ -106,6 +107,7 @@ static void usage(FILE *f)
 "usage: spotdeck [--job FILE] [--theme NAME] [options]   (the cockpit)\n"
 "       spotdeck --headless [--job FILE] [--workers N] [--run-dir DIR]\n"
 "       spotdeck --headless --resume RUNDIR\n"
+"       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
 "simulated spot market (or local workers), in a full-screen cockpit, or with\n"
 "--headless printing every journal event as a JSON line on stdout and reading\n"
@@ -269,6 +271,8 @@ static void discard_run_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "plan"))
+		return sd_plan_main(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		{ "headless", no_argument, 0, 'H' },
 		{ "job", required_argument, 0, 'j' },

@@ -217,10 +217,19 @@ static int speed_model_init(struct speed_model *sm, const struct sd_plan_scaling
 		pts[i][1] = sm->y[i];
 	}
 	qsort(pts, (size_t)sm->np, sizeof pts[0], cmp_point);
-	for (int i = 0; i < sm->np; i++) {
-		sm->x[i] = pts[i][0];
-		sm->y[i] = pts[i][1];
+	/* Points at the same offered load (two GPU types measured at the same
+	 * speed) become their mean, so the curve is a function. */
+	int m = 0;
+	for (int i = 0; i < sm->np;) {
+		int j = i;
+		double sum = 0;
+		while (j < sm->np && pts[j][0] == pts[i][0])
+			sum += pts[j++][1];
+		sm->x[m] = pts[i][0];
+		sm->y[m++] = sum / (j - i);
+		i = j;
 	}
+	sm->np = m;
 	return 0;
 }
 
@@ -448,7 +457,8 @@ static void on_market(void *ctx, const struct sd_market_event *ev)
 		p->noticed = true;
 		if (!ev->capped)
 			s->revocations++;
-		server_leaves(s, p, true);
+		/* A notice too short to write a checkpoint is no notice. */
+		server_leaves(s, p, ev->ends_at - ev->time >= SD_PLAN_CHECKPOINT_SECONDS);
 		break;
 	case SD_MARKET_REVOKED:
 	case SD_MARKET_CAPPED:
@@ -456,7 +466,7 @@ static void on_market(void *ctx, const struct sd_market_event *ev)
 			s->revocations++;
 		p->billed_end = true;
 		p->ended = ev->time;
-		server_leaves(s, p, p->noticed);
+		server_leaves(s, p, false);
 		break;
 	default:
 		break;
@@ -821,8 +831,6 @@ int sd_plan_config_baseline(const struct sd_catalog *cat, const struct sd_plan_c
 	if (sd_plan_config_on_demand(cat, cfg, &c, why) < 0)
 		return -1;
 	c.servers = 1;
-	c.noffers = 1;
-	c.placement = SD_PLAN_PLACE_SPREAD;
 	*out = c;
 	return 0;
 }
@@ -837,12 +845,12 @@ void sd_plan_compare(struct sd_plan_result *r, const struct sd_plan_result *base
 void sd_plan_pareto(struct sd_plan_result *r, int n)
 {
 	for (int i = 0; i < n; i++) {
-		r[i].pareto = r[i].completed > 0 && isfinite(r[i].time_p50) && isfinite(r[i].cost_mean);
+		r[i].pareto = r[i].completed > 0 && isfinite(r[i].time_p50) && isfinite(r[i].cost_p50);
 		for (int j = 0; j < n && r[i].pareto; j++) {
-			if (j == i || !(r[j].completed > 0) || !isfinite(r[j].time_p50))
+			if (j == i || !(r[j].completed > 0) || !isfinite(r[j].time_p50) || !isfinite(r[j].cost_p50))
 				continue;
-			bool le = r[j].time_p50 <= r[i].time_p50 && r[j].cost_mean <= r[i].cost_mean;
-			bool lt = r[j].time_p50 < r[i].time_p50 || r[j].cost_mean < r[i].cost_mean;
+			bool le = r[j].time_p50 <= r[i].time_p50 && r[j].cost_p50 <= r[i].cost_p50;
+			bool lt = r[j].time_p50 < r[i].time_p50 || r[j].cost_p50 < r[i].cost_p50;
 			if (le && lt)
 				r[i].pareto = false;
 		}

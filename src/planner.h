@@ -31,8 +31,9 @@
  *   PARAMETER_SERVER (the seeds' asynchronous TF setup): workers come and go
  *     without stopping the others; the parameters live on the on-demand PS.
  * If the last worker goes, training stops; with ALLREDUCE the parameters
- * survive only in the last checkpoint (forced at a notice, when
- * forced_checkpoint is set, as spotdeck's controller does), so the work
+ * survive only in the last checkpoint (forced at a notice of at least
+ * SD_PLAN_CHECKPOINT_SECONDS, when forced_checkpoint is set, as spotdeck's
+ * controller does when the last workers are under notice), so the work
  * since then is lost and the next worker to join restores it
  * (recovery_seconds).  With chief = FAILS_RUN (the ICAC monitor) losing the
  * first server stops the run: it counts as failed.  With RESTARTS (CM-DARE's
@@ -52,8 +53,9 @@
  *                     measured throughput of the PS setup against offered
  *                     load: every point of every series of the job's model
  *                     with this many PS (K80 and P100 pooled), placed at
- *                     x = n s(1), y = s(n), joined by straight lines through
- *                     (0, 0), flat after the last point.  With no series
+ *                     x = n s(1), y = s(n) (points at the same x: their
+ *                     mean), joined by straight lines through (0, 0), flat
+ *                     after the last point.  With no series
  *                     for that many PS, k PS are k 1-PS curves side by side
  *                     (f_k(x) = k f_1(x / k), an estimate).
  * Scaling series: data/scaling-2019.json (tools/build-scaling.py from
@@ -91,6 +93,10 @@
 /* Checkpoint every 4,000 steps of 128 images per worker (the ICAC runs'
  * ckpt_frequency, training_job.py; reference/seeds.md 1.3). */
 #define SD_PLAN_CHECKPOINT_IMAGES (4000.0 * 128)
+/* Writing a ResNet-32 checkpoint (16 MB) to cloud storage: 3.38 s (CM-DARE
+ * checkpoint/aggregated.csv; reference/seeds.md 2.8).  A notice shorter
+ * than this leaves no time for the forced checkpoint. */
+#define SD_PLAN_CHECKPOINT_SECONDS 3.38
 /* A parameter-server VM (CPU only, on-demand), USD/h: 0.0000397 $/s in the
  * ICAC data_processor.py (seeds/derived/icac_unit_prices_implied.csv). */
 #define SD_PLAN_PS_USD_PER_HOUR 0.1429
@@ -239,7 +245,9 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 int sd_plan_config_on_demand(const struct sd_catalog *cat, const struct sd_plan_config *cfg,
                              struct sd_plan_config *out, char **why);
 
-/* One on-demand server of the first offer's GPU: the baseline of speedup. */
+/* The baseline of speedup: one on-demand server, on the on-demand twins of
+ * the configuration's offers with its placement (so one on-demand server
+ * of a one-server on-demand configuration is that configuration). */
 int sd_plan_config_baseline(const struct sd_catalog *cat, const struct sd_plan_config *cfg,
                             struct sd_plan_config *out, char **why);
 
@@ -249,7 +257,8 @@ void sd_plan_compare(struct sd_plan_result *r, const struct sd_plan_result *base
                      const struct sd_plan_result *on_demand);
 
 /* Marks r[i].pareto for the results no other one beats on both median time
- * and mean cost (failed-only results are never on it). */
+ * and median cost (one at least as good on both and better on one);
+ * results with no completed run are never on it. */
 void sd_plan_pareto(struct sd_plan_result *r, int n);
 
 /* Names as the CLI and JSON write them. */

@@ -7,3 +7,18 @@ TESTS += $(PLANNER_TESTS)
 tests_test_planner_seeds_SOURCES = tests/test-planner-seeds.c tests/check.h
 tests_test_planner_seeds_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_planner_seeds_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
+PLANNER_UNIT = tests/test-planner
+check_PROGRAMS += $(PLANNER_UNIT)
+TESTS += $(PLANNER_UNIT)
+tests_test_planner_SOURCES = tests/test-planner.c tests/check.h
+tests_test_planner_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_planner_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
+TESTS += tests/test-plan-cli.sh
+EXTRA_DIST += tests/test-plan-cli.sh
+
+noinst_PROGRAMS += tests/bench/bench-planner
+tests_bench_bench_planner_SOURCES = tests/bench/bench-planner.c
+tests_bench_bench_planner_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_bench_bench_planner_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
