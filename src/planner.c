@@ -606,8 +606,6 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 			p->state = S_TRAINING;
 			if (p->initial)
 				s->pending_initial--;
-			if (s->ntrain == 0 && s->started && c->parallel == SD_PLAN_ALLREDUCE)
-				s->done = last_checkpoint(s);  /* restoring the checkpoint */
 			s->ntrain++;
 			s->workers += p->o->gpu_count;
 			s->ips += offer_ips(s, p->o);
