@@ -459,13 +459,14 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 		fmt_usd(p->opt.budget_usd, u, sizeof u);
 		snprintf(bd, sizeof bd, "P(<%s)", u);
 	}
-	printf("  %-22s %5s  %8s %8s %8s  %8s %8s %8s", "configuration", "zones", "time p10", "median", "p90",
+	printf("  %-26s %5s  %8s %8s %8s  %8s %8s %8s", "configuration", "zones", "time p10", "median", "p90",
 	       "cost p10", "median", "p90");
 	if (has_dl)
 		printf(" %9s", dl);
 	if (has_bd)
 		printf(" %9s", bd);
 	printf(" %6s %6s %8s %7s\n", "revoc.", "failed", "speed-up", "saving");
+	bool any_refused = false;
 	for (int i = 0; i < p->nrows; i++) {
 		const struct row *r = &p->rows[i];
 		const struct sd_plan_result *s = &r->res;
@@ -484,7 +485,10 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 		else
 			snprintf(sp, sizeof sp, "-");
 		fmt_pct(s->saving, sv, sizeof sv);
-		printf("%c %-22s %5d  %8s %8s %8s  %8s %8s %8s", s->pareto ? '*' : ' ', r->cfg.label, r->cfg.noffers, t[0],
+		char label[80];
+		snprintf(label, sizeof label, "%s%s", r->cfg.label, s->p_refused > 0 ? " !" : "");
+		any_refused |= s->p_refused > 0;
+		printf("%c %-26s %5d  %8s %8s %8s  %8s %8s %8s", s->pareto ? '*' : ' ', label, r->cfg.noffers, t[0],
 		       t[1], t[2], u[0], u[1], u[2]);
 		if (has_dl)
 			printf(" %9s", pd);
@@ -492,8 +496,11 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 			printf(" %9s", pb);
 		printf(" %6.2f %6s %8s %7s\n", s->revocations_mean, fail, sp, sv);
 	}
-	printf("\n* on the time/cost frontier: no other row is both faster and cheaper (medians).\n"
-	       "Times from the request to the last step; costs by the provider's billing; medians and 10th/90th\n"
+	printf("\n* on the time/cost frontier: no other row is both faster and cheaper (medians).\n");
+	if (any_refused)
+		printf("! the market refused some requests (capacity, or a storm): those runs waited or trained with\n"
+		       "  fewer servers; see p_refused in --json.\n");
+	printf("Times from the request to the last step; costs by the provider's billing; medians and 10th/90th\n"
 	       "percentiles over the runs that finished.  revoc.: revocations per run; speed-up: against one\n"
 	       "on-demand server of the row's GPU (median times); saving: mean cost against the same servers\n"
 	       "on-demand.  All figures are simulated on the market model, not measured.\n");
@@ -554,6 +561,7 @@ static void print_json(const struct plan *p, const struct cli *c, const char *ca
 		cJSON_AddItemToObject(o, "p_budget", num(s->p_budget));
 		cJSON_AddItemToObject(o, "revocations_mean", num(s->revocations_mean));
 		cJSON_AddItemToObject(o, "p_revoked", num(s->p_revoked));
+		cJSON_AddItemToObject(o, "p_refused", num(s->p_refused));
 		cJSON_AddItemToObject(o, "speedup", num(s->speedup));
 		cJSON_AddItemToObject(o, "saving", num(s->saving));
 		cJSON_AddBoolToObject(o, "pareto", s->pareto);

@@ -287,6 +287,7 @@ struct sim {
 	int pending_initial, ntrain, workers;
 	double ips;                   /* sum of single speeds of training workers */
 	int revocations;
+	int refused;                  /* requests the market refused at first */
 };
 
 static double offer_ips(const struct sim *s, const struct sd_offer *o)
@@ -373,8 +374,10 @@ static void request_replacement(struct sim *s, const struct sd_offer *from)
 		return;
 	const struct sd_offer *want = s->cfg->replace == SD_PLAN_REPLACE_SAME ? from : NULL;
 	const struct sd_offer *o = pick_replacement(s, from, want);
-	if (!request(s, o, false, false))
+	if (!request(s, o, false, false)) {
+		s->refused++;
 		push_retry(s, s->t + s->cfg->retry_seconds, from, want);
+	}
 }
 
 /* A membership change of a started ALLREDUCE cluster pauses it. */
@@ -495,7 +498,7 @@ static bool nothing_coming(const struct sim *s)
 struct run_out {
 	bool completed;
 	double time, train, cost;
-	int revocations;
+	int revocations, refused;
 };
 
 static double run_cost(const struct sim *s, double t_end)
@@ -551,13 +554,16 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	s->pending_initial = s->ntrain = s->workers = 0;
 	s->ips = 0;
 	s->revocations = 0;
+	s->refused = 0;
 
 	const struct sd_plan_config *c = s->cfg;
 	int zone = c->placement == SD_PLAN_PLACE_ONE_ZONE ? (int)sd_rng_below(&rng, (uint32_t)c->noffers) : 0;
 	for (int i = 0; i < c->servers; i++) {
 		const struct sd_offer *o = c->offers[c->placement == SD_PLAN_PLACE_ONE_ZONE ? zone : i % c->noffers];
-		if (!request(s, o, true, i == 0))
+		if (!request(s, o, true, i == 0)) {
+			s->refused++;
 			push_retry(s, c->retry_seconds, o, o);
+		}
 	}
 	if (s->nsrv > 0)
 		s->srv[0].chief = true;  /* the first server that could be had */
@@ -625,6 +631,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	}
 	out->completed = s->finished;
 	out->revocations = s->revocations;
+	out->refused = s->refused;
 	out->train = s->started ? s->t - s->start_t : NAN;
 	out->time = c->accounting == SD_PLAN_ACCOUNT_TRAINING ? out->train : s->t;
 	out->cost = run_cost(s, s->t);
@@ -729,7 +736,7 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 	double *times = sd_malloc(sizeof *times * (size_t)n), *costs = sd_malloc(sizeof *costs * (size_t)n);
 	double *trains = sd_malloc(sizeof *trains * (size_t)n);
 	double sum_t = 0, sum_tr = 0, sum_c = 0, sum_fc = 0, sum_rev = 0;
-	long within_deadline = 0, within_budget = 0, revoked = 0, revoked_completed = 0;
+	long within_deadline = 0, within_budget = 0, revoked = 0, revoked_completed = 0, refused = 0;
 	int completed = 0, failed = 0, rc = 0;
 	long every = n / 64 > 0 ? n / 64 : 1;
 	for (long r = 0; r < n; r++) {
@@ -740,6 +747,7 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 		}
 		sum_rev += ro.revocations;
 		revoked += ro.revocations > 0;
+		refused += ro.refused > 0;
 		if (ro.completed) {
 			times[completed] = ro.time;
 			trains[completed] = ro.train;
@@ -784,6 +792,7 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 		o->revocations_mean = sum_rev / n;
 		o->p_revoked = (double)revoked / n;
 		o->p_revoked_completed = completed ? (double)revoked_completed / completed : NAN;
+		o->p_refused = (double)refused / n;
 		o->failed_cost_mean = failed ? sum_fc / failed : NAN;
 		o->speedup = o->saving = NAN;
 	}

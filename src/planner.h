@@ -223,6 +223,9 @@ struct sd_plan_result {
 	double revocations_mean;   /* revocations (and notices) per run */
 	double p_revoked;          /* runs with at least one revocation */
 	double p_revoked_completed;/* completed runs with at least one, among them; NAN if none */
+	double p_refused;          /* runs in which the market refused a request
+	                            * (capacity or storm; retried, the run went on
+	                            * with fewer servers meanwhile) */
 	double failed_cost_mean;   /* money spent by failed runs, NAN when none */
 	/* Filled by sd_plan_compare (NAN until then). */
 	double speedup;            /* one on-demand server's median time / this one's */

@@ -120,7 +120,7 @@ static void test_on_demand(void)
 	      "time %.6f %.6f %.6f, want 3700", r.time_p10, r.time_p50, r.time_p90);
 	CHECK(near(r.train_p50, 3600, 1e-6), "training %.6f, want 3600", r.train_p50);
 	CHECK(near(r.cost_mean, 3.7, 1e-9), "cost %.9f, want 3.6 $/h x 3700 s = 3.7", r.cost_mean);
-	CHECK(r.revocations_mean == 0 && r.p_revoked == 0);
+	CHECK(r.revocations_mean == 0 && r.p_revoked == 0 && r.p_refused == 0);
 
 	c.join_seconds = 50;
 	r = run(&c, 360000, 5);
@@ -242,6 +242,7 @@ static void test_stockout(void)
 	struct sd_plan_config c = config("gce/z-e/k80/on-demand", 2);
 	struct sd_plan_result r = run(&c, 360000, 5);
 	CHECK(r.completed == 5 && near(r.time_p50, 3700, 1e-6), "capacity 1: %.6f s, want 3700", r.time_p50);
+	CHECK(r.p_refused == 1, "runs with a refused request: %g", r.p_refused);
 }
 
 static void test_policy(void)
