@@ -219,36 +219,21 @@ static bool zone_allowed(const struct cli *c, const struct sd_offer *o)
 	return false;
 }
 
-static int providers(const struct sd_catalog *cat)
-{
-	int n = 0;
-	for (int i = 0; i < cat->noffers; i++) {
-		int seen = 0;
-		for (int j = 0; j < i && !seen; j++)
-			seen = !strcmp(cat->offers[j].provider, cat->offers[i].provider);
-		n += !seen;
-	}
-	return n;
-}
+struct want_ctx {
+	const struct cli *c;
+};
 
-static int add_row(struct plan *p, const struct sd_plan_config *base, int size, const struct sd_offer *o,
-                   char **why)
+static bool want_offer(const struct sd_offer *o, void *ctx)
 {
-	if (p->nrows == MAX_ROWS)
-		return sd_why(why, "too many configurations (at most %d): fewer --gpus or --sizes", MAX_ROWS);
-	struct row *r = &p->rows[p->nrows++];
-	memset(r, 0, sizeof *r);
-	r->cfg = *base;
-	r->cfg.servers = size;
-	r->transient = o->transient;
-	snprintf(r->provider, sizeof r->provider, "%s", o->provider);
-	if (o->gpu_count > 1)
-		snprintf(r->gpu, sizeof r->gpu, "%dx%s", o->gpu_count, o->gpu);
-	else
-		snprintf(r->gpu, sizeof r->gpu, "%s", o->gpu);
-	snprintf(r->cfg.label, sizeof r->cfg.label, "%dx %s %s%s%s", size, r->gpu, o->transient ? "spot" : "on-demand",
-	         providers(p->cat) > 1 ? " " : "", providers(p->cat) > 1 ? o->provider : "");
-	return 0;
+	const struct cli *c = ((const struct want_ctx *)ctx)->c;
+	if ((o->transient && !c->spot) || (!o->transient && !c->on_demand) || !zone_allowed(c, o))
+		return false;
+	if (!c->ngpus)
+		return true;
+	for (int g = 0; g < c->ngpus; g++)
+		if (!strcasecmp(c->gpus[g], o->gpu))
+			return true;
+	return false;
 }
 
 static int build_rows(struct plan *p, const struct cli *c, char **why)
@@ -263,66 +248,50 @@ static int build_rows(struct plan *p, const struct cli *c, char **why)
 		if (!found)
 			return sd_why(why, "--zones: no offer in zone '%s' in %s", c->zones[z], cat->file);
 	}
-	/* GPUs in the order asked, or the catalog's. */
-	char gpus[MAX_LIST][64];
-	int ngpus = c->ngpus;
-	if (ngpus) {
-		memcpy(gpus, c->gpus, sizeof gpus);
-	} else {
-		for (int i = 0; i < cat->noffers && ngpus < MAX_LIST; i++) {
-			int seen = 0;
-			for (int j = 0; j < ngpus && !seen; j++)
-				seen = !strcasecmp(gpus[j], cat->offers[i].gpu);
-			if (!seen)
-				snprintf(gpus[ngpus++], 64, "%s", cat->offers[i].gpu);
-		}
-	}
-	for (int g = 0; g < ngpus; g++) {
+	for (int g = 0; g < c->ngpus; g++) {
 		bool any = false;
 		for (int i = 0; i < cat->noffers && !any; i++)
-			any = !strcasecmp(cat->offers[i].gpu, gpus[g]);
+			any = !strcasecmp(cat->offers[i].gpu, c->gpus[g]);
 		if (!any)
-			return sd_why(why, "--gpus: no offer of GPU '%s' in %s (it sells %s)", gpus[g], cat->file, known);
-		for (int kind = 1; kind >= 0; kind--) {
-			if ((kind && !c->spot) || (!kind && !c->on_demand))
-				continue;
-			/* One group per provider and GPU count. */
-			bool used[SD_CATALOG_MAX_OFFERS] = { false };
-			for (int i = 0; i < cat->noffers; i++) {
-				const struct sd_offer *o = &cat->offers[i];
-				if (used[i] || strcasecmp(o->gpu, gpus[g]) || o->transient != kind || !zone_allowed(c, o))
-					continue;
-				struct sd_plan_config base = { 0 };
-				sd_plan_config_init(&base, NULL, 1);
-				for (int j = i; j < cat->noffers && base.noffers < 64; j++) {
-					const struct sd_offer *x = &cat->offers[j];
-					if (!used[j] && !strcasecmp(x->gpu, o->gpu) && x->transient == kind && x->gpu_count == o->gpu_count &&
-					    !strcmp(x->provider, o->provider) && zone_allowed(c, x)) {
-						used[j] = true;
-						base.offers[base.noffers++] = x;
-					}
-				}
-				base.placement = c->placement;
-				base.replace = c->replace;
-				base.chief = c->chief;
-				base.accounting = c->accounting;
-				if (c->parameter_servers > 0) {
-					base.parallel = SD_PLAN_PARAMETER_SERVER;
-					base.parameter_servers = c->parameter_servers;
-				}
-				if (c->join >= 0)
-					base.join_seconds = c->join;
-				if (c->recovery >= 0)
-					base.recovery_seconds = c->recovery;
-				base.efficiency_measured = c->efficiency;
-				if (c->checkpoint_steps > 0)
-					base.checkpoint_images = (double)c->checkpoint_steps * p->job.batch_per_worker;
-				for (int s = 0; s < c->nsizes; s++)
-					if (add_row(p, &base, c->sizes[s], o, why) < 0)
-						return -1;
-			}
-		}
+			return sd_why(why, "--gpus: no offer of GPU '%s' in %s (it sells %s)", c->gpus[g], cat->file, known);
 	}
+	struct sd_plan_config base;
+	sd_plan_config_init(&base, NULL, 1);
+	base.placement = c->placement;
+	base.replace = c->replace;
+	base.chief = c->chief;
+	base.accounting = c->accounting;
+	if (c->parameter_servers > 0) {
+		base.parallel = SD_PLAN_PARAMETER_SERVER;
+		base.parameter_servers = c->parameter_servers;
+	}
+	if (c->join >= 0)
+		base.join_seconds = c->join;
+	if (c->recovery >= 0)
+		base.recovery_seconds = c->recovery;
+	base.efficiency_measured = c->efficiency;
+	if (c->checkpoint_steps > 0)
+		base.checkpoint_images = (double)c->checkpoint_steps * p->job.batch_per_worker;
+	struct sd_plan_config *cfgs = sd_calloc(MAX_ROWS, sizeof *cfgs);
+	struct want_ctx wc = { c };
+	int n = sd_plan_configs(cat, &base, c->sizes, c->nsizes, want_offer, &wc, cfgs, MAX_ROWS, why);
+	if (n < 0) {
+		free(cfgs);
+		return sd_why(why, "too many configurations (at most %d): fewer --gpus or --sizes", MAX_ROWS);
+	}
+	for (int i = 0; i < n; i++) {
+		struct row *r = &p->rows[p->nrows++];
+		const struct sd_offer *o = cfgs[i].offers[0];
+		memset(r, 0, sizeof *r);
+		r->cfg = cfgs[i];
+		r->transient = o->transient;
+		snprintf(r->provider, sizeof r->provider, "%s", o->provider);
+		if (o->gpu_count > 1)
+			snprintf(r->gpu, sizeof r->gpu, "%dx%s", o->gpu_count, o->gpu);
+		else
+			snprintf(r->gpu, sizeof r->gpu, "%s", o->gpu);
+	}
+	free(cfgs);
 	if (!p->nrows)
 		return sd_why(why, "no offer matches --gpus, --zones and --spot/--on-demand in %s", cat->file);
 	return 0;

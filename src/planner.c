@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cJSON.h>
 
@@ -540,6 +541,8 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	sd_market_knobs_init(&k);
 	k.seed = mix64(opt->seed * 0x100000001b3ull + (uint64_t)run);
 	k.hazard_scale = opt->hazard_scale > 0 ? opt->hazard_scale : 1;
+	k.boot_scale = opt->boot_scale >= 0 ? opt->boot_scale : 1;
+	k.notice_scale = opt->notice_scale > 0 ? opt->notice_scale : 1;
 	k.start_hour_of_day = opt->start_hour >= 0 && opt->start_hour < 24 ? opt->start_hour
 	                      : 24.0 * sd_rng_u32(&rng) / 4294967296.0;
 	if (sd_market_new(&s->m, s->cat, &k, why) < 0)
@@ -671,6 +674,8 @@ void sd_plan_options_init(struct sd_plan_options *o)
 	o->runs = 2000;
 	o->start_hour = -1;
 	o->hazard_scale = 1;
+	o->boot_scale = 1;
+	o->notice_scale = 1;
 }
 
 static bool from_catalog(const struct sd_catalog *cat, const struct sd_offer *o)
@@ -800,6 +805,68 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 	free(costs);
 	free(trains);
 	return rc;
+}
+
+static bool same_group(const struct sd_offer *a, const struct sd_offer *b)
+{
+	return !strcasecmp(a->gpu, b->gpu) && a->gpu_count == b->gpu_count && a->transient == b->transient &&
+	       !strcmp(a->provider, b->provider);
+}
+
+int sd_plan_configs(const struct sd_catalog *cat, const struct sd_plan_config *base, const int *sizes, int nsizes,
+                    bool (*want)(const struct sd_offer *o, void *ctx), void *ctx, struct sd_plan_config *out,
+                    int max, char **why)
+{
+	int n = 0, nprov = 0;
+	for (int i = 0; i < cat->noffers; i++) {
+		int seen = 0;
+		for (int j = 0; j < i && !seen; j++)
+			seen = !strcmp(cat->offers[j].provider, cat->offers[i].provider);
+		nprov += !seen;
+	}
+	bool *used = sd_calloc((size_t)cat->noffers, sizeof *used);
+	for (int g = 0; g < cat->noffers; g++) {
+		/* Each GPU type once, at its first offer: spot groups, then on-demand. */
+		bool first = true;
+		for (int j = 0; j < g && first; j++)
+			first = strcasecmp(cat->offers[j].gpu, cat->offers[g].gpu) != 0;
+		if (!first)
+			continue;
+		for (int kind = 1; kind >= 0; kind--) {
+			for (int i = g; i < cat->noffers; i++) {
+				const struct sd_offer *o = &cat->offers[i];
+				if (used[i] || strcasecmp(o->gpu, cat->offers[g].gpu) || o->transient != kind ||
+				    (want && !want(o, ctx)))
+					continue;
+				struct sd_plan_config c = *base;
+				c.noffers = 0;
+				for (int j = i; j < cat->noffers && c.noffers < 64; j++) {
+					const struct sd_offer *x = &cat->offers[j];
+					if (!used[j] && same_group(x, o) && (!want || want(x, ctx))) {
+						used[j] = true;
+						c.offers[c.noffers++] = x;
+					}
+				}
+				char gpu[32];
+				if (o->gpu_count > 1)
+					snprintf(gpu, sizeof gpu, "%dx%s", o->gpu_count, o->gpu);
+				else
+					snprintf(gpu, sizeof gpu, "%s", o->gpu);
+				for (int k = 0; k < nsizes; k++) {
+					if (n == max) {
+						free(used);
+						return sd_why(why, "too many configurations (at most %d)", max);
+					}
+					c.servers = sizes[k];
+					snprintf(c.label, sizeof c.label, "%dx %s %s%s%s", sizes[k], gpu, kind ? "spot" : "on-demand",
+					         nprov > 1 ? " " : "", nprov > 1 ? o->provider : "");
+					out[n++] = c;
+				}
+			}
+		}
+	}
+	free(used);
+	return n;
 }
 
 static const struct sd_offer *on_demand_twin(const struct sd_catalog *cat, const struct sd_offer *o)

@@ -200,7 +200,9 @@ struct sd_plan_options {
 	double budget_usd;         /* > 0: P(cost within it) is computed; 0: none */
 	double start_hour;         /* [0, 24): every run starts at this model clock
 	                            * hour; < 0: drawn per run */
-	double hazard_scale;       /* market knob (1 = as measured) */
+	double hazard_scale;       /* market knobs (1 = as measured; see */
+	double boot_scale;         /* struct sd_market_knobs): a demo market */
+	double notice_scale;       /* runs faster, and so must its plans */
 	/* Called about every 1/64 of the runs, may be NULL. */
 	void (*progress)(void *ctx, long done, long total);
 	void *progress_ctx;
@@ -240,6 +242,18 @@ struct sd_plan_result {
 int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling *scaling,
                      const struct sd_plan_job *job, const struct sd_plan_config *cfg,
                      const struct sd_plan_options *opt, struct sd_plan_result *out, char **why);
+
+/* Configurations of `base`'s settings for every group of the catalog's
+ * offers that `want` accepts (NULL: all), times every size in sizes[]: a
+ * group is the offers of one GPU type and count, one provider, transient
+ * or not; groups come in catalog order, transient before on-demand for each
+ * GPU type, each group's offers in catalog order.  Labels read "8x K80
+ * spot" ("2x 8xA100 on-demand aws" when the catalog has several
+ * providers).  Stores at most max in out; returns how many, or -1 with a
+ * message when there would be more. */
+int sd_plan_configs(const struct sd_catalog *cat, const struct sd_plan_config *base, const int *sizes, int nsizes,
+                    bool (*want)(const struct sd_offer *o, void *ctx), void *ctx, struct sd_plan_config *out,
+                    int max, char **why);
 
 /* The same configuration on on-demand offers (each offer replaced by the
  * catalog's on-demand offer of the same provider, zone, GPU type and count;
