@@ -23,6 +23,7 @@
 #include "src/protocol.h"
 #include "src/trace.h"
 #include "src/view-model.h"
+#include "src/whatif.h"
 #include "ui/cockpit.h"
 
 struct app {
@@ -93,6 +94,8 @@ static int cockpit_command(void *ctx, const char *line, char **why)
 	struct app *a = ctx;
 	if (!strncmp(line, "quit", 4))
 		a->user_quit = 1;
+	if (!strcmp(line, "plan"))   /* the what-if view (key w) */
+		return sd_whatif_request(a->loop, a->ctl, a->vm, why);
 	return sd_controller_command(a->ctl, line, why);
 }
 

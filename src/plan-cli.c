@@ -63,10 +63,7 @@ struct plan {
 
 /* ---- data files ------------------------------------------------------------ */
 
-/* Resolves a data file: NAME as given if readable; a bare NAME also in the
- * program's data/ (build tree), the sources' data/ and the installed data
- * directory. */
-static int find_data(const char *name, char *out, size_t len)
+int sd_plan_data_path(const char *name, char *out, size_t len)
 {
 	if (access(name, R_OK) == 0 || strchr(name, '/')) {
 		snprintf(out, len, "%s", name);
@@ -123,11 +120,10 @@ static int model_flops(const char *name, int c, int h, int w, double *flops, cha
 	return 0;
 }
 
-/* The job's work and its speed against the catalog's workload (ResNet-32
- * on 3x32x32 images): the ratio of training FLOPs per image, as CM-DARE
+/* The speed factor: the ratio of training FLOPs per image, as CM-DARE
  * found step time close to proportional to model FLOPs on one GPU type
  * (reference/seeds.md 2.9: R^2 0.92 for the FLOP ratio alone). */
-static int plan_job(struct sd_plan_job *pj, const struct sd_train_config *t, long steps, char **why)
+int sd_plan_job_from_train(struct sd_plan_job *pj, const struct sd_train_config *t, long steps, char **why)
 {
 	long samples;
 	int c, h, w;
@@ -797,20 +793,20 @@ int sd_plan_main(int argc, char **argv)
 	}
 	if (!c.checkpoint_steps && job.checkpoint_every > 0)
 		c.checkpoint_steps = job.checkpoint_every;
-	if (plan_job(&p.job, &job.train, c.steps, &why) < 0)
+	if (sd_plan_job_from_train(&p.job, &job.train, c.steps, &why) < 0)
 		goto bad;
 
 	/* Market and scaling data. */
 	char catalog_path[PATH_MAX + 64], scaling_path[PATH_MAX + 64];
 	const char *cname = c.catalog ? c.catalog : job.catalog[0] && c.job_path ? job.catalog : "gce-2019.json";
-	if (find_data(cname, catalog_path, sizeof catalog_path) < 0) {
+	if (sd_plan_data_path(cname, catalog_path, sizeof catalog_path) < 0) {
 		sd_why(&why, "--catalog: %s: no such file (nor in the data directory)", cname);
 		goto bad;
 	}
 	if (sd_catalog_load(&p.cat, catalog_path, &why) < 0)
 		goto bad;
 	const char *sname = c.scaling ? c.scaling : "scaling-2019.json";
-	if (find_data(sname, scaling_path, sizeof scaling_path) < 0) {
+	if (sd_plan_data_path(sname, scaling_path, sizeof scaling_path) < 0) {
 		sd_why(&why, "--scaling: %s: no such file (nor in the data directory)", sname);
 		goto bad;
 	}

@@ -364,8 +364,15 @@ static bool request(struct sim *s, const struct sd_offer *o, bool initial, bool 
 	}
 	s->srv[s->nsrv++] = (struct psrv){ .id = id, .o = o, .state = S_BOOTING, .initial = initial,
 	                                   .chief = chief, .requested = s->t, .ended = NAN };
-	if (initial)
+	if (initial && s->cfg->initial_ready) {
+		/* Already training: its boot event is ignored. */
+		s->srv[s->nsrv - 1].state = S_TRAINING;
+		s->ntrain++;
+		s->workers += o->gpu_count;
+		s->ips += offer_ips(s, o);
+	} else if (initial) {
 		s->pending_initial++;
+	}
 	return true;
 }
 
@@ -907,6 +914,18 @@ int sd_plan_config_baseline(const struct sd_catalog *cat, const struct sd_plan_c
 	c.servers = 1;
 	*out = c;
 	return 0;
+}
+
+double sd_plan_saved_usd(const struct sd_catalog *cat, const struct sd_offer *o, double billed_usd, bool *estimated)
+{
+	if (!o || !o->transient || !(o->usd_per_hour > 0) || !(billed_usd > 0) || !from_catalog(cat, o))
+		return 0;
+	const struct sd_offer *d = on_demand_twin(cat, o);
+	if (!d || d == o)
+		return 0;
+	if (estimated && d->price_source && !strncmp(d->price_source, "estimated", 9))
+		*estimated = true;
+	return billed_usd * (d->usd_per_hour / o->usd_per_hour - 1);
 }
 
 void sd_plan_compare(struct sd_plan_result *r, const struct sd_plan_result *baseline,

@@ -186,6 +186,9 @@ struct sd_plan_config {
 	double recovery_seconds;   /* >= 0 */
 	double retry_seconds;      /* > 0 */
 	double efficiency_measured;/* ALLREDUCE: > 0 replaces the scaling series */
+	bool initial_ready;        /* the initial servers are up and training at time 0
+	                            * (the cockpit's "as it runs now"): no boot, no
+	                            * join; their lifetimes still start at 0 */
 };
 
 /* Fills in the defaults above for `servers` servers of `offer` (spread,
@@ -277,6 +280,14 @@ void sd_plan_compare(struct sd_plan_result *r, const struct sd_plan_result *base
  * and median cost (one at least as good on both and better on one);
  * results with no completed run are never on it. */
 void sd_plan_pareto(struct sd_plan_result *r, int n);
+
+/* What a server of transient offer o that was billed billed_usd would have
+ * cost more on the catalog's on-demand offer of the same zone, GPU type and
+ * count (both per-second with the same minimum, so the bill scales with the
+ * price): billed_usd x (on-demand price / o's price - 1).  0 for on-demand
+ * offers or without a twin; *estimated (may be NULL) is set when the twin's
+ * price is an estimate.  The cockpit's "saved $X vs on-demand". */
+double sd_plan_saved_usd(const struct sd_catalog *cat, const struct sd_offer *o, double billed_usd, bool *estimated);
 
 /* Names as the CLI and JSON write them. */
 const char *sd_plan_replace_name(enum sd_plan_replace r);

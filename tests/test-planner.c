@@ -317,6 +317,19 @@ static void test_compare_and_determinism(void)
 	CHECK(r[0].pareto && r[1].pareto && r[2].pareto && !r[3].pareto && !r[4].pareto);
 }
 
+static void test_saved(void)
+{
+	/* Billed $0.36 on z-a spot (0.36 $/h): on-demand (3.6 $/h) would have
+	 * been $3.60, so $3.24 saved; an on-demand server saves nothing. */
+	bool est = false;
+	CHECK(near(sd_plan_saved_usd(cat, offer("gce/z-a/k80/spot"), 0.36, &est), 3.24, 1e-12));
+	CHECK(est, "the test catalog's prices are all estimates");
+	CHECK(sd_plan_saved_usd(cat, offer("gce/z-a/k80/on-demand"), 1.0, NULL) == 0);
+	/* z-c has no on-demand K80: no twin, nothing claimed. */
+	CHECK(sd_plan_saved_usd(cat, offer("gce/z-c/k80/spot"), 1.0, NULL) == 0);
+	CHECK(sd_plan_saved_usd(cat, NULL, 1.0, NULL) == 0);
+}
+
 static void test_bad_input(void)
 {
 	char *why = NULL;
@@ -390,6 +403,7 @@ int main(void)
 	test_stockout();
 	test_policy();
 	test_compare_and_determinism();
+	test_saved();
 	test_bad_input();
 	sd_plan_scaling_free(&sc);
 	sd_catalog_free(cat);

@@ -77,6 +77,9 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 	RUN(SD_STYLE_HEADER, "elapsed %s", sd_fmt_clock(a, sizeof a, v->elapsed_s));
 	RUN(SD_STYLE_HEADER, "ETA %s", v->eta_s < 0 ? "-" : sd_fmt_duration(a, sizeof a, v->eta_s));
 	RUN(SD_STYLE_HEADER, "spent %s", sd_fmt_usd(a, sizeof a, v->usd_spent));
+	if (v->usd_saved > 0)
+		RUN(SD_STYLE_OK, "saved %s%s vs on-demand", sd_fmt_usd(a, sizeof a, v->usd_saved),
+		    v->usd_saved_estimated ? "*" : "");
 	RUN(SD_STYLE_HEADER, "now %s/h", sd_fmt_usd(b, sizeof b, v->usd_per_hour));
 	if (v->simulated) {
 		snprintf(h->right.text, sizeof h->right.text, "SIMULATED market");
