@@ -316,13 +316,17 @@ static bool can_launch(const struct sim *s, const struct sd_offer *o)
 	return sd_market_live(s->m, o) < o->capacity && !(o->transient && sd_market_in_storm(s->m, o));
 }
 
-/* The replacement of a server of `from` under the config's policy, or NULL. */
+/* What to request: `want` when a request names its offer (an initial
+ * server, or SAME), else the replacement of a server of `from` under the
+ * config's policy; NULL when nothing fits now. */
 static const struct sd_offer *pick_replacement(const struct sim *s, const struct sd_offer *from,
                                                const struct sd_offer *want)
 {
 	enum sd_plan_replace p = s->cfg->replace;
-	if (p == SD_PLAN_REPLACE_SAME || p == SD_PLAN_REPLACE_NONE || !from)
-		return want ? want : from;
+	if (want)
+		return want;
+	if ((p != SD_PLAN_REPLACE_CHEAPEST && p != SD_PLAN_REPLACE_OTHER_ZONE) || !from)
+		return from;
 	const struct sd_offer *best = NULL;
 	for (int i = 0; i < s->cat->noffers; i++) {
 		const struct sd_offer *o = &s->cat->offers[i];

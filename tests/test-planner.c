@@ -243,6 +243,12 @@ static void test_stockout(void)
 	struct sd_plan_result r = run(&c, 360000, 5);
 	CHECK(r.completed == 5 && near(r.time_p50, 3700, 1e-6), "capacity 1: %.6f s, want 3700", r.time_p50);
 	CHECK(r.p_refused == 1, "runs with a refused request: %g", r.p_refused);
+	/* The retry of an initial server asks for that server's offer, whatever
+	 * the replacement policy: never a cheaper spot one in its place. */
+	c.replace = SD_PLAN_REPLACE_CHEAPEST;
+	r = run(&c, 360000, 5);
+	CHECK(near(r.time_p50, 3700, 1e-6) && r.revocations_mean == 0, "capacity 1, cheapest: %.6f s, %.2f revocations",
+	      r.time_p50, r.revocations_mean);
 }
 
 static void test_policy(void)
