@@ -33,3 +33,7 @@ tests_test_whatif_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 tests_test_ui_whatif_SOURCES = tests/test-ui-whatif.c tests/ui-fixture.c tests/ui-fixture.h tests/check.h
 tests_test_ui_whatif_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(UV_CFLAGS)
 tests_test_ui_whatif_LDADD = $(SD_UI_LIBS)
+
+# The what-if view end to end in the real cockpit (tmux, real workers).
+TESTS += tests/test-ui-whatif-e2e.sh
+EXTRA_DIST += tests/test-ui-whatif-e2e.sh
