@@ -10,7 +10,7 @@
  * data/market-2026.json (calm/storm market).  Prints wall and CPU time (the
  * CPU time is what to read on a loaded machine).
  *
- * Usage: bench-planner [RUNS]   (default 10000; data from $top_srcdir or .)
+ * Usage: bench-planner [RUNS]   (default 10000; data from $top_srcdir or the sources)
  * Exit status 1 if the gce-2019 configuration takes 1 s of CPU or more. */
 #include <math.h>
 #include <stdio.h>
@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 {
 	const char *top = getenv("top_srcdir");
 	if (!top)
-		top = ".";
+		top = SD_SRCDIR;  /* the sources' data/, also from a separate build tree */
 	int runs = argc > 1 ? atoi(argv[1]) : 10000;
 	if (runs < 1)
 		runs = 10000;
