@@ -19,9 +19,11 @@
 #include "engine/errors.h"
 #include "src/controller.h"
 #include "src/job.h"
+#include "src/plan-cli.h"
 #include "src/protocol.h"
 #include "src/trace.h"
 #include "src/view-model.h"
+#include "src/whatif.h"
 #include "ui/cockpit.h"
 
 struct app {
@@ -92,6 +94,8 @@ static int cockpit_command(void *ctx, const char *line, char **why)
 	struct app *a = ctx;
 	if (!strncmp(line, "quit", 4))
 		a->user_quit = 1;
+	if (!strcmp(line, "plan"))   /* the what-if view (key w) */
+		return sd_whatif_request(a->loop, a->ctl, a->vm, why);
 	return sd_controller_command(a->ctl, line, why);
 }
 
@@ -106,6 +110,7 @@ static void usage(FILE *f)
 "usage: spotdeck [--job FILE] [--theme NAME] [options]   (the cockpit)\n"
 "       spotdeck --headless [--job FILE] [--workers N] [--run-dir DIR]\n"
 "       spotdeck --headless --resume RUNDIR\n"
+"       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
 "simulated spot market (or local workers), in a full-screen cockpit, or with\n"
 "--headless printing every journal event as a JSON line on stdout and reading\n"
@@ -276,6 +281,8 @@ static void discard_run_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "plan"))
+		return sd_plan_main(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		{ "headless", no_argument, 0, 'H' },
 		{ "job", required_argument, 0, 'j' },

@@ -11,7 +11,9 @@
 #include "engine/errors.h"
 #include "src/market-model.h"
 #include "src/replacement.h"
+#include "src/planner.h"
 #include "src/provider.h"
+#include "src/whatif.h"
 
 #define MAX_SERVERS 256
 #define MAX_REVOCATIONS 256
@@ -41,6 +43,7 @@ struct sd_view_model {
 	char zev_zone[MAX_ZONE_EVENTS][64];
 	int nzev, zev_head;
 	int *available;            /* per catalog offer, for the scorer */
+	struct sd_view_whatif whatif[SD_WHATIF_MAX_ROWS];
 };
 
 static const char *str(const cJSON *ev, const char *k)
@@ -86,9 +89,36 @@ void sd_view_model_free(struct sd_view_model *vm)
 {
 	if (!vm)
 		return;
+	sd_whatif_forget(vm);
 	free(vm->offers);
 	free(vm->available);
 	free(vm);
+}
+
+void sd_view_model_set_whatif(struct sd_view_model *vm, const struct sd_view_whatif *rows, int n,
+                              const char *note, int busy)
+{
+	struct sd_view *v = &vm->v;
+	if (rows) {
+		n = n < SD_WHATIF_MAX_ROWS ? n : SD_WHATIF_MAX_ROWS;
+		memcpy(vm->whatif, rows, sizeof *rows * (size_t)n);
+		v->whatif = vm->whatif;
+		v->nwhatif = n;
+	}
+	snprintf(v->whatif_note, sizeof v->whatif_note, "%s", note ? note : "");
+	v->whatif_busy = busy;
+	v->whatif_version++;
+	v->version++;
+}
+
+/* What the servers billed so far would have cost more on-demand. */
+static void saved(struct sd_view *v, const struct sd_catalog *cat, const struct sd_server_info *si, int ns)
+{
+	bool est = false;
+	v->usd_saved = 0;
+	for (int i = 0; cat && i < ns; i++)
+		v->usd_saved += sd_plan_saved_usd(cat, si[i].offer, si[i].usd, &est);
+	v->usd_saved_estimated = est;
 }
 
 static int cmp_offer(const void *a, const void *b)
@@ -316,6 +346,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	struct sd_worker_info wi[MAX_SERVERS];
 	int ns = sd_provider_list(p, si, MAX_SERVERS);
 	int nw = sd_controller_workers(c, wi, MAX_SERVERS);
+	saved(v, cat, si, ns);
 	int sample = v->elapsed_s - vm->last_hist_t >= 1.0;
 	if (sample)
 		vm->last_hist_t = v->elapsed_s;

@@ -4,6 +4,7 @@ include tests/engine.mk
 include tests/data.mk
 include tests/train.mk
 include tests/market.mk
+include tests/planner.mk
 include tests/comm.mk
 include tests/ui.mk
 include tests/ui-e2e.mk

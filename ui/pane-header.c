@@ -79,6 +79,9 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 	/* Servers without a price (local) are unknown, not free: "+?". */
 	RUN(SD_STYLE_HEADER, "spent %s",
 	    sd_fmt_usd_part(a, sizeof a, v->usd_spent, v->spent_estimated > 0, v->spent_unpriced > 0));
+	if (v->usd_saved > 0)
+		RUN(SD_STYLE_OK, "saved %s%s vs on-demand", sd_fmt_usd(a, sizeof a, v->usd_saved),
+		    v->usd_saved_estimated ? "*" : "");
 	RUN(SD_STYLE_HEADER, "now %s/h",
 	    sd_fmt_usd_part(b, sizeof b, v->usd_per_hour, v->rate_estimated > 0, v->rate_unpriced > 0));
 	if (v->simulated) {

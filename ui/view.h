@@ -71,6 +71,23 @@ struct sd_view_revocation {
 	double recovery_s;          /* -1 until training continued */
 };
 
+/* One row of the what-if view (key w; src/whatif.c): a cluster the run
+ * could switch to, with the planner's simulated time and cost for the
+ * job's remaining work.  Every figure here is simulated; the UI says so. */
+struct sd_view_whatif {
+	char label[64];             /* "8x V100 spot"; the running cluster: "now: 4x K80 spot" */
+	int current;                /* 1 for the cluster as it runs now */
+	int servers;
+	int transient;
+	double time_p50_s, time_p90_s;    /* from now to the end of the job */
+	double cost_p50_usd, cost_p90_usd;/* of the remaining work */
+	double revocations;         /* per run */
+	double failed;              /* share of runs that never finish */
+	int pareto;                 /* on the time/cost frontier (medians) */
+	char summary[160];          /* "add 8 x gce/us-west1-b/v100/spot; drop s1 s2" */
+	char commands[1024];        /* the command lines (one per line) that switch to it */
+};
+
 struct sd_view {
 	unsigned long version;      /* bumped on every change; redraw when it moves */
 	/* header */
@@ -87,6 +104,8 @@ struct sd_view {
 	 * (shown "*"). */
 	int spent_unpriced, rate_unpriced;
 	int spent_estimated, rate_estimated;
+	double usd_saved;           /* billed so far against the same servers on-demand */
+	int usd_saved_estimated;    /* an on-demand price behind it is an estimate */
 	int paused;
 	long generation;
 	int world_size;
@@ -109,6 +128,11 @@ struct sd_view {
 	char suggestion_for[32];    /* the revoked server it would replace */
 	char suggestion_why[96];    /* why that offer, in a few words: "cheapest
 	                             * $/Mimg; us-east1-c revoked 18s ago"; "" none */
+	/* what-if view: rows sorted by median cost (NULL/0 until planned) */
+	struct sd_view_whatif *whatif; int nwhatif;
+	int whatif_busy;            /* a plan is being computed */
+	unsigned long whatif_version;   /* bumped whenever the rows or note change */
+	char whatif_note[192];      /* what was planned, or why it could not be */
 };
 
 /* Appends a sample to a series (drops the oldest when full). */
