@@ -21,6 +21,9 @@ of a real spotdeck run and of a captured screen.
   check.py JOURNAL quit            an ok quit, a checkpoint after it, every
                                    server acquired ends released or revoked
   check.py JOURNAL pids            the worker pids the run started
+  check.py JOURNAL commands CMD N  at least N commands CMD journaled (the
+                                   shell test's barrier: a command sent
+                                   before them is journaled before them)
 
 Exit status 0 when the condition holds (with a line saying what was seen),
 1 when it does not yet (with a line saying why), so the shell test can poll.
@@ -233,6 +236,12 @@ def main(argv):
         yes("quit ok; checkpoint at step %s (%s); %d servers all ended (%s)"
             % (ev[k].get("step"), ev[k].get("reason"), len(servers),
                ", ".join("%s %s" % (s, ended[s]) for s in servers)))
+
+    if what == "commands":
+        n = sum(1 for e in ev if e.get("type") == "command" and e.get("command") == arg)
+        if n >= int(argv[4]):
+            yes("%d '%s' commands" % (n, arg))
+        no("%d '%s' commands, waiting for %s" % (n, arg, argv[4]))
 
     if what == "pids":
         print(" ".join(str(e["pid"]) for e in ev if e.get("type") == "started" and "pid" in e))
