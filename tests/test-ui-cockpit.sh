@@ -30,9 +30,9 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
 
-tmux_have || { echo "SKIP: tmux not installed"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed"; exit 77; }
-[ -d "$FMNIST" ] || { echo "SKIP: $FMNIST missing (Debian package dataset-fashion-mnist)"; exit 77; }
+tmux_have || { echo "SKIP: tmux not installed (Debian package tmux)" >&2; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed" >&2; exit 77; }
+[ -d "$FMNIST" ] || { echo "SKIP: $FMNIST missing (Debian package dataset-fashion-mnist)" >&2; exit 77; }
 SPOTDECK="$top_builddir/spotdeck"
 [ -x "$SPOTDECK" ] || fail "$SPOTDECK not built"
 [ -x "$top_builddir/spotdeck-worker" ] || fail "$top_builddir/spotdeck-worker not built"

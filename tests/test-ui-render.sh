@@ -10,7 +10,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
 
-tmux_have || { echo "SKIP: tmux not installed"; exit 77; }
+tmux_have || { echo "SKIP: tmux not installed (Debian package tmux)" >&2; exit 77; }
 DRIVER="$top_builddir/tests/test-ui-render"
 [ -x "$DRIVER" ] || fail "$DRIVER not built"
 tmpdir
