@@ -71,15 +71,20 @@ if len(held) != 1:
 held = held.pop()
 if s["step"] != held + 1:
     fail("first step after resume is %d, the workers held step %d" % (s["step"], held))
-# 3. The workers stopped at the pause: the group leaves at the step boundary
-#    where all ranks have seen the pause, at most 2 steps after the last step
-#    journaled before it (the step in flight when the pause arrived, and the
-#    next one, whose reports may reach the controller after the paused
-#    generation and are then not journaled).  Training on while paused, even
-#    without reporting, shows here.
+# 3. The workers stopped at the pause.  The group leaves after the step in
+#    which any rank first sees the pause, so rank 0 completes at most the
+#    step in flight when the pause is sent and the next one.  The controller
+#    forms the paused generation 30 ms after the command and drops reports of
+#    the generation it superseded, so those two reports may be missing from
+#    the journal, and if the controller was descheduled right after the
+#    command (a loaded machine), also the one report sent just before it
+#    that it had not read yet: the workers hold at most 3 steps more than
+#    the last step journaled before the paused generation (1 is what this
+#    machine shows).  Training on while paused, even without reporting,
+#    shows here: hundreds of steps while the added worker starts.
 before = [e["step"] for e in r.events[:ip] if e.get("type") == "step"]
 last = max(before)
-if not 0 <= held - last <= 2:
+if not 0 <= held - last <= 3:
     fail("paused after step %d (last journaled), resumed from step %d: %d steps taken while paused"
          % (last, held, held - last))
 if sorted(j["server"] for j in joined) != sorted(m["server"] for m in g["members"]) or \
