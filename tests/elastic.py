@@ -17,6 +17,34 @@ def ok(msg):
 
 _tmpdirs = []
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _tmpdirs])
+_runs = []
+
+
+def _end_runs():
+    """At exit (a failed check included), nothing a Run started may outlive
+    the test: its workers (by the pids its journal gave, checked to be this
+    run's workers) and spotdeck itself get SIGKILL."""
+    for r in _runs:
+        if r.p.poll() is not None:
+            continue
+        r._drain()
+        for pid in r.pids().values():
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    mine = r.run_dir.encode() in f.read()
+                if mine:
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        r.kill()
+        try:
+            r.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+# Registered after the directories' removal, so it runs before it.
+atexit.register(_end_runs)
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
@@ -50,7 +78,20 @@ class Run:
         self.events = []
         self.q = queue.Queue()
         self.deadline = time.time() + timeout
+        _runs.append(self)
         threading.Thread(target=self._reader, daemon=True).start()
+
+    def _drain(self):
+        """Moves the events already read into self.events, without waiting."""
+        while True:
+            try:
+                ev = self.q.get_nowait()
+            except queue.Empty:
+                return
+            if ev is None:
+                self.q.put(None)
+                return
+            self.events.append(ev)
 
     def _reader(self):
         for line in self.p.stdout:
