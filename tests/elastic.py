@@ -45,6 +45,10 @@ def _end_runs():
 
 # Registered after the directories' removal, so it runs before it.
 atexit.register(_end_runs)
+# A test stopped by SIGTERM or SIGHUP (make interrupted, a hang killed)
+# cleans up the same way: exit through atexit.
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
