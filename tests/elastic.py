@@ -5,6 +5,14 @@ import atexit, glob, json, os, queue, random, shutil, signal, socket, subprocess
 BUILD = os.environ.get("top_builddir") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPOTDECK = os.path.join(BUILD, "spotdeck")
 
+# Timeouts here are safety nets against a hang, never speed targets (those
+# are in tests/bench/): each is multiplied by SD_TIMEOUT_SCALE (default 3, as
+# in tests/tmux-lib.sh), and a run as a whole is given up when spotdeck has
+# printed nothing for its `timeout` (scaled), or after four times that in
+# all, since a loaded 2-core machine running the ASan build slows a run down
+# without stopping its journal.
+SCALE = float(os.environ.get("SD_TIMEOUT_SCALE") or 3)
+
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -81,7 +89,9 @@ class Run:
                                   stderr=subprocess.PIPE, text=True, bufsize=1)
         self.events = []
         self.q = queue.Queue()
-        self.deadline = time.time() + timeout
+        self.stall = timeout * SCALE
+        self.last = time.time()
+        self.deadline = self.last + 4 * self.stall
         _runs.append(self)
         threading.Thread(target=self._reader, daemon=True).start()
 
@@ -111,18 +121,24 @@ class Run:
         self.q.put(None)
 
     def wait(self, pred, what, timeout=None):
-        """Returns the first new event for which pred(ev) holds."""
-        end = min(self.deadline, time.time() + (timeout or 1e9))
+        """Returns the first new event for which pred(ev) holds; gives up
+        after timeout x SD_TIMEOUT_SCALE seconds (none: only the run's own
+        limits)."""
+        end = min(self.deadline, time.time() + (timeout * SCALE if timeout else 1e9))
         while True:
-            left = end - time.time()
+            now = time.time()
+            left = min(end, self.last + self.stall) - now
             if left <= 0:
                 self.kill()
-                fail("timed out waiting for " + what + "; last events: " +
+                why = ("no journal event for %.0f s" % (now - self.last) if self.last + self.stall <= now
+                       else "%.0f s" % (timeout * SCALE if timeout and end < self.deadline else 4 * self.stall))
+                fail("timed out waiting for " + what + " (" + why + "); last events: " +
                      json.dumps(self.events[-5:]))
             try:
                 ev = self.q.get(timeout=left)
             except queue.Empty:
                 continue
+            self.last = time.time()
             if ev is None:
                 fail("spotdeck exited (status %s) while waiting for %s; stderr: %s; last: %s" %
                      (self.p.wait(), what, self.p.stderr.read(), json.dumps(self.events[-5:])))
@@ -154,7 +170,7 @@ class Run:
 
     def finish(self, timeout=120):
         try:
-            rc = self.p.wait(timeout=timeout)
+            rc = self.p.wait(timeout=timeout * SCALE)
         except subprocess.TimeoutExpired:
             self.kill()
             fail("spotdeck did not exit")

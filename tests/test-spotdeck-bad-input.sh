@@ -64,13 +64,13 @@ printf '#!/bin/sh\necho "worker: cannot load libfoo.so.1" >&2\nexit 3\n' >"$T/ba
 chmod +x "$T/badworker"
 expect_error "worker that cannot start" \
 	"every worker exited before connecting; the last, s[0-9]+, with status 3: worker: cannot load libfoo\.so\.1" \
-	timeout 60 $SPOTDECK --headless --workers 2 --worker "$T/badworker" --run-dir "$T/r6"
+	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --workers 2 --worker "$T/badworker" --run-dir "$T/r6"
 [ ! -e "$T/r6" ] || fail "a run that never trained left $T/r6"
 
 # A job the workers cannot load (its data directory is missing): the same.
 printf '{"model":"mlp","data_dir":"%s/nodata"}' "$T" >"$T/nodata.json"
 expect_error "job data directory missing" "nodata: no such directory.*data_dir in a job" \
-	timeout 60 $SPOTDECK --headless --job "$T/nodata.json" --run-dir "$T/r7"
+	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --job "$T/nodata.json" --run-dir "$T/r7"
 [ ! -e "$T/r7" ] || fail "a job that never loaded left $T/r7"
 
 # One controller per run directory: --resume while the run is live is refused.
@@ -83,7 +83,7 @@ trap 'kill -KILL $live 2>/dev/null; rm -rf "$T"' EXIT
 exec 7>"$T/ctl"
 i=0
 until grep -q '"type":"checkpoint"' "$T/live.out" 2>/dev/null; do
-	i=$((i + 1)); [ $i -lt 600 ] || { kill $live; fail "the live run wrote no checkpoint"; }
+	i=$((i + 1)); [ $i -lt $((600 * ${SD_TIMEOUT_SCALE:-3})) ] || { kill $live; fail "the live run wrote no checkpoint"; }
 	sleep 0.1
 done
 lines=$(wc -l <"$T/live/journal.jsonl")

@@ -64,16 +64,17 @@ cleanup() {
 }
 
 # jwait SECS CHECK [ARG]: poll the journal until check.py CHECK holds; the
-# line it prints is left in $J.
+# line it prints is left in $J.  SECS is a safety net, scaled like
+# tmux-lib's waits by SD_TIMEOUT_SCALE (default 3).
 jwait() {
 	_secs=$1; shift
-	_n=$((_secs * 5)); _i=0
+	_n=$((_secs * ${SD_TIMEOUT_SCALE:-3} * 5)); _i=0
 	while :; do
 		J=$($CHECK "$RUN/journal.jsonl" "$@") && return 0
 		_i=$((_i + 1))
 		if [ "$_i" -ge "$_n" ]; then
 			tmux_capture >&2
-			fail "journal, after ${_secs}s: $J"
+			fail "journal, after $((_secs * ${SD_TIMEOUT_SCALE:-3}))s: $J"
 		fi
 		sleep 0.2
 	done
