@@ -16,6 +16,7 @@ of a real spotdeck run and of a captured screen.
   check.py JOURNAL released SERVER an ok "drop SERVER", then SERVER released
   check.py JOURNAL steps-after N   a step event with step > N
   check.py JOURNAL world W         the last generation has world_size W
+  check.py JOURNAL had-world W     some generation had world_size W
   check.py JOURNAL paused          an ok "pause", then a generation in state
                                    "paused" (the workers hold)
   check.py JOURNAL quit            an ok quit, a checkpoint after it, every
@@ -208,6 +209,13 @@ def main(argv):
         if gens and gens[-1].get("world_size") == int(arg):
             yes("generation %d, %s workers" % (gens[-1]["generation"], arg))
         no("last generation: %s" % (gens[-1] if gens else "none"))
+
+    if what == "had-world":
+        gens = [e for e in ev if e.get("type") == "generation" and e.get("world_size") == int(arg)
+                and e.get("members")]
+        if gens:
+            yes("generation %d, %s workers" % (gens[0]["generation"], arg))
+        no("no generation of %s workers yet" % arg)
 
     if what == "paused":
         c = find(ev, type="command", command="pause", ok=True)
