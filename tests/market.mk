@@ -24,6 +24,6 @@ tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
-tests_bench_bench_market_SOURCES = tests/bench/bench-market.c
+tests_bench_bench_market_SOURCES = tests/bench/bench-market.c tests/bench/bench.h
 tests_bench_bench_market_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_bench_bench_market_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
