@@ -24,3 +24,6 @@ TESTS += tests/test-sim-market.sh
 EXTRA_DIST += tests/test-sim-market.sh
 TESTS += tests/test-sim-trace.sh
 EXTRA_DIST += tests/test-sim-trace.sh
+# Issue 9: a silent worker, a bad joiner, the journal's steps.
+TESTS += tests/test-elastic-silent.sh
+EXTRA_DIST += tests/test-elastic-silent.sh
