@@ -25,5 +25,5 @@ EXTRA_DIST += tests/test-sim-market.sh
 TESTS += tests/test-sim-trace.sh
 EXTRA_DIST += tests/test-sim-trace.sh
 # Issue 9: a silent worker, a bad joiner, the journal's steps.
-TESTS += tests/test-elastic-silent.sh
-EXTRA_DIST += tests/test-elastic-silent.sh
+TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh
+EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh
