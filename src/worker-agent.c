@@ -857,11 +857,10 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 		ctl_send(&a.ctl, l);
 		goto out;
 	}
-	/* Only now can we take part in a rendezvous without holding others up. */
-	if (ctl_send(&a.ctl, sd_msg_new(SD_MSG_READY)) < 0) {
-		sd_why(&why, "controller connection lost");
-		goto out;
-	}
+	/* Only now can we take part in a rendezvous without holding others up.
+	 * If the controller dropped us meanwhile (stopped while loading), the
+	 * loop below connects again. */
+	ctl_send(&a.ctl, sd_msg_new(SD_MSG_READY));
 	for (;;) {
 		if (ctl_lost(&a.ctl)) {
 			free(why);
