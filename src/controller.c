@@ -1151,6 +1151,14 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			if (c->failing_gen != gen) {
 				c->failing_gen = gen;
 				c->failing_since_ms = uv_now(c->loop);
+				/* Members waiting in its rendezvous, or computing, give
+				 * up now rather than at their timeout. */
+				for (struct conn *o = c->conns; o; o = o->next)
+					if (o->member && o != k) {
+						cJSON *ab = sd_msg_new(SD_MSG_ABORT);
+						cJSON_AddNumberToObject(ab, "generation", (double)gen);
+						conn_send(o, ab);
+					}
 			}
 			schedule_generation(c, "collective failed");
 		}

@@ -43,6 +43,9 @@
  *   pause        (none)  controller -> workers: leave the generation at the
  *                next step boundary and wait for a new one
  *   ready        (none)  worker -> controller: job loaded, can join
+ *   abort        generation int  controller -> members: a collective of
+ *                that generation failed on another member; give up on it
+ *                (send comm_failed) instead of waiting out the timeout
  *   heartbeat    (none)  worker -> controller, every heartbeat_ms from a
  *                thread of its own, whatever the worker is doing: the
  *                controller drops a worker it has not heard from for longer
@@ -82,7 +85,7 @@ void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len)
  * too. */
 int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len, char **why);
 
-enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG__COUNT };
+enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG__COUNT };
 /* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */
 const char *sd_msg_type_name(enum sd_msg_type t);
 /* Looks a wire name up; returns 0 and *t, or -1. */

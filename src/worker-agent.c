@@ -73,6 +73,7 @@ struct ctl {
 	long long next_kv_id;
 	int eof;             /* the controller closed the connection */
 	int broken;          /* a send failed: the connection is gone */
+	long gen;            /* the generation being joined or trained, -1 none */
 	const char *host, *port;
 };
 
@@ -98,6 +99,7 @@ static void ctl_init(struct ctl *c, const char *host, const char *port)
 {
 	memset(c, 0, sizeof *c);
 	c->fd = -1;
+	c->gen = -1;
 	c->host = host;
 	c->port = port;
 	pthread_mutex_init(&c->send_lock, NULL);
@@ -338,6 +340,26 @@ static int ctl_has(const struct ctl *c, enum sd_msg_type type)
 	return 0;
 }
 
+/* Whether the controller told us to give up on generation gen (a collective
+ * of it failed on another member).  Drops the aborts of gen and of older
+ * generations, which no longer matter. */
+static int ctl_aborted(struct ctl *c, long gen)
+{
+	int hit = 0;
+	for (int i = 0; i < c->nq;) {
+		long g = (long)sd_msg_int(c->q[i].msg, "generation", -1);
+		if (c->q[i].type != SD_MSG_ABORT || g > gen) {
+			i++;
+			continue;
+		}
+		hit |= g == gen;
+		cJSON_Delete(c->q[i].msg);
+		memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+		c->nq--;
+	}
+	return hit;
+}
+
 /* The rendezvous store of the collectives, served by the controller. */
 static int store_set(void *ctx, const char *key, const void *value, size_t len, char **why)
 {
@@ -388,6 +410,9 @@ static int store_get(void *ctx, const char *key, void **value, size_t *len, int 
 		if (ctl_lost(c))
 			return sd_why(why, "store get %s: controller connection lost", key),
 			       SD_COMM_EFAIL;
+		if (ctl_aborted(c, c->gen))
+			return sd_why(why, "store get %s: the controller gave up on generation %ld "
+			              "(it failed on another member)", key, c->gen), SD_COMM_ETIMEDOUT;
 		if (ctl_pump(c, left > 0.05 ? 50 : (int)(left * 1000) + 1, why) < 0)
 			return SD_COMM_EFAIL;
 	}
@@ -594,6 +619,7 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	long long tmo = sd_msg_int(gen, "timeout_ms", (long long)(a->job.comm_timeout_s * 1000));
 	int timeout_ms = tmo < 1 ? 1 : tmo > 86400000 ? 86400000 : (int)tmo;
 	a->generation = (long)sd_msg_int(gen, "generation", 0);
+	a->ctl.gen = a->generation;
 	double t_join = now_s();
 	if (rank == 0 && load_resume(a, why) < 0)
 		return GEN_FATAL;
@@ -663,6 +689,14 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 		if (ctl_pump(&a->ctl, 0, why) < 0) {
 			sd_comm_destroy(comm);
 			return GEN_FATAL;
+		}
+		if (ctl_aborted(&a->ctl, a->generation)) {
+			/* Our peers are failing already: do not wait on them. */
+			sd_why(why, "the controller gave up on generation %ld (a collective failed on "
+			       "another member)", a->generation);
+			send_comm_failed(a, *why);
+			sd_comm_destroy(comm);
+			return GEN_FAILED;
 		}
 		metrics[3] = handle_async(a) ? 1 : 0;
 		rc = sd_comm_allreduce_sum(comm, grads, ng, why);
@@ -809,7 +843,7 @@ static int agent_rejoin(struct agent *a, char **why)
 		return -1;
 	cJSON_Delete(welcome);   /* same run, same job: the trainer stays */
 	a->ckpt_requested = 0;
-	a->generation = -1;
+	a->generation = a->ctl.gen = -1;
 	free(a->resume);
 	a->resume = NULL;
 	a->resume_len = a->resume_total = 0;
@@ -893,6 +927,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 		}
 		while ((m = ctl_take(&a.ctl, SD_MSG_PAUSE)))
 			cJSON_Delete(m);
+		ctl_aborted(&a.ctl, a.generation);   /* about generations we left */
 		/* Only the newest announced generation matters. */
 		cJSON *gen = NULL;
 		while ((m = ctl_take(&a.ctl, SD_MSG_GENERATION))) {
