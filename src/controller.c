@@ -1189,7 +1189,7 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			if (!c->job_failed)
 				sd_oom();
 			snprintf(c->job_failed[c->njob_failed++], sizeof c->job_failed[0], "%s", k->server_id);
-			conn_close(k, "could not load the job");
+			conn_close(k, NULL);   /* job_error says it all */
 			end_if_job_unloadable(c);
 		} else {
 			journal_kv(c, "worker_log", "server", k->server_id, "message", sd_msg_str(m, "message", ""));

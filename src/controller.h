@@ -31,8 +31,10 @@
  * worker that comes back (SIGCONT, a host that thaws) rejoins as a new
  * member and receives the state by broadcast.  When a collective fails the
  * group re-forms only once every member has reported the failure, left, or
- * been dropped; a member still alive that reports nothing for a timeout
- * after the first report is dropped as stuck.  A worker silent for more than
+ * been dropped: at the first report the controller tells the members to give
+ * up on the generation (abort), so the healthy ones report at once; one
+ * silent for half the timeout by then is dropped, and one still alive that
+ * reports nothing for a timeout after the first report is dropped as stuck.  A worker silent for more than
  * half the timeout is never admitted to a new generation until it is heard
  * from again.  Nothing here depends on the workers' host (no pids): the
  * same holds across machines. */

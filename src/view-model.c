@@ -175,6 +175,9 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		         str(ev, "zone"), str(ev, "reason"));
 	} else if (!strcmp(type, "worker_lost")) {
 		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
+	} else if (!strcmp(type, "job_error")) {
+		snprintf(v->message, sizeof v->message, "%s cannot load the job: %s", str(ev, "server"),
+		         str(ev, "error"));
 	} else if (!strcmp(type, "acquired")) {
 		snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
 		/* The operator reacted: the suggestion has done its job. */

@@ -2,7 +2,7 @@
 # Runs every benchmark in tests/bench/ from the build tree (make bench).
 here=$(cd "$(dirname "$0")" && pwd)
 export top_builddir=${top_builddir:-$(pwd)}
-for b in "$here"/engine-vs-torch "$here"/elastic-bench "$here"/cockpit-bench; do
+for b in "$here"/engine-vs-torch "$here"/elastic-bench "$here"/liveness-bench "$here"/cockpit-bench; do
 	echo "== $(basename "$b")"
 	"$b" || echo "(exit $?)"
 done
