@@ -919,11 +919,24 @@ static void end_if_job_unloadable(struct sd_controller *c)
 	for (const struct conn *k = c->conns; k; k = k->next)
 		if (k->authed && !k->closing && !job_failed_on(c, k->server_id))
 			return;   /* still loading it */
-	struct sd_server_info si[256];
-	int n = sd_provider_list(c->provider, si, 256);
-	for (int i = 0; i < n; i++)
-		if (!si[i].gone && !job_failed_on(c, si[i].id))
-			return;   /* its worker may still load it */
+	/* Every server, however many bad joiners came and went. */
+	int max = 256, n;
+	struct sd_server_info *si = NULL;
+	for (;;) {
+		si = realloc(si, (size_t)max * sizeof *si);
+		if (!si)
+			sd_oom();
+		n = sd_provider_list(c->provider, si, max);
+		if (n < max)
+			break;
+		max *= 2;
+	}
+	int hope = 0;
+	for (int i = 0; i < n && !hope; i++)
+		hope = !si[i].gone && !job_failed_on(c, si[i].id);
+	free(si);
+	if (hope)
+		return;   /* its worker may still load it */
 	if (!c->fatal[0])
 		snprintf(c->fatal, sizeof c->fatal, "%s", c->job_error);
 	finish(c, 1);
@@ -1057,6 +1070,12 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin")))
 		cJSON_AddBoolToObject(ev, "rejoin", 1);
 	journal(c, "worker_connected", ev);
+	if (c->exiting) {
+		/* Back too late (a dropped worker that rejoins as the run ends). */
+		cJSON *stop = sd_msg_new(SD_MSG_STOP);
+		cJSON_AddStringToObject(stop, "reason", "run over");
+		conn_send(k, stop);
+	}
 }
 
 static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)

@@ -51,6 +51,13 @@ class Run:
         self.q = queue.Queue()
         self.deadline = time.time() + timeout
         threading.Thread(target=self._reader, daemon=True).start()
+        # A test that fails (sys.exit) must not leave the run training.
+        atexit.register(self._reap)
+
+    def _reap(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
 
     def _reader(self):
         for line in self.p.stdout:
