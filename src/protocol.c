@@ -184,6 +184,10 @@ static const struct sd_msg_spec sd_msg_specs[SD_MSG__COUNT] = {
 	[SD_MSG_PAUSE] = { "pause", { { NULL, 0, 0 } } },
 	/* worker -> controller: job loaded (datasets, model), can join a generation. */
 	[SD_MSG_READY] = { "ready", { { NULL, 0, 0 } } },
+	/* worker -> controller: still alive (a thread of its own sends it). */
+	[SD_MSG_HEARTBEAT] = { "heartbeat", { { NULL, 0, 0 } } },
+	/* controller -> members: give up on this generation (it failed). */
+	[SD_MSG_ABORT] = { "abort", { { "generation", F_INT, F_NONNEG }, { NULL, 0, 0 } } },
 };
 
 const char *sd_msg_type_name(enum sd_msg_type t)

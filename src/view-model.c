@@ -254,6 +254,9 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
 	} else if (!strcmp(type, "worker_lost")) {
 		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
+	} else if (!strcmp(type, "job_error")) {
+		snprintf(v->message, sizeof v->message, "%s cannot load the job: %s", str(ev, "server"),
+		         str(ev, "error"));
 	} else if (!strcmp(type, "acquired")) {
 		snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
 		/* The operator reacted: the suggestion has done its job. */
