@@ -162,6 +162,10 @@ for p in files:
 
 pkgs = listed(os.path.join(top, "packages", "debian.txt"))
 have = closure(pkgs)
+# The benchmarks (tests/bench/, `make bench`) may also use the peers of
+# packages/debian-bench.txt (PyTorch's torchrun), which .ci/run installs too.
+bench_pkgs = listed(os.path.join(top, "packages", "debian-bench.txt"))
+bench_have = closure(pkgs + bench_pkgs)
 own = owners(sorted(need))
 base = minbase(set(own.values()))
 bad, seen = [], []
@@ -170,6 +174,8 @@ for c in sorted(need):
     if pkg is None:
         continue                 # not from a package (a local build): nothing to list
     how = "listed" if pkg in pkgs else "dependency" if pkg in have else "minbase" if pkg in base else None
+    if how is None and all(u.startswith("tests/bench/") for u in need[c]) and pkg in bench_have:
+        how = "bench, debian-bench.txt"
     seen.append("%s (%s, %s)" % (c, pkg, how or "MISSING"))
     if how is None:
         bad.append("%s: in package %s, which packages/debian.txt neither lists nor pulls in, and a bare "
