@@ -8,7 +8,7 @@ engine_libsdengine_a_SOURCES = \
 	engine/layers.c engine/layers.h \
 	engine/data.c engine/data.h \
 	engine/checkpoint.c engine/checkpoint.h \
-	engine/model.c engine/model.h \
+	engine/model.c engine/model.h engine/model-graph.h \
 	engine/optim.c engine/optim.h \
 	engine/train.c engine/train.h \
 	engine/engine.h
