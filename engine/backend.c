@@ -240,13 +240,13 @@ static void set_cpu(struct sd_backend_choice *out, const char *fmt, const char *
 int sd_backend_choose(struct sd_backend_choice *out, enum sd_backend_request req, int device,
                       char **why)
 {
-	const char *source = "request";
+	const char *source = "the backend setting";
 	if (req == SD_BACKEND_AUTO) {
 		const char *env = getenv("SPOTDECK_BACKEND");
 		if (env && *env) {
 			if (sd_backend_request_parse(env, &req) < 0)
 				return sd_why(why, "SPOTDECK_BACKEND: expected auto, cpu or cuda, got '%s'", env);
-			source = "SPOTDECK_BACKEND";
+			source = req == SD_BACKEND_WANT_CPU ? "SPOTDECK_BACKEND=cpu" : "SPOTDECK_BACKEND=cuda";
 		}
 	}
 	if (req == SD_BACKEND_WANT_CPU) {

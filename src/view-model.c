@@ -35,6 +35,17 @@ struct sd_view_model {
 	double last_hist_t;
 };
 
+
+/* "NVIDIA H200" -> "H200", "NVIDIA GeForce RTX 4090" -> "RTX 4090": the
+ * vendor's prefixes say nothing in a 5-column cell. */
+static void gpu_short_name(char *out, size_t len, const char *device)
+{
+	static const char *const prefixes[] = { "NVIDIA ", "GeForce ", "Tesla ", "Quadro " };
+	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+		if (!strncmp(device, prefixes[i], strlen(prefixes[i])))
+			device += strlen(prefixes[i]);
+	snprintf(out, len, "%s", device);
+}
 static const char *str(const cJSON *ev, const char *k)
 {
 	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);
@@ -292,6 +303,9 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 				s->images_per_sec = wi[w].images_per_sec;
 				s->compute_ms = wi[w].compute_ms;
 				s->comm_ms = wi[w].comm_ms;
+				/* A worker on a real GPU: show that GPU, not the offer's. */
+				if (wi[w].device[0])
+					gpu_short_name(s->gpu, sizeof s->gpu, wi[w].device);
 			}
 		struct hist *h = hist_for(vm, s->id);
 		if (sample)
