@@ -5,6 +5,7 @@ include tests/data.mk
 include tests/train.mk
 include tests/market.mk
 include tests/comm.mk
+include tests/gpu.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
 
