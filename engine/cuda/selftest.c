@@ -47,7 +47,7 @@ static int env_get(char **why)
 	return 0;
 }
 
-/* A device copy of count floats at h (uninitialised when h is NULL). */
+/* A device copy of `bytes` bytes at h, or NaN-filled when h is NULL. */
 static float *dev(struct bufs *b, const void *h, size_t bytes, char **why)
 {
 	void *d = NULL;
@@ -60,8 +60,12 @@ static float *dev(struct bufs *b, const void *h, size_t bytes, char **why)
 		return NULL;
 	}
 	b->p[b->n++] = d;
-	if (h && cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-		cu_fail_cuda(why, "cudaMemcpy", cudaGetLastError());
+	/* Outputs start as NaN (all bits set), so an element the layer forgot
+	 * to write shows in the caller's comparison. */
+	cudaError_t e = h ? cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)
+	                  : cudaMemset(d, 0xff, bytes ? bytes : 4);
+	if (e != cudaSuccess) {
+		cu_fail_cuda(why, h ? "cudaMemcpy" : "cudaMemset", e);
 		return NULL;
 	}
 	return d;
