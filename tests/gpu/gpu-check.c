@@ -137,8 +137,9 @@ static void must(int rc, const char *what, char *why)
 #define TOL_EXACT 0.0
 #define TOL_ELEM 1e-6      /* elementwise in float/double (softmax, pooling means) */
 #define TOL_GEMM 2e-5      /* linear layers, k <= 3136 */
-#define TOL_CONV 1e-4      /* convolution forward and data gradient */
-#define TOL_CONV_W 5e-4    /* weight and bias gradients */
+#define TOL_CONV 5e-4      /* convolution forward and data gradient (Winograd
+                            * and FFT algorithms round more than direct ones) */
+#define TOL_CONV_W 2e-3    /* weight and bias gradients */
 #define TOL_BN 1e-5        /* batch-norm forward, statistics */
 #define TOL_BN_BWD 1e-4    /* batch-norm backward */
 
@@ -415,9 +416,12 @@ static int cmd_layers(void)
 	check_linear(8, 64, 10);
 	check_shortcut(8, 16, 32, 16, 1);
 	check_shortcut(8, 32, 16, 16, 2);
-	check_relu(8 * 16 * 32 * 32 + 3);   /* + 3: the non-vectorised tail too */
+	/* Counts divisible by 4 take the 16-byte kernels, others the scalar ones. */
+	check_relu(8 * 16 * 32 * 32);
+	check_relu(8 * 16 * 32 * 32 + 3);
 	check_softmax(128, 10);
-	check_sgd(464154 + 2);
+	check_sgd(464152);
+	check_sgd(1001);
 	return failures ? 1 : 0;
 }
 
@@ -432,6 +436,8 @@ static void model_config(struct sd_train_config *c, const char *model, int batch
 	c->synthetic_samples = batch * 40;
 	c->eval_batch = 500;
 	c->seed = 3;
+	/* Many epochs: the schedule never ends inside a throughput run. */
+	c->epochs = 10000;
 	if (!strcmp(model, "cnn")) {
 		c->synthetic_c = 1;
 		c->synthetic_h = c->synthetic_w = 28;

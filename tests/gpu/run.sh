@@ -299,7 +299,11 @@ export -f throughput
 if [ "$quick" = 1 ]; then
 	check "throughput: cnn batch 8 against PyTorch" 200 throughput cnn 8
 else
+	# Steps enough for about a second of each engine's time (tsteps is
+	# exported: the check runs in a child shell).
+	tsteps=300
 	check "throughput: resnet32 batch 128 against PyTorch (fp32)" 200 throughput resnet32 128
+	tsteps=1000
 	check "throughput: cnn batch 64 against PyTorch (fp32)" 150 throughput cnn 64
 fi
 finish
