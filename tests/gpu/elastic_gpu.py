@@ -49,9 +49,17 @@ if rc != 0:
     fail("spotdeck exit status %d" % rc)
 if d["steps"] != steps:
     fail("expected %d steps, got %d" % (steps, d["steps"]))
+# Every rank applies the same all-reduced gradients: the parameters agree.
+sums = [e for e in r.events if e.get("type") == "checksum"]
+if not sums:
+    fail("no checksum events")
+for e in sums:
+    if len(set(e["checksums"].values())) != 1:
+        fail("ranks disagree at step %d: %s" % (e["step"], e["checksums"]))
 losses = [e["loss"] for e in r.events if e.get("type") == "step" and "loss" in e]
 if not losses or any(not (x == x) or x > 1e6 for x in losses):
     fail("bad losses: %s" % losses[-5:])
 ok("killed %s at step %d; generation %d of 1, recovery %.3f s, %d step(s) lost, %d steps done, "
-   "last loss %.4f" % (victim, lost["step"], gen["generation"], rec["recovery_s"],
-                       rec["steps_lost"], d["steps"], losses[-1]))
+   "last loss %.4f, ranks' parameters equal at %d checks" % (
+       victim, lost["step"], gen["generation"], rec["recovery_s"], rec["steps_lost"], d["steps"],
+       losses[-1], len(sums)))
