@@ -32,6 +32,8 @@
  *   checkpoint   (none)  controller -> rank 0: checkpoint after this step
  *   pause        (none)  controller -> workers: leave the generation at the
  *                next step boundary and wait for a new one
+ *   ready        (none; optional backend str, device str, backend_reason str:
+ *                where the worker computes, engine/backend.h)
  * Further checks: kv_* keys are at most SD_PROTO_KEY_MAX bytes; generation,
  * rank, world_size, offset, count and total are never negative; in a
  * generation message rank < world_size; in a ckpt_chunk offset <= total.
