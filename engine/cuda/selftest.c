@@ -61,9 +61,12 @@ static float *dev(struct bufs *b, const void *h, size_t bytes, char **why)
 	}
 	b->p[b->n++] = d;
 	/* Outputs start as NaN (all bits set), so an element the layer forgot
-	 * to write shows in the caller's comparison. */
-	cudaError_t e = h ? cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice)
-	                  : cudaMemset(d, 0xff, bytes ? bytes : 4);
+	 * to write shows in the caller's comparison.  On the layer's stream:
+	 * it does not wait for the legacy default stream (non-blocking), and a
+	 * plain cudaMemcpy from pageable memory may return before its DMA is
+	 * done. */
+	cudaError_t e = h ? cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, tenv.stream)
+	                  : cudaMemsetAsync(d, 0xff, bytes ? bytes : 4, tenv.stream);
 	if (e != cudaSuccess) {
 		cu_fail_cuda(why, h ? "cudaMemcpy" : "cudaMemset", e);
 		return NULL;
@@ -73,8 +76,8 @@ static float *dev(struct bufs *b, const void *h, size_t bytes, char **why)
 
 static int back(void *h, const void *d, size_t bytes, char **why)
 {
+	CU_TRY(cudaMemcpyAsync(h, d, bytes, cudaMemcpyDeviceToHost, tenv.stream));
 	CU_TRY(cudaStreamSynchronize(tenv.stream));
-	CU_TRY(cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost));
 	return 0;
 }
 
