@@ -38,7 +38,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever this header or engine/model-graph.h changes shape. */
-#define SD_BACKEND_ABI 1u
+#define SD_BACKEND_ABI 2u
 /* The symbol the plugin exports: const struct sd_backend_ops *(void). */
 #define SD_BACKEND_ENTRY "sd_backend_plugin_entry"
 
@@ -144,6 +144,16 @@ struct sd_backend_ops {
 	 * the device.  Waits only for the loss and accuracy it returns. */
 	int (*train_batch)(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
 	                   float grad_scale, double *loss_sum, int *correct, char **why);
+	/* Keeps the training set on the device (images: n samples of the
+	 * model's input shape, labels: n), so that a step uploads only its
+	 * sample indices and a kernel gathers the batch.  Refuses (-1, *why)
+	 * a dataset that would take more than a quarter of the free device
+	 * memory; the caller then keeps gathering batches on the host. */
+	int (*dataset_upload)(struct sd_dev_model *d, const float *images, const uint8_t *labels,
+	                      int n, char **why);
+	/* train_batch on samples idx[0..n) of the uploaded training set. */
+	int (*train_indexed)(struct sd_dev_model *d, const int32_t *idx, int n, float grad_scale,
+	                     double *loss_sum, int *correct, char **why);
 	/* sd_model_eval_batch on the device; any n (split into max_batch chunks). */
 	int (*eval_batch)(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
 	                  double *loss_sum, int *correct, char **why);

@@ -37,6 +37,13 @@ void sd_train_config_defaults(struct sd_train_config *c)
 
 /* ---- the device model (engine/backend.h); all no-ops on the CPU ---------- */
 
+/* Whether the environment variable name is set to 0, no or off. */
+static int env_off(const char *name)
+{
+	const char *v = getenv(name);
+	return v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off"));
+}
+
 /* Takes a queued failure (sd_trainer_apply) as this call's error. */
 static int dev_pending(struct sd_trainer *t, char **why)
 {
@@ -182,6 +189,24 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		t->xbuf = t->backend.ops->host_alloc((size_t)maxb * img * sizeof(float));
 		t->ybuf = t->backend.ops->host_alloc((size_t)maxb);
 	}
+	/* The training set on the device, when it fits: a step then uploads
+	 * its sample indices instead of its images. */
+	if (t->dev && t->backend.ops->dataset_upload && !env_off("SPOTDECK_CUDA_DEVICE_DATA")) {
+		char *err = NULL;
+		size_t len = strlen(t->backend.reason);
+		if (t->backend.ops->dataset_upload(t->dev, t->train.images, t->train.labels, t->train.n,
+		                                   &err) == 0) {
+			t->dev_data = 1;
+			if (len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+				         "; training set on the device");
+		} else {
+			if (len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+				         "; batches gathered on the host (%s)", err);
+		}
+		free(err);
+	}
 	if (!t->xbuf || !t->ybuf) {
 		if (t->dev) {
 			t->backend.ops->host_free(t->xbuf);
@@ -237,14 +262,21 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 		t->perm_epoch = epoch;
 	}
 	int pos = (int)(step % t->steps_per_epoch) * t->cfg.global_batch + offset;
-	sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
 	if (t->dev) {
 		if (dev_pending(t, why) < 0)
 			return -1;
 		double l = 0;
 		int c = 0;
-		if (t->backend.ops->train_batch(t->dev, t->xbuf, t->ybuf, count,
-		                                1.0f / (float)t->cfg.global_batch, &l, &c, why) < 0)
+		float scale = 1.0f / (float)t->cfg.global_batch;
+		int rc;
+		if (t->dev_data) {
+			rc = t->backend.ops->train_indexed(t->dev, t->perm + pos, count, scale, &l, &c, why);
+		} else {
+			sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
+			rc = t->backend.ops->train_batch(t->dev, t->xbuf, t->ybuf, count, scale, &l, &c,
+			                                 why);
+		}
+		if (rc < 0)
 			return -1;
 		if (loss_sum)
 			*loss_sum = l;
@@ -252,6 +284,7 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 			*correct = c;
 		return 0;
 	}
+	sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
 	return sd_model_train_batch(t->model, t->xbuf, t->ybuf, count,
 	                            1.0f / (float)t->cfg.global_batch, loss_sum, correct, why);
 }

@@ -68,6 +68,8 @@ struct sd_trainer {
 	struct sd_dev_model *dev;
 	char *dev_error;          /* a queued device operation failed: reported by
 	                           * the next call that can return an error */
+	int dev_data;             /* the training set is on the device: steps
+	                           * send sample indices, not images */
 };
 
 /* Loads the datasets, builds the model and chooses where it runs (cfg's

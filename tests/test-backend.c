@@ -47,6 +47,9 @@
 /* ---- hostdev: a backend whose device memory is host memory -------------- */
 
 struct sd_dev_model {
+	float *data;              /* the "device-resident" training set */
+	uint8_t *data_labels;
+	int data_n;
 	struct sd_model *m;       /* the "device" copy: its params, grads, buffers */
 	float *velocity;
 	int max_batch;
@@ -98,6 +101,8 @@ static void hd_destroy(struct sd_dev_model *d)
 {
 	sd_model_destroy(d->m);
 	free(d->velocity);
+	free(d->data);
+	free(d->data_labels);
 	free(d);
 }
 
@@ -133,6 +138,45 @@ static float *hd_block(struct sd_dev_model *d, enum sd_dev_block b)
 {
 	size_t n;
 	return hd_block_ptr(d, b, &n);
+}
+
+static int hd_train(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
+                    float scale, double *loss_sum, int *correct, char **why);
+
+static int hd_dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels,
+                          int n, char **why)
+{
+	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
+	free(d->data);
+	free(d->data_labels);
+	d->data = malloc((size_t)n * img * sizeof(float));
+	d->data_labels = malloc((size_t)n);
+	memcpy(d->data, images, (size_t)n * img * sizeof(float));
+	memcpy(d->data_labels, labels, (size_t)n);
+	d->data_n = n;
+	return 0;
+}
+
+/* The gather the CUDA executor's kernel does, then a step. */
+static int hd_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float scale,
+                         double *loss_sum, int *correct, char **why)
+{
+	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
+	float *x = malloc(((size_t)n * img + 1) * sizeof(float));
+	uint8_t *y = malloc((size_t)n + 1);
+	for (int i = 0; i < n; i++) {
+		if (idx[i] < 0 || idx[i] >= d->data_n) {
+			free(x);
+			free(y);
+			return sd_why(why, "sample %d outside the training set", idx[i]);
+		}
+		memcpy(x + (size_t)i * img, d->data + (size_t)idx[i] * img, img * sizeof(float));
+		y[i] = d->data_labels[idx[i]];
+	}
+	int rc = hd_train(d, x, y, n, scale, loss_sum, correct, why);
+	free(x);
+	free(y);
+	return rc;
 }
 
 static int hd_train(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
@@ -201,6 +245,8 @@ static const struct sd_backend_ops hostdev = {
 	.model_download = hd_download,
 	.model_block = hd_block,
 	.train_batch = hd_train,
+	.dataset_upload = hd_dataset_upload,
+	.train_indexed = hd_train_indexed,
 	.eval_batch = hd_eval,
 	.sgd_step = hd_sgd,
 	.model_describe = hd_describe,
@@ -319,12 +365,19 @@ static void test_choice(void)
 
 /* ---- trainer ------------------------------------------------------------ */
 
-static void test_trainer(const char *model)
+static void test_trainer(const char *model, int device_data)
 {
 	sd_backend_set_test_ops(&hostdev);
 	int before = check_failures;
 	hd_steps = 0;
+	if (!device_data)
+		setenv("SPOTDECK_CUDA_DEVICE_DATA", "0", 1);
 	struct sd_trainer *dev = trainer(model, "auto");
+	unsetenv("SPOTDECK_CUDA_DEVICE_DATA");
+	CHECK_INT(dev->dev_data, device_data);
+	CHECK(strstr(dev->backend.reason, device_data ? "training set on the device"
+	                                              : "batches gathered on the host") || !device_data,
+	      "reason '%s'", dev->backend.reason);
 	sd_backend_set_test_ops(NULL);
 	struct sd_trainer *cpu = trainer(model, "cpu");
 	CHECK(dev->dev != NULL && dev->backend.kind == SD_BACKEND_CUDA);
@@ -395,7 +448,8 @@ static void test_trainer(const char *model)
 	sd_trainer_destroy(cpu);
 	CHECK_INT(hd_allocs, 0);
 	check_report(check_failures == before,
-	             "trainer %s: device steps, SGD, eval, checksums, Gloo staging = CPU bits", model);
+	             "trainer %s (batches %s): device steps, SGD, eval, checksums, Gloo staging = CPU bits",
+	             model, device_data ? "gathered on the device" : "from the host");
 }
 
 static void test_fallback(void)
@@ -698,8 +752,9 @@ int main(void)
 	/* Children first: they must not inherit OpenBLAS' threads. */
 	test_plugin();
 	test_choice();
-	test_trainer("cnn");
-	test_trainer("resnet20");
+	test_trainer("cnn", 1);
+	test_trainer("cnn", 0);
+	test_trainer("resnet20", 1);
 	test_fallback();
 	test_checkpoint("cnn");
 	test_checkpoint("resnet20");

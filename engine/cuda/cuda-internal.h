@@ -3,7 +3,8 @@
  *
  *   kernels.cu   our own kernels, for what cuDNN and cuBLAS lack: ReLU,
  *                the ResNet shortcut, bias rows, softmax cross-entropy with
- *                a deterministic loss reduction, fused SGD-momentum, fills
+ *                a deterministic loss reduction, fused SGD-momentum, the
+ *                batch gather from a device-resident dataset, fills
  *   dnn.c        one layer at a time on device pointers: convolution,
  *                batch-norm and pooling through cuDNN's (legacy,
  *                per-operation) API, the linear layer through cuBLAS
@@ -65,6 +66,10 @@ cudaError_t cu_softmax_xent(cudaStream_t st, float *dlogits, double *row_loss, i
  * order: the same bits on every run. */
 cudaError_t cu_metrics_reduce(cudaStream_t st, struct cu_metrics *out, const double *row_loss,
                               const int *row_correct, int n);
+/* The batch from the device-resident training set: x (n, img) and y (n)
+ * get samples idx[0..n) of data (N, img) and labels (N). */
+cudaError_t cu_gather(cudaStream_t st, float *x, uint8_t *y, const float *data,
+                      const uint8_t *labels, const int32_t *idx, int n, size_t img);
 /* engine/optim.h's update, rounded as the CPU's (no fused multiply-add), so
  * it gives the same bits as sd_sgd_step. */
 cudaError_t cu_sgd(cudaStream_t st, float *params, float *velocity, const float *grads,
@@ -202,6 +207,10 @@ int cu_model_download(struct sd_dev_model *d, enum sd_dev_block b, float *host, 
 float *cu_model_block(struct sd_dev_model *d, enum sd_dev_block b);
 int cu_train_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
                    float grad_scale, double *loss_sum, int *correct, char **why);
+int cu_dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels, int n,
+                      char **why);
+int cu_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float grad_scale,
+                     double *loss_sum, int *correct, char **why);
 int cu_eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
                   double *loss_sum, int *correct, char **why);
 int cu_sgd_step(struct sd_dev_model *d, float lr, float momentum, float weight_decay, char **why);

@@ -7,8 +7,14 @@
  * broadcast is one call; one value and one gradient buffer per activation,
  * sized for max_batch samples.
  *
- * Streams: `stream` (env.stream) runs the step; `copy` uploads the batch from
- * page-locked host memory and signals `uploaded`, which the step waits for;
+ * Data: the training set lives on the device when it fits (a quarter of the
+ * free memory), and a step uploads only its sample indices; our gather
+ * kernel, the first node of the step's graph, builds the batch.  Otherwise
+ * the batch comes from the host.
+ *
+ * Streams: `stream` (env.stream) runs the step; `copy` uploads the indices
+ * or the batch from page-locked host memory and signals `uploaded`, which
+ * the step waits for;
  * `done`, recorded after the step's metrics, is what the next upload waits
  * for before it overwrites the input.  The only host synchronisation in a
  * step is the wait for its loss and accuracy (16 bytes).
@@ -40,6 +46,7 @@
 struct plan {
 	int n;
 	int train;
+	int gather;               /* the batch comes from the device dataset */
 	float scale;
 	struct cu_conv *conv;     /* per node, used by OP_CONV nodes */
 	struct cu_bn *bn;         /* OP_BN */
@@ -61,6 +68,10 @@ struct sd_dev_model {
 	size_t block_floats[4];
 	float **val, **grad;      /* per activation */
 	uint8_t *labels;
+	float *data;              /* the training set on the device (or NULL) */
+	uint8_t *data_labels;
+	int data_n;
+	int32_t *idx, *idx_host;  /* a step's sample indices: device, page-locked */
 	double *row_loss;
 	int *row_correct;
 	struct cu_metrics *metrics, *metrics_host;
@@ -98,13 +109,14 @@ static void plan_free(struct sd_dev_model *d, struct plan *p)
 	memset(p, 0, sizeof *p);
 }
 
-static int plan_init(struct sd_dev_model *d, struct plan *p, int n, int train, float scale,
-                     char **why)
+static int plan_init(struct sd_dev_model *d, struct plan *p, int n, int train, int gather,
+                     float scale, char **why)
 {
 	const struct sd_model *m = d->m;
 	memset(p, 0, sizeof *p);
 	p->n = n;
 	p->train = train;
+	p->gather = gather;
 	p->scale = scale;
 	p->conv = sd_calloc((size_t)m->nnodes, sizeof *p->conv);
 	p->bn = sd_calloc((size_t)m->nnodes, sizeof *p->bn);
@@ -265,6 +277,9 @@ static int enqueue(struct sd_dev_model *d, struct plan *p, char **why)
 {
 	const struct sd_model *m = d->m;
 	cudaStream_t st = d->env.stream;
+	if (p->gather)
+		CU_TRY(cu_gather(st, d->val[0], d->labels, d->data, d->data_labels, d->idx, p->n,
+		                 d->img));
 	if (forward(d, p, why) < 0)
 		return -1;
 	int last = m->nacts - 1;
@@ -304,11 +319,12 @@ static void capture(struct sd_dev_model *d, struct plan *p)
 	free(err);
 }
 
-static struct plan *get_plan(struct sd_dev_model *d, int n, int train, float scale, char **why)
+static struct plan *get_plan(struct sd_dev_model *d, int n, int train, int gather, float scale,
+                             char **why)
 {
 	for (int i = 0; i < d->nplans; i++) {
 		struct plan *p = &d->plans[i];
-		if (p->n == n && p->train == train && p->scale == scale)
+		if (p->n == n && p->train == train && p->gather == gather && p->scale == scale)
 			return p;
 	}
 	if (d->nplans == d->cap_plans) {
@@ -317,7 +333,7 @@ static struct plan *get_plan(struct sd_dev_model *d, int n, int train, float sca
 		if (!d->plans)
 			sd_oom();
 	}
-	if (plan_init(d, &d->plans[d->nplans], n, train, scale, why) < 0)
+	if (plan_init(d, &d->plans[d->nplans], n, train, gather, scale, why) < 0)
 		return NULL;
 	return &d->plans[d->nplans++];
 }
@@ -379,8 +395,66 @@ int cu_train_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels
 		                       d->block_floats[SD_DEV_GRADS] * sizeof(float), d->env.stream));
 		return 0;
 	}
-	struct plan *p = get_plan(d, n, 1, grad_scale, why);
+	struct plan *p = get_plan(d, n, 1, 0, grad_scale, why);
 	if (!p || upload(d, x, labels, n, why) < 0 || run_plan(d, p, why) < 0)
+		return -1;
+	return finish(d, loss_sum, correct, why);
+}
+
+int cu_dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels, int n,
+                      char **why)
+{
+	size_t bytes = (size_t)n * d->img * sizeof(float) + (size_t)n;
+	size_t free_b = 0, total_b = 0;
+	CU_TRY(cudaMemGetInfo(&free_b, &total_b));
+	if (n <= 0 || bytes > free_b / 4)
+		return sd_why(why, "training set of %.0f MiB, a quarter of the free device memory is "
+		              "%.0f MiB", bytes / 1048576.0, free_b / 4 / 1048576.0);
+	cudaFree(d->data);
+	cudaFree(d->data_labels);
+	d->data = NULL;
+	d->data_labels = NULL;
+	d->data_n = 0;
+	CU_TRY(cudaMalloc((void **)&d->data, (size_t)n * d->img * sizeof(float)));
+	CU_TRY(cudaMalloc((void **)&d->data_labels, (size_t)n));
+	CU_TRY(cudaMemcpyAsync(d->data, images, (size_t)n * d->img * sizeof(float),
+	                       cudaMemcpyHostToDevice, d->env.stream));
+	CU_TRY(cudaMemcpyAsync(d->data_labels, labels, (size_t)n, cudaMemcpyHostToDevice,
+	                       d->env.stream));
+	CU_TRY(cudaStreamSynchronize(d->env.stream));
+	d->data_n = n;
+	return 0;
+}
+
+int cu_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float grad_scale,
+                     double *loss_sum, int *correct, char **why)
+{
+	*loss_sum = 0;
+	*correct = 0;
+	if (!d->data)
+		return sd_why(why, "CUDA model %s: no training set on the device", d->m->name);
+	if (n < 0 || n > d->max_batch)
+		return sd_why(why, "CUDA model %s: batch of %d samples, built for at most %d",
+		              d->m->name, n, d->max_batch);
+	for (int i = 0; i < n; i++)
+		if (idx[i] < 0 || idx[i] >= d->data_n)
+			return sd_why(why, "CUDA model %s: sample %d outside the training set of %d",
+			              d->m->name, idx[i], d->data_n);
+	if (n == 0)
+		return cu_train_batch(d, NULL, NULL, 0, grad_scale, loss_sum, correct, why);
+	struct plan *p = get_plan(d, n, 1, 1, grad_scale, why);
+	if (!p)
+		return -1;
+	/* The indices through page-locked memory on the copy stream, after the
+	 * previous step has read the last ones. */
+	memcpy(d->idx_host, idx, (size_t)n * sizeof *idx);
+	if (d->done_recorded)
+		CU_TRY(cudaStreamWaitEvent(d->copy, d->done, 0));
+	CU_TRY(cudaMemcpyAsync(d->idx, d->idx_host, (size_t)n * sizeof *idx, cudaMemcpyHostToDevice,
+	                       d->copy));
+	CU_TRY(cudaEventRecord(d->uploaded, d->copy));
+	CU_TRY(cudaStreamWaitEvent(d->env.stream, d->uploaded, 0));
+	if (run_plan(d, p, why) < 0)
 		return -1;
 	return finish(d, loss_sum, correct, why);
 }
@@ -392,7 +466,7 @@ int cu_eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels,
 	int right = 0;
 	for (int off = 0; off < n; off += d->max_batch) {
 		int nb = n - off < d->max_batch ? n - off : d->max_batch;
-		struct plan *p = get_plan(d, nb, 0, 0.0f, why);
+		struct plan *p = get_plan(d, nb, 0, 0, 0.0f, why);
 		double l;
 		int c;
 		if (!p || upload(d, x + (size_t)off * d->img, labels + off, nb, why) < 0 ||
@@ -497,6 +571,11 @@ void cu_model_destroy(struct sd_dev_model *d)
 	for (int b = 0; b < 4; b++)
 		cudaFree(d->blocks[b]);
 	cudaFree(d->labels);
+	cudaFree(d->data);
+	cudaFree(d->data_labels);
+	cudaFree(d->idx);
+	if (d->idx_host)
+		cudaFreeHost(d->idx_host);
 	cudaFree(d->row_loss);
 	cudaFree(d->row_correct);
 	cudaFree(d->metrics);
@@ -653,7 +732,9 @@ int cu_model_create(struct sd_dev_model **out, const struct sd_model *m, int max
 	    cudaMalloc((void **)&d->row_loss, (size_t)max_batch * sizeof(double)) != cudaSuccess ||
 	    cudaMalloc((void **)&d->row_correct, (size_t)max_batch * sizeof(int)) != cudaSuccess ||
 	    cudaMalloc((void **)&d->metrics, sizeof *d->metrics) != cudaSuccess ||
-	    cudaMallocHost((void **)&d->metrics_host, sizeof *d->metrics_host) != cudaSuccess) {
+	    cudaMallocHost((void **)&d->metrics_host, sizeof *d->metrics_host) != cudaSuccess ||
+	    cudaMalloc((void **)&d->idx, (size_t)max_batch * sizeof *d->idx) != cudaSuccess ||
+	    cudaMallocHost((void **)&d->idx_host, (size_t)max_batch * sizeof *d->idx_host) != cudaSuccess) {
 		cu_fail_cuda(why, "cudaMalloc (labels, metrics)", cudaGetLastError());
 		goto fail;
 	}

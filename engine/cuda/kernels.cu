@@ -204,6 +204,38 @@ __global__ void metrics_reduce_kernel(struct cu_metrics *out, const double *row_
 	}
 }
 
+// One thread per float (four with 16-byte accesses) of the batch: sample
+// row of x takes sample idx[row] of data; the row's first thread also
+// copies its label.  Consecutive threads read consecutive addresses of one
+// sample.
+__global__ void gather_kernel(float *x, uint8_t *y, const float *data, const uint8_t *labels,
+                              const int32_t *idx, int n, size_t img)
+{
+	const size_t total = (size_t)n * img;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t row = i / img, j = i % img;
+		size_t src = (size_t)idx[row];
+		x[i] = data[src * img + j];
+		if (j == 0)
+			y[row] = labels[src];
+	}
+}
+
+__global__ void gather_kernel4(float4 *x, uint8_t *y, const float4 *data, const uint8_t *labels,
+                               const int32_t *idx, int n, size_t img4)
+{
+	const size_t total = (size_t)n * img4;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		size_t row = i / img4, j = i % img4;
+		size_t src = (size_t)idx[row];
+		x[i] = data[src * img4 + j];
+		if (j == 0)
+			y[row] = labels[src];
+	}
+}
+
 __device__ __forceinline__ void sgd_one(float &p, float &v, float g, float lr, float mom, float wd)
 {
 	g = __fadd_rn(g, __fmul_rn(wd, p));
@@ -332,6 +364,20 @@ extern "C" cudaError_t cu_metrics_reduce(cudaStream_t st, struct cu_metrics *out
                                          const double *row_loss, const int *row_correct, int n)
 {
 	metrics_reduce_kernel<<<1, kThreads, 0, st>>>(out, row_loss, row_correct, n);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_gather(cudaStream_t st, float *x, uint8_t *y, const float *data,
+                                 const uint8_t *labels, const int32_t *idx, int n, size_t img)
+{
+	size_t count = (size_t)n * img;
+	if (!count)
+		return cudaSuccess;
+	if (img % 4 == 0 && aligned16(x) && aligned16(data))
+		gather_kernel4<<<blocks_for(count / 4), kThreads, 0, st>>>(
+			(float4 *)x, y, (const float4 *)data, labels, idx, n, img / 4);
+	else
+		gather_kernel<<<blocks_for(count), kThreads, 0, st>>>(x, y, data, labels, idx, n, img);
 	return cudaGetLastError();
 }
 

@@ -20,6 +20,9 @@
 #include "engine/optim.h"
 
 struct sd_dev_model {
+	float *data;              /* the "device-resident" training set */
+	uint8_t *data_labels;
+	int data_n;
 	struct sd_model *m;
 	float *velocity;
 	int max_batch;
@@ -64,6 +67,8 @@ static void model_destroy(struct sd_dev_model *d)
 {
 	sd_model_destroy(d->m);
 	free(d->velocity);
+	free(d->data);
+	free(d->data_labels);
 	free(d);
 }
 
@@ -94,6 +99,45 @@ static float *model_block(struct sd_dev_model *d, enum sd_dev_block b)
 {
 	size_t n;
 	return block(d, b, &n);
+}
+
+static int train_batch(struct sd_dev_model *d, const float *x, const uint8_t *y, int n,
+                       float scale, double *loss, int *correct, char **why);
+
+static int dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels,
+                          int n, char **why)
+{
+	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
+	free(d->data);
+	free(d->data_labels);
+	d->data = malloc((size_t)n * img * sizeof(float));
+	d->data_labels = malloc((size_t)n);
+	memcpy(d->data, images, (size_t)n * img * sizeof(float));
+	memcpy(d->data_labels, labels, (size_t)n);
+	d->data_n = n;
+	return 0;
+}
+
+/* The gather the CUDA executor's kernel does, then a step. */
+static int train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float scale,
+                         double *loss_sum, int *correct, char **why)
+{
+	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
+	float *x = malloc(((size_t)n * img + 1) * sizeof(float));
+	uint8_t *y = malloc((size_t)n + 1);
+	for (int i = 0; i < n; i++) {
+		if (idx[i] < 0 || idx[i] >= d->data_n) {
+			free(x);
+			free(y);
+			return sd_why(why, "sample %d outside the training set", idx[i]);
+		}
+		memcpy(x + (size_t)i * img, d->data + (size_t)idx[i] * img, img * sizeof(float));
+		y[i] = d->data_labels[idx[i]];
+	}
+	int rc = train_batch(d, x, y, n, scale, loss_sum, correct, why);
+	free(x);
+	free(y);
+	return rc;
 }
 
 static int train_batch(struct sd_dev_model *d, const float *x, const uint8_t *y, int n,
@@ -360,6 +404,8 @@ static const struct sd_backend_ops fake_ops = {
 	.model_download = download,
 	.model_block = model_block,
 	.train_batch = train_batch,
+	.dataset_upload = dataset_upload,
+	.train_indexed = train_indexed,
 	.eval_batch = eval_batch,
 	.sgd_step = sgd,
 	.model_describe = describe,
