@@ -35,17 +35,27 @@ struct sd_view_model {
 	double last_hist_t;
 };
 
-
-/* "NVIDIA H200" -> "H200", "NVIDIA GeForce RTX 4090" -> "RTX 4090": the
- * vendor's prefixes say nothing in a 5-column cell. */
+/* The model in a GPU's name, for a 5-column cell: the first word with a
+ * digit after the vendor's words ("NVIDIA H200" -> "H200", "NVIDIA H100 80GB
+ * HBM3" -> "H100", "NVIDIA A100-SXM4-80GB" -> "A100", "NVIDIA GeForce RTX
+ * 4090" -> "4090"); the first word when none has one. */
 static void gpu_short_name(char *out, size_t len, const char *device)
 {
-	static const char *const prefixes[] = { "NVIDIA ", "GeForce ", "Tesla ", "Quadro " };
-	for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-		if (!strncmp(device, prefixes[i], strlen(prefixes[i])))
-			device += strlen(prefixes[i]);
-	snprintf(out, len, "%s", device);
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s", device);
+	const char *pick = NULL;
+	for (char *save = NULL, *tok = strtok_r(buf, " -", &save); tok;
+	     tok = strtok_r(NULL, " -", &save)) {
+		if (!pick && strcmp(tok, "NVIDIA") && strcmp(tok, "GeForce") && strcmp(tok, "Tesla"))
+			pick = tok;
+		if (strpbrk(tok, "0123456789")) {
+			pick = tok;
+			break;
+		}
+	}
+	snprintf(out, len, "%s", pick ? pick : device);
 }
+
 static const char *str(const cJSON *ev, const char *k)
 {
 	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);

@@ -7,7 +7,7 @@ Environment: top_builddir (the bundle's bin/, holding spotdeck and
 spotdeck-worker), SD_CHILD_LD_LIBRARY_PATH (the library path for spotdeck
 and its workers; this Python process keeps its own), SD_EXPECT_BACKEND
 ("cuda"; "cpu" in run.sh's self-test without a GPU), SD_STEPS (steps of the
-run, default 120), SD_BATCH (its global batch, default 64)."""
+run, default 2000), SD_BATCH (its global batch, default 64)."""
 import os
 import signal
 import sys
@@ -18,12 +18,19 @@ from elastic import Run, fail, ok  # noqa: E402
 if os.environ.get("SD_CHILD_LD_LIBRARY_PATH"):
     os.environ["LD_LIBRARY_PATH"] = os.environ["SD_CHILD_LD_LIBRARY_PATH"]
 expect = os.environ.get("SD_EXPECT_BACKEND", "cuda")
-steps = int(os.environ.get("SD_STEPS", "120"))
+steps = int(os.environ.get("SD_STEPS", "2000"))
 batch = int(os.environ.get("SD_BATCH", "64"))
-job = {"model": "cnn", "dataset": "synthetic", "synthetic_samples": steps * batch,
-       "synthetic_c": 1, "synthetic_h": 28, "synthetic_w": 28, "epochs": 1,
-       "global_batch": batch, "threads_per_worker": 2, "checkpoint_every": 40,
-       "log_every": 5, "comm_timeout": 10}
+# Long enough that the kill lands mid-run however fast the GPU is: epochs of
+# at most 50 steps over a small synthetic set (each epoch ends with an
+# evaluation, as a real run's), a few checkpoints.
+per_epoch = min(steps, 50)
+epochs = max(1, steps // per_epoch)
+steps = per_epoch * epochs
+kill_at = min(30, steps // 4)
+job = {"model": "cnn", "dataset": "synthetic", "synthetic_samples": per_epoch * batch,
+       "synthetic_c": 1, "synthetic_h": 28, "synthetic_w": 28, "epochs": epochs,
+       "global_batch": batch, "threads_per_worker": 2, "checkpoint_every": max(1, steps // 4),
+       "log_every": 5, "comm_timeout": 10, "warmup_steps": 10}
 r = Run(job, workers=2, timeout=240)
 ready = [r.wait_type("worker_ready"), r.wait_type("worker_ready")]
 for e in ready:
@@ -34,7 +41,7 @@ for e in ready:
                            " (" + e["device"] + ")" if e.get("device") else "",
                            e.get("backend_reason", "")))
 r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "generation of 2")
-r.wait(lambda e: e.get("type") == "step" and e["step"] >= steps // 4, "some steps")
+r.wait(lambda e: e.get("type") == "step" and e["step"] >= kill_at, "some steps")
 victim, pid = sorted(r.pids().items())[0]
 os.kill(pid, signal.SIGKILL)
 lost = r.wait(lambda e: e.get("type") == "worker_lost" and e["server"] == victim, "worker_lost")

@@ -194,7 +194,7 @@ check() {
 if [ "$quick" = 1 ]; then
 	steps=2; tsteps=3; models="cnn resnet20"; esteps=16; qbatch=8; export SD_BATCH=32
 else
-	steps=20; tsteps=200; models="cnn resnet32"; esteps=120; qbatch=
+	steps=20; tsteps=200; models="cnn resnet32"; esteps=2000; qbatch=
 fi
 
 export B child_ld tmp repo steps tsteps esteps fake py qbatch

@@ -41,7 +41,7 @@ static int device_open(int index, struct sd_backend_device *info, char **why)
 {
 	memset(info, 0, sizeof *info);
 	info->index = index;
-	snprintf(info->name, sizeof info->name, "Fake GPU %d", index);
+	snprintf(info->name, sizeof info->name, "NVIDIA FK100 (fake %d)", index);
 	snprintf(info->uuid, sizeof info->uuid, "GPU-fake-%d", index);
 	info->memory_gib = 1;
 	info->cc_major = 9;
