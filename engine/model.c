@@ -165,7 +165,7 @@ static int add_shortcut(struct sd_model *m, int a, int b, const char *name)
 	n->in2 = b;
 	m->acts[b].consumers++;
 	n->out = out;
-	n->s = m->acts[b].h / aa->h;
+	n->s = m->acts[b].h / m->acts[a].h;   /* not aa: add_act may have moved acts */
 	return out;
 }
 
