@@ -10,9 +10,6 @@ nodist_EXTRA_tests_test_backend_SOURCES = dummy.cxx
 if HAVE_CUDA
 tests_test_backend_CPPFLAGS += -DSD_TEST_HAVE_PLUGIN
 endif
-if SANITIZERS
-tests_test_backend_CPPFLAGS += -DSD_TEST_SANITIZERS
-endif
 
 # The GPU checks' driver (tests/gpu/run.sh runs its subcommands).  Built by
 # `make` everywhere so CI compiles it; without a GPU it exits 77.
