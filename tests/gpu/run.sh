@@ -140,7 +140,8 @@ for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path: print
 	[ "$fail" -eq 0 ] || finish
 	export SPOTDECK_CUDA_PLUGIN=$B/bin/spotdeck-cuda.so
 fi
-child_ld=$B/lib${libpath:+:$libpath}
+# The host's own library path last: a driver found only through it stays found.
+child_ld=$B/lib${libpath:+:$libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Our programs load with the bundle's libraries first; if the host's C++
 # runtime is older than the one they were built with, use the bundle's.
 if ! out=$(LD_LIBRARY_PATH=$child_ld "$B/bin/spotdeck-worker" --version 2>&1); then
