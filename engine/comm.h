@@ -100,11 +100,15 @@ struct sd_comm;
  * connects to every other rank (full mesh).  All world_size ranks must call
  * this with the same backend, world_size, generation and store.
  *
- * timeout_ms (> 0) bounds the rendezvous (every rank must arrive within
- * about timeout_ms of the others; TCP connects may take up to 5 x timeout_ms)
- * and every later collective: a collective that a dead or stuck peer keeps
- * from completing fails with SD_COMM_EPEER after at most about timeout_ms.
- * Choose it well above the slowest healthy collective.
+ * timeout_ms (> 0) bounds the rendezvous and every later collective.  The
+ * rendezvous: every peer's address must be in the store within timeout_ms of
+ * this call, and each TCP connection to a peer must be made within about
+ * timeout_ms of its address being there (so a peer that died after
+ * publishing its address costs at most about 2 x timeout_ms in all; Gloo's
+ * own 5 x multiplier for connects is divided out).  A collective that a dead
+ * or stuck peer keeps from completing fails with SD_COMM_EPEER after at most
+ * about timeout_ms.  Choose it well above the slowest healthy collective
+ * (the controller derives it from the measured step time).
  *
  * world_size 1 never touches the network or the store (store may then be
  * NULL) and works in every build; its collectives return at once.

@@ -159,13 +159,14 @@ static int linear(struct sd_model *m, int in, int out_features, const char *name
  * both sides. */
 static int add_shortcut(struct sd_model *m, int a, int b, const char *name)
 {
-	struct act *aa = &m->acts[a];
-	int out = add_act(m, aa->c, aa->h, aa->w);
+	/* add_act may move m->acts: no pointer into it across the call. */
+	int c = m->acts[a].c, h = m->acts[a].h, w = m->acts[a].w;
+	int out = add_act(m, c, h, w);
 	struct node *n = add_node(m, OP_ADD, a, name);
 	n->in2 = b;
 	m->acts[b].consumers++;
 	n->out = out;
-	n->s = m->acts[b].h / m->acts[a].h;   /* not aa: add_act may have moved acts */
+	n->s = m->acts[b].h / h;
 	return out;
 }
 
