@@ -13,7 +13,9 @@
  *                 SPOTDECK_COMM_HOST (a host name, an IP address or a network
  *                 interface name such as "eth0"); the default, 127.0.0.1,
  *                 only reaches peers on the same host.
- *   SD_COMM_NCCL  CUDA device buffers (NCCL).  Only in builds with NCCL.
+ *   SD_COMM_NCCL  CUDA device buffers (NCCL; small host buffers are staged
+ *                 through the device).  NCCL lives in the CUDA backend plugin
+ *                 (engine/backend.h), which this loads on first use.
  *
  * Rendezvous goes through a key-value store supplied by the caller (in
  * production the controller, over the worker's control connection).  Every
@@ -77,6 +79,20 @@ struct sd_store_ops {
 
 enum sd_comm_backend { SD_COMM_GLOO, SD_COMM_NCCL };
 
+/* Decides which backend generation `generation` uses, so that all its ranks
+ * agree without asking the controller: every rank calls this with its offer
+ * (nccl_device: the UUID of the CUDA device its model runs on, when NCCL can
+ * use it, else NULL) and publishes it under "gen/<g>/device/<rank>"; the
+ * answer is SD_COMM_NCCL when every rank offers a device and no two offer
+ * the same one (NCCL refuses two ranks on one GPU), else SD_COMM_GLOO (host
+ * memory; a rank on a device stages its buffers through the host).  Every
+ * rank reads the same offers, so every rank gets the same answer.  World
+ * size 1 answers SD_COMM_GLOO at once without the store.  Errors: as the
+ * store's get (SD_COMM_ETIMEDOUT when a rank never published). */
+int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, long generation,
+			   const char *nccl_device, const struct sd_store_ops *store,
+			   void *store_ctx, int timeout_ms, char **why);
+
 /* Opaque communicator, created by sd_comm_create. */
 struct sd_comm;
 
@@ -110,7 +126,8 @@ int sd_comm_create(struct sd_comm **out, enum sd_comm_backend backend, int rank,
  * (each element is reduced once, in a fixed order, then copied), but the
  * summation order is the backend's, so it may differ in the last bits from a
  * sequential sum.  All ranks must pass the same count.  Gloo: host memory;
- * NCCL: device memory.  Errors: SD_COMM_EFAIL for a bad argument (nothing
+ * NCCL: device memory, or host memory copied through the device (meant for
+ * small vectors).  Errors: SD_COMM_EFAIL for a bad argument (nothing
  * happened, the communicator stays usable); SD_COMM_EPEER when a peer failed
  * (the communicator is now aborted and buf's contents are undefined).  Any
  * other failure inside the backend also aborts the communicator. */

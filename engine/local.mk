@@ -8,11 +8,13 @@ engine_libsdengine_a_SOURCES = \
 	engine/layers.c engine/layers.h \
 	engine/data.c engine/data.h \
 	engine/checkpoint.c engine/checkpoint.h \
-	engine/model.c engine/model.h \
+	engine/model.c engine/model.h engine/model-graph.h \
 	engine/optim.c engine/optim.h \
 	engine/train.c engine/train.h \
+	engine/backend.c engine/backend.h engine/backend-plugin.h \
 	engine/engine.h
 # Libraries every program linking the engine needs.
 SD_ENGINE_LIBS = engine/libsdengine.a $(OPENBLAS_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) -lm
 
 include engine/comm.mk
+include engine/cuda/local.mk

@@ -9,55 +9,12 @@
 
 #include "engine/errors.h"
 #include "engine/layers.h"
+#include "engine/model-graph.h"
 #include "engine/rng.h"
 
 const char *const sd_model_names[] = { "mlp", "cnn", "resnet20", "resnet32", NULL };
 
-enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
-
-/* One activation: a (max_batch, c, h, w) buffer and its gradient. */
-struct act {
-	int c, h, w;
-	float *val;
-	float *grad;
-	int consumers;      /* nodes reading it; >1 means gradients add up */
-	int grad_set;       /* during backward: grad already holds a contribution */
-};
-
-struct node {
-	enum sd_op op;
-	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) */
-	char name[32];
-	/* parameters: offsets into params/grads, (size_t)-1 when absent */
-	size_t w_off, b_off;
-	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
-	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
-	int k, s;                       /* pooling window and stride */
-	int fc_in, fc_out;              /* OP_LINEAR */
-	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
-	int32_t *argmax;                /* OP_MAXPOOL */
-};
-
-struct sd_model {
-	char name[32];
-	int c, h, w, classes, max_batch;
-	struct node *nodes;
-	int nnodes, cap_nodes;
-	struct act *acts;
-	int nacts, cap_acts;
-	struct sd_tensor_info *tensors;
-	int ntensors, cap_tensors;
-	size_t nparams, nbuffers;
-	float *params, *grads, *buffers;
-	float *probs;       /* (max_batch, classes) */
-	float *ws;          /* conv workspace, shared by all convs */
-	size_t ws_floats;
-	float *scratch;     /* gradient scratch for multi-consumer activations */
-	size_t scratch_floats;
-	double flops;       /* forward multiply-adds per sample */
-};
-
-#define NONE ((size_t)-1)
+#define NONE SD_NO_TENSOR
 
 static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
 

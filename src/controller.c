@@ -54,6 +54,8 @@ struct conn {
 	double ips_assumed;  /* speed assumed before the first measurement */
 	double compute_ms, comm_ms;
 	int emulated;
+	char backend[8];     /* "cpu", "cuda" or "" (worker did not say) */
+	char device[64];     /* CUDA device name, "" on the CPU */
 	struct conn *next;
 };
 
@@ -1092,12 +1094,24 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		else
 			on_hello(c, k, m);
 		break;
-	case SD_MSG_READY:
+	case SD_MSG_READY: {
 		k->ready = 1;
 		c->ever_ready = 1;
-		journal_kv(c, "worker_ready", "server", k->server_id, NULL, NULL);
+		/* Where the worker computes (optional fields, engine/backend.h). */
+		snprintf(k->backend, sizeof k->backend, "%s", sd_msg_str(m, "backend", ""));
+		snprintf(k->device, sizeof k->device, "%s", sd_msg_str(m, "device", ""));
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "server", k->server_id);
+		if (k->backend[0]) {
+			cJSON_AddStringToObject(ev, "backend", k->backend);
+			if (k->device[0])
+				cJSON_AddStringToObject(ev, "device", k->device);
+			cJSON_AddStringToObject(ev, "backend_reason", sd_msg_str(m, "backend_reason", ""));
+		}
+		journal(c, "worker_ready", ev);
 		schedule_generation(c, "worker ready");
 		break;
+	}
 	case SD_MSG_KV_SET:
 		kv_set(c, sd_msg_str(m, "key", ""), sd_msg_str(m, "value", ""));
 		break;
@@ -1879,6 +1893,7 @@ int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *
 		w->compute_ms = k->compute_ms;
 		w->comm_ms = k->comm_ms;
 		w->emulated = k->emulated;
+		snprintf(w->device, sizeof w->device, "%s", k->device);
 	}
 	return n;
 }

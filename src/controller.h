@@ -77,6 +77,8 @@ struct sd_worker_info {
 	double images_per_sec;    /* measured compute speed (EMA); 0 while paused */
 	double compute_ms, comm_ms;   /* last step */
 	int emulated;
+	char device[64];          /* the CUDA device it trains on ("NVIDIA H200"),
+	                           * "" when it trains on the CPU */
 };
 
 /* The run at a glance. */

@@ -42,7 +42,9 @@
  *                quits after it)]
  *   pause        (none)  controller -> workers: leave the generation at the
  *                next step boundary and wait for a new one
- *   ready        (none)  worker -> controller: job loaded, can join
+ *   ready        worker -> controller: job loaded, can join (optional
+ *                backend str, device str, backend_reason str:
+ *                where the worker computes, engine/backend.h)
  *   abort        generation int  controller -> members: a collective of
  *                that generation failed on another member; give up on it
  *                (send comm_failed) instead of waiting out the timeout

@@ -46,6 +46,27 @@ struct sd_view_model {
 	struct sd_view_whatif whatif[SD_WHATIF_MAX_ROWS];
 };
 
+/* The model in a GPU's name, for a 5-column cell: the first word with a
+ * digit after the vendor's words ("NVIDIA H200" -> "H200", "NVIDIA H100 80GB
+ * HBM3" -> "H100", "NVIDIA A100-SXM4-80GB" -> "A100", "NVIDIA GeForce RTX
+ * 4090" -> "4090"); the first word when none has one. */
+static void gpu_short_name(char *out, size_t len, const char *device)
+{
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s", device);
+	const char *pick = NULL;
+	for (char *save = NULL, *tok = strtok_r(buf, " -", &save); tok;
+	     tok = strtok_r(NULL, " -", &save)) {
+		if (!pick && strcmp(tok, "NVIDIA") && strcmp(tok, "GeForce") && strcmp(tok, "Tesla"))
+			pick = tok;
+		if (strpbrk(tok, "0123456789")) {
+			pick = tok;
+			break;
+		}
+	}
+	snprintf(out, len, "%s", pick ? pick : device);
+}
+
 static const char *str(const cJSON *ev, const char *k)
 {
 	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);
@@ -387,6 +408,9 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 				s->images_per_sec = wi[w].images_per_sec;
 				s->compute_ms = wi[w].compute_ms;
 				s->comm_ms = wi[w].comm_ms;
+				/* A worker on a real GPU: show that GPU, not the offer's. */
+				if (wi[w].device[0])
+					gpu_short_name(s->gpu, sizeof s->gpu, wi[w].device);
 			}
 		struct hist *h = hist_for(vm, s->id);
 		if (sample)

@@ -583,8 +583,8 @@ static int evaluate(struct agent *a, struct sd_comm *comm, double *loss, double 
 		int nb = hi - pos < t->cfg.eval_batch ? hi - pos : t->cfg.eval_batch;
 		double l;
 		int c;
-		if (sd_model_eval_batch(t->model, t->test.images + (size_t)pos * img,
-		                        t->test.labels + pos, nb, &l, &c, why) < 0)
+		if (sd_trainer_eval_batch(t, t->test.images + (size_t)pos * img,
+		                          t->test.labels + pos, nb, &l, &c, why) < 0)
 			return -1;
 		sums[0] += l;
 		sums[1] += c;
@@ -623,9 +623,17 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	double t_join = now_s();
 	if (rank == 0 && load_resume(a, why) < 0)
 		return GEN_FATAL;
+	/* NCCL when every rank has a GPU of its own, else Gloo (engine/comm.h);
+	 * on_device: the collectives work on the device copy of the state. */
+	enum sd_comm_backend backend = SD_COMM_GLOO;
 	struct sd_comm *comm = NULL;
-	int rc = sd_comm_create(&comm, SD_COMM_GLOO, rank, world, a->generation, &ctl_store_ops,
-	                        &a->ctl, timeout_ms, why);
+	int rc = sd_comm_choose_backend(&backend, rank, world, a->generation,
+	                                sd_trainer_nccl_device(t), &ctl_store_ops, &a->ctl,
+	                                timeout_ms, why);
+	int on_device = backend == SD_COMM_NCCL;
+	if (rc == 0)
+		rc = sd_comm_create(&comm, backend, rank, world, a->generation, &ctl_store_ops,
+		                    &a->ctl, timeout_ms, why);
 	if (rc < 0) {
 		send_comm_failed(a, *why);
 		return ctl_lost(&a->ctl) ? GEN_FATAL : GEN_FAILED;
@@ -640,13 +648,18 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 			source = r;
 	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
 	free(steps);
-	size_t np = sd_model_param_count(t->model), nb = sd_model_buffer_count(t->model);
+	struct sd_state_view sv;
 	if (rc == 0)
-		rc = sd_comm_broadcast(comm, sd_model_params(t->model), np * sizeof(float), source, why);
+		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, on_device, &sv, why);
+	size_t np = sv.param_count, nb = sv.buffer_count;
 	if (rc == 0)
-		rc = sd_comm_broadcast(comm, t->velocity, np * sizeof(float), source, why);
+		rc = sd_comm_broadcast(comm, sv.params, np * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_comm_broadcast(comm, sv.velocity, np * sizeof(float), source, why);
 	if (rc == 0 && nb)
-		rc = sd_comm_broadcast(comm, sd_model_buffers(t->model), nb * sizeof(float), source, why);
+		rc = sd_comm_broadcast(comm, sv.buffers, nb * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_trainer_comm_end(t, SD_STATE_MODEL, on_device, why);
 	if (rc < 0) {
 		send_comm_failed(a, *why);
 		sd_comm_destroy(comm);
@@ -668,7 +681,6 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	}
 
 	size_t ng = np;
-	float *grads = sd_model_grads(t->model);
 	int first = 1;
 	enum gen_result result = GEN_DONE;
 	while (t->step < t->total_steps) {
@@ -699,7 +711,12 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 			return GEN_FAILED;
 		}
 		metrics[3] = handle_async(a) ? 1 : 0;
-		rc = sd_comm_allreduce_sum(comm, grads, ng, why);
+		struct sd_state_view gv;
+		rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, on_device, &gv, why);
+		if (rc == 0)
+			rc = sd_comm_allreduce_sum(comm, gv.grads, ng, why);
+		if (rc == 0)
+			rc = sd_trainer_comm_end(t, SD_STATE_GRADS, on_device, why);
 		if (rc == 0)
 			rc = sd_comm_allreduce_sum_f64(comm, metrics, 4, why);
 		double c2 = now_s();
@@ -803,6 +820,19 @@ static cJSON *agent_hello(struct agent *a, int rejoin, char **why)
 	return welcome;
 }
 
+/* The READY message: the job is loaded; where the worker computes goes
+ * along (protocol.h), sent again on every rejoin so the journal and the
+ * cluster pane keep it. */
+static cJSON *ready_msg(struct agent *a)
+{
+	cJSON *ready = sd_msg_new(SD_MSG_READY);
+	cJSON_AddStringToObject(ready, "backend", a->t->backend.name);
+	if (a->t->backend.device.name[0])
+		cJSON_AddStringToObject(ready, "device", a->t->backend.device.name);
+	cJSON_AddStringToObject(ready, "backend_reason", a->t->backend.reason);
+	return ready;
+}
+
 /* The control connection ended without a stop.  If the controller dropped
  * us (an error with rejoin: it could not hear from us for longer than its
  * timeout, because this process was stopped or its host froze) or the
@@ -847,7 +877,7 @@ static int agent_rejoin(struct agent *a, char **why)
 	free(a->resume);
 	a->resume = NULL;
 	a->resume_len = a->resume_total = 0;
-	if (ctl_send(&a->ctl, sd_msg_new(SD_MSG_READY)) < 0)
+	if (ctl_send(&a->ctl, ready_msg(a)) < 0)
 		return sd_why(why, "controller connection lost"), -1;
 	return 0;
 }
@@ -881,6 +911,9 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	int threads = o->threads ? o->threads : a.job.threads_per_worker;
 	openblas_set_num_threads(threads);
 	omp_set_num_threads(threads);
+	if (o->backend && o->backend[0])
+		snprintf(a.job.train.backend, sizeof a.job.train.backend, "%s", o->backend);
+	a.job.train.device = o->device;
 	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0) {
 		/* The job cannot run here (missing data, bad model): say so to the
 		 * controller, which journals it and marks this server failed (the
@@ -892,9 +925,10 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 		goto out;
 	}
 	/* Only now can we take part in a rendezvous without holding others up.
-	 * If the controller dropped us meanwhile (stopped while loading), the
-	 * loop below connects again. */
-	ctl_send(&a.ctl, sd_msg_new(SD_MSG_READY));
+	 * Where we compute goes along, for the journal and the cluster pane.  If
+	 * the controller dropped us meanwhile (stopped while loading), the loop
+	 * below connects again. */
+	ctl_send(&a.ctl, ready_msg(&a));
 	for (;;) {
 		if (ctl_lost(&a.ctl)) {
 			free(why);

@@ -6,6 +6,7 @@ include tests/train.mk
 include tests/market.mk
 include tests/planner.mk
 include tests/comm.mk
+include tests/gpu.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
 
