@@ -463,6 +463,12 @@ int sd_dataset_load(struct sd_dataset *ds, const char *name, const char *dir,
 int sd_dataset_synthetic(struct sd_dataset *ds, int n, int c, int h, int w,
                          int classes, uint64_t seed, char **why)
 {
+	return sd_dataset_synthetic_split(ds, SD_SPLIT_TRAIN, n, c, h, w, classes, seed, why);
+}
+
+int sd_dataset_synthetic_split(struct sd_dataset *ds, enum sd_split split, int n, int c, int h,
+                               int w, int classes, uint64_t seed, char **why)
+{
 	memset(ds, 0, sizeof *ds);
 	if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
 		return sd_why(why, "synthetic: bad shape n=%d c=%d h=%d w=%d (all must be > 0)",
@@ -477,11 +483,13 @@ int sd_dataset_synthetic(struct sd_dataset *ds, int n, int c, int h, int w,
 		return sd_why(why, "synthetic: shape %dx%dx%dx%d too large", n, c, h, w);
 
 	/* Separate streams for the class means, labels and noise, so changing n
-	 * keeps the class means (and the first samples) the same. */
+	 * keeps the class means (and the first samples) the same.  Both splits
+	 * share the class means; the test split draws its own labels and noise. */
+	uint64_t own = split == SD_SPLIT_TEST ? 0x10u : 0;
 	struct sd_rng rmean, rlabel, rnoise;
 	sd_rng_seed(&rmean, seed, 0x5e7d0001u);
-	sd_rng_seed(&rlabel, seed, 0x5e7d0002u);
-	sd_rng_seed(&rnoise, seed, 0x5e7d0003u);
+	sd_rng_seed(&rlabel, seed, 0x5e7d0002u + own);
+	sd_rng_seed(&rnoise, seed, 0x5e7d0003u + own);
 
 	float *means = sd_malloc((size_t)classes * sample * sizeof(float));
 	for (size_t i = 0; i < (size_t)classes * sample; i++)

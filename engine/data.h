@@ -49,6 +49,12 @@ int sd_dataset_load(struct sd_dataset *ds, const char *name, const char *dir,
  * data is learnable.  Returns 0 or -1 (*why) on a bad shape. */
 int sd_dataset_synthetic(struct sd_dataset *ds, int n, int c, int h, int w,
                          int classes, uint64_t seed, char **why);
+/* The same data set's split: both splits share the class means (drawn from
+ * seed), the test split draws its own labels and noise, so a model that
+ * learns the training split is measured on the same classes.  The training
+ * split is what sd_dataset_synthetic gives. */
+int sd_dataset_synthetic_split(struct sd_dataset *ds, enum sd_split split, int n, int c, int h,
+                               int w, int classes, uint64_t seed, char **why);
 
 void sd_dataset_free(struct sd_dataset *ds);
 

@@ -131,8 +131,9 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		rc = sd_dataset_synthetic(&t->train, cfg->synthetic_samples, cfg->synthetic_c,
 		                          cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed, why);
 		if (rc == 0)
-			rc = sd_dataset_synthetic(&t->test, nt, cfg->synthetic_c, cfg->synthetic_h,
-			                          cfg->synthetic_w, 10, cfg->seed ^ 0x7e57, why);
+			rc = sd_dataset_synthetic_split(&t->test, SD_SPLIT_TEST, nt, cfg->synthetic_c,
+			                                cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed,
+			                                why);
 	} else {
 		rc = sd_dataset_load(&t->train, cfg->dataset, dir, SD_SPLIT_TRAIN, why);
 		if (rc == 0)

@@ -611,6 +611,31 @@ static void test_permutation(void)
 	free(b);
 }
 
+/* Samples [from, to) of ds that the nearest of the 10 class means (sample
+ * floats each) classifies right. */
+static int nearest_mean_right(const struct sd_dataset *ds, int from, int to, const double *means,
+                              size_t sample)
+{
+	int right = 0;
+	for (int i = from; i < to; i++) {
+		int best = -1;
+		double best_d = 0;
+		for (int k = 0; k < 10; k++) {
+			double d = 0;
+			for (size_t j = 0; j < sample; j++) {
+				double t = ds->images[i * sample + j] - means[k * sample + j];
+				d += t * t;
+			}
+			if (best < 0 || d < best_d) {
+				best = k;
+				best_d = d;
+			}
+		}
+		right += best == ds->labels[i];
+	}
+	return right;
+}
+
 static void test_synthetic_and_gather(void)
 {
 	struct sd_dataset a, b, c;
@@ -651,25 +676,18 @@ static void test_synthetic_and_gather(void)
 	for (int k = 0; k < 10; k++)
 		for (size_t j = 0; j < sample; j++)
 			means[k * sample + j] /= nk[k] ? nk[k] : 1;
-	int right = 0;
-	for (int i = 1000; i < 2000; i++) {
-		int best = -1;
-		double best_d = 0;
-		for (int k = 0; k < 10; k++) {
-			double d = 0;
-			for (size_t j = 0; j < sample; j++) {
-				double t = a.images[i * sample + j] - means[k * sample + j];
-				d += t * t;
-			}
-			if (best < 0 || d < best_d) {
-				best = k;
-				best_d = d;
-			}
-		}
-		right += best == a.labels[i];
-	}
+	int right = nearest_mean_right(&a, 1000, 2000, means, sample);
 	printf("  synthetic nearest-mean accuracy %.3f\n", right / 1000.0);
 	CHECK(right > 950);
+	/* The test split has the same classes (means), its own samples: the
+	 * training split's class means classify it as well. */
+	struct sd_dataset ts;
+	CHECK_INT(sd_dataset_synthetic_split(&ts, SD_SPLIT_TEST, 1000, 3, 8, 8, 10, 1234, &why), 0);
+	CHECK(memcmp(ts.images, a.images, 1000 * sample * sizeof(float)) != 0);
+	right = nearest_mean_right(&ts, 0, 1000, means, sample);
+	printf("  synthetic test split, nearest training mean: accuracy %.3f\n", right / 1000.0);
+	CHECK(right > 950);
+	sd_dataset_free(&ts);
 	free(means);
 
 	/* Gather copies exactly the permuted samples. */
