@@ -402,8 +402,19 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 {
 	const struct sd_plan_job *j = &p->job;
 	const struct sd_plan_config *c0 = &p->rows[0].cfg;
-	printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6,
-	       c->job_path ? c->job_path : "ResNet-32 on CIFAR-10, 64,000 steps of 128: the seeds' job",
+	/* What is planned: the job file, or the seeds' workload (--steps
+	 * changes its length, and then it is no longer the seeds' job). */
+	char what[600];
+	if (c->job_path && c->steps)
+		snprintf(what, sizeof what, "%s, %ld steps", c->job_path, c->steps);
+	else if (c->job_path)
+		snprintf(what, sizeof what, "%s", c->job_path);
+	else if (c->steps)
+		snprintf(what, sizeof what, "ResNet-32 on CIFAR-10, %ld steps of %d", c->steps,
+		         j->batch_per_worker);
+	else
+		snprintf(what, sizeof what, "ResNet-32 on CIFAR-10, 64,000 steps of 128: the seeds' job");
+	printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6, what,
 	       p->opt.runs, (unsigned long long)p->opt.seed);
 	char ps[32] = "";
 	if (c0->parallel == SD_PLAN_PARAMETER_SERVER)

@@ -92,7 +92,10 @@ assert 1.3 < doc["speed_factor"] < 2, doc["speed_factor"]
 print("ok: job file: %d images, %.2fx the ResNet-32 speed" % (doc["images"], doc["speed_factor"]))
 PY
 $PLAN --steps 1000 --gpus v100 --sizes 1 --on-demand --json | grep -q '"images":128000,' || fail "--steps 1000"
-ok "--steps 1000: 128000 images"
+# The table's header says what is planned: not the seeds' job any more.
+$PLAN --steps 1000 --gpus v100 --sizes 1 --on-demand | head -n 1 >"$T/h"
+grep -q "(ResNet-32 on CIFAR-10, 1000 steps of 128)" "$T/h" || { cat "$T/h"; fail "--steps 1000: header"; }
+ok "--steps 1000: 128000 images; header: $(cat "$T/h")"
 
 # Progress on stderr when asked (by default only after the first second).
 $PLAN --gpus k80 --sizes 2 --spot --progress >"$T/out" 2>"$T/err" || fail "--progress"
