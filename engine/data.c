@@ -88,7 +88,7 @@ static int sd_check_dir(const char *name, const char *dir, char **why)
 	if (stat(dir, &st) != 0) {
 		if (errno == ENOENT && strcmp(name, "fashion-mnist") == 0)
 			return sd_why(why, "%s: no such directory (install the Debian package "
-			              "dataset-fashion-mnist, or give another data directory: --data-dir, or data_dir in a job)", dir);
+			              "dataset-fashion-mnist, or give another data directory: spotdeck-worker --data-dir, or data_dir in the job file)", dir);
 		if (errno == ENOENT)
 			return sd_why(why, "%s: no such directory (pass --data-dir)", dir);
 		return sd_why(why, "%s: %s", dir, strerror(errno));

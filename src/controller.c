@@ -1502,7 +1502,7 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 		int sig = cJSON_IsNumber(sg) ? (int)sg->valuedouble : 0;
 		/* A failure, not a stop we asked for: a non-zero status or a crash
 		 * signal (revocations and drops end workers with TERM or KILL). */
-		exited = status != 0 || (sig && sig != SIGTERM && sig != SIGKILL);
+		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
 	}
 	journal(c, type, ev);
 	/* A server that went away may have been the last hope of loading a job

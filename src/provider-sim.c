@@ -201,9 +201,13 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	s->proc_live = 0;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", s->id);
-	cJSON_AddNumberToObject(ev, "exit_status", (double)status);
-	if (sig)
+	/* A process ended by a signal has no exit status (null), not 0. */
+	if (sig) {
+		cJSON_AddNullToObject(ev, "exit_status");
 		cJSON_AddNumberToObject(ev, "signal", sig);
+	} else {
+		cJSON_AddNumberToObject(ev, "exit_status", (double)status);
+	}
 	p->hooks.journal(p->ctx, "server_exit", ev);
 	uv_timer_stop(&s->timer);
 	s->proc_open = 0;

@@ -228,7 +228,7 @@ static void test_idx_bad(void)
 	dir = path_join(tmpdir, "no-such-dir");
 	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, dir,
 	            ": no such directory (install the Debian package dataset-fashion-mnist"
-	            ", or give another data directory: --data-dir, or data_dir in a job)");
+	            ", or give another data directory: spotdeck-worker --data-dir, or data_dir in the job file)");
 	EXPECT_FAIL("mnist", dir, SD_SPLIT_TRAIN, dir, "no such directory");
 	free(dir);
 

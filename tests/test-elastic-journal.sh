@@ -53,6 +53,10 @@ for e in events:
         fail("%s joined generation %d at step %d, which has no step event" % (e["server"], e["generation"], e["step"]))
 if ck["step"] > top or ck["step"] not in steps:
     fail("final checkpoint at step %d, last journaled step %d" % (ck["step"], top))
+# The killed worker's exit: ended by SIGKILL, so it has no exit status.
+ex = [e for e in events if e["type"] == "server_exit" and e["server"] == victim]
+if len(ex) != 1 or ex[0].get("signal") != signal.SIGKILL or ex[0].get("exit_status", 0) is not None:
+    fail("server_exit of %s (SIGKILLed): %s, expected signal 9 and exit_status null" % (victim, ex))
 ok("steps 1..%d all journaled across %d generations (join, drop, kill, join); SIGHUP's checkpoint at step %d says %s"
    % (top, len([e for e in events if e["type"] == "generation"]), ck["step"], ck["reason"]))
 PY

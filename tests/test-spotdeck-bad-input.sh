@@ -69,7 +69,7 @@ expect_error "worker that cannot start" \
 
 # A job the workers cannot load (its data directory is missing): the same.
 printf '{"model":"mlp","data_dir":"%s/nodata"}' "$T" >"$T/nodata.json"
-expect_error "job data directory missing" "nodata: no such directory.*data_dir in a job" \
+expect_error "job data directory missing" "nodata: no such directory.*data_dir in the job file" \
 	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --job "$T/nodata.json" --run-dir "$T/r7"
 [ ! -e "$T/r7" ] || fail "a job that never loaded left $T/r7"
 
