@@ -69,7 +69,10 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	const struct sd_job *job = sd_controller_job(ctl);
 	struct sd_run_status st;
 	sd_controller_status(ctl, &st);
-	if (st.total_steps <= 0 || st.step >= st.total_steps)
+	if (st.total_steps <= 0)
+		return sd_why(why, "plan: the run's length is not known yet (no worker has loaded the "
+		              "job); try again once it trains");
+	if (st.step >= st.total_steps)
 		return sd_why(why, "plan: no work left to plan");
 
 	struct plan_req *r = sd_calloc(1, sizeof *r);
