@@ -170,6 +170,11 @@ static void test_dialog(struct ui_fixture *f, struct sd_screen *s)
 	key(s, v, '\n');
 	CHECK(sd_screen_modal(s) && !strcmp(sd_screen_modal(s), "confirm"), "Enter asks first");
 	CHECK(on_screen("Switch to 8x V100 spot"), "question: %s", line_with("Switch"));
+	/* The confirmation replaces the table: no row of it is left behind
+	 * on the panes (they are drawn again where it was). */
+	CHECK(!on_screen("1x K80 on-demand"), "the table is still on screen: %s", line_with("1x K80 on-demand"));
+	CHECK(!on_screen("What if: the remaining work"), "the table's frame is still on screen: %s",
+	      line_with("What if: the remaining work"));
 	CHECK(ncmds == 0, "nothing sent before yes (%d)", ncmds);
 	key(s, v, 'n');
 	CHECK(ncmds == 0 && !sd_screen_modal(s), "no: nothing sent (%d), dialog closed", ncmds);

@@ -493,6 +493,8 @@ static int open_picker(struct sd_screen *s, const char *verb, const char *prefix
 		set_note(s, SD_STYLE_WARN, 0, "no offers in the market");
 		return SD_KEY_HANDLED | SD_KEY_REDRAW;
 	}
+	if (s->modal.kind != SD_MODAL_NONE)
+		close_modal(s);
 	memset(&s->modal, 0, sizeof s->modal);
 	snprintf(s->modal.verb, sizeof s->modal.verb, "%s", verb);
 	snprintf(s->modal.prefix, sizeof s->modal.prefix, "%s", prefix);
@@ -506,6 +508,10 @@ static int open_confirm(struct sd_screen *s, const char *title, const char *comm
 	__attribute__((format(printf, 4, 5)));
 static int open_confirm(struct sd_screen *s, const char *title, const char *command, const char *fmt, ...)
 {
+	/* A confirmation opened from another modal (Enter on a what-if row)
+	 * replaces it: its window goes and what was under it comes back. */
+	if (s->modal.kind != SD_MODAL_NONE)
+		close_modal(s);
 	memset(&s->modal, 0, sizeof s->modal);
 	snprintf(s->modal.title, sizeof s->modal.title, "%s", title);
 	snprintf(s->modal.command, sizeof s->modal.command, "%s", command);
