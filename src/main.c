@@ -410,6 +410,16 @@ int main(int argc, char **argv)
 	char jp[PATH_MAX + 16];
 	snprintf(jp, sizeof jp, "%s", job_path ? job_path : "the built-in job");
 	if (resume) {
+		/* A run directory has its journal from the run's first moment (a
+		 * start that fails removes the directory): without one this is
+		 * not a run to continue. */
+		char jn[PATH_MAX + 32];
+		snprintf(jn, sizeof jn, "%s/journal.jsonl", resume);
+		if (access(jn, F_OK) != 0) {
+			fprintf(stderr, "spotdeck: --resume %s: not a spotdeck run directory (no journal.jsonl: %s)\n",
+			        resume, strerror(errno));
+			return 1;
+		}
 		/* The run's own job decides its catalog and knobs. */
 		snprintf(jp, sizeof jp, "%s/job.json", resume);
 		if (sd_job_load(&job, jp, &why) < 0) {

@@ -51,6 +51,13 @@ expect_error "run directory in use" "--run-dir .*old: holds a run already.*--res
 [ "$(cat "$T/old/journal.jsonl" "$T/old/job.json" | cksum)" = "$sum" ] || fail "the earlier run's files changed"
 [ "$(ls "$T/old")" = "$(printf 'checkpoints\njob.json\njournal.jsonl')" ] || fail "files added to the earlier run: $(ls "$T/old")"
 
+# --resume of a directory that holds a job but never held a run.
+mkdir -p "$T/notrun"
+printf '{"model":"mlp","dataset":"synthetic","workers":0}\n' >"$T/notrun/job.json"
+expect_error "--resume of a directory with no journal" "--resume .*notrun: not a spotdeck run directory \(no journal\.jsonl" \
+	$SPOTDECK --headless --resume "$T/notrun"
+[ "$(ls "$T/notrun")" = "job.json" ] || fail "files added to a directory that is not a run: $(ls "$T/notrun")"
+
 EXPECT_RC=2 expect_error "bad --workers" "--workers: expected an integer" \
 	$SPOTDECK --headless --workers many
 EXPECT_RC=2 expect_error "bad --alert" "--alert: expected bell, flash or none, got 'loud'" \
