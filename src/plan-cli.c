@@ -153,8 +153,12 @@ static int split_list(const char *arg, char items[][64], int max)
 	int n = 0;
 	const char *p = arg;
 	while (*p) {
+		while (*p == ' ')   /* "k80, v100" as well as "k80,v100" */
+			p++;
 		const char *e = strchr(p, ',');
 		size_t len = e ? (size_t)(e - p) : strlen(p);
+		while (len > 0 && p[len - 1] == ' ')
+			len--;
 		if (n == max || len == 0 || len >= 64)
 			return -1;
 		memcpy(items[n], p, len);
@@ -194,6 +198,7 @@ struct cli {
 	int nzones;
 	int spot, on_demand;
 	long steps;
+	int steps_given;           /* --steps was on the command line */
 	long checkpoint_steps;
 	enum sd_plan_placement placement;
 	enum sd_plan_replace replace;
@@ -405,11 +410,11 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 	/* What is planned: the job file, or the seeds' workload (--steps
 	 * changes its length, and then it is no longer the seeds' job). */
 	char what[600];
-	if (c->job_path && c->steps)
+	if (c->job_path && c->steps_given)
 		snprintf(what, sizeof what, "%s, %ld steps", c->job_path, c->steps);
 	else if (c->job_path)
 		snprintf(what, sizeof what, "%s", c->job_path);
-	else if (c->steps)
+	else if (c->steps_given)
 		snprintf(what, sizeof what, "ResNet-32 on CIFAR-10, %ld steps of %d", c->steps,
 		         j->batch_per_worker);
 	else
@@ -727,6 +732,7 @@ int sd_plan_main(int argc, char **argv)
 		case O_STEPS:
 			if (parse_long(optarg, 1, 1000000000000L, &c.steps) < 0)
 				return fail("--steps: '%s': expected a positive number of steps", optarg);
+			c.steps_given = 1;
 			break;
 		case O_JOIN:
 		case O_RECOVERY: {

@@ -1004,6 +1004,10 @@ int sd_plan_parse_duration(const char *s, const char *what, double *seconds, cha
 		*seconds = total;
 		return 0;
 	}
+	if (parts && total == 0)
+		return sd_why(why, "%s: '%s': must be longer than 0", what, s);
+	if (parts)
+		return sd_why(why, "%s: '%s': longer than 10 years, the most it takes", what, s);
 bad:
 	return sd_why(why, "%s: cannot read '%s' as a duration (e.g. 90s, 45m, 2h, 1h30m, 1d)", what, s);
 }

@@ -96,6 +96,10 @@ $PLAN --steps 1000 --gpus v100 --sizes 1 --on-demand --json | grep -q '"images":
 $PLAN --steps 1000 --gpus v100 --sizes 1 --on-demand | head -n 1 >"$T/h"
 grep -q "(ResNet-32 on CIFAR-10, 1000 steps of 128)" "$T/h" || { cat "$T/h"; fail "--steps 1000: header"; }
 ok "--steps 1000: 128000 images; header: $(cat "$T/h")"
+$PLAN --gpus "k80, v100" --sizes 1 --on-demand --runs 50 >"$T/h2" || fail "--gpus with a space after the comma"
+head -n 1 "$T/h2" | grep -q "64,000 steps of 128: the seeds' job" || { head -n 1 "$T/h2"; fail "default header"; }
+grep -q "1x V100 on-demand" "$T/h2" || fail "--gpus 'k80, v100': no V100 row"
+ok "without --steps: the seeds' job; --gpus 'k80, v100' plans both"
 
 # Progress on stderr when asked (by default only after the first second).
 $PLAN --gpus k80 --sizes 2 --spot --progress >"$T/out" 2>"$T/err" || fail "--progress"

@@ -357,7 +357,11 @@ static void test_bad_input(void)
 	CHECK(sd_plan_parse_duration("1h30m", "--deadline", &s, &why) == 0 && s == 5400);
 	CHECK(sd_plan_parse_duration("90", "--deadline", &s, &why) == 0 && s == 90);
 	CHECK(sd_plan_parse_duration("1.5d", "--deadline", &s, &why) == 0 && s == 129600);
-	const char *bad[] = { "", "soon", "2x", "h", "-1h", "0", "1h30", "nan", "1e999h" };
+	CHECK(sd_plan_parse_duration("0", "--deadline", &s, &why) < 0 && strstr(why, "'0': must be longer than 0"),
+	      "0 -> %s", why);
+	CHECK(sd_plan_parse_duration("4000d", "--deadline", &s, &why) < 0 && strstr(why, "longer than 10 years"),
+	      "4000d -> %s", why);
+	const char *bad[] = { "", "soon", "2x", "h", "-1h", "1h30", "nan", "1e999h" };
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		int rc = sd_plan_parse_duration(bad[i], "--deadline", &s, &why);
 		CHECK(rc < 0 && why && strstr(why, "--deadline: cannot read") && !strchr(why, '\n'), "'%s' -> %s", bad[i],
