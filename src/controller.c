@@ -1460,6 +1460,16 @@ static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
 	return 0;
 }
 
+/* How many arguments a command's usage string names ("SERVER OFFER": 2). */
+static int usage_words(const char *usage)
+{
+	int n = 0;
+	for (const char *p = usage; *p; p++)
+		if (*p != ' ' && (p == usage || p[-1] == ' '))
+			n++;
+	return n;
+}
+
 int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 {
 	char buf[512];
@@ -1474,8 +1484,16 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 	for (k = sd_commands; k->name; k++)
 		if (!strcmp(k->name, argv[0]))
 			break;
-	int rc = k->name ? k->run(c, argc, argv, why)
-	                 : sd_why(why, "unknown command '%s' (try help)", argv[0]);
+	int rc;
+	if (!k->name) {
+		rc = sd_why(why, "unknown command '%s' (try help)", argv[0]);
+	} else if (argc - 1 > usage_words(k->args)) {
+		/* At most as many arguments as the usage names. */
+		rc = k->args[0] ? sd_why(why, "%s: too many arguments (usage: %s %s)", k->name, k->name, k->args)
+		                : sd_why(why, "%s: takes no arguments", k->name);
+	} else {
+		rc = k->run(c, argc, argv, why);
+	}
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "command", line);
 	cJSON_AddBoolToObject(ev, "ok", rc == 0);

@@ -28,6 +28,9 @@ EXTRA_DIST += tests/test-sim-trace.sh
 # Over-long command lines on headless stdin (issue 9, item 3).
 TESTS += tests/test-headless-stdin.sh
 EXTRA_DIST += tests/test-headless-stdin.sh
+# Extra command arguments are refused with the usage.
+TESTS += tests/test-command-args.sh
+EXTRA_DIST += tests/test-command-args.sh
 # Issue 9: a silent worker, a bad joiner, the journal's steps.
 TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh
 EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh

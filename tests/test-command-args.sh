@@ -1,0 +1,36 @@
+#!/bin/sh
+# tests/test-command-args.sh - a command given more arguments than its usage
+# names is refused with the usage, not run with the extra ignored
+# ("checkpoint extra" used to checkpoint and answer ok); commands given the
+# right arguments still run.  Headless, no workers.
+exec python3 - <<'PY'
+import json, os, subprocess, sys, tempfile
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import SPOTDECK, fail, ok, check_sanitizers, _tmpdirs
+
+tmp = tempfile.mkdtemp(prefix="spotdeck-cmdargs.")
+_tmpdirs.append(tmp)
+jp = os.path.join(tmp, "job.json")
+with open(jp, "w") as f:
+    json.dump({"model": "mlp", "workers": 0}, f)
+lines = ["checkpoint extra", "pause now", "drop s1 s2", "swap s1 offer more", "help", "pause", "quit"]
+p = subprocess.run([SPOTDECK, "--headless", "--job", jp, "--run-dir", os.path.join(tmp, "run")],
+                   input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
+check_sanitizers(p.stderr, "spotdeck's stderr")
+cmds = {e["command"]: e for e in (json.loads(l) for l in p.stdout.splitlines() if l.startswith("{"))
+        if e["type"] == "command"}
+want = {
+    "checkpoint extra": "checkpoint: takes no arguments",
+    "pause now": "pause: takes no arguments",
+    "drop s1 s2": "drop: too many arguments (usage: drop SERVER)",
+    "swap s1 offer more": "swap: too many arguments (usage: swap SERVER OFFER)",
+}
+for line, err in want.items():
+    e = cmds.get(line)
+    if not e or e["ok"] or e.get("error") != err:
+        fail("%r: %s, expected refused with %r" % (line, e, err))
+for line in ("help", "pause"):
+    if not cmds.get(line, {}).get("ok"):
+        fail("%r: %s, expected it to run" % (line, cmds.get(line)))
+ok("extra arguments refused with the usage (%d commands); help and pause ran" % len(want))
+PY
