@@ -44,6 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/conv-dnnl.h"
+#include "engine/errors.h"
+
 /* The build targets baseline x86-64 (SSE2), so a few row kernels where wide
  * masked vectors pay off have an AVX-512 twin chosen at run time; every
  * other loop is plain C that the compiler vectorises.  SD_LAYERS_NO_AVX512
@@ -293,7 +296,7 @@ static void sd_conv2d_ws_layout(struct sd_conv2d_ws *l, const struct sd_conv2d_s
 	l->dw = ((size_t)s->k * s->c * s->r * s->r + 15) / 16 * 16;
 }
 
-size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s)
+static size_t sd_conv2d_im2col_workspace_floats(const struct sd_conv2d_shape *s)
 {
 	struct sd_conv2d_ws l;
 	sd_conv2d_ws_layout(&l, s);
@@ -540,8 +543,8 @@ static void sd_col2im(float *dxn, const float *dcol, const struct sd_conv2d_shap
 	}
 }
 
-void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
-                       const struct sd_conv2d_shape *s, float *ws)
+static void sd_conv2d_forward_im2col(float *y, const float *x, const float *w, const float *b,
+                                     const struct sd_conv2d_shape *s, float *ws)
 {
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
@@ -582,9 +585,9 @@ void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
 	sd_team_end(&tm);
 }
 
-void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
-                        const float *x, const float *w,
-                        const struct sd_conv2d_shape *s, float *ws)
+static void sd_conv2d_backward_im2col(float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w,
+                                      const struct sd_conv2d_shape *s, float *ws)
 {
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
@@ -653,6 +656,116 @@ void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
 			}
 	}
 	sd_team_end(&tm);
+}
+
+/* ---------------------------------------------------- convolution paths */
+
+/* The path set by sd_conv2d_set_path or SPOTDECK_CONV; -1 until first read. */
+static int sd_conv_path_set = -1;
+
+static const char *const sd_conv_path_names[] = {
+	[SD_CONV_AUTO] = "auto", [SD_CONV_IM2COL] = "im2col", [SD_CONV_ONEDNN] = "onednn",
+};
+
+const char *sd_conv2d_path_name(enum sd_conv_path p)
+{
+	return (unsigned)p < sizeof sd_conv_path_names / sizeof sd_conv_path_names[0]
+	       ? sd_conv_path_names[p] : "?";
+}
+
+int sd_conv2d_parse_path(const char *name, enum sd_conv_path *out, char **why)
+{
+	for (int p = SD_CONV_AUTO; p <= SD_CONV_ONEDNN; p++)
+		if (!strcmp(name, sd_conv_path_names[p])) {
+			*out = (enum sd_conv_path)p;
+			return 0;
+		}
+	return sd_why(why, "convolution path '%s': expected auto, im2col or onednn", name);
+}
+
+int sd_conv2d_check_env(char **why)
+{
+	const char *v = getenv("SPOTDECK_CONV");
+	enum sd_conv_path p;
+	if (!v || !*v || sd_conv2d_parse_path(v, &p, NULL) == 0)
+		return 0;
+	return sd_why(why, "SPOTDECK_CONV=%s: expected auto, im2col or onednn", v);
+}
+
+void sd_conv2d_set_path(enum sd_conv_path p)
+{
+	sd_conv_path_set = (int)p;
+}
+
+enum sd_conv_path sd_conv2d_get_path(void)
+{
+	if (sd_conv_path_set < 0) {
+		/* Same value from every thread that races here. */
+		const char *v = getenv("SPOTDECK_CONV");
+		enum sd_conv_path p = SD_CONV_AUTO;
+		if (v && *v && sd_conv2d_parse_path(v, &p, NULL) < 0)
+			p = SD_CONV_AUTO;
+		sd_conv_path_set = (int)p;
+	}
+	return (enum sd_conv_path)sd_conv_path_set;
+}
+
+const char *sd_conv2d_onednn_version(void)
+{
+	return sd_conv2d_dnnl_version();
+}
+
+void sd_conv2d_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len)
+{
+	sd_conv2d_dnnl_describe(s, bias, buf, len);
+}
+
+/* Whether auto takes oneDNN for shape s: the table measured with
+ * tests/bench/bench-conv (see the report at the top of this section). */
+static int sd_conv2d_auto_onednn(const struct sd_conv2d_shape *s)
+{
+	(void)s;
+	return 1;
+}
+
+enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias)
+{
+	enum sd_conv_path want = sd_conv2d_get_path();
+	if (want == SD_CONV_IM2COL || (want == SD_CONV_AUTO && !sd_conv2d_auto_onednn(s)))
+		return SD_CONV_IM2COL;
+	return sd_conv2d_dnnl_supported(s, bias) ? SD_CONV_ONEDNN : SD_CONV_IM2COL;
+}
+
+size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s)
+{
+	size_t f = sd_conv2d_im2col_workspace_floats(s);
+	/* Both bias variants: the caller's choice is not known yet. */
+	for (int bias = 0; bias < 2; bias++) {
+		size_t d = sd_conv2d_dnnl_workspace_floats(s, bias);
+		if (d > f)
+			f = d;
+	}
+	return f;
+}
+
+void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
+                       const struct sd_conv2d_shape *s, float *ws)
+{
+	if (sd_conv2d_path(s, b != NULL) == SD_CONV_ONEDNN &&
+	    sd_conv2d_dnnl_forward(y, x, w, b, s, ws) == 0)
+		return;
+	sd_conv2d_forward_im2col(y, x, w, b, s, ws);
+}
+
+void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w,
+                        const struct sd_conv2d_shape *s, float *ws)
+{
+	/* A refused or failed oneDNN call leaves dw and db untouched. */
+	if (sd_conv2d_path(s, db != NULL) == SD_CONV_ONEDNN &&
+	    sd_conv2d_dnnl_backward(dx, dw, db, dy, x, w, s, ws) == 0)
+		return;
+	sd_conv2d_backward_im2col(dx, dw, db, dy, x, w, s, ws);
 }
 
 /* ------------------------------------------------------------ batch norm */

@@ -7,8 +7,11 @@
  * a model zeroes its gradient buffer once per step (the llm.c convention).
  * dx may be NULL when the caller does not need it (first layer).
  * No function allocates; callers own every buffer.  GEMMs go through OpenBLAS
- * (cblas_sgemm); the number of threads is whatever openblas_set_num_threads()
- * and OpenMP were given, and results are bit-identical for a fixed thread count.
+ * (cblas_sgemm), convolutions through OpenBLAS or oneDNN (sd_conv2d_path); the
+ * number of threads is whatever openblas_set_num_threads() and OpenMP were
+ * given, and results are bit-identical for a fixed thread count.  (The
+ * oneDNN path keeps a process-wide cache of its compiled kernels: the only
+ * memory this module allocates.)
  */
 #ifndef SD_ENGINE_LAYERS_H
 #define SD_ENGINE_LAYERS_H
@@ -36,7 +39,9 @@ struct sd_conv2d_shape {
  * Returns 0, or -1 when the shape is empty or the kernel does not fit. */
 int sd_conv2d_shape_init(struct sd_conv2d_shape *s, int n, int c, int h, int w,
                          int k, int r, int stride, int pad);
-/* Floats of scratch memory sd_conv2d_forward/backward need for shape s. */
+/* Floats of scratch memory sd_conv2d_forward/backward need for shape s, on
+ * whichever path they take (the larger of the two paths' needs, so the
+ * workspace stays big enough when the path is changed later). */
 size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s);
 /* x: (n, c, h, w)  w: (k, c, r, r)  b: (k) or NULL  y: (n, k, oh, ow).
  * ws: sd_conv2d_workspace_floats(s) floats, contents undefined on return. */
@@ -47,6 +52,44 @@ void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
 void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
                         const float *x, const float *w,
                         const struct sd_conv2d_shape *s, float *ws);
+
+/* Convolution paths.  Both compute the same function; they differ in speed
+ * and in the rounding of the sums (see test-layers for the bounds).
+ *   SD_CONV_IM2COL  im2col + OpenBLAS, always built: the reference.
+ *   SD_CONV_ONEDNN  oneDNN's direct convolutions (engine/conv-dnnl.h), where
+ *                   the build has oneDNN and oneDNN has JIT kernels for the
+ *                   shape; any other shape runs im2col.
+ *   SD_CONV_AUTO    per shape, the faster of the two according to the table
+ *                   in layers.c (measured with tests/bench/bench-conv).
+ * The choice is fixed per shape, never timed while training, so the same
+ * run makes the same choices and gives the same bits. */
+enum sd_conv_path { SD_CONV_AUTO, SD_CONV_IM2COL, SD_CONV_ONEDNN };
+
+/* Sets the process-wide path (initially from the environment variable
+ * SPOTDECK_CONV = auto, im2col or onednn; auto when unset).  Call between
+ * convolutions, not during one. */
+void sd_conv2d_set_path(enum sd_conv_path p);
+enum sd_conv_path sd_conv2d_get_path(void);
+/* "auto", "im2col", "onednn". */
+const char *sd_conv2d_path_name(enum sd_conv_path p);
+/* Parses a path name; returns 0, or -1 with *why naming the bad value. */
+int sd_conv2d_parse_path(const char *name, enum sd_conv_path *out, char **why);
+/* Checks SPOTDECK_CONV: 0 when unset or valid, else -1 with *why (a
+ * program calls it at start-up to refuse a misspelt value; the layers
+ * themselves fall back to auto). */
+int sd_conv2d_check_env(char **why);
+/* The path a call with shape s (with a bias or not) takes now:
+ * SD_CONV_IM2COL or SD_CONV_ONEDNN.  A backward call asking for dx on a shape
+ * whose input gradient oneDNN has no JIT kernel for (3 input channels) runs
+ * im2col whatever this says. */
+enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias);
+/* oneDNN's version ("2.6.3") when the build has oneDNN, else NULL. */
+const char *sd_conv2d_onednn_version(void);
+/* Writes oneDNN's names of its kernels for shape s into buf (len bytes):
+ * "fwd / bwd-data / bwd-weights", e.g. "jit:avx2 / jit:avx2 / jit:avx2";
+ * a pass oneDNN would run with naive or GEMM kernels, which this engine does
+ * not use, shows as "ref:any" or "gemm:jit".  For benchmarks and tests. */
+void sd_conv2d_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len);
 
 /* Batch normalisation over (N, H, W) per channel (Ioffe & Szegedy 2015).
  * Training mode normalises with the batch statistics (biased variance),

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/errors.h"
 #include "engine/layers.h"
@@ -55,6 +56,7 @@ struct sd_model {
 	float *scratch;     /* gradient scratch for multi-consumer activations */
 	size_t scratch_floats;
 	double flops;       /* forward multiply-adds per sample */
+	struct sd_node_time *prof;   /* per-node times while profiling, else NULL */
 };
 
 #define NONE ((size_t)-1)
@@ -358,7 +360,36 @@ void sd_model_destroy(struct sd_model *m)
 	free(m->probs);
 	free(m->ws);
 	free(m->scratch);
+	free(m->prof);
 	free(m);
+}
+
+static const char *const op_names[] = {
+	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
+	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
+};
+
+void sd_model_profile_start(struct sd_model *m)
+{
+	if (!m->prof)
+		m->prof = sd_calloc((size_t)m->nnodes, sizeof *m->prof);
+	for (int i = 0; i < m->nnodes; i++) {
+		m->prof[i] = (struct sd_node_time){ .name = m->nodes[i].name,
+		                                    .op = op_names[m->nodes[i].op] };
+	}
+}
+
+const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count)
+{
+	*count = m->prof ? m->nnodes : 0;
+	return m->prof;
+}
+
+static double prof_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 const char *sd_model_name(const struct sd_model *m) { return m->name; }
@@ -442,8 +473,14 @@ static void shortcut_backward(float *db, const float *dy, const struct act *ab,
 static void forward(struct sd_model *m, const float *x, int nb, int train)
 {
 	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
+	double t0 = m->prof ? prof_now() : 0.0;
 	for (int i = 0; i < m->nnodes; i++) {
 		struct node *n = &m->nodes[i];
+		if (m->prof && i > 0) {
+			double t1 = prof_now();
+			m->prof[i - 1].forward_s += t1 - t0;
+			t0 = t1;
+		}
 		struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
 		const float *p = m->params;
 		switch (n->op) {
@@ -482,6 +519,8 @@ static void forward(struct sd_model *m, const float *x, int nb, int train)
 			break;
 		}
 	}
+	if (m->prof && m->nnodes)
+		m->prof[m->nnodes - 1].forward_s += prof_now() - t0;
 }
 
 /* Where node input act's gradient goes: straight into act->grad the first
@@ -506,8 +545,14 @@ static void backward(struct sd_model *m, int nb)
 	for (int i = 0; i < m->nacts; i++)
 		m->acts[i].grad_set = 0;
 	m->acts[m->nacts - 1].grad_set = 1;   /* logits' gradient set by the loss */
+	double t0 = m->prof ? prof_now() : 0.0;
 	for (int i = m->nnodes - 1; i >= 0; i--) {
 		struct node *n = &m->nodes[i];
+		if (m->prof && i < m->nnodes - 1) {
+			double t1 = prof_now();
+			m->prof[i + 1].backward_s += t1 - t0;
+			t0 = t1;
+		}
 		struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
 		float *p = m->params, *g = m->grads;
 		size_t cnt = act_floats(in) * nb;
@@ -571,6 +616,8 @@ static void backward(struct sd_model *m, int nb)
 		}
 		}
 	}
+	if (m->prof && m->nnodes)
+		m->prof[0].backward_s += prof_now() - t0;
 }
 
 static int check_batch(const struct sd_model *m, int nb, char **why)

@@ -59,6 +59,21 @@ const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *cou
  * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
 double sd_model_flops_per_sample(const struct sd_model *m);
 
+/* Wall time per node, for benchmarks (tests/bench/bench-train --profile).
+ * sd_model_profile_start zeroes the times and turns timing on; from then on
+ * every forward and backward pass adds each node's seconds (a clock read
+ * between nodes, so the layers themselves are unchanged).  name and op point
+ * into the model (valid while it lives). */
+struct sd_node_time {
+	const char *name;     /* node name, e.g. "s1.b1.conv1" */
+	const char *op;       /* "conv", "batchnorm", "relu", ... */
+	double forward_s, backward_s;
+};
+void sd_model_profile_start(struct sd_model *m);
+/* The times, one per node in forward order; *count 0 and NULL before
+ * sd_model_profile_start. */
+const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count);
+
 /* Training pass on n samples x: (n, c, h, w), labels: (n).  Zeroes the
  * gradient buffer, runs forward and backward (batch-norm in training mode)
  * and leaves sum over samples of dloss/dparam * grad_scale in the gradients;

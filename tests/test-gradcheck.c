@@ -21,6 +21,13 @@
  *
  *   TOL = 1e-2, FLOOR = 1e-3 for every check.
  *
+ * Convolutions are checked on both paths of engine/layers.h (im2col +
+ * OpenBLAS, and oneDNN where the build has it), at odd small shapes and at
+ * every convolution shape of resnet20/32 and cnn (channels, plane, kernel,
+ * stride and padding as in the model, batch 2, MAX_CHECKS_MODEL random
+ * elements per tensor); at the model shapes the oneDNN path must really run
+ * (no silent fallback to im2col).
+ *
  * Also checked: parameter gradients ACCUMULATE (a buffer holding P gets
  * P + 2 G after two calls, within 1e-4 relative), dx is overwritten (it is
  * pre-filled with NaN), and dx = NULL gives the same parameter gradients.
@@ -43,6 +50,11 @@
 #define EPS_SMOOTH 1e-2f
 /* Tensors larger than this are checked at this many random elements. */
 #define MAX_CHECKS 200
+/* Fewer at the model-sized convolutions, where one forward pass costs
+ * milliseconds: on the exact grid any wrong gradient element shows, and a
+ * wrong kernel gets many elements wrong. */
+#define MAX_CHECKS_MODEL 24
+static size_t max_checks = MAX_CHECKS;
 
 static struct sd_rng rng;
 
@@ -96,9 +108,9 @@ static void check_grad(const char *name, const char *tensor, float *p, size_t co
                        const float *a, const struct case_ops *ops, float eps)
 {
 	double worst = 0.0;
-	size_t worst_at = 0, checks = count < MAX_CHECKS ? count : MAX_CHECKS;
+	size_t worst_at = 0, checks = count < max_checks ? count : max_checks;
 	for (size_t t = 0; t < checks; t++) {
-		size_t i = count <= MAX_CHECKS ? t : sd_rng_below(&rng, (uint32_t)count);
+		size_t i = count <= max_checks ? t : sd_rng_below(&rng, (uint32_t)count);
 		float keep = p[i];
 		p[i] = keep + eps;
 		double lp = ops->loss(ops->ctx);
@@ -214,7 +226,11 @@ static double conv_loss(void *p)
 	return dot_f64(c->y, c->g, (size_t)c->s.n * c->s.k * c->s.oh * c->s.ow);
 }
 
-static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int pad, int bias)
+/* oneDNN is in this build. */
+static int have_onednn;
+
+static void test_conv_path(enum sd_conv_path path, int model, int n, int ch, int h, int w,
+                           int k, int r, int stride, int pad, int bias)
 {
 	char name[96];
 	struct conv_ctx c;
@@ -223,8 +239,18 @@ static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int
 		             stride, pad);
 		return;
 	}
-	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d r%d s%d p%d%s", n, ch, h, w, k, r,
-	         stride, pad, bias ? "" : " nobias");
+	snprintf(name, sizeof(name), "conv[%s] n%d c%d %dx%d k%d r%d s%d p%d%s",
+	         sd_conv2d_path_name(path), n, ch, h, w, k, r, stride, pad, bias ? "" : " nobias");
+	if (path == SD_CONV_ONEDNN && !have_onednn)
+		return;
+	sd_conv2d_set_path(path);
+	if (path == SD_CONV_ONEDNN && sd_conv2d_path(&c.s, bias) != SD_CONV_ONEDNN) {
+		/* Small odd shapes may lack JIT kernels (im2col then runs and
+		 * is checked anyway); model shapes must have them. */
+		check_report(!model, "%-36s oneDNN has no JIT kernels here: im2col runs", name);
+		if (model)
+			return;
+	}
 	const size_t nx = (size_t)n * ch * h * w, nw = (size_t)k * ch * r * r;
 	const size_t ny = (size_t)n * k * c.s.oh * c.s.ow;
 	c.x = falloc(nx);
@@ -266,6 +292,22 @@ static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int
 	free(w0), free(w2), free(b0), free(b2), free(dwn), free(dbn);
 	free(c.x), free(c.w), free(c.b), free(c.y), free(c.g), free(c.ws);
 	free(dx), free(dw), free(db);
+	sd_conv2d_set_path(SD_CONV_AUTO);
+}
+
+static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int pad, int bias)
+{
+	test_conv_path(SD_CONV_IM2COL, 0, n, ch, h, w, k, r, stride, pad, bias);
+	test_conv_path(SD_CONV_ONEDNN, 0, n, ch, h, w, k, r, stride, pad, bias);
+}
+
+/* A convolution of one of the models, batch 2: both paths. */
+static void test_conv_model(int ch, int hw, int k, int r, int stride, int pad, int bias)
+{
+	max_checks = MAX_CHECKS_MODEL;
+	test_conv_path(SD_CONV_IM2COL, 1, 2, ch, hw, hw, k, r, stride, pad, bias);
+	test_conv_path(SD_CONV_ONEDNN, 1, 2, ch, hw, hw, k, r, stride, pad, bias);
+	max_checks = MAX_CHECKS;
 }
 
 /* ------------------------------------------------------------ batch norm */
@@ -471,6 +513,10 @@ int main(int argc, char **argv)
 	(void)argc;
 	sd_rng_seed(&rng, 20240601, 7);
 	printf("gradient check: error = |a-n| / max(%g, |a|+|n|) must be <= %g\n", FLOOR, TOL);
+	const char *ver = sd_conv2d_onednn_version();
+	have_onednn = ver != NULL;
+	printf("convolution paths: im2col%s%s\n", ver ? " and oneDNN " : " only (no oneDNN in this build)",
+	       ver ? ver : "");
 
 	test_linear(3, 7, 5, 1);
 	test_linear(4, 9, 6, 0);
@@ -496,6 +542,16 @@ int main(int argc, char **argv)
 	 * chunks, the last one a single sample (SD_CONV_CHUNK_FLOATS in
 	 * engine/layers.c); checked at random elements. */
 	test_conv(3, 16, 32, 32, 8, 5, 1, 2, 1);
+	/* Every convolution of resnet20/32 (no bias: batch-norm follows) and
+	 * of cnn (with bias). */
+	test_conv_model(3, 32, 16, 3, 1, 1, 0);
+	test_conv_model(16, 32, 16, 3, 1, 1, 0);
+	test_conv_model(16, 32, 32, 3, 2, 1, 0);
+	test_conv_model(32, 16, 32, 3, 1, 1, 0);
+	test_conv_model(32, 16, 64, 3, 2, 1, 0);
+	test_conv_model(64, 8, 64, 3, 1, 1, 0);
+	test_conv_model(1, 28, 32, 5, 1, 2, 1);
+	test_conv_model(32, 14, 64, 5, 1, 2, 1);
 
 	test_batchnorm(4, 3, 5);
 	test_batchnorm(8, 4, 1);
