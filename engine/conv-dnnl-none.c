@@ -42,3 +42,41 @@ const char *sd_conv2d_dnnl_version(void)
 {
 	return NULL;
 }
+
+int sd_conv2d_dnnl_block(const struct sd_conv2d_shape *s)
+{
+	(void)s;
+	return 0;
+}
+
+int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                     int yblk, int need_dx)
+{
+	(void)s, (void)bias, (void)xblk, (void)yblk, (void)need_dx;
+	return 0;
+}
+
+size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, int bias,
+                                               int xblk, int yblk)
+{
+	(void)s, (void)bias, (void)xblk, (void)yblk;
+	return 0;
+}
+
+int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                                   const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                   float *ws)
+{
+	(void)y, (void)x, (void)w, (void)b, (void)s, (void)xblk, (void)yblk, (void)ws;
+	return -1;
+}
+
+int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws)
+{
+	(void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)s, (void)xblk;
+	(void)yblk, (void)ws;
+	return -1;
+}

@@ -56,10 +56,19 @@ struct sd_dnnl_pass {
 	char impl[40];              /* oneDNN's name of the kernel */
 };
 
-struct sd_dnnl_plan {
-	/* key */
+/* What a plan is built for. */
+struct sd_dnnl_key {
 	struct sd_conv2d_shape s;
-	int bias, threads;
+	int bias;
+	int threads;        /* omp_get_max_threads() when built */
+	int xblk, yblk;     /* layout of our x and y buffers: 1 NCHW, 8 or 16 nChw8c/16c */
+	int native;         /* the kernels work on our layouts (else oneDNN picks, we reorder) */
+};
+
+struct sd_dnnl_plan {
+	struct sd_dnnl_key key;
+	struct sd_conv2d_shape s;   /* key.s */
+	int bias;                   /* key.bias */
 	/* cache bookkeeping */
 	int refs;                   /* calls using it; never freed while > 0 */
 	int cached;                 /* in sd_dnnl_plans[] (else freed at last put) */
@@ -200,6 +209,12 @@ static size_t sd_max(size_t a, size_t b)
 	return a > b ? a : b;
 }
 
+/* oneDNN's tag for our activation layout with channel block blk. */
+static dnnl_format_tag_t sd_act_tag(int blk)
+{
+	return blk == 16 ? dnnl_nChw16c : blk == 8 ? dnnl_nChw8c : dnnl_nchw;
+}
+
 /* Builds the primitives of p->s and lays out the workspace of each call;
  * p->ok says whether the forward and weight-gradient passes can run. */
 static void sd_plan_build(struct sd_dnnl_plan *p)
@@ -211,13 +226,18 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	 * integer division as sd_conv2d_shape_init, so symmetric padding
 	 * always agrees with our output size. */
 	dnnl_dims_t strides = { s->stride, s->stride }, pad = { s->pad, s->pad };
+	/* src_p, w_p, dst_p: our buffers' layouts; *_any: what the kernels are
+	 * asked to take (their pick, or ours when the plan is native). */
+	const int native = p->key.native;
 	dnnl_memory_desc_t src_any, w_any, dst_any, src_p, w_p, dst_p;
-	dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, dnnl_f32, dnnl_format_tag_any);
-	dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, dnnl_f32, dnnl_format_tag_any);
-	dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_d, dnnl_f32, dnnl_format_tag_any);
-	dnnl_memory_desc_init_by_tag(&src_p, 4, src_d, dnnl_f32, dnnl_nchw);
+	dnnl_memory_desc_init_by_tag(&src_p, 4, src_d, dnnl_f32, sd_act_tag(p->key.xblk));
 	dnnl_memory_desc_init_by_tag(&w_p, 4, w_d, dnnl_f32, dnnl_oihw);
-	dnnl_memory_desc_init_by_tag(&dst_p, 4, dst_d, dnnl_f32, dnnl_nchw);
+	dnnl_memory_desc_init_by_tag(&dst_p, 4, dst_d, dnnl_f32, sd_act_tag(p->key.yblk));
+	dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, dnnl_f32,
+	                             native ? sd_act_tag(p->key.xblk) : dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_d, dnnl_f32,
+	                             native ? sd_act_tag(p->key.yblk) : dnnl_format_tag_any);
 	dnnl_memory_desc_init_by_tag(&p->bias_md, 1, b_d, dnnl_f32, dnnl_a);
 	const dnnl_memory_desc_t *bmd = p->bias ? &p->bias_md : NULL;
 
@@ -306,27 +326,30 @@ out:
 		dnnl_primitive_desc_destroy(wpd);
 }
 
-static int sd_plan_matches(const struct sd_dnnl_plan *p, const struct sd_conv2d_shape *s,
-                           int bias, int threads)
+static int sd_plan_matches(const struct sd_dnnl_plan *p, const struct sd_dnnl_key *k)
 {
-	const struct sd_conv2d_shape *q = &p->s;
+	const struct sd_conv2d_shape *q = &p->key.s, *s = &k->s;
 	return q->n == s->n && q->c == s->c && q->h == s->h && q->w == s->w && q->k == s->k &&
-	       q->r == s->r && q->stride == s->stride && q->pad == s->pad && p->bias == bias &&
-	       p->threads == threads;
+	       q->r == s->r && q->stride == s->stride && q->pad == s->pad &&
+	       p->key.bias == k->bias && p->key.threads == k->threads && p->key.xblk == k->xblk &&
+	       p->key.yblk == k->yblk && p->key.native == k->native;
 }
 
-/* The plan of (s, bias) for the current OpenMP thread count, built on first
- * use; NULL without a CPU engine.  Release it with sd_plan_put. */
-static struct sd_dnnl_plan *sd_plan_get(const struct sd_conv2d_shape *s, int bias)
+/* The plan for shape s and the layouts (xblk, yblk, native; see struct
+ * sd_dnnl_key) at the current OpenMP thread count, built on first use; NULL
+ * without a CPU engine.  Release it with sd_plan_put. */
+static struct sd_dnnl_plan *sd_plan_get_key(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                            int yblk, int native)
 {
 	pthread_once(&sd_dnnl_once, sd_dnnl_init);
 	if (!sd_dnnl_engine)
 		return NULL;
-	const int threads = omp_get_max_threads();
+	struct sd_dnnl_key key = { .s = *s, .bias = bias, .threads = omp_get_max_threads(),
+		                   .xblk = xblk, .yblk = yblk, .native = native };
 	pthread_mutex_lock(&sd_dnnl_lock);
 	for (int i = 0; i < SD_DNNL_PLANS_MAX; i++) {
 		struct sd_dnnl_plan *p = sd_dnnl_plans[i];
-		if (p && sd_plan_matches(p, s, bias, threads)) {
+		if (p && sd_plan_matches(p, &key)) {
 			p->refs++;
 			p->used = ++sd_dnnl_clock;
 			pthread_mutex_unlock(&sd_dnnl_lock);
@@ -337,16 +360,16 @@ static struct sd_dnnl_plan *sd_plan_get(const struct sd_conv2d_shape *s, int bia
 
 	/* Built outside the lock: JIT compilation takes milliseconds. */
 	struct sd_dnnl_plan *p = sd_calloc(1, sizeof *p);
+	p->key = key;
 	p->s = *s;
 	p->bias = bias;
-	p->threads = threads;
 	sd_plan_build(p);
 
 	pthread_mutex_lock(&sd_dnnl_lock);
 	int slot = -1;
 	for (int i = 0; i < SD_DNNL_PLANS_MAX; i++) {
 		struct sd_dnnl_plan *q = sd_dnnl_plans[i];
-		if (q && sd_plan_matches(q, s, bias, threads)) {
+		if (q && sd_plan_matches(q, &key)) {
 			/* Another thread built the same plan meanwhile. */
 			q->refs++;
 			q->used = ++sd_dnnl_clock;
@@ -375,6 +398,12 @@ static struct sd_dnnl_plan *sd_plan_get(const struct sd_conv2d_shape *s, int bia
 	p->used = ++sd_dnnl_clock;
 	pthread_mutex_unlock(&sd_dnnl_lock);
 	return p;
+}
+
+/* The plan of the NCHW API: oneDNN picks the layouts, we reorder. */
+static struct sd_dnnl_plan *sd_plan_get(const struct sd_conv2d_shape *s, int bias)
+{
+	return sd_plan_get_key(s, bias, 1, 1, 0);
 }
 
 static void sd_plan_put(struct sd_dnnl_plan *p)
@@ -501,16 +530,10 @@ static int sd_call_end(struct sd_call *c)
 	return c->failed ? -1 : 0;
 }
 
-int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float *b,
-                           const struct sd_conv2d_shape *s, float *ws)
+/* Runs the forward pass of plan p (usable) and releases it. */
+static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
+                          const float *b, float *ws)
 {
-	struct sd_dnnl_plan *p = sd_plan_get(s, b != NULL);
-	if (!p)
-		return -1;
-	if (!p->ok) {
-		sd_plan_put(p);
-		return -1;
-	}
 	struct sd_call c;
 	if (sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
@@ -537,17 +560,12 @@ int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float
 	return rc;
 }
 
-int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
-                            const float *x, const float *w,
-                            const struct sd_conv2d_shape *s, float *ws)
+/* Runs the backward passes of plan p (usable, with a JIT backward-data
+ * kernel when dx is asked for) and releases it. */
+static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
+                           const float *dy, const float *x, const float *w, float *ws)
 {
-	struct sd_dnnl_plan *p = sd_plan_get(s, db != NULL);
-	if (!p)
-		return -1;
-	if (!p->ok || (dx && !p->bwd_d.jit)) {
-		sd_plan_put(p);
-		return -1;
-	}
+	const struct sd_conv2d_shape *s = &p->s;
 	struct sd_call c;
 	if (sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
@@ -598,4 +616,99 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
 	}
 	sd_plan_put(p);
 	return rc;
+}
+
+/* A usable plan for the call, or NULL (released) when there is none. */
+static struct sd_dnnl_plan *sd_plan_usable(struct sd_dnnl_plan *p, int need_dx)
+{
+	if (p && (!p->ok || (need_dx && !p->bwd_d.jit))) {
+		sd_plan_put(p);
+		return NULL;
+	}
+	return p;
+}
+
+int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float *b,
+                           const struct sd_conv2d_shape *s, float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, b != NULL), 0);
+	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+}
+
+int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
+                            const float *x, const float *w,
+                            const struct sd_conv2d_shape *s, float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, db != NULL), dx != NULL);
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+}
+
+/* ------------------------------------------------------ blocked layouts */
+
+int sd_conv2d_dnnl_block(const struct sd_conv2d_shape *s)
+{
+	struct sd_dnnl_plan *p = sd_plan_get(s, 0);
+	if (!p)
+		return 0;
+	int blk = 0;
+	if (p->ok) {
+		/* The layout oneDNN picked for the output, when left free. */
+		for (int b = 8; b <= 16 && !blk; b += 8) {
+			dnnl_memory_desc_t md;
+			dnnl_dims_t d = { s->n, s->k, s->oh, s->ow };
+			dnnl_memory_desc_init_by_tag(&md, 4, d, dnnl_f32, sd_act_tag(b));
+			if (dnnl_memory_desc_equal(&md, &p->f_dst.md))
+				blk = b;
+		}
+	}
+	sd_plan_put(p);
+	return blk;
+}
+
+/* The native plan of (s, bias, xblk, yblk), or NULL when oneDNN cannot run
+ * it on those layouts with JIT kernels. */
+static struct sd_dnnl_plan *sd_plan_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                            int yblk, int need_dx)
+{
+	if ((xblk != 1 && xblk != 8 && xblk != 16) || (yblk != 8 && yblk != 16) ||
+	    (xblk > 1 && s->c % xblk) || s->k % yblk)
+		return NULL;
+	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1), need_dx);
+}
+
+int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                     int yblk, int need_dx)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, need_dx);
+	if (p)
+		sd_plan_put(p);
+	return p != NULL;
+}
+
+size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, int bias,
+                                               int xblk, int yblk)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, 0);
+	if (!p)
+		return 0;
+	size_t f = sd_max(p->fwd_floats, p->bwd_floats);
+	sd_plan_put(p);
+	return f;
+}
+
+int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                                   const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                   float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, b != NULL, xblk, yblk, 0);
+	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+}
+
+int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, db != NULL, xblk, yblk, dx != NULL);
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
 }

@@ -53,6 +53,34 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
                             const float *x, const float *w,
                             const struct sd_conv2d_shape *s, float *ws);
 
+/* Channel-blocked activations.  A buffer in layout blk (8 or 16) holds an
+ * (n, c, h, w) tensor as (n, c / blk, h, w, blk): blk consecutive channels of
+ * one pixel next to each other (oneDNN's nChw8c / nChw16c); blk 1 is NCHW.
+ * A model that keeps its activations in the layout oneDNN's kernels read
+ * and write saves the reorders of the calls above. */
+
+/* The channel block of the layout oneDNN's kernels want for shape s (8 on
+ * AVX2, 16 on AVX-512 machines), or 0 when the shape is unsupported or the
+ * build has no oneDNN. */
+int sd_conv2d_dnnl_block(const struct sd_conv2d_shape *s);
+/* 1 when shape s runs with JIT kernels on x in layout xblk (1, 8 or 16) and
+ * y in layout yblk (8 or 16), dx included when need_dx, else 0. */
+int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                     int yblk, int need_dx);
+/* Workspace floats of the two calls below (0 when unsupported). */
+size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, int bias,
+                                               int xblk, int yblk);
+/* As sd_conv2d_dnnl_forward/backward with x and dx in layout xblk, y and dy
+ * in layout yblk (w, dw, b, db as ever: OIHW and (k)).  Return 0, or -1
+ * (dw, db untouched) when unsupported or oneDNN failed. */
+int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                                   const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                   float *ws);
+int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws);
+
 /* Writes oneDNN's names of the kernels it runs for shape s, forward /
  * backward-data / backward-weights (e.g. "jit:avx2 / jit:avx2 / jit:avx2"),
  * into buf (len bytes, NUL-terminated); "unsupported" when a pass has no JIT

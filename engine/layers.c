@@ -768,6 +768,84 @@ void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
 	sd_conv2d_backward_im2col(dx, dw, db, dy, x, w, s, ws);
 }
 
+/* ---------------------------------------- convolutions, blocked layouts */
+
+int sd_conv2d_block(const struct sd_conv2d_shape *s)
+{
+	return sd_conv2d_dnnl_block(s);
+}
+
+int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,
+                                int need_dx)
+{
+	return sd_conv2d_get_path() != SD_CONV_IM2COL &&
+	       sd_conv2d_dnnl_blocked_supported(s, bias, xblk, yblk, need_dx);
+}
+
+/* Workspace of the converting im2col fallback: NCHW copies of x (or dx), of
+ * y (or dy), of dx, then im2col's own. */
+static size_t sd_conv2d_fallback_floats(const struct sd_conv2d_shape *s)
+{
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
+	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;
+	return 2 * nx + ny + sd_conv2d_im2col_workspace_floats(s);
+}
+
+size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int xblk, int yblk)
+{
+	size_t f = sd_conv2d_fallback_floats(s);
+	for (int bias = 0; bias < 2; bias++) {
+		size_t d = sd_conv2d_dnnl_workspace_floats_blocked(s, bias, xblk, yblk);
+		if (d > f)
+			f = d;
+	}
+	return f;
+}
+
+void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                               const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws)
+{
+	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
+	    sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws) == 0)
+		return;
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
+	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
+	const float *xin = x;
+	if (xblk > 1) {
+		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
+		xin = xp;
+	}
+	sd_conv2d_forward_im2col(yblk > 1 ? yp : y, xin, w, b, s, rest);
+	if (yblk > 1)
+		sd_layout_to_blocked(y, yp, s->n, s->k, s->oh * s->ow, yblk);
+}
+
+void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w,
+                                const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                float *ws)
+{
+	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
+	    sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws) == 0)
+		return;
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
+	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;
+	float *xp = ws, *dyp = xp + nx, *dxp = dyp + ny, *rest = dxp + nx;
+	const float *xin = x, *dyin = dy;
+	if (xblk > 1) {
+		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
+		xin = xp;
+	}
+	if (yblk > 1) {
+		sd_layout_from_blocked(dyp, dy, s->n, s->k, s->oh * s->ow, yblk);
+		dyin = dyp;
+	}
+	float *dxout = dx && xblk > 1 ? dxp : dx;
+	sd_conv2d_backward_im2col(dxout, dw, db, dyin, xin, w, s, rest);
+	if (dx && xblk > 1)
+		sd_layout_to_blocked(dx, dxp, s->n, s->c, s->h * s->w, xblk);
+}
+
 /* ------------------------------------------------------------ batch norm */
 
 void sd_batchnorm_forward_train(float *y, float *mean, float *invstd,

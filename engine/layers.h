@@ -141,4 +141,91 @@ double sd_softmax_xent_forward(float *probs, int *correct, const float *logits,
 void sd_softmax_xent_backward(float *dlogits, const float *probs, const uint8_t *labels,
                               int n, int classes, float scale);
 
+/* ------------------------------------------------ channel-blocked layouts
+ * (engine/layers-blocked.c)
+ *
+ * oneDNN's convolution kernels read and write activations with the channels
+ * in blocks of blk: an (n, c, h, w) tensor stored as (n, c / blk, h, w, blk),
+ * blk consecutive channels of one pixel next to each other (oneDNN's nChw8c
+ * on AVX2 machines, nChw16c on AVX-512 ones).  A model whose activations stay
+ * in that layout saves two reorders per convolution call (one per tensor it
+ * reads or writes); the functions here are the rest of a ResNet in that
+ * layout.  blk is 1 (plain NCHW), 8 or 16, and c must be a multiple of blk.
+ * Element (i, ch, p) of a plane of hw pixels is at
+ *   ((i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk.
+ * Like the rest of this file: outputs overwritten, parameter gradients
+ * accumulated, nothing allocated, results independent of the thread count.
+ * The batch-norm functions keep their per-channel sums on the stack and take
+ * at most SD_BN_CHANNELS_MAX channels.
+ */
+#define SD_BN_CHANNELS_MAX 2048
+
+/* dst = src converted from NCHW to layout blk, and back.  (n, c, hw). */
+void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
+void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
+
+/* The channel block oneDNN's kernels want for shape s (8 or 16), or 0 when
+ * the build has no oneDNN or it has no JIT kernels for the shape. */
+int sd_conv2d_block(const struct sd_conv2d_shape *s);
+/* Convolution with x, dx in layout xblk and y, dy in layout yblk.  oneDNN
+ * runs it when it has JIT kernels for those layouts; otherwise (and always
+ * when the path is forced to im2col) the tensors are converted to NCHW in
+ * the workspace and the im2col path runs, so any layout works everywhere.
+ * ws: sd_conv2d_workspace_floats_blocked(s, xblk, yblk) floats. */
+size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int xblk, int yblk);
+void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                               const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws);
+void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w,
+                                const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                float *ws);
+/* Whether sd_conv2d_*_blocked would run shape s on oneDNN (1) or convert
+ * and run im2col (0), dx included when need_dx. */
+int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,
+                                int need_dx);
+
+/* Batch-norm fused with an optional residual add and ReLU, in one pass over
+ * memory after the statistics: y = act(bn(x) + r), act = ReLU when relu is
+ * set, else identity; r (same shape as x) may be NULL.  Statistics and the
+ * running-average update as sd_batchnorm_forward_train, except that mean and
+ * variance come from one pass of double-precision sums of x and x^2 (the
+ * cancellation of E[x^2] - E[x]^2 costs about 1e-16 (1 + mean^2 / var)
+ * relative in double: nothing at float32 precision).
+ * x, y, r: (n, c, hw) in layout blk; gamma, beta, mean, invstd, running_*: (c). */
+void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
+                                    float *running_mean, float *running_var,
+                                    const float *x, const float *r, const float *gamma,
+                                    const float *beta, int n, int c, int hw, int blk,
+                                    int relu, float momentum, float eps);
+/* Inference mode: running statistics. */
+void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
+                                   const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var,
+                                   int n, int c, int hw, int blk, int relu, float eps);
+/* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
+ * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
+ * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is
+ * the forward output, x its input, mean/invstd what it saved. */
+void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta,
+                               const float *dy, const float *y, const float *x,
+                               const float *mean, const float *invstd, const float *gamma,
+                               int n, int c, int hw, int blk, int relu);
+
+/* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
+ * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by
+ * taking every s-th row and column and padding the channels with zeros,
+ * (c - cb) / 2 on each side:
+ *   r[i][ch][y][x] = b[i][ch - pad][y s][x s] if 0 <= ch - pad < cb, else 0.
+ * Both in layout blk (c and cb multiples of it). */
+void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, int cb, int hb,
+                         int wb, int s, int blk);
+/* db += the adjoint applied to dr (positions not sampled get nothing). */
+void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w, int cb,
+                          int hb, int wb, int s, int blk);
+
+/* Global average pooling of x (n, c, hw) in layout blk to y (n, c) (the same
+ * in every layout), and its backward (dx overwritten). */
+void sd_global_avgpool_forward(float *y, const float *x, int n, int c, int hw, int blk);
+void sd_global_avgpool_backward(float *dx, const float *dy, int n, int c, int hw, int blk);
+
 #endif

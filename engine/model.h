@@ -46,6 +46,14 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 void sd_model_destroy(struct sd_model *m);
 
 const char *sd_model_name(const struct sd_model *m);
+/* Layout of the model's activations, fixed when it was built: 1 for NCHW
+ * (every convolution through sd_conv2d_forward/backward, each on the path
+ * layers.h chooses per shape), or 8 / 16 for oneDNN's channel-blocked
+ * layout (the ResNets when oneDNN runs all their convolutions: no
+ * activation is ever reordered, and each batch-norm runs fused with the
+ * ReLU and residual add after it).  The parameters are the same in both, so
+ * checkpoints do not depend on it. */
+int sd_model_channel_block(const struct sd_model *m);
 /* Deterministic initialisation of parameters and buffers from seed. */
 void sd_model_init(struct sd_model *m, uint64_t seed);
 

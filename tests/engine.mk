@@ -30,3 +30,11 @@ noinst_PROGRAMS += tests/bench/bench-conv
 tests_bench_bench_conv_SOURCES = tests/bench/bench-conv.c
 tests_bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_conv_LDADD = $(SD_ENGINE_LIBS)
+
+# Whole models on both convolution paths: gradients, training, determinism
+# and checkpoints across paths (SKIPs without oneDNN).
+check_PROGRAMS += tests/test-conv-paths
+TESTS += tests/test-conv-paths
+tests_test_conv_paths_SOURCES = tests/test-conv-paths.c tests/check.h tests/tmpdir.h
+tests_test_conv_paths_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_test_conv_paths_LDADD = $(SD_ENGINE_LIBS)

@@ -148,8 +148,9 @@ int main(int argc, char **argv)
 		const struct sd_node_time *nt = sd_model_profile(t->model, &n);
 		double tf = 0, tb = 0;
 		const char *ops[] = { "conv", "batchnorm", "relu", "add", "maxpool", "avgpool",
-		                      "linear" };
-		double of[7] = { 0 }, ob[7] = { 0 };
+		                      "linear", "bn+relu", "bn+add+relu" };
+		enum { NOPS = sizeof ops / sizeof ops[0] };
+		double of[NOPS] = { 0 }, ob[NOPS] = { 0 };
 		fprintf(stderr, "%-16s %-9s %9s %9s   (ms per step, mean of %d)\n", "node", "op",
 		        "fwd", "bwd", steps);
 		for (int i = 0; i < n; i++) {
@@ -157,13 +158,13 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%-16s %-9s %9.2f %9.2f\n", nt[i].name, nt[i].op, f, b);
 			tf += f;
 			tb += b;
-			for (int k = 0; k < 7; k++)
+			for (int k = 0; k < NOPS; k++)
 				if (!strcmp(nt[i].op, ops[k])) {
 					of[k] += f;
 					ob[k] += b;
 				}
 		}
-		for (int k = 0; k < 7; k++)
+		for (int k = 0; k < NOPS; k++)
 			if (of[k] + ob[k] > 0)
 				fprintf(stderr, "%-16s %-9s %9.2f %9.2f\n", "all", ops[k], of[k], ob[k]);
 		fprintf(stderr, "%-16s %-9s %9.2f %9.2f  (step median %.2f ms)\n", "total", "", tf, tb,
@@ -171,9 +172,12 @@ int main(int argc, char **argv)
 	}
 	printf("{\"engine\": \"spotdeck\", \"model\": \"%s\", \"batch\": %d, \"threads\": %d, "
 	       "\"steps\": %d, \"warmup\": %d, \"images_per_sec\": %.2f, \"step_ms_median\": %.3f, "
-	       "\"flops_per_image\": %.0f, \"busy_other\": %.3f, \"blas_kernel\": \"%s\"}\n",
+	       "\"flops_per_image\": %.0f, \"busy_other\": %.3f, \"blas_kernel\": \"%s\", "
+	       "\"conv_path\": \"%s\", \"layout_block\": %d, \"onednn\": \"%s\"}\n",
 	       model, batch, threads, steps, warmup, (double)steps * batch / wall, med * 1e3,
-	       sd_model_flops_per_sample(t->model), other, sd_blas_kernel());
+	       sd_model_flops_per_sample(t->model), other, sd_blas_kernel(),
+	       sd_conv2d_path_name(sd_conv2d_get_path()), sd_model_channel_block(t->model),
+	       sd_conv2d_onednn_version() ? sd_conv2d_onednn_version() : "none");
 	free(st);
 	sd_trainer_destroy(t);
 	return 0;
