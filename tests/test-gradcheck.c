@@ -21,6 +21,10 @@
  *
  *   TOL = 1e-2, FLOOR = 1e-3 for every check.
  *
+ * The fused batch-norm + residual + ReLU and the option-A shortcut of the
+ * channel-blocked ResNets (engine/layers-blocked.c) are checked in NCHW and
+ * in blocks of 8 and 16 channels.
+ *
  * Convolutions are checked on both paths of engine/layers.h (im2col +
  * OpenBLAS, and oneDNN where the build has it), at odd small shapes and at
  * every convolution shape of resnet20/32 and cnn (channels, plane, kernel,
@@ -367,6 +371,101 @@ static void test_batchnorm(int n, int ch, int hw)
 	free(c.invstd), free(c.rmean), free(c.rvar), free(dx), free(dgamma), free(dbeta);
 }
 
+/* ------------------------------------- fused batch-norm, blocked layouts */
+
+struct bn_act_ctx {
+	int n, c, hw, blk, relu;
+	float *x, *r, *gamma, *beta, *y, *g, *mean, *invstd, *rmean, *rvar;
+};
+
+static double bn_act_loss(void *p)
+{
+	struct bn_act_ctx *c = p;
+	sd_batchnorm_act_forward_train(c->y, c->mean, c->invstd, c->rmean, c->rvar, c->x, c->r,
+	                               c->gamma, c->beta, c->n, c->c, c->hw, c->blk, c->relu, 0.1f,
+	                               1e-5f);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->hw);
+}
+
+/* y = relu(bn(x) + r) in layout blk.  The residual is chosen so that every
+ * pre-activation is at least 0.25 from the ReLU's kink (a perturbation of
+ * eps moves it by far less), which keeps central differences valid. */
+static void test_bn_act(int n, int ch, int hw, int blk, int relu)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "bn-act n%d c%d hw%d blk%d%s", n, ch, hw, blk,
+	         relu ? " +res relu" : " +res");
+	const size_t nx = (size_t)n * ch * hw;
+	struct bn_act_ctx c = { n, ch, hw, blk, relu, falloc(nx), falloc(nx), falloc(ch),
+		                falloc(ch), falloc(nx), falloc(nx), falloc(ch), falloc(ch),
+		                falloc(ch), falloc(ch) };
+	fill_normal(c.x, nx);
+	for (size_t i = 0; i < nx; i++)
+		c.x[i] = c.x[i] * 1.5f + 0.5f;
+	for (int i = 0; i < ch; i++) {
+		c.gamma[i] = 0.5f + sd_rng_uniform(&rng);
+		c.beta[i] = sd_rng_normal(&rng);
+	}
+	/* r = target - bn(x), target = +-(0.25 .. 1.25). */
+	int keep = c.relu;
+	c.relu = 0;
+	bn_act_loss(&c);
+	c.relu = keep;
+	for (size_t i = 0; i < nx; i++) {
+		float t = 0.25f + sd_rng_uniform(&rng);
+		c.r[i] = (sd_rng_uniform(&rng) < 0.5f ? -t : t) - c.y[i];
+	}
+	fill_normal(c.g, nx);
+	float *dx = falloc(nx), *dr = falloc(nx), *dgamma = falloc(ch), *dbeta = falloc(ch);
+	fill_nan(dx, nx);
+	fill_nan(dr, nx);
+	bn_act_loss(&c);
+	sd_batchnorm_act_backward(dx, dr, dgamma, dbeta, c.g, c.y, c.x, c.mean, c.invstd, c.gamma, n,
+	                          ch, hw, blk, relu);
+	struct case_ops ops = { bn_act_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_SMOOTH);
+	check_grad(name, "r", c.r, nx, dr, &ops, EPS_SMOOTH);
+	check_grad(name, "gamma", c.gamma, ch, dgamma, &ops, EPS_SMOOTH);
+	check_grad(name, "beta", c.beta, ch, dbeta, &ops, EPS_SMOOTH);
+	free(c.x), free(c.r), free(c.gamma), free(c.beta), free(c.y), free(c.g), free(c.mean);
+	free(c.invstd), free(c.rmean), free(c.rvar), free(dx), free(dr), free(dgamma), free(dbeta);
+}
+
+struct shortcut_ctx {
+	int n, c, h, w, cb, s, blk;
+	float *b, *r, *g, *y;
+};
+
+/* Option-A shortcut, then global average pooling (both linear): grid data. */
+static double shortcut_loss(void *p)
+{
+	struct shortcut_ctx *c = p;
+	sd_shortcut_forward(c->r, c->b, c->n, c->c, c->h, c->w, c->cb, c->h * c->s, c->w * c->s,
+	                    c->s, c->blk);
+	sd_global_avgpool_forward(c->y, c->r, c->n, c->c, c->h * c->w, c->blk);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c);
+}
+
+static void test_shortcut(int n, int ch, int h, int w, int cb, int s, int blk)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "shortcut+gavg n%d %d->%d %dx%d s%d blk%d", n, cb, ch, h, w, s,
+	         blk);
+	const size_t nb = (size_t)n * cb * h * s * w * s, nr = (size_t)n * ch * h * w;
+	struct shortcut_ctx c = { n, ch, h, w, cb, s, blk, falloc(nb), falloc(nr),
+		                  falloc((size_t)n * ch), falloc((size_t)n * ch) };
+	fill_grid(c.b, nb, 2);
+	fill_grid(c.g, (size_t)n * ch, 1);
+	float *dr = falloc(nr), *db = falloc(nb);
+	fill_nan(dr, nr);
+	shortcut_loss(&c);
+	sd_global_avgpool_backward(dr, c.g, n, ch, h * w, blk);
+	sd_shortcut_backward(db, dr, n, ch, h, w, cb, h * s, w * s, s, blk);
+	struct case_ops ops = { shortcut_loss, &c };
+	check_grad(name, "b", c.b, nb, db, &ops, EPS_GRID);
+	free(c.b), free(c.r), free(c.g), free(c.y), free(dr), free(db);
+}
+
 /* ------------------------------------------------------------------ relu */
 
 struct relu_ctx {
@@ -556,6 +655,14 @@ int main(int argc, char **argv)
 	test_batchnorm(4, 3, 5);
 	test_batchnorm(8, 4, 1);
 	test_batchnorm(2, 2, 9);
+	/* The fused batch-norm and the shortcut of the channel-blocked ResNets,
+	 * in NCHW and both block sizes. */
+	for (int blk = 1; blk <= 16; blk = blk == 1 ? 8 : 2 * blk) {
+		test_bn_act(3, 16, 5, blk, 1);
+		test_bn_act(2, 32, 4, blk, 0);
+		test_shortcut(2, 32, 3, 3, 16, 2, blk);
+		test_shortcut(2, 16, 4, 4, 16, 1, blk);
+	}
 
 	test_relu(1000);
 

@@ -735,6 +735,246 @@ static void test_paths(int n, int c, int h, int w, int k, int rr, int pad)
 	free(x), free(wt), free(dy), free(ws);
 }
 
+/* ------------------------------------------------ channel-blocked layouts */
+
+/* Offset of (i, ch, p) in layout blk (layers.h), written here independently. */
+static size_t blk_at(int i, int ch, int p, int c, int hw, int blk)
+{
+	return (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk;
+}
+
+static void test_layout(int n, int c, int hw, int blk)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "layout n%d c%d hw%d blk%d", n, c, hw, blk);
+	const size_t cnt = (size_t)n * c * hw;
+	float *x = falloc(cnt), *b = falloc(cnt), *back = falloc(cnt);
+	fill_normal(x, cnt, 1.0f);
+	sd_layout_to_blocked(b, x, n, c, hw, blk);
+	int ok = 1;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++)
+				ok &= b[blk_at(i, ch, p, c, hw, blk)] == x[((size_t)i * c + ch) * hw + p];
+	check_report(ok, "%-40s to_blocked puts every element where layers.h says", name);
+	sd_layout_from_blocked(back, b, n, c, hw, blk);
+	compare_same(name, "roundtrip", x, back, cnt * sizeof(float));
+	free(x), free(b), free(back);
+}
+
+/* NCHW double tensor -> layout blk, as double (for compare()). */
+static void to_blk_d(double *dst, const double *src, int n, int c, int hw, int blk)
+{
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++)
+				dst[blk_at(i, ch, p, c, hw, blk)] = src[((size_t)i * c + ch) * hw + p];
+}
+
+/* The fused batch-norm (+ residual) (+ ReLU) of layers-blocked.c against the
+ * textbook formulas in double, in NCHW, then placed in layout blk. */
+static void test_bn_act(int n, int c, int hw, int blk, int relu, int residual)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "bn-act n%d c%d hw%d blk%d%s%s", n, c, hw, blk,
+	         residual ? " +res" : "", relu ? " relu" : "");
+	const size_t nx = (size_t)n * c * hw, m = (size_t)n * hw;
+	const float momentum = 0.1f, eps = 1e-5f;
+	float *x = falloc(nx), *r = falloc(nx), *y = falloc(nx), *gamma = falloc(c), *beta = falloc(c);
+	float *mean = falloc(c), *invstd = falloc(c), *rm = falloc(c), *rv = falloc(c);
+	float *xb = falloc(nx), *rb = falloc(nx), *dy = falloc(nx), *dyb = falloc(nx);
+	float *dx = falloc(nx), *dr = falloc(nx), *dg = falloc(c), *dbt = falloc(c);
+	double *ry = dalloc(nx), *ryb = dalloc(nx), *rmean = dalloc(c), *rinv = dalloc(c);
+	double *rrm = dalloc(c), *rrv = dalloc(c), *rdx = dalloc(nx), *rdr = dalloc(nx);
+	double *rdxb = dalloc(nx), *rdrb = dalloc(nx), *rdg = dalloc(c), *rdb = dalloc(c);
+	fill_normal(x, nx, 1.0f);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = 3.0f + 2.0f * x[i];   /* mean far from 0, as after a convolution */
+	fill_normal(r, nx, 1.0f);
+	fill_normal(dy, nx, 1.0f);
+	for (int i = 0; i < c; i++) {
+		gamma[i] = 0.5f + sd_rng_uniform(&rng);
+		beta[i] = sd_rng_normal(&rng);
+		rm[i] = sd_rng_normal(&rng);
+		rv[i] = 0.5f + sd_rng_uniform(&rng);
+	}
+	sd_layout_to_blocked(xb, x, n, c, hw, blk);
+	sd_layout_to_blocked(rb, r, n, c, hw, blk);
+	sd_layout_to_blocked(dyb, dy, n, c, hw, blk);
+	for (int ch = 0; ch < c; ch++) {
+		double su = 0.0, ss = 0.0;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++)
+				su += x[((size_t)i * c + ch) * hw + p];
+		double mu = su / (double)m;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				double d = x[((size_t)i * c + ch) * hw + p] - mu;
+				ss += d * d;
+			}
+		rmean[ch] = mu;
+		rinv[ch] = 1.0 / sqrt(ss / (double)m + eps);
+		rrm[ch] = (1.0 - momentum) * rm[ch] + momentum * mu;
+		rrv[ch] = (1.0 - momentum) * rv[ch] + momentum * (m > 1 ? ss / (double)(m - 1) : ss);
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double v = (x[at] - mu) * rinv[ch] * gamma[ch] + beta[ch];
+				if (residual)
+					v += r[at];
+				ry[at] = relu && v < 0.0 ? 0.0 : v;
+			}
+	}
+	to_blk_d(ryb, ry, n, c, hw, blk);
+	sd_batchnorm_act_forward_train(y, mean, invstd, rm, rv, xb, residual ? rb : NULL, gamma, beta,
+	                               n, c, hw, blk, relu, momentum, eps);
+	compare(name, "y", y, ryb, nx);
+	compare(name, "mean", mean, rmean, c);
+	compare(name, "invstd", invstd, rinv, c);
+	compare(name, "run_mean", rm, rrm, c);
+	compare(name, "run_var", rv, rrv, c);
+
+	/* Backward: the mask comes from the y just computed (the reference's
+	 * own y could put a value within rounding of 0 on the other side). */
+	for (int ch = 0; ch < c; ch++) {
+		double sdy = 0.0, sdyx = 0.0, is = invstd[ch], mu = mean[ch];
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double g = relu && !(y[blk_at(i, ch, p, c, hw, blk)] > 0.0f) ? 0.0 : dy[at];
+				rdr[at] = g;
+				sdy += g;
+				sdyx += g * (x[at] - mu) * is;
+			}
+		rdg[ch] = sdyx;
+		rdb[ch] = sdy;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double xh = (x[at] - mu) * is;
+				rdx[at] = gamma[ch] * is / (double)m * ((double)m * rdr[at] - sdy - xh * sdyx);
+			}
+	}
+	to_blk_d(rdxb, rdx, n, c, hw, blk);
+	to_blk_d(rdrb, rdr, n, c, hw, blk);
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = dr[i] = NAN;
+	sd_batchnorm_act_backward(dx, residual ? dr : NULL, dg, dbt, dyb, y, xb, mean, invstd, gamma,
+	                          n, c, hw, blk, relu);
+	compare(name, "dx", dx, rdxb, nx);
+	if (residual)
+		compare(name, "dres", dr, rdrb, nx);
+	compare(name, "dgamma", dg, rdg, c);
+	compare(name, "dbeta", dbt, rdb, c);
+
+	/* Eval mode with the updated running statistics. */
+	for (int ch = 0; ch < c; ch++)
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double v = (x[at] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) * gamma[ch] +
+				           beta[ch];
+				if (residual)
+					v += r[at];
+				ry[at] = relu && v < 0.0 ? 0.0 : v;
+			}
+	to_blk_d(ryb, ry, n, c, hw, blk);
+	sd_batchnorm_act_forward_eval(y, xb, residual ? rb : NULL, gamma, beta, rm, rv, n, c, hw, blk,
+	                              relu, eps);
+	compare(name, "y eval", y, ryb, nx);
+
+	/* Same bits with 1 and 2 threads (fixed sample groups). */
+	float *y1 = falloc(nx), *y2 = falloc(nx), *dx1 = falloc(nx), *dx2 = falloc(nx);
+	float *st = falloc(8 * (size_t)c);
+	for (int t = 1; t <= 2; t++) {
+		omp_set_num_threads(t);
+		float *yy = t == 1 ? y1 : y2, *dd = t == 1 ? dx1 : dx2;
+		memset(st, 0, 8 * (size_t)c * sizeof(float));
+		sd_batchnorm_act_forward_train(yy, st, st + c, st + 2 * c, st + 3 * c, xb,
+		                               residual ? rb : NULL, gamma, beta, n, c, hw, blk, relu,
+		                               momentum, eps);
+		sd_batchnorm_act_backward(dd, NULL, st + 4 * c, st + 5 * c, dyb, yy, xb, st, st + c,
+		                          gamma, n, c, hw, blk, relu);
+		memcpy(t == 1 ? dg : dbt, st + 4 * c, (size_t)c * sizeof(float));
+	}
+	omp_set_num_threads(1);
+	compare_same(name, "omp 1v2", y1, y2, nx * sizeof(float));
+	compare_same(name, "dx 1v2", dx1, dx2, nx * sizeof(float));
+	compare_same(name, "dg 1v2", dg, dbt, (size_t)c * sizeof(float));
+	free(y1), free(y2), free(dx1), free(dx2), free(st);
+	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
+	free(rv), free(xb), free(rb), free(dy), free(dyb), free(dx), free(dr), free(dg), free(dbt);
+	free(ry), free(ryb), free(rmean), free(rinv), free(rrm), free(rrv), free(rdx), free(rdr);
+	free(rdxb), free(rdrb), free(rdg), free(rdb);
+}
+
+/* Option-A shortcut and global average pooling in layout blk against their
+ * definitions, written out here in NCHW. */
+static void test_shortcut_pool(int n, int c, int h, int w, int cb, int s, int blk)
+{
+	char name[128];
+	const int hb = h * s, wb = w * s, pad = (c - cb) / 2;
+	snprintf(name, sizeof(name), "shortcut n%d %dx%dx%d->%dx%dx%d blk%d", n, cb, hb, wb, c, h, w,
+	         blk);
+	const size_t nb = (size_t)n * cb * hb * wb, nr = (size_t)n * c * h * w;
+	float *b = falloc(nb), *bb = falloc(nb), *r = falloc(nr), *dr = falloc(nr), *drb = falloc(nr);
+	float *db = falloc(nb), *db0 = falloc(nb);
+	double *rr = dalloc(nr), *rrb = dalloc(nr), *rdb = dalloc(nb), *rdbb = dalloc(nb);
+	fill_normal(b, nb, 1.0f);
+	fill_normal(dr, nr, 1.0f);
+	fill_normal(db0, nb, 1.0f);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int y = 0; y < h; y++)
+				for (int x = 0; x < w; x++) {
+					int bc = ch - pad;
+					rr[(((size_t)i * c + ch) * h + y) * w + x] =
+						bc >= 0 && bc < cb ? b[(((size_t)i * cb + bc) * hb + y * s) * wb + x * s]
+						: 0.0;
+				}
+	for (size_t i = 0; i < nb; i++)
+		rdb[i] = db0[i];
+	for (int i = 0; i < n; i++)
+		for (int bc = 0; bc < cb; bc++)
+			for (int y = 0; y < h; y++)
+				for (int x = 0; x < w; x++)
+					rdb[(((size_t)i * cb + bc) * hb + y * s) * wb + x * s] +=
+						dr[(((size_t)i * c + bc + pad) * h + y) * w + x];
+	sd_layout_to_blocked(bb, b, n, cb, hb * wb, blk);
+	sd_layout_to_blocked(drb, dr, n, c, h * w, blk);
+	sd_layout_to_blocked(db, db0, n, cb, hb * wb, blk);
+	to_blk_d(rrb, rr, n, c, h * w, blk);
+	to_blk_d(rdbb, rdb, n, cb, hb * wb, blk);
+	sd_shortcut_forward(r, bb, n, c, h, w, cb, hb, wb, s, blk);
+	compare(name, "r", r, rrb, nr);
+	sd_shortcut_backward(db, drb, n, c, h, w, cb, hb, wb, s, blk);
+	compare(name, "db +=", db, rdbb, nb);
+
+	/* Global average pooling of r: y (n, c); backward spreads dy / hw. */
+	float *y = falloc((size_t)n * c), *dy = falloc((size_t)n * c), *dx = falloc(nr);
+	double *ry = dalloc((size_t)n * c), *rdx = dalloc(nr), *rdxb = dalloc(nr);
+	fill_normal(dy, (size_t)n * c, 1.0f);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++) {
+			double acc = 0.0;
+			for (int p = 0; p < h * w; p++)
+				acc += rr[((size_t)i * c + ch) * h * w + p];
+			ry[(size_t)i * c + ch] = acc / (h * w);
+			for (int p = 0; p < h * w; p++)
+				rdx[((size_t)i * c + ch) * h * w + p] = dy[(size_t)i * c + ch] / (double)(h * w);
+		}
+	to_blk_d(rdxb, rdx, n, c, h * w, blk);
+	snprintf(name, sizeof(name), "global-avgpool n%d c%d %dx%d blk%d", n, c, h, w, blk);
+	sd_global_avgpool_forward(y, r, n, c, h * w, blk);
+	compare(name, "y", y, ry, (size_t)n * c);
+	for (size_t i = 0; i < nr; i++)
+		dx[i] = NAN;
+	sd_global_avgpool_backward(dx, dy, n, c, h * w, blk);
+	compare(name, "dx", dx, rdxb, nr);
+	free(b), free(bb), free(r), free(dr), free(drb), free(db), free(db0), free(rr), free(rrb);
+	free(rdb), free(rdbb), free(y), free(dy), free(dx), free(ry), free(rdx), free(rdxb);
+}
+
 int main(int argc, char **argv)
 {
 	/* The same OpenBLAS kernel as the worker runs (engine/blas.h), so the
@@ -800,6 +1040,25 @@ int main(int argc, char **argv)
 	test_batchnorm(128, 16, 1024);
 	test_batchnorm(128, 64, 64);
 	test_batchnorm(64, 128, 1);
+
+	/* Channel-blocked layouts: both block sizes whatever oneDNN picks
+	 * here, at the resnet shapes (channels and planes; batch 16 or 32 to
+	 * keep the double loops quick) and odd small ones. */
+	for (int blk = 1; blk <= 16; blk = blk == 1 ? 8 : 2 * blk) {
+		test_layout(3, 16, 5, blk);
+		test_layout(32, 64, 64, blk);
+		test_bn_act(3, 16, 7, blk, 1, 1);
+		test_bn_act(8, 32, 1, blk, 0, 0);
+		test_bn_act(5, 16, 9, blk, 1, 0);
+		test_bn_act(16, 16, 1024, blk, 1, 0);
+		test_bn_act(16, 16, 1024, blk, 1, 1);
+		test_bn_act(16, 32, 256, blk, 1, 1);
+		test_bn_act(32, 64, 64, blk, 1, 1);
+		test_shortcut_pool(3, 32, 5, 5, 16, 2, blk);
+		test_shortcut_pool(16, 32, 16, 16, 16, 2, blk);
+		test_shortcut_pool(16, 64, 8, 8, 32, 2, blk);
+		test_shortcut_pool(4, 16, 8, 8, 16, 1, blk);
+	}
 
 	test_pool(64, 32, 28, 28, 2, 2);
 	test_pool(64, 64, 14, 14, 2, 2);
