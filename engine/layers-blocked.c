@@ -16,9 +16,9 @@
  * same bits for any number of OpenMP threads.
  *
  * Speed: the build targets baseline x86-64, so the per-element loops are
- * also compiled for AVX2 + FMA and AVX-512 and the best one the CPU has runs
- * (GCC's target_clones); they differ in the last bits (FMA), never across
- * runs on one machine.
+ * also compiled for AVX2 and AVX-512 and the best one the CPU has runs
+ * (GCC's target_clones, which picks by CPU feature).  The clones compute
+ * the same operations in the same order.
  */
 #include "engine/layers.h"
 
@@ -37,7 +37,7 @@
 #define SD_BLK_OMP_MIN 32768
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define SD_CLONES __attribute__((target_clones("arch=skylake-avx512", "arch=haswell", "default")))
+#define SD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define SD_CLONES
 #endif
@@ -91,26 +91,82 @@ void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, 
 	}
 }
 
+/* ------------------------------------------------ vectors of 4 lanes
+ *
+ * The loops below run over whole pixels: blk channel lanes (8 or 16) of
+ * floats, in groups of 4 (G = blk / 4 groups).  NCHW planes (blk 1) run
+ * over 8 consecutive pixels of one channel at a time, G = 2, every lane
+ * the same channel.  GCC's vector extensions keep the lanes in registers on
+ * every target (two SSE2 halves, one AVX2 register, or part of an AVX-512
+ * one); sums are in double, 4 lanes per vector. */
+typedef float sd_v4f __attribute__((vector_size(16)));
+typedef int sd_v4i __attribute__((vector_size(16)));
+typedef double sd_v4d __attribute__((vector_size(32)));
+
+static inline sd_v4f sd_ld(const float *p)
+{
+	sd_v4f v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline void sd_st(float *p, sd_v4f v)
+{
+	memcpy(p, &v, sizeof v);
+}
+
+/* 4 floats widened to doubles (a macro: a function returning a 32-byte
+ * vector would have a different ABI in the AVX clones). */
+#define sd_wide(v) __builtin_convertvector((v), sd_v4d)
+
+/* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
+static inline sd_v4f sd_mask_pos(sd_v4f v, sd_v4f keep)
+{
+	const sd_v4f zero = { 0.0f, 0.0f, 0.0f, 0.0f };
+	return (sd_v4f)((sd_v4i)v & (keep > zero));
+}
+
+/* Pixels of layout blk handled per vector step, and groups of 4 in it. */
+static inline int sd_step(int blk)
+{
+	return blk == 1 ? 8 : blk;
+}
+
 /* ------------------------------------------------ batch-norm statistics */
 
-/* Sums of x and x^2 over count floats, lane by lane: lane j gets elements
- * j, j + W, j + 2W ... (W = 8 or 16).  In double, lanes independent, so the
- * order is fixed. */
+/* Sums of x and x^2 over count floats of one plane, per lane group
+ * (G groups of 4 lanes; count a multiple of 4 G except in NCHW, whose tail
+ * goes to lane 0 upwards). */
 static inline __attribute__((always_inline)) void
-sd_sums_w(const float *restrict x, size_t count, int W, double *restrict s, double *restrict q)
+sd_sums_g(const float *restrict x, size_t count, int G, sd_v4d *restrict s, sd_v4d *restrict q)
 {
 	size_t i = 0;
-	for (; i + (size_t)W <= count; i += W)
-		for (int j = 0; j < W; j++) {
-			double v = x[i + j];
-			s[j] += v;
-			q[j] += v * v;
+	const size_t step = 4 * (size_t)G;
+	for (; i + step <= count; i += step)
+		for (int k = 0; k < G; k++) {
+			sd_v4d v = sd_wide(sd_ld(x + i + 4 * k));
+			s[k] += v;
+			q[k] += v * v;
 		}
 	for (int j = 0; i < count; i++, j++) {
 		double v = x[i];
-		s[j] += v;
-		q[j] += v * v;
+		s[j / 4][j % 4] += v;
+		q[j / 4][j % 4] += v * v;
 	}
+}
+
+/* The lanes of G groups folded into blk per-channel sums (NCHW: all 8
+ * lanes are the one channel). */
+static void sd_fold(double *out, const sd_v4d *acc, int G, int blk)
+{
+	if (blk == 1) {
+		out[0] = ((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3])) +
+		         ((acc[1][0] + acc[1][1]) + (acc[1][2] + acc[1][3]));
+		return;
+	}
+	for (int k = 0; k < G; k++)
+		for (int j = 0; j < 4; j++)
+			out[4 * k + j] = acc[k][j];
 }
 
 /* Sums of x and x^2 per channel lane of channel block cb over samples
@@ -119,169 +175,189 @@ SD_CLONES
 static void sd_bn_sums(double *s, double *q, const float *x, int i0, int i1, int cb, int ncb,
                        int hw, int blk)
 {
-	double as[16] = { 0 }, aq[16] = { 0 };
+	sd_v4d as[4] = { 0 }, aq[4] = { 0 };
+	const int G = sd_step(blk) / 4;
+	const size_t cnt = (size_t)hw * blk;
 	for (int i = i0; i < i1; i++) {
 		const float *xp = x + sd_plane(i, cb, ncb, hw, blk);
-		const size_t cnt = (size_t)hw * blk;
-		if (blk == 16)
-			sd_sums_w(xp, cnt, 16, as, aq);
+		if (G == 4)
+			sd_sums_g(xp, cnt, 4, as, aq);
 		else
-			sd_sums_w(xp, cnt, 8, as, aq);   /* blk 8, or blk 1 in 8 lanes */
+			sd_sums_g(xp, cnt, 2, as, aq);
 	}
-	if (blk == 1) {
-		s[0] = ((as[0] + as[1]) + (as[2] + as[3])) + ((as[4] + as[5]) + (as[6] + as[7]));
-		q[0] = ((aq[0] + aq[1]) + (aq[2] + aq[3])) + ((aq[4] + aq[5]) + (aq[6] + aq[7]));
-	} else {
-		for (int j = 0; j < blk; j++) {
-			s[j] = as[j];
-			q[j] = aq[j];
-		}
-	}
+	sd_fold(s, as, G, blk);
+	sd_fold(q, aq, G, blk);
 }
 
-/* dz = relu ? (y > 0 ? dy : 0) : dy, and the sums of dz and dz (x - mean)
- * per lane, as sd_sums_w. */
+/* dz = relu ? (y > 0 ? dy : 0) : dy; sums of dz and dz (x - mean) per lane
+ * group, as sd_sums_g.  mean: 4 G lanes. */
 static inline __attribute__((always_inline)) void
-sd_bwd_sums_w(const float *restrict dy, const float *restrict y, const float *restrict x,
-              size_t count, int W, const float *restrict mean, int relu, double *restrict s,
-              double *restrict q)
+sd_bwd_sums_g(const float *restrict dy, const float *restrict y, const float *restrict x,
+              size_t count, int G, const float *restrict mean, int relu, sd_v4d *restrict s,
+              sd_v4d *restrict q)
 {
+	sd_v4d m[4];
+	for (int k = 0; k < G; k++)
+		m[k] = sd_wide(sd_ld(mean + 4 * k));
 	size_t i = 0;
-	for (; i + (size_t)W <= count; i += W)
-		for (int j = 0; j < W; j++) {
-			float g = relu && !(y[i + j] > 0.0f) ? 0.0f : dy[i + j];
-			s[j] += g;
-			q[j] += (double)g * ((double)x[i + j] - mean[j]);
+	const size_t step = 4 * (size_t)G;
+	for (; i + step <= count; i += step)
+		for (int k = 0; k < G; k++) {
+			sd_v4f g = sd_ld(dy + i + 4 * k);
+			if (relu)
+				g = sd_mask_pos(g, sd_ld(y + i + 4 * k));
+			sd_v4d gd = sd_wide(g);
+			s[k] += gd;
+			q[k] += gd * (sd_wide(sd_ld(x + i + 4 * k)) - m[k]);
 		}
 	for (int j = 0; i < count; i++, j++) {
 		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-		s[j] += g;
-		q[j] += (double)g * ((double)x[i] - mean[j]);
+		s[j / 4][j % 4] += g;
+		q[j / 4][j % 4] += (double)g * ((double)x[i] - mean[j]);
 	}
 }
 
 SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
-                           const float *x, const float *mean_blk, int relu, int i0, int i1,
+                           const float *x, const float *mean_lanes, int relu, int i0, int i1,
                            int cb, int ncb, int hw, int blk)
 {
-	double as[16] = { 0 }, aq[16] = { 0 };
-	float m[16];
-	for (int j = 0; j < 16; j++)
-		m[j] = mean_blk[blk == 1 ? 0 : j % blk];
+	sd_v4d as[4] = { 0 }, aq[4] = { 0 };
+	const int G = sd_step(blk) / 4;
+	const size_t cnt = (size_t)hw * blk;
 	for (int i = i0; i < i1; i++) {
-		const size_t off = sd_plane(i, cb, ncb, hw, blk), cnt = (size_t)hw * blk;
-		if (blk == 16)
-			sd_bwd_sums_w(dy + off, y + off, x + off, cnt, 16, m, relu, as, aq);
+		const size_t off = sd_plane(i, cb, ncb, hw, blk);
+		if (G == 4)
+			sd_bwd_sums_g(dy + off, y + off, x + off, cnt, 4, mean_lanes, relu, as, aq);
+		else if (relu)
+			sd_bwd_sums_g(dy + off, y + off, x + off, cnt, 2, mean_lanes, 1, as, aq);
 		else
-			sd_bwd_sums_w(dy + off, y + off, x + off, cnt, 8, m, relu, as, aq);
+			sd_bwd_sums_g(dy + off, y + off, x + off, cnt, 2, mean_lanes, 0, as, aq);
 	}
-	if (blk == 1) {
-		s[0] = ((as[0] + as[1]) + (as[2] + as[3])) + ((as[4] + as[5]) + (as[6] + as[7]));
-		q[0] = ((aq[0] + aq[1]) + (aq[2] + aq[3])) + ((aq[4] + aq[5]) + (aq[6] + aq[7]));
-	} else {
-		for (int j = 0; j < blk; j++) {
-			s[j] = as[j];
-			q[j] = aq[j];
-		}
-	}
+	sd_fold(s, as, G, blk);
+	sd_fold(q, aq, G, blk);
 }
 
 /* -------------------------------------------------- batch-norm passes */
 
-/* y = act((x - mean) scale + shift (+ r)) over one channel block's plane;
- * mean, scale, shift: blk lanes (1 for NCHW). */
+/* y = act((x - mean) scale + shift (+ r)) over one plane of count floats;
+ * mean, scale, shift: 4 G lanes. */
 static inline __attribute__((always_inline)) void
-sd_bn_apply_w(float *restrict y, const float *restrict x, const float *restrict r, size_t hw,
-              int W, const float *restrict mean, const float *restrict scale,
+sd_bn_apply_g(float *restrict y, const float *restrict x, const float *restrict r, size_t count,
+              int G, const float *restrict mean, const float *restrict scale,
               const float *restrict shift, int relu)
 {
-	for (size_t p = 0; p < hw; p++)
-		for (int j = 0; j < W; j++) {
-			size_t e = p * W + j;
-			float v = (x[e] - mean[j]) * scale[j] + shift[j];
+	sd_v4f mu[4], sc[4], sh[4];
+	for (int k = 0; k < G; k++) {
+		mu[k] = sd_ld(mean + 4 * k);
+		sc[k] = sd_ld(scale + 4 * k);
+		sh[k] = sd_ld(shift + 4 * k);
+	}
+	size_t i = 0;
+	const size_t step = 4 * (size_t)G;
+	for (; i + step <= count; i += step)
+		for (int k = 0; k < G; k++) {
+			sd_v4f v = (sd_ld(x + i + 4 * k) - mu[k]) * sc[k] + sh[k];
 			if (r)
-				v += r[e];
-			y[e] = relu ? (v > 0.0f ? v : 0.0f) : v;
+				v += sd_ld(r + i + 4 * k);
+			sd_st(y + i + 4 * k, relu ? sd_mask_pos(v, v) : v);
 		}
+	for (int j = 0; i < count; i++, j++) {
+		float v = (x[i] - mean[j]) * scale[j] + shift[j];
+		if (r)
+			v += r[i];
+		y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+	}
 }
 
 SD_CLONES
-static void sd_bn_apply(float *y, const float *x, const float *r, size_t hw, int blk,
+static void sd_bn_apply(float *y, const float *x, const float *r, size_t count, int blk,
                         const float *mean, const float *scale, const float *shift, int relu)
 {
-	/* Specialised per (blk, residual, relu): the branches leave the loop. */
-	if (blk == 16) {
+	/* Specialised per (lane groups, residual, relu): no test in the loop. */
+	if (sd_step(blk) == 16) {
 		if (r)
-			relu ? sd_bn_apply_w(y, x, r, hw, 16, mean, scale, shift, 1)
-			     : sd_bn_apply_w(y, x, r, hw, 16, mean, scale, shift, 0);
+			relu ? sd_bn_apply_g(y, x, r, count, 4, mean, scale, shift, 1)
+			     : sd_bn_apply_g(y, x, r, count, 4, mean, scale, shift, 0);
 		else
-			relu ? sd_bn_apply_w(y, x, NULL, hw, 16, mean, scale, shift, 1)
-			     : sd_bn_apply_w(y, x, NULL, hw, 16, mean, scale, shift, 0);
-	} else if (blk == 8) {
-		if (r)
-			relu ? sd_bn_apply_w(y, x, r, hw, 8, mean, scale, shift, 1)
-			     : sd_bn_apply_w(y, x, r, hw, 8, mean, scale, shift, 0);
-		else
-			relu ? sd_bn_apply_w(y, x, NULL, hw, 8, mean, scale, shift, 1)
-			     : sd_bn_apply_w(y, x, NULL, hw, 8, mean, scale, shift, 0);
+			relu ? sd_bn_apply_g(y, x, NULL, count, 4, mean, scale, shift, 1)
+			     : sd_bn_apply_g(y, x, NULL, count, 4, mean, scale, shift, 0);
 	} else {
 		if (r)
-			relu ? sd_bn_apply_w(y, x, r, hw, 1, mean, scale, shift, 1)
-			     : sd_bn_apply_w(y, x, r, hw, 1, mean, scale, shift, 0);
+			relu ? sd_bn_apply_g(y, x, r, count, 2, mean, scale, shift, 1)
+			     : sd_bn_apply_g(y, x, r, count, 2, mean, scale, shift, 0);
 		else
-			relu ? sd_bn_apply_w(y, x, NULL, hw, 1, mean, scale, shift, 1)
-			     : sd_bn_apply_w(y, x, NULL, hw, 1, mean, scale, shift, 0);
+			relu ? sd_bn_apply_g(y, x, NULL, count, 2, mean, scale, shift, 1)
+			     : sd_bn_apply_g(y, x, NULL, count, 2, mean, scale, shift, 0);
 	}
 }
 
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
 static inline __attribute__((always_inline)) void
-sd_bn_bwd_apply_w(float *restrict dx, float *restrict dr, const float *restrict dy,
-                  const float *restrict y, const float *restrict x, size_t hw, int W,
+sd_bn_bwd_apply_g(float *restrict dx, float *restrict dr, const float *restrict dy,
+                  const float *restrict y, const float *restrict x, size_t count, int G,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu)
 {
-	for (size_t p = 0; p < hw; p++)
-		for (int j = 0; j < W; j++) {
-			size_t e = p * W + j;
-			float g = relu && !(y[e] > 0.0f) ? 0.0f : dy[e];
-			float xh = (x[e] - mean[j]) * is[j];
-			dx[e] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
+	sd_v4f mu[4], iv[4], a[4], b[4], d[4];
+	for (int k = 0; k < G; k++) {
+		mu[k] = sd_ld(mean + 4 * k);
+		iv[k] = sd_ld(is + 4 * k);
+		a[k] = sd_ld(k1 + 4 * k);
+		b[k] = sd_ld(mdy + 4 * k);
+		d[k] = sd_ld(mdyx + 4 * k);
+	}
+	size_t i = 0;
+	const size_t step = 4 * (size_t)G;
+	for (; i + step <= count; i += step)
+		for (int k = 0; k < G; k++) {
+			sd_v4f g = sd_ld(dy + i + 4 * k);
+			if (relu)
+				g = sd_mask_pos(g, sd_ld(y + i + 4 * k));
+			sd_v4f xh = (sd_ld(x + i + 4 * k) - mu[k]) * iv[k];
+			sd_st(dx + i + 4 * k, a[k] * (g - b[k] - xh * d[k]));
 			if (dr)
-				dr[e] = g;
+				sd_st(dr + i + 4 * k, g);
 		}
+	for (int j = 0; i < count; i++, j++) {
+		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+		float xh = (x[i] - mean[j]) * is[j];
+		dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
+		if (dr)
+			dr[i] = g;
+	}
 }
 
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
-                            const float *x, size_t hw, int blk, const float *mean,
+                            const float *x, size_t count, int blk, const float *mean,
                             const float *is, const float *k1, const float *mdy,
                             const float *mdyx, int relu)
 {
-	if (blk == 16) {
+	const int G = sd_step(blk) / 4;
+	if (G == 4) {
 		if (dr)
-			sd_bn_bwd_apply_w(dx, dr, dy, y, x, hw, 16, mean, is, k1, mdy, mdyx, relu);
+			relu ? sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 1)
+			     : sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 0);
 		else
-			sd_bn_bwd_apply_w(dx, NULL, dy, y, x, hw, 16, mean, is, k1, mdy, mdyx, relu);
-	} else if (blk == 8) {
-		if (dr)
-			sd_bn_bwd_apply_w(dx, dr, dy, y, x, hw, 8, mean, is, k1, mdy, mdyx, relu);
-		else
-			sd_bn_bwd_apply_w(dx, NULL, dy, y, x, hw, 8, mean, is, k1, mdy, mdyx, relu);
+			relu ? sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 1)
+			     : sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 0);
 	} else {
 		if (dr)
-			sd_bn_bwd_apply_w(dx, dr, dy, y, x, hw, 1, mean, is, k1, mdy, mdyx, relu);
+			relu ? sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 1)
+			     : sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 0);
 		else
-			sd_bn_bwd_apply_w(dx, NULL, dy, y, x, hw, 1, mean, is, k1, mdy, mdyx, relu);
+			relu ? sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 1)
+			     : sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 0);
 	}
 }
 
-/* Per-lane constants of channel block cb (lane j is channel cb blk + j). */
+/* Per-lane constants of channel block cb: sd_step(blk) lanes, lane j the
+ * channel cb blk + j (NCHW: every lane channel cb). */
 static void sd_lanes(float *dst, const float *per_channel, int cb, int blk)
 {
-	for (int j = 0; j < blk; j++)
-		dst[j] = per_channel[cb * blk + j];
+	for (int j = 0; j < sd_step(blk); j++)
+		dst[j] = per_channel[cb * blk + (blk == 1 ? 0 : j)];
 }
 
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
@@ -321,19 +397,19 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 		running_mean[ch] = (1.0f - momentum) * running_mean[ch] + momentum * (float)mu;
 		running_var[ch] = (1.0f - momentum) * running_var[ch] + momentum * (float)unbiased;
 	}
+	float scale_c[SD_BN_CHANNELS_MAX];
+	for (int ch = 0; ch < c; ch++)
+		scale_c[ch] = invstd[ch] * gamma[ch];
 	#pragma omp parallel for schedule(static) if (total >= SD_BLK_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float mu[16], scale[16], shift[16];
-		for (int j = 0; j < blk; j++) {
-			const int ch = cb * blk + j;
-			mu[j] = mean[ch];
-			scale[j] = invstd[ch] * gamma[ch];
-			shift[j] = beta[ch];
-		}
+		sd_lanes(mu, mean, cb, blk);
+		sd_lanes(scale, scale_c, cb, blk);
+		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw, blk, mu, scale, shift,
-		            relu);
+		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, blk, mu, scale,
+		            shift, relu);
 	}
 }
 
@@ -343,19 +419,19 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
                                    int n, int c, int hw, int blk, int relu, float eps)
 {
 	const int ncb = c / blk;
+	float scale_c[SD_BN_CHANNELS_MAX];
+	for (int ch = 0; ch < c; ch++)
+		scale_c[ch] = (float)(gamma[ch] / sqrt((double)running_var[ch] + eps));
 	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_BLK_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float mu[16], scale[16], shift[16];
-		for (int j = 0; j < blk; j++) {
-			const int ch = cb * blk + j;
-			mu[j] = running_mean[ch];
-			scale[j] = (float)(gamma[ch] / sqrt((double)running_var[ch] + eps));
-			shift[j] = beta[ch];
-		}
+		sd_lanes(mu, running_mean, cb, blk);
+		sd_lanes(scale, scale_c, cb, blk);
+		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw, blk, mu, scale, shift,
-		            relu);
+		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, blk, mu, scale,
+		            shift, relu);
 	}
 }
 
@@ -372,7 +448,9 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 	for (int t = 0; t < tasks; t++) {
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
-		sd_bn_bwd_sums(s, s + blk, dy, y, x, mean + cb * blk, relu, sd_block_of(n, groups, g),
+		float mu[16];
+		sd_lanes(mu, mean, cb, blk);
+		sd_bn_bwd_sums(s, s + blk, dy, y, x, mu, relu, sd_block_of(n, groups, g),
 		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk);
 	}
 	/* With xhat = (x - mean) invstd and dz the masked dy:
@@ -403,8 +481,8 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 		sd_lanes(b, mdy, cb, blk);
 		sd_lanes(d, mdyx, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_bwd_apply(dx + off, dr ? dr + off : NULL, dy + off, y + off, x + off, (size_t)hw,
-		                blk, mu, is, a, b, d, relu);
+		sd_bn_bwd_apply(dx + off, dr ? dr + off : NULL, dy + off, y + off, x + off,
+		                (size_t)hw * blk, blk, mu, is, a, b, d, relu);
 	}
 }
 

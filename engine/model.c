@@ -63,6 +63,7 @@ struct sd_model {
 	size_t scratch_floats;
 	double flops;       /* forward multiply-adds per sample */
 	struct sd_node_time *prof;   /* per-node times while profiling, else NULL */
+	clockid_t prof_clock;
 	int blk;            /* activation layout (choose_layout): 1, 8 or 16 */
 	float *res;         /* blocked models: a shortcut's residual or its gradient */
 };
@@ -476,8 +477,9 @@ static const char *const op_names[] = {
 	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
 };
 
-void sd_model_profile_start(struct sd_model *m)
+void sd_model_profile_start(struct sd_model *m, int cpu_clock)
 {
+	m->prof_clock = cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
 	if (!m->prof)
 		m->prof = sd_calloc((size_t)m->nnodes, sizeof *m->prof);
 	for (int i = 0; i < m->nnodes; i++) {
@@ -496,10 +498,10 @@ const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count
 	return m->prof;
 }
 
-static double prof_now(void)
+static double prof_now(const struct sd_model *m)
 {
 	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
+	clock_gettime(m->prof_clock, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -693,10 +695,10 @@ static void forward(struct sd_model *m, const float *x, int nb, int train)
 {
 	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
 	for (int i = 0; i < m->nnodes;) {
-		double t0 = m->prof ? prof_now() : 0.0;
+		double t0 = m->prof ? prof_now(m) : 0.0;
 		int ran = forward_node(m, i, nb, train);
 		if (m->prof)
-			m->prof[i].forward_s += prof_now() - t0;
+			m->prof[i].forward_s += prof_now(m) - t0;
 		i += ran;
 	}
 }
@@ -854,10 +856,10 @@ static void backward(struct sd_model *m, int nb)
 		m->acts[i].grad_set = 0;
 	m->acts[m->nacts - 1].grad_set = 1;   /* logits' gradient set by the loss */
 	for (int i = m->nnodes - 1; i >= 0;) {
-		double t0 = m->prof ? prof_now() : 0.0;
+		double t0 = m->prof ? prof_now(m) : 0.0;
 		int first = backward_node(m, i, nb);
 		if (m->prof)
-			m->prof[i].backward_s += prof_now() - t0;
+			m->prof[i].backward_s += prof_now(m) - t0;
 		i = first - 1;
 	}
 }

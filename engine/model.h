@@ -67,19 +67,22 @@ const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *cou
  * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
 double sd_model_flops_per_sample(const struct sd_model *m);
 
-/* Wall time per node, for benchmarks (tests/bench/bench-train --profile).
+/* Time per node, for benchmarks (tests/bench/bench-train --profile).
  * sd_model_profile_start zeroes the times and turns timing on; from then on
  * every forward and backward pass adds each node's seconds (a clock read
- * between nodes, so the layers themselves are unchanged).  name and op point
- * into the model (valid while it lives). */
+ * between nodes, so the layers themselves are unchanged).  cpu_clock: 0 for
+ * wall time, 1 for the process's CPU time (with one thread, what the node
+ * cost even while other processes take turns on the core).  name and op
+ * point into the model (valid while it lives). */
 struct sd_node_time {
 	const char *name;     /* node name, e.g. "s1.b1.conv1" */
-	const char *op;       /* "conv", "batchnorm", "relu", ... */
+	const char *op;       /* "conv", "batchnorm", "bn+relu", ... */
 	double forward_s, backward_s;
 };
-void sd_model_profile_start(struct sd_model *m);
+void sd_model_profile_start(struct sd_model *m, int cpu_clock);
 /* The times, one per node in forward order; *count 0 and NULL before
- * sd_model_profile_start. */
+ * sd_model_profile_start.  A fused group's time is its first node's forward
+ * and its last node's backward. */
 const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count);
 
 /* Training pass on n samples x: (n, c, h, w), labels: (n).  Zeroes the
