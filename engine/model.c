@@ -379,6 +379,10 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
                     int classes, int max_batch, char **why)
 {
 	*out = NULL;
+	/* A misspelt path would silently run auto: refuse it here, where
+	 * every program that trains passes. */
+	if (sd_conv2d_check_env(why) < 0)
+		return -1;
 	if (c <= 0 || h <= 0 || w <= 0 || classes <= 1 || max_batch <= 0)
 		return sd_why(why, "model %s: bad input shape %dx%dx%d, %d classes, batch %d",
 		              name, c, h, w, classes, max_batch);

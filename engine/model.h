@@ -39,8 +39,9 @@ extern const char *const sd_model_names[];
 
 /* Builds model name for images of shape (c, h, w) and classes classes, with
  * activation memory for batches of up to max_batch samples.  Returns 0, or -1
- * with *why (caller frees) for an unknown name or a shape the model cannot
- * take (e.g. a ResNet on 1x28x28 is fine, an mlp is anything). */
+ * with *why (caller frees) for an unknown name, a shape the model cannot
+ * take (e.g. a ResNet on 1x28x28 is fine, an mlp is anything), or a
+ * SPOTDECK_CONV that is not auto, im2col or onednn (layers.h). */
 int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w,
                     int classes, int max_batch, char **why);
 void sd_model_destroy(struct sd_model *m);

@@ -38,3 +38,11 @@ TESTS += tests/test-conv-paths
 tests_test_conv_paths_SOURCES = tests/test-conv-paths.c tests/check.h tests/tmpdir.h
 tests_test_conv_paths_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_conv_paths_LDADD = $(SD_ENGINE_LIBS)
+
+# Long soak (not a test): resnet20 on Fashion-MNIST padded to 32x32, 3 epochs
+# per convolution path, accuracies compared (tests/bench/soak-accuracy).
+noinst_PROGRAMS += tests/bench/soak-accuracy
+tests_bench_soak_accuracy_SOURCES = tests/bench/soak-accuracy.c
+tests_bench_soak_accuracy_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_soak_accuracy_LDADD = $(SD_ENGINE_LIBS)
+EXTRA_DIST += tests/bench/torch_resnet.py
