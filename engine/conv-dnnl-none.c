@@ -80,3 +80,8 @@ int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float
 	(void)yblk, (void)ws;
 	return -1;
 }
+
+unsigned long sd_conv2d_dnnl_failures(void)
+{
+	return 0;
+}

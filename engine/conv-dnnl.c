@@ -87,6 +87,10 @@ struct sd_dnnl_plan {
 	size_t fwd_floats, bwd_floats;   /* workspace of each call, alignment included */
 };
 
+/* Calls whose plan was usable but which failed all the same (the caller ran
+ * im2col instead): a bug or an exhausted resource, never expected. */
+static unsigned long sd_dnnl_failed_calls;
+
 static pthread_once_t sd_dnnl_once = PTHREAD_ONCE_INIT;
 static dnnl_engine_t sd_dnnl_engine;     /* NULL when oneDNN has no CPU engine */
 static pthread_mutex_t sd_dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -448,10 +452,15 @@ void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *bu
 
 /* ---------------------------------------------------------------- calls */
 
-/* Handles of one call: the stream and the memory objects, freed together. */
+/* Handles of one call: the stream and the memory objects, freed together.
+ * A backward call with every tensor reordered takes up to 27: six reorders
+ * (dy twice, x, w, dw, dx) of two handles, three with a scratchpad, and the
+ * two convolutions of four or five.  With 16 here every such backward ran
+ * out, failed and quietly fell back to im2col; sd_mem refuses rather than
+ * overflows, and sd_conv2d_dnnl_failures counts it. */
 struct sd_call {
 	dnnl_stream_t stream;
-	dnnl_memory_t mem[16];
+	dnnl_memory_t mem[32];
 	int nmem;
 	int failed;
 };
@@ -516,8 +525,11 @@ static void *sd_in(struct sd_call *c, const struct sd_dnnl_arg *a, const void *p
 static int sd_call_begin(struct sd_call *c)
 {
 	memset(c, 0, sizeof *c);
-	return dnnl_stream_create(&c->stream, sd_dnnl_engine, dnnl_stream_default_flags) ==
-	       dnnl_success ? 0 : -1;
+	if (dnnl_stream_create(&c->stream, sd_dnnl_engine, dnnl_stream_default_flags) ==
+	    dnnl_success)
+		return 0;
+	__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
+	return -1;
 }
 
 static int sd_call_end(struct sd_call *c)
@@ -527,7 +539,14 @@ static int sd_call_end(struct sd_call *c)
 	for (int i = 0; i < c->nmem; i++)
 		dnnl_memory_destroy(c->mem[i]);
 	dnnl_stream_destroy(c->stream);
+	if (c->failed)
+		__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
 	return c->failed ? -1 : 0;
+}
+
+unsigned long sd_conv2d_dnnl_failures(void)
+{
+	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
 /* Runs the forward pass of plan p (usable) and releases it. */

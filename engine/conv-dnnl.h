@@ -87,6 +87,10 @@ int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float
  * kernel, "not built" without oneDNN. */
 void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len);
 
+/* Calls so far that had usable kernels and failed all the same (their caller
+ * then ran im2col): 0 unless something is broken; the tests check it. */
+unsigned long sd_conv2d_dnnl_failures(void);
+
 /* oneDNN's version ("2.6.3"), or NULL when the build has no oneDNN. */
 const char *sd_conv2d_dnnl_version(void);
 

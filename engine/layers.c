@@ -710,6 +710,11 @@ enum sd_conv_path sd_conv2d_get_path(void)
 	return (enum sd_conv_path)sd_conv_path_set;
 }
 
+unsigned long sd_conv2d_fallbacks(void)
+{
+	return sd_conv2d_dnnl_failures();
+}
+
 const char *sd_conv2d_onednn_version(void)
 {
 	return sd_conv2d_dnnl_version();

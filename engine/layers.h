@@ -83,6 +83,10 @@ int sd_conv2d_check_env(char **why);
  * whose input gradient oneDNN has no JIT kernel for (3 input channels) runs
  * im2col whatever this says. */
 enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias);
+/* oneDNN calls that had kernels for their shape and failed anyway, so that
+ * im2col ran in their place (same results, less speed): 0 unless something
+ * is broken.  The tests check that it stays 0. */
+unsigned long sd_conv2d_fallbacks(void);
 /* oneDNN's version ("2.6.3") when the build has oneDNN, else NULL. */
 const char *sd_conv2d_onednn_version(void);
 /* Writes oneDNN's names of its kernels for shape s into buf (len bytes):

@@ -1083,5 +1083,9 @@ int main(int argc, char **argv)
 	test_repro(32, 16, 32, 32, 32, 3, 2, 1);
 	test_repro(16, 16, 32, 32, 16, 3, 1, 1);
 
+	/* A oneDNN call that fails quietly falls back to im2col: right
+	 * results, so only this count shows it. */
+	check_report(sd_conv2d_fallbacks() == 0, "oneDNN calls that failed and fell back to im2col: %lu",
+	             sd_conv2d_fallbacks());
 	return check_exit("test-layers");
 }
