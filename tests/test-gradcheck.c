@@ -15,7 +15,8 @@
  *   every product and partial sum is then exact in float32, so the finite
  *   difference is exact too and only a wrong gradient can miss.  (Kinks of
  *   relu and maxpool are kept further than eps from every input.)
- *   Batch-norm and softmax are nonlinear and get N(0,1) data, eps = 1e-2;
+ *   Batch-norm and softmax are nonlinear and get N(0,1) data, eps = 1e-2
+ *   (5e-2 for the fused batch-norm, see EPS_BNACT);
  *   truncation (O(eps^2)) and float32 rounding of L stay below 1e-3 of the
  *   gradient scale, so:
  *
@@ -52,6 +53,11 @@
 #define ACC_TOL 1e-4
 #define EPS_GRID (1.0f / 64.0f)
 #define EPS_SMOOTH 1e-2f
+/* The fused batch-norm in blocked layouts (8 or 16 channels a block): its
+ * worst dx error measured 4.9e-3 at eps 1e-2 (blk8; float32 rounding of L
+ * over 2 eps dominates), 2.4e-3 at 5e-2, where truncation (O(eps^2)) is
+ * still smaller: 5e-2 doubles the margin to the 1e-2 tolerance. */
+#define EPS_BNACT 5e-2f
 /* Tensors larger than this are checked at this many random elements. */
 #define MAX_CHECKS 200
 /* Fewer at the model-sized convolutions, where one forward pass costs
@@ -423,10 +429,10 @@ static void test_bn_act(int n, int ch, int hw, int blk, int relu)
 	sd_batchnorm_act_backward(dx, dr, dgamma, dbeta, c.g, c.y, c.x, c.mean, c.invstd, c.gamma, n,
 	                          ch, hw, blk, relu);
 	struct case_ops ops = { bn_act_loss, &c };
-	check_grad(name, "x", c.x, nx, dx, &ops, EPS_SMOOTH);
-	check_grad(name, "r", c.r, nx, dr, &ops, EPS_SMOOTH);
-	check_grad(name, "gamma", c.gamma, ch, dgamma, &ops, EPS_SMOOTH);
-	check_grad(name, "beta", c.beta, ch, dbeta, &ops, EPS_SMOOTH);
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_BNACT);
+	check_grad(name, "r", c.r, nx, dr, &ops, EPS_BNACT);
+	check_grad(name, "gamma", c.gamma, ch, dgamma, &ops, EPS_BNACT);
+	check_grad(name, "beta", c.beta, ch, dbeta, &ops, EPS_BNACT);
 	free(c.x), free(c.r), free(c.gamma), free(c.beta), free(c.y), free(c.g), free(c.mean);
 	free(c.invstd), free(c.rmean), free(c.rvar), free(dx), free(dr), free(dgamma), free(dbeta);
 }
