@@ -725,12 +725,52 @@ void sd_conv2d_describe(const struct sd_conv2d_shape *s, int bias, char *buf, si
 	sd_conv2d_dnnl_describe(s, bias, buf, len);
 }
 
-/* Whether auto takes oneDNN for shape s: the table measured with
- * tests/bench/bench-conv (see the report at the top of this section). */
+/* Where auto takes oneDNN for a call through sd_conv2d_forward/backward
+ * (NCHW buffers, so oneDNN's time includes reordering x, y, dy and dx to and
+ * from its blocked layout).  Measured with tests/bench/bench-conv -t 1 -c
+ * (process CPU time, one thread: the figure a busy machine disturbs least)
+ * on the 2-core AMD EPYC (Zen 3, AVX2) this was written on, OpenBLAS 0.3.21
+ * "Zen" kernels, oneDNN 2.6.3 jit:avx2; ms forward + backward, im2col ->
+ * oneDNN:
+ *   resnet 3->16   32x32 s1 (no dx)   8.2 ->  5.9   oneDNN
+ *   resnet 16->16  32x32 s1          52.8 -> 29.1   oneDNN
+ *   resnet 16->32  32x32 s2          23.3 -> 18.0   oneDNN
+ *   resnet 32->32  16x16 s1          46.1 -> 25.5   oneDNN
+ *   resnet 32->64  16x16 s2          19.6 -> 17.3   oneDNN
+ *   resnet 64->64  8x8   s1          38.5 -> 23.9   oneDNN
+ *   cnn 1->32 5x5  28x28 (no dx)      5.7 -> 12.2   im2col: oneDNN's weight
+ *                                                   gradient for one input
+ *                                                   channel is 3x slower
+ *   cnn 32->64 5x5 14x14             72.3 -> 44.2   oneDNN
+ * (The ResNets do not take this path when oneDNN runs all their
+ * convolutions: they keep their activations blocked, model.c.)  Shapes not
+ * in the table: oneDNN when the input has at least 8 channels (its kernels
+ * fill whole vectors of channels), im2col below.  A table, not a timing at
+ * start-up: a start-up timing on a shared machine picks by noise, and two
+ * runs with the same seed could then take different paths and round
+ * differently. */
+static const struct {
+	int c, h, w, k, r, stride, pad, onednn;
+} sd_conv_table[] = {
+	{ 3, 32, 32, 16, 3, 1, 1, 1 },
+	{ 16, 32, 32, 16, 3, 1, 1, 1 },
+	{ 16, 32, 32, 32, 3, 2, 1, 1 },
+	{ 32, 16, 16, 32, 3, 1, 1, 1 },
+	{ 32, 16, 16, 64, 3, 2, 1, 1 },
+	{ 64, 8, 8, 64, 3, 1, 1, 1 },
+	{ 1, 28, 28, 32, 5, 1, 2, 0 },
+	{ 32, 14, 14, 64, 5, 1, 2, 1 },
+};
+
 static int sd_conv2d_auto_onednn(const struct sd_conv2d_shape *s)
 {
-	(void)s;
-	return 1;
+	for (size_t i = 0; i < sizeof sd_conv_table / sizeof sd_conv_table[0]; i++)
+		if (sd_conv_table[i].c == s->c && sd_conv_table[i].h == s->h &&
+		    sd_conv_table[i].w == s->w && sd_conv_table[i].k == s->k &&
+		    sd_conv_table[i].r == s->r && sd_conv_table[i].stride == s->stride &&
+		    sd_conv_table[i].pad == s->pad)
+			return sd_conv_table[i].onednn;
+	return s->c >= 8;
 }
 
 enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias)

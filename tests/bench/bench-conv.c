@@ -3,7 +3,7 @@
  * resnet20/32 models (batch 128) and the cnn (batch 64): the table that
  * sd_conv2d_path's "auto" choice in engine/layers.c comes from.
  *
- * usage: bench-conv [-t threads] [-r repeats] [-n resnet-batch]
+ * usage: bench-conv [-t threads] [-r repeats] [-n resnet-batch] [-c]
  *
  * For each shape and path: forward, backward with dx (backward without dx
  * for the first layer of each model, which has no input gradient), best of
@@ -11,7 +11,9 @@
  * disturbed by other processes on a shared machine), in milliseconds, and
  * the ratio im2col / oneDNN of forward + backward: above 1 oneDNN is faster.
  * The last column says what auto picks now.  Also prints the fraction of the
- * machine's CPU time other processes took during the run. */
+ * machine's CPU time other processes took during the run.  -c times in
+ * process CPU time instead of wall time: with -t 1, the figure a busy
+ * machine disturbs least. */
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/rng.h"
@@ -52,6 +54,16 @@ static double process_cpu_s(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
+/* The clock time_path reads: wall (CLOCK_MONOTONIC) or process CPU time. */
+static clockid_t bench_clock = CLOCK_MONOTONIC;
+
+static double clock_s(void)
+{
+	struct timespec t;
+	clock_gettime(bench_clock, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 static float *falloc(size_t count)
 {
 	float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
@@ -87,11 +99,11 @@ static void time_path(const struct sd_conv2d_shape *s, int bias, int first, int 
 		dy[i] = sd_rng_normal(&rng);
 	*fwd_ms = *bwd_ms = 1e30;
 	for (int r = 0; r <= repeats; r++) {
-		double t0 = now_s();
+		double t0 = clock_s();
 		sd_conv2d_forward(y, x, w, bias ? b : NULL, s, ws);
-		double t1 = now_s();
+		double t1 = clock_s();
 		sd_conv2d_backward(first ? NULL : dx, dw, bias ? db : NULL, dy, x, w, s, ws);
-		double t2 = now_s();
+		double t2 = clock_s();
 		if (r == 0)
 			continue;   /* warm-up: builds oneDNN's kernels, faults pages in */
 		if ((t1 - t0) * 1e3 < *fwd_ms)
@@ -106,7 +118,14 @@ int main(int argc, char **argv)
 {
 	sd_blas_select_kernel(argv);
 	int threads = 2, repeats = 5, nres = 128;
-	for (int i = 1; i + 1 < argc; i += 2) {
+	for (int i = 1; i < argc; i += 2) {
+		if (!strcmp(argv[i], "-c")) {
+			bench_clock = CLOCK_PROCESS_CPUTIME_ID;
+			i--;
+			continue;
+		}
+		if (i + 1 >= argc)
+			break;
 		if (!strcmp(argv[i], "-t"))
 			threads = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "-r"))
@@ -115,7 +134,7 @@ int main(int argc, char **argv)
 			nres = atoi(argv[i + 1]);
 	}
 	if (threads < 1 || repeats < 1 || nres < 1) {
-		fprintf(stderr, "usage: bench-conv [-t threads] [-r repeats] [-n resnet-batch]\n");
+		fprintf(stderr, "usage: bench-conv [-t threads] [-r repeats] [-n resnet-batch] [-c]\n");
 		return 2;
 	}
 	openblas_set_num_threads(threads);
@@ -131,8 +150,9 @@ int main(int argc, char **argv)
 		{ "cnn", 64, 32, 14, 64, 5, 1, 2, 1, 0 },
 	};
 	const char *ver = sd_conv2d_onednn_version();
-	printf("oneDNN: %s; OpenBLAS kernel %s; %d threads; best of %d\n",
-	       ver ? ver : "not built", sd_blas_kernel(), threads, repeats);
+	printf("oneDNN: %s; OpenBLAS kernel %s; %d threads; best of %d, %s ms\n",
+	       ver ? ver : "not built", sd_blas_kernel(), threads, repeats,
+	       bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
 	printf("%-6s %-26s %8s %8s %8s %8s %7s  %-6s %s\n", "model", "shape", "i2c fwd", "i2c bwd",
 	       "dnn fwd", "dnn bwd", "ratio", "auto", "oneDNN kernels (fwd / bwd-data / bwd-weights)");
 	double busy0 = machine_busy_s(), own0 = process_cpu_s(), wall0 = now_s();
