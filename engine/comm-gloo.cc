@@ -59,10 +59,14 @@ std::string take_why(char *why, const char *fallback)
 // A gloo::rendezvous::Store over the caller's sd_store_ops.  Every key gets
 // the generation prefix ("gen/<g>/"), and wait() keeps the values it fetched
 // so that connectFullMesh's wait-then-get reads each key from the store once.
+// Every get and wait ends by one deadline, timeout_ms after the adapter was
+// made, whatever timeout Gloo passes: the rendezvous as a whole is bounded,
+// not each of its (size - 1) waits.
 class StoreAdapter : public gloo::rendezvous::Store {
 public:
 	StoreAdapter(const sd_store_ops *ops, void *ctx, std::string prefix, int timeout_ms)
-		: ops_(ops), ctx_(ctx), prefix_(std::move(prefix)), timeout_ms_(timeout_ms)
+		: ops_(ops), ctx_(ctx), prefix_(std::move(prefix)),
+		  deadline_(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms))
 	{
 	}
 
@@ -84,30 +88,33 @@ public:
 			cache_.erase(it);
 			return v;
 		}
-		return fetch(key, timeout_ms_);
+		return fetch(key, left_ms());
 	}
 
 	void wait(const std::vector<std::string> &keys) override
 	{
-		wait(keys, std::chrono::milliseconds(timeout_ms_));
+		for (const auto &key : keys)
+			if (!cache_.count(key))
+				cache_[key] = fetch(key, left_ms());
 	}
 
-	// All keys must appear within `timeout` in total, not each.
+	// Gloo passes its context's timeout, which gloo_create sets for the
+	// pairs' connects (see there); the adapter's own deadline rules.
 	void wait(const std::vector<std::string> &keys,
 		  const std::chrono::milliseconds &timeout) override
 	{
-		auto deadline = std::chrono::steady_clock::now() + timeout;
-		for (const auto &key : keys) {
-			if (cache_.count(key))
-				continue;
-			auto left = std::chrono::ceil<std::chrono::milliseconds>(
-				deadline - std::chrono::steady_clock::now());
-			long ms = left.count() > 0 ? (long)left.count() : 0;
-			cache_[key] = fetch(key, (int)std::min<long>(ms, 0x7fffffff));
-		}
+		(void)timeout;
+		wait(keys);
 	}
 
 private:
+	int left_ms() const
+	{
+		auto left = std::chrono::ceil<std::chrono::milliseconds>(
+			deadline_ - std::chrono::steady_clock::now());
+		return (int)std::max<long>(0, std::min<long>((long)left.count(), 0x7fffffff));
+	}
+
 	std::vector<char> fetch(const std::string &key, int timeout_ms)
 	{
 		char *why = nullptr;
@@ -127,7 +134,7 @@ private:
 	const sd_store_ops *ops_;
 	void *ctx_;
 	const std::string prefix_;
-	const int timeout_ms_;
+	const std::chrono::steady_clock::time_point deadline_;
 	std::map<std::string, std::vector<char>> cache_;
 };
 
@@ -242,9 +249,16 @@ int gloo_create(void **impl, int rank, int world_size, const char *key_prefix,
 		g->dev = gloo::transport::tcp::CreateDevice(attr);
 
 		g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
-		g->ctx->setTimeout(std::chrono::milliseconds(timeout_ms));
+		// Gloo waits up to 5 x its timeout for each pair's TCP connection
+		// ("a longer timeout when waiting for initial connect",
+		// gloo/transport/tcp/pair.h, waitUntil), so a peer that died after
+		// publishing its address held the others for 5 x timeout_ms.  Pairs
+		// get a fifth; collectives, which take the context's timeout when
+		// they start, get all of it.
+		g->ctx->setTimeout(std::chrono::milliseconds(std::max(1, timeout_ms / 5)));
 		StoreAdapter adapter(store, store_ctx, key_prefix, timeout_ms);
 		g->ctx->connectFullMesh(adapter, g->dev);
+		g->ctx->setTimeout(std::chrono::milliseconds(timeout_ms));
 		*impl = g;
 		return 0;
 	} catch (...) {

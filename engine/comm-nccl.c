@@ -16,7 +16,15 @@
  * Stream ordering: the caller's buffers may have been written by kernels on
  * any stream, so each collective first waits for the device to be idle
  * (cudaDeviceSynchronize), then runs on the communicator's own stream and
- * waits for that stream: on return the result is in buf, as with Gloo. */
+ * waits for that stream: on return the result is in buf, as with Gloo.
+ *
+ * Buffers: device memory (the trainer's gradient and state blocks) is used
+ * in place; host memory (the worker's small metric vectors) is copied
+ * through a device buffer, so the worker's code is the same for both
+ * backends.
+ *
+ * Built into the CUDA backend plugin (engine/cuda/), which hands these ops
+ * to engine/comm.c; nothing else links NCCL. */
 #include "config.h"
 
 #include "engine/comm-backend.h"
@@ -39,6 +47,8 @@ struct nccl_comm {
 	ncclComm_t comm; /* NULL once aborted */
 	cudaStream_t stream;
 	float *scratch; /* one device float, for the barrier */
+	void *staging;  /* device copy of host buffers, staging_bytes */
+	size_t staging_bytes;
 	int rank;
 	int size;
 	int timeout_ms;
@@ -101,6 +111,8 @@ static void nccl_release(struct nccl_comm *n)
 		ncclCommAbort(n->comm);
 	if (n->scratch)
 		cudaFree(n->scratch);
+	if (n->staging)
+		cudaFree(n->staging);
 	if (n->stream)
 		cudaStreamDestroy(n->stream);
 	free(n);
@@ -191,37 +203,78 @@ static int nccl_finish(struct nccl_comm *n, const char *op, ncclResult_t r, char
 	return nccl_wait(n, op, 1, why);
 }
 
-static int nccl_allreduce_f32(void *impl, float *buf, size_t count, char **why)
+/* Whether p is host memory, which NCCL cannot read: the small vectors the
+ * worker reduces (step metrics, the generation's step table) live there. */
+static int nccl_is_host(const void *p)
 {
-	struct nccl_comm *n = impl;
-	int rc = nccl_prepare(n, "allreduce", why);
+	struct cudaPointerAttributes a;
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return 1;
+	}
+	return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
+/* An all-reduce (root < 0) or broadcast of count elements at buf.  Host
+ * buffers go through a device copy (n->staging, grown as needed). */
+static int nccl_collective(struct nccl_comm *n, const char *op, void *buf, size_t count,
+			   ncclDataType_t type, size_t elem, int root, char **why)
+{
+	int rc = nccl_prepare(n, op, why);
 	if (rc < 0)
 		return rc;
-	return nccl_finish(n, "allreduce",
-			   ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, n->comm, n->stream),
-			   why);
+	size_t bytes = count * elem;
+	void *dbuf = buf;
+	int host = nccl_is_host(buf);
+	cudaError_t e = cudaSuccess;
+	if (host) {
+		if (n->staging_bytes < bytes) {
+			cudaFree(n->staging);
+			n->staging = NULL;
+			n->staging_bytes = 0;
+			e = cudaMalloc(&n->staging, bytes);
+			if (e == cudaSuccess)
+				n->staging_bytes = bytes;
+		}
+		if (e == cudaSuccess)
+			e = cudaMemcpyAsync(n->staging, buf, bytes, cudaMemcpyHostToDevice, n->stream);
+		if (e != cudaSuccess) {
+			sd_why(why, "nccl %s (rank %d of %d): staging: CUDA: %s", op, n->rank, n->size,
+			       cudaGetErrorString(e));
+			return SD_COMM_EPEER;
+		}
+		dbuf = n->staging;
+	}
+	ncclResult_t r = root < 0
+		? ncclAllReduce(dbuf, dbuf, count, type, ncclSum, n->comm, n->stream)
+		: ncclBroadcast(dbuf, dbuf, count, type, root, n->comm, n->stream);
+	rc = nccl_finish(n, op, r, why);
+	if (rc == 0 && host) {
+		e = cudaMemcpyAsync(buf, dbuf, bytes, cudaMemcpyDeviceToHost, n->stream);
+		if (e == cudaSuccess)
+			e = cudaStreamSynchronize(n->stream);
+		if (e != cudaSuccess) {
+			sd_why(why, "nccl %s (rank %d of %d): staging: CUDA: %s", op, n->rank, n->size,
+			       cudaGetErrorString(e));
+			return SD_COMM_EPEER;
+		}
+	}
+	return rc;
+}
+
+static int nccl_allreduce_f32(void *impl, float *buf, size_t count, char **why)
+{
+	return nccl_collective(impl, "allreduce", buf, count, ncclFloat32, sizeof(float), -1, why);
 }
 
 static int nccl_allreduce_f64(void *impl, double *buf, size_t count, char **why)
 {
-	struct nccl_comm *n = impl;
-	int rc = nccl_prepare(n, "allreduce", why);
-	if (rc < 0)
-		return rc;
-	return nccl_finish(n, "allreduce",
-			   ncclAllReduce(buf, buf, count, ncclFloat64, ncclSum, n->comm, n->stream),
-			   why);
+	return nccl_collective(impl, "allreduce", buf, count, ncclFloat64, sizeof(double), -1, why);
 }
 
 static int nccl_broadcast(void *impl, void *buf, size_t bytes, int root, char **why)
 {
-	struct nccl_comm *n = impl;
-	int rc = nccl_prepare(n, "broadcast", why);
-	if (rc < 0)
-		return rc;
-	return nccl_finish(n, "broadcast",
-			   ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->comm, n->stream),
-			   why);
+	return nccl_collective(impl, "broadcast", buf, bytes, ncclUint8, 1, root, why);
 }
 
 /* NCCL has no barrier; an all-reduce of one device float serves as one. */

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include "engine/comm.h"
+#include "engine/backend.h"
 #include "engine/comm-backend.h"
 #include "engine/errors.h"
 
@@ -38,13 +39,22 @@ static const struct sd_comm_backend_ops *comm_backend_ops(enum sd_comm_backend b
 		sd_why(why, "comm: built without Gloo (install libgloo-dev and reconfigure)");
 		return NULL;
 #endif
-	case SD_COMM_NCCL:
-#ifdef HAVE_NCCL
-		return &sd_comm_nccl_ops;
-#else
-		sd_why(why, "comm: built without NCCL (configure --with-cuda=DIR with nccl.h)");
-		return NULL;
-#endif
+	case SD_COMM_NCCL: {
+		/* NCCL lives in the CUDA backend plugin, with the CUDA libraries
+		 * it needs (engine/backend-plugin.h). */
+		char *err = NULL;
+		const struct sd_backend_ops *plugin = sd_backend_plugin(&err);
+		if (!plugin) {
+			sd_why(why, "comm: NCCL needs the CUDA backend: %s", err);
+			free(err);
+			return NULL;
+		}
+		if (!plugin->nccl) {
+			sd_why(why, "comm: the CUDA backend was built without NCCL (configure found no nccl.h)");
+			return NULL;
+		}
+		return plugin->nccl;
+	}
 	}
 	sd_why(why, "comm: unknown backend %d", (int)backend);
 	return NULL;
@@ -195,6 +205,64 @@ void sd_comm_destroy(struct sd_comm *c)
 	if (c->ops)
 		c->ops->destroy(c->impl);
 	free(c);
+}
+
+/* ---- Choosing the backend of a generation -------------------------------- */
+
+int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, long generation,
+			   const char *nccl_device, const struct sd_store_ops *store,
+			   void *store_ctx, int timeout_ms, char **why)
+{
+	*out = SD_COMM_GLOO;
+	if (world_size < 1 || rank < 0 || rank >= world_size)
+		return sd_why(why, "comm: rank %d out of range for world size %d", rank, world_size);
+	if (world_size == 1)
+		return 0;
+	if (!store || !store->set || !store->get)
+		return sd_why(why, "comm: world size %d needs a rendezvous store", world_size);
+	/* What this rank offers: "nccl:<device uuid>" or "host". */
+	char mine[96], key[96];
+	if (nccl_device && *nccl_device)
+		snprintf(mine, sizeof mine, "nccl:%.80s", nccl_device);
+	else
+		snprintf(mine, sizeof mine, "host");
+	snprintf(key, sizeof key, "gen/%ld/device/%d", generation, rank);
+	int rc = store->set(store_ctx, key, mine, strlen(mine), why);
+	if (rc < 0)
+		return rc;
+	char **offers = sd_calloc((size_t)world_size, sizeof *offers);
+	int nccl = 1;
+	for (int r = 0; r < world_size && rc == 0; r++) {
+		if (r == rank) {
+			offers[r] = strdup(mine);
+			if (!offers[r])
+				sd_oom();
+		} else {
+			void *v = NULL;
+			size_t len = 0;
+			snprintf(key, sizeof key, "gen/%ld/device/%d", generation, r);
+			rc = store->get(store_ctx, key, &v, &len, timeout_ms, why);
+			if (rc < 0)
+				break;
+			offers[r] = sd_malloc(len + 1);
+			memcpy(offers[r], v, len);
+			offers[r][len] = 0;
+			free(v);
+		}
+		if (strncmp(offers[r], "nccl:", 5))
+			nccl = 0;
+		/* NCCL refuses two ranks on one device ("Duplicate GPU detected"). */
+		for (int q = 0; q < r && nccl; q++)
+			if (!strcmp(offers[q], offers[r]))
+				nccl = 0;
+	}
+	for (int r = 0; r < world_size; r++)
+		free(offers[r]);
+	free(offers);
+	if (rc < 0)
+		return rc;
+	*out = nccl ? SD_COMM_NCCL : SD_COMM_GLOO;
+	return 0;
 }
 
 /* ---- Directory store ---------------------------------------------------- */

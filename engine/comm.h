@@ -13,7 +13,9 @@
  *                 SPOTDECK_COMM_HOST (a host name, an IP address or a network
  *                 interface name such as "eth0"); the default, 127.0.0.1,
  *                 only reaches peers on the same host.
- *   SD_COMM_NCCL  CUDA device buffers (NCCL).  Only in builds with NCCL.
+ *   SD_COMM_NCCL  CUDA device buffers (NCCL; small host buffers are staged
+ *                 through the device).  NCCL lives in the CUDA backend plugin
+ *                 (engine/backend.h), which this loads on first use.
  *
  * Rendezvous goes through a key-value store supplied by the caller (in
  * production the controller, over the worker's control connection).  Every
@@ -77,6 +79,20 @@ struct sd_store_ops {
 
 enum sd_comm_backend { SD_COMM_GLOO, SD_COMM_NCCL };
 
+/* Decides which backend generation `generation` uses, so that all its ranks
+ * agree without asking the controller: every rank calls this with its offer
+ * (nccl_device: the UUID of the CUDA device its model runs on, when NCCL can
+ * use it, else NULL) and publishes it under "gen/<g>/device/<rank>"; the
+ * answer is SD_COMM_NCCL when every rank offers a device and no two offer
+ * the same one (NCCL refuses two ranks on one GPU), else SD_COMM_GLOO (host
+ * memory; a rank on a device stages its buffers through the host).  Every
+ * rank reads the same offers, so every rank gets the same answer.  World
+ * size 1 answers SD_COMM_GLOO at once without the store.  Errors: as the
+ * store's get (SD_COMM_ETIMEDOUT when a rank never published). */
+int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, long generation,
+			   const char *nccl_device, const struct sd_store_ops *store,
+			   void *store_ctx, int timeout_ms, char **why);
+
 /* Opaque communicator, created by sd_comm_create. */
 struct sd_comm;
 
@@ -84,11 +100,15 @@ struct sd_comm;
  * connects to every other rank (full mesh).  All world_size ranks must call
  * this with the same backend, world_size, generation and store.
  *
- * timeout_ms (> 0) bounds the rendezvous (every rank must arrive within
- * about timeout_ms of the others; TCP connects may take up to 5 x timeout_ms)
- * and every later collective: a collective that a dead or stuck peer keeps
- * from completing fails with SD_COMM_EPEER after at most about timeout_ms.
- * Choose it well above the slowest healthy collective.
+ * timeout_ms (> 0) bounds the rendezvous and every later collective.  The
+ * rendezvous: every peer's address must be in the store within timeout_ms of
+ * this call, and each TCP connection to a peer must be made within about
+ * timeout_ms of its address being there (so a peer that died after
+ * publishing its address costs at most about 2 x timeout_ms in all; Gloo's
+ * own 5 x multiplier for connects is divided out).  A collective that a dead
+ * or stuck peer keeps from completing fails with SD_COMM_EPEER after at most
+ * about timeout_ms.  Choose it well above the slowest healthy collective
+ * (the controller derives it from the measured step time).
  *
  * world_size 1 never touches the network or the store (store may then be
  * NULL) and works in every build; its collectives return at once.
@@ -106,7 +126,8 @@ int sd_comm_create(struct sd_comm **out, enum sd_comm_backend backend, int rank,
  * (each element is reduced once, in a fixed order, then copied), but the
  * summation order is the backend's, so it may differ in the last bits from a
  * sequential sum.  All ranks must pass the same count.  Gloo: host memory;
- * NCCL: device memory.  Errors: SD_COMM_EFAIL for a bad argument (nothing
+ * NCCL: device memory, or host memory copied through the device (meant for
+ * small vectors).  Errors: SD_COMM_EFAIL for a bad argument (nothing
  * happened, the communicator stays usable); SD_COMM_EPEER when a peer failed
  * (the communicator is now aborted and buf's contents are undefined).  Any
  * other failure inside the backend also aborts the communicator. */

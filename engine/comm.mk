@@ -17,13 +17,6 @@ engine_libsdcomm_a_SOURCES += engine/comm-gloo.cc
 SD_COMM_LIBS += $(GLOO_LIBS) -lstdc++ -lpthread
 endif
 
-# NCCL sits behind the same API; HAVE_NCCL is passed only to this library so
-# nothing else can #ifdef on it.
-if HAVE_NCCL
-engine_libsdcomm_a_SOURCES += engine/comm-nccl.c
-engine_libsdcomm_a_CPPFLAGS += -DHAVE_NCCL -I$(CUDA_HOME)/include
-# Full paths, so programs that do not use $(SD_COMM_LINK_FLAGS) still link;
-# the rpath there only matters where ld.so does not know $(CUDA_HOME).
-SD_COMM_LIBS += $(CUDA_HOME)/lib64/libnccl.so $(CUDA_HOME)/lib64/libcudart.so
-SD_COMM_LINK_FLAGS += -Wl,-rpath,$(CUDA_HOME)/lib64
-endif
+# NCCL sits behind the same API but is built into the CUDA backend plugin
+# (engine/cuda/local.mk): comm.c finds its ops there at run time, so no
+# program links NCCL or the CUDA runtime.

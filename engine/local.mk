@@ -9,9 +9,10 @@ engine_libsdengine_a_SOURCES = \
 	engine/layers.c engine/layers.h engine/layers-blocked.c \
 	engine/data.c engine/data.h \
 	engine/checkpoint.c engine/checkpoint.h \
-	engine/model.c engine/model.h \
+	engine/model.c engine/model.h engine/model-graph.h \
 	engine/optim.c engine/optim.h \
 	engine/train.c engine/train.h \
+	engine/backend.c engine/backend.h engine/backend-plugin.h \
 	engine/engine.h engine/conv-dnnl.h
 # Convolutions through oneDNN where configure found it, else a stand-in that
 # supports nothing (every convolution then runs im2col + OpenBLAS).
@@ -24,3 +25,4 @@ endif
 SD_ENGINE_LIBS = engine/libsdengine.a $(OPENBLAS_LIBS) $(DNNL_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) -lm
 
 include engine/comm.mk
+include engine/cuda/local.mk

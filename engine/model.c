@@ -10,65 +10,12 @@
 
 #include "engine/errors.h"
 #include "engine/layers.h"
+#include "engine/model-graph.h"
 #include "engine/rng.h"
 
 const char *const sd_model_names[] = { "mlp", "cnn", "resnet20", "resnet32", NULL };
 
-enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
-
-/* Nodes a batch-norm runs together with (see "node execution"). */
-enum sd_fuse { FUSE_NONE, FUSE_RELU, FUSE_ADD_RELU };
-
-/* One activation: a (max_batch, c, h, w) buffer and its gradient. */
-struct act {
-	int c, h, w;
-	int blk;            /* layout: 1 NCHW, 8 or 16 channel-blocked (layers.h) */
-	float *val;
-	float *grad;
-	int consumers;      /* nodes reading it; >1 means gradients add up */
-	int grad_set;       /* during backward: grad already holds a contribution */
-};
-
-struct node {
-	enum sd_op op;
-	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) */
-	char name[32];
-	/* parameters: offsets into params/grads, (size_t)-1 when absent */
-	size_t w_off, b_off;
-	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
-	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
-	int k, s;                       /* pooling window and stride */
-	int fc_in, fc_out;              /* OP_LINEAR */
-	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
-	int32_t *argmax;                /* OP_MAXPOOL */
-	enum sd_fuse fuse;              /* OP_BN: what runs with it */
-	int fused_from;                 /* tail of a fused group: head index + 1, else 0 */
-};
-
-struct sd_model {
-	char name[32];
-	int c, h, w, classes, max_batch;
-	struct node *nodes;
-	int nnodes, cap_nodes;
-	struct act *acts;
-	int nacts, cap_acts;
-	struct sd_tensor_info *tensors;
-	int ntensors, cap_tensors;
-	size_t nparams, nbuffers;
-	float *params, *grads, *buffers;
-	float *probs;       /* (max_batch, classes) */
-	float *ws;          /* conv workspace, shared by all convs */
-	size_t ws_floats;
-	float *scratch;     /* gradient scratch for multi-consumer activations */
-	size_t scratch_floats;
-	double flops;       /* forward multiply-adds per sample */
-	struct sd_node_time *prof;   /* per-node times while profiling, else NULL */
-	clockid_t prof_clock;
-	int blk;            /* activation layout (choose_layout): 1, 8 or 16 */
-	float *res;         /* blocked models: a shortcut's residual or its gradient */
-};
-
-#define NONE ((size_t)-1)
+#define NONE SD_NO_TENSOR
 
 static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
 
@@ -214,13 +161,14 @@ static int linear(struct sd_model *m, int in, int out_features, const char *name
  * both sides. */
 static int add_shortcut(struct sd_model *m, int a, int b, const char *name)
 {
-	struct act *aa = &m->acts[a];
-	int out = add_act(m, aa->c, aa->h, aa->w);
+	/* add_act may move m->acts: no pointer into it across the call. */
+	int c = m->acts[a].c, h = m->acts[a].h, w = m->acts[a].w;
+	int out = add_act(m, c, h, w);
 	struct node *n = add_node(m, OP_ADD, a, name);
 	n->in2 = b;
 	m->acts[b].consumers++;
 	n->out = out;
-	n->s = m->acts[b].h / aa->h;
+	n->s = m->acts[b].h / h;
 	return out;
 }
 
@@ -647,23 +595,23 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 				                               m->buffers + n->rm_off,
 				                               m->buffers + n->rv_off, in->val, r,
 				                               p + n->w_off, p + n->b_off, nb, in->c,
-				                               in->h * in->w, blk, relu, 0.1f, 1e-5f);
+				                               in->h * in->w, blk, relu, SD_BN_MOMENTUM, SD_BN_EPS);
 			else
 				sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off,
 				                              m->buffers + n->rm_off,
 				                              m->buffers + n->rv_off, nb, in->c,
-				                              in->h * in->w, blk, relu, 1e-5f);
+				                              in->h * in->w, blk, relu, SD_BN_EPS);
 			return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
 		}
 		if (train)
 			sd_batchnorm_forward_train(out->val, n->bn_mean, n->bn_invstd,
 			                           m->buffers + n->rm_off, m->buffers + n->rv_off,
 			                           in->val, p + n->w_off, p + n->b_off,
-			                           nb, in->c, in->h * in->w, 0.1f, 1e-5f);
+			                           nb, in->c, in->h * in->w, SD_BN_MOMENTUM, SD_BN_EPS);
 		else
 			sd_batchnorm_forward_eval(out->val, in->val, p + n->w_off, p + n->b_off,
 			                          m->buffers + n->rm_off, m->buffers + n->rv_off,
-			                          nb, in->c, in->h * in->w, 1e-5f);
+			                          nb, in->c, in->h * in->w, SD_BN_EPS);
 		return 1;
 	case OP_RELU:
 		sd_relu_forward(out->val, in->val, act_floats(in) * nb);

@@ -31,6 +31,84 @@ void sd_train_config_defaults(struct sd_train_config *c)
 	c->synthetic_c = 3;
 	c->synthetic_h = 32;
 	c->synthetic_w = 32;
+	snprintf(c->backend, sizeof c->backend, "auto");
+	c->device = -1;
+}
+
+/* ---- the device model (engine/backend.h); all no-ops on the CPU ---------- */
+
+/* Whether the environment variable name is set to 0, no or off. */
+static int env_off(const char *name)
+{
+	const char *v = getenv(name);
+	return v && (!strcmp(v, "0") || !strcmp(v, "no") || !strcmp(v, "off"));
+}
+
+/* Takes a queued failure (sd_trainer_apply) as this call's error. */
+static int dev_pending(struct sd_trainer *t, char **why)
+{
+	if (!t->dev_error)
+		return 0;
+	sd_why(why, "%s", t->dev_error);
+	free(t->dev_error);
+	t->dev_error = NULL;
+	return -1;
+}
+
+static int dev_upload_state(struct sd_trainer *t, char **why)
+{
+	if (!t->dev)
+		return 0;
+	const struct sd_backend_ops *o = t->backend.ops;
+	if (o->model_upload(t->dev, SD_DEV_PARAMS, sd_model_params(t->model), why) < 0 ||
+	    o->model_upload(t->dev, SD_DEV_VELOCITY, t->velocity, why) < 0 ||
+	    o->model_upload(t->dev, SD_DEV_BUFFERS, sd_model_buffers(t->model), why) < 0)
+		return -1;
+	return 0;
+}
+
+int sd_trainer_sync_host(const struct sd_trainer *t, char **why)
+{
+	if (!t->dev)
+		return 0;
+	const struct sd_backend_ops *o = t->backend.ops;
+	/* The host blocks are a cache of the device's: filling them does not
+	 * change the trainer's state, hence the const. */
+	if (o->model_download(t->dev, SD_DEV_PARAMS, sd_model_params(t->model), why) < 0 ||
+	    o->model_download(t->dev, SD_DEV_VELOCITY, t->velocity, why) < 0 ||
+	    o->model_download(t->dev, SD_DEV_BUFFERS, sd_model_buffers(t->model), why) < 0)
+		return -1;
+	return 0;
+}
+
+/* Moves the model onto the device t->backend chose, or leaves it on the CPU
+ * with the reason when that fails and CUDA was not demanded. */
+static int dev_setup(struct sd_trainer *t, int demanded, char **why)
+{
+	const struct sd_backend_ops *o = t->backend.ops;
+	char *err = NULL;
+	if (o->model_create(&t->dev, t->model, t->cfg.global_batch, &err) == 0) {
+		if (dev_upload_state(t, &err) == 0) {
+			size_t len = strlen(t->backend.reason);
+			const char *how = o->model_describe ? o->model_describe(t->dev) : NULL;
+			if (how && len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len, "; %s", how);
+			return 0;
+		}
+		o->model_destroy(t->dev);
+		t->dev = NULL;
+	}
+	if (demanded) {
+		sd_why(why, "CUDA backend asked for but the model cannot run there: %s", err);
+		free(err);
+		return -1;
+	}
+	memset(&t->backend, 0, sizeof t->backend);
+	t->backend.kind = SD_BACKEND_CPU;
+	snprintf(t->backend.name, sizeof t->backend.name, "cpu");
+	snprintf(t->backend.reason, sizeof t->backend.reason, "CUDA device model failed: %s", err);
+	free(err);
+	return 0;
 }
 
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
@@ -78,6 +156,22 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	sd_model_init(t->model, cfg->seed);
 	size_t np = sd_model_param_count(t->model);
 	t->velocity = sd_calloc(np, sizeof(float));
+	enum sd_backend_request req;
+	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0) {
+		sd_why(why, "backend: expected auto, cpu or cuda, got '%s'", cfg->backend);
+		sd_trainer_destroy(t);
+		return -1;
+	}
+	if (sd_backend_choose(&t->backend, req, cfg->device, why) < 0) {
+		sd_trainer_destroy(t);
+		return -1;
+	}
+	if (t->backend.ops) {
+		if (dev_setup(t, t->backend.demanded, why) < 0) {
+			sd_trainer_destroy(t);
+			return -1;
+		}
+	}
 	t->perm = sd_malloc((size_t)t->train.n * sizeof(int32_t));
 	t->perm_epoch = -1;
 	t->steps_per_epoch = t->train.n / cfg->global_batch;
@@ -90,8 +184,40 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	t->lr.gamma = 0.5f;
 	t->lr.min_lr = 0.0f;
 	size_t img = (size_t)t->train.c * t->train.h * t->train.w;
-	t->xbuf = sd_malloc((size_t)maxb * img * sizeof(float));
-	t->ybuf = sd_malloc((size_t)maxb);
+	/* Batches go to a device from page-locked memory (straight DMA). */
+	if (t->dev) {
+		t->xbuf = t->backend.ops->host_alloc((size_t)maxb * img * sizeof(float));
+		t->ybuf = t->backend.ops->host_alloc((size_t)maxb);
+	}
+	/* The training set on the device, when it fits: a step then uploads
+	 * its sample indices instead of its images. */
+	if (t->dev && t->backend.ops->dataset_upload && !env_off("SPOTDECK_CUDA_DEVICE_DATA")) {
+		char *err = NULL;
+		size_t len = strlen(t->backend.reason);
+		if (t->backend.ops->dataset_upload(t->dev, t->train.images, t->train.labels, t->train.n,
+		                                   &err) == 0) {
+			t->dev_data = 1;
+			if (len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+				         "; training set on the device");
+		} else {
+			if (len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+				         "; batches gathered on the host (%s)", err);
+		}
+		free(err);
+	}
+	if (!t->xbuf || !t->ybuf) {
+		if (t->dev) {
+			t->backend.ops->host_free(t->xbuf);
+			t->backend.ops->host_free(t->ybuf);
+		}
+		t->xbuf = sd_malloc((size_t)maxb * img * sizeof(float));
+		t->ybuf = sd_malloc((size_t)maxb);
+		t->pinned = 0;
+	} else {
+		t->pinned = 1;
+	}
 	*out = t;
 	return 0;
 }
@@ -102,11 +228,20 @@ void sd_trainer_destroy(struct sd_trainer *t)
 		return;
 	sd_dataset_free(&t->train);
 	sd_dataset_free(&t->test);
+	/* The device model first: it has the host blocks page-locked. */
+	if (t->dev)
+		t->backend.ops->model_destroy(t->dev);
+	if (t->pinned) {
+		t->backend.ops->host_free(t->xbuf);
+		t->backend.ops->host_free(t->ybuf);
+	} else {
+		free(t->xbuf);
+		free(t->ybuf);
+	}
 	sd_model_destroy(t->model);
 	free(t->velocity);
 	free(t->perm);
-	free(t->xbuf);
-	free(t->ybuf);
+	free(t->dev_error);
 	free(t);
 }
 
@@ -127,6 +262,28 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 		t->perm_epoch = epoch;
 	}
 	int pos = (int)(step % t->steps_per_epoch) * t->cfg.global_batch + offset;
+	if (t->dev) {
+		if (dev_pending(t, why) < 0)
+			return -1;
+		double l = 0;
+		int c = 0;
+		float scale = 1.0f / (float)t->cfg.global_batch;
+		int rc;
+		if (t->dev_data) {
+			rc = t->backend.ops->train_indexed(t->dev, t->perm + pos, count, scale, &l, &c, why);
+		} else {
+			sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
+			rc = t->backend.ops->train_batch(t->dev, t->xbuf, t->ybuf, count, scale, &l, &c,
+			                                 why);
+		}
+		if (rc < 0)
+			return -1;
+		if (loss_sum)
+			*loss_sum = l;
+		if (correct)
+			*correct = c;
+		return 0;
+	}
 	sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
 	return sd_model_train_batch(t->model, t->xbuf, t->ybuf, count,
 	                            1.0f / (float)t->cfg.global_batch, loss_sum, correct, why);
@@ -135,9 +292,87 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 void sd_trainer_apply(struct sd_trainer *t)
 {
 	float lr = sd_lr_at(&t->lr, t->step);
-	sd_sgd_step(sd_model_params(t->model), t->velocity, sd_model_grads(t->model),
-	            sd_model_param_count(t->model), lr, t->cfg.momentum, t->cfg.weight_decay);
+	if (t->dev) {
+		char *err = NULL;
+		if (!t->dev_error && t->backend.ops->sgd_step(t->dev, lr, t->cfg.momentum,
+		                                               t->cfg.weight_decay, &err) < 0)
+			t->dev_error = err;
+		else
+			free(err);
+	} else {
+		sd_sgd_step(sd_model_params(t->model), t->velocity, sd_model_grads(t->model),
+		            sd_model_param_count(t->model), lr, t->cfg.momentum, t->cfg.weight_decay);
+	}
 	t->step++;
+}
+
+int sd_trainer_eval_batch(struct sd_trainer *t, const float *x, const uint8_t *labels, int n,
+                          double *loss_sum, int *correct, char **why)
+{
+	if (!t->dev)
+		return sd_model_eval_batch(t->model, x, labels, n, loss_sum, correct, why);
+	if (dev_pending(t, why) < 0)
+		return -1;
+	double l = 0;
+	int c = 0;
+	if (t->backend.ops->eval_batch(t->dev, x, labels, n, &l, &c, why) < 0)
+		return -1;
+	if (loss_sum)
+		*loss_sum = l;
+	if (correct)
+		*correct = c;
+	return 0;
+}
+
+int sd_trainer_comm_begin(struct sd_trainer *t, enum sd_state_part part, int on_device,
+                          struct sd_state_view *v, char **why)
+{
+	memset(v, 0, sizeof *v);
+	v->param_count = sd_model_param_count(t->model);
+	v->buffer_count = sd_model_buffer_count(t->model);
+	if (on_device && !t->dev)
+		return sd_why(why, "collective on device memory, but the model runs on the CPU");
+	if (dev_pending(t, why) < 0)
+		return -1;
+	const struct sd_backend_ops *o = t->backend.ops;
+	if (on_device) {
+		v->grads = o->model_block(t->dev, SD_DEV_GRADS);
+		v->params = o->model_block(t->dev, SD_DEV_PARAMS);
+		v->velocity = o->model_block(t->dev, SD_DEV_VELOCITY);
+		v->buffers = o->model_block(t->dev, SD_DEV_BUFFERS);
+		return 0;
+	}
+	v->grads = sd_model_grads(t->model);
+	v->params = sd_model_params(t->model);
+	v->velocity = t->velocity;
+	v->buffers = sd_model_buffers(t->model);
+	if (!t->dev)
+		return 0;
+	if (part & SD_STATE_GRADS && o->model_download(t->dev, SD_DEV_GRADS, v->grads, why) < 0)
+		return -1;
+	if (part & SD_STATE_MODEL && sd_trainer_sync_host(t, why) < 0)
+		return -1;
+	return 0;
+}
+
+int sd_trainer_comm_end(struct sd_trainer *t, enum sd_state_part part, int on_device, char **why)
+{
+	if (on_device || !t->dev)
+		return 0;
+	const struct sd_backend_ops *o = t->backend.ops;
+	if (part & SD_STATE_GRADS &&
+	    o->model_upload(t->dev, SD_DEV_GRADS, sd_model_grads(t->model), why) < 0)
+		return -1;
+	if (part & SD_STATE_MODEL && dev_upload_state(t, why) < 0)
+		return -1;
+	return 0;
+}
+
+const char *sd_trainer_nccl_device(const struct sd_trainer *t)
+{
+	if (!t->dev || !t->backend.ops->nccl || !t->backend.device.uuid[0])
+		return NULL;
+	return t->backend.device.uuid;
 }
 
 int sd_trainer_step(struct sd_trainer *t, double *mean_loss, double *train_accuracy, char **why)
@@ -163,8 +398,8 @@ int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, ch
 		int nb = t->test.n - pos < t->cfg.eval_batch ? t->test.n - pos : t->cfg.eval_batch;
 		double l;
 		int c;
-		if (sd_model_eval_batch(t->model, t->test.images + (size_t)pos * img,
-		                        t->test.labels + pos, nb, &l, &c, why) < 0)
+		if (sd_trainer_eval_batch(t, t->test.images + (size_t)pos * img,
+		                          t->test.labels + pos, nb, &l, &c, why) < 0)
 			return -1;
 		total += l;
 		right += c;
@@ -178,6 +413,19 @@ int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, ch
 
 uint32_t sd_trainer_param_checksum(const struct sd_trainer *t)
 {
+	if (t->dev) {
+		char *err = NULL;
+		if (t->backend.ops->model_download(t->dev, SD_DEV_PARAMS, sd_model_params(t->model),
+		                                   &err) < 0) {
+			/* Kept for the next call that can report it (see train.h). */
+			struct sd_trainer *w = (struct sd_trainer *)t;
+			if (!w->dev_error)
+				w->dev_error = err;
+			else
+				free(err);
+			return 0;
+		}
+	}
 	const float *p = sd_model_params(t->model);
 	size_t bytes = sd_model_param_count(t->model) * sizeof(float);
 	uLong crc = crc32(0L, Z_NULL, 0);
@@ -207,6 +455,11 @@ static char *tensor_table(const struct sd_model *m)
 
 int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 {
+	/* One file format whatever the backend: the device's state comes back
+	 * to the host blocks and is written by the code below, so a checkpoint
+	 * written on a GPU resumes on a CPU and back. */
+	if (sd_trainer_sync_host(t, why) < 0)
+		return -1;
 	cJSON *meta = cJSON_CreateObject();
 	cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
 	cJSON_AddStringToObject(meta, "model", t->cfg.model);
@@ -326,6 +579,8 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 	memcpy(sd_model_params(t->model), sp->data, sp->bytes);
 	memcpy(t->velocity, sv->data, sv->bytes);
 	memcpy(sd_model_buffers(t->model), sb->data, sb->bytes);
+	if (dev_upload_state(t, why) < 0)
+		goto out;
 	t->step = (long)step->valuedouble;
 	/* The shuffle seed is the run's random state: adopt the checkpoint's. */
 	const cJSON *seed = cJSON_GetObjectItemCaseSensitive(meta, "seed");

@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/backend.h"
 #include "engine/data.h"
 #include "engine/model.h"
 #include "engine/optim.h"
@@ -37,6 +38,8 @@ struct sd_train_config {
 	int eval_batch;          /* 1000: test-set batch size */
 	int synthetic_samples;   /* dataset "synthetic": training samples (10000) */
 	int synthetic_c, synthetic_h, synthetic_w;   /* its image shape (3x32x32) */
+	char backend[8];         /* "auto", "cpu" or "cuda" (engine/backend.h) */
+	int device;              /* CUDA device index, -1 = SPOTDECK_CUDA_DEVICE or 0 */
 };
 
 /* Fills c with the defaults above. */
@@ -53,12 +56,27 @@ struct sd_trainer {
 	long steps_per_epoch;
 	long total_steps;         /* epochs * steps_per_epoch */
 	struct sd_lr_schedule lr;
-	float *xbuf;              /* staging batch (max(global, eval) samples) */
+	float *xbuf;              /* staging batch (max(global, eval) samples);
+	                           * page-locked when the model is on a device */
 	uint8_t *ybuf;
+	int pinned;               /* xbuf, ybuf came from the backend's host_alloc */
+	/* Where the model computes (engine/backend.h).  With a device model
+	 * (dev != NULL) the device holds the authoritative parameters, momentum,
+	 * gradients and batch-norm buffers; the host ones are a mirror that the
+	 * functions below bring up to date when they need it. */
+	struct sd_backend_choice backend;
+	struct sd_dev_model *dev;
+	char *dev_error;          /* a queued device operation failed: reported by
+	                           * the next call that can return an error */
+	int dev_data;             /* the training set is on the device: steps
+	                           * send sample indices, not images */
 };
 
-/* Loads the datasets and builds the model.  Returns 0 or -1 with *why (the
- * dataset loader's or model's message, naming the file or the setting). */
+/* Loads the datasets, builds the model and chooses where it runs (cfg's
+ * backend and device, see engine/backend.h; a device model that cannot be
+ * built gives the CPU with that reason, unless CUDA was demanded).  Returns 0
+ * or -1 with *why (the dataset loader's, model's or backend's message, naming
+ * the file or the setting). */
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why);
 void sd_trainer_destroy(struct sd_trainer *t);
 
@@ -72,7 +90,8 @@ int sd_trainer_epoch_of(const struct sd_trainer *t, long step);
 int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
                           double *loss_sum, int *correct, char **why);
 
-/* SGD update with the learning rate of step t->step, then t->step++. */
+/* SGD update with the learning rate of step t->step, then t->step++.  On a
+ * device the update is queued; a failure is reported by the next call. */
 void sd_trainer_apply(struct sd_trainer *t);
 
 /* One whole step on this process alone (local_grad over the full global batch
@@ -82,8 +101,40 @@ int sd_trainer_step(struct sd_trainer *t, double *mean_loss, double *train_accur
 /* Test-set loss (mean) and accuracy (fraction) over all test samples. */
 int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, char **why);
 
+/* sd_model_eval_batch on whichever backend the trainer uses. */
+int sd_trainer_eval_batch(struct sd_trainer *t, const float *x, const uint8_t *labels, int n,
+                          double *loss_sum, int *correct, char **why);
+
+/* Collectives (engine/comm.h) work on one copy of the state: the host one
+ * (Gloo), or the device one (NCCL) when the trainer runs on a device.
+ * sd_trainer_comm_begin brings the copy `on_device` names up to date and
+ * points v at its blocks; after a collective wrote into them,
+ * sd_trainer_comm_end makes the trainer compute with what it wrote.  part:
+ * SD_STATE_GRADS (the gradient block) or SD_STATE_MODEL (parameters,
+ * momentum and batch-norm buffers).  on_device = 1 without a device model is
+ * an error.  Returns 0 or -1 with *why. */
+enum sd_state_part { SD_STATE_GRADS = 1, SD_STATE_MODEL = 2 };
+struct sd_state_view {
+	float *params, *velocity, *buffers;   /* SD_STATE_MODEL */
+	float *grads;                         /* SD_STATE_GRADS */
+	size_t param_count, buffer_count;
+};
+int sd_trainer_comm_begin(struct sd_trainer *t, enum sd_state_part part, int on_device,
+                          struct sd_state_view *v, char **why);
+int sd_trainer_comm_end(struct sd_trainer *t, enum sd_state_part part, int on_device, char **why);
+
+/* The device's UUID when the trainer runs on a device that NCCL can use
+ * (engine/comm.h sd_comm_choose_backend), NULL otherwise. */
+const char *sd_trainer_nccl_device(const struct sd_trainer *t);
+
+/* Brings the host mirror (parameters, momentum, buffers) up to date with the
+ * device; a no-op on the CPU.  sd_trainer_save and sd_trainer_param_checksum
+ * call it themselves. */
+int sd_trainer_sync_host(const struct sd_trainer *t, char **why);
+
 /* CRC-32 of the parameter buffer's bytes: equal on every worker that holds
- * the same parameters. */
+ * the same parameters (read from the device when the model is on one; 0 if
+ * that read fails, with the error kept for the next call that reports one). */
 uint32_t sd_trainer_param_checksum(const struct sd_trainer *t);
 
 /* Writes a checkpoint of parameters, momentum, batch-norm buffers, step,

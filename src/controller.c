@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,10 +47,15 @@ struct conn {
 	int leaving;
 	int loss_recorded;       /* its leave/loss started the recovery clock */
 	int ready;           /* has loaded the job; may join generations */
+	uint64_t heard_ms;   /* loop time of the last bytes it sent */
+	int unheard;         /* left out of a generation for its silence */
+	long failed_gen;     /* generation of its last comm_failed, -1 none */
 	double ips;          /* measured images/s of its compute (EMA) */
 	double ips_assumed;  /* speed assumed before the first measurement */
 	double compute_ms, comm_ms;
 	int emulated;
+	char backend[8];     /* "cpu", "cuda" or "" (worker did not say) */
+	char device[64];     /* CUDA device name, "" on the CPU */
 	struct conn *next;
 };
 
@@ -71,6 +77,17 @@ struct sd_controller {
 	uv_tcp_t server;
 	uv_timer_t gen_timer;
 	uv_timer_t grace_timer;
+	uv_timer_t live_timer;       /* liveness checks, see controller.h */
+	uint64_t live_tick_ms;       /* when it last ran */
+	int live_interval_ms;
+	int heartbeat_ms;            /* the workers' heartbeat interval */
+	int timeout_ms;              /* the current generation's timeout */
+	long failing_gen;            /* generation a collective failed in, -1 none */
+	uint64_t failing_since_ms;   /* its first comm_failed */
+	int ever_ready;              /* some worker loaded the job */
+	char (*job_failed)[64];      /* servers whose worker could not load the job */
+	int njob_failed;
+	char job_error[1024];        /* the first such error */
 	struct sd_job job;
 	struct sd_controller_opts opts;
 	char run_dir[SD_PATH_MAX];
@@ -222,13 +239,15 @@ static void schedule_generation(struct sd_controller *c, const char *reason);
 static void finish(struct sd_controller *c, int status);
 
 /* Starts the recovery clock for a member leaving the group: at its notice
- * (LEAVING) for a graceful leave, at its connection's end otherwise.  The
- * next completed step reports recovery_s, steps_lost and lost_servers. */
-static void record_loss(struct sd_controller *c, struct conn *k)
+ * (LEAVING) for a graceful leave, at its connection's end otherwise, at the
+ * last time it was heard from for an unresponsive one (`at`, wall-clock
+ * seconds).  The next completed step reports recovery_s, steps_lost and
+ * lost_servers. */
+static void record_loss(struct sd_controller *c, struct conn *k, double at)
 {
 	k->loss_recorded = 1;
 	if (c->lost_at <= 0) {
-		c->lost_at = now_s();
+		c->lost_at = at;
 		c->lost_step = c->step;
 		c->lost_gen = c->generation;
 		c->lost_abrupt = 0;
@@ -272,7 +291,7 @@ static void conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddBoolToObject(ev, "member", k->member);
 		journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
 		if (k->member && !c->exiting && !k->loss_recorded)
-			record_loss(c, k);
+			record_loss(c, k, now_s());
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
 		/* The checkpoint quit waits for will not come from a lost rank 0. */
@@ -443,18 +462,65 @@ static int send_resume_checkpoint(struct sd_controller *c, struct conn *k)
 	return 0;
 }
 
+/* The timeout of a generation of these n members, in ms: see "Liveness" in
+ * controller.h.  Call after split_batch (it uses the members' counts). */
+static int generation_timeout_ms(const struct sd_controller *c, struct conn **m, int n)
+{
+	double floor_ms = c->job.comm_timeout_s * 1000, measured = 0, comm = -1;
+	int nmeasured = 0;
+	for (int i = 0; i < n; i++)
+		if (m[i]->ips > 0) {
+			measured += m[i]->ips;
+			nmeasured++;
+		}
+	double slowest = 0;
+	for (int i = 0; i < n && nmeasured; i++) {
+		double ips = m[i]->ips > 0 ? m[i]->ips : measured / nmeasured;
+		slowest = fmax(slowest, m[i]->count * 1000.0 / ips);
+		if (m[i]->comm_ms > 0 && (comm < 0 || m[i]->comm_ms < comm))
+			comm = m[i]->comm_ms;
+	}
+	double predicted = slowest > 0 ? slowest + fmax(comm, 0) : 0;
+	double t = fmax(floor_ms, SD_TIMEOUT_STEPS * predicted);
+	return t > 86400000 ? 86400000 : (int)ceil(t);
+}
+
+/* Whether a failed collective of the current generation is accounted for:
+ * every member reported it, left, or was dropped (its connection closed). */
+static int failure_settled(const struct sd_controller *c)
+{
+	if (c->failing_gen != c->generation)
+		return 1;
+	for (const struct conn *k = c->conns; k; k = k->next)
+		if (k->member && !k->closing && !k->leaving && k->failed_gen != c->generation)
+			return 0;
+	return 1;
+}
+
 static void form_generation(struct sd_controller *c)
 {
 	if (c->exiting)
 		return;
+	/* After a failed collective, a member that has not reported may be the
+	 * one that is silent: wait until each is heard from or dropped (the
+	 * liveness timer and every report call schedule_generation again). */
+	if (!failure_settled(c))
+		return;
 	struct conn *m[1024];
 	int n = 0, holders = 0;
+	uint64_t now = uv_now(c->loop);
 	for (struct conn *k = c->conns; k; k = k->next) {
 		k->member = 0;
-		if (k->authed && k->ready && !k->leaving && !k->closing && n < 1024) {
-			m[n++] = k;
-			holders += k->has_state;
+		if (!k->authed || !k->ready || k->leaving || k->closing || n >= 1024)
+			continue;
+		/* Never admit a worker we have not heard from lately: it would
+		 * hold the whole group in the rendezvous. */
+		if (now - k->heard_ms > (uint64_t)c->timeout_ms / 2) {
+			k->unheard = 1;
+			continue;
 		}
+		m[n++] = k;
+		holders += k->has_state;
 	}
 	c->generation++;
 	c->world_size = n;
@@ -478,6 +544,8 @@ static void form_generation(struct sd_controller *c)
 			m[i] = t;
 		}
 	split_batch(c, m, n);
+	c->timeout_ms = generation_timeout_ms(c, m, n);
+	cJSON_AddNumberToObject(ev, "timeout_ms", c->timeout_ms);
 	cJSON *members = cJSON_CreateArray();
 	for (int i = 0; i < n; i++) {
 		m[i]->member = 1;
@@ -503,6 +571,7 @@ static void form_generation(struct sd_controller *c)
 		cJSON_AddNumberToObject(g, "world_size", n);
 		cJSON_AddNumberToObject(g, "offset", m[i]->offset);
 		cJSON_AddNumberToObject(g, "count", m[i]->count);
+		cJSON_AddNumberToObject(g, "timeout_ms", c->timeout_ms);
 		cJSON_AddItemToObject(g, "members", cJSON_Duplicate(members, 1));
 		conn_send(m[i], g);
 	}
@@ -519,6 +588,81 @@ static void schedule_generation(struct sd_controller *c, const char *reason)
 	snprintf(c->gen_reason, sizeof c->gen_reason, "%s", reason);
 	if (!uv_is_active((uv_handle_t *)&c->gen_timer))
 		uv_timer_start(&c->gen_timer, on_gen_timer, GENERATION_DEBOUNCE_MS, 0);
+}
+
+/* ---- liveness (see controller.h) ---- */
+
+/* Drops a worker we could not hear from (or that never finished a failed
+ * collective, stuck_ms > 0: how long the others have waited for its
+ * report): journaled as worker_unresponsive, then its connection closes with
+ * an error inviting it back (a stopped process that continues, a host that
+ * thaws, connects again as a new member). */
+static void drop_unresponsive(struct sd_controller *c, struct conn *k, uint64_t stuck_ms,
+                              const char *why)
+{
+	double silent_s = (uv_now(c->loop) - k->heard_ms) / 1000.0;
+	double lost_s = stuck_ms ? stuck_ms / 1000.0 : silent_s;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	cJSON_AddNumberToObject(ev, "rank", k->member ? k->rank : -1);
+	cJSON_AddNumberToObject(ev, "generation", (double)c->generation);
+	cJSON_AddNumberToObject(ev, "step", (double)c->step);
+	cJSON_AddNumberToObject(ev, "silent_s", floor(silent_s * 1000) / 1000);
+	if (stuck_ms)
+		cJSON_AddNumberToObject(ev, "stuck_s", floor(stuck_ms) / 1000);
+	cJSON_AddNumberToObject(ev, "timeout_ms", c->timeout_ms);
+	cJSON_AddBoolToObject(ev, "member", k->member);
+	cJSON_AddStringToObject(ev, "reason", why);
+	journal(c, "worker_unresponsive", ev);
+	/* Its loss began when it went quiet (or the group failed), not now. */
+	if (k->member && !k->loss_recorded)
+		record_loss(c, k, now_s() - lost_s);
+	char reason[160];
+	snprintf(reason, sizeof reason, "unresponsive: %s (for %.1f s, timeout %.1f s)", why, lost_s,
+	         c->timeout_ms / 1000.0);
+	cJSON *m = sd_msg_new(SD_MSG_ERROR);
+	cJSON_AddStringToObject(m, "reason", reason);
+	cJSON_AddBoolToObject(m, "rejoin", 1);
+	conn_send(k, m);
+	int member = k->member;
+	conn_close(k, reason);
+	if (member && !c->exiting)
+		schedule_generation(c, "worker unresponsive");
+}
+
+static void on_live_timer(uv_timer_t *t)
+{
+	struct sd_controller *c = t->data;
+	uint64_t now = uv_now(c->loop);
+	uint64_t since = now - c->live_tick_ms;
+	c->live_tick_ms = now;
+	if (c->exiting)
+		return;
+	/* The loop itself was held up (a slow disk, the controller stopped):
+	 * nobody's bytes were read meanwhile, so silence proves nothing yet.
+	 * The next tick comes after the sockets were read. */
+	uint64_t stall = (uint64_t)c->timeout_ms / 4 < 1000 ? (uint64_t)c->timeout_ms / 4 : 1000;
+	if (since > (uint64_t)c->live_interval_ms + stall)
+		return;
+	int failing = c->failing_gen == c->generation;
+	uint64_t failing_for = failing ? now - c->failing_since_ms : 0;
+	struct conn *next;
+	for (struct conn *k = c->conns; k && !c->exiting; k = next) {
+		next = k->next;
+		if (!k->authed || k->closing)
+			continue;
+		uint64_t silent = now - k->heard_ms;
+		/* A member the failed collective waits for is suspect sooner:
+		 * silent for half the timeout, it would not be admitted to the
+		 * next generation anyway. */
+		int owes = failing && k->member && !k->leaving && k->failed_gen != c->generation;
+		if (silent > (uint64_t)c->timeout_ms || (owes && silent > (uint64_t)c->timeout_ms / 2))
+			drop_unresponsive(c, k, 0, "no heartbeat");
+		else if (owes && failing_for > (uint64_t)c->timeout_ms)
+			/* Alive, but it never finished the collective the others
+			 * gave up on: stuck outside it. */
+			drop_unresponsive(c, k, failing_for, "did not finish the collective that failed");
+	}
 }
 
 /* ---- checkpoints ---- */
@@ -758,6 +902,48 @@ static void maybe_finish(struct sd_controller *c)
 
 /* ---- worker messages ---- */
 
+static int job_failed_on(const struct sd_controller *c, const char *server)
+{
+	for (int i = 0; i < c->njob_failed; i++)
+		if (!strcmp(c->job_failed[i], server))
+			return 1;
+	return 0;
+}
+
+/* Ends the run when a worker failed to load the job and no worker can: none
+ * ever loaded it, and no server or connected worker is left that has not
+ * failed to (today's fail-fast for a bad job, kept for when it is the job's
+ * fault and not one server's). */
+static void end_if_job_unloadable(struct sd_controller *c)
+{
+	if (!c->njob_failed || c->ever_ready || c->exiting)
+		return;
+	for (const struct conn *k = c->conns; k; k = k->next)
+		if (k->authed && !k->closing && !job_failed_on(c, k->server_id))
+			return;   /* still loading it */
+	/* Every server, however many bad joiners came and went. */
+	int max = 256, n;
+	struct sd_server_info *si = NULL;
+	for (;;) {
+		si = realloc(si, (size_t)max * sizeof *si);
+		if (!si)
+			sd_oom();
+		n = sd_provider_list(c->provider, si, max);
+		if (n < max)
+			break;
+		max *= 2;
+	}
+	int hope = 0;
+	for (int i = 0; i < n && !hope; i++)
+		hope = !si[i].gone && !job_failed_on(c, si[i].id);
+	free(si);
+	if (hope)
+		return;   /* its worker may still load it */
+	if (!c->fatal[0])
+		snprintf(c->fatal, sizeof c->fatal, "%s", c->job_error);
+	finish(c, 1);
+}
+
 static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 {
 	long gen = (long)sd_msg_int(m, "generation", -1);
@@ -768,9 +954,12 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 	k->compute_ms = sd_msg_num(m, "compute_ms", 0);
 	k->comm_ms = sd_msg_num(m, "comm_ms", 0);
 	k->emulated = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "emulated"));
-	if (gen != c->generation)
-		return;
-	const char *sum = sd_msg_str(m, "checksum", NULL);
+	/* The last steps of a generation may reach us after the next one was
+	 * formed (a join, loss or leave is handled while they complete): they
+	 * are completed steps all the same, journaled with their generation.
+	 * Checksums are compared within the current generation only. */
+	int current = gen == c->generation;
+	const char *sum = current ? sd_msg_str(m, "checksum", NULL) : NULL;
 	if (sum) {
 		if (step != c->sum_step || !c->sums) {
 			cJSON_Delete(c->sums);
@@ -789,11 +978,15 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 			journal(c, "checksum", ev);
 		}
 	}
-	if (k->rank != 0)
+	/* Rank 0 speaks for its generation (the rank in the message: ours may
+	 * have changed with a newer generation). */
+	if (sd_msg_int(m, "rank", -1) != 0 || gen > c->generation)
 		return;
 	double step_ms = sd_msg_num(m, "compute_ms", 0) + sd_msg_num(m, "comm_ms", 0);
 	c->step_ms_ema = c->step_ms_ema > 0 ? 0.9 * c->step_ms_ema + 0.1 * step_ms : step_ms;
-	c->step = step;
+	if (current || step > c->step)
+		c->step = step;
+	int world = (int)sd_msg_int(m, "world_size", current ? c->world_size : 0);
 	int B = c->job.train.global_batch;
 	double loss = sd_msg_num(m, "loss_sum", 0) / B;
 	c->last_loss = loss;
@@ -805,7 +998,7 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddNumberToObject(ev, "step", (double)step);
 		cJSON_AddNumberToObject(ev, "generation", (double)gen);
-		cJSON_AddNumberToObject(ev, "world_size", c->world_size);
+		cJSON_AddNumberToObject(ev, "world_size", world);
 		cJSON_AddNumberToObject(ev, "loss", loss);
 		cJSON_AddNumberToObject(ev, "train_accuracy", sd_msg_num(m, "correct", 0) / B);
 		cJSON_AddNumberToObject(ev, "images_per_sec", c->step_ms_ema > 0 ? B / (c->step_ms_ema / 1000) : 0);
@@ -870,12 +1063,21 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON *w = sd_msg_new(SD_MSG_WELCOME);
 	cJSON_AddNumberToObject(w, "version", SD_PROTO_VERSION);
 	cJSON_AddStringToObject(w, "worker_id", id);
+	cJSON_AddNumberToObject(w, "heartbeat_ms", c->heartbeat_ms);
 	cJSON_AddItemToObject(w, "job", sd_job_to_json(&c->job));
 	conn_send(k, w);
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", id);
 	cJSON_AddNumberToObject(ev, "pid", (double)k->pid);
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin")))
+		cJSON_AddBoolToObject(ev, "rejoin", 1);
 	journal(c, "worker_connected", ev);
+	if (c->exiting) {
+		/* Back too late (a dropped worker that rejoins as the run ends). */
+		cJSON *stop = sd_msg_new(SD_MSG_STOP);
+		cJSON_AddStringToObject(stop, "reason", "run over");
+		conn_send(k, stop);
+	}
 }
 
 static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
@@ -892,11 +1094,24 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		else
 			on_hello(c, k, m);
 		break;
-	case SD_MSG_READY:
+	case SD_MSG_READY: {
 		k->ready = 1;
-		journal_kv(c, "worker_ready", "server", k->server_id, NULL, NULL);
+		c->ever_ready = 1;
+		/* Where the worker computes (optional fields, engine/backend.h). */
+		snprintf(k->backend, sizeof k->backend, "%s", sd_msg_str(m, "backend", ""));
+		snprintf(k->device, sizeof k->device, "%s", sd_msg_str(m, "device", ""));
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "server", k->server_id);
+		if (k->backend[0]) {
+			cJSON_AddStringToObject(ev, "backend", k->backend);
+			if (k->device[0])
+				cJSON_AddStringToObject(ev, "device", k->device);
+			cJSON_AddStringToObject(ev, "backend_reason", sd_msg_str(m, "backend_reason", ""));
+		}
+		journal(c, "worker_ready", ev);
 		schedule_generation(c, "worker ready");
 		break;
+	}
 	case SD_MSG_KV_SET:
 		kv_set(c, sd_msg_str(m, "key", ""), sd_msg_str(m, "value", ""));
 		break;
@@ -954,6 +1169,8 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 	case SD_MSG_STEP:
 		on_step(c, k, m);
 		break;
+	case SD_MSG_HEARTBEAT:
+		break;   /* its bytes were the point (heard_ms) */
 	case SD_MSG_COMM_FAILED: {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "server", k->server_id);
@@ -961,15 +1178,30 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
 		cJSON_AddStringToObject(ev, "reason", sd_msg_str(m, "reason", ""));
 		journal(c, "comm_failed", ev);
-		if (sd_msg_int(m, "generation", -1) == c->generation)
+		long gen = (long)sd_msg_int(m, "generation", -1);
+		if (gen == c->generation) {
+			k->failed_gen = gen;
+			if (c->failing_gen != gen) {
+				c->failing_gen = gen;
+				c->failing_since_ms = uv_now(c->loop);
+				/* Members waiting in its rendezvous, or computing, give
+				 * up now rather than at their timeout. */
+				for (struct conn *o = c->conns; o; o = o->next)
+					if (o->member && o != k) {
+						cJSON *ab = sd_msg_new(SD_MSG_ABORT);
+						cJSON_AddNumberToObject(ab, "generation", (double)gen);
+						conn_send(o, ab);
+					}
+			}
 			schedule_generation(c, "collective failed");
+		}
 		break;
 	}
 	case SD_MSG_LEAVING:
 		k->leaving = 1;
 		journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
 		if (k->member && !c->exiting && !k->loss_recorded)
-			record_loss(c, k);
+			record_loss(c, k, now_s());
 		if (k->member)
 			schedule_generation(c, "worker left");
 		break;
@@ -978,13 +1210,20 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		break;
 	case SD_MSG_LOG:
 		if (!strcmp(sd_msg_str(m, "level", ""), "fatal")) {
-			/* Every worker runs the same job: one that cannot load it
-			 * means none can.  End the run with the reason. */
+			/* This worker cannot load the job (its server lacks the
+			 * data, say): it fails alone and its server is marked
+			 * failed as its worker exits.  The run ends only when no
+			 * worker can load the job at all. */
 			const char *msg = sd_msg_str(m, "message", "");
 			journal_kv(c, "job_error", "server", k->server_id, "error", msg);
-			if (!c->fatal[0])
-				snprintf(c->fatal, sizeof c->fatal, "%s", msg);
-			finish(c, 1);
+			if (!c->job_error[0])
+				snprintf(c->job_error, sizeof c->job_error, "%s", msg);
+			c->job_failed = realloc(c->job_failed, (size_t)(c->njob_failed + 1) * sizeof *c->job_failed);
+			if (!c->job_failed)
+				sd_oom();
+			snprintf(c->job_failed[c->njob_failed++], sizeof c->job_failed[0], "%s", k->server_id);
+			conn_close(k, NULL);   /* job_error says it all */
+			end_if_job_unloadable(c);
 		} else {
 			journal_kv(c, "worker_log", "server", k->server_id, "message", sd_msg_str(m, "message", ""));
 		}
@@ -1012,6 +1251,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 		free(buf->base);
 		conn_close(k, nread == UV_EOF ? "connection closed" : uv_strerror((int)nread));
 		return;
+	}
+	if (nread > 0) {
+		k->heard_ms = uv_now(k->c->loop);
+		if (k->unheard && k->authed) {
+			/* Left out of a generation for its silence, heard again. */
+			k->unheard = 0;
+			if (k->ready && !k->member)
+				schedule_generation(k->c, "worker heard again");
+		}
 	}
 	sd_line_reader_feed(&k->rd, buf->base, (size_t)nread);
 	free(buf->base);
@@ -1043,6 +1291,8 @@ static void on_connection(uv_stream_t *server, int status)
 		return;
 	struct conn *k = sd_calloc(1, sizeof *k);
 	k->c = c;
+	k->heard_ms = uv_now(c->loop);
+	k->failed_gen = -1;
 	sd_line_reader_init(&k->rd, SD_PROTO_LINE_MAX);
 	uv_tcp_init(c->loop, &k->tcp);
 	k->tcp.data = k;
@@ -1172,7 +1422,10 @@ static int cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
 	for (struct conn *k = c->conns; k; k = k->next)
 		if (k->member && k->rank == 0 && !c->paused) {
 			c->quitting = 1;
-			conn_send(k, sd_msg_new(SD_MSG_CHECKPOINT));
+			/* The run's last checkpoint: what --resume continues from. */
+			cJSON *ck = sd_msg_new(SD_MSG_CHECKPOINT);
+			cJSON_AddStringToObject(ck, "reason", "final");
+			conn_send(k, ck);
 			uv_timer_start(&c->grace_timer, on_quit_timeout, 15000, 0);
 			return 0;
 		}
@@ -1252,6 +1505,10 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 		exited = status != 0 || (sig && sig != SIGTERM && sig != SIGKILL);
 	}
 	journal(c, type, ev);
+	/* A server that went away may have been the last hope of loading a job
+	 * that others failed to load. */
+	if (!strcmp(type, "state"))
+		end_if_job_unloadable(c);
 	/* No worker ever connected and none is left running: nothing will
 	 * ever train (a worker program that cannot start, a broken install).
 	 * End the run with the reason rather than wait forever. */
@@ -1543,6 +1800,14 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->gen_timer.data = c;
 	uv_timer_init(loop, &c->grace_timer);
 	c->grace_timer.data = c;
+	/* Liveness (controller.h): until a step is measured, the floor. */
+	double floor_ms = c->job.comm_timeout_s * 1000;
+	c->timeout_ms = (int)ceil(floor_ms);
+	c->heartbeat_ms = (int)fmin(1000, fmax(20, floor_ms / 10));
+	c->live_interval_ms = (int)fmin(250, fmax(20, floor_ms / 20));
+	c->failing_gen = -1;
+	uv_timer_init(loop, &c->live_timer);
+	c->live_timer.data = c;
 	struct sd_provider_config pc = {
 		.catalog_path = opts->catalog_path,
 		.hazard_scale = c->job.hazard_scale,
@@ -1561,6 +1826,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		uv_close((uv_handle_t *)&c->server, NULL);
 		uv_close((uv_handle_t *)&c->gen_timer, NULL);
 		uv_close((uv_handle_t *)&c->grace_timer, NULL);
+		uv_close((uv_handle_t *)&c->live_timer, NULL);
 		goto fail;
 	}
 	if (opts->resume)
@@ -1575,6 +1841,9 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	}
 	cJSON_AddItemToObject(ev, "job", sd_job_to_json(&c->job));
 	journal(c, "run_start", ev);
+	c->live_tick_ms = uv_now(loop);
+	uv_timer_start(&c->live_timer, on_live_timer, (uint64_t)c->live_interval_ms,
+	               (uint64_t)c->live_interval_ms);
 	*out = c;
 	return 0;
 fail:
@@ -1624,6 +1893,7 @@ int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *
 		w->compute_ms = k->compute_ms;
 		w->comm_ms = k->comm_ms;
 		w->emulated = k->emulated;
+		snprintf(w->device, sizeof w->device, "%s", k->device);
 	}
 	return n;
 }
@@ -1688,6 +1958,7 @@ void sd_controller_close(struct sd_controller *c)
 	uv_close((uv_handle_t *)&c->server, NULL);
 	uv_close((uv_handle_t *)&c->gen_timer, NULL);
 	uv_close((uv_handle_t *)&c->grace_timer, NULL);
+	uv_close((uv_handle_t *)&c->live_timer, NULL);
 }
 
 void sd_controller_free(struct sd_controller *c)
@@ -1708,6 +1979,7 @@ void sd_controller_free(struct sd_controller *c)
 		free(g);
 	}
 	cJSON_Delete(c->sums);
+	free(c->job_failed);
 	sd_provider_free(c->provider);
 	free(c->ck);
 	free(c->latest_data);

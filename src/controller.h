@@ -2,7 +2,42 @@
  * rendezvous store, the data split, the checkpoint sink and the journal.
  * It runs on one libuv loop and never blocks it.  No UI code here: the
  * headless main and (later) the cockpit both drive it through the command
- * table (sd_controller_command). */
+ * table (sd_controller_command).
+ *
+ * Liveness.  A generation trains only as fast as its slowest member, and a
+ * member that stops answering (its process stopped, its host frozen, its
+ * link dead) would hold the others in a collective for ever; the controller
+ * finds it and takes it out:
+ *
+ *   heartbeat_ms = clamp(floor / 10, 20 ms, 1000 ms)
+ *   timeout      = max(floor, SD_TIMEOUT_STEPS x predicted step time)
+ *
+ * floor is the job's comm_timeout (default 5 s).  The predicted step time of
+ * a new generation is the slowest member's share of the global batch over its
+ * measured speed (images/s, the EMA of its step reports; a member not
+ * measured yet counts at the mean of the others), plus the smallest
+ * communication time a member reported; before any measurement the timeout
+ * is the floor.  SD_TIMEOUT_STEPS (4) leaves room over the one step a
+ * healthy collective may wait (a rank waits for the slowest member's
+ * compute) for noise on a loaded machine; an evaluation or a checkpoint
+ * between steps must fit in it too.  The timeout goes to the workers in each
+ * generation message (it bounds the rendezvous and every collective) and is
+ * journaled in the generation event.
+ *
+ * Every worker sends a heartbeat every heartbeat_ms from a thread of its own.
+ * A worker the controller has heard nothing from (not a byte) for longer
+ * than the timeout is journaled as worker_unresponsive and dropped: its
+ * connection closes with an error that invites it to connect again, so a
+ * worker that comes back (SIGCONT, a host that thaws) rejoins as a new
+ * member and receives the state by broadcast.  When a collective fails the
+ * group re-forms only once every member has reported the failure, left, or
+ * been dropped: at the first report the controller tells the members to give
+ * up on the generation (abort), so the healthy ones report at once; one
+ * silent for half the timeout by then is dropped, and one still alive that
+ * reports nothing for a timeout after the first report is dropped as stuck.  A worker silent for more than
+ * half the timeout is never admitted to a new generation until it is heard
+ * from again.  Nothing here depends on the workers' host (no pids): the
+ * same holds across machines. */
 #ifndef SD_CONTROLLER_H
 #define SD_CONTROLLER_H
 
@@ -13,6 +48,9 @@
 
 struct sd_controller;
 struct sd_trace;
+
+/* See "Liveness" above. */
+#define SD_TIMEOUT_STEPS 4
 
 struct sd_controller_opts {
 	const char *run_dir;       /* created if missing; holds journal, checkpoints, logs */
@@ -39,6 +77,8 @@ struct sd_worker_info {
 	double images_per_sec;    /* measured compute speed (EMA); 0 while paused */
 	double compute_ms, comm_ms;   /* last step */
 	int emulated;
+	char device[64];          /* the CUDA device it trains on ("NVIDIA H200"),
+	                           * "" when it trains on the CPU */
 };
 
 /* The run at a glance. */

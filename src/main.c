@@ -19,9 +19,11 @@
 #include "engine/errors.h"
 #include "src/controller.h"
 #include "src/job.h"
+#include "src/plan-cli.h"
 #include "src/protocol.h"
 #include "src/trace.h"
 #include "src/view-model.h"
+#include "src/whatif.h"
 #include "ui/cockpit.h"
 
 struct app {
@@ -92,6 +94,8 @@ static int cockpit_command(void *ctx, const char *line, char **why)
 	struct app *a = ctx;
 	if (!strncmp(line, "quit", 4))
 		a->user_quit = 1;
+	if (!strcmp(line, "plan"))   /* the what-if view (key w) */
+		return sd_whatif_request(a->loop, a->ctl, a->vm, why);
 	return sd_controller_command(a->ctl, line, why);
 }
 
@@ -106,6 +110,7 @@ static void usage(FILE *f)
 "usage: spotdeck [--job FILE] [--theme NAME] [options]   (the cockpit)\n"
 "       spotdeck --headless [--job FILE] [--workers N] [--run-dir DIR]\n"
 "       spotdeck --headless --resume RUNDIR\n"
+"       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
 "simulated spot market (or local workers), in a full-screen cockpit, or with\n"
 "--headless printing every journal event as a JSON line on stdout and reading\n"
@@ -156,6 +161,12 @@ static void on_signal(uv_signal_t *s, int signum)
 	sd_controller_signal(a->ctl, signum);
 }
 
+/* The longest command line stdin takes, newline included: what
+ * sd_controller_command reads (it copies a line into 512 bytes).  A longer
+ * line is refused whole rather than cut, since a cut line may still parse as
+ * a different command. */
+#define STDIN_LINE_MAX 512
+
 static void on_in_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
 	static char mem[4096];
@@ -177,16 +188,17 @@ static void on_in_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	int got;
 	while ((got = sd_line_reader_next(&a->in_rd, &line, &len, &why)) != 0) {
 		if (got < 0) {
-			/* Drop the over-long line and go on with the next ones. */
-			fprintf(stderr, "spotdeck: stdin: %s\n", why);
-			sd_line_reader_free(&a->in_rd);
-			sd_line_reader_init(&a->in_rd, 4096);
-			break;
+			/* Refuse the over-long line whole: one error, and everything
+			 * up to its newline is dropped, so no part of it - its tail
+			 * least of all - runs as a command. */
+			fprintf(stderr, "spotdeck: stdin: %s: refused, none of it run\n", why);
+			free(why);
+			why = NULL;
+			sd_line_reader_skip(&a->in_rd);
+			continue;
 		}
-		char cmd[512];
-		snprintf(cmd, sizeof cmd, "%.*s", (int)(len < 511 ? len : 511), line);
 		/* Errors are journaled by the command table itself. */
-		sd_controller_command(a->ctl, cmd, &why);
+		sd_controller_command(a->ctl, line, &why);
 		free(why);
 		why = NULL;
 	}
@@ -197,7 +209,7 @@ static void on_in_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
  * /dev/null gives none. */
 static void open_stdin(struct app *a)
 {
-	sd_line_reader_init(&a->in_rd, 4096);
+	sd_line_reader_init(&a->in_rd, STDIN_LINE_MAX);
 	uv_handle_type t = uv_guess_handle(0);
 	if (t == UV_NAMED_PIPE && uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
 		if (uv_pipe_open(&a->in_pipe, 0) == 0)
@@ -269,6 +281,8 @@ static void discard_run_dir(const char *dir)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "plan"))
+		return sd_plan_main(argc - 1, argv + 1);
 	static const struct option longopts[] = {
 		{ "headless", no_argument, 0, 'H' },
 		{ "job", required_argument, 0, 'j' },

@@ -13,6 +13,13 @@ tests_test_protocol_SOURCES = tests/test-protocol.c
 tests_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
+# The command input's way past an over-long line (issue 9, item 3).
+check_PROGRAMS += tests/test-line-skip
+TESTS += tests/test-line-skip
+tests_test_line_skip_SOURCES = tests/test-line-skip.c tests/check.h
+tests_test_line_skip_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_line_skip_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+
 tests_test_job_SOURCES = tests/test-job.c
 tests_test_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

@@ -34,6 +34,15 @@ void sd_line_reader_free(struct sd_line_reader *r)
 
 void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len)
 {
+	if (r->skipping && len > 0) {
+		/* The rest of a refused line: gone up to its newline. */
+		const char *nl = memchr(data, '\n', len);
+		if (!nl)
+			return;
+		r->skipping = 0;
+		len -= (size_t)(nl + 1 - data);
+		data = nl + 1;
+	}
 	if (r->overflow || len == 0)
 		return;
 	/* Drop the lines already returned before growing, so the buffer holds at
@@ -92,6 +101,23 @@ int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len
 	*line = r->buf + start;
 	*len = end - start;
 	return 1;
+}
+
+void sd_line_reader_skip(struct sd_line_reader *r)
+{
+	if (!r->overflow)
+		return;
+	r->overflow = 0;
+	/* The over-long line starts at head; if its newline is buffered, the
+	 * bytes after it are the next lines. */
+	char *nl = r->head < r->len ? memchr(r->buf + r->head, '\n', r->len - r->head) : NULL;
+	if (nl) {
+		r->head = (size_t)(nl + 1 - r->buf);
+	} else {
+		r->head = r->len;
+		r->skipping = 1;
+	}
+	r->scan = r->head;
 }
 
 /* ---- messages ---- */
@@ -158,6 +184,10 @@ static const struct sd_msg_spec sd_msg_specs[SD_MSG__COUNT] = {
 	[SD_MSG_PAUSE] = { "pause", { { NULL, 0, 0 } } },
 	/* worker -> controller: job loaded (datasets, model), can join a generation. */
 	[SD_MSG_READY] = { "ready", { { NULL, 0, 0 } } },
+	/* worker -> controller: still alive (a thread of its own sends it). */
+	[SD_MSG_HEARTBEAT] = { "heartbeat", { { NULL, 0, 0 } } },
+	/* controller -> members: give up on this generation (it failed). */
+	[SD_MSG_ABORT] = { "abort", { { "generation", F_INT, F_NONNEG }, { NULL, 0, 0 } } },
 };
 
 const char *sd_msg_type_name(enum sd_msg_type t)

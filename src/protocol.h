@@ -10,28 +10,49 @@
  *
  * Messages and their required fields (int: integral JSON number within the
  * int64 range; num: finite JSON number; str: string; obj: object; arr:
- * array).  Extra fields are allowed and ignored by the decoder.
+ * array).  Extra fields are allowed and ignored by the decoder; the optional
+ * ones in [brackets] below are read when present.
  *   hello        version int, token str, server_id str, pid int
+ *                [rejoin bool: connecting again after the controller
+ *                dropped this worker]
  *   welcome      version int, worker_id str, job obj
+ *                [heartbeat_ms int: send heartbeat this often]
  *   kv_set       key str, value str            (value: hex, sd_hex_encode)
  *   kv_get       id int, key str
  *   kv_value     id int, key str, value str
  *   generation   generation int, rank int, world_size int, offset int,
  *                count int, members arr
+ *                [timeout_ms int: bounds this generation's rendezvous and
+ *                every collective; see "Liveness" in controller.h]
  *   joined       generation int, step int
  *   step         generation int, step int, rank int, samples int,
  *                loss_sum num, correct int, compute_ms num, comm_ms num,
- *                images_per_sec num
+ *                images_per_sec num  [world_size int]
  *   comm_failed  generation int, step int, reason str
  *   leaving      reason str, step int
  *   ckpt_chunk   step int, offset int, total int, data str  (data: hex)
  *   stop         reason str
- *   error        reason str
+ *   error        reason str  [rejoin bool: the controller dropped this
+ *                worker (it went silent) and takes it back if it connects
+ *                again]
  *   log          level str, message str
  *   notice       seconds num
  *   checkpoint   (none)  controller -> rank 0: checkpoint after this step
+ *                [reason str: "operator" (default) or "final" (the run
+ *                quits after it)]
  *   pause        (none)  controller -> workers: leave the generation at the
  *                next step boundary and wait for a new one
+ *   ready        worker -> controller: job loaded, can join (optional
+ *                backend str, device str, backend_reason str:
+ *                where the worker computes, engine/backend.h)
+ *   abort        generation int  controller -> members: a collective of
+ *                that generation failed on another member; give up on it
+ *                (send comm_failed) instead of waiting out the timeout
+ *   heartbeat    (none)  worker -> controller, every heartbeat_ms from a
+ *                thread of its own, whatever the worker is doing: the
+ *                controller drops a worker it has not heard from for longer
+ *                than the current generation's timeout (a stopped or frozen
+ *                process, a dead link), see controller.h
  * Further checks: kv_* keys are at most SD_PROTO_KEY_MAX bytes; generation,
  * rank, world_size, offset, count and total are never negative; in a
  * generation message rank < world_size; in a ckpt_chunk offset <= total.
@@ -52,8 +73,9 @@
  * the search for the next '\n' resumes (bytes [head, scan) hold none), so a
  * long line fed byte by byte is scanned once, not once per byte; max is the
  * longest line allowed, newline included; overflow is set once a line went
- * over max, after which everything fed is dropped. */
-struct sd_line_reader { char *buf; size_t len, cap, max; int overflow; size_t head, scan; };
+ * over max, after which everything fed is dropped; skipping is set by
+ * sd_line_reader_skip while the rest of an over-long line is discarded. */
+struct sd_line_reader { char *buf; size_t len, cap, max; int overflow, skipping; size_t head, scan; };
 void sd_line_reader_init(struct sd_line_reader *r, size_t max_line);
 void sd_line_reader_free(struct sd_line_reader *r);
 /* Appends bytes; then call sd_line_reader_next repeatedly. */
@@ -65,8 +87,14 @@ void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len)
  * closed: *why says "line longer than N bytes"); every later call returns -1
  * too. */
 int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len, char **why);
+/* For a reader that outlives a bad line (a command input, not a protocol
+ * connection): after sd_line_reader_next returned -1, drops the over-long
+ * line whole - what is buffered of it and everything fed up to and
+ * including its newline - so that the next call returns the line after it.
+ * Nothing of the refused line is ever returned, and it costs one -1 only. */
+void sd_line_reader_skip(struct sd_line_reader *r);
 
-enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG__COUNT };
+enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG__COUNT };
 /* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */
 const char *sd_msg_type_name(enum sd_msg_type t);
 /* Looks a wire name up; returns 0 and *t, or -1. */

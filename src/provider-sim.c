@@ -55,6 +55,7 @@ struct server {
 	int term_sent;
 	double t_notice_end;             /* when the notice runs out */
 	double usd_per_hour;             /* the offer's price when acquired */
+	int price_estimated;             /* ... and that price was an estimate */
 	double trace_revoke_at;          /* a trace revokes it then (< 0: no) */
 	struct sd_provider *p;
 	struct server *next;
@@ -604,6 +605,7 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 	s->t_notice = -1;
 	s->trace_revoke_at = -1;
 	s->usd_per_hour = o ? o->usd_per_hour : 0;
+	s->price_estimated = o && o->price_source && !strncmp(o->price_source, "estimated", 9);
 	snprintf(s->id, sizeof s->id, "s%d", ++p->next_id);
 	uv_timer_init(p->loop, &s->timer);
 	s->timer.data = s;
@@ -730,6 +732,21 @@ double sd_provider_usd_per_hour(const struct sd_provider *p)
 	return r;
 }
 
+void sd_provider_price_gaps(const struct sd_provider *p, struct sd_price_gaps *g)
+{
+	memset(g, 0, sizeof *g);
+	for (const struct server *s = p->servers; s; s = s->next) {
+		int live = s->t_end < 0;
+		if (!s->offer) {
+			g->ran_unpriced++;
+			g->live_unpriced += live;
+		} else if (s->price_estimated) {
+			g->ran_estimated++;
+			g->live_estimated += live;
+		}
+	}
+}
+
 int sd_provider_list(const struct sd_provider *p, struct sd_server_info *out, int max)
 {
 	int n = 0;
@@ -748,6 +765,8 @@ int sd_provider_list(const struct sd_provider *p, struct sd_server_info *out, in
 		o->state = state_names[s->st];
 		o->uptime_s = (s->t_end >= 0 ? s->t_end : now) - s->t_request;
 		o->usd = server_usd(p, s);
+		o->usd_per_hour = s->usd_per_hour;
+		o->price_estimated = s->price_estimated;
 		o->notice_left_s = s->st == ST_NOTICE ? fmax(0, s->t_notice_end - now) : 0;
 		o->emulated = s->offer && p->cfg.emulate;
 		o->gone = gone(s);

@@ -93,16 +93,33 @@ int sd_provider_has_server(const struct sd_provider *p, const char *server);
 int sd_provider_running(const struct sd_provider *p);
 /* Sends sig to every server process. */
 void sd_provider_signal_all(struct sd_provider *p, int sig);
-/* Money: USD billed so far over all servers, and USD/hour of the live ones. */
+/* Money: USD billed so far over all servers, and USD/hour of the live ones,
+ * each server at the rate it is billed at (its offer's price when it was
+ * acquired).  Local servers have no price: they are left out, and
+ * sd_provider_price_gaps says how many, so that a total is never shown as
+ * complete when part of the cluster's cost is unknown. */
 double sd_provider_usd_spent(const struct sd_provider *p);
 double sd_provider_usd_per_hour(const struct sd_provider *p);
+/* What the two totals above cannot vouch for, counted over every server of
+ * the run (ran_*) and over the live ones (live_*): servers without a price
+ * (local: cost unknown, not zero) and servers billed at an estimated price
+ * (the catalog's price_source says "estimated"). */
+struct sd_price_gaps {
+	int ran_unpriced, live_unpriced;
+	int ran_estimated, live_estimated;
+};
+void sd_provider_price_gaps(const struct sd_provider *p, struct sd_price_gaps *g);
 /* A server as the cockpit shows it. */
 struct sd_server_info {
 	const char *id;                 /* valid until the provider changes */
-	const struct sd_offer *offer;   /* NULL: local */
+	const struct sd_offer *offer;   /* NULL: local (no price, cost unknown) */
 	const char *state;
 	double uptime_s;                /* since the request */
-	double usd;                     /* billed so far */
+	double usd;                     /* billed so far (0 for local: unknown) */
+	double usd_per_hour;            /* the rate it is billed at: its offer's price
+	                                 * when acquired, which a later price change
+	                                 * does not touch; 0 for local */
+	int price_estimated;            /* that rate is the catalog's estimate */
 	double notice_left_s;           /* > 0 under notice */
 	int emulated;
 	int gone;                       /* revoked, released or failed */

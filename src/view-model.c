@@ -10,10 +10,14 @@
 
 #include "engine/errors.h"
 #include "src/market-model.h"
+#include "src/replacement.h"
+#include "src/planner.h"
 #include "src/provider.h"
+#include "src/whatif.h"
 
 #define MAX_SERVERS 256
 #define MAX_REVOCATIONS 256
+#define MAX_ZONE_EVENTS 64   /* revocations and stockouts the scorer weighs */
 
 struct hist {
 	char id[32];
@@ -33,7 +37,35 @@ struct sd_view_model {
 	struct hist hist[MAX_SERVERS];
 	int nhist;
 	double last_hist_t;
+	/* The last MAX_ZONE_EVENTS revocations and stockouts (a ring from
+	 * zev_head), with their zones' names owned here. */
+	struct sd_replacement_event zev[MAX_ZONE_EVENTS];
+	char zev_zone[MAX_ZONE_EVENTS][64];
+	int nzev, zev_head;
+	int *available;            /* per catalog offer, for the scorer */
+	struct sd_view_whatif whatif[SD_WHATIF_MAX_ROWS];
 };
+
+/* The model in a GPU's name, for a 5-column cell: the first word with a
+ * digit after the vendor's words ("NVIDIA H200" -> "H200", "NVIDIA H100 80GB
+ * HBM3" -> "H100", "NVIDIA A100-SXM4-80GB" -> "A100", "NVIDIA GeForce RTX
+ * 4090" -> "4090"); the first word when none has one. */
+static void gpu_short_name(char *out, size_t len, const char *device)
+{
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s", device);
+	const char *pick = NULL;
+	for (char *save = NULL, *tok = strtok_r(buf, " -", &save); tok;
+	     tok = strtok_r(NULL, " -", &save)) {
+		if (!pick && strcmp(tok, "NVIDIA") && strcmp(tok, "GeForce") && strcmp(tok, "Tesla"))
+			pick = tok;
+		if (strpbrk(tok, "0123456789")) {
+			pick = tok;
+			break;
+		}
+	}
+	snprintf(out, len, "%s", pick ? pick : device);
+}
 
 static const char *str(const cJSON *ev, const char *k)
 {
@@ -62,6 +94,7 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 		const char *base = strrchr(cat->file, '/');
 		snprintf(v->catalog, sizeof v->catalog, "%s", base ? base + 1 : cat->file);
 		vm->offers = sd_calloc((size_t)cat->noffers, sizeof *vm->offers);
+		vm->available = sd_calloc((size_t)cat->noffers, sizeof *vm->available);
 	}
 	v->hazard_scale = j->hazard_scale;
 	v->boot_scale = j->boot_scale;
@@ -77,8 +110,36 @@ void sd_view_model_free(struct sd_view_model *vm)
 {
 	if (!vm)
 		return;
+	sd_whatif_forget(vm);
 	free(vm->offers);
+	free(vm->available);
 	free(vm);
+}
+
+void sd_view_model_set_whatif(struct sd_view_model *vm, const struct sd_view_whatif *rows, int n,
+                              const char *note, int busy)
+{
+	struct sd_view *v = &vm->v;
+	if (rows) {
+		n = n < SD_WHATIF_MAX_ROWS ? n : SD_WHATIF_MAX_ROWS;
+		memcpy(vm->whatif, rows, sizeof *rows * (size_t)n);
+		v->whatif = vm->whatif;
+		v->nwhatif = n;
+	}
+	snprintf(v->whatif_note, sizeof v->whatif_note, "%s", note ? note : "");
+	v->whatif_busy = busy;
+	v->whatif_version++;
+	v->version++;
+}
+
+/* What the servers billed so far would have cost more on-demand. */
+static void saved(struct sd_view *v, const struct sd_catalog *cat, const struct sd_server_info *si, int ns)
+{
+	bool est = false;
+	v->usd_saved = 0;
+	for (int i = 0; cat && i < ns; i++)
+		v->usd_saved += sd_plan_saved_usd(cat, si[i].offer, si[i].usd, &est);
+	v->usd_saved_estimated = est;
 }
 
 static int cmp_offer(const void *a, const void *b)
@@ -87,24 +148,54 @@ static int cmp_offer(const void *a, const void *b)
 	return (x->usd_per_mimage > y->usd_per_mimage) - (x->usd_per_mimage < y->usd_per_mimage);
 }
 
-/* The cheapest transient offer per image with room left, preferring another
- * zone than the one that just revoked a server. */
-static void suggest(struct sd_view_model *vm, const char *server, const char *zone)
+/* Remembers a revocation or stockout for the scorer (src/replacement.h). */
+static void zone_event(struct sd_view_model *vm, enum sd_replacement_event_kind kind, double t,
+                       const char *zone, const char *offer_id, double seconds)
+{
+	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(vm->c));
+	if (!cat || !zone[0])
+		return;
+	int i = (vm->zev_head + vm->nzev) % MAX_ZONE_EVENTS;
+	if (vm->nzev == MAX_ZONE_EVENTS)
+		vm->zev_head = (vm->zev_head + 1) % MAX_ZONE_EVENTS;
+	else
+		vm->nzev++;
+	snprintf(vm->zev_zone[i], sizeof vm->zev_zone[i], "%s", zone);
+	vm->zev[i] = (struct sd_replacement_event){
+		.kind = kind, .t = t, .zone = vm->zev_zone[i],
+		.offer = offer_id ? sd_catalog_find(cat, offer_id) : NULL, .seconds = seconds,
+	};
+}
+
+/* The replacement the scorer suggests now for the server in
+ * v->suggestion_for, and why; recomputed on every refresh, so that zones
+ * whose events have faded come back and the ages in the reason stay true. */
+static void suggest(struct sd_view_model *vm)
 {
 	struct sd_view *v = &vm->v;
-	int best = -1;
-	for (int pass = 0; pass < 2 && best < 0; pass++)
-		for (int i = 0; i < v->noffers; i++) {
-			const struct sd_view_offer *o = &v->offers[i];
-			if (!o->transient || o->available == 0 || (pass == 0 && !strcmp(o->zone, zone)))
-				continue;
-			best = i;   /* offers are sorted by cost-efficiency */
-			break;
-		}
-	if (best < 0)
+	struct sd_provider *p = sd_controller_provider(vm->c);
+	const struct sd_catalog *cat = sd_provider_catalog(p);
+	if (!cat || !v->suggestion_for[0])
 		return;
-	snprintf(v->suggestion, sizeof v->suggestion, "%s", v->offers[best].id);
-	snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", server);
+	for (int i = 0; i < cat->noffers; i++) {
+		int live = sd_provider_live(p, &cat->offers[i]);
+		vm->available[i] = live < 0 ? -1 : cat->offers[i].capacity - live;
+	}
+	/* The ring in time order, as the scorer's events. */
+	struct sd_replacement_event ev[MAX_ZONE_EVENTS];
+	for (int i = 0; i < vm->nzev; i++)
+		ev[i] = vm->zev[(vm->zev_head + i) % MAX_ZONE_EVENTS];
+	struct sd_replacement_input in = {
+		.cat = cat, .available = vm->available, .events = ev, .nevents = vm->nzev,
+		.now = v->elapsed_s, .hazard_scale = v->hazard_scale,
+	};
+	struct sd_replacement_choice ch;
+	if (sd_replacement_suggest(&in, &ch) < 0) {
+		v->suggestion[0] = v->suggestion_why[0] = '\0';
+		return;
+	}
+	snprintf(v->suggestion, sizeof v->suggestion, "%s", cat->offers[ch.offer].id);
+	sd_replacement_explain(&in, &ch, v->suggestion_why, sizeof v->suggestion_why);
 }
 
 void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
@@ -164,7 +255,12 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 			}
 		if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
 			v->revocation_marks[v->nmarks++] = t;
-		suggest(vm, r->server, r->zone);
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "capped")))
+			zone_event(vm, SD_REPLACEMENT_REVOKED, t, r->zone, str(ev, "offer"), -1);
+		snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", r->server);
+		if (v->elapsed_s < t)
+			v->elapsed_s = t;   /* the scorer's "now" before the next refresh */
+		suggest(vm);
 		snprintf(v->message, sizeof v->message, "%s revoked (%s %s) after %.0f s",
 		         r->server, r->gpu, r->zone, r->lifetime_s);
 	} else if (!strcmp(type, "notice")) {
@@ -173,12 +269,19 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 	} else if (!strcmp(type, "stockout")) {
 		snprintf(v->message, sizeof v->message, "%s: stockout in %s (%s)", str(ev, "offer"),
 		         str(ev, "zone"), str(ev, "reason"));
+		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), str(ev, "offer"), -1);
+	} else if (!strcmp(type, "zone_exhausted")) {
+		/* A trace closed a whole zone for a known time. */
+		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
 	} else if (!strcmp(type, "worker_lost")) {
 		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
+	} else if (!strcmp(type, "job_error")) {
+		snprintf(v->message, sizeof v->message, "%s cannot load the job: %s", str(ev, "server"),
+		         str(ev, "error"));
 	} else if (!strcmp(type, "acquired")) {
 		snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
 		/* The operator reacted: the suggestion has done its job. */
-		v->suggestion[0] = v->suggestion_for[0] = 0;
+		v->suggestion[0] = v->suggestion_for[0] = v->suggestion_why[0] = 0;
 	} else if (!strcmp(type, "checkpoint")) {
 		snprintf(v->message, sizeof v->message, "checkpoint at step %.0f (%s)", num(ev, "step", 0),
 		         str(ev, "reason"));
@@ -227,6 +330,14 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	v->world_size = st.world_size;
 	v->usd_spent = sd_provider_usd_spent(p);
 	v->usd_per_hour = sd_provider_usd_per_hour(p);
+	struct sd_price_gaps gaps;
+	sd_provider_price_gaps(p, &gaps);
+	v->spent_unpriced = gaps.ran_unpriced;
+	v->rate_unpriced = gaps.live_unpriced;
+	v->spent_estimated = gaps.ran_estimated;
+	v->rate_estimated = gaps.live_estimated;
+
+	suggest(vm);
 
 	const struct sd_catalog *cat = sd_provider_catalog(p);
 	v->noffers = 0;
@@ -259,6 +370,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	struct sd_worker_info wi[MAX_SERVERS];
 	int ns = sd_provider_list(p, si, MAX_SERVERS);
 	int nw = sd_controller_workers(c, wi, MAX_SERVERS);
+	saved(v, cat, si, ns);
 	int sample = v->elapsed_s - vm->last_hist_t >= 1.0;
 	if (sample)
 		vm->last_hist_t = v->elapsed_s;
@@ -276,13 +388,17 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		snprintf(s->zone, sizeof s->zone, "%s", si[i].offer ? si[i].offer->zone : "localhost");
 		snprintf(s->gpu, sizeof s->gpu, "%s", si[i].offer ? si[i].offer->gpu : "CPU");
 		s->transient = si[i].offer ? si[i].offer->transient : 0;
+		s->local = si[i].offer == NULL;
 		/* A paused run holds its workers at a step boundary: say so rather
 		 * than "training" (the provider's state for a server in the job). */
 		snprintf(s->state, sizeof s->state, "%s",
 		         st.paused && !strcmp(si[i].state, "training") ? "paused" : si[i].state);
 		s->rank = -1;
 		s->uptime_s = si[i].uptime_s;
-		s->usd_per_hour = si[i].offer && !si[i].gone ? si[i].offer->usd_per_hour : 0;
+		/* The rate billing uses, not the offer's price now (a trace or
+		 * the market may have moved it since). */
+		s->usd_per_hour = si[i].gone ? 0 : si[i].usd_per_hour;
+		s->price_estimated = si[i].price_estimated;
 		s->usd_so_far = si[i].usd;
 		s->emulated = si[i].emulated;
 		s->notice_left_s = si[i].notice_left_s;
@@ -292,6 +408,9 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 				s->images_per_sec = wi[w].images_per_sec;
 				s->compute_ms = wi[w].compute_ms;
 				s->comm_ms = wi[w].comm_ms;
+				/* A worker on a real GPU: show that GPU, not the offer's. */
+				if (wi[w].device[0])
+					gpu_short_name(s->gpu, sizeof s->gpu, wi[w].device);
 			}
 		struct hist *h = hist_for(vm, s->id);
 		if (sample)

@@ -17,6 +17,11 @@ void sd_view_model_free(struct sd_view_model *vm);
 /* Feeds one journal event (revocations, messages, time series). */
 void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev);
 
+/* The what-if view's rows (src/whatif.c): n rows copied (rows NULL: the
+ * old ones stay), the note, and whether a plan is running. */
+void sd_view_model_set_whatif(struct sd_view_model *vm, const struct sd_view_whatif *rows, int n,
+                              const char *note, int busy);
+
 /* Refreshes live figures and returns the view (owned by vm, valid until
  * the next call). */
 const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm);

@@ -11,6 +11,13 @@
  * notice arrived, the operator paused).  Because every rank sees the same sum
  * after the same step, all ranks leave the generation at the same boundary,
  * and nobody is left waiting in a collective that will never complete.
+ *
+ * Liveness: a thread of its own sends a heartbeat every heartbeat_ms (from
+ * the welcome), whatever the training thread is doing, so the controller
+ * can tell a busy worker from a silent one (a stopped process, a frozen
+ * host, a dead link) and drop the silent one; see "Liveness" in
+ * controller.h.  A worker the controller dropped connects again once it can
+ * and joins as a new member (the state comes to it by broadcast).
  */
 #include "config.h"
 
@@ -22,6 +29,7 @@
 #include <netdb.h>
 #include <omp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,11 +64,28 @@ struct queued {
 
 struct ctl {
 	int fd;
+	/* Held while a whole line goes out on fd, which the training thread
+	 * and the heartbeat thread share; also guards fd's replacement. */
+	pthread_mutex_t send_lock;
 	struct sd_line_reader rd;
 	struct queued *q;
 	int nq, capq;
 	long long next_kv_id;
-	int eof;
+	int eof;             /* the controller closed the connection */
+	int broken;          /* a send failed: the connection is gone */
+	long gen;            /* the generation being joined or trained, -1 none */
+	const char *host, *port;
+};
+
+/* The heartbeat thread (see the top of the file). */
+struct heartbeat {
+	struct ctl *ctl;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;   /* CLOCK_MONOTONIC */
+	int interval_ms;     /* guarded by mu */
+	int stop;            /* guarded by mu */
+	int started;
 };
 
 static double now_s(void)
@@ -70,64 +95,178 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int ctl_connect(struct ctl *c, const char *host, const char *port, char **why)
+static void ctl_init(struct ctl *c, const char *host, const char *port)
+{
+	memset(c, 0, sizeof *c);
+	c->fd = -1;
+	c->gen = -1;
+	c->host = host;
+	c->port = port;
+	pthread_mutex_init(&c->send_lock, NULL);
+	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
+}
+
+/* Drops what was queued or half-read from the connection before. */
+static void ctl_forget(struct ctl *c)
+{
+	for (int i = 0; i < c->nq; i++)
+		cJSON_Delete(c->q[i].msg);
+	c->nq = 0;
+	sd_line_reader_free(&c->rd);
+	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
+}
+
+/* Connects to the controller, replacing (and closing) any earlier
+ * connection; what it queued is dropped. */
+static int ctl_connect(struct ctl *c, char **why)
 {
 	struct addrinfo hints, *res, *ai;
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	int rc = getaddrinfo(host, port, &hints, &res);
+	int rc = getaddrinfo(c->host, c->port, &hints, &res);
 	if (rc)
-		return sd_why(why, "controller %s:%s: %s", host, port, gai_strerror(rc));
-	c->fd = -1;
-	int err = 0;
+		return sd_why(why, "controller %s:%s: %s", c->host, c->port, gai_strerror(rc));
+	int fd = -1, err = 0;
 	for (ai = res; ai; ai = ai->ai_next) {
-		int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd < 0)
+		int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (s < 0)
 			continue;
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-			c->fd = fd;
+		if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
+			fd = s;
 			break;
 		}
 		err = errno;
-		close(fd);
+		close(s);
 	}
 	freeaddrinfo(res);
-	if (c->fd < 0)
-		return sd_why(why, "controller %s:%s: cannot connect: %s", host, port, strerror(err));
-	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
+	if (fd < 0)
+		return sd_why(why, "controller %s:%s: cannot connect: %s", c->host, c->port,
+		              strerror(err));
+	pthread_mutex_lock(&c->send_lock);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = fd;
+	c->eof = c->broken = 0;
+	pthread_mutex_unlock(&c->send_lock);
+	ctl_forget(c);
 	return 0;
 }
 
 static void ctl_close(struct ctl *c)
 {
-	for (int i = 0; i < c->nq; i++)
-		cJSON_Delete(c->q[i].msg);
+	ctl_forget(c);
 	free(c->q);
 	sd_line_reader_free(&c->rd);
 	if (c->fd >= 0)
 		close(c->fd);
+	pthread_mutex_destroy(&c->send_lock);
 }
 
-/* Sends msg (consumed).  Returns 0 or -1 when the controller is gone. */
+/* Whether the connection to the controller is gone (closed or broken). */
+static int ctl_lost(const struct ctl *c)
+{
+	/* broken may be set by the heartbeat thread (under send_lock). */
+	return c->eof || __atomic_load_n(&c->broken, __ATOMIC_RELAXED);
+}
+
+/* Sends msg (consumed) as one line, never interleaved with another
+ * thread's.  Returns 0 or -1 when the controller is gone. */
 static int ctl_send(struct ctl *c, cJSON *msg)
 {
 	size_t len;
 	char *line = sd_msg_encode(msg, &len);
 	cJSON_Delete(msg);
 	size_t off = 0;
+	int rc = 0;
+	pthread_mutex_lock(&c->send_lock);
 	while (off < len) {
-		ssize_t n = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
+		ssize_t n = c->fd >= 0 ? send(c->fd, line + off, len - off, MSG_NOSIGNAL) : -1;
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			free(line);
-			return -1;
+			__atomic_store_n(&c->broken, 1, __ATOMIC_RELAXED);
+			rc = -1;
+			break;
 		}
 		off += (size_t)n;
 	}
+	pthread_mutex_unlock(&c->send_lock);
 	free(line);
-	return 0;
+	return rc;
+}
+
+static void *heartbeat_main(void *arg)
+{
+	struct heartbeat *h = arg;
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		long long ns = ts.tv_nsec + (long long)h->interval_ms * 1000000;
+		ts.tv_sec += (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		while (!h->stop && pthread_cond_timedwait(&h->cv, &h->mu, &ts) != ETIMEDOUT)
+			;
+		if (h->stop)
+			break;
+		pthread_mutex_unlock(&h->mu);
+		/* A failed send is the training thread's to notice and handle. */
+		ctl_send(h->ctl, sd_msg_new(SD_MSG_HEARTBEAT));
+		pthread_mutex_lock(&h->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* Starts the heartbeat thread, or changes its interval if it runs.  Signals
+ * stay with the training thread (SIGTERM must interrupt its waits). */
+static void heartbeat_start(struct heartbeat *h, struct ctl *c, int interval_ms)
+{
+	if (interval_ms < 10)
+		interval_ms = 10;
+	if (h->started) {
+		pthread_mutex_lock(&h->mu);
+		h->interval_ms = interval_ms;
+		pthread_mutex_unlock(&h->mu);
+		return;
+	}
+	h->ctl = c;
+	h->interval_ms = interval_ms;
+	h->stop = 0;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	h->started = pthread_create(&h->thread, NULL, heartbeat_main, h) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!h->started) {
+		pthread_cond_destroy(&h->cv);
+		pthread_mutex_destroy(&h->mu);
+	}
+}
+
+static void heartbeat_stop(struct heartbeat *h)
+{
+	if (!h->started)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = 1;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	/* A send blocked on a controller that stopped reading would keep the
+	 * thread (and the join) waiting: end the connection first. */
+	if (h->ctl->fd >= 0)
+		shutdown(h->ctl->fd, SHUT_RDWR);
+	pthread_join(h->thread, NULL);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	h->started = 0;
 }
 
 /* Reads what the controller sent within timeout_ms (0 = only what is already
@@ -201,6 +340,26 @@ static int ctl_has(const struct ctl *c, enum sd_msg_type type)
 	return 0;
 }
 
+/* Whether the controller told us to give up on generation gen (a collective
+ * of it failed on another member).  Drops the aborts of gen and of older
+ * generations, which no longer matter. */
+static int ctl_aborted(struct ctl *c, long gen)
+{
+	int hit = 0;
+	for (int i = 0; i < c->nq;) {
+		long g = (long)sd_msg_int(c->q[i].msg, "generation", -1);
+		if (c->q[i].type != SD_MSG_ABORT || g > gen) {
+			i++;
+			continue;
+		}
+		hit |= g == gen;
+		cJSON_Delete(c->q[i].msg);
+		memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+		c->nq--;
+	}
+	return hit;
+}
+
 /* The rendezvous store of the collectives, served by the controller. */
 static int store_set(void *ctx, const char *key, const void *value, size_t len, char **why)
 {
@@ -248,6 +407,12 @@ static int store_get(void *ctx, const char *key, void **value, size_t *len, int 
 		if (ctl_has(c, SD_MSG_GENERATION))
 			return sd_why(why, "store get %s: superseded by a newer generation", key),
 			       SD_COMM_ETIMEDOUT;
+		if (ctl_lost(c))
+			return sd_why(why, "store get %s: controller connection lost", key),
+			       SD_COMM_EFAIL;
+		if (ctl_aborted(c, c->gen))
+			return sd_why(why, "store get %s: the controller gave up on generation %ld "
+			              "(it failed on another member)", key, c->gen), SD_COMM_ETIMEDOUT;
 		if (ctl_pump(c, left > 0.05 ? 50 : (int)(left * 1000) + 1, why) < 0)
 			return SD_COMM_EFAIL;
 	}
@@ -264,7 +429,11 @@ struct agent {
 	int have_state;       /* parameters are a valid state of the run */
 	int leaving;          /* notice or SIGTERM: leave at the next boundary */
 	int ckpt_requested;   /* operator asked for a checkpoint (rank 0) */
+	char ckpt_reason[16]; /* its reason: "operator" or "final" (quit) */
 	long generation;
+	struct heartbeat hb;
+	const char *token;
+	long pid;
 	/* A checkpoint the controller streams to us to resume from. */
 	unsigned char *resume;
 	size_t resume_len, resume_total;
@@ -281,6 +450,10 @@ static int handle_async(struct agent *a)
 		cJSON_Delete(m);
 	}
 	while ((m = ctl_take(&a->ctl, SD_MSG_CHECKPOINT))) {
+		/* A checkpoint taken because the run quits is its final one. */
+		int final = !strcmp(sd_msg_str(m, "reason", ""), "final");
+		if (!a->ckpt_requested || final)
+			snprintf(a->ckpt_reason, sizeof a->ckpt_reason, "%s", final ? "final" : "operator");
 		a->ckpt_requested = 1;
 		cJSON_Delete(m);
 	}
@@ -410,8 +583,8 @@ static int evaluate(struct agent *a, struct sd_comm *comm, double *loss, double 
 		int nb = hi - pos < t->cfg.eval_batch ? hi - pos : t->cfg.eval_batch;
 		double l;
 		int c;
-		if (sd_model_eval_batch(t->model, t->test.images + (size_t)pos * img,
-		                        t->test.labels + pos, nb, &l, &c, why) < 0)
+		if (sd_trainer_eval_batch(t, t->test.images + (size_t)pos * img,
+		                          t->test.labels + pos, nb, &l, &c, why) < 0)
 			return -1;
 		sums[0] += l;
 		sums[1] += c;
@@ -442,17 +615,28 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	struct sd_trainer *t = a->t;
 	int rank = (int)sd_msg_int(gen, "rank", 0), world = (int)sd_msg_int(gen, "world_size", 1);
 	int offset = (int)sd_msg_int(gen, "offset", 0), count = (int)sd_msg_int(gen, "count", 0);
-	int timeout_ms = (int)(a->job.comm_timeout_s * 1000);
+	/* The controller sizes the timeout to this generation's step time. */
+	long long tmo = sd_msg_int(gen, "timeout_ms", (long long)(a->job.comm_timeout_s * 1000));
+	int timeout_ms = tmo < 1 ? 1 : tmo > 86400000 ? 86400000 : (int)tmo;
 	a->generation = (long)sd_msg_int(gen, "generation", 0);
+	a->ctl.gen = a->generation;
 	double t_join = now_s();
 	if (rank == 0 && load_resume(a, why) < 0)
 		return GEN_FATAL;
+	/* NCCL when every rank has a GPU of its own, else Gloo (engine/comm.h);
+	 * on_device: the collectives work on the device copy of the state. */
+	enum sd_comm_backend backend = SD_COMM_GLOO;
 	struct sd_comm *comm = NULL;
-	int rc = sd_comm_create(&comm, SD_COMM_GLOO, rank, world, a->generation, &ctl_store_ops,
-	                        &a->ctl, timeout_ms, why);
+	int rc = sd_comm_choose_backend(&backend, rank, world, a->generation,
+	                                sd_trainer_nccl_device(t), &ctl_store_ops, &a->ctl,
+	                                timeout_ms, why);
+	int on_device = backend == SD_COMM_NCCL;
+	if (rc == 0)
+		rc = sd_comm_create(&comm, backend, rank, world, a->generation, &ctl_store_ops,
+		                    &a->ctl, timeout_ms, why);
 	if (rc < 0) {
 		send_comm_failed(a, *why);
-		return a->ctl.eof ? GEN_FATAL : GEN_FAILED;
+		return ctl_lost(&a->ctl) ? GEN_FATAL : GEN_FAILED;
 	}
 	/* Who holds the newest state?  Each rank publishes its step (-1: none). */
 	double *steps = sd_calloc((size_t)world, sizeof(double));
@@ -464,13 +648,18 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 			source = r;
 	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
 	free(steps);
-	size_t np = sd_model_param_count(t->model), nb = sd_model_buffer_count(t->model);
+	struct sd_state_view sv;
 	if (rc == 0)
-		rc = sd_comm_broadcast(comm, sd_model_params(t->model), np * sizeof(float), source, why);
+		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, on_device, &sv, why);
+	size_t np = sv.param_count, nb = sv.buffer_count;
 	if (rc == 0)
-		rc = sd_comm_broadcast(comm, t->velocity, np * sizeof(float), source, why);
+		rc = sd_comm_broadcast(comm, sv.params, np * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_comm_broadcast(comm, sv.velocity, np * sizeof(float), source, why);
 	if (rc == 0 && nb)
-		rc = sd_comm_broadcast(comm, sd_model_buffers(t->model), nb * sizeof(float), source, why);
+		rc = sd_comm_broadcast(comm, sv.buffers, nb * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_trainer_comm_end(t, SD_STATE_MODEL, on_device, why);
 	if (rc < 0) {
 		send_comm_failed(a, *why);
 		sd_comm_destroy(comm);
@@ -492,7 +681,6 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	}
 
 	size_t ng = np;
-	float *grads = sd_model_grads(t->model);
 	int first = 1;
 	enum gen_result result = GEN_DONE;
 	while (t->step < t->total_steps) {
@@ -514,8 +702,21 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 			sd_comm_destroy(comm);
 			return GEN_FATAL;
 		}
+		if (ctl_aborted(&a->ctl, a->generation)) {
+			/* Our peers are failing already: do not wait on them. */
+			sd_why(why, "the controller gave up on generation %ld (a collective failed on "
+			       "another member)", a->generation);
+			send_comm_failed(a, *why);
+			sd_comm_destroy(comm);
+			return GEN_FAILED;
+		}
 		metrics[3] = handle_async(a) ? 1 : 0;
-		rc = sd_comm_allreduce_sum(comm, grads, ng, why);
+		struct sd_state_view gv;
+		rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, on_device, &gv, why);
+		if (rc == 0)
+			rc = sd_comm_allreduce_sum(comm, gv.grads, ng, why);
+		if (rc == 0)
+			rc = sd_trainer_comm_end(t, SD_STATE_GRADS, on_device, why);
 		if (rc == 0)
 			rc = sd_comm_allreduce_sum_f64(comm, metrics, 4, why);
 		double c2 = now_s();
@@ -530,6 +731,7 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 		cJSON_AddNumberToObject(m, "generation", (double)a->generation);
 		cJSON_AddNumberToObject(m, "step", (double)t->step);
 		cJSON_AddNumberToObject(m, "rank", rank);
+		cJSON_AddNumberToObject(m, "world_size", world);
 		cJSON_AddNumberToObject(m, "samples", count);
 		cJSON_AddNumberToObject(m, "loss_sum", metrics[0]);
 		cJSON_AddNumberToObject(m, "correct", metrics[1]);
@@ -567,7 +769,7 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 		/* The last worker leaving takes the state with it: save it first. */
 		int last_leaving = a->leaving && world == (int)metrics[3] && rank == 0;
 		if (rank == 0 && (periodic || a->ckpt_requested || last_leaving || t->step == t->total_steps)) {
-			const char *reason = last_leaving ? "notice" : a->ckpt_requested ? "operator" :
+			const char *reason = last_leaving ? "notice" : a->ckpt_requested ? a->ckpt_reason :
 			                     t->step == t->total_steps ? "final" : "periodic";
 			a->ckpt_requested = 0;
 			if (send_checkpoint(a, reason, why) < 0) {
@@ -584,6 +786,102 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	return result;
 }
 
+/* Says hello and waits for the welcome.  Returns it (caller frees), or NULL
+ * with *why when the controller refused us or went away. */
+static cJSON *agent_hello(struct agent *a, int rejoin, char **why)
+{
+	cJSON *hello = sd_msg_new(SD_MSG_HELLO);
+	cJSON_AddNumberToObject(hello, "version", SD_PROTO_VERSION);
+	cJSON_AddStringToObject(hello, "token", a->token);
+	cJSON_AddStringToObject(hello, "server_id", a->server_id);
+	cJSON_AddNumberToObject(hello, "pid", (double)a->pid);
+	if (rejoin)
+		cJSON_AddBoolToObject(hello, "rejoin", 1);
+	if (ctl_send(&a->ctl, hello) < 0) {
+		sd_why(why, "controller %s:%s: connection lost during hello", a->ctl.host, a->ctl.port);
+		return NULL;
+	}
+	cJSON *welcome = NULL;
+	while (!welcome) {
+		cJSON *err = ctl_take(&a->ctl, SD_MSG_ERROR);
+		if (err) {
+			sd_why(why, "controller refused us: %s", sd_msg_str(err, "reason", "?"));
+			cJSON_Delete(err);
+			return NULL;
+		}
+		welcome = ctl_take(&a->ctl, SD_MSG_WELCOME);
+		if (!welcome && ctl_pump(&a->ctl, 1000, why) < 0)
+			return NULL;
+	}
+	/* Heartbeats go out from now on, while the job loads too. */
+	long long hb = sd_msg_int(welcome, "heartbeat_ms", 0);
+	if (hb > 0)
+		heartbeat_start(&a->hb, &a->ctl, hb > 60000 ? 60000 : (int)hb);
+	return welcome;
+}
+
+/* The READY message: the job is loaded; where the worker computes goes
+ * along (protocol.h), sent again on every rejoin so the journal and the
+ * cluster pane keep it. */
+static cJSON *ready_msg(struct agent *a)
+{
+	cJSON *ready = sd_msg_new(SD_MSG_READY);
+	cJSON_AddStringToObject(ready, "backend", a->t->backend.name);
+	if (a->t->backend.device.name[0])
+		cJSON_AddStringToObject(ready, "device", a->t->backend.device.name);
+	cJSON_AddStringToObject(ready, "backend_reason", a->t->backend.reason);
+	return ready;
+}
+
+/* The control connection ended without a stop.  If the controller dropped
+ * us (an error with rejoin: it could not hear from us for longer than its
+ * timeout, because this process was stopped or its host froze) or the
+ * connection just ended, connect again and join as a new member: our state
+ * may be stale, the next generation broadcasts the group's to us.  Returns
+ * 0 when connected again, 1 when the controller ended the run (stop), -1
+ * with *why when it refused us or is gone. */
+static int agent_rejoin(struct agent *a, char **why)
+{
+	/* Read what the controller said before it closed. */
+	for (int i = 0; i < 100 && !a->ctl.eof; i++)
+		if (ctl_pump(&a->ctl, 10, NULL) < 0)
+			break;
+	cJSON *m = ctl_take(&a->ctl, SD_MSG_STOP);
+	if (m) {
+		cJSON_Delete(m);
+		return 1;
+	}
+	if (a->leaving)
+		return 1;   /* we were leaving anyway */
+	m = ctl_take(&a->ctl, SD_MSG_ERROR);
+	if (m && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin"))) {
+		sd_why(why, "controller dropped us: %s", sd_msg_str(m, "reason", "?"));
+		cJSON_Delete(m);
+		return -1;
+	}
+	fprintf(stderr, "spotdeck-worker: %s: %s; connecting again\n", a->server_id,
+	        m ? sd_msg_str(m, "reason", "?") : "controller connection lost");
+	cJSON_Delete(m);
+	char *err = NULL;
+	if (ctl_connect(&a->ctl, &err) < 0) {
+		sd_why(why, "%s (connecting again after the control connection ended)", err);
+		free(err);
+		return -1;
+	}
+	cJSON *welcome = agent_hello(a, 1, why);
+	if (!welcome)
+		return -1;
+	cJSON_Delete(welcome);   /* same run, same job: the trainer stays */
+	a->ckpt_requested = 0;
+	a->generation = a->ctl.gen = -1;
+	free(a->resume);
+	a->resume = NULL;
+	a->resume_len = a->resume_total = 0;
+	if (ctl_send(&a->ctl, ready_msg(a)) < 0)
+		return sd_why(why, "controller connection lost"), -1;
+	return 0;
+}
+
 int sd_worker_agent_run(const struct sd_agent_opts *o)
 {
 	char *why = NULL;
@@ -591,35 +889,20 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	memset(&a, 0, sizeof a);
 	a.server_id = o->server_id;
 	a.pace = o->pace;
+	a.token = o->token;
+	a.pid = (long)getpid();
+	ctl_init(&a.ctl, o->host, o->port);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_sigterm;
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	int status = 1;
-	if (ctl_connect(&a.ctl, o->host, o->port, &why) < 0)
+	if (ctl_connect(&a.ctl, &why) < 0)
 		goto out;
-	cJSON *hello = sd_msg_new(SD_MSG_HELLO);
-	cJSON_AddNumberToObject(hello, "version", SD_PROTO_VERSION);
-	cJSON_AddStringToObject(hello, "token", o->token);
-	cJSON_AddStringToObject(hello, "server_id", o->server_id);
-	cJSON_AddNumberToObject(hello, "pid", (double)getpid());
-	if (ctl_send(&a.ctl, hello) < 0) {
-		sd_why(&why, "controller %s:%s: connection lost during hello", o->host, o->port);
+	cJSON *welcome = agent_hello(&a, 0, &why);
+	if (!welcome)
 		goto out;
-	}
-	cJSON *welcome = NULL;
-	while (!welcome) {
-		cJSON *err = ctl_take(&a.ctl, SD_MSG_ERROR);
-		if (err) {
-			sd_why(&why, "controller refused us: %s", sd_msg_str(err, "reason", "?"));
-			cJSON_Delete(err);
-			goto out;
-		}
-		welcome = ctl_take(&a.ctl, SD_MSG_WELCOME);
-		if (!welcome && ctl_pump(&a.ctl, 1000, &why) < 0)
-			goto out;
-	}
 	int rc = sd_job_from_json(&a.job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
 	                          "welcome.job", &why);
 	cJSON_Delete(welcome);
@@ -628,21 +911,37 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	int threads = o->threads ? o->threads : a.job.threads_per_worker;
 	openblas_set_num_threads(threads);
 	omp_set_num_threads(threads);
+	if (o->backend && o->backend[0])
+		snprintf(a.job.train.backend, sizeof a.job.train.backend, "%s", o->backend);
+	a.job.train.device = o->device;
 	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0) {
 		/* The job cannot run here (missing data, bad model): say so to the
-		 * controller, which journals it and stops the run. */
+		 * controller, which journals it and marks this server failed (the
+		 * run ends only if no worker can load the job). */
 		cJSON *l = sd_msg_new(SD_MSG_LOG);
 		cJSON_AddStringToObject(l, "level", "fatal");
 		cJSON_AddStringToObject(l, "message", why);
 		ctl_send(&a.ctl, l);
 		goto out;
 	}
-	/* Only now can we take part in a rendezvous without holding others up. */
-	if (ctl_send(&a.ctl, sd_msg_new(SD_MSG_READY)) < 0) {
-		sd_why(&why, "controller connection lost");
-		goto out;
-	}
+	/* Only now can we take part in a rendezvous without holding others up.
+	 * Where we compute goes along, for the journal and the cluster pane.  If
+	 * the controller dropped us meanwhile (stopped while loading), the loop
+	 * below connects again. */
+	ctl_send(&a.ctl, ready_msg(&a));
 	for (;;) {
+		if (ctl_lost(&a.ctl)) {
+			free(why);
+			why = NULL;
+			int r = agent_rejoin(&a, &why);
+			if (r < 0)
+				goto out;
+			if (r > 0) {
+				status = 0;
+				break;
+			}
+			continue;
+		}
 		if (take_resume_chunks(&a, &why) < 0)
 			goto out;
 		cJSON *m;
@@ -662,6 +961,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 		}
 		while ((m = ctl_take(&a.ctl, SD_MSG_PAUSE)))
 			cJSON_Delete(m);
+		ctl_aborted(&a.ctl, a.generation);   /* about generations we left */
 		/* Only the newest announced generation matters. */
 		cJSON *gen = NULL;
 		while ((m = ctl_take(&a.ctl, SD_MSG_GENERATION))) {
@@ -669,23 +969,24 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 			gen = m;
 		}
 		if (!gen) {
-			if (ctl_pump(&a.ctl, 200, &why) < 0)
+			if (ctl_pump(&a.ctl, 200, &why) < 0 && !ctl_lost(&a.ctl))
 				goto out;
 			continue;
 		}
 		/* Chunks sent just before the generation may still be in flight. */
-		if (ctl_pump(&a.ctl, 0, &why) < 0 || take_resume_chunks(&a, &why) < 0) {
+		if ((ctl_pump(&a.ctl, 0, &why) < 0 && !ctl_lost(&a.ctl)) ||
+		    take_resume_chunks(&a, &why) < 0) {
 			cJSON_Delete(gen);
 			goto out;
 		}
 		enum gen_result r = run_generation(&a, gen, &why);
 		cJSON_Delete(gen);
-		if (r == GEN_FATAL)
+		if (r == GEN_FATAL && !ctl_lost(&a.ctl))
 			goto out;
 		if (r == GEN_DONE) {
 			/* Training finished: wait for the controller's stop. */
-			while (!ctl_has(&a.ctl, SD_MSG_STOP) && !got_sigterm)
-				if (ctl_pump(&a.ctl, 500, &why) < 0)
+			while (!ctl_has(&a.ctl, SD_MSG_STOP) && !got_sigterm && !ctl_lost(&a.ctl))
+				if (ctl_pump(&a.ctl, 500, &why) < 0 && !ctl_lost(&a.ctl))
 					goto out;
 		}
 		free(why);
@@ -695,6 +996,7 @@ out:
 	if (status && why)
 		fprintf(stderr, "spotdeck-worker: %s: %s\n", o->server_id, why);
 	free(why);
+	heartbeat_stop(&a.hb);
 	free(a.resume);
 	sd_trainer_destroy(a.t);
 	ctl_close(&a.ctl);

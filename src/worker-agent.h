@@ -11,6 +11,8 @@ struct sd_agent_opts {
 	int threads;             /* 0 = the job's threads_per_worker */
 	double pace;             /* (0, 1]: run at this fraction of our own speed, to
 	                          * emulate a slower GPU (1 = full speed) */
+	const char *backend;     /* "auto", "cpu", "cuda" or NULL (engine/backend.h) */
+	int device;              /* CUDA device index, -1 = not set */
 };
 
 /* Connects, trains until the controller says stop (exit status 0), a notice

@@ -1,12 +1,15 @@
 /* src/worker-main.c - spotdeck-worker: the training process on each server.
  *
  * --standalone trains in this process alone and prints JSON lines on stdout:
+ *   {"type":"backend", "backend", "device", "reason"}   first: where it computes
  *   {"type":"step", ...}   every --log-every steps (0 = never)
  *   {"type":"epoch", "epoch", "train_loss", "test_loss", "test_accuracy",
  *    "images_per_sec", "seconds", "step"}
  *   {"type":"checkpoint", "path", "step"}
  *   {"type":"done", "test_accuracy", "test_loss", "images_per_sec", "steps",
- *    "seconds", "param_checksum"}
+ *    "seconds", "param_checksum", "backend", "device"}
+ * --list-devices prints {"type":"devices", "count", "devices": [{"index",
+ * "name"}], "reason"} (the CUDA devices this process sees) and exits 0.
  * Errors go to stderr as one line "spotdeck-worker: ..." and exit 1 (2 for
  * usage errors).
  */
@@ -47,6 +50,7 @@ struct opts {
 	char token_file[SD_PATH_MAX];
 	char server_id[64];
 	float pace;
+	int list_devices;
 };
 
 static void usage(FILE *f)
@@ -72,6 +76,10 @@ static void usage(FILE *f)
 "  --schedule NAME       constant, step or cosine (default cosine)\n"
 "  --warmup N            warm-up steps (default 100)\n"
 "  --threads N           compute threads (default: all cores)\n"
+"  --backend NAME        auto, cpu or cuda (default auto: CUDA when a device is\n"
+"                        usable, else the CPU; or $SPOTDECK_BACKEND)\n"
+"  --device N            CUDA device index (default $SPOTDECK_CUDA_DEVICE or 0)\n"
+"  --list-devices        print the CUDA devices this process sees and exit\n"
 "  --seed N              random seed (default 1)\n"
 "  --checkpoint-dir DIR  write checkpoints there (ckpt-STEP.sdckpt, latest.sdckpt)\n"
 "  --checkpoint-every N  checkpoint every N steps (default: at the end only)\n"
@@ -146,7 +154,8 @@ static int copy_path(const char *opt, const char *s, char *dst)
 
 enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
-       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE };
+       O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
+       O_BACKEND, O_DEVICE, O_LISTDEV };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
@@ -173,6 +182,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "token-file", required_argument, 0, O_TOKENFILE },
 		{ "server-id", required_argument, 0, O_SERVERID },
 		{ "pace", required_argument, 0, O_PACE },
+		{ "backend", required_argument, 0, O_BACKEND },
+		{ "device", required_argument, 0, O_DEVICE },
+		{ "list-devices", no_argument, 0, O_LISTDEV },
 		{ "help", no_argument, 0, O_HELP },
 		{ "version", no_argument, 0, O_VERSION },
 		{ 0, 0, 0, 0 },
@@ -283,6 +295,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			if (parse_float("pace", optarg, 1e-4, 1, &o->pace) < 0)
 				return -1;
 			break;
+		case O_BACKEND: {
+			enum sd_backend_request req;
+			if (sd_backend_request_parse(optarg, &req) < 0) {
+				fprintf(stderr, "spotdeck-worker: --backend: expected auto, cpu or cuda, got '%s'\n", optarg);
+				return -1;
+			}
+			snprintf(o->cfg.backend, sizeof o->cfg.backend, "%s", optarg);
+			break;
+		}
+		case O_DEVICE:
+			if (parse_long("device", optarg, 0, 1023, &v) < 0)
+				return -1;
+			o->cfg.device = (int)v;
+			break;
+		case O_LISTDEV:
+			o->list_devices = 1;
+			break;
 		case O_SERVERID:
 			if (strlen(optarg) >= sizeof o->server_id || !optarg[0]) {
 				fprintf(stderr, "spotdeck-worker: --server-id: expected 1 to %zu characters\n",
@@ -337,6 +366,30 @@ static int save_checkpoint(const struct opts *o, struct sd_trainer *t, char **wh
 	return 0;
 }
 
+/* Prints the CUDA devices the driver shows (engine/backend.h), for
+ * providers that offer one server per GPU. */
+static int list_devices(void)
+{
+	struct sd_backend_device dev[64];
+	char *why = NULL;
+	int n = sd_backend_list_devices(dev, 64, &why);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "devices");
+	cJSON_AddNumberToObject(ev, "count", n > 0 ? n : 0);
+	cJSON *arr = cJSON_AddArrayToObject(ev, "devices");
+	for (int i = 0; i < n && i < 64; i++) {
+		cJSON *d = cJSON_CreateObject();
+		cJSON_AddNumberToObject(d, "index", dev[i].index);
+		cJSON_AddStringToObject(d, "name", dev[i].name);
+		cJSON_AddItemToArray(arr, d);
+	}
+	if (why)
+		cJSON_AddStringToObject(ev, "reason", why);
+	emit(ev);
+	free(why);
+	return 0;
+}
+
 static int run_standalone(struct opts *o)
 {
 	char *why = NULL;
@@ -346,6 +399,12 @@ static int run_standalone(struct opts *o)
 		free(why);
 		return rc;
 	}
+	cJSON *be = cJSON_CreateObject();
+	cJSON_AddStringToObject(be, "type", "backend");
+	cJSON_AddStringToObject(be, "backend", t->backend.name);
+	cJSON_AddStringToObject(be, "device", t->backend.device.name);
+	cJSON_AddStringToObject(be, "reason", t->backend.reason);
+	emit(be);
 	if (o->resume[0]) {
 		char path[SD_PATH_MAX + 32];
 		struct stat st;
@@ -446,6 +505,8 @@ static int run_standalone(struct opts *o)
 			cJSON_AddNumberToObject(ev, "threads", o->threads);
 			cJSON_AddStringToObject(ev, "blas_kernel", sd_blas_kernel());
 			cJSON_AddStringToObject(ev, "param_checksum", sum);
+			cJSON_AddStringToObject(ev, "backend", t->backend.name);
+			cJSON_AddStringToObject(ev, "device", t->backend.device.name);
 			emit(ev);
 		}
 	}
@@ -479,6 +540,8 @@ static int run_agent(struct opts *o)
 		.server_id = o->server_id,
 		.threads = o->threads,
 		.pace = o->pace > 0 ? o->pace : 1,
+		.backend = o->cfg.backend,
+		.device = o->cfg.device,
 	};
 	int rc = sd_worker_agent_run(&ao);
 	free(token);
@@ -491,6 +554,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	if (parse_args(argc, argv, &o) < 0)
 		return 2;
+	if (o.list_devices)
+		return list_devices();
 	if (o.connect[0] && o.standalone) {
 		fprintf(stderr, "spotdeck-worker: --standalone and --connect exclude each other\n");
 		return 2;

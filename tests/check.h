@@ -21,9 +21,16 @@
  * with the progress lines when both go to one log.  A test's own helpers
  * may print a failure their way and add to check_failures.
  *
+ *   check_skip(fmt, ...)         a part of the test could not run here (no
+ *                                locale, no AVX-512, no data set): prints
+ *                                "SKIP: <printf(fmt, ...)>" to stderr and
+ *                                counts it in check_skips
+ *
  * main() ends with `return check_exit("test-NAME");`: with failures it
- * prints "test-NAME: N failure(s)" to stderr and returns 1, otherwise
- * "test-NAME: all passed" to stdout and returns 0.
+ * prints "test-NAME: N failure(s)" to stderr and returns 1; otherwise, if a
+ * part was skipped, "test-NAME: N part(s) skipped" to stderr and returns 77
+ * (automake's SKIP, so a skip is counted and shown, never hidden inside a
+ * PASS); otherwise "test-NAME: all passed" to stdout and returns 0.
  *
  * FUZZ_ASSERT(cond), for fuzz targets, does not count and go on: it prints
  * "FILE:LINE: invariant failed: cond" and aborts, so that libFuzzer keeps
@@ -37,6 +44,7 @@
 #include <string.h>
 
 static int check_failures;
+static int check_skips;
 
 /* Prints "FILE:LINE: FAIL: EXPR" and then FMT, unless FMT is just ": " (the
  * CHECK macro puts ": " before its message, so that with no message the
@@ -88,12 +96,30 @@ static inline void check_report(int ok, const char *fmt, ...)
 		check_failures++;
 }
 
+static inline void check_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void check_skip(const char *fmt, ...)
+{
+	va_list ap;
+	fflush(stdout);
+	fputs("SKIP: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	check_skips++;
+}
+
 static inline int check_exit(const char *name)
 {
 	if (check_failures) {
 		fflush(stdout);
 		fprintf(stderr, "%s: %d failure(s)\n", name, check_failures);
 		return 1;
+	}
+	if (check_skips) {
+		fflush(stdout);
+		fprintf(stderr, "%s: everything else passed; %d part(s) skipped\n", name, check_skips);
+		return 77;
 	}
 	printf("%s: all passed\n", name);
 	return 0;

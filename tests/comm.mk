@@ -12,7 +12,7 @@ nodist_EXTRA_tests_test_comm_SOURCES = dummy.cxx
 
 # All-reduce bandwidth on loopback against memcpy; run by hand or `make bench`.
 noinst_PROGRAMS += tests/bench/bench-allreduce
-tests_bench_bench_allreduce_SOURCES = tests/bench/bench-allreduce.c
+tests_bench_bench_allreduce_SOURCES = tests/bench/bench-allreduce.c tests/bench/bench.h
 tests_bench_bench_allreduce_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 tests_bench_bench_allreduce_LDFLAGS = $(AM_LDFLAGS) $(SD_COMM_LINK_FLAGS)
 nodist_EXTRA_tests_bench_bench_allreduce_SOURCES = dummy.cxx

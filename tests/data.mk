@@ -11,3 +11,9 @@ tests_test_data_LDADD = $(SD_ENGINE_LIBS)
 tests_test_checkpoint_SOURCES = tests/test-checkpoint.c tests/check.h tests/tmpdir.h
 tests_test_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
 tests_test_checkpoint_LDADD = $(SD_ENGINE_LIBS)
+
+# Loading Fashion-MNIST against zlib reading the same files; `make bench`.
+noinst_PROGRAMS += tests/bench/bench-data
+tests_bench_bench_data_SOURCES = tests/bench/bench-data.c tests/bench/bench.h
+tests_bench_bench_data_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
+tests_bench_bench_data_LDADD = $(SD_ENGINE_LIBS)

@@ -5,6 +5,14 @@ import atexit, glob, json, os, queue, random, shutil, signal, socket, subprocess
 BUILD = os.environ.get("top_builddir") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPOTDECK = os.path.join(BUILD, "spotdeck")
 
+# Timeouts here are safety nets against a hang, never speed targets (those
+# are in tests/bench/): each is multiplied by SD_TIMEOUT_SCALE (default 3, as
+# in tests/tmux-lib.sh), and a run as a whole is given up when spotdeck has
+# printed nothing for its `timeout` (scaled), or after four times that in
+# all, since a loaded 2-core machine running the ASan build slows a run down
+# without stopping its journal.
+SCALE = float(os.environ.get("SD_TIMEOUT_SCALE") or 3)
+
 
 def fail(msg):
     print("FAIL: " + msg, flush=True)
@@ -17,6 +25,38 @@ def ok(msg):
 
 _tmpdirs = []
 atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _tmpdirs])
+_runs = []
+
+
+def _end_runs():
+    """At exit (a failed check included), nothing a Run started may outlive
+    the test: its workers (by the pids its journal gave, checked to be this
+    run's workers) and spotdeck itself get SIGKILL."""
+    for r in _runs:
+        if r.p.poll() is not None:
+            continue
+        r._drain()
+        for pid in r.pids().values():
+            try:
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    mine = r.run_dir.encode() in f.read()
+                if mine:
+                    os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        r.kill()
+        try:
+            r.p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+# Registered after the directories' removal, so it runs before it.
+atexit.register(_end_runs)
+# A test stopped by SIGTERM or SIGHUP (make interrupted, a hang killed)
+# cleans up the same way: exit through atexit.
+for _sig in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(_sig, lambda signum, frame: sys.exit(128 + signum))
 
 SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
@@ -49,8 +89,23 @@ class Run:
                                   stderr=subprocess.PIPE, text=True, bufsize=1)
         self.events = []
         self.q = queue.Queue()
-        self.deadline = time.time() + timeout
+        self.stall = timeout * SCALE
+        self.last = time.time()
+        self.deadline = self.last + 4 * self.stall
+        _runs.append(self)
         threading.Thread(target=self._reader, daemon=True).start()
+
+    def _drain(self):
+        """Moves the events already read into self.events, without waiting."""
+        while True:
+            try:
+                ev = self.q.get_nowait()
+            except queue.Empty:
+                return
+            if ev is None:
+                self.q.put(None)
+                return
+            self.events.append(ev)
 
     def _reader(self):
         for line in self.p.stdout:
@@ -66,18 +121,24 @@ class Run:
         self.q.put(None)
 
     def wait(self, pred, what, timeout=None):
-        """Returns the first new event for which pred(ev) holds."""
-        end = min(self.deadline, time.time() + (timeout or 1e9))
+        """Returns the first new event for which pred(ev) holds; gives up
+        after timeout x SD_TIMEOUT_SCALE seconds (none: only the run's own
+        limits)."""
+        end = min(self.deadline, time.time() + (timeout * SCALE if timeout else 1e9))
         while True:
-            left = end - time.time()
+            now = time.time()
+            left = min(end, self.last + self.stall) - now
             if left <= 0:
                 self.kill()
-                fail("timed out waiting for " + what + "; last events: " +
+                why = ("no journal event for %.0f s" % (now - self.last) if self.last + self.stall <= now
+                       else "%.0f s" % (timeout * SCALE if timeout and end < self.deadline else 4 * self.stall))
+                fail("timed out waiting for " + what + " (" + why + "); last events: " +
                      json.dumps(self.events[-5:]))
             try:
                 ev = self.q.get(timeout=left)
             except queue.Empty:
                 continue
+            self.last = time.time()
             if ev is None:
                 fail("spotdeck exited (status %s) while waiting for %s; stderr: %s; last: %s" %
                      (self.p.wait(), what, self.p.stderr.read(), json.dumps(self.events[-5:])))
@@ -109,7 +170,7 @@ class Run:
 
     def finish(self, timeout=120):
         try:
-            rc = self.p.wait(timeout=timeout)
+            rc = self.p.wait(timeout=timeout * SCALE)
         except subprocess.TimeoutExpired:
             self.kill()
             fail("spotdeck did not exit")

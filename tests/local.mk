@@ -4,9 +4,16 @@ include tests/engine.mk
 include tests/data.mk
 include tests/train.mk
 include tests/market.mk
+include tests/planner.mk
 include tests/comm.mk
+include tests/gpu.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
+
+# packages/debian.txt covers every program the tests and build scripts run
+# (issue 9, item 6).
+TESTS += tests/test-packages.sh
+EXTRA_DIST += tests/test-packages.sh
 
 # Headers shared by the C tests and fuzz targets (tests/check.h: the checks;
 # tests/tmpdir.h: scratch files; tests/fuzz/mutate.h: the fuzz drivers).

@@ -1,6 +1,6 @@
 # tests/market.mk: catalog loader, market model calibration, catalog fuzzing,
 # market benchmark.
-MARKET_TESTS = tests/test-market-calibration tests/test-catalog tests/fuzz/fuzz-catalog
+MARKET_TESTS = tests/test-market-calibration tests/test-catalog tests/fuzz/fuzz-catalog tests/test-replacement
 check_PROGRAMS += $(MARKET_TESTS)
 TESTS += $(MARKET_TESTS)
 noinst_PROGRAMS += tests/bench/bench-market
@@ -13,12 +13,17 @@ tests_test_catalog_SOURCES = tests/test-catalog.c tests/check.h
 tests_test_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
+# The replacement scorer (issue 9, item 4).
+tests_test_replacement_SOURCES = tests/test-replacement.c tests/check.h
+tests_test_replacement_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_replacement_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
 # Built as a plain program with a main() that replays mutated catalogs;
 # see the file for the libFuzzer build.
 tests_fuzz_fuzz_catalog_SOURCES = tests/fuzz/fuzz-catalog.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
-tests_bench_bench_market_SOURCES = tests/bench/bench-market.c
+tests_bench_bench_market_SOURCES = tests/bench/bench-market.c tests/bench/bench.h
 tests_bench_bench_market_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_bench_bench_market_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)

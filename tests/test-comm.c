@@ -17,7 +17,13 @@
  * error) and the test reports SKIP (77).
  *
  * Every child is checked by exit status; the parent kills everything that
- * outlives its deadline, so a hang fails the test instead of blocking make. */
+ * outlives its deadline, so a hang fails the test instead of blocking make.
+ *
+ * Times are printed, never checked against a bound that a loaded machine
+ * could miss: a wait must last at least its timeout (a lower bound that no
+ * load can break), and an upper bound is only a hang guard many times the
+ * timeout.  How fast failures are detected is measured, with targets, by
+ * tests/bench/bench-allreduce. */
 #include "config.h"
 
 #include "engine/comm.h"
@@ -42,6 +48,9 @@
 #define TIMEOUT_MS 2000
 #define ALLREDUCE_COUNT (1u << 20)
 #define BROADCAST_BYTES (10u * 1000 * 1000)
+/* A call that should give up after its timeout and is still waiting after
+ * this long hangs (the bound is a safety net, not a speed target). */
+#define HANG_S 30.0
 
 static char g_root[256];     /* mkdtemp directory holding one store per case */
 static int g_failures;
@@ -327,7 +336,7 @@ static void test_store(void)
 	double t1 = now_s();
 	int rc = sd_dir_store_ops.get(&s, "gen/7/missing", &v, &len, 100, &why);
 	double waited = now_s() - t1;
-	if (rc != SD_COMM_ETIMEDOUT || waited < 0.09 || waited > 1.0 || !why) {
+	if (rc != SD_COMM_ETIMEDOUT || waited < 0.09 || waited > HANG_S || !why) {
 		fail(-1, "store get of a missing key: rc %d after %.3f s (%s)", rc, waited,
 		     why ? why : "no message");
 		ok = 0;
@@ -398,11 +407,11 @@ static void test_args(void)
 		fail(-1, "create with timeout 0 should fail");
 	if (sd_comm_create(&c, SD_COMM_GLOO, 0, 2, 0, NULL, NULL, 1000, &why) != SD_COMM_EFAIL)
 		fail(-1, "create of world size 2 without a store should fail");
-	/* Rank 1 never comes: rank 0 must give up after about the timeout. */
+	/* Rank 1 never comes: rank 0 must give up, and not before the timeout. */
 	double t1 = now_s();
 	int rc = sd_comm_create(&c, SD_COMM_GLOO, 0, 2, 5, &sd_dir_store_ops, &s, 300, &why);
 	double waited = now_s() - t1;
-	if (rc != SD_COMM_ETIMEDOUT || c || waited > 2.0)
+	if (rc != SD_COMM_ETIMEDOUT || c || waited < 0.27 || waited > HANG_S)
 		fail(-1, "lonely rendezvous: rc %d after %.2f s: %s", rc, waited, why);
 	else
 		printf("           lonely rendezvous fails after %.2f s: %s\n", waited, why);
@@ -464,7 +473,7 @@ static void test_allreduce(void)
 	static const enum expect all_exit[NRANKS] = {0};
 	struct sd_dir_store store;
 	char dir[512], *why = NULL;
-	if (!run_ranks("allreduce", NRANKS, rank_allreduce, all_exit, 20, &store)) {
+	if (!run_ranks("allreduce", NRANKS, rank_allreduce, all_exit, 60, &store)) {
 		sd_dir_store_fini(&store);
 		return;
 	}
@@ -561,15 +570,19 @@ static int rank_fault(struct rank_args *a)
 	      SD_COMM_EPEER, why ? why : "");
 	CHECK(rank, why && !strchr(why, '\n'), "error message missing or not one line");
 	printf("           rank %d: failed after %.3f s: %s\n", rank, took, why);
-	/* Rank 3 dying makes its neighbours fail at once; the others must
-	 * follow promptly (the abort closes connections), and nobody may wait
-	 * much beyond the timeout when rank 3 merely hangs. */
-	CHECK(rank, took < TIMEOUT_MS / 1000.0 + 1.5, "allreduce took %.2f s to fail", took);
+	/* That it failed (rather than hung: the parent's deadline) is checked
+	 * here; how fast is tests/bench/bench-allreduce's business. */
+	CHECK(rank, took < HANG_S, "allreduce took %.2f s to fail", took);
+
 	CHECK(rank, sd_comm_is_aborted(c), "communicator should be aborted");
-	t0 = now_s();
+	/* A collective on an aborted communicator fails at once, without
+	 * touching the transport: the error is the communicator's own. */
 	float x = 1;
-	CHECK(rank, sd_comm_allreduce_sum(c, &x, 1, &why) == SD_COMM_EPEER && now_s() - t0 < 0.1,
-	      "a collective on an aborted communicator must fail at once");
+	free(why);
+	why = NULL;
+	rc = sd_comm_allreduce_sum(c, &x, 1, &why);
+	CHECK(rank, rc == SD_COMM_EPEER && why && strstr(why, "was aborted by an earlier"),
+	      "a collective on an aborted communicator: rc %d, '%s'", rc, why ? why : "(none)");
 	sd_comm_destroy(c);
 
 	/* The survivors re-form without rank 3. */
@@ -609,7 +622,7 @@ int main(void)
 	else
 		printf("           %s\n", why);
 	free(why);
-	printf("built without Gloo: multi-rank cases skipped\n");
+	fprintf(stderr, "SKIP: built without Gloo (Debian package libgloo-dev): the multi-rank cases\n");
 	rmdir(g_root);
 	return g_failures ? 1 : 77;
 #endif
@@ -617,17 +630,17 @@ int main(void)
 	test_allreduce();
 
 	static const enum expect all_exit[NRANKS] = {0};
-	run_ranks("broadcast", NRANKS, rank_broadcast, all_exit, 20, NULL);
+	run_ranks("broadcast", NRANKS, rank_broadcast, all_exit, 60, NULL);
 
 	static const enum expect dead[NRANKS] = {EXPECT_EXIT0, EXPECT_EXIT0, EXPECT_EXIT0,
 						 EXPECT_SELFKILL};
 	g_leave_signal = SIGKILL;
-	run_ranks("dead peer", NRANKS, rank_fault, dead, 20, NULL);
+	run_ranks("dead peer", NRANKS, rank_fault, dead, 60, NULL);
 
 	static const enum expect stuck[NRANKS] = {EXPECT_EXIT0, EXPECT_EXIT0, EXPECT_EXIT0,
 						  EXPECT_STOPPED};
 	g_leave_signal = SIGSTOP;
-	run_ranks("stuck peer", NRANKS, rank_fault, stuck, 20, NULL);
+	run_ranks("stuck peer", NRANKS, rank_fault, stuck, 60, NULL);
 
 	printf("total      %.2f s, %d failure(s)\n", now_s() - t0, g_failures);
 	if (!g_failures)

@@ -3,8 +3,10 @@
  *
  * The real Fashion-MNIST files (Debian package dataset-fashion-mnist) are
  * checked against an independent minimal gzip read here; when they are not
- * installed that part is skipped and the rest still runs.  Every bad-input
- * fixture is written at run time into a mkdtemp() directory with zlib. */
+ * installed that part is skipped, the rest still runs and the test reports
+ * SKIP (77) with the reason.  Every bad-input fixture is written at run time
+ * into a mkdtemp() directory with zlib.  How long loading takes is a
+ * benchmark's business (tests/bench/bench-data), not a check here. */
 #include "engine/data.h"
 
 #include <errno.h>
@@ -20,13 +22,6 @@
 
 #include "tests/check.h"
 #include "tests/tmpdir.h"
-
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static char tmpdir[4096];
 
@@ -267,7 +262,7 @@ static void test_idx_bad(void)
 	bytes[len / 2] ^= 0x55;
 	bytes[len / 2 + 1] ^= 0xaa;
 	write_raw(img, bytes, len);
-	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, img, ": ");
+	EXPECT_FAIL("fashion-mnist", dir, SD_SPLIT_TRAIN, img, "gzip error: ");
 	/* The gzip trailer's CRC alone corrupted. */
 	bytes[len / 2] ^= 0x55;
 	bytes[len / 2 + 1] ^= 0xaa;
@@ -467,23 +462,21 @@ static void test_fashion_real(void)
 	CHECK(dir && strcmp(dir, "/usr/share/datasets/fashion-mnist") == 0);
 	struct stat st;
 	if (!dir || stat(dir, &st) != 0) {
-		printf("  skip: %s not installed (Debian package dataset-fashion-mnist)\n", dir);
+		check_skip("the real Fashion-MNIST files: %s not installed (Debian package "
+		           "dataset-fashion-mnist)", dir ? dir : "(no default directory)");
 		return;
 	}
 
 	struct sd_dataset ds;
 	char *why = NULL;
-	double t0 = now();
 	int rc = sd_dataset_load(&ds, "fashion-mnist", NULL, SD_SPLIT_TRAIN, &why);
-	double t1 = now();
 	CHECK_INT(rc, 0);
 	if (rc != 0) {
 		fprintf(stderr, "  %s\n", why);
 		free(why);
 		return;
 	}
-	printf("  fashion-mnist train loaded in %.3f s\n", t1 - t0);
-	CHECK(t1 - t0 < 10.0);
+	printf("  fashion-mnist train loaded\n");
 	CHECK_INT(ds.n, 60000);
 	CHECK_INT(ds.c, 1);
 	CHECK_INT(ds.h, 28);
@@ -537,16 +530,14 @@ static void test_fashion_real(void)
 	CHECK(fabs(sd - 1.0) < 1e-3);
 	sd_dataset_free(&ds);
 
-	t0 = now();
 	rc = sd_dataset_load(&ds, "fashion-mnist", dir, SD_SPLIT_TEST, &why);
-	t1 = now();
 	CHECK_INT(rc, 0);
 	if (rc != 0) {
 		fprintf(stderr, "  %s\n", why);
 		free(why);
 		return;
 	}
-	printf("  fashion-mnist test loaded in %.3f s\n", t1 - t0);
+	printf("  fashion-mnist test loaded\n");
 	CHECK_INT(ds.n, 10000);
 	memset(count, 0, sizeof count);
 	for (int i = 0; i < ds.n; i++)

@@ -4,8 +4,7 @@
  * data at small odd shapes and at the shapes of the `cnn` and resnet20/32
  * models; plus reproducibility: the same call twice gives bit-identical
  * results with 2 OpenMP and 2 OpenBLAS threads, conv/batch-norm/pooling give
- * the same bits with 1 or 2 OpenMP threads on the im2col path, and the
- * AVX-512 kernels the same bits as the portable ones.
+ * the same bits with 1 or 2 OpenMP threads on the im2col path.
  *
  * Convolutions run on both paths (engine/layers.h sd_conv_path): im2col +
  * OpenBLAS and, where the build has it, oneDNN, each against the direct
@@ -16,6 +15,11 @@
  * sums by thread count, so for it "omp 1v2" is a tolerance check (rel err
  * <= TOL_THREADS) rather than bit identity; repeated calls with the same
  * threads stay bit-identical.
+ *
+ * `test-layers --avx512` runs only the check that the AVX-512 kernels give
+ * the same bits as the portable ones (tests/test-layers-avx512.sh).  Without
+ * AVX-512 both paths are the portable one and the comparison would prove
+ * nothing, so there it reports SKIP (exit 77) with the reason.
  *
  * Error of a value a against the reference r of a tensor:
  *   |a - r| / max(|r|, mean |r| over the tensor)   must be <= 1e-4.
@@ -975,13 +979,38 @@ static void test_shortcut_pool(int n, int c, int h, int w, int cb, int s, int bl
 	free(rdb), free(rdbb), free(y), free(dy), free(dx), free(ry), free(rdx), free(rdxb);
 }
 
+/* The AVX-512 kernels against the portable loops, where the CPU has them. */
+static int main_avx512(void)
+{
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("avx512f")) {
+		check_skip("this CPU has no AVX-512F: engine/layers.c runs only its portable loops here, "
+		           "so there is nothing to compare them with");
+		return check_exit("test-layers --avx512");
+	}
+	if (getenv("SD_LAYERS_NO_AVX512")) {
+		check_skip("SD_LAYERS_NO_AVX512 is set in the environment: the AVX-512 kernels are off");
+		return check_exit("test-layers --avx512");
+	}
+	printf("AVX-512 kernels against the portable loops, bit for bit\n");
+	test_paths(4, 3, 28, 28, 8, 5, 2);
+	test_paths(3, 4, 13, 11, 5, 3, 1);   /* odd planes, odd pooled size */
+	test_paths(2, 3, 40, 33, 4, 3, 0);   /* rows longer than 32 floats */
+	test_paths(2, 2, 9, 9, 3, 1, 0);
+	test_paths(2, 2, 6, 7, 3, 5, 3);     /* padding beyond half the kernel */
+	return check_exit("test-layers --avx512");
+}
+
 int main(int argc, char **argv)
 {
 	/* The same OpenBLAS kernel as the worker runs (engine/blas.h), so the
 	 * results checked here are those training gets. */
 	sd_blas_select_kernel(argv);
-	(void)argc;
 	sd_rng_seed(&rng, 20240602, 3);
+	openblas_set_num_threads(1);
+	omp_set_num_threads(1);
+	if (argc > 1 && !strcmp(argv[1], "--avx512"))
+		return main_avx512();
 	printf("layers vs direct double loops: |a-r| / max(|r|, mean|r|) must be <= %g\n", TOL);
 	openblas_set_num_threads(1);
 	omp_set_num_threads(1);
@@ -1072,12 +1101,6 @@ int main(int argc, char **argv)
 	test_xent(64, 10, 1.0f);
 	test_xent(5, 10, 300.0f);   /* exp() would overflow without the max shift */
 	test_xent(3, 1, 1.0f);
-
-	test_paths(4, 3, 28, 28, 8, 5, 2);
-	test_paths(3, 4, 13, 11, 5, 3, 1);   /* odd planes, odd pooled size */
-	test_paths(2, 3, 40, 33, 4, 3, 0);   /* rows longer than 32 floats */
-	test_paths(2, 2, 9, 9, 3, 1, 0);
-	test_paths(2, 2, 6, 7, 3, 5, 3);     /* padding beyond half the kernel */
 
 	test_repro(64, 32, 14, 14, 64, 5, 1, 2);
 	test_repro(32, 16, 32, 32, 32, 3, 2, 1);

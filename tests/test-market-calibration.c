@@ -14,8 +14,11 @@
  * 4. market-2026.json: sampled calm/storm lifetimes agree with the exact
  *    P(revoked within t) the UI shows.
  * 5. The market is deterministic for a seed.
- * If ../shared/data is next to the source tree, the catalog's reference
- * numbers are also checked against the CSV files themselves.
+ * 6. The catalog's reference numbers against the seeds' CSV files themselves,
+ *    which ship in data/ (byte-identical copies of
+ *    ../shared/data/seeds/derived/, Apache-2.0 as data/LICENSE-Apache-2.0.txt);
+ *    where ../shared/data is next to the source tree the copies are also
+ *    compared with it byte for byte.
  */
 #include <math.h>
 #include <stdio.h>
@@ -340,17 +343,41 @@ static void test_determinism(const struct sd_catalog *gce, const struct sd_catal
 	       worst);
 }
 
-/* ---- optional: the catalog's reference numbers against the CSV files ----- */
+/* ---- the catalog's reference numbers against the CSV files ------------- */
+
+/* Where ../shared/data is present, data/NAME must be its byte-identical copy. */
+static void same_as_shared(const char *top, const char *name)
+{
+	char ours[4096], theirs[4096];
+	snprintf(ours, sizeof ours, "%s/data/%s", top, name);
+	snprintf(theirs, sizeof theirs, "%s/../shared/data/seeds/derived/%s", top, name);
+	FILE *a = fopen(theirs, "rb");
+	if (!a)
+		return;
+	FILE *b = fopen(ours, "rb");
+	int ca, cb;
+	long off = 0;
+	do {
+		ca = getc(a);
+		cb = b ? getc(b) : EOF - 1;
+		off++;
+	} while (ca == cb && ca != EOF);
+	CHECK(ca == cb, "%s differs from %s at byte %ld", ours, theirs, off);
+	fclose(a);
+	if (b)
+		fclose(b);
+}
 
 static void cross_check_csv(const struct sd_catalog *c, const char *top)
 {
 	char path[4096], line[512];
-	snprintf(path, sizeof path, "%s/../shared/data/seeds/derived/cmdare_lifetime_cdf_by_region.csv", top);
+	same_as_shared(top, "cmdare_lifetime_cdf_by_region.csv");
+	same_as_shared(top, "cmdare_revocations_by_hour_of_day.csv");
+	snprintf(path, sizeof path, "%s/data/cmdare_lifetime_cdf_by_region.csv", top);
 	FILE *f = fopen(path, "r");
-	if (!f) {
-		printf("\nSKIP cross-check against the seeds' CSV files: %s not found\n", path);
+	CHECK(f != NULL, "%s: cannot open (it ships with the source tree)", path);
+	if (!f)
 		return;
-	}
 	int checked = 0;
 	while (fgets(line, sizeof line, f)) {
 		char gpu[32], region[64];
@@ -369,8 +396,9 @@ static void cross_check_csv(const struct sd_catalog *c, const char *top)
 		}
 	}
 	fclose(f);
-	snprintf(path, sizeof path, "%s/../shared/data/seeds/derived/cmdare_revocations_by_hour_of_day.csv", top);
+	snprintf(path, sizeof path, "%s/data/cmdare_revocations_by_hour_of_day.csv", top);
 	f = fopen(path, "r");
+	CHECK(f != NULL, "%s: cannot open (it ships with the source tree)", path);
 	double counts[3][24] = { { 0 } };
 	static const char *const gpus[3] = { "K80", "P100", "V100" };
 	while (f && fgets(line, sizeof line, f)) {
@@ -382,9 +410,16 @@ static void cross_check_csv(const struct sd_catalog *c, const char *top)
 			if (!strcmp(gpu, gpus[g]))
 				counts[g][h % 24] += n;
 	}
+	int have_hours = f != NULL;
 	if (f)
 		fclose(f);
-	for (int i = 0; f && i < c->noffers; i++) {
+	for (int g = 0; g < 3 && have_hours; g++) {
+		double total = 0;
+		for (int h = 0; h < 24; h++)
+			total += counts[g][h];
+		CHECK(total > 0, "%s: no revocations by hour of day read from the CSV", gpus[g]);
+	}
+	for (int i = 0; have_hours && i < c->noffers; i++) {
 		const struct sd_offer *o = &c->offers[i];
 		if (o->revocation.model != SD_REVOCATION_EMPIRICAL)
 			continue;

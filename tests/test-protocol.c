@@ -209,6 +209,8 @@ static const struct valid_case valid_cases[] = {
 	{ SD_MSG_CHECKPOINT, "{\"type\":\"checkpoint\"}" },
 	{ SD_MSG_PAUSE, "{\"type\":\"pause\"}" },
 	{ SD_MSG_READY, "{\"type\":\"ready\"}" },
+	{ SD_MSG_HEARTBEAT, "{\"type\":\"heartbeat\"}" },
+	{ SD_MSG_ABORT, "{\"type\":\"abort\",\"generation\":4}" },
 };
 
 #define NVALID (sizeof valid_cases / sizeof valid_cases[0])

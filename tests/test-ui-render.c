@@ -11,6 +11,10 @@
  *                       [--fail COMMAND] [--pid FILE]
  *        test-ui-render --first-offer     (prints the first offer's id)
  *
+ * SIGUSR1 revokes s3 (as --revoke-after does on a timer) and SIGUSR2 crashes
+ * (abort(), as --crash-after): a script sends them when the screen is where
+ * it wants the event, instead of racing a timer against its own checks.
+ *
  * Exits 0 after "quit" or SIGTERM, 1 when the cockpit cannot start (the
  * reason on stderr).  Every command also writes a line to stderr, which the
  * cockpit must send to the log file, never to the screen. */
@@ -32,7 +36,7 @@ struct driver {
 	struct ui_fixture fx;
 	struct sd_cockpit *cockpit;
 	uv_timer_t tick, revoke, crash;
-	uv_signal_t sigterm;
+	uv_signal_t sigterm, sigrevoke, sigcrash;
 	const char *commands;
 	const char *fail;
 	int tick_ms;
@@ -71,6 +75,8 @@ static void shutdown_driver(struct driver *d)
 	uv_close((uv_handle_t *)&d->revoke, on_closed);
 	uv_close((uv_handle_t *)&d->crash, on_closed);
 	uv_close((uv_handle_t *)&d->sigterm, on_closed);
+	uv_close((uv_handle_t *)&d->sigrevoke, on_closed);
+	uv_close((uv_handle_t *)&d->sigcrash, on_closed);
 }
 
 static int drv_command(void *ctx, const char *line, char **why)
@@ -142,6 +148,16 @@ static void on_revoke(uv_timer_t *t)
 }
 
 static void on_crash(uv_timer_t *t)
+{
+	abort();
+}
+
+static void on_sigrevoke(uv_signal_t *s, int signum)
+{
+	on_revoke(&((struct driver *)s->data)->revoke);
+}
+
+static void on_sigcrash(uv_signal_t *s, int signum)
 {
 	abort();
 }
@@ -231,7 +247,10 @@ int main(int argc, char **argv)
 	uv_timer_init(d.loop, &d.revoke);
 	uv_timer_init(d.loop, &d.crash);
 	uv_signal_init(d.loop, &d.sigterm);
+	uv_signal_init(d.loop, &d.sigrevoke);
+	uv_signal_init(d.loop, &d.sigcrash);
 	d.tick.data = d.revoke.data = d.crash.data = d.sigterm.data = &d;
+	d.sigrevoke.data = d.sigcrash.data = &d;
 	if (d.tick_ms > 0)
 		uv_timer_start(&d.tick, on_tick, (uint64_t)d.tick_ms, (uint64_t)d.tick_ms);
 	if (revoke_ms > 0)
@@ -239,6 +258,8 @@ int main(int argc, char **argv)
 	if (crash_ms > 0)
 		uv_timer_start(&d.crash, on_crash, (uint64_t)crash_ms, 0);
 	uv_signal_start(&d.sigterm, on_sigterm, SIGTERM);
+	uv_signal_start(&d.sigrevoke, on_sigrevoke, SIGUSR1);
+	uv_signal_start(&d.sigcrash, on_sigcrash, SIGUSR2);
 
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	int rc = uv_loop_close(d.loop);

@@ -10,7 +10,7 @@
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
 
-tmux_have || { echo "SKIP: tmux not installed"; exit 77; }
+tmux_have || { echo "SKIP: tmux not installed (Debian package tmux)" >&2; exit 77; }
 DRIVER="$top_builddir/tests/test-ui-render"
 [ -x "$DRIVER" ] || fail "$DRIVER not built"
 tmpdir
@@ -57,24 +57,11 @@ ok "120x40: panes, titles, fixture figures, sparklines, labels for simulated and
 
 s0=$(step_now)
 [ -n "$s0" ] || fail "no step on screen"
-_tmux_poll '[ "$(step_now)" != "$s0" ]' 5 || fail "step stays at $s0: numbers do not move"
+_tmux_poll '[ "$(step_now)" != "$s0" ]' 10 || fail "step stays at $s0: numbers do not move"
 ok "numbers move (step $s0 -> $(step_now))"
 
-# Keypress to screen: '?' until the help is captured, five times (the
-# resolution is one tmux capture, a few ms).  The issue's bar is 50 ms.
-lat_max=0
-for i in 1 2 3 4 5; do
-	t0=$(date +%s%N)
-	tmux_send '?'
-	_tmux_poll 'tmux_capture | grep -qF "Help: spotdeck cockpit"' 5 || fail "help did not open"
-	ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-	[ "$ms" -gt "$lat_max" ] && lat_max=$ms
-	tmux_send Escape
-	tmux_wait_gone "Help: spotdeck cockpit"
-done
-[ "$lat_max" -le 500 ] || fail "keypress to screen took $lat_max ms"
-ok "keypress to screen: at most $lat_max ms over 5 tries, measured through tmux (bar: 50 ms)"
-
+# How fast a keypress reaches the screen is tests/bench/cockpit-bench's
+# figure (against its 50 ms target); here only that it does.
 tmux_send '?'
 tmux_wait "Help: spotdeck cockpit"
 tmux_expect "swap the selected server"
@@ -154,15 +141,20 @@ tmux_wait_gone "Quit spotdeck?"
 quit_and_check "120x40"
 
 # ---- 80x24: a revocation, its suggestion accepted with r ----
+# The revocation comes when the script sends SIGUSR1, after the screen
+# before it has been checked (a timer would race those checks).
 : >"$T/cmds"
-tmux_start 80 24 "$UTF8 $RUN --revoke-after 1200 --bell 2"
+rm -f "$T/pid"
+tmux_start 80 24 "$UTF8 $RUN --bell 2 --pid $T/pid"
 tmux_wait "Cluster ("
 for t in "Market (9 offers)" "Training" "Revocations (3)" "SIMULATED market" "epoch 3/10" "a add"; do
 	tmux_expect "$t"
 done
+tmux_refuse "r: replace s3 with"
 w=$(tmux_capture | LC_ALL=C.UTF-8 wc -L)
 [ "$w" -le 80 ] || fail "a line $w columns wide at 80x24"
 ok "80x24: all panes and titles"
+kill -USR1 "$(cat "$T/pid")" || fail "cannot signal the driver"
 tmux_wait "r: replace s3 with"
 tmux_wait "Revocations (4)"
 tmux_wait_re "s3 .*revoked"
@@ -184,6 +176,7 @@ quit_and_check "80x24"
 
 # ---- ASCII fallback (C locale), then SIGTERM ----
 : >"$T/cmds"
+rm -f "$T/pid"
 tmux_start 120 40 "env LANG=C LC_ALL=C $RUN --pid $T/pid"
 tmux_wait "Cluster ("
 tmux_expect "^ revocation"
@@ -203,7 +196,13 @@ grep -q "theme mono" "$T/log" || fail "NO_COLOR did not select the mono theme"
 quit_and_check "NO_COLOR"
 
 # ---- a crash: the fatal-signal handler restores the terminal ----
-tmux_start 100 30 "$UTF8 $RUN --crash-after 600"
+# SIGUSR2 makes the driver abort() once the cockpit is on the alternate
+# screen, so there is a terminal to restore.
+rm -f "$T/pid"
+tmux_start 100 30 "$UTF8 $RUN --pid $T/pid"
+tmux_wait "Cluster ("
+[ "$(tmux_var '#{alternate_on}')" = 1 ] || fail "cockpit not on the alternate screen before the crash"
+kill -USR2 "$(cat "$T/pid")" || fail "cannot signal the driver"
 rc=$(tmux_wait_exit 10)
 [ "$rc" = 134 ] || fail "exit status $rc after abort(), expected 134"
 [ "$(tmux_var '#{alternate_on}')" = 0 ] || fail "alternate screen left on after a crash"

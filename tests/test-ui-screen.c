@@ -1,11 +1,18 @@
 /* tests/test-ui-screen.c - the cockpit's screen (ui/screen.c) on a virtual
- * terminal (newterm on /dev/null, read back through curscr): layout and
+ * terminal (newterm writing to a temporary file, read back through curscr
+ * and, for hostile text, as the bytes sent to the terminal): layout and
  * titles at 120x40, 80x24 and a sweep of sizes, the too-small screen,
  * redraw of only the panes whose data changed, every key of the key table
  * and the commands they send, themes, the revocation highlight, the ASCII
  * fallback, and views no glue should send (NaN, control characters, bad
  * counts, NULL arrays) drawn without a crash or a byte that could reach the
- * terminal as a control sequence. */
+ * terminal as a control sequence.
+ *
+ * curscr can never hold a raw ESC, BEL or CR (curses shows a control
+ * character it is given as ^[, ^G, ^M), so reading it back proves nothing
+ * about the sanitiser in ui/tui.c: the hostile test asserts that the
+ * sanitiser's '?' replacements are what is on the screen, and scans the bytes
+ * curses actually wrote to the terminal for the hostile sequences. */
 #include "config.h"
 
 #include <locale.h>
@@ -361,6 +368,40 @@ static void test_ascii(struct ui_fixture *f)
 	sd_screen_destroy(s);
 }
 
+/* ---- the bytes sent to the terminal ---- */
+
+static FILE *term_out;          /* the virtual terminal's output file */
+
+/* Everything curses wrote to the terminal since offset *from (which it
+ * advances); a NUL-terminated malloc'd copy (NULs in it become 0x01),
+ * length in *len. */
+static char *term_bytes_since(long *from, size_t *len)
+{
+	fflush(term_out);
+	long end = ftell(term_out);
+	size_t n = end > *from ? (size_t)(end - *from) : 0;
+	char *buf = malloc(n + 1);
+	if (!buf)
+		abort();
+	size_t got = 0;
+	if (fseek(term_out, *from, SEEK_SET) == 0)
+		got = fread(buf, 1, n, term_out);
+	fseek(term_out, end, SEEK_SET);
+	for (size_t i = 0; i < got; i++)
+		if (!buf[i])
+			buf[i] = 1;
+	buf[got] = '\0';
+	*len = got;
+	*from = end;
+	return buf;
+}
+
+/* Whether needle occurs in the len bytes of hay. */
+static int has_bytes(const char *hay, size_t len, const char *needle)
+{
+	return memmem(hay, len, needle, strlen(needle)) != NULL;
+}
+
 /* A view that breaks every rule a glue might break. */
 static void test_hostile(void)
 {
@@ -389,7 +430,7 @@ static void test_hostile(void)
 	render(s, &v);
 
 	/* Strings with escapes and broken UTF-8, numbers that are not. */
-	snprintf(v.job, sizeof v.job, "evil \x1b[31mred\x1b[0m job \xff\xfe \xe2\x82");
+	snprintf(v.job, sizeof v.job, "evil \x1b[31mred\x1b[0m\r job \xff\xfe \xe2\x82");
 	snprintf(v.message, sizeof v.message, "bell\a and \r carriage \x1b]0;title\a");
 	snprintf(v.suggestion, sizeof v.suggestion, "\x1b[2J");
 	v.loss = NAN;
@@ -450,11 +491,40 @@ static void test_hostile(void)
 	v.revocations = rv;
 	v.nrevocations = 2;
 	v.version++;
+	sd_screen_key(s, 27);   /* clear the notes of the keys above: the message shows */
+	long sent = ftell(term_out);
 	for (int h = 24; h <= 60; h += 36) {
 		resize(h, h == 24 ? 80 : 200, s);
 		render(s, &v);
 		const char *t = grab();
 		CHECK(!strchr(t, '\x1b') && !strchr(t, '\a') && !strchr(t, '\r'), "a control character reached the screen");
+		/* curses shows a control character it is given as ^X: none may
+		 * be on screen, and the sanitiser's '?' must be there instead. */
+		CHECK(!strstr(t, "^["), "an ESC reached curses (shown as ^[)");
+		CHECK(!strstr(t, "^G") && !strstr(t, "^M") && !strstr(t, "^I") && !strstr(t, "^J"),
+		      "a BEL, CR, TAB or LF reached curses (shown as ^G, ^M, ^I, ^J)");
+		CHECK(strstr(t, "evil ?[31mred?[0m? job"), "the job's ESCs and CR not replaced by '?' in the header");
+		/* Later the status line holds the notes of the keys below, and
+		 * the cluster is scrolled to its end. */
+		if (h == 24) {
+			CHECK(strstr(t, "r: add ?[2J"), "the suggestion's ESC not replaced by '?' on the status line");
+			CHECK(strstr(t, "\u2502 s0?"), "the server id's ESC not replaced by '?' in the cluster pane");
+			CHECK(strstr(t, " z?(?? "), "the zone's TAB and LF not replaced by '?'");
+			CHECK(strstr(t, " weird? "), "the state's BEL not replaced by '?'");
+		} else {
+			CHECK(strstr(t, "offer?[0;1H"), "the offer id's ESC not replaced by '?' in the market pane");
+		}
+		/* What curses sent to the terminal: none of the hostile sequences. */
+		size_t n;
+		char *bytes = term_bytes_since(&sent, &n);
+		CHECK(n > 0, "nothing was written to the terminal");
+		static const char *const raw[] = { "\x1b[31mred", "\x1b[0m\r job", "\x1b]0;title", "bell\a",
+		                                   "\r carriage", "s0\x1b[K", "offer\x1b[0;1H", "weird\a",
+		                                   "add \x1b[2J", "z\xc3\x28\t" };
+		for (size_t i = 0; i < sizeof raw / sizeof raw[0]; i++)
+			CHECK(!has_bytes(bytes, n, raw[i]), "hostile sequence #%zu sent to the terminal at %dx%d", i,
+			      h == 24 ? 80 : 200, h);
+		free(bytes);
 		CHECK(!strstr(t, "nan") && !strstr(t, "inf"), "nan/inf on screen");
 		sd_screen_key(s, KEY_END);
 		sd_screen_key(s, 'a');
@@ -499,10 +569,12 @@ int main(void)
 		setlocale(LC_ALL, "");
 	setenv("LINES", "40", 1);
 	setenv("COLUMNS", "120", 1);
-	FILE *out = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+	/* The terminal writes to a file, so the bytes sent can be read back. */
+	FILE *out = tmpfile(), *in = fopen("/dev/null", "r");
+	term_out = out;
 	SCREEN *scr = out && in ? newterm("xterm-256color", out, in) : NULL;
 	if (!scr) {
-		printf("SKIP: no xterm-256color terminfo entry\n");
+		fprintf(stderr, "SKIP: no xterm-256color terminfo entry (Debian package ncurses-base)\n");
 		return 77;
 	}
 	set_term(scr);

@@ -23,6 +23,10 @@
 #   tmux_kill               stop the server (also done at exit)
 #
 # Screens are captured into $T/screen; a failed wait prints the last one.
+# Every wait is a safety net, not a speed target: S is multiplied by
+# SD_TIMEOUT_SCALE (default 3), so a loaded 2-core machine running the ASan
+# build does not fail a test that would pass given the time.  Speed is
+# measured by the benchmarks (tests/bench/cockpit-bench).
 
 : "${TMUX_BIN:=tmux}"
 
@@ -66,10 +70,11 @@ tmux_capture() {
 	cat "$T/screen"
 }
 
-# _tmux_poll COND SECONDS: runs COND every 50 ms until it succeeds.
+# _tmux_poll COND SECONDS: runs COND every 50 ms until it succeeds, for at
+# most SECONDS x SD_TIMEOUT_SCALE.
 _tmux_poll() {
 	local cond="$1" secs="${2:-10}" i=0 n
-	n=$((secs * 20))
+	n=$((secs * ${SD_TIMEOUT_SCALE:-3} * 20))
 	while [ "$i" -lt "$n" ]; do
 		eval "$cond" && return 0
 		sleep 0.05

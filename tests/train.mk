@@ -8,7 +8,8 @@ noinst_PROGRAMS += tests/bench/bench-sgemm
 tests_bench_bench_sgemm_SOURCES = tests/bench/bench-sgemm.c
 tests_bench_bench_sgemm_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_sgemm_LDADD = $(SD_ENGINE_LIBS)
-EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/run-all.sh tests/bench/elastic-bench
+EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/run-all.sh tests/bench/elastic-bench \
+	tests/bench/liveness-bench
 EXTRA_DIST += tests/elastic.py
 TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh
 EXTRA_DIST += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/soak-kill.sh
@@ -24,3 +25,9 @@ TESTS += tests/test-sim-market.sh
 EXTRA_DIST += tests/test-sim-market.sh
 TESTS += tests/test-sim-trace.sh
 EXTRA_DIST += tests/test-sim-trace.sh
+# Over-long command lines on headless stdin (issue 9, item 3).
+TESTS += tests/test-headless-stdin.sh
+EXTRA_DIST += tests/test-headless-stdin.sh
+# Issue 9: a silent worker, a bad joiner, the journal's steps.
+TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh
+EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh

@@ -2,6 +2,14 @@
 # workers, a scripted simulated market; screen and journal checked), and the
 # cockpit overhead benchmark (run by hand: tests/bench/cockpit-bench).
 TESTS += tests/test-ui-cockpit.sh
+# What the cockpit says servers cost: billed rates, '*', local servers
+# (issue 9, item 5).
+TESTS += tests/test-ui-billing.sh
+EXTRA_DIST += tests/test-ui-billing.sh tests/ui-e2e/billing-job.json tests/ui-e2e/billing-trace.jsonl
+# The replacement suggested after revocations in two zones, and why (issue
+# 9, item 4).
+TESTS += tests/test-ui-suggest.sh
+EXTRA_DIST += tests/test-ui-suggest.sh tests/ui-e2e/suggest-job.json tests/ui-e2e/suggest-trace.jsonl
 EXTRA_DIST += tests/test-ui-cockpit.sh tests/ui-e2e/check.py \
 	tests/ui-e2e/cockpit-job.json tests/ui-e2e/cockpit-trace.jsonl \
 	tests/bench/cockpit-bench

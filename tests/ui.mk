@@ -29,8 +29,9 @@ tests_fuzz_fuzz_theme_CPPFLAGS = $(UI_TEST_CPPFLAGS)
 tests_fuzz_fuzz_theme_LDADD = $(SD_UI_LIBS)
 
 # Full redraw of a 200x60 screen with 64 servers against the 2 ms target
-# and a plain-text repaint; run by hand or `make bench`.
+# and against a peer blitting the same frames' cells; run by hand or
+# `make bench`.
 noinst_PROGRAMS += tests/bench/bench-ui
-tests_bench_bench_ui_SOURCES = tests/bench/bench-ui.c tests/ui-fixture.c tests/ui-fixture.h
+tests_bench_bench_ui_SOURCES = tests/bench/bench-ui.c tests/bench/bench.h tests/ui-fixture.c tests/ui-fixture.h
 tests_bench_bench_ui_CPPFLAGS = $(UI_TEST_CPPFLAGS)
 tests_bench_bench_ui_LDADD = $(SD_UI_LIBS)

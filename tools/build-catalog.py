@@ -4,7 +4,7 @@
 Usage: tools/build-catalog.py [SHARED_DATA_DIR] [--out DIR] [--check]
 
 SHARED_DATA_DIR defaults to ../shared/data relative to the repository root.
-Writes DIR/gce-2019.json, DIR/market-2026.json and the licence files the data
+Writes DIR/gce-2019.json, DIR/gce-2019-02.json, DIR/market-2026.json and the licence files the data
 they are derived from requires (DIR defaults to data/ in the repository).
 --check writes nothing and exits 1 if a committed file differs from what this
 script would write now.
@@ -502,6 +502,66 @@ def build_gce_2019(shared):
     }
 
 
+
+def build_gce_2019_02(shared):
+    """GCE in February 2019, the weeks of the ICAC training runs (Feb 12-17).
+
+    Same offers, prices, speeds, boot times and batch revocations as
+    gce-2019, but each transient offer's lifetime CDF is the Feb-2019 part of
+    the ICAC lifetime trace (Feb 18-20, the same four K80 zones as the
+    training runs), pooled over the zones of its GPU.  Why pooled: 16 VMs per
+    zone say little about a zone (us-east1-c and us-west1-b lost no K80 in
+    the trace but did in the training runs the week before), while the 64 K80
+    of the four zones together give the GPU's early-revocation mass (5 of 64
+    in the first hour) from the same weeks.  The ICDCS per-region CDFs of
+    gce-2019 were measured May-Oct 2019 and put 4-47 % of K80s in hour 0:
+    planning the Feb-2019 training runs on them would be planning on another
+    market.  The hour-of-day weights are refitted (as in gce-2019) so that
+    this CDF reproduces the ICDCS revocations per clock hour, the only
+    time-of-day measurement there is (20 K80 revocations are too few to fit
+    24 weights from the trace itself)."""
+    cat = build_gce_2019(shared)
+    hod_path = os.path.join(shared, "seeds/derived/cmdare_revocations_by_hour_of_day.csv")
+    trace_path, trace = read_lifetime_trace(shared)
+    tpath = rel(shared, trace_path)
+    cdfs = {}
+    for gpu in ("K80", "P100", "V100"):
+        life = [h for g, z, s, e, h in trace if g == gpu]
+        zones = sorted({z for g, z, *_ in trace if g == gpu})
+        n = len(life)
+        # A VM counts as revoked in hour bin k if its lifetime is under k h
+        # (survivors show 24.07-24.72 h: the cap, recorded late).
+        F = [sum(1 for x in life if x < 24 and x < k) / n for k in range(1, 24)]
+        F.append(sum(1 for x in life if x < 24) / n)
+        cdfs[gpu] = (F, n, zones)
+    weights = {}
+    for o in cat["offers"]:
+        if not o["transient"]:
+            continue
+        gpu = o["gpu"]
+        F, n, zones = cdfs[gpu]
+        r = o["revocation"]
+        if gpu not in weights:
+            p = [F[0]] + [F[k] - F[k - 1] for k in range(1, 24)] + [1 - F[23]]
+            weights[gpu] = fit_hour_weights(r["hour_of_day_revocations"], [(p, n)])
+        w, fit = weights[gpu]
+        r["lifetime_cdf"] = [[h, rd(F[h - 1])] for h in range(1, 25)]
+        r["cdf_servers"] = n
+        r["cdf_source"] = ("measured: %s, Feb-2019 part, %s, %d VMs in %s pooled (the 1 h point is the hour-0 "
+                           "early-revocation mass; survivors are stopped at GCE's 24 h preemptible limit)"
+                           % (tpath, gpu, n, ", ".join(zones)))
+        r["hour_of_day_weights"] = w
+        r["hour_of_day_source"] = ("fitted: weights for which launches spread evenly over the day, with this "
+                                   "CDF, reproduce hour_of_day_revocations (%s, %s, all regions; Pearson %.3f in "
+                                   "the fit; clock not stated in the source)" % (rel(shared, hod_path), gpu, fit))
+    cat["name"] = "gce-2019-02"
+    cat["description"] = ("Google Compute Engine preemptible K80/P100/V100 servers in February 2019, the weeks of "
+                          "the ICAC'19 training runs: lifetime CDFs of the ICAC Feb-2019 trace pooled per GPU, with "
+                          "the hour-0 mass and the 24 h cap; time-of-day profile, batch revocations, boot times and "
+                          "prices as gce-2019.")
+    cat["time_base"]["period"] = "2019-02"
+    return cat
+
 # ---------------------------------------------------------------------------
 # Today's market (2026): AWS / GCP / Azure
 # ---------------------------------------------------------------------------
@@ -877,6 +937,7 @@ def main():
 
     files = {
         "gce-2019.json": jdump(build_gce_2019(shared)) + "\n",
+        "gce-2019-02.json": jdump(build_gce_2019_02(shared)) + "\n",
         "market-2026.json": jdump(build_market_2026(shared)) + "\n",
     }
     with open(os.path.join(shared, "seeds/LICENSE-Apache-2.0.txt")) as f:

@@ -100,11 +100,16 @@ void sd_modal_place(struct sd_modal *m, int lines, int cols, const struct sd_vie
 		w = 100;
 		break;
 	}
+	case SD_MODAL_WHATIF:
+		sd_whatif_size(v, &h, &w);
+		break;
 	case SD_MODAL_CONFIRM:
-		h = 7;
+		h = 7 + (int)strlen(m->question) / 96;
 		w = (int)strlen(m->question) + 6;
 		if (w < 50)
 			w = 50;
+		if (w > 100)
+			w = 100;
 		break;
 	case SD_MODAL_HELP: {
 		struct help_line l[HELP_MAX];
@@ -147,7 +152,8 @@ void sd_modal_close(struct sd_modal *m)
 unsigned sd_modal_ctx(const struct sd_modal *m)
 {
 	switch (m->kind) {
-	case SD_MODAL_PICKER: return SD_CTX_PICKER;
+	case SD_MODAL_PICKER:
+	case SD_MODAL_WHATIF: return SD_CTX_PICKER;
 	case SD_MODAL_CONFIRM: return SD_CTX_CONFIRM;
 	case SD_MODAL_HELP: return SD_CTX_HELP;
 	case SD_MODAL_NONE: break;
@@ -263,7 +269,7 @@ void sd_modal_draw(struct sd_modal *m, const struct sd_view *v, const struct sd_
 				if (cut == 0)
 					cut = width;
 			}
-			char line[256];
+			char line[512];
 			snprintf(line, sizeof line, "%.*s", cut, q);
 			sd_put(m->win, d->g, y++, 2, line, width);
 			q += cut;
@@ -276,6 +282,11 @@ void sd_modal_draw(struct sd_modal *m, const struct sd_view *v, const struct sd_
 	}
 	case SD_MODAL_HELP:
 		draw_help(m, d);
+		break;
+	case SD_MODAL_WHATIF:
+		frame(m, d, "What if: the remaining work on another cluster (simulated)");
+		sd_whatif_draw(m, v, d);
+		m->whatif_version = v->whatif_version;
 		break;
 	}
 }

@@ -72,6 +72,18 @@ char *sd_fmt_usd(char *buf, size_t n, double v)
 	return buf;
 }
 
+char *sd_fmt_usd_part(char *buf, size_t n, double v, int estimated, int unknown)
+{
+	if (unknown && (!isfinite(v) || v <= 0)) {
+		snprintf(buf, n, "?");
+		return buf;
+	}
+	char tmp[32];
+	sd_fmt_usd(tmp, sizeof tmp, v);
+	snprintf(buf, n, "%s%s%s", tmp, estimated && tmp[0] != '-' ? "*" : "", unknown ? "+?" : "");
+	return buf;
+}
+
 char *sd_fmt_num(char *buf, size_t n, double v, int digits)
 {
 	if (!isfinite(v) || fabs(v) >= 1e9)

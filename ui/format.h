@@ -21,6 +21,12 @@ char *sd_fmt_rate(char *buf, size_t n, double v);
 /* USD: "$0.74", "$12.30", "$1234", "$12.3k". */
 char *sd_fmt_usd(char *buf, size_t n, double v);
 
+/* A money total that may be incomplete: sd_fmt_usd's rendering, then '*'
+ * when ESTIMATED (part of it at estimated prices) and "+?" when UNKNOWN (it
+ * leaves out servers whose cost is unknown): "$0.74", "$0.74*", "$0.74+?",
+ * "$0.74*+?"; just "?" when V is 0 and UNKNOWN (nothing known to add to). */
+char *sd_fmt_usd_part(char *buf, size_t n, double v, int estimated, int unknown);
+
 /* A plain number with DIGITS decimals, "-" when not finite. */
 char *sd_fmt_num(char *buf, size_t n, double v, int digits);
 

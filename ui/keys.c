@@ -20,6 +20,7 @@ const struct sd_key sd_keys[] = {
 	{ 'p', SD_CTX_MAIN, "p", "pause or resume training", "pause", "resume", 6, sd_act_pause },
 	{ 'r', SD_CTX_MAIN, "r", "accept the suggested replacement", NULL, NULL, 0, sd_act_accept },
 	{ 't', SD_CTX_MAIN, "t", "next colour theme", "theme", NULL, 8, sd_act_theme },
+	{ 'w', SD_CTX_MAIN, "w", "what if: plan the rest on another cluster", "what-if", NULL, 9, sd_act_whatif },
 	{ '?', SD_CTX_MAIN, "?", "this help", "help", NULL, 2, sd_act_help },
 	{ KEY_F(1), SD_CTX_MAIN, NULL, NULL, NULL, NULL, 0, sd_act_help },
 	{ 'q', SD_CTX_MAIN, "q", "quit (asks while servers run)", "quit", NULL, 3, sd_act_quit },

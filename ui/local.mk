@@ -6,7 +6,7 @@ ui_libsdui_a_SOURCES = \
 	ui/view.h \
 	ui/cockpit.c ui/cockpit.h \
 	ui/screen.c ui/screen.h \
-	ui/dialog.c ui/dialog.h \
+	ui/dialog.c ui/dialog.h ui/dialog-whatif.c \
 	ui/keys.c ui/keys.h \
 	ui/pane.c ui/pane.h \
 	ui/pane-header.c ui/pane-market.c ui/pane-cluster.c \

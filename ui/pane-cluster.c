@@ -1,7 +1,9 @@
 /* ui/pane-cluster.c - the cluster: one row per server with its state, rank,
  * speed (and its history as a sparkline), the last step's compute and
  * communication time, uptime and cost.  Speeds paced to an emulated GPU
- * carry a '~'; a server just revoked is highlighted. */
+ * carry a '~'; a server just revoked is highlighted.  $/h is the rate the
+ * server is billed at (its price when acquired), '*' when that price is an
+ * estimate; a local server has no type and no price: "-", not "od" and $0. */
 #include "config.h"
 
 #include <math.h>
@@ -26,7 +28,7 @@ static const struct sd_col cluster_cols[CC_N] = {
 	[CC_HIST] = { "history", 10, 3, 1, 0, 0, 0 },
 	[CC_SPLIT] = { "comp/comm", 11, 2, 0, 1, 0, 0 },
 	[CC_UPTIME] = { "uptime", 6, 8, 0, 1, 0, 0 },
-	[CC_USDH] = { "$/h", 5, 9, 0, 1, 0, 0 },
+	[CC_USDH] = { "$/h", 6, 9, 0, 1, 0, 0 },
 	[CC_USD] = { "$ so far", 8, 1, 0, 1, 0, 0 },
 };
 
@@ -42,7 +44,7 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 	int xs[CC_N], ws[CC_N];
 	int x = 2, width = p->w - 3;        /* column 1 is the selection gutter */
 	int rows = p->h - 3;
-	int emulated = 0;
+	int emulated = 0, estimated = 0;
 	char buf[80], tmp[32];
 
 	sd_cols_fit(cluster_cols, CC_N, width, xs, ws);
@@ -60,6 +62,7 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 				hist_max = val;
 		}
 		emulated |= v->servers[i].emulated != 0;
+		estimated |= v->servers[i].price_estimated && !v->servers[i].local;
 	}
 
 	int sel = sd_list_resolve(&p->list, v, n, sd_server_id, rows);
@@ -91,7 +94,11 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 		CELL(CC_ID, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->id, sv->id);
 		CELL(CC_ZONE, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->zone, sv->zone);
 		CELL(CC_GPU, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->gpu, sv->gpu);
-		CELL(CC_TYPE, sv->transient ? SD_STYLE_SPOT : SD_STYLE_ONDEMAND, "%s", sv->transient ? "spot" : "od");
+		if (sv->local)
+			CELL(CC_TYPE, SD_STYLE_DIM, "-");
+		else
+			CELL(CC_TYPE, sv->transient ? SD_STYLE_SPOT : SD_STYLE_ONDEMAND, "%s",
+			     sv->transient ? "spot" : "od");
 		if (strcmp(sv->state, "notice") == 0 || (isfinite(sv->notice_left_s) && sv->notice_left_s > 0))
 			CELL(CC_STATE, SD_STYLE_CRIT, "notice %s", sd_fmt_duration(tmp, sizeof tmp, sv->notice_left_s));
 		else
@@ -115,11 +122,17 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 		else
 			CELL(CC_SPLIT, SD_STYLE_DIM, "-");
 		CELL(CC_UPTIME, SD_STYLE_NORMAL, "%s", sd_fmt_duration(tmp, sizeof tmp, sv->uptime_s));
-		if (isfinite(sv->usd_per_hour) && sv->usd_per_hour >= 0 && sv->usd_per_hour < 1e5)
-			CELL(CC_USDH, SD_STYLE_NORMAL, "%.2f", sv->usd_per_hour);
+		/* No rate for a local server (unknown) nor a gone one (not billed). */
+		if (!sv->local && sd_state_live(sv->state) && isfinite(sv->usd_per_hour) &&
+		    sv->usd_per_hour > 0 && sv->usd_per_hour < 1e5)
+			CELL(CC_USDH, sv->price_estimated ? SD_STYLE_WARN : SD_STYLE_NORMAL, "%.2f%s",
+			     sv->usd_per_hour, sv->price_estimated ? "*" : "");
 		else
 			CELL(CC_USDH, SD_STYLE_DIM, "-");
-		CELL(CC_USD, SD_STYLE_NORMAL, "%s", sd_fmt_usd(tmp, sizeof tmp, sv->usd_so_far));
+		if (sv->local)
+			CELL(CC_USD, SD_STYLE_DIM, "-");
+		else
+			CELL(CC_USD, SD_STYLE_NORMAL, "%s", sd_fmt_usd(tmp, sizeof tmp, sv->usd_so_far));
 #undef CELL
 	}
 
@@ -134,7 +147,11 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 		snprintf(title + l, sizeof title - l, " %d-%d/%d", p->list.top + 1,
 		         p->list.top + rows < n ? p->list.top + rows : n, n);
 	}
-	sd_pane_frame(p, d, title, emulated ? "~ emulated GPU speed" : NULL);
+	const char *foot = emulated && estimated ? "~ emulated GPU speed, * estimated price"
+	                   : emulated ? "~ emulated GPU speed" : estimated ? "* estimated price" : NULL;
+	if (foot && (int)strlen(foot) + (int)strlen(title) + 10 > p->w)
+		foot = emulated ? "~ emulated GPU speed" : foot;
+	sd_pane_frame(p, d, title, foot);
 }
 
 static uint64_t cluster_signature(const struct sd_pane *p, const struct sd_view *v)

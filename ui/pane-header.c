@@ -76,8 +76,14 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 	    sd_fmt_rate(a, sizeof a, v->images_per_sec));
 	RUN(SD_STYLE_HEADER, "elapsed %s", sd_fmt_clock(a, sizeof a, v->elapsed_s));
 	RUN(SD_STYLE_HEADER, "ETA %s", v->eta_s < 0 ? "-" : sd_fmt_duration(a, sizeof a, v->eta_s));
-	RUN(SD_STYLE_HEADER, "spent %s", sd_fmt_usd(a, sizeof a, v->usd_spent));
-	RUN(SD_STYLE_HEADER, "now %s/h", sd_fmt_usd(b, sizeof b, v->usd_per_hour));
+	/* Servers without a price (local) are unknown, not free: "+?". */
+	RUN(SD_STYLE_HEADER, "spent %s",
+	    sd_fmt_usd_part(a, sizeof a, v->usd_spent, v->spent_estimated > 0, v->spent_unpriced > 0));
+	if (v->usd_saved > 0)
+		RUN(SD_STYLE_OK, "saved %s%s vs on-demand", sd_fmt_usd(a, sizeof a, v->usd_saved),
+		    v->usd_saved_estimated ? "*" : "");
+	RUN(SD_STYLE_HEADER, "now %s/h",
+	    sd_fmt_usd_part(b, sizeof b, v->usd_per_hour, v->rate_estimated > 0, v->rate_unpriced > 0));
 	if (v->simulated) {
 		snprintf(h->right.text, sizeof h->right.text, "SIMULATED market");
 		h->right.style = SD_STYLE_SIMULATED;

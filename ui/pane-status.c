@@ -1,6 +1,7 @@
 /* ui/pane-status.c - the status line: on the left the UI's own note while
  * it lasts (a command's error, "sent: ..."), else the suggestion after a
- * revocation ("r: replace s3 with gce/..."), else the run's last message; on the right the key
+ * revocation and why ("r: replace s3 with gce/... (cheapest $/Mimg)"), else
+ * the run's last message; on the right the key
  * hints, taken from the key table and dropped by priority when short of
  * room. */
 #include "config.h"
@@ -46,13 +47,19 @@ static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct
 			         v->suggestion_for, (int)sizeof v->suggestion, v->suggestion);
 		else
 			snprintf(msg, sizeof msg, "r: add %.*s", (int)sizeof v->suggestion, v->suggestion);
+		if (v->suggestion_why[0]) {
+			size_t l = strlen(msg);
+			snprintf(msg + l, sizeof msg - l, " (%.*s)", (int)sizeof v->suggestion_why,
+			         v->suggestion_why);
+		}
 		mstyle = SD_STYLE_WARN;
 	} else {
 		snprintf(msg, sizeof msg, "%.*s", (int)sizeof v->message, v->message);
 	}
 
 	/* Hints in the table's hint order; drop from the end until the
-	 * message keeps at least half the line (or all of itself). */
+	 * message keeps at least half the line (or all of itself; a suggestion
+	 * all of itself). */
 	const struct sd_key *keys[MAX_HINTS];
 	int n = 0;
 	for (int i = 0; i < sd_nkeys && n < MAX_HINTS; i++) {
@@ -68,6 +75,10 @@ static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	}
 	int mw = sd_width(d->g, msg);
 	int want = mw < p->w / 2 ? mw : p->w / 2;
+	/* A suggestion and its reason are worth more than the hints (the
+	 * help lists the keys): they may take all the room but two hints. */
+	if (mstyle == SD_STYLE_WARN && v->suggestion[0] && !(d->note && d->note[0]))
+		want = mw;
 	while (n > 2 && total + want + 2 > p->w) {
 		n--;
 		total -= widths[n];
@@ -94,6 +105,7 @@ static uint64_t status_signature(const struct sd_pane *p, const struct sd_view *
 	uint64_t h = sd_hash(SD_HASH_INIT, v->message, strnlen(v->message, sizeof v->message));
 	h = sd_hash(h, v->suggestion, strnlen(v->suggestion, sizeof v->suggestion));
 	h = sd_hash(h, v->suggestion_for, strnlen(v->suggestion_for, sizeof v->suggestion_for));
+	h = sd_hash(h, v->suggestion_why, strnlen(v->suggestion_why, sizeof v->suggestion_why));
 	return sd_hash(h, &v->paused, sizeof v->paused);
 }
 

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ui/dialog.h"
+#include "ui/format.h"
 #include "ui/keys.h"
 #include "ui/pane.h"
 #include "ui/screen.h"
@@ -306,6 +307,11 @@ int sd_screen_update(struct sd_screen *s, const struct sd_view *v, uint64_t now_
 	}
 	if (s->modal.kind == SD_MODAL_PICKER && s->panes[P_MARKET].dirty)
 		s->modal.dirty = 1;
+	if (s->modal.kind == SD_MODAL_WHATIF && s->modal.whatif_version != s->v->whatif_version) {
+		if (!s->too_small)   /* the rows decide its height */
+			sd_modal_place(&s->modal, s->lines, s->cols, s->v, &s->g);
+		s->modal.dirty = 1;
+	}
 	return sd_screen_expire(s, now_ms);
 }
 
@@ -447,6 +453,7 @@ const char *sd_screen_modal(const struct sd_screen *s)
 	case SD_MODAL_PICKER: return "picker";
 	case SD_MODAL_CONFIRM: return "confirm";
 	case SD_MODAL_HELP: return "help";
+	case SD_MODAL_WHATIF: return "whatif";
 	case SD_MODAL_NONE: break;
 	}
 	return NULL;
@@ -620,6 +627,15 @@ int sd_act_theme(struct sd_screen *s, int key)
 	return SD_KEY_HANDLED;
 }
 
+/* The what-if dialog: asks the run to plan (the rows arrive in the view)
+ * and shows what it has meanwhile. */
+int sd_act_whatif(struct sd_screen *s, int key)
+{
+	run_command(s, "plan");
+	memset(&s->modal, 0, sizeof s->modal);
+	return open_modal(s, SD_MODAL_WHATIF);
+}
+
 int sd_act_help(struct sd_screen *s, int key)
 {
 	memset(&s->modal, 0, sizeof s->modal);
@@ -678,6 +694,12 @@ int sd_act_nav(struct sd_screen *s, int key)
 	case 'g': case KEY_HOME: how = SD_NAV_HOME; break;
 	default: how = SD_NAV_END; break;
 	}
+	if (s->modal.kind == SD_MODAL_WHATIF) {
+		int f = sd_list_nav(&s->modal.list, how, s->v, sd_whatif_rows(s->v), sd_whatif_row_id, s->modal.h - 6);
+		if (f & SD_KEY_REDRAW)
+			s->modal.dirty = 1;
+		return f;
+	}
 	if (s->modal.kind == SD_MODAL_PICKER) {
 		int f = sd_list_nav(&s->modal.list, how, s->v, noffers(s->v), sd_offer_id, s->modal.h - 4);
 		if (f & SD_KEY_REDRAW)
@@ -708,8 +730,28 @@ int sd_act_redraw(struct sd_screen *s, int key)
 	return SD_KEY_HANDLED | SD_KEY_REDRAW;
 }
 
+/* Enter on a what-if row: the switch, after a confirmation. */
+static int pick_whatif(struct sd_screen *s)
+{
+	int i = sd_list_resolve(&s->modal.list, s->v, sd_whatif_rows(s->v), sd_whatif_row_id, 0);
+	if (i < 0)
+		return SD_KEY_HANDLED;
+	const struct sd_view_whatif *r = &s->v->whatif[i];
+	if (!r->commands[0]) {
+		set_note(s, SD_STYLE_WARN, 0, "%.63s: that is the cluster running now", r->label);
+		return SD_KEY_HANDLED | SD_KEY_REDRAW;
+	}
+	char title[96], when[24], usd[24];
+	snprintf(title, sizeof title, "Switch to %.63s", r->label);
+	return open_confirm(s, title, r->commands, "Switch to %.63s (simulated: %s, %s)? %.159s",
+	                    r->label, sd_fmt_duration(when, sizeof when, r->time_p50_s),
+	                    sd_fmt_usd(usd, sizeof usd, r->cost_p50_usd), r->summary);
+}
+
 int sd_act_pick(struct sd_screen *s, int key)
 {
+	if (s->modal.kind == SD_MODAL_WHATIF)
+		return pick_whatif(s);
 	int i = sd_list_resolve(&s->modal.list, s->v, noffers(s->v), sd_offer_id, 0);
 	if (i < 0)
 		return close_modal(s);
@@ -721,10 +763,14 @@ int sd_act_pick(struct sd_screen *s, int key)
 
 int sd_act_confirm(struct sd_screen *s, int key)
 {
-	char line[192];
-	snprintf(line, sizeof line, "%s", s->modal.command);
+	/* One command per line (a what-if switch is several adds and drops). */
+	char lines[sizeof s->modal.command];
+	snprintf(lines, sizeof lines, "%s", s->modal.command);
 	close_modal(s);
-	return run_command(s, line);
+	int f = SD_KEY_HANDLED | SD_KEY_REDRAW;
+	for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+		f |= run_command(s, l);
+	return f;
 }
 
 int sd_act_cancel(struct sd_screen *s, int key)

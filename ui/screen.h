@@ -65,7 +65,7 @@ void sd_screen_revocation(struct sd_screen *s, const char *server);
 /* The current theme's name. */
 const char *sd_screen_theme(const struct sd_screen *s);
 
-/* Which dialog is open: NULL, "picker", "confirm" or "help". */
+/* Which dialog is open: NULL, "picker", "confirm", "help" or "whatif". */
 const char *sd_screen_modal(const struct sd_screen *s);
 
 /* Selects server ID in the cluster pane (tests, and a later "goto"). */
@@ -79,6 +79,7 @@ int sd_act_checkpoint(struct sd_screen *s, int key);
 int sd_act_pause(struct sd_screen *s, int key);
 int sd_act_theme(struct sd_screen *s, int key);
 int sd_act_help(struct sd_screen *s, int key);
+int sd_act_whatif(struct sd_screen *s, int key);
 int sd_act_quit(struct sd_screen *s, int key);
 int sd_act_accept(struct sd_screen *s, int key);
 int sd_act_focus_next(struct sd_screen *s, int key);

@@ -44,7 +44,9 @@ struct sd_view_server {
 	char offer[64];
 	char zone[32];
 	char gpu[16];
-	int transient;
+	int transient;              /* 1 = spot, 0 = on-demand (meaningless when local) */
+	int local;                  /* no market offer: no type and no price, so its
+	                             * usd figures are unknown (shown "-"), not $0 */
 	char state[16];             /* requested provisioning booting joining training paused
 	                             * (training, run paused) notice revoked released failed */
 	int rank;                   /* -1 when not in the current generation */
@@ -52,7 +54,9 @@ struct sd_view_server {
 	struct sd_view_series ips;  /* images/s history */
 	double compute_ms, comm_ms; /* last step's split */
 	double uptime_s;
-	double usd_per_hour;
+	double usd_per_hour;        /* the rate it is billed at (its offer's price when
+	                             * acquired, not today's); 0 once gone */
+	int price_estimated;        /* that rate is an estimate: shown with '*' */
 	double usd_so_far;
 	int emulated;               /* speed paced to an emulated GPU */
 	double notice_left_s;       /* > 0 while under notice */
@@ -67,6 +71,23 @@ struct sd_view_revocation {
 	double recovery_s;          /* -1 until training continued */
 };
 
+/* One row of the what-if view (key w; src/whatif.c): a cluster the run
+ * could switch to, with the planner's simulated time and cost for the
+ * job's remaining work.  Every figure here is simulated; the UI says so. */
+struct sd_view_whatif {
+	char label[64];             /* "8x V100 spot"; the running cluster: "now: 4x K80 spot" */
+	int current;                /* 1 for the cluster as it runs now */
+	int servers;
+	int transient;
+	double time_p50_s, time_p90_s;    /* from now to the end of the job */
+	double cost_p50_usd, cost_p90_usd;/* of the remaining work */
+	double revocations;         /* per run */
+	double failed;              /* share of runs that never finish */
+	int pareto;                 /* on the time/cost frontier (medians) */
+	char summary[160];          /* "add 8 x gce/us-west1-b/v100/spot; drop s1 s2" */
+	char commands[1024];        /* the command lines (one per line) that switch to it */
+};
+
 struct sd_view {
 	unsigned long version;      /* bumped on every change; redraw when it moves */
 	/* header */
@@ -77,6 +98,14 @@ struct sd_view {
 	double images_per_sec;
 	double elapsed_s, eta_s;    /* eta_s < 0 when unknown */
 	double usd_spent, usd_per_hour;
+	/* What those totals leave out or only estimate: servers without a price
+	 * (local) that ran / that are live now, whose cost is unknown (shown
+	 * "+?", never counted as $0); and servers billed at an estimated price
+	 * (shown "*"). */
+	int spent_unpriced, rate_unpriced;
+	int spent_estimated, rate_estimated;
+	double usd_saved;           /* billed so far against the same servers on-demand */
+	int usd_saved_estimated;    /* an on-demand price behind it is an estimate */
 	int paused;
 	long generation;
 	int world_size;
@@ -97,6 +126,13 @@ struct sd_view {
 	char message[160];          /* last event or command result */
 	char suggestion[64];        /* offer id suggested as replacement, "" none */
 	char suggestion_for[32];    /* the revoked server it would replace */
+	char suggestion_why[96];    /* why that offer, in a few words: "cheapest
+	                             * $/Mimg; us-east1-c revoked 18s ago"; "" none */
+	/* what-if view: rows sorted by median cost (NULL/0 until planned) */
+	struct sd_view_whatif *whatif; int nwhatif;
+	int whatif_busy;            /* a plan is being computed */
+	unsigned long whatif_version;   /* bumped whenever the rows or note change */
+	char whatif_note[192];      /* what was planned, or why it could not be */
 };
 
 /* Appends a sample to a series (drops the oldest when full). */

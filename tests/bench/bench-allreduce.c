@@ -11,12 +11,28 @@
  * (buffer bytes / time, as nccl-tests' "algbw"; for 2 ranks the bus
  * bandwidth is the same number).  memcpy GB/s is bytes copied per second for
  * the same buffer size, so the ratio says how far the all-reduce is from a
- * plain local copy of the gradients. */
+ * plain local copy of the gradients.  The buffer sizes are the parameter
+ * counts of the engine's own models (sd_model_param_count): cnn on
+ * Fashion-MNIST (1x28x28, 10 classes) and resnet32 on CIFAR-10 (3x32x32).
+ *
+ * Then how fast a group notices a lost member (the figures test-comm prints
+ * but does not bound): 3 ranks with a 2 s timeout, rank 2 SIGKILLed (its
+ * sockets close: the others must fail at once, target <= 0.25 x the
+ * timeout) or SIGSTOPped (sockets open: only the timeout ends the wait,
+ * target <= the timeout + 1.5 s), and a collective on the aborted
+ * communicator (target <= 0.05 x the timeout).  Each against the timeout
+ * the ranks were given.
+ *
+ * Prints "ratio:" lines (tests/bench/bench.h); exit status 1 when a target
+ * is missed or a rank fails. */
 #include "config.h"
 
 #include "engine/comm.h"
+#include "engine/model.h"
+#include "tests/bench/bench.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,14 +40,18 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Gradient sizes (parameter counts) of the models the engine trains. */
-static const struct {
+/* Gradient sizes (parameter counts) of the models the engine trains, from
+ * the engine itself (main fills them in). */
+static struct {
 	const char *name;
+	int c, h, w;
 	size_t floats;
 } sizes[] = {
-	{"cnn", 421642},      /* the engine's CIFAR-10 CNN */
-	{"resnet32", 464154}, /* ResNet-32 for CIFAR-10 (He et al. 2016, ~0.46M) */
+	{"cnn", 1, 28, 28, 0},      /* Fashion-MNIST, the default job */
+	{"resnet32", 3, 32, 32, 0}, /* CIFAR-10, the seeds' workload */
 };
+
+#define FAULT_TIMEOUT_MS 2000
 
 static double now_s(void)
 {
@@ -134,6 +154,9 @@ static int run_rank(int rank, int ranks, int iters, struct sd_dir_store *store)
 			double algbw = (double)bytes / ar / 1e9, mcbw = (double)bytes / mc / 1e9;
 			printf("%-9s %8zu %9.2f %10.3f %11.2f %11.2f %7.3f\n", sizes[s].name, n,
 			       (double)bytes / 1e6, ar * 1e3, algbw, mcbw, algbw / mcbw);
+			char what[96];
+			snprintf(what, sizeof what, "all-reduce / memcpy bandwidth, %s (%zu floats)", sizes[s].name, n);
+			bench_ratio("bench-allreduce", what, algbw / mcbw, 0, 0);
 		}
 		if (sd_comm_barrier(c, &why) < 0) {
 			fprintf(stderr, "rank %d: %s\n", rank, why);
@@ -157,6 +180,112 @@ static int run_rank(int rank, int ranks, int iters, struct sd_dir_store *store)
 	return 0;
 }
 
+/* ---- failure detection ---- */
+
+/* One rank of the fault case: all-reduce after a barrier; rank 2 leaves by
+ * `sig` instead.  Survivors publish "took/RANK" (seconds to fail) and
+ * "again/RANK" (seconds for a collective on the aborted communicator). */
+static int fault_rank(int rank, long gen, int sig, struct sd_dir_store *store)
+{
+	char *why = NULL;
+	struct sd_comm *c = NULL;
+	if (sd_comm_create(&c, SD_COMM_GLOO, rank, 3, gen, &sd_dir_store_ops, store, FAULT_TIMEOUT_MS,
+	                   &why) < 0 || sd_comm_barrier(c, &why) < 0) {
+		fprintf(stderr, "rank %d: %s\n", rank, why);
+		return 1;
+	}
+	if (rank == 2) {
+		raise(sig);
+		for (;;)
+			pause();
+	}
+	size_t n = 1u << 20;
+	float *buf = calloc(n, sizeof *buf);
+	if (!buf)
+		return 1;
+	double t0 = now_s();
+	int rc = sd_comm_allreduce_sum(c, buf, n, &why);
+	double took = now_s() - t0;
+	float x = 1;
+	t0 = now_s();
+	int rc2 = sd_comm_allreduce_sum(c, &x, 1, &why);
+	double again = now_s() - t0;
+	free(buf);
+	if (rc >= 0 || rc2 >= 0) {
+		fprintf(stderr, "rank %d: the all-reduce with rank 2 gone did not fail\n", rank);
+		return 1;
+	}
+	char key[32], val[32];
+	snprintf(key, sizeof key, "took/%d", rank);
+	snprintf(val, sizeof val, "%.6f", took);
+	sd_dir_store_ops.set(store, key, val, strlen(val), &why);
+	snprintf(key, sizeof key, "again/%d", rank);
+	snprintf(val, sizeof val, "%.6f", again);
+	sd_dir_store_ops.set(store, key, val, strlen(val), &why);
+	sd_comm_destroy(c);
+	return 0;
+}
+
+static double store_num(struct sd_dir_store *store, const char *key)
+{
+	void *v = NULL;
+	size_t len = 0;
+	char *why = NULL, buf[32];
+	double x = -1;
+	if (sd_dir_store_ops.get(store, key, &v, &len, 0, &why) == 0 && len < sizeof buf) {
+		memcpy(buf, v, len);
+		buf[len] = '\0';
+		x = atof(buf);
+	}
+	free(v);
+	free(why);
+	return x;
+}
+
+/* Runs the fault case with rank 2 leaving by sig; *took and *again get the
+ * slowest survivor's seconds.  Returns 0, or -1 when a rank failed. */
+static int fault_case(long gen, int sig, struct sd_dir_store *store, double *took, double *again)
+{
+	pid_t pids[3];
+	fflush(NULL);
+	for (int r = 0; r < 3; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			alarm(60);
+			_exit(fault_rank(r, gen, sig, store));
+		}
+	}
+	int bad = 0, status;
+	for (int r = 0; r < 2; r++)
+		if (waitpid(pids[r], &status, 0) != pids[r] || !WIFEXITED(status) || WEXITSTATUS(status))
+			bad = 1;
+	kill(pids[2], SIGKILL);
+	waitpid(pids[2], &status, 0);
+	*took = *again = 0;
+	for (int r = 0; r < 2 && !bad; r++) {
+		char key[32];
+		snprintf(key, sizeof key, "took/%d", r);
+		double t = store_num(store, key);
+		snprintf(key, sizeof key, "again/%d", r);
+		double a = store_num(store, key);
+		if (t < 0 || a < 0)
+			bad = 1;
+		if (t > *took)
+			*took = t;
+		if (a > *again)
+			*again = a;
+	}
+	/* The next case reads its own keys. */
+	for (int r = 0; r < 2; r++) {
+		char key[32];
+		snprintf(key, sizeof key, "took/%d", r);
+		sd_dir_store_ops.set(store, key, "-1", 2, NULL);
+		snprintf(key, sizeof key, "again/%d", r);
+		sd_dir_store_ops.set(store, key, "-1", 2, NULL);
+	}
+	return bad ? -1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	int ranks = 2, iters = 200, opt;
@@ -173,6 +302,16 @@ int main(int argc, char **argv)
 	if (ranks < 1 || ranks > 64 || iters < 1) {
 		fprintf(stderr, "%s: need 1 <= RANKS <= 64 and ITERATIONS >= 1\n", argv[0]);
 		return 2;
+	}
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		struct sd_model *m = NULL;
+		char *why = NULL;
+		if (sd_model_create(&m, sizes[i].name, sizes[i].c, sizes[i].h, sizes[i].w, 10, 1, &why) < 0) {
+			fprintf(stderr, "bench-allreduce: %s: %s\n", sizes[i].name, why);
+			return 1;
+		}
+		sizes[i].floats = sd_model_param_count(m);
+		sd_model_destroy(m);
 	}
 	const char *tmp = getenv("TMPDIR");
 	char dir[256];
@@ -208,6 +347,23 @@ int main(int argc, char **argv)
 	int status;
 	while (wait(&status) > 0)
 		failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+
+	/* Failure detection, against the timeout the ranks were given. */
+	double timeout = FAULT_TIMEOUT_MS / 1000.0, dead, dead_again, stuck, stuck_again;
+	if (fault_case(101, SIGKILL, &store, &dead, &dead_again) < 0 ||
+	    fault_case(102, SIGSTOP, &store, &stuck, &stuck_again) < 0) {
+		fprintf(stderr, "bench-allreduce: a fault case failed\n");
+		failed = 1;
+	} else {
+		printf("failure detection, 3 ranks, %.0f ms timeout: rank 2 SIGKILLed: the others fail after %.3f s; "
+		       "SIGSTOPped: after %.3f s; a collective on the aborted communicator: %.6f s\n",
+		       timeout * 1e3, dead, stuck, dead_again > stuck_again ? dead_again : stuck_again);
+		bench_ratio("bench-allreduce", "dead peer noticed after / the timeout", dead / timeout, 0.25, 1);
+		bench_ratio("bench-allreduce", "stuck peer given up on after / the timeout", stuck / timeout,
+		            (timeout + 1.5) / timeout, 1);
+		bench_ratio("bench-allreduce", "collective on an aborted communicator / the timeout",
+		            (dead_again > stuck_again ? dead_again : stuck_again) / timeout, 0.05, 1);
+	}
 	DIR *d = opendir(dir);
 	if (d) {
 		struct dirent *e;
@@ -221,5 +377,5 @@ int main(int argc, char **argv)
 	}
 	rmdir(dir);
 	sd_dir_store_fini(&store);
-	return failed;
+	return failed ? 1 : bench_exit();
 }

@@ -15,6 +15,7 @@
  * see how the two thread pools get along. */
 #include "engine/layers.h"
 #include "engine/rng.h"
+#include "tests/bench/bench.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -262,6 +263,16 @@ int main(int argc, char **argv)
 		printf("%-14s %9.3f %9.3f\n", layer_names[l], mf * 1e3, mb * 1e3);
 	}
 	printf("%-14s %9.3f %9.3f\n", "sum of medians", sf * 1e3, sb * 1e3);
+	/* Against the machine's own sgemm peak, measured above (the engine
+	 * against PyTorch is tests/bench/engine-vs-torch). */
+	double flops = 0;
+	{
+		/* conv: 2*k*c*r*r*oh*ow per sample, fc: 2*in*out; backward ~2x. */
+		double fwd = 2.0 * 32 * 1 * 25 * 784 + 2.0 * 64 * 32 * 25 * 196 + 2.0 * 3136 * 128 + 2.0 * 128 * 10;
+		flops = 3 * fwd * n;
+	}
+	bench_ratio("bench-layers", "cnn step GFLOP/s / sgemm GFLOP/s on the same threads",
+	            flops / step_med / 1e9 / gfn, 0, 0);
 	if (sink != sink)
 		printf("(loss is NaN)\n");
 	return 0;

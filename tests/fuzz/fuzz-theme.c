@@ -7,9 +7,10 @@
  * Built with -DSD_LIBFUZZER -fsanitize=fuzzer this is a libFuzzer target:
  *   clang -DSD_LIBFUZZER -fsanitize=fuzzer,address -I. -Ibuild \
  *         tests/fuzz/fuzz-theme.c ui/theme.c -o fuzz-theme
- * Otherwise main() runs the shipped themes (from $top_srcdir/themes, or a
- * built-in copy) and a set of tricky lines, each with 5,000 deterministic
- * random mutations, so `make check` fuzzes on every run. */
+ * Otherwise main() runs the four shipped themes (from $top_srcdir/themes; one
+ * that cannot be read fails the run) and a set of tricky built-in lines, each
+ * with 5,000 deterministic random mutations, so `make check` fuzzes on every
+ * run. */
 #include "config.h"
 
 #include <stdint.h>
@@ -203,8 +204,14 @@ int main(int argc, char **argv)
 		char path[1024];
 		snprintf(path, sizeof path, "%s/themes/%s.theme", top && *top ? top : ".", shipped[i]);
 		FILE *f = fopen(path, "rb");
-		if (!f)
+		if (!f) {
+			/* The shipped themes are the corpus that matters most: a
+			 * missing one fails instead of quietly shrinking the run. */
+			fprintf(stderr, "fuzz-theme: FAIL: %s: cannot open a shipped theme (set top_srcdir "
+			        "to the source tree)\n", path);
+			check_failures++;
 			continue;
+		}
 		size_t n = fread(seed, 1, MAX_INPUT, f);
 		fclose(f);
 		runs += run_one(path, seed, n, buf);
@@ -217,7 +224,7 @@ int main(int argc, char **argv)
 		runs += run_one(name, seed, n, buf);
 	}
 	printf("fuzz-theme: %ld inputs, no invariant broken\n", runs);
-	return 0;
+	return check_exit("fuzz-theme");
 }
 
 #endif

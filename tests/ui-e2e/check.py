@@ -16,11 +16,15 @@ of a real spotdeck run and of a captured screen.
   check.py JOURNAL released SERVER an ok "drop SERVER", then SERVER released
   check.py JOURNAL steps-after N   a step event with step > N
   check.py JOURNAL world W         the last generation has world_size W
+  check.py JOURNAL had-world W     some generation had world_size W
   check.py JOURNAL paused          an ok "pause", then a generation in state
                                    "paused" (the workers hold)
   check.py JOURNAL quit            an ok quit, a checkpoint after it, every
                                    server acquired ends released or revoked
   check.py JOURNAL pids            the worker pids the run started
+  check.py JOURNAL commands CMD N  at least N commands CMD journaled (the
+                                   shell test's barrier: a command sent
+                                   before them is journaled before them)
 
 Exit status 0 when the condition holds (with a line saying what was seen),
 1 when it does not yet (with a line saying why), so the shell test can poll.
@@ -206,6 +210,13 @@ def main(argv):
             yes("generation %d, %s workers" % (gens[-1]["generation"], arg))
         no("last generation: %s" % (gens[-1] if gens else "none"))
 
+    if what == "had-world":
+        gens = [e for e in ev if e.get("type") == "generation" and e.get("world_size") == int(arg)
+                and e.get("members")]
+        if gens:
+            yes("generation %d, %s workers" % (gens[0]["generation"], arg))
+        no("no generation of %s workers yet" % arg)
+
     if what == "paused":
         c = find(ev, type="command", command="pause", ok=True)
         if c < 0:
@@ -233,6 +244,12 @@ def main(argv):
         yes("quit ok; checkpoint at step %s (%s); %d servers all ended (%s)"
             % (ev[k].get("step"), ev[k].get("reason"), len(servers),
                ", ".join("%s %s" % (s, ended[s]) for s in servers)))
+
+    if what == "commands":
+        n = sum(1 for e in ev if e.get("type") == "command" and e.get("command") == arg)
+        if n >= int(argv[4]):
+            yes("%d '%s' commands" % (n, arg))
+        no("%d '%s' commands, waiting for %s" % (n, arg, argv[4]))
 
     if what == "pids":
         print(" ".join(str(e["pid"]) for e in ev if e.get("type") == "started" and "pid" in e))

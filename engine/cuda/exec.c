@@ -1,0 +1,754 @@
+/* engine/cuda/exec.c - runs an engine model graph (engine/model-graph.h) on a
+ * CUDA device.  See cuda-internal.h for the files around it.
+ *
+ * Memory: ONE device buffer each for parameters, gradients, momentum and
+ * batch-norm buffers, laid out exactly as the host blocks (the tensor
+ * table's offsets), so an upload, a download, an NCCL all-reduce or a
+ * broadcast is one call; one value and one gradient buffer per activation,
+ * sized for max_batch samples.
+ *
+ * Data: the training set lives on the device when it fits (a quarter of the
+ * free memory), and a step uploads only its sample indices; our gather
+ * kernel, the first node of the step's graph, builds the batch.  Otherwise
+ * the batch comes from the host.
+ *
+ * Streams: `stream` (env.stream) runs the step; `copy` uploads the indices
+ * or the batch from page-locked host memory and signals `uploaded`, which
+ * the step waits for;
+ * `done`, recorded after the step's metrics, is what the next upload waits
+ * for before it overwrites the input.  The only host synchronisation in a
+ * step is the wait for its loss and accuracy (16 bytes).
+ *
+ * Plans: everything that depends on the batch size (cuDNN descriptors,
+ * algorithm choices) lives in a plan per (n, train/eval, gradient scale).
+ * A plan's first run is eager (it also proves the chosen algorithms run);
+ * the same work is then captured into a CUDA graph and every later run is
+ * one cudaGraphLaunch: ResNet-32's step is about 400 kernels, whose launch
+ * cost would otherwise dominate at these sizes.  If capture fails the plan
+ * stays eager and model_describe says why.  SPOTDECK_CUDA_GRAPHS=0 turns
+ * graphs off.
+ *
+ * Gradients: each parameter tensor belongs to one node and its gradient is
+ * written (not added) once per step, so the gradient block needs no zeroing;
+ * an activation read by two nodes gets the second gradient added (cuDNN and
+ * cuBLAS beta = 1), in the order engine/model.c's backward adds them.
+ */
+#include "config.h"
+
+#include "engine/cuda/cuda-internal.h"
+#include "engine/errors.h"
+#include "engine/model-graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct plan {
+	int n;
+	int train;
+	int gather;               /* the batch comes from the device dataset */
+	float scale;
+	struct cu_conv *conv;     /* per node, used by OP_CONV nodes */
+	struct cu_bn *bn;         /* OP_BN */
+	struct cu_pool *pool;     /* OP_MAXPOOL, OP_AVGPOOL */
+	cudaGraphExec_t exec;     /* NULL until captured */
+	long runs;
+	int eager;                /* capture failed: stays eager */
+};
+
+struct sd_dev_model {
+	const struct sd_model *m;
+	int max_batch;
+	size_t img;               /* floats per input sample */
+	struct cu_env env;
+	cudaStream_t copy;
+	cudaEvent_t uploaded, done;
+	int done_recorded;
+	float *blocks[4];         /* enum sd_dev_block: params, grads, velocity, buffers */
+	size_t block_floats[4];
+	float **val, **grad;      /* per activation */
+	uint8_t *labels;
+	float *data;              /* the training set on the device (or NULL) */
+	uint8_t *data_labels;
+	int data_n;
+	int32_t *idx, *idx_host;  /* a step's sample indices: device, page-locked */
+	double *row_loss;
+	int *row_correct;
+	struct cu_metrics *metrics, *metrics_host;
+	float **bn_mean, **bn_invstd;   /* per node, OP_BN only */
+	signed char *acc_in, *acc_in2;  /* per node: backward adds into the input's
+	                                 * gradient (1), writes it (0), skips it (-1) */
+	struct plan *plans;
+	int nplans, cap_plans;
+	int graphs;
+	float *host_locked[3];    /* host blocks we page-locked (cudaHostRegister) */
+	char note[200];           /* why graphs are off, if they are */
+	char describe[512];
+};
+
+static size_t act_count(const struct act *a) { return (size_t)a->c * a->h * a->w; }
+
+/* ---- plans -------------------------------------------------------------- */
+
+static void plan_free(struct sd_dev_model *d, struct plan *p)
+{
+	const struct sd_model *m = d->m;
+	for (int i = 0; i < m->nnodes; i++) {
+		if (p->conv)
+			cu_conv_fini(&p->conv[i]);
+		if (p->bn)
+			cu_bn_fini(&p->bn[i]);
+		if (p->pool)
+			cu_pool_fini(&p->pool[i]);
+	}
+	free(p->conv);
+	free(p->bn);
+	free(p->pool);
+	if (p->exec)
+		cudaGraphExecDestroy(p->exec);
+	memset(p, 0, sizeof *p);
+}
+
+static int plan_init(struct sd_dev_model *d, struct plan *p, int n, int train, int gather,
+                     float scale, char **why)
+{
+	const struct sd_model *m = d->m;
+	memset(p, 0, sizeof *p);
+	p->n = n;
+	p->train = train;
+	p->gather = gather;
+	p->scale = scale;
+	p->conv = sd_calloc((size_t)m->nnodes, sizeof *p->conv);
+	p->bn = sd_calloc((size_t)m->nnodes, sizeof *p->bn);
+	p->pool = sd_calloc((size_t)m->nnodes, sizeof *p->pool);
+	float *params = d->blocks[SD_DEV_PARAMS], *grads = d->blocks[SD_DEV_GRADS];
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *nd = &m->nodes[i];
+		const struct act *in = &m->acts[nd->in];
+		int rc = 0;
+		switch (nd->op) {
+		case OP_CONV: {
+			struct sd_conv2d_shape s = nd->conv;
+			s.n = n;
+			rc = cu_conv_init(&p->conv[i], &d->env, &s, nd->b_off != SD_NO_TENSOR, train,
+			                  d->val[nd->in], params + nd->w_off, d->val[nd->out],
+			                  d->grad[nd->out], nd->in ? d->grad[nd->in] : NULL,
+			                  grads + nd->w_off, why);
+			break;
+		}
+		case OP_BN:
+			rc = cu_bn_init(&p->bn[i], n, in->c, in->h * in->w, why);
+			break;
+		case OP_MAXPOOL:
+		case OP_AVGPOOL:
+			rc = cu_pool_init(&p->pool[i], nd->op == OP_MAXPOOL, n, in->c, in->h, in->w, nd->k,
+			                  nd->s, why);
+			break;
+		default:
+			break;
+		}
+		if (rc < 0) {
+			if (why && *why) {
+				char *inner = *why;
+				*why = NULL;
+				sd_why(why, "node %s, batch %d: %s", nd->name, n, inner);
+				free(inner);
+			}
+			plan_free(d, p);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- the step ----------------------------------------------------------- */
+
+static int forward(struct sd_dev_model *d, struct plan *p, char **why)
+{
+	const struct sd_model *m = d->m;
+	const struct cu_env *env = &d->env;
+	const float *P = d->blocks[SD_DEV_PARAMS];
+	float *B = d->blocks[SD_DEV_BUFFERS];
+	int n = p->n;
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *nd = &m->nodes[i];
+		const struct act *in = &m->acts[nd->in];
+		float *x = d->val[nd->in], *y = d->val[nd->out];
+		switch (nd->op) {
+		case OP_CONV:
+			if (cu_conv_forward(env, &p->conv[i], y, x, P + nd->w_off,
+			                    nd->b_off == SD_NO_TENSOR ? NULL : P + nd->b_off, why) < 0)
+				return -1;
+			break;
+		case OP_BN:
+			if (p->train) {
+				if (cu_bn_forward_train(env, &p->bn[i], y, d->bn_mean[i], d->bn_invstd[i],
+				                        B + nd->rm_off, B + nd->rv_off, x, P + nd->w_off,
+				                        P + nd->b_off, why) < 0)
+					return -1;
+			} else if (cu_bn_forward_eval(env, &p->bn[i], y, x, P + nd->w_off, P + nd->b_off,
+			                              B + nd->rm_off, B + nd->rv_off, why) < 0) {
+				return -1;
+			}
+			break;
+		case OP_RELU:
+			CU_TRY(cu_relu_forward(env->stream, y, x, act_count(in) * n));
+			break;
+		case OP_MAXPOOL:
+		case OP_AVGPOOL:
+			if (cu_pool_forward(env, &p->pool[i], y, x, why) < 0)
+				return -1;
+			break;
+		case OP_LINEAR:
+			if (cu_linear_forward(env, y, x, P + nd->w_off, P + nd->b_off, n, nd->fc_in,
+			                      nd->fc_out, why) < 0)
+				return -1;
+			break;
+		case OP_ADD: {
+			const struct act *b = &m->acts[nd->in2];
+			CU_TRY(cu_shortcut_forward(env->stream, y, x, d->val[nd->in2], n, in->c, in->h,
+			                           in->w, b->c, nd->s));
+			break;
+		}
+		}
+	}
+	return 0;
+}
+
+static int backward(struct sd_dev_model *d, struct plan *p, char **why)
+{
+	const struct sd_model *m = d->m;
+	const struct cu_env *env = &d->env;
+	const float *P = d->blocks[SD_DEV_PARAMS];
+	float *G = d->blocks[SD_DEV_GRADS];
+	int n = p->n;
+	for (int i = m->nnodes - 1; i >= 0; i--) {
+		const struct node *nd = &m->nodes[i];
+		const struct act *in = &m->acts[nd->in];
+		float *x = d->val[nd->in], *dx = d->grad[nd->in];
+		float *y = d->val[nd->out], *dy = d->grad[nd->out];
+		int acc = d->acc_in[i] > 0;
+		switch (nd->op) {
+		case OP_CONV:
+			if (cu_conv_backward(env, &p->conv[i], d->acc_in[i] < 0 ? NULL : dx, acc,
+			                     G + nd->w_off, nd->b_off == SD_NO_TENSOR ? NULL : G + nd->b_off,
+			                     dy, x, P + nd->w_off, why) < 0)
+				return -1;
+			break;
+		case OP_BN:
+			if (cu_bn_backward(env, &p->bn[i], dx, acc, G + nd->w_off, G + nd->b_off, dy, x,
+			                   d->bn_mean[i], d->bn_invstd[i], P + nd->w_off, why) < 0)
+				return -1;
+			break;
+		case OP_RELU:
+			/* In place: in == out, its gradient is complete by now. */
+			CU_TRY(cu_relu_backward(env->stream, dx, dx, x, act_count(in) * n));
+			break;
+		case OP_MAXPOOL:
+		case OP_AVGPOOL:
+			if (cu_pool_backward(env, &p->pool[i], dx, acc, dy, x, y, why) < 0)
+				return -1;
+			break;
+		case OP_LINEAR:
+			if (cu_linear_backward(env, d->acc_in[i] < 0 ? NULL : dx, acc, G + nd->w_off,
+			                       G + nd->b_off, dy, x, P + nd->w_off, n, nd->fc_in, nd->fc_out,
+			                       why) < 0)
+				return -1;
+			break;
+		case OP_ADD: {
+			size_t cnt = act_count(in) * n;
+			if (acc)
+				CU_TRY(cu_add_into(env->stream, dx, dy, cnt));
+			else
+				CU_TRY(cudaMemcpyAsync(dx, dy, cnt * sizeof(float), cudaMemcpyDeviceToDevice,
+				                       env->stream));
+			const struct act *b = &m->acts[nd->in2];
+			CU_TRY(cu_shortcut_backward(env->stream, d->grad[nd->in2], dy, n, in->c, in->h,
+			                            in->w, b->c, nd->s, d->acc_in2[i] > 0));
+			break;
+		}
+		}
+	}
+	return 0;
+}
+
+/* The whole step (or evaluation) of plan p, enqueued on the stream. */
+static int enqueue(struct sd_dev_model *d, struct plan *p, char **why)
+{
+	const struct sd_model *m = d->m;
+	cudaStream_t st = d->env.stream;
+	if (p->gather)
+		CU_TRY(cu_gather(st, d->val[0], d->labels, d->data, d->data_labels, d->idx, p->n,
+		                 d->img));
+	if (forward(d, p, why) < 0)
+		return -1;
+	int last = m->nacts - 1;
+	CU_TRY(cu_softmax_xent(st, p->train ? d->grad[last] : NULL, d->row_loss, d->row_correct,
+	                       d->val[last], d->labels, p->n, m->classes, p->scale));
+	CU_TRY(cu_metrics_reduce(st, d->metrics, d->row_loss, d->row_correct, p->n));
+	if (p->train && backward(d, p, why) < 0)
+		return -1;
+	return 0;
+}
+
+/* Records plan p's work into a CUDA graph (nothing runs). */
+static void capture(struct sd_dev_model *d, struct plan *p)
+{
+	cudaStream_t st = d->env.stream;
+	cudaGraph_t g = NULL;
+	char *err = NULL;
+	cudaError_t e = cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal);
+	int rc = 0;
+	if (e == cudaSuccess) {
+		rc = enqueue(d, p, &err);
+		cudaError_t e2 = cudaStreamEndCapture(st, &g);
+		if (e2 != cudaSuccess)
+			e = e2;
+	}
+	if (rc == 0 && e == cudaSuccess && g)
+		e = cudaGraphInstantiate(&p->exec, g, 0);
+	if (g)
+		cudaGraphDestroy(g);
+	if (rc < 0 || e != cudaSuccess || !p->exec) {
+		snprintf(d->note, sizeof d->note, "CUDA graph capture failed at batch %d (%s), "
+		         "running eagerly", p->n, err ? err : cudaGetErrorString(e));
+		(void)cudaGetLastError();
+		p->exec = NULL;
+		p->eager = 1;
+	}
+	free(err);
+}
+
+static struct plan *get_plan(struct sd_dev_model *d, int n, int train, int gather, float scale,
+                             char **why)
+{
+	for (int i = 0; i < d->nplans; i++) {
+		struct plan *p = &d->plans[i];
+		if (p->n == n && p->train == train && p->gather == gather && p->scale == scale)
+			return p;
+	}
+	if (d->nplans == d->cap_plans) {
+		d->cap_plans = d->cap_plans ? 2 * d->cap_plans : 4;
+		d->plans = realloc(d->plans, (size_t)d->cap_plans * sizeof *d->plans);
+		if (!d->plans)
+			sd_oom();
+	}
+	if (plan_init(d, &d->plans[d->nplans], n, train, gather, scale, why) < 0)
+		return NULL;
+	return &d->plans[d->nplans++];
+}
+
+static int run_plan(struct sd_dev_model *d, struct plan *p, char **why)
+{
+	if (p->exec) {
+		CU_TRY(cudaGraphLaunch(p->exec, d->env.stream));
+		p->runs++;
+		return 0;
+	}
+	if (enqueue(d, p, why) < 0)
+		return -1;
+	p->runs++;
+	/* The algorithms ran: no more fall-backs (a graph cannot take them). */
+	for (int i = 0; i < d->m->nnodes; i++)
+		p->conv[i].checked = 1;
+	if (d->graphs && !p->eager)
+		capture(d, p);
+	return 0;
+}
+
+/* Queues the batch's upload on the copy stream; the step waits for it. */
+static int upload(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n, char **why)
+{
+	if (d->done_recorded)
+		CU_TRY(cudaStreamWaitEvent(d->copy, d->done, 0));
+	CU_TRY(cudaMemcpyAsync(d->val[0], x, (size_t)n * d->img * sizeof(float),
+	                       cudaMemcpyHostToDevice, d->copy));
+	CU_TRY(cudaMemcpyAsync(d->labels, labels, (size_t)n, cudaMemcpyHostToDevice, d->copy));
+	CU_TRY(cudaEventRecord(d->uploaded, d->copy));
+	CU_TRY(cudaStreamWaitEvent(d->env.stream, d->uploaded, 0));
+	return 0;
+}
+
+/* The step's one host synchronisation: its metrics. */
+static int finish(struct sd_dev_model *d, double *loss_sum, int *correct, char **why)
+{
+	CU_TRY(cudaMemcpyAsync(d->metrics_host, d->metrics, sizeof *d->metrics,
+	                       cudaMemcpyDeviceToHost, d->env.stream));
+	CU_TRY(cudaEventRecord(d->done, d->env.stream));
+	d->done_recorded = 1;
+	CU_TRY(cudaEventSynchronize(d->done));
+	*loss_sum = d->metrics_host->loss_sum;
+	*correct = d->metrics_host->correct;
+	return 0;
+}
+
+int cu_train_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
+                   float grad_scale, double *loss_sum, int *correct, char **why)
+{
+	*loss_sum = 0;
+	*correct = 0;
+	if (n < 0 || n > d->max_batch)
+		return sd_why(why, "CUDA model %s: batch of %d samples, built for at most %d",
+		              d->m->name, n, d->max_batch);
+	if (n == 0) {
+		CU_TRY(cudaMemsetAsync(d->blocks[SD_DEV_GRADS], 0,
+		                       d->block_floats[SD_DEV_GRADS] * sizeof(float), d->env.stream));
+		return 0;
+	}
+	struct plan *p = get_plan(d, n, 1, 0, grad_scale, why);
+	if (!p || upload(d, x, labels, n, why) < 0 || run_plan(d, p, why) < 0)
+		return -1;
+	return finish(d, loss_sum, correct, why);
+}
+
+int cu_dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels, int n,
+                      char **why)
+{
+	size_t bytes = (size_t)n * d->img * sizeof(float) + (size_t)n;
+	size_t free_b = 0, total_b = 0;
+	CU_TRY(cudaMemGetInfo(&free_b, &total_b));
+	if (n <= 0 || bytes > free_b / 4)
+		return sd_why(why, "training set of %.0f MiB, a quarter of the free device memory is "
+		              "%.0f MiB", bytes / 1048576.0, free_b / 4 / 1048576.0);
+	cudaFree(d->data);
+	cudaFree(d->data_labels);
+	d->data = NULL;
+	d->data_labels = NULL;
+	d->data_n = 0;
+	CU_TRY(cudaMalloc((void **)&d->data, (size_t)n * d->img * sizeof(float)));
+	CU_TRY(cudaMalloc((void **)&d->data_labels, (size_t)n));
+	CU_TRY(cudaMemcpyAsync(d->data, images, (size_t)n * d->img * sizeof(float),
+	                       cudaMemcpyHostToDevice, d->env.stream));
+	CU_TRY(cudaMemcpyAsync(d->data_labels, labels, (size_t)n, cudaMemcpyHostToDevice,
+	                       d->env.stream));
+	CU_TRY(cudaStreamSynchronize(d->env.stream));
+	d->data_n = n;
+	return 0;
+}
+
+int cu_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float grad_scale,
+                     double *loss_sum, int *correct, char **why)
+{
+	*loss_sum = 0;
+	*correct = 0;
+	if (!d->data)
+		return sd_why(why, "CUDA model %s: no training set on the device", d->m->name);
+	if (n < 0 || n > d->max_batch)
+		return sd_why(why, "CUDA model %s: batch of %d samples, built for at most %d",
+		              d->m->name, n, d->max_batch);
+	for (int i = 0; i < n; i++)
+		if (idx[i] < 0 || idx[i] >= d->data_n)
+			return sd_why(why, "CUDA model %s: sample %d outside the training set of %d",
+			              d->m->name, idx[i], d->data_n);
+	if (n == 0)
+		return cu_train_batch(d, NULL, NULL, 0, grad_scale, loss_sum, correct, why);
+	struct plan *p = get_plan(d, n, 1, 1, grad_scale, why);
+	if (!p)
+		return -1;
+	/* The indices through page-locked memory on the copy stream, after the
+	 * previous step has read the last ones. */
+	memcpy(d->idx_host, idx, (size_t)n * sizeof *idx);
+	if (d->done_recorded)
+		CU_TRY(cudaStreamWaitEvent(d->copy, d->done, 0));
+	CU_TRY(cudaMemcpyAsync(d->idx, d->idx_host, (size_t)n * sizeof *idx, cudaMemcpyHostToDevice,
+	                       d->copy));
+	CU_TRY(cudaEventRecord(d->uploaded, d->copy));
+	CU_TRY(cudaStreamWaitEvent(d->env.stream, d->uploaded, 0));
+	if (run_plan(d, p, why) < 0)
+		return -1;
+	return finish(d, loss_sum, correct, why);
+}
+
+int cu_eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
+                  double *loss_sum, int *correct, char **why)
+{
+	double total = 0;
+	int right = 0;
+	for (int off = 0; off < n; off += d->max_batch) {
+		int nb = n - off < d->max_batch ? n - off : d->max_batch;
+		struct plan *p = get_plan(d, nb, 0, 0, 0.0f, why);
+		double l;
+		int c;
+		if (!p || upload(d, x + (size_t)off * d->img, labels + off, nb, why) < 0 ||
+		    run_plan(d, p, why) < 0 || finish(d, &l, &c, why) < 0)
+			return -1;
+		total += l;
+		right += c;
+	}
+	*loss_sum = total;
+	*correct = right;
+	return 0;
+}
+
+int cu_sgd_step(struct sd_dev_model *d, float lr, float momentum, float weight_decay, char **why)
+{
+	CU_TRY(cu_sgd(d->env.stream, d->blocks[SD_DEV_PARAMS], d->blocks[SD_DEV_VELOCITY],
+	              d->blocks[SD_DEV_GRADS], d->block_floats[SD_DEV_PARAMS], lr, momentum,
+	              weight_decay));
+	return 0;
+}
+
+/* ---- blocks ------------------------------------------------------------- */
+
+static int check_block(struct sd_dev_model *d, enum sd_dev_block b, char **why)
+{
+	if ((int)b < 0 || (int)b > SD_DEV_BUFFERS)
+		return sd_why(why, "CUDA model: no block %d", (int)b);
+	return 0;
+}
+
+int cu_model_upload(struct sd_dev_model *d, enum sd_dev_block b, const float *host, char **why)
+{
+	if (check_block(d, b, why) < 0)
+		return -1;
+	if (!d->block_floats[b])
+		return 0;
+	CU_TRY(cudaMemcpyAsync(d->blocks[b], host, d->block_floats[b] * sizeof(float),
+	                       cudaMemcpyHostToDevice, d->env.stream));
+	CU_TRY(cudaStreamSynchronize(d->env.stream));
+	return 0;
+}
+
+int cu_model_download(struct sd_dev_model *d, enum sd_dev_block b, float *host, char **why)
+{
+	if (check_block(d, b, why) < 0)
+		return -1;
+	if (!d->block_floats[b])
+		return 0;
+	CU_TRY(cudaMemcpyAsync(host, d->blocks[b], d->block_floats[b] * sizeof(float),
+	                       cudaMemcpyDeviceToHost, d->env.stream));
+	CU_TRY(cudaStreamSynchronize(d->env.stream));
+	return 0;
+}
+
+float *cu_model_block(struct sd_dev_model *d, enum sd_dev_block b)
+{
+	if ((int)b < 0 || (int)b > SD_DEV_BUFFERS)
+		return NULL;
+	/* Callers (NCCL) use it from other streams: finish ours first. */
+	cudaStreamSynchronize(d->env.stream);
+	return d->blocks[b];
+}
+
+const char *cu_model_describe(struct sd_dev_model *d)
+{
+	snprintf(d->describe, sizeof d->describe,
+	         "cuDNN convolution algorithms by %s (deterministic only), %s math, CUDA graphs %s%s%s",
+	         d->env.find ? "measurement" : "heuristics",
+	         d->env.tf32 ? "TF32 tensor-core" : "strict fp32",
+	         d->graphs ? "on" : "off (SPOTDECK_CUDA_GRAPHS=0)", d->note[0] ? "; " : "", d->note);
+	return d->describe;
+}
+
+/* ---- create / destroy --------------------------------------------------- */
+
+void cu_model_destroy(struct sd_dev_model *d)
+{
+	if (!d)
+		return;
+	if (d->env.stream)
+		cudaStreamSynchronize(d->env.stream);
+	if (d->copy)
+		cudaStreamSynchronize(d->copy);
+	for (int i = 0; i < d->nplans; i++)
+		plan_free(d, &d->plans[i]);
+	free(d->plans);
+	const struct sd_model *m = d->m;
+	for (int i = 0; d->val && i < m->nacts; i++) {
+		cudaFree(d->val[i]);
+		cudaFree(d->grad[i]);
+	}
+	free(d->val);
+	free(d->grad);
+	for (int i = 0; d->bn_mean && i < m->nnodes; i++) {
+		cudaFree(d->bn_mean[i]);
+		cudaFree(d->bn_invstd[i]);
+	}
+	free(d->bn_mean);
+	free(d->bn_invstd);
+	free(d->acc_in);
+	free(d->acc_in2);
+	for (int b = 0; b < 4; b++)
+		cudaFree(d->blocks[b]);
+	cudaFree(d->labels);
+	cudaFree(d->data);
+	cudaFree(d->data_labels);
+	cudaFree(d->idx);
+	if (d->idx_host)
+		cudaFreeHost(d->idx_host);
+	cudaFree(d->row_loss);
+	cudaFree(d->row_correct);
+	cudaFree(d->metrics);
+	if (d->metrics_host)
+		cudaFreeHost(d->metrics_host);
+	for (int i = 0; i < 3; i++)
+		if (d->host_locked[i])
+			cudaHostUnregister(d->host_locked[i]);
+	if (d->uploaded)
+		cudaEventDestroy(d->uploaded);
+	if (d->done)
+		cudaEventDestroy(d->done);
+	if (d->copy)
+		cudaStreamDestroy(d->copy);
+	cudaStream_t st = d->env.stream;
+	cu_env_fini(&d->env);
+	if (st)
+		cudaStreamDestroy(st);
+	(void)cudaGetLastError();
+	free(d);
+}
+
+/* Which gradients a node adds rather than writes: engine/model.c's backward
+ * bookkeeping (grad_set), done once here since it does not depend on n. */
+static int plan_accumulation(struct sd_dev_model *d, char **why)
+{
+	const struct sd_model *m = d->m;
+	char *set = sd_calloc((size_t)m->nacts, 1);
+	d->acc_in = sd_calloc((size_t)m->nnodes, 1);
+	d->acc_in2 = sd_calloc((size_t)m->nnodes, 1);
+	set[m->nacts - 1] = 1;   /* the logits' gradient comes from the loss */
+	for (int i = m->nnodes - 1; i >= 0; i--) {
+		const struct node *nd = &m->nodes[i];
+		switch (nd->op) {
+		case OP_CONV:
+		case OP_LINEAR:
+			/* The input image needs no gradient. */
+			if (nd->in == 0) {
+				d->acc_in[i] = -1;
+				break;
+			}
+			/* fall through */
+		case OP_BN:
+		case OP_MAXPOOL:
+		case OP_AVGPOOL:
+			d->acc_in[i] = set[nd->in];
+			set[nd->in] = 1;
+			break;
+		case OP_RELU:
+			d->acc_in[i] = -1;
+			break;
+		case OP_ADD:
+			d->acc_in[i] = set[nd->in];
+			set[nd->in] = 1;
+			d->acc_in2[i] = set[nd->in2];
+			set[nd->in2] = 1;
+			break;
+		default:
+			free(set);
+			return sd_why(why, "CUDA backend: model %s has node %s of a kind (%d) it does "
+			              "not implement", m->name, nd->name, (int)nd->op);
+		}
+	}
+	free(set);
+	return 0;
+}
+
+/* Page-locks a host block so copies of it are direct DMA; optional. */
+static void lock_host(struct sd_dev_model *d, int slot, float *p, size_t floats)
+{
+	if (!p || !floats)
+		return;
+	if (cudaHostRegister(p, floats * sizeof(float), cudaHostRegisterDefault) == cudaSuccess)
+		d->host_locked[slot] = p;
+	else
+		(void)cudaGetLastError();
+}
+
+int cu_model_create(struct sd_dev_model **out, const struct sd_model *m, int max_batch,
+                    char **why)
+{
+	*out = NULL;
+	if (max_batch <= 0)
+		return sd_why(why, "CUDA model %s: max batch %d", m->name, max_batch);
+	struct sd_dev_model *d = sd_calloc(1, sizeof *d);
+	d->m = m;
+	d->max_batch = max_batch;
+	d->img = act_count(&m->acts[0]);
+	d->graphs = cu_env_flag("SPOTDECK_CUDA_GRAPHS", 1);
+	if (plan_accumulation(d, why) < 0)
+		goto fail;
+
+	cudaStream_t st = NULL;
+	/* Non-blocking: never serialised with the legacy default stream. */
+	if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess ||
+	    cudaStreamCreateWithFlags(&d->copy, cudaStreamNonBlocking) != cudaSuccess ||
+	    cudaEventCreateWithFlags(&d->uploaded, cudaEventDisableTiming) != cudaSuccess ||
+	    cudaEventCreateWithFlags(&d->done, cudaEventDisableTiming) != cudaSuccess) {
+		cu_fail_cuda(why, "cudaStreamCreate/cudaEventCreate", cudaGetLastError());
+		if (st)
+			cudaStreamDestroy(st);
+		goto fail;
+	}
+	/* cuDNN workspace: 256 MiB, or an eighth of the free memory if less. */
+	size_t free_b = 0, total_b = 0;
+	size_t ws = 256u << 20;
+	if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && free_b / 8 < ws)
+		ws = free_b / 8;
+	if (cu_env_init(&d->env, st, ws, max_batch, why) < 0) {
+		if (!d->env.stream)
+			cudaStreamDestroy(st);
+		goto fail;
+	}
+
+	d->block_floats[SD_DEV_PARAMS] = m->nparams;
+	d->block_floats[SD_DEV_GRADS] = m->nparams;
+	d->block_floats[SD_DEV_VELOCITY] = m->nparams;
+	d->block_floats[SD_DEV_BUFFERS] = m->nbuffers;
+	for (int b = 0; b < 4; b++) {
+		size_t bytes = (d->block_floats[b] ? d->block_floats[b] : 1) * sizeof(float);
+		if (cudaMalloc((void **)&d->blocks[b], bytes) != cudaSuccess ||
+		    cudaMemsetAsync(d->blocks[b], 0, bytes, st) != cudaSuccess) {
+			cu_fail_cuda(why, "cudaMalloc (state blocks)", cudaGetLastError());
+			goto fail;
+		}
+	}
+	d->val = sd_calloc((size_t)m->nacts, sizeof *d->val);
+	d->grad = sd_calloc((size_t)m->nacts, sizeof *d->grad);
+	size_t act_bytes = 0;
+	for (int i = 0; i < m->nacts; i++) {
+		size_t bytes = act_count(&m->acts[i]) * (size_t)max_batch * sizeof(float);
+		act_bytes += 2 * bytes;
+		if (cudaMalloc((void **)&d->val[i], bytes) != cudaSuccess ||
+		    cudaMalloc((void **)&d->grad[i], bytes) != cudaSuccess) {
+			cudaGetLastError();
+			sd_why(why, "CUDA model %s: cannot allocate %.0f MiB of activations for batch %d",
+			       m->name, act_bytes / 1048576.0, max_batch);
+			goto fail;
+		}
+	}
+	d->bn_mean = sd_calloc((size_t)m->nnodes, sizeof *d->bn_mean);
+	d->bn_invstd = sd_calloc((size_t)m->nnodes, sizeof *d->bn_invstd);
+	for (int i = 0; i < m->nnodes; i++) {
+		if (m->nodes[i].op != OP_BN)
+			continue;
+		size_t bytes = (size_t)m->acts[m->nodes[i].in].c * sizeof(float);
+		if (cudaMalloc((void **)&d->bn_mean[i], bytes) != cudaSuccess ||
+		    cudaMalloc((void **)&d->bn_invstd[i], bytes) != cudaSuccess) {
+			cu_fail_cuda(why, "cudaMalloc (batch-norm statistics)", cudaGetLastError());
+			goto fail;
+		}
+	}
+	if (cudaMalloc((void **)&d->labels, (size_t)max_batch) != cudaSuccess ||
+	    cudaMalloc((void **)&d->row_loss, (size_t)max_batch * sizeof(double)) != cudaSuccess ||
+	    cudaMalloc((void **)&d->row_correct, (size_t)max_batch * sizeof(int)) != cudaSuccess ||
+	    cudaMalloc((void **)&d->metrics, sizeof *d->metrics) != cudaSuccess ||
+	    cudaMallocHost((void **)&d->metrics_host, sizeof *d->metrics_host) != cudaSuccess ||
+	    cudaMalloc((void **)&d->idx, (size_t)max_batch * sizeof *d->idx) != cudaSuccess ||
+	    cudaMallocHost((void **)&d->idx_host, (size_t)max_batch * sizeof *d->idx_host) != cudaSuccess) {
+		cu_fail_cuda(why, "cudaMalloc (labels, metrics)", cudaGetLastError());
+		goto fail;
+	}
+	/* The host blocks the trainer copies every step on the Gloo path. */
+	lock_host(d, 0, m->params, m->nparams);
+	lock_host(d, 1, m->grads, m->nparams);
+	lock_host(d, 2, m->buffers, m->nbuffers);
+	if (cudaStreamSynchronize(st) != cudaSuccess) {
+		cu_fail_cuda(why, "cudaStreamSynchronize", cudaGetLastError());
+		goto fail;
+	}
+	*out = d;
+	return 0;
+fail:
+	cu_model_destroy(d);
+	return -1;
+}

@@ -1,0 +1,95 @@
+/* engine/model-graph.h - the inside of struct sd_model, PRIVATE to the
+ * engine's executors: engine/model.c (the CPU one, which builds the graph)
+ * and the CUDA backend (engine/cuda/exec.c), which runs the same graph on a
+ * device.  Nothing outside engine/ includes this.
+ *
+ * A model is a list of nodes over activations.  Activation 0 is the input
+ * image batch, the last activation is the logits.  Forward runs the nodes in
+ * list order, backward in reverse.  An activation read by more than one node
+ * (a ResNet block's input: the main branch and the shortcut) gets the sum of
+ * their gradients; ReLU works in place (its output is its input activation).
+ * Parameter tensors are views into ONE parameter buffer at the offsets of
+ * engine/model.h's tensor table, and each parameter tensor belongs to exactly
+ * one node; batch-norm running statistics are views into the buffers block.
+ *
+ * Whoever adds an operation here must teach both executors about it: the
+ * CUDA one refuses a graph with an op it does not know (the trainer then
+ * stays on the CPU and says why), so forgetting it is never silent.
+ */
+#ifndef SD_ENGINE_MODEL_GRAPH_H
+#define SD_ENGINE_MODEL_GRAPH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "engine/layers.h"
+#include "engine/model.h"
+
+/* Offset of an absent parameter tensor (a conv without bias). */
+#define SD_NO_TENSOR ((size_t)-1)
+
+enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
+
+/* Nodes the CPU executor runs a batch-norm together with (model.c, "node
+ * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
+ * list with their own activations, so an executor that ignores these marks
+ * (the CUDA one) runs every node as before. */
+enum sd_fuse { FUSE_NONE, FUSE_RELU, FUSE_ADD_RELU };
+
+/* One activation: a (max_batch, c, h, w) buffer and its gradient. */
+struct act {
+	int c, h, w;
+	int blk;            /* CPU layout of val/grad: 1 NCHW, 8 or 16 channel-blocked
+	                     * (layers.h); other executors keep their own buffers */
+	float *val;
+	float *grad;
+	int consumers;      /* nodes reading it; >1 means gradients add up */
+	int grad_set;       /* during backward: grad already holds a contribution */
+};
+
+struct node {
+	enum sd_op op;
+	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) */
+	char name[32];
+	/* parameters: offsets into params/grads, SD_NO_TENSOR when absent */
+	size_t w_off, b_off;
+	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
+	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
+	int k, s;                       /* pooling window and stride; OP_ADD: the
+	                                 * shortcut's subsampling stride */
+	int fc_in, fc_out;              /* OP_LINEAR */
+	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
+	int32_t *argmax;                /* OP_MAXPOOL */
+	enum sd_fuse fuse;              /* OP_BN: what the CPU runs with it */
+	int fused_from;                 /* tail of a fused group: head index + 1, else 0 */
+};
+
+struct sd_model {
+	char name[32];
+	int c, h, w, classes, max_batch;
+	struct node *nodes;
+	int nnodes, cap_nodes;
+	struct act *acts;
+	int nacts, cap_acts;
+	struct sd_tensor_info *tensors;
+	int ntensors, cap_tensors;
+	size_t nparams, nbuffers;
+	float *params, *grads, *buffers;
+	float *probs;       /* (max_batch, classes) */
+	float *ws;          /* conv workspace, shared by all convs */
+	size_t ws_floats;
+	float *scratch;     /* gradient scratch for multi-consumer activations */
+	size_t scratch_floats;
+	double flops;       /* forward multiply-adds per sample */
+	struct sd_node_time *prof;   /* per-node times while profiling, else NULL */
+	clockid_t prof_clock;
+	int blk;            /* CPU activation layout (model.c choose_layout): 1, 8 or 16 */
+	float *res;         /* blocked models: a shortcut's residual or its gradient */
+};
+
+/* Batch-norm constants both executors use (PyTorch's defaults). */
+#define SD_BN_MOMENTUM 0.1f
+#define SD_BN_EPS 1e-5f
+
+#endif

@@ -1,0 +1,310 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh - the CUDA backend's checks on a GPU host, from a copy of
+# the repository and a bundle made by tests/gpu/pack.sh (programs + the
+# libraries the host may lack).  Run from the repository root:
+#
+#     tests/gpu/run.sh BUNDLE
+#
+# Checks: every layer forward and backward against the CPU reference; 20-step
+# loss trajectories of cnn and resnet32 against the CPU; determinism (in one
+# process and across two); NCCL at world size 1 (and N with N GPUs); an
+# elastic run of 2 workers on one GPU with one SIGKILLed; throughput of
+# resnet32 (batch 128) and cnn (batch 64) against PyTorch on the same GPU and
+# precision.  Prints "N passed, N failed" and exits non-zero on any failure;
+# exits 77 with a SKIP line when there is no NVIDIA GPU.  The whole log goes
+# to $OUT/gpu-run.log when OUT is set (the device tool's folder), else to
+# BUNDLE/gpu-run.log.  Each check has its own time limit; all of them
+# together stay under 10 minutes.
+#
+# Environment: SD_GPU_RUN_FAKE=DIR runs the same script without a GPU against
+# a stand-in driver and plugin from DIR (tests/test-gpu-run.sh, make check);
+# SD_GPU_QUICK=1 makes the runs short (same checks, fewer steps);
+# SD_PYTHON picks the Python (default python3, the one with torch on the GPU
+# host).
+set -u
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+	echo "usage: tests/gpu/run.sh BUNDLE   (BUNDLE: the folder tests/gpu/pack.sh made)" >&2
+	exit 2
+fi
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+B=$(cd "$1" && pwd)
+fake=${SD_GPU_RUN_FAKE:-}
+quick=${SD_GPU_QUICK:-0}
+py=${SD_PYTHON:-python3}
+log=${OUT:-$B}/gpu-run.log
+mkdir -p "$(dirname "$log")"
+: > "$log"
+exec > >(tee -a "$log") 2>&1
+teepid=$!
+echo "run.sh expects: an NVIDIA GPU with its driver (>= 580 for CUDA 13), cuDNN 9, cuBLAS 13" \
+     "and NCCL 2 libraries (system, /usr/local/cuda or a Python venv's nvidia/* wheels)," \
+     "glibc >= 2.34, bash, python3 (with torch for the PyTorch peer); no network"
+start=$SECONDS
+budget=570          # seconds for everything; the device tool allows 600
+pass=0; fail=0; skip=0
+results=()
+
+note() { echo "run.sh: $*"; }
+# Ends the script with status $1 once tee has written everything to the log.
+leave() {
+	exec 1>&- 2>&-
+	wait "$teepid" 2>/dev/null
+	exit "$1"
+}
+finish() {
+	echo
+	echo "== summary ($((SECONDS - start)) s)"
+	for r in "${results[@]}"; do echo "  $r"; done
+	[ "$skip" -gt 0 ] && echo "($skip skipped)"
+	note "log: $log"
+	echo "$pass passed, $fail failed"
+	[ "$fail" -eq 0 ] && leave 0
+	leave 1
+}
+
+for f in bin/spotdeck bin/spotdeck-worker bin/gpu-check bin/spotdeck-cuda.so; do
+	[ -e "$B/$f" ] || { note "FAIL: $B/$f missing: not a tests/gpu/pack.sh bundle"; fail=1; finish; }
+done
+[ -f "$B/MANIFEST" ] && sed -n '1,4p' "$B/MANIFEST"
+
+# ---- the driver and the libraries --------------------------------------------
+
+# Directories holding a file named $1, from the candidates in $cands (first
+# match per directory, in order), without descending into /proc and the like.
+cands=()
+find_lib() {
+	local name=$1 d hit
+	for d in "${cands[@]}"; do
+		[ -d "$d" ] || continue
+		hit=$(find "$d" -maxdepth 4 -name "$name" \( -type f -o -type l \) -print -quit 2>/dev/null)
+		if [ -n "$hit" ]; then
+			dirname "$hit"
+			return 0
+		fi
+	done
+	return 1
+}
+# The dynamic loader's own view (ldconfig cache), if it knows $1.
+ld_knows() { ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$1 "; }
+
+libpath=""
+add_dir() { case ":$libpath:" in *":$1:"*) ;; *) libpath=${libpath:+$libpath:}$1 ;; esac; }
+
+if [ -n "$fake" ]; then
+	note "SELF-TEST without a GPU: stand-in driver and plugin from $fake (not a GPU result)"
+	add_dir "$fake"
+	export SPOTDECK_CUDA_PLUGIN=$fake/spotdeck-cuda.so
+else
+	# The driver: libcuda.so.1 where the loader or a driver mount has it.
+	cands=(/usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64
+	       /usr/lib /lib/x86_64-linux-gnu /usr/lib/wsl/lib)
+	if ! ld_knows libcuda.so.1; then
+		d=$(find_lib libcuda.so.1) || {
+			echo "SKIP: no NVIDIA GPU here: no driver library libcuda.so.1" \
+			     "(ldconfig, /usr/local/nvidia, /usr/lib*)"
+			leave 77
+		}
+		add_dir "$d"
+	fi
+	if command -v nvidia-smi >/dev/null 2>&1; then
+		nvidia-smi --query-gpu=index,name,driver_version,memory.total,clocks.sm,clocks.max.sm \
+		           --format=csv,noheader 2>&1 | sed 's/^/  gpu: /'
+	fi
+	# cuDNN, cuBLAS, NCCL (and NVRTC, which cuDNN may load): the system's,
+	# /usr/local/cuda's, or any Python environment's NVIDIA wheels.
+	cands=(/usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib)
+	for p in "$py" python3 /usr/bin/python3 /opt/*/.venv/bin/python3 /opt/*/bin/python3; do
+		command -v "$p" >/dev/null 2>&1 || continue
+		while read -r sp; do
+			[ -d "$sp/nvidia" ] && cands+=("$sp/nvidia")
+			[ -d "$sp/torch/lib" ] && cands+=("$sp/torch/lib")
+		done < <("$p" -c 'import site, sys
+for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path: print(p)' 2>/dev/null)
+	done
+	cands+=(/usr/lib/x86_64-linux-gnu /usr/lib64 /opt /usr/local)
+	for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 \
+	           libnvrtc.so.13 libnvJitLink.so.13; do
+		if d=$(find_lib "$lib"); then
+			add_dir "$d"
+			note "$lib: $d"
+		elif ld_knows "$lib"; then
+			note "$lib: known to the loader"
+		else
+			case $lib in
+			libnvrtc*|libnvJitLink*) note "$lib: not found (optional: some cuDNN engines need it)" ;;
+			*) note "FAIL: $lib not found (looked in ${cands[*]})"; fail=$((fail + 1))
+			   results+=("FAIL libraries: $lib not found") ;;
+			esac
+		fi
+	done
+	[ "$fail" -eq 0 ] || finish
+	export SPOTDECK_CUDA_PLUGIN=$B/bin/spotdeck-cuda.so
+fi
+# The host's own library path last: a driver found only through it stays found.
+child_ld=$B/lib${libpath:+:$libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# Our programs load with the bundle's libraries first; if the host's C++
+# runtime is older than the one they were built with, use the bundle's.
+if ! out=$(LD_LIBRARY_PATH=$child_ld "$B/bin/spotdeck-worker" --version 2>&1); then
+	if LD_LIBRARY_PATH=$B/lib/fallback:$child_ld "$B/bin/spotdeck-worker" --version >/dev/null 2>&1; then
+		note "this host's libstdc++ is too old ($out); using the bundle's"
+		child_ld=$B/lib/fallback:$child_ld
+	else
+		note "FAIL: the bundle's programs do not load here: $out"
+		fail=1; results+=("FAIL load: $out")
+		finish
+	fi
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(nproc)}
+unset SPOTDECK_BACKEND SPOTDECK_CUDA_DEVICE SPOTDECK_CUDA_CONV_ALGO SPOTDECK_CUDA_TF32 SPOTDECK_CUDA_GRAPHS
+sd() { LD_LIBRARY_PATH=$child_ld "$@"; }
+
+# ---- checks ----------------------------------------------------------------
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/spotdeck-gpu.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+# check NAME LIMIT_S CMD...: runs CMD with a time limit; exit 0 passes, 77
+# skips, anything else fails.  Never starts a check the budget cannot hold.
+check() {
+	local name=$1 limit=$2 rc t0=$SECONDS
+	shift 2
+	local left=$((budget - (SECONDS - start)))
+	echo
+	echo "== $name"
+	if [ "$left" -lt 20 ]; then
+		echo "not run: $left s of the time budget left"
+		fail=$((fail + 1)); results+=("FAIL $name (no time left)")
+		return
+	fi
+	[ "$limit" -gt "$left" ] && limit=$left
+	# timeout runs programs, not functions: a function goes through bash
+	# (the functions and variables it uses are exported below).
+	if [ "$(type -t "$1")" = function ]; then
+		timeout -k 10 "$limit" bash -c '"$@"' check "$@"
+	else
+		timeout -k 10 "$limit" "$@"
+	fi
+	rc=$?
+	case $rc in
+	0) pass=$((pass + 1)); results+=("ok   $name ($((SECONDS - t0)) s)") ;;
+	77) skip=$((skip + 1)); results+=("SKIP $name") ;;
+	124|137) fail=$((fail + 1)); results+=("FAIL $name (over its $limit s limit)") ;;
+	*) fail=$((fail + 1)); results+=("FAIL $name (exit $rc)") ;;
+	esac
+}
+
+if [ "$quick" = 1 ]; then
+	steps=2; tsteps=3; models="cnn resnet20"; esteps=16; qbatch=8; export SD_BATCH=32
+else
+	steps=20; tsteps=200; models="cnn resnet32"; esteps=2000; qbatch=
+fi
+
+export B child_ld tmp repo steps tsteps esteps fake py qbatch
+export -f sd
+check "probe: device, libraries, plugin" 60 sd "$B/bin/gpu-check" probe
+if [ "${results[0]:-}" != "${results[0]#SKIP}" ]; then
+	echo "SKIP: no usable CUDA device (see the probe's line above)"
+	leave 77
+fi
+check "layers: forward and backward against the CPU" 120 sd "$B/bin/gpu-check" layers
+for m in $models; do
+	check "trajectory: $m, $steps steps, GPU against CPU" 150 sd "$B/bin/gpu-check" trajectory "$m" "$steps" $qbatch
+done
+for m in $models; do
+	check "determinism: $m twice in one process" 90 sd "$B/bin/gpu-check" determinism "$m" "$steps" $qbatch
+done
+m=${models##* }
+across() {
+	sd "$B/bin/gpu-check" losses "$m" "$steps" $qbatch > "$tmp/a" &&
+	sd "$B/bin/gpu-check" losses "$m" "$steps" $qbatch > "$tmp/b" || return 1
+	cat "$tmp/a"
+	if cmp -s "$tmp/a" "$tmp/b"; then
+		echo "two processes: the same losses and checksum  ok"
+	else
+		echo "two processes differ:"; cat "$tmp/b"; return 1
+	fi
+}
+export m
+export -f across
+check "determinism: $m in two processes" 120 across
+if [ -n "$fake" ]; then
+	check "nccl" 5 sh -c 'echo "stand-in plugin has no NCCL"; exit 77'
+else
+	check "nccl: all-reduce, broadcast, barrier; peer loss with N GPUs" 120 sd "$B/bin/gpu-check" nccl
+fi
+elastic() {
+	top_builddir=$B/bin SD_CHILD_LD_LIBRARY_PATH=$child_ld SD_STEPS=$esteps \
+	SD_EXPECT_BACKEND=cuda "$py" "$repo/tests/gpu/elastic_gpu.py"
+}
+export -f elastic
+check "elastic: 2 workers on one GPU, one SIGKILLed" 240 elastic
+
+# Throughput: spotdeck and PyTorch, the same model, batch, precision and data
+# path, on this GPU; the ratio must be >= 1.0 in both the default setting
+# (algorithms by heuristics) and the measured one (cudnnFind / benchmark).
+peer_dev=cuda
+[ -n "$fake" ] && peer_dev=cpu
+have_torch=0
+"$py" -c 'import torch' 2>/dev/null && have_torch=1
+throughput() {
+	local model=$1 batch=$2
+	sd "$B/bin/gpu-check" throughput "$model" "$batch" "$tsteps" > "$tmp/sd-$model" || return 1
+	SPOTDECK_CUDA_CONV_ALGO=find sd "$B/bin/gpu-check" throughput "$model" "$batch" "$tsteps" \
+		> "$tmp/sdf-$model" || return 1
+	cat "$tmp/sd-$model" "$tmp/sdf-$model"
+	if [ "$have_torch" = 1 ]; then
+		"$py" "$repo/tests/gpu/torch_peer.py" --model "$model" --batch "$batch" \
+			--steps "$tsteps" --warmup "$((tsteps < 20 ? 1 : 20))" --device "$peer_dev" \
+			> "$tmp/pt-$model" || return 1
+		if [ "$quick" = 1 ]; then
+			cp "$tmp/pt-$model" "$tmp/ptb-$model"   # the same code path, once
+		else
+			"$py" "$repo/tests/gpu/torch_peer.py" --model "$model" --batch "$batch" \
+				--steps "$tsteps" --device "$peer_dev" --benchmark > "$tmp/ptb-$model" || return 1
+		fi
+		cat "$tmp/pt-$model" "$tmp/ptb-$model"
+	fi
+	local cmp
+	cmp=$(cat <<'PY'
+import json, sys
+tmp, model, fake, have_torch = sys.argv[1], sys.argv[2], sys.argv[3] == "1", sys.argv[4] == "1"
+sd = json.load(open(tmp + "/sd-" + model))
+sdf = json.load(open(tmp + "/sdf-" + model))
+print("%s batch %d on %s (%s)" % (model, sd["batch"], sd["device"], sd["how"]))
+print("  spotdeck, cuDNN heuristics  %9.0f images/s  %7.3f ms/step" % (sd["images_per_sec"], sd["ms_per_step"]))
+print("  spotdeck, cuDNN measured    %9.0f images/s  %7.3f ms/step" % (sdf["images_per_sec"], sdf["ms_per_step"]))
+gf = sd["images_per_sec"] * sd["flops_per_image"] / 1e12
+if not have_torch:
+    # No PyTorch: the GPU's float32 peak as the yardstick (H100/H200 SXM
+    # datasheet: 67 TFLOP/s FP32 without tensor cores).
+    print("  no PyTorch here: %.2f TFLOP/s achieved = %.1f%% of the H200's 67 TFLOP/s FP32 peak"
+          % (gf, 100 * gf / 67))
+    sys.exit(77)
+pt = json.load(open(tmp + "/pt-" + model))
+ptb = json.load(open(tmp + "/ptb-" + model))
+print("  %s default       %9.0f images/s  %7.3f ms/step" % (pt["engine"], pt["images_per_sec"], pt["ms_per_step"]))
+print("  %s cudnn.benchmark %7.0f images/s  %7.3f ms/step" % (pt["engine"], ptb["images_per_sec"], ptb["ms_per_step"]))
+r1 = sd["images_per_sec"] / pt["images_per_sec"]
+r2 = sdf["images_per_sec"] / ptb["images_per_sec"]
+print("  ratio spotdeck / pytorch: %.2fx (heuristics vs default), %.2fx (measured vs benchmark); "
+      "%.2f TFLOP/s" % (r1, r2, gf))
+if fake:
+    print("  (self-test: both ran on the CPU; the ratio is not a result)")
+    sys.exit(0)
+sys.exit(0 if r1 >= 1.0 and r2 >= 1.0 else 1)
+PY
+)
+	"$py" -c "$cmp" "$tmp" "$model" "$([ -n "$fake" ] && echo 1 || echo 0)" "$have_torch"
+}
+export peer_dev have_torch quick
+export -f throughput
+if [ "$quick" = 1 ]; then
+	check "throughput: cnn batch 8 against PyTorch" 200 throughput cnn 8
+else
+	# Steps enough for about a second of each engine's time (tsteps is
+	# exported: the check runs in a child shell).
+	tsteps=300
+	check "throughput: resnet32 batch 128 against PyTorch (fp32)" 200 throughput resnet32 128
+	tsteps=1000
+	check "throughput: cnn batch 64 against PyTorch (fp32)" 150 throughput cnn 64
+fi
+finish

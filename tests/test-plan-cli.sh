@@ -1,0 +1,100 @@
+#!/bin/sh
+# `spotdeck plan`: bad input gets one error line and exit 1 (2 for usage);
+# the table and --json agree with each other and with the planner's rules
+# (sorted by median cost, the frontier marked, speed-up 1 for one on-demand
+# server, no saving for on-demand rows); the same --seed gives the same
+# bytes; a job file sets the work; --progress reports on stderr.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+tmpdir
+SPOTDECK="$top_builddir/spotdeck"
+PLAN="$SPOTDECK plan --runs 200"
+
+expect_error "unknown GPU" "^spotdeck plan: --gpus: no offer of GPU 'x100' in .*gce-2019\.json \(it sells K80, P100, V100\)$" \
+	$PLAN --gpus k80,x100
+expect_error "cluster size 0" "^spotdeck plan: --sizes: '0': a cluster size is a whole number of servers from 1 to 256$" \
+	$PLAN --sizes 1,0
+expect_error "cluster size not a number" "^spotdeck plan: --sizes: 'four'" $PLAN --sizes four
+expect_error "empty list item" "^spotdeck plan: --sizes: '1,,2': expected cluster sizes" $PLAN --sizes 1,,2
+expect_error "deadline that does not parse" "^spotdeck plan: --deadline: cannot read 'tomorrow' as a duration" \
+	$PLAN --deadline tomorrow
+expect_error "deadline with a bad unit" "^spotdeck plan: --deadline: cannot read '2y' as a duration" $PLAN --deadline 2y
+expect_error "negative budget" "^spotdeck plan: --budget: '-5': expected a positive amount" $PLAN --budget -5
+expect_error "no runs" "^spotdeck plan: --runs: '0': expected 1 to 10000000 runs" $PLAN --runs 0
+expect_error "unknown zone" "^spotdeck plan: --zones: no offer in zone 'mars-1a'" $PLAN --zones mars-1a
+expect_error "missing catalog" "^spotdeck plan: --catalog: $T/none\.json: no such file" $PLAN --catalog "$T/none.json"
+printf '{"format": "spotdeck-scaling", "version": 1, "series": [{"model": "resnet32"}]}' >"$T/scaling.json"
+expect_error "bad scaling file" "^spotdeck plan: $T/scaling\.json: series\[0\]\.gpu: expected a non-empty string" \
+	$PLAN --scaling "$T/scaling.json"
+printf '{"model": "resnet32", "epochs": -1}' >"$T/job.json"
+expect_error "bad job file" "job\.json: epochs: expected a positive integer" $PLAN --job "$T/job.json"
+EXPECT_RC=2 expect_error "unknown option" "^spotdeck plan: unknown option or missing value: '--colour'" $PLAN --colour k80
+
+# The table: two GPU sizes, both kinds; a deadline column; the frontier marked.
+$PLAN --gpus k80 --sizes 1,8 --seed 4 --deadline 1h >"$T/table" 2>"$T/err" || { cat "$T/err"; fail "plan"; }
+[ ! -s "$T/err" ] || { cat "$T/err"; fail "a quick plan wrote to stderr"; }
+for row in "8x K80 spot" "1x K80 spot" "8x K80 on-demand" "1x K80 on-demand"; do
+	grep -q "^[ *] $row " "$T/table" || { cat "$T/table"; fail "table lacks '$row'"; }
+done
+grep -q "P(<1h00m)" "$T/table" || { cat "$T/table"; fail "no deadline column"; }
+grep -q '^\* ' "$T/table" || { cat "$T/table"; fail "no row on the frontier"; }
+grep -q "simulated" "$T/table" || fail "the table does not say its figures are simulated"
+ok "table: $(grep -c '^[ *] [0-9]*x ' "$T/table") rows"
+
+# JSON: the same plan; check the planner's rules on it.
+$PLAN --gpus k80 --sizes 1,8 --seed 4 --deadline 1h --json >"$T/a.json" || fail "plan --json"
+python3 - "$T/a.json" "$T/table" <<'PY' || fail "JSON checks"
+import json, math, sys
+doc = json.load(open(sys.argv[1]))
+rows = doc["configurations"]
+assert doc["type"] == "plan" and doc["simulated"] is True and doc["runs"] == 200, doc
+assert len(rows) == 4, [r["label"] for r in rows]
+med = [r["cost_usd"]["median"] for r in rows]
+assert med == sorted(med), "not sorted by median cost: %s" % med
+for r in rows:
+    dominated = any(o is not r and o["time_s"]["median"] <= r["time_s"]["median"]
+                    and o["cost_usd"]["median"] <= r["cost_usd"]["median"]
+                    and (o["time_s"]["median"] < r["time_s"]["median"] or o["cost_usd"]["median"] < r["cost_usd"]["median"])
+                    for o in rows)
+    assert r["pareto"] == (not dominated), (r["label"], r["pareto"], dominated)
+    assert 0 <= r["p_deadline"] <= 1, r
+    assert r["time_s"]["p10"] <= r["time_s"]["median"] <= r["time_s"]["p90"], r
+    if not r["transient"]:
+        assert r["saving"] == 0 and r["revocations_mean"] == 0, r
+    else:
+        assert r["saving"] > 0.5, r
+    if r["label"] == "1x K80 on-demand":
+        assert r["speedup"] == 1, r
+    if r["label"] == "8x K80 on-demand":
+        assert 7 < r["speedup"] < 8, r
+# The table shows the same rows in the same order, with the same marks.
+table = [l for l in open(sys.argv[2]) if l[:1] in " *" and "x K80" in l]
+assert [l[2:].split("  ")[0].strip() for l in table] == [r["label"] for r in rows], table
+assert [l[0] == "*" for l in table] == [r["pareto"] for r in rows], table
+print("ok: JSON: %s" % ", ".join("%s %s%s" % (r["label"], round(r["cost_usd"]["median"], 3), "*" if r["pareto"] else "") for r in rows))
+PY
+
+# Determinism: the same seed, the same bytes; another seed, other numbers.
+$PLAN --gpus k80 --sizes 1,8 --seed 4 --deadline 1h --json >"$T/b.json"
+cmp -s "$T/a.json" "$T/b.json" || fail "the same --seed gave different output"
+$PLAN --gpus k80 --sizes 1,8 --seed 5 --deadline 1h --json >"$T/c.json"
+! cmp -s "$T/a.json" "$T/c.json" || fail "another --seed gave the same output"
+ok "same seed, same JSON; another seed, another"
+
+# A job file sets the work: resnet20 on CIFAR-10, 2 epochs of 390 steps of
+# 128, and runs faster than ResNet-32 (fewer FLOPs per image).
+printf '{"model": "resnet20", "dataset": "cifar10", "epochs": 2, "global_batch": 128}' >"$T/r20.json"
+$PLAN --job "$T/r20.json" --gpus k80 --sizes 1 --on-demand --json >"$T/r20.out" || fail "plan --job"
+python3 - "$T/r20.out" <<'PY' || fail "job file"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+assert doc["images"] == 2 * 390 * 128, doc["images"]
+assert 1.3 < doc["speed_factor"] < 2, doc["speed_factor"]
+print("ok: job file: %d images, %.2fx the ResNet-32 speed" % (doc["images"], doc["speed_factor"]))
+PY
+$PLAN --steps 1000 --gpus v100 --sizes 1 --on-demand --json | grep -q '"images":128000,' || fail "--steps 1000"
+ok "--steps 1000: 128000 images"
+
+# Progress on stderr when asked (by default only after the first second).
+$PLAN --gpus k80 --sizes 2 --spot --progress >"$T/out" 2>"$T/err" || fail "--progress"
+grep -Eq "^spotdeck plan: 600 of 600 simulated runs \(100 %\)$" "$T/err" || { cat "$T/err"; fail "no progress"; }
+ok "--progress: $(tail -n 1 "$T/err")"

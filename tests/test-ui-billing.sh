@@ -1,0 +1,119 @@
+#!/bin/sh
+# tests/test-ui-billing.sh - what the cockpit says servers cost (issue 9,
+# item 5), on the real spotdeck in tmux at 120x40: a transient K80, an
+# on-demand P100 (whose price the catalog only estimates) and a local
+# worker train together, and the scripted market
+# (tests/ui-e2e/billing-trace.jsonl) raises the K80 offer's price after the
+# K80 was acquired.  Then, with every figure taken from the run's journal:
+#   the market pane shows the K80 offer at its new price, while the K80's
+#     row in the cluster pane keeps the rate it was acquired (and is billed)
+#     at;
+#   the P100's row shows its rate with the '*' of an estimated price, and
+#     the pane's footer says what '*' means;
+#   the local worker's row has no type and no price: "-" for type, $/h and
+#     $ so far, not "od" and 0.00;
+#   the header's totals add the billed rates, with '*' for the estimated
+#     part and "+?" for the local server's unknown cost.
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+. "$top_srcdir/tests/tmux-lib.sh"
+
+tmux_have || { echo "SKIP: tmux not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed"; exit 77; }
+[ -d "$FMNIST" ] || { echo "SKIP: $FMNIST missing (Debian package dataset-fashion-mnist)"; exit 77; }
+SPOTDECK="$top_builddir/spotdeck"
+[ -x "$SPOTDECK" ] || fail "$SPOTDECK not built"
+E2E="$top_srcdir/tests/ui-e2e"
+CHECK="python3 $E2E/check.py"
+tmpdir
+RUN="$T/run"
+SDPID=
+
+alive() { grep -q "$2" /proc/"$1"/cmdline 2>/dev/null; }
+cleanup() {
+	tmux_kill
+	if [ -n "$SDPID" ]; then
+		_i=0
+		while alive "$SDPID" spotdeck && [ "$_i" -lt 20 ]; do sleep 0.1; _i=$((_i + 1)); done
+		alive "$SDPID" spotdeck && kill -KILL "$SDPID" 2>/dev/null
+	fi
+	for p in $($CHECK "$RUN/journal.jsonl" pids 2>/dev/null); do
+		alive "$p" spotdeck-worker && kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+
+# journal_py CODE: runs CODE with `ev` (the journal's events) and `cents`
+# (a rate as the panes print it) defined; prints what CODE prints.
+journal_py() {
+	python3 - "$RUN/journal.jsonl" "$1" <<-'PY'
+	import json, sys
+	ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+	acq = {e["server"]: e for e in ev if e["type"] == "acquired"}
+	def cents(x):
+	    return "%.2f" % x
+	exec(sys.argv[2])
+	PY
+}
+
+# row SERVER: the fields of SERVER's row in the cluster pane on screen now,
+# as "ID ZONE GPU TYPE ... RATE SO_FAR"; row_field SERVER N|last|prev.
+row() {
+	tmux_capture >/dev/null
+	$CHECK pane "$T/screen" "Cluster (" | awk -v s="$1" '$1 == s'
+}
+row_field() {
+	row "$1" | awk -v n="$2" '{ print (n == "last" ? $NF : n == "prev" ? $(NF - 1) : $n) }'
+}
+
+tmux_start 120 40 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 $SPOTDECK --job $E2E/billing-job.json --run-dir $RUN --trace $E2E/billing-trace.jsonl"
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP PIPE
+_tmux_poll 'SDPID=$(ps -o pid= --ppid "$(tmux_var "#{pane_pid}")" | tr -d " ") && [ -n "$SDPID" ]' 5 ||
+	fail "spotdeck did not start"
+
+# The three servers, by what the journal says they are.
+tmux_wait_file "$RUN/journal.jsonl" '"type":"price"' 30
+k80=$(journal_py 'print(next(s for s, e in acq.items() if e["offer"] == "gce/us-west1-b/k80/spot"))')
+p100=$(journal_py 'print(next(s for s, e in acq.items() if e["offer"] == "gce/us-west1-b/p100/on-demand"))')
+loc=$(journal_py 'print(next(s for s, e in acq.items() if e["offer"] == "local"))')
+k80_rate=$(journal_py "print(cents(acq['$k80']['usd_per_hour']))")
+p100_rate=$(journal_py "print(cents(acq['$p100']['usd_per_hour']))")
+new_rate=$(journal_py 'print(cents(next(e["usd_per_hour"] for e in ev if e["type"] == "price")))')
+[ "$k80_rate" != "$new_rate" ] || fail "the trace's price $new_rate equals the K80's acquisition price"
+for s in "$k80" "$p100" "$loc"; do
+	tmux_wait_re "^│ $s .*training" 40
+done
+ok "servers: K80 $k80 acquired at \$$k80_rate/h, then its offer's price went to \$$new_rate/h; P100 on-demand $p100 at \$$p100_rate/h; local $loc"
+
+# The market moved; the K80 is still billed at its acquisition price.
+tmux_wait_re "gce/us-west1-b/k80/spot +$new_rate " 10
+got=$(row_field "$k80" prev)
+[ "$got" = "$k80_rate" ] || { row "$k80" >&2; fail "$k80's \$/h is '$got', expected the billed $k80_rate (market now $new_rate)"; }
+ok "market pane: the K80 offer at $new_rate; $k80's row: $got, the rate it is billed at"
+
+# An estimated price carries its '*', and the footer says so.
+got=$(row_field "$p100" prev)
+[ "$got" = "$p100_rate*" ] || { row "$p100" >&2; fail "$p100's \$/h is '$got', expected '$p100_rate*' (estimated)"; }
+tmux_expect "* estimated price ─┘"
+ok "$p100 (on-demand P100, estimated price): $got, footer explains '*'"
+
+# A local server: no type, no price, no cost.
+set -- $(row "$loc")
+[ "$2 $3 $4" = "localhost CPU -" ] || { row "$loc" >&2; fail "$loc: zone/GPU/type '$2 $3 $4', expected 'localhost CPU -'"; }
+got="$(row_field "$loc" prev) $(row_field "$loc" last)"
+[ "$got" = "- -" ] || { row "$loc" >&2; fail "$loc: \$/h and \$ so far '$got', expected '- -'"; }
+ok "$loc (local): type, \$/h and \$ so far all '-'"
+
+# The header adds the billed rates: estimated part '*', unknown part '+?'.
+want_now=$(journal_py "print('\$' + cents(acq['$k80']['usd_per_hour'] + acq['$p100']['usd_per_hour']))")
+tmux_expect "now $want_now*+?/h"
+tmux_capture | grep -qE "spent \\\$[0-9]+\.[0-9][0-9]\*\+\?( |\$)" || { cat "$T/screen" >&2; fail "header: no 'spent \$N.NN*+?'"; }
+ok "header: now $want_now*+?/h (billed K80 + estimated P100 + unknown local), $(grep -oE 'spent [^ ]+' "$T/screen")"
+
+tmux_send q
+tmux_wait "Quit spotdeck?" 5
+tmux_send y
+rc=$(tmux_wait_exit 30)
+[ "$rc" = 0 ] || fail "exit status $rc after q y"
+ok "quit, exit status 0"
+exit 0

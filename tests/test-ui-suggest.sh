@@ -1,0 +1,93 @@
+#!/bin/sh
+# tests/test-ui-suggest.sh - the replacement the cockpit suggests after a
+# revocation (issue 9, item 4), on the real spotdeck in tmux: a local worker
+# and two transient K80s train, in us-east1-c and europe-west1-b; the
+# scripted market (tests/ui-e2e/suggest-trace.jsonl) revokes the first,
+# then 6 s later the second.  After each revocation the status line
+# suggests an offer in neither zone that revoked (the cheapest per image,
+# a P100, sells in both), and says why: the cheapest $/Mimg, with the zone
+# it passed over and how long ago that zone revoked.  Before the fix the
+# second suggestion went back to us-east1-c, revoked 6 s earlier, and no
+# reason was given (SkyPilot #10021).
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+. "$top_srcdir/tests/tmux-lib.sh"
+
+tmux_have || { echo "SKIP: tmux not installed"; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed"; exit 77; }
+[ -d "$FMNIST" ] || { echo "SKIP: $FMNIST missing (Debian package dataset-fashion-mnist)"; exit 77; }
+SPOTDECK="$top_builddir/spotdeck"
+[ -x "$SPOTDECK" ] || fail "$SPOTDECK not built"
+E2E="$top_srcdir/tests/ui-e2e"
+CHECK="python3 $E2E/check.py"
+tmpdir
+RUN="$T/run"
+SDPID=
+
+alive() { grep -q "$2" /proc/"$1"/cmdline 2>/dev/null; }
+cleanup() {
+	tmux_kill
+	if [ -n "$SDPID" ]; then
+		_i=0
+		while alive "$SDPID" spotdeck && [ "$_i" -lt 20 ]; do sleep 0.1; _i=$((_i + 1)); done
+		alive "$SDPID" spotdeck && kill -KILL "$SDPID" 2>/dev/null
+	fi
+	for p in $($CHECK "$RUN/journal.jsonl" pids 2>/dev/null); do
+		alive "$p" spotdeck-worker && kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
+
+# zone_of SERVER: the zone the journal's acquired event gives SERVER.
+zone_of() {
+	python3 - "$RUN/journal.jsonl" "$1" <<-'PY'
+	import json, sys
+	for l in open(sys.argv[1]):
+	    e = json.loads(l) if l.startswith("{") else {}
+	    if e.get("type") == "acquired" and e.get("server") == sys.argv[2]:
+	        print(e.get("zone", "")); break
+	PY
+}
+
+# suggestion SERVER: waits for "r: replace SERVER with OFFER (WHY)" on the
+# status line; sets OFFER, SZONE (the offer's zone) and WHY.
+suggestion() {
+	tmux_wait_re "r: replace $1 with [^ ]+" 20
+	line=$(grep -oE "r: replace $1 with [^ ]+( \([^)]*\)?)?" "$T/screen" | head -n 1)
+	OFFER=$(echo "$line" | sed -E 's/^r: replace [^ ]+ with ([^ ]+).*/\1/')
+	SZONE=$(echo "$OFFER" | cut -d/ -f2)
+	WHY=$(echo "$line" | sed -nE 's/^[^(]*\((.*)\)?$/\1/p' | sed 's/)$//')
+}
+
+tmux_start 160 40 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 $SPOTDECK --job $E2E/suggest-job.json --run-dir $RUN --trace $E2E/suggest-trace.jsonl"
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP PIPE
+_tmux_poll 'SDPID=$(ps -o pid= --ppid "$(tmux_var "#{pane_pid}")" | tr -d " ") && [ -n "$SDPID" ]' 5 ||
+	fail "spotdeck did not start"
+tmux_wait_file "$RUN/journal.jsonl" '"type":"acquired".*"server":"s3"' 20
+A=$(zone_of s2) B=$(zone_of s3)
+[ -n "$A" ] && [ -n "$B" ] && [ "$A" != "$B" ] || fail "s2, s3 zones '$A', '$B': expected two zones"
+
+# First revocation: zone A.
+tmux_wait_file "$RUN/journal.jsonl" '"type":"revoked".*"server":"s2"' 30
+suggestion s2
+[ "$SZONE" != "$A" ] || fail "after $A revoked s2, the suggestion $OFFER is in $A ($WHY)"
+echo "$WHY" | grep -qE "^cheapest \\\$/Mimg; $A revoked [0-9]+s ago$" ||
+	fail "after $A revoked s2: reason '$WHY', expected 'cheapest \$/Mimg; $A revoked Ns ago'"
+ok "$A revoked s2: r: replace s2 with $OFFER ($WHY)"
+
+# Second revocation, 6 s later: zone B.  Neither zone is suggested.
+tmux_wait_file "$RUN/journal.jsonl" '"type":"revoked".*"server":"s3"' 30
+suggestion s3
+[ "$SZONE" != "$A" ] && [ "$SZONE" != "$B" ] ||
+	fail "after $A then $B revoked, the suggestion $OFFER is in $SZONE ($WHY)"
+echo "$WHY" | grep -qE "^cheapest \\\$/Mimg; ($A|$B) revoked [0-9]+s ago$" ||
+	fail "after $B revoked s3: reason '$WHY', expected 'cheapest \$/Mimg; $A or $B revoked Ns ago'"
+ok "then $B revoked s3: r: replace s3 with $OFFER ($WHY): neither $A nor $B"
+
+tmux_send q
+tmux_wait "Quit spotdeck?" 5
+tmux_send y
+rc=$(tmux_wait_exit 30)
+[ "$rc" = 0 ] || fail "exit status $rc after q y"
+ok "quit, exit status 0"
+exit 0
