@@ -44,6 +44,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/conv-dnnl.h"
+#include "engine/errors.h"
+
 /* The build targets baseline x86-64 (SSE2), so a few row kernels where wide
  * masked vectors pay off have an AVX-512 twin chosen at run time; every
  * other loop is plain C that the compiler vectorises.  SD_LAYERS_NO_AVX512
@@ -293,7 +296,7 @@ static void sd_conv2d_ws_layout(struct sd_conv2d_ws *l, const struct sd_conv2d_s
 	l->dw = ((size_t)s->k * s->c * s->r * s->r + 15) / 16 * 16;
 }
 
-size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s)
+static size_t sd_conv2d_im2col_workspace_floats(const struct sd_conv2d_shape *s)
 {
 	struct sd_conv2d_ws l;
 	sd_conv2d_ws_layout(&l, s);
@@ -540,8 +543,8 @@ static void sd_col2im(float *dxn, const float *dcol, const struct sd_conv2d_shap
 	}
 }
 
-void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
-                       const struct sd_conv2d_shape *s, float *ws)
+static void sd_conv2d_forward_im2col(float *y, const float *x, const float *w, const float *b,
+                                     const struct sd_conv2d_shape *s, float *ws)
 {
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
@@ -582,9 +585,9 @@ void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
 	sd_team_end(&tm);
 }
 
-void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
-                        const float *x, const float *w,
-                        const struct sd_conv2d_shape *s, float *ws)
+static void sd_conv2d_backward_im2col(float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w,
+                                      const struct sd_conv2d_shape *s, float *ws)
 {
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
@@ -653,6 +656,239 @@ void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
 			}
 	}
 	sd_team_end(&tm);
+}
+
+/* ---------------------------------------------------- convolution paths */
+
+/* The path set by sd_conv2d_set_path or SPOTDECK_CONV; -1 until first read. */
+static int sd_conv_path_set = -1;
+
+static const char *const sd_conv_path_names[] = {
+	[SD_CONV_AUTO] = "auto", [SD_CONV_IM2COL] = "im2col", [SD_CONV_ONEDNN] = "onednn",
+};
+
+const char *sd_conv2d_path_name(enum sd_conv_path p)
+{
+	return (unsigned)p < sizeof sd_conv_path_names / sizeof sd_conv_path_names[0]
+	       ? sd_conv_path_names[p] : "?";
+}
+
+int sd_conv2d_parse_path(const char *name, enum sd_conv_path *out, char **why)
+{
+	for (int p = SD_CONV_AUTO; p <= SD_CONV_ONEDNN; p++)
+		if (!strcmp(name, sd_conv_path_names[p])) {
+			*out = (enum sd_conv_path)p;
+			return 0;
+		}
+	return sd_why(why, "convolution path '%s': expected auto, im2col or onednn", name);
+}
+
+int sd_conv2d_check_env(char **why)
+{
+	const char *v = getenv("SPOTDECK_CONV");
+	enum sd_conv_path p;
+	if (!v || !*v || sd_conv2d_parse_path(v, &p, NULL) == 0)
+		return 0;
+	return sd_why(why, "SPOTDECK_CONV=%s: expected auto, im2col or onednn", v);
+}
+
+void sd_conv2d_set_path(enum sd_conv_path p)
+{
+	sd_conv_path_set = (int)p;
+}
+
+enum sd_conv_path sd_conv2d_get_path(void)
+{
+	if (sd_conv_path_set < 0) {
+		/* Same value from every thread that races here. */
+		const char *v = getenv("SPOTDECK_CONV");
+		enum sd_conv_path p = SD_CONV_AUTO;
+		if (v && *v && sd_conv2d_parse_path(v, &p, NULL) < 0)
+			p = SD_CONV_AUTO;
+		sd_conv_path_set = (int)p;
+	}
+	return (enum sd_conv_path)sd_conv_path_set;
+}
+
+unsigned long sd_conv2d_fallbacks(void)
+{
+	return sd_conv2d_dnnl_failures();
+}
+
+const char *sd_conv2d_onednn_version(void)
+{
+	return sd_conv2d_dnnl_version();
+}
+
+void sd_conv2d_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len)
+{
+	sd_conv2d_dnnl_describe(s, bias, buf, len);
+}
+
+/* Where auto takes oneDNN for a call through sd_conv2d_forward/backward
+ * (NCHW buffers, so oneDNN's time includes reordering x, y, dy and dx to and
+ * from its blocked layout).  Measured with tests/bench/bench-conv -t 1 -c
+ * (process CPU time, one thread: the figure a busy machine disturbs least)
+ * on the 2-core AMD EPYC (Zen 3, AVX2) this was written on, OpenBLAS 0.3.21
+ * "Zen" kernels, oneDNN 2.6.3 jit:avx2; ms forward + backward, im2col ->
+ * oneDNN:
+ *   resnet 3->16   32x32 s1 (no dx)   8.2 ->  5.9   oneDNN
+ *   resnet 16->16  32x32 s1          52.8 -> 29.1   oneDNN
+ *   resnet 16->32  32x32 s2          23.3 -> 18.0   oneDNN
+ *   resnet 32->32  16x16 s1          46.1 -> 25.5   oneDNN
+ *   resnet 32->64  16x16 s2          19.6 -> 17.3   oneDNN
+ *   resnet 64->64  8x8   s1          38.5 -> 23.9   oneDNN
+ *   cnn 1->32 5x5  28x28 (no dx)      5.7 -> 12.2   im2col: oneDNN's weight
+ *                                                   gradient for one input
+ *                                                   channel is 3x slower
+ *   cnn 32->64 5x5 14x14             72.3 -> 44.2   oneDNN
+ * (The ResNets do not take this path when oneDNN runs all their
+ * convolutions: they keep their activations blocked, model.c.)  Shapes not
+ * in the table: oneDNN when the input has at least 8 channels (its kernels
+ * fill whole vectors of channels), im2col below.  A table, not a timing at
+ * start-up: a start-up timing on a shared machine picks by noise, and two
+ * runs with the same seed could then take different paths and round
+ * differently. */
+static const struct {
+	int c, h, w, k, r, stride, pad, onednn;
+} sd_conv_table[] = {
+	{ 3, 32, 32, 16, 3, 1, 1, 1 },
+	{ 16, 32, 32, 16, 3, 1, 1, 1 },
+	{ 16, 32, 32, 32, 3, 2, 1, 1 },
+	{ 32, 16, 16, 32, 3, 1, 1, 1 },
+	{ 32, 16, 16, 64, 3, 2, 1, 1 },
+	{ 64, 8, 8, 64, 3, 1, 1, 1 },
+	{ 1, 28, 28, 32, 5, 1, 2, 0 },
+	{ 32, 14, 14, 64, 5, 1, 2, 1 },
+};
+
+static int sd_conv2d_auto_onednn(const struct sd_conv2d_shape *s)
+{
+	for (size_t i = 0; i < sizeof sd_conv_table / sizeof sd_conv_table[0]; i++)
+		if (sd_conv_table[i].c == s->c && sd_conv_table[i].h == s->h &&
+		    sd_conv_table[i].w == s->w && sd_conv_table[i].k == s->k &&
+		    sd_conv_table[i].r == s->r && sd_conv_table[i].stride == s->stride &&
+		    sd_conv_table[i].pad == s->pad)
+			return sd_conv_table[i].onednn;
+	return s->c >= 8;
+}
+
+enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias)
+{
+	enum sd_conv_path want = sd_conv2d_get_path();
+	if (want == SD_CONV_IM2COL || (want == SD_CONV_AUTO && !sd_conv2d_auto_onednn(s)))
+		return SD_CONV_IM2COL;
+	return sd_conv2d_dnnl_supported(s, bias) ? SD_CONV_ONEDNN : SD_CONV_IM2COL;
+}
+
+size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s)
+{
+	size_t f = sd_conv2d_im2col_workspace_floats(s);
+	/* Both bias variants: the caller's choice is not known yet. */
+	for (int bias = 0; bias < 2; bias++) {
+		size_t d = sd_conv2d_dnnl_workspace_floats(s, bias);
+		if (d > f)
+			f = d;
+	}
+	return f;
+}
+
+void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
+                       const struct sd_conv2d_shape *s, float *ws)
+{
+	if (sd_conv2d_path(s, b != NULL) == SD_CONV_ONEDNN &&
+	    sd_conv2d_dnnl_forward(y, x, w, b, s, ws) == 0)
+		return;
+	sd_conv2d_forward_im2col(y, x, w, b, s, ws);
+}
+
+void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
+                        const float *x, const float *w,
+                        const struct sd_conv2d_shape *s, float *ws)
+{
+	/* A refused or failed oneDNN call leaves dw and db untouched. */
+	if (sd_conv2d_path(s, db != NULL) == SD_CONV_ONEDNN &&
+	    sd_conv2d_dnnl_backward(dx, dw, db, dy, x, w, s, ws) == 0)
+		return;
+	sd_conv2d_backward_im2col(dx, dw, db, dy, x, w, s, ws);
+}
+
+/* ---------------------------------------- convolutions, blocked layouts */
+
+int sd_conv2d_block(const struct sd_conv2d_shape *s)
+{
+	return sd_conv2d_dnnl_block(s);
+}
+
+int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,
+                                int need_dx)
+{
+	return sd_conv2d_get_path() != SD_CONV_IM2COL &&
+	       sd_conv2d_dnnl_blocked_supported(s, bias, xblk, yblk, need_dx);
+}
+
+/* Workspace of the converting im2col fallback: NCHW copies of x (or dx), of
+ * y (or dy), of dx, then im2col's own. */
+static size_t sd_conv2d_fallback_floats(const struct sd_conv2d_shape *s)
+{
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
+	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;
+	return 2 * nx + ny + sd_conv2d_im2col_workspace_floats(s);
+}
+
+size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int xblk, int yblk)
+{
+	size_t f = sd_conv2d_fallback_floats(s);
+	for (int bias = 0; bias < 2; bias++) {
+		size_t d = sd_conv2d_dnnl_workspace_floats_blocked(s, bias, xblk, yblk);
+		if (d > f)
+			f = d;
+	}
+	return f;
+}
+
+void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                               const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws)
+{
+	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
+	    sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws) == 0)
+		return;
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
+	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
+	const float *xin = x;
+	if (xblk > 1) {
+		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
+		xin = xp;
+	}
+	sd_conv2d_forward_im2col(yblk > 1 ? yp : y, xin, w, b, s, rest);
+	if (yblk > 1)
+		sd_layout_to_blocked(y, yp, s->n, s->k, s->oh * s->ow, yblk);
+}
+
+void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w,
+                                const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                float *ws)
+{
+	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
+	    sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws) == 0)
+		return;
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
+	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;
+	float *xp = ws, *dyp = xp + nx, *dxp = dyp + ny, *rest = dxp + nx;
+	const float *xin = x, *dyin = dy;
+	if (xblk > 1) {
+		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
+		xin = xp;
+	}
+	if (yblk > 1) {
+		sd_layout_from_blocked(dyp, dy, s->n, s->k, s->oh * s->ow, yblk);
+		dyin = dyp;
+	}
+	float *dxout = dx && xblk > 1 ? dxp : dx;
+	sd_conv2d_backward_im2col(dxout, dw, db, dyin, xin, w, s, rest);
+	if (dx && xblk > 1)
+		sd_layout_to_blocked(dx, dxp, s->n, s->c, s->h * s->w, xblk);
 }
 
 /* ------------------------------------------------------------ batch norm */

@@ -7,8 +7,11 @@
  * a model zeroes its gradient buffer once per step (the llm.c convention).
  * dx may be NULL when the caller does not need it (first layer).
  * No function allocates; callers own every buffer.  GEMMs go through OpenBLAS
- * (cblas_sgemm); the number of threads is whatever openblas_set_num_threads()
- * and OpenMP were given, and results are bit-identical for a fixed thread count.
+ * (cblas_sgemm), convolutions through OpenBLAS or oneDNN (sd_conv2d_path); the
+ * number of threads is whatever openblas_set_num_threads() and OpenMP were
+ * given, and results are bit-identical for a fixed thread count.  (The
+ * oneDNN path keeps a process-wide cache of its compiled kernels: the only
+ * memory this module allocates.)
  */
 #ifndef SD_ENGINE_LAYERS_H
 #define SD_ENGINE_LAYERS_H
@@ -36,7 +39,9 @@ struct sd_conv2d_shape {
  * Returns 0, or -1 when the shape is empty or the kernel does not fit. */
 int sd_conv2d_shape_init(struct sd_conv2d_shape *s, int n, int c, int h, int w,
                          int k, int r, int stride, int pad);
-/* Floats of scratch memory sd_conv2d_forward/backward need for shape s. */
+/* Floats of scratch memory sd_conv2d_forward/backward need for shape s, on
+ * whichever path they take (the larger of the two paths' needs, so the
+ * workspace stays big enough when the path is changed later). */
 size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s);
 /* x: (n, c, h, w)  w: (k, c, r, r)  b: (k) or NULL  y: (n, k, oh, ow).
  * ws: sd_conv2d_workspace_floats(s) floats, contents undefined on return. */
@@ -47,6 +52,48 @@ void sd_conv2d_forward(float *y, const float *x, const float *w, const float *b,
 void sd_conv2d_backward(float *dx, float *dw, float *db, const float *dy,
                         const float *x, const float *w,
                         const struct sd_conv2d_shape *s, float *ws);
+
+/* Convolution paths.  Both compute the same function; they differ in speed
+ * and in the rounding of the sums (see test-layers for the bounds).
+ *   SD_CONV_IM2COL  im2col + OpenBLAS, always built: the reference.
+ *   SD_CONV_ONEDNN  oneDNN's direct convolutions (engine/conv-dnnl.h), where
+ *                   the build has oneDNN and oneDNN has JIT kernels for the
+ *                   shape; any other shape runs im2col.
+ *   SD_CONV_AUTO    per shape, the faster of the two according to the table
+ *                   in layers.c (measured with tests/bench/bench-conv).
+ * The choice is fixed per shape, never timed while training, so the same
+ * run makes the same choices and gives the same bits. */
+enum sd_conv_path { SD_CONV_AUTO, SD_CONV_IM2COL, SD_CONV_ONEDNN };
+
+/* Sets the process-wide path (initially from the environment variable
+ * SPOTDECK_CONV = auto, im2col or onednn; auto when unset).  Call between
+ * convolutions, not during one. */
+void sd_conv2d_set_path(enum sd_conv_path p);
+enum sd_conv_path sd_conv2d_get_path(void);
+/* "auto", "im2col", "onednn". */
+const char *sd_conv2d_path_name(enum sd_conv_path p);
+/* Parses a path name; returns 0, or -1 with *why naming the bad value. */
+int sd_conv2d_parse_path(const char *name, enum sd_conv_path *out, char **why);
+/* Checks SPOTDECK_CONV: 0 when unset or valid, else -1 with *why (a
+ * program calls it at start-up to refuse a misspelt value; the layers
+ * themselves fall back to auto). */
+int sd_conv2d_check_env(char **why);
+/* The path a call with shape s (with a bias or not) takes now:
+ * SD_CONV_IM2COL or SD_CONV_ONEDNN.  A backward call asking for dx on a shape
+ * whose input gradient oneDNN has no JIT kernel for (3 input channels) runs
+ * im2col whatever this says. */
+enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias);
+/* oneDNN calls that had kernels for their shape and failed anyway, so that
+ * im2col ran in their place (same results, less speed): 0 unless something
+ * is broken.  The tests check that it stays 0. */
+unsigned long sd_conv2d_fallbacks(void);
+/* oneDNN's version ("2.6.3") when the build has oneDNN, else NULL. */
+const char *sd_conv2d_onednn_version(void);
+/* Writes oneDNN's names of its kernels for shape s into buf (len bytes):
+ * "fwd / bwd-data / bwd-weights", e.g. "jit:avx2 / jit:avx2 / jit:avx2";
+ * a pass oneDNN would run with naive or GEMM kernels, which this engine does
+ * not use, shows as "ref:any" or "gemm:jit".  For benchmarks and tests. */
+void sd_conv2d_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len);
 
 /* Batch normalisation over (N, H, W) per channel (Ioffe & Szegedy 2015).
  * Training mode normalises with the batch statistics (biased variance),
@@ -97,5 +144,92 @@ double sd_softmax_xent_forward(float *probs, int *correct, const float *logits,
  * SGD pass scale = 1 / global_batch so an all-reduce SUM gives the mean. */
 void sd_softmax_xent_backward(float *dlogits, const float *probs, const uint8_t *labels,
                               int n, int classes, float scale);
+
+/* ------------------------------------------------ channel-blocked layouts
+ * (engine/layers-blocked.c)
+ *
+ * oneDNN's convolution kernels read and write activations with the channels
+ * in blocks of blk: an (n, c, h, w) tensor stored as (n, c / blk, h, w, blk),
+ * blk consecutive channels of one pixel next to each other (oneDNN's nChw8c
+ * on AVX2 machines, nChw16c on AVX-512 ones).  A model whose activations stay
+ * in that layout saves two reorders per convolution call (one per tensor it
+ * reads or writes); the functions here are the rest of a ResNet in that
+ * layout.  blk is 1 (plain NCHW), 8 or 16, and c must be a multiple of blk.
+ * Element (i, ch, p) of a plane of hw pixels is at
+ *   ((i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk.
+ * Like the rest of this file: outputs overwritten, parameter gradients
+ * accumulated, nothing allocated, results independent of the thread count.
+ * The batch-norm functions keep their per-channel sums on the stack and take
+ * at most SD_BN_CHANNELS_MAX channels.
+ */
+#define SD_BN_CHANNELS_MAX 2048
+
+/* dst = src converted from NCHW to layout blk, and back.  (n, c, hw). */
+void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
+void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
+
+/* The channel block oneDNN's kernels want for shape s (8 or 16), or 0 when
+ * the build has no oneDNN or it has no JIT kernels for the shape. */
+int sd_conv2d_block(const struct sd_conv2d_shape *s);
+/* Convolution with x, dx in layout xblk and y, dy in layout yblk.  oneDNN
+ * runs it when it has JIT kernels for those layouts; otherwise (and always
+ * when the path is forced to im2col) the tensors are converted to NCHW in
+ * the workspace and the im2col path runs, so any layout works everywhere.
+ * ws: sd_conv2d_workspace_floats_blocked(s, xblk, yblk) floats. */
+size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int xblk, int yblk);
+void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                               const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws);
+void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                const float *x, const float *w,
+                                const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                float *ws);
+/* Whether sd_conv2d_*_blocked would run shape s on oneDNN (1) or convert
+ * and run im2col (0), dx included when need_dx. */
+int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,
+                                int need_dx);
+
+/* Batch-norm fused with an optional residual add and ReLU, in one pass over
+ * memory after the statistics: y = act(bn(x) + r), act = ReLU when relu is
+ * set, else identity; r (same shape as x) may be NULL.  Statistics and the
+ * running-average update as sd_batchnorm_forward_train, except that mean and
+ * variance come from one pass of double-precision sums of x and x^2 (the
+ * cancellation of E[x^2] - E[x]^2 costs about 1e-16 (1 + mean^2 / var)
+ * relative in double: nothing at float32 precision).
+ * x, y, r: (n, c, hw) in layout blk; gamma, beta, mean, invstd, running_*: (c). */
+void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
+                                    float *running_mean, float *running_var,
+                                    const float *x, const float *r, const float *gamma,
+                                    const float *beta, int n, int c, int hw, int blk,
+                                    int relu, float momentum, float eps);
+/* Inference mode: running statistics. */
+void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
+                                   const float *gamma, const float *beta,
+                                   const float *running_mean, const float *running_var,
+                                   int n, int c, int hw, int blk, int relu, float eps);
+/* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
+ * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
+ * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is
+ * the forward output, x its input, mean/invstd what it saved. */
+void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta,
+                               const float *dy, const float *y, const float *x,
+                               const float *mean, const float *invstd, const float *gamma,
+                               int n, int c, int hw, int blk, int relu);
+
+/* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
+ * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by
+ * taking every s-th row and column and padding the channels with zeros,
+ * (c - cb) / 2 on each side:
+ *   r[i][ch][y][x] = b[i][ch - pad][y s][x s] if 0 <= ch - pad < cb, else 0.
+ * Both in layout blk (c and cb multiples of it). */
+void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, int cb, int hb,
+                         int wb, int s, int blk);
+/* db += the adjoint applied to dr (positions not sampled get nothing). */
+void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w, int cb,
+                          int hb, int wb, int s, int blk);
+
+/* Global average pooling of x (n, c, hw) in layout blk to y (n, c) (the same
+ * in every layout), and its backward (dx overwritten). */
+void sd_global_avgpool_forward(float *y, const float *x, int n, int c, int hw, int blk);
+void sd_global_avgpool_backward(float *dx, const float *dy, int n, int c, int hw, int blk);
 
 #endif

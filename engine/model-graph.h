@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "engine/layers.h"
 #include "engine/model.h"
@@ -30,9 +31,17 @@
 
 enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
 
+/* Nodes the CPU executor runs a batch-norm together with (model.c, "node
+ * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
+ * list with their own activations, so an executor that ignores these marks
+ * (the CUDA one) runs every node as before. */
+enum sd_fuse { FUSE_NONE, FUSE_RELU, FUSE_ADD_RELU };
+
 /* One activation: a (max_batch, c, h, w) buffer and its gradient. */
 struct act {
 	int c, h, w;
+	int blk;            /* CPU layout of val/grad: 1 NCHW, 8 or 16 channel-blocked
+	                     * (layers.h); other executors keep their own buffers */
 	float *val;
 	float *grad;
 	int consumers;      /* nodes reading it; >1 means gradients add up */
@@ -52,6 +61,8 @@ struct node {
 	int fc_in, fc_out;              /* OP_LINEAR */
 	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
 	int32_t *argmax;                /* OP_MAXPOOL */
+	enum sd_fuse fuse;              /* OP_BN: what the CPU runs with it */
+	int fused_from;                 /* tail of a fused group: head index + 1, else 0 */
 };
 
 struct sd_model {
@@ -71,6 +82,10 @@ struct sd_model {
 	float *scratch;     /* gradient scratch for multi-consumer activations */
 	size_t scratch_floats;
 	double flops;       /* forward multiply-adds per sample */
+	struct sd_node_time *prof;   /* per-node times while profiling, else NULL */
+	clockid_t prof_clock;
+	int blk;            /* CPU activation layout (model.c choose_layout): 1, 8 or 16 */
+	float *res;         /* blocked models: a shortcut's residual or its gradient */
 };
 
 /* Batch-norm constants both executors use (PyTorch's defaults). */

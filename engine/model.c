@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/errors.h"
 #include "engine/layers.h"
@@ -29,6 +30,7 @@ static int add_act(struct sd_model *m, int c, int h, int w)
 	struct act *a = &m->acts[m->nacts];
 	memset(a, 0, sizeof *a);
 	a->c = c; a->h = h; a->w = w;
+	a->blk = 1;
 	return m->nacts++;
 }
 
@@ -229,10 +231,106 @@ static int build_resnet(struct sd_model *m, int x, int blocks)
 	return 0;
 }
 
+/* Convolution shape of node n at batch nb. */
+static struct sd_conv2d_shape conv_shape(const struct node *n, int nb)
+{
+	struct sd_conv2d_shape s = n->conv;
+	sd_conv2d_shape_init(&s, nb, s.c, s.h, s.w, s.k, s.r, s.stride, s.pad);
+	return s;
+}
+
+/* Keeps the activations in oneDNN's channel-blocked layout when that pays:
+ * every convolution runs on oneDNN in that layout (then no activation is
+ * ever reordered), and every other node has a blocked version (batch-norm,
+ * ReLU, shortcut add, global average pooling; not max pooling, so not the
+ * cnn).  For the CIFAR ResNets that is every node.  Decided once, when the
+ * model is built, from the convolution path then in force (sd_conv2d_path:
+ * with im2col forced the model stays plain) and oneDNN's kernels for
+ * max_batch; batches of other sizes later run the same layout (a
+ * convolution oneDNN could not run then would convert and take im2col).
+ * Then marks the batch-norms to fuse with the ReLU and residual add after
+ * them. */
+static void choose_layout(struct sd_model *m, int max_batch)
+{
+	m->blk = 1;
+	if (sd_conv2d_get_path() == SD_CONV_IM2COL)
+		return;
+	int blk = 0;
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		const struct act *in = &m->acts[n->in];
+		switch (n->op) {
+		case OP_CONV: {
+			struct sd_conv2d_shape s = conv_shape(n, max_batch);
+			int b = sd_conv2d_block(&s);
+			if (!b || (blk && b != blk))
+				return;
+			blk = b;
+			break;
+		}
+		case OP_MAXPOOL:
+			return;
+		case OP_AVGPOOL:
+			if (n->k != in->h || n->k != in->w || n->s != 1)
+				return;
+			break;
+		case OP_BN:
+			if (in->c > SD_BN_CHANNELS_MAX)
+				return;
+			break;
+		case OP_LINEAR:
+			/* Only after pooling, where both layouts are (n, c). */
+			if (in->h * in->w != 1)
+				return;
+			break;
+		case OP_RELU:
+		case OP_ADD:
+			break;
+		}
+	}
+	if (!blk)
+		return;
+	/* The image stays NCHW; maps with one pixel are the same in both. */
+	for (int i = 1; i < m->nacts; i++)
+		if (m->acts[i].h * m->acts[i].w > 1 && m->acts[i].c % blk)
+			return;
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		if (n->op != OP_CONV)
+			continue;
+		struct sd_conv2d_shape s = conv_shape(n, max_batch);
+		if (!sd_conv2d_blocked_on_onednn(&s, n->b_off != NONE, n->in == 0 ? 1 : blk, blk,
+		                                 n->in != 0))
+			return;
+	}
+	m->blk = blk;
+	for (int i = 1; i < m->nacts; i++)
+		if (m->acts[i].h * m->acts[i].w > 1)
+			m->acts[i].blk = blk;
+	for (int i = 0; i < m->nnodes; i++) {
+		struct node *n = &m->nodes[i], *n1 = i + 1 < m->nnodes ? n + 1 : NULL;
+		struct node *n2 = i + 2 < m->nnodes ? n + 2 : NULL;
+		if (n->op != OP_BN || !n1)
+			continue;
+		if (n1->op == OP_ADD && n1->in == n->out && n2 && n2->op == OP_RELU &&
+		    n2->in == n1->out) {
+			n->fuse = FUSE_ADD_RELU;
+			n2->fused_from = i + 1;
+		} else if (n1->op == OP_RELU && n1->in == n->out) {
+			n->fuse = FUSE_RELU;
+			n1->fused_from = i + 1;
+		}
+	}
+}
+
 int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w,
                     int classes, int max_batch, char **why)
 {
 	*out = NULL;
+	/* A misspelt path would silently run auto: refuse it here, where
+	 * every program that trains passes. */
+	if (sd_conv2d_check_env(why) < 0)
+		return -1;
 	if (c <= 0 || h <= 0 || w <= 0 || classes <= 1 || max_batch <= 0)
 		return sd_why(why, "model %s: bad input shape %dx%dx%d, %d classes, batch %d",
 		              name, c, h, w, classes, max_batch);
@@ -270,12 +368,15 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 		if (f > maxact)
 			maxact = f;
 	}
+	choose_layout(m, max_batch);
 	for (int i = 0; i < m->nnodes; i++) {
 		struct node *n = &m->nodes[i];
 		if (n->op == OP_CONV) {
-			struct sd_conv2d_shape s = n->conv;
-			sd_conv2d_shape_init(&s, max_batch, s.c, s.h, s.w, s.k, s.r, s.stride, s.pad);
-			size_t f = sd_conv2d_workspace_floats(&s);
+			struct sd_conv2d_shape s = conv_shape(n, max_batch);
+			size_t f = m->blk > 1
+				? sd_conv2d_workspace_floats_blocked(&s, m->acts[n->in].blk,
+				                                     m->acts[n->out].blk)
+				: sd_conv2d_workspace_floats(&s);
 			if (f > m->ws_floats)
 				m->ws_floats = f;
 		} else if (n->op == OP_MAXPOOL) {
@@ -285,6 +386,8 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 	m->ws = sd_malloc((m->ws_floats ? m->ws_floats : 1) * sizeof(float));
 	m->scratch_floats = maxact;
 	m->scratch = sd_malloc(maxact * sizeof(float));
+	if (m->blk > 1)
+		m->res = sd_malloc(maxact * sizeof(float));
 	m->params = sd_calloc(m->nparams, sizeof(float));
 	m->grads = sd_calloc(m->nparams, sizeof(float));
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
@@ -316,10 +419,46 @@ void sd_model_destroy(struct sd_model *m)
 	free(m->probs);
 	free(m->ws);
 	free(m->scratch);
+	free(m->res);
+	free(m->prof);
 	free(m);
 }
 
+static const char *const op_names[] = {
+	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
+	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
+};
+
+void sd_model_profile_start(struct sd_model *m, int cpu_clock)
+{
+	m->prof_clock = cpu_clock ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
+	if (!m->prof)
+		m->prof = sd_calloc((size_t)m->nnodes, sizeof *m->prof);
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		/* A fused group's time is its head's forward and its tail's
+		 * backward; the nodes in between show none. */
+		const char *op = n->fuse == FUSE_RELU ? "bn+relu"
+		                 : n->fuse == FUSE_ADD_RELU ? "bn+add+relu" : op_names[n->op];
+		m->prof[i] = (struct sd_node_time){ .name = n->name, .op = op };
+	}
+}
+
+const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count)
+{
+	*count = m->prof ? m->nnodes : 0;
+	return m->prof;
+}
+
+static double prof_now(const struct sd_model *m)
+{
+	struct timespec t;
+	clock_gettime(m->prof_clock, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
 const char *sd_model_name(const struct sd_model *m) { return m->name; }
+int sd_model_channel_block(const struct sd_model *m) { return m->blk; }
 size_t sd_model_param_count(const struct sd_model *m) { return m->nparams; }
 float *sd_model_params(struct sd_model *m) { return m->params; }
 float *sd_model_grads(struct sd_model *m) { return m->grads; }
@@ -397,48 +536,122 @@ static void shortcut_backward(float *db, const float *dy, const struct act *ab,
 		}
 }
 
+/* ------------------------------------------------- node execution
+ *
+ * A model in the plain layout (blk 1) runs every node by itself, exactly as
+ * the reference layers define it.  A model whose activations are channel-
+ * blocked (blk 8 or 16, chosen in choose_layout) runs its convolutions on
+ * oneDNN without reorders and fuses each batch-norm with what follows it:
+ *   FUSE_RELU      bn -> relu                  (layers-blocked.c, one pass)
+ *   FUSE_ADD_RELU  bn -> add shortcut -> relu  (the residual read in the pass)
+ * The head (the batch-norm) runs the group forward and the tail (the relu)
+ * runs it backward; the nodes in between are skipped.  A fused group never
+ * writes the batch-norm's own output buffer: nothing reads it. */
+
+/* Residual of an add node: the shortcut input itself when the shapes agree,
+ * else its option-A subsampled, channel-padded copy in m->res. */
+static const float *residual(struct sd_model *m, const struct node *n, int nb)
+{
+	const struct act *a = &m->acts[n->out], *b = &m->acts[n->in2];
+	if (a->c == b->c && a->h == b->h && a->w == b->w)
+		return b->val;
+	sd_shortcut_forward(m->res, b->val, nb, a->c, a->h, a->w, b->c, b->h, b->w, n->s, m->blk);
+	return m->res;
+}
+
+/* Runs node i (and the nodes fused into it) forward; returns how many nodes
+ * that covered. */
+static int forward_node(struct sd_model *m, int i, int nb, int train)
+{
+	struct node *n = &m->nodes[i];
+	struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
+	const float *p = m->params;
+	const int blk = m->blk;
+	switch (n->op) {
+	case OP_CONV: {
+		struct sd_conv2d_shape s = n->conv;
+		s.n = nb;
+		const float *b = n->b_off == NONE ? NULL : p + n->b_off;
+		if (blk > 1)
+			sd_conv2d_forward_blocked(out->val, in->val, p + n->w_off, b, &s, in->blk,
+			                          out->blk, m->ws);
+		else
+			sd_conv2d_forward(out->val, in->val, p + n->w_off, b, &s, m->ws);
+		return 1;
+	}
+	case OP_BN:
+		if (blk > 1) {
+			/* y and r of the group: see the FUSE_* comment above. */
+			float *y = out->val;
+			const float *r = NULL;
+			if (n->fuse == FUSE_ADD_RELU) {
+				const struct node *add = &m->nodes[i + 1];
+				y = m->acts[add->out].val;
+				r = residual(m, add, nb);
+			}
+			const int relu = n->fuse != FUSE_NONE;
+			if (train)
+				sd_batchnorm_act_forward_train(y, n->bn_mean, n->bn_invstd,
+				                               m->buffers + n->rm_off,
+				                               m->buffers + n->rv_off, in->val, r,
+				                               p + n->w_off, p + n->b_off, nb, in->c,
+				                               in->h * in->w, blk, relu, SD_BN_MOMENTUM, SD_BN_EPS);
+			else
+				sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off,
+				                              m->buffers + n->rm_off,
+				                              m->buffers + n->rv_off, nb, in->c,
+				                              in->h * in->w, blk, relu, SD_BN_EPS);
+			return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+		}
+		if (train)
+			sd_batchnorm_forward_train(out->val, n->bn_mean, n->bn_invstd,
+			                           m->buffers + n->rm_off, m->buffers + n->rv_off,
+			                           in->val, p + n->w_off, p + n->b_off,
+			                           nb, in->c, in->h * in->w, SD_BN_MOMENTUM, SD_BN_EPS);
+		else
+			sd_batchnorm_forward_eval(out->val, in->val, p + n->w_off, p + n->b_off,
+			                          m->buffers + n->rm_off, m->buffers + n->rv_off,
+			                          nb, in->c, in->h * in->w, SD_BN_EPS);
+		return 1;
+	case OP_RELU:
+		sd_relu_forward(out->val, in->val, act_floats(in) * nb);
+		return 1;
+	case OP_MAXPOOL:
+		sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k, n->s);
+		return 1;
+	case OP_AVGPOOL:
+		if (blk > 1)
+			sd_global_avgpool_forward(out->val, in->val, nb, in->c, in->h * in->w, in->blk);
+		else
+			sd_avgpool_forward(out->val, in->val, nb, in->c, in->h, in->w, n->k, n->s);
+		return 1;
+	case OP_LINEAR:
+		sd_linear_forward(out->val, in->val, p + n->w_off, p + n->b_off, nb, n->fc_in, n->fc_out);
+		return 1;
+	case OP_ADD:
+		if (blk > 1) {
+			/* An add no batch-norm was fused with: out = a + residual. */
+			const float *r = residual(m, n, nb);
+			const size_t cnt = act_floats(out) * nb;
+			for (size_t e = 0; e < cnt; e++)
+				out->val[e] = in->val[e] + r[e];
+			return 1;
+		}
+		shortcut_forward(out->val, in->val, m->acts[n->in2].val, in, &m->acts[n->in2], nb, n->s);
+		return 1;
+	}
+	return 1;
+}
+
 static void forward(struct sd_model *m, const float *x, int nb, int train)
 {
 	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
-	for (int i = 0; i < m->nnodes; i++) {
-		struct node *n = &m->nodes[i];
-		struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
-		const float *p = m->params;
-		switch (n->op) {
-		case OP_CONV: {
-			struct sd_conv2d_shape s = n->conv;
-			s.n = nb;
-			sd_conv2d_forward(out->val, in->val, p + n->w_off,
-			                  n->b_off == NONE ? NULL : p + n->b_off, &s, m->ws);
-			break;
-		}
-		case OP_BN:
-			if (train)
-				sd_batchnorm_forward_train(out->val, n->bn_mean, n->bn_invstd,
-				                           m->buffers + n->rm_off, m->buffers + n->rv_off,
-				                           in->val, p + n->w_off, p + n->b_off,
-				                           nb, in->c, in->h * in->w, 0.1f, 1e-5f);
-			else
-				sd_batchnorm_forward_eval(out->val, in->val, p + n->w_off, p + n->b_off,
-				                          m->buffers + n->rm_off, m->buffers + n->rv_off,
-				                          nb, in->c, in->h * in->w, 1e-5f);
-			break;
-		case OP_RELU:
-			sd_relu_forward(out->val, in->val, act_floats(in) * nb);
-			break;
-		case OP_MAXPOOL:
-			sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k, n->s);
-			break;
-		case OP_AVGPOOL:
-			sd_avgpool_forward(out->val, in->val, nb, in->c, in->h, in->w, n->k, n->s);
-			break;
-		case OP_LINEAR:
-			sd_linear_forward(out->val, in->val, p + n->w_off, p + n->b_off, nb, n->fc_in, n->fc_out);
-			break;
-		case OP_ADD:
-			shortcut_forward(out->val, in->val, m->acts[n->in2].val, in, &m->acts[n->in2], nb, n->s);
-			break;
-		}
+	for (int i = 0; i < m->nnodes;) {
+		double t0 = m->prof ? prof_now(m) : 0.0;
+		int ran = forward_node(m, i, nb, train);
+		if (m->prof)
+			m->prof[i].forward_s += prof_now(m) - t0;
+		i += ran;
 	}
 }
 
@@ -459,75 +672,147 @@ static void grad_commit(struct sd_model *m, struct act *a, size_t count)
 	a->grad_set = 1;
 }
 
+/* Backward of a fused group whose tail is node i (see forward_node); returns
+ * the index of its head. */
+static int backward_group(struct sd_model *m, int i, int nb)
+{
+	const int head = m->nodes[i].fused_from - 1;
+	struct node *bn = &m->nodes[head];
+	struct act *x = &m->acts[bn->in];
+	struct act *y = &m->acts[m->nodes[i].out];   /* the relu's (in-place) buffer */
+	const float *p = m->params;
+	float *g = m->grads, *dr = NULL;
+	struct act *b = NULL;
+	const struct node *add = NULL;
+	size_t bcnt = 0;
+	if (bn->fuse == FUSE_ADD_RELU) {
+		add = &m->nodes[head + 1];
+		b = &m->acts[add->in2];
+		bcnt = act_floats(b) * nb;
+		/* The identity shortcut's gradient is dz itself; option A's is
+		 * dz subsampled back, from dz kept in m->res. */
+		int identity = b->c == y->c && b->h == y->h && b->w == y->w;
+		dr = identity ? grad_target(m, b) : m->res;
+	}
+	float *dx = grad_target(m, x);
+	sd_batchnorm_act_backward(dx, dr, g + bn->w_off, g + bn->b_off, y->grad, y->val, x->val,
+	                          bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
+	                          x->h * x->w, m->blk, 1);
+	grad_commit(m, x, act_floats(x) * nb);
+	if (b) {
+		if (dr == m->res) {
+			float *db = grad_target(m, b);
+			memset(db, 0, bcnt * sizeof(float));
+			sd_shortcut_backward(db, m->res, nb, y->c, y->h, y->w, b->c, b->h, b->w, add->s,
+			                     m->blk);
+		}
+		grad_commit(m, b, bcnt);
+	}
+	return head;
+}
+
+/* Runs node i backward (for the tail of a fused group, the whole group);
+ * returns the index of the first node it covered. */
+static int backward_node(struct sd_model *m, int i, int nb)
+{
+	struct node *n = &m->nodes[i];
+	struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
+	float *p = m->params, *g = m->grads;
+	size_t cnt = act_floats(in) * nb;
+	const int blk = m->blk;
+	/* The input image needs no gradient. */
+	int need_dx = n->in != 0;
+	if (n->fused_from)
+		return backward_group(m, i, nb);
+	switch (n->op) {
+	case OP_CONV: {
+		struct sd_conv2d_shape s = n->conv;
+		s.n = nb;
+		float *dx = need_dx ? grad_target(m, in) : NULL;
+		float *db = n->b_off == NONE ? NULL : g + n->b_off;
+		if (blk > 1)
+			sd_conv2d_backward_blocked(dx, g + n->w_off, db, out->grad, in->val,
+			                           p + n->w_off, &s, in->blk, out->blk, m->ws);
+		else
+			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
+			                   m->ws);
+		if (need_dx)
+			grad_commit(m, in, cnt);
+		break;
+	}
+	case OP_BN: {
+		float *dx = grad_target(m, in);
+		if (blk > 1)
+			sd_batchnorm_act_backward(dx, NULL, g + n->w_off, g + n->b_off, out->grad,
+			                          out->val, in->val, n->bn_mean, n->bn_invstd,
+			                          p + n->w_off, nb, in->c, in->h * in->w, blk, 0);
+		else
+			sd_batchnorm_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
+			                      n->bn_mean, n->bn_invstd, p + n->w_off, nb, in->c,
+			                      in->h * in->w);
+		grad_commit(m, in, cnt);
+		break;
+	}
+	case OP_RELU:
+		/* In place: in == out, so the gradient is already in in->grad. */
+		sd_relu_backward(in->grad, in->grad, in->val, cnt);
+		break;
+	case OP_MAXPOOL: {
+		float *dx = grad_target(m, in);
+		sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k, n->s);
+		grad_commit(m, in, cnt);
+		break;
+	}
+	case OP_AVGPOOL: {
+		float *dx = grad_target(m, in);
+		if (blk > 1)
+			sd_global_avgpool_backward(dx, out->grad, nb, in->c, in->h * in->w, in->blk);
+		else
+			sd_avgpool_backward(dx, out->grad, nb, in->c, in->h, in->w, n->k, n->s);
+		grad_commit(m, in, cnt);
+		break;
+	}
+	case OP_LINEAR: {
+		float *dx = need_dx ? grad_target(m, in) : NULL;
+		sd_linear_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
+		                   p + n->w_off, nb, n->fc_in, n->fc_out);
+		if (need_dx)
+			grad_commit(m, in, cnt);
+		break;
+	}
+	case OP_ADD: {
+		/* Main branch: identity. */
+		float *dx = grad_target(m, in);
+		memcpy(dx, out->grad, cnt * sizeof(float));
+		grad_commit(m, in, cnt);
+		/* Shortcut branch: zero-initialise on first write, then scatter-add. */
+		struct act *b = &m->acts[n->in2];
+		size_t bcnt = act_floats(b) * nb;
+		float *db = grad_target(m, b);
+		memset(db, 0, bcnt * sizeof(float));
+		if (blk > 1)
+			sd_shortcut_backward(db, out->grad, nb, out->c, out->h, out->w, b->c, b->h, b->w,
+			                     n->s, blk);
+		else
+			shortcut_backward(db, out->grad, in, b, nb, n->s);
+		grad_commit(m, b, bcnt);
+		break;
+	}
+	}
+	return i;
+}
+
 static void backward(struct sd_model *m, int nb)
 {
 	for (int i = 0; i < m->nacts; i++)
 		m->acts[i].grad_set = 0;
 	m->acts[m->nacts - 1].grad_set = 1;   /* logits' gradient set by the loss */
-	for (int i = m->nnodes - 1; i >= 0; i--) {
-		struct node *n = &m->nodes[i];
-		struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
-		float *p = m->params, *g = m->grads;
-		size_t cnt = act_floats(in) * nb;
-		/* The input image needs no gradient. */
-		int need_dx = n->in != 0;
-		switch (n->op) {
-		case OP_CONV: {
-			struct sd_conv2d_shape s = n->conv;
-			s.n = nb;
-			float *dx = need_dx ? grad_target(m, in) : NULL;
-			sd_conv2d_backward(dx, g + n->w_off, n->b_off == NONE ? NULL : g + n->b_off,
-			                   out->grad, in->val, p + n->w_off, &s, m->ws);
-			if (need_dx)
-				grad_commit(m, in, cnt);
-			break;
-		}
-		case OP_BN: {
-			float *dx = grad_target(m, in);
-			sd_batchnorm_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
-			                      n->bn_mean, n->bn_invstd, p + n->w_off, nb, in->c, in->h * in->w);
-			grad_commit(m, in, cnt);
-			break;
-		}
-		case OP_RELU:
-			/* In place: in == out, so the gradient is already in in->grad. */
-			sd_relu_backward(in->grad, in->grad, in->val, cnt);
-			break;
-		case OP_MAXPOOL: {
-			float *dx = grad_target(m, in);
-			sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k, n->s);
-			grad_commit(m, in, cnt);
-			break;
-		}
-		case OP_AVGPOOL: {
-			float *dx = grad_target(m, in);
-			sd_avgpool_backward(dx, out->grad, nb, in->c, in->h, in->w, n->k, n->s);
-			grad_commit(m, in, cnt);
-			break;
-		}
-		case OP_LINEAR: {
-			float *dx = need_dx ? grad_target(m, in) : NULL;
-			sd_linear_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
-			                   p + n->w_off, nb, n->fc_in, n->fc_out);
-			if (need_dx)
-				grad_commit(m, in, cnt);
-			break;
-		}
-		case OP_ADD: {
-			/* Main branch: identity. */
-			float *dx = grad_target(m, in);
-			memcpy(dx, out->grad, cnt * sizeof(float));
-			grad_commit(m, in, cnt);
-			/* Shortcut branch: zero-initialise on first write, then scatter-add. */
-			struct act *b = &m->acts[n->in2];
-			size_t bcnt = act_floats(b) * nb;
-			float *db = grad_target(m, b);
-			memset(db, 0, bcnt * sizeof(float));
-			shortcut_backward(db, out->grad, in, b, nb, n->s);
-			grad_commit(m, b, bcnt);
-			break;
-		}
-		}
+	for (int i = m->nnodes - 1; i >= 0;) {
+		double t0 = m->prof ? prof_now(m) : 0.0;
+		int first = backward_node(m, i, nb);
+		if (m->prof)
+			m->prof[i].backward_s += prof_now(m) - t0;
+		i = first - 1;
 	}
 }
 

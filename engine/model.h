@@ -39,13 +39,22 @@ extern const char *const sd_model_names[];
 
 /* Builds model name for images of shape (c, h, w) and classes classes, with
  * activation memory for batches of up to max_batch samples.  Returns 0, or -1
- * with *why (caller frees) for an unknown name or a shape the model cannot
- * take (e.g. a ResNet on 1x28x28 is fine, an mlp is anything). */
+ * with *why (caller frees) for an unknown name, a shape the model cannot
+ * take (e.g. a ResNet on 1x28x28 is fine, an mlp is anything), or a
+ * SPOTDECK_CONV that is not auto, im2col or onednn (layers.h). */
 int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w,
                     int classes, int max_batch, char **why);
 void sd_model_destroy(struct sd_model *m);
 
 const char *sd_model_name(const struct sd_model *m);
+/* Layout of the model's activations, fixed when it was built: 1 for NCHW
+ * (every convolution through sd_conv2d_forward/backward, each on the path
+ * layers.h chooses per shape), or 8 / 16 for oneDNN's channel-blocked
+ * layout (the ResNets when oneDNN runs all their convolutions: no
+ * activation is ever reordered, and each batch-norm runs fused with the
+ * ReLU and residual add after it).  The parameters are the same in both, so
+ * checkpoints do not depend on it. */
+int sd_model_channel_block(const struct sd_model *m);
 /* Deterministic initialisation of parameters and buffers from seed. */
 void sd_model_init(struct sd_model *m, uint64_t seed);
 
@@ -58,6 +67,24 @@ const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *cou
 /* Forward + backward multiply-adds x 2 per sample (forward and backward), for
  * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
 double sd_model_flops_per_sample(const struct sd_model *m);
+
+/* Time per node, for benchmarks (tests/bench/bench-train --profile).
+ * sd_model_profile_start zeroes the times and turns timing on; from then on
+ * every forward and backward pass adds each node's seconds (a clock read
+ * between nodes, so the layers themselves are unchanged).  cpu_clock: 0 for
+ * wall time, 1 for the process's CPU time (with one thread, what the node
+ * cost even while other processes take turns on the core).  name and op
+ * point into the model (valid while it lives). */
+struct sd_node_time {
+	const char *name;     /* node name, e.g. "s1.b1.conv1" */
+	const char *op;       /* "conv", "batchnorm", "bn+relu", ... */
+	double forward_s, backward_s;
+};
+void sd_model_profile_start(struct sd_model *m, int cpu_clock);
+/* The times, one per node in forward order; *count 0 and NULL before
+ * sd_model_profile_start.  A fused group's time is its first node's forward
+ * and its last node's backward. */
+const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count);
 
 /* Training pass on n samples x: (n, c, h, w), labels: (n).  Zeroes the
  * gradient buffer, runs forward and backward (batch-norm in training mode)

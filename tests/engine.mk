@@ -20,3 +20,33 @@ noinst_PROGRAMS += tests/bench/bench-layers
 tests_bench_bench_layers_SOURCES = tests/bench/bench-layers.c tests/bench/bench.h
 tests_bench_bench_layers_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_layers_LDADD = $(SD_ENGINE_LIBS)
+
+# Images/s of whole training steps of a model (warm steps only), with
+# --profile a per-node table; tests/bench/engine-vs-torch runs it.
+noinst_PROGRAMS += tests/bench/bench-train
+tests_bench_bench_train_SOURCES = tests/bench/bench-train.c
+tests_bench_bench_train_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_bench_train_LDADD = $(SD_ENGINE_LIBS)
+
+# The two convolution paths side by side at every resnet and cnn shape: the
+# table behind sd_conv2d_path's "auto" (engine/layers.c).
+noinst_PROGRAMS += tests/bench/bench-conv
+tests_bench_bench_conv_SOURCES = tests/bench/bench-conv.c
+tests_bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_bench_conv_LDADD = $(SD_ENGINE_LIBS)
+
+# Whole models on both convolution paths: gradients, training, determinism
+# and checkpoints across paths (SKIPs without oneDNN).
+check_PROGRAMS += tests/test-conv-paths
+TESTS += tests/test-conv-paths
+tests_test_conv_paths_SOURCES = tests/test-conv-paths.c tests/check.h tests/tmpdir.h
+tests_test_conv_paths_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_test_conv_paths_LDADD = $(SD_ENGINE_LIBS)
+
+# Long soak (not a test): resnet20 on Fashion-MNIST padded to 32x32, 3 epochs
+# per convolution path, accuracies compared (tests/bench/soak-accuracy).
+noinst_PROGRAMS += tests/bench/soak-accuracy
+tests_bench_soak_accuracy_SOURCES = tests/bench/soak-accuracy.c
+tests_bench_soak_accuracy_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_soak_accuracy_LDADD = $(SD_ENGINE_LIBS)
+EXTRA_DIST += tests/bench/torch_resnet.py

@@ -35,3 +35,13 @@ tests_gpu_fake_spotdeck_cuda_so_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_gpu_fake_spotdeck_cuda_so_CFLAGS = $(AM_CFLAGS) -fPIC -fvisibility=hidden
 tests_gpu_fake_spotdeck_cuda_so_LDFLAGS = $(AM_LDFLAGS) -shared
 tests_gpu_fake_spotdeck_cuda_so_LDADD = $(OPENBLAS_LIBS) -lm
+# The engine's layers need their blocked kernels and the convolution path the
+# engine itself was built with, so the stand-in rounds as the CPU trainer does.
+tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/layers-blocked.c
+if HAVE_DNNL
+tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/conv-dnnl.c
+tests_gpu_fake_spotdeck_cuda_so_CPPFLAGS += $(DNNL_CFLAGS)
+tests_gpu_fake_spotdeck_cuda_so_LDADD += $(DNNL_LIBS)
+else
+tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/conv-dnnl-none.c
+endif

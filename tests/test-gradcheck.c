@@ -15,11 +15,23 @@
  *   every product and partial sum is then exact in float32, so the finite
  *   difference is exact too and only a wrong gradient can miss.  (Kinks of
  *   relu and maxpool are kept further than eps from every input.)
- *   Batch-norm and softmax are nonlinear and get N(0,1) data, eps = 1e-2;
+ *   Batch-norm and softmax are nonlinear and get N(0,1) data, eps = 1e-2
+ *   (5e-2 for the fused batch-norm, see EPS_BNACT);
  *   truncation (O(eps^2)) and float32 rounding of L stay below 1e-3 of the
  *   gradient scale, so:
  *
  *   TOL = 1e-2, FLOOR = 1e-3 for every check.
+ *
+ * The fused batch-norm + residual + ReLU and the option-A shortcut of the
+ * channel-blocked ResNets (engine/layers-blocked.c) are checked in NCHW and
+ * in blocks of 8 and 16 channels.
+ *
+ * Convolutions are checked on both paths of engine/layers.h (im2col +
+ * OpenBLAS, and oneDNN where the build has it), at odd small shapes and at
+ * every convolution shape of resnet20/32 and cnn (channels, plane, kernel,
+ * stride and padding as in the model, batch 2, MAX_CHECKS_MODEL random
+ * elements per tensor); at the model shapes the oneDNN path must really run
+ * (no silent fallback to im2col).
  *
  * Also checked: parameter gradients ACCUMULATE (a buffer holding P gets
  * P + 2 G after two calls, within 1e-4 relative), dx is overwritten (it is
@@ -41,8 +53,18 @@
 #define ACC_TOL 1e-4
 #define EPS_GRID (1.0f / 64.0f)
 #define EPS_SMOOTH 1e-2f
+/* The fused batch-norm in blocked layouts (8 or 16 channels a block): its
+ * worst dx error measured 4.9e-3 at eps 1e-2 (blk8; float32 rounding of L
+ * over 2 eps dominates), 2.4e-3 at 5e-2, where truncation (O(eps^2)) is
+ * still smaller: 5e-2 doubles the margin to the 1e-2 tolerance. */
+#define EPS_BNACT 5e-2f
 /* Tensors larger than this are checked at this many random elements. */
 #define MAX_CHECKS 200
+/* Fewer at the model-sized convolutions, where one forward pass costs
+ * milliseconds: on the exact grid any wrong gradient element shows, and a
+ * wrong kernel gets many elements wrong. */
+#define MAX_CHECKS_MODEL 24
+static size_t max_checks = MAX_CHECKS;
 
 static struct sd_rng rng;
 
@@ -96,9 +118,9 @@ static void check_grad(const char *name, const char *tensor, float *p, size_t co
                        const float *a, const struct case_ops *ops, float eps)
 {
 	double worst = 0.0;
-	size_t worst_at = 0, checks = count < MAX_CHECKS ? count : MAX_CHECKS;
+	size_t worst_at = 0, checks = count < max_checks ? count : max_checks;
 	for (size_t t = 0; t < checks; t++) {
-		size_t i = count <= MAX_CHECKS ? t : sd_rng_below(&rng, (uint32_t)count);
+		size_t i = count <= max_checks ? t : sd_rng_below(&rng, (uint32_t)count);
 		float keep = p[i];
 		p[i] = keep + eps;
 		double lp = ops->loss(ops->ctx);
@@ -214,7 +236,11 @@ static double conv_loss(void *p)
 	return dot_f64(c->y, c->g, (size_t)c->s.n * c->s.k * c->s.oh * c->s.ow);
 }
 
-static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int pad, int bias)
+/* oneDNN is in this build. */
+static int have_onednn;
+
+static void test_conv_path(enum sd_conv_path path, int model, int n, int ch, int h, int w,
+                           int k, int r, int stride, int pad, int bias)
 {
 	char name[96];
 	struct conv_ctx c;
@@ -223,8 +249,18 @@ static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int
 		             stride, pad);
 		return;
 	}
-	snprintf(name, sizeof(name), "conv n%d c%d %dx%d k%d r%d s%d p%d%s", n, ch, h, w, k, r,
-	         stride, pad, bias ? "" : " nobias");
+	snprintf(name, sizeof(name), "conv[%s] n%d c%d %dx%d k%d r%d s%d p%d%s",
+	         sd_conv2d_path_name(path), n, ch, h, w, k, r, stride, pad, bias ? "" : " nobias");
+	if (path == SD_CONV_ONEDNN && !have_onednn)
+		return;
+	sd_conv2d_set_path(path);
+	if (path == SD_CONV_ONEDNN && sd_conv2d_path(&c.s, bias) != SD_CONV_ONEDNN) {
+		/* Small odd shapes may lack JIT kernels (im2col then runs and
+		 * is checked anyway); model shapes must have them. */
+		check_report(!model, "%-36s oneDNN has no JIT kernels here: im2col runs", name);
+		if (model)
+			return;
+	}
 	const size_t nx = (size_t)n * ch * h * w, nw = (size_t)k * ch * r * r;
 	const size_t ny = (size_t)n * k * c.s.oh * c.s.ow;
 	c.x = falloc(nx);
@@ -266,6 +302,22 @@ static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int
 	free(w0), free(w2), free(b0), free(b2), free(dwn), free(dbn);
 	free(c.x), free(c.w), free(c.b), free(c.y), free(c.g), free(c.ws);
 	free(dx), free(dw), free(db);
+	sd_conv2d_set_path(SD_CONV_AUTO);
+}
+
+static void test_conv(int n, int ch, int h, int w, int k, int r, int stride, int pad, int bias)
+{
+	test_conv_path(SD_CONV_IM2COL, 0, n, ch, h, w, k, r, stride, pad, bias);
+	test_conv_path(SD_CONV_ONEDNN, 0, n, ch, h, w, k, r, stride, pad, bias);
+}
+
+/* A convolution of one of the models, batch 2: both paths. */
+static void test_conv_model(int ch, int hw, int k, int r, int stride, int pad, int bias)
+{
+	max_checks = MAX_CHECKS_MODEL;
+	test_conv_path(SD_CONV_IM2COL, 1, 2, ch, hw, hw, k, r, stride, pad, bias);
+	test_conv_path(SD_CONV_ONEDNN, 1, 2, ch, hw, hw, k, r, stride, pad, bias);
+	max_checks = MAX_CHECKS;
 }
 
 /* ------------------------------------------------------------ batch norm */
@@ -323,6 +375,101 @@ static void test_batchnorm(int n, int ch, int hw)
 	free(g0), free(g2), free(b0), free(b2);
 	free(c.x), free(c.gamma), free(c.beta), free(c.y), free(c.g), free(c.mean);
 	free(c.invstd), free(c.rmean), free(c.rvar), free(dx), free(dgamma), free(dbeta);
+}
+
+/* ------------------------------------- fused batch-norm, blocked layouts */
+
+struct bn_act_ctx {
+	int n, c, hw, blk, relu;
+	float *x, *r, *gamma, *beta, *y, *g, *mean, *invstd, *rmean, *rvar;
+};
+
+static double bn_act_loss(void *p)
+{
+	struct bn_act_ctx *c = p;
+	sd_batchnorm_act_forward_train(c->y, c->mean, c->invstd, c->rmean, c->rvar, c->x, c->r,
+	                               c->gamma, c->beta, c->n, c->c, c->hw, c->blk, c->relu, 0.1f,
+	                               1e-5f);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->hw);
+}
+
+/* y = relu(bn(x) + r) in layout blk.  The residual is chosen so that every
+ * pre-activation is at least 0.25 from the ReLU's kink (a perturbation of
+ * eps moves it by far less), which keeps central differences valid. */
+static void test_bn_act(int n, int ch, int hw, int blk, int relu)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "bn-act n%d c%d hw%d blk%d%s", n, ch, hw, blk,
+	         relu ? " +res relu" : " +res");
+	const size_t nx = (size_t)n * ch * hw;
+	struct bn_act_ctx c = { n, ch, hw, blk, relu, falloc(nx), falloc(nx), falloc(ch),
+		                falloc(ch), falloc(nx), falloc(nx), falloc(ch), falloc(ch),
+		                falloc(ch), falloc(ch) };
+	fill_normal(c.x, nx);
+	for (size_t i = 0; i < nx; i++)
+		c.x[i] = c.x[i] * 1.5f + 0.5f;
+	for (int i = 0; i < ch; i++) {
+		c.gamma[i] = 0.5f + sd_rng_uniform(&rng);
+		c.beta[i] = sd_rng_normal(&rng);
+	}
+	/* r = target - bn(x), target = +-(0.25 .. 1.25). */
+	int keep = c.relu;
+	c.relu = 0;
+	bn_act_loss(&c);
+	c.relu = keep;
+	for (size_t i = 0; i < nx; i++) {
+		float t = 0.25f + sd_rng_uniform(&rng);
+		c.r[i] = (sd_rng_uniform(&rng) < 0.5f ? -t : t) - c.y[i];
+	}
+	fill_normal(c.g, nx);
+	float *dx = falloc(nx), *dr = falloc(nx), *dgamma = falloc(ch), *dbeta = falloc(ch);
+	fill_nan(dx, nx);
+	fill_nan(dr, nx);
+	bn_act_loss(&c);
+	sd_batchnorm_act_backward(dx, dr, dgamma, dbeta, c.g, c.y, c.x, c.mean, c.invstd, c.gamma, n,
+	                          ch, hw, blk, relu);
+	struct case_ops ops = { bn_act_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_BNACT);
+	check_grad(name, "r", c.r, nx, dr, &ops, EPS_BNACT);
+	check_grad(name, "gamma", c.gamma, ch, dgamma, &ops, EPS_BNACT);
+	check_grad(name, "beta", c.beta, ch, dbeta, &ops, EPS_BNACT);
+	free(c.x), free(c.r), free(c.gamma), free(c.beta), free(c.y), free(c.g), free(c.mean);
+	free(c.invstd), free(c.rmean), free(c.rvar), free(dx), free(dr), free(dgamma), free(dbeta);
+}
+
+struct shortcut_ctx {
+	int n, c, h, w, cb, s, blk;
+	float *b, *r, *g, *y;
+};
+
+/* Option-A shortcut, then global average pooling (both linear): grid data. */
+static double shortcut_loss(void *p)
+{
+	struct shortcut_ctx *c = p;
+	sd_shortcut_forward(c->r, c->b, c->n, c->c, c->h, c->w, c->cb, c->h * c->s, c->w * c->s,
+	                    c->s, c->blk);
+	sd_global_avgpool_forward(c->y, c->r, c->n, c->c, c->h * c->w, c->blk);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c);
+}
+
+static void test_shortcut(int n, int ch, int h, int w, int cb, int s, int blk)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "shortcut+gavg n%d %d->%d %dx%d s%d blk%d", n, cb, ch, h, w, s,
+	         blk);
+	const size_t nb = (size_t)n * cb * h * s * w * s, nr = (size_t)n * ch * h * w;
+	struct shortcut_ctx c = { n, ch, h, w, cb, s, blk, falloc(nb), falloc(nr),
+		                  falloc((size_t)n * ch), falloc((size_t)n * ch) };
+	fill_grid(c.b, nb, 2);
+	fill_grid(c.g, (size_t)n * ch, 1);
+	float *dr = falloc(nr), *db = falloc(nb);
+	fill_nan(dr, nr);
+	shortcut_loss(&c);
+	sd_global_avgpool_backward(dr, c.g, n, ch, h * w, blk);
+	sd_shortcut_backward(db, dr, n, ch, h, w, cb, h * s, w * s, s, blk);
+	struct case_ops ops = { shortcut_loss, &c };
+	check_grad(name, "b", c.b, nb, db, &ops, EPS_GRID);
+	free(c.b), free(c.r), free(c.g), free(c.y), free(dr), free(db);
 }
 
 /* ------------------------------------------------------------------ relu */
@@ -471,6 +618,10 @@ int main(int argc, char **argv)
 	(void)argc;
 	sd_rng_seed(&rng, 20240601, 7);
 	printf("gradient check: error = |a-n| / max(%g, |a|+|n|) must be <= %g\n", FLOOR, TOL);
+	const char *ver = sd_conv2d_onednn_version();
+	have_onednn = ver != NULL;
+	printf("convolution paths: im2col%s%s\n", ver ? " and oneDNN " : " only (no oneDNN in this build)",
+	       ver ? ver : "");
 
 	test_linear(3, 7, 5, 1);
 	test_linear(4, 9, 6, 0);
@@ -496,10 +647,28 @@ int main(int argc, char **argv)
 	 * chunks, the last one a single sample (SD_CONV_CHUNK_FLOATS in
 	 * engine/layers.c); checked at random elements. */
 	test_conv(3, 16, 32, 32, 8, 5, 1, 2, 1);
+	/* Every convolution of resnet20/32 (no bias: batch-norm follows) and
+	 * of cnn (with bias). */
+	test_conv_model(3, 32, 16, 3, 1, 1, 0);
+	test_conv_model(16, 32, 16, 3, 1, 1, 0);
+	test_conv_model(16, 32, 32, 3, 2, 1, 0);
+	test_conv_model(32, 16, 32, 3, 1, 1, 0);
+	test_conv_model(32, 16, 64, 3, 2, 1, 0);
+	test_conv_model(64, 8, 64, 3, 1, 1, 0);
+	test_conv_model(1, 28, 32, 5, 1, 2, 1);
+	test_conv_model(32, 14, 64, 5, 1, 2, 1);
 
 	test_batchnorm(4, 3, 5);
 	test_batchnorm(8, 4, 1);
 	test_batchnorm(2, 2, 9);
+	/* The fused batch-norm and the shortcut of the channel-blocked ResNets,
+	 * in NCHW and both block sizes. */
+	for (int blk = 1; blk <= 16; blk = blk == 1 ? 8 : 2 * blk) {
+		test_bn_act(3, 16, 5, blk, 1);
+		test_bn_act(2, 32, 4, blk, 0);
+		test_shortcut(2, 32, 3, 3, 16, 2, blk);
+		test_shortcut(2, 16, 4, 4, 16, 1, blk);
+	}
 
 	test_relu(1000);
 
@@ -515,5 +684,9 @@ int main(int argc, char **argv)
 	test_xent(4, 10, 1.0f);
 	test_xent(3, 7, 5.0f);
 
+	/* A oneDNN call that fails quietly falls back to im2col: right
+	 * results, so only this count shows it. */
+	check_report(sd_conv2d_fallbacks() == 0, "oneDNN calls that failed and fell back to im2col: %lu",
+	             sd_conv2d_fallbacks());
 	return check_exit("test-gradcheck");
 }

@@ -4,7 +4,17 @@
  * data at small odd shapes and at the shapes of the `cnn` and resnet20/32
  * models; plus reproducibility: the same call twice gives bit-identical
  * results with 2 OpenMP and 2 OpenBLAS threads, conv/batch-norm/pooling give
- * the same bits with 1 or 2 OpenMP threads.
+ * the same bits with 1 or 2 OpenMP threads on the im2col path.
+ *
+ * Convolutions run on both paths (engine/layers.h sd_conv_path): im2col +
+ * OpenBLAS and, where the build has it, oneDNN, each against the direct
+ * double loops at every cnn and resnet20/32 shape; the oneDNN path must
+ * really be taken at those shapes (a silent fallback to im2col fails), and
+ * at the full resnet batch (128) its backward is also compared with the
+ * im2col path's, with the same tolerance.  oneDNN splits its weight-gradient
+ * sums by thread count, so for it "omp 1v2" is a tolerance check (rel err
+ * <= TOL_THREADS) rather than bit identity; repeated calls with the same
+ * threads stay bit-identical.
  *
  * `test-layers --avx512` runs only the check that the AVX-512 kernels give
  * the same bits as the portable ones (tests/test-layers-avx512.sh).  Without
@@ -31,8 +41,13 @@
 #include <string.h>
 
 #define TOL 1e-4
+/* oneDNN path, 1 against 2 threads: sums of a few thousand float32 terms
+ * taken in two orders differ by a few ulp of the terms' magnitude. */
+#define TOL_THREADS 1e-5
 
 static struct sd_rng rng;
+/* The tolerance compare() holds to; TOL except where a check says. */
+static double tol = TOL;
 
 static void *xalloc(size_t bytes)
 {
@@ -78,8 +93,8 @@ static void compare(const char *name, const char *what, const float *a, const do
 			at = i;
 		}
 	}
-	check_report(worst <= TOL, "%-40s %-8s max rel err %.2e (tol %.0e, %zu values, worst at %zu: %.7g vs %.7g)",
-	             name, what, worst, TOL, count, at, count ? (double)a[at] : 0.0, count ? ref[at] : 0.0);
+	check_report(worst <= tol, "%-40s %-8s max rel err %.2e (tol %.0e, %zu values, worst at %zu: %.7g vs %.7g)",
+	             name, what, worst, tol, count, at, count ? (double)a[at] : 0.0, count ? ref[at] : 0.0);
 }
 
 static void compare_same(const char *name, const char *what, const void *a, const void *b,
@@ -160,19 +175,48 @@ static void ref_conv_backward(double *dx, double *dw, double *db, const float *d
 		}
 }
 
+/* oneDNN is in this build (sd_conv2d_onednn_version() != NULL). */
+static int have_onednn;
+
+/* Sets the convolution path; for oneDNN, checks that shape s (bias or not)
+ * really takes it when must is set (the model shapes), so that a silent
+ * fallback to im2col cannot pass as a oneDNN result.  Returns 0 when the
+ * path is set and will be taken, -1 to skip (oneDNN not built). */
+static int use_path(enum sd_conv_path path, const char *name, const struct sd_conv2d_shape *s,
+                    int bias, int must)
+{
+	sd_conv2d_set_path(path);
+	if (path != SD_CONV_ONEDNN)
+		return 0;
+	if (!have_onednn)
+		return -1;
+	if (sd_conv2d_path(s, bias) != SD_CONV_ONEDNN) {
+		char impl[160];
+		sd_conv2d_describe(s, bias, impl, sizeof impl);
+		check_report(!must, "%-40s oneDNN has no JIT kernels here (%s): im2col runs", name,
+		             impl);
+		return must ? -1 : 0;
+	}
+	return 0;
+}
+
 /* Forward (and, when backward is set, backward) against the direct loops,
- * then the same calls again for bit-identity. */
-static void test_conv(const char *label, int n, int c, int h, int w, int k, int r,
-                      int stride, int pad, int backward)
+ * then the same calls again for bit-identity, on one path. */
+static void test_conv_path(enum sd_conv_path path, const char *label, int n, int c, int h,
+                           int w, int k, int r, int stride, int pad, int backward)
 {
 	struct sd_conv2d_shape s;
 	char name[128];
-	snprintf(name, sizeof(name), "conv %s n%d c%d %dx%d k%d r%d s%d p%d", label, n, c, h, w,
-	         k, r, stride, pad);
+	snprintf(name, sizeof(name), "conv[%s] %s n%d c%d %dx%d k%d r%d s%d p%d",
+	         sd_conv2d_path_name(path), label, n, c, h, w, k, r, stride, pad);
 	if (sd_conv2d_shape_init(&s, n, c, h, w, k, r, stride, pad)) {
 		check_report(0, "%-40s shape rejected", name);
 		return;
 	}
+	/* Model shapes (labelled cnn*, resnet) must run on oneDNN itself. */
+	int must = strcmp(label, "small") != 0;
+	if (use_path(path, name, &s, 1, must) < 0 || use_path(path, name, &s, 0, must) < 0)
+		return;
 	const size_t nx = (size_t)n * c * h * w, nw = (size_t)k * c * r * r;
 	const size_t ny = (size_t)n * k * s.oh * s.ow, nws = sd_conv2d_workspace_floats(&s);
 	float *x = falloc(nx), *wt = falloc(nw), *b = falloc(k), *y = falloc(ny);
@@ -220,6 +264,59 @@ static void test_conv(const char *label, int n, int c, int h, int w, int k, int 
 		free(dx2), free(dw2), free(db2);
 	}
 	free(x), free(wt), free(b), free(y), free(y2), free(ws), free(ry);
+	sd_conv2d_set_path(SD_CONV_AUTO);
+}
+
+static void test_conv(const char *label, int n, int c, int h, int w, int k, int r,
+                      int stride, int pad, int backward)
+{
+	test_conv_path(SD_CONV_IM2COL, label, n, c, h, w, k, r, stride, pad, backward);
+	test_conv_path(SD_CONV_ONEDNN, label, n, c, h, w, k, r, stride, pad, backward);
+}
+
+/* The oneDNN path against the im2col path at a full batch, forward and
+ * backward (dx unless first, the model's first layer, has none; the bias as
+ * the model has it): the direct double loops are too slow at batch 128. */
+static void test_conv_cross(const char *label, int n, int c, int h, int w, int k, int r,
+                            int stride, int pad, int bias, int first)
+{
+	struct sd_conv2d_shape s;
+	char name[128];
+	snprintf(name, sizeof(name), "conv[onednn vs im2col] %s n%d c%d %dx%d k%d r%d s%d",
+	         label, n, c, h, w, k, r, stride);
+	if (sd_conv2d_shape_init(&s, n, c, h, w, k, r, stride, pad)) {
+		check_report(0, "%-40s shape rejected", name);
+		return;
+	}
+	if (use_path(SD_CONV_ONEDNN, name, &s, bias, 1) < 0)
+		return;
+	const size_t nx = (size_t)n * c * h * w, nw = (size_t)k * c * r * r;
+	const size_t ny = (size_t)n * k * s.oh * s.ow, nws = sd_conv2d_workspace_floats(&s);
+	float *x = falloc(nx), *wt = falloc(nw), *dy = falloc(ny), *ws = falloc(nws);
+	float *b = falloc(k), *out[2];
+	const size_t cap = ny + nx + nw + k;
+	fill_normal(x, nx, 1.0f);
+	fill_normal(wt, nw, 1.0f / sqrtf((float)(c * r * r)));
+	fill_normal(b, k, 0.1f);
+	fill_normal(dy, ny, 1.0f);
+	for (int v = 0; v < 2; v++) {
+		sd_conv2d_set_path(v ? SD_CONV_ONEDNN : SD_CONV_IM2COL);
+		out[v] = falloc(cap);
+		float *y = out[v], *dx = y + ny, *dw = dx + nx, *db = dw + nw;
+		sd_conv2d_forward(y, x, wt, bias ? b : NULL, &s, ws);
+		sd_conv2d_backward(first ? NULL : dx, dw, bias ? db : NULL, dy, x, wt, &s, ws);
+	}
+	sd_conv2d_set_path(SD_CONV_AUTO);
+	double *ref = dalloc(cap);
+	for (size_t i = 0; i < cap; i++)
+		ref[i] = out[0][i];
+	compare(name, "y", out[1], ref, ny);
+	if (!first)
+		compare(name, "dx", out[1] + ny, ref + ny, nx);
+	compare(name, "dw", out[1] + ny + nx, ref + ny + nx, nw);
+	if (bias)
+		compare(name, "db", out[1] + ny + nx + nw, ref + ny + nx + nw, k);
+	free(out[0]), free(out[1]), free(ref), free(x), free(wt), free(dy), free(ws), free(b);
 }
 
 /* ---------------------------------------------------------------- linear */
@@ -527,16 +624,24 @@ static size_t repro_run(const struct repro *r, float *out)
 	return at;
 }
 
-static void test_repro(int n, int c, int h, int w, int k, int rr, int stride, int pad)
+static void test_repro_path(enum sd_conv_path path, int n, int c, int h, int w, int k, int rr,
+                            int stride, int pad)
 {
 	char name[128];
-	snprintf(name, sizeof(name), "repro n%d c%d %dx%d k%d r%d s%d p%d", n, c, h, w, k, rr,
-	         stride, pad);
+	snprintf(name, sizeof(name), "repro[%s] n%d c%d %dx%d k%d r%d s%d p%d",
+	         sd_conv2d_path_name(path), n, c, h, w, k, rr, stride, pad);
 	struct repro r;
 	if (sd_conv2d_shape_init(&r.s, n, c, h, w, k, rr, stride, pad)) {
 		check_report(0, "%-40s shape rejected", name);
 		return;
 	}
+	/* Checked with 2 and with 1 thread: oneDNN builds kernels per count. */
+	omp_set_num_threads(2);
+	if (use_path(path, name, &r.s, 1, 1) < 0)
+		return;
+	omp_set_num_threads(1);
+	if (use_path(path, name, &r.s, 1, 1) < 0)
+		return;
 	r.nx = (size_t)n * c * h * w;
 	r.nw = (size_t)k * c * rr * rr;
 	r.ny = (size_t)n * k * r.s.oh * r.s.ow;
@@ -564,8 +669,29 @@ static void test_repro(int n, int c, int h, int w, int k, int rr, int stride, in
 	omp_set_num_threads(1);
 	openblas_set_num_threads(1);
 	repro_run(&r, c1);
-	compare_same(name, "omp 1v2", a, c1, used * sizeof(float));
+	if (path == SD_CONV_IM2COL) {
+		compare_same(name, "omp 1v2", a, c1, used * sizeof(float));
+	} else {
+		/* Reported, then held to TOL_THREADS. */
+		double *ref = dalloc(used);
+		for (size_t i = 0; i < used; i++)
+			ref[i] = c1[i];
+		int same = memcmp(a, c1, used * sizeof(float)) == 0;
+		printf("%-40s omp 1v2  %s\n", name, same ? "bit-identical" : "differ in the last bits");
+		double keep = tol;
+		tol = TOL_THREADS;
+		compare(name, "omp 1v2", a, ref, used);
+		tol = keep;
+		free(ref);
+	}
+	sd_conv2d_set_path(SD_CONV_AUTO);
 	free(r.x), free(r.w), free(r.b), free(r.dy), free(r.ws), free(a), free(b), free(c1);
+}
+
+static void test_repro(int n, int c, int h, int w, int k, int rr, int stride, int pad)
+{
+	test_repro_path(SD_CONV_IM2COL, n, c, h, w, k, rr, stride, pad);
+	test_repro_path(SD_CONV_ONEDNN, n, c, h, w, k, rr, stride, pad);
 }
 
 /* The AVX-512 kernels (im2col, col2im, 2x2 max pool) must give the same bits
@@ -587,6 +713,7 @@ static void test_paths(int n, int c, int h, int w, int k, int rr, int pad)
 	float *out[2], *pooled[2];
 	int32_t *am[2];
 	const size_t cap = ny + nx + nw + ny;
+	sd_conv2d_set_path(SD_CONV_IM2COL);   /* the kernels compared are im2col's */
 	fill_normal(x, nx, 1.0f);
 	fill_normal(wt, nw, 0.2f);
 	fill_normal(dy, ny, 1.0f);
@@ -603,12 +730,253 @@ static void test_paths(int n, int c, int h, int w, int k, int rr, int pad)
 		sd_maxpool_backward(dxp, y, am[v], n, k, s.oh, s.ow, 2, 2);
 	}
 	unsetenv("SD_LAYERS_NO_AVX512");
+	sd_conv2d_set_path(SD_CONV_AUTO);
 	compare_same(name, "conv", out[0], out[1], cap * sizeof(float));
 	compare_same(name, "maxpool", pooled[0], pooled[1], np * sizeof(float));
 	compare_same(name, "argmax", am[0], am[1], np * sizeof(int32_t));
 	for (int v = 0; v < 2; v++)
 		free(out[v]), free(pooled[v]), free(am[v]);
 	free(x), free(wt), free(dy), free(ws);
+}
+
+/* ------------------------------------------------ channel-blocked layouts */
+
+/* Offset of (i, ch, p) in layout blk (layers.h), written here independently. */
+static size_t blk_at(int i, int ch, int p, int c, int hw, int blk)
+{
+	return (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk;
+}
+
+static void test_layout(int n, int c, int hw, int blk)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "layout n%d c%d hw%d blk%d", n, c, hw, blk);
+	const size_t cnt = (size_t)n * c * hw;
+	float *x = falloc(cnt), *b = falloc(cnt), *back = falloc(cnt);
+	fill_normal(x, cnt, 1.0f);
+	sd_layout_to_blocked(b, x, n, c, hw, blk);
+	int ok = 1;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++)
+				ok &= b[blk_at(i, ch, p, c, hw, blk)] == x[((size_t)i * c + ch) * hw + p];
+	check_report(ok, "%-40s to_blocked puts every element where layers.h says", name);
+	sd_layout_from_blocked(back, b, n, c, hw, blk);
+	compare_same(name, "roundtrip", x, back, cnt * sizeof(float));
+	free(x), free(b), free(back);
+}
+
+/* NCHW double tensor -> layout blk, as double (for compare()). */
+static void to_blk_d(double *dst, const double *src, int n, int c, int hw, int blk)
+{
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++)
+				dst[blk_at(i, ch, p, c, hw, blk)] = src[((size_t)i * c + ch) * hw + p];
+}
+
+/* The fused batch-norm (+ residual) (+ ReLU) of layers-blocked.c against the
+ * textbook formulas in double, in NCHW, then placed in layout blk. */
+static void test_bn_act(int n, int c, int hw, int blk, int relu, int residual)
+{
+	char name[128];
+	snprintf(name, sizeof(name), "bn-act n%d c%d hw%d blk%d%s%s", n, c, hw, blk,
+	         residual ? " +res" : "", relu ? " relu" : "");
+	const size_t nx = (size_t)n * c * hw, m = (size_t)n * hw;
+	const float momentum = 0.1f, eps = 1e-5f;
+	float *x = falloc(nx), *r = falloc(nx), *y = falloc(nx), *gamma = falloc(c), *beta = falloc(c);
+	float *mean = falloc(c), *invstd = falloc(c), *rm = falloc(c), *rv = falloc(c);
+	float *xb = falloc(nx), *rb = falloc(nx), *dy = falloc(nx), *dyb = falloc(nx);
+	float *dx = falloc(nx), *dr = falloc(nx), *dg = falloc(c), *dbt = falloc(c);
+	double *ry = dalloc(nx), *ryb = dalloc(nx), *rmean = dalloc(c), *rinv = dalloc(c);
+	double *rrm = dalloc(c), *rrv = dalloc(c), *rdx = dalloc(nx), *rdr = dalloc(nx);
+	double *rdxb = dalloc(nx), *rdrb = dalloc(nx), *rdg = dalloc(c), *rdb = dalloc(c);
+	fill_normal(x, nx, 1.0f);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = 3.0f + 2.0f * x[i];   /* mean far from 0, as after a convolution */
+	fill_normal(r, nx, 1.0f);
+	fill_normal(dy, nx, 1.0f);
+	for (int i = 0; i < c; i++) {
+		gamma[i] = 0.5f + sd_rng_uniform(&rng);
+		beta[i] = sd_rng_normal(&rng);
+		rm[i] = sd_rng_normal(&rng);
+		rv[i] = 0.5f + sd_rng_uniform(&rng);
+	}
+	sd_layout_to_blocked(xb, x, n, c, hw, blk);
+	sd_layout_to_blocked(rb, r, n, c, hw, blk);
+	sd_layout_to_blocked(dyb, dy, n, c, hw, blk);
+	for (int ch = 0; ch < c; ch++) {
+		double su = 0.0, ss = 0.0;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++)
+				su += x[((size_t)i * c + ch) * hw + p];
+		double mu = su / (double)m;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				double d = x[((size_t)i * c + ch) * hw + p] - mu;
+				ss += d * d;
+			}
+		rmean[ch] = mu;
+		rinv[ch] = 1.0 / sqrt(ss / (double)m + eps);
+		rrm[ch] = (1.0 - momentum) * rm[ch] + momentum * mu;
+		rrv[ch] = (1.0 - momentum) * rv[ch] + momentum * (m > 1 ? ss / (double)(m - 1) : ss);
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double v = (x[at] - mu) * rinv[ch] * gamma[ch] + beta[ch];
+				if (residual)
+					v += r[at];
+				ry[at] = relu && v < 0.0 ? 0.0 : v;
+			}
+	}
+	to_blk_d(ryb, ry, n, c, hw, blk);
+	sd_batchnorm_act_forward_train(y, mean, invstd, rm, rv, xb, residual ? rb : NULL, gamma, beta,
+	                               n, c, hw, blk, relu, momentum, eps);
+	compare(name, "y", y, ryb, nx);
+	compare(name, "mean", mean, rmean, c);
+	compare(name, "invstd", invstd, rinv, c);
+	compare(name, "run_mean", rm, rrm, c);
+	compare(name, "run_var", rv, rrv, c);
+
+	/* Backward: the mask comes from the y just computed (the reference's
+	 * own y could put a value within rounding of 0 on the other side). */
+	for (int ch = 0; ch < c; ch++) {
+		double sdy = 0.0, sdyx = 0.0, is = invstd[ch], mu = mean[ch];
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double g = relu && !(y[blk_at(i, ch, p, c, hw, blk)] > 0.0f) ? 0.0 : dy[at];
+				rdr[at] = g;
+				sdy += g;
+				sdyx += g * (x[at] - mu) * is;
+			}
+		rdg[ch] = sdyx;
+		rdb[ch] = sdy;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double xh = (x[at] - mu) * is;
+				rdx[at] = gamma[ch] * is / (double)m * ((double)m * rdr[at] - sdy - xh * sdyx);
+			}
+	}
+	to_blk_d(rdxb, rdx, n, c, hw, blk);
+	to_blk_d(rdrb, rdr, n, c, hw, blk);
+	for (size_t i = 0; i < nx; i++)
+		dx[i] = dr[i] = NAN;
+	sd_batchnorm_act_backward(dx, residual ? dr : NULL, dg, dbt, dyb, y, xb, mean, invstd, gamma,
+	                          n, c, hw, blk, relu);
+	compare(name, "dx", dx, rdxb, nx);
+	if (residual)
+		compare(name, "dres", dr, rdrb, nx);
+	compare(name, "dgamma", dg, rdg, c);
+	compare(name, "dbeta", dbt, rdb, c);
+
+	/* Eval mode with the updated running statistics. */
+	for (int ch = 0; ch < c; ch++)
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				size_t at = ((size_t)i * c + ch) * hw + p;
+				double v = (x[at] - (double)rm[ch]) / sqrt((double)rv[ch] + eps) * gamma[ch] +
+				           beta[ch];
+				if (residual)
+					v += r[at];
+				ry[at] = relu && v < 0.0 ? 0.0 : v;
+			}
+	to_blk_d(ryb, ry, n, c, hw, blk);
+	sd_batchnorm_act_forward_eval(y, xb, residual ? rb : NULL, gamma, beta, rm, rv, n, c, hw, blk,
+	                              relu, eps);
+	compare(name, "y eval", y, ryb, nx);
+
+	/* Same bits with 1 and 2 threads (fixed sample groups). */
+	float *y1 = falloc(nx), *y2 = falloc(nx), *dx1 = falloc(nx), *dx2 = falloc(nx);
+	float *st = falloc(8 * (size_t)c);
+	for (int t = 1; t <= 2; t++) {
+		omp_set_num_threads(t);
+		float *yy = t == 1 ? y1 : y2, *dd = t == 1 ? dx1 : dx2;
+		memset(st, 0, 8 * (size_t)c * sizeof(float));
+		sd_batchnorm_act_forward_train(yy, st, st + c, st + 2 * c, st + 3 * c, xb,
+		                               residual ? rb : NULL, gamma, beta, n, c, hw, blk, relu,
+		                               momentum, eps);
+		sd_batchnorm_act_backward(dd, NULL, st + 4 * c, st + 5 * c, dyb, yy, xb, st, st + c,
+		                          gamma, n, c, hw, blk, relu);
+		memcpy(t == 1 ? dg : dbt, st + 4 * c, (size_t)c * sizeof(float));
+	}
+	omp_set_num_threads(1);
+	compare_same(name, "omp 1v2", y1, y2, nx * sizeof(float));
+	compare_same(name, "dx 1v2", dx1, dx2, nx * sizeof(float));
+	compare_same(name, "dg 1v2", dg, dbt, (size_t)c * sizeof(float));
+	free(y1), free(y2), free(dx1), free(dx2), free(st);
+	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
+	free(rv), free(xb), free(rb), free(dy), free(dyb), free(dx), free(dr), free(dg), free(dbt);
+	free(ry), free(ryb), free(rmean), free(rinv), free(rrm), free(rrv), free(rdx), free(rdr);
+	free(rdxb), free(rdrb), free(rdg), free(rdb);
+}
+
+/* Option-A shortcut and global average pooling in layout blk against their
+ * definitions, written out here in NCHW. */
+static void test_shortcut_pool(int n, int c, int h, int w, int cb, int s, int blk)
+{
+	char name[128];
+	const int hb = h * s, wb = w * s, pad = (c - cb) / 2;
+	snprintf(name, sizeof(name), "shortcut n%d %dx%dx%d->%dx%dx%d blk%d", n, cb, hb, wb, c, h, w,
+	         blk);
+	const size_t nb = (size_t)n * cb * hb * wb, nr = (size_t)n * c * h * w;
+	float *b = falloc(nb), *bb = falloc(nb), *r = falloc(nr), *dr = falloc(nr), *drb = falloc(nr);
+	float *db = falloc(nb), *db0 = falloc(nb);
+	double *rr = dalloc(nr), *rrb = dalloc(nr), *rdb = dalloc(nb), *rdbb = dalloc(nb);
+	fill_normal(b, nb, 1.0f);
+	fill_normal(dr, nr, 1.0f);
+	fill_normal(db0, nb, 1.0f);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int y = 0; y < h; y++)
+				for (int x = 0; x < w; x++) {
+					int bc = ch - pad;
+					rr[(((size_t)i * c + ch) * h + y) * w + x] =
+						bc >= 0 && bc < cb ? b[(((size_t)i * cb + bc) * hb + y * s) * wb + x * s]
+						: 0.0;
+				}
+	for (size_t i = 0; i < nb; i++)
+		rdb[i] = db0[i];
+	for (int i = 0; i < n; i++)
+		for (int bc = 0; bc < cb; bc++)
+			for (int y = 0; y < h; y++)
+				for (int x = 0; x < w; x++)
+					rdb[(((size_t)i * cb + bc) * hb + y * s) * wb + x * s] +=
+						dr[(((size_t)i * c + bc + pad) * h + y) * w + x];
+	sd_layout_to_blocked(bb, b, n, cb, hb * wb, blk);
+	sd_layout_to_blocked(drb, dr, n, c, h * w, blk);
+	sd_layout_to_blocked(db, db0, n, cb, hb * wb, blk);
+	to_blk_d(rrb, rr, n, c, h * w, blk);
+	to_blk_d(rdbb, rdb, n, cb, hb * wb, blk);
+	sd_shortcut_forward(r, bb, n, c, h, w, cb, hb, wb, s, blk);
+	compare(name, "r", r, rrb, nr);
+	sd_shortcut_backward(db, drb, n, c, h, w, cb, hb, wb, s, blk);
+	compare(name, "db +=", db, rdbb, nb);
+
+	/* Global average pooling of r: y (n, c); backward spreads dy / hw. */
+	float *y = falloc((size_t)n * c), *dy = falloc((size_t)n * c), *dx = falloc(nr);
+	double *ry = dalloc((size_t)n * c), *rdx = dalloc(nr), *rdxb = dalloc(nr);
+	fill_normal(dy, (size_t)n * c, 1.0f);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++) {
+			double acc = 0.0;
+			for (int p = 0; p < h * w; p++)
+				acc += rr[((size_t)i * c + ch) * h * w + p];
+			ry[(size_t)i * c + ch] = acc / (h * w);
+			for (int p = 0; p < h * w; p++)
+				rdx[((size_t)i * c + ch) * h * w + p] = dy[(size_t)i * c + ch] / (double)(h * w);
+		}
+	to_blk_d(rdxb, rdx, n, c, h * w, blk);
+	snprintf(name, sizeof(name), "global-avgpool n%d c%d %dx%d blk%d", n, c, h, w, blk);
+	sd_global_avgpool_forward(y, r, n, c, h * w, blk);
+	compare(name, "y", y, ry, (size_t)n * c);
+	for (size_t i = 0; i < nr; i++)
+		dx[i] = NAN;
+	sd_global_avgpool_backward(dx, dy, n, c, h * w, blk);
+	compare(name, "dx", dx, rdxb, nr);
+	free(b), free(bb), free(r), free(dr), free(drb), free(db), free(db0), free(rr), free(rrb);
+	free(rdb), free(rdbb), free(y), free(dy), free(dx), free(ry), free(rdx), free(rdxb);
 }
 
 /* The AVX-512 kernels against the portable loops, where the CPU has them. */
@@ -646,6 +1014,12 @@ int main(int argc, char **argv)
 	printf("layers vs direct double loops: |a-r| / max(|r|, mean|r|) must be <= %g\n", TOL);
 	openblas_set_num_threads(1);
 	omp_set_num_threads(1);
+	const char *ver = sd_conv2d_onednn_version();
+	have_onednn = ver != NULL;
+	if (have_onednn)
+		printf("convolutions on both paths: im2col + OpenBLAS and oneDNN %s\n", ver);
+	else
+		printf("convolutions on the im2col path only: this build has no oneDNN\n");
 
 	/* Small odd shapes first: every padding/stride/edge combination. */
 	test_conv("small", 3, 3, 7, 9, 5, 3, 1, 1, 1);
@@ -673,6 +1047,18 @@ int main(int argc, char **argv)
 	test_conv("resnet", 16, 32, 16, 16, 64, 3, 2, 1, 1);
 	test_conv("resnet", 16, 64, 8, 8, 64, 3, 1, 1, 1);
 	test_conv("resnet", 16, 16, 32, 32, 32, 1, 2, 0, 1);
+	/* oneDNN against im2col at the models' own batches, 2 threads (as
+	 * training runs), every convolution shape of resnet20/32 and cnn. */
+	omp_set_num_threads(2);
+	test_conv_cross("resnet", 128, 3, 32, 32, 16, 3, 1, 1, 0, 1);
+	test_conv_cross("resnet", 128, 16, 32, 32, 16, 3, 1, 1, 0, 0);
+	test_conv_cross("resnet", 128, 16, 32, 32, 32, 3, 2, 1, 0, 0);
+	test_conv_cross("resnet", 128, 32, 16, 16, 32, 3, 1, 1, 0, 0);
+	test_conv_cross("resnet", 128, 32, 16, 16, 64, 3, 2, 1, 0, 0);
+	test_conv_cross("resnet", 128, 64, 8, 8, 64, 3, 1, 1, 0, 0);
+	test_conv_cross("cnn", 64, 1, 28, 28, 32, 5, 1, 2, 1, 1);
+	test_conv_cross("cnn", 64, 32, 14, 14, 64, 5, 1, 2, 1, 0);
+	omp_set_num_threads(1);
 
 	test_linear(3, 7, 5);
 	test_linear(64, 3136, 128);
@@ -683,6 +1069,25 @@ int main(int argc, char **argv)
 	test_batchnorm(128, 16, 1024);
 	test_batchnorm(128, 64, 64);
 	test_batchnorm(64, 128, 1);
+
+	/* Channel-blocked layouts: both block sizes whatever oneDNN picks
+	 * here, at the resnet shapes (channels and planes; batch 16 or 32 to
+	 * keep the double loops quick) and odd small ones. */
+	for (int blk = 1; blk <= 16; blk = blk == 1 ? 8 : 2 * blk) {
+		test_layout(3, 16, 5, blk);
+		test_layout(32, 64, 64, blk);
+		test_bn_act(3, 16, 7, blk, 1, 1);
+		test_bn_act(8, 32, 1, blk, 0, 0);
+		test_bn_act(5, 16, 9, blk, 1, 0);
+		test_bn_act(16, 16, 1024, blk, 1, 0);
+		test_bn_act(16, 16, 1024, blk, 1, 1);
+		test_bn_act(16, 32, 256, blk, 1, 1);
+		test_bn_act(32, 64, 64, blk, 1, 1);
+		test_shortcut_pool(3, 32, 5, 5, 16, 2, blk);
+		test_shortcut_pool(16, 32, 16, 16, 16, 2, blk);
+		test_shortcut_pool(16, 64, 8, 8, 32, 2, blk);
+		test_shortcut_pool(4, 16, 8, 8, 16, 1, blk);
+	}
 
 	test_pool(64, 32, 28, 28, 2, 2);
 	test_pool(64, 64, 14, 14, 2, 2);
@@ -701,5 +1106,9 @@ int main(int argc, char **argv)
 	test_repro(32, 16, 32, 32, 32, 3, 2, 1);
 	test_repro(16, 16, 32, 32, 16, 3, 1, 1);
 
+	/* A oneDNN call that fails quietly falls back to im2col: right
+	 * results, so only this count shows it. */
+	check_report(sd_conv2d_fallbacks() == 0, "oneDNN calls that failed and fell back to im2col: %lu",
+	             sd_conv2d_fallbacks());
 	return check_exit("test-layers");
 }

@@ -1,0 +1,733 @@
+/* engine/conv-dnnl.c - 2-D convolutions through oneDNN's C API (see
+ * conv-dnnl.h).  Built only when configure found oneDNN; conv-dnnl-none.c
+ * stands in otherwise.
+ *
+ * Per shape a "plan" holds three convolution primitives (forward,
+ * backward-data, backward-weights), each with the layouts oneDNN chose for
+ * it (format "any"), and the reorders between those layouts and our plain
+ * NCHW / OIHW buffers.  A tensor whose chosen layout is plain (the
+ * 3-channel input of the first ResNet convolution) is used in place.  The
+ * blocked copies and oneDNN's scratchpads live in the caller's workspace
+ * ("user" scratchpad mode), so a call allocates only a few small handles.
+ *
+ * Accumulation: oneDNN's backward-weights overwrites its result, our API
+ * adds into dw and db.  The weight gradient is reordered to OIHW in the
+ * workspace and added by hand (k c r r floats, nothing next to the
+ * convolution) once every oneDNN call has succeeded, so a failed call leaves
+ * dw and db as they were and the caller can run the im2col path instead.
+ */
+#include "engine/conv-dnnl.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/errors.h"
+
+/* Plans kept.  Beyond this the least recently used one that no call is
+ * running is dropped: an elastic worker meets a new batch-slice size at
+ * membership changes, and each size is a plan. */
+#define SD_DNNL_PLANS_MAX 48
+
+/* Workspace offsets are rounded to 64 bytes (16 floats), the cache line
+ * oneDNN's kernels are tuned for; the workspace itself is aligned first. */
+#define SD_DNNL_ALIGN 16
+
+/* One tensor argument of a primitive. */
+struct sd_dnnl_arg {
+	dnnl_memory_desc_t md;      /* layout the primitive wants */
+	dnnl_memory_desc_t plain;   /* our layout of the same tensor */
+	int is_plain;               /* md equals plain: the caller's buffer is used */
+	size_t off;                 /* blocked copy: floats into the aligned workspace */
+	dnnl_primitive_t reorder;   /* plain -> md (inputs) or md -> plain (outputs) */
+	size_t scratch;             /* floats of the reorder's scratchpad */
+};
+
+/* One convolution primitive. */
+struct sd_dnnl_pass {
+	int jit;                    /* oneDNN runs a JIT kernel for it */
+	dnnl_primitive_t prim;      /* NULL unless jit */
+	dnnl_memory_desc_t scratch_md;
+	size_t scratch_off;
+	char impl[40];              /* oneDNN's name of the kernel */
+};
+
+/* What a plan is built for. */
+struct sd_dnnl_key {
+	struct sd_conv2d_shape s;
+	int bias;
+	int threads;        /* omp_get_max_threads() when built */
+	int xblk, yblk;     /* layout of our x and y buffers: 1 NCHW, 8 or 16 nChw8c/16c */
+	int native;         /* the kernels work on our layouts (else oneDNN picks, we reorder) */
+};
+
+struct sd_dnnl_plan {
+	struct sd_dnnl_key key;
+	struct sd_conv2d_shape s;   /* key.s */
+	int bias;                   /* key.bias */
+	/* cache bookkeeping */
+	int refs;                   /* calls using it; never freed while > 0 */
+	int cached;                 /* in sd_dnnl_plans[] (else freed at last put) */
+	unsigned long used;         /* LRU clock of the last use */
+	/* primitives */
+	int ok;                     /* forward and backward-weights are usable */
+	struct sd_dnnl_pass fwd, bwd_d, bwd_w;
+	struct sd_dnnl_arg f_src, f_w, f_dst;       /* forward */
+	struct sd_dnnl_arg d_dsrc, d_w, d_ddst;     /* backward-data */
+	struct sd_dnnl_arg w_src, w_dw, w_ddst;     /* backward-weights */
+	int ddst_shared;            /* both backward passes read dy in one layout */
+	size_t dw_plain_off;        /* weight gradient reordered to OIHW */
+	dnnl_memory_desc_t bias_md; /* (k), plain */
+	size_t db_off;              /* bias gradient, k floats */
+	size_t f_rs_off, b_rs_off;  /* reorder scratchpad of each call */
+	size_t fwd_floats, bwd_floats;   /* workspace of each call, alignment included */
+};
+
+/* Calls whose plan was usable but which failed all the same (the caller ran
+ * im2col instead): a bug or an exhausted resource, never expected. */
+static unsigned long sd_dnnl_failed_calls;
+
+static pthread_once_t sd_dnnl_once = PTHREAD_ONCE_INIT;
+static dnnl_engine_t sd_dnnl_engine;     /* NULL when oneDNN has no CPU engine */
+static pthread_mutex_t sd_dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sd_dnnl_plan *sd_dnnl_plans[SD_DNNL_PLANS_MAX];
+static unsigned long sd_dnnl_clock;
+static char sd_dnnl_version_str[32];
+
+static void sd_dnnl_init(void)
+{
+	const dnnl_version_t *v = dnnl_version();
+	snprintf(sd_dnnl_version_str, sizeof sd_dnnl_version_str, "%d.%d.%d", v->major, v->minor,
+	         v->patch);
+	if (dnnl_engine_create(&sd_dnnl_engine, dnnl_cpu, 0) != dnnl_success)
+		sd_dnnl_engine = NULL;
+}
+
+const char *sd_conv2d_dnnl_version(void)
+{
+	pthread_once(&sd_dnnl_once, sd_dnnl_init);
+	return sd_dnnl_version_str;
+}
+
+static size_t sd_floats_of(const dnnl_memory_desc_t *md)
+{
+	return (dnnl_memory_desc_get_size(md) + sizeof(float) - 1) / sizeof(float);
+}
+
+/* Reserves floats in a workspace being laid out; returns their offset. */
+static size_t sd_take(size_t *top, size_t floats)
+{
+	size_t at = *top;
+	*top += (floats + SD_DNNL_ALIGN - 1) / SD_DNNL_ALIGN * SD_DNNL_ALIGN;
+	return at;
+}
+
+static float *sd_aligned(float *ws)
+{
+	return (float *)(((uintptr_t)ws + SD_DNNL_ALIGN * sizeof(float) - 1) &
+	                 ~(uintptr_t)(SD_DNNL_ALIGN * sizeof(float) - 1));
+}
+
+/* Attributes of every primitive here: scratchpad in our workspace. */
+static dnnl_primitive_attr_t sd_attr(void)
+{
+	dnnl_primitive_attr_t attr;
+	if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+		return NULL;
+	if (dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) !=
+	    dnnl_success) {
+		dnnl_primitive_attr_destroy(attr);
+		return NULL;
+	}
+	return attr;
+}
+
+/* Takes a's layout from the primitive descriptor and builds its reorder
+ * (to_blocked: plain -> md, else md -> plain); a plain argument needs none. */
+static int sd_arg_init(struct sd_dnnl_arg *a, const_dnnl_primitive_desc_t pd, dnnl_query_t q,
+                       const dnnl_memory_desc_t *plain, int to_blocked)
+{
+	const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, q, 0);
+	if (!md)
+		return -1;
+	a->md = *md;
+	a->plain = *plain;
+	a->is_plain = dnnl_memory_desc_equal(&a->md, &a->plain);
+	if (a->is_plain)
+		return 0;
+	dnnl_primitive_attr_t attr = sd_attr();
+	if (!attr)
+		return -1;
+	dnnl_primitive_desc_t rpd;
+	dnnl_status_t st = to_blocked
+		? dnnl_reorder_primitive_desc_create(&rpd, &a->plain, sd_dnnl_engine, &a->md,
+		                                     sd_dnnl_engine, attr)
+		: dnnl_reorder_primitive_desc_create(&rpd, &a->md, sd_dnnl_engine, &a->plain,
+		                                     sd_dnnl_engine, attr);
+	dnnl_primitive_attr_destroy(attr);
+	if (st != dnnl_success)
+		return -1;
+	const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(rpd, dnnl_query_scratchpad_md, 0);
+	a->scratch = sp ? sd_floats_of(sp) : 0;
+	st = dnnl_primitive_create(&a->reorder, rpd);
+	dnnl_primitive_desc_destroy(rpd);
+	return st == dnnl_success ? 0 : -1;
+}
+
+/* Records a pass's kernel name and, for a JIT kernel, builds it.  oneDNN's
+ * "ref:any" (naive loops) and "gemm:jit" (its own im2col + GEMM) kernels are
+ * slower than our im2col path and are not used. */
+static void sd_pass_init(struct sd_dnnl_pass *p, const_dnnl_primitive_desc_t pd)
+{
+	const char *impl = NULL;
+	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+	    !impl)
+		impl = "?";
+	snprintf(p->impl, sizeof p->impl, "%s", impl);
+	const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+	if (sp)
+		p->scratch_md = *sp;
+	p->jit = !strncmp(impl, "jit", 3) && dnnl_primitive_create(&p->prim, pd) == dnnl_success;
+}
+
+static void sd_plan_free(struct sd_dnnl_plan *p)
+{
+	if (!p)
+		return;
+	dnnl_primitive_t all[] = { p->fwd.prim, p->bwd_d.prim, p->bwd_w.prim, p->f_src.reorder,
+		                   p->f_w.reorder, p->f_dst.reorder, p->d_dsrc.reorder,
+		                   p->d_w.reorder, p->d_ddst.reorder, p->w_src.reorder,
+		                   p->w_dw.reorder, p->w_ddst.reorder };
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+		if (all[i])
+			dnnl_primitive_destroy(all[i]);
+	free(p);
+}
+
+static size_t sd_max(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+/* oneDNN's tag for our activation layout with channel block blk. */
+static dnnl_format_tag_t sd_act_tag(int blk)
+{
+	return blk == 16 ? dnnl_nChw16c : blk == 8 ? dnnl_nChw8c : dnnl_nchw;
+}
+
+/* Builds the primitives of p->s and lays out the workspace of each call;
+ * p->ok says whether the forward and weight-gradient passes can run. */
+static void sd_plan_build(struct sd_dnnl_plan *p)
+{
+	const struct sd_conv2d_shape *s = &p->s;
+	dnnl_dims_t src_d = { s->n, s->c, s->h, s->w }, w_d = { s->k, s->c, s->r, s->r };
+	dnnl_dims_t dst_d = { s->n, s->k, s->oh, s->ow }, b_d = { s->k };
+	/* oneDNN checks oh = (h + pad_l + pad_r - r) / stride + 1 with the same
+	 * integer division as sd_conv2d_shape_init, so symmetric padding
+	 * always agrees with our output size. */
+	dnnl_dims_t strides = { s->stride, s->stride }, pad = { s->pad, s->pad };
+	/* src_p, w_p, dst_p: our buffers' layouts; *_any: what the kernels are
+	 * asked to take (their pick, or ours when the plan is native). */
+	const int native = p->key.native;
+	dnnl_memory_desc_t src_any, w_any, dst_any, src_p, w_p, dst_p;
+	dnnl_memory_desc_init_by_tag(&src_p, 4, src_d, dnnl_f32, sd_act_tag(p->key.xblk));
+	dnnl_memory_desc_init_by_tag(&w_p, 4, w_d, dnnl_f32, dnnl_oihw);
+	dnnl_memory_desc_init_by_tag(&dst_p, 4, dst_d, dnnl_f32, sd_act_tag(p->key.yblk));
+	dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, dnnl_f32,
+	                             native ? sd_act_tag(p->key.xblk) : dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_d, dnnl_f32,
+	                             native ? sd_act_tag(p->key.yblk) : dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&p->bias_md, 1, b_d, dnnl_f32, dnnl_a);
+	const dnnl_memory_desc_t *bmd = p->bias ? &p->bias_md : NULL;
+
+	dnnl_convolution_desc_t fd, bd, wd;
+	dnnl_primitive_desc_t fpd = NULL, bpd = NULL, wpd = NULL;
+	dnnl_primitive_attr_t attr = sd_attr();
+	p->ok = 0;
+	snprintf(p->fwd.impl, sizeof p->fwd.impl, "none");
+	snprintf(p->bwd_d.impl, sizeof p->bwd_d.impl, "none");
+	snprintf(p->bwd_w.impl, sizeof p->bwd_w.impl, "none");
+	if (!attr)
+		return;
+	if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+	                                       &src_any, &w_any, bmd, &dst_any, strides, pad,
+	                                       pad) != dnnl_success ||
+	    dnnl_primitive_desc_create(&fpd, &fd, attr, sd_dnnl_engine, NULL) != dnnl_success)
+		goto out;
+	sd_pass_init(&p->fwd, fpd);
+	if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any,
+	                                                &w_any, bmd, &dst_any, strides, pad,
+	                                                pad) != dnnl_success ||
+	    dnnl_primitive_desc_create(&wpd, &wd, attr, sd_dnnl_engine, fpd) != dnnl_success)
+		goto out;
+	sd_pass_init(&p->bwd_w, wpd);
+	if (dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &w_any,
+	                                             &dst_any, strides, pad, pad) == dnnl_success &&
+	    dnnl_primitive_desc_create(&bpd, &bd, attr, sd_dnnl_engine, fpd) == dnnl_success)
+		sd_pass_init(&p->bwd_d, bpd);
+	if (!p->fwd.jit || !p->bwd_w.jit)
+		goto out;
+
+	if (sd_arg_init(&p->f_src, fpd, dnnl_query_src_md, &src_p, 1) < 0 ||
+	    sd_arg_init(&p->f_w, fpd, dnnl_query_weights_md, &w_p, 1) < 0 ||
+	    sd_arg_init(&p->f_dst, fpd, dnnl_query_dst_md, &dst_p, 0) < 0 ||
+	    sd_arg_init(&p->w_src, wpd, dnnl_query_src_md, &src_p, 1) < 0 ||
+	    sd_arg_init(&p->w_dw, wpd, dnnl_query_diff_weights_md, &w_p, 0) < 0 ||
+	    sd_arg_init(&p->w_ddst, wpd, dnnl_query_diff_dst_md, &dst_p, 1) < 0)
+		goto out;
+	if (p->bwd_d.jit &&
+	    (sd_arg_init(&p->d_dsrc, bpd, dnnl_query_diff_src_md, &src_p, 0) < 0 ||
+	     sd_arg_init(&p->d_w, bpd, dnnl_query_weights_md, &w_p, 1) < 0 ||
+	     sd_arg_init(&p->d_ddst, bpd, dnnl_query_diff_dst_md, &dst_p, 1) < 0))
+		p->bwd_d.jit = 0;
+	p->ddst_shared = p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md);
+
+	/* Forward call: blocked x, w, y; the convolution's scratchpad; the
+	 * largest reorder scratchpad.  The leading SD_DNNL_ALIGN floats let
+	 * the caller's workspace be aligned. */
+	size_t top = 0, rs;
+	p->f_src.off = p->f_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_src.md));
+	p->f_w.off = p->f_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_w.md));
+	p->f_dst.off = p->f_dst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_dst.md));
+	p->fwd.scratch_off = sd_take(&top, sd_floats_of(&p->fwd.scratch_md));
+	rs = sd_max(sd_max(p->f_src.scratch, p->f_w.scratch), p->f_dst.scratch);
+	p->f_rs_off = sd_take(&top, rs);
+	p->fwd_floats = top + SD_DNNL_ALIGN;
+
+	/* Backward call: blocked dy (one copy when both passes share its
+	 * layout), x, dw, db; then, when dx is asked for, blocked w and dx. */
+	top = 0;
+	p->w_ddst.off = p->w_ddst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->w_ddst.md));
+	p->w_src.off = p->w_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->w_src.md));
+	p->w_dw.off = sd_take(&top, sd_floats_of(&p->w_dw.md));
+	p->dw_plain_off = p->w_dw.is_plain ? p->w_dw.off : sd_take(&top, sd_floats_of(&w_p));
+	p->db_off = sd_take(&top, (size_t)s->k);
+	p->bwd_w.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_w.scratch_md));
+	rs = sd_max(sd_max(p->w_src.scratch, p->w_dw.scratch), p->w_ddst.scratch);
+	if (p->bwd_d.jit) {
+		p->d_ddst.off = p->ddst_shared ? p->w_ddst.off
+		                : p->d_ddst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_ddst.md));
+		p->d_w.off = p->d_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_w.md));
+		p->d_dsrc.off = p->d_dsrc.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_dsrc.md));
+		p->bwd_d.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_d.scratch_md));
+		rs = sd_max(rs, sd_max(sd_max(p->d_dsrc.scratch, p->d_w.scratch), p->d_ddst.scratch));
+	}
+	p->b_rs_off = sd_take(&top, rs);
+	p->bwd_floats = top + SD_DNNL_ALIGN;
+	p->ok = 1;
+out:
+	dnnl_primitive_attr_destroy(attr);
+	if (fpd)
+		dnnl_primitive_desc_destroy(fpd);
+	if (bpd)
+		dnnl_primitive_desc_destroy(bpd);
+	if (wpd)
+		dnnl_primitive_desc_destroy(wpd);
+}
+
+static int sd_plan_matches(const struct sd_dnnl_plan *p, const struct sd_dnnl_key *k)
+{
+	const struct sd_conv2d_shape *q = &p->key.s, *s = &k->s;
+	return q->n == s->n && q->c == s->c && q->h == s->h && q->w == s->w && q->k == s->k &&
+	       q->r == s->r && q->stride == s->stride && q->pad == s->pad &&
+	       p->key.bias == k->bias && p->key.threads == k->threads && p->key.xblk == k->xblk &&
+	       p->key.yblk == k->yblk && p->key.native == k->native;
+}
+
+/* The plan for shape s and the layouts (xblk, yblk, native; see struct
+ * sd_dnnl_key) at the current OpenMP thread count, built on first use; NULL
+ * without a CPU engine.  Release it with sd_plan_put. */
+static struct sd_dnnl_plan *sd_plan_get_key(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                            int yblk, int native)
+{
+	pthread_once(&sd_dnnl_once, sd_dnnl_init);
+	if (!sd_dnnl_engine)
+		return NULL;
+	struct sd_dnnl_key key = { .s = *s, .bias = bias, .threads = omp_get_max_threads(),
+		                   .xblk = xblk, .yblk = yblk, .native = native };
+	pthread_mutex_lock(&sd_dnnl_lock);
+	for (int i = 0; i < SD_DNNL_PLANS_MAX; i++) {
+		struct sd_dnnl_plan *p = sd_dnnl_plans[i];
+		if (p && sd_plan_matches(p, &key)) {
+			p->refs++;
+			p->used = ++sd_dnnl_clock;
+			pthread_mutex_unlock(&sd_dnnl_lock);
+			return p;
+		}
+	}
+	pthread_mutex_unlock(&sd_dnnl_lock);
+
+	/* Built outside the lock: JIT compilation takes milliseconds. */
+	struct sd_dnnl_plan *p = sd_calloc(1, sizeof *p);
+	p->key = key;
+	p->s = *s;
+	p->bias = bias;
+	sd_plan_build(p);
+
+	pthread_mutex_lock(&sd_dnnl_lock);
+	int slot = -1;
+	for (int i = 0; i < SD_DNNL_PLANS_MAX; i++) {
+		struct sd_dnnl_plan *q = sd_dnnl_plans[i];
+		if (q && sd_plan_matches(q, &key)) {
+			/* Another thread built the same plan meanwhile. */
+			q->refs++;
+			q->used = ++sd_dnnl_clock;
+			pthread_mutex_unlock(&sd_dnnl_lock);
+			sd_plan_free(p);
+			return q;
+		}
+	}
+	/* An empty slot, else the least recently used plan not in use. */
+	for (int i = 0; i < SD_DNNL_PLANS_MAX && slot < 0; i++)
+		if (!sd_dnnl_plans[i])
+			slot = i;
+	for (int i = 0; i < SD_DNNL_PLANS_MAX && !(slot >= 0 && !sd_dnnl_plans[slot]); i++) {
+		struct sd_dnnl_plan *q = sd_dnnl_plans[i];
+		if (q->refs == 0 && (slot < 0 || q->used < sd_dnnl_plans[slot]->used))
+			slot = i;
+	}
+	if (slot >= 0) {
+		struct sd_dnnl_plan *old = sd_dnnl_plans[slot];
+		sd_dnnl_plans[slot] = p;
+		p->cached = 1;
+		if (old)
+			sd_plan_free(old);
+	}
+	p->refs = 1;
+	p->used = ++sd_dnnl_clock;
+	pthread_mutex_unlock(&sd_dnnl_lock);
+	return p;
+}
+
+/* The plan of the NCHW API: oneDNN picks the layouts, we reorder. */
+static struct sd_dnnl_plan *sd_plan_get(const struct sd_conv2d_shape *s, int bias)
+{
+	return sd_plan_get_key(s, bias, 1, 1, 0);
+}
+
+static void sd_plan_put(struct sd_dnnl_plan *p)
+{
+	pthread_mutex_lock(&sd_dnnl_lock);
+	int drop = --p->refs == 0 && !p->cached;
+	pthread_mutex_unlock(&sd_dnnl_lock);
+	if (drop)
+		sd_plan_free(p);
+}
+
+int sd_conv2d_dnnl_supported(const struct sd_conv2d_shape *s, int bias)
+{
+	struct sd_dnnl_plan *p = sd_plan_get(s, bias);
+	if (!p)
+		return 0;
+	int ok = p->ok;
+	sd_plan_put(p);
+	return ok;
+}
+
+size_t sd_conv2d_dnnl_workspace_floats(const struct sd_conv2d_shape *s, int bias)
+{
+	struct sd_dnnl_plan *p = sd_plan_get(s, bias);
+	if (!p)
+		return 0;
+	size_t f = p->ok ? sd_max(p->fwd_floats, p->bwd_floats) : 0;
+	sd_plan_put(p);
+	return f;
+}
+
+void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len)
+{
+	struct sd_dnnl_plan *p = sd_plan_get(s, bias);
+	if (!p) {
+		snprintf(buf, len, "no oneDNN CPU engine");
+		return;
+	}
+	snprintf(buf, len, "%s / %s / %s", p->fwd.impl, p->bwd_d.impl, p->bwd_w.impl);
+	sd_plan_put(p);
+}
+
+/* ---------------------------------------------------------------- calls */
+
+/* Handles of one call: the stream and the memory objects, freed together.
+ * A backward call with every tensor reordered takes up to 27: six reorders
+ * (dy twice, x, w, dw, dx) of two handles, three with a scratchpad, and the
+ * two convolutions of four or five.  With 16 here every such backward ran
+ * out, failed and quietly fell back to im2col; sd_mem refuses rather than
+ * overflows, and sd_conv2d_dnnl_failures counts it. */
+struct sd_call {
+	dnnl_stream_t stream;
+	dnnl_memory_t mem[32];
+	int nmem;
+	int failed;
+};
+
+static dnnl_memory_t sd_mem(struct sd_call *c, const dnnl_memory_desc_t *md, const void *ptr)
+{
+	dnnl_memory_t m = NULL;
+	if (c->nmem == (int)(sizeof c->mem / sizeof c->mem[0]) ||
+	    dnnl_memory_create(&m, md, sd_dnnl_engine, (void *)(uintptr_t)ptr) != dnnl_success) {
+		c->failed = 1;
+		return NULL;
+	}
+	c->mem[c->nmem++] = m;
+	return m;
+}
+
+static void sd_exec(struct sd_call *c, dnnl_primitive_t prim, int nargs,
+                    const dnnl_exec_arg_t *args)
+{
+	if (c->failed)
+		return;
+	for (int i = 0; i < nargs; i++)
+		if (!args[i].memory) {
+			c->failed = 1;
+			return;
+		}
+	if (dnnl_primitive_execute(prim, c->stream, nargs, args) != dnnl_success)
+		c->failed = 1;
+}
+
+/* Copies between a plain buffer and its blocked copy with a's reorder. */
+static void sd_reorder(struct sd_call *c, const struct sd_dnnl_arg *a, const void *from,
+                       const dnnl_memory_desc_t *from_md, void *to,
+                       const dnnl_memory_desc_t *to_md, float *scratch)
+{
+	dnnl_exec_arg_t args[3] = {
+		{ DNNL_ARG_FROM, sd_mem(c, from_md, from) },
+		{ DNNL_ARG_TO, sd_mem(c, to_md, to) },
+	};
+	int n = 2;
+	if (a->scratch) {
+		dnnl_memory_desc_t md;
+		dnnl_dims_t d = { (dnnl_dim_t)(a->scratch * sizeof(float)) };
+		dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_a);
+		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, sd_mem(c, &md, scratch) };
+	}
+	sd_exec(c, a->reorder, n, args);
+}
+
+/* The blocked copy of input argument a (reordered from the plain buffer),
+ * or the plain buffer itself when a is plain. */
+static void *sd_in(struct sd_call *c, const struct sd_dnnl_arg *a, const void *plain,
+                   float *base, float *scratch)
+{
+	if (a->is_plain)
+		return (void *)(uintptr_t)plain;
+	float *blk = base + a->off;
+	sd_reorder(c, a, plain, &a->plain, blk, &a->md, scratch);
+	return blk;
+}
+
+static int sd_call_begin(struct sd_call *c)
+{
+	memset(c, 0, sizeof *c);
+	if (dnnl_stream_create(&c->stream, sd_dnnl_engine, dnnl_stream_default_flags) ==
+	    dnnl_success)
+		return 0;
+	__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
+	return -1;
+}
+
+static int sd_call_end(struct sd_call *c)
+{
+	if (dnnl_stream_wait(c->stream) != dnnl_success)
+		c->failed = 1;
+	for (int i = 0; i < c->nmem; i++)
+		dnnl_memory_destroy(c->mem[i]);
+	dnnl_stream_destroy(c->stream);
+	if (c->failed)
+		__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
+	return c->failed ? -1 : 0;
+}
+
+unsigned long sd_conv2d_dnnl_failures(void)
+{
+	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
+}
+
+/* Runs the forward pass of plan p (usable) and releases it. */
+static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
+                          const float *b, float *ws)
+{
+	struct sd_call c;
+	if (sd_call_begin(&c) < 0) {
+		sd_plan_put(p);
+		return -1;
+	}
+	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
+	void *xs = sd_in(&c, &p->f_src, x, base, rs);
+	void *wb = sd_in(&c, &p->f_w, w, base, rs);
+	void *yd = p->f_dst.is_plain ? (void *)y : base + p->f_dst.off;
+	dnnl_exec_arg_t args[5] = {
+		{ DNNL_ARG_SRC, sd_mem(&c, &p->f_src.md, xs) },
+		{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->f_w.md, wb) },
+		{ DNNL_ARG_DST, sd_mem(&c, &p->f_dst.md, yd) },
+		{ DNNL_ARG_SCRATCHPAD, sd_mem(&c, &p->fwd.scratch_md, base + p->fwd.scratch_off) },
+	};
+	int n = 4;
+	if (b)
+		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, sd_mem(&c, &p->bias_md, b) };
+	sd_exec(&c, p->fwd.prim, n, args);
+	if (!p->f_dst.is_plain)
+		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
+	int rc = sd_call_end(&c);
+	sd_plan_put(p);
+	return rc;
+}
+
+/* Runs the backward passes of plan p (usable, with a JIT backward-data
+ * kernel when dx is asked for) and releases it. */
+static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
+                           const float *dy, const float *x, const float *w, float *ws)
+{
+	const struct sd_conv2d_shape *s = &p->s;
+	struct sd_call c;
+	if (sd_call_begin(&c) < 0) {
+		sd_plan_put(p);
+		return -1;
+	}
+	float *base = sd_aligned(ws), *rs = base + p->b_rs_off;
+	/* Weight (and bias) gradient into the workspace; added onto dw and db
+	 * at the end, once every call has succeeded. */
+	void *dyw = sd_in(&c, &p->w_ddst, dy, base, rs);
+	void *xs = sd_in(&c, &p->w_src, x, base, rs);
+	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
+	dnnl_exec_arg_t args[5] = {
+		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
+		{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->w_ddst.md, dyw) },
+		{ DNNL_ARG_DIFF_WEIGHTS, sd_mem(&c, &p->w_dw.md, dwb) },
+		{ DNNL_ARG_SCRATCHPAD, sd_mem(&c, &p->bwd_w.scratch_md, base + p->bwd_w.scratch_off) },
+	};
+	int n = 4;
+	if (db)
+		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, sd_mem(&c, &p->bias_md, dbb) };
+	sd_exec(&c, p->bwd_w.prim, n, args);
+	if (!p->w_dw.is_plain)
+		sd_reorder(&c, &p->w_dw, dwb, &p->w_dw.md, dwp, &p->w_dw.plain, rs);
+
+	if (dx) {
+		void *dyd = p->ddst_shared ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);
+		void *wb = sd_in(&c, &p->d_w, w, base, rs);
+		void *dxd = p->d_dsrc.is_plain ? (void *)dx : base + p->d_dsrc.off;
+		dnnl_exec_arg_t dargs[4] = {
+			{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->d_ddst.md, dyd) },
+			{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->d_w.md, wb) },
+			{ DNNL_ARG_DIFF_SRC, sd_mem(&c, &p->d_dsrc.md, dxd) },
+			{ DNNL_ARG_SCRATCHPAD,
+			  sd_mem(&c, &p->bwd_d.scratch_md, base + p->bwd_d.scratch_off) },
+		};
+		sd_exec(&c, p->bwd_d.prim, 4, dargs);
+		if (!p->d_dsrc.is_plain)
+			sd_reorder(&c, &p->d_dsrc, dxd, &p->d_dsrc.md, dx, &p->d_dsrc.plain, rs);
+	}
+	int rc = sd_call_end(&c);
+	if (rc == 0) {
+		const size_t nw = (size_t)s->k * s->c * s->r * s->r;
+		for (size_t i = 0; i < nw; i++)
+			dw[i] += dwp[i];
+		if (db)
+			for (int k = 0; k < s->k; k++)
+				db[k] += dbb[k];
+	}
+	sd_plan_put(p);
+	return rc;
+}
+
+/* A usable plan for the call, or NULL (released) when there is none. */
+static struct sd_dnnl_plan *sd_plan_usable(struct sd_dnnl_plan *p, int need_dx)
+{
+	if (p && (!p->ok || (need_dx && !p->bwd_d.jit))) {
+		sd_plan_put(p);
+		return NULL;
+	}
+	return p;
+}
+
+int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float *b,
+                           const struct sd_conv2d_shape *s, float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, b != NULL), 0);
+	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+}
+
+int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
+                            const float *x, const float *w,
+                            const struct sd_conv2d_shape *s, float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, db != NULL), dx != NULL);
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+}
+
+/* ------------------------------------------------------ blocked layouts */
+
+int sd_conv2d_dnnl_block(const struct sd_conv2d_shape *s)
+{
+	struct sd_dnnl_plan *p = sd_plan_get(s, 0);
+	if (!p)
+		return 0;
+	int blk = 0;
+	if (p->ok) {
+		/* The layout oneDNN picked for the output, when left free. */
+		for (int b = 8; b <= 16 && !blk; b += 8) {
+			dnnl_memory_desc_t md;
+			dnnl_dims_t d = { s->n, s->k, s->oh, s->ow };
+			dnnl_memory_desc_init_by_tag(&md, 4, d, dnnl_f32, sd_act_tag(b));
+			if (dnnl_memory_desc_equal(&md, &p->f_dst.md))
+				blk = b;
+		}
+	}
+	sd_plan_put(p);
+	return blk;
+}
+
+/* The native plan of (s, bias, xblk, yblk), or NULL when oneDNN cannot run
+ * it on those layouts with JIT kernels. */
+static struct sd_dnnl_plan *sd_plan_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                            int yblk, int need_dx)
+{
+	if ((xblk != 1 && xblk != 8 && xblk != 16) || (yblk != 8 && yblk != 16) ||
+	    (xblk > 1 && s->c % xblk) || s->k % yblk)
+		return NULL;
+	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1), need_dx);
+}
+
+int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
+                                     int yblk, int need_dx)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, need_dx);
+	if (p)
+		sd_plan_put(p);
+	return p != NULL;
+}
+
+size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, int bias,
+                                               int xblk, int yblk)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, 0);
+	if (!p)
+		return 0;
+	size_t f = sd_max(p->fwd_floats, p->bwd_floats);
+	sd_plan_put(p);
+	return f;
+}
+
+int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
+                                   const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                   float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, b != NULL, xblk, yblk, 0);
+	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+}
+
+int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
+                                    const float *x, const float *w,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, db != NULL, xblk, yblk, dx != NULL);
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+}
