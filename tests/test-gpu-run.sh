@@ -26,10 +26,16 @@ fi
 grep -Eq '^pack.sh: .*: [0-9]+ MiB' "$T/pack" || fail "pack.sh did not say the bundle's size"
 for f in bin/spotdeck bin/spotdeck-worker bin/gpu-check bin/spotdeck-cuda.so \
          lib/libopenblas.so.0 lib/libcjson.so.1 lib/libuv.so.1 MANIFEST; do
-	[ -e "$T/bundle/$f" ] || fail "bundle lacks $f"
+	[ -e "$T/bundle/$f" ] || [ -e "$T/bundle/$f.gz" ] || fail "bundle lacks $f"
+done
+# The gzipped libraries, unpacked as run.sh does, for the ldd check below.
+mkdir -p "$T/unz"
+for g in "$T"/bundle/lib/*.gz; do
+	[ -e "$g" ] || continue
+	gzip -dc "$g" > "$T/unz/$(basename "$g" .gz)" || fail "cannot unpack $g"
 done
 for f in "$T"/bundle/lib/*.so*; do
-	case $(basename "$f") in
+	case $(basename "$f" .gz) in
 	libc.so*|libm.so*|libstdc++*|libgcc_s*|libcud*|libcublas*|libnccl*)
 		fail "bundle carries $(basename "$f"), which the GPU host provides" ;;
 	esac
@@ -38,7 +44,7 @@ done
 # the host provides (C/C++ runtime, NVIDIA's).
 for f in "$T"/bundle/bin/*; do
 	[ -f "$f" ] || continue
-	LD_LIBRARY_PATH=$T/bundle/lib ldd "$f" | grep 'not found' | grep -Ev 'libcu|libnccl' &&
+	LD_LIBRARY_PATH=$T/unz:$T/bundle/lib ldd "$f" | grep 'not found' | grep -Ev 'libcu|libnccl' &&
 		fail "$(basename "$f") needs a library the bundle lacks"
 done
 ok "pack.sh: $(tail -1 "$T/pack")"

@@ -140,8 +140,27 @@ for p in site.getsitepackages() + [site.getusersitepackages()] + sys.path: print
 	[ "$fail" -eq 0 ] || finish
 	export SPOTDECK_CUDA_PLUGIN=$B/bin/spotdeck-cuda.so
 fi
+# pack.sh gzips the largest libraries (OpenBLAS, oneDNN) to fit the device
+# tool's 64 MiB: unpack them beside the others when the bundle is writable,
+# else into a temporary folder put first on the path.
+libdir=$B/lib
+unz=$B/lib
+if [ ! -w "$B/lib" ]; then
+	unz=$(mktemp -d "${TMPDIR:-/tmp}/spotdeck-lib.XXXXXX")
+	libdir=$unz:$B/lib
+fi
+for g in "$B"/lib/*.so*.gz; do
+	[ -e "$g" ] || continue
+	n=$(basename "$g" .gz)
+	[ -f "$unz/$n" ] && [ "$unz/$n" -nt "$g" ] && continue
+	if ! gzip -dc "$g" > "$unz/$n.part" || ! mv "$unz/$n.part" "$unz/$n"; then
+		note "FAIL: cannot unpack $g into $unz"
+		fail=1; results+=("FAIL libraries: cannot unpack $n")
+		finish
+	fi
+done
 # The host's own library path last: a driver found only through it stays found.
-child_ld=$B/lib${libpath:+:$libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+child_ld=$libdir${libpath:+:$libpath}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Our programs load with the bundle's libraries first; if the host's C++
 # runtime is older than the one they were built with, use the bundle's.
 if ! out=$(LD_LIBRARY_PATH=$child_ld "$B/bin/spotdeck-worker" --version 2>&1); then
