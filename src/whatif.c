@@ -167,10 +167,11 @@ int sd_whatif_compute(const struct sd_whatif_in *in, struct sd_view_whatif *rows
 			sd_whatif_commands(in, &cfgs[i], r->commands, sizeof r->commands, r->summary, sizeof r->summary);
 		}
 		qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
-		snprintf(note, note_len, "simulated: %.3g M images left, %d runs per row; speeds %s; %s scaling",
+		/* At most 92 columns: the dialog's width less its frame. */
+		snprintf(note, note_len, "simulated: %.3g M images left, %d runs/row; %s; %s scaling",
 		         (in->job.images - in->job.done_images) / 1e6, in->opt.runs,
-		         in->speed_measured ? "measured in this run" : "the catalog's x model FLOPs (none measured yet)",
-		         have_sc ? "the seeds'" : "linear");
+		         in->speed_measured ? "speed measured in this run" : "catalog speed (none measured)",
+		         have_sc ? "seeds'" : "linear");
 	}
 	free(res);
 	free(cfgs);
