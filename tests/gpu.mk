@@ -3,7 +3,7 @@
 # (tests/gpu/run.sh, run on a GPU host from the bundle tests/gpu/pack.sh makes).
 check_PROGRAMS += tests/test-backend
 TESTS += tests/test-backend
-tests_test_backend_SOURCES = tests/test-backend.c tests/check.h tests/tmpdir.h
+tests_test_backend_SOURCES = tests/test-backend.c tests/check.h tests/tmpdir.h tests/gpu/fake/hostdev.h
 tests_test_backend_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_backend_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 nodist_EXTRA_tests_test_backend_SOURCES = dummy.cxx
@@ -29,7 +29,7 @@ check_PROGRAMS += tests/gpu/fake/libcuda.so.1 tests/gpu/fake/spotdeck-cuda.so
 tests_gpu_fake_libcuda_so_1_SOURCES = tests/gpu/fake/fake-libcuda.c
 tests_gpu_fake_libcuda_so_1_CFLAGS = $(AM_CFLAGS) -fPIC
 tests_gpu_fake_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1
-tests_gpu_fake_spotdeck_cuda_so_SOURCES = tests/gpu/fake/fake-plugin.c engine/errors.c \
+tests_gpu_fake_spotdeck_cuda_so_SOURCES = tests/gpu/fake/fake-plugin.c tests/gpu/fake/hostdev.h engine/errors.c \
 	engine/rng.c engine/blas.c engine/layers.c engine/model.c engine/optim.c
 tests_gpu_fake_spotdeck_cuda_so_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_gpu_fake_spotdeck_cuda_so_CFLAGS = $(AM_CFLAGS) -fPIC -fvisibility=hidden

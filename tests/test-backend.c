@@ -43,17 +43,9 @@
 #include "engine/train.h"
 #include "tests/check.h"
 #include "tests/tmpdir.h"
+#include "tests/gpu/fake/hostdev.h"
 
 /* ---- hostdev: a backend whose device memory is host memory -------------- */
-
-struct sd_dev_model {
-	float *data;              /* the "device-resident" training set */
-	uint8_t *data_labels;
-	int data_n;
-	struct sd_model *m;       /* the "device" copy: its params, grads, buffers */
-	float *velocity;
-	int max_batch;
-};
 
 static int hd_fail_create;    /* make model_create fail (fall-back test) */
 static int hd_allocs;         /* host_alloc minus host_free */
@@ -83,100 +75,7 @@ static int hd_create(struct sd_dev_model **out, const struct sd_model *m, int ma
 {
 	if (hd_fail_create)
 		return sd_why(why, "hostdev: out of pretend memory");
-	struct sd_dev_model *d = calloc(1, sizeof *d);
-	if (sd_model_create(&d->m, m->name, m->c, m->h, m->w, m->classes, max_batch, why) < 0) {
-		free(d);
-		return -1;
-	}
-	/* Zeroed blocks, as the contract says (create does not copy values). */
-	memset(d->m->params, 0, d->m->nparams * sizeof(float));
-	memset(d->m->buffers, 0, (d->m->nbuffers ? d->m->nbuffers : 1) * sizeof(float));
-	d->velocity = calloc(m->nparams ? m->nparams : 1, sizeof(float));
-	d->max_batch = max_batch;
-	*out = d;
-	return 0;
-}
-
-static void hd_destroy(struct sd_dev_model *d)
-{
-	sd_model_destroy(d->m);
-	free(d->velocity);
-	free(d->data);
-	free(d->data_labels);
-	free(d);
-}
-
-static float *hd_block_ptr(struct sd_dev_model *d, enum sd_dev_block b, size_t *n)
-{
-	*n = b == SD_DEV_BUFFERS ? d->m->nbuffers : d->m->nparams;
-	switch (b) {
-	case SD_DEV_PARAMS: return d->m->params;
-	case SD_DEV_GRADS: return d->m->grads;
-	case SD_DEV_VELOCITY: return d->velocity;
-	case SD_DEV_BUFFERS: return d->m->buffers;
-	}
-	return NULL;
-}
-
-static int hd_upload(struct sd_dev_model *d, enum sd_dev_block b, const float *host, char **why)
-{
-	size_t n;
-	float *p = hd_block_ptr(d, b, &n);
-	memcpy(p, host, n * sizeof(float));
-	return 0;
-}
-
-static int hd_download(struct sd_dev_model *d, enum sd_dev_block b, float *host, char **why)
-{
-	size_t n;
-	const float *p = hd_block_ptr(d, b, &n);
-	memcpy(host, p, n * sizeof(float));
-	return 0;
-}
-
-static float *hd_block(struct sd_dev_model *d, enum sd_dev_block b)
-{
-	size_t n;
-	return hd_block_ptr(d, b, &n);
-}
-
-static int hd_train(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
-                    float scale, double *loss_sum, int *correct, char **why);
-
-static int hd_dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels,
-                          int n, char **why)
-{
-	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
-	free(d->data);
-	free(d->data_labels);
-	d->data = malloc((size_t)n * img * sizeof(float));
-	d->data_labels = malloc((size_t)n);
-	memcpy(d->data, images, (size_t)n * img * sizeof(float));
-	memcpy(d->data_labels, labels, (size_t)n);
-	d->data_n = n;
-	return 0;
-}
-
-/* The gather the CUDA executor's kernel does, then a step. */
-static int hd_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float scale,
-                         double *loss_sum, int *correct, char **why)
-{
-	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
-	float *x = malloc(((size_t)n * img + 1) * sizeof(float));
-	uint8_t *y = malloc((size_t)n + 1);
-	for (int i = 0; i < n; i++) {
-		if (idx[i] < 0 || idx[i] >= d->data_n) {
-			free(x);
-			free(y);
-			return sd_why(why, "sample %d outside the training set", idx[i]);
-		}
-		memcpy(x + (size_t)i * img, d->data + (size_t)idx[i] * img, img * sizeof(float));
-		y[i] = d->data_labels[idx[i]];
-	}
-	int rc = hd_train(d, x, y, n, scale, loss_sum, correct, why);
-	free(x);
-	free(y);
-	return rc;
+	return hostdev_create(out, m, max_batch, why);
 }
 
 static int hd_train(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
@@ -186,31 +85,10 @@ static int hd_train(struct sd_dev_model *d, const float *x, const uint8_t *label
 	return sd_model_train_batch(d->m, x, labels, n, scale, loss_sum, correct, why);
 }
 
-static int hd_eval(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
-                   double *loss_sum, int *correct, char **why)
+static int hd_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float scale,
+                            double *loss_sum, int *correct, char **why)
 {
-	/* In chunks of max_batch, as the CUDA executor does. */
-	double total = 0;
-	int right = 0;
-	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
-	for (int off = 0; off < n; off += d->max_batch) {
-		int nb = n - off < d->max_batch ? n - off : d->max_batch;
-		double l;
-		int c;
-		if (sd_model_eval_batch(d->m, x + off * img, labels + off, nb, &l, &c, why) < 0)
-			return -1;
-		total += l;
-		right += c;
-	}
-	*loss_sum = total;
-	*correct = right;
-	return 0;
-}
-
-static int hd_sgd(struct sd_dev_model *d, float lr, float momentum, float wd, char **why)
-{
-	sd_sgd_step(d->m->params, d->velocity, d->m->grads, d->m->nparams, lr, momentum, wd);
-	return 0;
+	return hostdev_train_indexed(d, idx, n, scale, loss_sum, correct, why, hd_train);
 }
 
 static const char *hd_describe(struct sd_dev_model *d) { return "hostdev executor"; }
@@ -240,15 +118,15 @@ static const struct sd_backend_ops hostdev = {
 	.device_count = hd_count,
 	.device_open = hd_open,
 	.model_create = hd_create,
-	.model_destroy = hd_destroy,
-	.model_upload = hd_upload,
-	.model_download = hd_download,
-	.model_block = hd_block,
+	.model_destroy = hostdev_destroy,
+	.model_upload = hostdev_upload,
+	.model_download = hostdev_download,
+	.model_block = hostdev_block,
 	.train_batch = hd_train,
-	.dataset_upload = hd_dataset_upload,
+	.dataset_upload = hostdev_dataset_upload,
 	.train_indexed = hd_train_indexed,
-	.eval_batch = hd_eval,
-	.sgd_step = hd_sgd,
+	.eval_batch = hostdev_eval,
+	.sgd_step = hostdev_sgd,
 	.model_describe = hd_describe,
 	.host_alloc = hd_host_alloc,
 	.host_free = hd_host_free,

@@ -18,15 +18,7 @@
 #include "engine/layers.h"
 #include "engine/model-graph.h"
 #include "engine/optim.h"
-
-struct sd_dev_model {
-	float *data;              /* the "device-resident" training set */
-	uint8_t *data_labels;
-	int data_n;
-	struct sd_model *m;
-	float *velocity;
-	int max_batch;
-};
+#include "tests/gpu/fake/hostdev.h"
 
 static const char *versions(void) { return "fake CUDA stand-in (CPU), no NCCL"; }
 
@@ -49,127 +41,17 @@ static int device_open(int index, struct sd_backend_device *info, char **why)
 	return 0;
 }
 
-static int model_create(struct sd_dev_model **out, const struct sd_model *m, int max_batch,
-                        char **why)
-{
-	struct sd_dev_model *d = calloc(1, sizeof *d);
-	if (sd_model_create(&d->m, m->name, m->c, m->h, m->w, m->classes, max_batch, why) < 0) {
-		free(d);
-		return -1;
-	}
-	d->velocity = calloc(m->nparams ? m->nparams : 1, sizeof(float));
-	d->max_batch = max_batch;
-	*out = d;
-	return 0;
-}
-
-static void model_destroy(struct sd_dev_model *d)
-{
-	sd_model_destroy(d->m);
-	free(d->velocity);
-	free(d->data);
-	free(d->data_labels);
-	free(d);
-}
-
-static float *block(struct sd_dev_model *d, enum sd_dev_block b, size_t *n)
-{
-	*n = b == SD_DEV_BUFFERS ? d->m->nbuffers : d->m->nparams;
-	return b == SD_DEV_PARAMS ? d->m->params : b == SD_DEV_GRADS ? d->m->grads
-	       : b == SD_DEV_VELOCITY ? d->velocity : d->m->buffers;
-}
-
-static int upload(struct sd_dev_model *d, enum sd_dev_block b, const float *h, char **why)
-{
-	size_t n;
-	float *p = block(d, b, &n);
-	memcpy(p, h, n * sizeof(float));
-	return 0;
-}
-
-static int download(struct sd_dev_model *d, enum sd_dev_block b, float *h, char **why)
-{
-	size_t n;
-	const float *p = block(d, b, &n);
-	memcpy(h, p, n * sizeof(float));
-	return 0;
-}
-
-static float *model_block(struct sd_dev_model *d, enum sd_dev_block b)
-{
-	size_t n;
-	return block(d, b, &n);
-}
-
-static int train_batch(struct sd_dev_model *d, const float *x, const uint8_t *y, int n,
-                       float scale, double *loss, int *correct, char **why);
-
-static int dataset_upload(struct sd_dev_model *d, const float *images, const uint8_t *labels,
-                          int n, char **why)
-{
-	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
-	free(d->data);
-	free(d->data_labels);
-	d->data = malloc((size_t)n * img * sizeof(float));
-	d->data_labels = malloc((size_t)n);
-	memcpy(d->data, images, (size_t)n * img * sizeof(float));
-	memcpy(d->data_labels, labels, (size_t)n);
-	d->data_n = n;
-	return 0;
-}
-
-/* The gather the CUDA executor's kernel does, then a step. */
-static int train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float scale,
-                         double *loss_sum, int *correct, char **why)
-{
-	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
-	float *x = malloc(((size_t)n * img + 1) * sizeof(float));
-	uint8_t *y = malloc((size_t)n + 1);
-	for (int i = 0; i < n; i++) {
-		if (idx[i] < 0 || idx[i] >= d->data_n) {
-			free(x);
-			free(y);
-			return sd_why(why, "sample %d outside the training set", idx[i]);
-		}
-		memcpy(x + (size_t)i * img, d->data + (size_t)idx[i] * img, img * sizeof(float));
-		y[i] = d->data_labels[idx[i]];
-	}
-	int rc = train_batch(d, x, y, n, scale, loss_sum, correct, why);
-	free(x);
-	free(y);
-	return rc;
-}
-
+/* A train step: the CPU's. */
 static int train_batch(struct sd_dev_model *d, const float *x, const uint8_t *y, int n,
                        float scale, double *loss, int *correct, char **why)
 {
 	return sd_model_train_batch(d->m, x, y, n, scale, loss, correct, why);
 }
 
-static int eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *y, int n,
-                      double *loss, int *correct, char **why)
+static int train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float scale,
+                         double *loss_sum, int *correct, char **why)
 {
-	double t = 0;
-	int c = 0;
-	size_t img = (size_t)d->m->c * d->m->h * d->m->w;
-	for (int off = 0; off < n; off += d->max_batch) {
-		int nb = n - off < d->max_batch ? n - off : d->max_batch;
-		double l;
-		int k;
-		if (sd_model_eval_batch(d->m, x + off * img, y + off, nb, &l, &k, why) < 0)
-			return -1;
-		t += l;
-		c += k;
-	}
-	*loss = t;
-	*correct = c;
-	return 0;
-}
-
-static int sgd(struct sd_dev_model *d, float lr, float mom, float wd, char **why)
-{
-	sd_sgd_step(d->m->params, d->velocity, d->m->grads, d->m->nparams, lr, mom, wd);
-	return 0;
+	return hostdev_train_indexed(d, idx, n, scale, loss_sum, correct, why, train_batch);
 }
 
 static const char *describe(struct sd_dev_model *d) { return "fake executor (CPU layers)"; }
@@ -398,16 +280,16 @@ static const struct sd_backend_ops fake_ops = {
 	.versions = versions,
 	.device_count = device_count,
 	.device_open = device_open,
-	.model_create = model_create,
-	.model_destroy = model_destroy,
-	.model_upload = upload,
-	.model_download = download,
-	.model_block = model_block,
+	.model_create = hostdev_create,
+	.model_destroy = hostdev_destroy,
+	.model_upload = hostdev_upload,
+	.model_download = hostdev_download,
+	.model_block = hostdev_block,
 	.train_batch = train_batch,
-	.dataset_upload = dataset_upload,
+	.dataset_upload = hostdev_dataset_upload,
 	.train_indexed = train_indexed,
-	.eval_batch = eval_batch,
-	.sgd_step = sgd,
+	.eval_batch = hostdev_eval,
+	.sgd_step = hostdev_sgd,
 	.model_describe = describe,
 	.host_alloc = host_alloc,
 	.host_free = host_free,
