@@ -17,21 +17,21 @@ EXTRA_DIST += tests/test-layers-avx512.sh
 # Images/s of one cnn training step at batch 64 with per-layer times; run it
 # by hand (tests/bench/bench-layers [-t threads]), it is not a test.
 noinst_PROGRAMS += tests/bench/bench-layers
-tests_bench_bench_layers_SOURCES = tests/bench/bench-layers.c tests/bench/bench.h
+tests_bench_bench_layers_SOURCES = tests/bench/bench-layers.c tests/bench/bench.h tests/bench/timing.h
 tests_bench_bench_layers_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_layers_LDADD = $(SD_ENGINE_LIBS)
 
 # Images/s of whole training steps of a model (warm steps only), with
 # --profile a per-node table; tests/bench/engine-vs-torch runs it.
 noinst_PROGRAMS += tests/bench/bench-train
-tests_bench_bench_train_SOURCES = tests/bench/bench-train.c
+tests_bench_bench_train_SOURCES = tests/bench/bench-train.c tests/bench/timing.h
 tests_bench_bench_train_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_train_LDADD = $(SD_ENGINE_LIBS)
 
 # The two convolution paths side by side at every resnet and cnn shape: the
 # table behind sd_conv2d_path's "auto" (engine/layers.c).
 noinst_PROGRAMS += tests/bench/bench-conv
-tests_bench_bench_conv_SOURCES = tests/bench/bench-conv.c
+tests_bench_bench_conv_SOURCES = tests/bench/bench-conv.c tests/bench/timing.h
 tests_bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_conv_LDADD = $(SD_ENGINE_LIBS)
 

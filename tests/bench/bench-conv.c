@@ -17,6 +17,7 @@
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/rng.h"
+#include "tests/bench/timing.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -25,34 +26,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static double machine_busy_s(void)
-{
-	FILE *f = fopen("/proc/stat", "r");
-	unsigned long long v[8] = { 0 };
-	if (!f)
-		return -1.0;
-	int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-	                 &v[3], &v[4], &v[5], &v[6], &v[7]);
-	fclose(f);
-	if (got < 8)
-		return -1.0;
-	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double process_cpu_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* The clock time_path reads: wall (CLOCK_MONOTONIC) or process CPU time. */
 static clockid_t bench_clock = CLOCK_MONOTONIC;

@@ -16,6 +16,7 @@
 #include "engine/layers.h"
 #include "engine/rng.h"
 #include "tests/bench/bench.h"
+#include "tests/bench/timing.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -34,32 +35,6 @@ static const char *const layer_names[L_COUNT] = {
 	"fc1 3136x128", "relu3", "fc2 128x10", "softmax-xent",
 };
 
-static double now_s(void);
-
-/* CPU time (seconds) the whole machine spent busy, and this process used,
- * from /proc; their difference over the run is what other processes took
- * from us.  Returns -1 where /proc is not there. */
-static double machine_busy_s(void)
-{
-	FILE *f = fopen("/proc/stat", "r");
-	unsigned long long v[8] = { 0 };
-	if (!f)
-		return -1.0;
-	int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-	                 &v[3], &v[4], &v[5], &v[6], &v[7]);
-	fclose(f);
-	if (got < 8)
-		return -1.0;
-	/* user nice system idle iowait irq softirq steal: all but idle, iowait */
-	return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double process_cpu_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* GFLOP/s of a 1024^3 sgemm with `threads` OpenBLAS threads: tells how much
  * of the machine the run had (the same code is 2x slower on a shared core). */
@@ -82,13 +57,6 @@ static double sgemm_gflops(int threads)
 	}
 	free(a), free(b), free(c);
 	return best;
-}
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 static int cmp_double(const void *a, const void *b)
