@@ -164,9 +164,14 @@ ok "revocation: logged, suggestion on the status line, r sent 'add $FIRST'"
 tmux_send '?'
 tmux_wait "Help: spotdeck cockpit"
 tmux_expect "In dialogs"
+# Every key of the key table, the last ones included (a left column longer
+# than the window goes on in the right one), and the symbols.
+tmux_expect "^L"
+tmux_expect "what if"
+tmux_expect "theme"
 tmux_send Escape
 tmux_wait_gone "Help: spotdeck cockpit"
-ok "80x24: help fits (two columns)"
+ok "80x24: help fits (two columns), no key left out"
 tmux_resize 79 24
 tmux_wait "terminal too small: 79x24"
 tmux_resize 80 24

@@ -197,6 +197,10 @@ static void draw_help(struct sd_modal *m, const struct sd_draw *d)
 	int rows = m->h - 3;
 	int two = n > rows;
 	int inner = m->w - 4;
+	/* A left column longer than the window (a short terminal) goes on at
+	 * the top of the right one: no key is left out. */
+	if (two && split > rows)
+		split = rows;
 	int lw[2], x0[2], cw[2];
 	if (two) {
 		lw[0] = help_label_w(l, 0, split);
