@@ -1597,6 +1597,9 @@ static int mkdir_p(const char *path, char **why)
 {
 	if (mkdir(path, 0755) < 0 && errno != EEXIST)
 		return sd_why(why, "%s: cannot create directory: %s", path, strerror(errno));
+	struct stat st;
+	if (stat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+		return sd_why(why, "%s: not a directory (a run directory is one)", path);
 	return 0;
 }
 

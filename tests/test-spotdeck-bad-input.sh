@@ -51,6 +51,12 @@ expect_error "run directory in use" "--run-dir .*old: holds a run already.*--res
 [ "$(cat "$T/old/journal.jsonl" "$T/old/job.json" | cksum)" = "$sum" ] || fail "the earlier run's files changed"
 [ "$(ls "$T/old")" = "$(printf 'checkpoints\njob.json\njournal.jsonl')" ] || fail "files added to the earlier run: $(ls "$T/old")"
 
+# --run-dir naming a file.
+printf 'not a directory\n' >"$T/afile"
+expect_error "--run-dir naming a file" "afile: not a directory" \
+	$SPOTDECK --headless --workers 1 --run-dir "$T/afile"
+[ "$(cat "$T/afile")" = "not a directory" ] || fail "the file given as --run-dir changed"
+
 # --resume of a directory that holds a job but never held a run.
 mkdir -p "$T/notrun"
 printf '{"model":"mlp","dataset":"synthetic","workers":0}\n' >"$T/notrun/job.json"
