@@ -240,7 +240,7 @@ static void set_cpu(struct sd_backend_choice *out, const char *fmt, const char *
 int sd_backend_choose(struct sd_backend_choice *out, enum sd_backend_request req, int device,
                       char **why)
 {
-	const char *source = "the backend setting";
+	const char *source = "the backend setting: --backend or the job's \"backend\"";
 	if (req == SD_BACKEND_AUTO) {
 		const char *env = getenv("SPOTDECK_BACKEND");
 		if (env && *env) {
