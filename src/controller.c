@@ -237,6 +237,7 @@ static void on_conn_closed(uv_handle_t *h)
 
 static void schedule_generation(struct sd_controller *c, const char *reason);
 static void finish(struct sd_controller *c, int status);
+static void swap_remove(struct sd_controller *c, int i);
 
 /* Starts the recovery clock for a member leaving the group: at its notice
  * (LEAVING) for a graceful leave, at its connection's end otherwise, at the
@@ -1150,14 +1151,16 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		for (int i = 0; i < c->nswaps; i++) {
 			if (strcmp(c->swap_new[i], k->server_id))
 				continue;
+			/* The swap is done: off the list before the release (whose
+			 * state event would otherwise find it there). */
+			char old_id[16];
+			snprintf(old_id, sizeof old_id, "%s", c->swap_old[i]);
+			swap_remove(c, i);
 			char *err = NULL;
-			if (sd_provider_release(c->provider, c->swap_old[i], "swapped", &err) < 0) {
-				journal_kv(c, "error", "reason", err ? err : "?", "server", c->swap_old[i]);
+			if (sd_provider_release(c->provider, old_id, "swapped", &err) < 0) {
+				journal_kv(c, "error", "reason", err ? err : "?", "server", old_id);
 				free(err);
 			}
-			c->nswaps--;
-			memmove(c->swap_new[i], c->swap_new[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_new[0]);
-			memmove(c->swap_old[i], c->swap_old[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_old[0]);
 			break;
 		}
 		if (k->rank == 0) {
@@ -1352,6 +1355,36 @@ static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 	return sd_provider_release(c->provider, argv[1], "operator", why);
 }
 
+/* Takes pending swap i off the list. */
+static void swap_remove(struct sd_controller *c, int i)
+{
+	c->nswaps--;
+	memmove(c->swap_new[i], c->swap_new[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_new[0]);
+	memmove(c->swap_old[i], c->swap_old[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_old[0]);
+}
+
+/* Server `id` is gone (its state: revoked, released or failed): a swap
+ * waiting for it as the replacement failed (journaled as swap_failed; the
+ * old server stays), and one waiting to drop it as the old server has
+ * nothing left to drop.  Either way its slot is free again. */
+static void swaps_server_gone(struct sd_controller *c, const char *id, const char *state)
+{
+	for (int i = c->nswaps - 1; i >= 0; i--) {
+		if (!strcmp(c->swap_new[i], id)) {
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "server", c->swap_old[i]);
+			cJSON_AddStringToObject(ev, "replacement", id);
+			char reason[64];
+			snprintf(reason, sizeof reason, "the replacement was %s before it trained", state);
+			cJSON_AddStringToObject(ev, "reason", reason);
+			journal(c, "swap_failed", ev);
+			swap_remove(c, i);
+		} else if (!strcmp(c->swap_old[i], id)) {
+			swap_remove(c, i);
+		}
+	}
+}
+
 /* swap SERVER OFFER: acquire the replacement now, drop SERVER once the
  * replacement trains, so the cluster never shrinks in between. */
 static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
@@ -1522,7 +1555,19 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 		 * signal (revocations and drops end workers with TERM or KILL). */
 		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
 	}
+	/* A server that ended frees the swaps that wait for it. */
+	char gone_id[16] = "", gone_state[16] = "";
+	if (!strcmp(type, "state")) {
+		const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
+		const char *sv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "server"));
+		if (st && sv && (!strcmp(st, "revoked") || !strcmp(st, "released") || !strcmp(st, "failed"))) {
+			snprintf(gone_id, sizeof gone_id, "%s", sv);
+			snprintf(gone_state, sizeof gone_state, "%s", st);
+		}
+	}
 	journal(c, type, ev);
+	if (gone_id[0])
+		swaps_server_gone(c, gone_id, gone_state);
 	/* A server that went away may have been the last hope of loading a job
 	 * that others failed to load. */
 	if (!strcmp(type, "state"))

@@ -28,6 +28,9 @@ EXTRA_DIST += tests/test-sim-trace.sh
 # Over-long command lines on headless stdin (issue 9, item 3).
 TESTS += tests/test-headless-stdin.sh
 EXTRA_DIST += tests/test-headless-stdin.sh
+# A swap whose replacement ends before it trains frees its slot.
+TESTS += tests/test-swap-pending.sh
+EXTRA_DIST += tests/test-swap-pending.sh
 # Extra command arguments are refused with the usage.
 TESTS += tests/test-command-args.sh
 EXTRA_DIST += tests/test-command-args.sh
