@@ -11,31 +11,7 @@
 # reason was given (SkyPilot #10021).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
-
-tmux_have || { echo "SKIP: tmux not installed"; exit 77; }
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed"; exit 77; }
-[ -d "$FMNIST" ] || { echo "SKIP: $FMNIST missing (Debian package dataset-fashion-mnist)"; exit 77; }
-SPOTDECK="$top_builddir/spotdeck"
-[ -x "$SPOTDECK" ] || fail "$SPOTDECK not built"
-E2E="$top_srcdir/tests/ui-e2e"
-CHECK="python3 $E2E/check.py"
-tmpdir
-RUN="$T/run"
-SDPID=
-
-alive() { grep -q "$2" /proc/"$1"/cmdline 2>/dev/null; }
-cleanup() {
-	tmux_kill
-	if [ -n "$SDPID" ]; then
-		_i=0
-		while alive "$SDPID" spotdeck && [ "$_i" -lt 20 ]; do sleep 0.1; _i=$((_i + 1)); done
-		alive "$SDPID" spotdeck && kill -KILL "$SDPID" 2>/dev/null
-	fi
-	for p in $($CHECK "$RUN/journal.jsonl" pids 2>/dev/null); do
-		alive "$p" spotdeck-worker && kill -KILL "$p" 2>/dev/null
-	done
-	rm -rf "$T"
-}
+. "$top_srcdir/tests/ui-e2e/lib.sh"
 
 # zone_of SERVER: the zone the journal's acquired event gives SERVER.
 zone_of() {

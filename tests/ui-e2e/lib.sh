@@ -1,0 +1,32 @@
+# tests/ui-e2e/lib.sh - what the cockpit's end-to-end tests in tmux share
+# (sourced after tests/lib.sh and tests/tmux-lib.sh): SKIP (exit 77, reason
+# on stderr) without tmux, python3 or the data set; SPOTDECK, E2E (this
+# folder), CHECK (its journal checker), a temporary folder T with the run
+# directory RUN; and cleanup, which the test traps on EXIT once it has
+# started spotdeck in tmux and set SDPID: it ends tmux, gives spotdeck 2 s
+# to exit, then kills it and the workers the journal names, and removes T.
+tmux_have || { echo "SKIP: tmux not installed (Debian package tmux)" >&2; exit 77; }
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not installed" >&2; exit 77; }
+[ -d "$FMNIST" ] || { echo "SKIP: $FMNIST missing (Debian package dataset-fashion-mnist)" >&2; exit 77; }
+SPOTDECK="$top_builddir/spotdeck"
+[ -x "$SPOTDECK" ] || fail "$SPOTDECK not built"
+E2E="$top_srcdir/tests/ui-e2e"
+CHECK="python3 $E2E/check.py"
+tmpdir
+RUN="$T/run"
+SDPID=
+
+# alive PID NAME: PID runs a program whose command line holds NAME.
+alive() { grep -q "$2" /proc/"$1"/cmdline 2>/dev/null; }
+cleanup() {
+	tmux_kill
+	if [ -n "$SDPID" ]; then
+		_i=0
+		while alive "$SDPID" spotdeck && [ "$_i" -lt 20 ]; do sleep 0.1; _i=$((_i + 1)); done
+		alive "$SDPID" spotdeck && kill -KILL "$SDPID" 2>/dev/null
+	fi
+	for p in $($CHECK "$RUN/journal.jsonl" pids 2>/dev/null); do
+		alive "$p" spotdeck-worker && kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+}
