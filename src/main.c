@@ -17,13 +17,13 @@
 #include <uv.h>
 
 #include "engine/errors.h"
-#include "src/controller.h"
-#include "src/job.h"
-#include "src/plan-cli.h"
-#include "src/protocol.h"
-#include "src/trace.h"
-#include "src/view-model.h"
-#include "src/whatif.h"
+#include "src/controller/controller.h"
+#include "src/proto/job.h"
+#include "src/app/plan-cli.h"
+#include "src/proto/protocol.h"
+#include "src/market/trace.h"
+#include "src/app/view-model.h"
+#include "src/app/whatif.h"
 #include "ui/cockpit.h"
 
 struct app {
