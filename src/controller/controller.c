@@ -1327,8 +1327,6 @@ static void on_connection(uv_stream_t *server, int status)
 /* add [N | OFFER]: N local workers, or one server of a market offer. */
 static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	if (argc > 2)
-		return sd_why(why, "add: expected a count or one offer id");
 	long n = 1;
 	const char *offer = "local";
 	if (argc == 2) {
@@ -1350,8 +1348,6 @@ static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 
 static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	if (argc != 2)
-		return sd_why(why, "drop: expected one server id");
 	return sd_provider_release(c->provider, argv[1], "operator", why);
 }
 
@@ -1389,8 +1385,6 @@ static void swaps_server_gone(struct sd_controller *c, const char *id, const cha
  * replacement trains, so the cluster never shrinks in between. */
 static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	if (argc != 3)
-		return sd_why(why, "swap: expected SERVER OFFER");
 	if (!sd_provider_has_server(c->provider, argv[1]))
 		return sd_why(why, "swap: no server '%s'", argv[1]);
 	if (c->nswaps == 16)
@@ -1469,15 +1463,15 @@ static int cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
 static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why);
 
 const struct sd_command sd_commands[] = {
-	{ "add", "[N|OFFER]", "start N local workers (default 1) or acquire a server of OFFER", cmd_add },
-	{ "drop", "SERVER", "release SERVER: its worker leaves at the next step boundary", cmd_drop },
-	{ "swap", "SERVER OFFER", "acquire OFFER, then drop SERVER once the new one trains", cmd_swap },
-	{ "checkpoint", "", "checkpoint now (rank 0 streams it to the run directory)", cmd_checkpoint },
-	{ "pause", "", "stop training at the next step boundary", cmd_pause },
-	{ "resume", "", "continue after pause", cmd_resume },
-	{ "quit", "", "stop the workers and exit", cmd_quit },
-	{ "help", "", "list the commands", cmd_help },
-	{ NULL, NULL, NULL, NULL },
+	{ "add", "[N|OFFER]", 0, 1, "start N local workers (default 1) or acquire a server of OFFER", cmd_add },
+	{ "drop", "SERVER", 1, 1, "release SERVER: its worker leaves at the next step boundary", cmd_drop },
+	{ "swap", "SERVER OFFER", 2, 2, "acquire OFFER, then drop SERVER once the new one trains", cmd_swap },
+	{ "checkpoint", "", 0, 0, "checkpoint now (rank 0 streams it to the run directory)", cmd_checkpoint },
+	{ "pause", "", 0, 0, "stop training at the next step boundary", cmd_pause },
+	{ "resume", "", 0, 0, "continue after pause", cmd_resume },
+	{ "quit", "", 0, 0, "stop the workers and exit", cmd_quit },
+	{ "help", "", 0, 0, "list the commands", cmd_help },
+	{ NULL, NULL, 0, 0, NULL, NULL },
 };
 
 static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
@@ -1491,16 +1485,6 @@ static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
 	}
 	journal(c, "help", ev);
 	return 0;
-}
-
-/* How many arguments a command's usage string names ("SERVER OFFER": 2). */
-static int usage_words(const char *usage)
-{
-	int n = 0;
-	for (const char *p = usage; *p; p++)
-		if (*p != ' ' && (p == usage || p[-1] == ' '))
-			n++;
-	return n;
 }
 
 int sd_controller_command(struct sd_controller *c, const char *line, char **why)
@@ -1520,10 +1504,11 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 	int rc;
 	if (!k->name) {
 		rc = sd_why(why, "unknown command '%s' (try help)", argv[0]);
-	} else if (argc - 1 > usage_words(k->args)) {
-		/* At most as many arguments as the usage names. */
-		rc = k->args[0] ? sd_why(why, "%s: too many arguments (usage: %s %s)", k->name, k->name, k->args)
-		                : sd_why(why, "%s: takes no arguments", k->name);
+	} else if (argc - 1 > k->max_args) {
+		rc = k->max_args ? sd_why(why, "%s: too many arguments (usage: %s %s)", k->name, k->name, k->args)
+		                 : sd_why(why, "%s: takes no arguments", k->name);
+	} else if (argc - 1 < k->min_args) {
+		rc = sd_why(why, "%s: too few arguments (usage: %s %s)", k->name, k->name, k->args);
 	} else {
 		rc = k->run(c, argc, argv, why);
 	}

@@ -135,10 +135,16 @@ int sd_controller_port(const struct sd_controller *c);
 void sd_controller_close(struct sd_controller *c);
 void sd_controller_free(struct sd_controller *c);
 
-/* One entry of the command table shared by the headless input and the UI. */
+/* One entry of the command table shared by the headless input and the UI
+ * (after tmux's cmd_entry): the dispatcher, sd_controller_command, refuses
+ * a line whose argument count is outside [min_args, max_args] with the
+ * usage "NAME ARGS", so run() is called only with min_args + 1 <= argc <=
+ * max_args + 1 (argv[0] is the name).  run returns 0, or -1 with *why set
+ * (caller frees). */
 struct sd_command {
 	const char *name;
-	const char *args;
+	const char *args;    /* usage of the arguments, e.g. "SERVER OFFER" */
+	int min_args, max_args;
 	const char *help;
 	int (*run)(struct sd_controller *c, int argc, char **argv, char **why);
 };
