@@ -613,6 +613,8 @@ int main(int argc, char **argv)
 	if (sd_controller_create(&a.ctl, a.loop, &job, &co, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
+		uv_run(a.loop, UV_RUN_DEFAULT);   /* the failed create's handles close */
+		uv_loop_close(a.loop);
 		if (fresh_dir)
 			discard_run_dir(run_dir);
 		return 1;

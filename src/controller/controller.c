@@ -124,6 +124,8 @@ struct sd_controller {
 	int ck_writing;          /* checkpoints being written on the thread pool */
 	char fatal[1024];        /* why the run cannot go on, "" if it can */
 	int lock_fd;             /* RUNDIR/lock, flock()ed while this controller runs */
+	int handles_open;        /* create: server, gen_timer, grace_timer, live_timer inited so far */
+	int handles_closing;     /* a failed create: close callbacks still to come */
 	int resume_last_server;  /* resume: the highest sN the journal names */
 	double resume_usd;       /* resume: what the journal's servers cost */
 	int ever_authed;         /* some worker has connected and authenticated */
@@ -1760,6 +1762,15 @@ static int continue_journal(struct sd_controller *c, const char *path)
 	return torn;
 }
 
+/* After a failed create: the last handle's close callback frees the
+ * controller, so libuv never touches freed memory. */
+static void on_create_failed_closed(uv_handle_t *h)
+{
+	struct sd_controller *c = h->data;
+	if (--c->handles_closing == 0)
+		free(c);
+}
+
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why)
 {
@@ -1833,6 +1844,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	}
 	uv_tcp_init(loop, &c->server);
 	c->server.data = c;
+	c->handles_open = 1;
 	struct sockaddr_in addr;
 	uv_ip4_addr("127.0.0.1", 0, &addr);
 	int rc = uv_tcp_bind(&c->server, (const struct sockaddr *)&addr, 0);
@@ -1840,7 +1852,6 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		rc = uv_listen((uv_stream_t *)&c->server, 128, on_connection);
 	if (rc < 0) {
 		sd_why(why, "controller: cannot listen on 127.0.0.1: %s", uv_strerror(rc));
-		uv_close((uv_handle_t *)&c->server, NULL);
 		goto fail;
 	}
 	struct sockaddr_storage sa;
@@ -1851,6 +1862,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->gen_timer.data = c;
 	uv_timer_init(loop, &c->grace_timer);
 	c->grace_timer.data = c;
+	c->handles_open = 3;
 	/* Liveness (controller.h): until a step is measured, the floor. */
 	double floor_ms = c->job.comm_timeout_s * 1000;
 	c->timeout_ms = (int)ceil(floor_ms);
@@ -1859,6 +1871,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->failing_gen = -1;
 	uv_timer_init(loop, &c->live_timer);
 	c->live_timer.data = c;
+	c->handles_open = 4;
 	struct sd_provider_config pc = {
 		.catalog_path = opts->catalog_path,
 		.hazard_scale = c->job.hazard_scale,
@@ -1873,13 +1886,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		.last_server = c->resume_last_server,
 		.usd_before = c->resume_usd,
 	};
-	if (sd_provider_create(&c->provider, loop, &pc, &provider_hooks, c, why) < 0) {
-		uv_close((uv_handle_t *)&c->server, NULL);
-		uv_close((uv_handle_t *)&c->gen_timer, NULL);
-		uv_close((uv_handle_t *)&c->grace_timer, NULL);
-		uv_close((uv_handle_t *)&c->live_timer, NULL);
+	if (sd_provider_create(&c->provider, loop, &pc, &provider_hooks, c, why) < 0)
 		goto fail;
-	}
 	if (opts->resume)
 		find_latest_checkpoint(c);
 	cJSON *ev = cJSON_CreateObject();
@@ -1903,6 +1911,15 @@ fail:
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	free(c->token);
+	if (c->handles_open) {
+		/* Handles in c are closing: the last callback frees c. */
+		uv_handle_t *h[] = { (uv_handle_t *)&c->server, (uv_handle_t *)&c->gen_timer,
+		                     (uv_handle_t *)&c->grace_timer, (uv_handle_t *)&c->live_timer };
+		c->handles_closing = c->handles_open;
+		for (int i = 0; i < c->handles_open; i++)
+			uv_close(h[i], on_create_failed_closed);
+		return -1;
+	}
 	free(c);
 	return -1;
 }

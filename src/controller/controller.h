@@ -100,7 +100,9 @@ struct sd_run_status {
  * (run_dir/token, mode 0600), opens the journal, listens on 127.0.0.1 on an
  * ephemeral port.  With opts->resume the job comes from run_dir/job.json and
  * the latest valid checkpoint there is used when workers arrive.  Returns 0 or
- * -1 with *why (names the file or the failing call). */
+ * -1 with *why (names the file or the failing call).  After a failure, the
+ * handles it opened on loop are closing: run the loop until it is empty
+ * before closing it (their last close callback frees the memory). */
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why);
 
