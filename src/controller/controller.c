@@ -1771,6 +1771,74 @@ static void on_create_failed_closed(uv_handle_t *h)
 		free(c);
 }
 
+/* The run directory: created (with checkpoints/ and logs/), locked against
+ * a second controller, the job written (or, on resume, read back), a fresh
+ * token, and the journal opened for appending (a resumed run's torn last
+ * line ended first).  Returns 0, or -1 with *why naming the path. */
+static int open_run_dir(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+{
+	char path[SD_PATH_MAX + 64];
+	if (mkdir_p(c->run_dir, why) < 0)
+		return -1;
+	/* One controller per run directory: a second one (a --resume while the
+	 * first still runs) would interleave journals and prune the other's
+	 * checkpoints.  The lock goes with the process, even on SIGKILL. */
+	snprintf(path, sizeof path, "%s/lock", c->run_dir);
+	c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (c->lock_fd < 0) {
+		sd_why(why, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		char pid[32] = "";
+		ssize_t n = pread(c->lock_fd, pid, sizeof pid - 1, 0);
+		pid[n > 0 ? n : 0] = 0;
+		pid[strcspn(pid, "\n")] = 0;
+		sd_why(why, "%s: in use by another spotdeck (pid %s); stop it first", c->run_dir,
+		       pid[0] ? pid : "?");
+		return -1;
+	}
+	char pidline[32];
+	int pl = snprintf(pidline, sizeof pidline, "%ld\n", (long)getpid());
+	if (ftruncate(c->lock_fd, 0) < 0 || pwrite(c->lock_fd, pidline, (size_t)pl, 0) != pl) {
+		/* The pid is only a courtesy for the message above. */
+	}
+	snprintf(path, sizeof path, "%s/checkpoints", c->run_dir);
+	if (mkdir_p(path, why) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/logs", c->run_dir);
+	if (mkdir_p(path, why) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/job.json", c->run_dir);
+	if (opts->resume) {
+		if (sd_job_load(&c->job, path, why) < 0)
+			return -1;
+	} else {
+		cJSON *j = sd_job_to_json(&c->job);
+		char *text = cJSON_Print(j);
+		cJSON_Delete(j);
+		if (!text)
+			sd_oom();
+		int rc = write_file_atomic(path, text, strlen(text), why);
+		free(text);
+		if (rc < 0)
+			return -1;
+	}
+	snprintf(path, sizeof path, "%s/token", c->run_dir);
+	if (sd_token_create_file(path, &c->token, why) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/journal.jsonl", c->run_dir);
+	int torn = opts->resume && continue_journal(c, path);
+	c->journal = fopen(path, "a");
+	if (c->journal && torn)
+		fputc('\n', c->journal);   /* the killed run's last line stays on its own */
+	if (!c->journal) {
+		sd_why(why, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why)
 {
@@ -1783,65 +1851,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->t0 = now_s();
 	c->job = *job;
 	snprintf(c->run_dir, sizeof c->run_dir, "%s", opts->run_dir);
-	char path[SD_PATH_MAX + 64];
-	if (mkdir_p(c->run_dir, why) < 0)
+	if (open_run_dir(c, opts, why) < 0)
 		goto fail;
-	/* One controller per run directory: a second one (a --resume while the
-	 * first still runs) would interleave journals and prune the other's
-	 * checkpoints.  The lock goes with the process, even on SIGKILL. */
-	snprintf(path, sizeof path, "%s/lock", c->run_dir);
-	c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (c->lock_fd < 0) {
-		sd_why(why, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		char pid[32] = "";
-		ssize_t n = pread(c->lock_fd, pid, sizeof pid - 1, 0);
-		pid[n > 0 ? n : 0] = 0;
-		pid[strcspn(pid, "\n")] = 0;
-		sd_why(why, "%s: in use by another spotdeck (pid %s); stop it first", c->run_dir,
-		       pid[0] ? pid : "?");
-		goto fail;
-	}
-	char pidline[32];
-	int pl = snprintf(pidline, sizeof pidline, "%ld\n", (long)getpid());
-	if (ftruncate(c->lock_fd, 0) < 0 || pwrite(c->lock_fd, pidline, (size_t)pl, 0) != pl) {
-		/* The pid is only a courtesy for the message above. */
-	}
-	snprintf(path, sizeof path, "%s/checkpoints", c->run_dir);
-	if (mkdir_p(path, why) < 0)
-		goto fail;
-	snprintf(path, sizeof path, "%s/logs", c->run_dir);
-	if (mkdir_p(path, why) < 0)
-		goto fail;
-	snprintf(path, sizeof path, "%s/job.json", c->run_dir);
-	if (opts->resume) {
-		if (sd_job_load(&c->job, path, why) < 0)
-			goto fail;
-	} else {
-		cJSON *j = sd_job_to_json(&c->job);
-		char *text = cJSON_Print(j);
-		cJSON_Delete(j);
-		if (!text)
-			sd_oom();
-		int rc = write_file_atomic(path, text, strlen(text), why);
-		free(text);
-		if (rc < 0)
-			goto fail;
-	}
-	snprintf(path, sizeof path, "%s/token", c->run_dir);
-	if (sd_token_create_file(path, &c->token, why) < 0)
-		goto fail;
-	snprintf(path, sizeof path, "%s/journal.jsonl", c->run_dir);
-	int torn = opts->resume && continue_journal(c, path);
-	c->journal = fopen(path, "a");
-	if (c->journal && torn)
-		fputc('\n', c->journal);   /* the killed run's last line stays on its own */
-	if (!c->journal) {
-		sd_why(why, "%s: %s", path, strerror(errno));
-		goto fail;
-	}
 	uv_tcp_init(loop, &c->server);
 	c->server.data = c;
 	c->handles_open = 1;
