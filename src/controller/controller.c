@@ -1083,6 +1083,114 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	}
 }
 
+/* READY: the worker has loaded the job; it says where it computes.  A new
+ * generation takes it in. */
+static void on_ready(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	k->ready = 1;
+	c->ever_ready = 1;
+	/* Where the worker computes (optional fields, engine/backend.h). */
+	snprintf(k->backend, sizeof k->backend, "%s", sd_msg_str(m, "backend", ""));
+	snprintf(k->device, sizeof k->device, "%s", sd_msg_str(m, "device", ""));
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	if (k->backend[0]) {
+		cJSON_AddStringToObject(ev, "backend", k->backend);
+		if (k->device[0])
+			cJSON_AddStringToObject(ev, "device", k->device);
+		cJSON_AddStringToObject(ev, "backend_reason", sd_msg_str(m, "backend_reason", ""));
+	}
+	journal(c, "worker_ready", ev);
+	schedule_generation(c, "worker ready");
+}
+
+/* KV_GET: the rendezvous store answers now, or when the key is set. */
+static void on_kv_get(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	const char *key = sd_msg_str(m, "key", "");
+	long long id = sd_msg_int(m, "id", 0);
+	struct kv *e = kv_find(c, key);
+	if (e) {
+		kv_reply(k, id, key, e->value);
+	} else {
+		struct pending_get *g = sd_calloc(1, sizeof *g);
+		g->conn = k;
+		g->id = id;
+		g->key = strdup(key);
+		if (!g->key)
+			sd_oom();
+		g->next = c->gets;
+		c->gets = g;
+	}
+}
+
+/* JOINED: the worker holds the generation's state; a swap waiting for it
+ * as the replacement releases the old server now. */
+static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	k->has_state = 1;
+	long total = (long)sd_msg_int(m, "total_steps", 0);
+	if (total > 0)
+		c->total_steps = total;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
+	cJSON_AddNumberToObject(ev, "rank", (double)sd_msg_int(m, "rank", 0));
+	cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
+	cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
+	cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
+	journal(c, "worker_joined", ev);
+	sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_TRAINING);
+	for (int i = 0; i < c->nswaps; i++) {
+		if (strcmp(c->swap_new[i], k->server_id))
+			continue;
+		/* The swap is done: off the list before the release (whose
+		 * state event would otherwise find it there). */
+		char old_id[16];
+		snprintf(old_id, sizeof old_id, "%s", c->swap_old[i]);
+		swap_remove(c, i);
+		char *err = NULL;
+		if (sd_provider_release(c->provider, old_id, "swapped", &err) < 0) {
+			journal_kv(c, "error", "reason", err ? err : "?", "server", old_id);
+			free(err);
+		}
+		break;
+	}
+	if (k->rank == 0) {
+		c->step = (long)sd_msg_int(m, "step", 0);
+		c->recover_start = c->step;
+	}
+}
+
+/* COMM_FAILED: a collective of the current generation failed; the other
+ * members are told to give up at once, and a new generation forms. */
+static void on_comm_failed(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
+	cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
+	cJSON_AddStringToObject(ev, "reason", sd_msg_str(m, "reason", ""));
+	journal(c, "comm_failed", ev);
+	long gen = (long)sd_msg_int(m, "generation", -1);
+	if (gen == c->generation) {
+		k->failed_gen = gen;
+		if (c->failing_gen != gen) {
+			c->failing_gen = gen;
+			c->failing_since_ms = uv_now(c->loop);
+			/* Members waiting in its rendezvous, or computing, give
+			 * up now rather than at their timeout. */
+			for (struct conn *o = c->conns; o; o = o->next)
+				if (o->member && o != k) {
+					cJSON *ab = sd_msg_new(SD_MSG_ABORT);
+					cJSON_AddNumberToObject(ab, "generation", (double)gen);
+					conn_send(o, ab);
+				}
+		}
+		schedule_generation(c, "collective failed");
+	}
+}
+
 static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 {
 	struct sd_controller *c = k->c;
@@ -1097,111 +1205,26 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		else
 			on_hello(c, k, m);
 		break;
-	case SD_MSG_READY: {
-		k->ready = 1;
-		c->ever_ready = 1;
-		/* Where the worker computes (optional fields, engine/backend.h). */
-		snprintf(k->backend, sizeof k->backend, "%s", sd_msg_str(m, "backend", ""));
-		snprintf(k->device, sizeof k->device, "%s", sd_msg_str(m, "device", ""));
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "server", k->server_id);
-		if (k->backend[0]) {
-			cJSON_AddStringToObject(ev, "backend", k->backend);
-			if (k->device[0])
-				cJSON_AddStringToObject(ev, "device", k->device);
-			cJSON_AddStringToObject(ev, "backend_reason", sd_msg_str(m, "backend_reason", ""));
-		}
-		journal(c, "worker_ready", ev);
-		schedule_generation(c, "worker ready");
+	case SD_MSG_READY:
+		on_ready(c, k, m);
 		break;
-	}
 	case SD_MSG_KV_SET:
 		kv_set(c, sd_msg_str(m, "key", ""), sd_msg_str(m, "value", ""));
 		break;
-	case SD_MSG_KV_GET: {
-		const char *key = sd_msg_str(m, "key", "");
-		long long id = sd_msg_int(m, "id", 0);
-		struct kv *e = kv_find(c, key);
-		if (e) {
-			kv_reply(k, id, key, e->value);
-		} else {
-			struct pending_get *g = sd_calloc(1, sizeof *g);
-			g->conn = k;
-			g->id = id;
-			g->key = strdup(key);
-			if (!g->key)
-				sd_oom();
-			g->next = c->gets;
-			c->gets = g;
-		}
+	case SD_MSG_KV_GET:
+		on_kv_get(c, k, m);
 		break;
-	}
-	case SD_MSG_JOINED: {
-		k->has_state = 1;
-		long total = (long)sd_msg_int(m, "total_steps", 0);
-		if (total > 0)
-			c->total_steps = total;
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "server", k->server_id);
-		cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
-		cJSON_AddNumberToObject(ev, "rank", (double)sd_msg_int(m, "rank", 0));
-		cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
-		cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
-		cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
-		journal(c, "worker_joined", ev);
-		sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_TRAINING);
-		for (int i = 0; i < c->nswaps; i++) {
-			if (strcmp(c->swap_new[i], k->server_id))
-				continue;
-			/* The swap is done: off the list before the release (whose
-			 * state event would otherwise find it there). */
-			char old_id[16];
-			snprintf(old_id, sizeof old_id, "%s", c->swap_old[i]);
-			swap_remove(c, i);
-			char *err = NULL;
-			if (sd_provider_release(c->provider, old_id, "swapped", &err) < 0) {
-				journal_kv(c, "error", "reason", err ? err : "?", "server", old_id);
-				free(err);
-			}
-			break;
-		}
-		if (k->rank == 0) {
-			c->step = (long)sd_msg_int(m, "step", 0);
-			c->recover_start = c->step;
-		}
+	case SD_MSG_JOINED:
+		on_joined(c, k, m);
 		break;
-	}
 	case SD_MSG_STEP:
 		on_step(c, k, m);
 		break;
 	case SD_MSG_HEARTBEAT:
 		break;   /* its bytes were the point (heard_ms) */
-	case SD_MSG_COMM_FAILED: {
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "server", k->server_id);
-		cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
-		cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
-		cJSON_AddStringToObject(ev, "reason", sd_msg_str(m, "reason", ""));
-		journal(c, "comm_failed", ev);
-		long gen = (long)sd_msg_int(m, "generation", -1);
-		if (gen == c->generation) {
-			k->failed_gen = gen;
-			if (c->failing_gen != gen) {
-				c->failing_gen = gen;
-				c->failing_since_ms = uv_now(c->loop);
-				/* Members waiting in its rendezvous, or computing, give
-				 * up now rather than at their timeout. */
-				for (struct conn *o = c->conns; o; o = o->next)
-					if (o->member && o != k) {
-						cJSON *ab = sd_msg_new(SD_MSG_ABORT);
-						cJSON_AddNumberToObject(ab, "generation", (double)gen);
-						conn_send(o, ab);
-					}
-			}
-			schedule_generation(c, "collective failed");
-		}
+	case SD_MSG_COMM_FAILED:
+		on_comm_failed(c, k, m);
 		break;
-	}
 	case SD_MSG_LEAVING:
 		k->leaving = 1;
 		journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
