@@ -92,7 +92,11 @@ struct sd_controller {
 	struct sd_controller_opts opts;
 	char run_dir[SD_PATH_MAX];
 	char *token;
-	FILE *journal;
+	int journal_fd;              /* RUNDIR/journal.jsonl, O_APPEND; -1 none */
+	char journal_path[SD_PATH_MAX + 64];
+	off_t journal_size;          /* its length after the last whole line */
+	long journal_lost;           /* events lost since writes began failing, 0 none */
+	int journal_errno;           /* the error that started the failure */
 	int port;
 	double t0;
 	struct conn *conns;
@@ -151,8 +155,9 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Appends one event to the journal (and stdout when echoing); consumes ev. */
-static void journal(struct sd_controller *c, const char *type, cJSON *ev)
+/* A journal event: type, time (Unix seconds), t (seconds since the run
+ * started), then ev's fields (ev is consumed; NULL: none).  Caller frees. */
+static cJSON *event_new(struct sd_controller *c, const char *type, cJSON *ev)
 {
 	if (!ev)
 		ev = cJSON_CreateObject();
@@ -168,21 +173,127 @@ static void journal(struct sd_controller *c, const char *type, cJSON *ev)
 		item = next;
 	}
 	cJSON_Delete(ev);
-	char *s = cJSON_PrintUnformatted(out);
-	if (!s)
-		sd_oom();
-	if (c->journal) {
-		fputs(s, c->journal);
-		fputc('\n', c->journal);
-		fflush(c->journal);
-	}
+	return out;
+}
+
+/* Shows event out (printed as s) on stdout when echoing and to on_event. */
+static void event_publish(struct sd_controller *c, const cJSON *out, const char *s)
+{
 	if (c->opts.echo_journal) {
 		puts(s);
 		fflush(stdout);
 	}
-	free(s);
 	if (c->opts.on_event)
 		c->opts.on_event(out, c->opts.ctx);
+}
+
+/* Appends line s and a newline to the journal, whole or not at all: a
+ * short write is cut off again, so a failure never leaves a torn line in
+ * the middle of the journal.  Returns 0, or -1 with errno set. */
+static int journal_append(struct sd_controller *c, const char *s)
+{
+	size_t len = strlen(s);
+	char *line = sd_malloc(len + 1);
+	memcpy(line, s, len);
+	line[len] = '\n';
+	size_t done = 0;
+	int err = 0;
+	while (done < len + 1) {
+		ssize_t n = write(c->journal_fd, line + done, len + 1 - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? errno : EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	free(line);
+	if (!err) {
+		c->journal_size += (off_t)done;
+		return 0;
+	}
+	if (done > 0 && ftruncate(c->journal_fd, c->journal_size) < 0) {
+		/* The torn line stays; a reader skips it as it does a crash's. */
+	}
+	errno = err;
+	return -1;
+}
+
+/* A journal write failed with err: said once per failure (stderr, and an
+ * "error" event on stdout and in the cockpit, not in the journal), then
+ * the run goes on: training is worth more than its record. */
+static void journal_failed(struct sd_controller *c, int err)
+{
+	if (c->journal_lost++ > 0)
+		return;
+	c->journal_errno = err;
+	fprintf(stderr, "spotdeck: %s: cannot write the journal: %s; training goes on, "
+	        "its events are lost until writes work again\n", c->journal_path, strerror(err));
+	fflush(stderr);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "reason", "cannot write the journal");
+	cJSON_AddStringToObject(ev, "path", c->journal_path);
+	cJSON_AddStringToObject(ev, "error", strerror(err));
+	cJSON *out = event_new(c, "error", ev);
+	char *s = cJSON_PrintUnformatted(out);
+	if (!s)
+		sd_oom();
+	event_publish(c, out, s);
+	free(s);
+	cJSON_Delete(out);
+}
+
+/* After a failure, event line s goes in only with a journal_resumed event
+ * before it saying how many events were lost, both in one write: a disk
+ * with room for the short line only is still failing.  Returns 0 when
+ * the journal writes again. */
+static int journal_resume(struct sd_controller *c, const char *s)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "path", c->journal_path);
+	cJSON_AddNumberToObject(ev, "lost", (double)c->journal_lost);
+	cJSON_AddStringToObject(ev, "error", strerror(c->journal_errno));
+	cJSON *out = event_new(c, "journal_resumed", ev);
+	char *r = cJSON_PrintUnformatted(out);
+	if (!r)
+		sd_oom();
+	size_t rn = strlen(r), sn = strlen(s);
+	char *both = sd_malloc(rn + 1 + sn + 1);
+	memcpy(both, r, rn);
+	both[rn] = '\n';
+	memcpy(both + rn + 1, s, sn + 1);
+	int rc = journal_append(c, both);
+	if (rc == 0) {
+		fprintf(stderr, "spotdeck: %s: the journal writes again (%ld events lost)\n", c->journal_path,
+		        c->journal_lost);
+		fflush(stderr);
+		c->journal_lost = 0;
+		event_publish(c, out, r);
+	}
+	free(both);
+	free(r);
+	cJSON_Delete(out);
+	return rc;
+}
+
+/* Appends one event to the journal (and stdout when echoing); consumes ev. */
+static void journal(struct sd_controller *c, const char *type, cJSON *ev)
+{
+	cJSON *out = event_new(c, type, ev);
+	char *s = cJSON_PrintUnformatted(out);
+	if (!s)
+		sd_oom();
+	if (c->journal_fd >= 0) {
+		if (c->journal_lost > 0) {
+			if (journal_resume(c, s) < 0)
+				c->journal_lost++;   /* still failing: this one is lost too */
+		} else if (journal_append(c, s) < 0) {
+			journal_failed(c, errno);
+		}
+	}
+	event_publish(c, out, s);
+	free(s);
 	cJSON_Delete(out);
 }
 
@@ -1782,6 +1893,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	struct sd_controller *c = sd_calloc(1, sizeof *c);
 	c->loop = loop;
 	c->lock_fd = -1;
+	c->journal_fd = -1;
 	c->last_loss = -1;   /* none yet: the header shows "-" */
 	c->opts = *opts;
 	c->t0 = now_s();
@@ -1837,15 +1949,17 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	snprintf(path, sizeof path, "%s/token", c->run_dir);
 	if (sd_token_create_file(path, &c->token, why) < 0)
 		goto fail;
-	snprintf(path, sizeof path, "%s/journal.jsonl", c->run_dir);
-	int torn = opts->resume && continue_journal(c, path);
-	c->journal = fopen(path, "a");
-	if (c->journal && torn)
-		fputc('\n', c->journal);   /* the killed run's last line stays on its own */
-	if (!c->journal) {
-		sd_why(why, "%s: %s", path, strerror(errno));
+	snprintf(c->journal_path, sizeof c->journal_path, "%s/journal.jsonl", c->run_dir);
+	int torn = opts->resume && continue_journal(c, c->journal_path);
+	c->journal_fd = open(c->journal_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	struct stat jst;
+	if (c->journal_fd < 0 || fstat(c->journal_fd, &jst) < 0) {
+		sd_why(why, "%s: %s", c->journal_path, strerror(errno));
 		goto fail;
 	}
+	c->journal_size = jst.st_size;
+	if (torn && write(c->journal_fd, "\n", 1) == 1)
+		c->journal_size++;   /* the killed run's last line stays on its own */
 	uv_tcp_init(loop, &c->server);
 	c->server.data = c;
 	struct sockaddr_in addr;
@@ -1913,8 +2027,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	*out = c;
 	return 0;
 fail:
-	if (c->journal)
-		fclose(c->journal);
+	if (c->journal_fd >= 0)
+		close(c->journal_fd);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	free(c->token);
@@ -2050,8 +2164,8 @@ void sd_controller_free(struct sd_controller *c)
 	free(c->ck);
 	free(c->latest_data);
 	free(c->token);
-	if (c->journal)
-		fclose(c->journal);
+	if (c->journal_fd >= 0)
+		close(c->journal_fd);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);   /* releases the run directory */
 	free(c);
