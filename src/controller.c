@@ -98,7 +98,8 @@ struct sd_controller {
 	long journal_lost;           /* events lost since writes began failing, 0 none */
 	int journal_errno;           /* the error that started the failure */
 	int port;
-	double t0;
+	double t0;               /* wall time the run started (a resumed run: its first start) */
+	double wall0, mono0;     /* wall and monotonic time this controller started */
 	struct conn *conns;
 	struct sd_provider *provider;
 	/* swaps waiting for the replacement to train: new server -> old one */
@@ -114,7 +115,7 @@ struct sd_controller {
 	double step_ms_ema;
 	double last_loss, last_acc;
 	int last_epoch;
-	double lost_at;          /* time of the first loss since the last recovery */
+	double lost_at;          /* mono_s() of the first loss since the last recovery, 0 none */
 	long lost_gen;           /* the generation it happened in */
 	char lost_servers[8][64];/* the members lost since then (the first 8) */
 	int nlost_servers;
@@ -148,11 +149,31 @@ struct sd_controller {
 	int sums_count;
 };
 
-static double now_s(void)
+/* Wall-clock time, Unix seconds: only for the journal's "time" and for
+ * the down time of a resumed run, never to measure a duration here. */
+static double wall_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Monotonic seconds (any origin), for durations: a clock step (NTP, an
+ * operator's date) does not move them. */
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds since the run started (the journal's "t"): what went before this
+ * controller (a resumed run's earlier time and its down time, from the wall
+ * clock once, at the start) plus this controller's time, measured on the
+ * monotonic clock. */
+static double run_time_s(const struct sd_controller *c)
+{
+	return (c->wall0 - c->t0) + (mono_s() - c->mono0);
 }
 
 /* A journal event: type, time (Unix seconds), t (seconds since the run
@@ -163,8 +184,8 @@ static cJSON *event_new(struct sd_controller *c, const char *type, cJSON *ev)
 		ev = cJSON_CreateObject();
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "type", type);
-	cJSON_AddNumberToObject(out, "time", floor(now_s() * 1000) / 1000);
-	cJSON_AddNumberToObject(out, "t", floor((now_s() - c->t0) * 1000) / 1000);
+	cJSON_AddNumberToObject(out, "time", floor(wall_s() * 1000) / 1000);
+	cJSON_AddNumberToObject(out, "t", floor(run_time_s(c) * 1000) / 1000);
 	cJSON *item = ev->child;
 	while (item) {
 		cJSON *next = item->next;
@@ -352,7 +373,7 @@ static void swap_remove(struct sd_controller *c, int i);
 
 /* Starts the recovery clock for a member leaving the group: at its notice
  * (LEAVING) for a graceful leave, at its connection's end otherwise, at the
- * last time it was heard from for an unresponsive one (`at`, wall-clock
+ * last time it was heard from for an unresponsive one (`at`, mono_s()
  * seconds).  The next completed step reports recovery_s, steps_lost and
  * lost_servers. */
 static void record_loss(struct sd_controller *c, struct conn *k, double at)
@@ -403,7 +424,7 @@ static void conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddBoolToObject(ev, "member", k->member);
 		journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
 		if (k->member && !c->exiting && !k->loss_recorded)
-			record_loss(c, k, now_s());
+			record_loss(c, k, mono_s());
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
 		/* The checkpoint quit waits for will not come from a lost rank 0. */
@@ -728,7 +749,7 @@ static void drop_unresponsive(struct sd_controller *c, struct conn *k, uint64_t 
 	journal(c, "worker_unresponsive", ev);
 	/* Its loss began when it went quiet (or the group failed), not now. */
 	if (k->member && !k->loss_recorded)
-		record_loss(c, k, now_s() - lost_s);
+		record_loss(c, k, mono_s() - lost_s);
 	char reason[160];
 	snprintf(reason, sizeof reason, "unresponsive: %s (for %.1f s, timeout %.1f s)", why, lost_s,
 	         c->timeout_ms / 1000.0);
@@ -1006,7 +1027,7 @@ static void maybe_finish(struct sd_controller *c)
 	cJSON_AddNumberToObject(ev, "steps", (double)c->step);
 	cJSON_AddNumberToObject(ev, "test_accuracy", c->final_acc);
 	cJSON_AddNumberToObject(ev, "test_loss", c->final_loss);
-	cJSON_AddNumberToObject(ev, "seconds", now_s() - c->t0);
+	cJSON_AddNumberToObject(ev, "seconds", run_time_s(c));
 	cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
 	journal(c, "done", ev);
 	finish(c, 0);
@@ -1118,7 +1139,7 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		cJSON_AddNumberToObject(ev, "comm_ms", sd_msg_num(m, "comm_ms", 0));
 		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));
 		if (recovered) {
-			cJSON_AddNumberToObject(ev, "recovery_s", now_s() - c->lost_at);
+			cJSON_AddNumberToObject(ev, "recovery_s", mono_s() - c->lost_at);
 			/* The step in flight when a worker died, plus any completed
 			 * step the survivors did not all have. */
 			long behind = c->lost_step - c->recover_start;
@@ -1315,7 +1336,7 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		k->leaving = 1;
 		journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
 		if (k->member && !c->exiting && !k->loss_recorded)
-			record_loss(c, k, now_s());
+			record_loss(c, k, mono_s());
 		if (k->member)
 			schedule_generation(c, "worker left");
 		break;
@@ -1896,7 +1917,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->journal_fd = -1;
 	c->last_loss = -1;   /* none yet: the header shows "-" */
 	c->opts = *opts;
-	c->t0 = now_s();
+	c->t0 = c->wall0 = wall_s();
+	c->mono0 = mono_s();
 	c->job = *job;
 	snprintf(c->run_dir, sizeof c->run_dir, "%s", opts->run_dir);
 	char path[SD_PATH_MAX + 64];
@@ -2100,7 +2122,7 @@ void sd_controller_status(const struct sd_controller *c, struct sd_run_status *s
 	/* Paused, nothing trains: no speed, no ETA (rather than the last ones). */
 	st->images_per_sec = c->step_ms_ema > 0 && c->world_size > 0 && !c->paused
 		? c->job.train.global_batch / (c->step_ms_ema / 1000) : 0;
-	st->elapsed_s = now_s() - c->t0;
+	st->elapsed_s = run_time_s(c);
 	st->eta_s = c->step_ms_ema > 0 && c->total_steps > 0 && c->world_size > 0 && !c->paused
 		? (c->total_steps - c->step) * c->step_ms_ema / 1000 : -1;
 	st->generation = c->generation;
