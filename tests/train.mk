@@ -31,6 +31,9 @@ EXTRA_DIST += tests/test-headless-stdin.sh
 # A swap whose replacement ends before it trains frees its slot.
 TESTS += tests/test-swap-pending.sh
 EXTRA_DIST += tests/test-swap-pending.sh
+# A journal that cannot be written (full disk) is said once; the run goes on.
+TESTS += tests/test-journal-full.sh
+EXTRA_DIST += tests/test-journal-full.sh
 # Extra command arguments are refused with the usage.
 TESTS += tests/test-command-args.sh
 EXTRA_DIST += tests/test-command-args.sh

@@ -287,6 +287,15 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		         str(ev, "reason"));
 	} else if (!strcmp(type, "command") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
 		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
+	} else if (!strcmp(type, "error")) {
+		/* reason, then what it concerns and the system's word, when given */
+		const char *path = str(ev, "path"), *srv = str(ev, "server"), *err = str(ev, "error");
+		const char *what = path[0] ? path : srv;
+		snprintf(v->message, sizeof v->message, "error: %s%s%s%s%s%s", str(ev, "reason"),
+		         what[0] ? " (" : "", what, what[0] ? ")" : "", err[0] ? ": " : "", err);
+	} else if (!strcmp(type, "journal_resumed")) {
+		snprintf(v->message, sizeof v->message, "journal writes again (%.0f events lost): %s",
+		         num(ev, "lost", 0), str(ev, "path"));
 	} else if (!strcmp(type, "done")) {
 		snprintf(v->message, sizeof v->message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
 	}

@@ -92,9 +92,14 @@ struct sd_controller {
 	struct sd_controller_opts opts;
 	char run_dir[SD_PATH_MAX];
 	char *token;
-	FILE *journal;
+	int journal_fd;              /* RUNDIR/journal.jsonl, O_APPEND; -1 none */
+	char journal_path[SD_PATH_MAX + 64];
+	off_t journal_size;          /* its length after the last whole line */
+	long journal_lost;           /* events lost since writes began failing, 0 none */
+	int journal_errno;           /* the error that started the failure */
 	int port;
-	double t0;
+	double t0;               /* wall time the run started (a resumed run: its first start) */
+	double wall0, mono0;     /* wall and monotonic time this controller started */
 	struct conn *conns;
 	struct sd_provider *provider;
 	/* swaps waiting for the replacement to train: new server -> old one */
@@ -110,7 +115,7 @@ struct sd_controller {
 	double step_ms_ema;
 	double last_loss, last_acc;
 	int last_epoch;
-	double lost_at;          /* time of the first loss since the last recovery */
+	double lost_at;          /* mono_s() of the first loss since the last recovery, 0 none */
 	long lost_gen;           /* the generation it happened in */
 	char lost_servers[8][64];/* the members lost since then (the first 8) */
 	int nlost_servers;
@@ -146,22 +151,43 @@ struct sd_controller {
 	int sums_count;
 };
 
-static double now_s(void)
+/* Wall-clock time, Unix seconds: only for the journal's "time" and for
+ * the down time of a resumed run, never to measure a duration here. */
+static double wall_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Appends one event to the journal (and stdout when echoing); consumes ev. */
-static void journal(struct sd_controller *c, const char *type, cJSON *ev)
+/* Monotonic seconds (any origin), for durations: a clock step (NTP, an
+ * operator's date) does not move them. */
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds since the run started (the journal's "t"): what went before this
+ * controller (a resumed run's earlier time and its down time, from the wall
+ * clock once, at the start) plus this controller's time, measured on the
+ * monotonic clock. */
+static double run_time_s(const struct sd_controller *c)
+{
+	return (c->wall0 - c->t0) + (mono_s() - c->mono0);
+}
+
+/* A journal event: type, time (Unix seconds), t (seconds since the run
+ * started), then ev's fields (ev is consumed; NULL: none).  Caller frees. */
+static cJSON *event_new(struct sd_controller *c, const char *type, cJSON *ev)
 {
 	if (!ev)
 		ev = cJSON_CreateObject();
 	cJSON *out = cJSON_CreateObject();
 	cJSON_AddStringToObject(out, "type", type);
-	cJSON_AddNumberToObject(out, "time", floor(now_s() * 1000) / 1000);
-	cJSON_AddNumberToObject(out, "t", floor((now_s() - c->t0) * 1000) / 1000);
+	cJSON_AddNumberToObject(out, "time", floor(wall_s() * 1000) / 1000);
+	cJSON_AddNumberToObject(out, "t", floor(run_time_s(c) * 1000) / 1000);
 	cJSON *item = ev->child;
 	while (item) {
 		cJSON *next = item->next;
@@ -170,21 +196,127 @@ static void journal(struct sd_controller *c, const char *type, cJSON *ev)
 		item = next;
 	}
 	cJSON_Delete(ev);
-	char *s = cJSON_PrintUnformatted(out);
-	if (!s)
-		sd_oom();
-	if (c->journal) {
-		fputs(s, c->journal);
-		fputc('\n', c->journal);
-		fflush(c->journal);
-	}
+	return out;
+}
+
+/* Shows event out (printed as s) on stdout when echoing and to on_event. */
+static void event_publish(struct sd_controller *c, const cJSON *out, const char *s)
+{
 	if (c->opts.echo_journal) {
 		puts(s);
 		fflush(stdout);
 	}
-	free(s);
 	if (c->opts.on_event)
 		c->opts.on_event(out, c->opts.ctx);
+}
+
+/* Appends line s and a newline to the journal, whole or not at all: a
+ * short write is cut off again, so a failure never leaves a torn line in
+ * the middle of the journal.  Returns 0, or -1 with errno set. */
+static int journal_append(struct sd_controller *c, const char *s)
+{
+	size_t len = strlen(s);
+	char *line = sd_malloc(len + 1);
+	memcpy(line, s, len);
+	line[len] = '\n';
+	size_t done = 0;
+	int err = 0;
+	while (done < len + 1) {
+		ssize_t n = write(c->journal_fd, line + done, len + 1 - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? errno : EIO;
+			break;
+		}
+		done += (size_t)n;
+	}
+	free(line);
+	if (!err) {
+		c->journal_size += (off_t)done;
+		return 0;
+	}
+	if (done > 0 && ftruncate(c->journal_fd, c->journal_size) < 0) {
+		/* The torn line stays; a reader skips it as it does a crash's. */
+	}
+	errno = err;
+	return -1;
+}
+
+/* A journal write failed with err: said once per failure (stderr, and an
+ * "error" event on stdout and in the cockpit, not in the journal), then
+ * the run goes on: training is worth more than its record. */
+static void journal_failed(struct sd_controller *c, int err)
+{
+	if (c->journal_lost++ > 0)
+		return;
+	c->journal_errno = err;
+	fprintf(stderr, "spotdeck: %s: cannot write the journal: %s; training goes on, "
+	        "its events are lost until writes work again\n", c->journal_path, strerror(err));
+	fflush(stderr);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "reason", "cannot write the journal");
+	cJSON_AddStringToObject(ev, "path", c->journal_path);
+	cJSON_AddStringToObject(ev, "error", strerror(err));
+	cJSON *out = event_new(c, "error", ev);
+	char *s = cJSON_PrintUnformatted(out);
+	if (!s)
+		sd_oom();
+	event_publish(c, out, s);
+	free(s);
+	cJSON_Delete(out);
+}
+
+/* After a failure, event line s goes in only with a journal_resumed event
+ * before it saying how many events were lost, both in one write: a disk
+ * with room for the short line only is still failing.  Returns 0 when
+ * the journal writes again. */
+static int journal_resume(struct sd_controller *c, const char *s)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "path", c->journal_path);
+	cJSON_AddNumberToObject(ev, "lost", (double)c->journal_lost);
+	cJSON_AddStringToObject(ev, "error", strerror(c->journal_errno));
+	cJSON *out = event_new(c, "journal_resumed", ev);
+	char *r = cJSON_PrintUnformatted(out);
+	if (!r)
+		sd_oom();
+	size_t rn = strlen(r), sn = strlen(s);
+	char *both = sd_malloc(rn + 1 + sn + 1);
+	memcpy(both, r, rn);
+	both[rn] = '\n';
+	memcpy(both + rn + 1, s, sn + 1);
+	int rc = journal_append(c, both);
+	if (rc == 0) {
+		fprintf(stderr, "spotdeck: %s: the journal writes again (%ld events lost)\n", c->journal_path,
+		        c->journal_lost);
+		fflush(stderr);
+		c->journal_lost = 0;
+		event_publish(c, out, r);
+	}
+	free(both);
+	free(r);
+	cJSON_Delete(out);
+	return rc;
+}
+
+/* Appends one event to the journal (and stdout when echoing); consumes ev. */
+static void journal(struct sd_controller *c, const char *type, cJSON *ev)
+{
+	cJSON *out = event_new(c, type, ev);
+	char *s = cJSON_PrintUnformatted(out);
+	if (!s)
+		sd_oom();
+	if (c->journal_fd >= 0) {
+		if (c->journal_lost > 0) {
+			if (journal_resume(c, s) < 0)
+				c->journal_lost++;   /* still failing: this one is lost too */
+		} else if (journal_append(c, s) < 0) {
+			journal_failed(c, errno);
+		}
+	}
+	event_publish(c, out, s);
+	free(s);
 	cJSON_Delete(out);
 }
 
@@ -243,7 +375,7 @@ static void swap_remove(struct sd_controller *c, int i);
 
 /* Starts the recovery clock for a member leaving the group: at its notice
  * (LEAVING) for a graceful leave, at its connection's end otherwise, at the
- * last time it was heard from for an unresponsive one (`at`, wall-clock
+ * last time it was heard from for an unresponsive one (`at`, mono_s()
  * seconds).  The next completed step reports recovery_s, steps_lost and
  * lost_servers. */
 static void record_loss(struct sd_controller *c, struct conn *k, double at)
@@ -294,7 +426,7 @@ static void conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddBoolToObject(ev, "member", k->member);
 		journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
 		if (k->member && !c->exiting && !k->loss_recorded)
-			record_loss(c, k, now_s());
+			record_loss(c, k, mono_s());
 		if (k->member && !c->exiting)
 			schedule_generation(c, k->leaving ? "worker left" : "worker lost");
 		/* The checkpoint quit waits for will not come from a lost rank 0. */
@@ -619,7 +751,7 @@ static void drop_unresponsive(struct sd_controller *c, struct conn *k, uint64_t 
 	journal(c, "worker_unresponsive", ev);
 	/* Its loss began when it went quiet (or the group failed), not now. */
 	if (k->member && !k->loss_recorded)
-		record_loss(c, k, now_s() - lost_s);
+		record_loss(c, k, mono_s() - lost_s);
 	char reason[160];
 	snprintf(reason, sizeof reason, "unresponsive: %s (for %.1f s, timeout %.1f s)", why, lost_s,
 	         c->timeout_ms / 1000.0);
@@ -897,7 +1029,7 @@ static void maybe_finish(struct sd_controller *c)
 	cJSON_AddNumberToObject(ev, "steps", (double)c->step);
 	cJSON_AddNumberToObject(ev, "test_accuracy", c->final_acc);
 	cJSON_AddNumberToObject(ev, "test_loss", c->final_loss);
-	cJSON_AddNumberToObject(ev, "seconds", now_s() - c->t0);
+	cJSON_AddNumberToObject(ev, "seconds", run_time_s(c));
 	cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
 	journal(c, "done", ev);
 	finish(c, 0);
@@ -1009,7 +1141,7 @@ static void on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		cJSON_AddNumberToObject(ev, "comm_ms", sd_msg_num(m, "comm_ms", 0));
 		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));
 		if (recovered) {
-			cJSON_AddNumberToObject(ev, "recovery_s", now_s() - c->lost_at);
+			cJSON_AddNumberToObject(ev, "recovery_s", mono_s() - c->lost_at);
 			/* The step in flight when a worker died, plus any completed
 			 * step the survivors did not all have. */
 			long behind = c->lost_step - c->recover_start;
@@ -1229,7 +1361,7 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		k->leaving = 1;
 		journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
 		if (k->member && !c->exiting && !k->loss_recorded)
-			record_loss(c, k, now_s());
+			record_loss(c, k, mono_s());
 		if (k->member)
 			schedule_generation(c, "worker left");
 		break;
@@ -1850,15 +1982,17 @@ static int open_run_dir(struct sd_controller *c, const struct sd_controller_opts
 	snprintf(path, sizeof path, "%s/token", c->run_dir);
 	if (sd_token_create_file(path, &c->token, why) < 0)
 		return -1;
-	snprintf(path, sizeof path, "%s/journal.jsonl", c->run_dir);
-	int torn = opts->resume && continue_journal(c, path);
-	c->journal = fopen(path, "a");
-	if (c->journal && torn)
-		fputc('\n', c->journal);   /* the killed run's last line stays on its own */
-	if (!c->journal) {
-		sd_why(why, "%s: %s", path, strerror(errno));
+	snprintf(c->journal_path, sizeof c->journal_path, "%s/journal.jsonl", c->run_dir);
+	int torn = opts->resume && continue_journal(c, c->journal_path);
+	c->journal_fd = open(c->journal_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	struct stat jst;
+	if (c->journal_fd < 0 || fstat(c->journal_fd, &jst) < 0) {
+		sd_why(why, "%s: %s", c->journal_path, strerror(errno));
 		return -1;
 	}
+	c->journal_size = jst.st_size;
+	if (torn && write(c->journal_fd, "\n", 1) == 1)
+		c->journal_size++;   /* the killed run's last line stays on its own */
 	return 0;
 }
 
@@ -1869,9 +2003,11 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	struct sd_controller *c = sd_calloc(1, sizeof *c);
 	c->loop = loop;
 	c->lock_fd = -1;
+	c->journal_fd = -1;
 	c->last_loss = -1;   /* none yet: the header shows "-" */
 	c->opts = *opts;
-	c->t0 = now_s();
+	c->t0 = c->wall0 = wall_s();
+	c->mono0 = mono_s();
 	c->job = *job;
 	snprintf(c->run_dir, sizeof c->run_dir, "%s", opts->run_dir);
 	if (open_run_dir(c, opts, why) < 0)
@@ -1940,8 +2076,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	*out = c;
 	return 0;
 fail:
-	if (c->journal)
-		fclose(c->journal);
+	if (c->journal_fd >= 0)
+		close(c->journal_fd);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	free(c->token);
@@ -2022,7 +2158,7 @@ void sd_controller_status(const struct sd_controller *c, struct sd_run_status *s
 	/* Paused, nothing trains: no speed, no ETA (rather than the last ones). */
 	st->images_per_sec = c->step_ms_ema > 0 && c->world_size > 0 && !c->paused
 		? c->job.train.global_batch / (c->step_ms_ema / 1000) : 0;
-	st->elapsed_s = now_s() - c->t0;
+	st->elapsed_s = run_time_s(c);
 	st->eta_s = c->step_ms_ema > 0 && c->total_steps > 0 && c->world_size > 0 && !c->paused
 		? (c->total_steps - c->step) * c->step_ms_ema / 1000 : -1;
 	st->generation = c->generation;
@@ -2086,8 +2222,8 @@ void sd_controller_free(struct sd_controller *c)
 	free(c->ck);
 	free(c->latest_data);
 	free(c->token);
-	if (c->journal)
-		fclose(c->journal);
+	if (c->journal_fd >= 0)
+		close(c->journal_fd);
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);   /* releases the run directory */
 	free(c);

@@ -1,0 +1,107 @@
+#!/bin/sh
+# tests/test-journal-full.sh - a journal that cannot be written (a full
+# disk) is said loudly, once, and the run goes on (issue 10's bug list):
+# RUNDIR/journal.jsonl is a link to a file on a 256 KiB tmpfs, all of it
+# but one page taken by a filler file.  When the journal's page is full:
+#   stdout has one "error" event naming the journal and ENOSPC, and stderr
+#     one line saying so - once, however many events are lost after it;
+#   training goes on (steps keep coming on stdout);
+# then the filler is removed, and:
+#   the journal writes again, first a journal_resumed event counting the
+#     events lost, and the run ends done with status 0;
+#   every line of the journal is whole JSON (a failed write is cut back,
+#     never left torn in the middle).
+# A tmpfs needs a mount namespace of our own: `unshare -m` as root,
+# `unshare -rm` (a user namespace) otherwise; where neither works, SKIP.
+if [ -z "$SD_JOURNAL_FULL_NS" ]; then
+	if [ "$(id -u)" = 0 ]; then ns="unshare -m"; else ns="unshare -rm"; fi
+	if ! $ns true 2>/dev/null; then
+		echo "SKIP: '$ns' fails here (no mount/user namespaces): cannot mount a small tmpfs to fill" >&2
+		exit 77
+	fi
+	SD_JOURNAL_FULL_NS=1 exec $ns sh "$0" "$@"
+fi
+exec python3 - <<'PY'
+import json, os, subprocess, sys
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+from elastic import _tmpdirs
+
+r0 = os.path.realpath(os.environ.get("TMPDIR") or "/tmp")
+import tempfile
+tiny = tempfile.mkdtemp(prefix="spotdeck-tinyfs.", dir=r0)
+_tmpdirs.append(tiny)
+rc = subprocess.call(["mount", "-t", "tmpfs", "-o", "size=256k", "spotdeck-test", tiny])
+if rc != 0:
+    print("SKIP: cannot mount a tmpfs in this mount namespace (status %d)" % rc, file=sys.stderr)
+    sys.exit(77)
+import atexit
+atexit.register(lambda: subprocess.call(["umount", "-l", tiny]))
+filler = os.path.join(tiny, "filler")
+with open(filler, "wb") as f:
+    f.write(b"x" * (252 << 10))   # all but one page
+
+base = tempfile.mkdtemp(prefix="spotdeck-journal-full.", dir=r0)
+_tmpdirs.append(base)
+run_dir = os.path.join(base, "run")
+os.mkdir(run_dir)
+jpath = os.path.join(run_dir, "journal.jsonl")
+os.symlink(os.path.join(tiny, "journal.jsonl"), jpath)   # dangling until spotdeck creates it
+
+r = Run(job(model="mlp", epochs=2, checkpoint_every=0, log_every=10), workers=1, run_dir=run_dir, timeout=240)
+err = r.wait_type("error", path=jpath)
+if "No space left on device" not in err.get("error", ""):
+    fail("the journal's error event says %r, expected ENOSPC's 'No space left on device'" % err)
+ok("journal full: %s" % json.dumps(err))
+m = r.mark()
+first = r.wait(lambda e: e.get("type") == "step", "a step after the journal failed")
+r.wait(lambda e: e.get("type") == "step" and e["step"] >= first["step"] + 30, "more steps after the journal failed")
+again = [e for e in r.events[m:] if e.get("type") == "error"]
+if again:
+    fail("the failure was said again: %s" % json.dumps(again))
+ok("training goes on: steps %d to %d on stdout, no second error" % (first["step"], r.events[-1]["step"]))
+
+os.unlink(filler)
+res = r.wait_type("journal_resumed")
+lost_seen = len(r.events[m:-1])   # every event after the error, up to journal_resumed
+if res.get("path") != jpath or not res.get("lost"):
+    fail("journal_resumed says %s" % json.dumps(res))
+if res["lost"] != lost_seen:
+    fail("journal_resumed counts %d lost events; stdout had %d events while the journal failed" %
+         (res["lost"], lost_seen))
+ok("the journal writes again: %s" % json.dumps(res))
+r.wait_type("done")
+rc = r.p.wait(timeout=120 * SCALE)
+stderr = r.p.stderr.read()
+check_sanitizers(stderr, "spotdeck's stderr")
+r.finish()
+if rc != 0:
+    fail("exit status %d after done" % rc)
+said = [l for l in stderr.splitlines() if "cannot write the journal" in l]
+if len(said) != 1 or jpath not in said[0]:
+    fail("stderr says the failure %d times, expected once naming %s:\n%s" % (len(said), jpath, stderr))
+ok("stderr: " + said[0])
+errs = [e for e in r.events if e.get("type") == "error"]
+if len(errs) != 1:
+    fail("%d error events on stdout, expected 1: %s" % (len(errs), json.dumps(errs)))
+
+with open(jpath) as f:
+    lines = f.read().split("\n")
+if lines[-1] != "":
+    fail("the journal does not end in a newline")
+evs = []
+for i, l in enumerate(lines[:-1]):
+    try:
+        evs.append(json.loads(l))
+    except ValueError:
+        fail("journal line %d is not whole JSON: %r" % (i + 1, l[:200]))
+types = [e["type"] for e in evs]
+if "journal_resumed" not in types or "done" not in types:
+    fail("journal types: %s" % types)
+if "error" in types:
+    fail("the journal holds the error event it could not write")
+i = types.index("journal_resumed")
+if evs[i - 1]["t"] > err["t"] or evs[i + 1]["t"] < res["t"]:
+    fail("journal_resumed is not where the gap is: %s" % json.dumps(evs[i - 1:i + 2]))
+ok("journal: %d whole lines, the gap marked by journal_resumed (lost %d), holds done" % (len(evs), res["lost"]))
+PY
