@@ -1,0 +1,162 @@
+/* src/controller/checkpoint.c - the checkpoint sink: chunks from rank 0
+ * assembled, written on the thread pool, verified, pruned. */
+#include "config.h"
+
+#include "src/controller/internal.h"
+
+/* Keeps the newest keep_checkpoints files of run_dir/checkpoints. */
+static void prune_checkpoints(struct sd_controller *c)
+{
+	char dir[SD_PATH_MAX + 32];
+	snprintf(dir, sizeof dir, "%s/checkpoints", c->run_dir);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	long steps[4096];
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 4096) {
+		long s;
+		char tail[16];
+		if (sscanf(e->d_name, "ckpt-%ld.sdckp%15s", &s, tail) == 2 && !strcmp(tail, "t"))
+			steps[n++] = s;
+	}
+	closedir(d);
+	for (int i = 0; i < n; i++) {
+		int newer = 0;
+		for (int j = 0; j < n; j++)
+			newer += steps[j] > steps[i];
+		if (newer >= c->job.keep_checkpoints) {
+			char p[SD_PATH_MAX + 96];
+			snprintf(p, sizeof p, "%s/ckpt-%ld.sdckpt", dir, steps[i]);
+			unlink(p);
+		}
+	}
+}
+
+/* A received checkpoint on its way to disk: written, fsynced, read back and
+ * verified, renamed into place on a libuv thread-pool thread, so a slow disk
+ * never stalls the loop (the cockpit, the protocol, the other workers). */
+struct ckpt_write {
+	uv_work_t req;
+	struct sd_controller *c;
+	unsigned char *data;     /* owned; the stream rank 0 sent */
+	size_t len;
+	long step;
+	char reason[32];
+	char path[SD_PATH_MAX + 64];
+	int rc;
+	char *why;
+};
+
+static void ckpt_write_work(uv_work_t *req)
+{
+	struct ckpt_write *w = req->data;
+	/* Verify before publishing: a torn or corrupt stream never becomes latest. */
+	char incoming[SD_PATH_MAX + 96];
+	snprintf(incoming, sizeof incoming, "%s.incoming", w->path);
+	w->rc = ctl_write_file_atomic(incoming, w->data, w->len, &w->why);
+	struct sd_ckpt ck;
+	if (w->rc == 0 && (w->rc = sd_ckpt_read(incoming, &ck, &w->why)) == 0)
+		sd_ckpt_free(&ck);
+	if (w->rc == 0 && rename(incoming, w->path) < 0)
+		w->rc = sd_why(&w->why, "%s: rename: %s", w->path, strerror(errno));
+	if (w->rc != 0)
+		unlink(incoming);
+}
+
+static void ckpt_write_done(uv_work_t *req, int status)
+{
+	struct ckpt_write *w = req->data;
+	struct sd_controller *c = w->c;
+	c->ck_writing--;
+	if (status == UV_ECANCELED && w->rc == 0)
+		w->rc = sd_why(&w->why, "%s: write cancelled at shutdown", w->path);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddNumberToObject(ev, "step", (double)w->step);
+	cJSON_AddStringToObject(ev, "reason", w->reason);
+	if (w->rc == 0) {
+		/* Writes may finish out of order; latest only moves forward. */
+		if (w->step >= c->latest_ckpt_step || !c->latest_ckpt[0]) {
+			snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", w->path);
+			c->latest_ckpt_step = w->step;
+			free(c->latest_data);
+			c->latest_data = w->data;
+			c->latest_len = w->len;
+			w->data = NULL;
+		}
+		cJSON_AddStringToObject(ev, "path", w->path);
+		cJSON_AddNumberToObject(ev, "bytes", (double)w->len);
+		ctl_journal(c, "checkpoint", ev);
+		prune_checkpoints(c);
+	} else {
+		cJSON_AddStringToObject(ev, "error", w->why ? w->why : "?");
+		ctl_journal(c, "checkpoint_failed", ev);
+	}
+	if (w->rc != 0 && c->quitting && !c->fatal[0])
+		/* Quitting drops the workers: say loudly that their state since
+		 * the last good checkpoint is gone, and exit non-zero. */
+		snprintf(c->fatal, sizeof c->fatal, "quit: the checkpoint at step %ld could not be written "
+		         "(%.400s); training since %.400s is lost", w->step, w->why ? w->why : "?",
+		         c->latest_ckpt[0] ? c->latest_ckpt : "the start");
+	free(w->why);
+	free(w->data);
+	free(w);
+	if (c->closing)
+		return;
+	if (c->quitting) {
+		uv_timer_stop(&c->grace_timer);
+		ctl_finish(c, 1);
+		return;
+	}
+	ctl_maybe_finish(c);
+}
+
+static void checkpoint_complete(struct sd_controller *c)
+{
+	struct ckpt_write *w = sd_calloc(1, sizeof *w);
+	w->req.data = w;
+	w->c = c;
+	w->data = c->ck;
+	w->len = c->ck_len;
+	w->step = c->ck_step;
+	snprintf(w->reason, sizeof w->reason, "%s", c->ck_reason);
+	snprintf(w->path, sizeof w->path, "%s/checkpoints/ckpt-%ld.sdckpt", c->run_dir, c->ck_step);
+	c->ck = NULL;
+	c->ck_len = c->ck_total = 0;
+	c->ck_writing++;
+	int rc = uv_queue_work(c->loop, &w->req, ckpt_write_work, ckpt_write_done);
+	if (rc < 0) {
+		/* Cannot happen with a live loop; write here rather than lose it. */
+		ckpt_write_work(&w->req);
+		ckpt_write_done(&w->req, 0);
+	}
+}
+
+void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	long long off = sd_msg_int(m, "offset", -1), total = sd_msg_int(m, "total", -1);
+	size_t n;
+	unsigned char *bytes = sd_hex_decode(sd_msg_str(m, "data", ""), &n);
+	if (!bytes || total <= 0 || total > (1LL << 34) || off < 0 ||
+	    (unsigned long long)off + n > (unsigned long long)total) {
+		free(bytes);
+		ctl_conn_reject(k, "protocol_error", "malformed checkpoint chunk");
+		return;
+	}
+	if (off == 0) {
+		free(c->ck);
+		c->ck = sd_malloc((size_t)total);
+		c->ck_total = (size_t)total;
+		c->ck_len = 0;
+		c->ck_step = (long)sd_msg_int(m, "step", 0);
+		snprintf(c->ck_reason, sizeof c->ck_reason, "%s", sd_msg_str(m, "reason", "periodic"));
+	}
+	if (c->ck && (size_t)off == c->ck_len && (size_t)total == c->ck_total) {
+		memcpy(c->ck + off, bytes, n);
+		c->ck_len += n;
+		if (c->ck_len == c->ck_total)
+			checkpoint_complete(c);
+	}
+	free(bytes);
+}

@@ -1,0 +1,202 @@
+/* src/controller/commands.c - the operator's command table (add, drop, swap,
+ * checkpoint, pause, resume, quit, help) and pending swaps. */
+#include "config.h"
+
+#include "src/controller/internal.h"
+
+/* add [N | OFFER]: N local workers, or one server of a market offer. */
+static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	long n = 1;
+	const char *offer = "local";
+	if (argc == 2) {
+		char *end;
+		n = strtol(argv[1], &end, 10);
+		if (*end || end == argv[1]) {
+			n = 1;
+			offer = argv[1];
+		} else if (n < 1 || n > 64) {
+			return sd_why(why, "add: expected a count from 1 to 64, got '%s'", argv[1]);
+		}
+	}
+	char id[16];
+	for (long i = 0; i < n; i++)
+		if (sd_provider_acquire(c->provider, offer, id, sizeof id, why) < 0)
+			return sd_why(why, "add %s", why && *why ? *why : "?");
+	return 0;
+}
+
+static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	return sd_provider_release(c->provider, argv[1], "operator", why);
+}
+
+/* Takes pending swap i off the list. */
+void ctl_swap_remove(struct sd_controller *c, int i)
+{
+	c->nswaps--;
+	memmove(c->swap_new[i], c->swap_new[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_new[0]);
+	memmove(c->swap_old[i], c->swap_old[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_old[0]);
+}
+
+/* Server `id` is gone (its state: revoked, released or failed): a swap
+ * waiting for it as the replacement failed (journaled as swap_failed; the
+ * old server stays), and one waiting to drop it as the old server has
+ * nothing left to drop.  Either way its slot is free again. */
+void ctl_swaps_server_gone(struct sd_controller *c, const char *id, const char *state)
+{
+	for (int i = c->nswaps - 1; i >= 0; i--) {
+		if (!strcmp(c->swap_new[i], id)) {
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "server", c->swap_old[i]);
+			cJSON_AddStringToObject(ev, "replacement", id);
+			char reason[64];
+			snprintf(reason, sizeof reason, "the replacement was %s before it trained", state);
+			cJSON_AddStringToObject(ev, "reason", reason);
+			ctl_journal(c, "swap_failed", ev);
+			ctl_swap_remove(c, i);
+		} else if (!strcmp(c->swap_old[i], id)) {
+			ctl_swap_remove(c, i);
+		}
+	}
+}
+
+/* swap SERVER OFFER: acquire the replacement now, drop SERVER once the
+ * replacement trains, so the cluster never shrinks in between. */
+static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (!sd_provider_has_server(c->provider, argv[1]))
+		return sd_why(why, "swap: no server '%s'", argv[1]);
+	if (c->nswaps == 16)
+		return sd_why(why, "swap: 16 swaps already pending");
+	char id[16];
+	if (sd_provider_acquire(c->provider, argv[2], id, sizeof id, why) < 0)
+		return sd_why(why, "swap %s for %s", argv[1], why && *why ? *why : "?");
+	snprintf(c->swap_new[c->nswaps], sizeof c->swap_new[0], "%s", id);
+	snprintf(c->swap_old[c->nswaps], sizeof c->swap_old[0], "%s", argv[1]);
+	c->nswaps++;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", argv[1]);
+	cJSON_AddStringToObject(ev, "replacement", id);
+	cJSON_AddStringToObject(ev, "offer", argv[2]);
+	ctl_journal(c, "swap", ev);
+	return 0;
+}
+
+static int cmd_checkpoint(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member && k->rank == 0) {
+			ctl_conn_send(k, sd_msg_new(SD_MSG_CHECKPOINT));
+			return 0;
+		}
+	return sd_why(why, "checkpoint: no worker is training");
+}
+
+static int cmd_pause(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (c->paused)
+		return sd_why(why, "pause: already paused");
+	c->paused = 1;
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member)
+			ctl_conn_send(k, sd_msg_new(SD_MSG_PAUSE));
+	/* An empty generation records the pause; nobody is sent one. */
+	ctl_schedule_generation(c, "paused");
+	return 0;
+}
+
+static int cmd_resume(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (!c->paused)
+		return sd_why(why, "resume: not paused");
+	c->paused = 0;
+	ctl_schedule_generation(c, "resumed");
+	return 0;
+}
+
+static void on_quit_timeout(uv_timer_t *t)
+{
+	ctl_finish(t->data, 1);
+}
+
+/* quit: checkpoint first when training (rank 0 streams it), then stop the
+ * workers and release the servers; gives up waiting after 15 s. */
+int ctl_cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	if (c->quitting || c->exiting)
+		return 0;
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member && k->rank == 0 && !c->paused) {
+			c->quitting = 1;
+			/* The run's last checkpoint: what --resume continues from. */
+			cJSON *ck = sd_msg_new(SD_MSG_CHECKPOINT);
+			cJSON_AddStringToObject(ck, "reason", "final");
+			ctl_conn_send(k, ck);
+			uv_timer_start(&c->grace_timer, on_quit_timeout, 15000, 0);
+			return 0;
+		}
+	ctl_finish(c, 1);
+	return 0;
+}
+
+static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why);
+
+const struct sd_command sd_commands[] = {
+	{ "add", "[N|OFFER]", 0, 1, "start N local workers (default 1) or acquire a server of OFFER", cmd_add },
+	{ "drop", "SERVER", 1, 1, "release SERVER: its worker leaves at the next step boundary", cmd_drop },
+	{ "swap", "SERVER OFFER", 2, 2, "acquire OFFER, then drop SERVER once the new one trains", cmd_swap },
+	{ "checkpoint", "", 0, 0, "checkpoint now (rank 0 streams it to the run directory)", cmd_checkpoint },
+	{ "pause", "", 0, 0, "stop training at the next step boundary", cmd_pause },
+	{ "resume", "", 0, 0, "continue after pause", cmd_resume },
+	{ "quit", "", 0, 0, "stop the workers and exit", ctl_cmd_quit },
+	{ "help", "", 0, 0, "list the commands", cmd_help },
+	{ NULL, NULL, 0, 0, NULL, NULL },
+};
+
+static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON *list = cJSON_AddArrayToObject(ev, "commands");
+	for (const struct sd_command *k = sd_commands; k->name; k++) {
+		char line[160];
+		snprintf(line, sizeof line, "%s %s - %s", k->name, k->args, k->help);
+		cJSON_AddItemToArray(list, cJSON_CreateString(line));
+	}
+	ctl_journal(c, "help", ev);
+	return 0;
+}
+
+int sd_controller_command(struct sd_controller *c, const char *line, char **why)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "%s", line);
+	char *argv[8];
+	int argc = 0;
+	for (char *tok = strtok(buf, " \t\r\n"); tok && argc < 8; tok = strtok(NULL, " \t\r\n"))
+		argv[argc++] = tok;
+	if (!argc)
+		return 0;
+	const struct sd_command *k;
+	for (k = sd_commands; k->name; k++)
+		if (!strcmp(k->name, argv[0]))
+			break;
+	int rc;
+	if (!k->name) {
+		rc = sd_why(why, "unknown command '%s' (try help)", argv[0]);
+	} else if (argc - 1 > k->max_args) {
+		rc = k->max_args ? sd_why(why, "%s: too many arguments (usage: %s %s)", k->name, k->name, k->args)
+		                 : sd_why(why, "%s: takes no arguments", k->name);
+	} else if (argc - 1 < k->min_args) {
+		rc = sd_why(why, "%s: too few arguments (usage: %s %s)", k->name, k->name, k->args);
+	} else {
+		rc = k->run(c, argc, argv, why);
+	}
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "command", line);
+	cJSON_AddBoolToObject(ev, "ok", rc == 0);
+	if (rc < 0 && why && *why)
+		cJSON_AddStringToObject(ev, "error", *why);
+	ctl_journal(c, "command", ev);
+	return rc;
+}

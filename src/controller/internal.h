@@ -1,0 +1,217 @@
+/* src/controller/internal.h - what the controller's files share (private;
+ * the public interface is controller.h).  Everything in src/controller/
+ * runs on the loop thread, except the checkpoint writes it hands to the
+ * thread pool.  The files, each one job:
+ *   rundir.c: the run directory and its journal: clocks, journal events and
+ *     their writing (a failed write said once, resumed), atomic files,
+ *     resume scan (latest checkpoint, the journal of the run being resumed),
+ *     the directory's lock, job, token and journal at create.
+ *   store.c: the rendezvous key-value store the workers' collectives set up
+ *     through (Gloo's store).
+ *   conn.c: worker connections: sending, closing, rejecting, reading lines,
+ *     and the dispatch of every message a worker sends (hello, ready,
+ *     joined, step, comm_failed, leaving, checkpoint chunks, logs).
+ *   generation.c: generations: the batch split by measured speed, forming a
+ *     generation, its timeout and the liveness checks that drop a silent
+ *     worker, step reports and their metrics.
+ *   checkpoint.c: the checkpoint sink: chunks from rank 0 assembled, written
+ *     on the thread pool, verified, pruned.
+ *   commands.c: the operator's command table (add, drop, swap, checkpoint,
+ *     pause, resume, quit, help) and pending swaps.
+ *   controller.c: the controller's life: create, start, the provider's
+ *     hooks, run end, status for the view, close and free.
+ */
+#ifndef SD_CONTROLLER_INTERNAL_H
+#define SD_CONTROLLER_INTERNAL_H
+
+#include "src/controller/controller.h"
+
+#include <cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/checkpoint.h"
+#include "engine/errors.h"
+#include "src/proto/protocol.h"
+#include "src/provider/provider.h"
+
+/* Joins and losses that happen close together form one generation. */
+#define GENERATION_DEBOUNCE_MS 30
+/* Speed estimates follow new measurements with this weight. */
+#define SPEED_EMA 0.2
+
+struct conn;
+
+struct conn {
+	uv_tcp_t tcp;
+	struct sd_controller *c;
+	struct sd_line_reader rd;
+	int authed;
+	int closing;
+	char server_id[64];
+	char peer[64];
+	long pid;
+	int member;          /* in the current generation */
+	int rank, offset, count;
+	int has_state;       /* joined a generation: holds the run's state */
+	int leaving;
+	int loss_recorded;       /* its leave/loss started the recovery clock */
+	int ready;           /* has loaded the job; may join generations */
+	uint64_t heard_ms;   /* loop time of the last bytes it sent */
+	int unheard;         /* left out of a generation for its silence */
+	long failed_gen;     /* generation of its last comm_failed, -1 none */
+	double ips;          /* measured images/s of its compute (EMA) */
+	double ips_assumed;  /* speed assumed before the first measurement */
+	double compute_ms, comm_ms;
+	int emulated;
+	char backend[8];     /* "cpu", "cuda" or "" (worker did not say) */
+	char device[64];     /* CUDA device name, "" on the CPU */
+	struct conn *next;
+};
+
+struct kv {
+	char *key;
+	char *value;         /* hex, as received */
+	struct kv *next;
+};
+
+struct pending_get {
+	struct conn *conn;
+	long long id;
+	char *key;
+	struct pending_get *next;
+};
+
+struct sd_controller {
+	uv_loop_t *loop;
+	uv_tcp_t server;
+	uv_timer_t gen_timer;
+	uv_timer_t grace_timer;
+	uv_timer_t live_timer;       /* liveness checks, see controller.h */
+	uint64_t live_tick_ms;       /* when it last ran */
+	int live_interval_ms;
+	int heartbeat_ms;            /* the workers' heartbeat interval */
+	int timeout_ms;              /* the current generation's timeout */
+	long failing_gen;            /* generation a collective failed in, -1 none */
+	uint64_t failing_since_ms;   /* its first comm_failed */
+	int ever_ready;              /* some worker loaded the job */
+	char (*job_failed)[64];      /* servers whose worker could not load the job */
+	int njob_failed;
+	char job_error[1024];        /* the first such error */
+	struct sd_job job;
+	struct sd_controller_opts opts;
+	char run_dir[SD_PATH_MAX];
+	char *token;
+	int journal_fd;              /* RUNDIR/journal.jsonl, O_APPEND; -1 none */
+	char journal_path[SD_PATH_MAX + 64];
+	off_t journal_size;          /* its length after the last whole line */
+	long journal_lost;           /* events lost since writes began failing, 0 none */
+	int journal_errno;           /* the error that started the failure */
+	int port;
+	double t0;               /* wall time the run started (a resumed run: its first start) */
+	double wall0, mono0;     /* wall and monotonic time this controller started */
+	struct conn *conns;
+	struct sd_provider *provider;
+	/* swaps waiting for the replacement to train: new server -> old one */
+	char swap_new[16][16], swap_old[16][16];
+	int nswaps;
+	struct kv *kv;
+	struct pending_get *gets;
+	long generation;
+	int world_size;
+	char gen_reason[64];
+	long step;               /* last completed global step */
+	long total_steps;        /* from the workers' joined messages */
+	double step_ms_ema;
+	double last_loss, last_acc;
+	int last_epoch;
+	double lost_at;          /* mono_s() of the first loss since the last recovery, 0 none */
+	long lost_gen;           /* the generation it happened in */
+	char lost_servers[8][64];/* the members lost since then (the first 8) */
+	int nlost_servers;
+	long lost_step;
+	int lost_abrupt;         /* killed mid-step (not a leave at a boundary) */
+	long recover_start;      /* step the generation after a loss started from */
+	int paused;
+	int finishing;           /* final step seen, waiting for the final checkpoint */
+	int quitting;            /* quit: waiting for the checkpoint */
+	int closing;             /* sd_controller_close was called */
+	int ck_writing;          /* checkpoints being written on the thread pool */
+	char fatal[1024];        /* why the run cannot go on, "" if it can */
+	int lock_fd;             /* RUNDIR/lock, flock()ed while this controller runs */
+	int handles_open;        /* create: server, gen_timer, grace_timer, live_timer inited so far */
+	int handles_closing;     /* a failed create: close callbacks still to come */
+	int resume_last_server;  /* resume: the highest sN the journal names */
+	double resume_usd;       /* resume: what the journal's servers cost */
+	int ever_authed;         /* some worker has connected and authenticated */
+	int exiting;
+	double final_acc, final_loss;
+	/* checkpoint being received */
+	unsigned char *ck;
+	size_t ck_len, ck_total;
+	long ck_step;
+	char ck_reason[32];
+	char latest_ckpt[SD_PATH_MAX + 400];
+	long latest_ckpt_step;
+	unsigned char *latest_data;   /* its bytes, kept to stream to a resuming rank 0 */
+	size_t latest_len;
+	/* checksums of the current step from each rank */
+	long sum_step;
+	cJSON *sums;
+	int sums_count;
+};
+
+/* rundir.c */
+double ctl_wall_s(void);
+double ctl_mono_s(void);
+double ctl_run_time_s(const struct sd_controller *c);
+void ctl_journal(struct sd_controller *c, const char *type, cJSON *ev);
+void ctl_journal_kv(struct sd_controller *c, const char *type, const char *k1, const char *v1,
+                    const char *k2, const char *v2);
+int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why);
+void ctl_find_latest_checkpoint(struct sd_controller *c);
+int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *opts, char **why);
+
+/* store.c */
+struct kv *ctl_kv_find(struct sd_controller *c, const char *key);
+void ctl_kv_reply(struct conn *k, long long id, const char *key, const char *value);
+void ctl_kv_set(struct sd_controller *c, const char *key, const char *value);
+void ctl_kv_prune(struct sd_controller *c, long keep);
+
+/* conn.c */
+void ctl_conn_send(struct conn *k, cJSON *msg);
+void ctl_record_loss(struct sd_controller *c, struct conn *k, double at);
+void ctl_conn_close(struct conn *k, const char *why_lost);
+void ctl_conn_reject(struct conn *k, const char *event, const char *reason);
+void ctl_on_connection(uv_stream_t *server, int status);
+
+/* generation.c */
+void ctl_schedule_generation(struct sd_controller *c, const char *reason);
+void ctl_on_live_timer(uv_timer_t *t);
+void ctl_end_if_job_unloadable(struct sd_controller *c);
+void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m);
+
+/* checkpoint.c */
+void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m);
+
+/* commands.c */
+void ctl_swap_remove(struct sd_controller *c, int i);
+void ctl_swaps_server_gone(struct sd_controller *c, const char *id, const char *state);
+int ctl_cmd_quit(struct sd_controller *c, int argc, char **argv, char **why);
+
+/* controller.c */
+void ctl_finish(struct sd_controller *c, int status);
+void ctl_maybe_finish(struct sd_controller *c);
+
+#endif
