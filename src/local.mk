@@ -1,13 +1,25 @@
-# src/: programs' mains, controller, protocol, providers.
-bin_PROGRAMS += spotdeck-worker spotdeck
-spotdeck_worker_SOURCES = src/worker-main.c src/worker-agent.c src/worker-agent.h
-spotdeck_worker_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS)
-spotdeck_worker_LDADD = $(SD_PROTO_LIBS) $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
+# src/: the two programs' mains, over the layers in the folders below (each
+# with its own local.mk and library; tests/layers.txt says which may include
+# which, tests/test-include-layers.sh checks it).  From the bottom:
+#   proto/       wire protocol and job file
+#   market/      catalogs, market model, traces, replacement scorer, planner
+#   worker/      the worker agent (spotdeck-worker)
+#   provider/    where servers come from (the simulator today)
+#   controller/  the elastic controller
+#   app/         view model, what-if, `spotdeck plan`
+include src/proto/local.mk
+include src/market/local.mk
+include src/worker/local.mk
+include src/provider/local.mk
+include src/controller/local.mk
+include src/app/local.mk
 
-spotdeck_SOURCES = src/main.c src/controller.c src/controller.h src/provider.h src/provider-sim.c \
-	src/view-model.c src/view-model.h src/plan-cli.c src/plan-cli.h \
-	src/whatif.c src/whatif.h src/whatif-run.c
+bin_PROGRAMS += spotdeck-worker spotdeck
+spotdeck_worker_SOURCES = src/worker-main.c
+spotdeck_worker_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS)
+spotdeck_worker_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
+
+spotdeck_SOURCES = src/main.c
 spotdeck_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
-spotdeck_LDADD = $(SD_UI_LIBS) $(SD_PROTO_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
-include src/proto.mk
-include src/trace.mk
+spotdeck_LDADD = $(SD_APP_LIBS) $(SD_CONTROLLER_LIBS) $(SD_PROVIDER_LIBS) $(SD_UI_LIBS) \
+	$(SD_PROTO_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)

@@ -1,5 +1,5 @@
-/* src/main.c - spotdeck: the controller, headless (journal on stdout,
- * commands on stdin) or, later, with the cockpit. */
+/* src/main.c - spotdeck: the controller with the cockpit, or headless
+ * (journal on stdout, commands on stdin); `spotdeck plan` goes to plan-cli. */
 #include "config.h"
 
 #include <errno.h>
@@ -17,13 +17,13 @@
 #include <uv.h>
 
 #include "engine/errors.h"
-#include "src/controller.h"
-#include "src/job.h"
-#include "src/plan-cli.h"
-#include "src/protocol.h"
-#include "src/trace.h"
-#include "src/view-model.h"
-#include "src/whatif.h"
+#include "src/controller/controller.h"
+#include "src/proto/job.h"
+#include "src/app/plan-cli.h"
+#include "src/proto/protocol.h"
+#include "src/market/trace.h"
+#include "src/app/view-model.h"
+#include "src/app/whatif.h"
 #include "ui/cockpit.h"
 
 struct app {
@@ -279,101 +279,113 @@ static void discard_run_dir(const char *dir)
 	nftw(dir, discard_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-int main(int argc, char **argv)
+/* The command line, as parsed; NULL and -1 mean "not given". */
+struct options {
+	const char *job_path, *run_dir, *resume, *provider, *catalog, *theme, *trace_path;
+	char worker[PATH_MAX + 32];
+	long workers;
+	int alert;           /* 0 none, 1 bell, 2 flash */
+	int headless, emulate, demo;
+	double hazard, boot, notice;
+	long long seed;
+};
+
+static const struct option longopts[] = {
+	{ "headless", no_argument, 0, 'H' },
+	{ "job", required_argument, 0, 'j' },
+	{ "workers", required_argument, 0, 'w' },
+	{ "run-dir", required_argument, 0, 'r' },
+	{ "resume", required_argument, 0, 'R' },
+	{ "worker", required_argument, 0, 'W' },
+	{ "provider", required_argument, 0, 'P' },
+	{ "catalog", required_argument, 0, 'C' },
+	{ "hazard-scale", required_argument, 0, 'Z' },
+	{ "boot-scale", required_argument, 0, 'B' },
+	{ "notice-scale", required_argument, 0, 'N' },
+	{ "seed", required_argument, 0, 'S' },
+	{ "no-emulate", no_argument, 0, 'E' },
+	{ "theme", required_argument, 0, 'T' },
+	{ "alert", required_argument, 0, 'A' },
+	{ "trace", required_argument, 0, 'X' },
+	{ "demo", no_argument, 0, 'D' },
+	{ "help", no_argument, 0, 'h' },
+	{ "version", no_argument, 0, 'V' },
+	{ 0, 0, 0, 0 },
+};
+
+/* One option with a value that needs checking (c is its getopt code):
+ * returns 0, or 2 (the exit status) after a one-line error. */
+static int parse_value(struct options *o, int c, const char *arg)
 {
-	if (argc > 1 && !strcmp(argv[1], "plan"))
-		return sd_plan_main(argc - 1, argv + 1);
-	static const struct option longopts[] = {
-		{ "headless", no_argument, 0, 'H' },
-		{ "job", required_argument, 0, 'j' },
-		{ "workers", required_argument, 0, 'w' },
-		{ "run-dir", required_argument, 0, 'r' },
-		{ "resume", required_argument, 0, 'R' },
-		{ "worker", required_argument, 0, 'W' },
-		{ "provider", required_argument, 0, 'P' },
-		{ "catalog", required_argument, 0, 'C' },
-		{ "hazard-scale", required_argument, 0, 'Z' },
-		{ "boot-scale", required_argument, 0, 'B' },
-		{ "notice-scale", required_argument, 0, 'N' },
-		{ "seed", required_argument, 0, 'S' },
-		{ "no-emulate", no_argument, 0, 'E' },
-		{ "theme", required_argument, 0, 'T' },
-		{ "alert", required_argument, 0, 'A' },
-		{ "trace", required_argument, 0, 'X' },
-		{ "demo", no_argument, 0, 'D' },
-		{ "help", no_argument, 0, 'h' },
-		{ "version", no_argument, 0, 'V' },
-		{ 0, 0, 0, 0 },
-	};
-	const char *job_path = NULL, *run_dir = NULL, *resume = NULL;
-	char worker[PATH_MAX + 32] = "";
-	long workers = -1;
-	int alert = 1;   /* bell */
-	int headless = 0, c, emulate = 1;
-	const char *provider = NULL, *catalog = NULL, *theme = NULL, *trace_path = NULL;
-	int demo = 0;
-	double hazard = -1, boot = -1, notice = -1;
-	long long seed = -1;
+	char *end;
+	errno = 0;
+	switch (c) {
+	case 'w':
+		o->workers = strtol(arg, &end, 10);
+		if (errno || *end || end == arg || o->workers < 0 || o->workers > 256) {
+			fprintf(stderr, "spotdeck: --workers: expected an integer from 0 to 256, got '%s'\n", arg);
+			return 2;
+		}
+		return 0;
+	case 'A':
+		if (!strcmp(arg, "none") || !strcmp(arg, "bell") || !strcmp(arg, "flash")) {
+			o->alert = arg[0] == 'n' ? 0 : arg[0] == 'b' ? 1 : 2;
+			return 0;
+		}
+		fprintf(stderr, "spotdeck: --alert: expected bell, flash or none, got '%s'\n", arg);
+		return 2;
+	case 'Z':
+	case 'B':
+	case 'N': {
+		double v = strtod(arg, &end);
+		const char *name = c == 'Z' ? "hazard-scale" : c == 'B' ? "boot-scale" : "notice-scale";
+		if (errno || *end || end == arg || !(v > 0) || v > 1e6) {
+			fprintf(stderr, "spotdeck: --%s: expected a positive number, got '%s'\n", name, arg);
+			return 2;
+		}
+		*(c == 'Z' ? &o->hazard : c == 'B' ? &o->boot : &o->notice) = v;
+		return 0;
+	}
+	case 'S':
+		o->seed = strtoll(arg, &end, 10);
+		if (errno || *end || end == arg || o->seed < 0) {
+			fprintf(stderr, "spotdeck: --seed: expected a non-negative integer, got '%s'\n", arg);
+			return 2;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+/* Fills o from the command line.  Returns -1 to go on, or the exit status
+ * (0 after --help/--version, 2 after a one-line error). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	memset(o, 0, sizeof *o);
+	o->workers = -1;
+	o->alert = 1;
+	o->emulate = 1;
+	o->hazard = o->boot = o->notice = -1;
+	o->seed = -1;
 	opterr = 0;
+	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'H': headless = 1; break;
-		case 'j': job_path = optarg; break;
-		case 'r': run_dir = optarg; break;
-		case 'R': resume = optarg; break;
-		case 'W': snprintf(worker, sizeof worker, "%s", optarg); break;
-		case 'w': {
-			char *end;
-			errno = 0;
-			workers = strtol(optarg, &end, 10);
-			if (errno || *end || end == optarg || workers < 0 || workers > 256) {
-				fprintf(stderr, "spotdeck: --workers: expected an integer from 0 to 256, got '%s'\n", optarg);
+		case 'H': o->headless = 1; break;
+		case 'j': o->job_path = optarg; break;
+		case 'r': o->run_dir = optarg; break;
+		case 'R': o->resume = optarg; break;
+		case 'W': snprintf(o->worker, sizeof o->worker, "%s", optarg); break;
+		case 'P': o->provider = optarg; break;
+		case 'C': o->catalog = optarg; break;
+		case 'E': o->emulate = 0; break;
+		case 'T': o->theme = optarg; break;
+		case 'X': o->trace_path = optarg; break;
+		case 'D': o->demo = 1; break;
+		case 'w': case 'A': case 'Z': case 'B': case 'N': case 'S':
+			if (parse_value(o, c, optarg))
 				return 2;
-			}
 			break;
-		}
-		case 'P': provider = optarg; break;
-		case 'C': catalog = optarg; break;
-		case 'E': emulate = 0; break;
-		case 'T': theme = optarg; break;
-		case 'A':
-			if (!strcmp(optarg, "none"))
-				alert = 0;
-			else if (!strcmp(optarg, "bell"))
-				alert = 1;
-			else if (!strcmp(optarg, "flash"))
-				alert = 2;
-			else {
-				fprintf(stderr, "spotdeck: --alert: expected bell, flash or none, got '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		case 'X': trace_path = optarg; break;
-		case 'D': demo = 1; break;
-		case 'Z':
-		case 'B':
-		case 'N': {
-			char *end;
-			errno = 0;
-			double v = strtod(optarg, &end);
-			const char *name = c == 'Z' ? "hazard-scale" : c == 'B' ? "boot-scale" : "notice-scale";
-			if (errno || *end || end == optarg || !(v > 0) || v > 1e6) {
-				fprintf(stderr, "spotdeck: --%s: expected a positive number, got '%s'\n", name, optarg);
-				return 2;
-			}
-			*(c == 'Z' ? &hazard : c == 'B' ? &boot : &notice) = v;
-			break;
-		}
-		case 'S': {
-			char *end;
-			errno = 0;
-			seed = strtoll(optarg, &end, 10);
-			if (errno || *end || end == optarg || seed < 0) {
-				fprintf(stderr, "spotdeck: --seed: expected a non-negative integer, got '%s'\n", optarg);
-				return 2;
-			}
-			break;
-		}
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("spotdeck %s\n", PACKAGE_VERSION); return 0;
 		default:
@@ -385,108 +397,210 @@ int main(int argc, char **argv)
 		fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
-	if (resume && (job_path || run_dir)) {
+	if (o->resume && (o->job_path || o->run_dir)) {
 		fprintf(stderr, "spotdeck: --resume takes the job and run directory from RUNDIR; drop --job/--run-dir\n");
 		return 2;
 	}
+	return -1;
+}
+
+/* The job to run: the embedded demo, the defaults, the --job file or the
+ * resumed run's own job.json, then the command line's overrides.  jp gets
+ * the job's name for messages.  Returns 0, or 1 after a one-line error. */
+static int load_job(const struct options *o, struct sd_job *job, char *jp, size_t jplen)
+{
 	char *why = NULL;
-	struct sd_job job;
-	if (headless && !demo)
-		sd_job_defaults(&job);
+	if (o->headless && !o->demo)
+		sd_job_defaults(job);
 	else
-		demo_job(&job);
-	struct sd_trace trace;
-	memset(&trace, 0, sizeof trace);
-	if (trace_path && sd_trace_load(&trace, trace_path, &why) < 0) {
+		demo_job(job);
+	if (o->job_path && sd_job_load(job, o->job_path, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
 		return 1;
 	}
-	if (job_path && sd_job_load(&job, job_path, &why) < 0) {
-		fprintf(stderr, "spotdeck: %s\n", why);
-		free(why);
-		return 1;
-	}
-	char jp[PATH_MAX + 16];
-	snprintf(jp, sizeof jp, "%s", job_path ? job_path : "the built-in job");
-	if (resume) {
+	snprintf(jp, jplen, "%s", o->job_path ? o->job_path : "the built-in job");
+	if (o->resume) {
 		/* A run directory has its journal from the run's first moment (a
 		 * start that fails removes the directory): without one this is
 		 * not a run to continue. */
 		char jn[PATH_MAX + 32];
-		snprintf(jn, sizeof jn, "%s/journal.jsonl", resume);
+		snprintf(jn, sizeof jn, "%s/journal.jsonl", o->resume);
 		if (access(jn, F_OK) != 0) {
 			fprintf(stderr, "spotdeck: --resume %s: not a spotdeck run directory (no journal.jsonl: %s)\n",
-			        resume, strerror(errno));
+			        o->resume, strerror(errno));
 			return 1;
 		}
 		/* The run's own job decides its catalog and knobs. */
-		snprintf(jp, sizeof jp, "%s/job.json", resume);
-		if (sd_job_load(&job, jp, &why) < 0) {
-			fprintf(stderr, "spotdeck: --resume %s: %s\n", resume, why);
+		snprintf(jp, jplen, "%s/job.json", o->resume);
+		if (sd_job_load(job, jp, &why) < 0) {
+			fprintf(stderr, "spotdeck: --resume %s: %s\n", o->resume, why);
 			free(why);
 			return 1;
 		}
 	}
-	if (workers >= 0)
-		job.workers = (int)workers;
-	if (provider)
-		snprintf(job.provider, sizeof job.provider, "%s", provider);
-	if (strcmp(job.provider, "sim")) {
-		if (provider)
-			fprintf(stderr, "spotdeck: --provider: '%s' is not available in this build (only sim)\n", provider);
+	if (o->workers >= 0)
+		job->workers = (int)o->workers;
+	if (o->provider)
+		snprintf(job->provider, sizeof job->provider, "%s", o->provider);
+	if (strcmp(job->provider, "sim")) {
+		if (o->provider)
+			fprintf(stderr, "spotdeck: --provider: '%s' is not available in this build (only sim)\n", o->provider);
 		else
 			fprintf(stderr, "spotdeck: %s: provider: '%s' is not available in this build (only sim)\n",
-			        jp, job.provider);
+			        jp, job->provider);
 		return 1;
 	}
-	if (catalog)
-		snprintf(job.catalog, sizeof job.catalog, "%s", catalog);
-	if (hazard > 0)
-		job.hazard_scale = hazard;
-	if (boot > 0)
-		job.boot_scale = boot;
-	if (notice > 0)
-		job.notice_scale = notice;
-	if (seed >= 0)
-		job.market_seed = (unsigned long long)seed;
+	if (o->catalog)
+		snprintf(job->catalog, sizeof job->catalog, "%s", o->catalog);
+	if (o->hazard > 0)
+		job->hazard_scale = o->hazard;
+	if (o->boot > 0)
+		job->boot_scale = o->boot;
+	if (o->notice > 0)
+		job->notice_scale = o->notice;
+	if (o->seed >= 0)
+		job->market_seed = (unsigned long long)o->seed;
+	return 0;
+}
+
+/* Closes the controller's and our handles, runs the loop until they are
+ * closed, and frees the controller and the view model. */
+static void close_all(struct app *a)
+{
+	sd_controller_close(a->ctl);
+	uv_walk(a->loop, on_closed_walk, NULL);
+	uv_run(a->loop, UV_RUN_DEFAULT);
+	sd_controller_free(a->ctl);
+	sd_view_model_free(a->vm);
+}
+
+/* Opens the cockpit over the controller (the view model, the theme dirs,
+ * stderr to RUN_DIR/spotdeck.log).  Returns 0, or -1 with *why set. */
+static int open_cockpit(struct app *a, const struct options *o, const char *run_dir, char **why)
+{
+	/* Nothing may write to the terminal behind curses: our own and the
+	 * libraries' diagnostics go to the run directory. */
+	char logpath[PATH_MAX + 32];
+	snprintf(logpath, sizeof logpath, "%s/spotdeck.log", run_dir);
+	int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	a->vm = sd_view_model_new(a->ctl);
+	char themes_home[PATH_MAX] = "";
+	const char *home = getenv("HOME");
+	if (home)
+		snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
+	struct sd_cockpit_opts co = {
+		.theme = o->theme,
+		.theme_dirs = { themes_home, SD_DATADIR "/themes", SD_SRCDIR "/themes", NULL },
+		.bell = o->alert,
+		.log_path = logpath,
+	};
+	int rc = sd_cockpit_create(&a->cockpit, a->loop, &cockpit_ops, a, &co, why);
+	if (rc == 0)
+		a->cockpit_used = 1;
+	if (fd >= 0)
+		close(fd);   /* the cockpit sends stderr to the log itself */
+	return rc;
+}
+
+/* Runs the started controller to its end and says why it ended, once the
+ * terminal is back (the cockpit logs stderr).  fresh_dir: the run
+ * directory is this start's own, to be removed if the run never began. */
+static void run_to_end(struct app *a, const char *jp, int fresh_dir)
+{
+	char *start_why = NULL;
+	if (sd_controller_start(a->ctl, &start_why) < 0) {
+		a->status = 1;
+		a->start_failed = fresh_dir;
+	} else {
+		uv_run(a->loop, UV_RUN_DEFAULT);
+	}
+	if (a->cockpit)
+		sd_cockpit_destroy(a->cockpit);
+	if (start_why) {
+		/* The job's initial cluster named an offer the catalog lacks. */
+		if (!strncmp(start_why, "cluster[", 8))
+			fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
+		else   /* a worker program that cannot be started names itself */
+			fprintf(stderr, "spotdeck: %s\n", start_why);
+		free(start_why);
+	}
+	if (sd_controller_fatal(a->ctl)) {
+		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a->ctl));
+		a->status = 1;
+		a->user_quit = 0;
+		/* A run that failed before its first step (a job the workers cannot
+		 * load, a worker that cannot start) has nothing to resume: its
+		 * directory goes, so the corrected command can run in it again. */
+		struct sd_run_status rs;
+		sd_controller_status(a->ctl, &rs);
+		if (rs.step == 0)
+			a->start_failed = fresh_dir;
+	}
+}
+
+/* The run: parse, load the job and trace, create the controller in its run
+ * directory, open the cockpit or the headless stdin, run, clean up.  The
+ * exit status: 0 after a finished run or a quit from the cockpit, 1 after
+ * a failure, 2 after a bad command line. */
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "plan"))
+		return sd_plan_main(argc - 1, argv + 1);
+	struct options o;
+	int rc = parse_options(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	char *why = NULL;
+	struct sd_trace trace;
+	memset(&trace, 0, sizeof trace);
+	if (o.trace_path && sd_trace_load(&trace, o.trace_path, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s\n", why);
+		free(why);
+		return 1;
+	}
+	struct sd_job job;
+	char jp[PATH_MAX + 16];
+	if (load_job(&o, &job, jp, sizeof jp))
+		return 1;
 	char catalog_path[PATH_MAX + 64] = "";
 	if (job.catalog[0])
 		snprintf(catalog_path, sizeof catalog_path, "%s", job.catalog);
 	else
 		default_catalog(catalog_path, sizeof catalog_path);
 	char rd[64];
-	if (!run_dir && !resume) {
+	const char *run_dir = o.resume ? o.resume : o.run_dir;
+	if (!run_dir) {
 		time_t now = time(NULL);
 		struct tm tm;
 		localtime_r(&now, &tm);
 		strftime(rd, sizeof rd, "run-%Y%m%d-%H%M%S", &tm);
 		run_dir = rd;
 	}
-	if (!worker[0])
-		default_worker_path(worker, sizeof worker);
+	if (!o.worker[0])
+		default_worker_path(o.worker, sizeof o.worker);
 	signal(SIGPIPE, SIG_IGN);
 
 	struct app a;
 	memset(&a, 0, sizeof a);
 	a.loop = uv_default_loop();
-	struct sd_controller_opts o = {
-		.run_dir = resume ? resume : run_dir,
-		.worker_path = worker,
-		.resume = resume != NULL,
-		.echo_journal = headless,
+	struct sd_controller_opts co = {
+		.run_dir = run_dir,
+		.worker_path = o.worker,
+		.resume = o.resume != NULL,
+		.echo_journal = o.headless,
 		.on_event = on_event_cb,
 		.catalog_path = catalog_path[0] ? catalog_path : NULL,
-		.emulate = emulate,
-		.trace = trace_path ? &trace : NULL,
+		.emulate = o.emulate,
+		.trace = o.trace_path ? &trace : NULL,
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};
 	/* A run directory this start creates is removed again if the start
 	 * fails (bad catalog, theme or cluster): a failed start leaves nothing. */
 	struct stat rd_st;
-	int fresh_dir = !resume && stat(run_dir, &rd_st) < 0 && errno == ENOENT;
-	if (!resume) {
+	int fresh_dir = !o.resume && stat(run_dir, &rd_st) < 0 && errno == ENOENT;
+	if (!o.resume) {
 		/* Never start a second run over a first one's job, checkpoints and journal. */
 		char jpath[PATH_MAX + 32];
 		snprintf(jpath, sizeof jpath, "%s/journal.jsonl", run_dir);
@@ -496,9 +610,11 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	if (sd_controller_create(&a.ctl, a.loop, &job, &o, &why) < 0) {
+	if (sd_controller_create(&a.ctl, a.loop, &job, &co, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
+		uv_run(a.loop, UV_RUN_DEFAULT);   /* the failed create's handles close */
+		uv_loop_close(a.loop);
 		if (fresh_dir)
 			discard_run_dir(run_dir);
 		return 1;
@@ -510,78 +626,18 @@ int main(int argc, char **argv)
 	uv_signal_start(&a.sigint, on_signal, SIGINT);
 	uv_signal_start(&a.sigterm, on_signal, SIGTERM);
 	uv_signal_start(&a.sighup, on_signal, SIGHUP);
-	if (headless) {
+	if (o.headless) {
 		open_stdin(&a);
-	} else {
-		/* Nothing may write to the terminal behind curses: our own and the
-		 * libraries' diagnostics go to the run directory. */
-		char logpath[PATH_MAX + 32];
-		snprintf(logpath, sizeof logpath, "%s/spotdeck.log", o.run_dir);
-		int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		a.vm = sd_view_model_new(a.ctl);
-		char themes_home[PATH_MAX] = "";
-		const char *home = getenv("HOME");
-		if (home)
-			snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
-		struct sd_cockpit_opts co = {
-			.theme = theme,
-			.theme_dirs = { themes_home, SD_DATADIR "/themes", SD_SRCDIR "/themes", NULL },
-			.bell = alert,
-			.log_path = logpath,
-		};
-		if (sd_cockpit_create(&a.cockpit, a.loop, &cockpit_ops, &a, &co, &why) < 0) {
-			fprintf(stderr, "spotdeck: %s\n", why);
-			free(why);
-			if (fd >= 0)
-				close(fd);
-			sd_controller_close(a.ctl);
-			uv_walk(a.loop, on_closed_walk, NULL);
-			uv_run(a.loop, UV_RUN_DEFAULT);
-			sd_controller_free(a.ctl);
-			sd_view_model_free(a.vm);
-			if (fresh_dir)
-				discard_run_dir(run_dir);
-			return 1;
-		}
-		a.cockpit_used = 1;
-		if (fd >= 0)
-			close(fd);   /* the cockpit sends stderr to the log itself */
+	} else if (open_cockpit(&a, &o, run_dir, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s\n", why);
+		free(why);
+		close_all(&a);
+		if (fresh_dir)
+			discard_run_dir(run_dir);
+		return 1;
 	}
-	char *start_why = NULL;
-	if (sd_controller_start(a.ctl, &start_why) < 0) {
-		a.status = 1;
-		a.start_failed = fresh_dir;
-	} else {
-		uv_run(a.loop, UV_RUN_DEFAULT);
-	}
-	if (a.cockpit)
-		sd_cockpit_destroy(a.cockpit);
-	if (start_why) {
-		/* The job's initial cluster named an offer the catalog lacks; said
-		 * once the terminal is back, since the cockpit logs stderr. */
-		if (!strncmp(start_why, "cluster[", 8))
-			fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
-		else   /* a worker program that cannot be started names itself */
-			fprintf(stderr, "spotdeck: %s\n", start_why);
-		free(start_why);
-	}
-	if (sd_controller_fatal(a.ctl)) {
-		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a.ctl));
-		a.status = 1;
-		a.user_quit = 0;
-		/* A run that failed before its first step (a job the workers cannot
-		 * load, a worker that cannot start) has nothing to resume: its
-		 * directory goes, so the corrected command can run in it again. */
-		struct sd_run_status rs;
-		sd_controller_status(a.ctl, &rs);
-		if (rs.step == 0)
-			a.start_failed = fresh_dir;
-	}
-	sd_controller_close(a.ctl);
-	uv_walk(a.loop, on_closed_walk, NULL);
-	uv_run(a.loop, UV_RUN_DEFAULT);
-	sd_controller_free(a.ctl);
-	sd_view_model_free(a.vm);
+	run_to_end(&a, jp, fresh_dir);
+	close_all(&a);
 	sd_line_reader_free(&a.in_rd);
 	sd_trace_free(&trace);
 	uv_loop_close(a.loop);

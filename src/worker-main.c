@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "src/protocol.h"
-#include "src/worker-agent.h"
+#include "src/proto/protocol.h"
+#include "src/worker/worker-agent.h"
 
 /* OpenBLAS' own thread-count setter; declared by its cblas.h in newer
  * versions, declared here for the ones that do not. */

@@ -15,8 +15,13 @@ include tests/ui-e2e.mk
 TESTS += tests/test-packages.sh
 EXTRA_DIST += tests/test-packages.sh
 
+# No #include points up a layer; tests/layers.txt writes the graph once
+# (issue 10).
+TESTS += tests/test-include-layers.sh
+EXTRA_DIST += tests/test-include-layers.sh tests/layers.txt
+
 # Headers shared by the C tests and fuzz targets (tests/check.h: the checks;
 # tests/tmpdir.h: scratch files; tests/fuzz/mutate.h: the fuzz drivers).
 # The programs here list them in their _SOURCES; this line also ships them
-# for those built from src/*.mk.
+# for those built from src/*/local.mk.
 EXTRA_DIST += tests/check.h tests/tmpdir.h tests/fuzz/mutate.h

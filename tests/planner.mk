@@ -1,4 +1,4 @@
-# tests/planner.mk: the what-if planner (src/planner.c): its unit tests, the
+# tests/planner.mk: the what-if planner (src/market/planner.c): its unit tests, the
 # seeds' configurations, the CLI and its benchmark.
 PLANNER_TESTS = tests/test-planner-seeds
 check_PROGRAMS += $(PLANNER_TESTS)
@@ -23,11 +23,11 @@ tests_bench_bench_planner_SOURCES = tests/bench/bench-planner.c
 tests_bench_bench_planner_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_bench_bench_planner_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
-# The cockpit's what-if rows (src/whatif.c, pure) and its dialog.
+# The cockpit's what-if rows (src/app/whatif.c, pure) and its dialog.
 WHATIF_TESTS = tests/test-whatif tests/test-ui-whatif
 check_PROGRAMS += $(WHATIF_TESTS)
 TESTS += $(WHATIF_TESTS)
-tests_test_whatif_SOURCES = tests/test-whatif.c src/whatif.c src/whatif.h tests/check.h
+tests_test_whatif_SOURCES = tests/test-whatif.c src/app/whatif.c src/app/whatif.h tests/check.h
 tests_test_whatif_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(UV_CFLAGS)
 tests_test_whatif_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 tests_test_ui_whatif_SOURCES = tests/test-ui-whatif.c tests/ui-fixture.c tests/ui-fixture.h tests/check.h

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/catalog.h"
-#include "src/market-model.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
 #include "tests/check.h"
 
 /* A small valid catalog; the cases below break one thing each. */

@@ -1,8 +1,10 @@
 #!/bin/sh
 # tests/test-command-args.sh - a command given more arguments than its usage
 # names is refused with the usage, not run with the extra ignored
-# ("checkpoint extra" used to checkpoint and answer ok); commands given the
-# right arguments still run.  Headless, no workers.
+# ("checkpoint extra" used to checkpoint and answer ok), and one given fewer
+# too; both are checked by the command table's argument counts, before the
+# command runs.  Commands given the right arguments still run.  Headless,
+# no workers.
 exec python3 - <<'PY'
 import json, os, subprocess, sys, tempfile
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
@@ -13,7 +15,8 @@ _tmpdirs.append(tmp)
 jp = os.path.join(tmp, "job.json")
 with open(jp, "w") as f:
     json.dump({"model": "mlp", "workers": 0}, f)
-lines = ["checkpoint extra", "pause now", "drop s1 s2", "swap s1 offer more", "help", "pause", "quit"]
+lines = ["checkpoint extra", "pause now", "drop s1 s2", "swap s1 offer more", "drop", "swap s1",
+         "add 1 2", "help", "pause", "quit"]
 p = subprocess.run([SPOTDECK, "--headless", "--job", jp, "--run-dir", os.path.join(tmp, "run")],
                    input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120)
 check_sanitizers(p.stderr, "spotdeck's stderr")
@@ -24,6 +27,9 @@ want = {
     "pause now": "pause: takes no arguments",
     "drop s1 s2": "drop: too many arguments (usage: drop SERVER)",
     "swap s1 offer more": "swap: too many arguments (usage: swap SERVER OFFER)",
+    "drop": "drop: too few arguments (usage: drop SERVER)",
+    "swap s1": "swap: too few arguments (usage: swap SERVER OFFER)",
+    "add 1 2": "add: too many arguments (usage: add [N|OFFER])",
 }
 for line, err in want.items():
     e = cmds.get(line)
@@ -32,5 +38,5 @@ for line, err in want.items():
 for line in ("help", "pause"):
     if not cmds.get(line, {}).get("ok"):
         fail("%r: %s, expected it to run" % (line, cmds.get(line)))
-ok("extra arguments refused with the usage (%d commands); help and pause ran" % len(want))
+ok("too many or too few arguments refused with the usage (%d commands); help and pause ran" % len(want))
 PY

@@ -1,9 +1,9 @@
-/* tests/test-job.c - the job file (src/job.c): defaults, a full file, the
+/* tests/test-job.c - the job file (src/proto/job.c): defaults, a full file, the
  * exact round trip through JSON (also through the wire encoding), and
  * malformed jobs, each with the message naming the file and the field. */
 #include "config.h"
 
-#include "src/job.h"
+#include "src/proto/job.h"
 
 #include <fcntl.h>
 #include <float.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/protocol.h"
+#include "src/proto/protocol.h"
 #include "tests/check.h"
 
 static void test_defaults(void)

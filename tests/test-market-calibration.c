@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "engine/rng.h"
-#include "src/catalog.h"
-#include "src/market-model.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
 #include "tests/check.h"
 
 static const double check_hours[4] = { 1, 3, 12, 24 };

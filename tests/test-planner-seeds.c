@@ -60,8 +60,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/catalog.h"
-#include "src/planner.h"
+#include "src/market/catalog.h"
+#include "src/market/planner.h"
 #include "tests/check.h"
 
 #define RUNS 4000

@@ -1,4 +1,4 @@
-/* tests/test-planner.c - unit tests of the planner (src/planner.c) on small
+/* tests/test-planner.c - unit tests of the planner (src/market/planner.c) on small
  * hand-made catalogs whose answers can be worked out by hand: fixed boot
  * times, servers that are surely revoked within the hour, a capacity of 1.
  *
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/catalog.h"
-#include "src/planner.h"
+#include "src/market/catalog.h"
+#include "src/market/planner.h"
 #include "tests/check.h"
 
 #define OFFER(id, zone, spot, usd, cap, notice, boot, rev) \

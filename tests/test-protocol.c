@@ -1,9 +1,9 @@
-/* tests/test-protocol.c - the control-plane wire protocol (src/protocol.c):
+/* tests/test-protocol.c - the control-plane wire protocol (src/proto/protocol.c):
  * the line framer, decoding every message type and every kind of bad line
  * with its message, encode/decode round trips, the hex codec and tokens. */
 #include "config.h"
 
-#include "src/protocol.h"
+#include "src/proto/protocol.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* tests/test-replacement.c - the replacement scorer (src/replacement.h; issue 9,
+/* tests/test-replacement.c - the replacement scorer (src/market/replacement.h; issue 9,
  * item 4): recent revocations and stockouts of a zone weigh against it for
  * a while, by the catalog's batch and storm models, and the suggestion says
  * why.  On a small catalog of three identical K80 zones (so that only the
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/catalog.h"
-#include "src/market-model.h"
-#include "src/replacement.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
+#include "src/market/replacement.h"
 #include "tests/check.h"
 
 #define K80 "\"gpu\": \"K80\", \"gpu_count\": 1, \"transient\": true, \"usd_per_hour\": 0.25,\n" \

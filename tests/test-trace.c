@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/trace.h"
+#include "src/market/trace.h"
 #include "tests/check.h"
 
 /* Compares one event with what it should be; `what` is the string field the

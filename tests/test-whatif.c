@@ -1,4 +1,4 @@
-/* tests/test-whatif.c - the cockpit's what-if rows (src/whatif.c) on a
+/* tests/test-whatif.c - the cockpit's what-if rows (src/app/whatif.c) on a
  * hand-made market: the add/drop commands that switch a running cluster to
  * a row keep the servers a row can use, add the missing ones first and
  * drop the rest (local workers too); the table has the running cluster
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/catalog.h"
-#include "src/planner.h"
-#include "src/whatif.h"
+#include "src/market/catalog.h"
+#include "src/market/planner.h"
+#include "src/app/whatif.h"
 #include "tests/check.h"
 
 #define OFFER(id, zone, gpu, spot, usd, ips) \

@@ -141,7 +141,7 @@ def jdump(v, ind=0):
 
 
 # ---------------------------------------------------------------------------
-# The time-of-day model.  This mirrors src/market-model.c exactly in
+# The time-of-day model.  This mirrors src/market/market-model.c exactly in
 # formulation (not bit for bit): see the comment there for the derivation.
 # Launch time within the day is split in SUB sub-bins per hour; lifetime in
 # 1-hour bins up to the cap.  The row-stochastic matrix

@@ -16,7 +16,7 @@ TensorBoard global_step/sec of asynchronous parameter-server training (TF
 2 PS (p100ps2), measured in Sep 2019.  Each series point is the median of
 the last 80 % of a run's samples (the first 20 % include the warm-up), as
 reference/seeds.md section 2.7 reports them.  The format is described in
-src/planner.h (sd_plan_scaling_load) and data/README.md.
+src/market/planner.h (sd_plan_scaling_load) and data/README.md.
 """
 
 import argparse

@@ -71,7 +71,7 @@ struct sd_view_revocation {
 	double recovery_s;          /* -1 until training continued */
 };
 
-/* One row of the what-if view (key w; src/whatif.c): a cluster the run
+/* One row of the what-if view (key w; src/app/whatif.c): a cluster the run
  * could switch to, with the planner's simulated time and cost for the
  * job's remaining work.  Every figure here is simulated; the UI says so. */
 struct sd_view_whatif {

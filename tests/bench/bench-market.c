@@ -16,8 +16,8 @@
 
 #include "engine/rng.h"
 #include "tests/bench/bench.h"
-#include "src/catalog.h"
-#include "src/market-model.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
 
 #define SERVERS 10000
 #define DAY 86400

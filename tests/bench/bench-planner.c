@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/catalog.h"
-#include "src/market-model.h"
-#include "src/planner.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
+#include "src/market/planner.h"
 
 static double clock_s(clockid_t id)
 {

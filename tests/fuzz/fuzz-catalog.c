@@ -2,8 +2,8 @@
  *
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -I. \
- *     -I/usr/include/cjson tests/fuzz/fuzz-catalog.c src/catalog.c \
- *     src/market-model.c engine/errors.c engine/rng.c -lcjson -lm -o fuzz-catalog
+ *     -I/usr/include/cjson tests/fuzz/fuzz-catalog.c src/market/catalog.c \
+ *     src/market/market-model.c engine/errors.c engine/rng.c -lcjson -lm -o fuzz-catalog
  *   ./fuzz-catalog data/
  * Without it (as `make check` builds it) main() runs the target over the
  * files named on the command line, or, with none, over 2000 deterministic
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "engine/rng.h"
-#include "src/catalog.h"
-#include "src/market-model.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
 
 static long n_ok, n_err, n_bad;
 

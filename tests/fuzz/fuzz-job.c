@@ -1,10 +1,10 @@
-/* tests/fuzz/fuzz-job.c - fuzzes the job-file parser (src/job.c) and checks
+/* tests/fuzz/fuzz-job.c - fuzzes the job-file parser (src/proto/job.c) and checks
  * what it accepts: an accepted job serialises and parses back to the same
  * job (directly and through printed JSON), a refused one gets a one-line
  * message that starts with the file name.
  *
  * Built with -DSD_LIBFUZZER -fsanitize=fuzzer this is a libFuzzer target
- * (see src/proto.mk).  Otherwise main() runs a built-in corpus of valid job
+ * (see src/proto/local.mk).  Otherwise main() runs a built-in corpus of valid job
  * files, each with 5,000 deterministic random mutations (bit flips, byte
  * replacements, truncations, insertions, duplicated and deleted chunks), so
  * `make check`, and CI's ASan+UBSan build of it, fuzzes on every run. */
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/job.h"
+#include "src/proto/job.h"
 #include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,10 +1,10 @@
 /* tests/fuzz/fuzz-protocol.c - fuzzes the line framer and the message decoder
- * (src/protocol.c), and checks what they accept: an accepted line re-encodes
+ * (src/proto/protocol.c), and checks what they accept: an accepted line re-encodes
  * to one line that decodes to the same message, a refused one gets a one-line
  * message, a welcome's job either parses and round-trips or is refused.
  *
  * Built with -DSD_LIBFUZZER -fsanitize=fuzzer this is a libFuzzer target
- * (see src/proto.mk).  Otherwise main() runs a built-in corpus of valid
+ * (see src/proto/local.mk).  Otherwise main() runs a built-in corpus of valid
  * messages, each with 5,000 deterministic random mutations (bit flips, byte
  * replacements, truncations, insertions, duplicated and deleted chunks), so
  * `make check`, and CI's ASan+UBSan build of it, fuzzes on every run. */
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/job.h"
-#include "src/protocol.h"
+#include "src/proto/job.h"
+#include "src/proto/protocol.h"
 #include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -2,7 +2,7 @@
  *
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -D_GNU_SOURCE -I. \
- *     -I/usr/include/cjson tests/fuzz/fuzz-trace.c src/trace.c engine/errors.c \
+ *     -I/usr/include/cjson tests/fuzz/fuzz-trace.c src/market/trace.c engine/errors.c \
  *     -lcjson -lm -o fuzz-trace
  *   ./fuzz-trace
  * Without it (as `make check` builds it) main() runs the target over the
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/trace.h"
+#include "src/market/trace.h"
 
 static long n_ok, n_err, n_bad;
 

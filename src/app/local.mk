@@ -1,0 +1,10 @@
+# src/app/: what the spotdeck program adds on top — the view model (the
+# cockpit's view struct built from the controller, provider and market), the
+# what-if dialog's rows and runs, and `spotdeck plan`.  May include every
+# layer below it and ui/.
+noinst_LIBRARIES += src/app/libsdapp.a
+src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
+	src/app/plan-cli.c src/app/plan-cli.h \
+	src/app/whatif.c src/app/whatif.h src/app/whatif-run.c
+src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+SD_APP_LIBS = src/app/libsdapp.a

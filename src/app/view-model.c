@@ -1,0 +1,431 @@
+/* src/app/view-model.c - see view-model.h. */
+#include "config.h"
+
+#include "src/app/view-model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/errors.h"
+#include "src/market/market-model.h"
+#include "src/market/replacement.h"
+#include "src/market/planner.h"
+#include "src/provider/provider.h"
+#include "src/app/whatif.h"
+
+#define MAX_SERVERS 256
+#define MAX_REVOCATIONS 256
+#define MAX_ZONE_EVENTS 64   /* revocations and stockouts the scorer weighs */
+
+struct hist {
+	char id[32];
+	struct sd_view_series ips;
+};
+
+struct sd_view_model {
+	struct sd_controller *c;
+	struct sd_view v;
+	struct sd_view_offer *offers;
+	struct sd_view_server servers[MAX_SERVERS];
+	struct sd_view_revocation rev[MAX_REVOCATIONS];
+	/* Recoveries from a server's loss journaled before its revocation (a
+	 * notice makes the worker leave before the kill): a ring of the last 16. */
+	struct { char server[32]; double recovery_s; long steps_lost; } early[16];
+	int nearly;
+	struct hist hist[MAX_SERVERS];
+	int nhist;
+	double last_hist_t;
+	/* The last MAX_ZONE_EVENTS revocations and stockouts (a ring from
+	 * zev_head), with their zones' names owned here. */
+	struct sd_replacement_event zev[MAX_ZONE_EVENTS];
+	char zev_zone[MAX_ZONE_EVENTS][64];
+	int nzev, zev_head;
+	int *available;            /* per catalog offer, for the scorer */
+	struct sd_view_whatif whatif[SD_WHATIF_MAX_ROWS];
+};
+
+/* The model in a GPU's name, for a 5-column cell: the first word with a
+ * digit after the vendor's words ("NVIDIA H200" -> "H200", "NVIDIA H100 80GB
+ * HBM3" -> "H100", "NVIDIA A100-SXM4-80GB" -> "A100", "NVIDIA GeForce RTX
+ * 4090" -> "4090"); the first word when none has one. */
+static void gpu_short_name(char *out, size_t len, const char *device)
+{
+	char buf[64];
+	snprintf(buf, sizeof buf, "%s", device);
+	const char *pick = NULL;
+	for (char *save = NULL, *tok = strtok_r(buf, " -", &save); tok;
+	     tok = strtok_r(NULL, " -", &save)) {
+		if (!pick && strcmp(tok, "NVIDIA") && strcmp(tok, "GeForce") && strcmp(tok, "Tesla"))
+			pick = tok;
+		if (strpbrk(tok, "0123456789")) {
+			pick = tok;
+			break;
+		}
+	}
+	snprintf(out, len, "%s", pick ? pick : device);
+}
+
+static const char *str(const cJSON *ev, const char *k)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);
+	return cJSON_IsString(i) ? i->valuestring : "";
+}
+
+static double num(const cJSON *ev, const char *k, double dflt)
+{
+	const cJSON *i = cJSON_GetObjectItemCaseSensitive(ev, k);
+	return cJSON_IsNumber(i) ? i->valuedouble : dflt;
+}
+
+struct sd_view_model *sd_view_model_new(struct sd_controller *c)
+{
+	struct sd_view_model *vm = sd_calloc(1, sizeof *vm);
+	vm->c = c;
+	const struct sd_job *j = sd_controller_job(c);
+	struct sd_view *v = &vm->v;
+	snprintf(v->job, sizeof v->job, "%s on %s, global batch %d", j->train.model,
+	         j->train.dataset, j->train.global_batch);
+	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
+	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(c));
+	v->simulated = cat != NULL;
+	if (cat) {
+		const char *base = strrchr(cat->file, '/');
+		snprintf(v->catalog, sizeof v->catalog, "%s", base ? base + 1 : cat->file);
+		vm->offers = sd_calloc((size_t)cat->noffers, sizeof *vm->offers);
+		vm->available = sd_calloc((size_t)cat->noffers, sizeof *vm->available);
+	}
+	v->hazard_scale = j->hazard_scale;
+	v->boot_scale = j->boot_scale;
+	v->seed = j->market_seed;
+	v->test_accuracy = -1;
+	v->eta_s = -1;
+	v->servers = vm->servers;
+	v->revocations = vm->rev;
+	return vm;
+}
+
+void sd_view_model_free(struct sd_view_model *vm)
+{
+	if (!vm)
+		return;
+	sd_whatif_forget(vm);
+	free(vm->offers);
+	free(vm->available);
+	free(vm);
+}
+
+void sd_view_model_set_whatif(struct sd_view_model *vm, const struct sd_view_whatif *rows, int n,
+                              const char *note, int busy)
+{
+	struct sd_view *v = &vm->v;
+	if (rows) {
+		n = n < SD_WHATIF_MAX_ROWS ? n : SD_WHATIF_MAX_ROWS;
+		memcpy(vm->whatif, rows, sizeof *rows * (size_t)n);
+		v->whatif = vm->whatif;
+		v->nwhatif = n;
+	}
+	snprintf(v->whatif_note, sizeof v->whatif_note, "%s", note ? note : "");
+	v->whatif_busy = busy;
+	v->whatif_version++;
+	v->version++;
+}
+
+/* What the servers billed so far would have cost more on-demand. */
+static void saved(struct sd_view *v, const struct sd_catalog *cat, const struct sd_server_info *si, int ns)
+{
+	bool est = false;
+	v->usd_saved = 0;
+	for (int i = 0; cat && i < ns; i++)
+		v->usd_saved += sd_plan_saved_usd(cat, si[i].offer, si[i].usd, &est);
+	v->usd_saved_estimated = est;
+}
+
+static int cmp_offer(const void *a, const void *b)
+{
+	const struct sd_view_offer *x = a, *y = b;
+	return (x->usd_per_mimage > y->usd_per_mimage) - (x->usd_per_mimage < y->usd_per_mimage);
+}
+
+/* Remembers a revocation or stockout for the scorer (src/market/replacement.h). */
+static void zone_event(struct sd_view_model *vm, enum sd_replacement_event_kind kind, double t,
+                       const char *zone, const char *offer_id, double seconds)
+{
+	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(vm->c));
+	if (!cat || !zone[0])
+		return;
+	int i = (vm->zev_head + vm->nzev) % MAX_ZONE_EVENTS;
+	if (vm->nzev == MAX_ZONE_EVENTS)
+		vm->zev_head = (vm->zev_head + 1) % MAX_ZONE_EVENTS;
+	else
+		vm->nzev++;
+	snprintf(vm->zev_zone[i], sizeof vm->zev_zone[i], "%s", zone);
+	vm->zev[i] = (struct sd_replacement_event){
+		.kind = kind, .t = t, .zone = vm->zev_zone[i],
+		.offer = offer_id ? sd_catalog_find(cat, offer_id) : NULL, .seconds = seconds,
+	};
+}
+
+/* The replacement the scorer suggests now for the server in
+ * v->suggestion_for, and why; recomputed on every refresh, so that zones
+ * whose events have faded come back and the ages in the reason stay true. */
+static void suggest(struct sd_view_model *vm)
+{
+	struct sd_view *v = &vm->v;
+	struct sd_provider *p = sd_controller_provider(vm->c);
+	const struct sd_catalog *cat = sd_provider_catalog(p);
+	if (!cat || !v->suggestion_for[0])
+		return;
+	for (int i = 0; i < cat->noffers; i++) {
+		int live = sd_provider_live(p, &cat->offers[i]);
+		vm->available[i] = live < 0 ? -1 : cat->offers[i].capacity - live;
+	}
+	/* The ring in time order, as the scorer's events. */
+	struct sd_replacement_event ev[MAX_ZONE_EVENTS];
+	for (int i = 0; i < vm->nzev; i++)
+		ev[i] = vm->zev[(vm->zev_head + i) % MAX_ZONE_EVENTS];
+	struct sd_replacement_input in = {
+		.cat = cat, .usd_per_hour = sd_provider_prices(p), .available = vm->available,
+		.events = ev, .nevents = vm->nzev,
+		.now = v->elapsed_s, .hazard_scale = v->hazard_scale,
+	};
+	struct sd_replacement_choice ch;
+	if (sd_replacement_suggest(&in, &ch) < 0) {
+		v->suggestion[0] = v->suggestion_why[0] = '\0';
+		return;
+	}
+	snprintf(v->suggestion, sizeof v->suggestion, "%s", cat->offers[ch.offer].id);
+	sd_replacement_explain(&in, &ch, v->suggestion_why, sizeof v->suggestion_why);
+}
+
+void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
+{
+	struct sd_view *v = &vm->v;
+	const char *type = str(ev, "type");
+	double t = num(ev, "t", 0);
+	v->version++;
+	if (!strcmp(type, "step")) {
+		sd_view_series_push(&v->throughput, t, (float)num(ev, "images_per_sec", 0));
+		sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
+		if (num(ev, "recovery_s", -1) >= 0) {
+			double rs = num(ev, "recovery_s", 0);
+			long lost = (long)num(ev, "steps_lost", 0);
+			const cJSON *who = cJSON_GetObjectItemCaseSensitive(ev, "lost_servers");
+			const cJSON *w;
+			cJSON_ArrayForEach(w, who) {
+				if (!cJSON_IsString(w))
+					continue;
+				int i = v->nrevocations - 1;
+				while (i >= 0 && (strcmp(vm->rev[i].server, w->valuestring) || vm->rev[i].recovery_s >= 0))
+					i--;
+				if (i >= 0) {
+					vm->rev[i].recovery_s = rs;
+					vm->rev[i].steps_lost = lost;
+				} else {
+					int e = vm->nearly++ % 16;
+					snprintf(vm->early[e].server, sizeof vm->early[e].server, "%s", w->valuestring);
+					vm->early[e].recovery_s = rs;
+					vm->early[e].steps_lost = lost;
+				}
+			}
+		}
+	} else if (!strcmp(type, "epoch")) {
+		sd_view_series_push(&v->acc_hist, t, (float)num(ev, "test_accuracy", 0));
+	} else if (!strcmp(type, "revoked")) {
+		if (v->nrevocations == MAX_REVOCATIONS) {
+			memmove(vm->rev, vm->rev + 1, (MAX_REVOCATIONS - 1) * sizeof vm->rev[0]);
+			v->nrevocations--;
+		}
+		struct sd_view_revocation *r = &vm->rev[v->nrevocations++];
+		memset(r, 0, sizeof *r);
+		r->t = t;
+		snprintf(r->server, sizeof r->server, "%s", str(ev, "server"));
+		snprintf(r->zone, sizeof r->zone, "%s", str(ev, "zone"));
+		snprintf(r->gpu, sizeof r->gpu, "%s", str(ev, "gpu"));
+		r->lifetime_s = num(ev, "lifetime_s", 0);
+		r->notice_s = num(ev, "notice_s", 0);
+		r->recovery_s = -1;
+		r->steps_lost = -1;   /* "-" until training goes on */
+		for (int i = 0; i < 16 && i < vm->nearly; i++)
+			if (!strcmp(vm->early[i].server, r->server)) {
+				r->recovery_s = vm->early[i].recovery_s;
+				r->steps_lost = vm->early[i].steps_lost;
+				vm->early[i].server[0] = '\0';
+				break;
+			}
+		if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
+			v->revocation_marks[v->nmarks++] = t;
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "capped")))
+			zone_event(vm, SD_REPLACEMENT_REVOKED, t, r->zone, str(ev, "offer"), -1);
+		snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", r->server);
+		if (v->elapsed_s < t)
+			v->elapsed_s = t;   /* the scorer's "now" before the next refresh */
+		suggest(vm);
+		snprintf(v->message, sizeof v->message, "%s revoked (%s %s) after %.0f s",
+		         r->server, r->gpu, r->zone, r->lifetime_s);
+	} else if (!strcmp(type, "notice")) {
+		snprintf(v->message, sizeof v->message, "%s: revocation notice, %.1f s left",
+		         str(ev, "server"), num(ev, "seconds", 0));
+	} else if (!strcmp(type, "stockout")) {
+		snprintf(v->message, sizeof v->message, "%s: stockout in %s (%s)", str(ev, "offer"),
+		         str(ev, "zone"), str(ev, "reason"));
+		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), str(ev, "offer"), -1);
+	} else if (!strcmp(type, "zone_exhausted")) {
+		/* A trace closed a whole zone for a known time. */
+		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
+	} else if (!strcmp(type, "worker_lost")) {
+		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
+	} else if (!strcmp(type, "job_error")) {
+		snprintf(v->message, sizeof v->message, "%s cannot load the job: %s", str(ev, "server"),
+		         str(ev, "error"));
+	} else if (!strcmp(type, "acquired")) {
+		snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
+		/* The operator reacted: the suggestion has done its job. */
+		v->suggestion[0] = v->suggestion_for[0] = v->suggestion_why[0] = 0;
+	} else if (!strcmp(type, "checkpoint")) {
+		snprintf(v->message, sizeof v->message, "checkpoint at step %.0f (%s)", num(ev, "step", 0),
+		         str(ev, "reason"));
+	} else if (!strcmp(type, "command") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
+		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
+	} else if (!strcmp(type, "error")) {
+		/* reason, then what it concerns and the system's word, when given */
+		const char *path = str(ev, "path"), *srv = str(ev, "server"), *err = str(ev, "error");
+		const char *what = path[0] ? path : srv;
+		snprintf(v->message, sizeof v->message, "error: %s%s%s%s%s%s", str(ev, "reason"),
+		         what[0] ? " (" : "", what, what[0] ? ")" : "", err[0] ? ": " : "", err);
+	} else if (!strcmp(type, "journal_resumed")) {
+		snprintf(v->message, sizeof v->message, "journal writes again (%.0f events lost): %s",
+		         num(ev, "lost", 0), str(ev, "path"));
+	} else if (!strcmp(type, "done")) {
+		snprintf(v->message, sizeof v->message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
+	}
+}
+
+static struct hist *hist_for(struct sd_view_model *vm, const char *id)
+{
+	for (int i = 0; i < vm->nhist; i++)
+		if (!strcmp(vm->hist[i].id, id))
+			return &vm->hist[i];
+	if (vm->nhist == MAX_SERVERS) {
+		memmove(vm->hist, vm->hist + 1, (MAX_SERVERS - 1) * sizeof vm->hist[0]);
+		vm->nhist--;
+	}
+	struct hist *h = &vm->hist[vm->nhist++];
+	memset(h, 0, sizeof *h);
+	size_t n = strnlen(id, sizeof h->id - 1);
+	memcpy(h->id, id, n);
+	return h;
+}
+
+const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
+{
+	struct sd_view *v = &vm->v;
+	struct sd_controller *c = vm->c;
+	struct sd_provider *p = sd_controller_provider(c);
+	struct sd_run_status st;
+	sd_controller_status(c, &st);
+	v->version++;   /* elapsed time and live figures move on every refresh */
+	v->step = st.step;
+	v->total_steps = st.total_steps;
+	v->epoch = st.epoch;
+	v->epochs = st.epochs;
+	v->loss = st.loss;
+	v->test_accuracy = st.test_accuracy;
+	v->images_per_sec = st.images_per_sec;
+	v->elapsed_s = st.elapsed_s;
+	v->eta_s = st.eta_s;
+	v->paused = st.paused;
+	v->generation = st.generation;
+	v->world_size = st.world_size;
+	v->usd_spent = sd_provider_usd_spent(p);
+	v->usd_per_hour = sd_provider_usd_per_hour(p);
+	struct sd_price_gaps gaps;
+	sd_provider_price_gaps(p, &gaps);
+	v->spent_unpriced = gaps.ran_unpriced;
+	v->rate_unpriced = gaps.live_unpriced;
+	v->spent_estimated = gaps.ran_estimated;
+	v->rate_estimated = gaps.live_estimated;
+
+	suggest(vm);
+
+	const struct sd_catalog *cat = sd_provider_catalog(p);
+	v->noffers = 0;
+	if (cat) {
+		v->offers = vm->offers;
+		for (int i = 0; i < cat->noffers; i++) {
+			const struct sd_offer *o = &cat->offers[i];
+			struct sd_view_offer *vo = &vm->offers[v->noffers++];
+			memset(vo, 0, sizeof *vo);
+			snprintf(vo->id, sizeof vo->id, "%s", o->id);
+			snprintf(vo->provider, sizeof vo->provider, "%s", o->provider);
+			snprintf(vo->region, sizeof vo->region, "%s", o->region);
+			snprintf(vo->zone, sizeof vo->zone, "%s", o->zone);
+			snprintf(vo->gpu, sizeof vo->gpu, "%s", o->gpu);
+			vo->gpus = o->gpu_count;
+			vo->transient = o->transient;
+			vo->usd_per_hour = sd_provider_offer_usd_per_hour(p, o);   /* the market's now */
+			vo->images_per_sec = o->images_per_sec * o->gpu_count;
+			/* USD per million images at the offer's measured speed. */
+			vo->usd_per_mimage = vo->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
+			vo->p_revoked_1h = o->transient ? sd_market_p_revoked_within(o, 3600, 1) : 0;
+			int live = sd_provider_live(p, o);
+			vo->available = live < 0 ? -1 : o->capacity - live;
+			vo->price_estimated = o->price_source && !strncmp(o->price_source, "estimated", 9);
+		}
+		qsort(vm->offers, (size_t)v->noffers, sizeof *vm->offers, cmp_offer);
+	}
+
+	struct sd_server_info si[MAX_SERVERS];
+	struct sd_worker_info wi[MAX_SERVERS];
+	int ns = sd_provider_list(p, si, MAX_SERVERS);
+	int nw = sd_controller_workers(c, wi, MAX_SERVERS);
+	saved(v, cat, si, ns);
+	int sample = v->elapsed_s - vm->last_hist_t >= 1.0;
+	if (sample)
+		vm->last_hist_t = v->elapsed_s;
+	v->nservers = 0;
+	/* Live servers first (oldest first), then those gone in the last minute,
+	 * so the selection and the picker start on servers one can act on. */
+	for (int pass = 0; pass < 2; pass++)
+	for (int i = 0; i < ns; i++) {
+		if (si[i].gone != pass || (si[i].gone && si[i].gone_for_s > 60))
+			continue;
+		struct sd_view_server *s = &vm->servers[v->nservers++];
+		memset(s, 0, sizeof *s);
+		snprintf(s->id, sizeof s->id, "%s", si[i].id);
+		snprintf(s->offer, sizeof s->offer, "%s", si[i].offer ? si[i].offer->id : "local");
+		snprintf(s->zone, sizeof s->zone, "%s", si[i].offer ? si[i].offer->zone : "localhost");
+		snprintf(s->gpu, sizeof s->gpu, "%s", si[i].offer ? si[i].offer->gpu : "CPU");
+		s->transient = si[i].offer ? si[i].offer->transient : 0;
+		s->local = si[i].offer == NULL;
+		/* A paused run holds its workers at a step boundary: say so rather
+		 * than "training" (the provider's state for a server in the job). */
+		snprintf(s->state, sizeof s->state, "%s",
+		         st.paused && !strcmp(si[i].state, "training") ? "paused" : si[i].state);
+		s->rank = -1;
+		s->uptime_s = si[i].uptime_s;
+		/* The rate billing uses, not the offer's price now (a trace or
+		 * the market may have moved it since). */
+		s->usd_per_hour = si[i].gone ? 0 : si[i].usd_per_hour;
+		s->price_estimated = si[i].price_estimated;
+		s->usd_so_far = si[i].usd;
+		s->emulated = si[i].emulated;
+		s->notice_left_s = si[i].notice_left_s;
+		for (int w = 0; w < nw; w++)
+			if (!strcmp(wi[w].server, si[i].id)) {
+				s->rank = wi[w].rank;
+				s->images_per_sec = wi[w].images_per_sec;
+				s->compute_ms = wi[w].compute_ms;
+				s->comm_ms = wi[w].comm_ms;
+				/* A worker on a real GPU: show that GPU, not the offer's. */
+				if (wi[w].device[0])
+					gpu_short_name(s->gpu, sizeof s->gpu, wi[w].device);
+			}
+		struct hist *h = hist_for(vm, s->id);
+		if (sample)
+			sd_view_series_push(&h->ips, v->elapsed_s, (float)s->images_per_sec);
+		s->ips = h->ips;
+	}
+	return v;
+}

@@ -1,0 +1,463 @@
+/* src/market/trace.c - parsing market trace files (see trace.h and
+ * spotdeck-catalog(5), TRACE FILES).
+ *
+ * Each line is copied into a NUL-terminated buffer and handed to cJSON on
+ * its own, so a bad line can be named by number and cannot swallow the next
+ * one.  Events go into one growing array that is sorted once at the end.
+ */
+#include "src/market/trace.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/errors.h"
+
+struct ctx {
+	const char *file;
+	int line;
+	char **why;
+};
+
+/* "FILE:LINE: FIELD: MESSAGE", or "FILE:LINE: MESSAGE" when field is NULL;
+ * returns -1. */
+static int fail(const struct ctx *c, const char *field, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(const struct ctx *c, const char *field, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (field)
+		return sd_why(c->why, "%s:%d: %s: %s", c->file, c->line, field, msg);
+	return sd_why(c->why, "%s:%d: %s", c->file, c->line, msg);
+}
+
+/* Writes s into buf (size n >= 16) with quotes, shortened to 40 bytes, bytes
+ * that could break the one-line message escaped as \xNN. */
+static const char *quote(const char *s, char *buf, size_t n)
+{
+	size_t o = 0;
+	buf[o++] = '"';
+	for (size_t i = 0; s[i] && o + 8 < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (i == 40) {
+			memcpy(buf + o, "...", 3);
+			o += 3;
+			break;
+		}
+		if (ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\')
+			o += (size_t)snprintf(buf + o, n - o, "\\x%02x", ch);
+		else
+			buf[o++] = (char)ch;
+	}
+	buf[o++] = '"';
+	buf[o] = '\0';
+	return buf;
+}
+
+/* A short, one-line description of a JSON value for "got ..." texts. */
+static const char *describe(const cJSON *v, char *buf, size_t n)
+{
+	if (cJSON_IsString(v))
+		return quote(v->valuestring ? v->valuestring : "", buf, n);
+	if (cJSON_IsNumber(v)) {
+		if (!isfinite(v->valuedouble))   /* 1e999 parses as inf */
+			snprintf(buf, n, "%s (beyond a double's range)", v->valuedouble < 0 ? "-inf" : "inf");
+		else
+			snprintf(buf, n, "%.10g", v->valuedouble);
+		return buf;
+	}
+	if (cJSON_IsBool(v))
+		return cJSON_IsTrue(v) ? "true" : "false";
+	if (cJSON_IsNull(v))
+		return "null";
+	if (cJSON_IsArray(v))
+		return "an array";
+	if (cJSON_IsObject(v))
+		return "an object";
+	return "an unknown value";
+}
+
+/* A key as the FIELD of a message: bare when it is a plain identifier,
+ * otherwise quoted and escaped like a value. */
+static const char *key_name(const char *key, char *buf, size_t n)
+{
+	size_t len = strlen(key);
+	bool plain = len > 0 && len <= 40;
+	for (size_t i = 0; plain && i < len; i++) {
+		char ch = key[i];
+		plain = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+		        ch == '_' || ch == '-' || ch == '.';
+	}
+	if (plain)
+		return key;
+	return quote(key, buf, n);
+}
+
+/* The first member called `key` (case-sensitive), or NULL. */
+static const cJSON *member(const cJSON *obj, const char *key)
+{
+	for (const cJSON *it = obj->child; it; it = it->next)
+		if (it->string && !strcmp(it->string, key))
+			return it;
+	return NULL;
+}
+
+/* Reads a finite number >= 0 (> 0 when `positive`) into *out.  A missing
+ * optional member leaves *out alone. */
+static int get_number(const struct ctx *c, const cJSON *obj, const char *key, bool required, bool positive,
+                      double *out)
+{
+	const char *expect = positive ? "a number > 0" : "a number >= 0";
+	const cJSON *v = member(obj, key);
+	if (!v) {
+		if (required)
+			return fail(c, key, "missing (expected %s)", expect);
+		return 0;
+	}
+	double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+	if (!isfinite(x) || x < 0 || (positive && x <= 0)) {
+		char buf[80];
+		return fail(c, key, "expected %s, got %s", expect, describe(v, buf, sizeof buf));
+	}
+	*out = x + 0.0;  /* -0 becomes 0 */
+	return 0;
+}
+
+/* Copies a required string into dst (cap bytes with the NUL).  Identifiers
+ * (`ident`) may not contain white space: a simulator matches them against
+ * ids that never do.  No string may hold control characters, so that a
+ * command cannot smuggle a second line into the controller. */
+static int get_string(const struct ctx *c, const cJSON *obj, const char *key, bool ident, char *dst, size_t cap)
+{
+	const cJSON *v = member(obj, key);
+	char buf[80];
+	if (!v)
+		return fail(c, key, "missing (expected a non-empty string)");
+	if (!cJSON_IsString(v) || !v->valuestring || !v->valuestring[0])
+		return fail(c, key, "expected a non-empty string, got %s", describe(v, buf, sizeof buf));
+	const char *s = v->valuestring;
+	size_t len = strlen(s);
+	if (len >= cap)
+		return fail(c, key, "%zu bytes long, at most %zu fit: %s", len, cap - 1, quote(s, buf, sizeof buf));
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch < 0x20 || ch == 0x7f)
+			return fail(c, key, "contains a control character: %s", quote(s, buf, sizeof buf));
+		if (ident && ch == ' ')
+			return fail(c, key, "contains a space: %s", quote(s, buf, sizeof buf));
+	}
+	memcpy(dst, s, len + 1);
+	return 0;
+}
+
+/* ---- trace events ----------------------------------------------------- */
+
+static const char *const kind_names[] = { "revoke", "stockout", "price", "command" };
+
+/* The keys each kind accepts besides "t" and "event", in the order the
+ * messages list them. */
+static const char *const kind_keys[][3] = {
+	[SD_TRACE_REVOKE] = { "server", "notice", NULL },
+	[SD_TRACE_STOCKOUT] = { "zone", "seconds", NULL },
+	[SD_TRACE_PRICE] = { "offer", "usd_per_hour", NULL },
+	[SD_TRACE_COMMAND] = { "command", NULL, NULL },
+};
+
+/* Rejects keys the kind does not know and keys given twice (cJSON keeps
+ * both, and silently using one of them would hide a mistake). */
+static int check_keys(const struct ctx *c, const cJSON *obj, enum sd_trace_kind kind)
+{
+	const char *allowed[5] = { "t", "event", kind_keys[kind][0], kind_keys[kind][1], kind_keys[kind][2] };
+	unsigned seen = 0;
+	for (const cJSON *it = obj->child; it; it = it->next) {
+		const char *key = it->string ? it->string : "";
+		char buf[80];
+		int i;
+		for (i = 0; i < 5 && allowed[i]; i++)
+			if (!strcmp(key, allowed[i]))
+				break;
+		if (i == 5 || !allowed[i]) {
+			char known[96];
+			size_t o = 0;
+			for (int k = 0; k < 5 && allowed[k]; k++)
+				o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", k ? ", " : "", allowed[k]);
+			return fail(c, key_name(key, buf, sizeof buf), "unknown key in a %s event (known: %s)",
+			            kind_names[kind], known);
+		}
+		if (seen & (1u << i))
+			return fail(c, key, "given twice");
+		seen |= 1u << i;
+	}
+	return 0;
+}
+
+static int parse_event(const struct ctx *c, const cJSON *obj, const cJSON *evv, struct sd_trace_event *ev)
+{
+	char buf[80];
+	if (!cJSON_IsString(evv) || !evv->valuestring)
+		return fail(c, "event", "expected a string, got %s", describe(evv, buf, sizeof buf));
+	int kind;
+	for (kind = 0; kind < 4; kind++)
+		if (!strcmp(evv->valuestring, kind_names[kind]))
+			break;
+	if (kind == 4) {
+		/* The name goes in single quotes; quote() escapes anything odd. */
+		quote(evv->valuestring, buf, sizeof buf);
+		buf[strlen(buf) - 1] = '\0';
+		return fail(c, "event", "unknown event '%s' (known: revoke, stockout, price, command)", buf + 1);
+	}
+	ev->kind = (enum sd_trace_kind)kind;
+	if (check_keys(c, obj, ev->kind) < 0 || get_number(c, obj, "t", true, false, &ev->t) < 0)
+		return -1;
+	switch (ev->kind) {
+	case SD_TRACE_REVOKE:
+		ev->seconds = -1;
+		if (get_string(c, obj, "server", true, ev->server, sizeof ev->server) < 0 ||
+		    get_number(c, obj, "notice", false, false, &ev->seconds) < 0)
+			return -1;
+		break;
+	case SD_TRACE_STOCKOUT:
+		if (get_string(c, obj, "zone", true, ev->zone, sizeof ev->zone) < 0 ||
+		    get_number(c, obj, "seconds", true, false, &ev->seconds) < 0)
+			return -1;
+		break;
+	case SD_TRACE_PRICE:
+		if (get_string(c, obj, "offer", true, ev->offer, sizeof ev->offer) < 0 ||
+		    get_number(c, obj, "usd_per_hour", true, true, &ev->usd_per_hour) < 0)
+			return -1;
+		break;
+	case SD_TRACE_COMMAND:
+		if (get_string(c, obj, "command", false, ev->command, sizeof ev->command) < 0)
+			return -1;
+		break;
+	}
+	return 0;
+}
+
+/* ---- journal lines ---------------------------------------------------- */
+
+/* Turns a journal line into an event (1) or skips it (0). */
+static int parse_journal(const struct ctx *c, const cJSON *obj, const cJSON *type, struct sd_trace_event *ev)
+{
+	char buf[80];
+	if (!cJSON_IsString(type) || !type->valuestring)
+		return fail(c, "type", "expected a string, got %s", describe(type, buf, sizeof buf));
+	const char *ty = type->valuestring;
+	if (!strcmp(ty, "command")) {
+		const cJSON *ok = member(obj, "ok");
+		if (!ok)
+			return fail(c, "ok", "missing (expected true or false)");
+		if (!cJSON_IsBool(ok))
+			return fail(c, "ok", "expected true or false, got %s", describe(ok, buf, sizeof buf));
+		/* Failed commands are replayed too: a refused add still took a
+		 * server id and journaled a stockout, and must do so again. */
+		ev->kind = SD_TRACE_COMMAND;
+		if (get_number(c, obj, "t", true, false, &ev->t) < 0 ||
+		    get_string(c, obj, "command", false, ev->command, sizeof ev->command) < 0)
+			return -1;
+		return 1;
+	}
+	if (!strcmp(ty, "revoked")) {
+		ev->kind = SD_TRACE_REVOKE;
+		ev->seconds = -1;
+		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
+		    get_string(c, obj, "server", true, ev->server, sizeof ev->server) < 0 ||
+		    get_number(c, obj, "notice_s", false, false, &ev->seconds) < 0)
+			return -1;
+		return 1;
+	}
+	if (!strcmp(ty, "zone_exhausted")) {
+		ev->kind = SD_TRACE_STOCKOUT;
+		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
+		    get_string(c, obj, "zone", true, ev->zone, sizeof ev->zone) < 0 ||
+		    get_number(c, obj, "seconds", true, false, &ev->seconds) < 0)
+			return -1;
+		return 1;
+	}
+	if (!strcmp(ty, "price")) {
+		ev->kind = SD_TRACE_PRICE;
+		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
+		    get_string(c, obj, "offer", true, ev->offer, sizeof ev->offer) < 0 ||
+		    get_number(c, obj, "usd_per_hour", true, true, &ev->usd_per_hour) < 0)
+			return -1;
+		return 1;
+	}
+	return 0;
+}
+
+/* ---- lines and the file ----------------------------------------------- */
+
+/* Parses one line (NUL-terminated, no newline) into *ev; returns 1 for an
+ * event, 0 for a line without one, -1 on error. */
+static int parse_line(const struct ctx *c, const char *line, struct sd_trace_event *ev)
+{
+	const char *p = line;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	if (!*p || *p == '#')
+		return 0;
+	const char *end = NULL;
+	cJSON *obj = cJSON_ParseWithOpts(p, &end, 1);
+	if (!obj)
+		return fail(c, NULL, "invalid JSON");
+	int rc;
+	char buf[80];
+	if (!cJSON_IsObject(obj)) {
+		rc = fail(c, NULL, "expected a JSON object, got %s", describe(obj, buf, sizeof buf));
+	} else {
+		memset(ev, 0, sizeof *ev);
+		ev->line = c->line;
+		const cJSON *evv = member(obj, "event");
+		const cJSON *type = member(obj, "type");
+		if (evv)
+			rc = parse_event(c, obj, evv, ev) < 0 ? -1 : 1;
+		else if (type)
+			rc = parse_journal(c, obj, type, ev);
+		else
+			rc = fail(c, "event", "missing (a trace event needs \"event\", a journal line \"type\")");
+	}
+	cJSON_Delete(obj);
+	return rc;
+}
+
+/* Orders by t, then by line, which makes qsort stable: every event comes
+ * from its own line. */
+static int cmp_event(const void *a, const void *b)
+{
+	const struct sd_trace_event *x = a, *y = b;
+	if (x->t != y->t)
+		return x->t < y->t ? -1 : 1;
+	return (x->line > y->line) - (x->line < y->line);
+}
+
+int sd_trace_parse(struct sd_trace *out, const char *text, size_t len, const char *file, char **why)
+{
+	memset(out, 0, sizeof *out);
+	struct ctx c = { .file = file ? file : "trace", .line = 0, .why = why };
+	if (len > SD_TRACE_MAX_BYTES)
+		return sd_why(why, "%s: larger than %u MiB", c.file, SD_TRACE_MAX_BYTES >> 20);
+	if (!text && len)
+		return sd_why(why, "%s: no text", c.file);
+	/* A UTF-8 byte-order mark is what some editors put first; skip it. */
+	size_t pos = 0;
+	if (len >= 3 && !memcmp(text, "\xef\xbb\xbf", 3))
+		pos = 3;
+
+	struct sd_trace_event *events = NULL;
+	int n = 0, cap = 0;
+	char *line = NULL;
+	size_t line_cap = 0;
+	int rc = 0;
+	while (pos < len) {
+		c.line++;
+		const char *s = text + pos;
+		const char *nl = memchr(s, '\n', len - pos);
+		size_t ll = nl ? (size_t)(nl - s) : len - pos;
+		pos += ll + (nl ? 1 : 0);
+		if (ll && s[ll - 1] == '\r')
+			ll--;
+		if (memchr(s, '\0', ll)) {
+			rc = fail(&c, NULL, "invalid JSON (a NUL byte)");
+			break;
+		}
+		if (ll + 1 > line_cap) {
+			free(line);
+			line_cap = ll + 1 > 4096 ? ll + 1 : 4096;
+			line = sd_malloc(line_cap);
+		}
+		memcpy(line, s, ll);
+		line[ll] = '\0';
+		if (n == cap) {
+			if (cap == SD_TRACE_MAX_EVENTS) {
+				/* Only an error if this line really is one more event. */
+				struct sd_trace_event probe;
+				rc = parse_line(&c, line, &probe);
+				if (rc > 0)
+					rc = fail(&c, NULL, "more than %d events", SD_TRACE_MAX_EVENTS);
+				if (rc < 0)
+					break;
+				continue;
+			}
+			cap = cap ? (cap > SD_TRACE_MAX_EVENTS / 2 ? SD_TRACE_MAX_EVENTS : cap * 2) : 64;
+			struct sd_trace_event *grown = realloc(events, (size_t)cap * sizeof *events);
+			if (!grown)
+				sd_oom();
+			events = grown;
+		}
+		rc = parse_line(&c, line, &events[n]);
+		if (rc < 0)
+			break;
+		n += rc;
+		rc = 0;
+	}
+	free(line);
+	if (rc < 0) {
+		free(events);
+		return -1;
+	}
+	if (n > 1)
+		qsort(events, (size_t)n, sizeof *events, cmp_event);
+	out->events = events;
+	out->n = n;
+	out->file = strdup(c.file);
+	if (!out->file)
+		sd_oom();
+	return 0;
+}
+
+int sd_trace_load(struct sd_trace *out, const char *path, char **why)
+{
+	memset(out, 0, sizeof *out);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return sd_why(why, "%s: cannot read: %s", path, strerror(errno));
+	/* Read in chunks rather than trusting st_size, so pipes and files that
+	 * grow while being read are handled the same way; one byte past the
+	 * limit is enough to know the file is too large. */
+	const size_t limit = (size_t)SD_TRACE_MAX_BYTES + 1;
+	size_t cap = 1 << 16, n = 0;
+	char *buf = sd_malloc(cap);
+	while (n < limit) {
+		if (n == cap) {
+			cap = cap * 2 < limit ? cap * 2 : limit;
+			char *grown = realloc(buf, cap);
+			if (!grown)
+				sd_oom();
+			buf = grown;
+		}
+		size_t got = fread(buf + n, 1, cap - n, f);
+		if (got == 0)
+			break;
+		n += got;
+	}
+	int err = ferror(f) ? errno : 0;
+	fclose(f);
+	int rc;
+	if (err)
+		rc = sd_why(why, "%s: cannot read: %s", path, strerror(err));
+	else if (n > SD_TRACE_MAX_BYTES)
+		rc = sd_why(why, "%s: larger than %u MiB", path, SD_TRACE_MAX_BYTES >> 20);
+	else
+		rc = sd_trace_parse(out, buf, n, path, why);
+	free(buf);
+	return rc;
+}
+
+void sd_trace_free(struct sd_trace *t)
+{
+	if (!t)
+		return;
+	free(t->events);
+	free(t->file);
+	t->events = NULL;
+	t->file = NULL;
+	t->n = 0;
+}

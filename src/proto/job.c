@@ -1,0 +1,693 @@
+/* src/proto/job.c - see job.h.  One table describes every key: its type, where it
+ * lives in struct sd_job and its allowed range; parsing, serialising,
+ * comparing and the manual page (man/spotdeck-job.5) all follow it. */
+#include "config.h"
+
+#include "src/proto/job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <locale.h>
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+#include "engine/model.h"
+#include "engine/optim.h"
+
+/* Integers travel as JSON numbers, which cJSON holds as doubles: above 2^53
+ * not every integer has one, so no integer setting may exceed it. */
+#define SD_JSON_INT_MAX 9007199254740992.0
+
+enum sd_key_kind {
+	K_STR,        /* char[size], any string shorter than size */
+	K_NAME,       /* char[size], one of names[] */
+	K_INT,        /* int in [lo, hi] */
+	K_LONG,       /* long in [lo, hi] */
+	K_U64,        /* uint64_t in [lo, hi] */
+	K_FLOAT,      /* float in the interval lo..hi */
+	K_DOUBLE,     /* double in the interval lo..hi */
+	K_SCHEDULE,   /* enum sd_lr_kind */
+	K_CLUSTER,    /* cluster[] + ncluster */
+};
+
+/* Intervals for K_FLOAT / K_DOUBLE: whether each end is excluded. */
+#define OPEN_LO 1u
+#define OPEN_HI 2u
+
+struct sd_job_key {
+	const char *name;
+	enum sd_key_kind kind;
+	size_t offset;          /* in struct sd_job */
+	size_t size;            /* K_STR, K_NAME: the array's size */
+	double lo, hi;
+	unsigned flags;
+	const char *const *names;   /* K_NAME: the accepted values, NULL-terminated */
+	const char *what;       /* K_NAME: "model", "dataset", ... */
+};
+
+/* The datasets engine/data.c loads (sd_dataset_load, sd_dataset_synthetic). */
+static const char *const sd_dataset_names[] = {
+	"fashion-mnist", "mnist", "cifar10", "synthetic", NULL
+};
+/* Market providers (DESIGN.md, "Market and providers"). */
+static const char *const sd_provider_names[] = { "sim", "gce", NULL };
+static const char *const sd_schedule_names[] = { "constant", "step", "cosine", NULL };
+
+#define OFF(field) offsetof(struct sd_job, field)
+#define SZ(field) sizeof(((struct sd_job *)0)->field)
+
+static const struct sd_job_key sd_job_keys[] = {
+	{ "model", K_NAME, OFF(train.model), SZ(train.model), 0, 0, 0, sd_model_names, "model" },
+	{ "dataset", K_NAME, OFF(train.dataset), SZ(train.dataset), 0, 0, 0, sd_dataset_names,
+	  "dataset" },
+	{ "data_dir", K_STR, OFF(train.data_dir), SZ(train.data_dir), 0, 0, 0, NULL, NULL },
+	{ "epochs", K_INT, OFF(train.epochs), 0, 1, 100000, 0, NULL, NULL },
+	{ "global_batch", K_INT, OFF(train.global_batch), 0, 1, 1048576, 0, NULL, NULL },
+	{ "lr", K_FLOAT, OFF(train.lr), 0, 0, 100, OPEN_LO, NULL, NULL },
+	{ "momentum", K_FLOAT, OFF(train.momentum), 0, 0, 1, OPEN_HI, NULL, NULL },
+	{ "weight_decay", K_FLOAT, OFF(train.weight_decay), 0, 0, 1, 0, NULL, NULL },
+	{ "schedule", K_SCHEDULE, OFF(train.schedule), 0, 0, 0, 0, sd_schedule_names, "schedule" },
+	{ "warmup_steps", K_LONG, OFF(train.warmup_steps), 0, 0, 1000000000, 0, NULL, NULL },
+	{ "seed", K_U64, OFF(train.seed), 0, 0, SD_JSON_INT_MAX, 0, NULL, NULL },
+	{ "eval_batch", K_INT, OFF(train.eval_batch), 0, 1, 1048576, 0, NULL, NULL },
+	{ "synthetic_samples", K_INT, OFF(train.synthetic_samples), 0, 1, 10000000, 0, NULL, NULL },
+	{ "synthetic_c", K_INT, OFF(train.synthetic_c), 0, 1, 64, 0, NULL, NULL },
+	{ "synthetic_h", K_INT, OFF(train.synthetic_h), 0, 1, 1024, 0, NULL, NULL },
+	{ "synthetic_w", K_INT, OFF(train.synthetic_w), 0, 1, 1024, 0, NULL, NULL },
+	{ "workers", K_INT, OFF(workers), 0, 0, 256, 0, NULL, NULL },
+	{ "threads_per_worker", K_INT, OFF(threads_per_worker), 0, 1, 1024, 0, NULL, NULL },
+	{ "checkpoint_every", K_LONG, OFF(checkpoint_every), 0, 0, 1000000000, 0, NULL, NULL },
+	{ "keep_checkpoints", K_INT, OFF(keep_checkpoints), 0, 1, 1000, 0, NULL, NULL },
+	{ "comm_timeout", K_DOUBLE, OFF(comm_timeout_s), 0, 0.1, 600, 0, NULL, NULL },
+	{ "log_every", K_INT, OFF(log_every), 0, 1, 1000000, 0, NULL, NULL },
+	{ "provider", K_NAME, OFF(provider), SZ(provider), 0, 0, 0, sd_provider_names, "provider" },
+	{ "catalog", K_STR, OFF(catalog), SZ(catalog), 0, 0, 0, NULL, NULL },
+	{ "hazard_scale", K_DOUBLE, OFF(hazard_scale), 0, 0, 1e6, OPEN_LO, NULL, NULL },
+	{ "boot_scale", K_DOUBLE, OFF(boot_scale), 0, 0, 1000, 0, NULL, NULL },
+	{ "notice_scale", K_DOUBLE, OFF(notice_scale), 0, 0, 1000, OPEN_LO, NULL, NULL },
+	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, 0, NULL, NULL },
+	{ "cluster", K_CLUSTER, OFF(cluster), SZ(cluster[0]), 0, SD_JOB_CLUSTER_MAX, 0, NULL, NULL },
+};
+
+#define SD_JOB_NKEYS (sizeof sd_job_keys / sizeof sd_job_keys[0])
+
+void sd_job_defaults(struct sd_job *j)
+{
+	memset(j, 0, sizeof *j);
+	sd_train_config_defaults(&j->train);
+	j->workers = 2;
+	j->threads_per_worker = 1;
+	j->checkpoint_every = 200;
+	j->keep_checkpoints = 3;
+	j->comm_timeout_s = 5;
+	j->log_every = 10;
+	snprintf(j->provider, sizeof j->provider, "sim");
+	j->hazard_scale = 1.0;
+	j->boot_scale = 1.0;
+	j->notice_scale = 1.0;
+	j->market_seed = 1;
+}
+
+/* ---- numbers in the "C" locale ----
+ * JSON numbers use '.', whatever LC_NUMERIC the program (a curses UI calls
+ * setlocale) has chosen; cJSON copes by itself, our own formatting of raw
+ * numbers uses this locale. */
+
+static locale_t sd_c_locale;
+static pthread_once_t sd_c_locale_once = PTHREAD_ONCE_INIT;
+
+static void sd_c_locale_init(void)
+{
+	sd_c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+}
+
+static locale_t sd_c_locale_get(void)
+{
+	pthread_once(&sd_c_locale_once, sd_c_locale_init);
+	if (sd_c_locale == (locale_t)0)
+		sd_oom();
+	return sd_c_locale;
+}
+
+/* snprintf(buf, size, "%.*g", prec, d) with '.' as the decimal point. */
+static void sd_format_double(char *buf, size_t size, int prec, double d)
+{
+	locale_t old = uselocale(sd_c_locale_get());
+	snprintf(buf, size, "%.*g", prec, d);
+	uselocale(old);
+}
+
+/* strtod in the "C" locale; 0 when all of s is one finite number. */
+static int sd_parse_double(const char *s, double *out)
+{
+	char *end = NULL;
+	errno = 0;
+	double d = strtod_l(s, &end, sd_c_locale_get());
+	if (end == s || *end != '\0' || !isfinite(d))
+		return -1;
+	*out = d;
+	return 0;
+}
+
+/* The value of a JSON number item, or of a raw item holding one (what
+ * sd_job_to_json makes for doubles cJSON would print inexactly). */
+static int sd_json_number(const cJSON *item, double *out)
+{
+	if (cJSON_IsNumber(item)) {
+		*out = item->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsRaw(item) && item->valuestring)
+		return sd_parse_double(item->valuestring, out);
+	return -1;
+}
+
+/* Adds d under name so that parsing the printed JSON gives d back exactly:
+ * cJSON prints 15 significant digits (17 only when the 15-digit form is not
+ * even approximately equal), so a value that needs more goes in as raw text
+ * of 17 digits, which always round-trips (IEEE 754, 5.12.2). */
+static void sd_json_add_double(cJSON *obj, const char *name, double d)
+{
+	char buf[40];
+	double back;
+	sd_format_double(buf, sizeof buf, 15, d);
+	cJSON *item;
+	if (!isfinite(d)) {
+		item = cJSON_CreateNumber(d);   /* printed as null, refused on parsing */
+	} else if (sd_parse_double(buf, &back) == 0 && back == d) {
+		item = cJSON_CreateNumber(d);
+	} else {
+		sd_format_double(buf, sizeof buf, 17, d);
+		item = cJSON_CreateRaw(buf);
+	}
+	if (!item || !cJSON_AddItemToObject(obj, name, item))
+		sd_oom();
+}
+
+/* Adds a float as the double nearest to its shortest decimal form (at most 9
+ * digits), so 0.05f is written 0.05, not 0.05000000074505806, and reading it
+ * back and rounding to float gives f exactly. */
+static void sd_json_add_float(cJSON *obj, const char *name, float f)
+{
+	char buf[40];
+	double d = f;
+	for (int prec = 1; prec <= 9; prec++) {
+		double back;
+		sd_format_double(buf, sizeof buf, prec, (double)f);
+		if (sd_parse_double(buf, &back) == 0 && (float)back == f) {
+			d = back;
+			break;
+		}
+	}
+	sd_json_add_double(obj, name, d);
+}
+
+/* ---- error messages ---- */
+
+/* The JSON text of item for an error message: at most 40 bytes of printable
+ * ASCII, "..." when cut.  Returns buf. */
+static const char *sd_json_show(const cJSON *item, char *buf, size_t size)
+{
+	/* cJSON prints a number beyond double's range (1e400 parses as inf) as
+	 * "null", which would tell the user something they did not type. */
+	if (cJSON_IsNumber(item) && !isfinite(item->valuedouble)) {
+		snprintf(buf, size, "%s (beyond a double's range)", item->valuedouble < 0 ? "-inf" : "inf");
+		return buf;
+	}
+	char *s = cJSON_PrintUnformatted(item);
+	if (!s) {
+		snprintf(buf, size, "?");
+		return buf;
+	}
+	size_t n = 0, i = 0;
+	for (; s[i] && i < 40 && n + 4 < size; i++)
+		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	if (s[i] && n + 4 <= size) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	buf[n] = '\0';
+	free(s);
+	return buf;
+}
+
+/* A key name for an error message, the same way. */
+static const char *sd_key_show(const char *s, char *buf, size_t size)
+{
+	size_t n = 0, i = 0;
+	for (; s[i] && i < 40 && n + 4 < size; i++)
+		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	if (s[i] && n + 4 <= size) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Levenshtein distance of a and b, capped: anything over 3 is 4. */
+static int sd_edit_distance(const char *a, const char *b)
+{
+	size_t na = strlen(a), nb = strlen(b);
+	if (na > 40 || nb > 40 || (na > nb ? na - nb : nb - na) > 3)
+		return 4;
+	int row[41];
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= na; i++) {
+		int diag = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= nb; j++) {
+			int up = row[j];
+			int best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[nb] > 4 ? 4 : row[nb];
+}
+
+/* "a, b, c" from a NULL-terminated list, into buf. */
+static const char *sd_join_names(const char *const *names, char *buf, size_t size)
+{
+	size_t n = 0;
+	buf[0] = '\0';
+	for (int i = 0; names[i]; i++) {
+		int w = snprintf(buf + n, size - n, "%s%s", i ? ", " : "", names[i]);
+		if (w < 0 || (size_t)w >= size - n)
+			break;
+		n += (size_t)w;
+	}
+	return buf;
+}
+
+/* "FILE: KEY: expected ..., got VALUE" for an integer key. */
+static int sd_bad_int(const struct sd_job_key *k, const cJSON *v, double d, int is_int,
+                      const char *file, char **why)
+{
+	char shown[48];
+	sd_json_show(v, shown, sizeof shown);
+	if (is_int && d > k->hi)
+		return sd_why(why, "%s: %s: expected an integer from %.0f to %.0f, got %s", file,
+		              k->name, k->lo, k->hi, shown);
+	if (k->lo == 1)
+		return sd_why(why, "%s: %s: expected a positive integer, got %s", file, k->name, shown);
+	if (k->lo == 0)
+		return sd_why(why, "%s: %s: expected a non-negative integer, got %s", file, k->name,
+		              shown);
+	return sd_why(why, "%s: %s: expected an integer from %.0f to %.0f, got %s", file, k->name,
+	              k->lo, k->hi, shown);
+}
+
+/* "FILE: KEY: expected a number in [lo, hi), got VALUE". */
+static int sd_bad_number(const struct sd_job_key *k, const cJSON *v, const char *file,
+                         char **why)
+{
+	char shown[48];
+	sd_json_show(v, shown, sizeof shown);
+	return sd_why(why, "%s: %s: expected a number in %c%g, %g%c, got %s", file, k->name,
+	              (k->flags & OPEN_LO) ? '(' : '[', k->lo, k->hi,
+	              (k->flags & OPEN_HI) ? ')' : ']', shown);
+}
+
+static int sd_in_interval(const struct sd_job_key *k, double d)
+{
+	if (!(d >= k->lo && d <= k->hi))   /* also false for NaN */
+		return 0;
+	if ((k->flags & OPEN_LO) && d == k->lo)
+		return 0;
+	if ((k->flags & OPEN_HI) && d == k->hi)
+		return 0;
+	return 1;
+}
+
+/* ---- parsing ---- */
+
+/* Sets key k of j from the JSON value v; 0 or -1 with *why. */
+static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const cJSON *v,
+                      const char *file, char **why)
+{
+	char *base = (char *)j + k->offset;
+	char shown[48], list[160];
+	double d;
+	switch (k->kind) {
+	case K_STR:
+	case K_NAME:
+	case K_SCHEDULE: {
+		if (!cJSON_IsString(v) || !v->valuestring)
+			return sd_why(why, "%s: %s: expected a string, got %s", file, k->name,
+			              sd_json_show(v, shown, sizeof shown));
+		const char *s = v->valuestring;
+		if (k->kind == K_STR) {
+			if (strlen(s) >= k->size)
+				return sd_why(why, "%s: %s: longer than %zu bytes", file, k->name,
+				              k->size - 1);
+			snprintf(base, k->size, "%s", s);
+			return 0;
+		}
+		for (int i = 0; k->names[i]; i++) {
+			if (strcmp(s, k->names[i]) != 0)
+				continue;
+			if (k->kind == K_SCHEDULE) {
+				enum sd_lr_kind kind;
+				if (sd_lr_kind_parse(s, &kind) < 0)
+					break;
+				*(enum sd_lr_kind *)base = kind;
+			} else {
+				snprintf(base, k->size, "%s", s);
+			}
+			return 0;
+		}
+		sd_key_show(s, shown, sizeof shown);
+		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s)", file, k->name, k->what,
+		              shown, sd_join_names(k->names, list, sizeof list));
+	}
+	case K_INT:
+	case K_LONG:
+	case K_U64: {
+		if (sd_json_number(v, &d) < 0 || d != floor(d))
+			return sd_bad_int(k, v, 0, 0, file, why);
+		if (d < k->lo || d > k->hi)
+			return sd_bad_int(k, v, d, 1, file, why);
+		if (k->kind == K_INT)
+			*(int *)base = (int)d;
+		else if (k->kind == K_LONG)
+			*(long *)base = (long)d;
+		else
+			*(uint64_t *)base = (uint64_t)d;
+		return 0;
+	}
+	case K_FLOAT: {
+		/* Checked after rounding to float, so 0.99999999 is refused as
+		 * the momentum 1 it would become. */
+		if (sd_json_number(v, &d) < 0 || fabs(d) > FLT_MAX ||
+		    !sd_in_interval(k, (double)(float)d))
+			return sd_bad_number(k, v, file, why);
+		*(float *)base = (float)d;
+		return 0;
+	}
+	case K_DOUBLE:
+		if (sd_json_number(v, &d) < 0 || !sd_in_interval(k, d))
+			return sd_bad_number(k, v, file, why);
+		*(double *)base = d;
+		return 0;
+	case K_CLUSTER: {
+		if (!cJSON_IsArray(v))
+			return sd_why(why, "%s: %s: expected an array of offer ids, got %s", file,
+			              k->name, sd_json_show(v, shown, sizeof shown));
+		int n = cJSON_GetArraySize(v);
+		if (n > SD_JOB_CLUSTER_MAX)
+			return sd_why(why, "%s: %s: at most %d offers, got %d", file, k->name,
+			              SD_JOB_CLUSTER_MAX, n);
+		int i = 0;
+		const cJSON *e;
+		cJSON_ArrayForEach(e, v) {
+			if (!cJSON_IsString(e) || !e->valuestring)
+				return sd_why(why, "%s: %s[%d]: expected an offer id string, got %s", file,
+				              k->name, i, sd_json_show(e, shown, sizeof shown));
+			const char *s = e->valuestring;
+			size_t len = strlen(s);
+			if (len == 0 || len >= k->size)
+				return sd_why(why, "%s: %s[%d]: an offer id is 1 to %zu bytes, got %zu",
+				              file, k->name, i, k->size - 1, len);
+			for (size_t c = 0; c < len; c++) {
+				if ((unsigned char)s[c] <= 0x20 || (unsigned char)s[c] >= 0x7f)
+					return sd_why(why, "%s: %s[%d]: offer id '%s' has a space or a "
+					              "non-printable character", file, k->name, i,
+					              sd_key_show(s, shown, sizeof shown));
+			}
+			snprintf(j->cluster[i], sizeof j->cluster[i], "%s", s);
+			i++;
+		}
+		j->ncluster = i;
+		return 0;
+	}
+	}
+	return sd_why(why, "%s: %s: unhandled setting", file, k->name);
+}
+
+int sd_job_from_json(struct sd_job *out, const cJSON *obj, const char *file, char **why)
+{
+	if (!file)
+		file = "job";
+	char shown[48];
+	if (!cJSON_IsObject(obj))
+		return sd_why(why, "%s: expected a JSON object at the top level, got %s", file,
+		              obj ? sd_json_show(obj, shown, sizeof shown) : "nothing");
+	struct sd_job *j = sd_malloc(sizeof *j);
+	sd_job_defaults(j);
+	unsigned char seen[SD_JOB_NKEYS] = { 0 };
+	const cJSON *v;
+	cJSON_ArrayForEach(v, obj) {
+		const char *name = v->string ? v->string : "";
+		size_t i = 0;
+		while (i < SD_JOB_NKEYS && strcmp(name, sd_job_keys[i].name) != 0)
+			i++;
+		if (i == SD_JOB_NKEYS) {
+			const char *best = NULL;
+			int best_d = 3;
+			for (size_t k = 0; k < SD_JOB_NKEYS; k++) {
+				int dist = sd_edit_distance(name, sd_job_keys[k].name);
+				if (dist < best_d) {
+					best_d = dist;
+					best = sd_job_keys[k].name;
+				}
+			}
+			sd_key_show(name, shown, sizeof shown);
+			if (best)
+				sd_why(why, "%s: %s: unknown key (did you mean '%s'?)", file, shown, best);
+			else
+				sd_why(why, "%s: %s: unknown key (see spotdeck-job(5))", file, shown);
+			free(j);
+			return -1;
+		}
+		if (seen[i]) {
+			sd_why(why, "%s: %s: given twice", file, sd_job_keys[i].name);
+			free(j);
+			return -1;
+		}
+		seen[i] = 1;
+		if (sd_job_set(j, &sd_job_keys[i], v, file, why) < 0) {
+			free(j);
+			return -1;
+		}
+	}
+	memcpy(out, j, sizeof *j);
+	free(j);
+	return 0;
+}
+
+/* 1-based line and column of byte offset at in text. */
+static void sd_text_position(const char *text, size_t at, size_t *line, size_t *col)
+{
+	*line = 1;
+	*col = 1;
+	for (size_t i = 0; i < at; i++) {
+		if (text[i] == '\n') {
+			(*line)++;
+			*col = 1;
+		} else {
+			(*col)++;
+		}
+	}
+}
+
+int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *file, char **why)
+{
+	if (!file)
+		file = "job";
+	if (len > SD_JOB_FILE_MAX)
+		return sd_why(why, "%s: larger than %d bytes; is it a job file?", file, SD_JOB_FILE_MAX);
+	/* A byte-order mark some editors write is not JSON. */
+	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
+		text += 3;
+		len -= 3;
+	}
+	const char *nul = memchr(text, '\0', len);
+	if (nul) {
+		size_t line, col;
+		sd_text_position(text, (size_t)(nul - text), &line, &col);
+		return sd_why(why, "%s: invalid JSON at line %zu, column %zu (a NUL byte)", file,
+		              line, col);
+	}
+	/* cJSON checks that nothing follows the value only when the terminating
+	 * NUL is inside the length it is given: parse a terminated copy. */
+	char *copy = sd_malloc(len + 1);
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	if (!root) {
+		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
+		size_t line, col;
+		sd_text_position(copy, at, &line, &col);
+		free(copy);
+		return sd_why(why, "%s: invalid JSON at line %zu, column %zu%s", file, line, col,
+		              at >= len ? " (the text ends early)" : "");
+	}
+	free(copy);
+	int rc = sd_job_from_json(j, root, file, why);
+	cJSON_Delete(root);
+	return rc;
+}
+
+int sd_job_load(struct sd_job *j, const char *path, char **why)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sd_why(why, "%s: cannot open: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		close(fd);
+		return sd_why(why, "%s: is a directory, not a job file", path);
+	}
+	size_t cap = SD_JOB_FILE_MAX + 1, n = 0;
+	char *buf = sd_malloc(cap);
+	for (;;) {
+		ssize_t got = read(fd, buf + n, cap - n);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			int err = errno;
+			close(fd);
+			free(buf);
+			return sd_why(why, "%s: cannot read: %s", path, strerror(err));
+		}
+		if (got == 0)
+			break;
+		n += (size_t)got;
+		if (n == cap)
+			break;   /* over the limit; sd_job_parse says so */
+	}
+	close(fd);
+	int rc = sd_job_parse(j, buf, n, path, why);
+	free(buf);
+	return rc;
+}
+
+/* ---- serialising ---- */
+
+cJSON *sd_job_to_json(const struct sd_job *j)
+{
+	cJSON *obj = cJSON_CreateObject();
+	if (!obj)
+		sd_oom();
+	const char *base0 = (const char *)j;
+	for (size_t i = 0; i < SD_JOB_NKEYS; i++) {
+		const struct sd_job_key *k = &sd_job_keys[i];
+		const char *base = base0 + k->offset;
+		cJSON *item = NULL;
+		switch (k->kind) {
+		case K_STR:
+		case K_NAME: {
+			/* The arrays are NUL-terminated by construction; bound the
+			 * length anyway against a caller's unterminated copy. */
+			char tmp[SD_PATH_MAX];
+			size_t n = strnlen(base, k->size - 1);
+			memcpy(tmp, base, n);
+			tmp[n] = '\0';
+			item = cJSON_CreateString(tmp);
+			break;
+		}
+		case K_SCHEDULE: {
+			enum sd_lr_kind kind = *(const enum sd_lr_kind *)base;
+			item = cJSON_CreateString(kind == SD_LR_CONSTANT ? "constant"
+			                          : kind == SD_LR_STEP ? "step" : "cosine");
+			break;
+		}
+		case K_INT:
+			sd_json_add_double(obj, k->name, *(const int *)base);
+			continue;
+		case K_LONG:
+			sd_json_add_double(obj, k->name, (double)*(const long *)base);
+			continue;
+		case K_U64:
+			sd_json_add_double(obj, k->name, (double)*(const uint64_t *)base);
+			continue;
+		case K_FLOAT:
+			sd_json_add_float(obj, k->name, *(const float *)base);
+			continue;
+		case K_DOUBLE:
+			sd_json_add_double(obj, k->name, *(const double *)base);
+			continue;
+		case K_CLUSTER: {
+			item = cJSON_CreateArray();
+			int n = j->ncluster < 0 ? 0 : j->ncluster > SD_JOB_CLUSTER_MAX
+			        ? SD_JOB_CLUSTER_MAX : j->ncluster;
+			for (int c = 0; item && c < n; c++) {
+				char tmp[sizeof j->cluster[0]];
+				size_t len = strnlen(j->cluster[c], sizeof tmp - 1);
+				memcpy(tmp, j->cluster[c], len);
+				tmp[len] = '\0';
+				cJSON *s = cJSON_CreateString(tmp);
+				if (!s || !cJSON_AddItemToArray(item, s))
+					sd_oom();
+			}
+			break;
+		}
+		}
+		if (!item || !cJSON_AddItemToObject(obj, k->name, item))
+			sd_oom();
+	}
+	return obj;
+}
+
+int sd_job_equal(const struct sd_job *a, const struct sd_job *b)
+{
+	const char *pa = (const char *)a, *pb = (const char *)b;
+	for (size_t i = 0; i < SD_JOB_NKEYS; i++) {
+		const struct sd_job_key *k = &sd_job_keys[i];
+		const char *x = pa + k->offset, *y = pb + k->offset;
+		switch (k->kind) {
+		case K_STR:
+		case K_NAME:
+			if (strncmp(x, y, k->size) != 0)
+				return 0;
+			break;
+		case K_SCHEDULE:
+			if (*(const enum sd_lr_kind *)x != *(const enum sd_lr_kind *)y)
+				return 0;
+			break;
+		case K_INT:
+			if (*(const int *)x != *(const int *)y)
+				return 0;
+			break;
+		case K_LONG:
+			if (*(const long *)x != *(const long *)y)
+				return 0;
+			break;
+		case K_U64:
+			if (*(const uint64_t *)x != *(const uint64_t *)y)
+				return 0;
+			break;
+		case K_FLOAT:
+			if (*(const float *)x != *(const float *)y)
+				return 0;
+			break;
+		case K_DOUBLE:
+			if (*(const double *)x != *(const double *)y)
+				return 0;
+			break;
+		case K_CLUSTER:
+			if (a->ncluster != b->ncluster)
+				return 0;
+			for (int c = 0; c < a->ncluster && c < SD_JOB_CLUSTER_MAX; c++)
+				if (strncmp(a->cluster[c], b->cluster[c], sizeof a->cluster[c]) != 0)
+					return 0;
+			break;
+		}
+	}
+	return 1;
+}

@@ -1,0 +1,150 @@
+/* src/proto/protocol.h - the control-plane wire protocol between the controller and
+ * its workers: newline-delimited JSON, one object per line, each with a
+ * string field "type" (DESIGN.md, "Control plane").
+ *
+ * A connection starts with the worker's hello (protocol version, the shared
+ * token, its server id and pid); the controller answers welcome (the worker
+ * id and the whole job, see job.h) or error and closes.  Lines are at most
+ * SD_PROTO_LINE_MAX bytes; anything longer, anything that is not a known
+ * message with its required fields, closes the connection.
+ *
+ * Messages and their required fields (int: integral JSON number within the
+ * int64 range; num: finite JSON number; str: string; obj: object; arr:
+ * array).  Extra fields are allowed and ignored by the decoder; the optional
+ * ones in [brackets] below are read when present.
+ *   hello        version int, token str, server_id str, pid int
+ *                [rejoin bool: connecting again after the controller
+ *                dropped this worker]
+ *   welcome      version int, worker_id str, job obj
+ *                [heartbeat_ms int: send heartbeat this often]
+ *   kv_set       key str, value str            (value: hex, sd_hex_encode)
+ *   kv_get       id int, key str
+ *   kv_value     id int, key str, value str
+ *   generation   generation int, rank int, world_size int, offset int,
+ *                count int, members arr
+ *                [timeout_ms int: bounds this generation's rendezvous and
+ *                every collective; see "Liveness" in controller.h]
+ *   joined       generation int, step int
+ *   step         generation int, step int, rank int, samples int,
+ *                loss_sum num, correct int, compute_ms num, comm_ms num,
+ *                images_per_sec num  [world_size int]
+ *   comm_failed  generation int, step int, reason str
+ *   leaving      reason str, step int
+ *   ckpt_chunk   step int, offset int, total int, data str  (data: hex)
+ *   stop         reason str
+ *   error        reason str  [rejoin bool: the controller dropped this
+ *                worker (it went silent) and takes it back if it connects
+ *                again]
+ *   log          level str, message str
+ *   notice       seconds num
+ *   checkpoint   (none)  controller -> rank 0: checkpoint after this step
+ *                [reason str: "operator" (default) or "final" (the run
+ *                quits after it)]
+ *   pause        (none)  controller -> workers: leave the generation at the
+ *                next step boundary and wait for a new one
+ *   ready        worker -> controller: job loaded, can join (optional
+ *                backend str, device str, backend_reason str:
+ *                where the worker computes, engine/backend.h)
+ *   abort        generation int  controller -> members: a collective of
+ *                that generation failed on another member; give up on it
+ *                (send comm_failed) instead of waiting out the timeout
+ *   heartbeat    (none)  worker -> controller, every heartbeat_ms from a
+ *                thread of its own, whatever the worker is doing: the
+ *                controller drops a worker it has not heard from for longer
+ *                than the current generation's timeout (a stopped or frozen
+ *                process, a dead link), see controller.h
+ * Further checks: kv_* keys are at most SD_PROTO_KEY_MAX bytes; generation,
+ * rank, world_size, offset, count and total are never negative; in a
+ * generation message rank < world_size; in a ckpt_chunk offset <= total.
+ */
+#ifndef SD_PROTOCOL_H
+#define SD_PROTOCOL_H
+
+#include <stddef.h>
+
+#include <cJSON.h>
+
+#define SD_PROTO_VERSION 1
+#define SD_PROTO_LINE_MAX (1u << 20)   /* bytes per line incl. newline; longer = protocol error */
+#define SD_PROTO_KEY_MAX 256           /* bytes per kv_* key */
+
+/* Line framer: feed arbitrary byte chunks, get complete lines.
+ * Fields: buf holds bytes [head, len) not yet returned as lines; scan is where
+ * the search for the next '\n' resumes (bytes [head, scan) hold none), so a
+ * long line fed byte by byte is scanned once, not once per byte; max is the
+ * longest line allowed, newline included; overflow is set once a line went
+ * over max, after which everything fed is dropped; skipping is set by
+ * sd_line_reader_skip while the rest of an over-long line is discarded. */
+struct sd_line_reader { char *buf; size_t len, cap, max; int overflow, skipping; size_t head, scan; };
+void sd_line_reader_init(struct sd_line_reader *r, size_t max_line);
+void sd_line_reader_free(struct sd_line_reader *r);
+/* Appends bytes; then call sd_line_reader_next repeatedly. */
+void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len);
+/* Returns 1 and sets *line and *len (pointing into r's buffer, valid until the next
+ * feed/next call; the '\n' is not included, a trailing '\r' is stripped, and
+ * line[len] is '\0') when a complete line is available; 0 when more bytes are
+ * needed; -1 when the pending line exceeds max (then the connection must be
+ * closed: *why says "line longer than N bytes"); every later call returns -1
+ * too. */
+int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len, char **why);
+/* For a reader that outlives a bad line (a command input, not a protocol
+ * connection): after sd_line_reader_next returned -1, drops the over-long
+ * line whole - what is buffered of it and everything fed up to and
+ * including its newline - so that the next call returns the line after it.
+ * Nothing of the refused line is ever returned, and it costs one -1 only. */
+void sd_line_reader_skip(struct sd_line_reader *r);
+
+enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG__COUNT };
+/* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */
+const char *sd_msg_type_name(enum sd_msg_type t);
+/* Looks a wire name up; returns 0 and *t, or -1. */
+int sd_msg_type_parse(const char *name, enum sd_msg_type *t);
+
+/* Decodes one line (without its newline; a trailing newline or whitespace is
+ * tolerated): must be a JSON object, len <= SD_PROTO_LINE_MAX, with a string
+ * "type" among the known types, and the required fields of that type present
+ * with the right JSON types (table above; extra fields are allowed).  Returns
+ * 0 with *type and *obj (caller frees with cJSON_Delete) or -1 with *why (and
+ * *obj NULL), e.g. "invalid JSON at byte 17" (1-based), "unknown message type
+ * 'foo'", "step: field 'loss_sum' must be a number", "hello: protocol
+ * version 2, this controller speaks 1" (the version check is made for hello,
+ * which the controller reads, and welcome, which the worker reads).  Never
+ * crashes on any input; NUL bytes are rejected as invalid JSON. */
+int sd_msg_decode(const char *line, size_t len, enum sd_msg_type *type, cJSON **obj, char **why);
+/* Serialises obj compactly plus '\n'; returns a malloc'd NUL-terminated
+ * string of *len bytes (the newline included).  Aborts via sd_oom on OOM.
+ * The caller keeps lines within SD_PROTO_LINE_MAX (hex payloads in chunks). */
+char *sd_msg_encode(const cJSON *obj, size_t *len);
+/* Creates {"type": NAME} to which the caller adds fields (caller frees with
+ * cJSON_Delete); NULL for a type out of range.  Aborts via sd_oom on OOM. */
+cJSON *sd_msg_new(enum sd_msg_type t);
+/* Field getters for decoded (hence validated) messages: the field's value, or
+ * dflt when it is absent or of another type (for sd_msg_int also when it is
+ * not an integral number within the int64 range). */
+long long sd_msg_int(const cJSON *obj, const char *field, long long dflt);
+double sd_msg_num(const cJSON *obj, const char *field, double dflt);
+const char *sd_msg_str(const cJSON *obj, const char *field, const char *dflt);
+
+/* Hex codec for binary payloads (store values, checkpoint chunks).  encode:
+ * malloc'd NUL-terminated lowercase hex of 2 * len chars.  decode (upper or
+ * lower case): returns malloc'd bytes (non-NULL even for "") and *len, or
+ * NULL on odd length / non-hex char.  Both abort via sd_oom on OOM. */
+char *sd_hex_encode(const void *data, size_t len);
+void *sd_hex_decode(const char *hex, size_t *len);
+
+/* Constant-time comparison of two NUL-terminated tokens (time depends only on
+ * the length of `expected`); returns 1 if equal. */
+int sd_token_equal(const char *expected, const char *given);
+#define SD_TOKEN_MIN 16
+#define SD_TOKEN_MAX 256
+/* Reads a token file: first line, trailing whitespace stripped, must be
+ * SD_TOKEN_MIN..SD_TOKEN_MAX printable non-space ASCII chars.  Returns 0 and a
+ * malloc'd *token, or -1 with *why naming the file. */
+int sd_token_read_file(const char *path, char **token, char **why);
+/* Writes a fresh random token (32 hex chars from getrandom(), /dev/urandom
+ * where that is missing) and a newline to path with mode 0600, atomically
+ * (a temporary file renamed over path); returns 0 and the malloc'd *token,
+ * or -1 with *why naming the file. */
+int sd_token_create_file(const char *path, char **token, char **why);
+
+#endif

@@ -1,0 +1,1004 @@
+/* src/worker/worker-agent.c - spotdeck-worker agent mode.
+ *
+ * One blocking control connection to the controller carries the job, the
+ * generations, the rendezvous store for the collectives and the metrics.
+ * Gradients never pass through it: they go worker-to-worker through the
+ * collectives layer (engine/comm.h).
+ *
+ * Agreement on step boundaries: every step all-reduces a small metrics
+ * vector along with the gradients.  Its last element counts workers that want
+ * the group to change after this step (a new generation was announced, a
+ * notice arrived, the operator paused).  Because every rank sees the same sum
+ * after the same step, all ranks leave the generation at the same boundary,
+ * and nobody is left waiting in a collective that will never complete.
+ *
+ * Liveness: a thread of its own sends a heartbeat every heartbeat_ms (from
+ * the welcome), whatever the training thread is doing, so the controller
+ * can tell a busy worker from a silent one (a stopped process, a frozen
+ * host, a dead link) and drop the silent one; see "Liveness" in
+ * controller.h.  A worker the controller dropped connects again once it can
+ * and joins as a new member (the state comes to it by broadcast).
+ */
+#include "config.h"
+
+#include "src/worker/worker-agent.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <omp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/comm.h"
+#include "engine/engine.h"
+#include "src/proto/job.h"
+#include "src/proto/protocol.h"
+
+void openblas_set_num_threads(int num_threads);
+
+/* Control-plane messages larger than the controller's limit never go to the
+ * worker except checkpoint chunks, which are cut to fit. */
+#define CKPT_CHUNK_BYTES (256u * 1024u)
+
+static volatile sig_atomic_t got_sigterm;
+
+static void on_sigterm(int sig)
+{
+	(void)sig;
+	got_sigterm = 1;
+}
+
+struct queued {
+	enum sd_msg_type type;
+	cJSON *msg;
+};
+
+struct ctl {
+	int fd;
+	/* Held while a whole line goes out on fd, which the training thread
+	 * and the heartbeat thread share; also guards fd's replacement. */
+	pthread_mutex_t send_lock;
+	struct sd_line_reader rd;
+	struct queued *q;
+	int nq, capq;
+	long long next_kv_id;
+	int eof;             /* the controller closed the connection */
+	int broken;          /* a send failed: the connection is gone */
+	long gen;            /* the generation being joined or trained, -1 none */
+	const char *host, *port;
+};
+
+/* The heartbeat thread (see the top of the file). */
+struct heartbeat {
+	struct ctl *ctl;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;   /* CLOCK_MONOTONIC */
+	int interval_ms;     /* guarded by mu */
+	int stop;            /* guarded by mu */
+	int started;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void ctl_init(struct ctl *c, const char *host, const char *port)
+{
+	memset(c, 0, sizeof *c);
+	c->fd = -1;
+	c->gen = -1;
+	c->host = host;
+	c->port = port;
+	pthread_mutex_init(&c->send_lock, NULL);
+	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
+}
+
+/* Drops what was queued or half-read from the connection before. */
+static void ctl_forget(struct ctl *c)
+{
+	for (int i = 0; i < c->nq; i++)
+		cJSON_Delete(c->q[i].msg);
+	c->nq = 0;
+	sd_line_reader_free(&c->rd);
+	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
+}
+
+/* Connects to the controller, replacing (and closing) any earlier
+ * connection; what it queued is dropped. */
+static int ctl_connect(struct ctl *c, char **why)
+{
+	struct addrinfo hints, *res, *ai;
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	int rc = getaddrinfo(c->host, c->port, &hints, &res);
+	if (rc)
+		return sd_why(why, "controller %s:%s: %s", c->host, c->port, gai_strerror(rc));
+	int fd = -1, err = 0;
+	for (ai = res; ai; ai = ai->ai_next) {
+		int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (s < 0)
+			continue;
+		if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
+			fd = s;
+			break;
+		}
+		err = errno;
+		close(s);
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return sd_why(why, "controller %s:%s: cannot connect: %s", c->host, c->port,
+		              strerror(err));
+	pthread_mutex_lock(&c->send_lock);
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = fd;
+	c->eof = c->broken = 0;
+	pthread_mutex_unlock(&c->send_lock);
+	ctl_forget(c);
+	return 0;
+}
+
+static void ctl_close(struct ctl *c)
+{
+	ctl_forget(c);
+	free(c->q);
+	sd_line_reader_free(&c->rd);
+	if (c->fd >= 0)
+		close(c->fd);
+	pthread_mutex_destroy(&c->send_lock);
+}
+
+/* Whether the connection to the controller is gone (closed or broken). */
+static int ctl_lost(const struct ctl *c)
+{
+	/* broken may be set by the heartbeat thread (under send_lock). */
+	return c->eof || __atomic_load_n(&c->broken, __ATOMIC_RELAXED);
+}
+
+/* Sends msg (consumed) as one line, never interleaved with another
+ * thread's.  Returns 0 or -1 when the controller is gone. */
+static int ctl_send(struct ctl *c, cJSON *msg)
+{
+	size_t len;
+	char *line = sd_msg_encode(msg, &len);
+	cJSON_Delete(msg);
+	size_t off = 0;
+	int rc = 0;
+	pthread_mutex_lock(&c->send_lock);
+	while (off < len) {
+		ssize_t n = c->fd >= 0 ? send(c->fd, line + off, len - off, MSG_NOSIGNAL) : -1;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			__atomic_store_n(&c->broken, 1, __ATOMIC_RELAXED);
+			rc = -1;
+			break;
+		}
+		off += (size_t)n;
+	}
+	pthread_mutex_unlock(&c->send_lock);
+	free(line);
+	return rc;
+}
+
+static void *heartbeat_main(void *arg)
+{
+	struct heartbeat *h = arg;
+	pthread_mutex_lock(&h->mu);
+	while (!h->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		long long ns = ts.tv_nsec + (long long)h->interval_ms * 1000000;
+		ts.tv_sec += (time_t)(ns / 1000000000);
+		ts.tv_nsec = (long)(ns % 1000000000);
+		while (!h->stop && pthread_cond_timedwait(&h->cv, &h->mu, &ts) != ETIMEDOUT)
+			;
+		if (h->stop)
+			break;
+		pthread_mutex_unlock(&h->mu);
+		/* A failed send is the training thread's to notice and handle. */
+		ctl_send(h->ctl, sd_msg_new(SD_MSG_HEARTBEAT));
+		pthread_mutex_lock(&h->mu);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* Starts the heartbeat thread, or changes its interval if it runs.  Signals
+ * stay with the training thread (SIGTERM must interrupt its waits). */
+static void heartbeat_start(struct heartbeat *h, struct ctl *c, int interval_ms)
+{
+	if (interval_ms < 10)
+		interval_ms = 10;
+	if (h->started) {
+		pthread_mutex_lock(&h->mu);
+		h->interval_ms = interval_ms;
+		pthread_mutex_unlock(&h->mu);
+		return;
+	}
+	h->ctl = c;
+	h->interval_ms = interval_ms;
+	h->stop = 0;
+	pthread_mutex_init(&h->mu, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&h->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	h->started = pthread_create(&h->thread, NULL, heartbeat_main, h) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!h->started) {
+		pthread_cond_destroy(&h->cv);
+		pthread_mutex_destroy(&h->mu);
+	}
+}
+
+static void heartbeat_stop(struct heartbeat *h)
+{
+	if (!h->started)
+		return;
+	pthread_mutex_lock(&h->mu);
+	h->stop = 1;
+	pthread_cond_signal(&h->cv);
+	pthread_mutex_unlock(&h->mu);
+	/* A send blocked on a controller that stopped reading would keep the
+	 * thread (and the join) waiting: end the connection first. */
+	if (h->ctl->fd >= 0)
+		shutdown(h->ctl->fd, SHUT_RDWR);
+	pthread_join(h->thread, NULL);
+	pthread_cond_destroy(&h->cv);
+	pthread_mutex_destroy(&h->mu);
+	h->started = 0;
+}
+
+/* Reads what the controller sent within timeout_ms (0 = only what is already
+ * there, <0 = until something arrives) into the queue.  Returns 0, or -1 when
+ * the connection ended or the controller broke the protocol. */
+static int ctl_pump(struct ctl *c, int timeout_ms, char **why)
+{
+	if (c->eof)
+		return sd_why(why, "controller closed the connection");
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	int rc = poll(&p, 1, timeout_ms);
+	if (rc < 0 && errno == EINTR)
+		return 0;
+	if (rc <= 0)
+		return 0;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		if (n <= 0) {
+			c->eof = 1;
+			break;
+		}
+		sd_line_reader_feed(&c->rd, buf, (size_t)n);
+	}
+	const char *line;
+	size_t len;
+	int got;
+	while ((got = sd_line_reader_next(&c->rd, &line, &len, why)) == 1) {
+		enum sd_msg_type type;
+		cJSON *msg;
+		if (sd_msg_decode(line, len, &type, &msg, why) < 0)
+			return -1;
+		if (c->nq == c->capq) {
+			c->capq = c->capq ? 2 * c->capq : 16;
+			c->q = realloc(c->q, (size_t)c->capq * sizeof *c->q);
+			if (!c->q)
+				sd_oom();
+		}
+		c->q[c->nq].type = type;
+		c->q[c->nq].msg = msg;
+		c->nq++;
+	}
+	if (got < 0)
+		return -1;
+	if (c->eof && !c->nq)
+		return sd_why(why, "controller closed the connection");
+	return 0;
+}
+
+/* Removes and returns the first queued message of type (NULL if none). */
+static cJSON *ctl_take(struct ctl *c, enum sd_msg_type type)
+{
+	for (int i = 0; i < c->nq; i++) {
+		if (c->q[i].type != type)
+			continue;
+		cJSON *m = c->q[i].msg;
+		memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+		c->nq--;
+		return m;
+	}
+	return NULL;
+}
+
+static int ctl_has(const struct ctl *c, enum sd_msg_type type)
+{
+	for (int i = 0; i < c->nq; i++)
+		if (c->q[i].type == type)
+			return 1;
+	return 0;
+}
+
+/* Whether the controller told us to give up on generation gen (a collective
+ * of it failed on another member).  Drops the aborts of gen and of older
+ * generations, which no longer matter. */
+static int ctl_aborted(struct ctl *c, long gen)
+{
+	int hit = 0;
+	for (int i = 0; i < c->nq;) {
+		long g = (long)sd_msg_int(c->q[i].msg, "generation", -1);
+		if (c->q[i].type != SD_MSG_ABORT || g > gen) {
+			i++;
+			continue;
+		}
+		hit |= g == gen;
+		cJSON_Delete(c->q[i].msg);
+		memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+		c->nq--;
+	}
+	return hit;
+}
+
+/* The rendezvous store of the collectives, served by the controller. */
+static int store_set(void *ctx, const char *key, const void *value, size_t len, char **why)
+{
+	struct ctl *c = ctx;
+	cJSON *m = sd_msg_new(SD_MSG_KV_SET);
+	char *hex = sd_hex_encode(value, len);
+	cJSON_AddStringToObject(m, "key", key);
+	cJSON_AddStringToObject(m, "value", hex);
+	free(hex);
+	if (ctl_send(c, m) < 0)
+		return sd_why(why, "store set %s: controller connection lost", key), SD_COMM_EFAIL;
+	return 0;
+}
+
+static int store_get(void *ctx, const char *key, void **value, size_t *len, int timeout_ms,
+                     char **why)
+{
+	struct ctl *c = ctx;
+	long long id = ++c->next_kv_id;
+	cJSON *m = sd_msg_new(SD_MSG_KV_GET);
+	cJSON_AddNumberToObject(m, "id", (double)id);
+	cJSON_AddStringToObject(m, "key", key);
+	if (ctl_send(c, m) < 0)
+		return sd_why(why, "store get %s: controller connection lost", key), SD_COMM_EFAIL;
+	double deadline = now_s() + (timeout_ms < 0 ? 1e9 : timeout_ms / 1000.0);
+	for (;;) {
+		for (int i = 0; i < c->nq; i++) {
+			if (c->q[i].type != SD_MSG_KV_VALUE || sd_msg_int(c->q[i].msg, "id", -1) != id)
+				continue;
+			cJSON *v = c->q[i].msg;
+			memmove(&c->q[i], &c->q[i + 1], (size_t)(c->nq - i - 1) * sizeof *c->q);
+			c->nq--;
+			*value = sd_hex_decode(sd_msg_str(v, "value", ""), len);
+			cJSON_Delete(v);
+			if (!*value)
+				return sd_why(why, "store get %s: controller sent bad hex", key), SD_COMM_EFAIL;
+			return 0;
+		}
+		double left = deadline - now_s();
+		if (left <= 0)
+			return sd_why(why, "store get %s: no value within %d ms", key, timeout_ms),
+			       SD_COMM_ETIMEDOUT;
+		/* A newer generation was announced while we wait for this one's
+		 * peers: some of them will never come, give up now. */
+		if (ctl_has(c, SD_MSG_GENERATION))
+			return sd_why(why, "store get %s: superseded by a newer generation", key),
+			       SD_COMM_ETIMEDOUT;
+		if (ctl_lost(c))
+			return sd_why(why, "store get %s: controller connection lost", key),
+			       SD_COMM_EFAIL;
+		if (ctl_aborted(c, c->gen))
+			return sd_why(why, "store get %s: the controller gave up on generation %ld "
+			              "(it failed on another member)", key, c->gen), SD_COMM_ETIMEDOUT;
+		if (ctl_pump(c, left > 0.05 ? 50 : (int)(left * 1000) + 1, why) < 0)
+			return SD_COMM_EFAIL;
+	}
+}
+
+static const struct sd_store_ops ctl_store_ops = { .set = store_set, .get = store_get };
+
+struct agent {
+	struct ctl ctl;
+	struct sd_job job;
+	struct sd_trainer *t;
+	const char *server_id;
+	double pace;
+	int have_state;       /* parameters are a valid state of the run */
+	int leaving;          /* notice or SIGTERM: leave at the next boundary */
+	int ckpt_requested;   /* operator asked for a checkpoint (rank 0) */
+	char ckpt_reason[16]; /* its reason: "operator" or "final" (quit) */
+	long generation;
+	struct heartbeat hb;
+	const char *token;
+	long pid;
+	/* A checkpoint the controller streams to us to resume from. */
+	unsigned char *resume;
+	size_t resume_len, resume_total;
+	long resume_step;
+};
+
+/* Handles queued messages that may arrive at any time.  Returns 1 if the
+ * group should change after this step (new generation, pause, stop). */
+static int handle_async(struct agent *a)
+{
+	cJSON *m;
+	while ((m = ctl_take(&a->ctl, SD_MSG_NOTICE))) {
+		a->leaving = 1;
+		cJSON_Delete(m);
+	}
+	while ((m = ctl_take(&a->ctl, SD_MSG_CHECKPOINT))) {
+		/* A checkpoint taken because the run quits is its final one. */
+		int final = !strcmp(sd_msg_str(m, "reason", ""), "final");
+		if (!a->ckpt_requested || final)
+			snprintf(a->ckpt_reason, sizeof a->ckpt_reason, "%s", final ? "final" : "operator");
+		a->ckpt_requested = 1;
+		cJSON_Delete(m);
+	}
+	if (got_sigterm)
+		a->leaving = 1;
+	return a->leaving || ctl_has(&a->ctl, SD_MSG_GENERATION) || ctl_has(&a->ctl, SD_MSG_PAUSE) ||
+	       ctl_has(&a->ctl, SD_MSG_STOP);
+}
+
+/* Collects checkpoint chunks the controller sends before a generation in
+ * which no worker holds the run's state. */
+static int take_resume_chunks(struct agent *a, char **why)
+{
+	cJSON *m;
+	while ((m = ctl_take(&a->ctl, SD_MSG_CKPT_CHUNK))) {
+		long long off = sd_msg_int(m, "offset", -1), total = sd_msg_int(m, "total", -1);
+		size_t n;
+		unsigned char *bytes = sd_hex_decode(sd_msg_str(m, "data", ""), &n);
+		if (!bytes || off < 0 || total <= 0 || (unsigned long long)off + n > (unsigned long long)total) {
+			free(bytes);
+			cJSON_Delete(m);
+			return sd_why(why, "controller sent a malformed checkpoint chunk");
+		}
+		if (off == 0) {
+			free(a->resume);
+			a->resume = sd_malloc((size_t)total);
+			a->resume_total = (size_t)total;
+			a->resume_len = 0;
+			a->resume_step = (long)sd_msg_int(m, "step", 0);
+		}
+		if (a->resume && (size_t)off == a->resume_len && (size_t)total == a->resume_total) {
+			memcpy(a->resume + off, bytes, n);
+			a->resume_len += n;
+		}
+		free(bytes);
+		cJSON_Delete(m);
+	}
+	return 0;
+}
+
+/* Loads a completely received resume checkpoint into the trainer. */
+static int load_resume(struct agent *a, char **why)
+{
+	if (!a->resume || a->resume_len != a->resume_total)
+		return 0;
+	char path[] = "/tmp/spotdeck-resume-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return sd_why(why, "resume: cannot create a temporary file: %s", strerror(errno));
+	size_t off = 0;
+	while (off < a->resume_len) {
+		ssize_t n = write(fd, a->resume + off, a->resume_len - off);
+		if (n <= 0) {
+			close(fd);
+			unlink(path);
+			return sd_why(why, "resume: writing %s: %s", path, strerror(errno));
+		}
+		off += (size_t)n;
+	}
+	close(fd);
+	int rc = sd_trainer_load(a->t, path, why);
+	unlink(path);
+	free(a->resume);
+	a->resume = NULL;
+	a->resume_len = a->resume_total = 0;
+	if (rc == 0)
+		a->have_state = 1;
+	return rc;
+}
+
+/* Rank 0 streams a checkpoint of the current state to the controller. */
+static int send_checkpoint(struct agent *a, const char *reason, char **why)
+{
+	char path[] = "/tmp/spotdeck-ckpt-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return sd_why(why, "checkpoint: cannot create a temporary file: %s", strerror(errno));
+	close(fd);
+	if (sd_trainer_save(a->t, path, why) < 0) {
+		unlink(path);
+		return -1;
+	}
+	FILE *f = fopen(path, "rb");
+	unlink(path);
+	if (!f)
+		return sd_why(why, "checkpoint: reopening %s: %s", path, strerror(errno));
+	fseek(f, 0, SEEK_END);
+	long total = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *buf = sd_malloc(CKPT_CHUNK_BYTES);
+	long off = 0;
+	int rc = 0;
+	while (off < total) {
+		size_t n = fread(buf, 1, CKPT_CHUNK_BYTES, f);
+		if (n == 0) {
+			rc = sd_why(why, "checkpoint: short read");
+			break;
+		}
+		char *hex = sd_hex_encode(buf, n);
+		cJSON *m = sd_msg_new(SD_MSG_CKPT_CHUNK);
+		cJSON_AddNumberToObject(m, "step", (double)a->t->step);
+		cJSON_AddNumberToObject(m, "offset", (double)off);
+		cJSON_AddNumberToObject(m, "total", (double)total);
+		cJSON_AddStringToObject(m, "reason", reason);
+		cJSON_AddStringToObject(m, "data", hex);
+		free(hex);
+		if (ctl_send(&a->ctl, m) < 0) {
+			rc = sd_why(why, "checkpoint: controller connection lost");
+			break;
+		}
+		off += (long)n;
+	}
+	free(buf);
+	fclose(f);
+	return rc;
+}
+
+/* Test-set loss and accuracy, each rank evaluating its share and all-reducing. */
+static int evaluate(struct agent *a, struct sd_comm *comm, double *loss, double *acc, char **why)
+{
+	struct sd_trainer *t = a->t;
+	int rank = sd_comm_rank(comm), world = sd_comm_world_size(comm);
+	int n = t->test.n, lo = (int)((long)n * rank / world), hi = (int)((long)n * (rank + 1) / world);
+	size_t img = (size_t)t->test.c * t->test.h * t->test.w;
+	double sums[2] = { 0, 0 };
+	for (int pos = lo; pos < hi; pos += t->cfg.eval_batch) {
+		int nb = hi - pos < t->cfg.eval_batch ? hi - pos : t->cfg.eval_batch;
+		double l;
+		int c;
+		if (sd_trainer_eval_batch(t, t->test.images + (size_t)pos * img,
+		                          t->test.labels + pos, nb, &l, &c, why) < 0)
+			return -1;
+		sums[0] += l;
+		sums[1] += c;
+	}
+	int rc = sd_comm_allreduce_sum_f64(comm, sums, 2, why);
+	if (rc < 0)
+		return rc;
+	*loss = sums[0] / n;
+	*acc = sums[1] / n;
+	return 0;
+}
+
+static int send_comm_failed(struct agent *a, const char *reason)
+{
+	cJSON *m = sd_msg_new(SD_MSG_COMM_FAILED);
+	cJSON_AddNumberToObject(m, "generation", (double)a->generation);
+	cJSON_AddNumberToObject(m, "step", (double)a->t->step);
+	cJSON_AddStringToObject(m, "reason", reason ? reason : "unknown");
+	return ctl_send(&a->ctl, m);
+}
+
+enum gen_result { GEN_CHANGE, GEN_DONE, GEN_FAILED, GEN_FATAL };
+
+/* Trains in one generation until the group changes, training ends or a
+ * collective fails. */
+static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
+{
+	struct sd_trainer *t = a->t;
+	int rank = (int)sd_msg_int(gen, "rank", 0), world = (int)sd_msg_int(gen, "world_size", 1);
+	int offset = (int)sd_msg_int(gen, "offset", 0), count = (int)sd_msg_int(gen, "count", 0);
+	/* The controller sizes the timeout to this generation's step time. */
+	long long tmo = sd_msg_int(gen, "timeout_ms", (long long)(a->job.comm_timeout_s * 1000));
+	int timeout_ms = tmo < 1 ? 1 : tmo > 86400000 ? 86400000 : (int)tmo;
+	a->generation = (long)sd_msg_int(gen, "generation", 0);
+	a->ctl.gen = a->generation;
+	double t_join = now_s();
+	if (rank == 0 && load_resume(a, why) < 0)
+		return GEN_FATAL;
+	/* NCCL when every rank has a GPU of its own, else Gloo (engine/comm.h);
+	 * on_device: the collectives work on the device copy of the state. */
+	enum sd_comm_backend backend = SD_COMM_GLOO;
+	struct sd_comm *comm = NULL;
+	int rc = sd_comm_choose_backend(&backend, rank, world, a->generation,
+	                                sd_trainer_nccl_device(t), &ctl_store_ops, &a->ctl,
+	                                timeout_ms, why);
+	int on_device = backend == SD_COMM_NCCL;
+	if (rc == 0)
+		rc = sd_comm_create(&comm, backend, rank, world, a->generation, &ctl_store_ops,
+		                    &a->ctl, timeout_ms, why);
+	if (rc < 0) {
+		send_comm_failed(a, *why);
+		return ctl_lost(&a->ctl) ? GEN_FATAL : GEN_FAILED;
+	}
+	/* Who holds the newest state?  Each rank publishes its step (-1: none). */
+	double *steps = sd_calloc((size_t)world, sizeof(double));
+	steps[rank] = a->have_state ? (double)t->step : -1;
+	rc = sd_comm_allreduce_sum_f64(comm, steps, (size_t)world, why);
+	int source = 0;
+	for (int r = 1; rc == 0 && r < world; r++)
+		if (steps[r] > steps[source])
+			source = r;
+	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
+	free(steps);
+	struct sd_state_view sv;
+	if (rc == 0)
+		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, on_device, &sv, why);
+	size_t np = sv.param_count, nb = sv.buffer_count;
+	if (rc == 0)
+		rc = sd_comm_broadcast(comm, sv.params, np * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_comm_broadcast(comm, sv.velocity, np * sizeof(float), source, why);
+	if (rc == 0 && nb)
+		rc = sd_comm_broadcast(comm, sv.buffers, nb * sizeof(float), source, why);
+	if (rc == 0)
+		rc = sd_trainer_comm_end(t, SD_STATE_MODEL, on_device, why);
+	if (rc < 0) {
+		send_comm_failed(a, *why);
+		sd_comm_destroy(comm);
+		return GEN_FAILED;
+	}
+	t->step = start;
+	t->perm_epoch = -1;
+	a->have_state = 1;
+	cJSON *j = sd_msg_new(SD_MSG_JOINED);
+	cJSON_AddNumberToObject(j, "generation", (double)a->generation);
+	cJSON_AddNumberToObject(j, "step", (double)start);
+	cJSON_AddNumberToObject(j, "rank", rank);
+	cJSON_AddNumberToObject(j, "source_rank", source);
+	cJSON_AddNumberToObject(j, "join_ms", (now_s() - t_join) * 1000);
+	cJSON_AddNumberToObject(j, "total_steps", (double)t->total_steps);
+	if (ctl_send(&a->ctl, j) < 0) {
+		sd_comm_destroy(comm);
+		return GEN_FATAL;
+	}
+
+	size_t ng = np;
+	int first = 1;
+	enum gen_result result = GEN_DONE;
+	while (t->step < t->total_steps) {
+		double c0 = now_s(), loss_sum = 0;
+		int correct = 0;
+		if (sd_trainer_local_grad(t, t->step, offset, count, &loss_sum, &correct, why) < 0) {
+			sd_comm_destroy(comm);
+			return GEN_FATAL;
+		}
+		if (a->pace > 0 && a->pace < 1) {
+			/* Emulated GPU: stretch the compute to the offer's speed. */
+			double extra = (now_s() - c0) * (1 / a->pace - 1);
+			struct timespec ts = { (time_t)extra, (long)((extra - (time_t)extra) * 1e9) };
+			nanosleep(&ts, NULL);
+		}
+		double c1 = now_s();
+		double metrics[4] = { loss_sum, correct, count, 0 };
+		if (ctl_pump(&a->ctl, 0, why) < 0) {
+			sd_comm_destroy(comm);
+			return GEN_FATAL;
+		}
+		if (ctl_aborted(&a->ctl, a->generation)) {
+			/* Our peers are failing already: do not wait on them. */
+			sd_why(why, "the controller gave up on generation %ld (a collective failed on "
+			       "another member)", a->generation);
+			send_comm_failed(a, *why);
+			sd_comm_destroy(comm);
+			return GEN_FAILED;
+		}
+		metrics[3] = handle_async(a) ? 1 : 0;
+		struct sd_state_view gv;
+		rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, on_device, &gv, why);
+		if (rc == 0)
+			rc = sd_comm_allreduce_sum(comm, gv.grads, ng, why);
+		if (rc == 0)
+			rc = sd_trainer_comm_end(t, SD_STATE_GRADS, on_device, why);
+		if (rc == 0)
+			rc = sd_comm_allreduce_sum_f64(comm, metrics, 4, why);
+		double c2 = now_s();
+		if (rc < 0) {
+			send_comm_failed(a, *why);
+			sd_comm_destroy(comm);
+			return GEN_FAILED;
+		}
+		sd_trainer_apply(t);
+		int epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
+		cJSON *m = sd_msg_new(SD_MSG_STEP);
+		cJSON_AddNumberToObject(m, "generation", (double)a->generation);
+		cJSON_AddNumberToObject(m, "step", (double)t->step);
+		cJSON_AddNumberToObject(m, "rank", rank);
+		cJSON_AddNumberToObject(m, "world_size", world);
+		cJSON_AddNumberToObject(m, "samples", count);
+		cJSON_AddNumberToObject(m, "loss_sum", metrics[0]);
+		cJSON_AddNumberToObject(m, "correct", metrics[1]);
+		cJSON_AddNumberToObject(m, "global_samples", metrics[2]);
+		cJSON_AddNumberToObject(m, "compute_ms", (c1 - c0) * 1000);
+		cJSON_AddNumberToObject(m, "comm_ms", (c2 - c1) * 1000);
+		cJSON_AddNumberToObject(m, "images_per_sec", count > 0 ? count / (c1 - c0) : 0);
+		if (a->pace > 0 && a->pace < 1)
+			cJSON_AddBoolToObject(m, "emulated", 1);
+		cJSON_AddNumberToObject(m, "lr", sd_lr_at(&t->lr, t->step - 1));
+		if (first || (a->job.log_every > 0 && t->step % a->job.log_every == 0) || epoch_end) {
+			char sum[16];
+			snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
+			cJSON_AddStringToObject(m, "checksum", sum);
+		}
+		first = 0;
+		if (epoch_end) {
+			double tl, ta;
+			rc = evaluate(a, comm, &tl, &ta, why);
+			if (rc < 0) {
+				cJSON_Delete(m);
+				send_comm_failed(a, *why);
+				sd_comm_destroy(comm);
+				return GEN_FAILED;
+			}
+			cJSON_AddNumberToObject(m, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+			cJSON_AddNumberToObject(m, "test_loss", tl);
+			cJSON_AddNumberToObject(m, "test_accuracy", ta);
+		}
+		if (ctl_send(&a->ctl, m) < 0) {
+			sd_comm_destroy(comm);
+			return GEN_FATAL;
+		}
+		int periodic = a->job.checkpoint_every > 0 && t->step % a->job.checkpoint_every == 0;
+		/* The last worker leaving takes the state with it: save it first. */
+		int last_leaving = a->leaving && world == (int)metrics[3] && rank == 0;
+		if (rank == 0 && (periodic || a->ckpt_requested || last_leaving || t->step == t->total_steps)) {
+			const char *reason = last_leaving ? "notice" : a->ckpt_requested ? a->ckpt_reason :
+			                     t->step == t->total_steps ? "final" : "periodic";
+			a->ckpt_requested = 0;
+			if (send_checkpoint(a, reason, why) < 0) {
+				sd_comm_destroy(comm);
+				return GEN_FATAL;
+			}
+		}
+		if (metrics[3] > 0) {
+			result = GEN_CHANGE;
+			break;
+		}
+	}
+	sd_comm_destroy(comm);
+	return result;
+}
+
+/* Says hello and waits for the welcome.  Returns it (caller frees), or NULL
+ * with *why when the controller refused us or went away. */
+static cJSON *agent_hello(struct agent *a, int rejoin, char **why)
+{
+	cJSON *hello = sd_msg_new(SD_MSG_HELLO);
+	cJSON_AddNumberToObject(hello, "version", SD_PROTO_VERSION);
+	cJSON_AddStringToObject(hello, "token", a->token);
+	cJSON_AddStringToObject(hello, "server_id", a->server_id);
+	cJSON_AddNumberToObject(hello, "pid", (double)a->pid);
+	if (rejoin)
+		cJSON_AddBoolToObject(hello, "rejoin", 1);
+	if (ctl_send(&a->ctl, hello) < 0) {
+		sd_why(why, "controller %s:%s: connection lost during hello", a->ctl.host, a->ctl.port);
+		return NULL;
+	}
+	cJSON *welcome = NULL;
+	while (!welcome) {
+		cJSON *err = ctl_take(&a->ctl, SD_MSG_ERROR);
+		if (err) {
+			sd_why(why, "controller refused us: %s", sd_msg_str(err, "reason", "?"));
+			cJSON_Delete(err);
+			return NULL;
+		}
+		welcome = ctl_take(&a->ctl, SD_MSG_WELCOME);
+		if (!welcome && ctl_pump(&a->ctl, 1000, why) < 0)
+			return NULL;
+	}
+	/* Heartbeats go out from now on, while the job loads too. */
+	long long hb = sd_msg_int(welcome, "heartbeat_ms", 0);
+	if (hb > 0)
+		heartbeat_start(&a->hb, &a->ctl, hb > 60000 ? 60000 : (int)hb);
+	return welcome;
+}
+
+/* The READY message: the job is loaded; where the worker computes goes
+ * along (protocol.h), sent again on every rejoin so the journal and the
+ * cluster pane keep it. */
+static cJSON *ready_msg(struct agent *a)
+{
+	cJSON *ready = sd_msg_new(SD_MSG_READY);
+	cJSON_AddStringToObject(ready, "backend", a->t->backend.name);
+	if (a->t->backend.device.name[0])
+		cJSON_AddStringToObject(ready, "device", a->t->backend.device.name);
+	cJSON_AddStringToObject(ready, "backend_reason", a->t->backend.reason);
+	return ready;
+}
+
+/* The control connection ended without a stop.  If the controller dropped
+ * us (an error with rejoin: it could not hear from us for longer than its
+ * timeout, because this process was stopped or its host froze) or the
+ * connection just ended, connect again and join as a new member: our state
+ * may be stale, the next generation broadcasts the group's to us.  Returns
+ * 0 when connected again, 1 when the controller ended the run (stop), -1
+ * with *why when it refused us or is gone. */
+static int agent_rejoin(struct agent *a, char **why)
+{
+	/* Read what the controller said before it closed. */
+	for (int i = 0; i < 100 && !a->ctl.eof; i++)
+		if (ctl_pump(&a->ctl, 10, NULL) < 0)
+			break;
+	cJSON *m = ctl_take(&a->ctl, SD_MSG_STOP);
+	if (m) {
+		cJSON_Delete(m);
+		return 1;
+	}
+	if (a->leaving)
+		return 1;   /* we were leaving anyway */
+	m = ctl_take(&a->ctl, SD_MSG_ERROR);
+	if (m && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin"))) {
+		sd_why(why, "controller dropped us: %s", sd_msg_str(m, "reason", "?"));
+		cJSON_Delete(m);
+		return -1;
+	}
+	fprintf(stderr, "spotdeck-worker: %s: %s; connecting again\n", a->server_id,
+	        m ? sd_msg_str(m, "reason", "?") : "controller connection lost");
+	cJSON_Delete(m);
+	char *err = NULL;
+	if (ctl_connect(&a->ctl, &err) < 0) {
+		sd_why(why, "%s (connecting again after the control connection ended)", err);
+		free(err);
+		return -1;
+	}
+	cJSON *welcome = agent_hello(a, 1, why);
+	if (!welcome)
+		return -1;
+	cJSON_Delete(welcome);   /* same run, same job: the trainer stays */
+	a->ckpt_requested = 0;
+	a->generation = a->ctl.gen = -1;
+	free(a->resume);
+	a->resume = NULL;
+	a->resume_len = a->resume_total = 0;
+	if (ctl_send(&a->ctl, ready_msg(a)) < 0)
+		return sd_why(why, "controller connection lost"), -1;
+	return 0;
+}
+
+int sd_worker_agent_run(const struct sd_agent_opts *o)
+{
+	char *why = NULL;
+	struct agent a;
+	memset(&a, 0, sizeof a);
+	a.server_id = o->server_id;
+	a.pace = o->pace;
+	a.token = o->token;
+	a.pid = (long)getpid();
+	ctl_init(&a.ctl, o->host, o->port);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigterm;
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	int status = 1;
+	if (ctl_connect(&a.ctl, &why) < 0)
+		goto out;
+	cJSON *welcome = agent_hello(&a, 0, &why);
+	if (!welcome)
+		goto out;
+	int rc = sd_job_from_json(&a.job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
+	                          "welcome.job", &why);
+	cJSON_Delete(welcome);
+	if (rc < 0)
+		goto out;
+	int threads = o->threads ? o->threads : a.job.threads_per_worker;
+	openblas_set_num_threads(threads);
+	omp_set_num_threads(threads);
+	if (o->backend && o->backend[0])
+		snprintf(a.job.train.backend, sizeof a.job.train.backend, "%s", o->backend);
+	a.job.train.device = o->device;
+	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0) {
+		/* The job cannot run here (missing data, bad model): say so to the
+		 * controller, which journals it and marks this server failed (the
+		 * run ends only if no worker can load the job). */
+		cJSON *l = sd_msg_new(SD_MSG_LOG);
+		cJSON_AddStringToObject(l, "level", "fatal");
+		cJSON_AddStringToObject(l, "message", why);
+		ctl_send(&a.ctl, l);
+		goto out;
+	}
+	/* Only now can we take part in a rendezvous without holding others up.
+	 * Where we compute goes along, for the journal and the cluster pane.  If
+	 * the controller dropped us meanwhile (stopped while loading), the loop
+	 * below connects again. */
+	ctl_send(&a.ctl, ready_msg(&a));
+	for (;;) {
+		if (ctl_lost(&a.ctl)) {
+			free(why);
+			why = NULL;
+			int r = agent_rejoin(&a, &why);
+			if (r < 0)
+				goto out;
+			if (r > 0) {
+				status = 0;
+				break;
+			}
+			continue;
+		}
+		if (take_resume_chunks(&a, &why) < 0)
+			goto out;
+		cJSON *m;
+		if ((m = ctl_take(&a.ctl, SD_MSG_STOP))) {
+			cJSON_Delete(m);
+			status = 0;
+			break;
+		}
+		handle_async(&a);
+		if (a.leaving) {
+			cJSON *l = sd_msg_new(SD_MSG_LEAVING);
+			cJSON_AddStringToObject(l, "reason", got_sigterm ? "sigterm" : "notice");
+			cJSON_AddNumberToObject(l, "step", (double)(a.t ? a.t->step : 0));
+			ctl_send(&a.ctl, l);
+			status = 0;
+			break;
+		}
+		while ((m = ctl_take(&a.ctl, SD_MSG_PAUSE)))
+			cJSON_Delete(m);
+		ctl_aborted(&a.ctl, a.generation);   /* about generations we left */
+		/* Only the newest announced generation matters. */
+		cJSON *gen = NULL;
+		while ((m = ctl_take(&a.ctl, SD_MSG_GENERATION))) {
+			cJSON_Delete(gen);
+			gen = m;
+		}
+		if (!gen) {
+			if (ctl_pump(&a.ctl, 200, &why) < 0 && !ctl_lost(&a.ctl))
+				goto out;
+			continue;
+		}
+		/* Chunks sent just before the generation may still be in flight. */
+		if ((ctl_pump(&a.ctl, 0, &why) < 0 && !ctl_lost(&a.ctl)) ||
+		    take_resume_chunks(&a, &why) < 0) {
+			cJSON_Delete(gen);
+			goto out;
+		}
+		enum gen_result r = run_generation(&a, gen, &why);
+		cJSON_Delete(gen);
+		if (r == GEN_FATAL && !ctl_lost(&a.ctl))
+			goto out;
+		if (r == GEN_DONE) {
+			/* Training finished: wait for the controller's stop. */
+			while (!ctl_has(&a.ctl, SD_MSG_STOP) && !got_sigterm && !ctl_lost(&a.ctl))
+				if (ctl_pump(&a.ctl, 500, &why) < 0 && !ctl_lost(&a.ctl))
+					goto out;
+		}
+		free(why);
+		why = NULL;
+	}
+out:
+	if (status && why)
+		fprintf(stderr, "spotdeck-worker: %s: %s\n", o->server_id, why);
+	free(why);
+	heartbeat_stop(&a.hb);
+	free(a.resume);
+	sd_trainer_destroy(a.t);
+	ctl_close(&a.ctl);
+	return status;
+}

@@ -1,0 +1,106 @@
+#!/bin/sh
+# tests/test-include-layers.sh - no #include points up a layer (issue 10):
+# engine/ never includes src/ or ui/, ui/ never includes src/ or engine/,
+# the protocol and market code include no other part of src/, and so on, as
+# tests/layers.txt writes the graph once.  Every C, C++ and CUDA file under
+# engine/, ui/ and src/ must be in exactly one layer.  Before it reads the
+# real tree, the check runs on a small made-up tree with one include that
+# points up and one file in no layer, and must report both, so this test
+# cannot pass by checking nothing.
+command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found" >&2; exit 77; }
+exec python3 - "${top_srcdir:-$(dirname "$0")/..}" <<'PY'
+import fnmatch, glob, os, re, sys, tempfile
+
+top = sys.argv[1]
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCES = ("*.c", "*.cc", "*.h", "*.cu")
+
+
+def read_layers(path):
+    """[(layer, [globs], {allowed layers})] from a layers.txt; a bad line is fatal."""
+    layers = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            if "->" not in line:
+                sys.exit("FAIL: %s:%d: no '->' (want: LAYER GLOB... -> LAYER...)" % (path, n))
+            left, right = line.split("->", 1)
+            words = left.split()
+            if len(words) < 2:
+                sys.exit("FAIL: %s:%d: a layer needs a name and at least one glob" % (path, n))
+            layers.append((words[0], words[1:], set(right.split())))
+    names = [l[0] for l in layers]
+    for name, _, allowed in layers:
+        for a in allowed - set(names):
+            sys.exit("FAIL: %s: layer %s may include %s, which is no layer" % (path, name, a))
+    return layers
+
+
+def layer_of(rel, layers):
+    hits = [name for name, globs, _ in layers if any(fnmatch.fnmatchcase(rel, g) for g in globs)]
+    return hits
+
+
+def check(root, layers):
+    """Returns the problems found under root, one line each."""
+    problems = []
+    files = []
+    for d in ("engine", "ui", "src"):
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, d)):
+            for fn in filenames:
+                if any(fnmatch.fnmatchcase(fn, p) for p in SOURCES):
+                    files.append(os.path.relpath(os.path.join(dirpath, fn), root))
+    allowed = {name: allowed | {name} for name, _, allowed in layers}
+    for rel in sorted(files):
+        mine = layer_of(rel, layers)
+        if len(mine) != 1:
+            problems.append("%s: in %s layers (%s); place it in exactly one in tests/layers.txt"
+                            % (rel, len(mine), " ".join(mine) or "none"))
+            continue
+        with open(os.path.join(root, rel), errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if not m or "/" not in m.group(1):
+                    continue   # "config.h", or a file next to it
+                target = m.group(1)
+                theirs = layer_of(target, layers)
+                if not theirs:
+                    if target.split("/")[0] in ("engine", "ui", "src"):
+                        problems.append("%s:%d: includes %s, which is in no layer" % (rel, n, target))
+                    continue
+                if theirs[0] not in allowed[mine[0]]:
+                    problems.append("%s:%d: %s layer includes %s (%s layer): it may include only %s"
+                                    % (rel, n, mine[0], target, theirs[0], " ".join(sorted(allowed[mine[0]]))))
+    return problems, len(files)
+
+
+# 1. The check itself finds an include that points up, and a file in no layer.
+with tempfile.TemporaryDirectory() as t:
+    for rel, text in {"engine/a.h": "", "engine/b.c": '#include "engine/a.h"\n#include "ui/v.h"\n',
+                      "ui/v.h": '#include "config.h"\n', "src/stray.c": ""}.items():
+        os.makedirs(os.path.dirname(os.path.join(t, rel)), exist_ok=True)
+        with open(os.path.join(t, rel), "w") as f:
+            f.write(text)
+    lp = os.path.join(t, "layers.txt")
+    with open(lp, "w") as f:
+        f.write("engine engine/* ->\nui ui/* ->\n")
+    got, _ = check(t, read_layers(lp))
+    want = ["engine/b.c:2: engine layer includes ui/v.h", "src/stray.c: in 0 layers"]
+    for w in want:
+        if not any(p.startswith(w) for p in got):
+            sys.exit("FAIL: the check on a made-up tree missed '%s'; it reported: %s" % (w, got))
+    if len(got) != len(want):
+        sys.exit("FAIL: the check on a made-up tree reported more than it should: %s" % got)
+
+# 2. The real tree.
+layers = read_layers(os.path.join(top, "tests", "layers.txt"))
+problems, n = check(top, layers)
+for p in problems:
+    print("FAIL: " + p)
+if problems:
+    sys.exit(1)
+print("ok: %d files in %d layers (%s); no include points up a layer"
+      % (n, len(layers), " ".join(l[0] for l in layers)))
+PY
