@@ -10,8 +10,8 @@
 #include <uv.h>
 
 #include "engine/errors.h"
-#include "src/provider.h"
-#include "src/trace.h"
+#include "src/provider/provider.h"
+#include "src/market/trace.h"
 #include "tests/check.h"
 
 #define OFFER "gce/us-west1-b/k80/spot"
