@@ -27,3 +27,11 @@ tests_fuzz_fuzz_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 tests_bench_bench_market_SOURCES = tests/bench/bench-market.c tests/bench/bench.h
 tests_bench_bench_market_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_bench_bench_market_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
+# A market price change moves the sim provider's price now and leaves the
+# catalog as loaded (issue 10's list).
+check_PROGRAMS += tests/test-provider-price
+TESTS += tests/test-provider-price
+tests_test_provider_price_SOURCES = tests/test-provider-price.c tests/check.h
+tests_test_provider_price_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+tests_test_provider_price_LDADD = $(SD_PROVIDER_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)

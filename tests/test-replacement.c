@@ -8,7 +8,8 @@
  * a batch scoped to one offer spares the zone's other offers; the storm
  * term of a Markov offer equals replacement.h's formula.  On the shipped
  * catalogs, under random events, the suggestion is always the lowest score
- * among the offers it may suggest. */
+ * among the offers it may suggest.  The market's price now, when given,
+ * decides instead of the catalog's. */
 #include "config.h"
 
 #include <math.h>
@@ -185,6 +186,27 @@ static void test_scopes(void)
 
 /* On a shipped catalog, random events: the suggestion is eligible and has
  * the lowest score; a reason's event is a real one. */
+/* The price now (in.usd_per_hour, the market's) decides, not the catalog's:
+ * with z-a's K80 dearer than the catalog says, z-b is the cheapest. */
+static void test_live_prices(void)
+{
+	reset(30);
+	expect("catalog prices", 0, 0, "cheapest $/Mimg");
+	double price[6];
+	for (int i = 0; i < cat->noffers && i < 6; i++)
+		price[i] = cat->offers[i].usd_per_hour;
+	price[0] = 0.5;
+	in.usd_per_hour = price;
+	expect("z-a's price now 0.50 (catalog 0.25)", 0, 1, "cheapest $/Mimg");
+	struct sd_replacement_choice c;
+	in.now = 0;
+	int rc = sd_replacement_suggest(&in, &c);
+	CHECK(rc == 0 && near(c.usd_per_mimage, 0.25 / (500 * 3600.0) * 1e6),
+	      "its $/Mimg %g, want z-b's at 0.25/h", c.usd_per_mimage);
+	CHECK(near(sd_replacement_usd_per_mimage_now(&in, &cat->offers[0]), 0.5 / (500 * 3600.0) * 1e6),
+	      "z-a at the price now: %g", sd_replacement_usd_per_mimage_now(&in, &cat->offers[0]));
+}
+
 static void test_shipped(const char *path)
 {
 	struct sd_catalog *c = NULL;
@@ -259,6 +281,7 @@ int main(int argc, char **argv)
 	test_zones();
 	test_stockouts();
 	test_scopes();
+	test_live_prices();
 	sd_catalog_free(cat);
 	const char *data = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
 	char path[4096];

@@ -167,14 +167,6 @@ static void on_sigterm(uv_signal_t *s, int signum)
 	shutdown_driver(s->data);
 }
 
-/* A crash must leave a usable terminal: restore it, then die as before. */
-static void on_fatal(int sig)
-{
-	sd_cockpit_emergency_restore();
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -228,13 +220,8 @@ int main(int argc, char **argv)
 	ui_fixture_init(&d.fx, nservers);
 	d.loop = uv_default_loop();
 
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_fatal;
-	sigaction(SIGABRT, &sa, NULL);
-	sigaction(SIGSEGV, &sa, NULL);
-	sigaction(SIGBUS, &sa, NULL);
-
+	/* A crash (abort(): --crash-after, SIGUSR2) leaves a usable terminal
+	 * through the cockpit's own fatal-signal handler. */
 	static const struct sd_cockpit_ops ops = { drv_view, drv_command };
 	char *why = NULL;
 	if (sd_cockpit_create(&d.cockpit, d.loop, &ops, &d, &o, &why) != 0) {

@@ -10,6 +10,12 @@ EXTRA_DIST += tests/ui-e2e/lib.sh tests/test-ui-billing.sh tests/ui-e2e/billing-
 # 9, item 4).
 TESTS += tests/test-ui-suggest.sh
 EXTRA_DIST += tests/test-ui-suggest.sh tests/ui-e2e/suggest-job.json tests/ui-e2e/suggest-trace.jsonl
+# A journal that cannot be written: the status line says so (issue 10's list).
+TESTS += tests/test-ui-journal-full.sh
+EXTRA_DIST += tests/test-ui-journal-full.sh
+# A crash (SIGSEGV, SIGFPE) gives the terminal back (issue 10's list).
+TESTS += tests/test-ui-crash.sh
+EXTRA_DIST += tests/test-ui-crash.sh
 EXTRA_DIST += tests/test-ui-cockpit.sh tests/ui-e2e/check.py \
 	tests/ui-e2e/cockpit-job.json tests/ui-e2e/cockpit-trace.jsonl \
 	tests/bench/cockpit-bench

@@ -120,6 +120,48 @@ void sd_cockpit_emergency_restore(void)
 		dup2(emergency_stderr, STDERR_FILENO);
 }
 
+/* While a cockpit holds the terminal, a crash (these signals) gives it
+ * back before the process dies: the handler restores it, puts back the
+ * action that was there before (the default, or a sanitizer's that reports
+ * the crash) and raises the signal again.  SA_RESETHAND: a second fault
+ * inside the handler dies at once. */
+static const int fatal_signals[] = { SIGSEGV, SIGABRT, SIGBUS, SIGFPE };
+#define NFATAL (int)(sizeof fatal_signals / sizeof fatal_signals[0])
+static struct sigaction fatal_old[NFATAL];
+static int fatal_installed;
+
+static void on_fatal_signal(int sig)
+{
+	sd_cockpit_emergency_restore();
+	for (int i = 0; i < NFATAL; i++)
+		if (fatal_signals[i] == sig)
+			sigaction(sig, &fatal_old[i], NULL);
+	raise(sig);   /* SA_NODEFER: delivered now, to the action put back */
+}
+
+static void fatal_handlers_install(void)
+{
+	if (fatal_installed)
+		return;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_fatal_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+	for (int i = 0; i < NFATAL; i++)
+		sigaction(fatal_signals[i], &sa, &fatal_old[i]);
+	fatal_installed = 1;
+}
+
+static void fatal_handlers_remove(void)
+{
+	if (!fatal_installed)
+		return;
+	for (int i = 0; i < NFATAL; i++)
+		sigaction(fatal_signals[i], &fatal_old[i], NULL);
+	fatal_installed = 0;
+}
+
 /* ---- rendering ---- */
 
 static void on_render(uv_timer_t *t);
@@ -265,6 +307,7 @@ static void on_closed(uv_handle_t *h)
 static void restore_terminal(struct sd_cockpit *c)
 {
 	emergency_armed = 0;
+	fatal_handlers_remove();
 	if (c->scr) {
 		set_term(c->scr);
 		curs_set(1);
@@ -411,6 +454,7 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 	emergency_add("rmcup");
 	emergency_stderr = c->saved_stderr;
 	emergency_armed = 1;
+	fatal_handlers_install();
 
 	struct sd_screen_cfg cfg = {
 		.command = ops->command,
@@ -460,6 +504,7 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 
 fail:
 	emergency_armed = 0;
+	fatal_handlers_remove();
 	if (c->scr) {
 		endwin();
 		fflush(stdout);

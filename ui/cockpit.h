@@ -16,8 +16,10 @@
  *
  * Terminal hygiene: while the cockpit runs, stderr goes to opts->log_path
  * (so that nothing writes behind curses), the terminal is in curses mode
- * on the alternate screen, and sd_cockpit_destroy() or, from a fatal signal
- * handler, sd_cockpit_emergency_restore() puts it back.  One cockpit at a
+ * on the alternate screen, and sd_cockpit_destroy() or, on SIGSEGV, SIGABRT,
+ * SIGBUS or SIGFPE, the handler the cockpit installs for them (it calls
+ * sd_cockpit_emergency_restore(), then lets the signal take its course with
+ * the action installed before the cockpit) puts it back.  One cockpit at a
  * time: it owns the terminal.
  */
 #ifndef SD_UI_COCKPIT_H

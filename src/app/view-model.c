@@ -186,7 +186,8 @@ static void suggest(struct sd_view_model *vm)
 	for (int i = 0; i < vm->nzev; i++)
 		ev[i] = vm->zev[(vm->zev_head + i) % MAX_ZONE_EVENTS];
 	struct sd_replacement_input in = {
-		.cat = cat, .available = vm->available, .events = ev, .nevents = vm->nzev,
+		.cat = cat, .usd_per_hour = sd_provider_prices(p), .available = vm->available,
+		.events = ev, .nevents = vm->nzev,
 		.now = v->elapsed_s, .hazard_scale = v->hazard_scale,
 	};
 	struct sd_replacement_choice ch;
@@ -363,10 +364,10 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 			snprintf(vo->gpu, sizeof vo->gpu, "%s", o->gpu);
 			vo->gpus = o->gpu_count;
 			vo->transient = o->transient;
-			vo->usd_per_hour = o->usd_per_hour;
+			vo->usd_per_hour = sd_provider_offer_usd_per_hour(p, o);   /* the market's now */
 			vo->images_per_sec = o->images_per_sec * o->gpu_count;
 			/* USD per million images at the offer's measured speed. */
-			vo->usd_per_mimage = o->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
+			vo->usd_per_mimage = vo->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
 			vo->p_revoked_1h = o->transient ? sd_market_p_revoked_within(o, 3600, 1) : 0;
 			int live = sd_provider_live(p, o);
 			vo->available = live < 0 ? -1 : o->capacity - live;

@@ -19,6 +19,11 @@
 struct plan_req {
 	uv_work_t work;
 	struct sd_whatif_in in;
+	/* in.cat: the provider's catalog at the market's prices now, a
+	 * snapshot (the loop thread may change prices while the plan runs);
+	 * its offers are copies, everything else is the provider's. */
+	struct sd_catalog cat_now;
+	struct sd_offer *offers_now;
 	struct sd_view_whatif rows[SD_WHATIF_MAX_ROWS];
 	int n;
 	char note[192];
@@ -54,6 +59,7 @@ static void plan_done(uv_work_t *w, int status)
 			sd_view_model_set_whatif(r->vm, r->rows, r->n, r->note, 0);
 	}
 	free(r->why);
+	free(r->offers_now);
 	free(r);
 }
 
@@ -77,11 +83,18 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 
 	struct plan_req *r = sd_calloc(1, sizeof *r);
 	struct sd_whatif_in *in = &r->in;
-	in->cat = cat;
 	if (sd_plan_job_from_train(&in->job, &job->train, st.total_steps, why) < 0) {
 		free(r);
 		return -1;
 	}
+	r->cat_now = *cat;
+	r->offers_now = sd_malloc((size_t)cat->noffers * sizeof *r->offers_now);
+	memcpy(r->offers_now, cat->offers, (size_t)cat->noffers * sizeof *r->offers_now);
+	const double *price = sd_provider_prices(p);
+	for (int i = 0; i < cat->noffers; i++)
+		r->offers_now[i].usd_per_hour = price[i];
+	r->cat_now.offers = r->offers_now;
+	in->cat = &r->cat_now;
 	in->job.done_images = (double)st.step * job->train.global_batch;
 	sd_plan_options_init(&in->opt);
 	in->opt.runs = SD_WHATIF_RUNS;
@@ -102,7 +115,7 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 		if (si[i].gone || !strcmp(si[i].state, "notice"))
 			continue;
 		if (si[i].offer && in->nlive < SD_WHATIF_MAX_LIVE) {
-			in->live_offer[in->nlive] = si[i].offer;
+			in->live_offer[in->nlive] = &r->offers_now[si[i].offer->index];
 			snprintf(in->live_id[in->nlive++], sizeof in->live_id[0], "%s", si[i].id);
 			if (!strcmp(si[i].state, "training"))
 				catalog_ips += si[i].offer->images_per_sec * si[i].offer->gpu_count;
@@ -123,6 +136,7 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	r->work.data = r;
 	int rc = uv_queue_work(loop, &r->work, plan_work, plan_done);
 	if (rc < 0) {
+		free(r->offers_now);
 		free(r);
 		return sd_why(why, "plan: %s", uv_strerror(rc));
 	}

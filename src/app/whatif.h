@@ -33,7 +33,8 @@
 
 /* Everything a plan needs, copied on the loop thread. */
 struct sd_whatif_in {
-	const struct sd_catalog *cat;     /* the provider's; outlives the plan */
+	const struct sd_catalog *cat;     /* the market now (the provider's catalog at its
+	                                   * prices now); outlives the plan */
 	struct sd_plan_job job;           /* the remaining work */
 	struct sd_plan_options opt;
 	double join_seconds, recovery_seconds;

@@ -23,6 +23,14 @@ double sd_replacement_usd_per_mimage(const struct sd_offer *o)
 	return ips > 0 ? o->usd_per_hour / (ips * 3600) * 1e6 : INFINITY;
 }
 
+double sd_replacement_usd_per_mimage_now(const struct sd_replacement_input *in, const struct sd_offer *o)
+{
+	if (!in->usd_per_hour)
+		return sd_replacement_usd_per_mimage(o);
+	double ips = o->images_per_sec * o->gpu_count;
+	return ips > 0 ? in->usd_per_hour[o->index] / (ips * 3600) * 1e6 : INFINITY;
+}
+
 static int same_zone(const struct sd_replacement_event *e, const struct sd_offer *o)
 {
 	if (!e->zone || !o->zone || strcmp(e->zone, o->zone) != 0)
@@ -124,7 +132,7 @@ int sd_replacement_suggest(const struct sd_replacement_input *in, struct sd_repl
 				continue;
 			struct sd_replacement_risk r;
 			sd_replacement_risk(in, o, &r);
-			double c = sd_replacement_usd_per_mimage(o);
+			double c = sd_replacement_usd_per_mimage_now(in, o);
 			if (!(r.recent < 1) || !isfinite(c))
 				continue;
 			double score = c / (1 - r.recent);
@@ -153,7 +161,7 @@ int sd_replacement_suggest(const struct sd_replacement_input *in, struct sd_repl
 		const struct sd_offer *o = &cat->offers[i];
 		if (i == out->offer || !o->transient || (in->available && in->available[i] == 0))
 			continue;
-		double c = sd_replacement_usd_per_mimage(o);
+		double c = sd_replacement_usd_per_mimage_now(in, o);
 		if (!(c <= out->usd_per_mimage * (1 + TIE_REL)) || !(c < why_c))
 			continue;
 		struct sd_replacement_risk r;

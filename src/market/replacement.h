@@ -110,6 +110,9 @@ struct sd_replacement_event {
 
 struct sd_replacement_input {
 	const struct sd_catalog *cat;
+	/* Per catalog offer (by index): its price now, USD/hour (the market's,
+	 * which a trace changes); NULL: the catalog's usd_per_hour. */
+	const double *usd_per_hour;
 	/* Per catalog offer (by index): servers that can still be acquired, -1
 	 * unknown; NULL: unknown for all. */
 	const int *available;
@@ -158,7 +161,9 @@ int sd_replacement_suggest(const struct sd_replacement_input *in, struct sd_repl
 char *sd_replacement_explain(const struct sd_replacement_input *in, const struct sd_replacement_choice *c,
                          char *buf, size_t n);
 
-/* USD per million images of o at the catalog's speed. */
+/* USD per million images of o at the catalog's speed and price. */
 double sd_replacement_usd_per_mimage(const struct sd_offer *o);
+/* The same at in's price now for o (in->usd_per_hour, else the catalog's). */
+double sd_replacement_usd_per_mimage_now(const struct sd_replacement_input *in, const struct sd_offer *o);
 
 #endif

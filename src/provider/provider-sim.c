@@ -67,7 +67,8 @@ struct sd_provider {
 	char worker_path[4096], run_dir[4096];
 	struct sd_provider_hooks hooks;
 	void *ctx;
-	struct sd_catalog *cat;
+	struct sd_catalog *cat;          /* as loaded: read-only */
+	double *price;                   /* per catalog offer (by index): its price now, USD/h */
 	struct sd_market *market;
 	uv_timer_t market_timer;
 	uint64_t t0_ms;
@@ -488,8 +489,8 @@ static void run_action(struct sd_provider *p, const struct action *a)
 			trace_skipped(p, a, "no such offer in the catalog");
 			break;
 		}
-		/* The catalog is ours; prices are the one thing a trace changes. */
-		((struct sd_offer *)o)->usd_per_hour = e->usd_per_hour;
+		/* The market's price now; the catalog keeps the one it was loaded with. */
+		p->price[o->index] = e->usd_per_hour;
 		cJSON *j = cJSON_CreateObject();
 		cJSON_AddStringToObject(j, "offer", o->id);
 		cJSON_AddNumberToObject(j, "usd_per_hour", e->usd_per_hour);
@@ -572,8 +573,10 @@ int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
 			free(p);
 			return -1;
 		}
+		p->price = sd_malloc((size_t)p->cat->noffers * sizeof *p->price);
 		for (int i = 0; i < p->cat->noffers; i++) {
 			const struct sd_offer *o = &p->cat->offers[i];
+			p->price[i] = o->usd_per_hour;
 			if (o->images_per_sec * o->gpu_count > p->max_speed)
 				p->max_speed = o->images_per_sec * o->gpu_count;
 		}
@@ -608,7 +611,7 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 	s->t_end = -1;
 	s->t_notice = -1;
 	s->trace_revoke_at = -1;
-	s->usd_per_hour = o ? o->usd_per_hour : 0;
+	s->usd_per_hour = o ? p->price[o->index] : 0;
 	s->price_estimated = o && o->price_source && !strncmp(o->price_source, "estimated", 9);
 	snprintf(s->id, sizeof s->id, "s%d", ++p->next_id);
 	uv_timer_init(p->loop, &s->timer);
@@ -789,6 +792,18 @@ const struct sd_catalog *sd_provider_catalog(const struct sd_provider *p)
 	return p->cat;
 }
 
+const double *sd_provider_prices(const struct sd_provider *p)
+{
+	return p->price;
+}
+
+double sd_provider_offer_usd_per_hour(const struct sd_provider *p, const struct sd_offer *o)
+{
+	if (!p->cat || o < p->cat->offers || o >= p->cat->offers + p->cat->noffers)
+		return NAN;
+	return p->price[o->index];
+}
+
 void sd_provider_close(struct sd_provider *p)
 {
 	p->closing = 1;
@@ -825,6 +840,7 @@ void sd_provider_free(struct sd_provider *p)
 	}
 	sd_market_free(p->market);
 	sd_catalog_free(p->cat);
+	free(p->price);
 	free(p->actions);
 	free(p);
 }

@@ -130,8 +130,16 @@ int sd_provider_list(const struct sd_provider *p, struct sd_server_info *out, in
 /* Servers of offer o running now (for availability), -1 without a market. */
 int sd_provider_live(const struct sd_provider *p, const struct sd_offer *o);
 
-/* NULL without a market. */
+/* The catalog as loaded, NULL without a market.  Read-only: its offers'
+ * usd_per_hour are the prices at the start; the market's prices now (which
+ * a trace changes) come from the two functions below. */
 const struct sd_catalog *sd_provider_catalog(const struct sd_provider *p);
+/* The market's prices now, USD/hour per catalog offer (by sd_offer.index),
+ * valid while p lives and changing only on the loop thread; NULL without a
+ * market.  A new server is billed at its offer's price here when acquired. */
+const double *sd_provider_prices(const struct sd_provider *p);
+/* The same for one offer of sd_provider_catalog(p); NAN for any other. */
+double sd_provider_offer_usd_per_hour(const struct sd_provider *p, const struct sd_offer *o);
 
 /* SIGKILLs processes still running and closes every handle; run the loop
  * until the close callbacks ran, then sd_provider_free. */

@@ -1,0 +1,105 @@
+/* tests/test-provider-price.c - a market price change (a trace's "price"
+ * event) moves the sim provider's price now, which new servers are billed
+ * at, and leaves the catalog as loaded (documented read-only, and shared
+ * with the cockpit and the planner's snapshot): issue 10's list. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "engine/errors.h"
+#include "src/provider/provider.h"
+#include "src/market/trace.h"
+#include "tests/check.h"
+
+#define OFFER "gce/us-west1-b/k80/spot"
+#define OTHER "gce/us-east1-c/k80/spot"
+#define NEW_PRICE 0.5
+
+static int nprice;
+
+static void on_journal(void *ctx, const char *type, cJSON *ev)
+{
+	uv_loop_t *loop = ctx;
+	if (!strcmp(type, "price")) {
+		nprice++;
+		uv_stop(loop);
+	}
+	cJSON_Delete(ev);
+}
+
+static void on_close_walk(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+int main(void)
+{
+	const char *top = getenv("top_srcdir") ? getenv("top_srcdir") : ".";
+	char catalog[4096];
+	snprintf(catalog, sizeof catalog, "%s/data/gce-2019.json", top);
+	static const char trace_text[] = "{\"t\": 0, \"event\": \"price\", \"offer\": \"" OFFER "\", "
+	                                 "\"usd_per_hour\": 0.5}\n";
+	struct sd_trace trace;
+	char *why = NULL;
+	if (sd_trace_parse(&trace, trace_text, strlen(trace_text), "test-trace", &why) < 0) {
+		fprintf(stderr, "FAIL: trace: %s\n", why);
+		return 1;
+	}
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	struct sd_provider_config cfg = {
+		.catalog_path = catalog, .hazard_scale = 1, .boot_scale = 1, .notice_scale = 1,
+		.seed = 1, .worker_path = "/bin/false", .port = 1, .run_dir = "/nonexistent",
+		.trace = &trace,
+	};
+	struct sd_provider_hooks hooks = { .journal = on_journal };
+	struct sd_provider *p;
+	if (sd_provider_create(&p, &loop, &cfg, &hooks, &loop, &why) < 0) {
+		fprintf(stderr, "FAIL: provider: %s\n", why);
+		return 1;
+	}
+	const struct sd_catalog *cat = sd_provider_catalog(p);
+	const struct sd_offer *o = sd_catalog_find(cat, OFFER), *other = sd_catalog_find(cat, OTHER);
+	CHECK(o && other, "the catalog has " OFFER " and " OTHER);
+	if (!o || !other)
+		return check_exit("test-provider-price");
+	double loaded = o->usd_per_hour, other_loaded = other->usd_per_hour;
+	CHECK(loaded != NEW_PRICE, "the catalog's price %g must differ from the trace's", loaded);
+	CHECK(sd_provider_offer_usd_per_hour(p, o) == loaded, "before the change: %g, want the catalog's %g",
+	      sd_provider_offer_usd_per_hour(p, o), loaded);
+
+	uv_run(&loop, UV_RUN_DEFAULT);   /* until the trace's price event */
+	CHECK_INT(nprice, 1);
+	check_report(o->usd_per_hour == loaded, "catalog offer %s keeps its loaded price %g (now %g)", OFFER, loaded,
+	             o->usd_per_hour);
+	check_report(sd_provider_offer_usd_per_hour(p, o) == NEW_PRICE, "the market's price of %s is now %g (want %g)",
+	             OFFER, sd_provider_offer_usd_per_hour(p, o), NEW_PRICE);
+	check_report(sd_provider_prices(p)[o->index] == NEW_PRICE && sd_provider_prices(p)[other->index] == other_loaded,
+	             "sd_provider_prices: %g for %s, %g (unchanged) for %s", sd_provider_prices(p)[o->index], OFFER,
+	             sd_provider_prices(p)[other->index], OTHER);
+	struct sd_offer stranger = *o;
+	CHECK(isnan(sd_provider_offer_usd_per_hour(p, &stranger)), "an offer outside the catalog has no price");
+
+	/* A server acquired now is billed at the market's price. */
+	char id[16];
+	int rc = sd_provider_acquire(p, OFFER, id, sizeof id, &why);
+	CHECK(rc == 0, "acquire: %s", rc < 0 ? why : "");
+	struct sd_server_info si[4];
+	int n = sd_provider_list(p, si, 4);
+	check_report(n == 1 && si[0].usd_per_hour == NEW_PRICE, "%s is billed at %g/h (want the price now, %g)",
+	             n ? si[0].id : "?", n ? si[0].usd_per_hour : -1, NEW_PRICE);
+	CHECK(o->usd_per_hour == loaded);
+
+	sd_provider_close(p);
+	uv_walk(&loop, on_close_walk, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	sd_provider_free(p);
+	CHECK_INT(uv_loop_close(&loop), 0);
+	sd_trace_free(&trace);
+	return check_exit("test-provider-price");
+}
