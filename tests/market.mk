@@ -34,4 +34,4 @@ check_PROGRAMS += tests/test-provider-price
 TESTS += tests/test-provider-price
 tests_test_provider_price_SOURCES = tests/test-provider-price.c tests/check.h
 tests_test_provider_price_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
-tests_test_provider_price_LDADD = $(SD_PROVIDER_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
+tests_test_provider_price_LDADD = $(SD_PROVIDER_LIBS) $(SD_PROTO_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)

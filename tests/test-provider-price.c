@@ -20,10 +20,10 @@
 
 static int nprice;
 
-static void on_journal(void *ctx, const char *type, cJSON *ev)
+static void on_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 {
 	uv_loop_t *loop = ctx;
-	if (!strcmp(type, "price")) {
+	if (type == SD_EV_PRICE) {
 		nprice++;
 		uv_stop(loop);
 	}

@@ -87,11 +87,11 @@ static void ckpt_write_done(uv_work_t *req, int status)
 		}
 		cJSON_AddStringToObject(ev, "path", w->path);
 		cJSON_AddNumberToObject(ev, "bytes", (double)w->len);
-		ctl_journal(c, "checkpoint", ev);
+		ctl_journal(c, SD_EV_CHECKPOINT, ev);
 		prune_checkpoints(c);
 	} else {
 		cJSON_AddStringToObject(ev, "error", w->why ? w->why : "?");
-		ctl_journal(c, "checkpoint_failed", ev);
+		ctl_journal(c, SD_EV_CHECKPOINT_FAILED, ev);
 	}
 	if (w->rc != 0 && c->quitting && !c->fatal[0])
 		/* Quitting drops the workers: say loudly that their state since
@@ -141,7 +141,7 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
 	if (!bytes || total <= 0 || total > (1LL << 34) || off < 0 ||
 	    (unsigned long long)off + n > (unsigned long long)total) {
 		free(bytes);
-		ctl_conn_reject(k, "protocol_error", "malformed checkpoint chunk");
+		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "malformed checkpoint chunk");
 		return;
 	}
 	if (off == 0) {

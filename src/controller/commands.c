@@ -53,7 +53,7 @@ void ctl_swaps_server_gone(struct sd_controller *c, const char *id, const char *
 			char reason[64];
 			snprintf(reason, sizeof reason, "the replacement was %s before it trained", state);
 			cJSON_AddStringToObject(ev, "reason", reason);
-			ctl_journal(c, "swap_failed", ev);
+			ctl_journal(c, SD_EV_SWAP_FAILED, ev);
 			ctl_swap_remove(c, i);
 		} else if (!strcmp(c->swap_old[i], id)) {
 			ctl_swap_remove(c, i);
@@ -79,7 +79,7 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 	cJSON_AddStringToObject(ev, "server", argv[1]);
 	cJSON_AddStringToObject(ev, "replacement", id);
 	cJSON_AddStringToObject(ev, "offer", argv[2]);
-	ctl_journal(c, "swap", ev);
+	ctl_journal(c, SD_EV_SWAP, ev);
 	return 0;
 }
 
@@ -163,7 +163,7 @@ static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
 		snprintf(line, sizeof line, "%s %s - %s", k->name, k->args, k->help);
 		cJSON_AddItemToArray(list, cJSON_CreateString(line));
 	}
-	ctl_journal(c, "help", ev);
+	ctl_journal(c, SD_EV_HELP, ev);
 	return 0;
 }
 
@@ -197,6 +197,6 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 	cJSON_AddBoolToObject(ev, "ok", rc == 0);
 	if (rc < 0 && why && *why)
 		cJSON_AddStringToObject(ev, "error", *why);
-	ctl_journal(c, "command", ev);
+	ctl_journal(c, SD_EV_COMMAND, ev);
 	return rc;
 }

@@ -92,7 +92,7 @@ void ctl_conn_close(struct conn *k, const char *why_lost)
 		cJSON_AddNumberToObject(ev, "step", (double)c->step);
 		cJSON_AddStringToObject(ev, "reason", why_lost);
 		cJSON_AddBoolToObject(ev, "member", k->member);
-		ctl_journal(c, k->leaving || c->exiting ? "worker_left" : "worker_lost", ev);
+		ctl_journal(c, k->leaving || c->exiting ? SD_EV_WORKER_LEFT : SD_EV_WORKER_LOST, ev);
 		if (k->member && !c->exiting && !k->loss_recorded)
 			ctl_record_loss(c, k, ctl_mono_s());
 		if (k->member && !c->exiting)
@@ -105,7 +105,7 @@ void ctl_conn_close(struct conn *k, const char *why_lost)
 }
 
 /* Ends a connection that broke the protocol: say why, journal it, close. */
-void ctl_conn_reject(struct conn *k, const char *event, const char *reason)
+void ctl_conn_reject(struct conn *k, enum sd_event_type event, const char *reason)
 {
 	struct sd_controller *c = k->c;
 	cJSON *ev = cJSON_CreateObject();
@@ -123,17 +123,17 @@ void ctl_conn_reject(struct conn *k, const char *event, const char *reason)
 static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 {
 	if (!sd_token_equal(c->token, sd_msg_str(m, "token", ""))) {
-		ctl_conn_reject(k, "auth_failed", "wrong token");
+		ctl_conn_reject(k, SD_EV_AUTH_FAILED, "wrong token");
 		return;
 	}
 	const char *id = sd_msg_str(m, "server_id", "");
 	if (!id[0] || strlen(id) >= sizeof k->server_id) {
-		ctl_conn_reject(k, "protocol_error", "hello: bad server_id");
+		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "hello: bad server_id");
 		return;
 	}
 	for (struct conn *o = c->conns; o; o = o->next)
 		if (o != k && o->authed && !strcmp(o->server_id, id)) {
-			ctl_conn_reject(k, "protocol_error", "hello: server_id already connected");
+			ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "hello: server_id already connected");
 			return;
 		}
 	k->authed = 1;
@@ -152,7 +152,7 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddNumberToObject(ev, "pid", (double)k->pid);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin")))
 		cJSON_AddBoolToObject(ev, "rejoin", 1);
-	ctl_journal(c, "worker_connected", ev);
+	ctl_journal(c, SD_EV_WORKER_CONNECTED, ev);
 	if (c->exiting) {
 		/* Back too late (a dropped worker that rejoins as the run ends). */
 		cJSON *stop = sd_msg_new(SD_MSG_STOP);
@@ -178,7 +178,7 @@ static void on_ready(struct sd_controller *c, struct conn *k, const cJSON *m)
 			cJSON_AddStringToObject(ev, "device", k->device);
 		cJSON_AddStringToObject(ev, "backend_reason", sd_msg_str(m, "backend_reason", ""));
 	}
-	ctl_journal(c, "worker_ready", ev);
+	ctl_journal(c, SD_EV_WORKER_READY, ev);
 	ctl_schedule_generation(c, "worker ready");
 }
 
@@ -217,7 +217,7 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
 	cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
 	cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
-	ctl_journal(c, "worker_joined", ev);
+	ctl_journal(c, SD_EV_WORKER_JOINED, ev);
 	sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_TRAINING);
 	for (int i = 0; i < c->nswaps; i++) {
 		if (strcmp(c->swap_new[i], k->server_id))
@@ -229,7 +229,7 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 		ctl_swap_remove(c, i);
 		char *err = NULL;
 		if (sd_provider_release(c->provider, old_id, "swapped", &err) < 0) {
-			ctl_journal_kv(c, "error", "reason", err ? err : "?", "server", old_id);
+			ctl_journal_kv(c, SD_EV_ERROR, "reason", err ? err : "?", "server", old_id);
 			free(err);
 		}
 		break;
@@ -249,7 +249,7 @@ static void on_comm_failed(struct sd_controller *c, struct conn *k, const cJSON 
 	cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));
 	cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
 	cJSON_AddStringToObject(ev, "reason", sd_msg_str(m, "reason", ""));
-	ctl_journal(c, "comm_failed", ev);
+	ctl_journal(c, SD_EV_COMM_FAILED, ev);
 	long gen = (long)sd_msg_int(m, "generation", -1);
 	if (gen == c->generation) {
 		k->failed_gen = gen;
@@ -273,13 +273,13 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 {
 	struct sd_controller *c = k->c;
 	if (!k->authed && type != SD_MSG_HELLO) {
-		ctl_conn_reject(k, "protocol_error", "first message must be hello");
+		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "first message must be hello");
 		return;
 	}
 	switch (type) {
 	case SD_MSG_HELLO:
 		if (k->authed)
-			ctl_conn_reject(k, "protocol_error", "second hello");
+			ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "second hello");
 		else
 			on_hello(c, k, m);
 		break;
@@ -305,7 +305,7 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		break;
 	case SD_MSG_LEAVING:
 		k->leaving = 1;
-		ctl_journal_kv(c, "worker_leaving", "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
+		ctl_journal_kv(c, SD_EV_WORKER_LEAVING, "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
 		if (k->member && !c->exiting && !k->loss_recorded)
 			ctl_record_loss(c, k, ctl_mono_s());
 		if (k->member)
@@ -321,7 +321,7 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			 * failed as its worker exits.  The run ends only when no
 			 * worker can load the job at all. */
 			const char *msg = sd_msg_str(m, "message", "");
-			ctl_journal_kv(c, "job_error", "server", k->server_id, "error", msg);
+			ctl_journal_kv(c, SD_EV_JOB_ERROR, "server", k->server_id, "error", msg);
 			if (!c->job_error[0])
 				snprintf(c->job_error, sizeof c->job_error, "%s", msg);
 			c->job_failed = realloc(c->job_failed, (size_t)(c->njob_failed + 1) * sizeof *c->job_failed);
@@ -331,14 +331,14 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			ctl_conn_close(k, NULL);   /* job_error says it all */
 			ctl_end_if_job_unloadable(c);
 		} else {
-			ctl_journal_kv(c, "worker_log", "server", k->server_id, "message", sd_msg_str(m, "message", ""));
+			ctl_journal_kv(c, SD_EV_WORKER_LOG, "server", k->server_id, "message", sd_msg_str(m, "message", ""));
 		}
 		break;
 	default: {
 		char reason[96];
 		snprintf(reason, sizeof reason, "unexpected message type '%s' from a worker",
 		         sd_msg_type_name(type));
-		ctl_conn_reject(k, "protocol_error", reason);
+		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, reason);
 		break;
 	}
 	}
@@ -375,13 +375,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 	int got;
 	while (!k->closing && (got = sd_line_reader_next(&k->rd, &line, &len, &why)) != 0) {
 		if (got < 0) {
-			ctl_conn_reject(k, "protocol_error", why ? why : "line too long");
+			ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, why ? why : "line too long");
 			break;
 		}
 		enum sd_msg_type type;
 		cJSON *m;
 		if (sd_msg_decode(line, len, &type, &m, &why) < 0) {
-			ctl_conn_reject(k, "protocol_error", why ? why : "bad message");
+			ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, why ? why : "bad message");
 			break;
 		}
 		on_message(k, type, m);

@@ -43,16 +43,16 @@ void ctl_maybe_finish(struct sd_controller *c)
 	cJSON_AddNumberToObject(ev, "test_loss", c->final_loss);
 	cJSON_AddNumberToObject(ev, "seconds", ctl_run_time_s(c));
 	cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
-	ctl_journal(c, "done", ev);
+	ctl_journal(c, SD_EV_DONE, ev);
 	ctl_finish(c, 0);
 }
 
-static void hook_journal(void *ctx, const char *type, cJSON *ev)
+static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 {
 	struct sd_controller *c = ctx;
 	char server[64] = "";
 	double status = -1;
-	int exited = !strcmp(type, "server_exit");
+	int exited = type == SD_EV_SERVER_EXIT;
 	if (exited) {
 		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
 		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "exit_status");
@@ -66,7 +66,7 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 	}
 	/* A server that ended frees the swaps that wait for it. */
 	char gone_id[16] = "", gone_state[16] = "";
-	if (!strcmp(type, "state")) {
+	if (type == SD_EV_STATE) {
 		const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
 		const char *sv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "server"));
 		if (st && sv && (!strcmp(st, "revoked") || !strcmp(st, "released") || !strcmp(st, "failed"))) {
@@ -79,7 +79,7 @@ static void hook_journal(void *ctx, const char *type, cJSON *ev)
 		ctl_swaps_server_gone(c, gone_id, gone_state);
 	/* A server that went away may have been the last hope of loading a job
 	 * that others failed to load. */
-	if (!strcmp(type, "state"))
+	if (type == SD_EV_STATE)
 		ctl_end_if_job_unloadable(c);
 	/* No worker ever connected and none is left running: nothing will
 	 * ever train (a worker program that cannot start, a broken install).
@@ -229,7 +229,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		c->step = c->latest_ckpt_step;
 	}
 	cJSON_AddItemToObject(ev, "job", sd_job_to_json(&c->job));
-	ctl_journal(c, "run_start", ev);
+	ctl_journal(c, SD_EV_RUN_START, ev);
 	c->live_tick_ms = uv_now(loop);
 	uv_timer_start(&c->live_timer, ctl_on_live_timer, (uint64_t)c->live_interval_ms,
 	               (uint64_t)c->live_interval_ms);
@@ -300,7 +300,7 @@ void sd_controller_signal(struct sd_controller *c, int signum)
 {
 	const char *name = signum == SIGTERM ? "SIGTERM" : signum == SIGINT ? "SIGINT"
 	                   : signum == SIGHUP ? "SIGHUP" : "signal";
-	ctl_journal_kv(c, "signal", "signal", name, "action", "quit");
+	ctl_journal_kv(c, SD_EV_SIGNAL, "signal", name, "action", "quit");
 	char *why = NULL;
 	ctl_cmd_quit(c, 0, NULL, &why);
 	free(why);

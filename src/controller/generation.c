@@ -155,7 +155,7 @@ static void form_generation(struct sd_controller *c)
 	cJSON_AddNumberToObject(ev, "step", (double)c->step);
 	if (n == 0 || c->paused) {
 		cJSON_AddStringToObject(ev, "state", c->paused ? "paused" : "waiting for workers");
-		ctl_journal(c, "generation", ev);
+		ctl_journal(c, SD_EV_GENERATION, ev);
 		return;
 	}
 	/* Put state holders first so rank 0 holds the state when any does. */
@@ -183,9 +183,9 @@ static void form_generation(struct sd_controller *c)
 	if (resume)
 		cJSON_AddStringToObject(ev, "resume_from", c->latest_ckpt);
 	cJSON_AddItemToObject(ev, "members", cJSON_Duplicate(members, 1));
-	ctl_journal(c, "generation", ev);
+	ctl_journal(c, SD_EV_GENERATION, ev);
 	if (resume && send_resume_checkpoint(c, m[0]) < 0)
-		ctl_journal_kv(c, "error", "reason", "cannot read the latest checkpoint", "path", c->latest_ckpt);
+		ctl_journal_kv(c, SD_EV_ERROR, "reason", "cannot read the latest checkpoint", "path", c->latest_ckpt);
 	for (int i = 0; i < n; i++) {
 		cJSON *g = sd_msg_new(SD_MSG_GENERATION);
 		cJSON_AddNumberToObject(g, "generation", (double)c->generation);
@@ -233,7 +233,7 @@ static void drop_unresponsive(struct sd_controller *c, struct conn *k, uint64_t 
 	cJSON_AddNumberToObject(ev, "timeout_ms", c->timeout_ms);
 	cJSON_AddBoolToObject(ev, "member", k->member);
 	cJSON_AddStringToObject(ev, "reason", why);
-	ctl_journal(c, "worker_unresponsive", ev);
+	ctl_journal(c, SD_EV_WORKER_UNRESPONSIVE, ev);
 	/* Its loss began when it went quiet (or the group failed), not now. */
 	if (k->member && !k->loss_recorded)
 		ctl_record_loss(c, k, ctl_mono_s() - lost_s);
@@ -358,7 +358,7 @@ void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 			cJSON_AddItemToObject(ev, "checksums", c->sums);
 			c->sums = NULL;
 			c->sums_count = 0;
-			ctl_journal(c, "checksum", ev);
+			ctl_journal(c, SD_EV_CHECKSUM, ev);
 		}
 	}
 	/* Rank 0 speaks for its generation (the rank in the message: ours may
@@ -402,7 +402,7 @@ void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 			c->nlost_servers = 0;
 			c->lost_at = 0;
 		}
-		ctl_journal(c, "step", ev);
+		ctl_journal(c, SD_EV_STEP, ev);
 	}
 	if (cJSON_GetObjectItemCaseSensitive(m, "test_accuracy")) {
 		cJSON *ev = cJSON_CreateObject();
@@ -412,7 +412,7 @@ void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		cJSON_AddNumberToObject(ev, "test_accuracy", sd_msg_num(m, "test_accuracy", 0));
 		c->last_acc = sd_msg_num(m, "test_accuracy", 0);
 		c->last_epoch = (int)sd_msg_num(m, "epoch", 0) + 1;
-		ctl_journal(c, "epoch", ev);
+		ctl_journal(c, SD_EV_EPOCH, ev);
 		if (c->total_steps > 0 && step >= c->total_steps) {
 			c->final_acc = sd_msg_num(m, "test_accuracy", 0);
 			c->final_loss = sd_msg_num(m, "test_loss", 0);

@@ -43,6 +43,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/errors.h"
+#include "src/proto/events.h"
 #include "src/proto/protocol.h"
 #include "src/provider/provider.h"
 
@@ -176,8 +177,8 @@ struct sd_controller {
 double ctl_wall_s(void);
 double ctl_mono_s(void);
 double ctl_run_time_s(const struct sd_controller *c);
-void ctl_journal(struct sd_controller *c, const char *type, cJSON *ev);
-void ctl_journal_kv(struct sd_controller *c, const char *type, const char *k1, const char *v1,
+void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev);
+void ctl_journal_kv(struct sd_controller *c, enum sd_event_type type, const char *k1, const char *v1,
                     const char *k2, const char *v2);
 int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why);
 void ctl_find_latest_checkpoint(struct sd_controller *c);
@@ -193,7 +194,7 @@ void ctl_kv_prune(struct sd_controller *c, long keep);
 void ctl_conn_send(struct conn *k, cJSON *msg);
 void ctl_record_loss(struct sd_controller *c, struct conn *k, double at);
 void ctl_conn_close(struct conn *k, const char *why_lost);
-void ctl_conn_reject(struct conn *k, const char *event, const char *reason);
+void ctl_conn_reject(struct conn *k, enum sd_event_type event, const char *reason);
 void ctl_on_connection(uv_stream_t *server, int status);
 
 /* generation.c */

@@ -35,12 +35,12 @@ double ctl_run_time_s(const struct sd_controller *c)
 
 /* A journal event: type, time (Unix seconds), t (seconds since the run
  * started), then ev's fields (ev is consumed; NULL: none).  Caller frees. */
-static cJSON *event_new(struct sd_controller *c, const char *type, cJSON *ev)
+static cJSON *event_new(struct sd_controller *c, enum sd_event_type type, cJSON *ev)
 {
 	if (!ev)
 		ev = cJSON_CreateObject();
 	cJSON *out = cJSON_CreateObject();
-	cJSON_AddStringToObject(out, "type", type);
+	cJSON_AddStringToObject(out, "type", sd_event_name(type));
 	cJSON_AddNumberToObject(out, "time", floor(ctl_wall_s() * 1000) / 1000);
 	cJSON_AddNumberToObject(out, "t", floor(ctl_run_time_s(c) * 1000) / 1000);
 	cJSON *item = ev->child;
@@ -113,7 +113,7 @@ static void journal_failed(struct sd_controller *c, int err)
 	cJSON_AddStringToObject(ev, "reason", "cannot write the journal");
 	cJSON_AddStringToObject(ev, "path", c->journal_path);
 	cJSON_AddStringToObject(ev, "error", strerror(err));
-	cJSON *out = event_new(c, "error", ev);
+	cJSON *out = event_new(c, SD_EV_ERROR, ev);
 	char *s = cJSON_PrintUnformatted(out);
 	if (!s)
 		sd_oom();
@@ -132,7 +132,7 @@ static int journal_resume(struct sd_controller *c, const char *s)
 	cJSON_AddStringToObject(ev, "path", c->journal_path);
 	cJSON_AddNumberToObject(ev, "lost", (double)c->journal_lost);
 	cJSON_AddStringToObject(ev, "error", strerror(c->journal_errno));
-	cJSON *out = event_new(c, "journal_resumed", ev);
+	cJSON *out = event_new(c, SD_EV_JOURNAL_RESUMED, ev);
 	char *r = cJSON_PrintUnformatted(out);
 	if (!r)
 		sd_oom();
@@ -156,7 +156,7 @@ static int journal_resume(struct sd_controller *c, const char *s)
 }
 
 /* Appends one event to the journal (and stdout when echoing); consumes ev. */
-void ctl_journal(struct sd_controller *c, const char *type, cJSON *ev)
+void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev)
 {
 	cJSON *out = event_new(c, type, ev);
 	char *s = cJSON_PrintUnformatted(out);
@@ -175,7 +175,7 @@ void ctl_journal(struct sd_controller *c, const char *type, cJSON *ev)
 	cJSON_Delete(out);
 }
 
-void ctl_journal_kv(struct sd_controller *c, const char *type, const char *k1, const char *v1,
+void ctl_journal_kv(struct sd_controller *c, enum sd_event_type type, const char *k1, const char *v1,
                     const char *k2, const char *v2)
 {
 	cJSON *ev = cJSON_CreateObject();
@@ -249,7 +249,7 @@ void ctl_find_latest_checkpoint(struct sd_controller *c)
 			snprintf(c->latest_ckpt, sizeof c->latest_ckpt, "%s", p);
 			c->latest_ckpt_step = s;
 		} else {
-			ctl_journal_kv(c, "checkpoint_invalid", "path", p, "error", why ? why : "?");
+			ctl_journal_kv(c, SD_EV_CHECKPOINT_INVALID, "path", p, "error", why ? why : "?");
 		}
 		free(why);
 	}

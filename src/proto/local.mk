@@ -2,7 +2,8 @@
 # (job.*), with their unit tests and fuzzers.  Includes only engine/ (errors,
 # and the training settings a job file carries).
 noinst_LIBRARIES += src/proto/libsdproto.a
-src_proto_libsdproto_a_SOURCES = src/proto/protocol.c src/proto/protocol.h src/proto/job.c src/proto/job.h
+src_proto_libsdproto_a_SOURCES = src/proto/protocol.c src/proto/protocol.h src/proto/job.c src/proto/job.h \
+	src/proto/events.c src/proto/events.h
 src_proto_libsdproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 # What a program using the protocol or the job file links (with $(SD_ENGINE_LIBS)).
 SD_PROTO_LIBS = src/proto/libsdproto.a $(CJSON_LIBS)
@@ -36,3 +37,9 @@ tests_fuzz_fuzz_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 tests_fuzz_fuzz_job_SOURCES = tests/fuzz/fuzz-job.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 tests_fuzz_fuzz_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+
+# The journal's event types: named, distinct, documented in spotdeck(1).
+check_PROGRAMS += tests/test-events
+TESTS += tests/test-events
+tests_test_events_SOURCES = tests/test-events.c tests/check.h
+tests_test_events_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

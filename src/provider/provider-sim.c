@@ -130,7 +130,7 @@ static void set_state(struct sd_provider *p, struct server *s, enum state st)
 	if (s->st == st)
 		return;
 	s->st = st;
-	p->hooks.journal(p->ctx, "state", server_event(p, s));
+	p->hooks.journal(p->ctx, SD_EV_STATE, server_event(p, s));
 }
 
 static int gone(const struct server *s)
@@ -209,14 +209,14 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	} else {
 		cJSON_AddNumberToObject(ev, "exit_status", (double)status);
 	}
-	p->hooks.journal(p->ctx, "server_exit", ev);
+	p->hooks.journal(p->ctx, SD_EV_SERVER_EXIT, ev);
 	uv_timer_stop(&s->timer);
 	s->proc_open = 0;
 	uv_close((uv_handle_t *)proc, on_handle_closed);
 	if (!gone(s)) {
 		if (s->releasing) {
 			finish_server(p, s, ST_RELEASED);
-			p->hooks.journal(p->ctx, "released", server_event(p, s));
+			p->hooks.journal(p->ctx, SD_EV_RELEASED, server_event(p, s));
 		} else if (s->st == ST_NOTICE) {
 			/* The worker left under notice; the machine (and its bill)
 			 * lasts until the provider takes it. */
@@ -286,7 +286,7 @@ static int spawn(struct sd_provider *p, struct server *s, char **why)
 	cJSON_AddNumberToObject(ev, "pid", s->proc.pid);
 	if (s->offer && p->cfg.emulate)
 		cJSON_AddStringToObject(ev, "pace", pace);
-	p->hooks.journal(p->ctx, "started", ev);
+	p->hooks.journal(p->ctx, SD_EV_STARTED, ev);
 	return 0;
 }
 
@@ -302,7 +302,7 @@ static void notice_server(struct sd_provider *p, struct server *s, double t, dou
 	cJSON_AddBoolToObject(e, "capped", capped);
 	if (batch_size)
 		cJSON_AddNumberToObject(e, "batch_size", batch_size);
-	p->hooks.journal(p->ctx, "notice", e);
+	p->hooks.journal(p->ctx, SD_EV_NOTICE, e);
 	p->hooks.notice(p->ctx, s->id, secs);
 }
 
@@ -320,7 +320,7 @@ static void revoke_server(struct sd_provider *p, struct server *s, double t, dou
 	cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? t - s->t_notice : 0);
 	cJSON_AddBoolToObject(e, "capped", capped);
 	cJSON_AddNumberToObject(e, "billed_s", fmax(s->t_end - s->t_request, s->offer->billing_minimum_seconds));
-	p->hooks.journal(p->ctx, "revoked", e);
+	p->hooks.journal(p->ctx, SD_EV_REVOKED, e);
 	set_state(p, s, ST_REVOKED);
 	if (s->proc_live) {
 		/* The provider takes the machine: ACPI shutdown, then power off. */
@@ -339,7 +339,7 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 		cJSON_AddStringToObject(e, "offer", ev->offer->id);
 		cJSON_AddStringToObject(e, "zone", ev->offer->zone);
 		cJSON_AddNumberToObject(e, "market_time", ev->time);
-		p->hooks.journal(p->ctx, ev->kind == SD_MARKET_STORM_BEGIN ? "storm_begin" : "storm_end", e);
+		p->hooks.journal(p->ctx, ev->kind == SD_MARKET_STORM_BEGIN ? SD_EV_STORM_BEGIN : SD_EV_STORM_END, e);
 		return;
 	}
 	struct server *s = find_market(p, ev->server);
@@ -352,7 +352,7 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 		if (spawn(p, s, &why) < 0) {
 			cJSON *e = server_event(p, s);
 			cJSON_AddStringToObject(e, "error", why);
-			p->hooks.journal(p->ctx, "error", e);
+			p->hooks.journal(p->ctx, SD_EV_ERROR, e);
 			finish_server(p, s, ST_FAILED);
 		}
 		break;
@@ -438,7 +438,7 @@ static void trace_skipped(struct sd_provider *p, const struct action *a, const c
 	cJSON_AddNumberToObject(e, "line", a->ev->line);
 	cJSON_AddNumberToObject(e, "market_time", a->t);
 	cJSON_AddStringToObject(e, "reason", why);
-	p->hooks.journal(p->ctx, "trace_skipped", e);
+	p->hooks.journal(p->ctx, SD_EV_TRACE_SKIPPED, e);
 }
 
 static void run_action(struct sd_provider *p, const struct action *a)
@@ -480,7 +480,7 @@ static void run_action(struct sd_provider *p, const struct action *a)
 		cJSON_AddStringToObject(j, "zone", e->zone);
 		cJSON_AddNumberToObject(j, "market_time", a->t);
 		cJSON_AddNumberToObject(j, "seconds", e->seconds);
-		p->hooks.journal(p->ctx, "zone_exhausted", j);
+		p->hooks.journal(p->ctx, SD_EV_ZONE_EXHAUSTED, j);
 		break;
 	}
 	case ACT_PRICE: {
@@ -495,7 +495,7 @@ static void run_action(struct sd_provider *p, const struct action *a)
 		cJSON_AddStringToObject(j, "offer", o->id);
 		cJSON_AddNumberToObject(j, "usd_per_hour", e->usd_per_hour);
 		cJSON_AddNumberToObject(j, "market_time", a->t);
-		p->hooks.journal(p->ctx, "price", j);
+		p->hooks.journal(p->ctx, SD_EV_PRICE, j);
 		break;
 	}
 	case ACT_COMMAND:
@@ -630,7 +630,7 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 			cJSON_AddStringToObject(e, "reason", rc == SD_MARKET_EINVAL ? "INVALID_OFFER"
 			                        : "ZONE_RESOURCE_POOL_EXHAUSTED");
 			cJSON_AddStringToObject(e, "detail", why && *why ? *why : "");
-			p->hooks.journal(p->ctx, "stockout", e);
+			p->hooks.journal(p->ctx, SD_EV_STOCKOUT, e);
 			s->st = ST_FAILED;
 			s->t_end = s->t_request;
 			s->timer_open = 0;
@@ -642,7 +642,7 @@ int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *serve
 	cJSON *ev = server_event(p, s);
 	if (o)
 		cJSON_AddBoolToObject(ev, "emulated", p->cfg.emulate);
-	p->hooks.journal(p->ctx, "acquired", ev);
+	p->hooks.journal(p->ctx, SD_EV_ACQUIRED, ev);
 	if (o) {
 		set_state(p, s, ST_PROVISIONING);
 		arm_market(p);
@@ -666,7 +666,7 @@ int sd_provider_release(struct sd_provider *p, const char *server, const char *r
 	if (!s->proc_live) {
 		/* Still provisioning: nothing runs yet, stop billing now. */
 		finish_server(p, s, ST_RELEASED);
-		p->hooks.journal(p->ctx, "released", server_event(p, s));
+		p->hooks.journal(p->ctx, SD_EV_RELEASED, server_event(p, s));
 		return 0;
 	}
 	p->hooks.notice(p->ctx, s->id, 0);
@@ -695,7 +695,7 @@ void sd_provider_release_all(struct sd_provider *p)
 		s->releasing = 1;
 		if (!s->proc_live) {
 			finish_server(p, s, ST_RELEASED);
-			p->hooks.journal(p->ctx, "released", server_event(p, s));
+			p->hooks.journal(p->ctx, SD_EV_RELEASED, server_event(p, s));
 		}
 	}
 }

@@ -24,12 +24,13 @@
 #include <uv.h>
 
 #include "src/market/catalog.h"
+#include "src/proto/events.h"
 
 struct sd_provider;
 
 struct sd_provider_hooks {
 	/* Appends an event to the run's journal; takes ownership of ev. */
-	void (*journal)(void *ctx, const char *type, cJSON *ev);
+	void (*journal)(void *ctx, enum sd_event_type type, cJSON *ev);
 	/* The server's worker must leave at its next step boundary: its server
 	 * goes in `seconds`. */
 	void (*notice)(void *ctx, const char *server, double seconds);

@@ -1,0 +1,63 @@
+/* src/proto/events.c - see events.h. */
+#include "config.h"
+
+#include "src/proto/events.h"
+
+#include <string.h>
+
+static const char *const names[SD_EV_COUNT] = {
+	[SD_EV_RUN_START] = "run_start",
+	[SD_EV_DONE] = "done",
+	[SD_EV_SIGNAL] = "signal",
+	[SD_EV_ERROR] = "error",
+	[SD_EV_JOURNAL_RESUMED] = "journal_resumed",
+	[SD_EV_COMMAND] = "command",
+	[SD_EV_HELP] = "help",
+	[SD_EV_ACQUIRED] = "acquired",
+	[SD_EV_STATE] = "state",
+	[SD_EV_STARTED] = "started",
+	[SD_EV_NOTICE] = "notice",
+	[SD_EV_REVOKED] = "revoked",
+	[SD_EV_RELEASED] = "released",
+	[SD_EV_SERVER_EXIT] = "server_exit",
+	[SD_EV_STOCKOUT] = "stockout",
+	[SD_EV_ZONE_EXHAUSTED] = "zone_exhausted",
+	[SD_EV_PRICE] = "price",
+	[SD_EV_STORM_BEGIN] = "storm_begin",
+	[SD_EV_STORM_END] = "storm_end",
+	[SD_EV_TRACE_SKIPPED] = "trace_skipped",
+	[SD_EV_SWAP] = "swap",
+	[SD_EV_SWAP_FAILED] = "swap_failed",
+	[SD_EV_WORKER_CONNECTED] = "worker_connected",
+	[SD_EV_WORKER_READY] = "worker_ready",
+	[SD_EV_WORKER_JOINED] = "worker_joined",
+	[SD_EV_WORKER_LEAVING] = "worker_leaving",
+	[SD_EV_WORKER_LEFT] = "worker_left",
+	[SD_EV_WORKER_LOST] = "worker_lost",
+	[SD_EV_WORKER_UNRESPONSIVE] = "worker_unresponsive",
+	[SD_EV_WORKER_LOG] = "worker_log",
+	[SD_EV_JOB_ERROR] = "job_error",
+	[SD_EV_AUTH_FAILED] = "auth_failed",
+	[SD_EV_PROTOCOL_ERROR] = "protocol_error",
+	[SD_EV_GENERATION] = "generation",
+	[SD_EV_STEP] = "step",
+	[SD_EV_EPOCH] = "epoch",
+	[SD_EV_CHECKSUM] = "checksum",
+	[SD_EV_COMM_FAILED] = "comm_failed",
+	[SD_EV_CHECKPOINT] = "checkpoint",
+	[SD_EV_CHECKPOINT_FAILED] = "checkpoint_failed",
+	[SD_EV_CHECKPOINT_INVALID] = "checkpoint_invalid",
+};
+
+const char *sd_event_name(enum sd_event_type t)
+{
+	return (unsigned)t < SD_EV_COUNT && names[t] ? names[t] : "?";
+}
+
+int sd_event_lookup(const char *name)
+{
+	for (int i = 0; i < SD_EV_COUNT; i++)
+		if (names[i] && !strcmp(names[i], name))
+			return i;
+	return -1;
+}

@@ -1,0 +1,37 @@
+/* src/proto/events.h - the types of the run's journal events
+ * (RUNDIR/journal.jsonl, one JSON object per line, and --headless's
+ * stdout; spotdeck(1), JOURNAL, says each one's fields).  The controller
+ * and the providers name an event by this enum, so a misspelt type does not
+ * compile, and sd_event_name gives the "type" string scripts see.  Readers
+ * of a journal (the view model, --trace, --resume) map a string back with
+ * sd_event_lookup.  tests/test-events checks that the names are distinct and
+ * that spotdeck(1) documents every one. */
+#ifndef SD_PROTO_EVENTS_H
+#define SD_PROTO_EVENTS_H
+
+enum sd_event_type {
+	/* the run */
+	SD_EV_RUN_START, SD_EV_DONE, SD_EV_SIGNAL, SD_EV_ERROR, SD_EV_JOURNAL_RESUMED,
+	SD_EV_COMMAND, SD_EV_HELP,
+	/* servers (the provider) */
+	SD_EV_ACQUIRED, SD_EV_STATE, SD_EV_STARTED, SD_EV_NOTICE, SD_EV_REVOKED, SD_EV_RELEASED,
+	SD_EV_SERVER_EXIT, SD_EV_STOCKOUT, SD_EV_ZONE_EXHAUSTED, SD_EV_PRICE, SD_EV_STORM_BEGIN,
+	SD_EV_STORM_END, SD_EV_TRACE_SKIPPED, SD_EV_SWAP, SD_EV_SWAP_FAILED,
+	/* workers */
+	SD_EV_WORKER_CONNECTED, SD_EV_WORKER_READY, SD_EV_WORKER_JOINED, SD_EV_WORKER_LEAVING,
+	SD_EV_WORKER_LEFT, SD_EV_WORKER_LOST, SD_EV_WORKER_UNRESPONSIVE, SD_EV_WORKER_LOG,
+	SD_EV_JOB_ERROR, SD_EV_AUTH_FAILED, SD_EV_PROTOCOL_ERROR,
+	/* training */
+	SD_EV_GENERATION, SD_EV_STEP, SD_EV_EPOCH, SD_EV_CHECKSUM, SD_EV_COMM_FAILED,
+	SD_EV_CHECKPOINT, SD_EV_CHECKPOINT_FAILED, SD_EV_CHECKPOINT_INVALID,
+	SD_EV_COUNT
+};
+
+/* The "type" string of event t ("run_start", ...); "?" outside the enum. */
+const char *sd_event_name(enum sd_event_type t);
+
+/* The event whose "type" is name, or -1 for a type this build does not
+ * know (a newer journal's, say: readers skip it). */
+int sd_event_lookup(const char *name);
+
+#endif
