@@ -116,4 +116,16 @@ d = r.wait_type("done")
 if r.finish() != 0:
     fail("exit status")
 ok("done: %d steps, accuracy %.4f" % (d["steps"], d["test_accuracy"]))
+
+# Old checkpoints are pruned (on the thread pool, after each new one is in
+# place): the run directory keeps the job's keep_checkpoints (default 3)
+# newest of those the journal reported.
+import re
+written = sorted(set(e["step"] for e in r.events if e.get("type") == "checkpoint"))
+on_disk = sorted(int(m.group(1)) for m in
+                 (re.fullmatch(r"ckpt-(\d+)\.sdckpt", n) for n in os.listdir(os.path.join(r.run_dir, "checkpoints")))
+                 if m)
+if len(written) <= 3 or on_disk != written[-3:]:
+    fail("checkpoints on disk %s; the journal reported %s, so expected the newest 3" % (on_disk, written))
+ok("%d checkpoints written, the newest 3 kept: %s" % (len(written), on_disk))
 PY

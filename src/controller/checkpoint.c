@@ -1,14 +1,15 @@
 /* src/controller/checkpoint.c - the checkpoint sink: chunks from rank 0
- * assembled, written on the thread pool, verified, pruned. */
+ * assembled, then written, verified and the old ones pruned on the thread
+ * pool, so the loop never waits for the disk. */
 #include "config.h"
 
 #include "src/controller/internal.h"
 
-/* Keeps the newest keep_checkpoints files of run_dir/checkpoints. */
-static void prune_checkpoints(struct sd_controller *c)
+/* Keeps the newest keep checkpoint files (ckpt-STEP.sdckpt) of dir.  Runs
+ * on a thread-pool thread, after a checkpoint is in place: it touches only
+ * the directory, never the controller. */
+static void prune_checkpoints(const char *dir, int keep)
 {
-	char dir[SD_PATH_MAX + 32];
-	snprintf(dir, sizeof dir, "%s/checkpoints", c->run_dir);
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
@@ -26,7 +27,7 @@ static void prune_checkpoints(struct sd_controller *c)
 		int newer = 0;
 		for (int j = 0; j < n; j++)
 			newer += steps[j] > steps[i];
-		if (newer >= c->job.keep_checkpoints) {
+		if (newer >= keep) {
 			char p[SD_PATH_MAX + 96];
 			snprintf(p, sizeof p, "%s/ckpt-%ld.sdckpt", dir, steps[i]);
 			unlink(p);
@@ -45,6 +46,8 @@ struct ckpt_write {
 	long step;
 	char reason[32];
 	char path[SD_PATH_MAX + 64];
+	char dir[SD_PATH_MAX + 32];   /* run_dir/checkpoints, pruned after */
+	int keep;                      /* the job's keep_checkpoints */
 	int rc;
 	char *why;
 };
@@ -63,6 +66,8 @@ static void ckpt_write_work(uv_work_t *req)
 		w->rc = sd_why(&w->why, "%s: rename: %s", w->path, strerror(errno));
 	if (w->rc != 0)
 		unlink(incoming);
+	else
+		prune_checkpoints(w->dir, w->keep);
 }
 
 static void ckpt_write_done(uv_work_t *req, int status)
@@ -88,7 +93,6 @@ static void ckpt_write_done(uv_work_t *req, int status)
 		cJSON_AddStringToObject(ev, "path", w->path);
 		cJSON_AddNumberToObject(ev, "bytes", (double)w->len);
 		ctl_journal(c, SD_EV_CHECKPOINT, ev);
-		prune_checkpoints(c);
 	} else {
 		cJSON_AddStringToObject(ev, "error", w->why ? w->why : "?");
 		ctl_journal(c, SD_EV_CHECKPOINT_FAILED, ev);
@@ -122,6 +126,8 @@ static void checkpoint_complete(struct sd_controller *c)
 	w->step = c->ck_step;
 	snprintf(w->reason, sizeof w->reason, "%s", c->ck_reason);
 	snprintf(w->path, sizeof w->path, "%s/checkpoints/ckpt-%ld.sdckpt", c->run_dir, c->ck_step);
+	snprintf(w->dir, sizeof w->dir, "%s/checkpoints", c->run_dir);
+	w->keep = c->job.keep_checkpoints;
 	c->ck = NULL;
 	c->ck_len = c->ck_total = 0;
 	c->ck_writing++;
