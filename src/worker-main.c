@@ -157,6 +157,143 @@ enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
        O_BACKEND, O_DEVICE, O_LISTDEV };
 
+/* The options that go into the training configuration (the engine's
+ * struct sd_train_config): model, data, optimizer, backend.  Returns 0,
+ * -1 after printing what is wrong with the value, or 1 when c is none of
+ * them. */
+static int parse_training_option(int c, const char *arg, struct sd_train_config *cfg)
+{
+	long v;
+	switch (c) {
+	case O_MODEL:
+	case O_DATASET: {
+		char *dst = c == O_MODEL ? cfg->model : cfg->dataset;
+		if (strlen(arg) >= sizeof cfg->model) {
+			fprintf(stderr, "spotdeck-worker: --%s: name too long: '%s'\n",
+			        c == O_MODEL ? "model" : "dataset", arg);
+			return -1;
+		}
+		strcpy(dst, arg);
+		break;
+	}
+	case O_DATADIR:
+		return copy_path("data-dir", arg, cfg->data_dir);
+	case O_EPOCHS:
+		if (parse_long("epochs", arg, 1, 100000, &v) < 0)
+			return -1;
+		cfg->epochs = (int)v;
+		break;
+	case O_BATCH:
+		if (parse_long("batch", arg, 1, 1 << 20, &v) < 0)
+			return -1;
+		cfg->global_batch = (int)v;
+		break;
+	case O_LR:
+		return parse_float("lr", arg, 1e-9, 100, &cfg->lr);
+	case O_MOMENTUM:
+		return parse_float("momentum", arg, 0, 0.9999, &cfg->momentum);
+	case O_WD:
+		return parse_float("weight-decay", arg, 0, 1, &cfg->weight_decay);
+	case O_SCHEDULE:
+		if (sd_lr_kind_parse(arg, &cfg->schedule) < 0) {
+			fprintf(stderr, "spotdeck-worker: --schedule: expected constant, step or cosine, got '%s'\n", arg);
+			return -1;
+		}
+		break;
+	case O_WARMUP:
+		if (parse_long("warmup", arg, 0, LONG_MAX, &v) < 0)
+			return -1;
+		cfg->warmup_steps = v;
+		break;
+	case O_SEED:
+		if (parse_long("seed", arg, 0, LONG_MAX, &v) < 0)
+			return -1;
+		cfg->seed = (uint64_t)v;
+		break;
+	case O_BACKEND: {
+		enum sd_backend_request req;
+		if (sd_backend_request_parse(arg, &req) < 0) {
+			fprintf(stderr, "spotdeck-worker: --backend: expected auto, cpu or cuda, got '%s'\n", arg);
+			return -1;
+		}
+		snprintf(cfg->backend, sizeof cfg->backend, "%s", arg);
+		break;
+	}
+	case O_DEVICE:
+		if (parse_long("device", arg, 0, 1023, &v) < 0)
+			return -1;
+		cfg->device = (int)v;
+		break;
+	default:
+		return 1;
+	}
+	return 0;
+}
+
+/* The options of this process: what it does (--standalone, --connect,
+ * --list-devices), its threads, pace and checkpoints.  Returns 0, -1 after
+ * printing what is wrong with the value, or 1 when c is none of them. */
+static int parse_worker_option(int c, const char *arg, struct opts *o)
+{
+	long v;
+	switch (c) {
+	case O_THREADS:
+		if (parse_long("threads", arg, 1, 1024, &v) < 0)
+			return -1;
+		o->threads = (int)v;
+		break;
+	case O_CKDIR:
+		return copy_path("checkpoint-dir", arg, o->checkpoint_dir);
+	case O_CKEVERY:
+		if (parse_long("checkpoint-every", arg, 1, LONG_MAX, &v) < 0)
+			return -1;
+		o->checkpoint_every = v;
+		break;
+	case O_RESUME:
+		return copy_path("resume", arg, o->resume);
+	case O_MAXSTEPS:
+		if (parse_long("max-steps", arg, 1, LONG_MAX, &v) < 0)
+			return -1;
+		o->max_steps = v;
+		break;
+	case O_LOGEVERY:
+		if (parse_long("log-every", arg, 0, LONG_MAX, &v) < 0)
+			return -1;
+		o->log_every = v;
+		break;
+	case O_STANDALONE:
+		o->standalone = 1;
+		break;
+	case O_CONNECT:
+		if (strlen(arg) >= sizeof o->connect || !strrchr(arg, ':')) {
+			fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT, got '%s'\n", arg);
+			return -1;
+		}
+		strcpy(o->connect, arg);
+		break;
+	case O_TOKENFILE:
+		return copy_path("token-file", arg, o->token_file);
+	case O_PACE:
+		return parse_float("pace", arg, 1e-4, 1, &o->pace);
+	case O_LISTDEV:
+		o->list_devices = 1;
+		break;
+	case O_SERVERID:
+		if (strlen(arg) >= sizeof o->server_id || !arg[0]) {
+			fprintf(stderr, "spotdeck-worker: --server-id: expected 1 to %zu characters\n",
+			        sizeof o->server_id - 1);
+			return -1;
+		}
+		strcpy(o->server_id, arg);
+		break;
+	default:
+		return 1;
+	}
+	return 0;
+}
+
+/* Reads the command line into o; --help and --version print and exit 0.
+ * Returns 0, or -1 after printing a usage error. */
 static int parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -192,141 +329,20 @@ static int parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof *o);
 	sd_train_config_defaults(&o->cfg);
 	int c;
-	long v;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (c) {
-		case O_MODEL:
-		case O_DATASET: {
-			char *dst = c == O_MODEL ? o->cfg.model : o->cfg.dataset;
-			if (strlen(optarg) >= sizeof o->cfg.model) {
-				fprintf(stderr, "spotdeck-worker: --%s: name too long: '%s'\n",
-				        c == O_MODEL ? "model" : "dataset", optarg);
-				return -1;
-			}
-			strcpy(dst, optarg);
-			break;
-		}
-		case O_DATADIR:
-			if (copy_path("data-dir", optarg, o->cfg.data_dir) < 0)
-				return -1;
-			break;
-		case O_EPOCHS:
-			if (parse_long("epochs", optarg, 1, 100000, &v) < 0)
-				return -1;
-			o->cfg.epochs = (int)v;
-			break;
-		case O_BATCH:
-			if (parse_long("batch", optarg, 1, 1 << 20, &v) < 0)
-				return -1;
-			o->cfg.global_batch = (int)v;
-			break;
-		case O_LR:
-			if (parse_float("lr", optarg, 1e-9, 100, &o->cfg.lr) < 0)
-				return -1;
-			break;
-		case O_MOMENTUM:
-			if (parse_float("momentum", optarg, 0, 0.9999, &o->cfg.momentum) < 0)
-				return -1;
-			break;
-		case O_WD:
-			if (parse_float("weight-decay", optarg, 0, 1, &o->cfg.weight_decay) < 0)
-				return -1;
-			break;
-		case O_SCHEDULE:
-			if (sd_lr_kind_parse(optarg, &o->cfg.schedule) < 0) {
-				fprintf(stderr, "spotdeck-worker: --schedule: expected constant, step or cosine, got '%s'\n", optarg);
-				return -1;
-			}
-			break;
-		case O_WARMUP:
-			if (parse_long("warmup", optarg, 0, LONG_MAX, &v) < 0)
-				return -1;
-			o->cfg.warmup_steps = v;
-			break;
-		case O_THREADS:
-			if (parse_long("threads", optarg, 1, 1024, &v) < 0)
-				return -1;
-			o->threads = (int)v;
-			break;
-		case O_SEED:
-			if (parse_long("seed", optarg, 0, LONG_MAX, &v) < 0)
-				return -1;
-			o->cfg.seed = (uint64_t)v;
-			break;
-		case O_CKDIR:
-			if (copy_path("checkpoint-dir", optarg, o->checkpoint_dir) < 0)
-				return -1;
-			break;
-		case O_CKEVERY:
-			if (parse_long("checkpoint-every", optarg, 1, LONG_MAX, &v) < 0)
-				return -1;
-			o->checkpoint_every = v;
-			break;
-		case O_RESUME:
-			if (copy_path("resume", optarg, o->resume) < 0)
-				return -1;
-			break;
-		case O_MAXSTEPS:
-			if (parse_long("max-steps", optarg, 1, LONG_MAX, &v) < 0)
-				return -1;
-			o->max_steps = v;
-			break;
-		case O_LOGEVERY:
-			if (parse_long("log-every", optarg, 0, LONG_MAX, &v) < 0)
-				return -1;
-			o->log_every = v;
-			break;
-		case O_STANDALONE:
-			o->standalone = 1;
-			break;
-		case O_CONNECT:
-			if (strlen(optarg) >= sizeof o->connect || !strrchr(optarg, ':')) {
-				fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT, got '%s'\n", optarg);
-				return -1;
-			}
-			strcpy(o->connect, optarg);
-			break;
-		case O_TOKENFILE:
-			if (copy_path("token-file", optarg, o->token_file) < 0)
-				return -1;
-			break;
-		case O_PACE:
-			if (parse_float("pace", optarg, 1e-4, 1, &o->pace) < 0)
-				return -1;
-			break;
-		case O_BACKEND: {
-			enum sd_backend_request req;
-			if (sd_backend_request_parse(optarg, &req) < 0) {
-				fprintf(stderr, "spotdeck-worker: --backend: expected auto, cpu or cuda, got '%s'\n", optarg);
-				return -1;
-			}
-			snprintf(o->cfg.backend, sizeof o->cfg.backend, "%s", optarg);
-			break;
-		}
-		case O_DEVICE:
-			if (parse_long("device", optarg, 0, 1023, &v) < 0)
-				return -1;
-			o->cfg.device = (int)v;
-			break;
-		case O_LISTDEV:
-			o->list_devices = 1;
-			break;
-		case O_SERVERID:
-			if (strlen(optarg) >= sizeof o->server_id || !optarg[0]) {
-				fprintf(stderr, "spotdeck-worker: --server-id: expected 1 to %zu characters\n",
-				        sizeof o->server_id - 1);
-				return -1;
-			}
-			strcpy(o->server_id, optarg);
-			break;
-		case O_HELP:
+		if (c == O_HELP) {
 			usage(stdout);
 			exit(0);
-		case O_VERSION:
+		}
+		if (c == O_VERSION) {
 			printf("spotdeck-worker %s\n", PACKAGE_VERSION);
 			exit(0);
-		default:
+		}
+		int rc = parse_training_option(c, optarg, &o->cfg);
+		if (rc > 0)
+			rc = parse_worker_option(c, optarg, o);
+		if (rc > 0) {
 			if (optopt)
 				fprintf(stderr, "spotdeck-worker: option needs a value or is unknown: %s\n",
 				        argv[optind - 1]);
@@ -335,6 +351,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 				        argv[optind - 1]);
 			return -1;
 		}
+		if (rc < 0)
+			return -1;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "spotdeck-worker: unexpected argument '%s' (see --help)\n", argv[optind]);
@@ -390,21 +408,35 @@ static int list_devices(void)
 	return 0;
 }
 
-static int run_standalone(struct opts *o)
+/* Figures of a standalone run: the whole run's, and the current epoch's
+ * since its last line. */
+struct run_totals {
+	double t0;               /* when training started (now_seconds) */
+	double compute_s;        /* time spent in sd_trainer_step */
+	long total_images;
+	double epoch_t0;
+	long epoch_images;
+	double epoch_loss;       /* sum of the epoch's step losses */
+	long epoch_steps;
+};
+
+/* The first line: where this process computes and why. */
+static void emit_backend(const struct sd_trainer *t)
 {
-	char *why = NULL;
-	struct sd_trainer *t;
-	if (sd_trainer_create(&t, &o->cfg, &why) < 0) {
-		int rc = die(why);
-		free(why);
-		return rc;
-	}
 	cJSON *be = cJSON_CreateObject();
 	cJSON_AddStringToObject(be, "type", "backend");
 	cJSON_AddStringToObject(be, "backend", t->backend.name);
 	cJSON_AddStringToObject(be, "device", t->backend.device.name);
 	cJSON_AddStringToObject(be, "reason", t->backend.reason);
 	emit(be);
+}
+
+/* Loads --resume (a checkpoint file, or a directory's latest.sdckpt) and
+ * makes --checkpoint-dir.  Returns 0, or the exit status after printing
+ * why not. */
+static int prepare_state(const struct opts *o, struct sd_trainer *t)
+{
+	char *why = NULL;
 	if (o->resume[0]) {
 		char path[SD_PATH_MAX + 32];
 		struct stat st;
@@ -415,101 +447,130 @@ static int run_standalone(struct opts *o)
 		if (sd_trainer_load(t, path, &why) < 0) {
 			int rc = die(why);
 			free(why);
-			sd_trainer_destroy(t);
 			return rc;
 		}
 	}
 	if (o->checkpoint_dir[0] && mkdir(o->checkpoint_dir, 0777) < 0 && errno != EEXIST) {
 		fprintf(stderr, "spotdeck-worker: %s: cannot create checkpoint directory: %s\n",
 		        o->checkpoint_dir, strerror(errno));
-		sd_trainer_destroy(t);
 		return 1;
+	}
+	return 0;
+}
+
+/* The step line of the step just taken (--log-every). */
+static void emit_step(const struct sd_trainer *t, double loss, double acc)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "step");
+	cJSON_AddNumberToObject(ev, "step", (double)t->step);
+	cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+	cJSON_AddNumberToObject(ev, "loss", loss);
+	cJSON_AddNumberToObject(ev, "train_accuracy", acc);
+	cJSON_AddNumberToObject(ev, "lr", sd_lr_at(&t->lr, t->step - 1));
+	emit(ev);
+}
+
+/* At an epoch's end (or the run's): evaluates on the test set, prints the
+ * epoch line and starts the next epoch's figures. */
+static int end_epoch(struct sd_trainer *t, struct run_totals *rt, char **why)
+{
+	double now = now_seconds(), test_loss, test_acc;
+	double train_s = now - rt->epoch_t0;
+	if (sd_trainer_evaluate(t, &test_loss, &test_acc, why) < 0)
+		return -1;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "epoch");
+	cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+	cJSON_AddNumberToObject(ev, "step", (double)t->step);
+	cJSON_AddNumberToObject(ev, "train_loss", rt->epoch_loss / rt->epoch_steps);
+	cJSON_AddNumberToObject(ev, "test_loss", test_loss);
+	cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
+	cJSON_AddNumberToObject(ev, "images_per_sec", rt->epoch_images / train_s);
+	cJSON_AddNumberToObject(ev, "seconds", train_s);
+	emit(ev);
+	rt->epoch_t0 = now_seconds();
+	rt->epoch_images = 0;
+	rt->epoch_loss = 0;
+	rt->epoch_steps = 0;
+	return 0;
+}
+
+/* Trains up to step end (--max-steps or the job's last), with the step,
+ * checkpoint and epoch lines on the way. */
+static int train_to(const struct opts *o, struct sd_trainer *t, long end, struct run_totals *rt, char **why)
+{
+	while (t->step < end) {
+		double loss, acc, s0 = now_seconds();
+		if (sd_trainer_step(t, &loss, &acc, why) < 0)
+			return -1;
+		rt->compute_s += now_seconds() - s0;
+		rt->epoch_images += o->cfg.global_batch;
+		rt->total_images += o->cfg.global_batch;
+		rt->epoch_loss += loss;
+		rt->epoch_steps++;
+		if (o->log_every && t->step % o->log_every == 0)
+			emit_step(t, loss, acc);
+		if (o->checkpoint_every && t->step % o->checkpoint_every == 0 && save_checkpoint(o, t, why) < 0)
+			return -1;
+		if ((t->step % t->steps_per_epoch == 0 || t->step == end) && end_epoch(t, rt, why) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The last line: the final test figures and what the run was. */
+static int emit_done(const struct opts *o, struct sd_trainer *t, const struct run_totals *rt, char **why)
+{
+	double test_loss, test_acc;
+	if (sd_trainer_evaluate(t, &test_loss, &test_acc, why) < 0)
+		return -1;
+	char sum[16];
+	snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "type", "done");
+	cJSON_AddStringToObject(ev, "model", o->cfg.model);
+	cJSON_AddStringToObject(ev, "dataset", o->cfg.dataset);
+	cJSON_AddNumberToObject(ev, "steps", (double)t->step);
+	cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
+	cJSON_AddNumberToObject(ev, "test_loss", test_loss);
+	cJSON_AddNumberToObject(ev, "images_per_sec", rt->compute_s > 0 ? rt->total_images / rt->compute_s : 0);
+	cJSON_AddNumberToObject(ev, "seconds", now_seconds() - rt->t0);
+	cJSON_AddNumberToObject(ev, "flops_per_image", sd_model_flops_per_sample(t->model));
+	cJSON_AddNumberToObject(ev, "threads", o->threads);
+	cJSON_AddStringToObject(ev, "blas_kernel", sd_blas_kernel());
+	cJSON_AddStringToObject(ev, "param_checksum", sum);
+	cJSON_AddStringToObject(ev, "backend", t->backend.name);
+	cJSON_AddStringToObject(ev, "device", t->backend.device.name);
+	emit(ev);
+	return 0;
+}
+
+static int run_standalone(struct opts *o)
+{
+	char *why = NULL;
+	struct sd_trainer *t;
+	if (sd_trainer_create(&t, &o->cfg, &why) < 0) {
+		int rc = die(why);
+		free(why);
+		return rc;
+	}
+	emit_backend(t);
+	int rc = prepare_state(o, t);
+	if (rc) {
+		sd_trainer_destroy(t);
+		return rc;
 	}
 	long end = t->total_steps;
 	if (o->max_steps && o->max_steps < end)
 		end = o->max_steps;
-	double t0 = now_seconds(), epoch_t0 = t0, compute_s = 0;
-	long epoch_images = 0, total_images = 0;
-	double epoch_loss = 0;
-	long epoch_steps = 0;
-	int rc = 0;
-	while (t->step < end) {
-		double loss, acc, s0 = now_seconds();
-		if (sd_trainer_step(t, &loss, &acc, &why) < 0) {
-			rc = die(why);
-			break;
-		}
-		compute_s += now_seconds() - s0;
-		epoch_images += o->cfg.global_batch;
-		total_images += o->cfg.global_batch;
-		epoch_loss += loss;
-		epoch_steps++;
-		if (o->log_every && t->step % o->log_every == 0) {
-			cJSON *ev = cJSON_CreateObject();
-			cJSON_AddStringToObject(ev, "type", "step");
-			cJSON_AddNumberToObject(ev, "step", (double)t->step);
-			cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
-			cJSON_AddNumberToObject(ev, "loss", loss);
-			cJSON_AddNumberToObject(ev, "train_accuracy", acc);
-			cJSON_AddNumberToObject(ev, "lr", sd_lr_at(&t->lr, t->step - 1));
-			emit(ev);
-		}
-		if (o->checkpoint_every && t->step % o->checkpoint_every == 0 &&
-		    save_checkpoint(o, t, &why) < 0) {
-			rc = die(why);
-			break;
-		}
-		if (t->step % t->steps_per_epoch == 0 || t->step == end) {
-			double now = now_seconds(), test_loss, test_acc;
-			double train_s = now - epoch_t0;
-			if (sd_trainer_evaluate(t, &test_loss, &test_acc, &why) < 0) {
-				rc = die(why);
-				break;
-			}
-			cJSON *ev = cJSON_CreateObject();
-			cJSON_AddStringToObject(ev, "type", "epoch");
-			cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
-			cJSON_AddNumberToObject(ev, "step", (double)t->step);
-			cJSON_AddNumberToObject(ev, "train_loss", epoch_loss / epoch_steps);
-			cJSON_AddNumberToObject(ev, "test_loss", test_loss);
-			cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
-			cJSON_AddNumberToObject(ev, "images_per_sec", epoch_images / train_s);
-			cJSON_AddNumberToObject(ev, "seconds", train_s);
-			emit(ev);
-			epoch_t0 = now_seconds();
-			epoch_images = 0;
-			epoch_loss = 0;
-			epoch_steps = 0;
-		}
-	}
-	if (rc == 0 && o->checkpoint_dir[0] && (!o->checkpoint_every || t->step % o->checkpoint_every) &&
-	    save_checkpoint(o, t, &why) < 0)
+	struct run_totals rt = { .t0 = now_seconds() };
+	rt.epoch_t0 = rt.t0;
+	if (train_to(o, t, end, &rt, &why) < 0 ||
+	    (o->checkpoint_dir[0] && (!o->checkpoint_every || t->step % o->checkpoint_every) &&
+	     save_checkpoint(o, t, &why) < 0) ||
+	    emit_done(o, t, &rt, &why) < 0)
 		rc = die(why);
-	if (rc == 0) {
-		double test_loss, test_acc;
-		if (sd_trainer_evaluate(t, &test_loss, &test_acc, &why) < 0) {
-			rc = die(why);
-		} else {
-			char sum[16];
-			snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
-			cJSON *ev = cJSON_CreateObject();
-			cJSON_AddStringToObject(ev, "type", "done");
-			cJSON_AddStringToObject(ev, "model", o->cfg.model);
-			cJSON_AddStringToObject(ev, "dataset", o->cfg.dataset);
-			cJSON_AddNumberToObject(ev, "steps", (double)t->step);
-			cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
-			cJSON_AddNumberToObject(ev, "test_loss", test_loss);
-			cJSON_AddNumberToObject(ev, "images_per_sec", compute_s > 0 ? total_images / compute_s : 0);
-			cJSON_AddNumberToObject(ev, "seconds", now_seconds() - t0);
-			cJSON_AddNumberToObject(ev, "flops_per_image", sd_model_flops_per_sample(t->model));
-			cJSON_AddNumberToObject(ev, "threads", o->threads);
-			cJSON_AddStringToObject(ev, "blas_kernel", sd_blas_kernel());
-			cJSON_AddStringToObject(ev, "param_checksum", sum);
-			cJSON_AddStringToObject(ev, "backend", t->backend.name);
-			cJSON_AddStringToObject(ev, "device", t->backend.device.name);
-			emit(ev);
-		}
-	}
 	free(why);
 	sd_trainer_destroy(t);
 	return rc;

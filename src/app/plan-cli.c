@@ -628,270 +628,360 @@ static int fail(const char *fmt, ...)
 	return 1;
 }
 
-int sd_plan_main(int argc, char **argv)
+enum { O_JOB = 256, O_CATALOG, O_SCALING, O_GPUS, O_SIZES, O_ZONES, O_SPOT, O_OD, O_BOTH, O_PLACE, O_REPLACE,
+       O_PS, O_CHIEF, O_ACCT, O_CKPT, O_JOIN, O_RECOVERY, O_EFF, O_DEADLINE, O_BUDGET, O_RUNS, O_SEED,
+       O_HOUR, O_JSON, O_STEPS, O_PROGRESS, O_QUIET, O_HELP };
+
+static const struct option longopts[] = {
+	{ "job", required_argument, 0, O_JOB }, { "catalog", required_argument, 0, O_CATALOG },
+	{ "scaling", required_argument, 0, O_SCALING }, { "gpus", required_argument, 0, O_GPUS },
+	{ "sizes", required_argument, 0, O_SIZES }, { "zones", required_argument, 0, O_ZONES },
+	{ "spot", no_argument, 0, O_SPOT }, { "on-demand", no_argument, 0, O_OD },
+	{ "both", no_argument, 0, O_BOTH }, { "placement", required_argument, 0, O_PLACE },
+	{ "replace", required_argument, 0, O_REPLACE }, { "parameter-servers", required_argument, 0, O_PS },
+	{ "chief", required_argument, 0, O_CHIEF }, { "accounting", required_argument, 0, O_ACCT },
+	{ "checkpoint-every", required_argument, 0, O_CKPT }, { "join", required_argument, 0, O_JOIN },
+	{ "recovery", required_argument, 0, O_RECOVERY }, { "efficiency", required_argument, 0, O_EFF },
+	{ "deadline", required_argument, 0, O_DEADLINE }, { "budget", required_argument, 0, O_BUDGET },
+	{ "runs", required_argument, 0, O_RUNS }, { "seed", required_argument, 0, O_SEED },
+	{ "start-hour", required_argument, 0, O_HOUR }, { "json", no_argument, 0, O_JSON },
+	{ "steps", required_argument, 0, O_STEPS }, { "progress", no_argument, 0, O_PROGRESS },
+	{ "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, O_HELP },
+	{ 0, 0, 0, 0 },
+};
+
+/* --sizes: servers per cluster, each from 1 to SD_PLAN_MAX_SERVERS.
+ * Returns 0, or fail()'s exit status. */
+static int parse_sizes(const char *arg, struct cli *c)
 {
-	enum { O_JOB = 256, O_CATALOG, O_SCALING, O_GPUS, O_SIZES, O_ZONES, O_SPOT, O_OD, O_BOTH, O_PLACE, O_REPLACE,
-	       O_PS, O_CHIEF, O_ACCT, O_CKPT, O_JOIN, O_RECOVERY, O_EFF, O_DEADLINE, O_BUDGET, O_RUNS, O_SEED,
-	       O_HOUR, O_JSON, O_STEPS, O_PROGRESS, O_QUIET, O_HELP };
-	static const struct option longopts[] = {
-		{ "job", required_argument, 0, O_JOB }, { "catalog", required_argument, 0, O_CATALOG },
-		{ "scaling", required_argument, 0, O_SCALING }, { "gpus", required_argument, 0, O_GPUS },
-		{ "sizes", required_argument, 0, O_SIZES }, { "zones", required_argument, 0, O_ZONES },
-		{ "spot", no_argument, 0, O_SPOT }, { "on-demand", no_argument, 0, O_OD },
-		{ "both", no_argument, 0, O_BOTH }, { "placement", required_argument, 0, O_PLACE },
-		{ "replace", required_argument, 0, O_REPLACE }, { "parameter-servers", required_argument, 0, O_PS },
-		{ "chief", required_argument, 0, O_CHIEF }, { "accounting", required_argument, 0, O_ACCT },
-		{ "checkpoint-every", required_argument, 0, O_CKPT }, { "join", required_argument, 0, O_JOIN },
-		{ "recovery", required_argument, 0, O_RECOVERY }, { "efficiency", required_argument, 0, O_EFF },
-		{ "deadline", required_argument, 0, O_DEADLINE }, { "budget", required_argument, 0, O_BUDGET },
-		{ "runs", required_argument, 0, O_RUNS }, { "seed", required_argument, 0, O_SEED },
-		{ "start-hour", required_argument, 0, O_HOUR }, { "json", no_argument, 0, O_JSON },
-		{ "steps", required_argument, 0, O_STEPS }, { "progress", no_argument, 0, O_PROGRESS },
-		{ "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, O_HELP },
-		{ 0, 0, 0, 0 },
-	};
-	struct cli c = { .join = -1, .recovery = -1, .placement = SD_PLAN_PLACE_ONE_ZONE,
-	                 .replace = SD_PLAN_REPLACE_SAME };
-	struct plan p;
-	memset(&p, 0, sizeof p);
-	sd_plan_options_init(&p.opt);
-	int o;
-	long v;
-	char *why = NULL;
 	char items[MAX_LIST][64];
+	long v;
+	int n = split_list(arg, items, MAX_LIST);
+	if (n < 1)
+		return fail("--sizes: '%s': expected cluster sizes separated by commas, e.g. 1,2,4,8", arg);
+	for (int i = 0; i < n; i++) {
+		if (parse_long(items[i], 1, SD_PLAN_MAX_SERVERS, &v) < 0)
+			return fail("--sizes: '%s': a cluster size is a whole number of servers from 1 to %d",
+			            items[i], SD_PLAN_MAX_SERVERS);
+		c->sizes[i] = (int)v;
+	}
+	c->nsizes = n;
+	return 0;
+}
+
+/* The options that shape the configurations: which offers, and how a
+ * cluster of them trains and recovers.  Returns 0, fail()'s exit status
+ * for a bad value, or -1 when o is none of them. */
+static int parse_config_option(int o, const char *arg, struct cli *c)
+{
+	long v;
+	switch (o) {
+	case O_JOB: c->job_path = arg; break;
+	case O_CATALOG: c->catalog = arg; break;
+	case O_SCALING: c->scaling = arg; break;
+	case O_GPUS:
+		if ((c->ngpus = split_list(arg, c->gpus, MAX_LIST)) < 1)
+			return fail("--gpus: '%s': expected GPU types separated by commas, e.g. k80,v100", arg);
+		break;
+	case O_ZONES:
+		if ((c->nzones = split_list(arg, c->zones, MAX_LIST)) < 1)
+			return fail("--zones: '%s': expected zones separated by commas", arg);
+		break;
+	case O_SIZES: return parse_sizes(arg, c);
+	case O_SPOT: c->spot = 1; break;
+	case O_OD: c->on_demand = 1; break;
+	case O_BOTH: c->spot = c->on_demand = 1; break;
+	case O_PLACE:
+		if (!strcmp(arg, "one-zone"))
+			c->placement = SD_PLAN_PLACE_ONE_ZONE;
+		else if (!strcmp(arg, "spread"))
+			c->placement = SD_PLAN_PLACE_SPREAD;
+		else
+			return fail("--placement: '%s': expected one-zone or spread", arg);
+		break;
+	case O_REPLACE:
+		if (sd_plan_replace_parse(arg, &c->replace) < 0)
+			return fail("--replace: '%s': expected none, same, cheapest or other-zone", arg);
+		break;
+	case O_PS:
+		if (parse_long(arg, 0, 64, &v) < 0)
+			return fail("--parameter-servers: '%s': expected 0 (all-reduce) to 64", arg);
+		c->parameter_servers = (int)v;
+		break;
+	case O_CHIEF:
+		if (!strcmp(arg, "none"))
+			c->chief = SD_PLAN_CHIEF_NONE;
+		else if (!strcmp(arg, "fails"))
+			c->chief = SD_PLAN_CHIEF_FAILS_RUN;
+		else if (!strcmp(arg, "restarts"))
+			c->chief = SD_PLAN_CHIEF_RESTARTS;
+		else
+			return fail("--chief: '%s': expected none, fails or restarts", arg);
+		break;
+	case O_ACCT:
+		if (!strcmp(arg, "provider"))
+			c->accounting = SD_PLAN_ACCOUNT_PROVIDER;
+		else if (!strcmp(arg, "training"))
+			c->accounting = SD_PLAN_ACCOUNT_TRAINING;
+		else
+			return fail("--accounting: '%s': expected provider or training", arg);
+		break;
+	case O_CKPT:
+		if (parse_long(arg, 1, 1000000000L, &c->checkpoint_steps) < 0)
+			return fail("--checkpoint-every: '%s': expected a positive number of steps", arg);
+		break;
+	case O_JOIN:
+	case O_RECOVERY: {
+		double d;
+		if (parse_double(arg, &d) < 0 || d < 0 || d > 86400)
+			return fail("--%s: '%s': expected seconds from 0 to 86400", o == O_JOIN ? "join" : "recovery",
+			            arg);
+		*(o == O_JOIN ? &c->join : &c->recovery) = d;
+		break;
+	}
+	case O_EFF:
+		if (parse_double(arg, &c->efficiency) < 0 || !(c->efficiency > 0) || c->efficiency > 1)
+			return fail("--efficiency: '%s': expected a number in (0, 1]", arg);
+		break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* The options of the simulated runs (how many, how long, what to score)
+ * and of the output.  Returns 0, fail()'s exit status for a bad value, or
+ * -1 when o is none of them. */
+static int parse_run_option(int o, const char *arg, struct cli *c, struct sd_plan_options *opt)
+{
+	long v;
+	switch (o) {
+	case O_STEPS:
+		if (parse_long(arg, 1, 1000000000000L, &c->steps) < 0)
+			return fail("--steps: '%s': expected a positive number of steps", arg);
+		c->steps_given = 1;
+		break;
+	case O_DEADLINE: {
+		char *why = NULL;
+		if (sd_plan_parse_duration(arg, "--deadline", &opt->deadline_seconds, &why) < 0) {
+			fail("%s", why);
+			free(why);
+			return 1;
+		}
+		break;
+	}
+	case O_BUDGET:
+		if (parse_double(arg, &opt->budget_usd) < 0 || !(opt->budget_usd > 0))
+			return fail("--budget: '%s': expected a positive amount of USD", arg);
+		break;
+	case O_RUNS:
+		if (parse_long(arg, 1, 10000000, &v) < 0)
+			return fail("--runs: '%s': expected 1 to 10000000 runs", arg);
+		opt->runs = (int)v;
+		break;
+	case O_SEED:
+		if (parse_long(arg, 0, LONG_MAX, &v) < 0)
+			return fail("--seed: '%s': expected a whole number >= 0", arg);
+		opt->seed = (uint64_t)v;
+		break;
+	case O_HOUR:
+		if (parse_double(arg, &opt->start_hour) < 0 || opt->start_hour < 0 || opt->start_hour >= 24)
+			return fail("--start-hour: '%s': expected an hour in [0, 24)", arg);
+		break;
+	case O_JSON: c->json = 1; break;
+	case O_PROGRESS: c->progress = 1; break;
+	case O_QUIET: c->progress = -1; break;
+	default:
+		return -1;
+	}
+	return 0;
+}
+
+/* Reads the command line into c and opt and fills in the defaults of what
+ * it left out.  Returns -1 to go on planning, or the exit status to stop
+ * with: 0 after --help, 1 for a bad value, 2 for a usage error. */
+static int parse_command_line(int argc, char **argv, struct cli *c, struct sd_plan_options *opt)
+{
+	int o;
 	optind = 1;
 	opterr = 0;
 	while ((o = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		switch (o) {
-		case O_JOB: c.job_path = optarg; break;
-		case O_CATALOG: c.catalog = optarg; break;
-		case O_SCALING: c.scaling = optarg; break;
-		case O_GPUS:
-			if ((c.ngpus = split_list(optarg, c.gpus, MAX_LIST)) < 1)
-				return fail("--gpus: '%s': expected GPU types separated by commas, e.g. k80,v100", optarg);
-			break;
-		case O_ZONES:
-			if ((c.nzones = split_list(optarg, c.zones, MAX_LIST)) < 1)
-				return fail("--zones: '%s': expected zones separated by commas", optarg);
-			break;
-		case O_SIZES: {
-			int n = split_list(optarg, items, MAX_LIST);
-			if (n < 1)
-				return fail("--sizes: '%s': expected cluster sizes separated by commas, e.g. 1,2,4,8", optarg);
-			for (int i = 0; i < n; i++) {
-				if (parse_long(items[i], 1, SD_PLAN_MAX_SERVERS, &v) < 0)
-					return fail("--sizes: '%s': a cluster size is a whole number of servers from 1 to %d",
-					            items[i], SD_PLAN_MAX_SERVERS);
-				c.sizes[i] = (int)v;
-			}
-			c.nsizes = n;
-			break;
+		if (o == O_HELP) {
+			usage(stdout);
+			return 0;
 		}
-		case O_SPOT: c.spot = 1; break;
-		case O_OD: c.on_demand = 1; break;
-		case O_BOTH: c.spot = c.on_demand = 1; break;
-		case O_PLACE:
-			if (!strcmp(optarg, "one-zone"))
-				c.placement = SD_PLAN_PLACE_ONE_ZONE;
-			else if (!strcmp(optarg, "spread"))
-				c.placement = SD_PLAN_PLACE_SPREAD;
-			else
-				return fail("--placement: '%s': expected one-zone or spread", optarg);
-			break;
-		case O_REPLACE:
-			if (sd_plan_replace_parse(optarg, &c.replace) < 0)
-				return fail("--replace: '%s': expected none, same, cheapest or other-zone", optarg);
-			break;
-		case O_PS:
-			if (parse_long(optarg, 0, 64, &v) < 0)
-				return fail("--parameter-servers: '%s': expected 0 (all-reduce) to 64", optarg);
-			c.parameter_servers = (int)v;
-			break;
-		case O_CHIEF:
-			if (!strcmp(optarg, "none"))
-				c.chief = SD_PLAN_CHIEF_NONE;
-			else if (!strcmp(optarg, "fails"))
-				c.chief = SD_PLAN_CHIEF_FAILS_RUN;
-			else if (!strcmp(optarg, "restarts"))
-				c.chief = SD_PLAN_CHIEF_RESTARTS;
-			else
-				return fail("--chief: '%s': expected none, fails or restarts", optarg);
-			break;
-		case O_ACCT:
-			if (!strcmp(optarg, "provider"))
-				c.accounting = SD_PLAN_ACCOUNT_PROVIDER;
-			else if (!strcmp(optarg, "training"))
-				c.accounting = SD_PLAN_ACCOUNT_TRAINING;
-			else
-				return fail("--accounting: '%s': expected provider or training", optarg);
-			break;
-		case O_CKPT:
-			if (parse_long(optarg, 1, 1000000000L, &c.checkpoint_steps) < 0)
-				return fail("--checkpoint-every: '%s': expected a positive number of steps", optarg);
-			break;
-		case O_STEPS:
-			if (parse_long(optarg, 1, 1000000000000L, &c.steps) < 0)
-				return fail("--steps: '%s': expected a positive number of steps", optarg);
-			c.steps_given = 1;
-			break;
-		case O_JOIN:
-		case O_RECOVERY: {
-			double d;
-			if (parse_double(optarg, &d) < 0 || d < 0 || d > 86400)
-				return fail("--%s: '%s': expected seconds from 0 to 86400", o == O_JOIN ? "join" : "recovery",
-				            optarg);
-			*(o == O_JOIN ? &c.join : &c.recovery) = d;
-			break;
-		}
-		case O_EFF:
-			if (parse_double(optarg, &c.efficiency) < 0 || !(c.efficiency > 0) || c.efficiency > 1)
-				return fail("--efficiency: '%s': expected a number in (0, 1]", optarg);
-			break;
-		case O_DEADLINE:
-			if (sd_plan_parse_duration(optarg, "--deadline", &p.opt.deadline_seconds, &why) < 0) {
-				fail("%s", why);
-				free(why);
-				return 1;
-			}
-			break;
-		case O_BUDGET:
-			if (parse_double(optarg, &p.opt.budget_usd) < 0 || !(p.opt.budget_usd > 0))
-				return fail("--budget: '%s': expected a positive amount of USD", optarg);
-			break;
-		case O_RUNS:
-			if (parse_long(optarg, 1, 10000000, &v) < 0)
-				return fail("--runs: '%s': expected 1 to 10000000 runs", optarg);
-			p.opt.runs = (int)v;
-			break;
-		case O_SEED:
-			if (parse_long(optarg, 0, LONG_MAX, &v) < 0)
-				return fail("--seed: '%s': expected a whole number >= 0", optarg);
-			p.opt.seed = (uint64_t)v;
-			break;
-		case O_HOUR:
-			if (parse_double(optarg, &p.opt.start_hour) < 0 || p.opt.start_hour < 0 || p.opt.start_hour >= 24)
-				return fail("--start-hour: '%s': expected an hour in [0, 24)", optarg);
-			break;
-		case O_JSON: c.json = 1; break;
-		case O_PROGRESS: c.progress = 1; break;
-		case O_QUIET: c.progress = -1; break;
-		case O_HELP: usage(stdout); return 0;
-		default:
+		int rc = parse_config_option(o, optarg, c);
+		if (rc < 0)
+			rc = parse_run_option(o, optarg, c, opt);
+		if (rc < 0) {
 			fprintf(stderr, "spotdeck plan: unknown option or missing value: '%s' (see --help)\n", argv[optind - 1]);
 			return 2;
 		}
+		if (rc > 0)
+			return rc;
 	}
 	if (optind < argc) {
 		fprintf(stderr, "spotdeck plan: unexpected argument '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
-	if (!c.spot && !c.on_demand)
-		c.spot = c.on_demand = 1;
-	if (!c.nsizes) {
+	if (!c->spot && !c->on_demand)
+		c->spot = c->on_demand = 1;
+	if (!c->nsizes) {
 		static const int def[] = { 1, 2, 4, 8 };
-		memcpy(c.sizes, def, sizeof def);
-		c.nsizes = 4;
+		memcpy(c->sizes, def, sizeof def);
+		c->nsizes = 4;
 	}
+	return -1;
+}
 
-	/* The job. */
-	struct sd_job job;
-	sd_job_defaults(&job);
-	if (c.job_path) {
-		if (sd_job_load(&job, c.job_path, &why) < 0)
-			goto bad;
+/* The job to plan: the --job file, or the seeds' workload (ResNet-32 on
+ * CIFAR-10, 64,000 steps of 128, a checkpoint every 4,000 steps).  Fills
+ * job and p->job; the --steps and --checkpoint-every left out take the
+ * job's values. */
+static int load_job(struct plan *p, struct cli *c, struct sd_job *job, char **why)
+{
+	sd_job_defaults(job);
+	if (c->job_path) {
+		if (sd_job_load(job, c->job_path, why) < 0)
+			return -1;
 	} else {
-		snprintf(job.train.model, sizeof job.train.model, "resnet32");
-		snprintf(job.train.dataset, sizeof job.train.dataset, "cifar10");
-		job.train.global_batch = 128;
-		if (!c.steps)
-			c.steps = 64000;
-		if (!c.checkpoint_steps)
-			c.checkpoint_steps = 4000;
+		snprintf(job->train.model, sizeof job->train.model, "resnet32");
+		snprintf(job->train.dataset, sizeof job->train.dataset, "cifar10");
+		job->train.global_batch = 128;
+		if (!c->steps)
+			c->steps = 64000;
+		if (!c->checkpoint_steps)
+			c->checkpoint_steps = 4000;
 	}
-	if (!c.checkpoint_steps && job.checkpoint_every > 0)
-		c.checkpoint_steps = job.checkpoint_every;
-	if (sd_plan_job_from_train(&p.job, &job.train, c.steps, &why) < 0)
-		goto bad;
+	if (!c->checkpoint_steps && job->checkpoint_every > 0)
+		c->checkpoint_steps = job->checkpoint_every;
+	return sd_plan_job_from_train(&p->job, &job->train, c->steps, why);
+}
 
-	/* Market and scaling data. */
-	char catalog_path[PATH_MAX + 64], scaling_path[PATH_MAX + 64];
-	const char *cname = c.catalog ? c.catalog : job.catalog[0] && c.job_path ? job.catalog : "gce-2019.json";
-	if (sd_plan_data_path(cname, catalog_path, sizeof catalog_path) < 0) {
-		sd_why(&why, "--catalog: %s: no such file (nor in the data directory)", cname);
-		goto bad;
-	}
-	if (sd_catalog_load(&p.cat, catalog_path, &why) < 0)
-		goto bad;
-	const char *sname = c.scaling ? c.scaling : "scaling-2019.json";
-	if (sd_plan_data_path(sname, scaling_path, sizeof scaling_path) < 0) {
-		sd_why(&why, "--scaling: %s: no such file (nor in the data directory)", sname);
-		goto bad;
-	}
-	if (sd_plan_scaling_load(&p.scaling, scaling_path, &why) < 0)
-		goto bad;
-	p.have_scaling = true;
+/* The market catalog (--catalog, the job's, or gce-2019.json) and the
+ * cluster scaling data, looked up by sd_plan_data_path; the catalog's path
+ * goes into catalog_path (len bytes) for the output. */
+static int load_market(struct plan *p, const struct cli *c, const struct sd_job *job, char *catalog_path,
+                       size_t len, char **why)
+{
+	char scaling_path[PATH_MAX + 64];
+	const char *cname = c->catalog ? c->catalog : job->catalog[0] && c->job_path ? job->catalog : "gce-2019.json";
+	if (sd_plan_data_path(cname, catalog_path, len) < 0)
+		return sd_why(why, "--catalog: %s: no such file (nor in the data directory)", cname);
+	if (sd_catalog_load(&p->cat, catalog_path, why) < 0)
+		return -1;
+	const char *sname = c->scaling ? c->scaling : "scaling-2019.json";
+	if (sd_plan_data_path(sname, scaling_path, sizeof scaling_path) < 0)
+		return sd_why(why, "--scaling: %s: no such file (nor in the data directory)", sname);
+	if (sd_plan_scaling_load(&p->scaling, scaling_path, why) < 0)
+		return -1;
+	p->have_scaling = true;
+	return 0;
+}
 
+/* Each row needs three simulations: its own, its on-demand twin (for the
+ * saving) and its baseline (for the speed-up); rows share equal ones. */
+static void intern_simulations(struct plan *p)
+{
+	for (int i = 0; i < p->nrows; i++) {
+		struct row *r = &p->rows[i];
+		struct sd_plan_config twin, base;
+		r->self = intern(p, &r->cfg);
+		r->twin = r->base = -1;
+		if (sd_plan_config_on_demand(p->cat, &r->cfg, &twin, NULL) == 0)
+			r->twin = intern(p, &twin);
+		if (sd_plan_config_baseline(p->cat, &r->cfg, &base, NULL) == 0)
+			r->base = intern(p, &base);
+	}
+}
+
+/* Runs every interned simulation, with progress on stderr as
+ * progress_mode says (see struct plan). */
+static int simulate_all(struct plan *p, int progress_mode, char **why)
+{
+	p->total_runs = (long)p->nsims * p->opt.runs;
+	p->tty = isatty(2);
+	p->progress_mode = progress_mode;
+	clock_gettime(CLOCK_MONOTONIC, &p->t0);
+	p->last = p->t0;
+	p->opt.progress = on_progress;
+	p->opt.progress_ctx = p;
+	for (int i = 0; i < p->nsims; i++) {
+		if (sd_plan_simulate(p->cat, &p->scaling, &p->job, &p->sims[i].cfg, &p->opt, &p->sims[i].res, why) < 0)
+			return -1;
+		p->done_runs += p->opt.runs;
+	}
+	if (p->progress_shown && p->tty)
+		fprintf(stderr, "%*s\r", 60, "");
+	else if (p->progress_shown)
+		fprintf(stderr, "spotdeck plan: %ld of %ld simulated runs (100 %%)\n", p->total_runs, p->total_runs);
+	return 0;
+}
+
+/* Gives each row its results, its speed-up and saving against its
+ * baseline and twin, and its place on the time/cost frontier; then sorts
+ * the rows by cost. */
+static void rank_rows(struct plan *p)
+{
+	for (int i = 0; i < p->nrows; i++) {
+		struct row *r = &p->rows[i];
+		r->res = p->sims[r->self].res;
+		sd_plan_compare(&r->res, r->base >= 0 ? &p->sims[r->base].res : NULL,
+		                r->twin >= 0 ? &p->sims[r->twin].res : NULL);
+	}
+	struct sd_plan_result *res = sd_calloc((size_t)p->nrows, sizeof *res);
+	for (int i = 0; i < p->nrows; i++)
+		res[i] = p->rows[i].res;
+	sd_plan_pareto(res, p->nrows);
+	for (int i = 0; i < p->nrows; i++)
+		p->rows[i].res.pareto = res[i].pareto;
+	free(res);
+	qsort(p->rows, (size_t)p->nrows, sizeof *p->rows, cmp_rows);
+}
+
+/* Frees what p holds (p itself is the caller's). */
+static void plan_free(struct plan *p)
+{
+	free(p->rows);
+	free(p->sims);
+	if (p->have_scaling)
+		sd_plan_scaling_free(&p->scaling);
+	sd_catalog_free(p->cat);
+}
+
+int sd_plan_main(int argc, char **argv)
+{
+	struct cli c = { .join = -1, .recovery = -1, .placement = SD_PLAN_PLACE_ONE_ZONE,
+	                 .replace = SD_PLAN_REPLACE_SAME };
+	struct plan p;
+	memset(&p, 0, sizeof p);
+	sd_plan_options_init(&p.opt);
+	int rc = parse_command_line(argc, argv, &c, &p.opt);
+	if (rc >= 0)
+		return rc;
+	char *why = NULL;
+	struct sd_job job;
+	char catalog_path[PATH_MAX + 64];
+	if (load_job(&p, &c, &job, &why) < 0 || load_market(&p, &c, &job, catalog_path, sizeof catalog_path, &why) < 0)
+		goto bad;
 	p.rows = sd_calloc(MAX_ROWS, sizeof *p.rows);
 	p.sims = sd_calloc(3 * MAX_ROWS, sizeof *p.sims);
 	if (build_rows(&p, &c, &why) < 0)
 		goto bad;
-	for (int i = 0; i < p.nrows; i++) {
-		struct row *r = &p.rows[i];
-		struct sd_plan_config twin, base;
-		r->self = intern(&p, &r->cfg);
-		r->twin = r->base = -1;
-		if (sd_plan_config_on_demand(p.cat, &r->cfg, &twin, NULL) == 0)
-			r->twin = intern(&p, &twin);
-		if (sd_plan_config_baseline(p.cat, &r->cfg, &base, NULL) == 0)
-			r->base = intern(&p, &base);
-	}
-	p.total_runs = (long)p.nsims * p.opt.runs;
-	p.tty = isatty(2);
-	p.progress_mode = c.progress;
-	clock_gettime(CLOCK_MONOTONIC, &p.t0);
-	p.last = p.t0;
-	p.opt.progress = on_progress;
-	p.opt.progress_ctx = &p;
-	for (int i = 0; i < p.nsims; i++) {
-		if (sd_plan_simulate(p.cat, &p.scaling, &p.job, &p.sims[i].cfg, &p.opt, &p.sims[i].res, &why) < 0)
-			goto bad;
-		p.done_runs += p.opt.runs;
-	}
-	if (p.progress_shown && p.tty)
-		fprintf(stderr, "%*s\r", 60, "");
-	else if (p.progress_shown)
-		fprintf(stderr, "spotdeck plan: %ld of %ld simulated runs (100 %%)\n", p.total_runs, p.total_runs);
-	for (int i = 0; i < p.nrows; i++) {
-		struct row *r = &p.rows[i];
-		r->res = p.sims[r->self].res;
-		sd_plan_compare(&r->res, r->base >= 0 ? &p.sims[r->base].res : NULL,
-		                r->twin >= 0 ? &p.sims[r->twin].res : NULL);
-	}
-	struct sd_plan_result *res = sd_calloc((size_t)p.nrows, sizeof *res);
-	for (int i = 0; i < p.nrows; i++)
-		res[i] = p.rows[i].res;
-	sd_plan_pareto(res, p.nrows);
-	for (int i = 0; i < p.nrows; i++)
-		p.rows[i].res.pareto = res[i].pareto;
-	free(res);
-	qsort(p.rows, (size_t)p.nrows, sizeof *p.rows, cmp_rows);
+	intern_simulations(&p);
+	if (simulate_all(&p, c.progress, &why) < 0)
+		goto bad;
+	rank_rows(&p);
 	const char *base_name = strrchr(catalog_path, '/');
 	if (c.json)
 		print_json(&p, &c, catalog_path);
 	else
 		print_table(&p, &c, base_name ? base_name + 1 : catalog_path);
-	free(p.rows);
-	free(p.sims);
-	sd_plan_scaling_free(&p.scaling);
-	sd_catalog_free(p.cat);
+	plan_free(&p);
 	return 0;
 bad:
 	fprintf(stderr, "spotdeck plan: %s\n", why ? why : "failed");
 	free(why);
-	free(p.rows);
-	free(p.sims);
-	if (p.have_scaling)
-		sd_plan_scaling_free(&p.scaling);
-	sd_catalog_free(p.cat);
+	plan_free(&p);
 	return 1;
 }

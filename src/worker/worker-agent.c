@@ -606,52 +606,82 @@ static int send_comm_failed(struct agent *a, const char *reason)
 	return ctl_send(&a->ctl, m);
 }
 
-enum gen_result { GEN_CHANGE, GEN_DONE, GEN_FAILED, GEN_FATAL };
+/* How a generation ends for this worker.  GEN_TRAINING only passes between
+ * the phases of run_generation (the generation goes on); it never leaves it. */
+enum gen_result { GEN_TRAINING, GEN_CHANGE, GEN_DONE, GEN_FAILED, GEN_FATAL };
 
-/* Trains in one generation until the group changes, training ends or a
- * collective fails. */
-static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
+/* This worker's place in one generation, from the GENERATION message. */
+struct gen {
+	int rank, world;
+	int offset, count;        /* this rank's share of each global batch */
+	int timeout_ms;           /* collectives and rendezvous */
+	double t_join;            /* when the worker started joining (now_s) */
+	struct sd_comm *comm;
+	int on_device;            /* the collectives work on the device copy */
+	size_t param_count;       /* floats in the model's parameters (and gradients) */
+	int first;                /* no step reported yet in this generation */
+};
+
+/* Reads the generation's message into g and makes it the current one. */
+static void gen_init(struct agent *a, struct gen *g, cJSON *msg)
 {
-	struct sd_trainer *t = a->t;
-	int rank = (int)sd_msg_int(gen, "rank", 0), world = (int)sd_msg_int(gen, "world_size", 1);
-	int offset = (int)sd_msg_int(gen, "offset", 0), count = (int)sd_msg_int(gen, "count", 0);
+	memset(g, 0, sizeof *g);
+	g->rank = (int)sd_msg_int(msg, "rank", 0);
+	g->world = (int)sd_msg_int(msg, "world_size", 1);
+	g->offset = (int)sd_msg_int(msg, "offset", 0);
+	g->count = (int)sd_msg_int(msg, "count", 0);
 	/* The controller sizes the timeout to this generation's step time. */
-	long long tmo = sd_msg_int(gen, "timeout_ms", (long long)(a->job.comm_timeout_s * 1000));
-	int timeout_ms = tmo < 1 ? 1 : tmo > 86400000 ? 86400000 : (int)tmo;
-	a->generation = (long)sd_msg_int(gen, "generation", 0);
+	long long tmo = sd_msg_int(msg, "timeout_ms", (long long)(a->job.comm_timeout_s * 1000));
+	g->timeout_ms = tmo < 1 ? 1 : tmo > 86400000 ? 86400000 : (int)tmo;
+	g->first = 1;
+	a->generation = (long)sd_msg_int(msg, "generation", 0);
 	a->ctl.gen = a->generation;
-	double t_join = now_s();
-	if (rank == 0 && load_resume(a, why) < 0)
+	g->t_join = now_s();
+}
+
+/* Rank 0 loads the checkpoint streamed to it, if any; then the group's
+ * collectives: NCCL when every rank has a GPU of its own, else Gloo
+ * (engine/comm.h). */
+static enum gen_result gen_connect(struct agent *a, struct gen *g, char **why)
+{
+	if (g->rank == 0 && load_resume(a, why) < 0)
 		return GEN_FATAL;
-	/* NCCL when every rank has a GPU of its own, else Gloo (engine/comm.h);
-	 * on_device: the collectives work on the device copy of the state. */
 	enum sd_comm_backend backend = SD_COMM_GLOO;
-	struct sd_comm *comm = NULL;
-	int rc = sd_comm_choose_backend(&backend, rank, world, a->generation,
-	                                sd_trainer_nccl_device(t), &ctl_store_ops, &a->ctl,
-	                                timeout_ms, why);
-	int on_device = backend == SD_COMM_NCCL;
+	int rc = sd_comm_choose_backend(&backend, g->rank, g->world, a->generation,
+	                                sd_trainer_nccl_device(a->t), &ctl_store_ops, &a->ctl,
+	                                g->timeout_ms, why);
+	g->on_device = backend == SD_COMM_NCCL;
 	if (rc == 0)
-		rc = sd_comm_create(&comm, backend, rank, world, a->generation, &ctl_store_ops,
-		                    &a->ctl, timeout_ms, why);
+		rc = sd_comm_create(&g->comm, backend, g->rank, g->world, a->generation, &ctl_store_ops,
+		                    &a->ctl, g->timeout_ms, why);
 	if (rc < 0) {
 		send_comm_failed(a, *why);
 		return ctl_lost(&a->ctl) ? GEN_FATAL : GEN_FAILED;
 	}
+	return GEN_TRAINING;
+}
+
+/* The rank holding the newest state broadcasts it to the others; then the
+ * worker tells the controller it joined. */
+static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why)
+{
+	struct sd_trainer *t = a->t;
+	struct sd_comm *comm = g->comm;
 	/* Who holds the newest state?  Each rank publishes its step (-1: none). */
-	double *steps = sd_calloc((size_t)world, sizeof(double));
-	steps[rank] = a->have_state ? (double)t->step : -1;
-	rc = sd_comm_allreduce_sum_f64(comm, steps, (size_t)world, why);
+	double *steps = sd_calloc((size_t)g->world, sizeof(double));
+	steps[g->rank] = a->have_state ? (double)t->step : -1;
+	int rc = sd_comm_allreduce_sum_f64(comm, steps, (size_t)g->world, why);
 	int source = 0;
-	for (int r = 1; rc == 0 && r < world; r++)
+	for (int r = 1; rc == 0 && r < g->world; r++)
 		if (steps[r] > steps[source])
 			source = r;
 	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
 	free(steps);
 	struct sd_state_view sv;
 	if (rc == 0)
-		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, on_device, &sv, why);
+		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, g->on_device, &sv, why);
 	size_t np = sv.param_count, nb = sv.buffer_count;
+	g->param_count = np;
 	if (rc == 0)
 		rc = sd_comm_broadcast(comm, sv.params, np * sizeof(float), source, why);
 	if (rc == 0)
@@ -659,10 +689,9 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	if (rc == 0 && nb)
 		rc = sd_comm_broadcast(comm, sv.buffers, nb * sizeof(float), source, why);
 	if (rc == 0)
-		rc = sd_trainer_comm_end(t, SD_STATE_MODEL, on_device, why);
+		rc = sd_trainer_comm_end(t, SD_STATE_MODEL, g->on_device, why);
 	if (rc < 0) {
 		send_comm_failed(a, *why);
-		sd_comm_destroy(comm);
 		return GEN_FAILED;
 	}
 	t->step = start;
@@ -671,119 +700,148 @@ static enum gen_result run_generation(struct agent *a, cJSON *gen, char **why)
 	cJSON *j = sd_msg_new(SD_MSG_JOINED);
 	cJSON_AddNumberToObject(j, "generation", (double)a->generation);
 	cJSON_AddNumberToObject(j, "step", (double)start);
-	cJSON_AddNumberToObject(j, "rank", rank);
+	cJSON_AddNumberToObject(j, "rank", g->rank);
 	cJSON_AddNumberToObject(j, "source_rank", source);
-	cJSON_AddNumberToObject(j, "join_ms", (now_s() - t_join) * 1000);
+	cJSON_AddNumberToObject(j, "join_ms", (now_s() - g->t_join) * 1000);
 	cJSON_AddNumberToObject(j, "total_steps", (double)t->total_steps);
-	if (ctl_send(&a->ctl, j) < 0) {
-		sd_comm_destroy(comm);
+	if (ctl_send(&a->ctl, j) < 0)
 		return GEN_FATAL;
-	}
+	return GEN_TRAINING;
+}
 
-	size_t ng = np;
-	int first = 1;
-	enum gen_result result = GEN_DONE;
-	while (t->step < t->total_steps) {
-		double c0 = now_s(), loss_sum = 0;
-		int correct = 0;
-		if (sd_trainer_local_grad(t, t->step, offset, count, &loss_sum, &correct, why) < 0) {
-			sd_comm_destroy(comm);
-			return GEN_FATAL;
-		}
-		if (a->pace > 0 && a->pace < 1) {
-			/* Emulated GPU: stretch the compute to the offer's speed. */
-			double extra = (now_s() - c0) * (1 / a->pace - 1);
-			struct timespec ts = { (time_t)extra, (long)((extra - (time_t)extra) * 1e9) };
-			nanosleep(&ts, NULL);
-		}
-		double c1 = now_s();
-		double metrics[4] = { loss_sum, correct, count, 0 };
-		if (ctl_pump(&a->ctl, 0, why) < 0) {
-			sd_comm_destroy(comm);
-			return GEN_FATAL;
-		}
-		if (ctl_aborted(&a->ctl, a->generation)) {
-			/* Our peers are failing already: do not wait on them. */
-			sd_why(why, "the controller gave up on generation %ld (a collective failed on "
-			       "another member)", a->generation);
-			send_comm_failed(a, *why);
-			sd_comm_destroy(comm);
-			return GEN_FAILED;
-		}
-		metrics[3] = handle_async(a) ? 1 : 0;
-		struct sd_state_view gv;
-		rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, on_device, &gv, why);
-		if (rc == 0)
-			rc = sd_comm_allreduce_sum(comm, gv.grads, ng, why);
-		if (rc == 0)
-			rc = sd_trainer_comm_end(t, SD_STATE_GRADS, on_device, why);
-		if (rc == 0)
-			rc = sd_comm_allreduce_sum_f64(comm, metrics, 4, why);
-		double c2 = now_s();
-		if (rc < 0) {
-			send_comm_failed(a, *why);
-			sd_comm_destroy(comm);
-			return GEN_FAILED;
-		}
-		sd_trainer_apply(t);
-		int epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
-		cJSON *m = sd_msg_new(SD_MSG_STEP);
-		cJSON_AddNumberToObject(m, "generation", (double)a->generation);
-		cJSON_AddNumberToObject(m, "step", (double)t->step);
-		cJSON_AddNumberToObject(m, "rank", rank);
-		cJSON_AddNumberToObject(m, "world_size", world);
-		cJSON_AddNumberToObject(m, "samples", count);
-		cJSON_AddNumberToObject(m, "loss_sum", metrics[0]);
-		cJSON_AddNumberToObject(m, "correct", metrics[1]);
-		cJSON_AddNumberToObject(m, "global_samples", metrics[2]);
-		cJSON_AddNumberToObject(m, "compute_ms", (c1 - c0) * 1000);
-		cJSON_AddNumberToObject(m, "comm_ms", (c2 - c1) * 1000);
-		cJSON_AddNumberToObject(m, "images_per_sec", count > 0 ? count / (c1 - c0) : 0);
-		if (a->pace > 0 && a->pace < 1)
-			cJSON_AddBoolToObject(m, "emulated", 1);
-		cJSON_AddNumberToObject(m, "lr", sd_lr_at(&t->lr, t->step - 1));
-		if (first || (a->job.log_every > 0 && t->step % a->job.log_every == 0) || epoch_end) {
-			char sum[16];
-			snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
-			cJSON_AddStringToObject(m, "checksum", sum);
-		}
-		first = 0;
-		if (epoch_end) {
-			double tl, ta;
-			rc = evaluate(a, comm, &tl, &ta, why);
-			if (rc < 0) {
-				cJSON_Delete(m);
-				send_comm_failed(a, *why);
-				sd_comm_destroy(comm);
-				return GEN_FAILED;
-			}
-			cJSON_AddNumberToObject(m, "epoch", sd_trainer_epoch_of(t, t->step - 1));
-			cJSON_AddNumberToObject(m, "test_loss", tl);
-			cJSON_AddNumberToObject(m, "test_accuracy", ta);
-		}
-		if (ctl_send(&a->ctl, m) < 0) {
-			sd_comm_destroy(comm);
-			return GEN_FATAL;
-		}
-		int periodic = a->job.checkpoint_every > 0 && t->step % a->job.checkpoint_every == 0;
-		/* The last worker leaving takes the state with it: save it first. */
-		int last_leaving = a->leaving && world == (int)metrics[3] && rank == 0;
-		if (rank == 0 && (periodic || a->ckpt_requested || last_leaving || t->step == t->total_steps)) {
-			const char *reason = last_leaving ? "notice" : a->ckpt_requested ? a->ckpt_reason :
-			                     t->step == t->total_steps ? "final" : "periodic";
-			a->ckpt_requested = 0;
-			if (send_checkpoint(a, reason, why) < 0) {
-				sd_comm_destroy(comm);
-				return GEN_FATAL;
-			}
-		}
-		if (metrics[3] > 0) {
-			result = GEN_CHANGE;
-			break;
-		}
+/* All-reduces the gradients, then the metrics vector (see the top of the
+ * file); 0 or negative with *why. */
+static int gen_allreduce(struct agent *a, struct gen *g, double metrics[4], char **why)
+{
+	struct sd_trainer *t = a->t;
+	struct sd_state_view gv;
+	int rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, g->on_device, &gv, why);
+	if (rc == 0)
+		rc = sd_comm_allreduce_sum(g->comm, gv.grads, g->param_count, why);
+	if (rc == 0)
+		rc = sd_trainer_comm_end(t, SD_STATE_GRADS, g->on_device, why);
+	if (rc == 0)
+		rc = sd_comm_allreduce_sum_f64(g->comm, metrics, 4, why);
+	return rc;
+}
+
+/* The STEP message of the step just applied; metrics are the group's sums,
+ * compute_s and comm_s this worker's times. */
+static cJSON *step_msg(struct agent *a, struct gen *g, const double metrics[4], double compute_s, double comm_s,
+                       int epoch_end)
+{
+	struct sd_trainer *t = a->t;
+	cJSON *m = sd_msg_new(SD_MSG_STEP);
+	cJSON_AddNumberToObject(m, "generation", (double)a->generation);
+	cJSON_AddNumberToObject(m, "step", (double)t->step);
+	cJSON_AddNumberToObject(m, "rank", g->rank);
+	cJSON_AddNumberToObject(m, "world_size", g->world);
+	cJSON_AddNumberToObject(m, "samples", g->count);
+	cJSON_AddNumberToObject(m, "loss_sum", metrics[0]);
+	cJSON_AddNumberToObject(m, "correct", metrics[1]);
+	cJSON_AddNumberToObject(m, "global_samples", metrics[2]);
+	cJSON_AddNumberToObject(m, "compute_ms", compute_s * 1000);
+	cJSON_AddNumberToObject(m, "comm_ms", comm_s * 1000);
+	cJSON_AddNumberToObject(m, "images_per_sec", g->count > 0 ? g->count / compute_s : 0);
+	if (a->pace > 0 && a->pace < 1)
+		cJSON_AddBoolToObject(m, "emulated", 1);
+	cJSON_AddNumberToObject(m, "lr", sd_lr_at(&t->lr, t->step - 1));
+	if (g->first || (a->job.log_every > 0 && t->step % a->job.log_every == 0) || epoch_end) {
+		char sum[16];
+		snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
+		cJSON_AddStringToObject(m, "checksum", sum);
 	}
-	sd_comm_destroy(comm);
-	return result;
+	g->first = 0;
+	return m;
+}
+
+/* Rank 0 sends a checkpoint when one is due: periodic, asked for, the
+ * last step, or the whole group leaving (changers: how many workers voted
+ * to change after this step). */
+static int gen_checkpoint(struct agent *a, struct gen *g, double changers, char **why)
+{
+	struct sd_trainer *t = a->t;
+	int periodic = a->job.checkpoint_every > 0 && t->step % a->job.checkpoint_every == 0;
+	/* The last worker leaving takes the state with it: save it first. */
+	int last_leaving = a->leaving && g->world == (int)changers && g->rank == 0;
+	if (g->rank == 0 && (periodic || a->ckpt_requested || last_leaving || t->step == t->total_steps)) {
+		const char *reason = last_leaving ? "notice" : a->ckpt_requested ? a->ckpt_reason :
+		                     t->step == t->total_steps ? "final" : "periodic";
+		a->ckpt_requested = 0;
+		if (send_checkpoint(a, reason, why) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* One step in the group: local gradients (stretched to --pace), the
+ * all-reduce that carries the vote to change, the update, the STEP message
+ * (with the test figures at an epoch's end) and any checkpoint.  GEN_CHANGE
+ * when any worker voted to change after this step. */
+static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
+{
+	struct sd_trainer *t = a->t;
+	double c0 = now_s(), loss_sum = 0;
+	int correct = 0;
+	if (sd_trainer_local_grad(t, t->step, g->offset, g->count, &loss_sum, &correct, why) < 0)
+		return GEN_FATAL;
+	if (a->pace > 0 && a->pace < 1) {
+		/* Emulated GPU: stretch the compute to the offer's speed. */
+		double extra = (now_s() - c0) * (1 / a->pace - 1);
+		struct timespec ts = { (time_t)extra, (long)((extra - (time_t)extra) * 1e9) };
+		nanosleep(&ts, NULL);
+	}
+	double c1 = now_s();
+	double metrics[4] = { loss_sum, correct, g->count, 0 };
+	if (ctl_pump(&a->ctl, 0, why) < 0)
+		return GEN_FATAL;
+	if (ctl_aborted(&a->ctl, a->generation)) {
+		/* Our peers are failing already: do not wait on them. */
+		sd_why(why, "the controller gave up on generation %ld (a collective failed on "
+		       "another member)", a->generation);
+		send_comm_failed(a, *why);
+		return GEN_FAILED;
+	}
+	metrics[3] = handle_async(a) ? 1 : 0;
+	int rc = gen_allreduce(a, g, metrics, why);
+	double c2 = now_s();
+	if (rc < 0) {
+		send_comm_failed(a, *why);
+		return GEN_FAILED;
+	}
+	sd_trainer_apply(t);
+	int epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
+	cJSON *m = step_msg(a, g, metrics, c1 - c0, c2 - c1, epoch_end);
+	if (epoch_end) {
+		double tl, ta;
+		if (evaluate(a, g->comm, &tl, &ta, why) < 0) {
+			cJSON_Delete(m);
+			send_comm_failed(a, *why);
+			return GEN_FAILED;
+		}
+		cJSON_AddNumberToObject(m, "epoch", sd_trainer_epoch_of(t, t->step - 1));
+		cJSON_AddNumberToObject(m, "test_loss", tl);
+		cJSON_AddNumberToObject(m, "test_accuracy", ta);
+	}
+	if (ctl_send(&a->ctl, m) < 0 || gen_checkpoint(a, g, metrics[3], why) < 0)
+		return GEN_FATAL;
+	return metrics[3] > 0 ? GEN_CHANGE : GEN_TRAINING;
+}
+
+/* Trains in one generation until the group changes, training ends or a
+ * collective fails. */
+static enum gen_result run_generation(struct agent *a, cJSON *msg, char **why)
+{
+	struct gen g;
+	gen_init(a, &g, msg);
+	enum gen_result r = gen_connect(a, &g, why);
+	if (r != GEN_TRAINING)
+		return r;
+	r = gen_sync_state(a, &g, why);
+	while (r == GEN_TRAINING && a->t->step < a->t->total_steps)
+		r = gen_step(a, &g, why);
+	sd_comm_destroy(g.comm);
+	return r == GEN_TRAINING ? GEN_DONE : r;
 }
 
 /* Says hello and waits for the welcome.  Returns it (caller frees), or NULL
@@ -882,6 +940,122 @@ static int agent_rejoin(struct agent *a, char **why)
 	return 0;
 }
 
+/* Connects, says hello, loads the welcome's job into a trainer and tells
+ * the controller the worker is ready.  A job that cannot run here is
+ * reported to the controller as a fatal log line. */
+static int agent_start(struct agent *a, const struct sd_agent_opts *o, char **why)
+{
+	if (ctl_connect(&a->ctl, why) < 0)
+		return -1;
+	cJSON *welcome = agent_hello(a, 0, why);
+	if (!welcome)
+		return -1;
+	int rc = sd_job_from_json(&a->job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
+	                          "welcome.job", why);
+	cJSON_Delete(welcome);
+	if (rc < 0)
+		return -1;
+	int threads = o->threads ? o->threads : a->job.threads_per_worker;
+	openblas_set_num_threads(threads);
+	omp_set_num_threads(threads);
+	if (o->backend && o->backend[0])
+		snprintf(a->job.train.backend, sizeof a->job.train.backend, "%s", o->backend);
+	a->job.train.device = o->device;
+	if (sd_trainer_create(&a->t, &a->job.train, why) < 0) {
+		/* The job cannot run here (missing data, bad model): say so to the
+		 * controller, which journals it and marks this server failed (the
+		 * run ends only if no worker can load the job). */
+		cJSON *l = sd_msg_new(SD_MSG_LOG);
+		cJSON_AddStringToObject(l, "level", "fatal");
+		cJSON_AddStringToObject(l, "message", *why);
+		ctl_send(&a->ctl, l);
+		return -1;
+	}
+	/* Only now can we take part in a rendezvous without holding others up.
+	 * Where we compute goes along, for the journal and the cluster pane.  If
+	 * the controller dropped us meanwhile (stopped while loading), the loop
+	 * of agent_serve connects again. */
+	ctl_send(&a->ctl, ready_msg(a));
+	return 0;
+}
+
+/* Tells the controller this worker leaves (a notice or SIGTERM). */
+static void agent_leave(struct agent *a)
+{
+	cJSON *l = sd_msg_new(SD_MSG_LEAVING);
+	cJSON_AddStringToObject(l, "reason", got_sigterm ? "sigterm" : "notice");
+	cJSON_AddNumberToObject(l, "step", (double)(a->t ? a->t->step : 0));
+	ctl_send(&a->ctl, l);
+}
+
+/* Takes the generations queued; only the newest announced one matters
+ * (caller frees; NULL when none). */
+static cJSON *newest_generation(struct agent *a)
+{
+	cJSON *m, *gen = NULL;
+	while ((m = ctl_take(&a->ctl, SD_MSG_GENERATION))) {
+		cJSON_Delete(gen);
+		gen = m;
+	}
+	return gen;
+}
+
+/* Serves the controller: joins and trains each generation it announces,
+ * rejoins after a lost connection, until the controller stops the run or
+ * this worker leaves (0), or an error (-1 with *why). */
+static int agent_serve(struct agent *a, char **why)
+{
+	for (;;) {
+		if (ctl_lost(&a->ctl)) {
+			free(*why);
+			*why = NULL;
+			int r = agent_rejoin(a, why);
+			if (r != 0)
+				return r < 0 ? -1 : 0;
+			continue;
+		}
+		if (take_resume_chunks(a, why) < 0)
+			return -1;
+		cJSON *m;
+		if ((m = ctl_take(&a->ctl, SD_MSG_STOP))) {
+			cJSON_Delete(m);
+			return 0;
+		}
+		handle_async(a);
+		if (a->leaving) {
+			agent_leave(a);
+			return 0;
+		}
+		while ((m = ctl_take(&a->ctl, SD_MSG_PAUSE)))
+			cJSON_Delete(m);
+		ctl_aborted(&a->ctl, a->generation);   /* about generations we left */
+		cJSON *gen = newest_generation(a);
+		if (!gen) {
+			if (ctl_pump(&a->ctl, 200, why) < 0 && !ctl_lost(&a->ctl))
+				return -1;
+			continue;
+		}
+		/* Chunks sent just before the generation may still be in flight. */
+		if ((ctl_pump(&a->ctl, 0, why) < 0 && !ctl_lost(&a->ctl)) ||
+		    take_resume_chunks(a, why) < 0) {
+			cJSON_Delete(gen);
+			return -1;
+		}
+		enum gen_result r = run_generation(a, gen, why);
+		cJSON_Delete(gen);
+		if (r == GEN_FATAL && !ctl_lost(&a->ctl))
+			return -1;
+		if (r == GEN_DONE) {
+			/* Training finished: wait for the controller's stop. */
+			while (!ctl_has(&a->ctl, SD_MSG_STOP) && !got_sigterm && !ctl_lost(&a->ctl))
+				if (ctl_pump(&a->ctl, 500, why) < 0 && !ctl_lost(&a->ctl))
+					return -1;
+		}
+		free(*why);
+		*why = NULL;
+	}
+}
+
 int sd_worker_agent_run(const struct sd_agent_opts *o)
 {
 	char *why = NULL;
@@ -897,102 +1071,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	sa.sa_handler = on_sigterm;
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	int status = 1;
-	if (ctl_connect(&a.ctl, &why) < 0)
-		goto out;
-	cJSON *welcome = agent_hello(&a, 0, &why);
-	if (!welcome)
-		goto out;
-	int rc = sd_job_from_json(&a.job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
-	                          "welcome.job", &why);
-	cJSON_Delete(welcome);
-	if (rc < 0)
-		goto out;
-	int threads = o->threads ? o->threads : a.job.threads_per_worker;
-	openblas_set_num_threads(threads);
-	omp_set_num_threads(threads);
-	if (o->backend && o->backend[0])
-		snprintf(a.job.train.backend, sizeof a.job.train.backend, "%s", o->backend);
-	a.job.train.device = o->device;
-	if (sd_trainer_create(&a.t, &a.job.train, &why) < 0) {
-		/* The job cannot run here (missing data, bad model): say so to the
-		 * controller, which journals it and marks this server failed (the
-		 * run ends only if no worker can load the job). */
-		cJSON *l = sd_msg_new(SD_MSG_LOG);
-		cJSON_AddStringToObject(l, "level", "fatal");
-		cJSON_AddStringToObject(l, "message", why);
-		ctl_send(&a.ctl, l);
-		goto out;
-	}
-	/* Only now can we take part in a rendezvous without holding others up.
-	 * Where we compute goes along, for the journal and the cluster pane.  If
-	 * the controller dropped us meanwhile (stopped while loading), the loop
-	 * below connects again. */
-	ctl_send(&a.ctl, ready_msg(&a));
-	for (;;) {
-		if (ctl_lost(&a.ctl)) {
-			free(why);
-			why = NULL;
-			int r = agent_rejoin(&a, &why);
-			if (r < 0)
-				goto out;
-			if (r > 0) {
-				status = 0;
-				break;
-			}
-			continue;
-		}
-		if (take_resume_chunks(&a, &why) < 0)
-			goto out;
-		cJSON *m;
-		if ((m = ctl_take(&a.ctl, SD_MSG_STOP))) {
-			cJSON_Delete(m);
-			status = 0;
-			break;
-		}
-		handle_async(&a);
-		if (a.leaving) {
-			cJSON *l = sd_msg_new(SD_MSG_LEAVING);
-			cJSON_AddStringToObject(l, "reason", got_sigterm ? "sigterm" : "notice");
-			cJSON_AddNumberToObject(l, "step", (double)(a.t ? a.t->step : 0));
-			ctl_send(&a.ctl, l);
-			status = 0;
-			break;
-		}
-		while ((m = ctl_take(&a.ctl, SD_MSG_PAUSE)))
-			cJSON_Delete(m);
-		ctl_aborted(&a.ctl, a.generation);   /* about generations we left */
-		/* Only the newest announced generation matters. */
-		cJSON *gen = NULL;
-		while ((m = ctl_take(&a.ctl, SD_MSG_GENERATION))) {
-			cJSON_Delete(gen);
-			gen = m;
-		}
-		if (!gen) {
-			if (ctl_pump(&a.ctl, 200, &why) < 0 && !ctl_lost(&a.ctl))
-				goto out;
-			continue;
-		}
-		/* Chunks sent just before the generation may still be in flight. */
-		if ((ctl_pump(&a.ctl, 0, &why) < 0 && !ctl_lost(&a.ctl)) ||
-		    take_resume_chunks(&a, &why) < 0) {
-			cJSON_Delete(gen);
-			goto out;
-		}
-		enum gen_result r = run_generation(&a, gen, &why);
-		cJSON_Delete(gen);
-		if (r == GEN_FATAL && !ctl_lost(&a.ctl))
-			goto out;
-		if (r == GEN_DONE) {
-			/* Training finished: wait for the controller's stop. */
-			while (!ctl_has(&a.ctl, SD_MSG_STOP) && !got_sigterm && !ctl_lost(&a.ctl))
-				if (ctl_pump(&a.ctl, 500, &why) < 0 && !ctl_lost(&a.ctl))
-					goto out;
-		}
-		free(why);
-		why = NULL;
-	}
-out:
+	int status = agent_start(&a, o, &why) == 0 && agent_serve(&a, &why) == 0 ? 0 : 1;
 	if (status && why)
 		fprintf(stderr, "spotdeck-worker: %s: %s\n", o->server_id, why);
 	free(why);
