@@ -86,10 +86,5 @@ tmux_expect "now $want_now*+?/h"
 tmux_capture | grep -qE "spent \\\$[0-9]+\.[0-9][0-9]\*\+\?( |\$)" || { cat "$T/screen" >&2; fail "header: no 'spent \$N.NN*+?'"; }
 ok "header: now $want_now*+?/h (billed K80 + estimated P100 + unknown local), $(grep -oE 'spent [^ ]+' "$T/screen")"
 
-tmux_send q
-tmux_wait "Quit spotdeck?" 5
-tmux_send y
-rc=$(tmux_wait_exit 30)
-[ "$rc" = 0 ] || fail "exit status $rc after q y"
-ok "quit, exit status 0"
+quit_confirmed
 exit 0

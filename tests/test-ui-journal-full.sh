@@ -46,10 +46,5 @@ n=$(grep -c "$RUN/journal.jsonl: cannot write the journal: No space left on devi
 [ "$n" = 1 ] || { cat "$RUN/spotdeck.log" >&2; fail "spotdeck.log says it $n times, expected once"; }
 ok "spotdeck.log: $(grep "cannot write the journal" "$RUN/spotdeck.log")"
 
-tmux_send q
-tmux_wait "Quit spotdeck?" 5
-tmux_send y
-rc=$(tmux_wait_exit 30)
-[ "$rc" = 0 ] || fail "exit status $rc after q y"
-ok "quit, exit status 0"
+quit_confirmed
 exit 0

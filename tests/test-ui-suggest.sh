@@ -60,10 +60,5 @@ echo "$WHY" | grep -qE "^cheapest \\\$/Mimg; ($A|$B) revoked [0-9]+s ago$" ||
 	fail "after $B revoked s3: reason '$WHY', expected 'cheapest \$/Mimg; $A or $B revoked Ns ago'"
 ok "then $B revoked s3: r: replace s3 with $OFFER ($WHY): neither $A nor $B"
 
-tmux_send q
-tmux_wait "Quit spotdeck?" 5
-tmux_send y
-rc=$(tmux_wait_exit 30)
-[ "$rc" = 0 ] || fail "exit status $rc after q y"
-ok "quit, exit status 0"
+quit_confirmed
 exit 0

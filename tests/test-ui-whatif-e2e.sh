@@ -91,9 +91,4 @@ tmux_wait_re "^│ s3 +us-central1-c .*training" 60
 ok "s3 (us-central1-c) trains; s2 kept"
 tmux_expect "s2   us-west1-b"
 
-tmux_send q
-tmux_wait "Quit spotdeck?" 5
-tmux_send y
-code=$(tmux_wait_exit 60)
-[ "$code" = 0 ] || fail "spotdeck exited $code"
-ok "q + y: exit 0"
+quit_confirmed 60

@@ -16,6 +16,17 @@ tmpdir
 RUN="$T/run"
 SDPID=
 
+# quit_confirmed [SECONDS]: q, the confirmation, y; spotdeck must exit with
+# status 0 within SECONDS (default 30, scaled like every tmux wait).
+quit_confirmed() {
+	tmux_send q
+	tmux_wait "Quit spotdeck?" 5
+	tmux_send y
+	_rc=$(tmux_wait_exit "${1:-30}")
+	[ "$_rc" = 0 ] || fail "exit status $_rc after q y"
+	ok "quit with q y, exit status 0"
+}
+
 # alive PID NAME: PID runs a program whose command line holds NAME.
 alive() { grep -q "$2" /proc/"$1"/cmdline 2>/dev/null; }
 cleanup() {
