@@ -1,5 +1,5 @@
 /* tests/test-provider-price.c - a market price change (a trace's "price"
- * event) moves the sim provider's price now, which new servers are billed
+ * event) moves the sim provider's price now (as the fleet reports it), which new servers are billed
  * at, and leaves the catalog as loaded (documented read-only, and shared
  * with the cockpit and the planner's snapshot): issue 10's list. */
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <uv.h>
 
 #include "engine/errors.h"
-#include "src/provider/provider.h"
+#include "src/provider/fleet.h"
 #include "src/market/trace.h"
 #include "tests/check.h"
 
@@ -52,53 +52,54 @@ int main(void)
 	}
 	uv_loop_t loop;
 	uv_loop_init(&loop);
-	struct sd_provider_config cfg = {
-		.catalog_path = catalog, .hazard_scale = 1, .boot_scale = 1, .notice_scale = 1,
-		.seed = 1, .worker_path = "/bin/false", .port = 1, .run_dir = "/nonexistent",
-		.trace = &trace,
+	struct sd_fleet_config cfg = {
+		.provider = &sd_provider_sim,
+		.env = { .catalog_path = catalog, .hazard_scale = 1, .boot_scale = 1, .notice_scale = 1,
+		         .seed = 1, .trace = &trace },
+		.worker_path = "/bin/false", .port = 1, .run_dir = "/nonexistent",
 	};
-	struct sd_provider_hooks hooks = { .journal = on_journal };
-	struct sd_provider *p;
-	if (sd_provider_create(&p, &loop, &cfg, &hooks, &loop, &why) < 0) {
-		fprintf(stderr, "FAIL: provider: %s\n", why);
+	struct sd_fleet_hooks hooks = { .journal = on_journal };
+	struct sd_fleet *p;
+	if (sd_fleet_create(&p, &loop, &cfg, &hooks, &loop, &why) < 0) {
+		fprintf(stderr, "FAIL: fleet: %s\n", why);
 		return 1;
 	}
-	const struct sd_catalog *cat = sd_provider_catalog(p);
+	const struct sd_catalog *cat = sd_fleet_catalog(p);
 	const struct sd_offer *o = sd_catalog_find(cat, OFFER), *other = sd_catalog_find(cat, OTHER);
 	CHECK(o && other, "the catalog has " OFFER " and " OTHER);
 	if (!o || !other)
 		return check_exit("test-provider-price");
 	double loaded = o->usd_per_hour, other_loaded = other->usd_per_hour;
 	CHECK(loaded != NEW_PRICE, "the catalog's price %g must differ from the trace's", loaded);
-	CHECK(sd_provider_offer_usd_per_hour(p, o) == loaded, "before the change: %g, want the catalog's %g",
-	      sd_provider_offer_usd_per_hour(p, o), loaded);
+	CHECK(sd_fleet_offer_usd_per_hour(p, o) == loaded, "before the change: %g, want the catalog's %g",
+	      sd_fleet_offer_usd_per_hour(p, o), loaded);
 
 	uv_run(&loop, UV_RUN_DEFAULT);   /* until the trace's price event */
 	CHECK_INT(nprice, 1);
 	check_report(o->usd_per_hour == loaded, "catalog offer %s keeps its loaded price %g (now %g)", OFFER, loaded,
 	             o->usd_per_hour);
-	check_report(sd_provider_offer_usd_per_hour(p, o) == NEW_PRICE, "the market's price of %s is now %g (want %g)",
-	             OFFER, sd_provider_offer_usd_per_hour(p, o), NEW_PRICE);
-	check_report(sd_provider_prices(p)[o->index] == NEW_PRICE && sd_provider_prices(p)[other->index] == other_loaded,
-	             "sd_provider_prices: %g for %s, %g (unchanged) for %s", sd_provider_prices(p)[o->index], OFFER,
-	             sd_provider_prices(p)[other->index], OTHER);
+	check_report(sd_fleet_offer_usd_per_hour(p, o) == NEW_PRICE, "the market's price of %s is now %g (want %g)",
+	             OFFER, sd_fleet_offer_usd_per_hour(p, o), NEW_PRICE);
+	check_report(sd_fleet_prices(p)[o->index] == NEW_PRICE && sd_fleet_prices(p)[other->index] == other_loaded,
+	             "sd_fleet_prices: %g for %s, %g (unchanged) for %s", sd_fleet_prices(p)[o->index], OFFER,
+	             sd_fleet_prices(p)[other->index], OTHER);
 	struct sd_offer stranger = *o;
-	CHECK(isnan(sd_provider_offer_usd_per_hour(p, &stranger)), "an offer outside the catalog has no price");
+	CHECK(isnan(sd_fleet_offer_usd_per_hour(p, &stranger)), "an offer outside the catalog has no price");
 
 	/* A server acquired now is billed at the market's price. */
 	char id[16];
-	int rc = sd_provider_acquire(p, OFFER, id, sizeof id, &why);
+	int rc = sd_fleet_acquire(p, OFFER, id, sizeof id, &why);
 	CHECK(rc == 0, "acquire: %s", rc < 0 ? why : "");
 	struct sd_server_info si[4];
-	int n = sd_provider_list(p, si, 4);
+	int n = sd_fleet_list(p, si, 4);
 	check_report(n == 1 && si[0].usd_per_hour == NEW_PRICE, "%s is billed at %g/h (want the price now, %g)",
 	             n ? si[0].id : "?", n ? si[0].usd_per_hour : -1, NEW_PRICE);
 	CHECK(o->usd_per_hour == loaded);
 
-	sd_provider_close(p);
+	sd_fleet_close(p);
 	uv_walk(&loop, on_close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
-	sd_provider_free(p);
+	sd_fleet_free(p);
 	CHECK_INT(uv_loop_close(&loop), 0);
 	sd_trace_free(&trace);
 	return check_exit("test-provider-price");

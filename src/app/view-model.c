@@ -12,7 +12,7 @@
 #include "src/market/market-model.h"
 #include "src/market/replacement.h"
 #include "src/market/planner.h"
-#include "src/provider/provider.h"
+#include "src/provider/fleet.h"
 #include "src/app/whatif.h"
 
 #define MAX_SERVERS 256
@@ -88,7 +88,7 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	snprintf(v->job, sizeof v->job, "%s on %s, global batch %d", j->train.model,
 	         j->train.dataset, j->train.global_batch);
 	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
-	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(c));
+	const struct sd_catalog *cat = sd_fleet_catalog(sd_controller_fleet(c));
 	v->simulated = cat != NULL;
 	if (cat) {
 		const char *base = strrchr(cat->file, '/');
@@ -152,7 +152,7 @@ static int cmp_offer(const void *a, const void *b)
 static void zone_event(struct sd_view_model *vm, enum sd_replacement_event_kind kind, double t,
                        const char *zone, const char *offer_id, double seconds)
 {
-	const struct sd_catalog *cat = sd_provider_catalog(sd_controller_provider(vm->c));
+	const struct sd_catalog *cat = sd_fleet_catalog(sd_controller_fleet(vm->c));
 	if (!cat || !zone[0])
 		return;
 	int i = (vm->zev_head + vm->nzev) % MAX_ZONE_EVENTS;
@@ -173,12 +173,12 @@ static void zone_event(struct sd_view_model *vm, enum sd_replacement_event_kind 
 static void suggest(struct sd_view_model *vm)
 {
 	struct sd_view *v = &vm->v;
-	struct sd_provider *p = sd_controller_provider(vm->c);
-	const struct sd_catalog *cat = sd_provider_catalog(p);
+	struct sd_fleet *p = sd_controller_fleet(vm->c);
+	const struct sd_catalog *cat = sd_fleet_catalog(p);
 	if (!cat || !v->suggestion_for[0])
 		return;
 	for (int i = 0; i < cat->noffers; i++) {
-		int live = sd_provider_live(p, &cat->offers[i]);
+		int live = sd_fleet_live(p, &cat->offers[i]);
 		vm->available[i] = live < 0 ? -1 : cat->offers[i].capacity - live;
 	}
 	/* The ring in time order, as the scorer's events. */
@@ -186,7 +186,7 @@ static void suggest(struct sd_view_model *vm)
 	for (int i = 0; i < vm->nzev; i++)
 		ev[i] = vm->zev[(vm->zev_head + i) % MAX_ZONE_EVENTS];
 	struct sd_replacement_input in = {
-		.cat = cat, .usd_per_hour = sd_provider_prices(p), .available = vm->available,
+		.cat = cat, .usd_per_hour = sd_fleet_prices(p), .available = vm->available,
 		.events = ev, .nevents = vm->nzev,
 		.now = v->elapsed_s, .hazard_scale = v->hazard_scale,
 	};
@@ -322,7 +322,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 {
 	struct sd_view *v = &vm->v;
 	struct sd_controller *c = vm->c;
-	struct sd_provider *p = sd_controller_provider(c);
+	struct sd_fleet *p = sd_controller_fleet(c);
 	struct sd_run_status st;
 	sd_controller_status(c, &st);
 	v->version++;   /* elapsed time and live figures move on every refresh */
@@ -338,10 +338,10 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	v->paused = st.paused;
 	v->generation = st.generation;
 	v->world_size = st.world_size;
-	v->usd_spent = sd_provider_usd_spent(p);
-	v->usd_per_hour = sd_provider_usd_per_hour(p);
+	v->usd_spent = sd_fleet_usd_spent(p);
+	v->usd_per_hour = sd_fleet_usd_per_hour(p);
 	struct sd_price_gaps gaps;
-	sd_provider_price_gaps(p, &gaps);
+	sd_fleet_price_gaps(p, &gaps);
 	v->spent_unpriced = gaps.ran_unpriced;
 	v->rate_unpriced = gaps.live_unpriced;
 	v->spent_estimated = gaps.ran_estimated;
@@ -349,7 +349,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 
 	suggest(vm);
 
-	const struct sd_catalog *cat = sd_provider_catalog(p);
+	const struct sd_catalog *cat = sd_fleet_catalog(p);
 	v->noffers = 0;
 	if (cat) {
 		v->offers = vm->offers;
@@ -364,12 +364,12 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 			snprintf(vo->gpu, sizeof vo->gpu, "%s", o->gpu);
 			vo->gpus = o->gpu_count;
 			vo->transient = o->transient;
-			vo->usd_per_hour = sd_provider_offer_usd_per_hour(p, o);   /* the market's now */
+			vo->usd_per_hour = sd_fleet_offer_usd_per_hour(p, o);   /* the market's now */
 			vo->images_per_sec = o->images_per_sec * o->gpu_count;
 			/* USD per million images at the offer's measured speed. */
 			vo->usd_per_mimage = vo->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
 			vo->p_revoked_1h = o->transient ? sd_market_p_revoked_within(o, 3600, 1) : 0;
-			int live = sd_provider_live(p, o);
+			int live = sd_fleet_live(p, o);
 			vo->available = live < 0 ? -1 : o->capacity - live;
 			vo->price_estimated = o->price_source && !strncmp(o->price_source, "estimated", 9);
 		}
@@ -378,7 +378,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 
 	struct sd_server_info si[MAX_SERVERS];
 	struct sd_worker_info wi[MAX_SERVERS];
-	int ns = sd_provider_list(p, si, MAX_SERVERS);
+	int ns = sd_fleet_list(p, si, MAX_SERVERS);
 	int nw = sd_controller_workers(c, wi, MAX_SERVERS);
 	saved(v, cat, si, ns);
 	int sample = v->elapsed_s - vm->last_hist_t >= 1.0;
@@ -402,7 +402,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		/* A paused run holds its workers at a step boundary: say so rather
 		 * than "training" (the provider's state for a server in the job). */
 		snprintf(s->state, sizeof s->state, "%s",
-		         st.paused && !strcmp(si[i].state, "training") ? "paused" : si[i].state);
+		         st.paused && si[i].state == SD_SERVER_TRAINING ? "paused" : sd_server_state_name(si[i].state));
 		s->rank = -1;
 		s->uptime_s = si[i].uptime_s;
 		/* The rate billing uses, not the offer's price now (a trace or

@@ -11,7 +11,7 @@
 
 #include "engine/errors.h"
 #include "src/app/plan-cli.h"
-#include "src/provider/provider.h"
+#include "src/provider/fleet.h"
 #include "src/app/whatif.h"
 
 /* ---- on the thread pool ------------------------------------------------------- */
@@ -68,8 +68,8 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	for (struct plan_req *r = inflight; r; r = r->next)
 		if (r->vm == vm)
 			return sd_why(why, "plan: already planning; the table fills in when it is done");
-	struct sd_provider *p = sd_controller_provider(ctl);
-	const struct sd_catalog *cat = sd_provider_catalog(p);
+	struct sd_fleet *p = sd_controller_fleet(ctl);
+	const struct sd_catalog *cat = sd_fleet_catalog(p);
 	if (!cat)
 		return sd_why(why, "plan: no market to plan on (local workers only)");
 	const struct sd_job *job = sd_controller_job(ctl);
@@ -90,7 +90,7 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	r->cat_now = *cat;
 	r->offers_now = sd_malloc((size_t)cat->noffers * sizeof *r->offers_now);
 	memcpy(r->offers_now, cat->offers, (size_t)cat->noffers * sizeof *r->offers_now);
-	const double *price = sd_provider_prices(p);
+	const double *price = sd_fleet_prices(p);
 	for (int i = 0; i < cat->noffers; i++)
 		r->offers_now[i].usd_per_hour = price[i];
 	r->cat_now.offers = r->offers_now;
@@ -108,16 +108,16 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	in->checkpoint_images = job->checkpoint_every > 0 ? (double)job->checkpoint_every * job->train.global_batch : 0;
 
 	struct sd_server_info si[256];
-	int ns = sd_provider_list(p, si, 256);
+	int ns = sd_fleet_list(p, si, 256);
 	double catalog_ips = 0;
 	for (int i = 0; i < ns; i++) {
 		/* A server under notice is going anyway. */
-		if (si[i].gone || !strcmp(si[i].state, "notice"))
+		if (si[i].gone || si[i].state == SD_SERVER_NOTICE)
 			continue;
 		if (si[i].offer && in->nlive < SD_WHATIF_MAX_LIVE) {
 			in->live_offer[in->nlive] = &r->offers_now[si[i].offer->index];
 			snprintf(in->live_id[in->nlive++], sizeof in->live_id[0], "%s", si[i].id);
-			if (!strcmp(si[i].state, "training"))
+			if (si[i].state == SD_SERVER_TRAINING)
 				catalog_ips += si[i].offer->images_per_sec * si[i].offer->gpu_count;
 		} else if (!si[i].offer && in->nlocal < SD_WHATIF_MAX_LIVE) {
 			snprintf(in->local_id[in->nlocal++], sizeof in->local_id[0], "%s", si[i].id);

@@ -21,14 +21,14 @@ static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 	}
 	char id[16];
 	for (long i = 0; i < n; i++)
-		if (sd_provider_acquire(c->provider, offer, id, sizeof id, why) < 0)
+		if (sd_fleet_acquire(c->fleet, offer, id, sizeof id, why) < 0)
 			return sd_why(why, "add %s", why && *why ? *why : "?");
 	return 0;
 }
 
 static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	return sd_provider_release(c->provider, argv[1], "operator", why);
+	return sd_fleet_release(c->fleet, argv[1], "operator", why);
 }
 
 /* Takes pending swap i off the list. */
@@ -65,12 +65,12 @@ void ctl_swaps_server_gone(struct sd_controller *c, const char *id, const char *
  * replacement trains, so the cluster never shrinks in between. */
 static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	if (!sd_provider_has_server(c->provider, argv[1]))
+	if (!sd_fleet_has_server(c->fleet, argv[1]))
 		return sd_why(why, "swap: no server '%s'", argv[1]);
 	if (c->nswaps == 16)
 		return sd_why(why, "swap: 16 swaps already pending");
 	char id[16];
-	if (sd_provider_acquire(c->provider, argv[2], id, sizeof id, why) < 0)
+	if (sd_fleet_acquire(c->fleet, argv[2], id, sizeof id, why) < 0)
 		return sd_why(why, "swap %s for %s", argv[1], why && *why ? *why : "?");
 	snprintf(c->swap_new[c->nswaps], sizeof c->swap_new[0], "%s", id);
 	snprintf(c->swap_old[c->nswaps], sizeof c->swap_old[0], "%s", argv[1]);

@@ -84,7 +84,7 @@ void ctl_conn_close(struct conn *k, const char *why_lost)
 		}
 	}
 	if (k->authed)
-		sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_GONE);
+		sd_fleet_worker_event(c->fleet, k->server_id, SD_WORKER_GONE);
 	if (k->authed && why_lost) {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "server", k->server_id);
@@ -140,7 +140,7 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	c->ever_authed = 1;
 	snprintf(k->server_id, sizeof k->server_id, "%s", id);
 	k->pid = (long)sd_msg_int(m, "pid", 0);
-	sd_provider_worker_event(c->provider, id, SD_WORKER_CONNECTED);
+	sd_fleet_worker_event(c->fleet, id, SD_WORKER_CONNECTED);
 	cJSON *w = sd_msg_new(SD_MSG_WELCOME);
 	cJSON_AddNumberToObject(w, "version", SD_PROTO_VERSION);
 	cJSON_AddStringToObject(w, "worker_id", id);
@@ -218,7 +218,7 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
 	cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
 	ctl_journal(c, SD_EV_WORKER_JOINED, ev);
-	sd_provider_worker_event(c->provider, k->server_id, SD_WORKER_TRAINING);
+	sd_fleet_worker_event(c->fleet, k->server_id, SD_WORKER_TRAINING);
 	for (int i = 0; i < c->nswaps; i++) {
 		if (strcmp(c->swap_new[i], k->server_id))
 			continue;
@@ -228,7 +228,7 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 		snprintf(old_id, sizeof old_id, "%s", c->swap_old[i]);
 		ctl_swap_remove(c, i);
 		char *err = NULL;
-		if (sd_provider_release(c->provider, old_id, "swapped", &err) < 0) {
+		if (sd_fleet_release(c->fleet, old_id, "swapped", &err) < 0) {
 			ctl_journal_kv(c, SD_EV_ERROR, "reason", err ? err : "?", "server", old_id);
 			free(err);
 		}

@@ -1,5 +1,5 @@
 /* src/controller/controller.c - the controller's life: create, start, the
- * provider's hooks, run end, status for the view, close and free. */
+ * fleet's hooks, run end, status for the view, close and free. */
 #include "config.h"
 
 #include "src/controller/internal.h"
@@ -7,12 +7,12 @@
 static void on_grace(uv_timer_t *t)
 {
 	struct sd_controller *c = t->data;
-	sd_provider_signal_all(c->provider, SIGKILL);
+	sd_fleet_signal_all(c->fleet, SIGKILL);
 }
 
 static int servers_running(const struct sd_controller *c)
 {
-	return sd_provider_running(c->provider);
+	return sd_fleet_running(c->fleet);
 }
 
 void ctl_finish(struct sd_controller *c, int status)
@@ -20,7 +20,7 @@ void ctl_finish(struct sd_controller *c, int status)
 	if (c->exiting)
 		return;
 	c->exiting = 1;
-	sd_provider_release_all(c->provider);
+	sd_fleet_release_all(c->fleet);
 	for (struct conn *k = c->conns; k; k = k->next) {
 		cJSON *m = sd_msg_new(SD_MSG_STOP);
 		cJSON_AddStringToObject(m, "reason", status ? "controller quit" : "done");
@@ -87,11 +87,11 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 	int others = 0;   /* servers still coming up or running besides this one */
 	if (exited && !c->ever_authed && !c->exiting) {
 		struct sd_server_info si[256];
-		int n = sd_provider_list(c->provider, si, 256);
+		int n = sd_fleet_list(c->fleet, si, 256);
 		for (int i = 0; i < n && i < 256; i++) {
 			if (strcmp(si[i].id, server) != 0)
 				others += !si[i].gone;
-			else if (!strcmp(si[i].state, "notice") || !strcmp(si[i].state, "revoked"))
+			else if (si[i].state == SD_SERVER_NOTICE || si[i].state == SD_SERVER_REVOKED)
 				others++;   /* the market took it: not a broken worker */
 		}
 	}
@@ -140,7 +140,7 @@ static void hook_command(void *ctx, const char *line)
 	free(why);
 }
 
-static const struct sd_provider_hooks provider_hooks = {
+static const struct sd_fleet_hooks fleet_hooks = {
 	.journal = hook_journal,
 	.notice = hook_notice,
 	.idle = hook_idle,
@@ -154,6 +154,44 @@ static void on_create_failed_closed(uv_handle_t *h)
 	struct sd_controller *c = h->data;
 	if (--c->handles_closing == 0)
 		free(c);
+}
+
+/* The fleet over the job's provider (none without a catalog: local
+ * servers only). */
+static int create_fleet(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+{
+	const struct sd_provider_ops *ops = NULL;
+	if (opts->catalog_path) {
+		ops = sd_provider_find(c->job.provider);
+		if (!ops) {
+			char names[256];
+			return sd_why(why, "job: provider.name: unknown provider '%s' (known: %s)", c->job.provider,
+			              sd_provider_names(names, sizeof names));
+		}
+	}
+	cJSON *settings = cJSON_CreateObject();   /* XXX-MERGE: sd_job_provider_settings(&c->job) */
+	struct sd_fleet_config fc = {
+		.provider = ops,
+		.env = {
+			.catalog_path = opts->catalog_path,
+			.hazard_scale = c->job.hazard_scale,
+			.boot_scale = c->job.boot_scale,
+			.notice_scale = c->job.notice_scale,
+			.seed = c->job.market_seed,
+			.emulate = opts->emulate,
+			.trace = opts->trace,
+			.settings = settings,
+			.settings_file = opts->job_file ? opts->job_file : "job.json",
+		},
+		.worker_path = opts->worker_path,
+		.port = c->port,
+		.run_dir = c->run_dir,
+		.last_server = c->resume_last_server,
+		.usd_before = c->resume_usd,
+	};
+	int rc = sd_fleet_create(&c->fleet, c->loop, &fc, &fleet_hooks, c, why);
+	cJSON_Delete(settings);
+	return rc;
 }
 
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
@@ -202,21 +240,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	uv_timer_init(loop, &c->live_timer);
 	c->live_timer.data = c;
 	c->handles_open = 4;
-	struct sd_provider_config pc = {
-		.catalog_path = opts->catalog_path,
-		.hazard_scale = c->job.hazard_scale,
-		.boot_scale = c->job.boot_scale,
-		.notice_scale = c->job.notice_scale,
-		.seed = c->job.market_seed,
-		.emulate = opts->emulate,
-		.worker_path = opts->worker_path,
-		.port = c->port,
-		.run_dir = c->run_dir,
-		.trace = opts->trace,
-		.last_server = c->resume_last_server,
-		.usd_before = c->resume_usd,
-	};
-	if (sd_provider_create(&c->provider, loop, &pc, &provider_hooks, c, why) < 0)
+	if (create_fleet(c, opts, why) < 0)
 		goto fail;
 	if (opts->resume)
 		ctl_find_latest_checkpoint(c);
@@ -259,19 +283,19 @@ int sd_controller_start(struct sd_controller *c, char **why)
 	char id[16];
 	/* Every offer the cluster names must exist before anything starts, so a
 	 * typo costs no server and no process. */
-	const struct sd_catalog *cat = sd_provider_catalog(c->provider);
+	const struct sd_catalog *cat = sd_fleet_catalog(c->fleet);
 	for (int i = 0; i < c->job.ncluster; i++)
 		if (strcmp(c->job.cluster[i], "local") && (!cat || !sd_catalog_find(cat, c->job.cluster[i])))
 			return sd_why(why, cat ? "cluster[%d]: %s: no such offer in %s"
 			                       : "cluster[%d]: %s: no market catalog loaded%s",
 			              i, c->job.cluster[i], cat ? cat->file : "");
 	for (int i = 0; i < c->job.workers; i++)
-		if (sd_provider_acquire(c->provider, "local", id, sizeof id, why) < 0)
+		if (sd_fleet_acquire(c->fleet, "local", id, sizeof id, why) < 0)
 			return -1;
 	/* The job's initial cluster; a stockout is journaled and skipped. */
 	for (int i = 0; i < c->job.ncluster; i++) {
 		char *err = NULL;
-		sd_provider_acquire(c->provider, c->job.cluster[i], id, sizeof id, &err);
+		sd_fleet_acquire(c->fleet, c->job.cluster[i], id, sizeof id, &err);
 		free(err);
 	}
 	return 0;
@@ -337,9 +361,9 @@ const struct sd_job *sd_controller_job(const struct sd_controller *c)
 	return &c->job;
 }
 
-struct sd_provider *sd_controller_provider(struct sd_controller *c)
+struct sd_fleet *sd_controller_fleet(struct sd_controller *c)
 {
-	return c->provider;
+	return c->fleet;
 }
 
 int sd_controller_port(const struct sd_controller *c)
@@ -352,7 +376,7 @@ void sd_controller_close(struct sd_controller *c)
 	c->closing = 1;   /* checkpoint writes in flight finish and are journaled */
 	while (c->conns)
 		ctl_conn_close(c->conns, NULL);
-	sd_provider_close(c->provider);
+	sd_fleet_close(c->fleet);
 	uv_close((uv_handle_t *)&c->server, NULL);
 	uv_close((uv_handle_t *)&c->gen_timer, NULL);
 	uv_close((uv_handle_t *)&c->grace_timer, NULL);
@@ -378,7 +402,7 @@ void sd_controller_free(struct sd_controller *c)
 	}
 	cJSON_Delete(c->sums);
 	free(c->job_failed);
-	sd_provider_free(c->provider);
+	sd_fleet_free(c->fleet);
 	free(c->ck);
 	free(c->latest_data);
 	free(c->token);

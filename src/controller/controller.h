@@ -57,7 +57,8 @@ struct sd_controller_opts {
 	const char *worker_path;   /* spotdeck-worker executable for local servers */
 	int resume;                /* continue the run found in run_dir */
 	int echo_journal;          /* also print every journal line on stdout */
-	const char *catalog_path;  /* market catalog; NULL: local servers only */
+	const char *catalog_path;  /* market catalog; NULL: local servers only (no provider) */
+	const char *job_file;      /* the job file's name for errors, or NULL ("job.json") */
 	int emulate;               /* pace market servers' workers to their GPU's speed */
 	const struct sd_trace *trace;   /* market trace to replay, or NULL */
 	/* Called once the run is over (done, quit, or fatal); status is the exit
@@ -127,7 +128,7 @@ void sd_controller_status(const struct sd_controller *c, struct sd_run_status *s
 const struct sd_job *sd_controller_job(const struct sd_controller *c);
 /* Why the run had to stop (a worker could not load the job), or NULL. */
 const char *sd_controller_fatal(const struct sd_controller *c);
-struct sd_provider *sd_controller_provider(struct sd_controller *c);
+struct sd_fleet *sd_controller_fleet(struct sd_controller *c);
 
 /* The TCP port workers connect to. */
 int sd_controller_port(const struct sd_controller *c);

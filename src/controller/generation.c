@@ -311,7 +311,7 @@ void ctl_end_if_job_unloadable(struct sd_controller *c)
 		si = realloc(si, (size_t)max * sizeof *si);
 		if (!si)
 			sd_oom();
-		n = sd_provider_list(c->provider, si, max);
+		n = sd_fleet_list(c->fleet, si, max);
 		if (n < max)
 			break;
 		max *= 2;

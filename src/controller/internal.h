@@ -45,7 +45,7 @@
 #include "engine/errors.h"
 #include "src/proto/events.h"
 #include "src/proto/protocol.h"
-#include "src/provider/provider.h"
+#include "src/provider/fleet.h"
 
 /* Joins and losses that happen close together form one generation. */
 #define GENERATION_DEBOUNCE_MS 30
@@ -123,7 +123,7 @@ struct sd_controller {
 	double t0;               /* wall time the run started (a resumed run: its first start) */
 	double wall0, mono0;     /* wall and monotonic time this controller started */
 	struct conn *conns;
-	struct sd_provider *provider;
+	struct sd_fleet *fleet;
 	/* swaps waiting for the replacement to train: new server -> old one */
 	char swap_new[16][16], swap_old[16][16];
 	int nswaps;

@@ -1,7 +1,11 @@
-# src/provider/: where servers come from — provider.h and the simulated
-# market's provider (provider-sim.c: catalog offers, revocations, stockouts,
-# local worker processes).  Includes market/ and engine/.
+# src/provider/: where servers come from — provider.h (the ops table every
+# provider fills in, its typed events, the registry), the fleet (fleet.c:
+# ids, states, billing, journal; launcher.c: worker processes) and the
+# providers themselves (sim.c: the simulated market).  Includes market/,
+# proto/ and engine/.
 noinst_LIBRARIES += src/provider/libsdprovider.a
-src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/provider-sim.c
+src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/fleet.h \
+	src/provider/fleet-internal.h src/provider/fleet.c src/provider/launcher.c \
+	src/provider/registry.c src/provider/sim.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a

@@ -1,21 +1,37 @@
-/* src/provider/provider.h - acquiring and releasing servers.
+/* src/provider/provider.h - what a provider is: a const table of operations
+ * (after htop's class tables and tmux's cmd_entry) chosen by name from a
+ * registry, and the typed events it reports to the fleet (fleet.h).
  *
- * One provider object serves two kinds of server:
- *   - "local": a spotdeck-worker process started at once, no market, no cost
- *     (headless --workers N, the `add` command without an offer);
- *   - an offer of the simulated market (the `sim` provider, DESIGN.md "Market
- *     and providers"): the request waits for the offer's sampled boot time,
- *     then a local spotdeck-worker starts and joins; the market model
- *     (src/market/market-model.h) decides when the provider revokes it, with a
- *     notice first; the server is billed per second with the offer's minimum.
- * A real cloud (gce) will sit behind the same functions.
+ * A provider only gets machines and gives them back: it knows its offers
+ * (a catalog), their prices now and its own clock, and tells the fleet what
+ * happens to each machine.  Everything else is the fleet's and the same for
+ * every provider: server ids ("s1", "s2", ...), the server states, billing
+ * from the price at acquisition, journaling, the worker processes it starts
+ * on machines that are running, releasing.
  *
- * Server states: requested -> provisioning -> booting -> joining -> training
- * -> (notice ->) revoked | released | failed.  Every change is journaled
- * through hooks->journal as a "state" event; acquisitions, notices,
- * revocations, releases and stockouts have their own events (spotdeck(1)).
- * All callbacks run on the loop thread.
- */
+ * Acquire is asynchronous: acquire() accepts or refuses the request at once
+ * (a bad offer), and the machine's life arrives later as events through
+ * sd_fleet_report(), on the loop thread:
+ *
+ *   PROVISIONED  the provider holds a machine for it (it boots)
+ *   RUNNING      it runs: the fleet starts the worker there
+ *   NOTICE       it will be taken in `seconds` (GCE: ACPI G2 soft off 30 s
+ *                before; AWS: the two-minute interruption notice)
+ *   REVOKED      the provider took it (preemption, capacity reclaimed)
+ *   FAILED       it could not be had or it broke: code and message
+ *   STOCKOUT     no capacity in the zone for the offer, with zone and
+ *                reason (GCE's ZONE_RESOURCE_POOL_EXHAUSTED arrives inside
+ *                the insert operation, after the request was accepted)
+ *
+ * An event may be reported from inside acquire() (the simulator knows at
+ * once); the fleet then answers the acquire with the failure.  A provider
+ * with its own periodic happenings (a market storm, a price change, a zone
+ * closing, a trace's operator command) journals them with sd_fleet_journal
+ * and sd_fleet_command.
+ *
+ * Adding a provider: one file with a `const struct sd_provider_ops`, and
+ * one line in registry.c (or sd_provider_register() before the run starts,
+ * as tests/provider-script.c does from the test suite alone). */
 #ifndef SD_PROVIDER_H
 #define SD_PROVIDER_H
 
@@ -26,125 +42,105 @@
 #include "src/market/catalog.h"
 #include "src/proto/events.h"
 
-struct sd_provider;
+struct sd_provider;   /* a provider's own state, defined in its file */
+struct sd_fleet;
+struct sd_trace;
 
-struct sd_provider_hooks {
-	/* Appends an event to the run's journal; takes ownership of ev. */
-	void (*journal)(void *ctx, enum sd_event_type type, cJSON *ev);
-	/* The server's worker must leave at its next step boundary: its server
-	 * goes in `seconds`. */
-	void (*notice)(void *ctx, const char *server, double seconds);
-	/* The last server process exited (used while shutting down). */
-	void (*idle)(void *ctx);
-	/* A trace's operator command comes due (a command line). */
-	void (*command)(void *ctx, const char *line);
-};
-
-struct sd_provider_config {
-	const char *catalog_path;   /* NULL: no market (local servers only) */
-	double hazard_scale, boot_scale, notice_scale;
+/* What a provider is created with.  Pointers are borrowed for the
+ * provider's life (the fleet and the caller keep them). */
+struct sd_provider_env {
+	uv_loop_t *loop;
+	struct sd_fleet *fleet;        /* report events here */
+	const char *catalog_path;      /* NULL: the provider's default or none */
+	double hazard_scale, boot_scale, notice_scale;   /* simulator knobs (spotdeck-job(5)) */
 	unsigned long long seed;
-	int emulate;                /* pace workers to their offer's GPU speed */
-	const char *worker_path;    /* spotdeck-worker */
-	int port;                   /* controller port on 127.0.0.1 */
-	const char *run_dir;        /* token file and logs/ live there */
-	double grace_seconds;       /* SIGTERM -> SIGKILL (default 5) */
-	/* A market trace (src/market/trace.h) to replay, or NULL.  With a trace the
-	 * market model's own revocations are off: the trace alone revokes
-	 * servers, closes zones (stockouts), changes prices and issues
-	 * commands, at its market times, so a run is deterministic.  A revoke
-	 * without "notice" gets the catalog's longest notice x notice_scale. */
-	const struct sd_trace *trace;
-	/* A resumed run's history: server ids continue after s<last_server>,
-	 * and usd_before (USD the run's servers cost before the resume, from
-	 * its journal) counts in sd_provider_usd_spent.  0 for a new run. */
-	int last_server;
-	double usd_before;
+	int emulate;                   /* pace workers to their offer's GPU speed */
+	const struct sd_trace *trace;  /* a market trace to replay, or NULL */
+	const cJSON *settings;         /* the job's provider object, less the keys job.c
+	                                * knows: the provider's own settings (never NULL) */
+	const char *settings_file;     /* for errors: "job.json" */
 };
 
-/* Loads the catalog (when given) and creates the market.  Returns 0 or -1
- * with *why naming the catalog file and field for a bad catalog. */
-int sd_provider_create(struct sd_provider **out, uv_loop_t *loop,
-                       const struct sd_provider_config *cfg,
-                       const struct sd_provider_hooks *hooks, void *ctx, char **why);
-
-/* Requests a server of offer_id ("local" or a catalog offer id).  On success
- * copies its id ("s1", "s2", ...) into server (len bytes) and returns 0.
- * Errors (-1, *why): unknown offer, no catalog, stockout (journaled as
- * "stockout" with GCE's ZONE_RESOURCE_POOL_EXHAUSTED reason). */
-int sd_provider_acquire(struct sd_provider *p, const char *offer_id, char *server, size_t len,
-                        char **why);
-
-/* Gives a server back: a notice to its worker, SIGTERM after the notice
- * (0 s for local ones), SIGKILL after the grace period; billing stops when
- * the server goes.  replaced_by: journaled for swaps (NULL otherwise). */
-int sd_provider_release(struct sd_provider *p, const char *server, const char *reason,
-                        char **why);
-
-/* The run is over: every server is released as its worker exits. */
-void sd_provider_release_all(struct sd_provider *p);
-
-/* The controller reports what the worker on a server does. */
-enum sd_worker_event { SD_WORKER_CONNECTED, SD_WORKER_TRAINING, SD_WORKER_GONE };
-void sd_provider_worker_event(struct sd_provider *p, const char *server, enum sd_worker_event e);
-
-/* Whether the id names a server that exists (any state but gone). */
-int sd_provider_has_server(const struct sd_provider *p, const char *server);
-/* Server processes still running. */
-int sd_provider_running(const struct sd_provider *p);
-/* Sends sig to every server process. */
-void sd_provider_signal_all(struct sd_provider *p, int sig);
-/* Money: USD billed so far over all servers, and USD/hour of the live ones,
- * each server at the rate it is billed at (its offer's price when it was
- * acquired).  Local servers have no price: they are left out, and
- * sd_provider_price_gaps says how many, so that a total is never shown as
- * complete when part of the cluster's cost is unknown. */
-double sd_provider_usd_spent(const struct sd_provider *p);
-double sd_provider_usd_per_hour(const struct sd_provider *p);
-/* What the two totals above cannot vouch for, counted over every server of
- * the run (ran_*) and over the live ones (live_*): servers without a price
- * (local: cost unknown, not zero) and servers billed at an estimated price
- * (the catalog's price_source says "estimated"). */
-struct sd_price_gaps {
-	int ran_unpriced, live_unpriced;
-	int ran_estimated, live_estimated;
+enum sd_provider_event_kind {
+	SD_PROVIDER_PROVISIONED,
+	SD_PROVIDER_RUNNING,
+	SD_PROVIDER_NOTICE,
+	SD_PROVIDER_REVOKED,
+	SD_PROVIDER_FAILED,
+	SD_PROVIDER_STOCKOUT,
 };
-void sd_provider_price_gaps(const struct sd_provider *p, struct sd_price_gaps *g);
-/* A server as the cockpit shows it. */
-struct sd_server_info {
-	const char *id;                 /* valid until the provider changes */
-	const struct sd_offer *offer;   /* NULL: local (no price, cost unknown) */
-	const char *state;
-	double uptime_s;                /* since the request */
-	double usd;                     /* billed so far (0 for local: unknown) */
-	double usd_per_hour;            /* the rate it is billed at: its offer's price
-	                                 * when acquired, which a later price change
-	                                 * does not touch; 0 for local */
-	int price_estimated;            /* that rate is the catalog's estimate */
-	double notice_left_s;           /* > 0 under notice */
-	int emulated;
-	int gone;                       /* revoked, released or failed */
-	double gone_for_s;              /* how long ago it went */
+
+struct sd_provider_event {
+	enum sd_provider_event_kind kind;
+	const char *server;            /* the fleet's id, as given to acquire() */
+	double time;                   /* the provider's clock (sd_fleet_now), seconds;
+	                                * the journal's market_time */
+	/* RUNNING: */
+	const char *address;           /* where the worker runs; NULL: a local process
+	                                * the fleet starts itself */
+	double pace;                   /* emulated speed, fraction of full; 0: full */
+	/* NOTICE: */
+	double ends_at;                /* when the machine goes (provider clock) */
+	int batch_size;                /* machines noticed together (0: one) */
+	/* NOTICE, REVOKED: */
+	int capped;                    /* a lifetime cap (GCE's 24 h), not the market */
+	/* REVOKED: */
+	double launched_at;            /* when the machine started, for lifetime_s */
+	/* FAILED, STOCKOUT: */
+	const char *code;              /* "ZONE_RESOURCE_POOL_EXHAUSTED", "INVALID_OFFER", ... */
+	const char *message;           /* one line for a person */
+	const char *zone;              /* STOCKOUT */
 };
-/* Fills out[0..max) with every server (oldest first); returns how many. */
-int sd_provider_list(const struct sd_provider *p, struct sd_server_info *out, int max);
-/* Servers of offer o running now (for availability), -1 without a market. */
-int sd_provider_live(const struct sd_provider *p, const struct sd_offer *o);
 
-/* The catalog as loaded, NULL without a market.  Read-only: its offers'
- * usd_per_hour are the prices at the start; the market's prices now (which
- * a trace changes) come from the two functions below. */
-const struct sd_catalog *sd_provider_catalog(const struct sd_provider *p);
-/* The market's prices now, USD/hour per catalog offer (by sd_offer.index),
- * valid while p lives and changing only on the loop thread; NULL without a
- * market.  A new server is billed at its offer's price here when acquired. */
-const double *sd_provider_prices(const struct sd_provider *p);
-/* The same for one offer of sd_provider_catalog(p); NAN for any other. */
-double sd_provider_offer_usd_per_hour(const struct sd_provider *p, const struct sd_offer *o);
+struct sd_provider_ops {
+	const char *name;              /* "sim"; the job file's provider.name */
+	const char *description;       /* one line for --help and errors */
+	/* Checks the provider's own settings (env->settings) before anything
+	 * starts; NULL: it has none, and any key is an error the fleet names.
+	 * Returns 0, or -1 with *why "FILE: provider.KEY: problem". */
+	int (*check)(const cJSON *settings, const char *file, char **why);
+	/* Returns 0 with *out, or -1 with *why (names the file for a bad
+	 * catalog).  Nothing is left open on failure. */
+	int (*create)(struct sd_provider **out, const struct sd_provider_env *env, char **why);
+	/* Asks for a machine of offer (an offer of catalog()) for fleet server
+	 * id `server`.  0: accepted, events follow; -1 with *why: refused at once
+	 * (no event is reported for it). */
+	int (*acquire)(struct sd_provider *p, const char *server, const struct sd_offer *offer,
+	               char **why);
+	/* The fleet gives the machine back (released by the operator or the end
+	 * of the run, or its worker failed); called at most once per accepted
+	 * acquire, never for a server the provider itself reported REVOKED,
+	 * FAILED or STOCKOUT.  No event about it follows. */
+	void (*release)(struct sd_provider *p, const char *server);
+	/* The offers, read-only, valid while p lives; NULL: none. */
+	const struct sd_catalog *(*catalog)(const struct sd_provider *p);
+	/* USD/hour now per catalog offer (by sd_offer.index), changing only on
+	 * the loop thread; NULL: the catalog's prices. */
+	const double *(*prices)(const struct sd_provider *p);
+	/* Machines of offer o held now (-1: unknown). May be NULL. */
+	int (*live)(const struct sd_provider *p, const struct sd_offer *o);
+	/* Stops timers and closes handles (the loop runs their callbacks
+	 * before free); no event is reported after close. */
+	void (*close)(struct sd_provider *p);
+	void (*free)(struct sd_provider *p);
+};
 
-/* SIGKILLs processes still running and closes every handle; run the loop
- * until the close callbacks ran, then sd_provider_free. */
-void sd_provider_close(struct sd_provider *p);
-void sd_provider_free(struct sd_provider *p);
+/* The registry: providers by name.  sd_provider_sim is built in. */
+extern const struct sd_provider_ops sd_provider_sim;
+/* Adds ops (borrowed for the program's life) before any fleet is created;
+ * -1 if the name is taken or the registry is full (16). */
+int sd_provider_register(const struct sd_provider_ops *ops);
+/* The provider named, or NULL. */
+const struct sd_provider_ops *sd_provider_find(const char *name);
+/* "sim, script" into buf (len bytes); returns buf. */
+const char *sd_provider_names(char *buf, size_t len);
+
+/* For providers: report an event (see above); journal a provider-level
+ * event (ev owned by the fleet); run an operator command line (a trace's);
+ * the fleet's clock, seconds since it was created (uv_now based). */
+void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev);
+void sd_fleet_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *ev);
+void sd_fleet_command(struct sd_fleet *f, const char *line);
+double sd_fleet_now(const struct sd_fleet *f);
 
 #endif

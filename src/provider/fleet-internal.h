@@ -1,0 +1,80 @@
+/* src/provider/fleet-internal.h - the fleet's private state, shared by
+ * fleet.c (states, money, journal, provider events) and launcher.c (the
+ * spotdeck-worker processes on running machines).  Not for other layers. */
+#ifndef SD_FLEET_INTERNAL_H
+#define SD_FLEET_INTERNAL_H
+
+#include <cJSON.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "src/provider/fleet.h"
+
+struct server {
+	char id[16];
+	const struct sd_offer *offer;    /* NULL: local */
+	enum sd_server_state st;
+	double t_request;                /* fleet seconds */
+	double t_end;                    /* billing end, < 0 while billed */
+	double t_notice;                 /* < 0: no notice */
+	double t_notice_end;             /* when the notice runs out */
+	double usd_per_hour;             /* the offer's price when acquired */
+	int price_estimated;             /* ... and that price was an estimate */
+	int provider_holds;              /* the provider has it: release() owed */
+	int releasing;                   /* the operator or the run's end asked for it back */
+	/* launcher.c */
+	uv_process_t proc;
+	int proc_live;                   /* spawned and not yet exited */
+	int proc_open, timer_open;       /* handles not yet closed */
+	uv_timer_t timer;                /* SIGTERM/SIGKILL escalation */
+	int term_sent;
+	struct sd_fleet *f;
+	struct server *next;
+};
+
+struct sd_fleet {
+	uv_loop_t *loop;
+	uint64_t t0_ms;
+	const struct sd_provider_ops *ops;   /* NULL: local servers only */
+	struct sd_provider *p;
+	struct sd_provider_env env;
+	double *catalog_prices;          /* a provider without prices(): its catalog's */
+	char worker_path[4096], run_dir[4096];
+	int port;
+	int emulate;
+	double grace_seconds;
+	struct sd_fleet_hooks hooks;
+	void *ctx;
+	struct server *servers;          /* newest first; freed by sd_fleet_free */
+	int next_id;
+	double usd_done;                 /* money of servers whose billing stopped */
+	int closing;
+	struct server *acquiring;        /* inside ops->acquire for this one */
+	char acquire_error[512];
+};
+
+/* fleet.c */
+cJSON *fl_server_event_at(const struct sd_fleet *f, const struct server *s, double t);
+cJSON *fl_server_event(const struct sd_fleet *f, const struct server *s);
+void fl_set_state(struct sd_fleet *f, struct server *s, enum sd_server_state st);
+int fl_gone(const struct server *s);
+struct server *fl_find(const struct sd_fleet *f, const char *id);
+/* Stops billing, sets st (unless gone already), gives the machine back. */
+void fl_finish_server(struct sd_fleet *f, struct server *s, enum sd_server_state st);
+/* fl_finish_server(RELEASED) and the "released" event. */
+void fl_released(struct sd_fleet *f, struct server *s);
+
+/* launcher.c */
+void fl_launcher_server_init(struct sd_fleet *f, struct server *s);
+/* Starts the worker on s; pace > 0 emulates a slower GPU.  0 or -1, *why. */
+int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **why);
+/* SIGTERM now, SIGKILL after the grace period; 0 if no process runs. */
+int fl_launcher_shutdown(struct sd_fleet *f, struct server *s);
+/* SIGTERM after the grace period (the worker was told to leave). */
+void fl_launcher_terminate_later(struct sd_fleet *f, struct server *s);
+/* The server is over: closes its timer once no process runs. */
+void fl_launcher_server_done(struct server *s);
+/* SIGKILL and close every handle of s (the fleet closes). */
+void fl_launcher_close(struct server *s);
+
+#endif

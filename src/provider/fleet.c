@@ -1,0 +1,538 @@
+/* src/provider/fleet.c - the run's servers over any provider; see fleet.h.
+ * Worker processes (spawn, SIGTERM/SIGKILL escalation, exit) are in
+ * launcher.c; this file keeps states, money and the journal. */
+#include "config.h"
+
+#include "src/provider/fleet-internal.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/errors.h"
+
+static const char *const state_names[] = { "requested", "provisioning", "booting", "joining",
+                                           "training", "notice", "revoked", "released", "failed" };
+
+const char *sd_server_state_name(enum sd_server_state st)
+{
+	return (unsigned)st < sizeof state_names / sizeof state_names[0] ? state_names[st] : "?";
+}
+
+int sd_server_state_gone(enum sd_server_state st)
+{
+	return st == SD_SERVER_REVOKED || st == SD_SERVER_RELEASED || st == SD_SERVER_FAILED;
+}
+
+double sd_fleet_now(const struct sd_fleet *f)
+{
+	return (double)(uv_now(f->loop) - f->t0_ms) / 1000.0;
+}
+
+/* Per-second billing from the request with the offer's minimum, at the price
+ * the server was acquired at (a later price change applies to new servers). */
+static double server_usd(const struct sd_fleet *f, const struct server *s)
+{
+	if (!s->offer)
+		return 0;
+	double end = s->t_end >= 0 ? s->t_end : sd_fleet_now(f);
+	double billed = fmax(end - s->t_request, s->offer->billing_minimum_seconds);
+	return s->usd_per_hour * billed / 3600;
+}
+
+/* An event about s at provider time t (the market's own time for market
+ * events, so the journal is exact and reproducible). */
+cJSON *fl_server_event_at(const struct sd_fleet *f, const struct server *s, double t)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddStringToObject(ev, "offer", s->offer ? s->offer->id : "local");
+	cJSON_AddStringToObject(ev, "state", state_names[s->st]);
+	cJSON_AddNumberToObject(ev, "market_time", t);
+	if (s->offer) {
+		cJSON_AddStringToObject(ev, "zone", s->offer->zone);
+		cJSON_AddStringToObject(ev, "gpu", s->offer->gpu);
+		cJSON_AddBoolToObject(ev, "transient", s->offer->transient);
+		cJSON_AddNumberToObject(ev, "usd_per_hour", s->usd_per_hour);
+		cJSON_AddNumberToObject(ev, "usd", server_usd(f, s));
+	}
+	return ev;
+}
+
+cJSON *fl_server_event(const struct sd_fleet *f, const struct server *s)
+{
+	return fl_server_event_at(f, s, sd_fleet_now(f));
+}
+
+void fl_set_state(struct sd_fleet *f, struct server *s, enum sd_server_state st)
+{
+	if (s->st == st)
+		return;
+	s->st = st;
+	f->hooks.journal(f->ctx, SD_EV_STATE, fl_server_event(f, s));
+}
+
+int fl_gone(const struct server *s)
+{
+	return sd_server_state_gone(s->st);
+}
+
+struct server *fl_find(const struct sd_fleet *f, const char *id)
+{
+	for (struct server *s = f->servers; s; s = s->next)
+		if (!strcmp(s->id, id))
+			return s;
+	return NULL;
+}
+
+/* Billing stops at t (once). */
+static void stop_billing(struct sd_fleet *f, struct server *s, double t)
+{
+	if (s->t_end < 0) {
+		s->t_end = t;
+		f->usd_done += server_usd(f, s);
+	}
+}
+
+/* The machine goes back to its provider (once). */
+static void give_back(struct sd_fleet *f, struct server *s)
+{
+	if (s->provider_holds && f->p) {
+		s->provider_holds = 0;
+		f->ops->release(f->p, s->id);
+	}
+}
+
+void fl_finish_server(struct sd_fleet *f, struct server *s, enum sd_server_state st)
+{
+	stop_billing(f, s, sd_fleet_now(f));
+	if (!fl_gone(s))
+		fl_set_state(f, s, st);
+	give_back(f, s);
+	fl_launcher_server_done(s);
+}
+
+void fl_released(struct sd_fleet *f, struct server *s)
+{
+	fl_finish_server(f, s, SD_SERVER_RELEASED);
+	f->hooks.journal(f->ctx, SD_EV_RELEASED, fl_server_event(f, s));
+}
+
+/* ---- events from the provider ---- */
+
+static void on_notice(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
+{
+	if (s->st == SD_SERVER_NOTICE)
+		return;
+	s->t_notice = ev->time;
+	s->t_notice_end = ev->ends_at;
+	double secs = ev->ends_at - ev->time;
+	fl_set_state(f, s, SD_SERVER_NOTICE);
+	cJSON *e = fl_server_event_at(f, s, ev->time);
+	cJSON_AddNumberToObject(e, "seconds", secs);
+	cJSON_AddBoolToObject(e, "capped", ev->capped);
+	if (ev->batch_size)
+		cJSON_AddNumberToObject(e, "batch_size", ev->batch_size);
+	f->hooks.journal(f->ctx, SD_EV_NOTICE, e);
+	f->hooks.notice(f->ctx, s->id, secs);
+}
+
+/* The provider took the machine at ev->time. */
+static void on_revoked(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
+{
+	double t = ev->time;
+	s->provider_holds = 0;   /* it is the provider's again */
+	stop_billing(f, s, t);
+	cJSON *e = fl_server_event_at(f, s, t);
+	cJSON_ReplaceItemInObject(e, "state", cJSON_CreateString("revoked"));
+	cJSON_AddNumberToObject(e, "lifetime_s", t - ev->launched_at);
+	cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? t - s->t_notice : 0);
+	cJSON_AddBoolToObject(e, "capped", ev->capped);
+	cJSON_AddNumberToObject(e, "billed_s",
+	                        fmax(s->t_end - s->t_request, s->offer->billing_minimum_seconds));
+	f->hooks.journal(f->ctx, SD_EV_REVOKED, e);
+	fl_set_state(f, s, SD_SERVER_REVOKED);
+	/* The provider takes the machine: ACPI shutdown, then power off. */
+	if (!fl_launcher_shutdown(f, s))
+		fl_finish_server(f, s, SD_SERVER_REVOKED);
+}
+
+static void on_stockout(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
+{
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "server", s->id);
+	cJSON_AddStringToObject(e, "offer", s->offer->id);
+	cJSON_AddStringToObject(e, "zone", ev->zone ? ev->zone : s->offer->zone);
+	cJSON_AddStringToObject(e, "reason", ev->code ? ev->code : "ZONE_RESOURCE_POOL_EXHAUSTED");
+	cJSON_AddStringToObject(e, "detail", ev->message ? ev->message : "");
+	f->hooks.journal(f->ctx, SD_EV_STOCKOUT, e);
+	s->provider_holds = 0;
+	if (f->acquiring == s) {
+		/* Inside the acquire call: the request fails as a whole, no state
+		 * change is journaled (the server never was). */
+		snprintf(f->acquire_error, sizeof f->acquire_error,
+		         "%s: %s: the zone has no capacity for this offer now (%s)", s->offer->id,
+		         ev->zone ? ev->zone : s->offer->zone, ev->code ? ev->code : "ZONE_RESOURCE_POOL_EXHAUSTED");
+		s->st = SD_SERVER_FAILED;
+		stop_billing(f, s, s->t_request);
+		fl_launcher_server_done(s);
+		return;
+	}
+	fl_finish_server(f, s, SD_SERVER_FAILED);
+}
+
+static void on_failed(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
+{
+	cJSON *e = fl_server_event_at(f, s, ev->time);
+	cJSON_AddStringToObject(e, "code", ev->code ? ev->code : "FAILED");
+	cJSON_AddStringToObject(e, "error", ev->message ? ev->message : "");
+	f->hooks.journal(f->ctx, SD_EV_ERROR, e);
+	s->provider_holds = 0;
+	if (f->acquiring == s)
+		snprintf(f->acquire_error, sizeof f->acquire_error, "%s: %s", s->offer->id,
+		         ev->message ? ev->message : ev->code ? ev->code : "failed");
+	fl_finish_server(f, s, SD_SERVER_FAILED);
+}
+
+void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
+{
+	struct server *s = ev->server ? fl_find(f, ev->server) : NULL;
+	if (!s || !s->offer || fl_gone(s) || f->closing)
+		return;   /* late news of a server the fleet let go */
+	char *why = NULL;
+	switch (ev->kind) {
+	case SD_PROVIDER_PROVISIONED:
+		fl_set_state(f, s, SD_SERVER_BOOTING);
+		break;
+	case SD_PROVIDER_RUNNING:
+		fl_set_state(f, s, SD_SERVER_BOOTING);
+		if (fl_launcher_spawn(f, s, ev->pace, &why) < 0) {
+			cJSON *e = fl_server_event(f, s);
+			cJSON_AddStringToObject(e, "error", why);
+			f->hooks.journal(f->ctx, SD_EV_ERROR, e);
+			fl_finish_server(f, s, SD_SERVER_FAILED);
+		}
+		break;
+	case SD_PROVIDER_NOTICE:
+		on_notice(f, s, ev);
+		break;
+	case SD_PROVIDER_REVOKED:
+		on_revoked(f, s, ev);
+		break;
+	case SD_PROVIDER_STOCKOUT:
+		on_stockout(f, s, ev);
+		break;
+	case SD_PROVIDER_FAILED:
+		on_failed(f, s, ev);
+		break;
+	}
+	free(why);
+}
+
+void sd_fleet_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *ev)
+{
+	f->hooks.journal(f->ctx, type, ev);
+}
+
+void sd_fleet_command(struct sd_fleet *f, const char *line)
+{
+	if (f->hooks.command)
+		f->hooks.command(f->ctx, line);
+}
+
+/* ---- life ---- */
+
+static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg, char **why)
+{
+	const struct sd_provider_ops *ops = cfg->provider;
+	f->env = cfg->env;
+	f->env.loop = f->loop;
+	f->env.fleet = f;
+	cJSON *empty = NULL;
+	if (!f->env.settings)
+		f->env.settings = empty = cJSON_CreateObject();
+	const char *file = f->env.settings_file ? f->env.settings_file : "job";
+	int rc = 0;
+	if (ops->check) {
+		rc = ops->check(f->env.settings, file, why);
+	} else if (f->env.settings->child) {
+		rc = sd_why(why, "%s: provider.%s: provider '%s' has no settings of its own", file,
+		            f->env.settings->child->string, ops->name);
+	}
+	if (rc == 0)
+		rc = ops->create(&f->p, &f->env, why);
+	cJSON_Delete(empty);
+	f->env.settings = NULL;   /* borrowed for create only */
+	if (rc < 0)
+		return -1;
+	f->ops = ops;
+	/* A provider whose prices never change: the catalog's. */
+	const struct sd_catalog *cat = ops->catalog ? ops->catalog(f->p) : NULL;
+	if (cat && !ops->prices) {
+		f->catalog_prices = sd_malloc((size_t)cat->noffers * sizeof *f->catalog_prices + 1);
+		for (int i = 0; i < cat->noffers; i++)
+			f->catalog_prices[i] = cat->offers[i].usd_per_hour;
+	}
+	return 0;
+}
+
+int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_fleet_config *cfg,
+                    const struct sd_fleet_hooks *hooks, void *ctx, char **why)
+{
+	*out = NULL;
+	struct sd_fleet *f = sd_calloc(1, sizeof *f);
+	f->loop = loop;
+	f->t0_ms = uv_now(loop);
+	f->grace_seconds = cfg->grace_seconds > 0 ? cfg->grace_seconds : 5;
+	snprintf(f->worker_path, sizeof f->worker_path, "%s", cfg->worker_path);
+	snprintf(f->run_dir, sizeof f->run_dir, "%s", cfg->run_dir);
+	f->port = cfg->port;
+	f->emulate = cfg->env.emulate;
+	f->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
+	f->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;
+	f->hooks = *hooks;
+	f->ctx = ctx;
+	if (cfg->provider && create_provider(f, cfg, why) < 0) {
+		free(f);
+		return -1;
+	}
+	*out = f;
+	return 0;
+}
+
+static struct server *new_server(struct sd_fleet *f, const struct sd_offer *o)
+{
+	struct server *s = sd_calloc(1, sizeof *s);
+	s->f = f;
+	s->offer = o;
+	s->t_request = sd_fleet_now(f);
+	s->t_end = -1;
+	s->t_notice = -1;
+	const double *price = f->p && f->ops->prices ? f->ops->prices(f->p) : NULL;
+	s->usd_per_hour = o ? (price ? price[o->index] : o->usd_per_hour) : 0;
+	s->price_estimated = o && o->price_source && !strncmp(o->price_source, "estimated", 9);
+	snprintf(s->id, sizeof s->id, "s%d", ++f->next_id);
+	fl_launcher_server_init(f, s);
+	s->next = f->servers;
+	f->servers = s;
+	return s;
+}
+
+static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
+{
+	f->acquiring = s;
+	f->acquire_error[0] = '\0';
+	char *err = NULL;
+	int rc = f->ops->acquire(f->p, s->id, s->offer, &err);
+	f->acquiring = NULL;
+	if (rc < 0) {
+		s->st = SD_SERVER_FAILED;
+		stop_billing(f, s, s->t_request);
+		fl_launcher_server_done(s);
+		rc = sd_why(why, "%s", err ? err : "refused by the provider");
+		free(err);
+		return rc;
+	}
+	if (fl_gone(s))   /* it failed inside the call: a stockout */
+		return sd_why(why, "%s", f->acquire_error);
+	s->provider_holds = 1;
+	cJSON *ev = fl_server_event(f, s);
+	cJSON_AddBoolToObject(ev, "emulated", f->emulate);
+	cJSON_AddStringToObject(ev, "provider", f->ops->name);
+	f->hooks.journal(f->ctx, SD_EV_ACQUIRED, ev);
+	if (s->st == SD_SERVER_REQUESTED)
+		fl_set_state(f, s, SD_SERVER_PROVISIONING);
+	return 0;
+}
+
+int sd_fleet_acquire(struct sd_fleet *f, const char *offer_id, char *server, size_t len, char **why)
+{
+	const struct sd_offer *o = NULL;
+	const struct sd_catalog *cat = sd_fleet_catalog(f);
+	if (strcmp(offer_id, "local")) {
+		if (!cat)
+			return sd_why(why, "%s: no market catalog loaded (only 'local' servers)", offer_id);
+		o = sd_catalog_find(cat, offer_id);
+		if (!o)
+			return sd_why(why, "%s: no such offer in %s", offer_id, cat->file);
+	}
+	struct server *s = new_server(f, o);
+	if (o) {
+		if (acquire_offer(f, s, why) < 0)
+			return -1;
+	} else {
+		f->hooks.journal(f->ctx, SD_EV_ACQUIRED, fl_server_event(f, s));
+		fl_set_state(f, s, SD_SERVER_BOOTING);
+		if (fl_launcher_spawn(f, s, 0, why) < 0) {
+			fl_finish_server(f, s, SD_SERVER_FAILED);
+			return -1;
+		}
+	}
+	snprintf(server, len, "%s", s->id);
+	return 0;
+}
+
+int sd_fleet_release(struct sd_fleet *f, const char *server, const char *reason, char **why)
+{
+	(void)reason;
+	struct server *s = fl_find(f, server);
+	if (!s || fl_gone(s))
+		return sd_why(why, "drop %s: no such server", server);
+	s->releasing = 1;
+	if (!s->proc_live) {
+		/* Still provisioning: nothing runs yet, stop billing now. */
+		fl_released(f, s);
+		return 0;
+	}
+	f->hooks.notice(f->ctx, s->id, 0);
+	/* If the worker does not leave by itself, terminate it. */
+	fl_launcher_terminate_later(f, s);
+	return 0;
+}
+
+void sd_fleet_release_all(struct sd_fleet *f)
+{
+	for (struct server *s = f->servers; s; s = s->next) {
+		if (fl_gone(s))
+			continue;
+		s->releasing = 1;
+		if (!s->proc_live)
+			fl_released(f, s);
+	}
+}
+
+void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worker_event e)
+{
+	struct server *s = fl_find(f, server);
+	if (!s || fl_gone(s) || s->st == SD_SERVER_NOTICE)
+		return;
+	if (e == SD_WORKER_CONNECTED)
+		fl_set_state(f, s, SD_SERVER_JOINING);
+	else if (e == SD_WORKER_TRAINING)
+		fl_set_state(f, s, SD_SERVER_TRAINING);
+}
+
+int sd_fleet_has_server(const struct sd_fleet *f, const char *server)
+{
+	const struct server *s = fl_find(f, server);
+	return s && !fl_gone(s);
+}
+
+double sd_fleet_usd_spent(const struct sd_fleet *f)
+{
+	double usd = f->usd_done;
+	for (const struct server *s = f->servers; s; s = s->next)
+		if (s->t_end < 0)
+			usd += server_usd(f, s);
+	return usd;
+}
+
+double sd_fleet_usd_per_hour(const struct sd_fleet *f)
+{
+	double r = 0;
+	for (const struct server *s = f->servers; s; s = s->next)
+		if (s->t_end < 0 && s->offer)
+			r += s->usd_per_hour;
+	return r;
+}
+
+void sd_fleet_price_gaps(const struct sd_fleet *f, struct sd_price_gaps *g)
+{
+	memset(g, 0, sizeof *g);
+	for (const struct server *s = f->servers; s; s = s->next) {
+		int live = s->t_end < 0;
+		if (!s->offer) {
+			g->ran_unpriced++;
+			g->live_unpriced += live;
+		} else if (s->price_estimated) {
+			g->ran_estimated++;
+			g->live_estimated += live;
+		}
+	}
+}
+
+int sd_fleet_list(const struct sd_fleet *f, struct sd_server_info *out, int max)
+{
+	int total = 0, i = 0;
+	for (const struct server *s = f->servers; s; s = s->next)
+		total++;
+	/* The list is newest first; hand it out oldest first. */
+	double now = sd_fleet_now(f);
+	for (const struct server *s = f->servers; s; s = s->next, i++) {
+		int at = total - 1 - i;
+		if (at >= max)
+			continue;
+		struct sd_server_info *o = &out[at];
+		o->id = s->id;
+		o->offer = s->offer;
+		o->state = s->st;
+		o->uptime_s = (s->t_end >= 0 ? s->t_end : now) - s->t_request;
+		o->usd = server_usd(f, s);
+		o->usd_per_hour = s->usd_per_hour;
+		o->price_estimated = s->price_estimated;
+		o->notice_left_s = s->st == SD_SERVER_NOTICE ? fmax(0, s->t_notice_end - now) : 0;
+		o->emulated = s->offer && f->emulate;
+		o->gone = fl_gone(s);
+		o->gone_for_s = s->t_end >= 0 ? now - s->t_end : 0;
+	}
+	return total < max ? total : max;
+}
+
+int sd_fleet_live(const struct sd_fleet *f, const struct sd_offer *o)
+{
+	return f->p && f->ops->live ? f->ops->live(f->p, o) : -1;
+}
+
+const char *sd_fleet_provider_name(const struct sd_fleet *f)
+{
+	return f->ops ? f->ops->name : "";
+}
+
+const struct sd_catalog *sd_fleet_catalog(const struct sd_fleet *f)
+{
+	return f->p && f->ops->catalog ? f->ops->catalog(f->p) : NULL;
+}
+
+const double *sd_fleet_prices(const struct sd_fleet *f)
+{
+	if (!sd_fleet_catalog(f))
+		return NULL;
+	const double *p = f->ops->prices ? f->ops->prices(f->p) : NULL;
+	return p ? p : f->catalog_prices;
+}
+
+double sd_fleet_offer_usd_per_hour(const struct sd_fleet *f, const struct sd_offer *o)
+{
+	const struct sd_catalog *cat = sd_fleet_catalog(f);
+	if (!cat || o < cat->offers || o >= cat->offers + cat->noffers)
+		return NAN;
+	return sd_fleet_prices(f)[o->index];
+}
+
+void sd_fleet_close(struct sd_fleet *f)
+{
+	f->closing = 1;
+	if (f->p)
+		f->ops->close(f->p);
+	for (struct server *s = f->servers; s; s = s->next) {
+		stop_billing(f, s, sd_fleet_now(f));
+		fl_launcher_close(s);
+	}
+}
+
+void sd_fleet_free(struct sd_fleet *f)
+{
+	if (!f)
+		return;
+	while (f->servers) {
+		struct server *s = f->servers;
+		f->servers = s->next;
+		free(s);
+	}
+	if (f->p)
+		f->ops->free(f->p);
+	free(f->catalog_prices);
+	free(f);
+}

@@ -1,0 +1,185 @@
+/* src/provider/launcher.c - the spotdeck-worker process on each running
+ * server: started with the controller's address and token file, its output
+ * in run_dir/logs/SERVER.log, stopped with SIGTERM and then SIGKILL after
+ * the grace period.  Part of the fleet (fleet-internal.h). */
+#include "config.h"
+
+#include "src/provider/fleet-internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+
+int sd_fleet_running(const struct sd_fleet *f)
+{
+	int n = 0;
+	for (const struct server *s = f->servers; s; s = s->next)
+		n += s->proc_live;
+	return n;
+}
+
+void sd_fleet_signal_all(struct sd_fleet *f, int sig)
+{
+	for (struct server *s = f->servers; s; s = s->next)
+		if (s->proc_live)
+			uv_process_kill(&s->proc, sig);
+}
+
+/* Servers stay in the list after their handles close, so the cockpit can
+ * show revoked and released ones for a while; sd_fleet_free frees them. */
+static void on_handle_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+void fl_launcher_server_init(struct sd_fleet *f, struct server *s)
+{
+	uv_timer_init(f->loop, &s->timer);
+	s->timer.data = s;
+	s->timer_open = 1;
+}
+
+void fl_launcher_server_done(struct server *s)
+{
+	if (!s->proc_live && s->timer_open) {
+		s->timer_open = 0;
+		uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+	}
+}
+
+static void on_escalate(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	if (!s->proc_live)
+		return;
+	if (!s->term_sent) {
+		s->term_sent = 1;
+		uv_process_kill(&s->proc, SIGTERM);
+		uv_timer_start(&s->timer, on_escalate, (uint64_t)(s->f->grace_seconds * 1000), 0);
+	} else {
+		uv_process_kill(&s->proc, SIGKILL);
+	}
+}
+
+int fl_launcher_shutdown(struct sd_fleet *f, struct server *s)
+{
+	(void)f;
+	if (!s->proc_live)
+		return 0;
+	s->term_sent = 0;
+	on_escalate(&s->timer);
+	return 1;
+}
+
+void fl_launcher_terminate_later(struct sd_fleet *f, struct server *s)
+{
+	s->term_sent = 0;
+	uv_timer_start(&s->timer, on_escalate, (uint64_t)(f->grace_seconds * 1000), 0);
+}
+
+static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
+{
+	struct server *s = proc->data;
+	struct sd_fleet *f = s->f;
+	s->proc_live = 0;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", s->id);
+	/* A process ended by a signal has no exit status (null), not 0. */
+	if (sig) {
+		cJSON_AddNullToObject(ev, "exit_status");
+		cJSON_AddNumberToObject(ev, "signal", sig);
+	} else {
+		cJSON_AddNumberToObject(ev, "exit_status", (double)status);
+	}
+	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
+	uv_timer_stop(&s->timer);
+	s->proc_open = 0;
+	uv_close((uv_handle_t *)proc, on_handle_closed);
+	if (!fl_gone(s)) {
+		if (s->releasing)
+			fl_released(f, s);
+		else if (s->st != SD_SERVER_NOTICE)
+			fl_finish_server(f, s, SD_SERVER_FAILED);
+		/* Under notice the worker left; the machine (and its bill) lasts
+		 * until the provider takes it. */
+	} else {
+		fl_launcher_server_done(s);
+	}
+	if (!sd_fleet_running(f) && f->hooks.idle)
+		f->hooks.idle(f->ctx);
+}
+
+int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **why)
+{
+	char port[16], tokfile[4200], logpath[4200], pacestr[32] = "";
+	snprintf(port, sizeof port, "127.0.0.1:%d", f->port);
+	snprintf(tokfile, sizeof tokfile, "%s/token", f->run_dir);
+	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", f->run_dir, s->id);
+	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (logfd < 0)
+		return sd_why(why, "%s: %s", logpath, strerror(errno));
+	char *args[12];
+	int n = 0;
+	args[n++] = f->worker_path;
+	args[n++] = (char *)"--connect";
+	args[n++] = port;
+	args[n++] = (char *)"--token-file";
+	args[n++] = tokfile;
+	args[n++] = (char *)"--server-id";
+	args[n++] = s->id;
+	if (pace > 0) {
+		/* Emulated GPU: the worker runs at this fraction of its own speed. */
+		snprintf(pacestr, sizeof pacestr, "%.6f", pace);
+		args[n++] = (char *)"--pace";
+		args[n++] = pacestr;
+	}
+	args[n] = NULL;
+	uv_stdio_container_t stdio[3];
+	stdio[0].flags = UV_IGNORE;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = logfd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = logfd;
+	uv_process_options_t po;
+	memset(&po, 0, sizeof po);
+	po.file = f->worker_path;
+	po.args = args;
+	po.exit_cb = on_proc_exit;
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	/* Its own session: a hangup of the operator's terminal must not kill
+	 * the servers (the controller stops them itself, with a checkpoint). */
+	po.flags = UV_PROCESS_DETACHED;
+	s->proc.data = s;
+	int rc = uv_spawn(f->loop, &s->proc, &po);
+	close(logfd);
+	if (rc < 0)
+		return sd_why(why, "%s: cannot start: %s", f->worker_path, uv_strerror(rc));
+	s->proc_live = 1;
+	s->proc_open = 1;
+	cJSON *ev = fl_server_event(f, s);
+	cJSON_AddNumberToObject(ev, "pid", s->proc.pid);
+	if (pacestr[0])
+		cJSON_AddStringToObject(ev, "pace", pacestr);
+	f->hooks.journal(f->ctx, SD_EV_STARTED, ev);
+	return 0;
+}
+
+void fl_launcher_close(struct server *s)
+{
+	if (s->proc_live)
+		uv_process_kill(&s->proc, SIGKILL);
+	if (s->proc_open) {
+		s->proc_open = 0;
+		uv_close((uv_handle_t *)&s->proc, on_handle_closed);
+	}
+	if (s->timer_open) {
+		s->timer_open = 0;
+		uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+	}
+}

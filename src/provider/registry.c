@@ -1,0 +1,45 @@
+/* src/provider/registry.c - providers by name (provider.h).  Built in: sim.
+ * ssh, gce and aws join here as they are written. */
+#include "config.h"
+
+#include "src/provider/provider.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define SD_PROVIDERS_MAX 16
+
+static const struct sd_provider_ops *registry[SD_PROVIDERS_MAX] = {
+	&sd_provider_sim,
+};
+static int nregistry = 1;
+
+int sd_provider_register(const struct sd_provider_ops *ops)
+{
+	if (!ops || !ops->name || sd_provider_find(ops->name) || nregistry >= SD_PROVIDERS_MAX)
+		return -1;
+	registry[nregistry++] = ops;
+	return 0;
+}
+
+const struct sd_provider_ops *sd_provider_find(const char *name)
+{
+	for (int i = 0; i < nregistry; i++)
+		if (!strcmp(registry[i]->name, name))
+			return registry[i];
+	return NULL;
+}
+
+const char *sd_provider_names(char *buf, size_t len)
+{
+	size_t n = 0;
+	if (len)
+		buf[0] = '\0';
+	for (int i = 0; i < nregistry && n < len; i++) {
+		int w = snprintf(buf + n, len - n, "%s%s", i ? ", " : "", registry[i]->name);
+		if (w < 0)
+			break;
+		n += (size_t)w;
+	}
+	return buf;
+}
