@@ -21,6 +21,7 @@
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
 #include "src/proto/protocol.h"
+#include "src/provider/provider.h"
 #include "src/market/trace.h"
 #include "src/app/view-model.h"
 #include "src/app/whatif.h"
@@ -126,7 +127,8 @@ static void usage(FILE *f)
 "  --run-dir DIR    where the journal, checkpoints and logs go (default: run-TIME)\n"
 "  --resume RUNDIR  continue the run in RUNDIR from its latest checkpoint\n"
 "  --worker PATH    spotdeck-worker to start (default: next to this program)\n"
-"  --provider NAME  server provider: sim (the simulated market, default)\n"
+"  --provider NAME  server provider (the job's provider.name): sim, the simulated\n"
+"                   market (default)\n"
 "  --catalog FILE   market catalog (default: gce-2019.json from the data dir)\n"
 "  --hazard-scale X revocations X times sooner than measured\n"
 "  --boot-scale X   boot times X times the measured ones\n"
@@ -443,12 +445,15 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 		job->workers = (int)o->workers;
 	if (o->provider)
 		snprintf(job->provider, sizeof job->provider, "%s", o->provider);
-	if (strcmp(job->provider, "sim")) {
+	if (!sd_provider_find(job->provider)) {
+		char names[256];
+		sd_provider_names(names, sizeof names);
 		if (o->provider)
-			fprintf(stderr, "spotdeck: --provider: '%s' is not available in this build (only sim)\n", o->provider);
+			fprintf(stderr, "spotdeck: --provider: '%s' is not available in this build (known: %s)\n",
+			        o->provider, names);
 		else
-			fprintf(stderr, "spotdeck: %s: provider: '%s' is not available in this build (only sim)\n",
-			        jp, job->provider);
+			fprintf(stderr, "spotdeck: %s: provider.name: '%s' is not available in this build (known: %s)\n",
+			        jp, job->provider, names);
 		return 1;
 	}
 	if (o->catalog)
@@ -591,6 +596,7 @@ int main(int argc, char **argv)
 		.echo_journal = o.headless,
 		.on_event = on_event_cb,
 		.catalog_path = catalog_path[0] ? catalog_path : NULL,
+		.job_file = jp,
 		.emulate = o.emulate,
 		.trace = o.trace_path ? &trace : NULL,
 		.on_exit = on_exit_cb,

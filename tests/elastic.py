@@ -70,11 +70,11 @@ def check_sanitizers(text, where):
 
 
 class Run:
-    def __init__(self, job, workers=None, run_dir=None, resume=None, timeout=600, extra=()):
+    def __init__(self, job, workers=None, run_dir=None, resume=None, timeout=600, extra=(), program=None):
         self.tmp = tempfile.mkdtemp(prefix="spotdeck-elastic.")
         _tmpdirs.append(self.tmp)
         self.run_dir = resume or run_dir or os.path.join(self.tmp, "run")
-        args = [SPOTDECK, "--headless"]
+        args = [program or SPOTDECK, "--headless"]
         if resume:
             args += ["--resume", resume]
         else:

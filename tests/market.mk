@@ -35,3 +35,13 @@ TESTS += tests/test-provider-price
 tests_test_provider_price_SOURCES = tests/test-provider-price.c tests/check.h
 tests_test_provider_price_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 tests_test_provider_price_LDADD = $(SD_PROVIDER_LIBS) $(SD_PROTO_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
+
+# A provider from the test suite alone (issue 10): spotdeck's own main with
+# tests/provider-script.c linked in, which registers the "script" provider;
+# test-provider-script.sh runs a headless job over it with a revocation.
+check_PROGRAMS += tests/spotdeck-script
+tests_spotdeck_script_SOURCES = src/main.c tests/provider-script.c
+tests_spotdeck_script_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+tests_spotdeck_script_LDADD = $(spotdeck_LDADD)
+TESTS += tests/test-provider-script.sh
+EXTRA_DIST += tests/test-provider-script.sh

@@ -1,5 +1,5 @@
 /* src/controller/commands.c - the operator's command table (add, drop, swap,
- * checkpoint, pause, resume, quit, help) and pending swaps. */
+ * checkpoint, pause, resume, quit, help). */
 #include "config.h"
 
 #include "src/controller/internal.h"
@@ -31,55 +31,17 @@ static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 	return sd_fleet_release(c->fleet, argv[1], "operator", why);
 }
 
-/* Takes pending swap i off the list. */
-void ctl_swap_remove(struct sd_controller *c, int i)
-{
-	c->nswaps--;
-	memmove(c->swap_new[i], c->swap_new[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_new[0]);
-	memmove(c->swap_old[i], c->swap_old[i + 1], (size_t)(c->nswaps - i) * sizeof c->swap_old[0]);
-}
-
-/* Server `id` is gone (its state: revoked, released or failed): a swap
- * waiting for it as the replacement failed (journaled as swap_failed; the
- * old server stays), and one waiting to drop it as the old server has
- * nothing left to drop.  Either way its slot is free again. */
-void ctl_swaps_server_gone(struct sd_controller *c, const char *id, const char *state)
-{
-	for (int i = c->nswaps - 1; i >= 0; i--) {
-		if (!strcmp(c->swap_new[i], id)) {
-			cJSON *ev = cJSON_CreateObject();
-			cJSON_AddStringToObject(ev, "server", c->swap_old[i]);
-			cJSON_AddStringToObject(ev, "replacement", id);
-			char reason[64];
-			snprintf(reason, sizeof reason, "the replacement was %s before it trained", state);
-			cJSON_AddStringToObject(ev, "reason", reason);
-			ctl_journal(c, SD_EV_SWAP_FAILED, ev);
-			ctl_swap_remove(c, i);
-		} else if (!strcmp(c->swap_old[i], id)) {
-			ctl_swap_remove(c, i);
-		}
-	}
-}
-
 /* swap SERVER OFFER: acquire the replacement now, drop SERVER once the
  * replacement trains, so the cluster never shrinks in between. */
 static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	if (!sd_fleet_has_server(c->fleet, argv[1]))
-		return sd_why(why, "swap: no server '%s'", argv[1]);
-	if (c->nswaps == 16)
-		return sd_why(why, "swap: 16 swaps already pending");
+	(void)argc;
 	char id[16];
-	if (sd_fleet_acquire(c->fleet, argv[2], id, sizeof id, why) < 0)
+	if (sd_fleet_swap(c->fleet, argv[1], argv[2], id, sizeof id, why) < 0) {
+		if (!sd_fleet_has_server(c->fleet, argv[1]))
+			return -1;   /* "swap: no server ..." */
 		return sd_why(why, "swap %s for %s", argv[1], why && *why ? *why : "?");
-	snprintf(c->swap_new[c->nswaps], sizeof c->swap_new[0], "%s", id);
-	snprintf(c->swap_old[c->nswaps], sizeof c->swap_old[0], "%s", argv[1]);
-	c->nswaps++;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "server", argv[1]);
-	cJSON_AddStringToObject(ev, "replacement", id);
-	cJSON_AddStringToObject(ev, "offer", argv[2]);
-	ctl_journal(c, SD_EV_SWAP, ev);
+	}
 	return 0;
 }
 

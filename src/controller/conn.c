@@ -202,8 +202,8 @@ static void on_kv_get(struct sd_controller *c, struct conn *k, const cJSON *m)
 	}
 }
 
-/* JOINED: the worker holds the generation's state; a swap waiting for it
- * as the replacement releases the old server now. */
+/* JOINED: the worker holds the generation's state; its server trains (a
+ * swap waiting for it releases the old server now: the fleet's). */
 static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 {
 	k->has_state = 1;
@@ -219,21 +219,6 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
 	ctl_journal(c, SD_EV_WORKER_JOINED, ev);
 	sd_fleet_worker_event(c->fleet, k->server_id, SD_WORKER_TRAINING);
-	for (int i = 0; i < c->nswaps; i++) {
-		if (strcmp(c->swap_new[i], k->server_id))
-			continue;
-		/* The swap is done: off the list before the release (whose
-		 * state event would otherwise find it there). */
-		char old_id[16];
-		snprintf(old_id, sizeof old_id, "%s", c->swap_old[i]);
-		ctl_swap_remove(c, i);
-		char *err = NULL;
-		if (sd_fleet_release(c->fleet, old_id, "swapped", &err) < 0) {
-			ctl_journal_kv(c, SD_EV_ERROR, "reason", err ? err : "?", "server", old_id);
-			free(err);
-		}
-		break;
-	}
 	if (k->rank == 0) {
 		c->step = (long)sd_msg_int(m, "step", 0);
 		c->recover_start = c->step;

@@ -64,19 +64,7 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 		 * signal (revocations and drops end workers with TERM or KILL). */
 		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
 	}
-	/* A server that ended frees the swaps that wait for it. */
-	char gone_id[16] = "", gone_state[16] = "";
-	if (type == SD_EV_STATE) {
-		const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "state"));
-		const char *sv = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ev, "server"));
-		if (st && sv && (!strcmp(st, "revoked") || !strcmp(st, "released") || !strcmp(st, "failed"))) {
-			snprintf(gone_id, sizeof gone_id, "%s", sv);
-			snprintf(gone_state, sizeof gone_state, "%s", st);
-		}
-	}
 	ctl_journal(c, type, ev);
-	if (gone_id[0])
-		ctl_swaps_server_gone(c, gone_id, gone_state);
 	/* A server that went away may have been the last hope of loading a job
 	 * that others failed to load. */
 	if (type == SD_EV_STATE)

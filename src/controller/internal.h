@@ -17,7 +17,7 @@
  *   checkpoint.c: the checkpoint sink: chunks from rank 0 assembled, written
  *     on the thread pool, verified, pruned.
  *   commands.c: the operator's command table (add, drop, swap, checkpoint,
- *     pause, resume, quit, help) and pending swaps.
+ *     pause, resume, quit, help); pending swaps are the fleet's.
  *   controller.c: the controller's life: create, start, the provider's
  *     hooks, run end, status for the view, close and free.
  */
@@ -124,9 +124,6 @@ struct sd_controller {
 	double wall0, mono0;     /* wall and monotonic time this controller started */
 	struct conn *conns;
 	struct sd_fleet *fleet;
-	/* swaps waiting for the replacement to train: new server -> old one */
-	char swap_new[16][16], swap_old[16][16];
-	int nswaps;
 	struct kv *kv;
 	struct pending_get *gets;
 	long generation;
@@ -207,8 +204,6 @@ void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m);
 void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m);
 
 /* commands.c */
-void ctl_swap_remove(struct sd_controller *c, int i);
-void ctl_swaps_server_gone(struct sd_controller *c, const char *id, const char *state);
 int ctl_cmd_quit(struct sd_controller *c, int argc, char **argv, char **why);
 
 /* controller.c */

@@ -22,6 +22,8 @@ struct server {
 	int price_estimated;             /* ... and that price was an estimate */
 	int provider_holds;              /* the provider has it: release() owed */
 	int releasing;                   /* the operator or the run's end asked for it back */
+	char replaces[16];               /* a swap: the server to release once this one
+	                                  * trains ("" none) */
 	/* launcher.c */
 	uv_process_t proc;
 	int proc_live;                   /* spawned and not yet exited */

@@ -66,12 +66,34 @@ cJSON *fl_server_event(const struct sd_fleet *f, const struct server *s)
 	return fl_server_event_at(f, s, sd_fleet_now(f));
 }
 
+/* s went: a swap waiting for it as the replacement failed (journaled as
+ * swap_failed; the old server stays), and one waiting to release it has
+ * nothing left to release. */
+static void swaps_server_gone(struct sd_fleet *f, struct server *s)
+{
+	if (s->replaces[0]) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "server", s->replaces);
+		cJSON_AddStringToObject(ev, "replacement", s->id);
+		char reason[64];
+		snprintf(reason, sizeof reason, "the replacement was %s before it trained", state_names[s->st]);
+		cJSON_AddStringToObject(ev, "reason", reason);
+		s->replaces[0] = '\0';
+		f->hooks.journal(f->ctx, SD_EV_SWAP_FAILED, ev);
+	}
+	for (struct server *n = f->servers; n; n = n->next)
+		if (!strcmp(n->replaces, s->id))
+			n->replaces[0] = '\0';
+}
+
 void fl_set_state(struct sd_fleet *f, struct server *s, enum sd_server_state st)
 {
 	if (s->st == st)
 		return;
 	s->st = st;
 	f->hooks.journal(f->ctx, SD_EV_STATE, fl_server_event(f, s));
+	if (fl_gone(s))
+		swaps_server_gone(f, s);
 }
 
 int fl_gone(const struct server *s)
@@ -254,13 +276,7 @@ static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg
 	if (!f->env.settings)
 		f->env.settings = empty = cJSON_CreateObject();
 	const char *file = f->env.settings_file ? f->env.settings_file : "job";
-	int rc = 0;
-	if (ops->check) {
-		rc = ops->check(f->env.settings, file, why);
-	} else if (f->env.settings->child) {
-		rc = sd_why(why, "%s: provider.%s: provider '%s' has no settings of its own", file,
-		            f->env.settings->child->string, ops->name);
-	}
+	int rc = sd_provider_check_settings(ops, f->env.settings, file, why);
 	if (rc == 0)
 		rc = ops->create(&f->p, &f->env, why);
 	cJSON_Delete(empty);
@@ -289,7 +305,7 @@ int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_flee
 	snprintf(f->worker_path, sizeof f->worker_path, "%s", cfg->worker_path);
 	snprintf(f->run_dir, sizeof f->run_dir, "%s", cfg->run_dir);
 	f->port = cfg->port;
-	f->emulate = cfg->env.emulate;
+	f->emulate = cfg->env.emulate && cfg->provider && cfg->provider->emulated;
 	f->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
 	f->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;
 	f->hooks = *hooks;
@@ -408,10 +424,37 @@ void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worke
 	struct server *s = fl_find(f, server);
 	if (!s || fl_gone(s) || s->st == SD_SERVER_NOTICE)
 		return;
-	if (e == SD_WORKER_CONNECTED)
+	if (e == SD_WORKER_CONNECTED) {
 		fl_set_state(f, s, SD_SERVER_JOINING);
-	else if (e == SD_WORKER_TRAINING)
+	} else if (e == SD_WORKER_TRAINING) {
 		fl_set_state(f, s, SD_SERVER_TRAINING);
+		if (s->replaces[0]) {
+			/* The swap is done: the old server goes. */
+			char old[16];
+			memcpy(old, s->replaces, sizeof old);
+			s->replaces[0] = '\0';
+			sd_fleet_release(f, old, "swapped", NULL);
+		}
+	}
+}
+
+int sd_fleet_swap(struct sd_fleet *f, const char *old, const char *offer_id, char *server, size_t len,
+                  char **why)
+{
+	if (!sd_fleet_has_server(f, old))
+		return sd_why(why, "swap: no server '%s'", old);
+	char id[16];
+	if (sd_fleet_acquire(f, offer_id, id, sizeof id, why) < 0)
+		return -1;
+	struct server *s = fl_find(f, id);
+	snprintf(s->replaces, sizeof s->replaces, "%s", old);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", old);
+	cJSON_AddStringToObject(ev, "replacement", id);
+	cJSON_AddStringToObject(ev, "offer", offer_id);
+	f->hooks.journal(f->ctx, SD_EV_SWAP, ev);
+	snprintf(server, len, "%s", id);
+	return 0;
 }
 
 int sd_fleet_has_server(const struct sd_fleet *f, const char *server)

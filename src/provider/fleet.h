@@ -87,6 +87,13 @@ int sd_fleet_acquire(struct sd_fleet *f, const char *offer_id, char *server, siz
  * (0 s for local ones), SIGKILL after the grace period; billing stops when
  * the server goes. */
 int sd_fleet_release(struct sd_fleet *f, const char *server, const char *reason, char **why);
+/* Replaces server `old` with a new one of offer_id: the new one is
+ * acquired now (its id into server) and `old` is released once the new
+ * one's worker trains, so the cluster never shrinks in between.  Journals
+ * "swap"; if the new one goes before it trains, "swap_failed" and `old`
+ * stays.  -1 with *why: no such server, or the acquire failed. */
+int sd_fleet_swap(struct sd_fleet *f, const char *old, const char *offer_id, char *server, size_t len,
+                  char **why);
 /* The run is over: every server is released as its worker exits. */
 void sd_fleet_release_all(struct sd_fleet *f);
 

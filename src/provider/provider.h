@@ -95,6 +95,9 @@ struct sd_provider_event {
 struct sd_provider_ops {
 	const char *name;              /* "sim"; the job file's provider.name */
 	const char *description;       /* one line for --help and errors */
+	/* Its machines are emulated (local processes paced to the offer's
+	 * GPU when env->emulate): the cockpit labels them so.  0: real. */
+	int emulated;
 	/* Checks the provider's own settings (env->settings) before anything
 	 * starts; NULL: it has none, and any key is an error the fleet names.
 	 * Returns 0, or -1 with *why "FILE: provider.KEY: problem". */
@@ -132,6 +135,10 @@ extern const struct sd_provider_ops sd_provider_sim;
 int sd_provider_register(const struct sd_provider_ops *ops);
 /* The provider named, or NULL. */
 const struct sd_provider_ops *sd_provider_find(const char *name);
+/* Checks a provider's own settings (ops->check, or: none allowed).  0, or
+ * -1 with *why "FILE: provider.KEY: problem". */
+int sd_provider_check_settings(const struct sd_provider_ops *ops, const cJSON *settings,
+                               const char *file, char **why);
 /* "sim, script" into buf (len bytes); returns buf. */
 const char *sd_provider_names(char *buf, size_t len);
 

@@ -5,6 +5,8 @@
 #include "src/provider/provider.h"
 
 #include <stdio.h>
+
+#include "engine/errors.h"
 #include <string.h>
 
 #define SD_PROVIDERS_MAX 16
@@ -42,4 +44,15 @@ const char *sd_provider_names(char *buf, size_t len)
 		n += (size_t)w;
 	}
 	return buf;
+}
+
+int sd_provider_check_settings(const struct sd_provider_ops *ops, const cJSON *settings,
+                               const char *file, char **why)
+{
+	if (ops->check)
+		return ops->check(settings, file, why);
+	if (settings && settings->child)
+		return sd_why(why, "%s: provider.%s: provider '%s' has no settings of its own", file,
+		              settings->child->string, ops->name);
+	return 0;
 }

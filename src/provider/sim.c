@@ -455,6 +455,7 @@ static void sim_free(struct sd_provider *p)
 const struct sd_provider_ops sd_provider_sim = {
 	.name = "sim",
 	.description = "the simulated spot market (GCE 2019 measurements), local worker processes",
+	.emulated = 1,
 	.check = NULL,
 	.create = sim_create,
 	.acquire = sim_acquire,
