@@ -394,6 +394,7 @@ void sd_controller_free(struct sd_controller *c)
 	free(c->ck);
 	free(c->latest_data);
 	free(c->token);
+	ctl_journal_drain(c);
 	if (c->journal_fd >= 0)
 		close(c->journal_fd);
 	if (c->lock_fd >= 0)

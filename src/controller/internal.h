@@ -116,9 +116,15 @@ struct sd_controller {
 	char *token;
 	int journal_fd;              /* RUNDIR/journal.jsonl, O_APPEND; -1 none */
 	char journal_path[SD_PATH_MAX + 64];
-	off_t journal_size;          /* its length after the last whole line */
+	off_t journal_size;          /* its length after the last whole line (the
+	                              * batch in flight's, see rundir.c) */
 	long journal_lost;           /* events lost since writes began failing, 0 none */
 	int journal_errno;           /* the error that started the failure */
+	char *jw_pend;               /* lines waiting for the batch in flight */
+	size_t jw_len, jw_cap;
+	long jw_events;              /* events in jw_pend */
+	double jw_first_time, jw_first_t;   /* the first one's time and t */
+	int jw_busy;                 /* a batch is being written */
 	int port;
 	double t0;               /* wall time the run started (a resumed run: its first start) */
 	double wall0, mono0;     /* wall and monotonic time this controller started */
@@ -175,6 +181,8 @@ double ctl_wall_s(void);
 double ctl_mono_s(void);
 double ctl_run_time_s(const struct sd_controller *c);
 void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev);
+/* At free, with the loop stopped: lines no batch took are written here. */
+void ctl_journal_drain(struct sd_controller *c);
 void ctl_journal_kv(struct sd_controller *c, enum sd_event_type type, const char *k1, const char *v1,
                     const char *k2, const char *v2);
 int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why);
