@@ -89,6 +89,7 @@ static void ckpt_write_done(uv_work_t *req, int status)
 			c->latest_data = w->data;
 			c->latest_len = w->len;
 			w->data = NULL;
+			ctl_stream_restart_all(c);   /* streams of the old bytes start over */
 		}
 		cJSON_AddStringToObject(ev, "path", w->path);
 		cJSON_AddNumberToObject(ev, "bytes", (double)w->len);

@@ -8,36 +8,59 @@
 struct write_req {
 	uv_write_t req;
 	char *data;
+	size_t stream_bytes;   /* a checkpoint stream's chunk: its size, else 0 */
 };
 
 static void on_write(uv_write_t *req, int status)
 {
 	struct write_req *w = (struct write_req *)req;
+	struct conn *k = req->handle->data;
+	k->stream_inflight -= w->stream_bytes;
+	int more = w->stream_bytes && status == 0 && k->streaming && !k->closing;
 	free(w->data);
 	free(w);
+	if (more)
+		ctl_stream_pump(k);
 }
 
-void ctl_conn_send(struct conn *k, cJSON *msg)
+/* Queues msg (consumed) on k's socket; returns the bytes queued, 0 if
+ * none (k closing, or the write failed). */
+static size_t conn_write(struct conn *k, cJSON *msg, int stream)
 {
 	if (k->closing) {
 		cJSON_Delete(msg);
-		return;
+		return 0;
 	}
 	struct write_req *w = sd_malloc(sizeof *w);
 	size_t len;
 	w->data = sd_msg_encode(msg, &len);
+	w->stream_bytes = stream ? len : 0;
 	cJSON_Delete(msg);
 	uv_buf_t buf = uv_buf_init(w->data, (unsigned)len);
 	if (uv_write(&w->req, (uv_stream_t *)&k->tcp, &buf, 1, on_write) < 0) {
 		free(w->data);
 		free(w);
+		return 0;
 	}
+	k->stream_inflight += w->stream_bytes;
+	return len;
+}
+
+void ctl_conn_send(struct conn *k, cJSON *msg)
+{
+	conn_write(k, msg, 0);
+}
+
+size_t ctl_conn_send_chunk(struct conn *k, cJSON *msg)
+{
+	return conn_write(k, msg, 1);
 }
 
 static void on_conn_closed(uv_handle_t *h)
 {
 	struct conn *k = h->data;
 	sd_line_reader_free(&k->rd);
+	cJSON_Delete(k->stream_then);
 	free(k);
 }
 

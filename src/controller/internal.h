@@ -78,6 +78,17 @@ struct conn {
 	int emulated;
 	char backend[8];     /* "cpu", "cuda" or "" (worker did not say) */
 	char device[64];     /* CUDA device name, "" on the CPU */
+	/* Streaming the latest checkpoint to it (a resuming rank 0, see
+	 * generation.c): the next offset to send, and the generation message
+	 * that goes after the last chunk. */
+	int streaming;
+	size_t stream_off;
+	cJSON *stream_then;
+	int stream_chunks;
+	int streamed;               /* it has the whole of ckpt streamed_step: */
+	long streamed_step;         /* a later generation need not stream it again */
+	size_t stream_inflight;     /* bytes of chunks handed to libuv, not yet written */
+	size_t stream_max_queued;   /* the most stream_inflight was */
 	struct conn *next;
 };
 
@@ -196,6 +207,10 @@ void ctl_kv_set(struct sd_controller *c, const char *key, const char *value);
 void ctl_kv_prune(struct sd_controller *c, long keep);
 
 /* conn.c */
+/* The same for a checkpoint stream's chunk: counted in k->stream_inflight
+ * until written, and its completion sends more (ctl_stream_pump).
+ * Returns the bytes queued (0: none). */
+size_t ctl_conn_send_chunk(struct conn *k, cJSON *msg);
 void ctl_conn_send(struct conn *k, cJSON *msg);
 void ctl_record_loss(struct sd_controller *c, struct conn *k, double at);
 void ctl_conn_close(struct conn *k, const char *why_lost);
@@ -207,6 +222,14 @@ void ctl_schedule_generation(struct sd_controller *c, const char *reason);
 void ctl_on_live_timer(uv_timer_t *t);
 void ctl_end_if_job_unloadable(struct sd_controller *c);
 void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m);
+
+/* generation.c: sends more of a checkpoint stream while k's socket has
+ * room (called as its writes complete); stops every stream (a new
+ * generation forms); starts every stream over (the latest checkpoint's
+ * bytes were replaced). */
+void ctl_stream_pump(struct conn *k);
+void ctl_stream_stop_all(struct sd_controller *c);
+void ctl_stream_restart_all(struct sd_controller *c);
 
 /* checkpoint.c */
 void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m);

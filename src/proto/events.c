@@ -47,6 +47,7 @@ static const char *const names[SD_EV_COUNT] = {
 	[SD_EV_CHECKPOINT] = "checkpoint",
 	[SD_EV_CHECKPOINT_FAILED] = "checkpoint_failed",
 	[SD_EV_CHECKPOINT_INVALID] = "checkpoint_invalid",
+	[SD_EV_CHECKPOINT_STREAMED] = "checkpoint_streamed",
 };
 
 const char *sd_event_name(enum sd_event_type t)
