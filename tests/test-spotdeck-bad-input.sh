@@ -13,9 +13,9 @@ expect_error "number beyond a double" "huge\.json: lr: .*got inf \(beyond" \
 [ ! -e "$T/r1" ] || fail "a bad job left $T/r1"
 
 printf '{"model":"mlp","provider":"gce"}' >"$T/gce.json"
-expect_error "provider not in this build (job)" "gce\.json: provider: 'gce' is not available" \
+expect_error "provider not in this build (job)" "gce\.json: provider\.name: 'gce' is not available in this build \(known: sim\)" \
 	$SPOTDECK --headless --job "$T/gce.json" --run-dir "$T/r2"
-expect_error "provider not in this build (option)" "^spotdeck: --provider: 'gce'" \
+expect_error "provider not in this build (option)" "^spotdeck: --provider: 'gce' is not available in this build \(known: sim\)" \
 	$SPOTDECK --headless --provider gce --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "an unavailable provider left $T/r2"
 

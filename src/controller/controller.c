@@ -47,6 +47,64 @@ void ctl_maybe_finish(struct sd_controller *c)
 	ctl_finish(c, 0);
 }
 
+/* Every worker exited before connecting: the run ends with the last one's
+ * own last words, which its log has, read on the thread pool. */
+struct last_words {
+	uv_work_t req;
+	struct sd_controller *c;
+	char server[64];
+	double status;
+	char log[SD_PATH_MAX + 96];
+	char last[256];
+};
+
+static void last_words_read(uv_work_t *req)
+{
+	struct last_words *w = req->data;
+	char line[256];
+	FILE *f = fopen(w->log, "r");
+	while (f && fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\r\n")] = 0;
+		if (line[0])
+			memcpy(w->last, line, sizeof w->last);
+	}
+	if (f)
+		fclose(f);
+}
+
+static void last_words_done(uv_work_t *req, int status)
+{
+	struct last_words *w = req->data;
+	struct sd_controller *c = w->c;
+	(void)status;
+	c->ending_no_worker = 0;
+	if (!c->exiting && !c->ever_authed) {
+		if (!c->fatal[0])
+			snprintf(c->fatal, sizeof c->fatal, "every worker exited before connecting; the last, %.32s, "
+			         "with status %.0f: %.300s", w->server, w->status,
+			         w->last[0] ? w->last : "(its log is empty)");
+		ctl_finish(c, 1);
+	}
+	free(w);
+}
+
+static void end_no_worker(struct sd_controller *c, const char *server, double status)
+{
+	if (c->ending_no_worker)
+		return;
+	struct last_words *w = sd_calloc(1, sizeof *w);
+	w->c = c;
+	w->req.data = w;
+	snprintf(w->server, sizeof w->server, "%s", server);
+	w->status = status;
+	snprintf(w->log, sizeof w->log, "%s/logs/%s.log", c->run_dir, server);
+	c->ending_no_worker = 1;
+	if (uv_queue_work(c->loop, &w->req, last_words_read, last_words_done) < 0) {
+		last_words_read(&w->req);
+		last_words_done(&w->req, 0);
+	}
+}
+
 static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 {
 	struct sd_controller *c = ctx;
@@ -83,23 +141,8 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 				others++;   /* the market took it: not a broken worker */
 		}
 	}
-	if (exited && !c->ever_authed && !c->exiting && others == 0) {
-		/* The worker's own last words, as its log has them. */
-		char log[SD_PATH_MAX + 96], last[256] = "", line[256];
-		snprintf(log, sizeof log, "%s/logs/%s.log", c->run_dir, server);
-		FILE *f = fopen(log, "r");
-		while (f && fgets(line, sizeof line, f)) {
-			line[strcspn(line, "\r\n")] = 0;
-			if (line[0])
-				memcpy(last, line, sizeof last);
-		}
-		if (f)
-			fclose(f);
-		if (!c->fatal[0])
-			snprintf(c->fatal, sizeof c->fatal, "every worker exited before connecting; the last, %.32s, "
-			         "with status %.0f: %.300s", server, status, last[0] ? last : "(its log is empty)");
-		ctl_finish(c, 1);
-	}
+	if (exited && !c->ever_authed && !c->exiting && others == 0)
+		end_no_worker(c, server, status);
 }
 
 static void hook_notice(void *ctx, const char *server, double seconds)

@@ -136,6 +136,7 @@ struct sd_controller {
 	long jw_events;              /* events in jw_pend */
 	double jw_first_time, jw_first_t;   /* the first one's time and t */
 	int jw_busy;                 /* a batch is being written */
+	int ending_no_worker;        /* reading the last worker's log to end the run */
 	int port;
 	double t0;               /* wall time the run started (a resumed run: its first start) */
 	double wall0, mono0;     /* wall and monotonic time this controller started */
