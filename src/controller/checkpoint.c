@@ -167,3 +167,98 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
 	}
 	free(bytes);
 }
+
+/* A resuming rank 0 gets the latest checkpoint from memory (the loop
+ * never waits on the disk for it) in chunks of SD_STREAM_CHUNK bytes, sent
+ * while fewer than SD_STREAM_QUEUED bytes of them wait to be written and
+ * continued as their writes complete (libuv calls back on a later loop
+ * turn), so neither one callback nor memory takes the whole checkpoint;
+ * its generation message goes after the last chunk. */
+#define SD_STREAM_CHUNK (256u * 1024u)
+#define SD_STREAM_QUEUED (1024u * 1024u)
+
+/* The stream to k is complete: journaled, then its generation message. */
+static void stream_done(struct sd_controller *c, struct conn *k)
+{
+	k->streaming = 0;
+	k->streamed = 1;
+	k->streamed_step = c->latest_ckpt_step;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	cJSON_AddNumberToObject(ev, "step", (double)c->latest_ckpt_step);
+	cJSON_AddNumberToObject(ev, "bytes", (double)c->latest_len);
+	cJSON_AddNumberToObject(ev, "chunks", k->stream_chunks);
+	cJSON_AddNumberToObject(ev, "max_queued_bytes", (double)k->stream_max_queued);
+	ctl_journal(c, SD_EV_CHECKPOINT_STREAMED, ev);
+	cJSON *g = k->stream_then;
+	k->stream_then = NULL;
+	if (g)
+		ctl_conn_send(k, g);
+}
+
+void ctl_stream_pump(struct conn *k)
+{
+	struct sd_controller *c = k->c;
+	while (k->streaming && !k->closing && k->stream_inflight < SD_STREAM_QUEUED) {
+		if (k->stream_off >= c->latest_len) {
+			stream_done(c, k);
+			return;
+		}
+		size_t off = k->stream_off, left = c->latest_len - off;
+		size_t n = left < SD_STREAM_CHUNK ? left : SD_STREAM_CHUNK;
+		char *hex = sd_hex_encode(c->latest_data + off, n);
+		cJSON *m = sd_msg_new(SD_MSG_CKPT_CHUNK);
+		cJSON_AddNumberToObject(m, "step", (double)c->latest_ckpt_step);
+		cJSON_AddNumberToObject(m, "offset", (double)off);
+		cJSON_AddNumberToObject(m, "total", (double)c->latest_len);
+		cJSON_AddStringToObject(m, "data", hex);
+		free(hex);
+		k->stream_off = off + n;
+		k->stream_chunks++;
+		if (!ctl_conn_send_chunk(k, m)) {
+			k->streaming = 0;   /* the connection is going: so is the stream */
+			return;
+		}
+		if (k->stream_inflight > k->stream_max_queued)
+			k->stream_max_queued = k->stream_inflight;
+	}
+}
+
+void ctl_stream_stop_all(struct sd_controller *c)
+{
+	for (struct conn *k = c->conns; k; k = k->next) {
+		k->streaming = 0;
+		cJSON_Delete(k->stream_then);
+		k->stream_then = NULL;
+	}
+}
+
+void ctl_stream_restart_all(struct sd_controller *c)
+{
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->streaming) {
+			k->streamed = 0;
+			k->stream_off = 0;   /* the worker starts over at offset 0 */
+			ctl_stream_pump(k);
+		}
+}
+
+int ctl_stream_checkpoint(struct sd_controller *c, struct conn *k, cJSON *then)
+{
+	if (!c->latest_data)
+		return -1;
+	if (k->streamed && k->streamed_step == c->latest_ckpt_step) {
+		/* It has these bytes already (a generation re-formed before it
+		 * joined): streaming them again would restart the copy it is
+		 * about to load. */
+		ctl_conn_send(k, then);
+		return 0;
+	}
+	k->streaming = 1;
+	k->stream_off = 0;
+	k->stream_chunks = 0;
+	k->stream_max_queued = k->stream_inflight;
+	k->stream_then = then;
+	ctl_stream_pump(k);
+	return 0;
+}

@@ -1,11 +1,13 @@
 /* src/controller/internal.h - what the controller's files share (private;
  * the public interface is controller.h).  Everything in src/controller/
- * runs on the loop thread, except the checkpoint writes it hands to the
- * thread pool.  The files, each one job:
- *   rundir.c: the run directory and its journal: clocks, journal events and
- *     their writing (a failed write said once, resumed), atomic files,
- *     resume scan (latest checkpoint, the journal of the run being resumed),
- *     the directory's lock, job, token and journal at create.
+ * runs on the loop thread, except the file work it hands to the thread
+ * pool (journal batches, checkpoint writes and pruning, a worker's log).
+ * The files, each one job:
+ *   rundir.c: the run directory: clocks, atomic files, resume scan (latest
+ *     checkpoint, the journal of the run being resumed), the directory's
+ *     lock, job, token and journal at create.
+ *   journal.c: journal events, shown at once and written in ordered batches
+ *     on the thread pool (a failed write said once, the gap marked).
  *   store.c: the rendezvous key-value store the workers' collectives set up
  *     through (Gloo's store).
  *   conn.c: worker connections: sending, closing, rejecting, reading lines,
@@ -14,12 +16,13 @@
  *   generation.c: generations: the batch split by measured speed, forming a
  *     generation, its timeout and the liveness checks that drop a silent
  *     worker, step reports and their metrics.
- *   checkpoint.c: the checkpoint sink: chunks from rank 0 assembled, written
- *     on the thread pool, verified, pruned.
+ *   checkpoint.c: the checkpoint sink (chunks from rank 0 assembled, written
+ *     on the thread pool, verified, pruned) and the paced streams of the
+ *     latest checkpoint to a resuming rank 0.
  *   commands.c: the operator's command table (add, drop, swap, checkpoint,
  *     pause, resume, quit, help); pending swaps are the fleet's.
- *   controller.c: the controller's life: create, start, the provider's
- *     hooks, run end, status for the view, close and free.
+ *   controller.c: the controller's life: create, start, the fleet's hooks,
+ *     run end, status for the view, close and free.
  */
 #ifndef SD_CONTROLLER_INTERNAL_H
 #define SD_CONTROLLER_INTERNAL_H
@@ -192,14 +195,16 @@ struct sd_controller {
 double ctl_wall_s(void);
 double ctl_mono_s(void);
 double ctl_run_time_s(const struct sd_controller *c);
-void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev);
-/* At free, with the loop stopped: lines no batch took are written here. */
-void ctl_journal_drain(struct sd_controller *c);
-void ctl_journal_kv(struct sd_controller *c, enum sd_event_type type, const char *k1, const char *v1,
-                    const char *k2, const char *v2);
 int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why);
 void ctl_find_latest_checkpoint(struct sd_controller *c);
 int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *opts, char **why);
+
+/* journal.c: appends an event (consumed); one of up to two string fields;
+ * at free, with the loop stopped, writes the lines no batch took. */
+void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev);
+void ctl_journal_kv(struct sd_controller *c, enum sd_event_type type, const char *k1, const char *v1,
+                    const char *k2, const char *v2);
+void ctl_journal_drain(struct sd_controller *c);
 
 /* store.c */
 struct kv *ctl_kv_find(struct sd_controller *c, const char *key);
@@ -208,11 +213,12 @@ void ctl_kv_set(struct sd_controller *c, const char *key, const char *value);
 void ctl_kv_prune(struct sd_controller *c, long keep);
 
 /* conn.c */
+/* Queues msg (consumed) on k's socket. */
+void ctl_conn_send(struct conn *k, cJSON *msg);
 /* The same for a checkpoint stream's chunk: counted in k->stream_inflight
  * until written, and its completion sends more (ctl_stream_pump).
  * Returns the bytes queued (0: none). */
 size_t ctl_conn_send_chunk(struct conn *k, cJSON *msg);
-void ctl_conn_send(struct conn *k, cJSON *msg);
 void ctl_record_loss(struct sd_controller *c, struct conn *k, double at);
 void ctl_conn_close(struct conn *k, const char *why_lost);
 void ctl_conn_reject(struct conn *k, enum sd_event_type event, const char *reason);
@@ -224,10 +230,13 @@ void ctl_on_live_timer(uv_timer_t *t);
 void ctl_end_if_job_unloadable(struct sd_controller *c);
 void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m);
 
-/* generation.c: sends more of a checkpoint stream while k's socket has
- * room (called as its writes complete); stops every stream (a new
- * generation forms); starts every stream over (the latest checkpoint's
- * bytes were replaced). */
+/* checkpoint.c, streams of the latest checkpoint to a resuming rank 0:
+ * starts one to k, `then` (its generation message) sent after the last
+ * chunk (-1, then not taken: the checkpoint's bytes are missing); sends
+ * more while k's socket has room (called as its writes complete); stops
+ * every stream (a new generation forms); starts every stream over (the
+ * latest checkpoint's bytes were replaced). */
+int ctl_stream_checkpoint(struct sd_controller *c, struct conn *k, cJSON *then);
 void ctl_stream_pump(struct conn *k);
 void ctl_stream_stop_all(struct sd_controller *c);
 void ctl_stream_restart_all(struct sd_controller *c);
