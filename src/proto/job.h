@@ -68,7 +68,10 @@ int sd_job_load(struct sd_job *j, const char *path, char **why);
  * validation; the round trip is exact, also through cJSON_Print and a parse:
  * the float settings are written as their shortest decimal form, and a
  * double that cJSON would print inexactly is stored as a raw JSON number of
- * 17 significant digits. */
+ * 17 significant digits (so are such numbers among the provider's own
+ * settings).  Only the provider object form is written: "provider":
+ * {"name", catalog, hazard_scale, boot_scale, notice_scale, market_seed,
+ * then the keys of provider_settings}. */
 cJSON *sd_job_to_json(const struct sd_job *j);
 int sd_job_from_json(struct sd_job *j, const cJSON *obj, const char *file_for_errors, char **why);
 
