@@ -80,13 +80,31 @@ static const char full_job[] =
 	"  \"keep_checkpoints\": 5,\n"
 	"  \"comm_timeout\": 2.5,\n"
 	"  \"log_every\": 1,\n"
-	"  \"provider\": \"sim\",\n"
-	"  \"catalog\": \"data/catalog-gce.json\",\n"
-	"  \"hazard_scale\": 0.30000000000000004,\n"
-	"  \"boot_scale\": 0.1,\n"
-	"  \"market_seed\": 42,\n"
+	"  \"provider\": {\n"
+	"    \"name\": \"sim\",\n"
+	"    \"catalog\": \"data/catalog-gce.json\",\n"
+	"    \"hazard_scale\": 0.30000000000000004,\n"
+	"    \"boot_scale\": 0.1,\n"
+	"    \"notice_scale\": 2,\n"
+	"    \"market_seed\": 42\n"
+	"  },\n"
 	"  \"cluster\": [\"gce/us-central1-a/v100x1/spot\", \"gce/europe-west4-b/k80x1/spot\"]\n"
 	"}\n";
+
+/* The same job as earlier versions wrote it (run directories hold such a
+ * job.json, and --resume reads it): the provider's keys at the top level,
+ * "provider" a bare name. */
+static const char full_job_flat[] =
+	"{\"model\": \"resnet20\", \"dataset\": \"cifar10\", \"data_dir\": \"/srv/data/cifar-10\","
+	" \"epochs\": 30, \"global_batch\": 256, \"lr\": 0.1, \"momentum\": 0.875,"
+	" \"weight_decay\": 1e-4, \"schedule\": \"step\", \"warmup_steps\": 500,"
+	" \"seed\": 9007199254740991, \"eval_batch\": 500, \"synthetic_samples\": 2048,"
+	" \"synthetic_c\": 1, \"synthetic_h\": 28, \"synthetic_w\": 28, \"workers\": 4,"
+	" \"threads_per_worker\": 2, \"checkpoint_every\": 0, \"keep_checkpoints\": 5,"
+	" \"comm_timeout\": 2.5, \"log_every\": 1, \"provider\": \"sim\","
+	" \"catalog\": \"data/catalog-gce.json\", \"hazard_scale\": 0.30000000000000004,"
+	" \"boot_scale\": 0.1, \"notice_scale\": 2, \"market_seed\": 42,"
+	" \"cluster\": [\"gce/us-central1-a/v100x1/spot\", \"gce/europe-west4-b/k80x1/spot\"]}";
 
 static void check_full(const struct sd_job *j)
 {
@@ -116,7 +134,9 @@ static void check_full(const struct sd_job *j)
 	CHECK_STR(j->catalog, "data/catalog-gce.json");
 	CHECK(j->hazard_scale == 0.30000000000000004);
 	CHECK(j->boot_scale == 0.1);
+	CHECK(j->notice_scale == 2.0);
 	CHECK_INT(j->market_seed, 42);
+	CHECK_STR(j->provider_settings, "");
 	CHECK_INT(j->ncluster, 2);
 	CHECK_STR(j->cluster[0], "gce/us-central1-a/v100x1/spot");
 	CHECK_STR(j->cluster[1], "gce/europe-west4-b/k80x1/spot");
@@ -178,8 +198,12 @@ static void test_full(void)
 	CHECK(strstr(text, "\"weight_decay\":0.0001,") != NULL);
 	CHECK(strstr(text, "\"momentum\":0.875,") != NULL);
 	CHECK(strstr(text, "\"seed\":9007199254740991,") != NULL);
-	CHECK(strstr(text, "\"hazard_scale\":0.30000000000000004,") != NULL);
 	CHECK(strstr(text, "\"schedule\":\"step\"") != NULL);
+	/* Only the nested form is written: the provider's keys in its object. */
+	CHECK(strstr(text, ",\"provider\":{\"name\":\"sim\",\"catalog\":\"data/catalog-gce.json\","
+	             "\"hazard_scale\":0.30000000000000004,\"boot_scale\":0.1,\"notice_scale\":2,"
+	             "\"market_seed\":42},\"cluster\":") != NULL, "%s", text);
+	CHECK(strstr(strstr(text, "\"hazard_scale\"") + 1, "\"hazard_scale\"") == NULL);
 	/* ... and parses back as a job file. */
 	struct sd_job again;
 	CHECK_INT(sd_job_parse(&again, text, strlen(text), "again.json", &why), 0);
@@ -190,6 +214,15 @@ static void test_full(void)
 	struct sd_job d;
 	sd_job_defaults(&d);
 	check_round_trip(&d, "defaults");
+
+	/* The old flat form is read as the same job. */
+	struct sd_job flat;
+	rc = sd_job_parse(&flat, full_job_flat, sizeof full_job_flat - 1, "flat.json", &why);
+	if (rc != 0)
+		fprintf(stderr, "flat job: %s\n", why);
+	CHECK_INT(rc, 0);
+	check_full(&flat);
+	CHECK(sd_job_equal(&flat, &j));
 
 	/* Awkward values set by a program, not read from a file. */
 	j.train.lr = nextafterf(0.1f, 1.0f);
@@ -268,7 +301,53 @@ static const struct bad_job bad_jobs[] = {
 	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic)" },
 	{ "{\"schedule\": \"linear\"}",
 	  "job.json: schedule: unknown schedule 'linear' (known: constant, step, cosine)" },
-	{ "{\"provider\": \"aws\"}", "job.json: provider: unknown provider 'aws' (known: sim, gce)" },
+	/* The provider object; its name's shape only (the registry, a layer
+	 * above, checks it is known). */
+	{ "{\"provider\": \"Sim!\"}",
+	  "job.json: provider: expected a provider name ([a-z0-9-], 1 to 15 bytes), got \"Sim!\"" },
+	{ "{\"provider\": \"\"}",
+	  "job.json: provider: expected a provider name ([a-z0-9-], 1 to 15 bytes), got \"\"" },
+	{ "{\"provider\": {\"name\": \"Sim!\"}}",
+	  "job.json: provider.name: expected a provider name ([a-z0-9-], 1 to 15 bytes), got \"Sim!\"" },
+	{ "{\"provider\": {\"name\": \"abcdefghijklmnop\"}}",
+	  "job.json: provider.name: expected a provider name ([a-z0-9-], 1 to 15 bytes), got "
+	  "\"abcdefghijklmnop\"" },
+	{ "{\"provider\": {\"name\": \"a_b\"}}", "job.json: provider.name: expected a provider name" },
+	{ "{\"provider\": {\"name\": \"\"}}", "job.json: provider.name: expected a provider name" },
+	{ "{\"provider\": {\"name\": 3}}",
+	  "job.json: provider.name: expected a provider name ([a-z0-9-], 1 to 15 bytes), got 3" },
+	{ "{\"provider\": {\"name\": null}}", "job.json: provider.name: expected a provider name" },
+	{ "{\"provider\": {}}", "job.json: provider.name: missing" },
+	{ "{\"provider\": {\"hazard_scale\": 2, \"zone\": \"a\"}}", "job.json: provider.name: missing" },
+	{ "{\"provider\": {\"name\": \"sim\", \"name\": \"gce\"}}", "job.json: provider.name: given twice" },
+	{ "{\"provider\": 3}",
+	  "job.json: provider: expected an object {\"name\": ...} or a provider name, got 3" },
+	{ "{\"provider\": [\"sim\"]}",
+	  "job.json: provider: expected an object {\"name\": ...} or a provider name, got [\"sim\"]" },
+	{ "{\"provider\": \"sim\", \"provider\": {\"name\": \"sim\"}}", "job.json: provider: given twice" },
+	{ "{\"provider\": {\"name\": \"sim\", \"hazard_scale\": -1}}",
+	  "job.json: provider.hazard_scale: expected a number in (0, 1e+06], got -1" },
+	{ "{\"provider\": {\"name\": \"sim\", \"notice_scale\": 0}}",
+	  "job.json: provider.notice_scale: expected a number in (0, 1000], got 0" },
+	{ "{\"provider\": {\"name\": \"sim\", \"boot_scale\": \"fast\"}}",
+	  "job.json: provider.boot_scale: expected a number in [0, 1000], got \"fast\"" },
+	{ "{\"provider\": {\"name\": \"sim\", \"market_seed\": 1.5}}",
+	  "job.json: provider.market_seed: expected a non-negative integer, got 1.5" },
+	{ "{\"provider\": {\"name\": \"sim\", \"catalog\": 7}}",
+	  "job.json: provider.catalog: expected a string, got 7" },
+	{ "{\"provider\": {\"name\": \"sim\", \"boot_scale\": 1, \"boot_scale\": 1}}",
+	  "job.json: provider.boot_scale: given twice" },
+	{ "{\"provider\": {\"name\": \"gce\", \"zone\": \"a\", \"zone\": \"b\"}}",
+	  "job.json: provider.zone: given twice" },
+	/* A typed key in both forms, in either order. */
+	{ "{\"hazard_scale\": 2, \"provider\": {\"name\": \"sim\", \"hazard_scale\": 2}}",
+	  "job.json: hazard_scale: given both at the top level and in provider" },
+	{ "{\"provider\": {\"name\": \"sim\", \"market_seed\": 2}, \"market_seed\": 2}",
+	  "job.json: market_seed: given both at the top level and in provider" },
+	{ "{\"catalog\": \"\", \"provider\": {\"name\": \"gce\", \"catalog\": \"\"}}",
+	  "job.json: catalog: given both at the top level and in provider" },
+	{ "{\"hazard_scal\": 2}", "job.json: hazard_scal: unknown key (did you mean 'hazard_scale'?)" },
+	{ "{\"name\": \"sim\"}", "job.json: name: unknown key" },
 	{ "{\"lr\": 0}", "job.json: lr: expected a number in (0, 100], got 0" },
 	{ "{\"lr\": -0.1}", "job.json: lr: expected a number in (0, 100], got -0.1" },
 	{ "{\"lr\": 1e-300}", "job.json: lr: expected a number in (0, 100], got 1e-300" },
@@ -290,6 +369,8 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"seed\": 9007199254740994}",
 	  "job.json: seed: expected an integer from 0 to 9007199254740992, got 9007199254740994" },
 	{ "{\"hazard_scale\": -1}", "job.json: hazard_scale: expected a number in (0, 1e+06], got -1" },
+	{ "{\"provider\": \"sim\", \"boot_scale\": -1}",
+	  "job.json: boot_scale: expected a number in [0, 1000], got -1" },
 	{ "{\"hazard_scale\": 0}", "job.json: hazard_scale: expected a number in (0, 1e+06], got 0" },
 	{ "{\"notice_scale\": 0}", "job.json: notice_scale: expected a number in (0, 1000], got 0" },
 	{ "{\"cluster\": \"a\"}", "job.json: cluster: expected an array of offer ids, got \"a\"" },
@@ -357,10 +438,109 @@ static void test_bad_jobs(void)
 	free(why);
 }
 
+/* The provider object: any well-formed name, the provider's own settings
+ * kept as text, written back into the object, and the flat form. */
+static void test_provider(void)
+{
+	struct sd_job j, k;
+	char *why = NULL;
+	static const char *const names[] = { "gce", "ssh", "my-cloud-2", "abcdefghijklmno", "0", "-" };
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char text[96];
+		int len = snprintf(text, sizeof text, "{\"provider\": {\"name\": \"%s\"}}", names[i]);
+		CHECK_INT(sd_job_parse(&j, text, (size_t)len, "job.json", &why), 0);
+		CHECK_STR(j.provider, names[i]);
+		CHECK_STR(j.provider_settings, "");
+		len = snprintf(text, sizeof text, "{\"provider\": \"%s\"}", names[i]);
+		CHECK_INT(sd_job_parse(&k, text, (size_t)len, "job.json", &why), 0);
+		CHECK(sd_job_equal(&j, &k));
+		check_round_trip(&j, names[i]);
+	}
+
+	/* Other keys are the provider's, kept in the file's order. */
+	static const char with_settings[] =
+		"{\"epochs\": 2, \"provider\": {\"zone\": \"europe-west4-b\", \"name\": \"gce\",\n"
+		"  \"hazard_scale\": 2, \"project\": \"p-1\", \"tags\": [\"a\", 1.5, null, true],\n"
+		"  \"limits\": {\"gpus\": 8, \"note\": \"caf\\u00e9\"}, \"ratio\": 0.1, \"huge\": 1e300,\n"
+		"  \"big\": 9007199254740993}, \"log_every\": 3}";
+	CHECK_INT(sd_job_parse(&j, with_settings, sizeof with_settings - 1, "job.json", &why), 0);
+	CHECK_STR(j.provider, "gce");
+	CHECK(j.hazard_scale == 2.0);
+	CHECK_INT(j.train.epochs, 2);
+	CHECK_INT(j.log_every, 3);
+	CHECK_STR(j.provider_settings,
+	          "{\"zone\":\"europe-west4-b\",\"project\":\"p-1\",\"tags\":[\"a\",1.5,null,true],"
+	          "\"limits\":{\"gpus\":8,\"note\":\"caf\xc3\xa9\"},\"ratio\":0.1,\"huge\":1e+300,"
+	          "\"big\":9007199254740992}");
+	check_round_trip(&j, "provider settings");
+
+	/* The helper gives them parsed, a copy the caller owns. */
+	cJSON *set = sd_job_provider_settings(&j);
+	CHECK(cJSON_IsObject(set));
+	CHECK_INT(cJSON_GetArraySize(set), 7);
+	const cJSON *zone = cJSON_GetObjectItemCaseSensitive(set, "zone");
+	CHECK(cJSON_IsString(zone) && strcmp(zone->valuestring, "europe-west4-b") == 0);
+	const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(set, "limits"), "gpus");
+	CHECK(cJSON_IsNumber(gpus) && gpus->valuedouble == 8);
+	CHECK(cJSON_GetObjectItemCaseSensitive(set, "name") == NULL);
+	CHECK(cJSON_GetObjectItemCaseSensitive(set, "hazard_scale") == NULL);
+	cJSON_Delete(set);
+	sd_job_defaults(&k);
+	set = sd_job_provider_settings(&k);
+	CHECK(cJSON_IsObject(set) && cJSON_GetArraySize(set) == 0);
+	cJSON_Delete(set);
+
+	/* Written back into the provider object, after the typed keys. */
+	cJSON *obj = sd_job_to_json(&j);
+	char *text = cJSON_PrintUnformatted(obj);
+	CHECK(strstr(text, "\"provider\":{\"name\":\"gce\",\"catalog\":\"\",\"hazard_scale\":2,"
+	             "\"boot_scale\":1,\"notice_scale\":1,\"market_seed\":1,\"zone\":\"europe-west4-b\","
+	             "\"project\":\"p-1\",") != NULL, "%s", text);
+	CHECK(strstr(text, "\"big\":9007199254740992},\"cluster\":[]}") != NULL, "%s", text);
+	CHECK_INT(sd_job_parse(&k, text, strlen(text), "again.json", &why), 0);
+	CHECK(sd_job_equal(&j, &k));
+	CHECK_STR(k.provider_settings, j.provider_settings);
+	free(text);
+	cJSON_Delete(obj);
+
+	/* The settings take part in sd_job_equal. */
+	k.provider_settings[strlen(k.provider_settings) - 2] = '3';
+	CHECK(!sd_job_equal(&j, &k));
+	k.provider_settings[0] = '\0';
+	CHECK(!sd_job_equal(&j, &k));
+
+	/* The flat keys may sit beside an object that does not repeat them. */
+	static const char mixed[] =
+		"{\"hazard_scale\": 3, \"provider\": {\"name\": \"sim\", \"boot_scale\": 0.5}, \"market_seed\": 9}";
+	CHECK_INT(sd_job_parse(&j, mixed, sizeof mixed - 1, "job.json", &why), 0);
+	CHECK(j.hazard_scale == 3.0 && j.boot_scale == 0.5);
+	CHECK_INT(j.market_seed, 9);
+	CHECK_STR(j.provider_settings, "");
+
+	/* At most 2047 bytes of settings: {"s":"xxx..."} is 8 bytes more than
+	 * its x's. */
+	size_t n = sizeof j.provider_settings + 64;
+	char *big = malloc(n);
+	int len = snprintf(big, n, "{\"provider\": {\"name\": \"x\", \"s\": \"%0*d\"}}",
+	                   (int)sizeof j.provider_settings - 1 - 8, 0);
+	CHECK_INT(sd_job_parse(&j, big, (size_t)len, "job.json", &why), 0);
+	CHECK_INT(strlen(j.provider_settings), sizeof j.provider_settings - 1);
+	check_round_trip(&j, "settings at the limit");
+	len = snprintf(big, n, "{\"provider\": {\"name\": \"x\", \"s\": \"%0*d\"}}",
+	               (int)sizeof j.provider_settings - 8, 0);
+	CHECK_INT(sd_job_parse(&j, big, (size_t)len, "job.json", &why), -1);
+	CHECK_STR(why, "job.json: provider: settings longer than 2047 bytes");
+	CHECK_STR(j.provider, "x");   /* untouched */
+	free(big);
+	free(why);
+}
+
 int main(void)
 {
 	test_defaults();
 	test_full();
 	test_bad_jobs();
+	test_provider();
 	return check_exit("test-job");
 }

@@ -36,11 +36,16 @@ enum sd_key_kind {
 	K_DOUBLE,     /* double in the interval lo..hi */
 	K_SCHEDULE,   /* enum sd_lr_kind */
 	K_CLUSTER,    /* cluster[] + ncluster */
+	K_PROVIDER,   /* provider[] (+ the IN_PROVIDER keys, provider_settings): an
+	               * object {"name": ..., ...}, or the bare name (older files) */
 };
 
 /* Intervals for K_FLOAT / K_DOUBLE: whether each end is excluded. */
 #define OPEN_LO 1u
 #define OPEN_HI 2u
+/* A key of the provider object (written there; older files have it at the
+ * top level, which is still read). */
+#define IN_PROVIDER 4u
 
 struct sd_job_key {
 	const char *name;
@@ -57,8 +62,6 @@ struct sd_job_key {
 static const char *const sd_dataset_names[] = {
 	"fashion-mnist", "mnist", "cifar10", "synthetic", NULL
 };
-/* Market providers (DESIGN.md, "Market and providers"). */
-static const char *const sd_provider_names[] = { "sim", "gce", NULL };
 static const char *const sd_schedule_names[] = { "constant", "step", "cosine", NULL };
 
 #define OFF(field) offsetof(struct sd_job, field)
@@ -88,12 +91,13 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "keep_checkpoints", K_INT, OFF(keep_checkpoints), 0, 1, 1000, 0, NULL, NULL },
 	{ "comm_timeout", K_DOUBLE, OFF(comm_timeout_s), 0, 0.1, 600, 0, NULL, NULL },
 	{ "log_every", K_INT, OFF(log_every), 0, 1, 1000000, 0, NULL, NULL },
-	{ "provider", K_NAME, OFF(provider), SZ(provider), 0, 0, 0, sd_provider_names, "provider" },
-	{ "catalog", K_STR, OFF(catalog), SZ(catalog), 0, 0, 0, NULL, NULL },
-	{ "hazard_scale", K_DOUBLE, OFF(hazard_scale), 0, 0, 1e6, OPEN_LO, NULL, NULL },
-	{ "boot_scale", K_DOUBLE, OFF(boot_scale), 0, 0, 1000, 0, NULL, NULL },
-	{ "notice_scale", K_DOUBLE, OFF(notice_scale), 0, 0, 1000, OPEN_LO, NULL, NULL },
-	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, 0, NULL, NULL },
+	{ "provider", K_PROVIDER, OFF(provider), SZ(provider), 0, 0, 0, NULL, NULL },
+	{ "catalog", K_STR, OFF(catalog), SZ(catalog), 0, 0, IN_PROVIDER, NULL, NULL },
+	{ "hazard_scale", K_DOUBLE, OFF(hazard_scale), 0, 0, 1e6, OPEN_LO | IN_PROVIDER, NULL, NULL },
+	{ "boot_scale", K_DOUBLE, OFF(boot_scale), 0, 0, 1000, IN_PROVIDER, NULL, NULL },
+	{ "notice_scale", K_DOUBLE, OFF(notice_scale), 0, 0, 1000, OPEN_LO | IN_PROVIDER, NULL,
+	  NULL },
+	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, IN_PROVIDER, NULL, NULL },
 	{ "cluster", K_CLUSTER, OFF(cluster), SZ(cluster[0]), 0, SD_JOB_CLUSTER_MAX, 0, NULL, NULL },
 };
 
@@ -170,11 +174,11 @@ static int sd_json_number(const cJSON *item, double *out)
 	return -1;
 }
 
-/* Adds d under name so that parsing the printed JSON gives d back exactly:
- * cJSON prints 15 significant digits (17 only when the 15-digit form is not
- * even approximately equal), so a value that needs more goes in as raw text
- * of 17 digits, which always round-trips (IEEE 754, 5.12.2). */
-static void sd_json_add_double(cJSON *obj, const char *name, double d)
+/* A number item for d such that parsing the printed JSON gives d back
+ * exactly: cJSON prints 15 significant digits (17 only when the 15-digit
+ * form is not even approximately equal), so a value that needs more becomes
+ * raw text of 17 digits, which always round-trips (IEEE 754, 5.12.2). */
+static cJSON *sd_json_double_item(double d)
 {
 	char buf[40];
 	double back;
@@ -188,8 +192,40 @@ static void sd_json_add_double(cJSON *obj, const char *name, double d)
 		sd_format_double(buf, sizeof buf, 17, d);
 		item = cJSON_CreateRaw(buf);
 	}
-	if (!item || !cJSON_AddItemToObject(obj, name, item))
+	if (!item)
 		sd_oom();
+	return item;
+}
+
+/* Adds d under name, exactly (sd_json_double_item). */
+static void sd_json_add_double(cJSON *obj, const char *name, double d)
+{
+	if (!cJSON_AddItemToObject(obj, name, sd_json_double_item(d)))
+		sd_oom();
+}
+
+/* Makes every number in the tree under node print exactly: those cJSON
+ * would print inexactly become raw items (sd_json_double_item), so that the
+ * provider's settings (a parsed copy of the user's values) lose no digit
+ * through printing.  Depth is bounded by cJSON's nesting limit. */
+static void sd_json_exact_numbers(cJSON *node)
+{
+	cJSON *e = node->child;
+	while (e) {
+		cJSON *next = e->next;
+		double d;
+		if ((cJSON_IsNumber(e) || cJSON_IsRaw(e)) && sd_json_number(e, &d) == 0) {
+			cJSON *exact = sd_json_double_item(d);
+			exact->string = e->string;   /* the key moves over (NULL in an array) */
+			exact->type |= e->type & cJSON_StringIsConst;
+			e->string = NULL;
+			if (!cJSON_ReplaceItemViaPointer(node, e, exact))
+				sd_oom();
+		} else if (cJSON_IsArray(e) || cJSON_IsObject(e)) {
+			sd_json_exact_numbers(e);
+		}
+		e = next;
+	}
 }
 
 /* Adds a float as the double nearest to its shortest decimal form (at most 9
@@ -293,31 +329,32 @@ static const char *sd_join_names(const char *const *names, char *buf, size_t siz
 	return buf;
 }
 
-/* "FILE: KEY: expected ..., got VALUE" for an integer key. */
-static int sd_bad_int(const struct sd_job_key *k, const cJSON *v, double d, int is_int,
-                      const char *file, char **why)
+/* "FILE: KEY: expected ..., got VALUE" for an integer key; name is the key's
+ * path in the file ("market_seed", "provider.market_seed"). */
+static int sd_bad_int(const struct sd_job_key *k, const char *name, const cJSON *v, double d,
+                      int is_int, const char *file, char **why)
 {
 	char shown[48];
 	sd_json_show(v, shown, sizeof shown);
 	if (is_int && d > k->hi)
 		return sd_why(why, "%s: %s: expected an integer from %.0f to %.0f, got %s", file,
-		              k->name, k->lo, k->hi, shown);
+		              name, k->lo, k->hi, shown);
 	if (k->lo == 1)
-		return sd_why(why, "%s: %s: expected a positive integer, got %s", file, k->name, shown);
+		return sd_why(why, "%s: %s: expected a positive integer, got %s", file, name, shown);
 	if (k->lo == 0)
-		return sd_why(why, "%s: %s: expected a non-negative integer, got %s", file, k->name,
+		return sd_why(why, "%s: %s: expected a non-negative integer, got %s", file, name,
 		              shown);
-	return sd_why(why, "%s: %s: expected an integer from %.0f to %.0f, got %s", file, k->name,
+	return sd_why(why, "%s: %s: expected an integer from %.0f to %.0f, got %s", file, name,
 	              k->lo, k->hi, shown);
 }
 
 /* "FILE: KEY: expected a number in [lo, hi), got VALUE". */
-static int sd_bad_number(const struct sd_job_key *k, const cJSON *v, const char *file,
-                         char **why)
+static int sd_bad_number(const struct sd_job_key *k, const char *name, const cJSON *v,
+                         const char *file, char **why)
 {
 	char shown[48];
 	sd_json_show(v, shown, sizeof shown);
-	return sd_why(why, "%s: %s: expected a number in %c%g, %g%c, got %s", file, k->name,
+	return sd_why(why, "%s: %s: expected a number in %c%g, %g%c, got %s", file, name,
 	              (k->flags & OPEN_LO) ? '(' : '[', k->lo, k->hi,
 	              (k->flags & OPEN_HI) ? ')' : ']', shown);
 }
@@ -335,9 +372,10 @@ static int sd_in_interval(const struct sd_job_key *k, double d)
 
 /* ---- parsing ---- */
 
-/* Sets key k of j from the JSON value v; 0 or -1 with *why. */
-static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const cJSON *v,
-                      const char *file, char **why)
+/* Sets key k of j from the JSON value v (not for K_PROVIDER); name is the
+ * key's path for messages.  0 or -1 with *why. */
+static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *name,
+                      const cJSON *v, const char *file, char **why)
 {
 	char *base = (char *)j + k->offset;
 	char shown[48], list[160];
@@ -347,12 +385,12 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const cJSON 
 	case K_NAME:
 	case K_SCHEDULE: {
 		if (!cJSON_IsString(v) || !v->valuestring)
-			return sd_why(why, "%s: %s: expected a string, got %s", file, k->name,
+			return sd_why(why, "%s: %s: expected a string, got %s", file, name,
 			              sd_json_show(v, shown, sizeof shown));
 		const char *s = v->valuestring;
 		if (k->kind == K_STR) {
 			if (strlen(s) >= k->size)
-				return sd_why(why, "%s: %s: longer than %zu bytes", file, k->name,
+				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
 				              k->size - 1);
 			snprintf(base, k->size, "%s", s);
 			return 0;
@@ -371,16 +409,16 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const cJSON 
 			return 0;
 		}
 		sd_key_show(s, shown, sizeof shown);
-		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s)", file, k->name, k->what,
+		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s)", file, name, k->what,
 		              shown, sd_join_names(k->names, list, sizeof list));
 	}
 	case K_INT:
 	case K_LONG:
 	case K_U64: {
 		if (sd_json_number(v, &d) < 0 || d != floor(d))
-			return sd_bad_int(k, v, 0, 0, file, why);
+			return sd_bad_int(k, name, v, 0, 0, file, why);
 		if (d < k->lo || d > k->hi)
-			return sd_bad_int(k, v, d, 1, file, why);
+			return sd_bad_int(k, name, v, d, 1, file, why);
 		if (k->kind == K_INT)
 			*(int *)base = (int)d;
 		else if (k->kind == K_LONG)
@@ -394,38 +432,38 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const cJSON 
 		 * the momentum 1 it would become. */
 		if (sd_json_number(v, &d) < 0 || fabs(d) > FLT_MAX ||
 		    !sd_in_interval(k, (double)(float)d))
-			return sd_bad_number(k, v, file, why);
+			return sd_bad_number(k, name, v, file, why);
 		*(float *)base = (float)d;
 		return 0;
 	}
 	case K_DOUBLE:
 		if (sd_json_number(v, &d) < 0 || !sd_in_interval(k, d))
-			return sd_bad_number(k, v, file, why);
+			return sd_bad_number(k, name, v, file, why);
 		*(double *)base = d;
 		return 0;
 	case K_CLUSTER: {
 		if (!cJSON_IsArray(v))
 			return sd_why(why, "%s: %s: expected an array of offer ids, got %s", file,
-			              k->name, sd_json_show(v, shown, sizeof shown));
+			              name, sd_json_show(v, shown, sizeof shown));
 		int n = cJSON_GetArraySize(v);
 		if (n > SD_JOB_CLUSTER_MAX)
-			return sd_why(why, "%s: %s: at most %d offers, got %d", file, k->name,
+			return sd_why(why, "%s: %s: at most %d offers, got %d", file, name,
 			              SD_JOB_CLUSTER_MAX, n);
 		int i = 0;
 		const cJSON *e;
 		cJSON_ArrayForEach(e, v) {
 			if (!cJSON_IsString(e) || !e->valuestring)
 				return sd_why(why, "%s: %s[%d]: expected an offer id string, got %s", file,
-				              k->name, i, sd_json_show(e, shown, sizeof shown));
+				              name, i, sd_json_show(e, shown, sizeof shown));
 			const char *s = e->valuestring;
 			size_t len = strlen(s);
 			if (len == 0 || len >= k->size)
 				return sd_why(why, "%s: %s[%d]: an offer id is 1 to %zu bytes, got %zu",
-				              file, k->name, i, k->size - 1, len);
+				              file, name, i, k->size - 1, len);
 			for (size_t c = 0; c < len; c++) {
 				if ((unsigned char)s[c] <= 0x20 || (unsigned char)s[c] >= 0x7f)
 					return sd_why(why, "%s: %s[%d]: offer id '%s' has a space or a "
-					              "non-printable character", file, k->name, i,
+					              "non-printable character", file, name, i,
 					              sd_key_show(s, shown, sizeof shown));
 			}
 			snprintf(j->cluster[i], sizeof j->cluster[i], "%s", s);
@@ -434,8 +472,148 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const cJSON 
 		j->ncluster = i;
 		return 0;
 	}
+	case K_PROVIDER:
+		break;
 	}
-	return sd_why(why, "%s: %s: unhandled setting", file, k->name);
+	return sd_why(why, "%s: %s: unhandled setting", file, name);
+}
+
+/* 1 if s is a provider name: 1 to 15 bytes of [a-z0-9-] (the registry, a
+ * layer above, checks that it names a provider it knows). */
+static int sd_provider_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n >= SZ(provider))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/* Sets j->provider from v, which name (the key's path) must hold a provider
+ * name. */
+static int sd_job_set_provider_name(struct sd_job *j, const char *name, const cJSON *v,
+                                    const char *file, char **why)
+{
+	char shown[48];
+	if (!cJSON_IsString(v) || !v->valuestring || !sd_provider_name_ok(v->valuestring))
+		return sd_why(why, "%s: %s: expected a provider name ([a-z0-9-], 1 to %zu bytes), "
+		              "got %s", file, name, SZ(provider) - 1,
+		              sd_json_show(v, shown, sizeof shown));
+	snprintf(j->provider, sizeof j->provider, "%s", v->valuestring);
+	return 0;
+}
+
+/* The index in sd_job_keys of the key called name, or SD_JOB_NKEYS. */
+static size_t sd_job_key_find(const char *name)
+{
+	size_t i = 0;
+	while (i < SD_JOB_NKEYS && strcmp(name, sd_job_keys[i].name) != 0)
+		i++;
+	return i;
+}
+
+/* What sd_job_from_json has seen so far, to refuse a key given twice or in
+ * both forms whatever their order. */
+struct sd_job_seen {
+	unsigned char top[SD_JOB_NKEYS];        /* at the top level */
+	unsigned char in_provider[SD_JOB_NKEYS];   /* in the provider object */
+};
+
+static int sd_job_both_forms(const struct sd_job_key *k, const char *file, char **why)
+{
+	return sd_why(why, "%s: %s: given both at the top level and in provider", file, k->name);
+}
+
+/* Reads the provider object v into j: "name", the IN_PROVIDER keys, and
+ * every other key into j->provider_settings. */
+static int sd_job_provider_from_json(struct sd_job *j, const cJSON *v, struct sd_job_seen *seen,
+                                     const char *file, char **why)
+{
+	char shown[48], path[80];
+	const cJSON *name = NULL, *e;
+	cJSON *settings = cJSON_CreateObject();
+	if (!settings)
+		sd_oom();
+	cJSON_ArrayForEach(e, v) {
+		const char *key = e->string ? e->string : "";
+		size_t i = sd_job_key_find(key);
+		int rc = 0;
+		if (strcmp(key, "name") == 0) {
+			if (name)
+				rc = sd_why(why, "%s: provider.name: given twice", file);
+			name = e;
+		} else if (i < SD_JOB_NKEYS && (sd_job_keys[i].flags & IN_PROVIDER)) {
+			snprintf(path, sizeof path, "provider.%s", key);
+			if (seen->in_provider[i])
+				rc = sd_why(why, "%s: %s: given twice", file, path);
+			else if (seen->top[i])
+				rc = sd_job_both_forms(&sd_job_keys[i], file, why);
+			else
+				rc = sd_job_set(j, &sd_job_keys[i], path, e, file, why);
+			seen->in_provider[i] = 1;
+		} else if (cJSON_GetObjectItemCaseSensitive(settings, key)) {
+			rc = sd_why(why, "%s: provider.%s: given twice", file,
+			            sd_key_show(key, shown, sizeof shown));
+		} else {
+			cJSON *copy = cJSON_Duplicate(e, 1);
+			if (!copy || !cJSON_AddItemToObject(settings, key, copy))
+				sd_oom();
+		}
+		if (rc < 0) {
+			cJSON_Delete(settings);
+			return -1;
+		}
+	}
+	int rc = name ? sd_job_set_provider_name(j, "provider.name", name, file, why)
+	         : sd_why(why, "%s: provider.name: missing", file);
+	if (rc == 0 && cJSON_GetArraySize(settings) > 0) {
+		sd_json_exact_numbers(settings);
+		char *text = cJSON_PrintUnformatted(settings);
+		if (!text)
+			sd_oom();
+		if (strlen(text) >= sizeof j->provider_settings)
+			rc = sd_why(why, "%s: provider: settings longer than %zu bytes", file,
+			            sizeof j->provider_settings - 1);
+		else
+			snprintf(j->provider_settings, sizeof j->provider_settings, "%s", text);
+		free(text);
+	}
+	cJSON_Delete(settings);
+	return rc;
+}
+
+/* The top-level "provider": the object, or a bare name as older files have. */
+static int sd_job_set_provider(struct sd_job *j, const cJSON *v, struct sd_job_seen *seen,
+                               const char *file, char **why)
+{
+	char shown[48];
+	if (cJSON_IsObject(v))
+		return sd_job_provider_from_json(j, v, seen, file, why);
+	if (cJSON_IsString(v))
+		return sd_job_set_provider_name(j, "provider", v, file, why);
+	return sd_why(why, "%s: provider: expected an object {\"name\": ...} or a provider name, "
+	              "got %s", file, sd_json_show(v, shown, sizeof shown));
+}
+
+/* "FILE: KEY: unknown key" with the nearest known key, if one is close. */
+static int sd_job_unknown_key(const char *name, const char *file, char **why)
+{
+	char shown[48];
+	const char *best = NULL;
+	int best_d = 3;
+	for (size_t k = 0; k < SD_JOB_NKEYS; k++) {
+		int dist = sd_edit_distance(name, sd_job_keys[k].name);
+		if (dist < best_d) {
+			best_d = dist;
+			best = sd_job_keys[k].name;
+		}
+	}
+	sd_key_show(name, shown, sizeof shown);
+	if (best)
+		return sd_why(why, "%s: %s: unknown key (did you mean '%s'?)", file, shown, best);
+	return sd_why(why, "%s: %s: unknown key (see spotdeck-job(5))", file, shown);
 }
 
 int sd_job_from_json(struct sd_job *out, const cJSON *obj, const char *file, char **why)
@@ -448,45 +626,31 @@ int sd_job_from_json(struct sd_job *out, const cJSON *obj, const char *file, cha
 		              obj ? sd_json_show(obj, shown, sizeof shown) : "nothing");
 	struct sd_job *j = sd_malloc(sizeof *j);
 	sd_job_defaults(j);
-	unsigned char seen[SD_JOB_NKEYS] = { 0 };
+	struct sd_job_seen seen;
+	memset(&seen, 0, sizeof seen);
 	const cJSON *v;
+	int rc = 0;
 	cJSON_ArrayForEach(v, obj) {
 		const char *name = v->string ? v->string : "";
-		size_t i = 0;
-		while (i < SD_JOB_NKEYS && strcmp(name, sd_job_keys[i].name) != 0)
-			i++;
-		if (i == SD_JOB_NKEYS) {
-			const char *best = NULL;
-			int best_d = 3;
-			for (size_t k = 0; k < SD_JOB_NKEYS; k++) {
-				int dist = sd_edit_distance(name, sd_job_keys[k].name);
-				if (dist < best_d) {
-					best_d = dist;
-					best = sd_job_keys[k].name;
-				}
-			}
-			sd_key_show(name, shown, sizeof shown);
-			if (best)
-				sd_why(why, "%s: %s: unknown key (did you mean '%s'?)", file, shown, best);
-			else
-				sd_why(why, "%s: %s: unknown key (see spotdeck-job(5))", file, shown);
-			free(j);
-			return -1;
-		}
-		if (seen[i]) {
-			sd_why(why, "%s: %s: given twice", file, sd_job_keys[i].name);
-			free(j);
-			return -1;
-		}
-		seen[i] = 1;
-		if (sd_job_set(j, &sd_job_keys[i], v, file, why) < 0) {
-			free(j);
-			return -1;
-		}
+		size_t i = sd_job_key_find(name);
+		if (i == SD_JOB_NKEYS)
+			rc = sd_job_unknown_key(name, file, why);
+		else if (seen.top[i])
+			rc = sd_why(why, "%s: %s: given twice", file, sd_job_keys[i].name);
+		else if (seen.in_provider[i])
+			rc = sd_job_both_forms(&sd_job_keys[i], file, why);
+		else if (sd_job_keys[i].kind == K_PROVIDER)
+			rc = sd_job_set_provider(j, v, &seen, file, why);
+		else
+			rc = sd_job_set(j, &sd_job_keys[i], sd_job_keys[i].name, v, file, why);
+		if (rc < 0)
+			break;
+		seen.top[i] = 1;
 	}
-	memcpy(out, j, sizeof *j);
+	if (rc == 0)
+		memcpy(out, j, sizeof *j);
 	free(j);
-	return 0;
+	return rc;
 }
 
 /* 1-based line and column of byte offset at in text. */
@@ -579,66 +743,121 @@ int sd_job_load(struct sd_job *j, const char *path, char **why)
 
 /* ---- serialising ---- */
 
+/* Adds key k of j to obj under k->name (not for K_PROVIDER). */
+static void sd_job_add_key(cJSON *obj, const struct sd_job *j, const struct sd_job_key *k)
+{
+	const char *base = (const char *)j + k->offset;
+	cJSON *item = NULL;
+	switch (k->kind) {
+	case K_STR:
+	case K_NAME: {
+		/* The arrays are NUL-terminated by construction; bound the
+		 * length anyway against a caller's unterminated copy. */
+		char tmp[SD_PATH_MAX];
+		size_t n = strnlen(base, k->size - 1);
+		memcpy(tmp, base, n);
+		tmp[n] = '\0';
+		item = cJSON_CreateString(tmp);
+		break;
+	}
+	case K_SCHEDULE: {
+		enum sd_lr_kind kind = *(const enum sd_lr_kind *)base;
+		item = cJSON_CreateString(kind == SD_LR_CONSTANT ? "constant"
+		                          : kind == SD_LR_STEP ? "step" : "cosine");
+		break;
+	}
+	case K_INT:
+		sd_json_add_double(obj, k->name, *(const int *)base);
+		return;
+	case K_LONG:
+		sd_json_add_double(obj, k->name, (double)*(const long *)base);
+		return;
+	case K_U64:
+		sd_json_add_double(obj, k->name, (double)*(const uint64_t *)base);
+		return;
+	case K_FLOAT:
+		sd_json_add_float(obj, k->name, *(const float *)base);
+		return;
+	case K_DOUBLE:
+		sd_json_add_double(obj, k->name, *(const double *)base);
+		return;
+	case K_CLUSTER: {
+		item = cJSON_CreateArray();
+		int n = j->ncluster < 0 ? 0 : j->ncluster > SD_JOB_CLUSTER_MAX
+		        ? SD_JOB_CLUSTER_MAX : j->ncluster;
+		for (int c = 0; item && c < n; c++) {
+			char tmp[sizeof j->cluster[0]];
+			size_t len = strnlen(j->cluster[c], sizeof tmp - 1);
+			memcpy(tmp, j->cluster[c], len);
+			tmp[len] = '\0';
+			cJSON *s = cJSON_CreateString(tmp);
+			if (!s || !cJSON_AddItemToArray(item, s))
+				sd_oom();
+		}
+		break;
+	}
+	case K_PROVIDER:
+		return;
+	}
+	if (!item || !cJSON_AddItemToObject(obj, k->name, item))
+		sd_oom();
+}
+
+cJSON *sd_job_provider_settings(const struct sd_job *j)
+{
+	size_t n = strnlen(j->provider_settings, sizeof j->provider_settings);
+	if (n == 0 || n == sizeof j->provider_settings) {
+		cJSON *empty = n == 0 ? cJSON_CreateObject() : NULL;
+		if (n == 0 && !empty)
+			sd_oom();
+		return empty;
+	}
+	cJSON *obj = cJSON_ParseWithLength(j->provider_settings, n);
+	if (obj && !cJSON_IsObject(obj)) {
+		cJSON_Delete(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+/* The provider object: name, the IN_PROVIDER keys, then the settings. */
+static cJSON *sd_job_provider_to_json(const struct sd_job *j)
+{
+	cJSON *obj = cJSON_CreateObject();
+	char name[sizeof j->provider];
+	size_t n = strnlen(j->provider, sizeof name - 1);
+	memcpy(name, j->provider, n);
+	name[n] = '\0';
+	if (!obj || !cJSON_AddStringToObject(obj, "name", name))
+		sd_oom();
+	for (size_t i = 0; i < SD_JOB_NKEYS; i++)
+		if (sd_job_keys[i].flags & IN_PROVIDER)
+			sd_job_add_key(obj, j, &sd_job_keys[i]);
+	cJSON *settings = sd_job_provider_settings(j);
+	if (settings)
+		sd_json_exact_numbers(settings);
+	while (settings && settings->child) {
+		cJSON *e = cJSON_DetachItemViaPointer(settings, settings->child);
+		/* cJSON copies the key before it frees the item's own. */
+		if (!e->string || !cJSON_AddItemToObject(obj, e->string, e))
+			sd_oom();
+	}
+	cJSON_Delete(settings);
+	return obj;
+}
+
 cJSON *sd_job_to_json(const struct sd_job *j)
 {
 	cJSON *obj = cJSON_CreateObject();
 	if (!obj)
 		sd_oom();
-	const char *base0 = (const char *)j;
 	for (size_t i = 0; i < SD_JOB_NKEYS; i++) {
 		const struct sd_job_key *k = &sd_job_keys[i];
-		const char *base = base0 + k->offset;
-		cJSON *item = NULL;
-		switch (k->kind) {
-		case K_STR:
-		case K_NAME: {
-			/* The arrays are NUL-terminated by construction; bound the
-			 * length anyway against a caller's unterminated copy. */
-			char tmp[SD_PATH_MAX];
-			size_t n = strnlen(base, k->size - 1);
-			memcpy(tmp, base, n);
-			tmp[n] = '\0';
-			item = cJSON_CreateString(tmp);
-			break;
-		}
-		case K_SCHEDULE: {
-			enum sd_lr_kind kind = *(const enum sd_lr_kind *)base;
-			item = cJSON_CreateString(kind == SD_LR_CONSTANT ? "constant"
-			                          : kind == SD_LR_STEP ? "step" : "cosine");
-			break;
-		}
-		case K_INT:
-			sd_json_add_double(obj, k->name, *(const int *)base);
+		if (k->flags & IN_PROVIDER)
 			continue;
-		case K_LONG:
-			sd_json_add_double(obj, k->name, (double)*(const long *)base);
-			continue;
-		case K_U64:
-			sd_json_add_double(obj, k->name, (double)*(const uint64_t *)base);
-			continue;
-		case K_FLOAT:
-			sd_json_add_float(obj, k->name, *(const float *)base);
-			continue;
-		case K_DOUBLE:
-			sd_json_add_double(obj, k->name, *(const double *)base);
-			continue;
-		case K_CLUSTER: {
-			item = cJSON_CreateArray();
-			int n = j->ncluster < 0 ? 0 : j->ncluster > SD_JOB_CLUSTER_MAX
-			        ? SD_JOB_CLUSTER_MAX : j->ncluster;
-			for (int c = 0; item && c < n; c++) {
-				char tmp[sizeof j->cluster[0]];
-				size_t len = strnlen(j->cluster[c], sizeof tmp - 1);
-				memcpy(tmp, j->cluster[c], len);
-				tmp[len] = '\0';
-				cJSON *s = cJSON_CreateString(tmp);
-				if (!s || !cJSON_AddItemToArray(item, s))
-					sd_oom();
-			}
-			break;
-		}
-		}
-		if (!item || !cJSON_AddItemToObject(obj, k->name, item))
+		if (k->kind != K_PROVIDER)
+			sd_job_add_key(obj, j, k);
+		else if (!cJSON_AddItemToObject(obj, k->name, sd_job_provider_to_json(j)))
 			sd_oom();
 	}
 	return obj;
@@ -687,7 +906,12 @@ int sd_job_equal(const struct sd_job *a, const struct sd_job *b)
 				if (strncmp(a->cluster[c], b->cluster[c], sizeof a->cluster[c]) != 0)
 					return 0;
 			break;
+		case K_PROVIDER:
+			if (strncmp(x, y, k->size) != 0)
+				return 0;
+			break;
 		}
 	}
-	return 1;
+	return strncmp(a->provider_settings, b->provider_settings,
+	               sizeof a->provider_settings) == 0;
 }

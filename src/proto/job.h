@@ -23,12 +23,23 @@ struct sd_job {
 	int keep_checkpoints;      /* K, default 3 */
 	double comm_timeout_s;     /* collective/rendezvous timeout, default 5 */
 	int log_every;             /* journal a step event every N steps, default 10 */
-	/* market knobs for the sim provider (used later): */
-	char provider[16];         /* "sim" */
+	/* The job file's "provider" object (older files: the same keys at the
+	 * top level, "provider" a bare name; both are read, only the object is
+	 * written).  The typed keys are the sim provider's market knobs: */
+	char provider[16];         /* "name": 1 to 15 bytes of [a-z0-9-], default "sim";
+	                            * only its shape is checked here, the provider
+	                            * registry (a layer above) checks it is known */
 	char catalog[SD_PATH_MAX]; /* "" = default */
 	double hazard_scale, boot_scale;  /* 1.0 */
 	double notice_scale;       /* 1.0: notice = catalog notice x this */
 	uint64_t market_seed;      /* 1 */
+	/* Every other key of the provider object, kept for the provider itself:
+	 * one compact JSON object text (cJSON_PrintUnformatted, keys in the
+	 * file's order), "" when there are none.  Not checked here: the provider
+	 * named checks them when it starts (an unknown key is its error).
+	 * sd_job_to_json merges them back into the provider object, after the
+	 * typed keys, so a key here must not be "name" or a typed key. */
+	char provider_settings[2048];
 	char cluster[SD_JOB_CLUSTER_MAX][64]; int ncluster;   /* initial offers to acquire, offer ids, optional */
 };
 
@@ -38,7 +49,10 @@ struct sd_job {
 void sd_job_defaults(struct sd_job *j);
 
 /* Parses JSON text (a leading UTF-8 byte-order mark is skipped); fields may
- * be omitted (defaults), unknown or repeated keys are errors.  Returns 0, or
+ * be omitted (defaults), unknown or repeated keys are errors (in the
+ * provider object only the typed keys are checked; see struct sd_job), and
+ * so is a provider key given both at the top level and in the provider
+ * object.  Returns 0, or
  * -1 with *why, one line "FILE: FIELD: problem", e.g. "job.json: epochs:
  * expected a positive integer, got -3", "job.json: model: unknown model 'vgg'
  * (known: mlp, cnn, resnet20, resnet32)", "job.json: invalid JSON at line 3,
@@ -54,11 +68,20 @@ int sd_job_load(struct sd_job *j, const char *path, char **why);
  * validation; the round trip is exact, also through cJSON_Print and a parse:
  * the float settings are written as their shortest decimal form, and a
  * double that cJSON would print inexactly is stored as a raw JSON number of
- * 17 significant digits. */
+ * 17 significant digits (so are such numbers among the provider's own
+ * settings).  Only the provider object form is written: "provider":
+ * {"name", catalog, hazard_scale, boot_scale, notice_scale, market_seed,
+ * then the keys of provider_settings}. */
 cJSON *sd_job_to_json(const struct sd_job *j);
 int sd_job_from_json(struct sd_job *j, const cJSON *obj, const char *file_for_errors, char **why);
 
-/* 1 if a and b hold the same settings. */
+/* The provider's own settings (j->provider_settings) parsed: a new object
+ * the caller deletes with cJSON_Delete, an empty object when there are none;
+ * NULL if the text is not a JSON object (only a program that wrote the field
+ * itself can make it so). */
+cJSON *sd_job_provider_settings(const struct sd_job *j);
+
+/* 1 if a and b hold the same settings (provider_settings compared as text). */
 int sd_job_equal(const struct sd_job *a, const struct sd_job *b);
 
 #endif

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* Three jobs (~13 KiB each) on the heap, not the fuzzer's stack. */
+	/* Three jobs (~15 KiB each) on the heap, not the fuzzer's stack. */
 	struct sd_job *j = malloc(3 * sizeof *j);
 	FUZZ_ASSERT(j != NULL);
 	char *why = NULL;
@@ -96,6 +96,9 @@ static const char *const corpus[] = {
 	"\"synthetic_h\":8,\"synthetic_w\":8,\"epochs\":1,\"global_batch\":32,\"lr\":0.05,"
 	"\"schedule\":\"constant\",\"workers\":0,\"comm_timeout\":0.1,\"boot_scale\":0,"
 	"\"hazard_scale\":1e6,\"cluster\":[]}",
+	"{\"epochs\":2,\"provider\":{\"name\":\"gce\",\"hazard_scale\":2,\"zone\":\"europe-west4-b\","
+	"\"tags\":[\"a\",1.5,null,true,9007199254740993],\"limits\":{\"gpus\":8,\"r\":0.1}},"
+	"\"market_seed\":3}",
 	"\xef\xbb\xbf{ \"epochs\" : 3 , \"schedule\" : \"cosine\" , \"lr\" : 1e-9 , "
 	"\"momentum\" : 0 , \"weight_decay\" : 1 , \"seed\" : 0 }",
 };
@@ -114,7 +117,8 @@ static const char *const tokens[] = {
 	"\"schedule\":", "\"seed\":", "\"workers\":", "\"comm_timeout\":", "\"cluster\":",
 	"\"provider\":", "\"hazard_scale\":", "\"market_seed\":", "\"synthetic_c\":",
 	"\"cnn\"", "\"resnet32\"", "\"mnist\"", "\"step\"", "\"gce\"", ",\"x\":1",
-	",\"epochs\":2", "\xc3\xa9",
+	",\"epochs\":2", "\xc3\xa9", "\"name\":", "{\"name\":\"sim\"}", "\"zone\":",
+	"1.0000000000000002",
 };
 
 #define NTOKENS (sizeof tokens / sizeof tokens[0])
