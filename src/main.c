@@ -445,7 +445,8 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 		job->workers = (int)o->workers;
 	if (o->provider)
 		snprintf(job->provider, sizeof job->provider, "%s", o->provider);
-	if (!sd_provider_find(job->provider)) {
+	const struct sd_provider_ops *ops = sd_provider_find(job->provider);
+	if (!ops) {
 		char names[256];
 		sd_provider_names(names, sizeof names);
 		if (o->provider)
@@ -454,6 +455,15 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 		else
 			fprintf(stderr, "spotdeck: %s: provider.name: '%s' is not available in this build (known: %s)\n",
 			        jp, job->provider, names);
+		return 1;
+	}
+	/* The provider's own settings, before anything is created. */
+	cJSON *settings = sd_job_provider_settings(job);
+	int bad = !settings || sd_provider_check_settings(ops, settings, jp, &why) < 0;
+	cJSON_Delete(settings);
+	if (bad) {
+		fprintf(stderr, "spotdeck: %s\n", why ? why : "provider: its settings are not a JSON object");
+		free(why);
 		return 1;
 	}
 	if (o->catalog)

@@ -18,6 +18,11 @@ expect_error "provider not in this build (job)" "gce\.json: provider\.name: 'gce
 expect_error "provider not in this build (option)" "^spotdeck: --provider: 'gce' is not available in this build \(known: sim\)" \
 	$SPOTDECK --headless --provider gce --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "an unavailable provider left $T/r2"
+printf '{"model":"mlp","provider":{"name":"sim","hazard_scale":2,"zones":["us-east1-c"]}}' >"$T/simset.json"
+expect_error "a setting sim does not have" \
+	"simset\.json: provider\.zones: provider 'sim' has no settings of its own" \
+	$SPOTDECK --headless --job "$T/simset.json" --run-dir "$T/r2"
+[ ! -e "$T/r2" ] || fail "a bad provider setting left $T/r2"
 
 # An offer the catalog lacks: refused before any server or process starts.
 printf '{"model":"mlp","workers":2,"cluster":["local","gce/us-east1-c/k80/spot","gce/nowhere/k80/spot"]}' >"$T/cluster.json"

@@ -4,8 +4,8 @@
 TESTS += tests/test-ui-cockpit.sh
 # What the cockpit says servers cost: billed rates, '*', local servers
 # (issue 9, item 5).
-TESTS += tests/test-ui-billing.sh
-EXTRA_DIST += tests/ui-e2e/lib.sh tests/test-ui-billing.sh tests/ui-e2e/billing-job.json tests/ui-e2e/billing-trace.jsonl
+TESTS += tests/test-ui-billing.sh tests/test-ui-provider-script.sh
+EXTRA_DIST += tests/ui-e2e/lib.sh tests/test-ui-billing.sh tests/test-ui-provider-script.sh tests/ui-e2e/billing-job.json tests/ui-e2e/billing-trace.jsonl
 # The replacement suggested after revocations in two zones, and why (issue
 # 9, item 4).
 TESTS += tests/test-ui-suggest.sh

@@ -200,7 +200,9 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 			              sd_provider_names(names, sizeof names));
 		}
 	}
-	cJSON *settings = cJSON_CreateObject();   /* XXX-MERGE: sd_job_provider_settings(&c->job) */
+	cJSON *settings = sd_job_provider_settings(&c->job);
+	if (!settings)
+		return sd_why(why, "job: provider: its settings are not a JSON object");
 	struct sd_fleet_config fc = {
 		.provider = ops,
 		.env = {

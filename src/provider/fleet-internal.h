@@ -52,6 +52,9 @@ struct sd_fleet {
 	double usd_done;                 /* money of servers whose billing stopped */
 	int closing;
 	struct server *acquiring;        /* inside ops->acquire for this one */
+	struct sd_provider_event acquire_deferred;   /* PROVISIONED or RUNNING reported
+	                                              * inside it, applied after */
+	int has_deferred;
 	char acquire_error[512];
 };
 

@@ -223,6 +223,14 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 	struct server *s = ev->server ? fl_find(f, ev->server) : NULL;
 	if (!s || !s->offer || fl_gone(s) || f->closing)
 		return;   /* late news of a server the fleet let go */
+	if (f->acquiring == s && (ev->kind == SD_PROVIDER_PROVISIONED || ev->kind == SD_PROVIDER_RUNNING)) {
+		/* Inside the acquire call: after the acquired event. */
+		f->acquire_deferred = *ev;
+		f->acquire_deferred.server = NULL;
+		f->acquire_deferred.address = NULL;
+		f->has_deferred = 1;
+		return;
+	}
 	char *why = NULL;
 	switch (ev->kind) {
 	case SD_PROVIDER_PROVISIONED:
@@ -339,6 +347,7 @@ static struct server *new_server(struct sd_fleet *f, const struct sd_offer *o)
 static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 {
 	f->acquiring = s;
+	f->has_deferred = 0;
 	f->acquire_error[0] = '\0';
 	char *err = NULL;
 	int rc = f->ops->acquire(f->p, s->id, s->offer, &err);
@@ -360,6 +369,11 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 	f->hooks.journal(f->ctx, SD_EV_ACQUIRED, ev);
 	if (s->st == SD_SERVER_REQUESTED)
 		fl_set_state(f, s, SD_SERVER_PROVISIONING);
+	if (f->has_deferred) {
+		f->has_deferred = 0;
+		f->acquire_deferred.server = s->id;
+		sd_fleet_report(f, &f->acquire_deferred);
+	}
 	return 0;
 }
 

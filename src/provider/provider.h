@@ -23,8 +23,10 @@
  *                reason (GCE's ZONE_RESOURCE_POOL_EXHAUSTED arrives inside
  *                the insert operation, after the request was accepted)
  *
- * An event may be reported from inside acquire() (the simulator knows at
- * once); the fleet then answers the acquire with the failure.  A provider
+ * An event may be reported from inside acquire(): a STOCKOUT or FAILED
+ * (the simulator knows at once) makes the fleet answer the acquire with
+ * the failure; a PROVISIONED or RUNNING is applied once the acquisition
+ * is journaled (without its address: such a machine's worker is local).  A provider
  * with its own periodic happenings (a market storm, a price change, a zone
  * closing, a trace's operator command) journals them with sd_fleet_journal
  * and sd_fleet_command.
