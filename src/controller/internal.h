@@ -136,8 +136,6 @@ struct sd_controller {
 	int journal_errno;           /* the error that started the failure */
 	char *jw_pend;               /* lines waiting for the batch in flight */
 	size_t jw_len, jw_cap;
-	long jw_events;              /* events in jw_pend */
-	double jw_first_time, jw_first_t;   /* the first one's time and t */
 	int jw_busy;                 /* a batch is being written */
 	int ending_no_worker;        /* reading the last worker's log to end the run */
 	int port;

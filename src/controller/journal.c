@@ -1,7 +1,7 @@
 /* src/controller/journal.c - the run's journal: events (type, time, t and
  * their fields), shown at once on stdout and to the cockpit, written in
- * ordered batches on the thread pool (a failed write said once, the gap
- * marked by journal_resumed). */
+ * ordered batches on the thread pool (each line whole or not at all, a
+ * failure said once, the gap marked by journal_resumed). */
 #include "config.h"
 
 #include "src/controller/internal.h"
@@ -43,25 +43,28 @@ static void event_publish(struct sd_controller *c, const cJSON *out, const char 
  * slow or full disk must not stall the collectives' controller).  Lines
  * gather in c->jw_pend while one batch is written; when it is done the
  * next batch (everything gathered meanwhile) starts, so the order is the
- * events' order.  A batch goes in whole or not at all: a short write is cut
- * back, so a failure never leaves a torn line.  After a failure every event
- * of a failed batch counts as lost, and the next batch that goes in starts
- * with a journal_resumed event saying how many (a disk with room for that
- * line only is still failing).  Events are shown (stdout when echoing, the
- * cockpit) at once, before they are written. */
+ * events' order.  Each line goes in whole or not at all: a short write is
+ * cut back, so a failure never leaves a torn line.  The first line that
+ * fails is said once, and it and every line after it count as lost until
+ * one goes in with a journal_resumed event before it, saying how many,
+ * in the same write (a disk with room for the short line only is still
+ * failing).  While a batch is in flight, c->journal_size, journal_lost
+ * and journal_errno are the batch's; the loop reads them only between
+ * batches.  Events are shown (stdout when echoing, the cockpit) at once,
+ * before they are written. */
 
 struct jw_batch {
 	uv_work_t req;
 	struct sd_controller *c;
 	char *buf;                   /* lines, each ending in '\n' */
 	size_t len;
-	long nevents;                /* events in buf, journal_resumed not counted */
-	cJSON *resumed;              /* the journal_resumed event heading buf, or NULL */
-	int err;                     /* errno of a failed write, 0 written */
+	cJSON *resumed;              /* journal_resumed that went in (published after), or NULL */
+	int fail_before;             /* writes began failing before any resume in it */
+	int fail_after;              /* ... after its last resume */
 };
 
-/* Writes len bytes of buf at the journal's end, whole or not at all.
- * Runs on the thread pool; c->journal_size belongs to the batch in flight. */
+/* Writes len bytes of buf at the journal's end, whole or not at all;
+ * 0 or an errno.  Runs on the thread pool. */
 static int journal_append(struct sd_controller *c, const char *buf, size_t len)
 {
 	size_t done = 0;
@@ -82,18 +85,77 @@ static int journal_append(struct sd_controller *c, const char *buf, size_t len)
 	return 0;
 }
 
+/* journal_resumed for the line (len bytes, its newline included) it
+ * precedes: the events lost so far, dated as that line's event, so that it
+ * sits where the gap is.  Runs on the thread pool (cJSON only). */
+static cJSON *resumed_event(struct sd_controller *c, const char *line, size_t len)
+{
+	cJSON *next = cJSON_ParseWithLength(line, len);
+	cJSON *out = cJSON_CreateObject();
+	cJSON_AddStringToObject(out, "type", sd_event_name(SD_EV_JOURNAL_RESUMED));
+	cJSON_AddNumberToObject(out, "time", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(next, "time")));
+	cJSON_AddNumberToObject(out, "t", cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(next, "t")));
+	cJSON_AddStringToObject(out, "path", c->journal_path);
+	cJSON_AddNumberToObject(out, "lost", (double)c->journal_lost);
+	cJSON_AddStringToObject(out, "error", strerror(c->journal_errno));
+	cJSON_Delete(next);
+	return out;
+}
+
+/* After a failure: line goes in only behind journal_resumed, in one write. */
+static int append_resumed(struct sd_controller *c, struct jw_batch *b, const char *line, size_t len)
+{
+	cJSON *r = resumed_event(c, line, len);
+	char *rs = cJSON_PrintUnformatted(r);
+	if (!rs)
+		sd_oom();
+	size_t rn = strlen(rs);
+	char *both = sd_malloc(rn + 1 + len);
+	memcpy(both, rs, rn);
+	both[rn] = '\n';
+	memcpy(both + rn + 1, line, len);
+	int err = journal_append(c, both, rn + 1 + len);
+	free(both);
+	free(rs);
+	if (err) {
+		cJSON_Delete(r);
+		return err;
+	}
+	cJSON_Delete(b->resumed);   /* a second gap in one batch: the last is shown */
+	b->resumed = r;
+	b->fail_after = 0;          /* ... and a gap that opened since is closed */
+	return 0;
+}
+
 static void jw_work(uv_work_t *req)
 {
 	struct jw_batch *b = req->data;
-	b->err = journal_append(b->c, b->buf, b->len);
+	struct sd_controller *c = b->c;
+	for (size_t off = 0; off < b->len;) {
+		const char *line = b->buf + off;
+		const char *nl = memchr(line, '\n', b->len - off);
+		size_t len = nl ? (size_t)(nl - line) + 1 : b->len - off;
+		off += len;
+		int err = c->journal_lost > 0 ? append_resumed(c, b, line, len) : journal_append(c, line, len);
+		if (!err) {
+			c->journal_lost = 0;
+			continue;
+		}
+		if (c->journal_lost++ == 0) {
+			c->journal_errno = err;
+			if (b->resumed)
+				b->fail_after = 1;
+			else
+				b->fail_before = 1;
+		}
+	}
 }
 
-/* The first failed batch is said once (stderr, and an "error" event on
- * stdout and in the cockpit, not in the journal); the run goes on:
- * training is worth more than its record. */
+/* Writes began failing: said once (stderr, and an "error" event on stdout
+ * and in the cockpit, not in the journal); the run goes on: training is
+ * worth more than its record. */
 static void journal_failed(struct sd_controller *c, int err)
 {
-	c->journal_errno = err;
 	fprintf(stderr, "spotdeck: %s: cannot write the journal: %s; training goes on, "
 	        "its events are lost until writes work again\n", c->journal_path, strerror(err));
 	fflush(stderr);
@@ -118,39 +180,27 @@ static void jw_done(uv_work_t *req, int status)
 	struct sd_controller *c = b->c;
 	(void)status;
 	c->jw_busy = 0;
-	if (b->err) {
-		if (c->journal_lost == 0)
-			journal_failed(c, b->err);
-		c->journal_lost += b->nevents;
-	} else if (b->resumed) {
-		fprintf(stderr, "spotdeck: %s: the journal writes again (%ld events lost)\n", c->journal_path,
-		        c->journal_lost);
+	/* In the order they happened: writes began failing, a gap closed,
+	 * writes began failing again. */
+	if (b->fail_before)
+		journal_failed(c, c->journal_errno);
+	if (b->resumed) {
+		const cJSON *lost = cJSON_GetObjectItemCaseSensitive(b->resumed, "lost");
+		fprintf(stderr, "spotdeck: %s: the journal writes again (%.0f events lost)\n", c->journal_path,
+		        cJSON_GetNumberValue(lost));
 		fflush(stderr);
-		c->journal_lost = 0;
 		char *r = cJSON_PrintUnformatted(b->resumed);
 		if (!r)
 			sd_oom();
 		event_publish(c, b->resumed, r);
 		free(r);
 	}
+	if (b->fail_after)
+		journal_failed(c, c->journal_errno);
 	cJSON_Delete(b->resumed);
 	free(b->buf);
 	free(b);
 	jw_start(c);
-}
-
-/* After a failure: the journal_resumed event that heads the next batch,
- * dated as its first event, so that it sits where the gap is. */
-static cJSON *resumed_event(struct sd_controller *c)
-{
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "path", c->journal_path);
-	cJSON_AddNumberToObject(ev, "lost", (double)c->journal_lost);
-	cJSON_AddStringToObject(ev, "error", strerror(c->journal_errno));
-	cJSON *out = event_new(c, SD_EV_JOURNAL_RESUMED, ev);
-	cJSON_ReplaceItemInObject(out, "time", cJSON_CreateNumber(c->jw_first_time));
-	cJSON_ReplaceItemInObject(out, "t", cJSON_CreateNumber(c->jw_first_t));
-	return out;
 }
 
 /* Starts writing what gathered, unless a batch is in flight. */
@@ -160,27 +210,10 @@ static void jw_start(struct sd_controller *c)
 		return;
 	struct jw_batch *b = sd_calloc(1, sizeof *b);
 	b->c = c;
-	b->nevents = c->jw_events;
-	if (c->journal_lost > 0) {
-		b->resumed = resumed_event(c);
-		char *r = cJSON_PrintUnformatted(b->resumed);
-		if (!r)
-			sd_oom();
-		size_t rn = strlen(r);
-		b->buf = sd_malloc(rn + 1 + c->jw_len);
-		memcpy(b->buf, r, rn);
-		b->buf[rn] = '\n';
-		memcpy(b->buf + rn + 1, c->jw_pend, c->jw_len);
-		b->len = rn + 1 + c->jw_len;
-		free(r);
-		free(c->jw_pend);
-	} else {
-		b->buf = c->jw_pend;
-		b->len = c->jw_len;
-	}
+	b->buf = c->jw_pend;
+	b->len = c->jw_len;
 	c->jw_pend = NULL;
 	c->jw_len = c->jw_cap = 0;
-	c->jw_events = 0;
 	b->req.data = b;
 	c->jw_busy = 1;
 	if (uv_queue_work(c->loop, &b->req, jw_work, jw_done) < 0) {
@@ -214,14 +247,9 @@ void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev)
 				sd_oom();
 			c->jw_pend = p;
 		}
-		if (c->jw_events == 0) {
-			c->jw_first_time = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(out, "time"));
-			c->jw_first_t = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(out, "t"));
-		}
 		memcpy(c->jw_pend + c->jw_len, s, n);
 		c->jw_pend[c->jw_len + n] = '\n';
 		c->jw_len += n + 1;
-		c->jw_events++;
 		jw_start(c);
 	}
 	event_publish(c, out, s);
