@@ -61,7 +61,10 @@ i_acq = ev.index(acq["s3"]); i_so = ev.index(so[0])
 if not i_acq < i_so or states("s3") != ["provisioning", "failed"]:
     fail("s3: acquired at %d, stockout at %d, states %s; expected acquired, then stockout and failed"
          % (i_acq, i_so, states("s3")))
-ok("s3: accepted, then a stockout in us-east1-c and state failed (asynchronous acquire)")
+s3_failed = [e for e in ev if e["type"] == "state" and e["server"] == "s3"][-1]
+if s3_failed["usd"] != 0:
+    fail("s3 never had a machine but is billed $%s" % s3_failed["usd"])
+ok("s3: accepted, then a stockout in us-east1-c and state failed (asynchronous acquire), billed $0")
 
 no = [e for e in ev if e["type"] == "notice" and e["server"] == "s1"]
 if len(no) != 1 or abs(no[0]["seconds"] - 1.5) > 1e-9:

@@ -224,8 +224,14 @@ static void jw_start(struct sd_controller *c)
 
 void ctl_journal_drain(struct sd_controller *c)
 {
-	if (c->journal_fd >= 0 && c->jw_len > 0 && !c->jw_busy && c->journal_lost == 0)
-		journal_append(c, c->jw_pend, c->jw_len);
+	if (c->journal_fd >= 0 && c->jw_len > 0 && !c->jw_busy) {
+		/* The same rules as a batch (a gap still open is closed by a
+		 * journal_resumed line); nothing is shown any more. */
+		struct jw_batch b = { .c = c, .buf = c->jw_pend, .len = c->jw_len };
+		b.req.data = &b;
+		jw_work(&b.req);
+		cJSON_Delete(b.resumed);
+	}
 	free(c->jw_pend);
 	c->jw_pend = NULL;
 	c->jw_len = c->jw_cap = 0;

@@ -21,6 +21,7 @@ struct server {
 	double usd_per_hour;             /* the offer's price when acquired */
 	int price_estimated;             /* ... and that price was an estimate */
 	int provider_holds;              /* the provider has it: release() owed */
+	int never_held;                  /* refused or no capacity: never billed */
 	int releasing;                   /* the operator or the run's end asked for it back */
 	char replaces[16];               /* a swap: the server to release once this one
 	                                  * trains ("" none) */

@@ -35,7 +35,7 @@ double sd_fleet_now(const struct sd_fleet *f)
  * the server was acquired at (a later price change applies to new servers). */
 static double server_usd(const struct sd_fleet *f, const struct server *s)
 {
-	if (!s->offer)
+	if (!s->offer || s->never_held)
 		return 0;
 	double end = s->t_end >= 0 ? s->t_end : sd_fleet_now(f);
 	double billed = fmax(end - s->t_request, s->offer->billing_minimum_seconds);
@@ -142,6 +142,22 @@ void fl_released(struct sd_fleet *f, struct server *s)
 	f->hooks.journal(f->ctx, SD_EV_RELEASED, fl_server_event(f, s));
 }
 
+/* The provider never had a machine for s (refused, or no capacity): it
+ * is not billed.  Inside the request (still "requested") it goes without
+ * a state event, since the request itself fails; later it is failed. */
+static void never_held(struct sd_fleet *f, struct server *s)
+{
+	s->never_held = 1;
+	s->provider_holds = 0;
+	if (s->st != SD_SERVER_REQUESTED) {
+		fl_finish_server(f, s, SD_SERVER_FAILED);
+		return;
+	}
+	s->st = SD_SERVER_FAILED;
+	s->t_end = s->t_request;
+	fl_launcher_server_done(s);
+}
+
 /* ---- events from the provider ---- */
 
 static void on_notice(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
@@ -190,19 +206,11 @@ static void on_stockout(struct sd_fleet *f, struct server *s, const struct sd_pr
 	cJSON_AddStringToObject(e, "reason", ev->code ? ev->code : "ZONE_RESOURCE_POOL_EXHAUSTED");
 	cJSON_AddStringToObject(e, "detail", ev->message ? ev->message : "");
 	f->hooks.journal(f->ctx, SD_EV_STOCKOUT, e);
-	s->provider_holds = 0;
-	if (f->acquiring == s) {
-		/* Inside the acquire call: the request fails as a whole, no state
-		 * change is journaled (the server never was). */
+	if (f->acquiring == s)
 		snprintf(f->acquire_error, sizeof f->acquire_error,
 		         "%s: %s: the zone has no capacity for this offer now (%s)", s->offer->id,
 		         ev->zone ? ev->zone : s->offer->zone, ev->code ? ev->code : "ZONE_RESOURCE_POOL_EXHAUSTED");
-		s->st = SD_SERVER_FAILED;
-		stop_billing(f, s, s->t_request);
-		fl_launcher_server_done(s);
-		return;
-	}
-	fl_finish_server(f, s, SD_SERVER_FAILED);
+	never_held(f, s);
 }
 
 static void on_failed(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
@@ -211,10 +219,13 @@ static void on_failed(struct sd_fleet *f, struct server *s, const struct sd_prov
 	cJSON_AddStringToObject(e, "code", ev->code ? ev->code : "FAILED");
 	cJSON_AddStringToObject(e, "error", ev->message ? ev->message : "");
 	f->hooks.journal(f->ctx, SD_EV_ERROR, e);
-	s->provider_holds = 0;
-	if (f->acquiring == s)
+	if (f->acquiring == s) {
 		snprintf(f->acquire_error, sizeof f->acquire_error, "%s: %s", s->offer->id,
 		         ev->message ? ev->message : ev->code ? ev->code : "failed");
+		never_held(f, s);
+		return;
+	}
+	s->provider_holds = 0;
 	fl_finish_server(f, s, SD_SERVER_FAILED);
 }
 
@@ -353,14 +364,12 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 	int rc = f->ops->acquire(f->p, s->id, s->offer, &err);
 	f->acquiring = NULL;
 	if (rc < 0) {
-		s->st = SD_SERVER_FAILED;
-		stop_billing(f, s, s->t_request);
-		fl_launcher_server_done(s);
+		never_held(f, s);
 		rc = sd_why(why, "%s", err ? err : "refused by the provider");
 		free(err);
 		return rc;
 	}
-	if (fl_gone(s))   /* it failed inside the call: a stockout */
+	if (fl_gone(s))   /* it failed inside the call: a stockout, say */
 		return sd_why(why, "%s", f->acquire_error);
 	s->provider_holds = 1;
 	cJSON *ev = fl_server_event(f, s);
@@ -500,6 +509,8 @@ void sd_fleet_price_gaps(const struct sd_fleet *f, struct sd_price_gaps *g)
 	memset(g, 0, sizeof *g);
 	for (const struct server *s = f->servers; s; s = s->next) {
 		int live = s->t_end < 0;
+		if (s->never_held)
+			continue;   /* never billed: nothing to vouch for */
 		if (!s->offer) {
 			g->ran_unpriced++;
 			g->live_unpriced += live;

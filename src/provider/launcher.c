@@ -30,12 +30,9 @@ void sd_fleet_signal_all(struct sd_fleet *f, int sig)
 			uv_process_kill(&s->proc, sig);
 }
 
-/* Servers stay in the list after their handles close, so the cockpit can
- * show revoked and released ones for a while; sd_fleet_free frees them. */
-static void on_handle_closed(uv_handle_t *h)
-{
-	(void)h;
-}
+/* Servers stay in the list after their handles close (no close callback),
+ * so the cockpit can show revoked and released ones for a while;
+ * sd_fleet_free frees them once the loop has run the closes. */
 
 void fl_launcher_server_init(struct sd_fleet *f, struct server *s)
 {
@@ -48,7 +45,7 @@ void fl_launcher_server_done(struct server *s)
 {
 	if (!s->proc_live && s->timer_open) {
 		s->timer_open = 0;
-		uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+		uv_close((uv_handle_t *)&s->timer, NULL);
 	}
 }
 
@@ -99,7 +96,7 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
 	uv_timer_stop(&s->timer);
 	s->proc_open = 0;
-	uv_close((uv_handle_t *)proc, on_handle_closed);
+	uv_close((uv_handle_t *)proc, NULL);
 	if (!fl_gone(s)) {
 		if (s->releasing)
 			fl_released(f, s);
@@ -176,10 +173,10 @@ void fl_launcher_close(struct server *s)
 		uv_process_kill(&s->proc, SIGKILL);
 	if (s->proc_open) {
 		s->proc_open = 0;
-		uv_close((uv_handle_t *)&s->proc, on_handle_closed);
+		uv_close((uv_handle_t *)&s->proc, NULL);
 	}
 	if (s->timer_open) {
 		s->timer_open = 0;
-		uv_close((uv_handle_t *)&s->timer, on_handle_closed);
+		uv_close((uv_handle_t *)&s->timer, NULL);
 	}
 }
