@@ -1,0 +1,73 @@
+/* src/app/view-codec.h - the cockpit's view (ui/view.h) as JSON, for the
+ * control socket (src/app/control.h): the background run encodes it, an
+ * attached cockpit decodes it into a mirror it renders.
+ *
+ * Two forms, one object ("view" in the snapshot and status messages of
+ * doc/control-protocol.md):
+ * - full: every field of struct sd_view, every array whole, every series
+ *   with all its samples (oldest first): what a client gets on attach;
+ * - changes since a mark (what the last broadcast carried): every scalar
+ *   field (they are small and change every tick), the servers array whole but
+ *   each server's "ips" series only with the samples newer than the mark,
+ *   the global series likewise, and "offers", "revocations", "whatif" only
+ *   when they changed since the mark (absent: unchanged).
+ * A series is {"t":[seconds...],"v":[values...]}, oldest first; applying one
+ * appends the samples whose t is newer than the mirror's newest in that
+ * series (a snapshot sent between two broadcasts may overlap the next
+ * change set: the overlap is skipped), and a full form replaces it.
+ *
+ * Field names are struct sd_view's and struct sd_view_server's etc. member
+ * names.  Numbers are JSON numbers; a non-finite double is sent as null and
+ * read back as the field's "unknown" (-1 for eta_s, test_accuracy and
+ * recovery_s, else 0). */
+#ifndef SD_VIEW_CODEC_H
+#define SD_VIEW_CODEC_H
+
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "ui/view.h"
+
+#define SD_VIEW_CODEC_MAX_SERVERS 256     /* the view model's own bound */
+#define SD_VIEW_CODEC_MAX_OFFERS 4096
+#define SD_VIEW_CODEC_MAX_REVOCATIONS 256
+#define SD_VIEW_CODEC_MAX_WHATIF 64
+
+/* What the last broadcast carried (server side); zero it for "nothing yet". */
+struct sd_view_mark {
+	int valid;
+	uint64_t offers_hash, revocations_hash;  /* of the arrays' bytes */
+	unsigned long whatif_version;
+	double throughput_t, loss_t, acc_t;       /* newest sample's t sent; -1 none */
+	int nservers;
+	struct { char id[32]; double ips_t; } servers[SD_VIEW_CODEC_MAX_SERVERS];
+};
+
+/* The view as a new JSON object (caller deletes): the full form when
+ * since is NULL or not valid, else the changes since it.  NULL only when
+ * out of memory. */
+cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since);
+
+/* Records in m what v holds now (after a broadcast of its changes). */
+void sd_view_mark_set(struct sd_view_mark *m, const struct sd_view *v);
+
+/* The client's copy of the view, built from the messages; it owns its
+ * arrays.  m->v is what the cockpit renders. */
+struct sd_view_mirror {
+	struct sd_view v;
+	int cap_offers, cap_servers, cap_revocations, cap_whatif;
+};
+
+void sd_view_mirror_init(struct sd_view_mirror *m);
+void sd_view_mirror_free(struct sd_view_mirror *m);
+
+/* Applies a view object: full = 1 for a snapshot (everything replaced),
+ * 0 for a change set.  Bumps m->v.version.  Returns 0, or -1 with *why
+ * (caller frees) naming the field and what is wrong ("view.servers[3].rank:
+ * expected an integer"): wrong types, strings too long for their field,
+ * arrays over the bounds above, series of unequal lengths.  On error m may
+ * hold part of the object but stays valid to render and to free. */
+int sd_view_mirror_apply(struct sd_view_mirror *m, const cJSON *view, int full, char **why);
+
+#endif
