@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sys/wait.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,12 +21,15 @@
 #include "src/controller/controller.h"
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
+#include "src/app/attach.h"
+#include "src/app/control.h"
 #include "src/proto/protocol.h"
 #include "src/provider/provider.h"
 #include "src/market/trace.h"
 #include "src/app/view-model.h"
 #include "src/app/whatif.h"
 #include "ui/cockpit.h"
+#include "ui/theme.h"
 
 struct app {
 	uv_loop_t *loop;
@@ -42,6 +46,8 @@ struct app {
 	struct sd_cockpit *cockpit;
 	int user_quit;          /* the operator quit the cockpit: a normal exit */
 	int cockpit_used;
+	struct sd_control *control;   /* the background run's control socket */
+	char ended[160];        /* how the run ended, for attached clients */
 };
 
 /* The embedded default the cockpit opens with: cnn on Fashion-MNIST on four
@@ -77,6 +83,7 @@ static void on_event_cb(const cJSON *ev, void *ctx)
 	if (!a->vm)
 		return;
 	sd_view_model_on_event(a->vm, ev);
+	sd_control_event(a->control, ev);
 	const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
 	if (a->cockpit && cJSON_IsString(type) && !strcmp(type->valuestring, "revoked")) {
 		const cJSON *srv = cJSON_GetObjectItemCaseSensitive(ev, "server");
@@ -93,6 +100,9 @@ static const struct sd_view *cockpit_view(void *ctx)
 static int cockpit_command(void *ctx, const char *line, char **why)
 {
 	struct app *a = ctx;
+	if (!strcmp(line, "detach"))   /* key x; an attached client hangs up itself */
+		return sd_why(why, "nothing to detach from: this run lives in this process (--foreground); "
+		               "q ends it");
 	if (!strncmp(line, "quit", 4))
 		a->user_quit = 1;
 	if (!strcmp(line, "plan"))   /* the what-if view (key w) */
@@ -105,21 +115,43 @@ static const struct sd_cockpit_ops cockpit_ops = {
 	.command = cockpit_command,
 };
 
+/* The background run's commands from attached clients: the cockpit's, but
+ * "detach" is the client's own business. */
+static int control_command(void *ctx, const char *line, char **why)
+{
+	return cockpit_command(ctx, line, why);
+}
+
+static void control_clients_changed(void *ctx, int clients)
+{
+	struct app *a = ctx;
+	sd_view_model_set_clients(a->vm, clients);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: spotdeck [--job FILE] [--theme NAME] [options]   (the cockpit)\n"
+"usage: spotdeck [--job FILE] [--theme NAME] [options]   (a background run + its cockpit)\n"
+"       spotdeck --foreground [--job FILE] [options]   (the run inside the cockpit's process)\n"
 "       spotdeck --headless [--job FILE] [--workers N] [--run-dir DIR]\n"
-"       spotdeck --headless --resume RUNDIR\n"
+"       spotdeck [--headless] --resume RUNDIR\n"
+"       spotdeck attach [--read-only] [--headless] [RUNDIR]   (x detaches)\n"
+"       spotdeck ls [DIR]          live runs;   spotdeck kill RUNDIR   end one\n"
 "       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
-"simulated spot market (or local workers), in a full-screen cockpit, or with\n"
+"simulated spot market (or local workers).  The run goes to the background\n"
+"(RUNDIR/control.sock; it outlives the terminal) with a full-screen cockpit\n"
+"attached: x detaches, spotdeck attach comes back, q ends the run.  Or with\n"
 "--headless printing every journal event as a JSON line on stdout and reading\n"
 "commands on stdin (add [N|OFFER], swap SERVER OFFER, drop SERVER, checkpoint,\n"
 "pause, resume, quit, help).  Without --job the cockpit opens the embedded\n"
 "demo: cnn on Fashion-MNIST on 4 transient K80s of the GCE 2019 market.\n"
 "See spotdeck(1) and spotdeck-job(5).\n"
 "  --headless       no cockpit: journal on stdout, commands on stdin\n"
+"  --foreground     keep the run in this process: it ends with the terminal\n"
+"  --detach         start the run in the background and attach nothing\n"
+"  --attach RUNDIR  with --headless: a background run's journal on stdout,\n"
+"                   commands from stdin (spotdeck attach --headless RUNDIR)\n"
 "  --theme NAME     cockpit colour theme (default, high-contrast, light, mono)\n"
 "  --alert HOW      on a revocation: bell (default), flash or none\n"
 "  --job FILE       job file (JSON, spotdeck-job(5)); default: the embedded job\n"
@@ -287,7 +319,8 @@ struct options {
 	char worker[PATH_MAX + 32];
 	long workers;
 	int alert;           /* 0 none, 1 bell, 2 flash */
-	int headless, emulate, demo;
+	int headless, emulate, demo, foreground, detach;
+	const char *attach;
 	double hazard, boot, notice;
 	long long seed;
 };
@@ -310,6 +343,9 @@ static const struct option longopts[] = {
 	{ "alert", required_argument, 0, 'A' },
 	{ "trace", required_argument, 0, 'X' },
 	{ "demo", no_argument, 0, 'D' },
+	{ "foreground", no_argument, 0, 'F' },
+	{ "detach", no_argument, 0, 'd' },
+	{ "attach", required_argument, 0, 'a' },
 	{ "help", no_argument, 0, 'h' },
 	{ "version", no_argument, 0, 'V' },
 	{ 0, 0, 0, 0 },
@@ -384,6 +420,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'T': o->theme = optarg; break;
 		case 'X': o->trace_path = optarg; break;
 		case 'D': o->demo = 1; break;
+		case 'F': o->foreground = 1; break;
+		case 'd': o->detach = 1; break;
+		case 'a': o->attach = optarg; break;
 		case 'w': case 'A': case 'Z': case 'B': case 'N': case 'S':
 			if (parse_value(o, c, optarg))
 				return 2;
@@ -397,6 +436,14 @@ static int parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc) {
 		fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", argv[optind]);
+		return 2;
+	}
+	if (o->detach + o->foreground + o->headless > 1) {
+		fprintf(stderr, "spotdeck: choose one of --detach, --foreground and --headless\n");
+		return 2;
+	}
+	if (o->attach && !o->headless) {
+		fprintf(stderr, "spotdeck: --attach goes with --headless (a cockpit: spotdeck attach %s)\n", o->attach);
 		return 2;
 	}
 	if (o->resume && (o->job_path || o->run_dir)) {
@@ -484,6 +531,7 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 static void close_all(struct app *a)
 {
 	sd_controller_close(a->ctl);
+	sd_control_close(a->control);
 	uv_walk(a->loop, on_closed_walk, NULL);
 	uv_run(a->loop, UV_RUN_DEFAULT);
 	sd_controller_free(a->ctl);
@@ -518,16 +566,77 @@ static int open_cockpit(struct app *a, const struct options *o, const char *run_
 	return rc;
 }
 
+/* How the run ended, in a few words (attached clients, view-final.json). */
+static void ended_text(struct app *a, const char *start_why, char *out, size_t len)
+{
+	struct sd_run_status rs;
+	sd_controller_status(a->ctl, &rs);
+	const char *fatal = sd_controller_fatal(a->ctl);
+	if (start_why)
+		snprintf(out, len, "failed to start: %s", start_why);
+	else if (fatal)
+		snprintf(out, len, "failed: %s", fatal);
+	else if (a->user_quit)
+		snprintf(out, len, "quit at step %ld of %ld", rs.step, rs.total_steps);
+	else if (rs.done && rs.step >= rs.total_steps && rs.test_accuracy >= 0)
+		snprintf(out, len, "finished at step %ld, test accuracy %.2f %%", rs.step, 100 * rs.test_accuracy);
+	else
+		snprintf(out, len, "stopped at step %ld of %ld (exit status %d)", rs.step, rs.total_steps,
+		         a->status);
+}
+
+static void on_flush_timer(uv_timer_t *t)
+{
+	(void)t;   /* only wakes the loop up */
+}
+
+/* The background run ended: tells the attached clients and waits up to 2 s
+ * for them to have read it. */
+static void tell_clients(struct app *a, const char *start_why)
+{
+	if (!a->control)
+		return;
+	ended_text(a, start_why, a->ended, sizeof a->ended);
+	sd_control_end(a->control, a->status, a->ended);
+	uv_timer_t t;
+	uv_timer_init(a->loop, &t);
+	uv_timer_start(&t, on_flush_timer, 50, 50);
+	uint64_t deadline = uv_now(a->loop) + 2000;
+	while (!sd_control_flushed(a->control) && uv_now(a->loop) < deadline)
+		uv_run(a->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(a->loop, UV_RUN_NOWAIT);
+}
+
 /* Runs the started controller to its end and says why it ended, once the
  * terminal is back (the cockpit logs stderr).  fresh_dir: the run
- * directory is this start's own, to be removed if the run never began. */
-static void run_to_end(struct app *a, const char *jp, int fresh_dir)
+ * directory is this start's own, to be removed if the run never began.
+ * ready_fd >= 0 (a background run): once started, the run's output goes to
+ * RUN_DIR/spotdeck.log and "ready" is written to ready_fd, which the
+ * starting process waits for (what came before, errors, it shows). */
+static void run_to_end(struct app *a, const char *jp, int fresh_dir, int ready_fd, const char *run_dir)
 {
 	char *start_why = NULL;
 	if (sd_controller_start(a->ctl, &start_why) < 0) {
 		a->status = 1;
 		a->start_failed = fresh_dir;
 	} else {
+		if (ready_fd >= 0) {
+			char logpath[PATH_MAX + 32];
+			snprintf(logpath, sizeof logpath, "%s/spotdeck.log", run_dir);
+			int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+			if (fd >= 0) {
+				fflush(stdout);
+				fflush(stderr);
+				dup2(fd, 1);
+				dup2(fd, 2);
+				close(fd);
+			}
+			static const char ready[] = "\nspotdeck-ready\n";
+			if (write(ready_fd, ready, sizeof ready - 1) < 0)
+				perror("spotdeck: ready pipe");
+			close(ready_fd);
+		}
 		uv_run(a->loop, UV_RUN_DEFAULT);
 	}
 	if (a->cockpit)
@@ -538,7 +647,6 @@ static void run_to_end(struct app *a, const char *jp, int fresh_dir)
 			fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
 		else   /* a worker program that cannot be started names itself */
 			fprintf(stderr, "spotdeck: %s\n", start_why);
-		free(start_why);
 	}
 	if (sd_controller_fatal(a->ctl)) {
 		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a->ctl));
@@ -552,20 +660,125 @@ static void run_to_end(struct app *a, const char *jp, int fresh_dir)
 		if (rs.step == 0)
 			a->start_failed = fresh_dir;
 	}
+	tell_clients(a, start_why);
+	free(start_why);
+}
+
+/* A background run: the process that was started forks one that leaves the
+ * terminal's session (setsid, then a second fork so that it can never get
+ * a controlling terminal again), stdin /dev/null, and runs the controller;
+ * its stdout and stderr go through a pipe to this process until the run
+ * started (so a bad job or catalog is said here, and nothing is left
+ * running), then to RUN_DIR/spotdeck.log.  This process then attaches a
+ * cockpit to the run as any `spotdeck attach` does.  Returns 1 in the
+ * child (the caller runs the controller with *ready_fd set), 0 in the
+ * starting process after the run is ready (the caller attaches), -1 with
+ * the run's exit status in *status when it did not start. */
+static int go_background(int *ready_fd, int *status)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		fprintf(stderr, "spotdeck: pipe: %s\n", strerror(errno));
+		*status = 1;
+		return -1;
+	}
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "spotdeck: fork: %s\n", strerror(errno));
+		*status = 1;
+		return -1;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		if (setsid() < 0)
+			_exit(1);
+		pid_t again = fork();
+		if (again != 0)
+			_exit(again < 0);
+		int dn = open("/dev/null", O_RDWR);
+		if (dn >= 0) {
+			dup2(dn, 0);
+			close(dn);
+		}
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		*ready_fd = p[1];
+		signal(SIGHUP, SIG_IGN);   /* no terminal to lose; SIGTERM still ends it */
+		return 1;
+	}
+	close(p[1]);
+	int ws;
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	/* Everything the run said before it was ready, then its word. */
+	char buf[4096];
+	size_t n = 0;
+	char *all = NULL;
+	ssize_t got;
+	while ((got = read(p[0], buf, sizeof buf)) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		char *na = realloc(all, n + (size_t)got + 1);
+		if (!na)
+			break;
+		all = na;
+		memcpy(all + n, buf, (size_t)got);
+		n += (size_t)got;
+		all[n] = 0;
+	}
+	close(p[0]);
+	static const char ready[] = "\nspotdeck-ready\n";
+	char *mark = all ? strstr(all, ready) : NULL;
+	if (mark)
+		*mark = 0;
+	if (all && all[0])
+		fputs(all, stderr);
+	free(all);
+	if (!mark) {
+		*status = 1;
+		return -1;
+	}
+	return 0;
 }
 
 /* The run: parse, load the job and trace, create the controller in its run
  * directory, open the cockpit or the headless stdin, run, clean up.  The
  * exit status: 0 after a finished run or a quit from the cockpit, 1 after
- * a failure, 2 after a bad command line. */
+ * a failure, 2 after a bad command line.  Without --headless and
+ * --foreground, the run goes to the background and this process attaches
+ * to it (src/app/attach.h). */
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "plan"))
 		return sd_plan_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "attach"))
+		return sd_attach_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "ls"))
+		return sd_ls_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "kill"))
+		return sd_kill_main(argc - 1, argv + 1);
 	struct options o;
 	int rc = parse_options(argc, argv, &o);
 	if (rc >= 0)
 		return rc;
+	if (o.attach) {
+		struct sd_attach_opts ao;
+		memset(&ao, 0, sizeof ao);
+		ao.run_dir = o.attach;
+		ao.headless = 1;
+		return sd_attach_run(&ao);
+	}
+	int background = !o.headless && !o.foreground;
+	if (background && !o.detach && !(isatty(0) && isatty(1))) {
+		fprintf(stderr, "spotdeck: the cockpit needs a terminal (stdin and stdout): run with --headless "
+		        "for scripts\n");
+		return 1;
+	}
 	char *why = NULL;
 	struct sd_trace trace;
 	memset(&trace, 0, sizeof trace);
@@ -596,6 +809,64 @@ int main(int argc, char **argv)
 		default_worker_path(o.worker, sizeof o.worker);
 	signal(SIGPIPE, SIG_IGN);
 
+	/* A run directory this start creates is removed again if the start
+	 * fails (bad catalog, theme or cluster): a failed start leaves nothing. */
+	struct stat rd_st;
+	int fresh_dir = !o.resume && stat(run_dir, &rd_st) < 0 && errno == ENOENT;
+	if (!o.resume) {
+		/* Never start a second run over a first one's job, checkpoints and journal. */
+		char jpath[PATH_MAX + 32];
+		snprintf(jpath, sizeof jpath, "%s/journal.jsonl", run_dir);
+		if (access(jpath, F_OK) == 0) {
+			fprintf(stderr, "spotdeck: --run-dir %s: holds a run already (journal.jsonl); "
+			        "continue it with --resume %s or choose another directory\n", run_dir, run_dir);
+			return 1;
+		}
+	}
+	int ready_fd = -1;
+	if (background && o.theme) {
+		/* A bad theme is said before anything starts. */
+		char themes_home[PATH_MAX] = "";
+		const char *home = getenv("HOME");
+		if (home)
+			snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
+		const char *dirs[] = { themes_home, SD_DATADIR "/themes", SD_SRCDIR "/themes" };
+		struct sd_theme th;
+		if (sd_theme_load(&th, o.theme, dirs, 3, &why) < 0) {
+			fprintf(stderr, "spotdeck: %s\n", why);
+			free(why);
+			return 1;
+		}
+	}
+	if (background) {
+		int status = 1;
+		int where = go_background(&ready_fd, &status);
+		if (where < 0)
+			return status;
+		if (where == 0 && o.detach) {
+			printf("%s\n", run_dir);
+			fprintf(stderr, "spotdeck: the run in %s goes on in the background: spotdeck attach %s "
+			        "watches it, spotdeck kill %s ends it\n", run_dir, run_dir, run_dir);
+			return 0;
+		}
+		if (where == 0) {
+			struct sd_attach_opts ao;
+			memset(&ao, 0, sizeof ao);
+			ao.run_dir = run_dir;
+			char themes_home[PATH_MAX] = "";
+			const char *home = getenv("HOME");
+			if (home)
+				snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
+			ao.cockpit.theme = o.theme;
+			ao.cockpit.theme_dirs[0] = themes_home;
+			ao.cockpit.theme_dirs[1] = SD_DATADIR "/themes";
+			ao.cockpit.theme_dirs[2] = SD_SRCDIR "/themes";
+			ao.cockpit.bell = o.alert;
+			ao.end_run_without_cockpit = 1;
+			return sd_attach_run(&ao);
+		}
+	}
+
 	struct app a;
 	memset(&a, 0, sizeof a);
 	a.loop = uv_default_loop();
@@ -612,20 +883,6 @@ int main(int argc, char **argv)
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};
-	/* A run directory this start creates is removed again if the start
-	 * fails (bad catalog, theme or cluster): a failed start leaves nothing. */
-	struct stat rd_st;
-	int fresh_dir = !o.resume && stat(run_dir, &rd_st) < 0 && errno == ENOENT;
-	if (!o.resume) {
-		/* Never start a second run over a first one's job, checkpoints and journal. */
-		char jpath[PATH_MAX + 32];
-		snprintf(jpath, sizeof jpath, "%s/journal.jsonl", run_dir);
-		if (access(jpath, F_OK) == 0) {
-			fprintf(stderr, "spotdeck: --run-dir %s: holds a run already (journal.jsonl); "
-			        "continue it with --resume %s or choose another directory\n", run_dir, run_dir);
-			return 1;
-		}
-	}
 	if (sd_controller_create(&a.ctl, a.loop, &job, &co, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
@@ -641,8 +898,28 @@ int main(int argc, char **argv)
 	a.sigint.data = a.sigterm.data = a.sighup.data = &a;
 	uv_signal_start(&a.sigint, on_signal, SIGINT);
 	uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-	uv_signal_start(&a.sighup, on_signal, SIGHUP);
-	if (o.headless) {
+	if (!background)
+		uv_signal_start(&a.sighup, on_signal, SIGHUP);
+	if (background) {
+		a.vm = sd_view_model_new(a.ctl);
+		struct sd_control_opts cto = {
+			.run_dir = run_dir,
+			.job = jp,
+			.view = cockpit_view,
+			.command = control_command,
+			.clients_changed = control_clients_changed,
+			.ctx = &a,
+		};
+		if (sd_control_listen(&a.control, a.loop, &cto, &why) < 0) {
+			fprintf(stderr, "spotdeck: %s\n", why);
+			free(why);
+			close_all(&a);
+			uv_loop_close(a.loop);
+			if (fresh_dir)
+				discard_run_dir(run_dir);
+			return 1;
+		}
+	} else if (o.headless) {
 		open_stdin(&a);
 	} else if (open_cockpit(&a, &o, run_dir, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
@@ -652,12 +929,14 @@ int main(int argc, char **argv)
 			discard_run_dir(run_dir);
 		return 1;
 	}
-	run_to_end(&a, jp, fresh_dir);
+	run_to_end(&a, jp, fresh_dir, ready_fd, run_dir);
 	close_all(&a);
 	sd_line_reader_free(&a.in_rd);
 	sd_trace_free(&trace);
 	uv_loop_close(a.loop);
 	if (a.start_failed)
 		discard_run_dir(run_dir);
+	if (background)
+		return a.user_quit ? 0 : a.status;
 	return a.cockpit_used && a.user_quit ? 0 : a.status;
 }

@@ -23,7 +23,8 @@ const struct sd_key sd_keys[] = {
 	{ 'w', SD_CTX_MAIN, "w", "what if: plan the rest on another cluster", "what-if", NULL, 9, sd_act_whatif },
 	{ '?', SD_CTX_MAIN, "?", "this help", "help", NULL, 2, sd_act_help },
 	{ KEY_F(1), SD_CTX_MAIN, NULL, NULL, NULL, NULL, 0, sd_act_help },
-	{ 'q', SD_CTX_MAIN, "q", "quit (asks while servers run)", "quit", NULL, 3, sd_act_quit },
+	{ 'q', SD_CTX_MAIN, "q", "quit: end the run (asks while servers run)", "quit", NULL, 3, sd_act_quit },
+	{ 'x', SD_CTX_MAIN, "x", "detach: leave the run going (spotdeck attach)", "detach", NULL, 10, sd_act_detach },
 	/* Moving around. */
 	{ '\t', SD_CTX_MAIN, "Tab", "focus the next pane", NULL, NULL, 0, sd_act_focus_next },
 	{ KEY_RIGHT, SD_CTX_MAIN, NULL, NULL, NULL, NULL, 0, sd_act_focus_next },

@@ -20,7 +20,7 @@ struct item {
 #define MAX_ITEMS 16
 
 struct header_items {
-	struct item id[4], run[MAX_ITEMS];
+	struct item id[6], run[MAX_ITEMS];
 	int nid, nrun;
 	struct item right;          /* row 0, right-aligned; text "" none */
 };
@@ -54,13 +54,21 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 	char a[32], b[32];
 	int em = any_emulated(v);
 	memset(h, 0, sizeof *h);
-#define ID(st, ...) add(h->id, &h->nid, 4, st, __VA_ARGS__)
+#define ID(st, ...) add(h->id, &h->nid, 6, st, __VA_ARGS__)
 #define RUN(st, ...) add(h->run, &h->nrun, MAX_ITEMS, st, __VA_ARGS__)
 	ID(SD_STYLE_HEADER, "spotdeck");
 	ID(SD_STYLE_HEADER, "%.*s", (int)sizeof v->job, v->job[0] ? v->job : "(no job)");
 	ID(SD_STYLE_HEADER, "gen %ld, %d worker%s", v->generation, v->world_size, v->world_size == 1 ? "" : "s");
 	if (v->paused)
 		ID(SD_STYLE_WARN, "PAUSED");
+	/* A background run: the cockpits attached to it (this one included),
+	 * and whether this one only watches. */
+	if (v->clients > 0)
+		ID(SD_STYLE_HEADER, "%d attached", v->clients);
+	if (v->read_only)
+		ID(SD_STYLE_WARN, "read-only");
+	if (v->ended[0])
+		RUN(SD_STYLE_WARN, "ENDED: %.100s", v->ended);
 
 	if (v->total_steps > 0)
 		RUN(SD_STYLE_HEADER, "step %ld/%ld", v->step, v->total_steps);
@@ -170,6 +178,9 @@ static uint64_t header_signature(const struct sd_pane *p, const struct sd_view *
 	const char *end = (const char *)&v->seed + sizeof v->seed;
 	int em = any_emulated(v);
 	uint64_t h = sd_hash(SD_HASH_INIT, start, (size_t)(end - start));
+	h = sd_hash(h, &v->clients, sizeof v->clients);
+	h = sd_hash(h, &v->read_only, sizeof v->read_only);
+	h = sd_hash(h, v->ended, strlen(v->ended));
 	return sd_hash(h, &em, sizeof em);
 }
 

@@ -655,8 +655,14 @@ int sd_act_quit(struct sd_screen *s, int key)
 		live += sd_state_live(s->v->servers[i].state);
 	if (live == 0)
 		return run_command(s, "quit");
-	return open_confirm(s, "Quit", "quit", "Quit spotdeck? %d server%s still run%s: the run checkpoints and releases them.",
-	                    live, live == 1 ? "" : "s", live == 1 ? "s" : "");
+	return open_confirm(s, "Quit", "quit", "Quit spotdeck? %d server%s still run%s: the run checkpoints and releases them.%s",
+	                    live, live == 1 ? "" : "s", live == 1 ? "s" : "",
+	                    s->v->clients > 0 ? " (x detaches and leaves it running.)" : "");
+}
+
+int sd_act_detach(struct sd_screen *s, int key)
+{
+	return run_command(s, "detach");
 }
 
 static int focusable_next(const struct sd_screen *s, int from, int dir)

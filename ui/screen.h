@@ -81,6 +81,7 @@ int sd_act_theme(struct sd_screen *s, int key);
 int sd_act_help(struct sd_screen *s, int key);
 int sd_act_whatif(struct sd_screen *s, int key);
 int sd_act_quit(struct sd_screen *s, int key);
+int sd_act_detach(struct sd_screen *s, int key);
 int sd_act_accept(struct sd_screen *s, int key);
 int sd_act_focus_next(struct sd_screen *s, int key);
 int sd_act_focus_prev(struct sd_screen *s, int key);

@@ -318,6 +318,12 @@ static struct hist *hist_for(struct sd_view_model *vm, const char *id)
 	return h;
 }
 
+void sd_view_model_set_clients(struct sd_view_model *vm, int clients)
+{
+	vm->v.clients = clients;
+	vm->v.version++;
+}
+
 const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 {
 	struct sd_view *v = &vm->v;

@@ -22,6 +22,10 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev);
 void sd_view_model_set_whatif(struct sd_view_model *vm, const struct sd_view_whatif *rows, int n,
                               const char *note, int busy);
 
+/* The cockpits attached to the background run (src/app/control.h); the
+ * header shows it. */
+void sd_view_model_set_clients(struct sd_view_model *vm, int clients);
+
 /* Refreshes live figures and returns the view (owned by vm, valid until
  * the next call). */
 const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm);
