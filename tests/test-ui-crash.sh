@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/test-ui-crash.sh - a crash gives the terminal back (issue 10's
-# list): the real spotdeck's cockpit in tmux gets SIGSEGV, then SIGFPE in
-# a second run; each time spotdeck dies of that signal and leaves the pane
+# list): the real spotdeck's cockpit in tmux (the client of the background
+# run, the first process with the run's command line) gets SIGSEGV, then
+# SIGFPE in a second run; each time spotdeck dies of that signal and leaves the pane
 # usable: the alternate screen off, the cursor visible, and the terminal
 # modes it started with (stty: echo and icanon on, as before curses).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
@@ -43,6 +44,7 @@ crash_run() {
 # cleanup_run: the run's workers and tmux go, T stays for the next run.
 cleanup_run() {
 	tmux_kill
+	end_background_run
 	for p in $($CHECK "$RUN/journal.jsonl" pids 2>/dev/null); do
 		alive "$p" spotdeck-worker && kill -KILL "$p" 2>/dev/null
 	done

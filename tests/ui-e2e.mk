@@ -18,7 +18,7 @@ TESTS += tests/test-ui-crash.sh
 EXTRA_DIST += tests/test-ui-crash.sh
 EXTRA_DIST += tests/test-ui-cockpit.sh tests/ui-e2e/check.py \
 	tests/ui-e2e/cockpit-job.json tests/ui-e2e/cockpit-trace.jsonl \
-	tests/bench/cockpit-bench
+	tests/bench/cockpit-bench tests/bench/attach-bench
 # The background run (issue 11): detach by losing the terminal, attach again,
 # two cockpits, the final screen; the control socket from scripts.
 TESTS += tests/test-ui-attach.sh tests/test-control-socket.sh
