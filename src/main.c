@@ -841,6 +841,8 @@ int main(int argc, char **argv)
 	if (background) {
 		int status = 1;
 		int where = go_background(&ready_fd, &status);
+		if (where <= 0)
+			sd_trace_free(&trace);   /* the run's process has its own copy */
 		if (where < 0)
 			return status;
 		if (where == 0 && o.detach) {

@@ -7,7 +7,8 @@
 # nobody, when run as root); `spotdeck --headless --attach` streams the
 # journal and takes commands from stdin; a cockpit whose run is SIGKILLed
 # says so and exits 1 with the terminal restored, and `--resume` continues
-# from the last checkpoint; `spotdeck kill` ends the run as q y does.
+# from the last checkpoint; `spotdeck kill` ends the run as q y does; a
+# client that stops reading is dropped while the run goes on.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
 . "$top_srcdir/tests/ui-e2e/lib.sh"
@@ -60,7 +61,10 @@ print("EOF")
 PY
 client() { (cd "$T" && python3 client.py "$@"); }
 
-$SPOTDECK --detach --job "$T/job.json" --run-dir "$RUN" >"$T/out" 2>"$T/err" || { cat "$T/err" >&2; fail "--detach"; }
+# A small queue limit (64 KiB instead of 32 MiB) so that a client that
+# stops reading is dropped within a few hundred commands.
+SPOTDECK_CONTROL_QUEUE_MAX=65536 $SPOTDECK --detach --job "$T/job.json" --run-dir "$RUN" >"$T/out" 2>"$T/err" ||
+	{ cat "$T/err" >&2; fail "--detach"; }
 [ "$(cat "$T/out")" = "$RUN" ] || fail "--detach printed '$(cat "$T/out")', not the run directory"
 DPID=$(daemon_pid)
 [ -n "$DPID" ] && alive "$DPID" spotdeck || fail "no run process after --detach"
@@ -88,6 +92,36 @@ wait_steps_after "$S"
 alive "$DPID" spotdeck || fail "the run died of a bad client"
 grep -q '"type":"command"' "$RUN/journal.jsonl" && fail "a bad client's command reached the command table"
 ok "bad lines: $(sed -n 2p "$T/c1" | cut -c1-60) / $(sed -n 2p "$T/c2") / $(sed -n 2p "$T/c3"); the run trains on past step $S"
+
+# A client that sends and never reads: every help journals the command list,
+# which goes to it as an event; once 64 KiB wait for it, it is dropped, and
+# the run goes on.
+python3 - "$RUN/control.sock" >"$T/slow" <<-'PY' || fail "slow client"
+import json, socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(b'{"type":"hello","protocol":1,"want":"journal","read_only":false}\n')
+sent = 0
+try:
+    for i in range(3000):
+        s.sendall(b'{"type":"command","id":%d,"line":"help"}\n' % i)
+        sent += 1
+except OSError as e:
+    pass
+time.sleep(1)
+s.settimeout(15)   # a run that never hangs up fails the test here
+replies = 0
+f = s.makefile("rb")
+for line in f:
+    if line.startswith(b'{"type":"reply"'):
+        replies += 1
+print("sent %d helps, read %d replies before the run hung up" % (sent, replies))
+PY
+grep -q "client pid [0-9]* dropped: it reads too slowly" "$RUN/spotdeck.log" ||
+	{ cat "$RUN/spotdeck.log" >&2; fail "the slow client was not dropped"; }
+S=$(last_step)
+wait_steps_after "$S"
+ok "slow client: $(cat "$T/slow"); spotdeck.log: '$(grep -o 'client pid [0-9]* dropped.*' "$RUN/spotdeck.log" | head -n 1)'; steps go on past $S"
 
 if [ "$(id -u)" = 0 ] && command -v runuser >/dev/null 2>&1 && id nobody >/dev/null 2>&1; then
 	cp "$T/client.py" /tmp/spotdeck-client.$$.py

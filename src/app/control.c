@@ -62,6 +62,7 @@ struct sd_control {
 	int closed;
 	int ended;
 	struct sd_view_mark *mark;  /* large: on the heap */
+	size_t queue_max;           /* SD_CONTROL_QUEUE_MAX, or the environment's */
 	unsigned long last_version;
 };
 
@@ -134,6 +135,8 @@ static void client_gone(struct client *cl)
 	if (!cl->live)
 		return;
 	s->nclients--;
+	if (!s->closed && !s->ended)
+		log_line("client pid %ld left; %d attached", cl->pid, s->nclients);
 	if (s->o.clients_changed && !s->closed)
 		s->o.clients_changed(s->o.ctx, s->nclients);
 }
@@ -178,7 +181,7 @@ static void send_buf(struct client *cl, struct wbuf *b)
 	if (cl->gone || !b)
 		return;
 	uv_stream_t *st = (uv_stream_t *)&cl->pipe;
-	if (uv_stream_get_write_queue_size(st) + b->len > SD_CONTROL_QUEUE_MAX) {
+	if (uv_stream_get_write_queue_size(st) + b->len > cl->s->queue_max) {
 		log_line("client pid %ld dropped: it reads too slowly (%zu bytes queued)", cl->pid,
 		         uv_stream_get_write_queue_size(st));
 		client_close(cl);
@@ -278,11 +281,14 @@ static void on_client_hello(struct client *cl, const struct sd_control_msg *m)
 	cl->want = m->want;
 	cl->read_only = m->read_only;
 	if (m->want == SD_WANT_INFO) {
-		client_error(cl, "info given");   /* nothing more to say */
+		client_hang_up(cl);   /* the hello was all it wanted */
 		return;
 	}
 	cl->live = 1;
 	s->nclients++;
+	log_line("client pid %ld attached (%s%s); %d attached", cl->pid,
+	         m->want == SD_WANT_COCKPIT ? "cockpit" : "journal", m->read_only ? ", read-only" : "",
+	         s->nclients);
 	if (s->o.clients_changed)
 		s->o.clients_changed(s->o.ctx, s->nclients);
 	if (m->want == SD_WANT_COCKPIT) {
@@ -312,7 +318,7 @@ static void on_client_line(struct client *cl, const char *line, size_t len)
 	} else if (m.type == SD_CONTROL_COMMAND) {
 		on_command(cl, &m);
 	} else if (m.type == SD_CONTROL_DETACH) {
-		client_error(cl, "detached");
+		client_hang_up(cl);
 	}
 	sd_control_msg_free(&m);
 }
@@ -478,6 +484,10 @@ int sd_control_listen(struct sd_control **out, uv_loop_t *loop, const struct sd_
 	}
 	s->loop = loop;
 	s->o = *o;
+	s->queue_max = SD_CONTROL_QUEUE_MAX;
+	const char *qm = getenv("SPOTDECK_CONTROL_QUEUE_MAX");
+	if (qm && atol(qm) >= 4096)
+		s->queue_max = (size_t)atol(qm);
 	snprintf(s->job, sizeof s->job, "%s", o->job ? o->job : "");
 	snprintf(s->run_dir, sizeof s->run_dir, "%s", o->run_dir);
 	time_t now = time(NULL);

@@ -19,7 +19,9 @@
 #include "ui/view.h"
 
 #define SD_CONTROL_STATUS_MS 200          /* the cockpit's own poll period */
-#define SD_CONTROL_QUEUE_MAX (32u << 20)  /* bytes queued to one client */
+#define SD_CONTROL_QUEUE_MAX (32u << 20)  /* bytes queued to one client; the
+                                          * environment's SPOTDECK_CONTROL_QUEUE_MAX
+                                          * (bytes, >= 4096) replaces it, for tests */
 
 struct sd_control;
 
