@@ -5,6 +5,8 @@
 noinst_LIBRARIES += src/app/libsdapp.a
 src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
 	src/app/plan-cli.c src/app/plan-cli.h \
-	src/app/whatif.c src/app/whatif.h src/app/whatif-run.c
-src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+	src/app/whatif.c src/app/whatif.h src/app/whatif-run.c \
+	src/app/view-codec.c src/app/view-codec.h \
+	src/app/control-proto.c src/app/control-proto.h
+src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS)
 SD_APP_LIBS = src/app/libsdapp.a

@@ -14,12 +14,19 @@
  * A series is {"t":[seconds...],"v":[values...]}, oldest first; applying one
  * appends the samples whose t is newer than the mirror's newest in that
  * series (a snapshot sent between two broadcasts may overlap the next
- * change set: the overlap is skipped), and a full form replaces it.
+ * change set: the overlap is skipped), and a full form replaces it.  A
+ * series whose newest t went back below the mark (the run's clock started
+ * again) is sent whole with "replace":true, which replaces it too.  A
+ * server of the change set that the mark does not know is sent with its
+ * whole series.  Series values are floats, printed with the fewest digits
+ * (6 to 9) that read back to the same float.
  *
  * Field names are struct sd_view's and struct sd_view_server's etc. member
- * names.  Numbers are JSON numbers; a non-finite double is sent as null and
+ * names.  Numbers are JSON numbers, except "seed", a decimal string (a
+ * double cannot hold every uint64_t); a non-finite double is sent as null and
  * read back as the field's "unknown" (-1 for eta_s, test_accuracy and
- * recovery_s, else 0). */
+ * recovery_s, else 0; 0 for a series sample).  Integers (long fields too)
+ * round-trip up to 2^53. */
 #ifndef SD_VIEW_CODEC_H
 #define SD_VIEW_CODEC_H
 
@@ -66,8 +73,9 @@ void sd_view_mirror_free(struct sd_view_mirror *m);
  * 0 for a change set.  Bumps m->v.version.  Returns 0, or -1 with *why
  * (caller frees) naming the field and what is wrong ("view.servers[3].rank:
  * expected an integer"): wrong types, strings too long for their field,
- * arrays over the bounds above, series of unequal lengths.  On error m may
- * hold part of the object but stays valid to render and to free. */
+ * arrays over the bounds above, series of unequal lengths.  On error m is
+ * left as it was (the new state is built aside and swapped in whole), valid
+ * to render and to free. */
 int sd_view_mirror_apply(struct sd_view_mirror *m, const cJSON *view, int full, char **why);
 
 #endif
