@@ -8,6 +8,7 @@
 
 #include "src/app/view-codec.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <locale.h>
@@ -39,10 +40,40 @@ static void put(struct enc *e, cJSON *o, const char *name, cJSON *item)
 	}
 }
 
+/* buf as JSON wants it: '.' for the decimal point whatever LC_NUMERIC says
+ * (the caller's strtod read the locale's own point, as snprintf wrote it). */
+static void json_point(char *buf)
+{
+	const char *dp = localeconv()->decimal_point;
+	if (dp && dp[0] && dp[0] != '.' && !dp[1]) {
+		char *at = strchr(buf, dp[0]);
+		if (at)
+			*at = '.';
+	}
+}
+
+/* A double as the shortest of %.15g, %.16g, %.17g that reads back to the
+ * same double (17 always does: IEEE 754-2008 5.12.2).  cJSON's own printer
+ * stops at 15 digits when the value is within DBL_EPSILON relative, which
+ * loses the last bits of sums like 0.1 + 0.2; a field must round-trip. */
+static cJSON *double_item(double d)
+{
+	if (!isfinite(d))
+		return cJSON_CreateNull();
+	char buf[40];
+	for (int prec = 15; prec <= 17; prec++) {
+		snprintf(buf, sizeof buf, "%.*g", prec, d);
+		if (strtod(buf, NULL) == d)
+			break;
+	}
+	json_point(buf);
+	return cJSON_CreateRaw(buf);
+}
+
 static void put_num(struct enc *e, cJSON *o, const char *name, double d)
 {
-	/* cJSON prints a non-finite number as null: the header's "unknown". */
-	put(e, o, name, cJSON_CreateNumber(d));
+	/* A non-finite number goes as null: the header's "unknown". */
+	put(e, o, name, double_item(d));
 }
 
 /* A char array field: at most cap bytes, whether or not a NUL ends them, so
@@ -76,14 +107,7 @@ static cJSON *float_item(float f)
 		if ((float)strtod(buf, NULL) == f)
 			break;
 	}
-	/* JSON wants '.', whatever LC_NUMERIC says (strtod above read the
-	 * locale's own point, as snprintf wrote it). */
-	const char *dp = localeconv()->decimal_point;
-	if (dp && dp[0] && dp[0] != '.' && !dp[1]) {
-		char *at = strchr(buf, dp[0]);
-		if (at)
-			*at = '.';
-	}
+	json_point(buf);
 	return cJSON_CreateRaw(buf);
 }
 
@@ -126,7 +150,7 @@ static void put_series(struct enc *e, cJSON *o, const char *name, const struct s
 		int i = (head + k) % SD_VIEW_HIST;
 		if (!full && !replace && !(s->t[i] > after))
 			continue;
-		cJSON *t = cJSON_CreateNumber(s->t[i]), *v = float_item(s->v[i]);
+		cJSON *t = double_item(s->t[i]), *v = float_item(s->v[i]);
 		if (!t || !v || !cJSON_AddItemToArray(ts, t) || !cJSON_AddItemToArray(vs, v)) {
 			e->ok = 0;
 			break;
@@ -316,7 +340,7 @@ cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since)
 	put(ep, o, "seed", cJSON_CreateString(seed));
 	cJSON *marks = cJSON_CreateArray();
 	for (int i = 0; marks && i < count(v->nmarks, 64); i++) {
-		cJSON *x = cJSON_CreateNumber(v->revocation_marks[i]);
+		cJSON *x = double_item(v->revocation_marks[i]);
 		if (!x || !cJSON_AddItemToArray(marks, x)) {
 			cJSON_Delete(x);
 			e.ok = 0;
@@ -534,7 +558,9 @@ static int get_series(const cJSON *o, const char *path, const char *name,
 		if (cJSON_IsNull(b))
 			v[k] = 0;
 		else if (cJSON_IsNumber(b))
-			v[k] = isfinite(b->valuedouble) ? (float)b->valuedouble : 0;
+			/* Out of a float's range is as unknown as non-finite (and
+			 * converting it would be undefined behaviour). */
+			v[k] = fabs(b->valuedouble) <= FLT_MAX ? (float)b->valuedouble : 0;
 		else
 			return sd_why(why, "%s.%s.v[%d]: expected a number or null", path, name, k);
 		t[k] = a->valuedouble;
