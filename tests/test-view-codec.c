@@ -215,6 +215,17 @@ static cJSON *through_text(const cJSON *obj, size_t *len)
 	return back;
 }
 
+/* The encoded view as the receiver parses it (the encoder writes the
+ * series' arrays as raw text, so look at them only after a round). */
+static cJSON *encode_parsed(const struct sd_view *v, const struct sd_view_mark *mark)
+{
+	cJSON *obj = sd_view_encode(v, mark);
+	CHECK(obj != NULL);
+	cJSON *back = through_text(obj, NULL);
+	cJSON_Delete(obj);
+	return back;
+}
+
 /* Encodes v (full when mark is NULL), applies it to m; returns the text's length. */
 static size_t send_view(const struct sd_view *v, const struct sd_view_mark *mark,
                         struct sd_view_mirror *m, const char *when)
@@ -276,6 +287,19 @@ static void test_full_round_trip(void)
 	CHECK(m.v.servers[0].compute_ms == 0);
 	CHECK(m.v.revocations[1].recovery_s == -1 && m.v.revocations[2].lifetime_s == 0);
 	CHECK_INT(m.v.version, 2);
+
+	/* A number too big for a double reads as inf: unknown too. */
+	cJSON *obj = encode_parsed(&f.view, NULL);
+	cJSON_ReplaceItemInObject(obj, "usd_spent", cJSON_CreateRaw("1e999"));
+	cJSON_ReplaceItemInObject(obj, "eta_s", cJSON_CreateRaw("-1e999"));
+	cJSON *back = through_text(obj, NULL);
+	char *why = NULL;
+	CHECK(sd_view_mirror_apply(&m, back, 1, &why) == 0, "%s", why ? why : "");
+	CHECK(m.v.usd_spent == 0 && m.v.eta_s == -1, "usd_spent %g eta %g", m.v.usd_spent,
+	      m.v.eta_s);
+	free(why);
+	cJSON_Delete(back);
+	cJSON_Delete(obj);
 	sd_view_mirror_free(&m);
 }
 
@@ -295,7 +319,7 @@ static void test_change_sets(void)
 	sd_view_mark_set(&mark, v);
 
 	ui_fixture_tick(&f, 1.5);
-	cJSON *obj = sd_view_encode(v, &mark);
+	cJSON *obj = encode_parsed(v, &mark);
 	CHECK(item(obj, "offers") == NULL, "unchanged offers are not sent");
 	CHECK(item(obj, "revocations") == NULL, "unchanged revocations are not sent");
 	CHECK(item(obj, "whatif") == NULL, "unchanged what-if rows are not sent");
@@ -319,7 +343,7 @@ static void test_change_sets(void)
 	rows[0].cost_p50_usd = 9.5;
 	v->whatif_version++;
 	f.offers[1].usd_per_hour *= 1.1;
-	obj = sd_view_encode(v, &mark);
+	obj = encode_parsed(v, &mark);
 	CHECK(item(obj, "offers") != NULL && item(obj, "revocations") != NULL &&
 	      item(obj, "whatif") != NULL, "changed arrays are sent");
 	/* The new server came with its whole history, the others with 6 ticks'. */
@@ -347,7 +371,7 @@ static void test_change_sets(void)
 	memset(&v->throughput, 0, sizeof v->throughput);
 	for (int i = 0; i < 5; i++)
 		sd_view_series_push(&v->throughput, 1.0 + i, 100.0f * (float)i);
-	obj = sd_view_encode(v, &mark);
+	obj = encode_parsed(v, &mark);
 	CHECK(cJSON_IsTrue(item(item(obj, "throughput"), "replace")));
 	cJSON_Delete(obj);
 	send_view(v, &mark, &m, "clock restarted");
@@ -374,7 +398,7 @@ static void test_overlap(void)
 	send_view(v, NULL, &late, "late snapshot");   /* attaches now */
 	ui_fixture_tick(&f, 1.5);
 
-	cJSON *obj = sd_view_encode(v, &mark);
+	cJSON *obj = encode_parsed(v, &mark);
 	/* 3 ticks since the mark, of which the snapshot has 2. */
 	CHECK_INT(series_samples(item(obj, "throughput")), 3);
 	cJSON_Delete(obj);
@@ -455,7 +479,7 @@ static void test_bad_input(void)
 	sd_view_mirror_init(&m);
 	send_view(&f.view, NULL, &m, "before the bad ones");
 	struct sd_view before = m.v;
-	cJSON *obj = sd_view_encode(&f.view, NULL);
+	cJSON *obj = encode_parsed(&f.view, NULL);
 
 	/* Wrong types, one per kind of field. */
 	cJSON *s1 = cJSON_GetArrayItem(mitem(obj, "servers"), 1);
@@ -518,6 +542,14 @@ static void test_bad_input(void)
 	text = edit(good, "\"ips\":{\"t\":[", "\"ips\":{\"t\":[1,");
 	expect_refused(&m, text, 1, "view.servers[0].ips: t has 121 samples, v has 120");
 	free(text);
+	cJSON *acc = cJSON_Parse("{\"t\":[1,2],\"v\":[3]}");
+	cJSON *was = cJSON_DetachItemFromObject(obj, "acc_hist");
+	cJSON_AddItemToObject(obj, "acc_hist", acc);
+	text = cJSON_PrintUnformatted(obj);
+	expect_refused(&m, text, 0, "view.acc_hist: t has 2 samples, v has 1");
+	free(text);
+	cJSON_DeleteItemFromObject(obj, "acc_hist");
+	cJSON_AddItemToObject(obj, "acc_hist", was);
 	cJSON *tp = mitem(obj, "throughput");
 	cJSON_AddItemToArray(mitem(tp, "t"), cJSON_CreateNumber(1e9));
 	cJSON_AddItemToArray(mitem(tp, "v"), cJSON_CreateNumber(1));

@@ -40,6 +40,9 @@ static void put(struct enc *e, cJSON *o, const char *name, cJSON *item)
 	}
 }
 
+/* The longest number text below: "-1.2345678901234567e-308". */
+#define NUM_TEXT 32
+
 /* buf as JSON wants it: '.' for the decimal point whatever LC_NUMERIC says
  * (the caller's strtod read the locale's own point, as snprintf wrote it). */
 static void json_point(char *buf)
@@ -52,21 +55,43 @@ static void json_point(char *buf)
 	}
 }
 
-/* A double as the shortest of %.15g, %.16g, %.17g that reads back to the
- * same double (17 always does: IEEE 754-2008 5.12.2).  cJSON's own printer
- * stops at 15 digits when the value is within DBL_EPSILON relative, which
- * loses the last bits of sums like 0.1 + 0.2; a field must round-trip. */
-static cJSON *double_item(double d)
+/* d as JSON text into out (NUM_TEXT bytes); returns its length.  An integer
+ * as one; else %.15g when that reads back to the same double, else %.17g
+ * (which always does: IEEE 754-2008 5.12.2).  cJSON's own printer keeps
+ * the 15 digits whenever they are within DBL_EPSILON relative, which loses
+ * the last bits of sums like 0.1 + 0.2; a field must round-trip.  A
+ * non-finite number is null: the header's "unknown". */
+static int format_double(char *out, double d)
 {
 	if (!isfinite(d))
-		return cJSON_CreateNull();
-	char buf[40];
-	for (int prec = 15; prec <= 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*g", prec, d);
-		if (strtod(buf, NULL) == d)
-			break;
-	}
-	json_point(buf);
+		return (int)(memcpy(out, "null", 5), 4);
+	if (d == floor(d) && fabs(d) < 1e15)
+		return snprintf(out, NUM_TEXT, "%lld", (long long)d);
+	snprintf(out, NUM_TEXT, "%.15g", d);
+	if (strtod(out, NULL) != d)
+		snprintf(out, NUM_TEXT, "%.17g", d);
+	json_point(out);
+	return (int)strlen(out);
+}
+
+/* f as JSON text: %.9g, which always reads back to the same float
+ * (IEEE 754-2008 5.12.2: 9 significant digits for binary32); one call, no
+ * search for a shorter form, since the samples are most of a full view. */
+static int format_float(char *out, float f)
+{
+	if (!isfinite(f))
+		return (int)(memcpy(out, "null", 5), 4);
+	if (f == floorf(f) && fabsf(f) < 1e7f)
+		return snprintf(out, NUM_TEXT, "%lld", (long long)f);
+	snprintf(out, NUM_TEXT, "%.9g", (double)f);
+	json_point(out);
+	return (int)strlen(out);
+}
+
+static cJSON *double_item(double d)
+{
+	char buf[NUM_TEXT];
+	format_double(buf, d);
 	return cJSON_CreateRaw(buf);
 }
 
@@ -93,24 +118,6 @@ static void put_str(struct enc *e, cJSON *o, const char *name, const char *s, si
 #define PUT_STR(e, o, st, field) put_str((e), (o), #field, (st)->field, sizeof (st)->field)
 #define PUT_NUM(e, o, st, field) put_num((e), (o), #field, (double)(st)->field)
 
-/* A float as the shortest decimal (6 to 9 significant digits; 9 always
- * round-trips a binary32, IEEE 754-2008 5.12.2) that reads back to the same
- * float through strtod, as cJSON reads it: about half the bytes of cJSON's
- * %1.17g for the float-valued series samples. */
-static cJSON *float_item(float f)
-{
-	if (!isfinite(f))
-		return cJSON_CreateNull();
-	char buf[40];
-	for (int prec = 6; prec <= 9; prec++) {
-		snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-		if ((float)strtod(buf, NULL) == f)
-			break;
-	}
-	json_point(buf);
-	return cJSON_CreateRaw(buf);
-}
-
 /* The series' valid range, clamped so that a damaged one is never read out
  * of bounds. */
 static void series_range(const struct sd_view_series *s, int *head, int *len)
@@ -136,28 +143,33 @@ static void put_series(struct enc *e, cJSON *o, const char *name, const struct s
 {
 	int head, len;
 	series_range(s, &head, &len);
-	cJSON *obj = cJSON_CreateObject();
-	cJSON *ts = cJSON_CreateArray(), *vs = cJSON_CreateArray();
-	if (!obj || !ts || !vs) {
-		cJSON_Delete(obj);
-		cJSON_Delete(ts);
-		cJSON_Delete(vs);
-		e->ok = 0;
-		return;
-	}
+	/* Each array as one raw text: a snapshot holds thousands of samples,
+	 * and an item per sample would cost two allocations each. */
+	char ts[SD_VIEW_HIST * (NUM_TEXT + 1) + 3], vs[SD_VIEW_HIST * (NUM_TEXT + 1) + 3];
+	size_t nt = 0, nv = 0;
+	ts[nt++] = '[';
+	vs[nv++] = '[';
 	int replace = !full && len && series_newest(s) < after;
 	for (int k = 0; k < len; k++) {
 		int i = (head + k) % SD_VIEW_HIST;
 		if (!full && !replace && !(s->t[i] > after))
 			continue;
-		cJSON *t = double_item(s->t[i]), *v = float_item(s->v[i]);
-		if (!t || !v || !cJSON_AddItemToArray(ts, t) || !cJSON_AddItemToArray(vs, v)) {
-			e->ok = 0;
-			break;
+		if (nt > 1) {
+			ts[nt++] = ',';
+			vs[nv++] = ',';
 		}
+		nt += (size_t)format_double(ts + nt, s->t[i]);
+		nv += (size_t)format_float(vs + nv, s->v[i]);
 	}
-	put(e, obj, "t", ts);
-	put(e, obj, "v", vs);
+	memcpy(ts + nt, "]", 2);
+	memcpy(vs + nv, "]", 2);
+	cJSON *obj = cJSON_CreateObject();
+	if (!obj) {
+		e->ok = 0;
+		return;
+	}
+	put(e, obj, "t", cJSON_CreateRaw(ts));
+	put(e, obj, "v", cJSON_CreateRaw(vs));
 	if (replace)
 		put(e, obj, "replace", cJSON_CreateTrue());
 	put(e, o, name, obj);
