@@ -9,6 +9,7 @@ include tests/comm.mk
 include tests/gpu.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
+include tests/control.mk
 
 # packages/debian.txt covers every program the tests and build scripts run
 # (issue 9, item 6).

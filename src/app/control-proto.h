@@ -27,7 +27,11 @@
  *
  * Limits: a client's line is at most SD_CONTROL_CLIENT_LINE_MAX bytes, the
  * server's at most SD_CONTROL_SERVER_LINE_MAX; a longer line, invalid JSON,
- * an unknown type or a message of the wrong direction is an error. */
+ * an unknown type or a message of the wrong direction is an error.  So is
+ * a missing or mistyped field of the type (integers are JSON numbers >= 0
+ * and at most 2^53; unknown extra fields are ignored), a protocol other
+ * than SD_CONTROL_PROTOCOL in a hello, and a NUL (\u0000) in any string,
+ * which C would read as the string's end. */
 #ifndef SD_CONTROL_PROTO_H
 #define SD_CONTROL_PROTO_H
 

@@ -8,6 +8,7 @@
 
 #include "src/app/view-codec.h"
 
+#include <float.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <locale.h>
@@ -39,10 +40,65 @@ static void put(struct enc *e, cJSON *o, const char *name, cJSON *item)
 	}
 }
 
+/* The longest number text below: "-1.2345678901234567e-308". */
+#define NUM_TEXT 32
+
+/* buf as JSON wants it: '.' for the decimal point whatever LC_NUMERIC says
+ * (the caller's strtod read the locale's own point, as snprintf wrote it). */
+static void json_point(char *buf)
+{
+	const char *dp = localeconv()->decimal_point;
+	if (dp && dp[0] && dp[0] != '.' && !dp[1]) {
+		char *at = strchr(buf, dp[0]);
+		if (at)
+			*at = '.';
+	}
+}
+
+/* d as JSON text into out (NUM_TEXT bytes); returns its length.  An integer
+ * as one; else %.15g when that reads back to the same double, else %.17g
+ * (which always does: IEEE 754-2008 5.12.2).  cJSON's own printer keeps
+ * the 15 digits whenever they are within DBL_EPSILON relative, which loses
+ * the last bits of sums like 0.1 + 0.2; a field must round-trip.  A
+ * non-finite number is null: the header's "unknown". */
+static int format_double(char *out, double d)
+{
+	if (!isfinite(d))
+		return (int)(memcpy(out, "null", 5), 4);
+	if (d == floor(d) && fabs(d) < 1e15)
+		return snprintf(out, NUM_TEXT, "%lld", (long long)d);
+	snprintf(out, NUM_TEXT, "%.15g", d);
+	if (strtod(out, NULL) != d)
+		snprintf(out, NUM_TEXT, "%.17g", d);
+	json_point(out);
+	return (int)strlen(out);
+}
+
+/* f as JSON text: %.9g, which always reads back to the same float
+ * (IEEE 754-2008 5.12.2: 9 significant digits for binary32); one call, no
+ * search for a shorter form, since the samples are most of a full view. */
+static int format_float(char *out, float f)
+{
+	if (!isfinite(f))
+		return (int)(memcpy(out, "null", 5), 4);
+	if (f == floorf(f) && fabsf(f) < 1e7f)
+		return snprintf(out, NUM_TEXT, "%lld", (long long)f);
+	snprintf(out, NUM_TEXT, "%.9g", (double)f);
+	json_point(out);
+	return (int)strlen(out);
+}
+
+static cJSON *double_item(double d)
+{
+	char buf[NUM_TEXT];
+	format_double(buf, d);
+	return cJSON_CreateRaw(buf);
+}
+
 static void put_num(struct enc *e, cJSON *o, const char *name, double d)
 {
-	/* cJSON prints a non-finite number as null: the header's "unknown". */
-	put(e, o, name, cJSON_CreateNumber(d));
+	/* A non-finite number goes as null: the header's "unknown". */
+	put(e, o, name, double_item(d));
 }
 
 /* A char array field: at most cap bytes, whether or not a NUL ends them, so
@@ -61,31 +117,6 @@ static void put_str(struct enc *e, cJSON *o, const char *name, const char *s, si
 
 #define PUT_STR(e, o, st, field) put_str((e), (o), #field, (st)->field, sizeof (st)->field)
 #define PUT_NUM(e, o, st, field) put_num((e), (o), #field, (double)(st)->field)
-
-/* A float as the shortest decimal (6 to 9 significant digits; 9 always
- * round-trips a binary32, IEEE 754-2008 5.12.2) that reads back to the same
- * float through strtod, as cJSON reads it: about half the bytes of cJSON's
- * %1.17g for the float-valued series samples. */
-static cJSON *float_item(float f)
-{
-	if (!isfinite(f))
-		return cJSON_CreateNull();
-	char buf[40];
-	for (int prec = 6; prec <= 9; prec++) {
-		snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-		if ((float)strtod(buf, NULL) == f)
-			break;
-	}
-	/* JSON wants '.', whatever LC_NUMERIC says (strtod above read the
-	 * locale's own point, as snprintf wrote it). */
-	const char *dp = localeconv()->decimal_point;
-	if (dp && dp[0] && dp[0] != '.' && !dp[1]) {
-		char *at = strchr(buf, dp[0]);
-		if (at)
-			*at = '.';
-	}
-	return cJSON_CreateRaw(buf);
-}
 
 /* The series' valid range, clamped so that a damaged one is never read out
  * of bounds. */
@@ -112,28 +143,33 @@ static void put_series(struct enc *e, cJSON *o, const char *name, const struct s
 {
 	int head, len;
 	series_range(s, &head, &len);
-	cJSON *obj = cJSON_CreateObject();
-	cJSON *ts = cJSON_CreateArray(), *vs = cJSON_CreateArray();
-	if (!obj || !ts || !vs) {
-		cJSON_Delete(obj);
-		cJSON_Delete(ts);
-		cJSON_Delete(vs);
-		e->ok = 0;
-		return;
-	}
+	/* Each array as one raw text: a snapshot holds thousands of samples,
+	 * and an item per sample would cost two allocations each. */
+	char ts[SD_VIEW_HIST * (NUM_TEXT + 1) + 3], vs[SD_VIEW_HIST * (NUM_TEXT + 1) + 3];
+	size_t nt = 0, nv = 0;
+	ts[nt++] = '[';
+	vs[nv++] = '[';
 	int replace = !full && len && series_newest(s) < after;
 	for (int k = 0; k < len; k++) {
 		int i = (head + k) % SD_VIEW_HIST;
 		if (!full && !replace && !(s->t[i] > after))
 			continue;
-		cJSON *t = cJSON_CreateNumber(s->t[i]), *v = float_item(s->v[i]);
-		if (!t || !v || !cJSON_AddItemToArray(ts, t) || !cJSON_AddItemToArray(vs, v)) {
-			e->ok = 0;
-			break;
+		if (nt > 1) {
+			ts[nt++] = ',';
+			vs[nv++] = ',';
 		}
+		nt += (size_t)format_double(ts + nt, s->t[i]);
+		nv += (size_t)format_float(vs + nv, s->v[i]);
 	}
-	put(e, obj, "t", ts);
-	put(e, obj, "v", vs);
+	memcpy(ts + nt, "]", 2);
+	memcpy(vs + nv, "]", 2);
+	cJSON *obj = cJSON_CreateObject();
+	if (!obj) {
+		e->ok = 0;
+		return;
+	}
+	put(e, obj, "t", cJSON_CreateRaw(ts));
+	put(e, obj, "v", cJSON_CreateRaw(vs));
 	if (replace)
 		put(e, obj, "replace", cJSON_CreateTrue());
 	put(e, o, name, obj);
@@ -316,7 +352,7 @@ cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since)
 	put(ep, o, "seed", cJSON_CreateString(seed));
 	cJSON *marks = cJSON_CreateArray();
 	for (int i = 0; marks && i < count(v->nmarks, 64); i++) {
-		cJSON *x = cJSON_CreateNumber(v->revocation_marks[i]);
+		cJSON *x = double_item(v->revocation_marks[i]);
 		if (!x || !cJSON_AddItemToArray(marks, x)) {
 			cJSON_Delete(x);
 			e.ok = 0;
@@ -534,7 +570,9 @@ static int get_series(const cJSON *o, const char *path, const char *name,
 		if (cJSON_IsNull(b))
 			v[k] = 0;
 		else if (cJSON_IsNumber(b))
-			v[k] = isfinite(b->valuedouble) ? (float)b->valuedouble : 0;
+			/* Out of a float's range is as unknown as non-finite (and
+			 * converting it would be undefined behaviour). */
+			v[k] = fabs(b->valuedouble) <= FLT_MAX ? (float)b->valuedouble : 0;
 		else
 			return sd_why(why, "%s.%s.v[%d]: expected a number or null", path, name, k);
 		t[k] = a->valuedouble;

@@ -18,8 +18,9 @@
  * series whose newest t went back below the mark (the run's clock started
  * again) is sent whole with "replace":true, which replaces it too.  A
  * server of the change set that the mark does not know is sent with its
- * whole series.  Series values are floats, printed with the fewest digits
- * (6 to 9) that read back to the same float.
+ * whole series.  Series values are floats, printed with 9 significant
+ * digits (what reads back to the same float); doubles with 15, or 17 when
+ * 15 do not read back exactly: every number round-trips bit for bit.
  *
  * Field names are struct sd_view's and struct sd_view_server's etc. member
  * names.  Numbers are JSON numbers, except "seed", a decimal string (a
@@ -53,7 +54,9 @@ struct sd_view_mark {
 
 /* The view as a new JSON object (caller deletes): the full form when
  * since is NULL or not valid, else the changes since it.  NULL only when
- * out of memory. */
+ * out of memory.  Its numbers, and each series' "t" and "v" arrays, are
+ * cJSON_Raw items holding JSON text (exact doubles, one item per array):
+ * print the object (sd_control_line), do not read them back from it. */
 cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since);
 
 /* Records in m what v holds now (after a broadcast of its changes). */
