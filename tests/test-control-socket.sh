@@ -71,6 +71,7 @@ DPID=$(daemon_pid)
 [ "$(stat -c %a "$RUN")" = 700 ] || fail "run directory mode $(stat -c %a "$RUN"), not 700"
 [ "$(stat -c %a "$RUN/control.sock")" = 600 ] || fail "control.sock mode $(stat -c %a "$RUN/control.sock")"
 wait_steps_after 10
+_tmux_poll '$CHECK "$RUN/journal.jsonl" world 2 >/dev/null 2>&1' 30 || fail "the 2 workers never trained together"
 ok "--detach: run $DPID in the background; $RUN 0700, control.sock 0600"
 
 (cd "$T" && $SPOTDECK ls) >"$T/ls" || fail "spotdeck ls"
