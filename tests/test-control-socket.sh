@@ -195,4 +195,8 @@ grep -q "ended: quit" "$T/kill" || { cat "$T/kill" >&2; fail "kill did not repor
 _tmux_poll '! alive "$DPID" spotdeck' 10 || fail "the run outlived spotdeck kill"
 json_field "$RUN/journal.jsonl" checkpoint reason | grep -q final || fail "no final checkpoint after kill"
 ok "spotdeck kill: $(cat "$T/kill")"
+# The run's own diagnostics (a sanitizer build's reports land there too).
+if grep -E "Sanitizer|runtime error" "$RUN/spotdeck.log" >&2; then
+	fail "spotdeck.log has sanitizer reports"
+fi
 exit 0

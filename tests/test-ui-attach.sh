@@ -127,4 +127,8 @@ tmux_send q
 rc=$(tmux_wait_exit 10)
 [ "$rc" = 0 ] || fail "exit status $rc leaving the final screen"
 ok "the ended run's final screen: read-only, ENDED: quit, commands refused, q leaves with 0"
+# The run's own diagnostics (a sanitizer build's reports land there too).
+if grep -E "Sanitizer|runtime error" "$RUN/spotdeck.log" >&2; then
+	fail "spotdeck.log has sanitizer reports"
+fi
 exit 0
