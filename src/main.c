@@ -48,6 +48,7 @@ struct app {
 	int cockpit_used;
 	struct sd_control *control;   /* the background run's control socket */
 	char ended[160];        /* how the run ended, for attached clients */
+	uv_timer_t flush_timer; /* wakes the loop while they read the end */
 };
 
 /* The embedded default the cockpit opens with: cnn on Fashion-MNIST on four
@@ -598,14 +599,12 @@ static void tell_clients(struct app *a, const char *start_why)
 		return;
 	ended_text(a, start_why, a->ended, sizeof a->ended);
 	sd_control_end(a->control, a->status, a->ended);
-	uv_timer_t t;
-	uv_timer_init(a->loop, &t);
-	uv_timer_start(&t, on_flush_timer, 50, 50);
+	uv_timer_init(a->loop, &a->flush_timer);
+	uv_timer_start(&a->flush_timer, on_flush_timer, 50, 50);
 	uint64_t deadline = uv_now(a->loop) + 2000;
 	while (!sd_control_flushed(a->control) && uv_now(a->loop) < deadline)
 		uv_run(a->loop, UV_RUN_ONCE);
-	uv_close((uv_handle_t *)&t, NULL);
-	uv_run(a->loop, UV_RUN_NOWAIT);
+	uv_close((uv_handle_t *)&a->flush_timer, NULL);
 }
 
 /* Runs the started controller to its end and says why it ended, once the

@@ -181,6 +181,7 @@ struct att {
 	int connected;
 	uv_signal_t sighup, sigint, sigterm;
 	uv_pipe_t in_pipe;
+	uv_tty_t in_tty;
 	uv_stream_t *in;
 	struct sd_line_reader rd, in_rd;
 	struct sd_view_mirror mirror;
@@ -501,15 +502,19 @@ static void on_connect(uv_connect_t *req, int status)
 	a->connected = 1;
 	a->pipe.data = a;
 	uv_read_start((uv_stream_t *)&a->pipe, on_alloc, on_read);
-	if (a->o->headless && uv_guess_handle(0) == UV_NAMED_PIPE &&
-	    uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
-		if (uv_pipe_open(&a->in_pipe, 0) == 0) {
+	/* Commands from stdin when it is a pipe or a terminal (as --headless). */
+	uv_handle_type t = a->o->headless ? uv_guess_handle(0) : UV_UNKNOWN_HANDLE;
+	if (t == UV_NAMED_PIPE && uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
+		if (uv_pipe_open(&a->in_pipe, 0) == 0)
 			a->in = (uv_stream_t *)&a->in_pipe;
-			a->in->data = a;
-			uv_read_start(a->in, on_alloc, on_in_read);
-		} else {
+		else
 			uv_close((uv_handle_t *)&a->in_pipe, NULL);
-		}
+	} else if (t == UV_TTY && uv_tty_init(a->loop, &a->in_tty, 0, 1) == 0) {
+		a->in = (uv_stream_t *)&a->in_tty;
+	}
+	if (a->in) {
+		a->in->data = a;
+		uv_read_start(a->in, on_alloc, on_in_read);
 	}
 }
 
