@@ -136,6 +136,21 @@ static int run_info(const char *run_dir, struct sd_control_msg *hello)
 	return rc;
 }
 
+/* DIR/NAME into rd ("NAME" alone for "."), and whether it holds a control
+ * socket of this user (its stat in *st): 0, or -1. */
+static int run_socket(const char *dir, const char *name, char *rd, size_t len, struct stat *st)
+{
+	if (name[0] == '.')
+		return -1;
+	int here = !strcmp(dir, ".");
+	snprintf(rd, len, "%s%s%s", here ? "" : dir, here ? "" : "/", name);
+	char sock[PATH_MAX + 32];
+	snprintf(sock, sizeof sock, "%s/%s", rd, SOCK_NAME);
+	if (lstat(sock, st) < 0 || !S_ISSOCK(st->st_mode) || st->st_uid != getuid())
+		return -1;
+	return 0;
+}
+
 /* The newest live run under DIR into out (its socket's mtime decides).
  * Returns 0, or -1 when there is none. */
 static int newest_run(const char *dir, char *out, size_t len)
@@ -146,14 +161,9 @@ static int newest_run(const char *dir, char *out, size_t len)
 	double best = -1;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char rd[PATH_MAX], sock[PATH_MAX + 32];
-		snprintf(rd, sizeof rd, "%s%s%s", strcmp(dir, ".") ? dir : "", strcmp(dir, ".") ? "/" : "",
-		         e->d_name);
-		snprintf(sock, sizeof sock, "%s/%s", rd, SOCK_NAME);
+		char rd[PATH_MAX];
 		struct stat st;
-		if (lstat(sock, &st) < 0 || !S_ISSOCK(st.st_mode) || st.st_uid != getuid())
+		if (run_socket(dir, e->d_name, rd, sizeof rd, &st) < 0)
 			continue;
 		double t = (double)st.st_mtim.tv_sec + st.st_mtim.tv_nsec * 1e-9;
 		if (t <= best)
@@ -724,24 +734,19 @@ int sd_ls_main(int argc, char **argv)
 	int n = 0;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		char rd[PATH_MAX], sock[PATH_MAX + 32];
-		snprintf(rd, sizeof rd, "%s%s%s", strcmp(dir, ".") ? dir : "", strcmp(dir, ".") ? "/" : "",
-		         e->d_name);
-		snprintf(sock, sizeof sock, "%s/%s", rd, SOCK_NAME);
+		char rd[PATH_MAX];
 		struct stat st;
-		if (lstat(sock, &st) < 0 || !S_ISSOCK(st.st_mode) || st.st_uid != getuid())
+		if (run_socket(dir, e->d_name, rd, sizeof rd, &st) < 0)
 			continue;
 		struct sd_control_msg h;
 		if (run_info(rd, &h) < 0)
 			continue;   /* a dead run's socket */
 		if (n++ == 0)
-			printf("%-24s %-32s %13s %5s %9s %7s %s\n", "RUNDIR", "JOB", "STEP", "WORLD", "SPENT",
+			printf("%-24s %-40s %13s %5s %9s %7s %s\n", "RUNDIR", "JOB", "STEP", "WORLD", "SPENT",
 			       "CLIENTS", "STARTED");
 		char step[32];
 		snprintf(step, sizeof step, "%ld/%ld", h.step, h.total_steps);
-		printf("%-24s %-32.32s %13s %5ld %9.2f %7ld %s\n", rd, h.job ? h.job : "", step, h.world_size,
+		printf("%-24s %-40.40s %13s %5ld %9.2f %7ld %s\n", rd, h.job ? h.job : "", step, h.world_size,
 		       h.usd_spent, h.clients, h.started ? h.started : "");
 		sd_control_msg_free(&h);
 	}
