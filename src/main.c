@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <getopt.h>
 #include <limits.h>
@@ -311,7 +312,51 @@ static int discard_entry(const char *path, const struct stat *st, int flag, stru
  * journal, empty checkpoints/ and logs/, worker logs of a failed start). */
 static void discard_run_dir(const char *dir)
 {
+	/* Never under a run that another spotdeck started there meanwhile
+	 * (this start made the directory but lost the race for its lock). */
+	char lock[PATH_MAX + 16];
+	snprintf(lock, sizeof lock, "%s/lock", dir);
+	int fd = open(lock, O_RDWR | O_CLOEXEC);
+	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		close(fd);
+		return;
+	}
 	nftw(dir, discard_entry, 8, FTW_DEPTH | FTW_PHYS);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Makes the run directory *dir (its parents as needed, itself 0700 and
+ * exclusively).  When it exists already: a default name (is_default, in
+ * buf) takes a suffix -2 ... -99 until one is new; a name given is used as
+ * it is (the controller refuses one that holds a run).  Returns 1 when this
+ * call made the directory, else 0 (the controller reports other failures
+ * by name). */
+static int make_run_dir(const char **dir, char *buf, size_t len, int is_default)
+{
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof parent, "%s", *dir);
+	for (char *p = parent + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		mkdir(parent, 0755);
+		*p = '/';
+	}
+	if (mkdir(*dir, 0700) == 0)
+		return 1;
+	if (errno != EEXIST || !is_default)
+		return 0;
+	char base[64];
+	snprintf(base, sizeof base, "%s", *dir);
+	for (int i = 2; i < 100; i++) {
+		snprintf(buf, len, "%.48s-%d", base, i);
+		if (mkdir(buf, 0700) == 0) {
+			*dir = buf;
+			return 1;
+		}
+		if (errno != EEXIST)
+			return 0;
+	}
+	return 0;
 }
 
 /* The command line, as parsed; NULL and -1 mean "not given". */
@@ -808,10 +853,7 @@ int main(int argc, char **argv)
 		default_worker_path(o.worker, sizeof o.worker);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* A run directory this start creates is removed again if the start
-	 * fails (bad catalog, theme or cluster): a failed start leaves nothing. */
-	struct stat rd_st;
-	int fresh_dir = !o.resume && stat(run_dir, &rd_st) < 0 && errno == ENOENT;
+	int fresh_dir = 0;
 	if (!o.resume) {
 		/* Never start a second run over a first one's job, checkpoints and journal. */
 		char jpath[PATH_MAX + 32];
@@ -837,13 +879,23 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	/* A run directory this start creates is removed again if the start
+	 * fails (bad catalog or cluster): a failed start leaves nothing.  It is
+	 * made here with an exclusive mkdir, so that only the start that made it
+	 * may remove it, and two starts in the same second get two default
+	 * directories. */
+	if (!o.resume)
+		fresh_dir = make_run_dir(&run_dir, rd, sizeof rd, !o.run_dir);
 	if (background) {
 		int status = 1;
 		int where = go_background(&ready_fd, &status);
 		if (where <= 0)
 			sd_trace_free(&trace);   /* the run's process has its own copy */
-		if (where < 0)
+		if (where < 0) {
+			if (fresh_dir)   /* the run's process removed it, or never ran */
+				discard_run_dir(run_dir);
 			return status;
+		}
 		if (where == 0 && o.detach) {
 			printf("%s\n", run_dir);
 			fprintf(stderr, "spotdeck: the run in %s goes on in the background: spotdeck attach %s "

@@ -142,6 +142,17 @@ else
 	echo "note: not root or no runuser/nobody: the other-uid check is skipped" >&2
 fi
 
+# Commands piped in at once, before the run's hello has arrived: they go
+# after the client's own hello, and the pipe's end detaches with 0.
+h0=$(grep -c '"type":"command"' "$RUN/journal.jsonl")
+for i in $(seq 200); do echo help; done | $SPOTDECK --headless --attach "$RUN" >"$T/p.out" 2>"$T/p.err" ||
+	{ cat "$T/p.err" >&2; fail "200 piped helps: exit status $?"; }
+grep -q "lost the run\|refused" "$T/p.err" && { cat "$T/p.err" >&2; fail "200 piped helps: the client was refused"; }
+printf 'pause\tx\n' | $SPOTDECK --headless --attach "$RUN" >/dev/null 2>"$T/t.err" || fail "a tab on stdin ended the client"
+grep -q "control character 0x09 at byte 6: refused" "$T/t.err" || { cat "$T/t.err" >&2; fail "a tab on stdin not refused by the client"; }
+alive "$DPID" spotdeck || fail "the run died"
+ok "200 helps piped before the hello: exit 0; a tab refused on the client: $(cat "$T/t.err")"
+
 # Headless attach: journal lines out, commands in, stdin's end detaches.
 mkfifo "$T/in"
 $SPOTDECK --headless --attach "$RUN" <"$T/in" >"$T/h.out" 2>"$T/h.err" &
@@ -176,6 +187,15 @@ for p in $($CHECK "$RUN/journal.jsonl" pids); do
 	alive "$p" spotdeck-worker && kill -KILL "$p" 2>/dev/null
 done
 $SPOTDECK --detach --resume "$RUN" >/dev/null 2>"$T/err" || { cat "$T/err" >&2; fail "--detach --resume"; }
+# Three starts of one new directory at once: one runs; the others are
+# refused, and none removes the directory the winner made.
+for i in 1 2 3; do $SPOTDECK --detach --job "$T/job.json" --run-dir "$T/race" >/dev/null 2>"$T/race.$i" & done
+wait
+n=0; for i in 1 2 3; do [ -s "$T/race.$i" ] && grep -q "goes on in the background" "$T/race.$i" && n=$((n + 1)); done
+[ "$n" = 1 ] || { cat "$T/race."* >&2; fail "$n of 3 racing starts of one directory succeeded, expected 1"; }
+[ -S "$T/race/control.sock" ] && [ -f "$T/race/journal.jsonl" ] || { ls -la "$T/race" >&2; fail "the racing starts lost the winner's directory"; }
+$SPOTDECK kill "$T/race" >/dev/null || fail "the race's winner cannot be ended"
+ok "3 starts of one directory at once: one runs, its directory intact; the others: $(grep -hv 'goes on' "$T/race."* | head -n 1)"
 DPID=$(daemon_pid)
 _tmux_poll 'grep -q "\"resumed_from\"\|\"type\":\"resume\"" "$RUN/journal.jsonl"' 30 || true
 wait_steps_after "$CK" 60

@@ -653,7 +653,8 @@ int sd_act_quit(struct sd_screen *s, int key)
 	int live = 0;
 	for (int i = 0; i < nservers(s->v); i++)
 		live += sd_state_live(s->v->servers[i].state);
-	if (live == 0)
+	/* A read-only cockpit only leaves: nothing to confirm. */
+	if (live == 0 || s->v->read_only)
 		return run_command(s, "quit");
 	return open_confirm(s, "Quit", "quit", "Quit spotdeck? %d server%s still run%s: the run checkpoints and releases them.%s",
 	                    live, live == 1 ? "" : "s", live == 1 ? "s" : "",

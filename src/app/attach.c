@@ -200,6 +200,8 @@ struct att {
 	long pid;                   /* the run's process */
 	long next_id;
 	int hello, bye, detached, quit_sent, cockpit_failed;
+	int stopped;                /* said why it ends: nothing later overrides it */
+	int in_file;                /* stdin is a file: its commands were sent at hello */
 	int status;
 	char said[PATH_MAX + 256];  /* printed once the terminal is back */
 };
@@ -216,6 +218,7 @@ static void say(struct att *a, const char *fmt, ...)
 
 static void stop(struct att *a)
 {
+	a->stopped = 1;
 	if (a->cockpit) {
 		sd_cockpit_destroy(a->cockpit);
 		a->cockpit = NULL;
@@ -335,6 +338,8 @@ static void mirror_fixed(struct att *a)
 	a->mirror.v.read_only = a->o->read_only || a->final_screen;
 }
 
+static void open_stdin(struct att *a);
+
 static void on_message(struct att *a, struct sd_control_msg *m)
 {
 	char *why = NULL;
@@ -350,6 +355,8 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 		a->hello = 1;
 		a->pid = m->pid;
 		send_async(a, client_hello(a->o->headless ? "journal" : "cockpit", a->o->read_only));
+		if (a->o->headless)
+			open_stdin(a);   /* commands only after our hello */
 		return;
 	case SD_CONTROL_SNAPSHOT:
 	case SD_CONTROL_STATUS:
@@ -372,7 +379,11 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 			if (s) {
 				fputs(s, stdout);
 				fputc('\n', stdout);
-				fflush(stdout);
+				if (fflush(stdout) != 0) {   /* nobody reads us any more */
+					free(s);
+					detach(a);
+					return;
+				}
 			}
 			free(s);
 		} else if (a->cockpit) {
@@ -424,7 +435,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 
 static void lost(struct att *a)
 {
-	if (a->bye || a->detached)
+	if (a->bye || a->detached || a->stopped)
 		return;
 	say(a, "spotdeck: %s: lost the run (pid %ld) without a word from it: it was killed or crashed; "
 	    "continue it with: spotdeck --resume %s", a->run_dir, a->pid, a->run_dir);
@@ -454,7 +465,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 			stop(a);
 			return;
 		}
-		if (!a->hello && m.type != SD_CONTROL_HELLO) {
+		if (!a->hello && m.type != SD_CONTROL_HELLO && m.type != SD_CONTROL_ERROR) {
 			sd_control_msg_free(&m);
 			say(a, "spotdeck: %s: the run did not say hello first", a->run_dir);
 			a->status = 1;
@@ -464,6 +475,29 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		on_message(a, &m);
 		sd_control_msg_free(&m);
 	}
+}
+
+/* One line of stdin: sent as a command, or refused here with a line on
+ * stderr (read-only, control characters) so the run never sees it. */
+static void stdin_line(struct att *a, const char *line, size_t len)
+{
+	if (len == 0)
+		return;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)line[i];
+		if (ch < 0x20 || ch == 0x7f) {
+			fprintf(stderr, "spotdeck: stdin: control character 0x%02x at byte %zu: refused, none of it run\n",
+			        ch, i + 1);
+			return;
+		}
+	}
+	if (a->o->read_only) {
+		fprintf(stderr, "spotdeck: attached read-only: '%s' refused\n", line);
+		return;
+	}
+	if (!strncmp(line, "quit", 4))
+		a->quit_sent = 1;
+	send_command(a, line);
 }
 
 static void on_in_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
@@ -488,15 +522,48 @@ static void on_in_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 			sd_line_reader_skip(&a->in_rd);
 			continue;
 		}
-		if (len == 0)
-			continue;
-		if (a->o->read_only) {
-			fprintf(stderr, "spotdeck: attached read-only: '%s' refused\n", line);
-			continue;
+		stdin_line(a, line, len);
+	}
+}
+
+/* Commands from stdin (headless): a pipe or a terminal is read as lines come,
+ * and its end detaches; a file's lines are all sent at once and the journal
+ * streams on (as `spotdeck --headless < FILE`); /dev/null gives none. */
+static void open_stdin(struct att *a)
+{
+	uv_handle_type t = uv_guess_handle(0);
+	if (t == UV_NAMED_PIPE && uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
+		if (uv_pipe_open(&a->in_pipe, 0) == 0)
+			a->in = (uv_stream_t *)&a->in_pipe;
+		else
+			uv_close((uv_handle_t *)&a->in_pipe, NULL);
+	} else if (t == UV_TTY && uv_tty_init(a->loop, &a->in_tty, 0, 1) == 0) {
+		a->in = (uv_stream_t *)&a->in_tty;
+	} else if (t == UV_FILE) {
+		char buf[65536];
+		ssize_t n;
+		while ((n = read(0, buf, sizeof buf)) > 0)
+			sd_line_reader_feed(&a->in_rd, buf, (size_t)n);
+		sd_line_reader_feed(&a->in_rd, "\n", 1);   /* a last line without its newline */
+		const char *line;
+		size_t len;
+		char *why = NULL;
+		int got;
+		while ((got = sd_line_reader_next(&a->in_rd, &line, &len, &why)) != 0) {
+			if (got < 0) {
+				fprintf(stderr, "spotdeck: stdin: %s: refused, none of it run\n", why);
+				free(why);
+				why = NULL;
+				sd_line_reader_skip(&a->in_rd);
+				continue;
+			}
+			stdin_line(a, line, len);
 		}
-		if (!strncmp(line, "quit", 4))
-			a->quit_sent = 1;
-		send_command(a, line);
+		a->in_file = 1;
+	}
+	if (a->in) {
+		a->in->data = a;
+		uv_read_start(a->in, on_alloc, on_in_read);
 	}
 }
 
@@ -512,20 +579,6 @@ static void on_connect(uv_connect_t *req, int status)
 	a->connected = 1;
 	a->pipe.data = a;
 	uv_read_start((uv_stream_t *)&a->pipe, on_alloc, on_read);
-	/* Commands from stdin when it is a pipe or a terminal (as --headless). */
-	uv_handle_type t = a->o->headless ? uv_guess_handle(0) : UV_UNKNOWN_HANDLE;
-	if (t == UV_NAMED_PIPE && uv_pipe_init(a->loop, &a->in_pipe, 0) == 0) {
-		if (uv_pipe_open(&a->in_pipe, 0) == 0)
-			a->in = (uv_stream_t *)&a->in_pipe;
-		else
-			uv_close((uv_handle_t *)&a->in_pipe, NULL);
-	} else if (t == UV_TTY && uv_tty_init(a->loop, &a->in_tty, 0, 1) == 0) {
-		a->in = (uv_stream_t *)&a->in_tty;
-	}
-	if (a->in) {
-		a->in->data = a;
-		uv_read_start(a->in, on_alloc, on_in_read);
-	}
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -541,14 +594,17 @@ static void close_walk(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
-/* The final screen a run left (view-final.json), into the mirror. */
-static int load_final(struct att *a, char **why)
+/* RUN_DIR/view-final.json, the final screen a run left, parsed (caller
+ * deletes); NULL with *why when missing or not a JSON object. */
+static cJSON *final_view(const char *run_dir, char **why)
 {
 	char path[PATH_MAX + 32];
-	snprintf(path, sizeof path, "%s/%s", a->run_dir, FINAL_VIEW);
+	snprintf(path, sizeof path, "%s/%s", run_dir, FINAL_VIEW);
 	FILE *f = fopen(path, "r");
-	if (!f)
-		return sd_why(why, "%s: %s", path, strerror(errno));
+	if (!f) {
+		sd_why(why, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
 	char *text = NULL;
 	size_t cap = 0, n = 0, got;
 	char chunk[65536];
@@ -565,20 +621,32 @@ static int load_final(struct att *a, char **why)
 		n += got;
 	}
 	fclose(f);
-	if (!text)
-		return sd_why(why, "%s: empty", path);
+	if (!text) {
+		sd_why(why, "%s: empty", path);
+		return NULL;
+	}
 	text[n] = 0;
 	cJSON *view = cJSON_Parse(text);
 	free(text);
 	if (!cJSON_IsObject(view)) {
 		cJSON_Delete(view);
-		return sd_why(why, "%s: not a JSON object", path);
+		sd_why(why, "%s: not a JSON object", path);
+		return NULL;
 	}
+	return view;
+}
+
+/* The final screen into the mirror. */
+static int load_final(struct att *a, char **why)
+{
+	cJSON *view = final_view(a->run_dir, why);
+	if (!view)
+		return -1;
 	char *w = NULL;
 	int rc = sd_view_mirror_apply(&a->mirror, view, 1, &w);
 	cJSON_Delete(view);
 	if (rc < 0) {
-		sd_why(why, "%s: %s", path, w ? w : "bad view");
+		sd_why(why, "%s/%s: %s", a->run_dir, FINAL_VIEW, w ? w : "bad view");
 		free(w);
 		return -1;
 	}
@@ -630,7 +698,10 @@ int sd_attach_run(const struct sd_attach_opts *o)
 		snprintf(jn, sizeof jn, "%s/journal.jsonl", a->run_dir);
 		char *why = NULL;
 		if (access(jn, F_OK) != 0) {
-			say(a, "spotdeck: attach %s: not a spotdeck run directory (no journal.jsonl)", a->run_dir);
+			if (errno == ENOENT)
+				say(a, "spotdeck: attach %s: not a spotdeck run directory (no journal.jsonl)", a->run_dir);
+			else
+				say(a, "spotdeck: attach %s: %s", jn, strerror(errno));
 			a->status = 2;
 		} else if (o->headless) {
 			say(a, "spotdeck: attach %s: the run is not running (%s); its journal is %s", a->run_dir,
@@ -765,7 +836,19 @@ int sd_kill_main(int argc, char **argv)
 	const char *rd = argv[1];
 	int fd = connect_run(rd);
 	if (fd < 0) {
-		fprintf(stderr, "spotdeck kill: %s: no live run answers there (%s)\n", rd, strerror(errno));
+		int e = errno;
+		char *why = NULL;
+		cJSON *view = final_view(rd, &why);
+		free(why);
+		const cJSON *ended = cJSON_GetObjectItemCaseSensitive(view, "ended");
+		if (cJSON_IsString(ended) && ended->valuestring[0]) {
+			/* It ended before: say how; nothing is left to end. */
+			printf("%s: ended already: %s\n", rd, ended->valuestring);
+			cJSON_Delete(view);
+			return 0;
+		}
+		cJSON_Delete(view);
+		fprintf(stderr, "spotdeck kill: %s: no live run answers there (%s)\n", rd, strerror(e));
 		return 1;
 	}
 	struct sd_line_reader r;

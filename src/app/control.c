@@ -569,6 +569,14 @@ void sd_control_end(struct sd_control *s, int status, const char *ended)
 	if (view) {
 		cJSON_ReplaceItemInObject(view, "ended", cJSON_CreateString(ended));
 		cJSON_ReplaceItemInObject(view, "clients", cJSON_CreateNumber(0));
+		/* Nothing runs any more: no speed, no ETA, no workers, no suggestion. */
+		cJSON_ReplaceItemInObject(view, "images_per_sec", cJSON_CreateNumber(0));
+		cJSON_ReplaceItemInObject(view, "eta_s", cJSON_CreateNull());
+		cJSON_ReplaceItemInObject(view, "world_size", cJSON_CreateNumber(0));
+		cJSON_ReplaceItemInObject(view, "usd_per_hour", cJSON_CreateNumber(0));
+		cJSON_ReplaceItemInObject(view, "suggestion", cJSON_CreateString(""));
+		cJSON_ReplaceItemInObject(view, "suggestion_for", cJSON_CreateString(""));
+		cJSON_ReplaceItemInObject(view, "suggestion_why", cJSON_CreateString(""));
 		char *text = cJSON_PrintUnformatted(view);
 		char path[PATH_MAX + 32], tmp[PATH_MAX + 40];
 		snprintf(path, sizeof path, "%s/view-final.json", s->run_dir);
