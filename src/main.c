@@ -121,6 +121,8 @@ static const struct sd_cockpit_ops cockpit_ops = {
  * "detach" is the client's own business. */
 static int control_command(void *ctx, const char *line, char **why)
 {
+	if (!strcmp(line, "detach"))
+		return sd_why(why, "detach: a client leaves with the detach message, not a command");
 	return cockpit_command(ctx, line, why);
 }
 

@@ -491,6 +491,10 @@ static void stdin_line(struct att *a, const char *line, size_t len)
 			return;
 		}
 	}
+	if (!strcmp(line, "detach")) {   /* as the cockpit's x */
+		detach(a);
+		return;
+	}
 	if (a->o->read_only) {
 		fprintf(stderr, "spotdeck: attached read-only: '%s' refused\n", line);
 		return;
