@@ -22,8 +22,9 @@ sections 1.4, 2.4 and 3):
          as an acknowledgement and removes the event.
          /metadata/instance/compute/name?format=text is the VM's name.
 Control (no headers needed), for the test:
-  POST /_control/flip?what=gce-preempted|gce-maintenance|aws-action|
-       aws-rebalance|azure-preempt   -> {"time": wall-clock seconds}
+  POST /_control/flip?what=gce-preempted|gce-maintenance|gce-clear|
+       aws-action|aws-rebalance|azure-preempt   -> {"time": wall-clock seconds}
+       (gce-clear: both GCE values back to FALSE / NONE)
   GET  /_control/log   -> {"requests": [{time (arrival), method, path,
                             status (None while unanswered)}],
                             "acks": [{time, event_id}]}
@@ -61,13 +62,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def reply(self, status, body="", ctype="text/plain", headers=()):
         data = body.encode() if isinstance(body, str) else body
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in headers:
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            # A watcher that stopped dropped its long-poll; carry on.
+            self.close_connection = True
         if self.entry is not None:
             with lock:
                 self.entry["status"] = status
@@ -120,6 +125,10 @@ class Handler(BaseHTTPRequestHandler):
             if what == "gce-preempted":
                 state["gce"]["preempted"] = "TRUE"
                 state["gce_version"]["preempted"] += 1
+            elif what == "gce-clear":
+                state["gce"] = {"preempted": "FALSE", "maintenance-event": "NONE"}
+                for k in state["gce_version"]:
+                    state["gce_version"][k] += 1
             elif what == "gce-maintenance":
                 state["gce"]["maintenance-event"] = "TERMINATE_ON_HOST_MAINTENANCE"
                 state["gce_version"]["maintenance-event"] += 1

@@ -108,12 +108,12 @@ def join(name, notice, env_over, wait=True):
     return p
 
 
-def watched(path_part):
-    """Waits until the fake has served the watcher (so a flip is not
-    before the watcher's first look)."""
+def watched(path_part, since=None):
+    """Waits until the watcher has asked the fake (so a flip is not before
+    the watcher's first look)."""
     end = time.time() + 30 * SCALE
     while time.time() < end:
-        if any(path_part in q["path"] for q in fake_log()["requests"][mark_log:]):
+        if any(path_part in q["path"] for q in fake_log()["requests"][since or mark_log:]):
             return
         time.sleep(0.05)
     fail("the watcher never asked the fake for %s" % path_part)
@@ -132,8 +132,9 @@ def notice_cycle(name, p, what, source, want_deadline):
         fail("%s's notice lacks the cloud's deadline string: %s" % (name, json.dumps(n)))
     if delay > LIMIT:
         fail("%s's notice reached the journal %.3f s after the flip (limit %.1f s)" % (name, delay, LIMIT))
-    at = next(i for i in range(len(r.events) - 1, m - 1, -1) if r.events[i] is n)
-    last_before = max([e["step"] for e in r.events[m:at] if e.get("type") == "step"] or [0])
+    last_before = n.get("step")   # the steps the worker had completed when it heard
+    if not isinstance(last_before, int):
+        fail("%s's notice does not say the worker's step: %s" % (name, json.dumps(n)))
     r.wait(lambda e: e.get("type") == "worker_leaving" and e.get("server") == name, "%s leaving" % name,
            timeout=30)
     g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 1, "generation without %s" % name,
@@ -142,9 +143,10 @@ def notice_cycle(name, p, what, source, want_deadline):
                    timeout=30)
     two = [e["step"] for e in r.events[m:] if e.get("type") == "step" and e.get("world_size") == 2]
     last_two = max(two) if two else last_before
-    # Notice during step S+1 (in flight): the vote goes with S+1 or, if it
-    # came after that step's vote, S+2; the next generation goes on from
-    # the last completed step, so nothing is lost or repeated.
+    # Heard during step S+1 (in flight): the vote to change goes with S+1
+    # or, if it came after that step's vote (during its all-reduce), with
+    # S+2; the next generation goes on from the last completed step, so
+    # nothing is lost or repeated.
     if last_two > last_before + 2:
         fail("%s left after step %d, %d steps after the notice at step %d" % (name, last_two, last_two - last_before,
                                                                              last_before))
@@ -167,6 +169,13 @@ p = join("gce1", "gce", {"GCE_METADATA_HOST": "127.0.0.1:%d" % fport})
 watched("instance/preempted?wait_for_change=true")
 watched("instance/maintenance-event?wait_for_change=true")
 notice_cycle("gce1", p, "gce-preempted", "gce", False)
+flip("gce-clear")
+mark_gce2 = len(fake_log()["requests"])
+p = join("gce2", "gce", {"GCE_METADATA_HOST": "127.0.0.1:%d" % fport})
+watched("instance/maintenance-event?wait_for_change=true", mark_gce2)
+n = notice_cycle("gce2", p, "gce-maintenance", "gce", False)
+if n.get("event") != "maintenance-event" or n.get("detail") != "TERMINATE_ON_HOST_MAINTENANCE":
+    fail("gce2's notice: %s" % json.dumps(n))
 
 p = join("aws1", "aws", {"AWS_EC2_METADATA_SERVICE_ENDPOINT": FAKE})
 watched("spot/instance-action")
@@ -221,4 +230,31 @@ ok("the fake refused none of the watchers' %d requests" % (len(fake_log()["reque
 r.command("quit")
 if r.finish() != 1:
     fail("headless quit should exit 1")
+
+# The last workers all under notice: rank 0 checkpoints before they go.
+# No local worker: two joined by hand, both watching the same GCE fake.
+flip("gce-clear")
+r = Run(job(model="mlp", epochs=50, checkpoint_every=0, log_every=1), workers=0, timeout=120)
+cport = r.wait_type("run_start")["port"]
+mark_log = len(fake_log()["requests"])
+pa = join("ga", "gce", {"GCE_METADATA_HOST": "127.0.0.1:%d" % fport}, wait=False)
+pb = join("gb", "gce", {"GCE_METADATA_HOST": "127.0.0.1:%d" % fport})
+watched("instance/preempted?wait_for_change=true")
+m = r.mark()
+flip("gce-preempted")
+for name in ("ga", "gb"):
+    r.wait_since(m, lambda e: e.get("type") == "notice" and e.get("server") == name, "%s's notice" % name, timeout=30)
+ck = r.wait(lambda e: e.get("type") == "checkpoint", "the checkpoint before the last workers leave", timeout=30)
+last = max(e["step"] for e in r.events if e.get("type") == "step")
+if ck.get("reason") != "notice" or ck["step"] != last:
+    fail("checkpoint %s, expected reason notice at the last step %d" % (json.dumps(ck), last))
+for p in (pa, pb):
+    try:
+        if p.wait(timeout=30 * SCALE) != 0:
+            fail("a worker under notice exited with status %d" % p.returncode)
+    except subprocess.TimeoutExpired:
+        fail("a worker under notice did not leave")
+ok("both workers under notice: rank 0 checkpointed step %d (reason notice) before they left" % ck["step"])
+r.command("quit")
+r.finish()
 PY

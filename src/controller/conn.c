@@ -293,6 +293,9 @@ static void on_cloud_message(struct sd_controller *c, struct conn *k, enum sd_ms
 		if (cJSON_IsString(v))
 			cJSON_AddStringToObject(f, strs[i], v->valuestring);
 	}
+	long long step = sd_msg_int(m, "step", -1);
+	if (step >= 0)
+		cJSON_AddNumberToObject(f, "step", (double)step);
 	double seconds = sd_msg_num(m, "seconds", -1);
 	if (type == SD_MSG_CLOUD_NOTICE) {
 		if (c->fleet && sd_fleet_cloud_notice(c->fleet, k->server_id, seconds, f)) {

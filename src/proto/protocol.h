@@ -57,7 +57,8 @@
  *                it: "preempted", "maintenance-event", "instance-action",
  *                "Preempt"), seconds num (until the server goes; -1
  *                unknown)  [deadline str: the cloud's own time string;
- *                detail str: AWS action, Azure EventId]  worker ->
+ *                detail str: AWS action, Azure EventId; step int: steps
+ *                the worker had completed when it heard it]  worker ->
  *                controller, from the notice watcher's thread as soon as
  *                the metadata service says so (src/worker/notice-watch.h);
  *                the worker then leaves at its next step boundary

@@ -7,3 +7,9 @@ src_worker_libsdworker_a_SOURCES = src/worker/worker-agent.c src/worker/worker-a
 src_worker_libsdworker_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
 # The notice watcher speaks HTTP to the metadata service through libcurl.
 SD_WORKER_LIBS = src/worker/libsdworker.a $(CURL_LIBS)
+
+check_PROGRAMS += tests/test-notice-watch
+TESTS += tests/test-notice-watch
+tests_test_notice_watch_SOURCES = tests/test-notice-watch.c
+tests_test_notice_watch_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
+tests_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

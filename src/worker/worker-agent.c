@@ -443,6 +443,7 @@ struct agent {
 	 * by the watcher's thread, read by the training thread. */
 	struct sd_notice_watch *watch;
 	int cloud_noticed;
+	long steps_done;      /* t->step as of the last step boundary, for the watcher's thread */
 };
 
 /* Handles queued messages that may arrive at any time.  Returns 1 if the
@@ -450,6 +451,8 @@ struct agent {
 static int handle_async(struct agent *a)
 {
 	cJSON *m;
+	if (a->t)
+		__atomic_store_n(&a->steps_done, a->t->step, __ATOMIC_RELAXED);
 	while ((m = ctl_take(&a->ctl, SD_MSG_NOTICE))) {
 		a->leaving = 1;
 		cJSON_Delete(m);
@@ -828,6 +831,7 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 		cJSON_AddNumberToObject(m, "test_loss", tl);
 		cJSON_AddNumberToObject(m, "test_accuracy", ta);
 	}
+	__atomic_store_n(&a->steps_done, t->step, __ATOMIC_RELAXED);
 	if (ctl_send(&a->ctl, m) < 0 || gen_checkpoint(a, g, metrics[3], why) < 0)
 		return GEN_FATAL;
 	return metrics[3] > 0 ? GEN_CHANGE : GEN_TRAINING;
@@ -964,9 +968,13 @@ static void on_cloud_notice(const struct sd_notice *n, void *ctx)
 		cJSON_AddStringToObject(m, "deadline", n->deadline);
 	if (n->detail[0])
 		cJSON_AddStringToObject(m, "detail", n->detail);
-	ctl_send(&a->ctl, m);
+	/* Steps this worker had completed (as of its last step boundary) when
+	 * the cloud spoke: the journal can show what the notice cost. */
+	cJSON_AddNumberToObject(m, "step", (double)__atomic_load_n(&a->steps_done, __ATOMIC_RELAXED));
+	/* The flag first: the training thread must not wait for our send. */
 	if (!n->warning)
 		__atomic_store_n(&a->cloud_noticed, 1, __ATOMIC_RELEASE);
+	ctl_send(&a->ctl, m);
 }
 
 /* Starts the notice watcher: --notice, else the job's "notice". */
