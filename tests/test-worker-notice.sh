@@ -25,6 +25,13 @@ SRC = os.environ.get("top_srcdir", ".")
 WORKER = os.path.join(BUILD, "spotdeck-worker")
 
 procs = []
+worker_logs = []   # the hand-started workers' logs, checked for sanitizer reports
+
+
+def check_worker_logs():
+    for path in worker_logs:
+        with open(path, errors="replace") as f:
+            check_sanitizers(f.read(), path)
 
 
 def _cleanup():
@@ -98,7 +105,9 @@ def join(name, notice, env_over, wait=True):
     for k in ("GCE_METADATA_HOST", "AWS_EC2_METADATA_SERVICE_ENDPOINT", "SPOTDECK_AZURE_METADATA_ENDPOINT"):
         env.pop(k, None)
     env.update(env_over)
-    log = open(os.path.join(r.tmp, name + ".log"), "w")
+    path = os.path.join(r.tmp, name + ".log")
+    worker_logs.append(path)
+    log = open(path, "w")
     p = subprocess.Popen([WORKER, "--connect", "127.0.0.1:%d" % cport, "--token-file",
                           os.path.join(r.run_dir, "token"), "--server-id", name, "--notice", notice],
                          stdout=log, stderr=log, env=env)
@@ -230,6 +239,7 @@ ok("the fake refused none of the watchers' %d requests" % (len(fake_log()["reque
 r.command("quit")
 if r.finish() != 1:
     fail("headless quit should exit 1")
+check_worker_logs()
 
 # The last workers all under notice: rank 0 checkpoints before they go.
 # No local worker: two joined by hand, both watching the same GCE fake.
@@ -257,4 +267,5 @@ for p in (pa, pb):
 ok("both workers under notice: rank 0 checkpointed step %d (reason notice) before they left" % ck["step"])
 r.command("quit")
 r.finish()
+check_worker_logs()
 PY

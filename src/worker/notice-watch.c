@@ -642,6 +642,7 @@ int sd_notice_watch_start(struct sd_notice_watch **out, enum sd_notice_cloud c, 
 				c = order[i];
 		if (c == SD_NOTICE_AUTO) {
 			free(w);
+			curl_global_cleanup();
 			sd_why(why, "notice auto: no metadata service answered (gce, aws, azure): not watching");
 			return 0;
 		}
@@ -704,4 +705,5 @@ void sd_notice_watch_stop(struct sd_notice_watch *w)
 	pthread_cond_destroy(&w->cv);
 	pthread_mutex_destroy(&w->mu);
 	free(w);
+	curl_global_cleanup();   /* pairs with the start's curl_global_init */
 }
