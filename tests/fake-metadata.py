@@ -23,8 +23,9 @@ sections 1.4, 2.4 and 3):
          /metadata/instance/compute/name?format=text is the VM's name.
 Control (no headers needed), for the test:
   POST /_control/flip?what=gce-preempted|gce-maintenance|gce-clear|
-       aws-action|aws-rebalance|azure-preempt   -> {"time": wall-clock seconds}
-       (gce-clear: both GCE values back to FALSE / NONE)
+       aws-action|aws-rebalance|aws-clear|azure-preempt   -> {"time": wall-clock seconds}
+       (gce-clear: both GCE values back to FALSE / NONE; aws-clear: both
+       AWS documents 404 again)
   GET  /_control/log   -> {"requests": [{time (arrival), method, path,
                             status (None while unanswered)}],
                             "acks": [{time, event_id}]}
@@ -132,6 +133,8 @@ class Handler(BaseHTTPRequestHandler):
             elif what == "gce-maintenance":
                 state["gce"]["maintenance-event"] = "TERMINATE_ON_HOST_MAINTENANCE"
                 state["gce_version"]["maintenance-event"] += 1
+            elif what == "aws-clear":
+                state["aws_action"] = state["aws_rebalance"] = None
             elif what == "aws-action":
                 state["aws_action"] = {"action": "terminate", "time": iso(now + 120)}
             elif what == "aws-rebalance":
