@@ -949,9 +949,6 @@ static int agent_rejoin(struct agent *a, char **why)
 	return 0;
 }
 
-/* Connects, says hello, loads the welcome's job into a trainer and tells
- * the controller the worker is ready.  A job that cannot run here is
- * reported to the controller as a fatal log line. */
 /* On a watcher thread: the cloud said this server goes (or warned).  The
  * controller hears it at once, whatever the training thread is doing (its
  * sends are locked); the training thread sees cloud_noticed at its next
@@ -999,6 +996,9 @@ static int agent_watch(struct agent *a, const struct sd_agent_opts *o, char **wh
 	return 0;
 }
 
+/* Connects, says hello, loads the welcome's job into a trainer and tells
+ * the controller the worker is ready.  A job that cannot run here is
+ * reported to the controller as a fatal log line. */
 static int agent_start(struct agent *a, const struct sd_agent_opts *o, char **why)
 {
 	if (ctl_connect(&a->ctl, why) < 0)
