@@ -30,6 +30,7 @@
 
 #include "engine/engine.h"
 #include "src/proto/protocol.h"
+#include "src/worker/notice-watch.h"
 #include "src/worker/worker-agent.h"
 
 /* OpenBLAS' own thread-count setter; declared by its cblas.h in newer
@@ -50,6 +51,7 @@ struct opts {
 	char token_file[SD_PATH_MAX];
 	char server_id[64];
 	float pace;
+	char notice[8];          /* --notice, "" = the job's */
 	int list_devices;
 };
 
@@ -63,6 +65,9 @@ static void usage(FILE *f)
 "  --connect HOST:PORT   controller to join (agent mode)\n"
 "  --token-file FILE     the run's token (or set SPOTDECK_TOKEN)\n"
 "  --server-id ID        this server's id (default: the host name)\n"
+"  --notice CLOUD        watch the cloud's metadata service for a preemption\n"
+"                        notice and leave at the next step boundary: auto, gce,\n"
+"                        aws, azure or none (default: the job's \"notice\", none)\n"
 "  --pace X              run at fraction X (0..1] of full speed, to emulate a\n"
 "                        slower GPU (set by the sim provider)\n"
 "  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
@@ -155,7 +160,7 @@ static int copy_path(const char *opt, const char *s, char *dst)
 enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
-       O_BACKEND, O_DEVICE, O_LISTDEV };
+       O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE };
 
 /* The options that go into the training configuration (the engine's
  * struct sd_train_config): model, data, optimizer, backend.  Returns 0,
@@ -278,6 +283,15 @@ static int parse_worker_option(int c, const char *arg, struct opts *o)
 	case O_LISTDEV:
 		o->list_devices = 1;
 		break;
+	case O_NOTICE: {
+		enum sd_notice_cloud cloud;
+		if (sd_notice_cloud_parse(arg, &cloud) < 0) {
+			fprintf(stderr, "spotdeck-worker: --notice: expected auto, gce, aws, azure or none, got '%s'\n", arg);
+			return -1;
+		}
+		strcpy(o->notice, sd_notice_cloud_name(cloud));
+		break;
+	}
 	case O_SERVERID:
 		if (strlen(arg) >= sizeof o->server_id || !arg[0]) {
 			fprintf(stderr, "spotdeck-worker: --server-id: expected 1 to %zu characters\n",
@@ -322,6 +336,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "backend", required_argument, 0, O_BACKEND },
 		{ "device", required_argument, 0, O_DEVICE },
 		{ "list-devices", no_argument, 0, O_LISTDEV },
+		{ "notice", required_argument, 0, O_NOTICE },
 		{ "help", no_argument, 0, O_HELP },
 		{ "version", no_argument, 0, O_VERSION },
 		{ 0, 0, 0, 0 },
@@ -603,6 +618,7 @@ static int run_agent(struct opts *o)
 		.pace = o->pace > 0 ? o->pace : 1,
 		.backend = o->cfg.backend,
 		.device = o->cfg.device,
+		.notice = o->notice[0] ? o->notice : NULL,
 	};
 	int rc = sd_worker_agent_run(&ao);
 	free(token);

@@ -39,6 +39,7 @@ static void test_defaults(void)
 	CHECK_INT(j.keep_checkpoints, 3);
 	CHECK(j.comm_timeout_s == 5.0);
 	CHECK_INT(j.log_every, 10);
+	CHECK_STR(j.notice, "none");
 	CHECK_STR(j.provider, "sim");
 	CHECK_STR(j.catalog, "");
 	CHECK(j.hazard_scale == 1.0);
@@ -364,6 +365,8 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"comm_timeout\": 601}", "job.json: comm_timeout: expected a number in [0.1, 600], got 601" },
 	{ "{\"comm_timeout\": \"5s\"}", "job.json: comm_timeout: expected a number in [0.1, 600], got \"5s\"" },
 	{ "{\"log_every\": 0}", "job.json: log_every: expected a positive integer, got 0" },
+	{ "{\"notice\": \"ibm\"}", "job.json: notice: unknown notice watcher 'ibm' (known: none, auto, gce, aws, azure)" },
+	{ "{\"notice\": true}", "job.json: notice: expected a string, got true" },
 	{ "{\"keep_checkpoints\": 0}", "job.json: keep_checkpoints: expected a positive integer, got 0" },
 	{ "{\"checkpoint_every\": -200}", "job.json: checkpoint_every: expected a non-negative integer" },
 	{ "{\"seed\": 9007199254740994}",

@@ -211,6 +211,9 @@ static const struct valid_case valid_cases[] = {
 	{ SD_MSG_READY, "{\"type\":\"ready\"}" },
 	{ SD_MSG_HEARTBEAT, "{\"type\":\"heartbeat\"}" },
 	{ SD_MSG_ABORT, "{\"type\":\"abort\",\"generation\":4}" },
+	{ SD_MSG_CLOUD_NOTICE, "{\"type\":\"cloud_notice\",\"source\":\"aws\",\"event\":\"instance-action\","
+	                       "\"seconds\":118.5,\"deadline\":\"2026-12-02T03:00:00Z\"}" },
+	{ SD_MSG_CLOUD_WARNING, "{\"type\":\"cloud_warning\",\"source\":\"aws\",\"event\":\"rebalance\"}" },
 };
 
 #define NVALID (sizeof valid_cases / sizeof valid_cases[0])

@@ -41,4 +41,5 @@ expect_error "checkpoint with one byte flipped" "flip\.sdckpt: section .params. 
 
 EXPECT_RC=2 expect_error "bad number" "--batch: expected an integer in \[1, [0-9]+\], got 'x'" $W --batch x
 EXPECT_RC=2 expect_error "unknown option" "unknown option '--bogus'" $W --bogus
+EXPECT_RC=2 expect_error "bad --notice" "--notice: expected auto, gce, aws, azure or none, got 'ibm'" $W --notice ibm
 expect_error "unknown model" "unknown model 'vgg'" $W --model vgg

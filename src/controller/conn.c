@@ -277,6 +277,45 @@ static void on_comm_failed(struct sd_controller *c, struct conn *k, const cJSON 
 	}
 }
 
+/* The worker's watcher heard the cloud (protocol.h cloud_notice and
+ * cloud_warning): journaled with its source and deadline.  After a notice
+ * the worker leaves at its next step boundary by itself (its leaving
+ * message follows), and rank 0 checkpoints first when the whole group is
+ * leaving, as for a simulated notice. */
+static void on_cloud_message(struct sd_controller *c, struct conn *k, enum sd_msg_type type, const cJSON *m)
+{
+	cJSON *f = cJSON_CreateObject();
+	if (!f)
+		sd_oom();
+	static const char *const strs[] = { "source", "event", "deadline", "detail" };
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, strs[i]);
+		if (cJSON_IsString(v))
+			cJSON_AddStringToObject(f, strs[i], v->valuestring);
+	}
+	long long step = sd_msg_int(m, "step", -1);
+	if (step >= 0)
+		cJSON_AddNumberToObject(f, "step", (double)step);
+	double seconds = sd_msg_num(m, "seconds", -1);
+	if (type == SD_MSG_CLOUD_NOTICE) {
+		if (c->fleet && sd_fleet_cloud_notice(c->fleet, k->server_id, seconds, f)) {
+			cJSON_Delete(f);
+			return;
+		}
+	}
+	cJSON *ev = cJSON_CreateObject();
+	if (!ev)
+		sd_oom();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	if (type == SD_MSG_CLOUD_NOTICE || seconds >= 0)
+		cJSON_AddNumberToObject(ev, "seconds", seconds);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, f)
+		cJSON_AddItemToObject(ev, it->string, cJSON_Duplicate(it, 1));
+	cJSON_Delete(f);
+	ctl_journal(c, type == SD_MSG_CLOUD_NOTICE ? SD_EV_NOTICE : SD_EV_CLOUD_WARNING, ev);
+}
+
 static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 {
 	struct sd_controller *c = k->c;
@@ -318,6 +357,10 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 			ctl_record_loss(c, k, ctl_mono_s());
 		if (k->member)
 			ctl_schedule_generation(c, "worker left");
+		break;
+	case SD_MSG_CLOUD_NOTICE:
+	case SD_MSG_CLOUD_WARNING:
+		on_cloud_message(c, k, type, m);
 		break;
 	case SD_MSG_CKPT_CHUNK:
 		ctl_on_ckpt_chunk(c, k, m);

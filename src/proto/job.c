@@ -63,6 +63,9 @@ static const char *const sd_dataset_names[] = {
 	"fashion-mnist", "mnist", "cifar10", "synthetic", NULL
 };
 static const char *const sd_schedule_names[] = { "constant", "step", "cosine", NULL };
+/* The clouds whose preemption notice a worker can watch
+ * (src/worker/notice-watch.h keeps the same names). */
+static const char *const sd_notice_names[] = { "none", "auto", "gce", "aws", "azure", NULL };
 
 #define OFF(field) offsetof(struct sd_job, field)
 #define SZ(field) sizeof(((struct sd_job *)0)->field)
@@ -91,6 +94,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "keep_checkpoints", K_INT, OFF(keep_checkpoints), 0, 1, 1000, 0, NULL, NULL },
 	{ "comm_timeout", K_DOUBLE, OFF(comm_timeout_s), 0, 0.1, 600, 0, NULL, NULL },
 	{ "log_every", K_INT, OFF(log_every), 0, 1, 1000000, 0, NULL, NULL },
+	{ "notice", K_NAME, OFF(notice), SZ(notice), 0, 0, 0, sd_notice_names, "notice watcher" },
 	{ "provider", K_PROVIDER, OFF(provider), SZ(provider), 0, 0, 0, NULL, NULL },
 	{ "catalog", K_STR, OFF(catalog), SZ(catalog), 0, 0, IN_PROVIDER, NULL, NULL },
 	{ "hazard_scale", K_DOUBLE, OFF(hazard_scale), 0, 0, 1e6, OPEN_LO | IN_PROVIDER, NULL, NULL },
@@ -114,6 +118,7 @@ void sd_job_defaults(struct sd_job *j)
 	j->comm_timeout_s = 5;
 	j->log_every = 10;
 	snprintf(j->provider, sizeof j->provider, "sim");
+	snprintf(j->notice, sizeof j->notice, "none");
 	j->hazard_scale = 1.0;
 	j->boot_scale = 1.0;
 	j->notice_scale = 1.0;

@@ -23,6 +23,10 @@ struct sd_job {
 	int keep_checkpoints;      /* K, default 3 */
 	double comm_timeout_s;     /* collective/rendezvous timeout, default 5 */
 	int log_every;             /* journal a step event every N steps, default 10 */
+	char notice[8];            /* the cloud preemption notice workers watch:
+	                            * "none" (default), "auto", "gce", "aws", "azure"
+	                            * (src/worker/notice-watch.h; a worker's
+	                            * --notice overrides it) */
 	/* The job file's "provider" object (older files: the same keys at the
 	 * top level, "provider" a bare name; both are read, only the object is
 	 * written).  The typed keys are the sim provider's market knobs: */

@@ -188,6 +188,14 @@ static const struct sd_msg_spec sd_msg_specs[SD_MSG__COUNT] = {
 	[SD_MSG_HEARTBEAT] = { "heartbeat", { { NULL, 0, 0 } } },
 	/* controller -> members: give up on this generation (it failed). */
 	[SD_MSG_ABORT] = { "abort", { { "generation", F_INT, F_NONNEG }, { NULL, 0, 0 } } },
+	/* worker -> controller: the cloud's metadata service says this server
+	 * goes (src/worker/notice-watch.h); the worker leaves at its next step
+	 * boundary. */
+	[SD_MSG_CLOUD_NOTICE] = { "cloud_notice", {
+		{ "source", F_STR, 0 }, { "event", F_STR, 0 }, { "seconds", F_NUM, 0 }, { NULL, 0, 0 } } },
+	/* worker -> controller: an earlier risk hint (AWS rebalance); it stays. */
+	[SD_MSG_CLOUD_WARNING] = { "cloud_warning", {
+		{ "source", F_STR, 0 }, { "event", F_STR, 0 }, { NULL, 0, 0 } } },
 };
 
 const char *sd_msg_type_name(enum sd_msg_type t)

@@ -53,6 +53,18 @@
  *                controller drops a worker it has not heard from for longer
  *                than the current generation's timeout (a stopped or frozen
  *                process, a dead link), see controller.h
+ *   cloud_notice source str ("gce", "aws", "azure"), event str (what said
+ *                it: "preempted", "maintenance-event", "instance-action",
+ *                "Preempt"), seconds num (until the server goes; -1
+ *                unknown)  [deadline str: the cloud's own time string;
+ *                detail str: AWS action, Azure EventId; step int: steps
+ *                the worker had completed when it heard it]  worker ->
+ *                controller, from the notice watcher's thread as soon as
+ *                the metadata service says so (src/worker/notice-watch.h);
+ *                the worker then leaves at its next step boundary
+ *   cloud_warning source str, event str ("rebalance")  [deadline str,
+ *                seconds num]  worker -> controller: a risk hint, the
+ *                worker stays
  * Further checks: kv_* keys are at most SD_PROTO_KEY_MAX bytes; generation,
  * rank, world_size, offset, count and total are never negative; in a
  * generation message rank < world_size; in a ckpt_chunk offset <= total.
@@ -94,7 +106,7 @@ int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len
  * Nothing of the refused line is ever returned, and it costs one -1 only. */
 void sd_line_reader_skip(struct sd_line_reader *r);
 
-enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG__COUNT };
+enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG_CLOUD_NOTICE, SD_MSG_CLOUD_WARNING, SD_MSG__COUNT };
 /* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */
 const char *sd_msg_type_name(enum sd_msg_type t);
 /* Looks a wire name up; returns 0 and *t, or -1. */

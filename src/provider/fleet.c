@@ -177,6 +177,30 @@ static void on_notice(struct sd_fleet *f, struct server *s, const struct sd_prov
 	f->hooks.notice(f->ctx, s->id, secs);
 }
 
+int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds, const cJSON *fields)
+{
+	struct server *s = fl_find(f, server);
+	if (!s || fl_gone(s) || s->st == SD_SERVER_NOTICE)
+		return 0;
+	double now = sd_fleet_now(f);
+	s->t_notice = now;
+	/* An unknown deadline (-1): the cockpit shows no countdown. */
+	s->t_notice_end = seconds >= 0 ? now + seconds : now;
+	fl_set_state(f, s, SD_SERVER_NOTICE);
+	cJSON *e = fl_server_event_at(f, s, now);
+	cJSON_AddNumberToObject(e, "seconds", seconds);
+	const cJSON *it;
+	cJSON_ArrayForEach(it, fields)
+		if (it->string && !cJSON_HasObjectItem(e, it->string)) {
+			cJSON *copy = cJSON_Duplicate(it, 1);
+			if (!copy)
+				sd_oom();
+			cJSON_AddItemToObject(e, it->string, copy);
+		}
+	f->hooks.journal(f->ctx, SD_EV_NOTICE, e);
+	return 1;
+}
+
 /* The provider took the machine at ev->time. */
 static void on_revoked(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
 {

@@ -101,6 +101,16 @@ void sd_fleet_release_all(struct sd_fleet *f);
 enum sd_worker_event { SD_WORKER_CONNECTED, SD_WORKER_TRAINING, SD_WORKER_GONE };
 void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worker_event e);
 
+/* The worker on server heard its cloud's own preemption notice
+ * (src/worker/notice-watch.h): the server goes under notice, its server
+ * leaves in `seconds` (-1 unknown), and a "notice" event is journaled with
+ * the server's fields, seconds and every field of `fields` (source, event,
+ * deadline: borrowed).  The worker leaves by itself; a local server whose
+ * worker left under notice is released.  Returns 1 when journaled, 0 when
+ * the server is not the fleet's (a worker started by hand), is gone or
+ * already under notice: the caller journals it then. */
+int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds, const cJSON *fields);
+
 /* Whether the id names a server that exists (any state but gone). */
 int sd_fleet_has_server(const struct sd_fleet *f, const char *server);
 /* Worker processes still running. */

@@ -102,6 +102,8 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 			fl_released(f, s);
 		else if (s->st != SD_SERVER_NOTICE)
 			fl_finish_server(f, s, SD_SERVER_FAILED);
+		else if (!s->offer)
+			fl_released(f, s);   /* a local server's cloud notice: nothing else will end it */
 		/* Under notice the worker left; the machine (and its bill) lasts
 		 * until the provider takes it. */
 	} else {

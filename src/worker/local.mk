@@ -1,7 +1,15 @@
 # src/worker/: the worker agent — the training process's side of the
-# protocol (connect, ready, generations, steps, checkpoints, heartbeats).
+# protocol (connect, ready, generations, steps, checkpoints, heartbeats) and the cloud preemption-notice watcher.
 # Includes proto/ and engine/.  spotdeck-worker links $(SD_WORKER_LIBS).
 noinst_LIBRARIES += src/worker/libsdworker.a
-src_worker_libsdworker_a_SOURCES = src/worker/worker-agent.c src/worker/worker-agent.h
-src_worker_libsdworker_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS)
-SD_WORKER_LIBS = src/worker/libsdworker.a
+src_worker_libsdworker_a_SOURCES = src/worker/worker-agent.c src/worker/worker-agent.h \
+	src/worker/notice-watch.c src/worker/notice-watch.h
+src_worker_libsdworker_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
+# The notice watcher speaks HTTP to the metadata service through libcurl.
+SD_WORKER_LIBS = src/worker/libsdworker.a $(CURL_LIBS)
+
+check_PROGRAMS += tests/test-notice-watch
+TESTS += tests/test-notice-watch
+tests_test_notice_watch_SOURCES = tests/test-notice-watch.c
+tests_test_notice_watch_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
+tests_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

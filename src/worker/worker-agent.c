@@ -22,6 +22,7 @@
 #include "config.h"
 
 #include "src/worker/worker-agent.h"
+#include "src/worker/notice-watch.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -438,6 +439,11 @@ struct agent {
 	unsigned char *resume;
 	size_t resume_len, resume_total;
 	long resume_step;
+	/* The cloud's preemption notice (notice-watch.h): cloud_noticed is set
+	 * by the watcher's thread, read by the training thread. */
+	struct sd_notice_watch *watch;
+	int cloud_noticed;
+	long steps_done;      /* t->step as of the last step boundary, for the watcher's thread */
 };
 
 /* Handles queued messages that may arrive at any time.  Returns 1 if the
@@ -445,6 +451,8 @@ struct agent {
 static int handle_async(struct agent *a)
 {
 	cJSON *m;
+	if (a->t)
+		__atomic_store_n(&a->steps_done, a->t->step, __ATOMIC_RELAXED);
 	while ((m = ctl_take(&a->ctl, SD_MSG_NOTICE))) {
 		a->leaving = 1;
 		cJSON_Delete(m);
@@ -457,7 +465,7 @@ static int handle_async(struct agent *a)
 		a->ckpt_requested = 1;
 		cJSON_Delete(m);
 	}
-	if (got_sigterm)
+	if (got_sigterm || __atomic_load_n(&a->cloud_noticed, __ATOMIC_ACQUIRE))
 		a->leaving = 1;
 	return a->leaving || ctl_has(&a->ctl, SD_MSG_GENERATION) || ctl_has(&a->ctl, SD_MSG_PAUSE) ||
 	       ctl_has(&a->ctl, SD_MSG_STOP);
@@ -823,6 +831,7 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 		cJSON_AddNumberToObject(m, "test_loss", tl);
 		cJSON_AddNumberToObject(m, "test_accuracy", ta);
 	}
+	__atomic_store_n(&a->steps_done, t->step, __ATOMIC_RELAXED);
 	if (ctl_send(&a->ctl, m) < 0 || gen_checkpoint(a, g, metrics[3], why) < 0)
 		return GEN_FATAL;
 	return metrics[3] > 0 ? GEN_CHANGE : GEN_TRAINING;
@@ -940,6 +949,53 @@ static int agent_rejoin(struct agent *a, char **why)
 	return 0;
 }
 
+/* On a watcher thread: the cloud said this server goes (or warned).  The
+ * controller hears it at once, whatever the training thread is doing (its
+ * sends are locked); the training thread sees cloud_noticed at its next
+ * step boundary and leaves. */
+static void on_cloud_notice(const struct sd_notice *n, void *ctx)
+{
+	struct agent *a = ctx;
+	cJSON *m = sd_msg_new(n->warning ? SD_MSG_CLOUD_WARNING : SD_MSG_CLOUD_NOTICE);
+	cJSON_AddStringToObject(m, "source", n->source);
+	cJSON_AddStringToObject(m, "event", n->event);
+	if (!n->warning || n->seconds >= 0)
+		cJSON_AddNumberToObject(m, "seconds", n->seconds);
+	if (n->deadline[0])
+		cJSON_AddStringToObject(m, "deadline", n->deadline);
+	if (n->detail[0])
+		cJSON_AddStringToObject(m, "detail", n->detail);
+	/* Steps this worker had completed (as of its last step boundary) when
+	 * the cloud spoke: the journal can show what the notice cost. */
+	cJSON_AddNumberToObject(m, "step", (double)__atomic_load_n(&a->steps_done, __ATOMIC_RELAXED));
+	/* The flag first: the training thread must not wait for our send. */
+	if (!n->warning)
+		__atomic_store_n(&a->cloud_noticed, 1, __ATOMIC_RELEASE);
+	ctl_send(&a->ctl, m);
+}
+
+/* Starts the notice watcher: --notice, else the job's "notice". */
+static int agent_watch(struct agent *a, const struct sd_agent_opts *o, char **why)
+{
+	const char *mode = o->notice && o->notice[0] ? o->notice : a->job.notice;
+	enum sd_notice_cloud cloud;
+	if (sd_notice_cloud_parse(mode, &cloud) < 0)
+		return sd_why(why, "notice: expected auto, gce, aws, azure or none, got '%s'", mode);
+	char *msg = NULL;
+	if (sd_notice_watch_start(&a->watch, cloud, on_cloud_notice, a, &msg) < 0) {
+		free(*why);
+		*why = msg;
+		return -1;
+	}
+	if (msg)   /* auto found no metadata service: train on, and say so */
+		fprintf(stderr, "spotdeck-worker: %s\n", msg);
+	else if (a->watch)
+		fprintf(stderr, "spotdeck-worker: watching %s's metadata service for a preemption notice\n",
+		        sd_notice_cloud_name(sd_notice_watch_cloud(a->watch)));
+	free(msg);
+	return 0;
+}
+
 /* Connects, says hello, loads the welcome's job into a trainer and tells
  * the controller the worker is ready.  A job that cannot run here is
  * reported to the controller as a fatal log line. */
@@ -953,7 +1009,7 @@ static int agent_start(struct agent *a, const struct sd_agent_opts *o, char **wh
 	int rc = sd_job_from_json(&a->job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
 	                          "welcome.job", why);
 	cJSON_Delete(welcome);
-	if (rc < 0)
+	if (rc < 0 || agent_watch(a, o, why) < 0)
 		return -1;
 	int threads = o->threads ? o->threads : a->job.threads_per_worker;
 	openblas_set_num_threads(threads);
@@ -1024,6 +1080,11 @@ static int agent_serve(struct agent *a, char **why)
 		handle_async(a);
 		if (a->leaving) {
 			agent_leave(a);
+			/* Azure may take the machine at once now that we are gone. */
+			char *ack = NULL;
+			if (sd_notice_watch_ack(a->watch, &ack) < 0)
+				fprintf(stderr, "spotdeck-worker: acknowledging the scheduled event: %s\n", ack);
+			free(ack);
 			return 0;
 		}
 		while ((m = ctl_take(&a->ctl, SD_MSG_PAUSE)))
@@ -1076,6 +1137,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 		fprintf(stderr, "spotdeck-worker: %s: %s\n", o->server_id, why);
 	free(why);
 	heartbeat_stop(&a.hb);
+	sd_notice_watch_stop(a.watch);
 	free(a.resume);
 	sd_trainer_destroy(a.t);
 	ctl_close(&a.ctl);

@@ -13,6 +13,8 @@ struct sd_agent_opts {
 	                          * emulate a slower GPU (1 = full speed) */
 	const char *backend;     /* "auto", "cpu", "cuda" or NULL (engine/backend.h) */
 	int device;              /* CUDA device index, -1 = not set */
+	const char *notice;      /* --notice: "auto", "gce", "aws", "azure", "none";
+	                          * NULL = the job's "notice" (notice-watch.h) */
 };
 
 /* Connects, trains until the controller says stop (exit status 0), a notice
