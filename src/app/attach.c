@@ -201,7 +201,6 @@ struct att {
 	long next_id;
 	int hello, bye, detached, quit_sent, cockpit_failed;
 	int stopped;                /* said why it ends: nothing later overrides it */
-	int in_file;                /* stdin is a file: its commands were sent at hello */
 	int status;
 	char said[PATH_MAX + 256];  /* printed once the terminal is back */
 };
@@ -504,16 +503,9 @@ static void stdin_line(struct att *a, const char *line, size_t len)
 	send_command(a, line);
 }
 
-static void on_in_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+/* Every whole line stdin gave so far; an over-long one is refused whole. */
+static void stdin_lines(struct att *a)
 {
-	struct att *a = st->data;
-	if (n < 0) {            /* stdin's end: a script that is done detaches */
-		uv_read_stop(st);
-		if (!a->quit_sent)
-			detach(a);
-		return;
-	}
-	sd_line_reader_feed(&a->in_rd, buf->base, (size_t)n);
 	const char *line;
 	size_t len;
 	char *why = NULL;
@@ -528,6 +520,19 @@ static void on_in_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 		}
 		stdin_line(a, line, len);
 	}
+}
+
+static void on_in_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+	struct att *a = st->data;
+	if (n < 0) {            /* stdin's end: a script that is done detaches */
+		uv_read_stop(st);
+		if (!a->quit_sent)
+			detach(a);
+		return;
+	}
+	sd_line_reader_feed(&a->in_rd, buf->base, (size_t)n);
+	stdin_lines(a);
 }
 
 /* Commands from stdin (headless): a pipe or a terminal is read as lines come,
@@ -549,21 +554,7 @@ static void open_stdin(struct att *a)
 		while ((n = read(0, buf, sizeof buf)) > 0)
 			sd_line_reader_feed(&a->in_rd, buf, (size_t)n);
 		sd_line_reader_feed(&a->in_rd, "\n", 1);   /* a last line without its newline */
-		const char *line;
-		size_t len;
-		char *why = NULL;
-		int got;
-		while ((got = sd_line_reader_next(&a->in_rd, &line, &len, &why)) != 0) {
-			if (got < 0) {
-				fprintf(stderr, "spotdeck: stdin: %s: refused, none of it run\n", why);
-				free(why);
-				why = NULL;
-				sd_line_reader_skip(&a->in_rd);
-				continue;
-			}
-			stdin_line(a, line, len);
-		}
-		a->in_file = 1;
+		stdin_lines(a);
 	}
 	if (a->in) {
 		a->in->data = a;
