@@ -527,6 +527,9 @@ static void on_in_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	struct att *a = st->data;
 	if (n < 0) {            /* stdin's end: a script that is done detaches */
 		uv_read_stop(st);
+		/* A last line without its newline counts, as from a file. */
+		sd_line_reader_feed(&a->in_rd, "\n", 1);
+		stdin_lines(a);
 		if (!a->quit_sent)
 			detach(a);
 		return;
