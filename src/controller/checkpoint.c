@@ -98,7 +98,10 @@ static void ckpt_write_done(uv_work_t *req, int status)
 		cJSON_AddStringToObject(ev, "error", w->why ? w->why : "?");
 		ctl_journal(c, SD_EV_CHECKPOINT_FAILED, ev);
 	}
-	if (w->rc != 0 && c->quitting && !c->fatal[0])
+	/* While quitting, only the final checkpoint ends the run: a periodic
+	 * one already on its way when quit came is older than the state. */
+	int final = c->quitting && !strcmp(w->reason, "final");
+	if (w->rc != 0 && final && !c->fatal[0])
 		/* Quitting drops the workers: say loudly that their state since
 		 * the last good checkpoint is gone, and exit non-zero. */
 		snprintf(c->fatal, sizeof c->fatal, "quit: the checkpoint at step %ld could not be written "
@@ -109,12 +112,13 @@ static void ckpt_write_done(uv_work_t *req, int status)
 	free(w);
 	if (c->closing)
 		return;
-	if (c->quitting) {
+	if (final) {
 		uv_timer_stop(&c->grace_timer);
 		ctl_finish(c, 1);
 		return;
 	}
-	ctl_maybe_finish(c);
+	if (!c->quitting)
+		ctl_maybe_finish(c);
 }
 
 static void checkpoint_complete(struct sd_controller *c)

@@ -79,26 +79,48 @@ static int cmd_resume(struct sd_controller *c, int argc, char **argv, char **why
 
 static void on_quit_timeout(uv_timer_t *t)
 {
-	ctl_finish(t->data, 1);
+	struct sd_controller *c = t->data;
+	ctl_journal_kv(c, SD_EV_ERROR, "reason",
+	               "quit: no final checkpoint within 15 s; --resume continues from the latest one",
+	               "path", c->latest_ckpt[0] ? c->latest_ckpt : "none");
+	ctl_finish(c, 1);
 }
 
-/* quit: checkpoint first when training (rank 0 streams it), then stop the
- * workers and release the servers; gives up waiting after 15 s. */
+/* While quitting: asks the current generation's rank 0 for the final
+ * checkpoint.  Called again for each generation formed before it comes: a
+ * request to a worker that is no longer rank 0 is never answered.  The
+ * worker takes it at its next step boundary. */
+void ctl_quit_request_final(struct sd_controller *c)
+{
+	if (!c->quitting || c->exiting || c->paused)
+		return;
+	for (struct conn *k = c->conns; k; k = k->next)
+		if (k->member && k->rank == 0) {
+			cJSON *ck = sd_msg_new(SD_MSG_CHECKPOINT);
+			cJSON_AddStringToObject(ck, "reason", "final");
+			ctl_conn_send(k, ck);
+			return;
+		}
+}
+
+/* quit: checkpoint first when a worker holds the run's state (rank 0
+ * streams it; a generation still forming gets the request once formed),
+ * then stop the workers and release the servers; gives up waiting after
+ * 15 s.  Nothing to save when paused or before any worker joined. */
 int ctl_cmd_quit(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	if (c->quitting || c->exiting)
 		return 0;
+	int holders = 0;
 	for (struct conn *k = c->conns; k; k = k->next)
-		if (k->member && k->rank == 0 && !c->paused) {
-			c->quitting = 1;
-			/* The run's last checkpoint: what --resume continues from. */
-			cJSON *ck = sd_msg_new(SD_MSG_CHECKPOINT);
-			cJSON_AddStringToObject(ck, "reason", "final");
-			ctl_conn_send(k, ck);
-			uv_timer_start(&c->grace_timer, on_quit_timeout, 15000, 0);
-			return 0;
-		}
-	ctl_finish(c, 1);
+		holders += k->authed && k->has_state && !k->closing;
+	if (!holders || c->paused) {
+		ctl_finish(c, 1);
+		return 0;
+	}
+	c->quitting = 1;
+	uv_timer_start(&c->grace_timer, on_quit_timeout, 15000, 0);
+	ctl_quit_request_final(c);
 	return 0;
 }
 

@@ -180,6 +180,7 @@ static void form_generation(struct sd_controller *c)
 		ctl_conn_send(m[i], g);
 	}
 	cJSON_Delete(members);
+	ctl_quit_request_final(c);   /* quit waits for this generation's rank 0 */
 }
 
 static void on_gen_timer(uv_timer_t *t)

@@ -244,6 +244,7 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m);
 
 /* commands.c */
 int ctl_cmd_quit(struct sd_controller *c, int argc, char **argv, char **why);
+void ctl_quit_request_final(struct sd_controller *c);
 
 /* controller.c */
 void ctl_finish(struct sd_controller *c, int status);
