@@ -43,7 +43,8 @@ struct sd_fleet {
 	struct sd_provider_env env;
 	double *catalog_prices;          /* a provider without prices(): its catalog's */
 	char worker_path[4096], run_dir[4096];
-	int port;
+	char connect[300];               /* HOST:PORT local workers dial */
+	char advertise[300];             /* HOST:PORT remote workers dial */
 	int emulate;
 	double grace_seconds;
 	struct sd_fleet_hooks hooks;

@@ -347,7 +347,8 @@ int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_flee
 	f->grace_seconds = cfg->grace_seconds > 0 ? cfg->grace_seconds : 5;
 	snprintf(f->worker_path, sizeof f->worker_path, "%s", cfg->worker_path);
 	snprintf(f->run_dir, sizeof f->run_dir, "%s", cfg->run_dir);
-	f->port = cfg->port;
+	snprintf(f->connect, sizeof f->connect, "%s", cfg->connect ? cfg->connect : "");
+	snprintf(f->advertise, sizeof f->advertise, "%s", cfg->advertise ? cfg->advertise : f->connect);
 	f->emulate = cfg->env.emulate && cfg->provider && cfg->provider->emulated;
 	f->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
 	f->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;

@@ -61,7 +61,10 @@ struct sd_fleet_config {
 	const struct sd_provider_ops *provider;   /* NULL: local servers only */
 	struct sd_provider_env env;   /* loop and fleet are filled in by the fleet */
 	const char *worker_path;    /* spotdeck-worker */
-	int port;                   /* controller port on 127.0.0.1 */
+	const char *connect;        /* "HOST:PORT" this host's workers dial (the
+	                             * controller's listening address; copied) */
+	const char *advertise;      /* "HOST:PORT" workers on other hosts dial
+	                             * (copied; NULL: connect) */
 	const char *run_dir;        /* token file and logs/ live there */
 	double grace_seconds;       /* SIGTERM -> SIGKILL (default 5) */
 	/* A resumed run's history: server ids continue after s<last_server>,

@@ -115,8 +115,7 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 
 int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **why)
 {
-	char port[16], tokfile[4200], logpath[4200], pacestr[32] = "";
-	snprintf(port, sizeof port, "127.0.0.1:%d", f->port);
+	char tokfile[4200], logpath[4200], pacestr[32] = "";
 	snprintf(tokfile, sizeof tokfile, "%s/token", f->run_dir);
 	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", f->run_dir, s->id);
 	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -126,7 +125,7 @@ int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **
 	int n = 0;
 	args[n++] = f->worker_path;
 	args[n++] = (char *)"--connect";
-	args[n++] = port;
+	args[n++] = f->connect;
 	args[n++] = (char *)"--token-file";
 	args[n++] = tokfile;
 	args[n++] = (char *)"--server-id";
