@@ -1,0 +1,8 @@
+# tests/hosts.mk: the ssh provider's hosts file (src/provider/hosts.c,
+# spotdeck-hosts(5)): its unit test and its fuzz target.
+HOSTS_TESTS = tests/test-hosts
+check_PROGRAMS += $(HOSTS_TESTS)
+TESTS += $(HOSTS_TESTS)
+
+tests_test_hosts_SOURCES = tests/test-hosts.c tests/check.h tests/tmpdir.h
+tests_test_hosts_LDADD = $(SD_PROVIDER_LIBS) $(SD_ENGINE_LIBS)
