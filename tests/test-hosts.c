@@ -466,6 +466,58 @@ static void test_identity(void)
 	free(missing);
 }
 
+/* The example of man/spotdeck-hosts.5 loads as its text says. */
+static void test_man_example(void)
+{
+	const char *top = getenv("top_srcdir");
+	char *man = path_join(top ? top : SD_SRCDIR, "man/spotdeck-hosts.5");
+	size_t len;
+	char *page = (char *)read_raw(man, &len);
+	char *text = memmem(page, len, "# spotdeck hosts\n", 17);
+	char *end = text ? memmem(text, len - (size_t)(text - page), "\n.fi\n", 5) : NULL;
+	CHECK(end != NULL, "%s: no example between \"# spotdeck hosts\" and .fi", man);
+	if (!end) {
+		free(page);
+		free(man);
+		return;
+	}
+	end[1] = '\0';
+	CHECK(strchr(text, '\\') == NULL, "the example has roff escapes: %s", text);
+	char *key = path_join(dir, ".ssh/spot");
+	write_raw(key, "not a real key\n", 15);
+
+	struct sd_hosts h;
+	if (GOOD(text, &h) == 0) {
+		CHECK_INT(h.n, 3);
+		if (h.n == 3) {
+			CHECK_STR(h.v[0].name, "203.0.113.10");
+			CHECK_STR(h.v[0].user, "ada");
+			CHECK_STR(h.v[0].gpu, "A100-80GB");
+			CHECK_INT(h.v[0].gpu_count, 8);
+			CHECK_INT(h.v[0].transient, 0);
+			CHECK(h.v[0].usd_per_hour == 32.77);
+			CHECK_INT(h.v[0].slots, 4);
+			CHECK_STR(h.v[1].name, "spot-l4");
+			CHECK_STR(h.v[1].host, "2001:db8::5");
+			CHECK_STR(h.v[1].user, "ubuntu");
+			CHECK_INT(h.v[1].port, 2222);
+			CHECK_STR(h.v[1].identity, key);
+			CHECK_INT(h.v[1].transient, 1);
+			CHECK(h.v[1].usd_per_hour == 0.28);
+			CHECK_STR(h.v[1].comm_host, "198.51.100.21");
+			CHECK_STR(h.v[2].name, "198.51.100.7");
+			CHECK_STR(h.v[2].gpu, "cpu");
+			CHECK(isnan(h.v[2].usd_per_hour));
+			CHECK_STR(h.v[2].worker, "/opt/spotdeck/bin/spotdeck-worker");
+		}
+		sd_hosts_free(&h);
+	}
+	unlink(key);
+	free(key);
+	free(page);
+	free(man);
+}
+
 /* The whole suite, in whatever LC_NUMERIC is set now. */
 static void run_all(const char *locale)
 {
@@ -475,6 +527,7 @@ static void run_all(const char *locale)
 	test_limits();
 	test_bad_lines();
 	test_identity();
+	test_man_example();
 	check_report(check_failures == before, "hosts files under LC_NUMERIC=%s", locale);
 }
 
