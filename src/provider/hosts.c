@@ -292,8 +292,8 @@ static int sd_hosts_identity(const struct sd_hosts_pos *p, const char *value, ch
 	return 0;
 }
 
-/* Parses one line of `text` (blanks, a comment or a host) into *h; *h->host
- * is NULL when the line holds no host.  `line` is a writable NUL-terminated
+/* Parses one line of the file (blanks, a comment or a host) into *h;
+ * h->host is NULL when the line holds no host.  `line` is a writable NUL-terminated
  * copy. */
 static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct sd_host *h)
 {
@@ -303,8 +303,8 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 	if (!first || first[0] == '#')
 		return 0;
 
-	char *user = NULL, *host = NULL, *port_text = NULL;
-	if (sd_hosts_parse_first(p, first, &user, &host, &port_text) != 0)
+	char *first_user = NULL, *host = NULL, *first_port = NULL;
+	if (sd_hosts_parse_first(p, first, &first_user, &host, &first_port) != 0)
 		return -1;
 
 	const char *val[KEY_COUNT] = { 0 };
@@ -333,16 +333,14 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 		return sd_hosts_why(p, "gpu", "missing (required: the GPU label, e.g. gpu=A100-80GB)");
 	if (!val[KEY_MARKET])
 		return sd_hosts_why(p, "market", "missing (required: market=spot or market=on-demand)");
-	if (user && val[KEY_USER])
-		return sd_hosts_why(p, "user", "given both as \"%s@\" and as user=%s", user,
+	if (first_user && val[KEY_USER])
+		return sd_hosts_why(p, "user", "given both as \"%s@\" and as user=%s", first_user,
 		                    val[KEY_USER]);
-	if (port_text && val[KEY_PORT])
-		return sd_hosts_why(p, "port", "given both as \":%s\" and as port=%s", port_text,
+	if (first_port && val[KEY_PORT])
+		return sd_hosts_why(p, "port", "given both as \":%s\" and as port=%s", first_port,
 		                    val[KEY_PORT]);
-	if (!user)
-		user = (char *)val[KEY_USER];
-	if (!port_text)
-		port_text = (char *)val[KEY_PORT];
+	const char *user = first_user ? first_user : val[KEY_USER];
+	const char *port_text = first_port ? first_port : val[KEY_PORT];
 
 	/* The values, in the order of the keys; each failure returns through
 	 * `bad` so that what was copied is freed. */
