@@ -10,3 +10,5 @@ src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/flee
 	src/provider/ssh.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a
+# The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
+src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
