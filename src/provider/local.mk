@@ -6,7 +6,7 @@
 noinst_LIBRARIES += src/provider/libsdprovider.a
 src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/fleet.h \
 	src/provider/fleet-internal.h src/provider/fleet.c src/provider/launcher.c \
-	src/provider/registry.c src/provider/sim.c src/provider/hosts.h src/provider/hosts.c \
+	src/provider/registry.c src/provider/sim.c \
 	src/provider/ssh.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a
