@@ -244,7 +244,7 @@ EOF
 			until [ -s "$_d/h$_i/sshd.pid" ] &&
 			      netns_ssh -o ConnectTimeout=2 "$_a" true 2>"$_d/h$_i/ssh-probe.err"; do
 				_t=$((_t - 1))
-				[ "$_t" -gt 0 ] || { cat "$_d/h$_i/ssh-probe.err" "$_d/h$_i/sshd.log" >&2; exit 1; }
+				[ "$_t" -gt 0 ] || { cat "$_d/h$_i/ssh-probe.err" >&2; tail -5 "$_d/h$_i/sshd.log" >&2; exit 1; }
 				sleep 0.1
 			done
 		) &
