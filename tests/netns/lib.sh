@@ -119,7 +119,7 @@ netns__free_net() {
 }
 
 netns_setup() {
-	local _n _err _net _d _pam _i _ns _a _p _pids
+	local _n _c _err _net _d _pam _i _ns _a _p _pids
 	_n=${1:-3}
 	case $_n in ''|*[!0-9]*) netns__fail "netns_setup: bad host count '$_n'";; esac
 	[ "$_n" -ge 1 ] && [ "$_n" -le 200 ] || netns__fail "netns_setup: host count $_n not in 1..200"
@@ -134,7 +134,6 @@ netns_setup() {
 	NETNS_SWITCH=$NETNS_PREFIX-sw
 	NETNS_BRIDGE=sdbr$$
 	NETNS_ROOT_IF=sdr$$
-	NETNS_N=$_n
 	NETNS__made=
 	NETNS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/spotdeck-netns.XXXXXX") || netns__fail "mktemp -d"
 	trap netns_teardown EXIT
@@ -185,8 +184,11 @@ Host *
 	ConnectTimeout 5
 	LogLevel ERROR
 EOF
-	# UsePAM no refuses an account whose password is locked with '!';
-	# Debian's root is '*' (no password, not locked) unless someone locked it.
+	# UsePAM no refuses an account whose password is locked with '!' ("User
+	# root not allowed because account is locked"); Debian's root is '*' (no
+	# password, not locked) unless someone locked it, and then PAM's account
+	# check, which does not look at the '!', lets the key in (checked with a
+	# bind-mounted /etc/shadow).
 	_pam=no
 	case $(getent shadow root 2>/dev/null | cut -d: -f2) in '!'*) _pam=yes;; esac
 	[ -d /run/sshd ] || mkdir -m 0755 /run/sshd || netns__fail "mkdir /run/sshd"
