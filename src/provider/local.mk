@@ -1,7 +1,8 @@
 # src/provider/: where servers come from — provider.h (the ops table every
 # provider fills in, its typed events, the registry), the fleet (fleet.c:
 # ids, states, billing, journal; launcher.c: worker processes) and the
-# providers themselves (sim.c: the simulated market).  Includes market/,
+# providers themselves (sim.c: the simulated market; ssh.c with hosts.c:
+# your own hosts over OpenSSH).  Includes market/,
 # proto/ and engine/.
 noinst_LIBRARIES += src/provider/libsdprovider.a
 src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/fleet.h \
