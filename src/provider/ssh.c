@@ -550,33 +550,32 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 	return 0;
 }
 
-static void ssh_signal(struct sd_provider *p, const char *server, int sig)
+/* Sends signal `name` to the worker of server on its host, by its pid file;
+ * probe: journal the host if ssh cannot get in. */
+static void kill_remote(struct sd_provider *p, const char *server, const char *name, int probe)
 {
 	struct ssh_server *s = find_server(p, server);
 	if (!s)
 		return;
 	char *dir = remote_dir(p), *qid = sh_quote(server);
 	char *cmd = xprintf("f=%s/%s.pid; test -r \"$f\" && kill -%s \"$(cat \"$f\")\" 2>/dev/null; exit 0", dir, qid,
-	                    sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT" : "TERM");
-	run_remote(p, s->host, cmd, 0);
+	                    name);
+	run_remote(p, s->host, cmd, probe);
 	free(cmd);
 	free(dir);
 	free(qid);
 }
 
+static void ssh_signal(struct sd_provider *p, const char *server, int sig)
+{
+	kill_remote(p, server, sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT" : "TERM", 0);
+}
+
 static void ssh_lost(struct sd_provider *p, const char *server)
 {
-	struct ssh_server *s = find_server(p, server);
-	if (!s)
-		return;
 	/* The session is gone: is the host?  A probe that also stops a worker
 	 * the lost session may have left behind. */
-	char *dir = remote_dir(p), *qid = sh_quote(server);
-	char *cmd = xprintf("f=%s/%s.pid; test -r \"$f\" && kill -TERM \"$(cat \"$f\")\" 2>/dev/null; exit 0", dir, qid);
-	run_remote(p, s->host, cmd, 1);
-	free(cmd);
-	free(dir);
-	free(qid);
+	kill_remote(p, server, "TERM", 1);
 }
 
 static void ssh_release(struct sd_provider *p, const char *server)
