@@ -173,6 +173,7 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", id);
 	cJSON_AddNumberToObject(ev, "pid", (double)k->pid);
+	cJSON_AddStringToObject(ev, "peer", k->peer);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin")))
 		cJSON_AddBoolToObject(ev, "rejoin", 1);
 	ctl_journal(c, SD_EV_WORKER_CONNECTED, ev);

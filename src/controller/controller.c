@@ -217,7 +217,8 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 			.settings_file = opts->job_file ? opts->job_file : "job.json",
 		},
 		.worker_path = opts->worker_path,
-		.port = c->port,
+		.connect = c->connect,
+		.advertise = c->advertise,
 		.run_dir = c->run_dir,
 		.last_server = c->resume_last_server,
 		.usd_before = c->resume_usd,
@@ -225,6 +226,39 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 	int rc = sd_fleet_create(&c->fleet, c->loop, &fc, &fleet_hooks, c, why);
 	cJSON_Delete(settings);
 	return rc;
+}
+
+/* Binds and listens on opts->listen_addr:listen_port; sets c->port, the
+ * address this host's workers dial and the one other hosts' workers dial. */
+static int ctl_listen(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+{
+	const char *host = opts->listen_addr ? opts->listen_addr : "127.0.0.1";
+	struct sockaddr_storage addr;
+	int v6 = strchr(host, ':') != NULL;
+	int rc = v6 ? uv_ip6_addr(host, opts->listen_port, (struct sockaddr_in6 *)&addr)
+	            : uv_ip4_addr(host, opts->listen_port, (struct sockaddr_in *)&addr);
+	if (rc < 0)
+		return sd_why(why, "controller: listen address '%s': not a numeric IPv4 or IPv6 address", host);
+	rc = uv_tcp_bind(&c->server, (const struct sockaddr *)&addr, 0);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&c->server, 128, ctl_on_connection);
+	if (rc < 0)
+		return sd_why(why, "controller: cannot listen on %s%s%s:%d: %s", v6 ? "[" : "", host, v6 ? "]" : "",
+		              opts->listen_port, uv_strerror(rc));
+	struct sockaddr_storage sa;
+	int salen = sizeof sa;
+	uv_tcp_getsockname(&c->server, (struct sockaddr *)&sa, &salen);
+	c->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+	                                         : ((struct sockaddr_in *)&sa)->sin_port);
+	/* A wildcard accepts on loopback too; the worker splits HOST:PORT at
+	 * the last colon, so an IPv6 host needs no brackets. */
+	const char *local = !strcmp(host, "0.0.0.0") ? "127.0.0.1" : !strcmp(host, "::") ? "::1" : host;
+	snprintf(c->connect, sizeof c->connect, "%s:%d", local, c->port);
+	if (opts->advertise)
+		snprintf(c->advertise, sizeof c->advertise, "%s", opts->advertise);
+	else
+		snprintf(c->advertise, sizeof c->advertise, "%s", c->connect);
+	return 0;
 }
 
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
@@ -246,19 +280,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	uv_tcp_init(loop, &c->server);
 	c->server.data = c;
 	c->handles_open = 1;
-	struct sockaddr_in addr;
-	uv_ip4_addr("127.0.0.1", 0, &addr);
-	int rc = uv_tcp_bind(&c->server, (const struct sockaddr *)&addr, 0);
-	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)&c->server, 128, ctl_on_connection);
-	if (rc < 0) {
-		sd_why(why, "controller: cannot listen on 127.0.0.1: %s", uv_strerror(rc));
+	if (ctl_listen(c, opts, why) < 0)
 		goto fail;
-	}
-	struct sockaddr_storage sa;
-	int salen = sizeof sa;
-	uv_tcp_getsockname(&c->server, (struct sockaddr *)&sa, &salen);
-	c->port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
 	uv_timer_init(loop, &c->gen_timer);
 	c->gen_timer.data = c;
 	uv_timer_init(loop, &c->grace_timer);
@@ -280,6 +303,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "run_dir", c->run_dir);
 	cJSON_AddNumberToObject(ev, "port", c->port);
+	cJSON_AddStringToObject(ev, "connect", c->connect);
+	cJSON_AddStringToObject(ev, "advertise", c->advertise);
 	cJSON_AddBoolToObject(ev, "resume", opts->resume);
 	if (c->latest_ckpt[0]) {
 		cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
