@@ -417,7 +417,8 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		 * the market may have moved it since). */
 		s->usd_per_hour = si[i].gone ? 0 : si[i].usd_per_hour;
 		s->price_estimated = si[i].price_estimated;
-		s->usd_so_far = si[i].usd;
+		/* A host without a price: its money so far is unknown, not $0. */
+		s->usd_so_far = isnan(si[i].usd_per_hour) ? NAN : si[i].usd;
 		s->emulated = si[i].emulated;
 		s->notice_left_s = si[i].notice_left_s;
 		for (int w = 0; w < nw; w++)
