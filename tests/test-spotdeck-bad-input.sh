@@ -39,6 +39,14 @@ expect_error "a bad port in the hosts file" "hosts:2: port: \"70000\" is not a p
 printf 'gpu1.example gpu=cpu market=spot identity=%s/no-such-key\n' "$T" >"$T/hosts"
 expect_error "an unreadable identity file" "hosts:1: identity: .*no-such-key.*No such file or directory" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
+# Hosts that cannot reach a controller on loopback (the default --listen,
+# or a wildcard advertised as loopback): refused before anything connects.
+printf 'gpu1.example gpu=cpu market=spot\n' >"$T/hosts"
+expect_error "hosts but a loopback controller" \
+	"hosts:1: host gpu1\.example cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\): start spotdeck with --listen" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
+expect_error "hosts, a wildcard, no --advertise" "cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\)" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0
 [ ! -e "$T/r2" ] || fail "a bad hosts file left $T/r2"
 
 # An offer the catalog lacks: refused before any server or process starts.

@@ -321,6 +321,7 @@ static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg
 	f->env = cfg->env;
 	f->env.loop = f->loop;
 	f->env.fleet = f;
+	f->env.advertise = f->advertise;
 	cJSON *empty = NULL;
 	if (!f->env.settings)
 		f->env.settings = empty = cJSON_CreateObject();

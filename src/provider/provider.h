@@ -61,6 +61,8 @@ struct sd_provider_env {
 	const cJSON *settings;         /* the job's provider object, less the keys job.c
 	                                * knows: the provider's own settings (never NULL) */
 	const char *settings_file;     /* for errors: "job.json" */
+	const char *advertise;         /* "HOST:PORT" workers on other hosts dial (the
+	                                * fleet fills it in; spotdeck --advertise) */
 };
 
 enum sd_provider_event_kind {

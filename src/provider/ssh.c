@@ -427,6 +427,35 @@ static void run_remote(struct sd_provider *p, int hi, const char *remote, int pr
 
 /* ---- the operations ---- */
 
+/* 127.0.0.0/8, ::1 or localhost: only this host reaches it. */
+static int loopback(const char *host)
+{
+	return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
+/* Workers on the hosts must reach the controller: a loopback address is
+ * refused unless every host is this one (the default --listen is
+ * 127.0.0.1, the likeliest first mistake). */
+static int check_reachable(const struct sd_provider *p, const char *advertise, char **why)
+{
+	if (!advertise || !advertise[0])
+		return 0;
+	char host[300];
+	snprintf(host, sizeof host, "%s", advertise);
+	char *colon = strrchr(host, ':');
+	if (colon)
+		*colon = '\0';
+	if (!loopback(host))
+		return 0;
+	for (int i = 0; i < p->hosts.n; i++)
+		if (!loopback(p->hosts.v[i].host))
+			return sd_why(why, "%s:%d: host %s cannot reach the controller at %s (loopback): start spotdeck "
+			              "with --listen ADDRESS:PORT on an address the hosts reach, or --listen 0.0.0.0:PORT "
+			              "--advertise HOST:PORT", p->hosts.path, p->hosts.v[i].line, p->hosts.v[i].name,
+			              advertise);
+	return 0;
+}
+
 static int ssh_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
 {
 	*out = NULL;
@@ -438,6 +467,11 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->loop = env->loop;
 	p->fleet = env->fleet;
 	if (sd_hosts_load(h->valuestring, &p->hosts, why) < 0) {
+		free(p);
+		return -1;
+	}
+	if (check_reachable(p, env->advertise, why) < 0) {
+		sd_hosts_free(&p->hosts);
 		free(p);
 		return -1;
 	}
