@@ -7,6 +7,8 @@
 # worker rejoins with the group's parameters (checksums equal on every rank)
 # or is refused, never training on stale parameters.  A worker stopped with
 # SIGSTOP on its host is removed within 10 s; after SIGCONT the same holds.
+# A host whose sshd dies with the session fails, and its worker, which ran
+# on in its own session, is stopped rather than left training.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -18,7 +20,7 @@ root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
 root@$3 name=h3 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
 HOSTS
 
-NETNS_PY_SWITCH="$NETNS_SWITCH" python3 - <<'PY'
+NETNS_PY_SWITCH="$NETNS_SWITCH" NETNS_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
 import sys, os, signal, subprocess, time, atexit
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
@@ -36,7 +38,7 @@ atexit.register(cont)
 def link(i, state):
     subprocess.run(["ip", "-n", switch, "link", "set", "h%d" % i, state], check=True)
 
-j = job(model="mlp", epochs=20, checkpoint_every=0, log_every=1, comm_timeout=2, workers=0,
+j = job(model="mlp", epochs=100, checkpoint_every=0, log_every=1, comm_timeout=2, workers=0,
         cluster=["ssh/h1", "ssh/h2", "ssh/h3"])
 j["provider"] = {"name": "ssh", "hosts": d + "/hosts", "known_hosts": d + "/known_hosts"}
 r = Run(j, extra=("--listen", os.environ["NETNS_BRIDGE_ADDR"] + ":0"), timeout=300)
@@ -114,6 +116,46 @@ mark = r.mark()
 os.kill(pid, signal.SIGCONT)
 stopped.remove(pid)
 ok("SIGCONT %s: %s" % (victim, back_or_refused(victim, "SIGSTOP", mark)))
+
+# 3. A host whose sshd goes away with the session: the worker's ssh exits
+#    255, the probe cannot get in, the server fails, and its worker (which
+#    runs on, in a session of its own) is stopped by the controller rather
+#    than left training unbilled; it may not come back as that server.
+s = r.wait(lambda e: e.get("type") == "step", "a step")
+gen = [e for e in r.events if e.get("type") == "generation" and e["generation"] == s["generation"]][-1]
+victim = [m["server"] for m in gen["members"] if m["rank"] == gen["world_size"] - 1][0]
+hi = host_of(victim)
+ns = "%s-%d" % (os.environ["NETNS_PREFIX"], hi)
+wpid = [e["pid"] for e in r.events if e.get("type") == "worker_connected" and e["server"] == victim][-1]
+mark = r.mark()
+for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
+    try:
+        if open("/proc/%s/comm" % p).read().strip() == "sshd":
+            os.kill(int(p), signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+f = r.wait(lambda e: e.get("type") == "state" and e.get("server") == victim and e.get("state") == "failed",
+           "%s failed" % victim, timeout=60)
+u = r.wait_since(mark, lambda e: e.get("type") == "host_unreachable" and e["host"] == "h%d" % hi,
+                 "host_unreachable for h%d" % hi, timeout=60)
+r.wait_since(mark, lambda e: e.get("type") == "generation" and
+             victim not in [m["server"] for m in e.get("members", [])], "a generation without %s" % victim, timeout=60)
+deadline = time.time() + 30 * SCALE
+while time.time() < deadline:
+    try:
+        os.kill(wpid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.2)
+else:
+    fail("%s's worker (pid %d on h%d) still runs %.0f s after its server failed" % (victim, wpid, hi, 30 * SCALE))
+r.wait(lambda e: e.get("type") == "step" and e["step"] >= s["step"] + 10, "10 more steps")
+back = [e for e in r.events[mark:] if e.get("type") == "generation" and
+        victim in [m["server"] for m in e.get("members", [])]]
+if back:
+    fail("%s's worker came back into generation %d after its server failed" % (victim, back[0]["generation"]))
+ok("h%d's sshd gone: %s failed, host_unreachable (%s), its worker stopped, training went on" %
+   (hi, victim, u.get("ssh", "")))
 r.command("quit")
 r.wait_type("checkpoint")
 if r.finish() != 1:

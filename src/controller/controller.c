@@ -122,7 +122,27 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 		 * signal (revocations and drops end workers with TERM or KILL). */
 		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
 	}
+	char failed[64] = "";
+	if (type == SD_EV_STATE) {
+		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "state");
+		if (cJSON_IsString(sv) && cJSON_IsString(st) && !strcmp(st->valuestring, "failed"))
+			snprintf(failed, sizeof failed, "%s", sv->valuestring);
+	}
 	ctl_journal(c, type, ev);
+	/* A failed server's worker may still be connected (a host whose ssh
+	 * session was lost and that the provider could not get back into):
+	 * it must not train on, unbilled and out of reach of drop. */
+	if (failed[0] && sd_fleet_server_failed(c->fleet, failed, 1))
+		for (struct conn *k = c->conns, *next; k; k = next) {
+			next = k->next;
+			if (k->authed && !k->closing && !strcmp(k->server_id, failed)) {
+				cJSON *m = sd_msg_new(SD_MSG_STOP);
+				cJSON_AddStringToObject(m, "reason", "its server failed");
+				ctl_conn_send(k, m);
+				ctl_conn_close(k, "its server failed");
+			}
+		}
 	/* A server that went away may have been the last hope of loading a job
 	 * that others failed to load. */
 	if (type == SD_EV_STATE)

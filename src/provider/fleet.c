@@ -521,6 +521,12 @@ int sd_fleet_has_server(const struct sd_fleet *f, const char *server)
 	return s && !fl_gone(s);
 }
 
+int sd_fleet_server_failed(const struct sd_fleet *f, const char *server, int remote_only)
+{
+	const struct server *s = fl_find(f, server);
+	return s && s->st == SD_SERVER_FAILED && (s->remote || !remote_only);
+}
+
 double sd_fleet_usd_spent(const struct sd_fleet *f)
 {
 	double usd = f->usd_done;

@@ -116,6 +116,11 @@ int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds
 
 /* Whether the id names a server that exists (any state but gone). */
 int sd_fleet_has_server(const struct sd_fleet *f, const char *server);
+/* Whether the id names a server that failed: its worker has no business
+ * training.  remote_only: only a server whose worker ran on another host
+ * (the provider's launch; a lost ssh session it could not recover), whose
+ * worker may still run; a local worker's exit closes its connection. */
+int sd_fleet_server_failed(const struct sd_fleet *f, const char *server, int remote_only);
 /* Worker processes still running. */
 int sd_fleet_running(const struct sd_fleet *f);
 /* Sends sig to every worker process. */
