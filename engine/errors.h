@@ -17,4 +17,11 @@ void sd_oom(void) __attribute__((noreturn));
 void *sd_malloc(size_t bytes);
 void *sd_calloc(size_t count, size_t size);
 
+/* Reads the whole file at path, at most max_bytes of it, in chunks (a pipe
+ * or a file that grows is read the same way; st_size is not trusted).
+ * Returns 0 with *buf (malloc'd, caller frees; NUL-terminated after *len
+ * bytes), or -1 with *why "PATH: cannot read: REASON" or "PATH: larger
+ * than N MiB" (N = max_bytes >> 20) and nothing allocated. */
+int sd_read_file(const char *path, size_t max_bytes, char **buf, size_t *len, char **why);
+
 #endif

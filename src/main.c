@@ -174,6 +174,9 @@ static void usage(FILE *f)
 "  --trace FILE     replay a market trace or a journal (spotdeck-catalog(5));\n"
 "                   the market's own revocations are then off\n"
 "  --demo           with --headless: the cockpit's embedded demo job\n"
+"  --listen ADDR:PORT  where workers connect (default 127.0.0.1, any port);\n"
+"                   0.0.0.0 or [::] for every interface; trusted networks only\n"
+"  --advertise HOST:PORT  what workers on other hosts dial (default: --listen's)\n"
 "  --help, --version\n");
 }
 
@@ -371,6 +374,9 @@ struct options {
 	const char *attach;
 	double hazard, boot, notice;
 	long long seed;
+	char listen_addr[64];    /* --listen's address, "" none */
+	int listen_port;
+	char advertise[300];     /* --advertise as workers take it (no brackets), "" none */
 };
 
 static const struct option longopts[] = {
@@ -394,10 +400,40 @@ static const struct option longopts[] = {
 	{ "foreground", no_argument, 0, 'F' },
 	{ "detach", no_argument, 0, 'd' },
 	{ "attach", required_argument, 0, 'a' },
+	{ "listen", required_argument, 0, 'L' },
+	{ "advertise", required_argument, 0, 'v' },
 	{ "help", no_argument, 0, 'h' },
 	{ "version", no_argument, 0, 'V' },
 	{ 0, 0, 0, 0 },
 };
+
+/* "HOST:PORT" or "[V6]:PORT" into host (brackets dropped) and port; port
+ * from min_port to 65535.  0, or -1 if it is not of that shape. */
+static int split_host_port(const char *arg, char *host, size_t hlen, int *port, int min_port)
+{
+	const char *colon = strrchr(arg, ':');
+	if (!colon || colon == arg)
+		return -1;
+	const char *h = arg;
+	size_t n = (size_t)(colon - arg);
+	if (h[0] == '[') {
+		if (n < 3 || h[n - 1] != ']')
+			return -1;
+		h++;
+		n -= 2;
+	} else if (memchr(h, ':', n)) {
+		return -1;   /* an IPv6 address needs brackets before :PORT */
+	}
+	char *end;
+	errno = 0;
+	long p = strtol(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || p < min_port || p > 65535 || n >= hlen)
+		return -1;
+	memcpy(host, h, n);
+	host[n] = '\0';
+	*port = (int)p;
+	return 0;
+}
 
 /* One option with a value that needs checking (c is its getopt code):
  * returns 0, or 2 (the exit status) after a one-line error. */
@@ -430,6 +466,28 @@ static int parse_value(struct options *o, int c, const char *arg)
 			return 2;
 		}
 		*(c == 'Z' ? &o->hazard : c == 'B' ? &o->boot : &o->notice) = v;
+		return 0;
+	}
+	case 'L': {
+		struct sockaddr_in6 a6;
+		struct sockaddr_in a4;
+		if (split_host_port(arg, o->listen_addr, sizeof o->listen_addr, &o->listen_port, 0) < 0 ||
+		    (uv_ip4_addr(o->listen_addr, 0, &a4) < 0 && uv_ip6_addr(o->listen_addr, 0, &a6) < 0)) {
+			fprintf(stderr, "spotdeck: --listen: expected ADDRESS:PORT with a numeric IPv4 or "
+			        "[IPv6] address and a port from 0 to 65535, got '%s'\n", arg);
+			return 2;
+		}
+		return 0;
+	}
+	case 'v': {
+		char host[256];
+		int port;
+		if (split_host_port(arg, host, sizeof host, &port, 1) < 0) {
+			fprintf(stderr, "spotdeck: --advertise: expected HOST:PORT (a name, an IPv4 address or "
+			        "[IPv6]) and a port from 1 to 65535, got '%s'\n", arg);
+			return 2;
+		}
+		snprintf(o->advertise, sizeof o->advertise, "%s:%d", host, port);
 		return 0;
 	}
 	case 'S':
@@ -471,7 +529,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'F': o->foreground = 1; break;
 		case 'd': o->detach = 1; break;
 		case 'a': o->attach = optarg; break;
-		case 'w': case 'A': case 'Z': case 'B': case 'N': case 'S':
+		case 'w': case 'A': case 'Z': case 'B': case 'N': case 'S': case 'L': case 'v':
 			if (parse_value(o, c, optarg))
 				return 2;
 			break;
@@ -935,6 +993,9 @@ int main(int argc, char **argv)
 		.job_file = jp,
 		.emulate = o.emulate,
 		.trace = o.trace_path ? &trace : NULL,
+		.listen_addr = o.listen_addr[0] ? o.listen_addr : NULL,
+		.listen_port = o.listen_port,
+		.advertise = o.advertise[0] ? o.advertise : NULL,
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};

@@ -10,6 +10,8 @@ include tests/gpu.mk
 include tests/ui.mk
 include tests/ui-e2e.mk
 include tests/control.mk
+include tests/hosts.mk
+include tests/netns.mk
 
 # packages/debian.txt covers every program the tests and build scripts run
 # (issue 9, item 6).

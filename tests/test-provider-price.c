@@ -56,7 +56,7 @@ int main(void)
 		.provider = &sd_provider_sim,
 		.env = { .catalog_path = catalog, .hazard_scale = 1, .boot_scale = 1, .notice_scale = 1,
 		         .seed = 1, .trace = &trace },
-		.worker_path = "/bin/false", .port = 1, .run_dir = "/nonexistent",
+		.worker_path = "/bin/false", .connect = "127.0.0.1:1", .run_dir = "/nonexistent",
 	};
 	struct sd_fleet_hooks hooks = { .journal = on_journal };
 	struct sd_fleet *p;

@@ -4,13 +4,14 @@
 # a deterministic run; then that run's own journal, replayed as a trace,
 # gives the same market events at the same market times.
 exec python3 - <<'PY'
-import sys, os, json
+import sys, os, json, atexit, shutil
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 cluster = ["gce/us-east1-c/k80/spot", "gce/us-west1-b/k80/spot", "gce/us-central1-c/k80/spot"]
 J = job(model="mlp", epochs=2, workers=0, checkpoint_every=500, log_every=50,
         boot_scale=0.03, notice_scale=0.1, market_seed=3, cluster=cluster)
 tmp = tempfile.mkdtemp(prefix="spotdeck-trace.")
+atexit.register(shutil.rmtree, tmp, True)   # also when a check fails
 trace = os.path.join(tmp, "trace.jsonl")
 with open(trace, "w") as f:
     f.write("# scripted market\n")

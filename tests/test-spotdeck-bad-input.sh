@@ -13,9 +13,9 @@ expect_error "number beyond a double" "huge\.json: lr: .*got inf \(beyond" \
 [ ! -e "$T/r1" ] || fail "a bad job left $T/r1"
 
 printf '{"model":"mlp","provider":"gce"}' >"$T/gce.json"
-expect_error "provider not in this build (job)" "gce\.json: provider\.name: 'gce' is not available in this build \(known: sim\)" \
+expect_error "provider not in this build (job)" "gce\.json: provider\.name: 'gce' is not available in this build \(known: sim, ssh\)" \
 	$SPOTDECK --headless --job "$T/gce.json" --run-dir "$T/r2"
-expect_error "provider not in this build (option)" "^spotdeck: --provider: 'gce' is not available in this build \(known: sim\)" \
+expect_error "provider not in this build (option)" "^spotdeck: --provider: 'gce' is not available in this build \(known: sim, ssh\)" \
 	$SPOTDECK --headless --provider gce --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "an unavailable provider left $T/r2"
 printf '{"model":"mlp","provider":{"name":"sim","hazard_scale":2,"zones":["us-east1-c"]}}' >"$T/simset.json"
@@ -23,6 +23,31 @@ expect_error "a setting sim does not have" \
 	"simset\.json: provider\.zones: provider 'sim' has no settings of its own" \
 	$SPOTDECK --headless --job "$T/simset.json" --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "a bad provider setting left $T/r2"
+
+# The ssh provider: its settings, then its hosts file (spotdeck-hosts(5)),
+# refused before anything starts.
+printf '{"model":"mlp","workers":0,"provider":{"name":"ssh"}}' >"$T/ssh0.json"
+expect_error "ssh without a hosts file" "ssh0\.json: provider\.hosts: missing \(the hosts file, spotdeck-hosts\(5\)\)" \
+	$SPOTDECK --headless --job "$T/ssh0.json" --run-dir "$T/r2"
+printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"h","host_key_checking":"maybe"}}' >"$T/ssh1.json"
+expect_error "ssh host_key_checking" "ssh1\.json: provider\.host_key_checking: expected \"accept-new\", \"yes\" or \"no\"" \
+	$SPOTDECK --headless --job "$T/ssh1.json" --run-dir "$T/r2"
+printf 'gpu1.example gpu=cpu market=spot\ngpu2.example gpu=cpu market=spot port=70000\n' >"$T/hosts"
+printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"%s"},"cluster":["ssh/gpu1.example"]}' "$T/hosts" >"$T/ssh2.json"
+expect_error "a bad port in the hosts file" "hosts:2: port: \"70000\" is not a port number \(1\.\.65535\)" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
+printf 'gpu1.example gpu=cpu market=spot identity=%s/no-such-key\n' "$T" >"$T/hosts"
+expect_error "an unreadable identity file" "hosts:1: identity: .*no-such-key.*No such file or directory" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
+# Hosts that cannot reach a controller on loopback (the default --listen,
+# or a wildcard advertised as loopback): refused before anything connects.
+printf 'gpu1.example gpu=cpu market=spot\n' >"$T/hosts"
+expect_error "hosts but a loopback controller" \
+	"hosts:1: host gpu1\.example cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\): start spotdeck with --listen" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
+expect_error "hosts, a wildcard, no --advertise" "cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\)" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0
+[ ! -e "$T/r2" ] || fail "a bad hosts file left $T/r2"
 
 # An offer the catalog lacks: refused before any server or process starts.
 printf '{"model":"mlp","workers":2,"cluster":["local","gce/us-east1-c/k80/spot","gce/nowhere/k80/spot"]}' >"$T/cluster.json"

@@ -562,6 +562,23 @@ static void test_chart_max(struct ui_fixture *f)
 	sd_screen_destroy(s);
 }
 
+/* Real machines (the ssh provider): the header says the market is real,
+ * with no SIMULATED label and no simulator knobs; an unknown price is "-". */
+static void test_real_market(struct ui_fixture *f)
+{
+	f->view.simulated = 0;
+	snprintf(f->view.provider, sizeof f->view.provider, "ssh");
+	snprintf(f->view.catalog, sizeof f->view.catalog, "hosts");
+	f->offers[0].usd_per_hour = NAN;
+	struct sd_screen *s = make(1, NULL, 0);
+	resize(40, 120, s);
+	render(s, &f->view);
+	CHECK(on_screen("real market: ssh hosts"), "no 'real market: ssh hosts' in the header");
+	CHECK(!on_screen("SIMULATED") && !on_screen("hazard x"), "a real market is labelled simulated");
+	CHECK(!on_screen("nan") && !on_screen("NaN"), "an unknown price printed as nan");
+	sd_screen_destroy(s);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -595,6 +612,9 @@ int main(void)
 	ui_fixture_init(&f, 4);
 	test_chart_max(&f);
 	printf("ok: the throughput chart's max covers the current rate\n");
+	ui_fixture_init(&f, 4);
+	test_real_market(&f);
+	printf("ok: a real market: no SIMULATED label, unknown price not shown as a number\n");
 
 	endwin();
 	delscreen(scr);

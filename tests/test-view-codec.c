@@ -77,7 +77,7 @@ static int arrays_equal(const char *what, const void *a, const void *b, int n, s
 			size_t at = 0;
 			while (x[at] == y[at])
 				at++;
-			fprintf(stderr, "  %s[%d] differs at byte %zu\n", what, i, at);
+			fprintf(stderr, "  %s[%d] differs at byte %zu (%02x vs %02x)\n", what, i, at, (unsigned char)x[at], (unsigned char)y[at]);
 			ok = 0;
 		}
 	}
@@ -174,6 +174,14 @@ static void make_view(struct ui_fixture *f, int nservers)
 	v->usd_saved = 0.1 + 0.2;           /* not short in decimal: needs %1.17g */
 	v->usd_saved_estimated = 1;
 	v->spent_unpriced = 2;
+	/* A host without a price (the ssh provider): unknown stays unknown,
+	 * never $0, in the attached cockpit too. */
+	f->offers[2].usd_per_hour = NAN;
+	f->offers[2].usd_per_mimage = NAN;
+	f->offers[2].images_per_sec = NAN;
+	f->offers[2].p_revoked_1h = NAN;
+	f->servers[0].usd_per_hour = NAN;
+	f->servers[0].usd_so_far = NAN;
 	v->rate_estimated = 1;
 	v->paused = 1;
 	v->clients = 3;

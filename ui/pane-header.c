@@ -101,7 +101,8 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 		    isfinite(v->hazard_scale) ? v->hazard_scale : 0,
 		    isfinite(v->boot_scale) ? v->boot_scale : 0, (unsigned long long)v->seed);
 	} else if (v->provider[0]) {
-		snprintf(h->right.text, sizeof h->right.text, "market %.*s %.*s", (int)sizeof v->provider,
+		/* Real machines (the ssh provider's hosts): nothing simulated. */
+		snprintf(h->right.text, sizeof h->right.text, "real market: %.*s %.*s", (int)sizeof v->provider,
 		         v->provider, (int)sizeof v->catalog, v->catalog);
 		h->right.style = SD_STYLE_HEADER;
 	}

@@ -602,9 +602,9 @@ static int get_offer(const cJSON *o, const char *p, struct sd_view_offer *f, cha
 	if (GET_STR(o, p, f, id) < 0 || GET_STR(o, p, f, provider) < 0 ||
 	    GET_STR(o, p, f, region) < 0 || GET_STR(o, p, f, zone) < 0 ||
 	    GET_STR(o, p, f, gpu) < 0 || GET_INT(o, p, f, gpus) < 0 ||
-	    GET_INT(o, p, f, transient) < 0 || GET_NUM(o, p, f, usd_per_hour) < 0 ||
-	    GET_NUM(o, p, f, images_per_sec) < 0 || GET_NUM(o, p, f, usd_per_mimage) < 0 ||
-	    GET_NUM(o, p, f, p_revoked_1h) < 0 || GET_INT(o, p, f, available) < 0 ||
+	    GET_INT(o, p, f, transient) < 0 || GET_NUM_U(o, p, f, usd_per_hour, NAN) < 0 ||
+	    GET_NUM_U(o, p, f, images_per_sec, NAN) < 0 || GET_NUM_U(o, p, f, usd_per_mimage, NAN) < 0 ||
+	    GET_NUM_U(o, p, f, p_revoked_1h, NAN) < 0 || GET_INT(o, p, f, available) < 0 ||
 	    GET_INT(o, p, f, price_estimated) < 0)
 		return -1;
 	return 0;
@@ -642,8 +642,8 @@ static int get_server(const cJSON *o, const char *p, struct sd_view_server *s, c
 	    GET_STR(o, p, s, state) < 0 || GET_INT(o, p, s, rank) < 0 ||
 	    GET_NUM(o, p, s, images_per_sec) < 0 || GET_NUM(o, p, s, compute_ms) < 0 ||
 	    GET_NUM(o, p, s, comm_ms) < 0 || GET_NUM(o, p, s, uptime_s) < 0 ||
-	    GET_NUM(o, p, s, usd_per_hour) < 0 || GET_INT(o, p, s, price_estimated) < 0 ||
-	    GET_NUM(o, p, s, usd_so_far) < 0 || GET_INT(o, p, s, emulated) < 0 ||
+	    GET_NUM_U(o, p, s, usd_per_hour, NAN) < 0 || GET_INT(o, p, s, price_estimated) < 0 ||
+	    GET_NUM_U(o, p, s, usd_so_far, NAN) < 0 || GET_INT(o, p, s, emulated) < 0 ||
 	    GET_NUM(o, p, s, notice_left_s) < 0)
 		return -1;
 	return 0;

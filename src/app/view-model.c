@@ -89,7 +89,7 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	         j->train.dataset, j->train.global_batch);
 	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
 	const struct sd_catalog *cat = sd_fleet_catalog(sd_controller_fleet(c));
-	v->simulated = cat != NULL;
+	v->simulated = sd_fleet_simulated(sd_controller_fleet(c));
 	if (cat) {
 		const char *base = strrchr(cat->file, '/');
 		snprintf(v->catalog, sizeof v->catalog, "%s", base ? base + 1 : cat->file);
@@ -175,8 +175,8 @@ static void suggest(struct sd_view_model *vm)
 	struct sd_view *v = &vm->v;
 	struct sd_fleet *p = sd_controller_fleet(vm->c);
 	const struct sd_catalog *cat = sd_fleet_catalog(p);
-	if (!cat || !v->suggestion_for[0])
-		return;
+	if (!cat || !v->suggestion_for[0] || !v->simulated)
+		return;   /* the scorer needs the market model's prices and hazards */
 	for (int i = 0; i < cat->noffers; i++) {
 		int live = sd_fleet_live(p, &cat->offers[i]);
 		vm->available[i] = live < 0 ? -1 : cat->offers[i].capacity - live;
@@ -374,7 +374,9 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 			vo->images_per_sec = o->images_per_sec * o->gpu_count;
 			/* USD per million images at the offer's measured speed. */
 			vo->usd_per_mimage = vo->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
-			vo->p_revoked_1h = o->transient ? sd_market_p_revoked_within(o, 3600, 1) : 0;
+			vo->p_revoked_1h = !o->transient ? 0
+			                   : o->revocation.model == SD_REVOCATION_NONE ? NAN   /* real: unknown */
+			                   : sd_market_p_revoked_within(o, 3600, 1);
 			int live = sd_fleet_live(p, o);
 			vo->available = live < 0 ? -1 : o->capacity - live;
 			vo->price_estimated = o->price_source && !strncmp(o->price_source, "estimated", 9);
@@ -415,7 +417,8 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		 * the market may have moved it since). */
 		s->usd_per_hour = si[i].gone ? 0 : si[i].usd_per_hour;
 		s->price_estimated = si[i].price_estimated;
-		s->usd_so_far = si[i].usd;
+		/* A host without a price: its money so far is unknown, not $0. */
+		s->usd_so_far = isnan(si[i].usd_per_hour) ? NAN : si[i].usd;
 		s->emulated = si[i].emulated;
 		s->notice_left_s = si[i].notice_left_s;
 		for (int w = 0; w < nw; w++)

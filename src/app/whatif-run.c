@@ -72,6 +72,9 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	const struct sd_catalog *cat = sd_fleet_catalog(p);
 	if (!cat)
 		return sd_why(why, "plan: no market to plan on (local workers only)");
+	if (!sd_fleet_simulated(p))
+		return sd_why(why, "plan: the what-if planner replays the simulated market; provider %s has "
+		              "real machines with no revocation model", sd_fleet_provider_name(p));
 	const struct sd_job *job = sd_controller_job(ctl);
 	struct sd_run_status st;
 	sd_controller_status(ctl, &st);

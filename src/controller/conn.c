@@ -159,6 +159,10 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 			ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "hello: server_id already connected");
 			return;
 		}
+	if (sd_fleet_server_failed(c->fleet, id, 0)) {
+		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "hello: its server failed; a new one must be added");
+		return;
+	}
 	k->authed = 1;
 	c->ever_authed = 1;
 	snprintf(k->server_id, sizeof k->server_id, "%s", id);
@@ -173,6 +177,7 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", id);
 	cJSON_AddNumberToObject(ev, "pid", (double)k->pid);
+	cJSON_AddStringToObject(ev, "peer", k->peer);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(m, "rejoin")))
 		cJSON_AddBoolToObject(ev, "rejoin", 1);
 	ctl_journal(c, SD_EV_WORKER_CONNECTED, ev);

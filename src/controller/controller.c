@@ -122,7 +122,27 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 		 * signal (revocations and drops end workers with TERM or KILL). */
 		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
 	}
+	char failed[64] = "";
+	if (type == SD_EV_STATE) {
+		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "state");
+		if (cJSON_IsString(sv) && cJSON_IsString(st) && !strcmp(st->valuestring, "failed"))
+			snprintf(failed, sizeof failed, "%s", sv->valuestring);
+	}
 	ctl_journal(c, type, ev);
+	/* A failed server's worker may still be connected (a host whose ssh
+	 * session was lost and that the provider could not get back into):
+	 * it must not train on, unbilled and out of reach of drop. */
+	if (failed[0] && sd_fleet_server_failed(c->fleet, failed, 1))
+		for (struct conn *k = c->conns, *next; k; k = next) {
+			next = k->next;
+			if (k->authed && !k->closing && !strcmp(k->server_id, failed)) {
+				cJSON *m = sd_msg_new(SD_MSG_STOP);
+				cJSON_AddStringToObject(m, "reason", "its server failed");
+				ctl_conn_send(k, m);
+				ctl_conn_close(k, "its server failed");
+			}
+		}
 	/* A server that went away may have been the last hope of loading a job
 	 * that others failed to load. */
 	if (type == SD_EV_STATE)
@@ -217,7 +237,8 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 			.settings_file = opts->job_file ? opts->job_file : "job.json",
 		},
 		.worker_path = opts->worker_path,
-		.port = c->port,
+		.connect = c->connect,
+		.advertise = c->advertise,
 		.run_dir = c->run_dir,
 		.last_server = c->resume_last_server,
 		.usd_before = c->resume_usd,
@@ -225,6 +246,39 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 	int rc = sd_fleet_create(&c->fleet, c->loop, &fc, &fleet_hooks, c, why);
 	cJSON_Delete(settings);
 	return rc;
+}
+
+/* Binds and listens on opts->listen_addr:listen_port; sets c->port, the
+ * address this host's workers dial and the one other hosts' workers dial. */
+static int ctl_listen(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+{
+	const char *host = opts->listen_addr ? opts->listen_addr : "127.0.0.1";
+	struct sockaddr_storage addr;
+	int v6 = strchr(host, ':') != NULL;
+	int rc = v6 ? uv_ip6_addr(host, opts->listen_port, (struct sockaddr_in6 *)&addr)
+	            : uv_ip4_addr(host, opts->listen_port, (struct sockaddr_in *)&addr);
+	if (rc < 0)
+		return sd_why(why, "controller: listen address '%s': not a numeric IPv4 or IPv6 address", host);
+	rc = uv_tcp_bind(&c->server, (const struct sockaddr *)&addr, 0);
+	if (rc == 0)
+		rc = uv_listen((uv_stream_t *)&c->server, 128, ctl_on_connection);
+	if (rc < 0)
+		return sd_why(why, "controller: cannot listen on %s%s%s:%d: %s", v6 ? "[" : "", host, v6 ? "]" : "",
+		              opts->listen_port, uv_strerror(rc));
+	struct sockaddr_storage sa;
+	int salen = sizeof sa;
+	uv_tcp_getsockname(&c->server, (struct sockaddr *)&sa, &salen);
+	c->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+	                                         : ((struct sockaddr_in *)&sa)->sin_port);
+	/* A wildcard accepts on loopback too; the worker splits HOST:PORT at
+	 * the last colon, so an IPv6 host needs no brackets. */
+	const char *local = !strcmp(host, "0.0.0.0") ? "127.0.0.1" : !strcmp(host, "::") ? "::1" : host;
+	snprintf(c->connect, sizeof c->connect, "%s:%d", local, c->port);
+	if (opts->advertise)
+		snprintf(c->advertise, sizeof c->advertise, "%s", opts->advertise);
+	else
+		snprintf(c->advertise, sizeof c->advertise, "%s", c->connect);
+	return 0;
 }
 
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
@@ -246,19 +300,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	uv_tcp_init(loop, &c->server);
 	c->server.data = c;
 	c->handles_open = 1;
-	struct sockaddr_in addr;
-	uv_ip4_addr("127.0.0.1", 0, &addr);
-	int rc = uv_tcp_bind(&c->server, (const struct sockaddr *)&addr, 0);
-	if (rc == 0)
-		rc = uv_listen((uv_stream_t *)&c->server, 128, ctl_on_connection);
-	if (rc < 0) {
-		sd_why(why, "controller: cannot listen on 127.0.0.1: %s", uv_strerror(rc));
+	if (ctl_listen(c, opts, why) < 0)
 		goto fail;
-	}
-	struct sockaddr_storage sa;
-	int salen = sizeof sa;
-	uv_tcp_getsockname(&c->server, (struct sockaddr *)&sa, &salen);
-	c->port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
 	uv_timer_init(loop, &c->gen_timer);
 	c->gen_timer.data = c;
 	uv_timer_init(loop, &c->grace_timer);
@@ -280,6 +323,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "run_dir", c->run_dir);
 	cJSON_AddNumberToObject(ev, "port", c->port);
+	cJSON_AddStringToObject(ev, "connect", c->connect);
+	cJSON_AddStringToObject(ev, "advertise", c->advertise);
 	cJSON_AddBoolToObject(ev, "resume", opts->resume);
 	if (c->latest_ckpt[0]) {
 		cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);

@@ -61,6 +61,17 @@ struct sd_controller_opts {
 	const char *job_file;      /* the job file's name for errors, or NULL ("job.json") */
 	int emulate;               /* pace market servers' workers to their GPU's speed */
 	const struct sd_trace *trace;   /* market trace to replay, or NULL */
+	/* Where workers connect.  listen_addr: a numeric IPv4 or IPv6 address
+	 * to bind (NULL: 127.0.0.1), listen_port: 0 for an ephemeral one.  A
+	 * wildcard (0.0.0.0, ::) accepts on every interface; this host's own
+	 * workers then dial loopback.  advertise: "HOST:PORT" that workers on
+	 * other hosts dial (NULL: the listening address), journaled in
+	 * run_start.  Workers prove themselves with the run's token, which
+	 * travels unencrypted: listen beyond loopback on trusted networks only
+	 * (spotdeck(1), SECURITY). */
+	const char *listen_addr;
+	int listen_port;
+	const char *advertise;
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);
@@ -98,8 +109,8 @@ struct sd_run_status {
 };
 
 /* Creates the controller on loop: writes run_dir/job.json and the token
- * (run_dir/token, mode 0600), opens the journal, listens on 127.0.0.1 on an
- * ephemeral port.  With opts->resume the job comes from run_dir/job.json and
+ * (run_dir/token, mode 0600), opens the journal, listens on opts->listen_addr
+ * (127.0.0.1 by default) on opts->listen_port (0: an ephemeral port).  With opts->resume the job comes from run_dir/job.json and
  * the latest valid checkpoint there is used when workers arrive.  Returns 0 or
  * -1 with *why (names the file or the failing call).  After a failure, the
  * handles it opened on loop are closing: run the loop until it is empty

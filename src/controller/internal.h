@@ -139,6 +139,8 @@ struct sd_controller {
 	int jw_busy;                 /* a batch is being written */
 	int ending_no_worker;        /* reading the last worker's log to end the run */
 	int port;
+	char connect[300];           /* HOST:PORT this host's workers dial */
+	char advertise[300];         /* HOST:PORT other hosts' workers dial */
 	double t0;               /* wall time the run started (a resumed run: its first start) */
 	double wall0, mono0;     /* wall and monotonic time this controller started */
 	struct conn *conns;

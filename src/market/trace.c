@@ -416,37 +416,11 @@ int sd_trace_parse(struct sd_trace *out, const char *text, size_t len, const cha
 int sd_trace_load(struct sd_trace *out, const char *path, char **why)
 {
 	memset(out, 0, sizeof *out);
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return sd_why(why, "%s: cannot read: %s", path, strerror(errno));
-	/* Read in chunks rather than trusting st_size, so pipes and files that
-	 * grow while being read are handled the same way; one byte past the
-	 * limit is enough to know the file is too large. */
-	const size_t limit = (size_t)SD_TRACE_MAX_BYTES + 1;
-	size_t cap = 1 << 16, n = 0;
-	char *buf = sd_malloc(cap);
-	while (n < limit) {
-		if (n == cap) {
-			cap = cap * 2 < limit ? cap * 2 : limit;
-			char *grown = realloc(buf, cap);
-			if (!grown)
-				sd_oom();
-			buf = grown;
-		}
-		size_t got = fread(buf + n, 1, cap - n, f);
-		if (got == 0)
-			break;
-		n += got;
-	}
-	int err = ferror(f) ? errno : 0;
-	fclose(f);
-	int rc;
-	if (err)
-		rc = sd_why(why, "%s: cannot read: %s", path, strerror(err));
-	else if (n > SD_TRACE_MAX_BYTES)
-		rc = sd_why(why, "%s: larger than %u MiB", path, SD_TRACE_MAX_BYTES >> 20);
-	else
-		rc = sd_trace_parse(out, buf, n, path, why);
+	char *buf;
+	size_t n;
+	if (sd_read_file(path, SD_TRACE_MAX_BYTES, &buf, &n, why) < 0)
+		return -1;
+	int rc = sd_trace_parse(out, buf, n, path, why);
 	free(buf);
 	return rc;
 }

@@ -20,6 +20,8 @@ struct server {
 	double t_notice_end;             /* when the notice runs out */
 	double usd_per_hour;             /* the offer's price when acquired */
 	int price_estimated;             /* ... and that price was an estimate */
+	int unpriced;                    /* the offer has no price (a hosts file
+	                                  * without price=): billed as unknown */
 	int provider_holds;              /* the provider has it: release() owed */
 	int never_held;                  /* refused or no capacity: never billed */
 	int releasing;                   /* the operator or the run's end asked for it back */
@@ -31,6 +33,12 @@ struct server {
 	int proc_open, timer_open;       /* handles not yet closed */
 	uv_timer_t timer;                /* SIGTERM/SIGKILL escalation */
 	int term_sent;
+	int remote;                      /* the process is the provider's launch
+	                                  * command: signals go through ops->signal */
+	uv_pipe_t token_pipe;            /* remote: the token on its stdin */
+	int pipe_open;
+	uv_write_t token_write;
+	char *token_line;
 	struct sd_fleet *f;
 	struct server *next;
 };
@@ -43,7 +51,8 @@ struct sd_fleet {
 	struct sd_provider_env env;
 	double *catalog_prices;          /* a provider without prices(): its catalog's */
 	char worker_path[4096], run_dir[4096];
-	int port;
+	char connect[300];               /* HOST:PORT local workers dial */
+	char advertise[300];             /* HOST:PORT remote workers dial */
 	int emulate;
 	double grace_seconds;
 	struct sd_fleet_hooks hooks;

@@ -35,7 +35,7 @@ double sd_fleet_now(const struct sd_fleet *f)
  * the server was acquired at (a later price change applies to new servers). */
 static double server_usd(const struct sd_fleet *f, const struct server *s)
 {
-	if (!s->offer || s->never_held)
+	if (!s->offer || s->never_held || s->unpriced)
 		return 0;
 	double end = s->t_end >= 0 ? s->t_end : sd_fleet_now(f);
 	double billed = fmax(end - s->t_request, s->offer->billing_minimum_seconds);
@@ -55,8 +55,14 @@ cJSON *fl_server_event_at(const struct sd_fleet *f, const struct server *s, doub
 		cJSON_AddStringToObject(ev, "zone", s->offer->zone);
 		cJSON_AddStringToObject(ev, "gpu", s->offer->gpu);
 		cJSON_AddBoolToObject(ev, "transient", s->offer->transient);
-		cJSON_AddNumberToObject(ev, "usd_per_hour", s->usd_per_hour);
-		cJSON_AddNumberToObject(ev, "usd", server_usd(f, s));
+		if (s->unpriced) {
+			/* Unknown, never 0 (spotdeck-hosts(5)). */
+			cJSON_AddNullToObject(ev, "usd_per_hour");
+			cJSON_AddNullToObject(ev, "usd");
+		} else {
+			cJSON_AddNumberToObject(ev, "usd_per_hour", s->usd_per_hour);
+			cJSON_AddNumberToObject(ev, "usd", server_usd(f, s));
+		}
 	}
 	return ev;
 }
@@ -315,6 +321,7 @@ static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg
 	f->env = cfg->env;
 	f->env.loop = f->loop;
 	f->env.fleet = f;
+	f->env.advertise = f->advertise;
 	cJSON *empty = NULL;
 	if (!f->env.settings)
 		f->env.settings = empty = cJSON_CreateObject();
@@ -347,7 +354,8 @@ int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_flee
 	f->grace_seconds = cfg->grace_seconds > 0 ? cfg->grace_seconds : 5;
 	snprintf(f->worker_path, sizeof f->worker_path, "%s", cfg->worker_path);
 	snprintf(f->run_dir, sizeof f->run_dir, "%s", cfg->run_dir);
-	f->port = cfg->port;
+	snprintf(f->connect, sizeof f->connect, "%s", cfg->connect ? cfg->connect : "");
+	snprintf(f->advertise, sizeof f->advertise, "%s", cfg->advertise ? cfg->advertise : f->connect);
 	f->emulate = cfg->env.emulate && cfg->provider && cfg->provider->emulated;
 	f->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
 	f->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;
@@ -371,6 +379,9 @@ static struct server *new_server(struct sd_fleet *f, const struct sd_offer *o)
 	s->t_notice = -1;
 	const double *price = f->p && f->ops->prices ? f->ops->prices(f->p) : NULL;
 	s->usd_per_hour = o ? (price ? price[o->index] : o->usd_per_hour) : 0;
+	s->unpriced = o && !isfinite(s->usd_per_hour);
+	if (s->unpriced)
+		s->usd_per_hour = 0;
 	s->price_estimated = o && o->price_source && !strncmp(o->price_source, "estimated", 9);
 	snprintf(s->id, sizeof s->id, "s%d", ++f->next_id);
 	fl_launcher_server_init(f, s);
@@ -510,6 +521,12 @@ int sd_fleet_has_server(const struct sd_fleet *f, const char *server)
 	return s && !fl_gone(s);
 }
 
+int sd_fleet_server_failed(const struct sd_fleet *f, const char *server, int remote_only)
+{
+	const struct server *s = fl_find(f, server);
+	return s && s->st == SD_SERVER_FAILED && (s->remote || !remote_only);
+}
+
 double sd_fleet_usd_spent(const struct sd_fleet *f)
 {
 	double usd = f->usd_done;
@@ -535,7 +552,7 @@ void sd_fleet_price_gaps(const struct sd_fleet *f, struct sd_price_gaps *g)
 		int live = s->t_end < 0;
 		if (s->never_held)
 			continue;   /* never billed: nothing to vouch for */
-		if (!s->offer) {
+		if (!s->offer || s->unpriced) {
 			g->ran_unpriced++;
 			g->live_unpriced += live;
 		} else if (s->price_estimated) {
@@ -562,7 +579,7 @@ int sd_fleet_list(const struct sd_fleet *f, struct sd_server_info *out, int max)
 		o->state = s->st;
 		o->uptime_s = (s->t_end >= 0 ? s->t_end : now) - s->t_request;
 		o->usd = server_usd(f, s);
-		o->usd_per_hour = s->usd_per_hour;
+		o->usd_per_hour = s->unpriced ? NAN : s->usd_per_hour;
 		o->price_estimated = s->price_estimated;
 		o->notice_left_s = s->st == SD_SERVER_NOTICE ? fmax(0, s->t_notice_end - now) : 0;
 		o->emulated = s->offer && f->emulate;
@@ -575,6 +592,11 @@ int sd_fleet_list(const struct sd_fleet *f, struct sd_server_info *out, int max)
 int sd_fleet_live(const struct sd_fleet *f, const struct sd_offer *o)
 {
 	return f->p && f->ops->live ? f->ops->live(f->p, o) : -1;
+}
+
+int sd_fleet_simulated(const struct sd_fleet *f)
+{
+	return f->p && f->ops->emulated;
 }
 
 const char *sd_fleet_provider_name(const struct sd_fleet *f)

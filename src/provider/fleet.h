@@ -61,7 +61,10 @@ struct sd_fleet_config {
 	const struct sd_provider_ops *provider;   /* NULL: local servers only */
 	struct sd_provider_env env;   /* loop and fleet are filled in by the fleet */
 	const char *worker_path;    /* spotdeck-worker */
-	int port;                   /* controller port on 127.0.0.1 */
+	const char *connect;        /* "HOST:PORT" this host's workers dial (the
+	                             * controller's listening address; copied) */
+	const char *advertise;      /* "HOST:PORT" workers on other hosts dial
+	                             * (copied; NULL: connect) */
 	const char *run_dir;        /* token file and logs/ live there */
 	double grace_seconds;       /* SIGTERM -> SIGKILL (default 5) */
 	/* A resumed run's history: server ids continue after s<last_server>,
@@ -113,6 +116,11 @@ int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds
 
 /* Whether the id names a server that exists (any state but gone). */
 int sd_fleet_has_server(const struct sd_fleet *f, const char *server);
+/* Whether the id names a server that failed: its worker has no business
+ * training.  remote_only: only a server whose worker ran on another host
+ * (the provider's launch; a lost ssh session it could not recover), whose
+ * worker may still run; a local worker's exit closes its connection. */
+int sd_fleet_server_failed(const struct sd_fleet *f, const char *server, int remote_only);
 /* Worker processes still running. */
 int sd_fleet_running(const struct sd_fleet *f);
 /* Sends sig to every worker process. */
@@ -162,6 +170,10 @@ const char *sd_fleet_provider_name(const struct sd_fleet *f);
  * usd_per_hour are the prices at the start; the prices now (which a trace
  * changes) come from the two functions below. */
 const struct sd_catalog *sd_fleet_catalog(const struct sd_fleet *f);
+/* 1 when the market is the simulator's (its offers, prices and
+ * revocations are modelled, and the what-if planner may replay them); 0
+ * for real machines and for local servers only. */
+int sd_fleet_simulated(const struct sd_fleet *f);
 /* USD/hour now per catalog offer (by sd_offer.index), valid while f lives
  * and changing only on the loop thread; NULL without a catalog.  A new
  * server is billed at its offer's price here when acquired. */

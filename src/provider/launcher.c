@@ -10,10 +10,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/errors.h"
+#include "src/proto/protocol.h"
 
 int sd_fleet_running(const struct sd_fleet *f)
 {
@@ -23,11 +25,21 @@ int sd_fleet_running(const struct sd_fleet *f)
 	return n;
 }
 
+/* A worker on another host is signalled there (provider.h, signal); the
+ * local launch command ends with it. */
+static void signal_worker(struct sd_fleet *f, struct server *s, int sig)
+{
+	if (s->remote && f->ops && f->ops->signal && f->p)
+		f->ops->signal(f->p, s->id, sig);
+	else
+		uv_process_kill(&s->proc, sig);
+}
+
 void sd_fleet_signal_all(struct sd_fleet *f, int sig)
 {
 	for (struct server *s = f->servers; s; s = s->next)
 		if (s->proc_live)
-			uv_process_kill(&s->proc, sig);
+			signal_worker(f, s, sig);
 }
 
 /* Servers stay in the list after their handles close (no close callback),
@@ -56,7 +68,13 @@ static void on_escalate(uv_timer_t *t)
 		return;
 	if (!s->term_sent) {
 		s->term_sent = 1;
-		uv_process_kill(&s->proc, SIGTERM);
+		signal_worker(s->f, s, SIGTERM);
+		uv_timer_start(&s->timer, on_escalate, (uint64_t)(s->f->grace_seconds * 1000), 0);
+	} else if (s->remote && s->term_sent == 1) {
+		/* The host may be gone with its worker: SIGKILL there, then give
+		 * up on the local ssh after another grace period. */
+		s->term_sent = 2;
+		signal_worker(s->f, s, SIGKILL);
 		uv_timer_start(&s->timer, on_escalate, (uint64_t)(s->f->grace_seconds * 1000), 0);
 	} else {
 		uv_process_kill(&s->proc, SIGKILL);
@@ -94,6 +112,11 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 		cJSON_AddNumberToObject(ev, "exit_status", (double)status);
 	}
 	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
+	/* ssh's own 255: the session to the host was lost, not the worker's
+	 * status; the provider may probe the host (before the fleet gives the
+	 * server back below). */
+	if (s->remote && !sig && status == 255 && !s->releasing && !fl_gone(s) && f->ops->lost)
+		f->ops->lost(f->p, s->id);
 	uv_timer_stop(&s->timer);
 	s->proc_open = 0;
 	uv_close((uv_handle_t *)proc, NULL);
@@ -113,10 +136,77 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 		f->hooks.idle(f->ctx);
 }
 
+static void on_token_written(uv_write_t *w, int status)
+{
+	(void)status;   /* a launch that died at once says so by its exit */
+	struct server *s = w->data;
+	free(s->token_line);
+	s->token_line = NULL;
+	if (s->pipe_open) {
+		s->pipe_open = 0;
+		uv_close((uv_handle_t *)&s->token_pipe, NULL);
+	}
+}
+
+/* Starts the worker of s on its host through the provider's launch
+ * command, the token on its stdin. */
+static int spawn_remote(struct sd_fleet *f, struct server *s, char **args, int logfd, char **why)
+{
+	char **argv = NULL;
+	if (f->ops->launch(f->p, s->id, args, &argv, why) < 0)
+		return -1;
+	char *token = NULL;
+	char tokfile[4200];
+	snprintf(tokfile, sizeof tokfile, "%s/token", f->run_dir);
+	if (sd_token_read_file(tokfile, &token, why) < 0) {
+		sd_argv_free(argv);
+		return -1;
+	}
+	uv_pipe_init(f->loop, &s->token_pipe, 0);
+	s->pipe_open = 1;
+	uv_stdio_container_t stdio[3];
+	stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+	stdio[0].data.stream = (uv_stream_t *)&s->token_pipe;
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = logfd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = logfd;
+	uv_process_options_t po;
+	memset(&po, 0, sizeof po);
+	po.file = argv[0];
+	po.args = argv;
+	po.exit_cb = on_proc_exit;
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	po.flags = UV_PROCESS_DETACHED;
+	s->proc.data = s;
+	int rc = uv_spawn(f->loop, &s->proc, &po);
+	if (rc < 0) {
+		sd_why(why, "%s: cannot start: %s", argv[0], uv_strerror(rc));
+		sd_argv_free(argv);
+		free(token);
+		s->pipe_open = 0;
+		uv_close((uv_handle_t *)&s->token_pipe, NULL);
+		return -1;
+	}
+	sd_argv_free(argv);
+	size_t n = strlen(token);
+	s->token_line = sd_malloc(n + 2);
+	memcpy(s->token_line, token, n);
+	s->token_line[n] = '\n';
+	s->token_line[n + 1] = '\0';
+	free(token);
+	uv_buf_t b = uv_buf_init(s->token_line, (unsigned)n + 1);
+	s->token_write.data = s;
+	if (uv_write(&s->token_write, (uv_stream_t *)&s->token_pipe, &b, 1, on_token_written) < 0)
+		on_token_written(&s->token_write, -1);
+	s->remote = 1;
+	return 0;
+}
+
 int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **why)
 {
-	char port[16], tokfile[4200], logpath[4200], pacestr[32] = "";
-	snprintf(port, sizeof port, "127.0.0.1:%d", f->port);
+	char tokfile[4200], logpath[4200], pacestr[32] = "";
 	snprintf(tokfile, sizeof tokfile, "%s/token", f->run_dir);
 	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", f->run_dir, s->id);
 	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -125,10 +215,13 @@ int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **
 	char *args[12];
 	int n = 0;
 	args[n++] = f->worker_path;
+	int remote = s->offer && f->ops && f->ops->launch && f->p;
 	args[n++] = (char *)"--connect";
-	args[n++] = port;
-	args[n++] = (char *)"--token-file";
-	args[n++] = tokfile;
+	args[n++] = remote ? f->advertise : f->connect;
+	if (!remote) {
+		args[n++] = (char *)"--token-file";
+		args[n++] = tokfile;
+	}
 	args[n++] = (char *)"--server-id";
 	args[n++] = s->id;
 	if (pace > 0) {
@@ -138,6 +231,15 @@ int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **
 		args[n++] = pacestr;
 	}
 	args[n] = NULL;
+	if (remote) {
+		/* The token travels on the launch command's stdin (spawn_remote),
+		 * never on a command line. */
+		int rc = spawn_remote(f, s, args, logfd, why);
+		close(logfd);
+		if (rc < 0)
+			return -1;
+		goto started;
+	}
 	uv_stdio_container_t stdio[3];
 	stdio[0].flags = UV_IGNORE;
 	stdio[1].flags = UV_INHERIT_FD;
@@ -159,6 +261,7 @@ int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **
 	close(logfd);
 	if (rc < 0)
 		return sd_why(why, "%s: cannot start: %s", f->worker_path, uv_strerror(rc));
+started:
 	s->proc_live = 1;
 	s->proc_open = 1;
 	cJSON *ev = fl_server_event(f, s);
@@ -176,6 +279,10 @@ void fl_launcher_close(struct server *s)
 	if (s->proc_open) {
 		s->proc_open = 0;
 		uv_close((uv_handle_t *)&s->proc, NULL);
+	}
+	if (s->pipe_open) {
+		s->pipe_open = 0;
+		uv_close((uv_handle_t *)&s->token_pipe, NULL);
 	}
 	if (s->timer_open) {
 		s->timer_open = 0;

@@ -1,11 +1,15 @@
 # src/provider/: where servers come from — provider.h (the ops table every
 # provider fills in, its typed events, the registry), the fleet (fleet.c:
 # ids, states, billing, journal; launcher.c: worker processes) and the
-# providers themselves (sim.c: the simulated market).  Includes market/,
+# providers themselves (sim.c: the simulated market; ssh.c with hosts.c:
+# your own hosts over OpenSSH).  Includes market/,
 # proto/ and engine/.
 noinst_LIBRARIES += src/provider/libsdprovider.a
 src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/fleet.h \
 	src/provider/fleet-internal.h src/provider/fleet.c src/provider/launcher.c \
-	src/provider/registry.c src/provider/sim.c
+	src/provider/registry.c src/provider/sim.c \
+	src/provider/ssh.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a
+# The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
+src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c

@@ -61,6 +61,8 @@ struct sd_provider_env {
 	const cJSON *settings;         /* the job's provider object, less the keys job.c
 	                                * knows: the provider's own settings (never NULL) */
 	const char *settings_file;     /* for errors: "job.json" */
+	const char *advertise;         /* "HOST:PORT" workers on other hosts dial (the
+	                                * fleet fills it in; spotdeck --advertise) */
 };
 
 enum sd_provider_event_kind {
@@ -124,6 +126,23 @@ struct sd_provider_ops {
 	const double *(*prices)(const struct sd_provider *p);
 	/* Machines of offer o held now (-1: unknown). May be NULL. */
 	int (*live)(const struct sd_provider *p, const struct sd_offer *o);
+	/* Machines whose worker runs on another host (NULL: the fleet runs
+	 * the worker here).  launch: the local command that starts the worker
+	 * there, given the command the fleet would run here (worker_argv,
+	 * NULL-terminated; its argv[0] is this host's worker, the rest its
+	 * options, with the address workers on other hosts dial).  Returns 0
+	 * with *argv (NULL-terminated, malloc'd with its strings: sd_argv_free)
+	 * or -1 with *why.  The fleet runs it with the run's token and a newline
+	 * on its stdin and treats it as the worker process: it must last as long
+	 * as the worker and exit with its status (255: the connection to the
+	 * host was lost).  signal: sends sig (SIGTERM, SIGKILL) to the worker
+	 * there; it is how the fleet stops one.  lost: the launch command
+	 * exited with 255 while the fleet did not stop it (it gives the server
+	 * back next): the provider may probe the host and journal. */
+	int (*launch)(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv,
+	              char **why);
+	void (*signal)(struct sd_provider *p, const char *server, int sig);
+	void (*lost)(struct sd_provider *p, const char *server);
 	/* Stops timers and closes handles (the loop runs their callbacks
 	 * before free); no event is reported after close. */
 	void (*close)(struct sd_provider *p);
@@ -132,6 +151,9 @@ struct sd_provider_ops {
 
 /* The registry: providers by name.  sd_provider_sim is built in. */
 extern const struct sd_provider_ops sd_provider_sim;
+extern const struct sd_provider_ops sd_provider_ssh;
+/* Frees a NULL-terminated argv and its strings (launch's); NULL is fine. */
+void sd_argv_free(char **argv);
 /* Adds ops (borrowed for the program's life) before any fleet is created;
  * -1 if the name is taken or the registry is full (16). */
 int sd_provider_register(const struct sd_provider_ops *ops);

@@ -1,4 +1,4 @@
-/* src/provider/registry.c - providers by name (provider.h).  Built in: sim.
+/* src/provider/registry.c - providers by name (provider.h).  Built in: sim, ssh.
  * ssh, gce and aws join here as they are written. */
 #include "config.h"
 
@@ -7,14 +7,16 @@
 #include <stdio.h>
 
 #include "engine/errors.h"
+#include <stdlib.h>
 #include <string.h>
 
 #define SD_PROVIDERS_MAX 16
 
 static const struct sd_provider_ops *registry[SD_PROVIDERS_MAX] = {
 	&sd_provider_sim,
+	&sd_provider_ssh,
 };
-static int nregistry = 1;
+static int nregistry = 2;
 
 int sd_provider_register(const struct sd_provider_ops *ops)
 {
@@ -55,4 +57,13 @@ int sd_provider_check_settings(const struct sd_provider_ops *ops, const cJSON *s
 		return sd_why(why, "%s: provider.%s: provider '%s' has no settings of its own", file,
 		              settings->child->string, ops->name);
 	return 0;
+}
+
+void sd_argv_free(char **argv)
+{
+	if (!argv)
+		return;
+	for (char **a = argv; *a; a++)
+		free(*a);
+	free(argv);
 }

@@ -1,0 +1,718 @@
+/* src/provider/ssh.c - the ssh provider: servers a person already has (spot
+ * VMs launched by hand, a lab's GPU boxes), listed in a hosts file
+ * (hosts.h, spotdeck-hosts(5)), reached over OpenSSH.
+ *
+ * Each host is an offer ("ssh/NAME") with `slots` machines.  Acquiring one
+ * reports it RUNNING at once (the host is up, or the launch says it is not),
+ * and the fleet starts its worker through launch(): a local ssh(1) that runs
+ * a short sh script on the host, which reads the run's token from stdin
+ * (never from a command line), starts spotdeck-worker in its own session
+ * (setsid: a hangup of the ssh session does not reach it), records its pid
+ * and waits for it, so the local ssh process lives as long as the worker and
+ * exits with its status.  signal() and release() send signals by that pid
+ * over ssh.  ssh runs with BatchMode (never a prompt), one shared control
+ * connection per host (ControlMaster, sockets in a private directory),
+ * keep-alives (ServerAliveInterval 5 s x 3: a dead link ends the session in
+ * about 15 s) and StrictHostKeyChecking=accept-new unless the job says
+ * otherwise.
+ *
+ * A host whose worker ended with ssh's own status 255 (connection lost or
+ * refused) is probed once more when the fleet gives the server back; if the
+ * probe cannot reach it either, the host is journaled as unreachable and
+ * cooled down: refused for 30 s, doubling on each further failure up to
+ * 16 min, reset by a launch that reaches the host. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "engine/errors.h"
+#include "src/provider/hosts.h"
+#include "src/provider/provider.h"
+
+#define COOLDOWN_FIRST_S 30.0
+#define COOLDOWN_MAX_S 960.0
+#define SSH_MAX_ARGS 40
+
+struct ssh_server {
+	char id[16];
+	int host;                      /* index in hosts */
+	int live;                      /* acquired and not yet released */
+	struct ssh_server *next;
+};
+
+struct ssh_host_state {
+	double cool_until;             /* fleet clock; refused before it */
+	double backoff_s;              /* the next cool-down (0: none yet) */
+	int used;                      /* a control connection may exist */
+};
+
+/* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
+struct ssh_job {
+	uv_process_t proc;
+	struct sd_provider *p;         /* NULL once the provider closed */
+	int host;
+	int probe;                     /* journal an unreachable host on 255 */
+	uv_pipe_t err;                 /* probe: ssh's stderr, for the journal */
+	int err_open, exited;
+	int64_t status;
+	int sig;
+	char said[512];                /* what it wrote there (the start of it) */
+	size_t nsaid;
+	char buf[256];
+	struct ssh_job *next;
+};
+
+struct sd_provider {
+	uv_loop_t *loop;
+	struct sd_fleet *fleet;
+	struct sd_hosts hosts;
+	struct ssh_host_state *hs;
+	struct sd_catalog cat;
+	struct sd_offer *offers;
+	char **offer_ids, **price_sources;
+	char ssh_program[256];
+	char host_key_checking[16];
+	char known_hosts[4096];
+	int connect_timeout;
+	char control_dir[64];          /* "" until made */
+	char tag[17];                  /* this run's remote file names */
+	struct ssh_server *servers;
+	struct ssh_job *jobs;
+	int closing;
+};
+
+/* ---- settings ---- */
+
+static const char *const setting_keys[] = { "hosts", "host_key_checking", "known_hosts",
+	                                        "connect_timeout", "ssh", NULL };
+
+static int ssh_check(const cJSON *s, const char *file, char **why)
+{
+	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
+		int known = 0;
+		for (int k = 0; setting_keys[k]; k++)
+			known |= !strcmp(i->string, setting_keys[k]);
+		if (!known)
+			return sd_why(why, "%s: provider.%s: unknown key for the ssh provider (known: hosts, "
+			              "host_key_checking, known_hosts, connect_timeout, ssh)", file, i->string);
+	}
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "hosts");
+	if (!h)
+		return sd_why(why, "%s: provider.hosts: missing (the hosts file, spotdeck-hosts(5))", file);
+	if (!cJSON_IsString(h) || !h->valuestring[0] || strlen(h->valuestring) >= 4096)
+		return sd_why(why, "%s: provider.hosts: expected the path of a hosts file", file);
+	const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
+	if (k && (!cJSON_IsString(k) || (strcmp(k->valuestring, "accept-new") && strcmp(k->valuestring, "yes") &&
+	                                 strcmp(k->valuestring, "no"))))
+		return sd_why(why, "%s: provider.host_key_checking: expected \"accept-new\", \"yes\" or \"no\"", file);
+	const cJSON *kh = cJSON_GetObjectItemCaseSensitive(s, "known_hosts");
+	if (kh && (!cJSON_IsString(kh) || !kh->valuestring[0] || strlen(kh->valuestring) >= 4096))
+		return sd_why(why, "%s: provider.known_hosts: expected a file path", file);
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "connect_timeout");
+	if (t && (!cJSON_IsNumber(t) || !(t->valuedouble >= 1 && t->valuedouble <= 300) ||
+	          t->valuedouble != floor(t->valuedouble)))
+		return sd_why(why, "%s: provider.connect_timeout: expected whole seconds from 1 to 300", file);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "ssh");
+	if (p && (!cJSON_IsString(p) || !p->valuestring[0] || strlen(p->valuestring) >= 256))
+		return sd_why(why, "%s: provider.ssh: expected the ssh program (a name or a path)", file);
+	return 0;
+}
+
+/* ---- the catalog: one offer per host ---- */
+
+static void build_catalog(struct sd_provider *p)
+{
+	int n = p->hosts.n;
+	p->offers = sd_calloc((size_t)n, sizeof *p->offers);
+	p->offer_ids = sd_calloc((size_t)n, sizeof *p->offer_ids);
+	p->price_sources = sd_calloc((size_t)n, sizeof *p->price_sources);
+	p->cat.zones = sd_calloc((size_t)n, sizeof *p->cat.zones);
+	for (int i = 0; i < n; i++) {
+		const struct sd_host *h = &p->hosts.v[i];
+		struct sd_offer *o = &p->offers[i];
+		size_t len = strlen(h->name) + 8;
+		p->offer_ids[i] = sd_malloc(len);
+		snprintf(p->offer_ids[i], len, "ssh/%s", h->name);
+		len = strlen(p->hosts.path) + 64;
+		p->price_sources[i] = sd_malloc(len);
+		if (isnan(h->usd_per_hour))
+			snprintf(p->price_sources[i], len, "unknown: %s:%d gives no price", p->hosts.path, h->line);
+		else
+			snprintf(p->price_sources[i], len, "quoted: %s:%d", p->hosts.path, h->line);
+		o->id = p->offer_ids[i];
+		o->provider = "ssh";
+		o->region = "ssh";
+		o->zone = h->name;
+		o->gpu = h->gpu;
+		o->gpu_count = h->gpu_count;
+		o->transient = h->transient != 0;
+		o->usd_per_hour = h->usd_per_hour;   /* NAN: unknown (the fleet bills nothing) */
+		o->price_source = p->price_sources[i];
+		o->images_per_sec = NAN;             /* measured by the run, never assumed */
+		o->speed_source = "unknown: measured by the run";
+		o->capacity = h->slots;
+		o->capacity_source = "the hosts file's slots";
+		o->notice_seconds = 0;               /* notices come from the worker's watcher */
+		o->billing_unit = SD_BILL_PER_SECOND;
+		o->revocation.model = SD_REVOCATION_NONE;
+		o->index = i;
+		o->zone_index = i;
+		p->cat.zones[i] = o->id;
+	}
+	p->cat.file = p->hosts.path;
+	p->cat.name = "ssh hosts";
+	p->cat.noffers = n;
+	p->cat.offers = p->offers;
+	p->cat.nzones = n;
+}
+
+/* ---- running ssh ---- */
+
+/* Single quotes for sh: 'it'\''s'.  Returns a malloc'd string. */
+static char *sh_quote(const char *s)
+{
+	size_t n = 3;
+	for (const char *c = s; *c; c++)
+		n += *c == '\'' ? 4 : 1;
+	char *q = sd_malloc(n), *o = q;
+	*o++ = '\'';
+	for (const char *c = s; *c; c++) {
+		if (*c == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *c;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return q;
+}
+
+static char *xstrdup(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = sd_malloc(n);
+	memcpy(d, s, n);
+	return d;
+}
+
+static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xprintf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	char *s = sd_malloc((size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+/* argv of `ssh OPTIONS [EXTRA] -- HOST` into a (malloc'd strings; extra:
+ * more options, NULL-terminated, or NULL); returns the count. */
+static int ssh_argv(struct sd_provider *p, int hi, char **a, const char *const *extra)
+{
+	const struct sd_host *h = &p->hosts.v[hi];
+	int n = 0;
+	a[n++] = xstrdup(p->ssh_program);
+	a[n++] = xstrdup("-o");
+	a[n++] = xstrdup("BatchMode=yes");
+	a[n++] = xstrdup("-o");
+	a[n++] = xprintf("ConnectTimeout=%d", p->connect_timeout);
+	a[n++] = xstrdup("-o");
+	a[n++] = xstrdup("ServerAliveInterval=5");
+	a[n++] = xstrdup("-o");
+	a[n++] = xstrdup("ServerAliveCountMax=3");
+	a[n++] = xstrdup("-o");
+	a[n++] = xprintf("StrictHostKeyChecking=%s", p->host_key_checking);
+	if (p->known_hosts[0]) {
+		a[n++] = xstrdup("-o");
+		a[n++] = xprintf("UserKnownHostsFile=%s", p->known_hosts);
+	}
+	if (p->control_dir[0]) {
+		a[n++] = xstrdup("-o");
+		a[n++] = xstrdup("ControlMaster=auto");
+		a[n++] = xstrdup("-o");
+		a[n++] = xprintf("ControlPath=%s/%%C", p->control_dir);
+		a[n++] = xstrdup("-o");
+		a[n++] = xstrdup("ControlPersist=60");
+	}
+	if (h->identity) {
+		a[n++] = xstrdup("-i");
+		a[n++] = xstrdup(h->identity);
+		a[n++] = xstrdup("-o");
+		a[n++] = xstrdup("IdentitiesOnly=yes");
+	}
+	a[n++] = xstrdup("-p");
+	a[n++] = xprintf("%d", h->port);
+	if (h->user) {
+		a[n++] = xstrdup("-l");
+		a[n++] = xstrdup(h->user);
+	}
+	for (int i = 0; extra && extra[i]; i++)
+		a[n++] = xstrdup(extra[i]);
+	a[n++] = xstrdup("--");
+	a[n++] = xstrdup(h->host);
+	p->hs[hi].used = 1;
+	return n;
+}
+
+static struct ssh_server *find_server(const struct sd_provider *p, const char *id)
+{
+	for (struct ssh_server *s = p->servers; s; s = s->next)
+		if (!strcmp(s->id, id))
+			return s;
+	return NULL;
+}
+
+/* The remote directory of this run's files on a host: the token never
+ * lands there (it stays in the worker's environment); the pid and the
+ * worker's own log do. */
+static char *remote_dir(const struct sd_provider *p)
+{
+	return xprintf("\"${TMPDIR:-/tmp}/spotdeck-$(id -u)-%s\"", p->tag);
+}
+
+static void cool_down(struct sd_provider *p, int hi, const char *why, const char *said)
+{
+	struct ssh_host_state *st = &p->hs[hi];
+	st->backoff_s = st->backoff_s > 0 ? fmin(COOLDOWN_MAX_S, 2 * st->backoff_s) : COOLDOWN_FIRST_S;
+	st->cool_until = sd_fleet_now(p->fleet) + st->backoff_s;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "ssh");
+	cJSON_AddStringToObject(ev, "host", p->hosts.v[hi].name);
+	cJSON_AddStringToObject(ev, "offer", p->offers[hi].id);
+	cJSON_AddStringToObject(ev, "reason", why);
+	if (said && said[0])
+		cJSON_AddStringToObject(ev, "ssh", said);   /* ssh's own words */
+	cJSON_AddNumberToObject(ev, "cooldown_s", st->backoff_s);
+	sd_fleet_journal(p->fleet, SD_EV_HOST_UNREACHABLE, ev);
+}
+
+static void on_job_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void on_err_closed(uv_handle_t *h)
+{
+	struct ssh_job *j = h->data;
+	j->err_open = 0;
+	if (j->exited)
+		uv_close((uv_handle_t *)&j->proc, on_job_closed);
+}
+
+/* Both the process and its stderr are done: act on the probe. */
+static void job_done(struct ssh_job *j)
+{
+	struct sd_provider *p = j->p;
+	if (p) {
+		for (struct ssh_job **pp = &p->jobs; *pp; pp = &(*pp)->next)
+			if (*pp == j) {
+				*pp = j->next;
+				break;
+			}
+		if (j->probe && !p->closing) {
+			/* ssh's last line, e.g. "root@198.18.0.14: Permission denied
+			 * (publickey)." or "... Connection timed out". */
+			j->said[j->nsaid] = '\0';
+			char *end = j->said + strlen(j->said);
+			while (end > j->said && (end[-1] == '\n' || end[-1] == '\r'))
+				*--end = '\0';
+			char *last = strrchr(j->said, '\n');
+			last = last ? last + 1 : j->said;
+			for (char *c = last; *c; c++)
+				if ((unsigned char)*c < 0x20)
+					*c = ' ';
+			if (j->status == 255 || j->sig)
+				cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get into the host",
+				          last);
+			else
+				p->hs[j->host].backoff_s = 0;
+		}
+	}
+	if (j->err_open) {
+		uv_close((uv_handle_t *)&j->err, on_err_closed);
+		return;
+	}
+	uv_close((uv_handle_t *)&j->proc, on_job_closed);
+}
+
+static void on_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+	struct ssh_job *j = h->data;
+	(void)suggested;
+	*b = uv_buf_init(j->buf, sizeof j->buf);
+}
+
+static void on_err_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
+{
+	struct ssh_job *j = st->data;
+	if (n > 0) {
+		size_t k = fmin((double)n, (double)(sizeof j->said - 1 - j->nsaid));
+		memcpy(j->said + j->nsaid, b->base, k);
+		j->nsaid += k;
+		return;
+	}
+	if (n < 0) {
+		uv_read_stop(st);
+		j->err_open = 2;   /* read to the end */
+		if (j->exited)
+			job_done(j);
+	}
+}
+
+static void on_job_exit(uv_process_t *proc, int64_t status, int sig)
+{
+	struct ssh_job *j = proc->data;
+	j->exited = 1;
+	j->status = status;
+	j->sig = sig;
+	if (j->err_open != 1)
+		job_done(j);   /* no stderr pipe, or it ended already */
+}
+
+/* Runs `ssh HOST remote` in the background; its exit is only looked at for
+ * probes. */
+static void run_remote(struct sd_provider *p, int hi, const char *remote, int probe)
+{
+	char *a[SSH_MAX_ARGS + 2];
+	int n = ssh_argv(p, hi, a, NULL);
+	a[n++] = xstrdup(remote);
+	a[n] = NULL;
+	struct ssh_job *j = sd_calloc(1, sizeof *j);
+	j->p = p;
+	j->host = hi;
+	j->probe = probe;
+	j->proc.data = j;
+	uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE }, { .flags = UV_IGNORE },
+	                                  { .flags = UV_IGNORE } };
+	uv_pipe_init(p->loop, &j->err, 0);
+	j->err.data = j;
+	stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+	stdio[2].data.stream = (uv_stream_t *)&j->err;
+	uv_process_options_t po;
+	memset(&po, 0, sizeof po);
+	po.file = a[0];
+	po.args = a;
+	po.exit_cb = on_job_exit;
+	po.stdio = stdio;
+	po.stdio_count = 3;
+	int rc = uv_spawn(p->loop, &j->proc, &po);
+	for (int i = 0; i < n; i++)
+		free(a[i]);
+	if (rc < 0) {
+		/* The pipe was opened: close it, and free j once it is closed. */
+		j->proc.data = j;
+		uv_close((uv_handle_t *)&j->err, on_job_closed);
+		return;
+	}
+	j->err_open = 1;
+	uv_read_start((uv_stream_t *)&j->err, on_err_alloc, on_err_read);
+	j->next = p->jobs;
+	p->jobs = j;
+}
+
+/* ---- the operations ---- */
+
+/* 127.0.0.0/8, ::1 or localhost: only this host reaches it. */
+static int loopback(const char *host)
+{
+	return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
+/* Workers on the hosts must reach the controller: a loopback address is
+ * refused unless every host is this one (the default --listen is
+ * 127.0.0.1, the likeliest first mistake). */
+static int check_reachable(const struct sd_provider *p, const char *advertise, char **why)
+{
+	if (!advertise || !advertise[0])
+		return 0;
+	char host[300];
+	snprintf(host, sizeof host, "%s", advertise);
+	char *colon = strrchr(host, ':');
+	if (colon)
+		*colon = '\0';
+	if (!loopback(host))
+		return 0;
+	for (int i = 0; i < p->hosts.n; i++)
+		if (!loopback(p->hosts.v[i].host))
+			return sd_why(why, "%s:%d: host %s cannot reach the controller at %s (loopback): start spotdeck "
+			              "with --listen ADDRESS:PORT on an address the hosts reach, or --listen 0.0.0.0:PORT "
+			              "--advertise HOST:PORT", p->hosts.path, p->hosts.v[i].line, p->hosts.v[i].name,
+			              advertise);
+	return 0;
+}
+
+static int ssh_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
+{
+	*out = NULL;
+	const cJSON *s = env->settings;
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "hosts");
+	if (!cJSON_IsString(h))
+		return sd_why(why, "%s: provider.hosts: missing", env->settings_file ? env->settings_file : "job");
+	struct sd_provider *p = sd_calloc(1, sizeof *p);
+	p->loop = env->loop;
+	p->fleet = env->fleet;
+	if (sd_hosts_load(h->valuestring, &p->hosts, why) < 0) {
+		free(p);
+		return -1;
+	}
+	if (check_reachable(p, env->advertise, why) < 0) {
+		sd_hosts_free(&p->hosts);
+		free(p);
+		return -1;
+	}
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
+	snprintf(p->host_key_checking, sizeof p->host_key_checking, "%s",
+	         cJSON_IsString(v) ? v->valuestring : "accept-new");
+	v = cJSON_GetObjectItemCaseSensitive(s, "known_hosts");
+	if (cJSON_IsString(v))
+		snprintf(p->known_hosts, sizeof p->known_hosts, "%s", v->valuestring);
+	v = cJSON_GetObjectItemCaseSensitive(s, "connect_timeout");
+	p->connect_timeout = cJSON_IsNumber(v) ? (int)v->valuedouble : 10;
+	v = cJSON_GetObjectItemCaseSensitive(s, "ssh");
+	snprintf(p->ssh_program, sizeof p->ssh_program, "%s", cJSON_IsString(v) ? v->valuestring : "ssh");
+	p->hs = sd_calloc((size_t)p->hosts.n, sizeof *p->hs);
+	unsigned char r[8];
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		memset(r, 0, sizeof r);
+	for (int i = 0; i < 8; i++)
+		snprintf(p->tag + 2 * i, 3, "%02x", r[i]);
+	/* ControlPath must fit a Unix socket path (108 bytes): a short private
+	 * directory of its own rather than one under the run directory. */
+	snprintf(p->control_dir, sizeof p->control_dir, "/tmp/spotdeck-ssh.XXXXXX");
+	if (!mkdtemp(p->control_dir))
+		p->control_dir[0] = '\0';   /* no shared connection: each ssh its own */
+	build_catalog(p);
+	*out = p;
+	return 0;
+}
+
+static int ssh_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
+{
+	int hi = offer->index;
+	if (hi < 0 || hi >= p->hosts.n || offer != &p->offers[hi])
+		return sd_why(why, "%s: not an offer of the ssh provider", offer->id);
+	double now = sd_fleet_now(p->fleet);
+	if (now < p->hs[hi].cool_until)
+		return sd_why(why, "%s: host %s did not answer; cooling down for %.0f s more", offer->id,
+		              p->hosts.v[hi].name, p->hs[hi].cool_until - now);
+	int used = 0;
+	for (const struct ssh_server *s = p->servers; s; s = s->next)
+		used += s->live && s->host == hi;
+	if (used >= p->hosts.v[hi].slots)
+		return sd_why(why, "%s: all %d slot%s of host %s are in use", offer->id, p->hosts.v[hi].slots,
+		              p->hosts.v[hi].slots == 1 ? "" : "s", p->hosts.v[hi].name);
+	struct ssh_server *s = find_server(p, server);
+	if (!s) {
+		s = sd_calloc(1, sizeof *s);
+		snprintf(s->id, sizeof s->id, "%s", server);
+		s->next = p->servers;
+		p->servers = s;
+	}
+	s->host = hi;
+	s->live = 1;
+	struct sd_provider_event ev = {
+		.kind = SD_PROVIDER_RUNNING,
+		.server = server,
+		.time = now,
+		.address = p->hosts.v[hi].name,
+	};
+	sd_fleet_report(p->fleet, &ev);
+	return 0;
+}
+
+static int ssh_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv,
+                      char **why)
+{
+	*argv = NULL;
+	struct ssh_server *s = find_server(p, server);
+	if (!s || !s->live)
+		return sd_why(why, "%s: not a server of the ssh provider", server);
+	const struct sd_host *h = &p->hosts.v[s->host];
+	/* The worker's command line, its program replaced by the host's. */
+	char *qw = sh_quote(h->worker), *qname = sh_quote(h->name), *qcomm = sh_quote(h->comm_host);
+	size_t cap = 256;
+	for (int i = 1; worker_argv[i]; i++)
+		cap += strlen(worker_argv[i]) * 4 + 3;
+	char *args = sd_malloc(cap);
+	args[0] = '\0';
+	for (int i = 1; worker_argv[i]; i++) {
+		char *q = sh_quote(worker_argv[i]);
+		strcat(args, " ");
+		strcat(args, q);
+		free(q);
+	}
+	char *dir = remote_dir(p);
+	char *qid = sh_quote(server);
+	/* The token arrives on stdin, goes into the worker's environment (its
+	 * /proc/PID/environ is its owner's alone), never on a command line. */
+	char *script = xprintf(
+		"umask 077; d=%s; mkdir -p \"$d\" || exit 1; "
+		"if ! command -v %s >/dev/null 2>&1; then "
+		"printf 'spotdeck: host %%s: %%s: no such program (worker= in the hosts file)\\n' %s %s >&2; exit 127; fi; "
+		"IFS= read -r SPOTDECK_TOKEN || { echo 'spotdeck: no token on stdin' >&2; exit 1; }; "
+		"export SPOTDECK_TOKEN; SPOTDECK_COMM_HOST=%s; export SPOTDECK_COMM_HOST; "
+		"setsid %s%s </dev/null >>\"$d/\"%s.log 2>&1 & "
+		"pid=$!; echo $pid >\"$d/\"%s.pid; unset SPOTDECK_TOKEN; wait $pid; st=$?; "
+		"rm -f \"$d/\"%s.pid; exit $st",
+		dir, qw, qname, qw, qcomm, qw, args, qid, qid, qid);
+	free(qw);
+	free(qname);
+	free(qcomm);
+	free(args);
+	free(dir);
+	free(qid);
+	char **a = sd_calloc(SSH_MAX_ARGS + 2, sizeof *a);
+	int n = ssh_argv(p, s->host, a, NULL);
+	a[n++] = script;
+	a[n] = NULL;
+	*argv = a;
+	return 0;
+}
+
+/* Sends signal `name` to the worker of server on its host, by its pid file;
+ * probe: journal the host if ssh cannot get in. */
+static void kill_remote(struct sd_provider *p, const char *server, const char *name, int probe)
+{
+	struct ssh_server *s = find_server(p, server);
+	if (!s)
+		return;
+	char *dir = remote_dir(p), *qid = sh_quote(server);
+	char *cmd = xprintf("f=%s/%s.pid; test -r \"$f\" && kill -%s \"$(cat \"$f\")\" 2>/dev/null; exit 0", dir, qid,
+	                    name);
+	run_remote(p, s->host, cmd, probe);
+	free(cmd);
+	free(dir);
+	free(qid);
+}
+
+static void ssh_signal(struct sd_provider *p, const char *server, int sig)
+{
+	kill_remote(p, server, sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT" : "TERM", 0);
+}
+
+static void ssh_lost(struct sd_provider *p, const char *server)
+{
+	/* The session is gone: is the host?  A probe that also stops a worker
+	 * the lost session may have left behind. */
+	kill_remote(p, server, "TERM", 1);
+}
+
+static void ssh_release(struct sd_provider *p, const char *server)
+{
+	struct ssh_server *s = find_server(p, server);
+	if (s)
+		s->live = 0;
+}
+
+static const struct sd_catalog *ssh_catalog(const struct sd_provider *p)
+{
+	return &p->cat;
+}
+
+static int ssh_live(const struct sd_provider *p, const struct sd_offer *o)
+{
+	int n = 0;
+	for (const struct ssh_server *s = p->servers; s; s = s->next)
+		n += s->live && s->host == o->index;
+	return n;
+}
+
+static void ssh_close(struct sd_provider *p)
+{
+	/* Ends the shared connections (their masters would linger 60 s). */
+	if (p->control_dir[0])
+		for (int i = 0; i < p->hosts.n; i++)
+			if (p->hs[i].used) {
+				char *a[SSH_MAX_ARGS + 4];
+				static const char *const exit_master[] = { "-O", "exit", NULL };
+				int n = ssh_argv(p, i, a, exit_master);
+				a[n] = NULL;
+				uv_process_t *proc = sd_calloc(1, sizeof *proc);
+				proc->data = proc;
+				uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE }, { .flags = UV_IGNORE },
+				                                  { .flags = UV_IGNORE } };
+				uv_process_options_t po;
+				memset(&po, 0, sizeof po);
+				po.file = a[0];
+				po.args = a;
+				po.stdio = stdio;
+				po.stdio_count = 3;
+				if (uv_spawn(p->loop, proc, &po) == 0)
+					uv_close((uv_handle_t *)proc, on_job_closed);
+				else
+					free(proc);
+				for (int k = 0; k < n; k++)
+					free(a[k]);
+			}
+	p->closing = 1;
+	for (struct ssh_job *j = p->jobs; j; j = j->next)
+		j->p = NULL;   /* they finish on their own; nothing is journaled */
+	p->jobs = NULL;
+}
+
+static void ssh_free(struct sd_provider *p)
+{
+	if (!p)
+		return;
+	if (p->control_dir[0]) {
+		/* Sockets of masters that are still going away are unlinked (a
+		 * master that outlives them exits by ControlPersist): the
+		 * directory is ours alone. */
+		DIR *d = opendir(p->control_dir);
+		for (struct dirent *e; d && (e = readdir(d));)
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				unlinkat(dirfd(d), e->d_name, 0);
+		if (d)
+			closedir(d);
+		rmdir(p->control_dir);
+	}
+	while (p->servers) {
+		struct ssh_server *n = p->servers->next;
+		free(p->servers);
+		p->servers = n;
+	}
+	for (int i = 0; i < p->hosts.n; i++) {
+		free(p->offer_ids[i]);
+		free(p->price_sources[i]);
+	}
+	free(p->offer_ids);
+	free(p->price_sources);
+	free(p->offers);
+	free(p->cat.zones);
+	free(p->hs);
+	sd_hosts_free(&p->hosts);
+	free(p);
+}
+
+const struct sd_provider_ops sd_provider_ssh = {
+	.name = "ssh",
+	.description = "your own hosts over OpenSSH, listed in a hosts file (spotdeck-hosts(5))",
+	.emulated = 0,
+	.check = ssh_check,
+	.create = ssh_create,
+	.acquire = ssh_acquire,
+	.release = ssh_release,
+	.catalog = ssh_catalog,
+	.prices = NULL,
+	.live = ssh_live,
+	.launch = ssh_launch,
+	.signal = ssh_signal,
+	.lost = ssh_lost,
+	.close = ssh_close,
+	.free = ssh_free,
+};

@@ -1,0 +1,13 @@
+# tests/netns.mk: the multi-host test bed (issue 12): network namespaces
+# with a real sshd each, joined by a bridge on 198.18.0.0/15
+# (tests/netns/lib.sh, tests/netns/README).  Both need root and SKIP
+# without.  test-netns-forward-drop.sh runs the bed's test again inside a
+# namespace that plays a Docker-like machine (br_netfilter, FORWARD DROP).
+TESTS += tests/test-netns-bed.sh tests/test-netns-forward-drop.sh
+EXTRA_DIST += tests/test-netns-bed.sh tests/test-netns-forward-drop.sh \
+	tests/netns/lib.sh tests/netns/README
+# The ssh provider on the bed: a cnn run on three hosts against three local
+# workers, a host that refuses the key, a host without the worker program;
+# a link cut and a frozen worker mid-training.
+TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh
+EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh
