@@ -210,10 +210,8 @@ if not first or first[0]["step"] <= int(sys.argv[2]):
     sys.exit("resumed run's first step %s is not past checkpoint %s" % (first[0]["step"] if first else None, sys.argv[2]))
 print("ok: resumed after checkpoint %s: first step %d" % (sys.argv[2], first[0]["step"]))
 PY
-# Both workers train again before the kill: a quit while a generation
-# forms has no rank 0 to write the final checkpoint (noticed, not fixed).
-_tmux_poll '$CHECK "$RUN/journal.jsonl" steps-after-2 "$CK" >/dev/null 2>&1' 60 ||
-	fail "the resumed run's 2 workers never trained together"
+# The kill may come while a generation forms (the second worker joining):
+# the controller then asks the new rank 0 for the final checkpoint.
 (cd "$T" && $SPOTDECK kill run) >"$T/kill" 2>&1 || { cat "$T/kill" >&2; fail "spotdeck kill"; }
 grep -q "ended: quit" "$T/kill" || { cat "$T/kill" >&2; fail "kill did not report the quit"; }
 _tmux_poll '! alive "$DPID" spotdeck' 10 || fail "the run outlived spotdeck kill"

@@ -204,14 +204,6 @@ def main(argv):
             yes(str(max(steps)))
         no("no step after %s in the journal" % arg)
 
-    if what == "steps-after-2":
-        # A step after step ARG taken by a world of 2 (a resumed run whose
-        # second worker has joined: no generation is forming any more).
-        steps = [e["step"] for e in ev if e.get("type") == "step" and e.get("world_size") == 2]
-        if steps and max(steps) > int(arg):
-            yes(str(max(steps)))
-        no("no step of 2 workers after %s in the journal" % arg)
-
     if what == "world":
         gens = [e for e in ev if e.get("type") == "generation"]
         if gens and gens[-1].get("world_size") == int(arg):
