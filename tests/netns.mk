@@ -8,6 +8,7 @@ EXTRA_DIST += tests/test-netns-bed.sh tests/test-netns-forward-drop.sh \
 	tests/netns/lib.sh tests/netns/README
 # The ssh provider on the bed: a cnn run on three hosts against three local
 # workers, a host that refuses the key, a host without the worker program;
-# a link cut and a frozen worker mid-training.
-TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh
-EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh
+# a link cut and a frozen worker mid-training; the controller SIGKILLed
+# and resumed.
+TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh
+EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh

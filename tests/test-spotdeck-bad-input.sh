@@ -32,6 +32,9 @@ expect_error "ssh without a hosts file" "ssh0\.json: provider\.hosts: missing \(
 printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"h","host_key_checking":"maybe"}}' >"$T/ssh1.json"
 expect_error "ssh host_key_checking" "ssh1\.json: provider\.host_key_checking: expected \"accept-new\", \"yes\" or \"no\"" \
 	$SPOTDECK --headless --job "$T/ssh1.json" --run-dir "$T/r2"
+printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"h","cooldown_s":0}}' >"$T/ssh3.json"
+expect_error "ssh cooldown_s" "ssh3\.json: provider\.cooldown_s: expected seconds from 1 to 960" \
+	$SPOTDECK --headless --job "$T/ssh3.json" --run-dir "$T/r2"
 printf 'gpu1.example gpu=cpu market=spot\ngpu2.example gpu=cpu market=spot port=70000\n' >"$T/hosts"
 printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"%s"},"cluster":["ssh/gpu1.example"]}' "$T/hosts" >"$T/ssh2.json"
 expect_error "a bad port in the hosts file" "hosts:2: port: \"70000\" is not a port number \(1\.\.65535\)" \

@@ -185,6 +185,9 @@ static void hook_idle(void *ctx)
 
 static void hook_command(void *ctx, const char *line)
 {
+	struct sd_controller *c = ctx;
+	if (c->quitting || c->exiting)
+		return;   /* e.g. the ssh provider acquiring a host again as the run ends */
 	char *why = NULL;
 	/* Journaled (with its error, if any) by the command table. */
 	sd_controller_command(ctx, line, &why);

@@ -19,8 +19,13 @@
  * A host whose worker ended with ssh's own status 255 (connection lost or
  * refused) is probed once more when the fleet gives the server back; if the
  * probe cannot reach it either, the host is journaled as unreachable and
- * cooled down: refused for 30 s, doubling on each further failure up to
- * 16 min, reset by a launch that reaches the host. */
+ * cooled down: refused for 30 s (the setting cooldown_s), doubling on each
+ * further failure up to 16 min, reset by a launch that reaches the host.
+ * The run wants the host back: when the cool-down ends it is probed again
+ * (`ssh HOST true`); once it answers it is journaled as host_back and the
+ * servers it lost are acquired again (an `add ssh/NAME` command each, in
+ * the journal as the operator's would be); while it does not, it cools
+ * down again for twice as long. */
 #include "config.h"
 
 #include <dirent.h>
@@ -38,7 +43,7 @@
 #include "src/provider/hosts.h"
 #include "src/provider/provider.h"
 
-#define COOLDOWN_FIRST_S 30.0
+#define COOLDOWN_FIRST_S 30.0   /* the default of the setting cooldown_s */
 #define COOLDOWN_MAX_S 960.0
 #define SSH_MAX_ARGS 40
 
@@ -53,14 +58,19 @@ struct ssh_host_state {
 	double cool_until;             /* fleet clock; refused before it */
 	double backoff_s;              /* the next cool-down (0: none yet) */
 	int used;                      /* a control connection may exist */
+	int wanted;                    /* servers it lost, to acquire again once it answers */
+	int probing;                   /* a comeback probe is on its way */
+	double down_since;             /* fleet clock of its first unanswered probe */
 };
+
+enum { PROBE_LOST = 1, PROBE_COMEBACK = 2 };
 
 /* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
 struct ssh_job {
 	uv_process_t proc;
 	struct sd_provider *p;         /* NULL once the provider closed */
 	int host;
-	int probe;                     /* journal an unreachable host on 255 */
+	int probe;                     /* PROBE_LOST, PROBE_COMEBACK or 0 */
 	uv_pipe_t err;                 /* probe: ssh's stderr, for the journal */
 	int err_open, exited;
 	int64_t status;
@@ -83,6 +93,8 @@ struct sd_provider {
 	char host_key_checking[16];
 	char known_hosts[4096];
 	int connect_timeout;
+	double cooldown_s;             /* the first cool-down */
+	uv_timer_t tick;               /* each second: hosts whose cool-down ended */
 	char control_dir[64];          /* "" until made */
 	char tag[17];                  /* this run's remote file names */
 	struct ssh_server *servers;
@@ -93,7 +105,7 @@ struct sd_provider {
 /* ---- settings ---- */
 
 static const char *const setting_keys[] = { "hosts", "host_key_checking", "known_hosts",
-	                                        "connect_timeout", "ssh", NULL };
+	                                        "connect_timeout", "cooldown_s", "ssh", NULL };
 
 static int ssh_check(const cJSON *s, const char *file, char **why)
 {
@@ -103,7 +115,7 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 			known |= !strcmp(i->string, setting_keys[k]);
 		if (!known)
 			return sd_why(why, "%s: provider.%s: unknown key for the ssh provider (known: hosts, "
-			              "host_key_checking, known_hosts, connect_timeout, ssh)", file, i->string);
+			              "host_key_checking, known_hosts, connect_timeout, cooldown_s, ssh)", file, i->string);
 	}
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "hosts");
 	if (!h)
@@ -121,6 +133,9 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 	if (t && (!cJSON_IsNumber(t) || !(t->valuedouble >= 1 && t->valuedouble <= 300) ||
 	          t->valuedouble != floor(t->valuedouble)))
 		return sd_why(why, "%s: provider.connect_timeout: expected whole seconds from 1 to 300", file);
+	const cJSON *cd = cJSON_GetObjectItemCaseSensitive(s, "cooldown_s");
+	if (cd && (!cJSON_IsNumber(cd) || !(cd->valuedouble >= 1 && cd->valuedouble <= COOLDOWN_MAX_S)))
+		return sd_why(why, "%s: provider.cooldown_s: expected seconds from 1 to %.0f", file, COOLDOWN_MAX_S);
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "ssh");
 	if (p && (!cJSON_IsString(p) || !p->valuestring[0] || strlen(p->valuestring) >= 256))
 		return sd_why(why, "%s: provider.ssh: expected the ssh program (a name or a path)", file);
@@ -288,8 +303,11 @@ static char *remote_dir(const struct sd_provider *p)
 static void cool_down(struct sd_provider *p, int hi, const char *why, const char *said)
 {
 	struct ssh_host_state *st = &p->hs[hi];
-	st->backoff_s = st->backoff_s > 0 ? fmin(COOLDOWN_MAX_S, 2 * st->backoff_s) : COOLDOWN_FIRST_S;
-	st->cool_until = sd_fleet_now(p->fleet) + st->backoff_s;
+	double now = sd_fleet_now(p->fleet);
+	st->backoff_s = st->backoff_s > 0 ? fmin(COOLDOWN_MAX_S, 2 * st->backoff_s) : p->cooldown_s;
+	st->cool_until = now + st->backoff_s;
+	if (st->down_since <= 0)
+		st->down_since = now;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "provider", "ssh");
 	cJSON_AddStringToObject(ev, "host", p->hosts.v[hi].name);
@@ -299,6 +317,30 @@ static void cool_down(struct sd_provider *p, int hi, const char *why, const char
 		cJSON_AddStringToObject(ev, "ssh", said);   /* ssh's own words */
 	cJSON_AddNumberToObject(ev, "cooldown_s", st->backoff_s);
 	sd_fleet_journal(p->fleet, SD_EV_HOST_UNREACHABLE, ev);
+}
+
+/* A host that had lost servers answers ssh: journaled, and its servers are
+ * acquired again through the command table (as an operator's add). */
+static void host_back(struct sd_provider *p, int hi)
+{
+	struct ssh_host_state *st = &p->hs[hi];
+	double now = sd_fleet_now(p->fleet);
+	int n = st->wanted;
+	st->wanted = 0;
+	st->backoff_s = 0;
+	st->cool_until = 0;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "ssh");
+	cJSON_AddStringToObject(ev, "host", p->hosts.v[hi].name);
+	cJSON_AddStringToObject(ev, "offer", p->offers[hi].id);
+	cJSON_AddNumberToObject(ev, "down_s", st->down_since > 0 ? now - st->down_since : 0);
+	cJSON_AddNumberToObject(ev, "acquire", n);
+	st->down_since = 0;
+	sd_fleet_journal(p->fleet, SD_EV_HOST_BACK, ev);
+	char line[128];
+	snprintf(line, sizeof line, "add %s", p->offers[hi].id);
+	for (int i = 0; i < n; i++)
+		sd_fleet_command(p->fleet, line);
 }
 
 static void on_job_closed(uv_handle_t *h)
@@ -336,11 +378,25 @@ static void job_done(struct ssh_job *j)
 			for (char *c = last; *c; c++)
 				if ((unsigned char)*c < 0x20)
 					*c = ' ';
-			if (j->status == 255 || j->sig)
-				cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get into the host",
-				          last);
-			else
-				p->hs[j->host].backoff_s = 0;
+			struct ssh_host_state *st = &p->hs[j->host];
+			int answered = j->status != 255 && !j->sig;
+			if (j->probe == PROBE_LOST) {
+				/* Its server is given back: acquire one again once the
+				 * host answers (now, if it does already). */
+				if (st->wanted < p->hosts.v[j->host].slots)
+					st->wanted++;
+				if (answered)
+					st->backoff_s = 0;
+				else
+					cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get "
+					          "into the host", last);
+			} else {
+				st->probing = 0;
+				if (answered)
+					host_back(p, j->host);
+				else
+					cool_down(p, j->host, "the host still cannot be reached over ssh", last);
+			}
 		}
 	}
 	if (j->err_open) {
@@ -385,8 +441,8 @@ static void on_job_exit(uv_process_t *proc, int64_t status, int sig)
 }
 
 /* Runs `ssh HOST remote` in the background; its exit is only looked at for
- * probes. */
-static void run_remote(struct sd_provider *p, int hi, const char *remote, int probe)
+ * probes.  -1 if ssh could not be started (nothing follows). */
+static int run_remote(struct sd_provider *p, int hi, const char *remote, int probe)
 {
 	char *a[SSH_MAX_ARGS + 2];
 	int n = ssh_argv(p, hi, a, NULL);
@@ -417,12 +473,52 @@ static void run_remote(struct sd_provider *p, int hi, const char *remote, int pr
 		/* The pipe was opened: close it, and free j once it is closed. */
 		j->proc.data = j;
 		uv_close((uv_handle_t *)&j->err, on_job_closed);
-		return;
+		return -1;
 	}
 	j->err_open = 1;
 	uv_read_start((uv_stream_t *)&j->err, on_err_alloc, on_err_read);
 	j->next = p->jobs;
 	p->jobs = j;
+	return 0;
+}
+
+/* Each second: a host that lost servers and whose cool-down ended is
+ * probed again (the probe's end acts: host_back or a longer cool-down). */
+static void on_tick(uv_timer_t *t)
+{
+	struct sd_provider *p = t->data;
+	if (p->closing)
+		return;
+	double now = sd_fleet_now(p->fleet);
+	for (int i = 0; i < p->hosts.n; i++) {
+		struct ssh_host_state *st = &p->hs[i];
+		if (st->wanted > 0 && !st->probing && now >= st->cool_until) {
+			st->probing = 1;
+			/* The probe also stops what the lost sessions left running
+			 * (their workers are in sessions of their own): the servers
+			 * given back have pid files there only if so. */
+			char *dir = remote_dir(p);
+			size_t cap = 64;
+			for (const struct ssh_server *v = p->servers; v; v = v->next)
+				cap += strlen(dir) + 96;
+			char *cmd = sd_malloc(cap);
+			size_t len = 0;
+			cmd[0] = '\0';
+			for (const struct ssh_server *v = p->servers; v; v = v->next)
+				if (v->host == i && !v->live)
+					len += (size_t)snprintf(cmd + len, cap - len,
+					                        "f=%s/%s.pid; test -r \"$f\" && kill -TERM \"$(cat \"$f\")\" "
+					                        "2>/dev/null; ", dir, v->id);
+			snprintf(cmd + len, cap - len, "exit 0");
+			free(dir);
+			int rc = run_remote(p, i, cmd, PROBE_COMEBACK);
+			free(cmd);
+			if (rc < 0) {
+				st->probing = 0;
+				cool_down(p, i, "ssh could not be started", p->ssh_program);
+			}
+		}
+	}
 }
 
 /* ---- the operations ---- */
@@ -483,6 +579,8 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 		snprintf(p->known_hosts, sizeof p->known_hosts, "%s", v->valuestring);
 	v = cJSON_GetObjectItemCaseSensitive(s, "connect_timeout");
 	p->connect_timeout = cJSON_IsNumber(v) ? (int)v->valuedouble : 10;
+	v = cJSON_GetObjectItemCaseSensitive(s, "cooldown_s");
+	p->cooldown_s = cJSON_IsNumber(v) ? v->valuedouble : COOLDOWN_FIRST_S;
 	v = cJSON_GetObjectItemCaseSensitive(s, "ssh");
 	snprintf(p->ssh_program, sizeof p->ssh_program, "%s", cJSON_IsString(v) ? v->valuestring : "ssh");
 	p->hs = sd_calloc((size_t)p->hosts.n, sizeof *p->hs);
@@ -497,6 +595,10 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 	if (!mkdtemp(p->control_dir))
 		p->control_dir[0] = '\0';   /* no shared connection: each ssh its own */
 	build_catalog(p);
+	uv_timer_init(p->loop, &p->tick);
+	p->tick.data = p;
+	uv_timer_start(&p->tick, on_tick, 1000, 1000);
+	uv_unref((uv_handle_t *)&p->tick);   /* it never keeps the loop alive */
 	*out = p;
 	return 0;
 }
@@ -609,7 +711,7 @@ static void ssh_lost(struct sd_provider *p, const char *server)
 {
 	/* The session is gone: is the host?  A probe that also stops a worker
 	 * the lost session may have left behind. */
-	kill_remote(p, server, "TERM", 1);
+	kill_remote(p, server, "TERM", PROBE_LOST);
 }
 
 static void ssh_release(struct sd_provider *p, const char *server)
@@ -660,6 +762,8 @@ static void ssh_close(struct sd_provider *p)
 					free(a[k]);
 			}
 	p->closing = 1;
+	uv_timer_stop(&p->tick);
+	uv_close((uv_handle_t *)&p->tick, NULL);
 	for (struct ssh_job *j = p->jobs; j; j = j->next)
 		j->p = NULL;   /* they finish on their own; nothing is journaled */
 	p->jobs = NULL;
