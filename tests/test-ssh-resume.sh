@@ -1,0 +1,96 @@
+#!/bin/sh
+# The controller SIGKILLed while workers on two hosts train over the ssh
+# provider (issue 12): the workers on the hosts notice and end (nothing is
+# left running there), and `spotdeck --resume RUNDIR` acquires the job's
+# hosts again and continues from the latest checkpoint on disk, both
+# workers training together with equal parameter checksums.
+. "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
+. "$top_srcdir/tests/netns/lib.sh"
+
+netns_setup 2
+set -- $NETNS_HOSTS
+cat >"$NETNS_DIR/hosts" <<HOSTS
+root@$1 name=h1 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
+root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
+HOSTS
+
+NETNS_PY_HOSTS="$NETNS_HOSTS" python3 - <<'PY'
+import sys, os, re, signal, time
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+d = os.environ["NETNS_DIR"]
+listen = ("--listen", os.environ["NETNS_BRIDGE_ADDR"] + ":0")
+
+j = job(model="mlp", epochs=100, checkpoint_every=40, log_every=10, comm_timeout=2, workers=0,
+        cluster=["ssh/h1", "ssh/h2"])
+j["provider"] = {"name": "ssh", "hosts": d + "/hosts", "known_hosts": d + "/known_hosts"}
+r = Run(j, extra=listen, timeout=300)
+r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
+ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= 120, "a checkpoint at step >= 120")
+pids = {e["server"]: e["pid"] for e in r.events if e.get("type") == "worker_connected"}
+r.kill(signal.SIGKILL)
+r.finish()
+t_kill = time.time()
+
+# The workers run in the hosts' namespaces (one pid space with ours): each
+# ends once its controller is gone.
+deadline = time.time() + 30 * SCALE
+left = dict(pids)
+while left and time.time() < deadline:
+    for server, pid in list(left.items()):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            del left[server]
+    time.sleep(0.2)
+if left:
+    fail("workers %s still run on their hosts %.0f s after the controller was killed" %
+         (left, time.time() - t_kill))
+# The newest checkpoint on disk is what --resume takes (the kill may land
+# between a rename and its journal line).
+on_disk = sorted(int(m.group(1)) for m in
+                 (re.fullmatch(r"ckpt-(\d+)\.sdckpt", n) for n in os.listdir(os.path.join(r.run_dir, "checkpoints")))
+                 if m)
+latest = on_disk[-1]
+ok("controller SIGKILLed with ckpt-%d on disk; the workers on the hosts (%s) ended within %.1f s" %
+   (latest, ", ".join("%s pid %d" % kv for kv in sorted(pids.items())), time.time() - t_kill))
+
+r2 = Run(None, resume=r.run_dir, extra=listen, timeout=300)
+st = r2.wait_type("run_start")
+if not st.get("checkpoint", "").endswith("ckpt-%d.sdckpt" % latest):
+    fail("resume picked %s, expected ckpt-%d (on disk: %s)" % (st.get("checkpoint"), latest, on_disk))
+acq = []
+while len(acq) < 2:
+    acq.append(r2.wait(lambda e: e.get("type") == "acquired", "the hosts acquired again", timeout=60))
+offers = sorted(a["offer"] for a in acq)
+if offers != ["ssh/h1", "ssh/h2"]:
+    fail("the resumed run acquired %s, expected ssh/h1 and ssh/h2" % offers)
+# The first generation with members is streamed the checkpoint (a second
+# worker may join it or the next one).
+g0 = r2.wait(lambda e: e.get("type") == "generation" and e.get("world_size", 0) >= 1, "a generation",
+             timeout=120)
+m0 = r2.mark() - 1
+if g0.get("resume_from", "").split("/")[-1] != "ckpt-%d.sdckpt" % latest:
+    fail("the first generation resumes from %s, expected ckpt-%d" % (g0.get("resume_from"), latest))
+joined = r2.wait(lambda e: e.get("type") == "worker_joined" and e["generation"] == g0["generation"],
+                 "a worker joined")
+if joined["step"] != latest:
+    fail("resumed at step %d, expected %d" % (joined["step"], latest))
+g = r2.wait_since(m0, lambda e: e.get("type") == "generation" and e.get("world_size") == 2,
+                  "a generation of 2", timeout=120)
+cs = r2.wait_since(m0, lambda e: e.get("type") == "checksum" and e["generation"] == g["generation"],
+                   "checksums of generation %d" % g["generation"])
+if len(cs["checksums"]) != 2 or len(set(cs["checksums"].values())) != 1:
+    fail("checksums differ after the resume: %s" % cs["checksums"])
+peers = sorted(e.get("peer", "").rsplit(":", 1)[0] for e in r2.events if e.get("type") == "worker_connected")
+hosts = sorted(os.environ["NETNS_PY_HOSTS"].split())
+if peers != hosts:
+    fail("the resumed run's workers connected from %s, expected the hosts %s" % (peers, hosts))
+s = r2.wait(lambda e: e.get("type") == "step" and e["step"] >= latest + 20, "20 steps after the resume")
+ok("--resume: hosts %s acquired again, generation %d of 2 from ckpt-%d, checksums equal (%s), "
+   "step %d reached" % (", ".join(offers), g["generation"], latest, list(cs["checksums"].values())[0], s["step"]))
+r2.command("quit")
+fin = r2.wait(lambda e: e.get("type") == "checkpoint" and e.get("reason") == "final", "the final checkpoint")
+if r2.finish() != 1:
+    fail("quit before the end did not exit 1")
+PY
