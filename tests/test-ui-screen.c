@@ -576,6 +576,13 @@ static void test_real_market(struct ui_fixture *f)
 	CHECK(on_screen("real market: ssh hosts"), "no 'real market: ssh hosts' in the header");
 	CHECK(!on_screen("SIMULATED") && !on_screen("hazard x"), "a real market is labelled simulated");
 	CHECK(!on_screen("nan") && !on_screen("NaN"), "an unknown price printed as nan");
+	/* w: no what-if dialog (it replays the simulator), a note instead. */
+	ncmds = 0;
+	sd_screen_key(s, 'w');
+	render(s, &f->view);
+	CHECK(!sd_screen_modal(s) && ncmds == 0, "w on a real market opened %s, sent %d commands",
+	      sd_screen_modal(s) ? sd_screen_modal(s) : "nothing", ncmds);
+	CHECK(on_screen("what if: none for real machines (provider ssh)"), "w on a real market: no note saying why");
 	sd_screen_destroy(s);
 }
 
@@ -614,7 +621,7 @@ int main(void)
 	printf("ok: the throughput chart's max covers the current rate\n");
 	ui_fixture_init(&f, 4);
 	test_real_market(&f);
-	printf("ok: a real market: no SIMULATED label, unknown price not shown as a number\n");
+	printf("ok: a real market: no SIMULATED label, unknown price not shown as a number, w says why no what-if\n");
 
 	endwin();
 	delscreen(scr);

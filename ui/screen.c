@@ -637,6 +637,12 @@ int sd_act_theme(struct sd_screen *s, int key)
  * and shows what it has meanwhile. */
 int sd_act_whatif(struct sd_screen *s, int key)
 {
+	if (!s->v->simulated && s->v->noffers > 0) {
+		/* Real machines (the ssh provider): nothing to replay. */
+		set_note(s, SD_STYLE_WARN, 0, "what if: none for real machines (provider %s): the planner "
+		         "replays the simulated market", s->v->provider);
+		return SD_KEY_HANDLED | SD_KEY_REDRAW;
+	}
 	run_command(s, "plan");
 	memset(&s->modal, 0, sizeof s->modal);
 	return open_modal(s, SD_MODAL_WHATIF);
