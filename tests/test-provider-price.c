@@ -1,7 +1,9 @@
 /* tests/test-provider-price.c - a market price change (a trace's "price"
  * event) moves the sim provider's price now (as the fleet reports it), which new servers are billed
  * at, and leaves the catalog as loaded (documented read-only, and shared
- * with the cockpit and the planner's snapshot): issue 10's list. */
+ * with the cockpit and the planner's snapshot): issue 10's list.  And an
+ * acquire a provider refuses at once (the ssh provider's host cooling down)
+ * leaves no server behind: no row, its id used by the next. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 
 #include "engine/errors.h"
 #include "src/provider/fleet.h"
+#include "src/provider/provider.h"
 #include "src/market/trace.h"
 #include "tests/check.h"
 
@@ -29,6 +32,44 @@ static void on_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 	}
 	cJSON_Delete(ev);
 }
+
+/* A provider of one offer that refuses the first two acquires at once. */
+struct sd_provider {
+	struct sd_catalog cat;
+	struct sd_offer offer;
+	int refusals;
+};
+static int refuser_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
+{
+	(void)env;
+	(void)why;
+	struct sd_provider *p = calloc(1, sizeof *p);
+	p->offer.id = "test/host";
+	p->offer.usd_per_hour = 1;
+	p->offer.capacity = 1;
+	p->cat.file = "refuser";
+	p->cat.noffers = 1;
+	p->cat.offers = &p->offer;
+	p->refusals = 2;
+	*out = p;
+	return 0;
+}
+static int refuser_acquire(struct sd_provider *p, const char *server, const struct sd_offer *o, char **why)
+{
+	(void)o;
+	if (p->refusals-- > 0)
+		return sd_why(why, "test/host: cooling down for 30 s more");
+	return 0;   /* held; it never runs (no event follows) */
+}
+static void refuser_release(struct sd_provider *p, const char *server) { (void)p, (void)server; }
+static const struct sd_catalog *refuser_catalog(const struct sd_provider *p) { return &p->cat; }
+static void refuser_close(struct sd_provider *p) { (void)p; }
+static void refuser_free(struct sd_provider *p) { free(p); }
+static const struct sd_provider_ops refuser = {
+	.name = "refuser", .description = "refuses twice", .emulated = 0, .create = refuser_create,
+	.acquire = refuser_acquire, .release = refuser_release, .catalog = refuser_catalog,
+	.close = refuser_close, .free = refuser_free,
+};
 
 static void on_close_walk(uv_handle_t *h, void *arg)
 {
@@ -102,5 +143,34 @@ int main(void)
 	sd_fleet_free(p);
 	CHECK_INT(uv_loop_close(&loop), 0);
 	sd_trace_free(&trace);
+
+	/* Refused at once, twice: nothing listed; then s1 for the accepted one. */
+	uv_loop_init(&loop);
+	struct sd_fleet_config rcfg = {
+		.provider = &refuser, .worker_path = "/bin/false", .connect = "127.0.0.1:1",
+		.run_dir = "/nonexistent",
+	};
+	if (sd_fleet_create(&p, &loop, &rcfg, &hooks, &loop, &why) < 0) {
+		fprintf(stderr, "FAIL: fleet: %s\n", why);
+		return 1;
+	}
+	for (int i = 0; i < 2; i++) {
+		free(why);
+		why = NULL;
+		CHECK(sd_fleet_acquire(p, "test/host", id, sizeof id, &why) < 0 && why && strstr(why, "cooling down"),
+		      "refused acquire %d: %s", i + 1, why ? why : "(accepted)");
+		CHECK_INT(sd_fleet_list(p, si, 4), 0);
+	}
+	free(why);
+	why = NULL;
+	CHECK(sd_fleet_acquire(p, "test/host", id, sizeof id, &why) == 0, "acquire: %s", why ? why : "");
+	n = sd_fleet_list(p, si, 4);
+	check_report(n == 1 && !strcmp(si[0].id, "s1") && !strcmp(id, "s1"),
+	             "after 2 refused acquires: %d server(s) listed, the accepted one %s (want 1, s1)", n, id);
+	sd_fleet_close(p);
+	uv_walk(&loop, on_close_walk, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	sd_fleet_free(p);
+	CHECK_INT(uv_loop_close(&loop), 0);
 	return check_exit("test-provider-price");
 }

@@ -58,6 +58,9 @@ struct sd_fleet {
 	struct sd_fleet_hooks hooks;
 	void *ctx;
 	struct server *servers;          /* newest first; freed by sd_fleet_free */
+	struct server *refused;          /* acquires the provider refused at once: out of
+	                                  * the list (never held, nothing journaled), freed
+	                                  * by sd_fleet_free once their timers closed */
 	int next_id;
 	double usd_done;                 /* money of servers whose billing stopped */
 	int closing;

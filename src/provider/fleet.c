@@ -402,6 +402,15 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 		never_held(f, s);
 		rc = sd_why(why, "%s", err ? err : "refused by the provider");
 		free(err);
+		if (f->servers == s && !s->proc_live) {
+			/* Refused at once (a host cooling down, its slots in use): no
+			 * server ever was; the add's error says why.  Its id is free
+			 * again, and no failed row stays behind on the screen. */
+			f->servers = s->next;
+			s->next = f->refused;
+			f->refused = s;
+			f->next_id--;
+		}
 		return rc;
 	}
 	if (fl_gone(s))   /* it failed inside the call: a stockout, say */
@@ -643,6 +652,11 @@ void sd_fleet_free(struct sd_fleet *f)
 	while (f->servers) {
 		struct server *s = f->servers;
 		f->servers = s->next;
+		free(s);
+	}
+	while (f->refused) {
+		struct server *s = f->refused;
+		f->refused = s->next;
 		free(s);
 	}
 	if (f->p)
