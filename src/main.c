@@ -559,6 +559,41 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return -1;
 }
 
+/* A new run's provider settings that name files, made absolute (provider.h,
+ * path_settings) and written back into job.  0, or -1 with *why. */
+static int absolute_path_settings(const struct sd_provider_ops *ops, cJSON *settings, struct sd_job *job,
+                                  const char *jp, char **why)
+{
+	int changed = 0;
+	for (int i = 0; ops->path_settings && ops->path_settings[i]; i++) {
+		const char *key = ops->path_settings[i];
+		cJSON *v = cJSON_GetObjectItemCaseSensitive(settings, key);
+		if (!cJSON_IsString(v) || v->valuestring[0] == '/')
+			continue;
+		char cwd[PATH_MAX], abs[PATH_MAX * 2 + 2];
+		if (!getcwd(cwd, sizeof cwd))
+			return sd_why(why, "%s: provider.%s: cannot make '%s' absolute: %s", jp, key, v->valuestring,
+			              strerror(errno));
+		snprintf(abs, sizeof abs, "%s/%s", cwd, v->valuestring);
+		cJSON_SetValuestring(v, abs);
+		changed = 1;
+	}
+	if (!changed)
+		return 0;
+	char *text = cJSON_PrintUnformatted(settings);
+	if (!text)
+		sd_oom();
+	size_t n = strlen(text);
+	if (n >= sizeof job->provider_settings) {
+		free(text);
+		return sd_why(why, "%s: provider: its settings are over %zu bytes once their paths are absolute", jp,
+		              sizeof job->provider_settings - 1);
+	}
+	memcpy(job->provider_settings, text, n + 1);
+	free(text);
+	return 0;
+}
+
 /* The job to run: the embedded demo, the defaults, the --job file or the
  * resumed run's own job.json, then the command line's overrides.  jp gets
  * the job's name for messages.  Returns 0, or 1 after a one-line error. */
@@ -613,6 +648,8 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 	/* The provider's own settings, before anything is created. */
 	cJSON *settings = sd_job_provider_settings(job);
 	int bad = !settings || sd_provider_check_settings(ops, settings, jp, &why) < 0;
+	if (!bad && !o->resume && absolute_path_settings(ops, settings, job, jp, &why) < 0)
+		bad = 1;
 	cJSON_Delete(settings);
 	if (bad) {
 		fprintf(stderr, "spotdeck: %s\n", why ? why : "provider: its settings are not a JSON object");

@@ -3,7 +3,9 @@
 # provider (issue 12): the workers on the hosts notice and end (nothing is
 # left running there), and `spotdeck --resume RUNDIR` acquires the job's
 # hosts again and continues from the latest checkpoint on disk, both
-# workers training together with equal parameter checksums.
+# workers training together with equal parameter checksums.  The job names
+# its hosts file relative to where spotdeck starts; the resume starts in
+# another directory.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -15,7 +17,7 @@ root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
 HOSTS
 
 NETNS_PY_HOSTS="$NETNS_HOSTS" python3 - <<'PY'
-import sys, os, re, signal, time
+import sys, os, re, json, signal, time
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 d = os.environ["NETNS_DIR"]
@@ -23,7 +25,8 @@ listen = ("--listen", os.environ["NETNS_BRIDGE_ADDR"] + ":0")
 
 j = job(model="mlp", epochs=100, checkpoint_every=40, log_every=10, comm_timeout=2, workers=0,
         cluster=["ssh/h1", "ssh/h2"])
-j["provider"] = {"name": "ssh", "hosts": d + "/hosts", "known_hosts": d + "/known_hosts"}
+j["provider"] = {"name": "ssh", "hosts": "hosts", "known_hosts": "known_hosts"}
+os.chdir(d)
 r = Run(j, extra=listen, timeout=300)
 r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
 ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= 120, "a checkpoint at step >= 120")
@@ -55,6 +58,11 @@ latest = on_disk[-1]
 ok("controller SIGKILLed with ckpt-%d on disk; the workers on the hosts (%s) ended within %.1f s" %
    (latest, ", ".join("%s pid %d" % kv for kv in sorted(pids.items())), time.time() - t_kill))
 
+saved = json.load(open(os.path.join(r.run_dir, "job.json")))["provider"]
+if saved.get("hosts") != d + "/hosts" or saved.get("known_hosts") != d + "/known_hosts":
+    fail("the run directory's job.json keeps hosts %s, known_hosts %s; expected them under %s" %
+         (saved.get("hosts"), saved.get("known_hosts"), d))
+os.chdir("/")
 r2 = Run(None, resume=r.run_dir, extra=listen, timeout=300)
 st = r2.wait_type("run_start")
 if not st.get("checkpoint", "").endswith("ckpt-%d.sdckpt" % latest):
@@ -87,8 +95,8 @@ hosts = sorted(os.environ["NETNS_PY_HOSTS"].split())
 if peers != hosts:
     fail("the resumed run's workers connected from %s, expected the hosts %s" % (peers, hosts))
 s = r2.wait(lambda e: e.get("type") == "step" and e["step"] >= latest + 20, "20 steps after the resume")
-ok("--resume: hosts %s acquired again, generation %d of 2 from ckpt-%d, checksums equal (%s), "
-   "step %d reached" % (", ".join(offers), g["generation"], latest, list(cs["checksums"].values())[0], s["step"]))
+ok("--resume from / (the job's hosts file relative, saved as %s): hosts %s acquired again, generation %d of 2 from ckpt-%d, checksums equal (%s), "
+   "step %d reached" % (saved["hosts"], ", ".join(offers), g["generation"], latest, list(cs["checksums"].values())[0], s["step"]))
 r2.command("quit")
 fin = r2.wait(lambda e: e.get("type") == "checkpoint" and e.get("reason") == "final", "the final checkpoint")
 if r2.finish() != 1:

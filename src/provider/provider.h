@@ -106,6 +106,11 @@ struct sd_provider_ops {
 	 * starts; NULL: it has none, and any key is an error the fleet names.
 	 * Returns 0, or -1 with *why "FILE: provider.KEY: problem". */
 	int (*check)(const cJSON *settings, const char *file, char **why);
+	/* Its settings that name files (NULL-terminated; NULL: none): a
+	 * relative one is made absolute, against the directory spotdeck starts
+	 * in, before the job is saved in the run directory, so that --resume
+	 * from another directory finds the same files. */
+	const char *const *path_settings;
 	/* Returns 0 with *out, or -1 with *why (names the file for a bad
 	 * catalog).  Nothing is left open on failure. */
 	int (*create)(struct sd_provider **out, const struct sd_provider_env *env, char **why);

@@ -107,6 +107,8 @@ struct sd_provider {
 static const char *const setting_keys[] = { "hosts", "host_key_checking", "known_hosts",
 	                                        "connect_timeout", "cooldown_s", "ssh", NULL };
 
+static const char *const path_settings[] = { "hosts", "known_hosts", NULL };
+
 static int ssh_check(const cJSON *s, const char *file, char **why)
 {
 	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
@@ -808,6 +810,7 @@ const struct sd_provider_ops sd_provider_ssh = {
 	.description = "your own hosts over OpenSSH, listed in a hosts file (spotdeck-hosts(5))",
 	.emulated = 0,
 	.check = ssh_check,
+	.path_settings = path_settings,
 	.create = ssh_create,
 	.acquire = ssh_acquire,
 	.release = ssh_release,
