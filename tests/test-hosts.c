@@ -305,6 +305,22 @@ static void test_bad_lines(void)
 	BAD("h gpu=T4 market=spot slots=1 slots=1\n", "hosts:1: slots: given twice");
 	BAD("h gpu= market=spot\n", "hosts:1: gpu: empty value");
 	BAD("h gpu=x market=spot name=\n", "hosts:1: name: empty value");
+	/* A name whose offer id (ssh/NAME) would not fit 63 bytes, given or
+	 * taken from a long host name; 59 characters fit. */
+	BAD("h gpu=x market=spot name=aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeeeffffffffff\n",
+	    "hosts:1: name: \"aaaaaaaaaabbbbbbbbbbccccccccccdddddddddd...\" is longer than 59 characters "
+	    "(the offer id ssh/NAME must fit 63): give the host a shorter name=");
+	BAD("# long\nnode-0001.rack-17.row-c.datacenter-west.cluster.lab.example.org gpu=x market=spot\n",
+	    "hosts:2: name: \"node-0001.rack-17.row-c.datacenter-west....\" is longer than 59 characters "
+	    "(the offer id ssh/NAME must fit 63): give the host a shorter name=");
+	{
+		struct sd_hosts h59;
+		if (GOOD("h gpu=x market=spot name=aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeeefffffffff\n",
+		         &h59) == 0) {
+			CHECK_INT((int)strlen(h59.v[0].name), 59);
+			sd_hosts_free(&h59);
+		}
+	}
 
 	/* User and port twice. */
 	BAD("root@h user=root gpu=x market=spot\n",

@@ -8,7 +8,8 @@
 # together (world size 3: Gloo host to host); a fourth host whose sshd
 # refuses the key fails alone, with ssh's own words in the journal, and is
 # cooled down; a host without the worker program fails with a message
-# naming host and path; nothing is left running on the hosts.
+# naming host and path (~/ expanded on the host); nothing is left running
+# on the hosts.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -23,7 +24,7 @@ root@$3 name=h3 gpu=cpu market=on-demand identity=$NETNS_KEY worker=$WORKER
 root@$4 name=h4 gpu=cpu market=spot identity=$NETNS_DIR/stranger worker=$WORKER
 HOSTS
 cat >"$NETNS_DIR/nowhere" <<HOSTS
-root@$1 name=h1 gpu=cpu market=spot identity=$NETNS_KEY worker=/nonexistent/spotdeck-worker
+root@$1 name=h1 gpu=cpu market=spot identity=$NETNS_KEY worker=~/.spotdeck-absent/spotdeck-worker
 HOSTS
 
 NETNS_PY_HOSTS="$NETNS_HOSTS" NETNS_PY_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
@@ -120,13 +121,15 @@ ok("test accuracy %.4f on 3 hosts over ssh, %.4f on 3 local workers (%d steps)" 
    (done["test_accuracy"], ldone["test_accuracy"], done["steps"]))
 
 # 3. A host without the worker program: the run cannot start a worker and
-#    says which host and path.
+#    says which host and path (worker=~/... is the remote user's home).
 with open(os.path.join(d, "nowhere.json"), "w") as f:
     json.dump(ssh_job(d + "/nowhere", ["ssh/h1"]), f)
 p = subprocess.run([SPOTDECK, "--headless", "--job", os.path.join(d, "nowhere.json"), "--run-dir",
                     os.path.join(d, "run-nowhere"), "--listen", bridge + ":0"],
                    input="", capture_output=True, text=True, timeout=120)
-want = "host h1: /nonexistent/spotdeck-worker: no such program (worker= in the hosts file)"
+import pwd
+want = "host h1: %s/.spotdeck-absent/spotdeck-worker: no such program (worker= in the hosts file)" % \
+    pwd.getpwnam("root").pw_dir
 if p.returncode != 1 or want not in p.stderr:
     fail("no worker program: exit %d, stderr %r; expected 1 and %r" % (p.returncode, p.stderr, want))
 ok("a host without the worker: %s" % p.stderr.strip().splitlines()[-1])

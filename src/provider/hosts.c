@@ -27,6 +27,7 @@
 /* RFC 1035, 2.3.4: a domain name is at most 255 octets on the wire, 253
  * characters as text. */
 #define SD_HOSTNAME_MAX 253
+#define SD_HOSTS_NAME_MAX 59   /* "ssh/" + NAME within an offer id's 63 bytes */
 
 /* The keys, in the order values are checked (so the order errors are
  * found in, when a line has several). */
@@ -367,6 +368,13 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 		h->name = sd_hosts_host_port(h->host, h->port);
 	} else {
 		h->name = sd_hosts_strdup(h->host);
+	}
+	if (strlen(h->name) > SD_HOSTS_NAME_MAX) {
+		/* Its offer id, "ssh/NAME", names it in a job's cluster and in
+		 * commands, which hold 63 bytes. */
+		sd_hosts_why(p, "name", "\"%.40s...\" is longer than %d characters (the offer id ssh/NAME must fit "
+		             "63): give the host a shorter name=", h->name, SD_HOSTS_NAME_MAX);
+		goto bad;
 	}
 	if (val[KEY_IDENTITY] && sd_hosts_identity(p, val[KEY_IDENTITY], &h->identity) != 0)
 		goto bad;

@@ -215,6 +215,20 @@ static char *sh_quote(const char *s)
 	return q;
 }
 
+/* A path for the remote shell: quoted, except that a leading "~/" is the
+ * remote user's home ("$HOME"/'rest'), as the hosts file promises. */
+static char *sh_path(const char *s)
+{
+	if (strncmp(s, "~/", 2))
+		return sh_quote(s);
+	char *rest = sh_quote(s + 2);
+	size_t n = strlen(rest) + 9;
+	char *q = sd_malloc(n);
+	snprintf(q, n, "\"$HOME\"/%s", rest);
+	free(rest);
+	return q;
+}
+
 static char *xstrdup(const char *s)
 {
 	size_t n = strlen(s) + 1;
@@ -648,7 +662,7 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 		return sd_why(why, "%s: not a server of the ssh provider", server);
 	const struct sd_host *h = &p->hosts.v[s->host];
 	/* The worker's command line, its program replaced by the host's. */
-	char *qw = sh_quote(h->worker), *qname = sh_quote(h->name), *qcomm = sh_quote(h->comm_host);
+	char *qw = sh_path(h->worker), *qname = sh_quote(h->name), *qcomm = sh_quote(h->comm_host);
 	size_t cap = 256;
 	for (int i = 1; worker_argv[i]; i++)
 		cap += strlen(worker_argv[i]) * 4 + 3;
