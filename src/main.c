@@ -435,6 +435,16 @@ static int split_host_port(const char *arg, char *host, size_t hlen, int *port, 
 	return 0;
 }
 
+/* A host workers can dial: a DNS name or IPv4 address (letters, digits,
+ * '-' and '.', not starting with '-' or '.'), or an IPv6 address (hex
+ * digits, ':' and '.'), as written between the brackets. */
+static int dialable_host(const char *h, int bracketed)
+{
+	const char *ok = bracketed ? "0123456789abcdefABCDEF:." :
+	                             "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-.";
+	return h[0] && h[0] != '-' && h[0] != '.' && strspn(h, ok) == strlen(h);
+}
+
 /* One option with a value that needs checking (c is its getopt code):
  * returns 0, or 2 (the exit status) after a one-line error. */
 static int parse_value(struct options *o, int c, const char *arg)
@@ -482,7 +492,7 @@ static int parse_value(struct options *o, int c, const char *arg)
 	case 'v': {
 		char host[256];
 		int port;
-		if (split_host_port(arg, host, sizeof host, &port, 1) < 0) {
+		if (split_host_port(arg, host, sizeof host, &port, 1) < 0 || !dialable_host(host, arg[0] == '[')) {
 			fprintf(stderr, "spotdeck: --advertise: expected HOST:PORT (a name, an IPv4 address or "
 			        "[IPv6]) and a port from 1 to 65535, got '%s'\n", arg);
 			return 2;

@@ -72,7 +72,8 @@ AE = ("spotdeck: --advertise: expected HOST:PORT (a name, an IPv4 address or [IP
       "and a port from 1 to 65535, got '%s'")
 for bad in ("localhost:5000", "127.0.0.1:65536", "127.0.0.1", "::1:5000", "127.0.0.1:-1", "[::1:5000"):
     refused(["--listen", bad], 2, LE % bad)
-for bad in (":5000", "trainer:0", "trainer", "fe80::1:5000", "trainer:5x"):
+for bad in (":5000", "trainer:0", "trainer", "fe80::1:5000", "trainer:5x", "trainer .example:5000",
+            "-oProxyCommand=x:22", "user@trainer:22", "[fe80::1%eth0]:22", "[]:22"):
     refused(["--advertise", bad], 2, AE % bad)
 held = socket.socket()
 held.bind(("127.0.0.1", 0))
