@@ -35,6 +35,10 @@ struct server {
 	int term_sent;
 	int remote;                      /* the process is the provider's launch
 	                                  * command: signals go through ops->signal */
+	int detached;                    /* remote: its session ended (ssh's 255) while
+	                                  * its worker trained; the worker runs on,
+	                                  * stopped through ops->signal, and is
+	                                  * followed by its controller connection */
 	uv_pipe_t token_pipe;            /* remote: the token on its stdin */
 	int pipe_open;
 	uv_write_t token_write;
@@ -42,6 +46,13 @@ struct server {
 	struct sd_fleet *f;
 	struct server *next;
 };
+
+/* The server's worker runs: its process here, or on its host after the
+ * session that started it ended. */
+static inline int fl_worker_live(const struct server *s)
+{
+	return s->proc_live || s->detached;
+}
 
 struct sd_fleet {
 	uv_loop_t *loop;
@@ -94,5 +105,8 @@ void fl_launcher_terminate_later(struct sd_fleet *f, struct server *s);
 void fl_launcher_server_done(struct server *s);
 /* SIGKILL and close every handle of s (the fleet closes). */
 void fl_launcher_close(struct server *s);
+/* A detached server's worker left its controller connection (it ended,
+ * or was dropped): the server ends as if its process had exited. */
+void fl_launcher_worker_gone(struct sd_fleet *f, struct server *s);
 
 #endif

@@ -135,11 +135,18 @@ static void give_back(struct sd_fleet *f, struct server *s)
 
 void fl_finish_server(struct sd_fleet *f, struct server *s, enum sd_server_state st)
 {
+	/* A detached worker (launcher.c) of a server that ends here (its host
+	 * failed, the provider took it): nothing follows it any more; the
+	 * controller stops it through its connection. */
+	int was_detached = s->detached;
+	s->detached = 0;
 	stop_billing(f, s, sd_fleet_now(f));
 	if (!fl_gone(s))
 		fl_set_state(f, s, st);
 	give_back(f, s);
 	fl_launcher_server_done(s);
+	if (was_detached && !sd_fleet_running(f) && f->hooks.idle)
+		f->hooks.idle(f->ctx);
 }
 
 void fl_released(struct sd_fleet *f, struct server *s)
@@ -464,7 +471,7 @@ int sd_fleet_release(struct sd_fleet *f, const char *server, const char *reason,
 	if (!s || fl_gone(s))
 		return sd_why(why, "drop %s: no such server", server);
 	s->releasing = 1;
-	if (!s->proc_live) {
+	if (!fl_worker_live(s)) {
 		/* Still provisioning: nothing runs yet, stop billing now. */
 		fl_released(f, s);
 		return 0;
@@ -481,7 +488,7 @@ void sd_fleet_release_all(struct sd_fleet *f)
 		if (fl_gone(s))
 			continue;
 		s->releasing = 1;
-		if (!s->proc_live)
+		if (!fl_worker_live(s))
 			fl_released(f, s);
 	}
 }
@@ -489,6 +496,10 @@ void sd_fleet_release_all(struct sd_fleet *f)
 void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worker_event e)
 {
 	struct server *s = fl_find(f, server);
+	if (s && e == SD_WORKER_GONE && s->detached) {
+		fl_launcher_worker_gone(f, s);
+		return;
+	}
 	if (!s || fl_gone(s) || s->st == SD_SERVER_NOTICE)
 		return;
 	if (e == SD_WORKER_CONNECTED) {

@@ -21,7 +21,7 @@ int sd_fleet_running(const struct sd_fleet *f)
 {
 	int n = 0;
 	for (const struct server *s = f->servers; s; s = s->next)
-		n += s->proc_live;
+		n += fl_worker_live(s);
 	return n;
 }
 
@@ -38,7 +38,7 @@ static void signal_worker(struct sd_fleet *f, struct server *s, int sig)
 void sd_fleet_signal_all(struct sd_fleet *f, int sig)
 {
 	for (struct server *s = f->servers; s; s = s->next)
-		if (s->proc_live)
+		if (fl_worker_live(s))
 			signal_worker(f, s, sig);
 }
 
@@ -55,16 +55,18 @@ void fl_launcher_server_init(struct sd_fleet *f, struct server *s)
 
 void fl_launcher_server_done(struct server *s)
 {
-	if (!s->proc_live && s->timer_open) {
+	if (!fl_worker_live(s) && s->timer_open) {
 		s->timer_open = 0;
 		uv_close((uv_handle_t *)&s->timer, NULL);
 	}
 }
 
+static void worker_ended(struct sd_fleet *f, struct server *s);
+
 static void on_escalate(uv_timer_t *t)
 {
 	struct server *s = t->data;
-	if (!s->proc_live)
+	if (!fl_worker_live(s))
 		return;
 	if (!s->term_sent) {
 		s->term_sent = 1;
@@ -76,15 +78,19 @@ static void on_escalate(uv_timer_t *t)
 		s->term_sent = 2;
 		signal_worker(s->f, s, SIGKILL);
 		uv_timer_start(&s->timer, on_escalate, (uint64_t)(s->f->grace_seconds * 1000), 0);
-	} else {
+	} else if (s->proc_live) {
 		uv_process_kill(&s->proc, SIGKILL);
+	} else {
+		/* Detached, and no word from its host: given up on. */
+		s->detached = 0;
+		worker_ended(s->f, s);
 	}
 }
 
 int fl_launcher_shutdown(struct sd_fleet *f, struct server *s)
 {
 	(void)f;
-	if (!s->proc_live)
+	if (!fl_worker_live(s))
 		return 0;
 	s->term_sent = 0;
 	on_escalate(&s->timer);
@@ -111,15 +117,44 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	} else {
 		cJSON_AddNumberToObject(ev, "exit_status", (double)status);
 	}
-	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
 	/* ssh's own 255: the session to the host was lost, not the worker's
-	 * status; the provider may probe the host (before the fleet gives the
-	 * server back below). */
-	if (s->remote && !sig && status == 255 && !s->releasing && !fl_gone(s) && f->ops->lost)
-		f->ops->lost(f->p, s->id);
+	 * status.  A worker that trains runs on (in a session of its own):
+	 * the server stays, and the provider probes the host; otherwise the
+	 * provider probes it and stops what the session left (before the
+	 * fleet gives the server back below). */
+	int session_lost = s->remote && !sig && status == 255 && !s->releasing && !fl_gone(s) && f->ops->lost;
+	int keep = session_lost && s->st == SD_SERVER_TRAINING;
+	if (keep)
+		cJSON_AddStringToObject(ev, "note", "the ssh session ended; the worker trains on");
+	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
+	if (session_lost)
+		f->ops->lost(f->p, s->id, keep);
 	uv_timer_stop(&s->timer);
 	s->proc_open = 0;
 	uv_close((uv_handle_t *)proc, NULL);
+	if (keep && !fl_gone(s)) {
+		s->detached = 1;
+		return;
+	}
+	worker_ended(f, s);
+}
+
+void fl_launcher_worker_gone(struct sd_fleet *f, struct server *s)
+{
+	if (!s->detached)
+		return;
+	s->detached = 0;
+	uv_timer_stop(&s->timer);
+	/* Its host may still run it (a connection dropped, not a worker
+	 * ended): the provider probes and stops it. */
+	if (!s->releasing && !fl_gone(s) && f->ops && f->ops->lost && f->p)
+		f->ops->lost(f->p, s->id, 0);
+	worker_ended(f, s);
+}
+
+/* The worker is over: the server ends unless it was already gone. */
+static void worker_ended(struct sd_fleet *f, struct server *s)
+{
 	if (!fl_gone(s)) {
 		if (s->releasing)
 			fl_released(f, s);

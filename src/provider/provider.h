@@ -142,12 +142,16 @@ struct sd_provider_ops {
 	 * as the worker and exit with its status (255: the connection to the
 	 * host was lost).  signal: sends sig (SIGTERM, SIGKILL) to the worker
 	 * there; it is how the fleet stops one.  lost: the launch command
-	 * exited with 255 while the fleet did not stop it (it gives the server
-	 * back next): the provider may probe the host and journal. */
+	 * exited with 255 while the fleet did not stop it, or a worker whose
+	 * session had ended left its controller connection: the provider may
+	 * probe the host and journal.  worker_alive: its worker still trains
+	 * (the fleet keeps the server: the provider reports it FAILED if the
+	 * host cannot be reached); 0: the fleet gives the server back next,
+	 * and the provider stops whatever the session left there. */
 	int (*launch)(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv,
 	              char **why);
 	void (*signal)(struct sd_provider *p, const char *server, int sig);
-	void (*lost)(struct sd_provider *p, const char *server);
+	void (*lost)(struct sd_provider *p, const char *server, int worker_alive);
 	/* Stops timers and closes handles (the loop runs their callbacks
 	 * before free); no event is reported after close. */
 	void (*close)(struct sd_provider *p);

@@ -16,9 +16,14 @@
  * about 15 s) and StrictHostKeyChecking=accept-new unless the job says
  * otherwise.
  *
- * A host whose worker ended with ssh's own status 255 (connection lost or
- * refused) is probed once more when the fleet gives the server back; if the
- * probe cannot reach it either, the host is journaled as unreachable and
+ * When a worker's session ends with ssh's own status 255 (connection lost
+ * or refused) while the worker trains, the fleet keeps the server (its
+ * worker runs on in its own session, followed by its controller
+ * connection) and the host is probed: if it answers, nothing changes; if
+ * not, the server is reported FAILED (the controller stops the worker).  A
+ * worker that was not training is given back, and the probe also stops
+ * what its session left.  A host the probe cannot reach is journaled as
+ * unreachable and
  * cooled down: refused for 30 s (the setting cooldown_s), doubling on each
  * further failure up to 16 min, reset by a launch that reaches the host.
  * The run wants the host back: when the cool-down ends it is probed again
@@ -63,14 +68,19 @@ struct ssh_host_state {
 	double down_since;             /* fleet clock of its first unanswered probe */
 };
 
-enum { PROBE_LOST = 1, PROBE_COMEBACK = 2 };
+/* PROBE_LOST: a session ended and its server is given back (the probe
+ * stops what it left); PROBE_ALIVE: a session ended while its worker
+ * trains on (the server stays while the host answers); PROBE_COMEBACK: a
+ * host that lost servers, after its cool-down. */
+enum { PROBE_LOST = 1, PROBE_COMEBACK = 2, PROBE_ALIVE = 3 };
 
 /* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
 struct ssh_job {
 	uv_process_t proc;
 	struct sd_provider *p;         /* NULL once the provider closed */
 	int host;
-	int probe;                     /* PROBE_LOST, PROBE_COMEBACK or 0 */
+	int probe;                     /* PROBE_LOST, PROBE_COMEBACK, PROBE_ALIVE or 0 */
+	char server[16];               /* PROBE_ALIVE: whose session ended */
 	uv_pipe_t err;                 /* probe: ssh's stderr, for the journal */
 	int err_open, exited;
 	int64_t status;
@@ -406,6 +416,32 @@ static void job_done(struct ssh_job *j)
 				else
 					cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get "
 					          "into the host", last);
+			} else if (j->probe == PROBE_ALIVE) {
+				struct ssh_server *s = find_server(p, j->server);
+				if (answered) {
+					st->backoff_s = 0;
+				} else if (s && s->live) {
+					/* The worker trains on where nothing can reach it
+					 * any more: the server fails (the controller stops
+					 * the worker through its connection), and the host
+					 * is wanted back. */
+					if (st->wanted < p->hosts.v[j->host].slots)
+						st->wanted++;
+					s->live = 0;
+					char msg[700];
+					snprintf(msg, sizeof msg, "host %s cannot be reached over ssh: %s", p->hosts.v[j->host].name,
+					         last[0] ? last : "no answer");
+					struct sd_provider_event ev = {
+						.kind = SD_PROVIDER_FAILED,
+						.server = s->id,
+						.time = sd_fleet_now(p->fleet),
+						.code = "HOST_UNREACHABLE",
+						.message = msg,
+					};
+					sd_fleet_report(p->fleet, &ev);
+					cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get "
+					          "into the host", last);
+				}
 			} else {
 				st->probing = 0;
 				if (answered)
@@ -457,8 +493,9 @@ static void on_job_exit(uv_process_t *proc, int64_t status, int sig)
 }
 
 /* Runs `ssh HOST remote` in the background; its exit is only looked at for
- * probes.  -1 if ssh could not be started (nothing follows). */
-static int run_remote(struct sd_provider *p, int hi, const char *remote, int probe)
+ * probes.  Returns its job (owned by p), or NULL if ssh could not be
+ * started (nothing follows). */
+static struct ssh_job *run_remote(struct sd_provider *p, int hi, const char *remote, int probe)
 {
 	char *a[SSH_MAX_ARGS + 2];
 	int n = ssh_argv(p, hi, a, NULL);
@@ -489,13 +526,13 @@ static int run_remote(struct sd_provider *p, int hi, const char *remote, int pro
 		/* The pipe was opened: close it, and free j once it is closed. */
 		j->proc.data = j;
 		uv_close((uv_handle_t *)&j->err, on_job_closed);
-		return -1;
+		return NULL;
 	}
 	j->err_open = 1;
 	uv_read_start((uv_stream_t *)&j->err, on_err_alloc, on_err_read);
 	j->next = p->jobs;
 	p->jobs = j;
-	return 0;
+	return j;
 }
 
 /* Each second: a host that lost servers and whose cool-down ended is
@@ -527,9 +564,9 @@ static void on_tick(uv_timer_t *t)
 					                        "2>/dev/null; ", dir, v->id);
 			snprintf(cmd + len, cap - len, "exit 0");
 			free(dir);
-			int rc = run_remote(p, i, cmd, PROBE_COMEBACK);
+			struct ssh_job *j = run_remote(p, i, cmd, PROBE_COMEBACK);
 			free(cmd);
-			if (rc < 0) {
+			if (!j) {
 				st->probing = 0;
 				cool_down(p, i, "ssh could not be started", p->ssh_program);
 			}
@@ -723,11 +760,19 @@ static void ssh_signal(struct sd_provider *p, const char *server, int sig)
 	kill_remote(p, server, sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT" : "TERM", 0);
 }
 
-static void ssh_lost(struct sd_provider *p, const char *server)
+static void ssh_lost(struct sd_provider *p, const char *server, int worker_alive)
 {
-	/* The session is gone: is the host?  A probe that also stops a worker
-	 * the lost session may have left behind. */
-	kill_remote(p, server, "TERM", PROBE_LOST);
+	if (!worker_alive) {
+		/* The session is gone: is the host?  A probe that also stops a
+		 * worker the lost session may have left behind. */
+		kill_remote(p, server, "TERM", PROBE_LOST);
+		return;
+	}
+	/* Its worker trains on: only ask whether the host still answers. */
+	struct ssh_server *s = find_server(p, server);
+	struct ssh_job *j = s ? run_remote(p, s->host, "true", PROBE_ALIVE) : NULL;
+	if (j)
+		snprintf(j->server, sizeof j->server, "%s", server);
 }
 
 static void ssh_release(struct sd_provider *p, const char *server)
