@@ -825,8 +825,20 @@ static void ssh_close(struct sd_provider *p)
 	p->closing = 1;
 	uv_timer_stop(&p->tick);
 	uv_close((uv_handle_t *)&p->tick, NULL);
-	for (struct ssh_job *j = p->jobs; j; j = j->next)
-		j->p = NULL;   /* they finish on their own; nothing is journaled */
+	/* Jobs in flight: their handles close now (the loop may not run
+	 * until they exit), freeing each; a signal's ssh runs on to deliver
+	 * it, a probe's is ended (nobody reads its answer). */
+	for (struct ssh_job *j = p->jobs, *next; j; j = next) {
+		next = j->next;
+		j->p = NULL;
+		if (j->probe && !j->exited)
+			uv_process_kill(&j->proc, SIGTERM);
+		j->exited = 1;
+		if (j->err_open)
+			uv_close((uv_handle_t *)&j->err, on_err_closed);
+		else
+			uv_close((uv_handle_t *)&j->proc, on_job_closed);
+	}
 	p->jobs = NULL;
 }
 
