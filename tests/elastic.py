@@ -179,7 +179,8 @@ class Run:
             if ev is None:
                 break
             self.events.append(ev)
-        check_sanitizers(self.p.stderr.read(), "spotdeck's stderr")
+        self.stderr_text = self.p.stderr.read()
+        check_sanitizers(self.stderr_text, "spotdeck's stderr")
         for log in glob.glob(os.path.join(self.run_dir, "logs", "*.log")):
             with open(log, errors="replace") as f:
                 check_sanitizers(f.read(), log)

@@ -18,7 +18,7 @@ root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
 HOSTS
 
 NETNS_PY_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
-import sys, os, signal, subprocess, time
+import sys, os, json, signal, subprocess, time
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 d = os.environ["NETNS_DIR"]
@@ -96,7 +96,9 @@ if alive(wpid):
 r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 1, "a step of 1 after the drop")
 ok("drop %s: released %.1f s later, its worker gone from h2" % (victim, rel["time"] - t_drop))
 r.command("quit")
-r.wait_type("checkpoint")
-if r.finish() != 1:
-    fail("quit before the end did not exit 1")
+r.wait(lambda e: e.get("type") == "checkpoint" and e.get("reason") == "final", "the final checkpoint")
+rc = r.finish()
+if rc != 1:
+    fail("quit before the end exited %s, not 1; stderr: %s; last events: %s" %
+         (rc, r.stderr_text[-2000:], json.dumps(r.events[-3:])))
 PY

@@ -83,6 +83,7 @@ struct ssh_job {
 	char server[16];               /* PROBE_ALIVE: whose session ended */
 	uv_pipe_t err;                 /* probe: ssh's stderr, for the journal */
 	int err_open, exited;
+	int closing;                   /* the provider closed: its handles close */
 	int64_t status;
 	int sig;
 	char said[512];                /* what it wrote there (the start of it) */
@@ -488,6 +489,8 @@ static void on_job_exit(uv_process_t *proc, int64_t status, int sig)
 	j->exited = 1;
 	j->status = status;
 	j->sig = sig;
+	if (j->closing)
+		return;   /* its handles are closing already (ssh_close) */
 	if (j->err_open != 1)
 		job_done(j);   /* no stderr pipe, or it ended already */
 }
@@ -834,6 +837,7 @@ static void ssh_close(struct sd_provider *p)
 		if (j->probe && !j->exited)
 			uv_process_kill(&j->proc, SIGTERM);
 		j->exited = 1;
+		j->closing = 1;
 		if (j->err_open)
 			uv_close((uv_handle_t *)&j->err, on_err_closed);
 		else
