@@ -83,7 +83,7 @@ struct ssh_job {
 	char server[16];               /* PROBE_ALIVE: whose session ended */
 	uv_pipe_t err;                 /* probe: ssh's stderr, for the journal */
 	int err_open, exited;
-	int closing;                   /* the provider closed: its handles close */
+	int closing;                   /* handles still closing since the provider closed */
 	int64_t status;
 	int sig;
 	char said[512];                /* what it wrote there (the start of it) */
@@ -373,6 +373,13 @@ static void host_back(struct sd_provider *p, int hi)
 static void on_job_closed(uv_handle_t *h)
 {
 	free(h->data);
+}
+
+static void on_job_half_closed(uv_handle_t *h)
+{
+	struct ssh_job *j = h->data;
+	if (--j->closing == 0)
+		free(j);
 }
 
 static void on_err_closed(uv_handle_t *h)
@@ -836,12 +843,11 @@ static void ssh_close(struct sd_provider *p)
 		j->p = NULL;
 		if (j->probe && !j->exited)
 			uv_process_kill(&j->proc, SIGTERM);
-		j->exited = 1;
-		j->closing = 1;
+		/* Both at once: the loop's last walk closes whatever is open. */
+		j->closing = 1 + (j->err_open != 0);
 		if (j->err_open)
-			uv_close((uv_handle_t *)&j->err, on_err_closed);
-		else
-			uv_close((uv_handle_t *)&j->proc, on_job_closed);
+			uv_close((uv_handle_t *)&j->err, on_job_half_closed);
+		uv_close((uv_handle_t *)&j->proc, on_job_half_closed);
 	}
 	p->jobs = NULL;
 }
