@@ -220,7 +220,12 @@ PY
 (cd "$T" && $SPOTDECK kill run) >"$T/kill" 2>&1 || { cat "$T/kill" >&2; fail "spotdeck kill"; }
 grep -q "ended: quit" "$T/kill" || { cat "$T/kill" >&2; fail "kill did not report the quit"; }
 _tmux_poll '! alive "$DPID" spotdeck' 10 || fail "the run outlived spotdeck kill"
-json_field "$RUN/journal.jsonl" checkpoint reason | grep -q final || fail "no final checkpoint after kill"
+json_field "$RUN/journal.jsonl" checkpoint reason | grep -q final || {
+	# What the resumed run did from the kill on, for the reader.
+	awk '/"type":"command".*"quit"/ { on = 1 } on && !/"type":"step"/' "$RUN/journal.jsonl" | cut -c1-300 | tail -n 30 >&2
+	tail -n 20 "$RUN/spotdeck.log" >&2
+	fail "no final checkpoint after kill"
+}
 ok "spotdeck kill: $(cat "$T/kill")"
 # The run's own diagnostics (a sanitizer build's reports land there too).
 if grep -E "Sanitizer|runtime error" "$RUN/spotdeck.log" >&2; then

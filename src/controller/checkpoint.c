@@ -155,6 +155,13 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
 		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "malformed checkpoint chunk");
 		return;
 	}
+	if (off == 0 && (c->exiting || c->final_taken)) {
+		/* The run ends: a checkpoint the worker started after the final
+		 * one (a periodic one at the next step, before its STOP came) is
+		 * not taken, so the final one stays the last. */
+		free(bytes);
+		return;
+	}
 	if (off == 0) {
 		free(c->ck);
 		c->ck = sd_malloc((size_t)total);
@@ -162,6 +169,7 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
 		c->ck_len = 0;
 		c->ck_step = (long)sd_msg_int(m, "step", 0);
 		snprintf(c->ck_reason, sizeof c->ck_reason, "%s", sd_msg_str(m, "reason", "periodic"));
+		c->final_taken = c->quitting && !strcmp(c->ck_reason, "final");
 	}
 	if (c->ck && (size_t)off == c->ck_len && (size_t)total == c->ck_total) {
 		memcpy(c->ck + off, bytes, n);

@@ -165,6 +165,7 @@ struct sd_controller {
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
 	int quitting;            /* quit: waiting for the checkpoint */
+	int final_taken;         /* quitting: the final checkpoint's first chunk came */
 	int closing;             /* sd_controller_close was called */
 	int ck_writing;          /* checkpoints being written on the thread pool */
 	char fatal[1024];        /* why the run cannot go on, "" if it can */
