@@ -155,10 +155,11 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m)
 		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "malformed checkpoint chunk");
 		return;
 	}
-	if (off == 0 && (c->exiting || c->final_taken)) {
+	if (off == 0 && (c->exiting || (c->final_taken && strcmp(sd_msg_str(m, "reason", ""), "final")))) {
 		/* The run ends: a checkpoint the worker started after the final
 		 * one (a periodic one at the next step, before its STOP came) is
-		 * not taken, so the final one stays the last. */
+		 * not taken, so the final one stays the last.  (Another final one
+		 * is: the first may have died with its rank 0.) */
 		free(bytes);
 		return;
 	}
