@@ -23,9 +23,9 @@
  * not, the server is reported FAILED (the controller stops the worker).  A
  * worker that was not training is given back, and the probe also stops
  * what its session left.  A host the probe cannot reach is journaled as
- * unreachable and
- * cooled down: refused for 30 s (the setting cooldown_s), doubling on each
- * further failure up to 16 min, reset by a launch that reaches the host.
+ * unreachable and cooled down: refused for 30 s (the setting cooldown_s),
+ * doubling on each further failure up to 16 min, reset by a launch that
+ * reaches the host.
  * The run wants the host back: when the cool-down ends it is probed again
  * (`ssh HOST true`); once it answers it is journaled as host_back and the
  * servers it lost are acquired again (an `add ssh/NAME` command each, in
