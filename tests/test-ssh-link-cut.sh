@@ -14,12 +14,7 @@
 . "$top_srcdir/tests/netns/lib.sh"
 
 netns_setup 3
-set -- $NETNS_HOSTS
-cat >"$NETNS_DIR/hosts" <<HOSTS
-root@$1 name=h1 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
-root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
-root@$3 name=h3 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
-HOSTS
+netns_hosts_file
 
 NETNS_PY_SWITCH="$NETNS_SWITCH" NETNS_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
 import sys, os, signal, subprocess, time, atexit

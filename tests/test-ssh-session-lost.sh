@@ -11,11 +11,7 @@
 . "$top_srcdir/tests/netns/lib.sh"
 
 netns_setup 2
-set -- $NETNS_HOSTS
-cat >"$NETNS_DIR/hosts" <<HOSTS
-root@$1 name=h1 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
-root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
-HOSTS
+netns_hosts_file
 
 NETNS_PY_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
 import sys, os, json, signal, subprocess, time

@@ -327,6 +327,17 @@ static char *remote_dir(const struct sd_provider *p)
 	return xprintf("\"${TMPDIR:-/tmp}/spotdeck-$(id -u)-%s\"", p->tag);
 }
 
+/* The remote sh line that sends signal `name` to server's worker by its
+ * pid file, if there is one (malloc'd; ends in "; "). */
+static char *kill_line(const struct sd_provider *p, const char *server, const char *name)
+{
+	char *dir = remote_dir(p), *qid = sh_quote(server);
+	char *line = xprintf("f=%s/%s.pid; test -r \"$f\" && kill -%s \"$(cat \"$f\")\" 2>/dev/null; ", dir, qid, name);
+	free(dir);
+	free(qid);
+	return line;
+}
+
 static void cool_down(struct sd_provider *p, int hi, const char *why, const char *said)
 {
 	struct ssh_host_state *st = &p->hs[hi];
@@ -560,20 +571,17 @@ static void on_tick(uv_timer_t *t)
 			/* The probe also stops what the lost sessions left running
 			 * (their workers are in sessions of their own): the servers
 			 * given back have pid files there only if so. */
-			char *dir = remote_dir(p);
-			size_t cap = 64;
+			char *cmd = xstrdup("");
 			for (const struct ssh_server *v = p->servers; v; v = v->next)
-				cap += strlen(dir) + 96;
-			char *cmd = sd_malloc(cap);
-			size_t len = 0;
-			cmd[0] = '\0';
-			for (const struct ssh_server *v = p->servers; v; v = v->next)
-				if (v->host == i && !v->live)
-					len += (size_t)snprintf(cmd + len, cap - len,
-					                        "f=%s/%s.pid; test -r \"$f\" && kill -TERM \"$(cat \"$f\")\" "
-					                        "2>/dev/null; ", dir, v->id);
-			snprintf(cmd + len, cap - len, "exit 0");
-			free(dir);
+				if (v->host == i && !v->live) {
+					char *line = kill_line(p, v->id, "TERM"), *more = xprintf("%s%s", cmd, line);
+					free(line);
+					free(cmd);
+					cmd = more;
+				}
+			char *all = xprintf("%sexit 0", cmd);
+			free(cmd);
+			cmd = all;
 			struct ssh_job *j = run_remote(p, i, cmd, PROBE_COMEBACK);
 			free(cmd);
 			if (!j) {
@@ -756,13 +764,10 @@ static void kill_remote(struct sd_provider *p, const char *server, const char *n
 	struct ssh_server *s = find_server(p, server);
 	if (!s)
 		return;
-	char *dir = remote_dir(p), *qid = sh_quote(server);
-	char *cmd = xprintf("f=%s/%s.pid; test -r \"$f\" && kill -%s \"$(cat \"$f\")\" 2>/dev/null; exit 0", dir, qid,
-	                    name);
+	char *line = kill_line(p, server, name), *cmd = xprintf("%sexit 0", line);
 	run_remote(p, s->host, cmd, probe);
 	free(cmd);
-	free(dir);
-	free(qid);
+	free(line);
 }
 
 static void ssh_signal(struct sd_provider *p, const char *server, int sig)

@@ -64,6 +64,9 @@
 #   netns_exec N CMD...      CMD in host N's namespace (netns_exec 1 ssh -F
 #       "$NETNS_SSH_CONFIG" ADDR CMD reaches another host from host 1)
 #   netns_addr N             host N's address
+#   netns_hosts_file         writes $NETNS_DIR/hosts for the ssh provider:
+#       every host as root@ADDR name=hI gpu=cpu market=spot, with
+#       NETNS_KEY and $WORKER (tests/lib.sh's spotdeck-worker)
 #   netns_link N down|up     cut / restore host N's link (its bridge port)
 #   netns_teardown           kills every process left in the namespaces
 #       (the sshds by their pid files first), deletes the veths, the
@@ -264,6 +267,15 @@ EOF
 netns_ssh() { ssh -F "$NETNS_SSH_CONFIG" "$@"; }
 
 netns_addr() { echo "$NETNS_NET.$((10 + $1))"; }
+
+netns_hosts_file() {
+	local _a _i=0
+	: >"$NETNS_DIR/hosts"
+	for _a in $NETNS_HOSTS; do
+		_i=$((_i + 1))
+		echo "root@$_a name=h$_i gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER" >>"$NETNS_DIR/hosts"
+	done
+}
 
 netns_exec() {
 	local _ns
