@@ -98,6 +98,24 @@ if r.finish() != 0:
 bad = [e for e in r.events if e.get("type") == "step" and e["world_size"] != 3 and e["step"] > g["step"] + 1]
 if bad:
     fail("world size left 3 during an undisturbed run: %s" % bad[0])
+# Its shared ssh connections ended with it: no master (ssh's title
+# "ssh: /tmp/spotdeck-ssh.XXXXXX/... [mux]") of this run's outlives it by
+# ControlPersist's 60 s.
+def masters():
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if "/tmp/spotdeck-ssh." in cmd and "[mux]" in cmd:
+                found.append((pid, cmd.strip()))
+    return found
+left = masters()
+if left:
+    fail("ssh masters of the run still run after it ended: %s" % left)
+ok("no ssh control master outlived the run")
 # Nothing of the run is left on the hosts.
 for i in range(1, 5):
     ns = "%s-%d" % (os.environ["NETNS_PY_PREFIX"], i)

@@ -35,13 +35,17 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "engine/errors.h"
@@ -810,33 +814,60 @@ static int ssh_live(const struct sd_provider *p, const struct sd_offer *o)
 	return n;
 }
 
+/* Ends the shared connections: `ssh -O exit` for each host used, waited
+ * for (MASTER_EXIT_WAIT_S at most, then killed) before ssh_free removes
+ * their sockets; a master whose socket went first would linger for
+ * ControlPersist (60 s).  Spawned outside the loop (posix_spawnp +
+ * waitpid): the loop may not run again, and libuv reaps only its own
+ * children. */
+#define MASTER_EXIT_WAIT_S 3.0
+static void end_masters(struct sd_provider *p)
+{
+	if (!p->control_dir[0])
+		return;
+	pid_t *pids = sd_calloc((size_t)p->hosts.n, sizeof *pids);
+	int npids = 0;
+	for (int i = 0; i < p->hosts.n; i++) {
+		if (!p->hs[i].used)
+			continue;
+		char *a[SSH_MAX_ARGS + 4];
+		static const char *const exit_master[] = { "-O", "exit", NULL };
+		int n = ssh_argv(p, i, a, exit_master);
+		a[n] = NULL;
+		posix_spawn_file_actions_t fa;
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+		pid_t pid;
+		if (posix_spawnp(&pid, a[0], &fa, NULL, a, environ) == 0)
+			pids[npids++] = pid;
+		posix_spawn_file_actions_destroy(&fa);
+		for (int k = 0; k < n; k++)
+			free(a[k]);
+	}
+	struct timespec pause = { 0, 10 * 1000 * 1000 };
+	int left = npids;
+	for (int waited_ms = 0; left > 0 && waited_ms < MASTER_EXIT_WAIT_S * 1000; waited_ms += 10) {
+		for (int k = 0; k < npids; k++)
+			if (pids[k] > 0 && waitpid(pids[k], NULL, WNOHANG) != 0) {
+				pids[k] = 0;
+				left--;
+			}
+		if (left > 0)
+			nanosleep(&pause, NULL);
+	}
+	for (int k = 0; k < npids; k++)
+		if (pids[k] > 0) {
+			kill(pids[k], SIGKILL);
+			waitpid(pids[k], NULL, 0);
+		}
+	free(pids);
+}
+
 static void ssh_close(struct sd_provider *p)
 {
-	/* Ends the shared connections (their masters would linger 60 s). */
-	if (p->control_dir[0])
-		for (int i = 0; i < p->hosts.n; i++)
-			if (p->hs[i].used) {
-				char *a[SSH_MAX_ARGS + 4];
-				static const char *const exit_master[] = { "-O", "exit", NULL };
-				int n = ssh_argv(p, i, a, exit_master);
-				a[n] = NULL;
-				uv_process_t *proc = sd_calloc(1, sizeof *proc);
-				proc->data = proc;
-				uv_stdio_container_t stdio[3] = { { .flags = UV_IGNORE }, { .flags = UV_IGNORE },
-				                                  { .flags = UV_IGNORE } };
-				uv_process_options_t po;
-				memset(&po, 0, sizeof po);
-				po.file = a[0];
-				po.args = a;
-				po.stdio = stdio;
-				po.stdio_count = 3;
-				if (uv_spawn(p->loop, proc, &po) == 0)
-					uv_close((uv_handle_t *)proc, on_job_closed);
-				else
-					free(proc);
-				for (int k = 0; k < n; k++)
-					free(a[k]);
-			}
+	end_masters(p);
 	p->closing = 1;
 	uv_timer_stop(&p->tick);
 	uv_close((uv_handle_t *)&p->tick, NULL);
