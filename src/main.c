@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <ftw.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -445,6 +446,16 @@ static int dialable_host(const char *h, int bracketed)
 	return h[0] && h[0] != '-' && h[0] != '.' && strspn(h, ok) == strlen(h);
 }
 
+/* 1 for 0.0.0.0 or :: (however written): one listens on it, nobody dials it. */
+static int unspecified_addr(const char *h)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (inet_pton(AF_INET, h, &a4) == 1)
+		return a4.s_addr == 0;
+	return inet_pton(AF_INET6, h, &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6);
+}
+
 /* One option with a value that needs checking (c is its getopt code):
  * returns 0, or 2 (the exit status) after a one-line error. */
 static int parse_value(struct options *o, int c, const char *arg)
@@ -495,6 +506,11 @@ static int parse_value(struct options *o, int c, const char *arg)
 		if (split_host_port(arg, host, sizeof host, &port, 1) < 0 || !dialable_host(host, arg[0] == '[')) {
 			fprintf(stderr, "spotdeck: --advertise: expected HOST:PORT (a name, an IPv4 address or "
 			        "[IPv6]) and a port from 1 to 65535, got '%s'\n", arg);
+			return 2;
+		}
+		if (unspecified_addr(host)) {
+			fprintf(stderr, "spotdeck: --advertise: %s is the wildcard address, which no worker can dial: give "
+			        "the address the hosts reach this machine at, got '%s'\n", host, arg);
 			return 2;
 		}
 		snprintf(o->advertise, sizeof o->advertise, "%s:%d", host, port);

@@ -313,6 +313,11 @@ static void test_bad_lines(void)
 	BAD("# long\nnode-0001.rack-17.row-c.datacenter-west.cluster.lab.example.org gpu=x market=spot\n",
 	    "hosts:2: name: \"node-0001.rack-17.row-c.datacenter-west....\" is longer than 59 characters "
 	    "(the offer id ssh/NAME must fit 63): give the host a shorter name=");
+	/* A name outside printable ASCII (its offer id would be refused in a
+	 * job's cluster; control bytes are refused as such, above). */
+	BAD("h gpu=x market=spot name=\xc3\xbcn\xc3\xaf\n",
+	    "hosts:1: name: \"\xc3\xbcn\xc3\xaf\" has a character outside printable ASCII (offer ids are ASCII): "
+	    "give the host an ASCII name=");
 	{
 		struct sd_hosts h59;
 		if (GOOD("h gpu=x market=spot name=aaaaaaaaaabbbbbbbbbbccccccccccddddddddddeeeeeeeeeefffffffff\n",

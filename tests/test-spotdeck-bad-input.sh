@@ -33,7 +33,7 @@ printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"h","host_ke
 expect_error "ssh host_key_checking" "ssh1\.json: provider\.host_key_checking: expected \"accept-new\", \"yes\" or \"no\"" \
 	$SPOTDECK --headless --job "$T/ssh1.json" --run-dir "$T/r2"
 printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"h","cooldown_s":0}}' >"$T/ssh3.json"
-expect_error "ssh cooldown_s" "ssh3\.json: provider\.cooldown_s: expected seconds from 1 to 960" \
+expect_error "ssh cooldown_s" "ssh3\.json: provider\.cooldown_s: expected seconds from 1 to 960, got 0$" \
 	$SPOTDECK --headless --job "$T/ssh3.json" --run-dir "$T/r2"
 printf 'gpu1.example gpu=cpu market=spot\ngpu2.example gpu=cpu market=spot port=70000\n' >"$T/hosts"
 printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"%s"},"cluster":["ssh/gpu1.example"]}' "$T/hosts" >"$T/ssh2.json"
@@ -50,6 +50,16 @@ expect_error "hosts but a loopback controller" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
 expect_error "hosts, a wildcard, no --advertise" "cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\)" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0
+EXPECT_RC=2 expect_error "a wildcard advertised" "^spotdeck: --advertise: 0\.0\.0\.0 is the wildcard address, which no worker can dial" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 0.0.0.0:7000
+EXPECT_RC=2 expect_error "an IPv6 wildcard advertised" "^spotdeck: --advertise: :: is the wildcard address, which no worker can dial" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen '[::]:0' --advertise '[::]:7000'
+# Local workers beside hosts (the default "workers": 2): they could not
+# reach the hosts (their collectives listen on loopback).
+printf '{"model":"mlp","provider":{"name":"ssh","hosts":"%s"}}' "$T/hosts" >"$T/ssh4.json"
+expect_error "local workers beside hosts" \
+	"^spotdeck: job: workers: 2: a local worker cannot train with ssh's hosts \(its collectives listen on loopback, which the hosts cannot reach\): set \"workers\": 0" \
+	$SPOTDECK --headless --job "$T/ssh4.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 198.18.0.1:7000
 [ ! -e "$T/r2" ] || fail "a bad hosts file left $T/r2"
 
 # An offer the catalog lacks: refused before any server or process starts.

@@ -7,6 +7,7 @@
 # same worker process in later generations with equal checksums.  A drop
 # of that server then still reaches the worker on its host (a new ssh
 # session, by its pid file): it leaves and the server is released.
+# A local worker (`add 1`) is refused: it could not reach the hosts.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -91,6 +92,17 @@ if alive(wpid):
     fail("drop %s: its worker (pid %d) still runs on h2" % (victim, wpid))
 r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 1, "a step of 1 after the drop")
 ok("drop %s: released %.1f s later, its worker gone from h2" % (victim, rel["time"] - t_drop))
+# A local worker cannot join the hosts (its collectives listen on
+# loopback): `add 1` is refused with the reason, and starts nothing.
+mark = r.mark()
+r.command("add 1")
+ce = r.wait_since(mark, lambda e: e.get("type") == "command" and e.get("command") == "add 1", "the add 1 command")
+want = "add local: a local worker cannot train with ssh's hosts (its collectives listen on loopback"
+if ce.get("ok") or not ce.get("error", "").startswith(want):
+    fail("add 1 in an ssh run: %s; expected refused with %r" % (ce, want))
+if [e for e in r.events[mark:] if e.get("type") == "acquired"]:
+    fail("the refused add 1 acquired a server")
+ok("add 1 refused: %s" % ce["error"])
 r.command("quit")
 r.wait(lambda e: e.get("type") == "checkpoint" and e.get("reason") == "final", "the final checkpoint")
 rc = r.finish()

@@ -370,6 +370,12 @@ int sd_controller_start(struct sd_controller *c, char **why)
 			return sd_why(why, cat ? "cluster[%d]: %s: no such offer in %s"
 			                       : "cluster[%d]: %s: no market catalog loaded%s",
 			              i, c->job.cluster[i], cat ? cat->file : "");
+	char *e = NULL;
+	if (c->job.workers > 0 && sd_fleet_local_possible(c->fleet, &e) < 0) {
+		sd_why(why, "job: workers: %d: %s: set \"workers\": 0 (the cluster's hosts train)", c->job.workers, e);
+		free(e);
+		return -1;
+	}
 	for (int i = 0; i < c->job.workers; i++)
 		if (sd_fleet_acquire(c->fleet, "local", id, sizeof id, why) < 0)
 			return -1;

@@ -253,9 +253,7 @@ static void sd_json_add_float(cJSON *obj, const char *name, float f)
 
 /* ---- error messages ---- */
 
-/* The JSON text of item for an error message: at most 40 bytes of printable
- * ASCII, "..." when cut.  Returns buf. */
-static const char *sd_json_show(const cJSON *item, char *buf, size_t size)
+const char *sd_json_show(const cJSON *item, char *buf, size_t size)
 {
 	/* cJSON prints a number beyond double's range (1e400 parses as inf) as
 	 * "null", which would tell the user something they did not type. */

@@ -437,6 +437,14 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 	return 0;
 }
 
+int sd_fleet_local_possible(const struct sd_fleet *f, char **why)
+{
+	if (f->ops && f->ops->launch && f->p && !sd_host_is_loopback(f->advertise, 1))
+		return sd_why(why, "a local worker cannot train with %s's hosts (its collectives listen on loopback, "
+		              "which the hosts cannot reach)", f->ops->name);
+	return 0;
+}
+
 int sd_fleet_acquire(struct sd_fleet *f, const char *offer_id, char *server, size_t len, char **why)
 {
 	const struct sd_offer *o = NULL;
@@ -447,6 +455,12 @@ int sd_fleet_acquire(struct sd_fleet *f, const char *offer_id, char *server, siz
 		o = sd_catalog_find(cat, offer_id);
 		if (!o)
 			return sd_why(why, "%s: no such offer in %s", offer_id, cat->file);
+	}
+	char *no_local = NULL;
+	if (!o && sd_fleet_local_possible(f, &no_local) < 0) {
+		sd_why(why, "local: %s", no_local);
+		free(no_local);
+		return -1;
 	}
 	struct server *s = new_server(f, o);
 	if (o) {

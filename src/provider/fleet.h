@@ -79,11 +79,18 @@ struct sd_fleet_config {
 int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_fleet_config *cfg,
                     const struct sd_fleet_hooks *hooks, void *ctx, char **why);
 
+/* 0 when a local worker can train with this fleet's servers; -1 with *why
+ * when not: a provider that launches workers on other hosts and a
+ * controller they dial beyond loopback (a local worker's collectives
+ * listen on loopback, which those hosts cannot reach). */
+int sd_fleet_local_possible(const struct sd_fleet *f, char **why);
+
 /* Requests a server of offer_id ("local" or a catalog offer id).  On success
  * copies its id into server (len bytes) and returns 0: the request is out,
  * a later stockout or failure arrives as a state change.  -1 with *why: an
- * unknown offer, no provider, or a refusal the provider knew at once (a
- * stockout, journaled as "stockout" with its zone and reason). */
+ * unknown offer, no provider, "local" where sd_fleet_local_possible says
+ * no, or a refusal the provider knew at once (a stockout, journaled as
+ * "stockout" with its zone and reason). */
 int sd_fleet_acquire(struct sd_fleet *f, const char *offer_id, char *server, size_t len, char **why);
 
 /* Gives a server back: a notice to its worker, SIGTERM after the notice

@@ -369,6 +369,14 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 	} else {
 		h->name = sd_hosts_strdup(h->host);
 	}
+	for (const char *c = h->name; *c; c++)
+		if ((unsigned char)*c >= 0x7f) {
+			/* The offer id ssh/NAME is printable ASCII in a job's
+			 * cluster and in commands (control bytes never get here). */
+			sd_hosts_why(p, "name", "\"%.*s\" has a character outside printable ASCII (offer ids are ASCII): "
+			             "give the host an ASCII name=", SD_HOSTS_NAME_MAX, h->name);
+			goto bad;
+		}
 	if (strlen(h->name) > SD_HOSTS_NAME_MAX) {
 		/* Its offer id, "ssh/NAME", names it in a job's cluster and in
 		 * commands, which hold 63 bytes. */

@@ -163,6 +163,9 @@ extern const struct sd_provider_ops sd_provider_sim;
 extern const struct sd_provider_ops sd_provider_ssh;
 /* Frees a NULL-terminated argv and its strings (launch's); NULL is fine. */
 void sd_argv_free(char **argv);
+/* 1 when HOST, or the host of "HOST:PORT" (split at the last colon; an
+ * IPv6 host unbracketed), is loopback: 127.0.0.0/8, ::1 or localhost. */
+int sd_host_is_loopback(const char *host_or_host_port, int has_port);
 /* Adds ops (borrowed for the program's life) before any fleet is created;
  * -1 if the name is taken or the registry is full (16). */
 int sd_provider_register(const struct sd_provider_ops *ops);

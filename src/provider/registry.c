@@ -59,6 +59,16 @@ int sd_provider_check_settings(const struct sd_provider_ops *ops, const cJSON *s
 	return 0;
 }
 
+int sd_host_is_loopback(const char *host_or_host_port, int has_port)
+{
+	char host[300];
+	snprintf(host, sizeof host, "%s", host_or_host_port);
+	char *colon = has_port ? strrchr(host, ':') : NULL;
+	if (colon)
+		*colon = '\0';
+	return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
 void sd_argv_free(char **argv)
 {
 	if (!argv)

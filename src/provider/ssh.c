@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "engine/errors.h"
+#include "src/proto/job.h"
 #include "src/provider/hosts.h"
 #include "src/provider/provider.h"
 
@@ -126,6 +127,7 @@ static const char *const path_settings[] = { "hosts", "known_hosts", NULL };
 
 static int ssh_check(const cJSON *s, const char *file, char **why)
 {
+	char shown[48];
 	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
 		int known = 0;
 		for (int k = 0; setting_keys[k]; k++)
@@ -142,17 +144,20 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 	const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
 	if (k && (!cJSON_IsString(k) || (strcmp(k->valuestring, "accept-new") && strcmp(k->valuestring, "yes") &&
 	                                 strcmp(k->valuestring, "no"))))
-		return sd_why(why, "%s: provider.host_key_checking: expected \"accept-new\", \"yes\" or \"no\"", file);
+		return sd_why(why, "%s: provider.host_key_checking: expected \"accept-new\", \"yes\" or \"no\", got %s",
+		              file, sd_json_show(k, shown, sizeof shown));
 	const cJSON *kh = cJSON_GetObjectItemCaseSensitive(s, "known_hosts");
 	if (kh && (!cJSON_IsString(kh) || !kh->valuestring[0] || strlen(kh->valuestring) >= 4096))
 		return sd_why(why, "%s: provider.known_hosts: expected a file path", file);
 	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "connect_timeout");
 	if (t && (!cJSON_IsNumber(t) || !(t->valuedouble >= 1 && t->valuedouble <= 300) ||
 	          t->valuedouble != floor(t->valuedouble)))
-		return sd_why(why, "%s: provider.connect_timeout: expected whole seconds from 1 to 300", file);
+		return sd_why(why, "%s: provider.connect_timeout: expected whole seconds from 1 to 300, got %s", file,
+		              sd_json_show(t, shown, sizeof shown));
 	const cJSON *cd = cJSON_GetObjectItemCaseSensitive(s, "cooldown_s");
 	if (cd && (!cJSON_IsNumber(cd) || !(cd->valuedouble >= 1 && cd->valuedouble <= COOLDOWN_MAX_S)))
-		return sd_why(why, "%s: provider.cooldown_s: expected seconds from 1 to %.0f", file, COOLDOWN_MAX_S);
+		return sd_why(why, "%s: provider.cooldown_s: expected seconds from 1 to %.0f, got %s", file,
+		              COOLDOWN_MAX_S, sd_json_show(cd, shown, sizeof shown));
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "ssh");
 	if (p && (!cJSON_IsString(p) || !p->valuestring[0] || strlen(p->valuestring) >= 256))
 		return sd_why(why, "%s: provider.ssh: expected the ssh program (a name or a path)", file);
@@ -598,12 +603,6 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- the operations ---- */
 
-/* 127.0.0.0/8, ::1 or localhost: only this host reaches it. */
-static int loopback(const char *host)
-{
-	return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
-}
-
 /* Workers on the hosts must reach the controller: a loopback address is
  * refused unless every host is this one (the default --listen is
  * 127.0.0.1, the likeliest first mistake). */
@@ -611,15 +610,10 @@ static int check_reachable(const struct sd_provider *p, const char *advertise, c
 {
 	if (!advertise || !advertise[0])
 		return 0;
-	char host[300];
-	snprintf(host, sizeof host, "%s", advertise);
-	char *colon = strrchr(host, ':');
-	if (colon)
-		*colon = '\0';
-	if (!loopback(host))
+	if (!sd_host_is_loopback(advertise, 1))
 		return 0;
 	for (int i = 0; i < p->hosts.n; i++)
-		if (!loopback(p->hosts.v[i].host))
+		if (!sd_host_is_loopback(p->hosts.v[i].host, 0))
 			return sd_why(why, "%s:%d: host %s cannot reach the controller at %s (loopback): start spotdeck "
 			              "with --listen ADDRESS:PORT on an address the hosts reach, or --listen 0.0.0.0:PORT "
 			              "--advertise HOST:PORT", p->hosts.path, p->hosts.v[i].line, p->hosts.v[i].name,
@@ -691,8 +685,10 @@ static int ssh_acquire(struct sd_provider *p, const char *server, const struct s
 	for (const struct ssh_server *s = p->servers; s; s = s->next)
 		used += s->live && s->host == hi;
 	if (used >= p->hosts.v[hi].slots)
-		return sd_why(why, "%s: all %d slot%s of host %s are in use", offer->id, p->hosts.v[hi].slots,
-		              p->hosts.v[hi].slots == 1 ? "" : "s", p->hosts.v[hi].name);
+		return p->hosts.v[hi].slots == 1
+		       ? sd_why(why, "%s: host %s's one slot is in use", offer->id, p->hosts.v[hi].name)
+		       : sd_why(why, "%s: all %d slots of host %s are in use", offer->id, p->hosts.v[hi].slots,
+		                p->hosts.v[hi].name);
 	struct ssh_server *s = find_server(p, server);
 	if (!s) {
 		s = sd_calloc(1, sizeof *s);
