@@ -9,7 +9,8 @@
 # refuses the key fails alone, with ssh's own words in the journal, and is
 # cooled down; a host without the worker program fails with a message
 # naming host and path (~/ expanded on the host); nothing is left running
-# on the hosts.
+# on the hosts; workers that cannot reach the run fail it with their own
+# words from the host.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -132,9 +133,12 @@ for i in range(1, 5):
 loc = Run(job(workers=3, **train))
 ldone = loc.wait_type("done")
 loc.finish()
+def shape(run):
+    """How the run trained: [world size, from step] for each generation."""
+    return [[e["world_size"], e["step"]] for e in run.events if e.get("type") == "generation"]
 if abs(done["test_accuracy"] - ldone["test_accuracy"]) > 0.01:
-    fail("test accuracy over ssh %.4f vs local %.4f: differ by more than 0.01" %
-         (done["test_accuracy"], ldone["test_accuracy"]))
+    fail("test accuracy over ssh %.4f vs local %.4f: differ by more than 0.01 (generations: ssh %s, local %s)" %
+         (done["test_accuracy"], ldone["test_accuracy"], shape(r), shape(loc)))
 ok("test accuracy %.4f on 3 hosts over ssh, %.4f on 3 local workers (%d steps)" %
    (done["test_accuracy"], ldone["test_accuracy"], done["steps"]))
 
@@ -151,4 +155,17 @@ want = "host h1: %s/.spotdeck-absent/spotdeck-worker: no such program (worker= i
 if p.returncode != 1 or want not in p.stderr:
     fail("no worker program: exit %d, stderr %r; expected 1 and %r" % (p.returncode, p.stderr, want))
 ok("a host without the worker: %s" % p.stderr.strip().splitlines()[-1])
+
+# 4. Workers that cannot reach the controller (advertised on a port where
+#    nothing listens): the run's error is the worker's own, from its log on
+#    the host (the local log has only what ssh said).
+with open(os.path.join(d, "astray.json"), "w") as f:
+    json.dump(ssh_job(d + "/hosts", ["ssh/h1"]), f)
+p = subprocess.run([SPOTDECK, "--headless", "--job", os.path.join(d, "astray.json"), "--run-dir",
+                    os.path.join(d, "run-astray"), "--listen", bridge + ":0", "--advertise", bridge + ":1"],
+                   input="", capture_output=True, text=True, timeout=120)
+want = "with status 1: spotdeck-worker: s1: controller %s:1: cannot connect: Connection refused" % bridge
+if p.returncode != 1 or want not in p.stderr:
+    fail("workers astray: exit %d, stderr %r; expected 1 and %r" % (p.returncode, p.stderr, want))
+ok("workers that cannot reach the run: %s" % p.stderr.strip().splitlines()[-1])
 PY

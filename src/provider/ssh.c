@@ -9,7 +9,8 @@
  * (never from a command line), starts spotdeck-worker in its own session
  * (setsid: a hangup of the ssh session does not reach it), records its pid
  * and waits for it, so the local ssh process lives as long as the worker and
- * exits with its status.  signal() and release() send signals by that pid
+ * exits with its status (after a failure, with the last lines of the
+ * worker's log on the host on its stderr: the run's own log has them).  signal() and release() send signals by that pid
  * over ssh.  ssh runs with BatchMode (never a prompt), one shared control
  * connection per host (ControlMaster, sockets in a private directory),
  * keep-alives (ServerAliveInterval 5 s x 3: a dead link ends the session in
@@ -741,8 +742,8 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 		"export SPOTDECK_TOKEN; SPOTDECK_COMM_HOST=%s; export SPOTDECK_COMM_HOST; "
 		"setsid %s%s </dev/null >>\"$d/\"%s.log 2>&1 & "
 		"pid=$!; echo $pid >\"$d/\"%s.pid; unset SPOTDECK_TOKEN; wait $pid; st=$?; "
-		"rm -f \"$d/\"%s.pid; exit $st",
-		dir, qw, qname, qw, qcomm, qw, args, qid, qid, qid);
+		"rm -f \"$d/\"%s.pid; [ $st -eq 0 ] || tail -n 5 \"$d/\"%s.log >&2; exit $st",
+		dir, qw, qname, qw, qcomm, qw, args, qid, qid, qid, qid);
 	free(qw);
 	free(qname);
 	free(qcomm);
