@@ -582,7 +582,30 @@ static void test_real_market(struct ui_fixture *f)
 	render(s, &f->view);
 	CHECK(!sd_screen_modal(s) && ncmds == 0, "w on a real market opened %s, sent %d commands",
 	      sd_screen_modal(s) ? sd_screen_modal(s) : "nothing", ncmds);
-	CHECK(on_screen("what if: none for real machines (provider ssh)"), "w on a real market: no note saying why");
+	CHECK(on_screen("what if: none for ssh hosts (it replays the simulator)"),
+	      "w on a real market: no whole note saying why");
+	/* Without a note, the key bar has room for every hint but w's. */
+	sd_screen_key(s, 27);
+	f->view.message[0] = '\0';
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(!on_screen("what-if") && on_screen("detach"), "the key bar offers w on a real market");
+	/* Hosts have no speed before a run measures one: no "ResNet-32 img/s"
+	 * label under the market (the fixture's catalog speeds had one). */
+	CHECK(on_screen("ResNet-32 img/s"), "the catalog's speeds lost their label");
+	for (int i = 0; i < f->view.noffers; i++)
+		f->offers[i].images_per_sec = NAN;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(!on_screen("ResNet-32"), "hosts' unknown speeds labelled as the catalog's ResNet-32 figures");
+	/* A refusal the run sends later (an attached cockpit's command):
+	 * the run's next message does not replace it. */
+	sd_screen_refused(s, "add ssh/h1: host h1's one slot is in use");
+	snprintf(f->view.message, sizeof f->view.message, "checkpoint at step 400 written");
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(on_screen("host h1's one slot is in use") && !on_screen("checkpoint at step 400"),
+	      "a refusal heard later gave way to the run's next message");
 	sd_screen_destroy(s);
 }
 

@@ -536,6 +536,14 @@ void sd_cockpit_notify_revocation(struct sd_cockpit *c, const char *server)
 	request_render(c, 1);
 }
 
+void sd_cockpit_notify_refused(struct sd_cockpit *c, const char *why)
+{
+	if (!c || c != active)
+		return;
+	sd_screen_refused(c->screen, why);
+	request_render(c, 0);
+}
+
 const char *sd_cockpit_theme(const struct sd_cockpit *c)
 {
 	return c && c->screen ? sd_screen_theme(c->screen) : NULL;

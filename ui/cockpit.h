@@ -83,6 +83,10 @@ void sd_cockpit_emergency_restore(void);
  * the server's row highlighted; the suggestion itself comes in the view. */
 void sd_cockpit_notify_revocation(struct sd_cockpit *c, const char *server);
 
+/* Tells the cockpit the run refused one of its commands (why: the run's
+ * words); shown as a note that outlives the run's next message. */
+void sd_cockpit_notify_refused(struct sd_cockpit *c, const char *why);
+
 /* The current theme's name (for tests and the journal). */
 const char *sd_cockpit_theme(const struct sd_cockpit *c);
 

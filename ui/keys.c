@@ -83,6 +83,16 @@ const struct sd_key *sd_key_find(unsigned ctx, int key)
 	return any;
 }
 
+int sd_whatif_offered(const struct sd_view *v)
+{
+	return v->simulated || v->noffers == 0;
+}
+
+int sd_key_offered(const struct sd_key *k, const struct sd_view *v)
+{
+	return k->run != sd_act_whatif || sd_whatif_offered(v);
+}
+
 const char *sd_key_hint_label(const struct sd_key *k)
 {
 	return k->label ? k->label : "";

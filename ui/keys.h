@@ -4,6 +4,7 @@
 #define SD_UI_KEYS_H
 
 struct sd_screen;
+struct sd_view;
 
 /* Where an entry applies: the main screen or one of the dialogs. */
 enum sd_key_ctx {
@@ -33,6 +34,12 @@ extern const int sd_nkeys;
 /* The entry for KEY in context CTX (its own, else the context's
  * SD_KEY_ANY entry), or NULL. */
 const struct sd_key *sd_key_find(unsigned ctx, int key);
+
+/* Whether the key does anything with this view: the what-if dialog (w)
+ * replays the simulated market, so it is not offered for real machines
+ * (a market of offers that is not simulated: ssh hosts). */
+int sd_key_offered(const struct sd_key *k, const struct sd_view *v);
+int sd_whatif_offered(const struct sd_view *v);
 
 /* The status-line label of a key ("a", "?", "Tab"). */
 const char *sd_key_hint_label(const struct sd_key *k);

@@ -1,9 +1,11 @@
 /* ui/pane-market.c - the market: offers sorted by cost-efficiency ($ per
  * million images at the offer's speed), with price, speed, P(revoked within
- * 1 h) and availability.  Estimated prices carry a '*'; the speeds are the
- * catalog's (ResNet-32, the seeds' workload), as the frame says. */
+ * 1 h) and availability.  Estimated prices carry a '*'; the speeds are a
+ * catalog's (ResNet-32, the seeds' workload), as the frame says, or unknown
+ * (ssh hosts). */
 #include "config.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,10 +24,16 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 		snprintf(title + l, sizeof title - l, " %d-%d/%d", p->list.top + 1,
 		         p->list.top + rows < n ? p->list.top + rows : n, n);
 	}
-	/* The speeds are the catalog's, measured on the seeds' workload, not on
-	 * this job's model: say so where there is room. */
-	const char *foot = est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
-	if ((int)strlen(foot) + (int)strlen(title) + 10 > p->w)
+	/* Catalog speeds were measured on the seeds' workload (ResNet-32),
+	 * whatever this job's model: say so where there is room.  Offers of
+	 * real machines (ssh hosts) have no speed before a run measures one,
+	 * and no such label. */
+	int quoted = 0;
+	for (int i = 0; i < n; i++)
+		quoted |= isfinite(v->offers[i].images_per_sec);
+	const char *foot = !quoted ? (est ? "* estimated price" : NULL)
+	                   : est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
+	if (foot && (int)strlen(foot) + (int)strlen(title) + 10 > p->w)
 		foot = est ? "* estimated price" : NULL;
 	sd_pane_frame(p, d, title, foot);
 }

@@ -63,7 +63,7 @@ static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	const struct sd_key *keys[MAX_HINTS];
 	int n = 0;
 	for (int i = 0; i < sd_nkeys && n < MAX_HINTS; i++) {
-		if (sd_keys[i].hint && (sd_keys[i].ctx & SD_CTX_MAIN))
+		if (sd_keys[i].hint && (sd_keys[i].ctx & SD_CTX_MAIN) && sd_key_offered(&sd_keys[i], v))
 			keys[n++] = &sd_keys[i];
 	}
 	qsort(keys, (size_t)n, sizeof keys[0], hint_order);
@@ -106,6 +106,7 @@ static uint64_t status_signature(const struct sd_pane *p, const struct sd_view *
 	h = sd_hash(h, v->suggestion, strnlen(v->suggestion, sizeof v->suggestion));
 	h = sd_hash(h, v->suggestion_for, strnlen(v->suggestion_for, sizeof v->suggestion_for));
 	h = sd_hash(h, v->suggestion_why, strnlen(v->suggestion_why, sizeof v->suggestion_why));
+	h = sd_hash(h, &v->simulated, sizeof v->simulated);
 	return sd_hash(h, &v->paused, sizeof v->paused);
 }
 

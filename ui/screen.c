@@ -429,6 +429,12 @@ int sd_screen_key(struct sd_screen *s, int key)
 	return flags;
 }
 
+void sd_screen_refused(struct sd_screen *s, const char *why)
+{
+	set_note(s, SD_STYLE_CRIT, 0, "%s", why && why[0] ? why : "command refused");
+	slog(s, "command refused: %s", s->note);
+}
+
 void sd_screen_revocation(struct sd_screen *s, const char *server)
 {
 	snprintf(s->highlight, sizeof s->highlight, "%s", server ? server : "");
@@ -637,10 +643,10 @@ int sd_act_theme(struct sd_screen *s, int key)
  * and shows what it has meanwhile. */
 int sd_act_whatif(struct sd_screen *s, int key)
 {
-	if (!s->v->simulated && s->v->noffers > 0) {
-		/* Real machines (the ssh provider): nothing to replay. */
-		set_note(s, SD_STYLE_WARN, 0, "what if: none for real machines (provider %s): the planner "
-		         "replays the simulated market", s->v->provider);
+	if (!sd_whatif_offered(s->v)) {
+		/* Real machines (the ssh provider): nothing to replay.  Short
+		 * enough for the status line of 80 columns beside two hints. */
+		set_note(s, SD_STYLE_WARN, 0, "what if: none for %s hosts (it replays the simulator)", s->v->provider);
 		return SD_KEY_HANDLED | SD_KEY_REDRAW;
 	}
 	run_command(s, "plan");

@@ -42,6 +42,11 @@ int sd_screen_update(struct sd_screen *s, const struct sd_view *v, uint64_t now_
  * highlight run out.  Returns whether a render is due. */
 int sd_screen_expire(struct sd_screen *s, uint64_t now_ms);
 
+/* The run refused a command this screen sent earlier (an attached
+ * cockpit hears so later): shown as the UI's own note, in the error style,
+ * for its usual seconds, not as the run's message the next one replaces. */
+void sd_screen_refused(struct sd_screen *s, const char *why);
+
 /* Handles one key; returns SD_KEY_* flags (ui/pane.h). */
 int sd_screen_key(struct sd_screen *s, int key);
 

@@ -397,6 +397,10 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 			return;
 		if (a->o->headless) {
 			fprintf(stderr, "spotdeck: %s\n", m->error ? m->error : "refused");
+		} else if (a->cockpit) {
+			/* A note of the cockpit's own: the run's next message
+			 * (a checkpoint's, within seconds) would replace it. */
+			sd_cockpit_notify_refused(a->cockpit, m->error ? m->error : "refused");
 		} else {
 			snprintf(a->mirror.v.message, sizeof a->mirror.v.message, "%s", m->error ? m->error : "refused");
 			a->mirror.v.version++;
