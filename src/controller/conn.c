@@ -160,7 +160,10 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 			return;
 		}
 	if (sd_fleet_server_failed(c->fleet, id, 0)) {
-		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, "hello: its server failed; a new one must be added");
+		/* Not a broken protocol: the worker outlived its server (a
+		 * host's worker that the run already gave up). */
+		snprintf(k->server_id, sizeof k->server_id, "%s", id);
+		ctl_conn_reject(k, SD_EV_WORKER_REFUSED, "hello: its server failed; a new one must be added");
 		return;
 	}
 	k->authed = 1;

@@ -42,6 +42,7 @@ static const char *const names[SD_EV_COUNT] = {
 	[SD_EV_JOB_ERROR] = "job_error",
 	[SD_EV_AUTH_FAILED] = "auth_failed",
 	[SD_EV_PROTOCOL_ERROR] = "protocol_error",
+	[SD_EV_WORKER_REFUSED] = "worker_refused",
 	[SD_EV_GENERATION] = "generation",
 	[SD_EV_STEP] = "step",
 	[SD_EV_EPOCH] = "epoch",
