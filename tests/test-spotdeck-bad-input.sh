@@ -110,6 +110,18 @@ expect_error "--resume of a directory with no journal" "--resume .*notrun: not a
 	$SPOTDECK --headless --resume "$T/notrun"
 [ "$(ls "$T/notrun")" = "job.json" ] || fail "files added to a directory that is not a run: $(ls "$T/notrun")"
 
+# --resume of a run whose kept listening address (listen.json) is bad:
+# refused, naming the file and field; the run's files stay as they were.
+mkdir -p "$T/kept/checkpoints"
+printf '{"type":"run_start"}\n' >"$T/kept/journal.jsonl"
+printf '{"model":"mlp","dataset":"synthetic","workers":0}\n' >"$T/kept/job.json"
+printf '{"listen_addr": "198.18.0.1", "listen_port": 70000}\n' >"$T/kept/listen.json"
+sum=$(cat "$T/kept/journal.jsonl" "$T/kept/job.json" "$T/kept/listen.json" | cksum)
+expect_error "--resume with a bad listen.json" "kept/listen\.json: listen_port: expected a port from 0 to 65535" \
+	$SPOTDECK --headless --resume "$T/kept"
+[ "$(cat "$T/kept/journal.jsonl" "$T/kept/job.json" "$T/kept/listen.json" | cksum)" = "$sum" ] ||
+	fail "the refused resume changed the run's files"
+
 EXPECT_RC=2 expect_error "bad --workers" "--workers: expected an integer" \
 	$SPOTDECK --headless --workers many
 EXPECT_RC=2 expect_error "bad --alert" "--alert: expected bell, flash or none, got 'loud'" \

@@ -5,7 +5,7 @@
 # hosts again and continues from the latest checkpoint on disk, both
 # workers training together with equal parameter checksums.  The job names
 # its hosts file relative to where spotdeck starts; the resume starts in
-# another directory.
+# another directory, without --listen (the run directory kept it).
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -59,8 +59,12 @@ if saved.get("hosts") != d + "/hosts" or saved.get("known_hosts") != d + "/known
     fail("the run directory's job.json keeps hosts %s, known_hosts %s; expected them under %s" %
          (saved.get("hosts"), saved.get("known_hosts"), d))
 os.chdir("/")
-r2 = Run(None, resume=r.run_dir, extra=listen, timeout=300)
+# No --listen: the run directory kept where the run listened (listen.json).
+r2 = Run(None, resume=r.run_dir, timeout=300)
 st = r2.wait_type("run_start")
+if st["connect"].rsplit(":", 1)[0] != os.environ["NETNS_BRIDGE_ADDR"]:
+    fail("the resume without --listen listens at %s, not where the run did (%s)" %
+         (st["connect"], os.environ["NETNS_BRIDGE_ADDR"]))
 if not st.get("checkpoint", "").endswith("ckpt-%d.sdckpt" % latest):
     fail("resume picked %s, expected ckpt-%d (on disk: %s)" % (st.get("checkpoint"), latest, on_disk))
 acq = []

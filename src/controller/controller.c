@@ -253,8 +253,17 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 
 /* Binds and listens on opts->listen_addr:listen_port; sets c->port, the
  * address this host's workers dial and the one other hosts' workers dial. */
-static int ctl_listen(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+static int ctl_listen(struct sd_controller *c, const struct sd_controller_opts *given, char **why)
 {
+	struct sd_controller_opts kept = *given;
+	const struct sd_controller_opts *opts = given;
+	if (c->kept_listen_addr[0]) {
+		/* A resume given neither: where the run listened before. */
+		kept.listen_addr = c->kept_listen_addr;
+		kept.listen_port = c->kept_listen_port;
+		kept.advertise = c->kept_advertise[0] ? c->kept_advertise : NULL;
+		opts = &kept;
+	}
 	const char *host = opts->listen_addr ? opts->listen_addr : "127.0.0.1";
 	struct sockaddr_storage addr;
 	int v6 = strchr(host, ':') != NULL;

@@ -68,7 +68,8 @@ struct sd_controller_opts {
 	 * other hosts dial (NULL: the listening address), journaled in
 	 * run_start.  Workers prove themselves with the run's token, which
 	 * travels unencrypted: listen beyond loopback on trusted networks only
-	 * (spotdeck(1), SECURITY). */
+	 * (spotdeck(1), SECURITY).  The run directory keeps them (listen.json)
+	 * when given; a resume given neither takes them from there. */
 	const char *listen_addr;
 	int listen_port;
 	const char *advertise;

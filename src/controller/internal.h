@@ -141,6 +141,9 @@ struct sd_controller {
 	int port;
 	char connect[300];           /* HOST:PORT this host's workers dial */
 	char advertise[300];         /* HOST:PORT other hosts' workers dial */
+	char kept_listen_addr[64];   /* a resume's listen.json (ctl_open_run_dir) */
+	int kept_listen_port;
+	char kept_advertise[300];
 	double t0;               /* wall time the run started (a resumed run: its first start) */
 	double wall0, mono0;     /* wall and monotonic time this controller started */
 	struct conn *conns;

@@ -202,6 +202,61 @@ static int continue_journal(struct sd_controller *c, const char *path)
  * a second controller, the job written (or, on resume, read back), a fresh
  * token, and the journal opened for appending (a resumed run's torn last
  * line ended first).  Returns 0, or -1 with *why naming the path. */
+/* Where workers connect, kept in RUNDIR/listen.json when --listen or
+ * --advertise was given ({"listen_addr": "198.18.0.1", "listen_port": 0,
+ * "advertise": "HOST:PORT"}), so a resume given neither listens where the
+ * run did (hosts cannot reach the default, loopback).  On such a resume the
+ * kept values go to c->kept_*; a bad file is an error naming it. */
+static int keep_listen(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+{
+	char path[SD_PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/listen.json", c->run_dir);
+	if (opts->listen_addr || opts->advertise) {
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddStringToObject(j, "listen_addr", opts->listen_addr ? opts->listen_addr : "127.0.0.1");
+		cJSON_AddNumberToObject(j, "listen_port", opts->listen_port);
+		if (opts->advertise)
+			cJSON_AddStringToObject(j, "advertise", opts->advertise);
+		char *text = cJSON_Print(j);
+		cJSON_Delete(j);
+		if (!text)
+			sd_oom();
+		int rc = ctl_write_file_atomic(path, text, strlen(text), why);
+		free(text);
+		return rc;
+	}
+	if (!opts->resume)
+		return 0;
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT ? 0 : sd_why(why, "%s: %s", path, strerror(errno));
+	char text[1024];
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	cJSON *j = cJSON_Parse(text);
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(j, "listen_addr");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "listen_port");
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "advertise");
+	int rc = 0;
+	if (!cJSON_IsObject(j))
+		rc = sd_why(why, "%s: not a JSON object", path);
+	else if (!cJSON_IsString(a) || strlen(a->valuestring) >= sizeof c->kept_listen_addr)
+		rc = sd_why(why, "%s: listen_addr: expected a numeric address", path);
+	else if (!cJSON_IsNumber(p) || p->valuedouble < 0 || p->valuedouble > 65535 ||
+	         p->valuedouble != (int)p->valuedouble)
+		rc = sd_why(why, "%s: listen_port: expected a port from 0 to 65535", path);
+	else if (v && (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= sizeof c->kept_advertise))
+		rc = sd_why(why, "%s: advertise: expected HOST:PORT", path);
+	if (rc == 0) {
+		snprintf(c->kept_listen_addr, sizeof c->kept_listen_addr, "%s", a->valuestring);
+		c->kept_listen_port = (int)p->valuedouble;
+		snprintf(c->kept_advertise, sizeof c->kept_advertise, "%s", v ? v->valuestring : "");
+	}
+	cJSON_Delete(j);
+	return rc;
+}
+
 int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
 {
 	char path[SD_PATH_MAX + 64];
@@ -251,6 +306,8 @@ int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *o
 		if (rc < 0)
 			return -1;
 	}
+	if (keep_listen(c, opts, why) < 0)
+		return -1;
 	snprintf(path, sizeof path, "%s/token", c->run_dir);
 	if (sd_token_create_file(path, &c->token, why) < 0)
 		return -1;
