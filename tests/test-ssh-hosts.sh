@@ -2,7 +2,7 @@
 # The ssh provider across hosts (issue 12): four network namespaces with a
 # real sshd each (tests/netns/lib.sh), the controller in the root namespace
 # listening on the bed's address.  A cnn job on three hosts over ssh (on a
-# fifth of Fashion-MNIST) reaches the same test accuracy (+-0.01) as the
+# fifth of Fashion-MNIST) reaches the same test accuracy (+-0.02) as the
 # same job on three local workers;
 # the workers really run in the namespaces (their peer addresses) and train
 # together (world size 3: Gloo host to host); a fourth host whose sshd
@@ -117,8 +117,12 @@ left = masters()
 if left:
     fail("ssh masters of the run still run after it ended: %s" % left)
 ok("no ssh control master outlived the run")
-# Nothing of the run is left on the hosts.
+# Nothing of the run is left on the hosts: no process, no directory in
+# the hosts' TMPDIR (tests/netns/lib.sh gives each its own).
 for i in range(1, 5):
+    left = os.listdir(os.path.join(d, "h%d" % i, "tmp"))
+    if left:
+        fail("h%d keeps %s in its TMPDIR after the run" % (i, left))
     ns = "%s-%d" % (os.environ["NETNS_PY_PREFIX"], i)
     pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
     for p in pids:
@@ -136,8 +140,12 @@ loc.finish()
 def shape(run):
     """How the run trained: [world size, from step] for each generation."""
     return [[e["world_size"], e["step"]] for e in run.events if e.get("type") == "generation"]
-if abs(done["test_accuracy"] - ldone["test_accuracy"]) > 0.01:
-    fail("test accuracy over ssh %.4f vs local %.4f: differ by more than 0.01 (generations: ssh %s, local %s)" %
+# Three local runs of this job gave 0.8079, 0.8168 and 0.8079 (and earlier
+# ones 0.8181): which server holds which rank sets the order in which the
+# gradients are summed, and one epoch amplifies those last bits.  0.02
+# holds that spread; a broken run lands far lower.
+if abs(done["test_accuracy"] - ldone["test_accuracy"]) > 0.02:
+    fail("test accuracy over ssh %.4f vs local %.4f: differ by more than 0.02 (generations: ssh %s, local %s)" %
          (done["test_accuracy"], ldone["test_accuracy"], shape(r), shape(loc)))
 ok("test accuracy %.4f on 3 hosts over ssh, %.4f on 3 local workers (%d steps)" %
    (done["test_accuracy"], ldone["test_accuracy"], done["steps"]))

@@ -811,25 +811,55 @@ static int ssh_live(const struct sd_provider *p, const struct sd_offer *o)
 	return n;
 }
 
-/* Ends the shared connections: `ssh -O exit` for each host used, waited
- * for (MASTER_EXIT_WAIT_S at most, then killed) before ssh_free removes
- * their sockets; a master whose socket went first would linger for
- * ControlPersist (60 s).  Spawned outside the loop (posix_spawnp +
- * waitpid): the loop may not run again, and libuv reaps only its own
- * children. */
-#define MASTER_EXIT_WAIT_S 3.0
-static void end_masters(struct sd_provider *p)
+#define CLOSE_WAIT_S 3.0   /* the most ssh_close waits for each phase */
+
+/* Whether a signal's ssh to host hi is still on its way (it reads the pid
+ * files the run's remote directory holds).  One that ended while the loop
+ * did not run is seen without reaping it (WNOWAIT: libuv reaps its own). */
+static int signalling(const struct sd_provider *p, int hi)
 {
-	if (!p->control_dir[0])
-		return;
+	for (const struct ssh_job *j = p->jobs; j; j = j->next) {
+		if (j->host != hi || j->probe || j->exited)
+			continue;
+		siginfo_t si;
+		memset(&si, 0, sizeof si);
+		if (waitid(P_PID, (id_t)j->proc.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Waits (CLOSE_WAIT_S at most) for the signals on their way to hosts. */
+static void wait_signals(const struct sd_provider *p)
+{
+	struct timespec pause = { 0, 10 * 1000 * 1000 };
+	for (int waited_ms = 0; waited_ms < CLOSE_WAIT_S * 1000; waited_ms += 10) {
+		int busy = 0;
+		for (int i = 0; i < p->hosts.n && !busy; i++)
+			busy = p->hs[i].used && signalling(p, i);
+		if (!busy)
+			return;
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* Runs ssh on every host used (extra: options, before the host; command:
+ * the remote command line or NULL; a host cooling down or still being
+ * signalled is skipped when a command is given), outside the loop (posix_spawnp + waitpid: the loop may
+ * not run again, and libuv reaps only its own children), and waits for all
+ * of them, CLOSE_WAIT_S at most, then kills what is left. */
+static void on_used_hosts(struct sd_provider *p, const char *const *extra, const char *command)
+{
 	pid_t *pids = sd_calloc((size_t)p->hosts.n, sizeof *pids);
 	int npids = 0;
+	double now = sd_fleet_now(p->fleet);
 	for (int i = 0; i < p->hosts.n; i++) {
-		if (!p->hs[i].used)
+		if (!p->hs[i].used || (command && (p->hs[i].cool_until > now || signalling(p, i))))
 			continue;
 		char *a[SSH_MAX_ARGS + 4];
-		static const char *const exit_master[] = { "-O", "exit", NULL };
-		int n = ssh_argv(p, i, a, exit_master);
+		int n = ssh_argv(p, i, a, extra);
+		if (command)
+			a[n++] = xstrdup(command);
 		a[n] = NULL;
 		posix_spawn_file_actions_t fa;
 		posix_spawn_file_actions_init(&fa);
@@ -845,7 +875,7 @@ static void end_masters(struct sd_provider *p)
 	}
 	struct timespec pause = { 0, 10 * 1000 * 1000 };
 	int left = npids;
-	for (int waited_ms = 0; left > 0 && waited_ms < MASTER_EXIT_WAIT_S * 1000; waited_ms += 10) {
+	for (int waited_ms = 0; left > 0 && waited_ms < CLOSE_WAIT_S * 1000; waited_ms += 10) {
 		for (int k = 0; k < npids; k++)
 			if (pids[k] > 0 && waitpid(pids[k], NULL, WNOHANG) != 0) {
 				pids[k] = 0;
@@ -862,9 +892,27 @@ static void end_masters(struct sd_provider *p)
 	free(pids);
 }
 
+/* The run is over: its directory on each host goes (the workers' logs; a
+ * failed worker's last lines are in the run's own log already), then the
+ * shared connections end (`ssh -O exit`), waited for before ssh_free
+ * removes their sockets: a master whose socket went first would linger for
+ * ControlPersist (60 s). */
+static void end_hosts(struct sd_provider *p)
+{
+	wait_signals(p);
+	char *dir = remote_dir(p);
+	char *rm = xprintf("rm -rf %s", dir);
+	on_used_hosts(p, NULL, rm);
+	free(rm);
+	free(dir);
+	static const char *const exit_master[] = { "-O", "exit", NULL };
+	if (p->control_dir[0])
+		on_used_hosts(p, exit_master, NULL);
+}
+
 static void ssh_close(struct sd_provider *p)
 {
-	end_masters(p);
+	end_hosts(p);
 	p->closing = 1;
 	uv_timer_stop(&p->tick);
 	uv_close((uv_handle_t *)&p->tick, NULL);

@@ -48,7 +48,9 @@
 # separation directory /run/sshd, which Debian's package creates only when
 # its own sshd service starts: netns_setup creates it (mode 0755) if missing
 # and leaves it.  One client key and a known_hosts file already holding
-# every host key are shared by all hosts and by the root namespace.
+# every host key are shared by all hosts and by the root namespace.  Each
+# host's sessions have a TMPDIR of their own, $NETNS_DIR/hI/tmp (the hosts
+# share this machine's file system otherwise).
 #
 # Exported for tests:
 #   NETNS_DIR          the temp dir (keys, configs, logs)
@@ -232,7 +234,9 @@ PrintLastLog no
 MaxStartups 100:30:200
 MaxSessions 64
 Subsystem sftp internal-sftp
+SetEnv TMPDIR=$_d/h$_i/tmp
 EOF
+		mkdir "$_d/h$_i/tmp"
 		# sshd listens, then daemonises; the pid file follows shortly.
 		ip netns exec "$_ns" /usr/sbin/sshd -f "$_d/h$_i/sshd_config" -E "$_d/h$_i/sshd.log" ||
 			{ cat "$_d/h$_i/sshd.log" >&2; netns__fail "sshd in $_ns did not start"; }
