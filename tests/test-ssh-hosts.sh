@@ -7,10 +7,10 @@
 # the workers really run in the namespaces (their peer addresses) and train
 # together (world size 3: Gloo host to host); a fourth host whose sshd
 # refuses the key fails alone, with ssh's own words in the journal, and is
-# cooled down; a host without the worker program fails with a message
-# naming host and path (~/ expanded on the host); nothing is left running
-# on the hosts; workers that cannot reach the run fail it with their own
-# words from the host.
+# cooled down, and not billed though priced; a host without the worker
+# program fails with a message naming host and path (~/ expanded on the
+# host); nothing is left running on the hosts; workers that cannot reach
+# the run fail it with their own words from the host.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -22,7 +22,7 @@ cat >"$NETNS_DIR/hosts" <<HOSTS
 root@$1 name=h1 gpu=cpu market=spot price=0.10 identity=$NETNS_KEY worker=$WORKER
 root@$2 name=h2 gpu=cpu market=spot identity=$NETNS_KEY worker=$WORKER
 root@$3 name=h3 gpu=cpu market=on-demand identity=$NETNS_KEY worker=$WORKER
-root@$4 name=h4 gpu=cpu market=spot identity=$NETNS_DIR/stranger worker=$WORKER
+root@$4 name=h4 gpu=cpu market=spot price=0.50 identity=$NETNS_DIR/stranger worker=$WORKER
 HOSTS
 cat >"$NETNS_DIR/nowhere" <<HOSTS
 root@$1 name=h1 gpu=cpu market=spot identity=$NETNS_KEY worker=~/.spotdeck-absent/spotdeck-worker
@@ -92,7 +92,11 @@ un = r.wait_since(0, lambda e: e.get("type") == "host_unreachable", "host_unreac
 if ex.get("exit_status") != 255 or un["host"] != "h4" or "Permission denied" not in un.get("ssh", "") or \
    un["cooldown_s"] != 30:
     fail("h4: server_exit %s, host_unreachable %s; expected status 255, ssh's 'Permission denied', 30 s" % (ex, un))
-ok("h4 (key refused) failed alone: %s; cooled down %g s" % (un["ssh"], un["cooldown_s"]))
+fl = r.wait_since(0, lambda e: e.get("type") == "state" and e.get("server") == h4 and e.get("state") == "failed",
+                  "h4 failed")
+if fl.get("usd") != 0 or "not billed" not in ex.get("note", ""):
+    fail("h4 was never reached but billed: state %s, server_exit %s; expected usd 0 and a note" % (fl, ex))
+ok("h4 (key refused) failed alone: %s; cooled down %g s; not billed at $0.50/h" % (un["ssh"], un["cooldown_s"]))
 done = r.wait_type("done")
 if r.finish() != 0:
     fail("the ssh run did not end with status 0")

@@ -23,7 +23,8 @@ struct server {
 	int unpriced;                    /* the offer has no price (a hosts file
 	                                  * without price=): billed as unknown */
 	int provider_holds;              /* the provider has it: release() owed */
-	int never_held;                  /* refused or no capacity: never billed */
+	int never_held;                  /* refused, no capacity, or (remote) its host
+	                                  * never reached: never billed */
 	int releasing;                   /* the operator or the run's end asked for it back */
 	char replaces[16];               /* a swap: the server to release once this one
 	                                  * trains ("" none) */

@@ -126,6 +126,12 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	int keep = session_lost && s->st == SD_SERVER_TRAINING;
 	if (keep)
 		cJSON_AddStringToObject(ev, "note", "the ssh session ended; the worker trains on");
+	if (session_lost && s->st == SD_SERVER_BOOTING) {
+		/* Its worker never connected: the host was not reached (a key
+		 * refused, no route), and what was never used is not billed. */
+		s->never_held = 1;
+		cJSON_AddStringToObject(ev, "note", "the host was not reached; not billed");
+	}
 	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
 	if (session_lost)
 		f->ops->lost(f->p, s->id, keep);
