@@ -124,7 +124,8 @@ ok("no ssh control master outlived the run")
 # Nothing of the run is left on the hosts: no process, no directory in
 # the hosts' TMPDIR (tests/netns/lib.sh gives each its own).
 for i in range(1, 5):
-    left = os.listdir(os.path.join(d, "h%d" % i, "tmp"))
+    tmp = os.path.join(d, "h%d" % i, "tmp")
+    left = [os.path.join(dd, f)[len(tmp) + 1:] for dd, _, fs in os.walk(tmp) for f in fs] or os.listdir(tmp)
     if left:
         fail("h%d keeps %s in its TMPDIR after the run" % (i, left))
     ns = "%s-%d" % (os.environ["NETNS_PY_PREFIX"], i)

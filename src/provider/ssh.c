@@ -811,7 +811,10 @@ static int ssh_live(const struct sd_provider *p, const struct sd_offer *o)
 	return n;
 }
 
-#define CLOSE_WAIT_S 3.0   /* the most ssh_close waits for each phase */
+/* The most ssh_close waits for each phase.  Over live shared connections
+ * each takes milliseconds; 3 s was too short once on a 2-core machine at
+ * load 7 (a host's directory stayed). */
+#define CLOSE_WAIT_S 10.0
 
 /* Whether a signal's ssh to host hi is still on its way (it reads the pid
  * files the run's remote directory holds).  One that ended while the loop
