@@ -389,7 +389,7 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 	if (m->blk > 1)
 		m->res = sd_malloc(maxact * sizeof(float));
 	m->params = sd_calloc(m->nparams, sizeof(float));
-	m->grads = sd_calloc(m->nparams, sizeof(float));
+	m->grads = sd_calloc(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float));
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
 	m->probs = sd_malloc((size_t)max_batch * classes * sizeof(float));
 	sd_model_init(m, 0);

@@ -60,7 +60,13 @@ void sd_model_init(struct sd_model *m, uint64_t seed);
 
 size_t sd_model_param_count(const struct sd_model *m);
 float *sd_model_params(struct sd_model *m);          /* param_count floats */
-float *sd_model_grads(struct sd_model *m);           /* param_count floats */
+float *sd_model_grads(struct sd_model *m);           /* param_count floats, then
+                                                       * SD_MODEL_GRAD_TAIL spare ones */
+/* The gradient buffer ends with SD_MODEL_GRAD_TAIL floats that the model
+ * never reads or writes: room for a caller's few values to travel in the
+ * same collective as the gradients (the elastic worker's step metrics, see
+ * src/worker/worker-agent.c), so a step needs one round trip, not two. */
+#define SD_MODEL_GRAD_TAIL 4
 size_t sd_model_buffer_count(const struct sd_model *m);
 float *sd_model_buffers(struct sd_model *m);         /* BN running stats */
 const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *count);

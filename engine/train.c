@@ -344,6 +344,7 @@ int sd_trainer_comm_begin(struct sd_trainer *t, enum sd_state_part part, int on_
 		return 0;
 	}
 	v->grads = sd_model_grads(t->model);
+	v->grad_tail = SD_MODEL_GRAD_TAIL;
 	v->params = sd_model_params(t->model);
 	v->velocity = t->velocity;
 	v->buffers = sd_model_buffers(t->model);

@@ -118,6 +118,11 @@ struct sd_state_view {
 	float *params, *velocity, *buffers;   /* SD_STATE_MODEL */
 	float *grads;                         /* SD_STATE_GRADS */
 	size_t param_count, buffer_count;
+	/* SD_STATE_GRADS: floats after the param_count gradients in grads that
+	 * a collective may carry along and the trainer ignores
+	 * (SD_MODEL_GRAD_TAIL in the host copy; 0 in a device's, whose block
+	 * holds the gradients only). */
+	size_t grad_tail;
 };
 int sd_trainer_comm_begin(struct sd_trainer *t, enum sd_state_part part, int on_device,
                           struct sd_state_view *v, char **why);
