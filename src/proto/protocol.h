@@ -76,7 +76,10 @@
 
 #include <cJSON.h>
 
-#define SD_PROTO_VERSION 1
+/* 2: a step's metrics ride in the gradient all-reduce (worker-agent.c's
+ * gen_allreduce), so workers of version 1 and 2 cannot share a generation:
+ * the controller refuses a hello of another version. */
+#define SD_PROTO_VERSION 2
 #define SD_PROTO_LINE_MAX (1u << 20)   /* bytes per line incl. newline; longer = protocol error */
 #define SD_PROTO_KEY_MAX 256           /* bytes per kv_* key */
 
