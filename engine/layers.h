@@ -41,7 +41,11 @@ int sd_conv2d_shape_init(struct sd_conv2d_shape *s, int n, int c, int h, int w,
                          int k, int r, int stride, int pad);
 /* Floats of scratch memory sd_conv2d_forward/backward need for shape s, on
  * whichever path they take (the larger of the two paths' needs, so the
- * workspace stays big enough when the path is changed later). */
+ * workspace stays big enough when the path is changed later), at the
+ * OpenMP thread count of this call: oneDNN's kernels and scratchpads are
+ * built per count, and a call under another count may need more (on an
+ * AVX-512 AMD EPYC, 2 threads needed more than 1).  The same holds for
+ * sd_conv2d_workspace_floats_blocked. */
 size_t sd_conv2d_workspace_floats(const struct sd_conv2d_shape *s);
 /* x: (n, c, h, w)  w: (k, c, r, r)  b: (k) or NULL  y: (n, k, oh, ow).
  * ws: sd_conv2d_workspace_floats(s) floats, contents undefined on return. */
