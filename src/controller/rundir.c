@@ -202,6 +202,18 @@ static int continue_journal(struct sd_controller *c, const char *path)
  * a second controller, the job written (or, on resume, read back), a fresh
  * token, and the journal opened for appending (a resumed run's torn last
  * line ended first).  Returns 0, or -1 with *why naming the path. */
+/* Writes j (freed here) as indented JSON to path, atomically. */
+static int write_json_atomic(const char *path, cJSON *j, char **why)
+{
+	char *text = cJSON_Print(j);
+	cJSON_Delete(j);
+	if (!text)
+		sd_oom();
+	int rc = ctl_write_file_atomic(path, text, strlen(text), why);
+	free(text);
+	return rc;
+}
+
 /* Where workers connect, kept in RUNDIR/listen.json when --listen or
  * --advertise was given ({"listen_addr": "198.18.0.1", "listen_port": 0,
  * "advertise": "HOST:PORT"}), so a resume given neither listens where the
@@ -217,13 +229,7 @@ static int keep_listen(struct sd_controller *c, const struct sd_controller_opts 
 		cJSON_AddNumberToObject(j, "listen_port", opts->listen_port);
 		if (opts->advertise)
 			cJSON_AddStringToObject(j, "advertise", opts->advertise);
-		char *text = cJSON_Print(j);
-		cJSON_Delete(j);
-		if (!text)
-			sd_oom();
-		int rc = ctl_write_file_atomic(path, text, strlen(text), why);
-		free(text);
-		return rc;
+		return write_json_atomic(path, j, why);
 	}
 	if (!opts->resume)
 		return 0;
@@ -295,16 +301,8 @@ int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *o
 	if (opts->resume) {
 		if (sd_job_load(&c->job, path, why) < 0)
 			return -1;
-	} else {
-		cJSON *j = sd_job_to_json(&c->job);
-		char *text = cJSON_Print(j);
-		cJSON_Delete(j);
-		if (!text)
-			sd_oom();
-		int rc = ctl_write_file_atomic(path, text, strlen(text), why);
-		free(text);
-		if (rc < 0)
-			return -1;
+	} else if (write_json_atomic(path, sd_job_to_json(&c->job), why) < 0) {
+		return -1;
 	}
 	if (keep_listen(c, opts, why) < 0)
 		return -1;

@@ -4,9 +4,10 @@ pad 2, ReLU, maxpool 2, conv 5x5x64 pad 2, ReLU, maxpool 2, fc 128, ReLU,
 fc 10) trained with SGD (momentum 0.9, weight decay 5e-4) on Fashion-MNIST at
 the same batch and thread count.  Prints one JSON line with images/s measured
 over the timed steps (data already in memory, as in spotdeck's engine)."""
-import argparse, gzip, json, struct, time
+import argparse, json, time
 import torch
 import torch.nn as nn
+from torch_common import cnn, load_fashion_mnist
 
 p = argparse.ArgumentParser()
 p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -18,18 +19,9 @@ a = p.parse_args()
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
 
-with gzip.open(a.data_dir + "/train-images-idx3-ubyte.gz") as f:
-    magic, n, h, w = struct.unpack(">IIII", f.read(16))
-    x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).reshape(n, 1, h, w)
-with gzip.open(a.data_dir + "/train-labels-idx1-ubyte.gz") as f:
-    f.read(8)
-    y = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).long()
-x = (x.float() / 255 - 0.2860) / 0.3530
+x, y, n = load_fashion_mnist(a.data_dir)
 
-model = nn.Sequential(
-    nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+model = cnn()
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
 loss_fn = nn.CrossEntropyLoss()
 perm = torch.randperm(n)

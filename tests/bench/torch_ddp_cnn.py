@@ -9,7 +9,7 @@ rank 0 stamps the wall clock when a step has completed (the loss read back,
 so the all-reduce and update are done) at --samples steps --gap apart from
 step --warm on.  Prints one JSON line with images/s (global batch) over that
 stretch."""
-import argparse, gzip, json, os, socket, struct, subprocess, sys, time
+import argparse, json, os, socket, subprocess, sys, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
@@ -40,23 +40,15 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch_common import cnn, load_fashion_mnist
 
 torch.set_num_threads(1)
 torch.manual_seed(1)
 dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % a.port, rank=a.rank, world_size=a.world)
 
-with gzip.open(a.data_dir + "/train-images-idx3-ubyte.gz") as f:
-    magic, n, h, w = struct.unpack(">IIII", f.read(16))
-    x = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).reshape(n, 1, h, w)
-with gzip.open(a.data_dir + "/train-labels-idx1-ubyte.gz") as f:
-    f.read(8)
-    y = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8).long()
-x = (x.float() / 255 - 0.2860) / 0.3530
+x, y, n = load_fashion_mnist(a.data_dir)
 
-model = DDP(nn.Sequential(
-    nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10)))
+model = DDP(cnn())
 opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
 loss_fn = nn.CrossEntropyLoss()
 perm = torch.randperm(n)   # same seed on every rank: the same global order
