@@ -9,7 +9,8 @@
 # each command (after |, ;, &&, ||, $(, `, if, then, do, !, and through
 # env, exec, timeout N, command -v), shell builtins and heredoc bodies left
 # out, kept when it names a program in /usr/bin, /bin, /usr/sbin or /sbin;
-# in Python, the literal first element of a subprocess argument list.  The
+# in Python (a .py file or a #! line naming python), the literal first
+# element of a subprocess argument list.  The
 # full check (the README's commands in a pristine chroot) is
 # ../shared/tools/fresh-debian.sh; this one runs in seconds on any Debian.
 for t in dpkg-query apt-cache python3; do
@@ -153,8 +154,11 @@ for p in files:
         text = open(p, encoding="utf-8", errors="replace").read()
     except OSError:
         continue
-    cmds = python_commands(text) if p.endswith(".py") or "exec python3 -" in text else set()
-    if not p.endswith(".py"):
+    # A Python script by name or by its #! line (tests/bench/ddp-vs-torch):
+    # its words are not shell commands.
+    is_python = p.endswith(".py") or re.match(r"#![^\n]*python", text) is not None
+    cmds = python_commands(text) if is_python or "exec python3 -" in text else set()
+    if not is_python:
         cmds |= shell_commands(text)
     for c in cmds:
         if where(c):
