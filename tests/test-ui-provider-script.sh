@@ -15,7 +15,7 @@ SPOTDECK="$top_builddir/tests/spotdeck-script"
 TRIG="$T/trigger"
 mkdir -p "$TRIG"
 cat >"$T/job.json" <<-JOB
-{"model": "mlp", "epochs": 30, "workers": 0, "checkpoint_every": 0,
+{"model": "mlp", "epochs": 1000, "workers": 0, "checkpoint_every": 0,
  "provider": {"name": "script", "trigger_dir": "$TRIG", "boot_seconds": 0.3, "notice_seconds": 3,
               "stockout_zones": ["us-east1-c"]},
  "cluster": ["gce/us-west1-b/k80/spot", "gce/us-central1-c/k80/spot", "gce/us-east1-c/k80/spot"]}
