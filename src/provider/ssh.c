@@ -10,9 +10,10 @@
  * (setsid: a hangup of the ssh session does not reach it), records its pid
  * and waits for it, so the local ssh process lives as long as the worker and
  * exits with its status (after a failure, with the last lines of the
- * worker's log on the host on its stderr: the run's own log has them).  signal() and release() send signals by that pid
- * over ssh.  ssh runs with BatchMode (never a prompt), one shared control
- * connection per host (ControlMaster, sockets in a private directory),
+ * worker's log on the host on its stderr: the run's own log has them).
+ * signal() and release() send signals by that pid over ssh.  ssh runs with
+ * BatchMode (never a prompt), one shared control connection per host
+ * (ControlMaster, sockets in a private directory),
  * keep-alives (ServerAliveInterval 5 s x 3: a dead link ends the session in
  * about 15 s) and StrictHostKeyChecking=accept-new unless the job says
  * otherwise.
@@ -848,9 +849,10 @@ static void wait_signals(const struct sd_provider *p)
 
 /* Runs ssh on every host used (extra: options, before the host; command:
  * the remote command line or NULL; a host cooling down or still being
- * signalled is skipped when a command is given), outside the loop (posix_spawnp + waitpid: the loop may
- * not run again, and libuv reaps only its own children), and waits for all
- * of them, CLOSE_WAIT_S at most, then kills what is left. */
+ * signalled is skipped when a command is given), outside the loop
+ * (posix_spawnp + waitpid: the loop may not run again, and libuv reaps only
+ * its own children), and waits for all of them, CLOSE_WAIT_S at most, then
+ * kills what is left. */
 static void on_used_hosts(struct sd_provider *p, const char *const *extra, const char *command)
 {
 	pid_t *pids = sd_calloc((size_t)p->hosts.n, sizeof *pids);
