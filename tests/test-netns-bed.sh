@@ -118,7 +118,14 @@ ok "link 2 up: host 2 answers again"
 prefix=$NETNS_PREFIX dir=$NETNS_DIR rootif=sdr$$ bridge=sdbr$$
 pids=$(cat "$dir"/h*/sshd.pid)
 [ "$(echo $pids | wc -w)" = 3 ] || fail "expected 3 sshd pids, got '$pids'"
-for p in $pids; do kill -0 "$p" || fail "sshd $p not running before teardown"; done
+# Each pid with its start time: pid_max is often 32768 and a make check
+# wraps it, so a bare pid may name another process after the teardown.
+started=
+for p in $pids; do
+	st=$(netns__start "$p")
+	[ -n "$st" ] || fail "sshd $p not running before teardown"
+	started="$started $p:$st"
+done
 ip link show "$rootif" >/dev/null 2>&1 || fail "$rootif missing before teardown"
 netns_teardown
 left=$(ip netns list | grep "^$prefix-")
@@ -126,11 +133,9 @@ left=$(ip netns list | grep "^$prefix-")
 ip link show "$rootif" >/dev/null 2>&1 && fail "veth $rootif left after teardown"
 left=$(ip -o link show | grep -E "^[0-9]+: ($rootif|$bridge)[@:]|link-netns $prefix-")
 [ -z "$left" ] || fail "devices left after teardown: $left"
-for p in $pids; do
-	# kill -0 also succeeds on a zombie that init has yet to reap.
-	if kill -0 "$p" 2>/dev/null && [ "$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -c1)" != Z ]; then
-		fail "sshd $p still running after teardown"
-	fi
+for p in $started; do
+	# netns__alive: neither a zombie nor a later process with the same pid.
+	netns__alive "$p" && fail "sshd ${p%%:*} (started at tick ${p#*:}) still running after teardown"
 done
 [ ! -e "$dir" ] || fail "$dir left after teardown"
 ok "teardown: no namespace, veth, bridge, sshd or temp dir left"

@@ -85,13 +85,27 @@ NETNS_LOCK=/run/lock/spotdeck-netns.lock
 netns__skip() { echo "SKIP: netns: $*" >&2; exit 77; }
 netns__fail() { echo "FAIL: netns: $*" >&2; exit 1; }
 
-# netns__alive PID: the process exists and is not a zombie.
-netns__alive() {
-	[ -r "/proc/$1/stat" ] || return 1
-	[ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
+# netns__start PID: prints the process's start time (field 22 of
+# /proc/PID/stat, clock ticks since boot), or nothing when it is gone.
+# A pid plus its start time names one process even after the pid is
+# reused: pid_max is often 32768, and a make check wraps it.
+netns__start() {
+	sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
 }
 
-# netns__wait_gone SECONDS PID...: polls until none of the PIDs is alive.
+# netns__alive PID[:START]: the process exists, is not a zombie and, when
+# START is given, is the one that started then (not a reuse of its pid).
+netns__alive() {
+	local _pid _start _st
+	_pid=${1%%:*}
+	_start=${1#"$_pid"}; _start=${_start#:}
+	_st=$(sed 's/.*) //' "/proc/$_pid/stat" 2>/dev/null) || return 1
+	[ -n "$_st" ] || return 1
+	[ "${_st%% *}" != Z ] || return 1
+	[ -z "$_start" ] || [ "$(echo "$_st" | cut -d' ' -f20)" = "$_start" ]
+}
+
+# netns__wait_gone SECONDS PID[:START]...: polls until none is alive.
 netns__wait_gone() {
 	local _t _any _p
 	_t=$(( $1 * 10 )); shift
@@ -293,23 +307,37 @@ netns_link() {
 }
 
 netns_teardown() {
-	local _pids _f _ns
+	local _pids _f _ns _p _st _live
 	[ -n "${NETNS_DIR:-}" ] || return 0
 	# The sshds by pid, then anything else still running in our namespaces
 	# (sessions, workers started over ssh): a namespace whose processes live
 	# on outlives "ip netns del" and keeps its veths.
 	_pids=
 	for _f in "$NETNS_DIR"/h*/sshd.pid; do
-		[ -s "$_f" ] && _pids="$_pids $(cat "$_f")"
+		# A pid file may outlive its sshd: only a live sshd is ours.
+		_p=$(cat "$_f" 2>/dev/null)
+		[ -n "$_p" ] && [ "$(cat "/proc/$_p/comm" 2>/dev/null)" = sshd ] && _pids="$_pids $_p"
 	done
 	for _ns in $NETNS__made; do
 		_pids="$_pids $(ip netns pids "$_ns" 2>/dev/null)"
 	done
-	if [ -n "${_pids# }" ]; then
+	# Each pid pinned to its start time now, so neither the wait nor the
+	# KILL below can mistake a later process that reused the pid for ours.
+	_live=
+	for _p in $_pids; do
+		_st=$(netns__start "$_p")
+		[ -n "$_st" ] && _live="$_live $_p:$_st"
+	done
+	if [ -n "$_live" ]; then
+		for _p in $_live; do kill -TERM "${_p%%:*}" 2>/dev/null; done
 		# shellcheck disable=SC2086
-		kill -TERM $_pids 2>/dev/null
-		# shellcheck disable=SC2086
-		netns__wait_gone 5 $_pids || { kill -KILL $_pids 2>/dev/null; netns__wait_gone 5 $_pids; }
+		if ! netns__wait_gone 5 $_live; then
+			for _p in $_live; do
+				netns__alive "$_p" && kill -KILL "${_p%%:*}" 2>/dev/null
+			done
+			# shellcheck disable=SC2086
+			netns__wait_gone 5 $_live
+		fi
 	fi
 	# Devices deleted one by one, so all are gone when this returns (a
 	# deleted namespace frees its devices later, asynchronously).
