@@ -9,7 +9,10 @@ src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/flee
 	src/provider/fleet-internal.h src/provider/fleet.c src/provider/launcher.c \
 	src/provider/registry.c src/provider/sim.c \
 	src/provider/ssh.c
-src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a
 # The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
 src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
+# HTTP on the loop for the cloud providers (http.h: libcurl multi driven
+# by libuv, retries with back-off; issue 13).
+src_provider_libsdprovider_a_SOURCES += src/provider/http.h src/provider/http.c
