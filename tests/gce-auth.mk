@@ -1,0 +1,10 @@
+# tests/gce-auth.mk: GCE service-account credentials (src/provider/gce-auth.c):
+# the C unit test (runs without Python).  It is built from the module's
+# source alone, so it needs no other library of ours.
+check_PROGRAMS += tests/test-gce-auth
+TESTS += tests/test-gce-auth
+
+tests_test_gce_auth_SOURCES = tests/test-gce-auth.c src/provider/gce-auth.c src/provider/gce-auth.h \
+	tests/check.h tests/tmpdir.h
+tests_test_gce_auth_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CRYPTO_CFLAGS)
+tests_test_gce_auth_LDADD = $(CJSON_LIBS) $(CRYPTO_LIBS)
