@@ -1,8 +1,11 @@
 # tests/gce-auth.mk: GCE service-account credentials (src/provider/gce-auth.c):
-# the C unit test (runs without Python).  It is built from the module's
-# source alone, so it needs no other library of ours.
+# the C unit test (runs without Python) and the script that checks the
+# JWT assertion with an independent implementation, PyJWT.  The C program
+# is built from the module's source alone, so it needs no other library of
+# ours and the script can use it as a JWT signer.
 check_PROGRAMS += tests/test-gce-auth
-TESTS += tests/test-gce-auth
+TESTS += tests/test-gce-auth tests/test-gce-auth.sh
+EXTRA_DIST += tests/test-gce-auth.sh
 
 tests_test_gce_auth_SOURCES = tests/test-gce-auth.c src/provider/gce-auth.c src/provider/gce-auth.h \
 	tests/check.h tests/tmpdir.h
