@@ -121,7 +121,12 @@ static void test_token_parse(void)
 	CHECK_INT(t.expires_at, 1120);
 	CHECK_INT(t.refresh_at, 1060);
 	sd_gce_token_free(&t);
-	/* 600 s: exactly where half the lifetime equals the 5 minutes. */
+	/* 400 s: half of it (200 s) is shorter than the 5 minutes. */
+	s = "{\"access_token\":\"tok\",\"expires_in\":400,\"token_type\":\"Bearer\"}";
+	CHECK(sd_gce_token_parse(s, strlen(s), 0, &t, err, sizeof err) == 0, "%s", err);
+	CHECK_INT(t.refresh_at, 200);
+	sd_gce_token_free(&t);
+	/* 601 s: half of it is just over the 5 minutes, which win. */
 	s = "{\"access_token\":\"tok\",\"expires_in\":601,\"token_type\":\"Bearer\"}";
 	CHECK_INT(sd_gce_token_parse(s, strlen(s), 0, &t, err, sizeof err), 0);
 	CHECK_INT(t.refresh_at, 301);
