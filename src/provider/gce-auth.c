@@ -159,9 +159,16 @@ static int sd_gce_key_from_json(const cJSON *root, const char *path, struct sd_g
 		return sd_gce_err(err, errlen, "out of memory");
 	EVP_PKEY *pkey = PEM_read_bio_PrivateKey(bio, NULL, sd_gce_no_password, NULL);
 	BIO_free(bio);
-	if (!pkey)
-		return sd_gce_err(err, errlen, "%s: \"private_key\" is not a PEM private key (%s)", path,
-		                  sd_gce_ssl_reason());
+	if (!pkey) {
+		/* OpenSSL 3's decoders say only "unsupported" for text with no PEM
+		 * block in it (a key cut short, a path pasted instead of a key). */
+		const char *why = sd_gce_ssl_reason();
+		if (!strstr(pem, "-----BEGIN "))
+			why = "no -----BEGIN line";
+		else if (!strstr(pem, "-----END "))
+			why = "no -----END line: cut short?";
+		return sd_gce_err(err, errlen, "%s: \"private_key\" is not a PEM private key (%s)", path, why);
+	}
 	if (!EVP_PKEY_is_a(pkey, "RSA")) {
 		const char *t = EVP_PKEY_get0_type_name(pkey);
 		EVP_PKEY_free(pkey);
