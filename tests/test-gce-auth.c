@@ -4,8 +4,8 @@
  *   test-gce-auth --assert KEY NOW SCOPE   prints the JWT for key file KEY
  *                                          issued at NOW, or the load error
  *                                          on stderr and exits 1 (used by
- *                                          test-gce-auth.sh to check the JWT
- *                                          with PyJWT)
+ *                                          test-gce-auth-pyjwt.sh to check
+ *                                          the JWT with PyJWT)
  *
  * Expected values come from outside our code: RFC 4648's base64 vectors,
  * literal JSON and form strings written by hand, and a signature checked

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test-gce-auth.sh - the JWT assertion of gce-auth.c checked by an
+# tests/test-gce-auth-pyjwt.sh - the JWT assertion of gce-auth.c checked by an
 # implementation that is not ours: Python's cryptography makes a fresh
 # RSA-2048 key and the service-account key file, tests/test-gce-auth
 # --assert signs with it, and PyJWT verifies the RS256 signature with the
@@ -152,7 +152,7 @@ finally:
     shutil.rmtree(tmp, ignore_errors=True)
 
 if failures:
-    print("test-gce-auth.sh: %d failure(s)" % failures, file=sys.stderr)
+    print("test-gce-auth-pyjwt.sh: %d failure(s)" % failures, file=sys.stderr)
     sys.exit(1)
-print("test-gce-auth.sh: all passed")
+print("test-gce-auth-pyjwt.sh: all passed")
 PYTHON
