@@ -61,8 +61,9 @@
  * lifetime when that is shorter (a 3599 s token is renewed after 3299 s, a
  * 120 s one after 60 s).  The margin covers clock skew between us and
  * Google and the time one Compute call takes, so that a request never
- * leaves with a token about to lapse (Google's own client libraries renew
- * 3 m 45 s early; GDAL renews 5 minutes early). */
+ * leaves with a token about to lapse (google-auth-library-python's
+ * google/auth/_helpers.py REFRESH_THRESHOLD renews 3 m 45 s early; we take
+ * a rounder, slightly wider margin). */
 #define SD_GCE_TOKEN_REFRESH_MARGIN 300
 
 /* A loaded key file.  Every pointer is owned by the struct and freed by
@@ -134,8 +135,8 @@ long sd_gce_base64url(const void *in, size_t n, char *out, size_t outlen);
  * with every byte of either value outside RFC 3986's unreserved set
  * (ALPHA DIGIT - . _ ~) written as %XX (upper-case hex), which
  * application/x-www-form-urlencoded decodes back to the same bytes (a JWT
- * is all unreserved but for none, so it goes as is).  Returns 0, or -1
- * when out is too small. */
+ * is base64url and dots, all unreserved, so it goes unchanged).  Returns
+ * 0, or -1 (out left "") when out is too small. */
 int sd_gce_token_request_body(const char *assertion, char *out, size_t outlen);
 
 /* Parses the token endpoint's answer (len bytes of json_text, need not be
