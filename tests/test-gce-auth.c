@@ -102,6 +102,9 @@ static void test_token_parse(void)
 	CHECK_INT(t.refresh_at, 1700003599 - 300);
 	sd_gce_token_free(&t);
 	CHECK(t.access_token == NULL);
+	CHECK_INT(sd_gce_token_parse(ok, strlen(ok), SD_GCE_TIME_MAX + 1, &t, err, sizeof err), -1);
+	CHECK_STR(err, "time 253402300800 out of range");
+	CHECK(t.access_token == NULL);
 	sd_gce_token_free(&t);  /* twice is harmless */
 
 	/* Not NUL-terminated: len is what counts. */
@@ -370,6 +373,22 @@ static void test_jwt(const char *keyfile, EVP_PKEY *rsa)
 	CHECK_INT(sd_gce_jwt_assertion(&k, now, SD_GCE_SCOPE_CLOUD_PLATFORM, again, len + 1, err, sizeof err), 0);
 	CHECK_STR(again, jwt);
 	CHECK_INT(sd_gce_jwt_assertion(&k, now, SD_GCE_SCOPE_CLOUD_PLATFORM, again, 20, err, sizeof err), -1);
+	/* The last second taken, and the one after it. */
+	CHECK_INT(sd_gce_jwt_assertion(&k, 253402300799, SD_GCE_SCOPE_CLOUD_PLATFORM, again, sizeof again, err,
+	                               sizeof err), 0);
+	d1 = strchr(again, '.');
+	d2 = strchr(d1 + 1, '.');
+	c = jwt_json(d1 + 1, (size_t)(d2 - d1 - 1));
+	char *cs = c ? cJSON_PrintUnformatted(c) : NULL;
+	CHECK(cs && strstr(cs, "\"iat\":253402300799,\"exp\":253402304399}"), "%s", cs ? cs : "(null)");
+	free(cs);
+	cJSON_Delete(c);
+	CHECK_INT(sd_gce_jwt_assertion(&k, 253402300800, SD_GCE_SCOPE_CLOUD_PLATFORM, again, sizeof again, err,
+	                               sizeof err), -1);
+	CHECK_STR(err, "time 253402300800 out of range");
+	CHECK_STR(again, "");
+	CHECK_INT(sd_gce_jwt_assertion(&k, -1, SD_GCE_SCOPE_CLOUD_PLATFORM, again, sizeof again, err, sizeof err),
+	          -1);
 	CHECK_INT(sd_gce_jwt_assertion(&k, now, "", again, sizeof again, err, sizeof err), -1);
 	CHECK_STR(err, "no scope given");
 

@@ -322,18 +322,20 @@ static int sd_gce_jwt_part(cJSON *item, char *out, size_t outlen, size_t *at, in
 int sd_gce_jwt_assertion(const struct sd_gce_key *key, int64_t now, const char *scope, char *out,
                          size_t outlen, char *err, size_t errlen)
 {
+	if (out && outlen)
+		out[0] = '\0';
 	if (!key || !key->pkey || !key->private_key_id || !key->client_email || !key->token_uri)
 		return sd_gce_err(err, errlen, "no key loaded");
 	if (!scope || !*scope)
 		return sd_gce_err(err, errlen, "no scope given");
-	if (now < 0 || now > INT64_MAX / 2)
+	if (now < 0 || now > SD_GCE_TIME_MAX)
 		return sd_gce_err(err, errlen, "time %" PRId64 " out of range", now);
 	if (!out || outlen == 0)
 		return sd_gce_err(err, errlen, "JWT does not fit in 0 bytes");
-	out[0] = '\0';
 
-	/* Whole seconds as JSON numbers: cJSON prints a double that is an
-	 * integer below 2^53 without a fraction or an exponent. */
+	/* Whole seconds as JSON numbers: cJSON prints an integral double with
+	 * at most 15 digits without a fraction or an exponent, and
+	 * SD_GCE_TIME_MAX + SD_GCE_JWT_LIFETIME has 12. */
 	cJSON *h = cJSON_CreateObject(), *c = cJSON_CreateObject();
 	if (!h || !c || !cJSON_AddStringToObject(h, "alg", "RS256") || !cJSON_AddStringToObject(h, "typ", "JWT") ||
 	    !cJSON_AddStringToObject(h, "kid", key->private_key_id) ||
@@ -494,7 +496,7 @@ int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd
 		char t[64];
 		sd_gce_one_line(cJSON_IsString(tt) ? tt->valuestring : "(not a string)", t, sizeof t);
 		sd_gce_err(err, errlen, "token endpoint answer: \"token_type\" is \"%s\", not \"Bearer\"", t);
-	} else if (now < 0 || now > INT64_MAX / 2) {
+	} else if (now < 0 || now > SD_GCE_TIME_MAX) {
 		sd_gce_err(err, errlen, "time %" PRId64 " out of range", now);
 	} else {
 		int64_t lifetime = (int64_t)ei->valuedouble;

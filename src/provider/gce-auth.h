@@ -52,6 +52,11 @@
 /* exp - iat of the assertion: one hour, the most Google accepts. */
 #define SD_GCE_JWT_LIFETIME 3600
 
+/* The latest `now` taken: 9999-12-31T23:59:59Z.  It keeps the JWT's
+ * times plain integers in JSON (never 1e+16) and now + expires_in far from
+ * overflow; anything beyond is a broken clock. */
+#define SD_GCE_TIME_MAX INT64_C(253402300799)
+
 /* A buffer this large holds any assertion for a key of up to 4096 bits
  * with strings of ordinary length (a 2048-bit key gives about 900 bytes);
  * sd_gce_jwt_assertion says when one does not fit. */
@@ -117,8 +122,9 @@ void sd_gce_key_free(struct sd_gce_key *key);
  * SD_GCE_JWT_LIFETIME, in that order; the header alg, typ, kid.  Both are
  * compact JSON written by cJSON (so any string is escaped), base64url
  * encoded without padding, and signed with EVP_DigestSign (RSA PKCS#1 v1.5,
- * SHA-256).  Returns -1 when it does not fit ("JWT of N bytes does not fit
- * in M") or when OpenSSL fails (its reason). */
+ * SHA-256).  Returns -1 (out left "") when it does not fit ("JWT does not
+ * fit in M bytes"), when scope is empty, now is outside 0..SD_GCE_TIME_MAX,
+ * or OpenSSL fails (its reason). */
 int sd_gce_jwt_assertion(const struct sd_gce_key *key, int64_t now, const char *scope, char *out,
                          size_t outlen, char *err, size_t errlen);
 
@@ -150,7 +156,8 @@ int sd_gce_token_request_body(const char *assertion, char *out, size_t outlen);
  * (RFC 6749's {"error","error_description"}; the description left out
  * when absent) or, for Google's API error form {"error":{"code":400,
  * "message":"..","status":".."}}, "token endpoint refused: 400 STATUS: ..";
- * a missing or wrong access_token, expires_in or token_type.
+ * a missing or wrong access_token, expires_in or token_type; now outside
+ * 0..SD_GCE_TIME_MAX.
  * On failure *token is left empty, and sd_gce_token_free on it is harmless. */
 int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd_gce_token *token,
                        char *err, size_t errlen);
