@@ -12,6 +12,7 @@ include tests/ui-e2e.mk
 include tests/control.mk
 include tests/hosts.mk
 include tests/http.mk
+include tests/gce-auth.mk
 include tests/netns.mk
 
 # packages/debian.txt covers every program the tests and build scripts run

@@ -9,7 +9,8 @@ src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/flee
 	src/provider/fleet-internal.h src/provider/fleet.c src/provider/launcher.c \
 	src/provider/registry.c src/provider/sim.c \
 	src/provider/ssh.c
-src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
+src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS) \
+	$(CRYPTO_CFLAGS)
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a
 # The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
 src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
@@ -18,3 +19,6 @@ src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.
 src_provider_libsdprovider_a_SOURCES += src/provider/http.h src/provider/http.c
 # The Compute Engine v1 bodies of the gce provider (gce-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-api.h src/provider/gce-api.c
+# GCE service-account credentials: key file, JWT assertion, token answer
+# (gce-auth.h; signed with libcrypto).
+src_provider_libsdprovider_a_SOURCES += src/provider/gce-auth.h src/provider/gce-auth.c
