@@ -13,3 +13,6 @@ src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLA
 SD_PROVIDER_LIBS = src/provider/libsdprovider.a
 # The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
 src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
+# AWS Signature Version 4 for the EC2 Query API (sigv4.h), with libcrypto.
+src_provider_libsdprovider_a_SOURCES += src/provider/sigv4.h src/provider/sigv4.c
+src_provider_libsdprovider_a_CPPFLAGS += $(CRYPTO_CFLAGS)
