@@ -11,6 +11,7 @@ include tests/ui.mk
 include tests/ui-e2e.mk
 include tests/control.mk
 include tests/hosts.mk
+include tests/sigv4.mk
 include tests/netns.mk
 
 # packages/debian.txt covers every program the tests and build scripts run
