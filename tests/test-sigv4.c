@@ -3,7 +3,8 @@
  * Without arguments: the unit checks.  The expected values come from
  * outside this code: the AWS documentation's example request (cloud-apis.md
  * section 2.1: its canonical-request hash and signature), the SHA-256 of ""
- * and "abc" (FIPS 180-2), and encodings worked out by hand from RFC 3986.
+ * and "abc" (FIPS 180-2), three cases of AWS's SigV4 test suite with
+ * their published signatures, and encodings worked out by hand from RFC 3986.
  *
  * With --sign: signs the requests described on stdin and prints what it
  * would send, for tests/test-sigv4-botocore.sh to compare with botocore.
@@ -98,6 +99,45 @@ static void test_doc_vector(void)
 	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
 		CHECK_INT(sd_sigv4_sign(&v[i].r, &v[i].c, &out, err, sizeof err), 0);
 		CHECK(strcmp(out.signature, DOC_SIGNATURE) != 0, "changing the %s left the signature", v[i].what);
+	}
+}
+
+/* Three cases of AWS's SigV4 test suite (aws-sig-v4-test-suite: host
+ * example.amazonaws.com, service "service", the same time and keys as the
+ * documentation's example), with the signatures it publishes. */
+static void test_aws_suite(void)
+{
+	static const struct sd_sigv4_pair query[] = {{"Param2", "value2"}, {"Param1", "value1"}};
+	static const struct sd_sigv4_pair form_ct[] = {{"Content-Type", "application/x-www-form-urlencoded"}};
+	static const struct {
+		const char *name, *method;
+		const struct sd_sigv4_pair *query;
+		size_t nquery;
+		const struct sd_sigv4_pair *headers;
+		size_t nheaders;
+		const char *body, *signed_headers, *signature;
+	} v[] = {
+		{"get-vanilla", "GET", NULL, 0, NULL, 0, "", "host;x-amz-date",
+		 "5fa00fa31553b73ebf1942676e86291e8372ff2a2260956d9b8aae1d763fbf31"},
+		{"get-vanilla-query-order-key-case", "GET", query, 2, NULL, 0, "", "host;x-amz-date",
+		 "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"},
+		{"post-x-www-form-urlencoded", "POST", NULL, 0, form_ct, 1, "Param1=value1", "content-type;host;x-amz-date",
+		 "ff11897932ad3f4e8b18135d722051e5ac45fc38421b1da7b9d196a0fe09473a"},
+	};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		struct sd_sigv4_request r = {
+			.method = v[i].method, .host = "example.amazonaws.com", .path = "/",
+			.query = v[i].query, .nquery = v[i].nquery, .headers = v[i].headers, .nheaders = v[i].nheaders,
+			.body = v[i].body, .body_len = strlen(v[i].body), .region = "us-east-1", .service = "service",
+			.when = DOC_TIME,
+		};
+		struct sd_sigv4_out out;
+		char err[128], want[512];
+		snprintf(want, sizeof want,
+		         "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, "
+		         "SignedHeaders=%s, Signature=%s", v[i].signed_headers, v[i].signature);
+		CHECK(sd_sigv4_sign(&r, &doc_creds, &out, err, sizeof err) == 0, "%s: %s", v[i].name, err);
+		CHECK(strcmp(out.authorization, want) == 0, "%s: got %s", v[i].name, out.authorization);
 	}
 }
 
@@ -389,6 +429,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	test_doc_vector();
+	test_aws_suite();
 	test_session_token();
 	test_payload_hash();
 	test_encode();
