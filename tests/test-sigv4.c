@@ -299,6 +299,9 @@ static void test_errors(void)
 	static const struct sd_sigv4_pair noname[] = {{"", "a"}};
 	REFUSED((r.headers = noname, r.nheaders = 1), "sigv4: header 0 has an empty name");
 	REFUSED(r.nheaders = SD_SIGV4_MAX_HEADERS + 1, "sigv4: 33 headers (at most 32)");
+	static char long_region[201];
+	memset(long_region, 'a', 200);
+	REFUSED(r.region = long_region, "sigv4: region and service are too long (200 + 3 bytes)");
 #undef REFUSED
 
 	/* A short buffer gets the start of the message; none at all is fine. */

@@ -127,9 +127,11 @@ struct sd_sigv4_out {
  * '/' or a byte outside printable ASCII; a time gmtime cannot convert or
  * outside the years 1970..9999; too many pairs or headers; a header name
  * that is empty or not an HTTP token, given twice or set by the signer; a
- * header value with control bytes; an Authorization header longer than
- * SD_SIGV4_AUTH_SIZE - 1; a libcrypto failure; out of memory (the
- * canonical request is built on the heap).
+ * header value with control bytes; a region and service together longer
+ * than about 130 bytes (the string to sign has a fixed buffer; real ones
+ * are under 30); an Authorization header longer than SD_SIGV4_AUTH_SIZE - 1;
+ * a libcrypto failure; out of memory (the canonical request is built on
+ * the heap).
  * On failure *out is zeroed.  Nothing is printed. */
 int sd_sigv4_sign(const struct sd_sigv4_request *req, const struct sd_sigv4_creds *creds,
                   struct sd_sigv4_out *out, char *err, size_t errlen);
