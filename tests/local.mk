@@ -13,6 +13,7 @@ include tests/control.mk
 include tests/hosts.mk
 include tests/http.mk
 include tests/gce-auth.mk
+include tests/sigv4.mk
 include tests/netns.mk
 
 # packages/debian.txt covers every program the tests and build scripts run

@@ -22,3 +22,5 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-api.h src/provider/gce-
 # GCE service-account credentials: key file, JWT assertion, token answer
 # (gce-auth.h; signed with libcrypto).
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-auth.h src/provider/gce-auth.c
+# AWS Signature Version 4 for the EC2 Query API (sigv4.h), with libcrypto.
+src_provider_libsdprovider_a_SOURCES += src/provider/sigv4.h src/provider/sigv4.c
