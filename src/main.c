@@ -24,6 +24,7 @@
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
 #include "src/app/attach.h"
+#include "src/app/doctor.h"
 #include "src/app/control.h"
 #include "src/proto/protocol.h"
 #include "src/provider/provider.h"
@@ -143,6 +144,7 @@ static void usage(FILE *f)
 "       spotdeck attach [--read-only] [--headless] [RUNDIR]   (x detaches)\n"
 "       spotdeck ls [DIR]          live runs;   spotdeck kill RUNDIR   end one\n"
 "       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
+"       spotdeck doctor [--provider gce] JOB   (could JOB's cloud start a run?)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
 "simulated spot market (or local workers).  The run goes to the background\n"
 "(RUNDIR/control.sock; it outlives the terminal) with a full-screen cockpit\n"
@@ -929,6 +931,8 @@ int main(int argc, char **argv)
 		return sd_ls_main(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "kill"))
 		return sd_kill_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "doctor"))
+		return sd_doctor_main(argc - 1, argv + 1);
 	struct options o;
 	int rc = parse_options(argc, argv, &o);
 	if (rc >= 0)

@@ -14,6 +14,23 @@ tmpdir() {
 	trap 'rm -rf "$T"' EXIT
 }
 
+# fake_start NAME CMD...: starts CMD, a fake server that prints its port on
+# its first stdout line (tests/fake-cloud/), in the background; waits for
+# the port and sets FAKE_PORT and FAKE_PID.  Call tmpdir first: the EXIT
+# trap then kills the fake too.
+fake_start() {
+	local name="$1" t=100; shift
+	"$@" >"$T/$name.port" 2>"$T/$name.err" &
+	FAKE_PID=$!
+	trap 'kill '"$FAKE_PID"' 2>/dev/null; rm -rf "$T"' EXIT
+	while [ ! -s "$T/$name.port" ]; do
+		kill -0 "$FAKE_PID" 2>/dev/null || fail "$name exited: $(cat "$T/$name.err")"
+		t=$((t - 1)); [ "$t" -gt 0 ] || fail "$name printed no port in 10 s"
+		sleep 0.1
+	done
+	FAKE_PORT=$(head -1 "$T/$name.port")
+}
+
 # json_field FILE TYPE FIELD: FIELD of the last JSON line whose type is TYPE.
 json_field() {
 	python3 - "$1" "$2" "$3" <<'PY'

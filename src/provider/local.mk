@@ -11,7 +11,8 @@ src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/flee
 	src/provider/ssh.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS) \
 	$(CRYPTO_CFLAGS)
-SD_PROVIDER_LIBS = src/provider/libsdprovider.a
+# libcurl and libcrypto: the cloud providers' HTTP, token and signatures.
+SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS)
 # The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
 src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
 # HTTP on the loop for the cloud providers (http.h: libcurl multi driven
@@ -24,3 +25,5 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-api.h src/provider/gce-
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-auth.h src/provider/gce-auth.c
 # AWS Signature Version 4 for the EC2 Query API (sigv4.h), with libcrypto.
 src_provider_libsdprovider_a_SOURCES += src/provider/sigv4.h src/provider/sigv4.c
+# Compute Engine calls with an OAuth2 token kept fresh (gce-client.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/gce-client.h src/provider/gce-client.c

@@ -1,0 +1,561 @@
+/* src/app/doctor.c - `spotdeck doctor`: can a run start on this cloud?
+ * (doctor.h).  The checks run one after another on a libuv loop through
+ * the same HTTP client and token code the provider uses, so what doctor
+ * proves is what a run will meet. */
+#include "config.h"
+#include "src/app/doctor.h"
+
+#include <cJSON.h>
+#include <ctype.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "src/provider/gce-api.h"
+#include "src/provider/gce-client.h"
+#include "src/provider/http.h"
+
+/* The Compute Engine service in the Cloud Billing Catalog
+ * (cloud-apis.md section 1.5). */
+#define GCE_BILLING_SERVICE "6F81-5844-456A"
+#define GCE_BILLING_ROOT "https://cloudbilling.googleapis.com/v1"
+/* The default boot image: Google's Deep Learning VM family with CUDA
+ * (images.getFromFamily resolves it to today's image). */
+#define GCE_DEFAULT_IMAGE "projects/deeplearning-platform-release/global/images/family/common-cu124"
+#define MAX_ZONES 32
+#define MAX_SKU_PAGES 100
+
+enum step { ST_PROJECT, ST_ZONE, ST_MACHINE, ST_GPU, ST_REGION, ST_IMAGE, ST_PRICES, ST_END };
+
+struct doctor {
+	uv_loop_t loop;
+	struct sd_http *http;
+	struct sd_gce_client *gce;
+	/* settings */
+	char *project, *credentials, *machine_type, *accelerator, *image, *api_root, *billing_root;
+	int count;
+	char *zones[MAX_ZONES];
+	int nzones;
+	char regions[MAX_ZONES][64];
+	int nregions;
+	/* progress */
+	enum step step;
+	int i;                    /* the zone or region being checked */
+	int zone_ok[MAX_ZONES];   /* 1 while every check of zone i passed */
+	int region_ok[MAX_ZONES];
+	int pages;
+	char model[32];           /* "T4": the GPU's model in quota names and SKUs */
+	int failed, done;
+};
+
+static void say(struct doctor *d, const char *level, const char *check, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void say(struct doctor *d, const char *level, const char *check, const char *fmt, ...)
+{
+	va_list ap;
+	printf("%-5s %s: ", level, check);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+	if (!strcmp(level, "FAIL"))
+		d->failed = 1;
+}
+
+/* The API's own words for a failed answer: error.message of the body,
+ * else the transport error or the status. */
+static void why(const struct sd_http_response *r, char *out, size_t outlen)
+{
+	struct sd_gce_error e;
+	char err[64];
+	if (r->status == 0)
+		snprintf(out, outlen, "%s", r->error);
+	else if (sd_gce_error_parse(r->body, r->body_len, &e, err, sizeof err) == 0 && e.message[0])
+		snprintf(out, outlen, "HTTP %ld: %s", r->status, e.message);
+	else
+		snprintf(out, outlen, "HTTP %ld", r->status);
+}
+
+/* {"quotas":[{"metric","limit","usage"}]}: the first quota whose metric
+ * satisfies MATCH, as limit - usage (its metric into METRIC); -1 if none. */
+static double quota_left(const cJSON *j, int (*match)(const char *metric, const char *model),
+			 const char *model, char *metric, size_t metriclen, double *limit)
+{
+	const cJSON *q;
+	cJSON_ArrayForEach(q, cJSON_GetObjectItemCaseSensitive(j, "quotas")) {
+		const char *m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(q, "metric"));
+		const cJSON *l = cJSON_GetObjectItemCaseSensitive(q, "limit");
+		const cJSON *u = cJSON_GetObjectItemCaseSensitive(q, "usage");
+		if (m && match(m, model) && cJSON_IsNumber(l)) {
+			snprintf(metric, metriclen, "%s", m);
+			*limit = l->valuedouble;
+			return l->valuedouble - (cJSON_IsNumber(u) ? u->valuedouble : 0);
+		}
+	}
+	return -1;
+}
+
+static int is_all_regions(const char *metric, const char *model)
+{
+	(void)model;
+	return !strcmp(metric, "GPUS_ALL_REGIONS");
+}
+
+/* PREEMPTIBLE_NVIDIA_T4_GPUS, PREEMPTIBLE_NVIDIA_A100_80GB_GPUS, ... */
+static int is_spot_gpu(const char *metric, const char *model)
+{
+	size_t n = strlen(model);
+	const char *p = "PREEMPTIBLE_NVIDIA_";
+	return !strncmp(metric, p, strlen(p)) && !strncmp(metric + strlen(p), model, n) &&
+	       metric[strlen(p) + n] == '_';
+}
+
+static void next(struct doctor *d);
+
+static void on_reply(void *arg, const struct sd_http_response *r)
+{
+	struct doctor *d = arg;
+	char w[700], metric[96], name[96];
+	double limit = 0;
+	cJSON *j = r->status == 200 ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+	switch (d->step) {
+	case ST_PROJECT:
+		if (r->status == 0 && !strncmp(r->error, "token: ", 7)) {
+			say(d, "FAIL", "credentials", "no token for %s: %s", sd_gce_client_identity(d->gce), r->error + 7);
+			d->step = ST_END;
+			break;
+		}
+		say(d, "ok", "credentials", "a token for %s, %.0f s left", sd_gce_client_identity(d->gce),
+		    sd_gce_client_token_left(d->gce));
+		if (!j) {
+			why(r, w, sizeof w);
+			say(d, "FAIL", "project", "%s: %s", d->project, w);
+			d->step = ST_END;
+			break;
+		}
+		double left = quota_left(j, is_all_regions, NULL, metric, sizeof metric, &limit);
+		if (left < 0)
+			say(d, "warn", "project", "%s: no GPUS_ALL_REGIONS quota listed", d->project);
+		else if (left < d->count)
+			say(d, "FAIL", "project", "%s: GPUS_ALL_REGIONS has %.0f of %.0f left, a server needs %d "
+			    "(ask for more in the console's Quotas page)", d->project, left, limit, d->count);
+		else
+			say(d, "ok", "project", "%s: GPUS_ALL_REGIONS %.0f of %.0f left", d->project, left, limit);
+		d->step = ST_ZONE;
+		d->i = 0;
+		break;
+	case ST_ZONE: {
+		const char *st = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status")) : NULL;
+		if (!st) {
+			why(r, w, sizeof w);
+			say(d, "warn", "zone", "%s: %s", d->zones[d->i], w);
+			d->zone_ok[d->i] = 0;
+		} else if (strcmp(st, "UP") != 0) {
+			say(d, "warn", "zone", "%s is %s", d->zones[d->i], st);
+			d->zone_ok[d->i] = 0;
+		}
+		d->step = ST_MACHINE;
+		break;
+	}
+	case ST_MACHINE:
+		if (!j) {
+			why(r, w, sizeof w);
+			say(d, "warn", "zone", "%s: machine type %s: %s", d->zones[d->i], d->machine_type, w);
+			d->zone_ok[d->i] = 0;
+		}
+		d->step = ST_GPU;
+		break;
+	case ST_GPU: {
+		const cJSON *mx = j ? cJSON_GetObjectItemCaseSensitive(j, "maximumCardsPerInstance") : NULL;
+		if (!j) {
+			why(r, w, sizeof w);
+			say(d, "warn", "zone", "%s: GPU %s: %s", d->zones[d->i], d->accelerator, w);
+			d->zone_ok[d->i] = 0;
+		} else if (cJSON_IsNumber(mx) && mx->valuedouble < d->count) {
+			say(d, "warn", "zone", "%s: %s takes at most %.0f per VM, %d asked", d->zones[d->i],
+			    d->accelerator, mx->valuedouble, d->count);
+			d->zone_ok[d->i] = 0;
+		}
+		if (d->zone_ok[d->i])
+			say(d, "ok", "zone", "%s: UP, %s with %d x %s", d->zones[d->i], d->machine_type, d->count,
+			    d->accelerator);
+		d->i++;
+		d->step = d->i < d->nzones ? ST_ZONE : ST_REGION;
+		if (d->step == ST_REGION) {
+			int any = 0;
+			for (int z = 0; z < d->nzones; z++)
+				any |= d->zone_ok[z];
+			if (!any)
+				say(d, "FAIL", "zones", "none of the %d zones can run %s with %s", d->nzones,
+				    d->machine_type, d->accelerator);
+			d->i = 0;
+		}
+		break;
+	}
+	case ST_REGION:
+		if (!j) {
+			why(r, w, sizeof w);
+			say(d, "warn", "region", "%s: %s", d->regions[d->i], w);
+		} else {
+			double l = quota_left(j, is_spot_gpu, d->model, metric, sizeof metric, &limit);
+			if (l < 0)
+				say(d, "warn", "region", "%s: no PREEMPTIBLE_NVIDIA_%s_GPUS quota listed (Spot VMs "
+				    "then count against the regular GPU quota)", d->regions[d->i], d->model);
+			else if (l < d->count)
+				say(d, "warn", "region", "%s: %s has %.0f of %.0f left, a server needs %d",
+				    d->regions[d->i], metric, l, limit, d->count);
+			else
+				say(d, "ok", "region", "%s: %s %.0f of %.0f left", d->regions[d->i], metric, l, limit);
+		}
+		d->i++;
+		d->step = d->i < d->nregions ? ST_REGION : ST_IMAGE;
+		break;
+	case ST_IMAGE: {
+		const char *n = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name")) : NULL;
+		const char *gb = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "diskSizeGb")) : NULL;
+		if (!n) {
+			why(r, w, sizeof w);
+			say(d, "FAIL", "image", "%s: %s", d->image, w);
+		} else {
+			say(d, "ok", "image", "%s is %s (%s GB)", d->image, n, gb ? gb : "?");
+		}
+		d->step = ST_PRICES;
+		d->pages = 0;
+		break;
+	}
+	case ST_PRICES: {
+		if (!j) {
+			why(r, w, sizeof w);
+			say(d, "warn", "prices", "the Billing Catalog: %s", w);
+			d->step = ST_END;
+			break;
+		}
+		d->pages++;
+		const cJSON *sku;
+		cJSON_ArrayForEach(sku, cJSON_GetObjectItemCaseSensitive(j, "skus")) {
+			const cJSON *cat = cJSON_GetObjectItemCaseSensitive(sku, "category");
+			const char *grp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cat, "resourceGroup"));
+			const char *use = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cat, "usageType"));
+			const char *desc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sku, "description"));
+			if (!grp || !use || !desc || strcmp(grp, "GPU") != 0 || strcmp(use, "Preemptible") != 0)
+				continue;
+			snprintf(name, sizeof name, " %s ", d->model);
+			char padded[512];
+			snprintf(padded, sizeof padded, " %s ", desc);
+			if (!strcasestr(padded, name))
+				continue;
+			const cJSON *reg;
+			cJSON_ArrayForEach(reg, cJSON_GetObjectItemCaseSensitive(sku, "serviceRegions")) {
+				const char *rn = cJSON_GetStringValue(reg);
+				int ours = -1;
+				for (int k = 0; rn && k < d->nregions; k++)
+					if (!strcmp(rn, d->regions[k]))
+						ours = k;
+				if (ours < 0)
+					continue;
+				const cJSON *pi = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(sku, "pricingInfo"), 0);
+				const cJSON *tr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
+					cJSON_GetObjectItemCaseSensitive(pi, "pricingExpression"), "tieredRates"), 0);
+				const cJSON *up = cJSON_GetObjectItemCaseSensitive(tr, "unitPrice");
+				const char *units = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(up, "units"));
+				const cJSON *nanos = cJSON_GetObjectItemCaseSensitive(up, "nanos");
+				double usd = (units ? atof(units) : 0) + (cJSON_IsNumber(nanos) ? nanos->valuedouble / 1e9 : 0);
+				say(d, "ok", "prices", "%s in %s: $%.4f/h per GPU (the GPU alone; the VM's vCPUs and "
+				    "memory are billed besides)", desc, rn, usd);
+				d->step = ST_END;
+				goto out;
+			}
+		}
+		const char *tok = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "nextPageToken")) : NULL;
+		if (!tok || !*tok || d->pages >= MAX_SKU_PAGES) {
+			say(d, "warn", "prices", "no Spot price for %s in %s in the Billing Catalog (%d pages read)",
+			    d->accelerator, d->regions[0], d->pages);
+			d->step = ST_END;
+		} else {
+			char url[1024];
+			snprintf(url, sizeof url, "%s/services/%s/skus?currencyCode=USD&pageToken=%s",
+				 d->billing_root, GCE_BILLING_SERVICE, tok);
+			char err[256];
+			if (sd_gce_call(d->gce, "gce billing skus", "GET", url, NULL, 1, on_reply, d, err, sizeof err) < 0) {
+				say(d, "warn", "prices", "%s", err);
+				d->step = ST_END;
+			} else {
+				cJSON_Delete(j);
+				return;
+			}
+		}
+		break;
+	}
+	case ST_END:
+		break;
+	}
+out:
+	cJSON_Delete(j);
+	next(d);
+}
+
+/* Sends the request of the current step (or ends). */
+static void next(struct doctor *d)
+{
+	char url[1024], path[512], err[256];
+	const char *label = "gce";
+	url[0] = '\0';
+	switch (d->step) {
+	case ST_PROJECT:
+		snprintf(url, sizeof url, "%s/projects/%s", d->api_root, d->project);
+		label = "gce projects.get";
+		break;
+	case ST_ZONE:
+		d->zone_ok[d->i] = 1;
+		snprintf(path, sizeof path, "zones/%s", d->zones[d->i]);
+		sd_gce_url(d->gce, path, url, sizeof url);
+		label = "gce zones.get";
+		break;
+	case ST_MACHINE:
+		snprintf(path, sizeof path, "zones/%s/machineTypes/%s", d->zones[d->i], d->machine_type);
+		sd_gce_url(d->gce, path, url, sizeof url);
+		label = "gce machineTypes.get";
+		break;
+	case ST_GPU:
+		snprintf(path, sizeof path, "zones/%s/acceleratorTypes/%s", d->zones[d->i], d->accelerator);
+		sd_gce_url(d->gce, path, url, sizeof url);
+		label = "gce acceleratorTypes.get";
+		break;
+	case ST_REGION:
+		snprintf(path, sizeof path, "regions/%s", d->regions[d->i]);
+		sd_gce_url(d->gce, path, url, sizeof url);
+		label = "gce regions.get";
+		break;
+	case ST_IMAGE:
+		snprintf(url, sizeof url, "%s/%s", d->api_root, d->image);
+		label = "gce images.get";
+		break;
+	case ST_PRICES:
+		snprintf(url, sizeof url, "%s/services/%s/skus?currencyCode=USD", d->billing_root, GCE_BILLING_SERVICE);
+		label = "gce billing skus";
+		break;
+	case ST_END:
+		d->done = 1;
+		return;
+	}
+	if (sd_gce_call(d->gce, label, "GET", url, NULL, 1, on_reply, d, err, sizeof err) < 0) {
+		say(d, "FAIL", "request", "%s", err);
+		d->done = 1;
+	}
+}
+
+/* The settings: the job file's "provider" object. */
+static const char *const gce_keys[] = {"name", "project", "zones", "credentials", "machine_type",
+				       "accelerator", "accelerator_count", "image", "api_root",
+				       "billing_root", NULL};
+
+static char *opt_str(const cJSON *p, const char *key, const char *dflt, const char *file, int *bad)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, key);
+	if (!v)
+		return dflt ? strdup(dflt) : NULL;
+	if (!cJSON_IsString(v) || !v->valuestring[0]) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.%s: expected a non-empty string\n", file, key);
+		*bad = 1;
+		return NULL;
+	}
+	return strdup(v->valuestring);
+}
+
+static int load_settings(struct doctor *d, const char *file)
+{
+	FILE *f = fopen(file, "r");
+	if (!f) {
+		fprintf(stderr, "spotdeck doctor: %s: %m\n", file);
+		return -1;
+	}
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof text - 1, f);
+	int big = !feof(f);
+	fclose(f);
+	if (big) {
+		fprintf(stderr, "spotdeck doctor: %s: over 1 MiB, not a job file\n", file);
+		return -1;
+	}
+	text[n] = '\0';
+	cJSON *j = cJSON_Parse(text);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "provider");
+	int bad = 0;
+	if (!j) {
+		fprintf(stderr, "spotdeck doctor: %s: not JSON (near byte %ld)\n", file,
+			(long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
+		return -1;
+	}
+	if (!cJSON_IsObject(p)) {
+		fprintf(stderr, "spotdeck doctor: %s: no \"provider\" object\n", file);
+		bad = 1;
+	} else {
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
+		if (!name || strcmp(name, "gce") != 0) {
+			fprintf(stderr, "spotdeck doctor: %s: provider.name is \"%s\"; doctor checks gce\n", file,
+				name ? name : "");
+			bad = 1;
+		}
+		const cJSON *it;
+		cJSON_ArrayForEach(it, p) {
+			int known = 0;
+			for (int k = 0; gce_keys[k]; k++)
+				known |= !strcmp(it->string, gce_keys[k]);
+			if (!known) {
+				fprintf(stderr, "spotdeck doctor: %s: provider.%s: not a gce setting\n", file, it->string);
+				bad = 1;
+			}
+		}
+	}
+	if (!bad) {
+		d->project = opt_str(p, "project", NULL, file, &bad);
+		if (!d->project && !bad) {
+			fprintf(stderr, "spotdeck doctor: %s: provider.project: missing\n", file);
+			bad = 1;
+		}
+		const char *env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+		d->credentials = opt_str(p, "credentials", env && *env ? env : NULL, file, &bad);
+		d->machine_type = opt_str(p, "machine_type", "n1-standard-8", file, &bad);
+		d->accelerator = opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
+		d->image = opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
+		d->api_root = opt_str(p, "api_root", SD_GCE_COMPUTE_ROOT, file, &bad);
+		d->billing_root = opt_str(p, "billing_root", GCE_BILLING_ROOT, file, &bad);
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "accelerator_count");
+		d->count = 1;
+		if (c && (!cJSON_IsNumber(c) || c->valuedouble < 1 || c->valuedouble > 16 ||
+			  c->valuedouble != (int)c->valuedouble)) {
+			fprintf(stderr, "spotdeck doctor: %s: provider.accelerator_count: expected 1 to 16\n", file);
+			bad = 1;
+		} else if (c) {
+			d->count = (int)c->valuedouble;
+		}
+		const cJSON *zs = cJSON_GetObjectItemCaseSensitive(p, "zones"), *z;
+		if (!cJSON_IsArray(zs) || cJSON_GetArraySize(zs) < 1 || cJSON_GetArraySize(zs) > MAX_ZONES) {
+			fprintf(stderr, "spotdeck doctor: %s: provider.zones: expected a list of 1 to %d zones\n", file,
+				MAX_ZONES);
+			bad = 1;
+		} else {
+			cJSON_ArrayForEach(z, zs) {
+				if (!cJSON_IsString(z) || !sd_gce_name_ok(z->valuestring)) {
+					fprintf(stderr, "spotdeck doctor: %s: provider.zones: %s is not a zone name\n", file,
+						cJSON_IsString(z) ? z->valuestring : "an item");
+					bad = 1;
+					break;
+				}
+				d->zones[d->nzones++] = strdup(z->valuestring);
+			}
+		}
+	}
+	cJSON_Delete(j);
+	if (bad)
+		return -1;
+	for (int z = 0; z < d->nzones; z++) {
+		char r[64];
+		sd_gce_zone_region(d->zones[z], r, sizeof r);
+		int seen = 0;
+		for (int k = 0; k < d->nregions; k++)
+			seen |= !strcmp(d->regions[k], r);
+		if (!seen)
+			snprintf(d->regions[d->nregions++], sizeof d->regions[0], "%s", r);
+	}
+	/* nvidia-tesla-t4 -> T4, nvidia-a100-80gb -> A100: the model as quota
+	 * metrics and SKU descriptions write it. */
+	const char *m = d->accelerator;
+	if (!strncmp(m, "nvidia-", 7))
+		m += 7;
+	if (!strncmp(m, "tesla-", 6))
+		m += 6;
+	size_t k = 0;
+	for (; m[k] && m[k] != '-' && k + 1 < sizeof d->model; k++)
+		d->model[k] = (char)toupper((unsigned char)m[k]);
+	d->model[k] = '\0';
+	return 0;
+}
+
+static void doctor_free(struct doctor *d)
+{
+	free(d->project);
+	free(d->credentials);
+	free(d->machine_type);
+	free(d->accelerator);
+	free(d->image);
+	free(d->api_root);
+	free(d->billing_root);
+	for (int z = 0; z < d->nzones; z++)
+		free(d->zones[z]);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: spotdeck doctor [--provider gce] JOB.json\n"
+		   "Checks, without creating anything, that a run of JOB.json could start on its cloud:\n"
+		   "credentials, project and regional GPU quota, zones, machine and GPU types, the image,\n"
+		   "the Spot price.  One line per check; exit 0 when a run could start, 1 when not.\n");
+}
+
+int sd_doctor_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"provider", required_argument, 0, 'p'},
+		{"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0},
+	};
+	const char *provider = "gce";
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		if (c == 'p') {
+			provider = optarg;
+		} else if (c == 'h') {
+			usage(stdout);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (strcmp(provider, "gce") != 0) {
+		fprintf(stderr, "spotdeck doctor: --provider %s: only gce can be checked so far (aws: not yet)\n",
+			provider);
+		return 2;
+	}
+	if (optind != argc - 1) {
+		usage(stderr);
+		return 2;
+	}
+	struct doctor *d = calloc(1, sizeof *d);
+	if (!d || load_settings(d, argv[optind]) < 0) {
+		if (d)
+			doctor_free(d);
+		free(d);
+		return 2;
+	}
+	char err[512];
+	uv_loop_init(&d->loop);
+	d->http = sd_http_new(&d->loop, NULL, NULL, NULL, err, sizeof err);
+	struct sd_gce_client_config cfg = {.project = d->project, .compute_root = d->api_root,
+					   .key_file = d->credentials};
+	if (d->http)
+		d->gce = sd_gce_client_new(d->http, &cfg, err, sizeof err);
+	if (!d->gce) {
+		say(d, "FAIL", "credentials", "%s", err);
+	} else {
+		next(d);
+		while (!d->done && uv_run(&d->loop, UV_RUN_ONCE))
+			;
+	}
+	if (d->gce)
+		sd_gce_client_free(d->gce);
+	if (d->http)
+		sd_http_close(d->http, NULL, NULL);
+	uv_run(&d->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&d->loop);
+	int rc = d->failed ? 1 : 0;
+	doctor_free(d);
+	free(d);
+	return rc;
+}
