@@ -15,6 +15,7 @@ include tests/http.mk
 include tests/gce-auth.mk
 include tests/sigv4.mk
 include tests/netns.mk
+include tests/fake-cloud.mk
 
 # packages/debian.txt covers every program the tests and build scripts run
 # (issue 9, item 6).

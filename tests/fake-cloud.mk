@@ -1,0 +1,6 @@
+# tests/fake-cloud.mk: the fake clouds the providers are tested against
+# (real clouds are out of reach of the test machines).  tests/fake-cloud/
+# gce.py fakes Compute Engine v1, its token endpoint, in-VM metadata and
+# the billing catalog; tests/test-fake-gce.sh checks the fake itself.
+TESTS += tests/test-fake-gce.sh
+EXTRA_DIST += tests/test-fake-gce.sh tests/fake-cloud/gce.py
