@@ -66,9 +66,12 @@ with open(prices, "w") as f:
 os.mkdir(os.path.join(T, "vm"))
 
 
-def start_fake(*extra):
+def start_fake(*extra, nojwt=False):
     err = os.path.join(T, "fake%d.err" % len(fakes))
-    p = subprocess.Popen([sys.executable, GCE, "--project", P, "--zones", ",".join([ZA, ZB, ZE]),
+    # nojwt: the fake as started by a python without PyJWT
+    py = [sys.executable, "-c", "import runpy, sys; sys.modules['jwt'] = None; sys.argv = sys.argv[1:]; "
+          "runpy.run_path(sys.argv[0], run_name='__main__')"] if nojwt else [sys.executable]
+    p = subprocess.Popen(py + [GCE, "--project", P, "--zones", ",".join([ZA, ZB, ZE]),
                           "--sa-email", SA, "--sa-public-key", pub, "--boot-s", "0.6", "--op-s", "0.3",
                           "--quota-gpus", "4", "--prices", prices] + list(extra),
                          stdout=subprocess.PIPE, stderr=open(err, "w"))
@@ -152,6 +155,12 @@ time.sleep(1.3)
 st, r, _ = call(B2, "GET", Z + ZA + "/instances", token=t2["access_token"])
 eq((st, r["error"]["errors"][0]["reason"], r["error"]["message"]), (401, "authError", "Invalid Credentials"),
    "expired token")
+fakes.pop().terminate()
+B3 = start_fake(nojwt=True)
+st, r, _ = get_token(B3, assertion(B3))
+eq((st, r.get("error")), (500, "server_error"), "no PyJWT: assertions refused")
+check("PyJWT" in r["error_description"], "no PyJWT: says why: %r" % r)
+eq(call(B3, "GET", Z + ZA + "/instances")[0], 401, "no PyJWT: the API still answers")
 fakes.pop().terminate()
 ok("token flow: good JWT, bad signature/aud/exp/scope refused, 401 without or with a dead token")
 
@@ -316,6 +325,13 @@ eq(call(MD[:-1], "GET", "/preempted")[0], 403, "no Metadata-Flavor")
 eq(call(MD[:-1], "GET", "/preempted", headers=dict(G, **{"X-Forwarded-For": "1.2.3.4"}))[0], 403, "X-Forwarded-For")
 eq(call(MD[:-1], "GET", "/attributes/spotdeck-token", headers=G)[:2], (200, "tok-i1"), "attribute")
 eq(call(MD[:-1], "GET", "/name", headers=G)[:2], (200, "i1"), "instance/name")
+eq(call(MD[:-1], "GET", "/zone", headers=G)[:2], (200, "projects/123456789012/zones/" + ZA), "instance/zone")
+st, v, hd = call(MD[:-1], "GET", "/maintenance-event", headers=G)
+eq(v, "NONE", "maintenance-event")
+ctl("maintenance", {"name": "i1"})
+st, v, _ = call(MD[:-1], "GET", "/maintenance-event?wait_for_change=true&timeout_sec=5&last_etag=" + hd["ETag"],
+                headers=G)
+eq(v, "TERMINATE_ON_HOST_MAINTENANCE", "maintenance-event after the control")
 got = {}
 
 

@@ -84,7 +84,8 @@ Behaviour:
 
 In-VM metadata (fake-only plumbing): each instance gets its own listener on
 127.0.0.1 from creation to power-off; the instance JSON names it in the
-top-level field "fakeMetadataHost": "127.0.0.1:PORT" (not in GCE).  It
+top-level field "fakeMetadataHost": "127.0.0.1:PORT" (not in GCE; null
+once the VM is off).  It
 serves /computeMetadata/v1/instance/{preempted,maintenance-event,name,zone,
 id,attributes/KEY} and /computeMetadata/v1/project/{project-id,
 numeric-project-id}: 403 without "Metadata-Flavor: Google" or with
@@ -95,18 +96,22 @@ projects/123456789012/zones/Z (123456789012 is the fake's project number).
 runs as /bin/bash FILE in its own process group, cwd and log in
 --vm-log-dir (NAME.log), env GCE_METADATA_HOST=127.0.0.1:PORT and
 SPOTDECK_FAKE_INSTANCE=NAME; at power-off the group gets SIGTERM, SIGKILL
-2 s later.  The fake kills every group when it exits on SIGTERM/SIGINT.
+2 s later.  The fake kills every group when it exits on SIGTERM/SIGINT
+(not on SIGKILL: the groups are sessions of their own and outlive it).
 
 Control (no auth, not logged):
   POST /_control/stockout  {"zone": Z, "count": N}  next N inserts in Z fail
   POST /_control/quota     {"gpus": N}
   POST /_control/preempt   {"name": N, "zone": Z (optional), "notice_s": 30}
   POST /_control/crash     {"name": N, "zone": Z (optional)}
+  POST /_control/maintenance {"name": N, "zone": Z (optional), "value":
+       "TERMINATE_ON_HOST_MAINTENANCE" (default)}  in-VM
+       instance/maintenance-event only; nothing else happens
   POST /_control/fail      {"prefix": "/compute/v1/...", "status": 503,
                             "count": N, "after": false, "retry_after": S}
        next N requests under prefix get status with GCE's error body
-       (503 backendError UNAVAILABLE, 500 backendError INTERNAL, 429
-       rateLimitExceeded); "after": true does the request first and loses
+       (503 and others backendError UNAVAILABLE, 500 backendError
+       INTERNAL, 429 and 403 rateLimitExceeded); "after": true does the request first and loses
        the answer (what requestId retries are for)
   POST /_control/slow      {"seconds": S, "count": N, "prefix": "/" (optional)}
   POST /_control/addresses {"ips": ["198.18.0.11", ...]}  natIP/networkIP
@@ -378,8 +383,6 @@ class Inst:
             d["lastStartTimestamp"] = rfc3339(self.started)
         if self.stopped is not None:
             d["lastStopTimestamp"] = rfc3339(self.stopped)
-        if self.status == "TERMINATED" and self.preempted:
-            d["statusMessage"] = "Instance was preempted."
         return d
 
 
@@ -628,7 +631,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, body, headers=()):
-        data = json.dumps(body, indent=1).encode() + b"\n"
+        with cond:   # bodies are live state (an Operation a timer may be changing)
+            data = json.dumps(body, indent=1).encode() + b"\n"
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=UTF-8")
@@ -690,6 +694,9 @@ class Handler(BaseHTTPRequestHandler):
         st = f["status"]
         if st == 429:
             code, body = gce_error(429, "Rate Limit Exceeded", "rateLimitExceeded", status="RESOURCE_EXHAUSTED")
+        elif st == 403:
+            code, body = gce_error(403, "Rate Limit Exceeded", "rateLimitExceeded", domain="usageLimits",
+                                   status="PERMISSION_DENIED")
         elif st == 500:
             code, body = gce_error(500, "Internal error. Please try again or contact Google Support. "
                                    "(Code: 'fake-%s')" % secrets.token_hex(6), "backendError", status="INTERNAL")
@@ -740,6 +747,14 @@ class Handler(BaseHTTPRequestHandler):
                 S["slows"].append({"seconds": float(c["seconds"]), "count": int(c.get("count", 1)),
                                    "prefix": c.get("prefix", "/")})
                 return 200, {"ok": True}
+            if p == "/_control/maintenance":
+                found = [i for (z, n), i in S["instances"].items() if n == c["name"] and c.get("zone", z) == z]
+                if not found:
+                    return 404, {"error": "no instance %s" % c["name"]}
+                found[0].meta["maintenance-event"] = c.get("value", "TERMINATE_ON_HOST_MAINTENANCE")
+                found[0].meta_version["maintenance-event"] += 1
+                cond.notify_all()
+                return 200, {"ok": True, "time": time.time()}
             if p in ("/_control/preempt", "/_control/crash"):
                 found = [i for (z, n), i in S["instances"].items()
                          if n == c["name"] and c.get("zone", z) == z]
@@ -1105,6 +1120,8 @@ def main():
     A = ap.parse_args()
     if A.run_startup_scripts and not A.vm_log_dir:
         ap.error("--run-startup-scripts needs --vm-log-dir")
+    if A.vm_log_dir:
+        os.makedirs(A.vm_log_dir, exist_ok=True)
     if A.prices:
         with open(A.prices) as f:
             PRICES = json.load(f)
