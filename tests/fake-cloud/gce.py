@@ -52,15 +52,16 @@ Behaviour:
   in the zone (an insert in flight counts); 403 quotaExceeded "Quota
   'GPUS_ALL_REGIONS' exceeded. Limit: N.0 globally." when the GPUs of the
   instances not TERMINATED plus inserts in flight plus the request pass the
-  quota.  Otherwise an Operation PENDING; --op-s later it is DONE and
+  quota.  Otherwise an Operation PENDING (it has no RUNNING step and the
+  instance is 404 until it is DONE); --op-s later it is DONE and
   either carries ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS (httpErrorStatusCode
   503) when a stockout was injected for the zone (no instance), or the
   instance appears PROVISIONING, STAGING at --boot-s/2, RUNNING at --boot-s.
   Instance JSON carries URLs for machineType, zone, acceleratorType as GCE
   does; natIP/networkIP are 127.0.0.1 unless /_control/addresses gave a
-  pool; timestamps are RFC 3339 with milliseconds and a fixed -07:00
+  pool, natIP only where the request asked for accessConfigs; timestamps are RFC 3339 with milliseconds and a fixed -07:00
   offset (GCE writes Pacific time).
-  delete: Operation; the instance is STOPPING at once and gone (404) --op-s
+  delete: Operation (RUNNING at once); the instance is STOPPING at once and gone (404) --op-s
   later; 404 for a missing instance; idempotent by requestId.
   preemption (/_control/preempt): in-VM instance/preempted is TRUE at once;
   after notice_s the VM powers off (STOPPING), a DONE operation
@@ -69,6 +70,8 @@ Behaviour:
   the instance is TERMINATED (instanceTerminationAction STOP, the default)
   or gone (DELETE).  crash (/_control/crash): TERMINATED at once, no
   operation at all.  A user delete records only its delete operation.
+  Nothing on the instance itself (no statusMessage) tells a preemption
+  from a crash: only the operation does, as on GCE.
   Billing: from RUNNING (lastStartTimestamp) to power-off (end of notice,
   end of delete, crash), per second with a 60 s minimum.  --prices JSON:
   {"MACHINE+GPU": usd_per_hour} for the whole VM (GPU the accelerator's
@@ -85,8 +88,7 @@ Behaviour:
 In-VM metadata (fake-only plumbing): each instance gets its own listener on
 127.0.0.1 from creation to power-off; the instance JSON names it in the
 top-level field "fakeMetadataHost": "127.0.0.1:PORT" (not in GCE; null
-once the VM is off).  It
-serves /computeMetadata/v1/instance/{preempted,maintenance-event,name,zone,
+once the VM is off).  It serves /computeMetadata/v1/instance/{preempted,maintenance-event,name,zone,
 id,attributes/KEY} and /computeMetadata/v1/project/{project-id,
 numeric-project-id}: 403 without "Metadata-Flavor: Google" or with
 X-Forwarded-For, ETag on every answer, ?wait_for_change=true&last_etag=&
@@ -111,8 +113,8 @@ Control (no auth, not logged):
                             "count": N, "after": false, "retry_after": S}
        next N requests under prefix get status with GCE's error body
        (503 and others backendError UNAVAILABLE, 500 backendError
-       INTERNAL, 429 and 403 rateLimitExceeded); "after": true does the request first and loses
-       the answer (what requestId retries are for)
+       INTERNAL, 429 and 403 rateLimitExceeded); "after": true does the
+       request first and loses the answer (what requestId retries are for)
   POST /_control/slow      {"seconds": S, "count": N, "prefix": "/" (optional)}
   POST /_control/addresses {"ips": ["198.18.0.11", ...]}  natIP/networkIP
        of the next instances, one each
@@ -121,8 +123,9 @@ Control (no auth, not logged):
        present, never its value)}]}
   GET  /_control/state     {"instances": [...], "operations": [...]}
   GET  /_control/billing   {"instances": [{name, zone, seconds (billed,
-       >= 60), run_seconds (exact), running, usd}], "total_usd"} (usd
-       rounded to the cent here only)
+       >= 60), run_seconds (exact), running, usd, usd_per_hour,
+       price_key}], "total_usd"} (usd rounded to the cent here only;
+       instances that never reached RUNNING are not listed)
 """
 import argparse, base64, hashlib, json, os, re, secrets, signal, subprocess, sys
 import threading, time, urllib.parse, uuid
