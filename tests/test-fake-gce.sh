@@ -447,6 +447,34 @@ v100 = [s for s in skus if s["description"].startswith("Nvidia Tesla V100 GPU")]
 eq((len(v100), v100[0]["category"]["resourceGroup"]), (2, "GPU"), "GPU SKU")
 ok("catalog: 6 SKUs over 3 pages, Spot Preemptible, units + nanos")
 
+# ---- what spotdeck doctor reads: project, zone, machine type, GPU, region, image
+PR = "/compute/v1/projects/%s" % P
+st, r, _ = api("GET", PR)
+eq((st, r["quotas"][0]["metric"], r["quotas"][0]["limit"]), (200, "GPUS_ALL_REGIONS", 8.0), "projects.get quota")
+live = r["quotas"][0]["usage"]
+check(live >= 3, "GPUS_ALL_REGIONS usage counts the live GPUs (%r)" % live)
+eq(api("GET", Z + ZE)[1]["status"], "UP", "zones.get")
+eq(api("GET", Z + ZA + "/machineTypes/n1-standard-8")[1]["guestCpus"], 8, "machineTypes.get")
+eq(api("GET", Z + ZA + "/machineTypes/bogus")[0], 404, "unknown machine type")
+eq(api("GET", Z + ZA + "/acceleratorTypes/nvidia-tesla-t4")[1]["maximumCardsPerInstance"], 4, "acceleratorTypes.get")
+eq(api("GET", Z + ZA + "/acceleratorTypes/nvidia-bogus")[0], 404, "unknown GPU")
+st, r, _ = api("GET", PR + "/regions/us-central1")
+t4q = [x for x in r["quotas"] if x["metric"] == "PREEMPTIBLE_NVIDIA_T4_GPUS"]
+eq((st, len(t4q)), (200, 1), "regions.get T4 quota")
+check(t4q[0]["usage"] >= 3, "region usage counts its live T4s")
+eq(api("GET", PR + "/regions/asia-east1")[0], 404, "region outside --zones")
+st, r, _ = api("GET", "/compute/v1/projects/deeplearning-platform-release/global/images/family/common-cu124")
+eq((st, r["status"], r["diskSizeGb"]), (200, "READY", "50"), "images.get from a family")
+ok("projects/zones/regions/machineTypes/acceleratorTypes/images answer as doctor reads them")
+
+# ---- the VM's own token from its metadata server works for the API
+st, i3 = api("GET", Z + ZA + "/instances/i3")[:2]
+st, r, _ = call("http://" + i3["fakeMetadataHost"], "GET",
+                "/computeMetadata/v1/instance/service-accounts/default/token", headers=G)
+eq((st, r["token_type"]), (200, "Bearer"), "metadata token")
+eq(call(B, "GET", Z + ZA + "/instances/i3", token=r["access_token"])[0], 200, "metadata token is good for the API")
+ok("in-VM service-account token")
+
 # ---- request log
 log = ctl("log")["requests"]
 check(not any("Authorization" in json.dumps(e) or TOK in json.dumps(e) for e in log), "log leaks the token")

@@ -35,6 +35,19 @@ https://oauth2.googleapis.com and https://cloudbilling.googleapis.com):
   GET    /compute/v1/projects/P/zones/Z/operations/NAME
   POST   /compute/v1/projects/P/zones/Z/operations/NAME/wait   (returns at
          DONE or after 120 s)
+  GET    /compute/v1/projects/P   quotas [GPUS_ALL_REGIONS {limit = the
+         quota, usage = the GPUs counted against it}]
+  GET    /compute/v1/projects/P/zones/Z   status UP
+  GET    /compute/v1/projects/P/regions/R   (R a region of --zones) quotas
+         PREEMPTIBLE_NVIDIA_<model>_GPUS, limit = the GPU quota, usage the
+         region's live GPUs of that type
+  GET    /compute/v1/projects/P/zones/Z/machineTypes/M   any M of the form
+         FAMILY-{standard,highmem,highcpu,highgpu,megagpu,ultragpu}-N
+  GET    /compute/v1/projects/P/zones/Z/acceleratorTypes/A   A in the
+         ACCELERATORS table below (every zone has all), with
+         maximumCardsPerInstance; else 404
+  GET    /compute/v1/projects/ANY/global/images/family/F (name F-v20250101)
+         and .../global/images/NAME: READY, diskSizeGb "50"
   GET    /v1/services/6F81-5844-456A/skus?currencyCode=USD&pageToken=
          (Bearer token or key=...; 2 SKUs a page)
   Filters: FIELD = VALUE and FIELD != VALUE (VALUE bare or "quoted"),
@@ -89,8 +102,8 @@ In-VM metadata (fake-only plumbing): each instance gets its own listener on
 127.0.0.1 from creation to power-off; the instance JSON names it in the
 top-level field "fakeMetadataHost": "127.0.0.1:PORT" (not in GCE; null
 once the VM is off).  It serves /computeMetadata/v1/instance/{preempted,maintenance-event,name,zone,
-id,attributes/KEY} and /computeMetadata/v1/project/{project-id,
-numeric-project-id}: 403 without "Metadata-Flavor: Google" or with
+id,attributes/KEY,service-accounts/default/token (a fresh API token)} and
+/computeMetadata/v1/project/{project-id,numeric-project-id}: 403 without "Metadata-Flavor: Google" or with
 X-Forwarded-For, ETag on every answer, ?wait_for_change=true&last_etag=&
 timeout_sec= as tests/fake-metadata.py.  instance/zone is
 projects/123456789012/zones/Z (123456789012 is the fake's project number).
@@ -141,6 +154,12 @@ SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 PROJECT_NUMBER = "123456789012"
 CATALOG = "/v1/services/6F81-5844-456A/skus"
 NAME_RE = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+MACHINE_RE = re.compile(r"([a-z][a-z0-9]*)-(standard|highmem|highcpu|highgpu|megagpu|ultragpu)-(\d+)g?\Z")
+# acceleratorTypes every zone of the fake has: model (as in quota names
+# PREEMPTIBLE_NVIDIA_<model>_GPUS), maximumCardsPerInstance
+ACCELERATORS = {"nvidia-tesla-t4": ("T4", 4), "nvidia-tesla-v100": ("V100", 8), "nvidia-tesla-p100": ("P100", 4),
+                "nvidia-tesla-p4": ("P4", 4), "nvidia-l4": ("L4", 8), "nvidia-tesla-a100": ("A100", 16),
+                "nvidia-a100-80gb": ("A100_80GB", 8), "nvidia-h100-80gb": ("H100_80GB", 8)}
 
 cond = threading.Condition()   # the one lock around all state
 S = {
@@ -177,6 +196,10 @@ def later(delay, fn, *args):
 
 def new_id():
     return str(secrets.randbits(63) | (1 << 60))
+
+
+def region_of(zone):
+    return zone.rsplit("-", 1)[0]
 
 
 def zone_url(zone):
@@ -467,6 +490,14 @@ class MetaHandler(BaseHTTPRequestHandler):
             v = inst.attr(p[len("/computeMetadata/v1/instance/attributes/"):])
             if v is not None:
                 static[p] = v
+        if p == "/computeMetadata/v1/instance/service-accounts/default/token":
+            # The VM's default service account, as a controller on a VM gets
+            # its token; good for the API like one from POST /token.
+            tok = "ya29.fake-vm-" + secrets.token_urlsafe(32)
+            with cond:
+                S["tokens"][tok] = time.time() + A.token_ttl
+            return self.reply(200, json.dumps({"access_token": tok, "expires_in": A.token_ttl,
+                                               "token_type": "Bearer"}), "application/json")
         if p in static:
             v = static[p]
             return self.reply(200, v, headers=[("ETag", hashlib.md5(v.encode()).hexdigest()[:16]),
@@ -791,21 +822,42 @@ class Handler(BaseHTTPRequestHandler):
                 self.auth()
             return self.skus(q)
         parts = path.split("/")
-        if parts[:4] != ["", "compute", "v1", "projects"] or len(parts) < 6:
+        if parts[:4] != ["", "compute", "v1", "projects"] or len(parts) < 5:
             return 404, {"error": {"code": 404, "message": "Not Found: %s" % path}}
         self.auth()
+        if len(parts) >= 8 and parts[5:7] == ["global", "images"] and self.command == "GET":
+            return self.image(parts[4], parts[7:])    # public images live in other projects
         if parts[4] != A.project:
             return not_found("projects/%s" % parts[4])
         rest = parts[5:]
+        if self.command == "GET" and not rest:
+            return self.project()
+        if self.command == "GET" and len(rest) == 2 and rest[0] == "regions":
+            return self.region(rest[1])
         if rest == ["aggregated", "instances"] and self.command == "GET":
             return self.aggregated(q)
-        if len(rest) < 3 or rest[0] != "zones":
+        if len(rest) < 2 or rest[0] != "zones":
             return not_found("/".join(parts[3:]))
         zone = rest[1]
         if zone not in A.zones:
             return not_found("projects/%s/zones/%s" % (A.project, zone))
         rest = rest[2:]
         cmd = self.command
+        if not rest and cmd == "GET":
+            return 200, {"kind": "compute#zone", "id": str(2000 + A.zones.index(zone)), "name": zone,
+                         "description": zone, "status": "UP",
+                         "region": API + "projects/%s/regions/%s" % (A.project, region_of(zone)),
+                         "selfLink": zone_url(zone), "availableCpuPlatforms": ["Intel Broadwell"]}
+        if len(rest) == 2 and rest[0] == "machineTypes" and cmd == "GET":
+            return self.machine_type(zone, rest[1])
+        if len(rest) == 2 and rest[0] == "acceleratorTypes" and cmd == "GET":
+            a = ACCELERATORS.get(rest[1])
+            if not a:
+                return not_found("projects/%s/zones/%s/acceleratorTypes/%s" % (A.project, zone, rest[1]))
+            return 200, {"kind": "compute#acceleratorType", "id": str(10000 + sorted(ACCELERATORS).index(rest[1])),
+                         "name": rest[1], "description": "NVIDIA " + a[0].replace("_", " "),
+                         "zone": zone_url(zone), "maximumCardsPerInstance": a[1],
+                         "selfLink": zone_url(zone) + "/acceleratorTypes/" + rest[1]}
         if rest == ["instances"] and cmd == "POST":
             return self.insert(zone, q, raw)
         if rest == ["instances"] and cmd == "GET":
@@ -1046,6 +1098,52 @@ class Handler(BaseHTTPRequestHandler):
         if token:
             out["nextPageToken"] = token
         return 200, out
+
+    def project(self):
+        with cond:
+            used = live_gpus()
+        return 200, {"kind": "compute#project", "id": PROJECT_NUMBER, "name": A.project,
+                     "creationTimestamp": rfc3339(0), "quotas": [
+                         {"metric": "GPUS_ALL_REGIONS", "limit": float(A.quota_gpus), "usage": float(used)},
+                         {"metric": "NETWORKS", "limit": 15.0, "usage": 1.0}],
+                     "selfLink": API + "projects/" + A.project, "defaultNetworkTier": "PREMIUM"}
+
+    def region(self, region):
+        zones = [z for z in A.zones if region_of(z) == region]
+        if not zones:
+            return not_found("projects/%s/regions/%s" % (A.project, region))
+        quotas = []
+        with cond:
+            for acc, (model, _) in sorted(ACCELERATORS.items()):
+                used = sum(c for i in S["instances"].values() if region_of(i.zone) == region
+                           and i.status != "TERMINATED" for t, c in i.accels if t == acc)
+                quotas.append({"metric": "PREEMPTIBLE_NVIDIA_%s_GPUS" % model,
+                               "limit": float(A.quota_gpus), "usage": float(used)})
+        return 200, {"kind": "compute#region", "id": str(1000 + sorted({region_of(z) for z in A.zones}).index(region)),
+                     "name": region, "description": region, "status": "UP",
+                     "zones": [zone_url(z) for z in zones], "quotas": quotas,
+                     "selfLink": API + "projects/%s/regions/%s" % (A.project, region)}
+
+    def machine_type(self, zone, name):
+        m = MACHINE_RE.match(name)
+        if not m:
+            return not_found("projects/%s/zones/%s/machineTypes/%s" % (A.project, zone, name))
+        cpus = int(m.group(3))
+        per = {"standard": 3840, "highmem": 6656, "highcpu": 921}.get(m.group(2), 4096)
+        return 200, {"kind": "compute#machineType", "id": str(abs(hash(name)) % 10 ** 10), "name": name,
+                     "description": "%d vCPUs" % cpus, "guestCpus": cpus, "memoryMb": cpus * per,
+                     "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
+                     "zone": zone, "selfLink": zone_url(zone) + "/machineTypes/" + name, "isSharedCpu": False}
+
+    def image(self, project, rest):
+        family = rest[1] if rest[0] == "family" and len(rest) == 2 else None
+        if not family and len(rest) != 1:
+            return not_found("projects/%s/global/images/%s" % (project, "/".join(rest)))
+        name = family + "-v20250101" if family else rest[0]
+        return 200, {"kind": "compute#image", "id": str(abs(hash(name)) % 10 ** 12), "name": name,
+                     "family": family or name, "status": "READY", "diskSizeGb": "50",
+                     "archiveSizeBytes": "21474836480", "creationTimestamp": rfc3339(0),
+                     "selfLink": API + "projects/%s/global/images/%s" % (project, name)}
 
     def skus(self, q):
         regions = sorted({z.rsplit("-", 1)[0] for z in A.zones})
