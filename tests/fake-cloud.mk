@@ -4,3 +4,7 @@
 # the billing catalog; tests/test-fake-gce.sh checks the fake itself.
 TESTS += tests/test-fake-gce.sh
 EXTRA_DIST += tests/test-fake-gce.sh tests/fake-cloud/gce.py
+# spotdeck doctor --provider gce against the fake: key, token, quotas,
+# zones, image, prices, and the ways a run could not start.
+TESTS += tests/test-gce-doctor.sh
+EXTRA_DIST += tests/test-gce-doctor.sh

@@ -47,6 +47,8 @@ struct doctor {
 	int zone_ok[MAX_ZONES];   /* 1 while every check of zone i passed */
 	int region_ok[MAX_ZONES];
 	int pages;
+	double price[MAX_ZONES];  /* USD/h of one GPU, per region; < 0: not found yet */
+	char price_sku[MAX_ZONES][160];
 	char model[32];           /* "T4": the GPU's model in quota names and SKUs */
 	int failed, done;
 };
@@ -225,6 +227,8 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 		}
 		d->step = ST_PRICES;
 		d->pages = 0;
+		for (int k = 0; k < d->nregions; k++)
+			d->price[k] = -1;
 		break;
 	}
 	case ST_PRICES: {
@@ -263,17 +267,26 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 				const cJSON *up = cJSON_GetObjectItemCaseSensitive(tr, "unitPrice");
 				const char *units = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(up, "units"));
 				const cJSON *nanos = cJSON_GetObjectItemCaseSensitive(up, "nanos");
-				double usd = (units ? atof(units) : 0) + (cJSON_IsNumber(nanos) ? nanos->valuedouble / 1e9 : 0);
-				say(d, "ok", "prices", "%s in %s: $%.4f/h per GPU (the GPU alone; the VM's vCPUs and "
-				    "memory are billed besides)", desc, rn, usd);
-				d->step = ST_END;
-				goto out;
+				if (d->price[ours] < 0) {
+					d->price[ours] = (units ? atof(units) : 0) +
+							 (cJSON_IsNumber(nanos) ? nanos->valuedouble / 1e9 : 0);
+					snprintf(d->price_sku[ours], sizeof d->price_sku[0], "%s", desc);
+				}
 			}
 		}
+		int missing = 0;
+		for (int k = 0; k < d->nregions; k++)
+			missing += d->price[k] < 0;
 		const char *tok = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "nextPageToken")) : NULL;
-		if (!tok || !*tok || d->pages >= MAX_SKU_PAGES) {
-			say(d, "warn", "prices", "no Spot price for %s in %s in the Billing Catalog (%d pages read)",
-			    d->accelerator, d->regions[0], d->pages);
+		if (!missing || !tok || !*tok || d->pages >= MAX_SKU_PAGES) {
+			for (int k = 0; k < d->nregions; k++) {
+				if (d->price[k] >= 0)
+					say(d, "ok", "prices", "%s: $%.4f/h per %s (\"%s\"; the VM's vCPUs and memory "
+					    "are billed besides)", d->regions[k], d->price[k], d->model, d->price_sku[k]);
+				else
+					say(d, "warn", "prices", "%s: no Spot price for %s in the Billing Catalog (%d "
+					    "pages read)", d->regions[k], d->accelerator, d->pages);
+			}
 			d->step = ST_END;
 		} else {
 			char url[1024];
@@ -293,7 +306,6 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 	case ST_END:
 		break;
 	}
-out:
 	cJSON_Delete(j);
 	next(d);
 }

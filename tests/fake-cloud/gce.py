@@ -47,7 +47,8 @@ https://oauth2.googleapis.com and https://cloudbilling.googleapis.com):
          ACCELERATORS table below (every zone has all), with
          maximumCardsPerInstance; else 404
   GET    /compute/v1/projects/ANY/global/images/family/F (name F-v20250101)
-         and .../global/images/NAME: READY, diskSizeGb "50"
+         and .../global/images/NAME: READY, diskSizeGb "50", for any image
+         project other than P (P has no images of its own: 404)
   GET    /v1/services/6F81-5844-456A/skus?currencyCode=USD&pageToken=
          (Bearer token or key=...; 2 SKUs a page)
   Filters: FIELD = VALUE and FIELD != VALUE (VALUE bare or "quoted"),
@@ -1137,7 +1138,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def image(self, project, rest):
         family = rest[1] if rest[0] == "family" and len(rest) == 2 else None
-        if not family and len(rest) != 1:
+        # The project itself has no images of its own (none were made in
+        # the fake); public image projects have every family and name.
+        if project == A.project or (not family and len(rest) != 1):
             return not_found("projects/%s/global/images/%s" % (project, "/".join(rest)))
         name = family + "-v20250101" if family else rest[0]
         return 200, {"kind": "compute#image", "id": str(abs(hash(name)) % 10 ** 12), "name": name,

@@ -1,0 +1,123 @@
+#!/bin/sh
+# tests/test-gce-doctor.sh: `spotdeck doctor --provider gce` (src/app/doctor.c)
+# against tests/fake-cloud/gce.py: the whole path a run's first requests
+# take (a service-account key, a signed JWT exchanged for a token, calls
+# with it through the HTTP client on the loop) and one line per check.
+# Checks a healthy project, then each way a run could not start: a key
+# readable by others, a key the token endpoint refuses, no GPU quota left,
+# no zone able to run the GPU, a missing image; and that a 503 storm is
+# ridden out by retries while no request carries the key or the token in
+# its URL.
+. "$(dirname "$0")/lib.sh"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+"$PY" -c 'import jwt, cryptography' 2>/dev/null || {
+	echo "SKIP: PyJWT or cryptography not importable by $PY" >&2; exit 77; }
+tmpdir
+SPOTDECK="$top_builddir/spotdeck"
+
+# A service-account key and its public half, as the console hands them out.
+"$PY" - "$T" <<'PY' || fail "key generation"
+import json, os, sys
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+T = sys.argv[1]
+for name in ("sa", "other"):
+    k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                          serialization.NoEncryption()).decode()
+    open(os.path.join(T, name + ".pem"), "w").write(pem)
+    open(os.path.join(T, name + ".pub"), "wb").write(k.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+PY
+printf '{"nvidia-tesla-t4": 0.14, "n1-standard-8": 0.08}\n' >"$T/prices.json"
+fake_start gce.py "$PY" "$top_srcdir/tests/fake-cloud/gce.py" --project p1 \
+	--zones us-central1-a,us-central1-b,europe-west4-a --sa-email sd@p1.iam.gserviceaccount.com \
+	--sa-public-key "$T/sa.pub" --prices "$T/prices.json" --quota-gpus 4
+BASE=http://127.0.0.1:$FAKE_PORT
+
+# key FILE PEM: a key file for the fake's token endpoint, mode 600.
+key() {
+	"$PY" - "$1" "$2" "$BASE/token" <<'PY'
+import json, os, sys
+path, pem, uri = sys.argv[1:4]
+fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+os.write(fd, json.dumps({"type": "service_account", "project_id": "p1", "private_key_id": "k1",
+                         "private_key": open(pem).read(), "client_email": "sd@p1.iam.gserviceaccount.com",
+                         "token_uri": uri}).encode())
+os.close(fd)
+PY
+}
+key "$T/key.json" "$T/sa.pem"
+key "$T/wrong.json" "$T/other.pem"
+# job CREDENTIALS [EXTRA]: a job file whose provider is the fake.
+job() {
+	printf '{"provider": {"name": "gce", "project": "p1", "zones": ["us-central1-a", "europe-west4-a"], "credentials": "%s", "api_root": "%s/compute/v1", "billing_root": "%s/v1"%s}}\n' \
+		"$1" "$BASE" "$BASE" "${2:-}" >"$T/job.json"
+}
+control() { "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"))' "$BASE/_control/$1" "$2" || fail "control $1"; }
+# doctor WANT_RC: runs it into $T/out, checks the exit status.
+doctor() {
+	"$SPOTDECK" doctor --provider gce "$T/job.json" >"$T/out" 2>"$T/err"
+	rc=$?
+	[ "$rc" = "$1" ] || fail "doctor exited $rc, want $1: $(cat "$T/out" "$T/err")"
+}
+has() { grep -qE "$1" "$T/out" || fail "no line /$1/ in: $(cat "$T/out")"; }
+
+# 1. A healthy project: every check ok, with the fake's own figures.
+job "$T/key.json"
+doctor 0
+has '^ok +credentials: a token for sd@p1.iam.gserviceaccount.com, 3[0-9]{3} s left$'
+has '^ok +project: p1: GPUS_ALL_REGIONS 4 of 4 left$'
+has '^ok +zone: us-central1-a: UP, n1-standard-8 with 1 x nvidia-tesla-t4$'
+has '^ok +zone: europe-west4-a: UP'
+has '^ok +region: us-central1: PREEMPTIBLE_NVIDIA_T4_GPUS [0-9]+ of [0-9]+ left$'
+has '^ok +image: projects/deeplearning-platform-release/global/images/family/common-cu124 is common-cu124-v[0-9]+'
+has '^ok +prices: us-central1: \$0\.1400/h per T4 \("Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas"'
+has '^ok +prices: europe-west4: \$0\.1400/h per T4 '
+[ "$(grep -c . "$T/out")" = 9 ] || fail "expected 9 lines: $(cat "$T/out")"
+ok "a healthy project: 9 checks ok, exit 0"
+
+# 2. A key readable by others is refused before anything is sent.
+chmod 644 "$T/key.json"
+doctor 1
+has "^FAIL +credentials: .*key\.json: key file is readable by others \(mode 0644\)"
+chmod 600 "$T/key.json"
+# 3. A key the token endpoint refuses: invalid_grant, said as such.
+job "$T/wrong.json"
+doctor 1
+has '^FAIL +credentials: no token for sd@p1.iam.gserviceaccount.com: HTTP 400: .*invalid_grant'
+[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
+ok "credentials: a key readable by others and a key the cloud refuses each fail the run"
+
+# 4. No GPU quota left: the project check fails, with what to do.
+job "$T/key.json"
+control quota '{"gpus": 0}'
+doctor 1
+has '^FAIL +project: p1: GPUS_ALL_REGIONS has 0 of 0 left, a server needs 1'
+control quota '{"gpus": 4}'
+# 5. A GPU no zone offers, and an image that does not exist.
+job "$T/key.json" ', "accelerator": "nvidia-b999", "image": "projects/p1/global/images/nonesuch"'
+doctor 1
+has '^warn +zone: us-central1-a: GPU nvidia-b999: HTTP 404: '
+has '^FAIL +zones: none of the 2 zones can run n1-standard-8 with nvidia-b999$'
+has '^FAIL +image: projects/p1/global/images/nonesuch: HTTP 404: '
+ok "no quota, no zone for the GPU, no image: each fails with the API's words"
+
+# 6. A 503 storm on the project: retried (GET is idempotent), then ok.
+job "$T/key.json"
+control fail '{"prefix": "/compute/v1/projects/p1", "status": 503, "count": 2}'
+doctor 0
+has '^ok +project: p1'
+"$PY" - "$BASE" <<'PY' || fail "the fake's log"
+import json, sys, urllib.request
+log = json.load(urllib.request.urlopen(sys.argv[1] + "/_control/log"))["requests"]
+proj = [r for r in log if r["path"] == "/compute/v1/projects/p1"]
+st = [r["status"] for r in proj][-3:]
+assert st == [503, 503, 200], "the last 3 project GETs: %r" % st
+assert all(r["auth"] for r in log if r["path"].startswith("/compute/")), "a compute call without a token"
+for r in log:
+    q = json.dumps(r.get("query", ""))
+    assert "access_token" not in q and "assertion" not in q, "a credential in a URL: %r" % r
+PY
+ok "a 503 storm is ridden out by retries; every call carried a token, none in its URL"
