@@ -7,4 +7,11 @@ EXTRA_DIST += tests/test-fake-gce.sh tests/fake-cloud/gce.py
 # spotdeck doctor --provider gce against the fake: key, token, quotas,
 # zones, image, prices, and the ways a run could not start.
 TESTS += tests/test-gce-doctor.sh
-EXTRA_DIST += tests/test-gce-doctor.sh
+EXTRA_DIST += tests/test-gce-doctor.sh tests/fake-cloud/gce-env.sh
+# A Spot VM's life on Compute Engine (src/provider/gce-vm.c) against the fake.
+check_PROGRAMS += tests/test-gce-vm
+TESTS += tests/test-gce-vm.sh
+EXTRA_DIST += tests/test-gce-vm.sh
+tests_test_gce_vm_SOURCES = tests/test-gce-vm.c tests/check.h
+tests_test_gce_vm_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)

@@ -9,47 +9,10 @@
 # ridden out by retries while no request carries the key or the token in
 # its URL.
 . "$(dirname "$0")/lib.sh"
-PY=/usr/bin/python3
-[ -x "$PY" ] || PY=python3
-"$PY" -c 'import jwt, cryptography' 2>/dev/null || {
-	echo "SKIP: PyJWT or cryptography not importable by $PY" >&2; exit 77; }
 tmpdir
 SPOTDECK="$top_builddir/spotdeck"
-
-# A service-account key and its public half, as the console hands them out.
-"$PY" - "$T" <<'PY' || fail "key generation"
-import json, os, sys
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-T = sys.argv[1]
-for name in ("sa", "other"):
-    k = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                          serialization.NoEncryption()).decode()
-    open(os.path.join(T, name + ".pem"), "w").write(pem)
-    open(os.path.join(T, name + ".pub"), "wb").write(k.public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
-PY
-printf '{"nvidia-tesla-t4": 0.14, "n1-standard-8": 0.08}\n' >"$T/prices.json"
-fake_start gce.py "$PY" "$top_srcdir/tests/fake-cloud/gce.py" --project p1 \
-	--zones us-central1-a,us-central1-b,europe-west4-a --sa-email sd@p1.iam.gserviceaccount.com \
-	--sa-public-key "$T/sa.pub" --prices "$T/prices.json" --quota-gpus 4
-BASE=http://127.0.0.1:$FAKE_PORT
-
-# key FILE PEM: a key file for the fake's token endpoint, mode 600.
-key() {
-	"$PY" - "$1" "$2" "$BASE/token" <<'PY'
-import json, os, sys
-path, pem, uri = sys.argv[1:4]
-fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-os.write(fd, json.dumps({"type": "service_account", "project_id": "p1", "private_key_id": "k1",
-                         "private_key": open(pem).read(), "client_email": "sd@p1.iam.gserviceaccount.com",
-                         "token_uri": uri}).encode())
-os.close(fd)
-PY
-}
-key "$T/key.json" "$T/sa.pem"
-key "$T/wrong.json" "$T/other.pem"
+GCE_FAKE_ARGS="--quota-gpus 4"
+. "$top_srcdir/tests/fake-cloud/gce-env.sh"
 # job CREDENTIALS [EXTRA]: a job file whose provider is the fake.
 job() {
 	printf '{"provider": {"name": "gce", "project": "p1", "zones": ["us-central1-a", "europe-west4-a"], "credentials": "%s", "api_root": "%s/compute/v1", "billing_root": "%s/v1"%s}}\n' \
@@ -65,7 +28,7 @@ doctor() {
 has() { grep -qE "$1" "$T/out" || fail "no line /$1/ in: $(cat "$T/out")"; }
 
 # 1. A healthy project: every check ok, with the fake's own figures.
-job "$T/key.json"
+job "$KEY"
 doctor 0
 has '^ok +credentials: a token for sd@p1.iam.gserviceaccount.com, 3[0-9]{3} s left$'
 has '^ok +project: p1: GPUS_ALL_REGIONS 4 of 4 left$'
@@ -79,25 +42,25 @@ has '^ok +prices: europe-west4: \$0\.1400/h per T4 '
 ok "a healthy project: 9 checks ok, exit 0"
 
 # 2. A key readable by others is refused before anything is sent.
-chmod 644 "$T/key.json"
+chmod 644 "$KEY"
 doctor 1
 has "^FAIL +credentials: .*key\.json: key file is readable by others \(mode 0644\)"
-chmod 600 "$T/key.json"
+chmod 600 "$KEY"
 # 3. A key the token endpoint refuses: invalid_grant, said as such.
-job "$T/wrong.json"
+job "$WRONGKEY"
 doctor 1
 has '^FAIL +credentials: no token for sd@p1.iam.gserviceaccount.com: HTTP 400: .*invalid_grant'
 [ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
 ok "credentials: a key readable by others and a key the cloud refuses each fail the run"
 
 # 4. No GPU quota left: the project check fails, with what to do.
-job "$T/key.json"
+job "$KEY"
 control quota '{"gpus": 0}'
 doctor 1
 has '^FAIL +project: p1: GPUS_ALL_REGIONS has 0 of 0 left, a server needs 1'
 control quota '{"gpus": 4}'
 # 5. A GPU no zone offers, and an image that does not exist.
-job "$T/key.json" ', "accelerator": "nvidia-b999", "image": "projects/p1/global/images/nonesuch"'
+job "$KEY" ', "accelerator": "nvidia-b999", "image": "projects/p1/global/images/nonesuch"'
 doctor 1
 has '^warn +zone: us-central1-a: GPU nvidia-b999: HTTP 404: '
 has '^FAIL +zones: none of the 2 zones can run n1-standard-8 with nvidia-b999$'
@@ -105,7 +68,7 @@ has '^FAIL +image: projects/p1/global/images/nonesuch: HTTP 404: '
 ok "no quota, no zone for the GPU, no image: each fails with the API's words"
 
 # 6. A 503 storm on the project: retried (GET is idempotent), then ok.
-job "$T/key.json"
+job "$KEY"
 control fail '{"prefix": "/compute/v1/projects/p1", "status": 503, "count": 2}'
 doctor 0
 has '^ok +project: p1'

@@ -320,3 +320,8 @@ double sd_gce_client_token_left(const struct sd_gce_client *c)
 		return -1;
 	return (double)(c->token.expires_at - (int64_t)time(NULL));
 }
+
+struct sd_http *sd_gce_client_http(const struct sd_gce_client *c)
+{
+	return c->http;
+}

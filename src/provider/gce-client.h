@@ -54,6 +54,9 @@ int sd_gce_url(const struct sd_gce_client *c, const char *path, char *out, size_
 int sd_gce_call(struct sd_gce_client *c, const char *label, const char *method, const char *url,
 		const char *body, int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen);
 
+/* The HTTP client it sends through (and so its loop: sd_http_loop). */
+struct sd_http *sd_gce_client_http(const struct sd_gce_client *c);
+
 /* Who the calls run as: the key's client_email, or "the metadata server's
  * default service account". */
 const char *sd_gce_client_identity(const struct sd_gce_client *c);

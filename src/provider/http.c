@@ -604,6 +604,11 @@ void sd_http_cancel(struct sd_http_call *c)
 	call_finish(c, 0, "cancelled", 1);
 }
 
+uv_loop_t *sd_http_loop(const struct sd_http *h)
+{
+	return h->loop;
+}
+
 int sd_http_pending(const struct sd_http *h)
 {
 	return h->ncalls;

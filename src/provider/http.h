@@ -114,6 +114,9 @@ struct sd_http_call *sd_http_send(struct sd_http *h, const struct sd_http_reques
 /* Ends CALL now: its callback runs at once with cancelled = 1. */
 void sd_http_cancel(struct sd_http_call *call);
 
+/* The loop H runs on. */
+uv_loop_t *sd_http_loop(const struct sd_http *h);
+
 /* The number of calls not yet ended (in flight or waiting to retry). */
 int sd_http_pending(const struct sd_http *h);
 

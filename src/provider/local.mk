@@ -27,3 +27,6 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-auth.h src/provider/gce
 src_provider_libsdprovider_a_SOURCES += src/provider/sigv4.h src/provider/sigv4.c
 # Compute Engine calls with an OAuth2 token kept fresh (gce-client.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-client.h src/provider/gce-client.c
+# A Spot VM's life on Compute Engine: create, delete, list, preempted or not
+# (gce-vm.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/gce-vm.h src/provider/gce-vm.c
