@@ -178,6 +178,52 @@ static void test_create(void)
 	check_report(1, "an insert whose answer was lost is resent with its requestId: one VM");
 }
 
+static void on_each(void *arg, const struct sd_gce_instance *in);
+static void on_list_done(void *arg, int n, const char *error);
+
+/* On a GCE VM the controller takes its token from the metadata server: the
+ * fake's VM sd-r1-s1 has one (fakeMetadataHost), whose tokens the API takes. */
+static void test_metadata_token(void)
+{
+	char host[64] = "", root[256], err[256];
+	cJSON *j = control("GET", "/_control/state", NULL), *it;
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(j, "instances")) {
+		const char *nm = cJSON_GetStringValue(cJSON_GetObjectItem(it, "name"));
+		const char *mh = cJSON_GetStringValue(cJSON_GetObjectItem(it, "fakeMetadataHost"));
+		if (nm && mh && !strcmp(nm, "sd-r1-s1"))
+			snprintf(host, sizeof host, "%s", mh);
+	}
+	cJSON_Delete(j);
+	CHECK(host[0], "sd-r1-s1 has no fakeMetadataHost");
+	snprintf(root, sizeof root, "%s/compute/v1", base);
+	struct sd_gce_client_config cfg = {.project = "p1", .compute_root = root, .metadata_host = host};
+	struct sd_gce_client *vm = sd_gce_client_new(http, &cfg, err, sizeof err);
+	CHECK(vm != NULL, "%s", err);
+	if (!vm)
+		return;
+	CHECK_STR(sd_gce_client_identity(vm), "the metadata server's default service account");
+	CHECK(sd_gce_client_token_left(vm) < 0, "a token before any call");
+	struct done d;
+	memset(&d, 0, sizeof d);
+	const char *zones[] = {"us-central1-a"};
+	CHECK_INT(sd_gce_vm_list(vm, zones, 1, "r1", on_each, on_list_done, &d, err, sizeof err), 0);
+	wait_done(&d);
+	CHECK(d.preempted == 2 && !d.error[0], "list with the metadata server's token: %d (%s)", d.preempted,
+	      d.error);
+	CHECK(sd_gce_client_token_left(vm) > 60, "token left %.0f s", sd_gce_client_token_left(vm));
+	sd_gce_client_free(vm);
+	/* A metadata server that is not there: the call fails with "token: ...". */
+	cfg.metadata_host = "127.0.0.1:9";
+	vm = sd_gce_client_new(http, &cfg, err, sizeof err);
+	memset(&d, 0, sizeof d);
+	CHECK_INT(sd_gce_vm_list(vm, zones, 1, "r1", on_each, on_list_done, &d, err, sizeof err), 0);
+	wait_done(&d);
+	CHECK(d.preempted == -1 && strstr(d.error, "token: ") != NULL, "no metadata server: %d (%s)", d.preempted,
+	      d.error);
+	sd_gce_client_free(vm);
+	check_report(1, "the metadata server's token (a controller on a GCE VM); none there fails the call");
+}
+
 static void on_each(void *arg, const struct sd_gce_instance *in)
 {
 	struct done *d = arg;
@@ -301,6 +347,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	test_create();
+	test_metadata_token();
 	test_list_fate_delete();
 	sd_gce_client_free(gce);
 	sd_http_close(http, NULL, NULL);
