@@ -15,3 +15,5 @@ EXTRA_DIST += tests/test-gce-vm.sh
 tests_test_gce_vm_SOURCES = tests/test-gce-vm.c tests/check.h
 tests_test_gce_vm_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)
+TESTS += tests/test-fake-ec2.sh
+EXTRA_DIST += tests/test-fake-ec2.sh tests/fake-cloud/ec2.py
