@@ -77,13 +77,15 @@ botocore.auth.datetime = DTShim
 
 
 def ec2(params, region="us-east-1", key=KEY, secret=SECRET, token=None, base=B, skew=0, raw_auth=None,
-        version=True):
+        get=False):
     p = dict(params)
-    if version:
-        p.setdefault("Version", "2016-11-15")
+    p.setdefault("Version", "2016-11-15")
+    url = base + "/"
     body = urllib.parse.urlencode(p)
-    req = AWSRequest(method="POST", url=base + "/", data=body,
-                     headers={"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
+    if get:   # parameters in the query string: the canonical query is signed
+        url, body = url + "?" + urllib.parse.urlencode(p, quote_via=urllib.parse.quote), ""
+    req = AWSRequest(method="GET" if get else "POST", url=url, data=body,
+                     headers={} if get else {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
     Skewed.skew = datetime.timedelta(seconds=skew)
     if key is not None:
         SigV4Auth(Credentials(key, secret, token), "ec2", region).add_auth(req)
@@ -91,7 +93,8 @@ def ec2(params, region="us-east-1", key=KEY, secret=SECRET, token=None, base=B, 
     h = dict(req.headers.items())
     if raw_auth is not None:
         h["Authorization"] = raw_auth
-    r = urllib.request.Request(base + "/", data=body.encode(), method="POST", headers=h)
+    r = urllib.request.Request(url, data=None if get else body.encode(), method="GET" if get else "POST",
+                               headers=h)
     try:
         with urllib.request.urlopen(r, timeout=30) as resp:
             st, raw = resp.status, resp.read()
@@ -188,6 +191,9 @@ expect_error({"Action": "DescribeInstances"}, 400, "IncompleteSignature", "malfo
 expect_error({"Action": "DescribeInstances"}, 403, "SignatureDoesNotMatch", "region not served", region="eu-west-9")
 st, root = ec2({"Action": "DescribeInstances"}, region="us-west-2")
 eq(st, 200, "second region")
+Q = {"Action": "DescribeInstances", "Filter.1.Name": "tag:spotdeck run", "Filter.1.Value.1": "a b/c~d+e*=&%"}
+eq(ec2(Q, get=True)[0], 200, "GET with the parameters in a signed query string")
+eq(err(ec2(Q, get=True, secret="nope")[1])[0], "SignatureDoesNotMatch", "GET with a wrong secret")
 expect_error({"Action": "DescribeSnapshotz"}, 400, "InvalidAction", "unknown action")
 expect_error({"Action": "RunInstances", "InstanceType": "g5.xlarge", "MinCount": "1", "MaxCount": "1"},
              400, "MissingParameter", "RunInstances without ImageId")
