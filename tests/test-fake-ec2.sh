@@ -83,7 +83,8 @@ def ec2(params, region="us-east-1", key=KEY, secret=SECRET, token=None, base=B, 
     url = base + "/"
     body = urllib.parse.urlencode(p)
     if get:   # parameters in the query string: the canonical query is signed
-        url, body = url + "?" + urllib.parse.urlencode(p, quote_via=urllib.parse.quote), ""
+        url = url + "?" + urllib.parse.urlencode(sorted(p.items(), reverse=True), quote_via=urllib.parse.quote)
+        body = ""   # (unsorted on the wire: the signer and the fake sort it)
     req = AWSRequest(method="GET" if get else "POST", url=url, data=body,
                      headers={} if get else {"Content-Type": "application/x-www-form-urlencoded; charset=utf-8"})
     Skewed.skew = datetime.timedelta(seconds=skew)
