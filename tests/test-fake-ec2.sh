@@ -494,11 +494,20 @@ eq([(e["action"], e["region"], e["status"], e["code"], e["auth"]) for e in lost]
    "log of the lost call and its retry")
 check(any(e["auth"] is False and e["code"] == "AuthFailure" for e in log), "log of the unsigned call")
 
-# ---- the fake's exit kills the scripts
-IF = launch(user_data=SCRIPT, tags=(("spotdeck-run", "r6"),))
-wait_state(IF, ("running",))
+# ---- addresses; the fake's exit kills the scripts
+ctl("addresses", {"ips": ["198.18.0.11"]})
+st, root = run(user_data=SCRIPT, tags=(("spotdeck-run", "r6"),))
+it = item_of(root)
+IF = f(it, "instanceId")
+eq((f(it, "privateIpAddress"), f(it, "ipAddress")), ("198.18.0.11", None), "address from the pool, pending")
+it = wait_state(IF, ("running",))
+eq((f(it, "privateIpAddress"), f(it, "ipAddress")), ("198.18.0.11", "198.18.0.11"), "address from the pool, running")
+IMDS = "http://" + f(it, "fakeImdsEndpoint")
+st, tok = imds("PUT", "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+eq(imds("GET", "/latest/meta-data/local-ipv4", {"X-aws-ec2-metadata-token": tok}), (200, "198.18.0.11"), "local-ipv4")
+eq(f(describe(launch()), "privateIpAddress"), "127.0.0.1", "pool used up: 127.0.0.1")
 PID_F = int(log_of(IF, r"start \S+ \S+ pid (\d+)").group(1))
 os.kill(PID, signal.SIGTERM)
 check(dead(PID_F, 3), "startup script outlived the fake's SIGTERM")
-ok("log without secrets; SIGTERM to the fake kills the startup scripts")
+ok("log without secrets; /_control/addresses; SIGTERM to the fake kills the startup scripts")
 PY

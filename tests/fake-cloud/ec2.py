@@ -35,6 +35,9 @@ then the HMAC chain from "AWS4" + --secret-key.  Refusals:
                             host or x-amz-date (or the security token)
                             not among SignedHeaders; no X-Amz-Date
   400 RequestExpired        X-Amz-Date more than 5 minutes from the clock
+                            (the IAM guide's SigV4 rule; EC2's common-errors
+                            page words RequestExpired with 15 minutes: the
+                            fake is the stricter of the two)
   403 SignatureDoesNotMatch the signature differs (the message carries the
                             canonical request and string to sign the fake
                             expected, as AWS does); also a scope date other
