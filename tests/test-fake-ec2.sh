@@ -476,6 +476,15 @@ eq(st, 200, "retry with the same ClientToken")
 eq(len(ctl("state")["instances"]), n0 + 1, "the retry launched nothing more")
 eq([i["id"] for i in ctl("state")["instances"] if i["client_token"] == "tok-lost"], [f(item_of(root), "instanceId")],
    "retry returns the lost instance")
+import threading
+got = []
+th = [threading.Thread(target=lambda: got.append(run(token="tok-race", tags=(("spotdeck-run", "r7"),))))
+      for _ in range(6)]
+[x.start() for x in th]
+[x.join() for x in th]
+eq(sorted({(st, f(item_of(root), "instanceId") is not None) for st, root in got}), [(200, True)], "6 at once")
+eq(len({f(item_of(root), "instanceId") for _, root in got}), 1, "6 concurrent calls, one ClientToken: one id")
+eq(sum(1 for i in ctl("state")["instances"] if i["client_token"] == "tok-race"), 1, "one instance for tok-race")
 ctl("slow", {"seconds": 0.5, "count": 1})
 t0 = time.time()
 eq(ec2({"Action": "DescribeInstances"})[0], 200, "slow request")

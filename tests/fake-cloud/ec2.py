@@ -596,6 +596,11 @@ def paging(items, params, lo, hi):
 # ---------------------------------------------------------------- actions
 
 def run_instances(region, params):
+    with cond:   # whole call under the lock: a ClientToken twin sees the first one done
+        return _run_instances(region, params)
+
+
+def _run_instances(region, params):
     image = need(params, "ImageId")
     itype = need(params, "InstanceType")
     need(params, "MinCount")
@@ -650,8 +655,6 @@ def run_instances(region, params):
             m += 1
     vcpus = TYPES[itype][0]
     with cond:
-        if token and (region, token) in S["tokens"]:   # a twin request raced us
-            return reservation_xml(S["instances"][S["tokens"][(region, token)][1]])
         live = sum(i.vcpus for i in S["instances"].values() if i.state != "terminated")
         if live + vcpus > A.quota_vcpus:
             bad("VcpuLimitExceeded", "You have requested more vCPU capacity than your current vCPU limit of %d "
