@@ -45,7 +45,9 @@ then the HMAC chain from "AWS4" + --secret-key.  Refusals:
                             --regions ("Credential should be scoped to a
                             valid region")
 Then: 400 MissingAction without Action, 400 InvalidAction for an action the
-fake lacks, 400 MissingParameter for a required parameter not given.
+fake lacks (CreateFleet among them: not faked yet), 400 MissingParameter
+for a required parameter not given.  Version is not checked.  Injected
+faults (/_control/fail, /slow) hit only requests that passed SigV4.
 
 Actions:
   RunInstances  ImageId (ami-HEX, else InvalidAMIID.Malformed; every
@@ -165,9 +167,9 @@ Control (no auth, not logged; JSON bodies):
   GET  /_control/log       {"requests": [{time, action, region, status,
        code (error code or null), client_token, auth (bool: Authorization
        present; never the signature, key or token)}]}
-  GET  /_control/state     {"instances": [{id, region, az, type, state,
-       code, state_reason, private_ip, public_ip, tags, imds, client_token,
-       launch_time}]}
+  GET  /_control/state     {"instances": [{id, reservation, region, az, type,
+       state, code, state_reason, private_ip, public_ip, tags, imds,
+       client_token, launch_time}]}
   GET  /_control/billing   {"instances": [{id, az, type, seconds (billed,
        >= 60), run_seconds, running, usd_per_hour, usd (rounded to the cent
        here only)}], "total_usd"} (instances that never ran are not listed)
