@@ -110,7 +110,7 @@ def err(root):
 
 def expect_error(params, status, code, what, **kw):
     st, root = ec2(params, **kw)
-    eq((st, err(root)[0]), (status, code), what)
+    eq((st, root.tag, err(root)[0]), (status, "Response", code), what)
     check(re.match(r"[0-9a-f-]{36}\Z", root.findtext("RequestID") or ""), what + ": RequestID")
     return err(root)[1]
 
@@ -172,6 +172,20 @@ def launch(**kw):
 
 
 # ---- SigV4
+# The fake's canonical request and HMAC chain on AWS's documented test
+# vector (../shared/reference/cloud-apis.md 2.1), before botocore's checks.
+import importlib.util
+spec = importlib.util.spec_from_file_location("ec2fake", EC2)
+fake = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake)
+VH = {"content-type": ["application/x-www-form-urlencoded; charset=utf-8"], "host": ["iam.amazonaws.com"],
+      "x-amz-date": ["20150830T123600Z"]}
+can = fake.canonical_request("GET", "/?Version=2010-05-08&Action=ListUsers", VH.get,
+                             ["content-type", "host", "x-amz-date"], b"")
+eq(__import__("hashlib").sha256(can.encode()).hexdigest(),
+   "f536975d06c0309214f805bb90ccff089219ecd68b2577efef23edd43b7e1a59", "test vector: canonical request hash")
+eq(fake.signature("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "20150830T123600Z", "us-east-1", "iam", can)[1],
+   "5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7", "test vector: signature")
 st, root = ec2({"Action": "DescribeInstances"})
 eq(st, 200, "signed DescribeInstances")
 eq(root.tag, "{%s}DescribeInstancesResponse" % NS["e"], "response element and namespace")

@@ -253,6 +253,28 @@ def hmac256(key, msg):
     return hmac.new(key, msg.encode(), hashlib.sha256).digest()
 
 
+def canonical_request(method, raw_path, get_all, names, body):
+    """Section 2.1 step 2; get_all(name) gives the header's values."""
+    u = urllib.parse.urlsplit(raw_path)
+    path = "/".join(uri_encode(urllib.parse.unquote(seg)) for seg in (u.path or "/").split("/"))
+    pairs = [(uri_encode(k), uri_encode(v))
+             for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True)]
+    query = "&".join("%s=%s" % kv for kv in sorted(pairs))
+    hlines = "".join("%s:%s\n" % (n, ",".join(" ".join(v.split()) for v in get_all(n))) for n in names)
+    return "\n".join([method, path, query, hlines, ";".join(names), hashlib.sha256(body).hexdigest()])
+
+
+def signature(secret, amzdate, region, service, canonical):
+    """Section 2.1 steps 3-4: (string to sign, hex signature)."""
+    date = amzdate[:8]
+    sts = "\n".join(["AWS4-HMAC-SHA256", amzdate, "%s/%s/%s/aws4_request" % (date, region, service),
+                     hashlib.sha256(canonical.encode()).hexdigest()])
+    k = hmac256(("AWS4" + secret).encode(), date)
+    for piece in (region, service, "aws4_request"):
+        k = hmac256(k, piece)
+    return sts, hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+
+
 def verify_sigv4(method, raw_path, headers, body):
     """Returns the region of the credential scope; raises ApiError."""
     auth = headers.get("Authorization")
@@ -295,24 +317,11 @@ def verify_sigv4(method, raw_path, headers, body):
             "date from HTTP: '%s' != '%s', from '%s'." % (date, amzdate[:8], amzdate), 403)
     if region not in A.regions:
         bad("SignatureDoesNotMatch", "Credential should be scoped to a valid region, not '%s'." % region, 403)
-    u = urllib.parse.urlsplit(raw_path)
-    path = "/".join(uri_encode(urllib.parse.unquote(seg)) for seg in (u.path or "/").split("/"))
-    pairs = [(uri_encode(k), uri_encode(v))
-             for k, v in urllib.parse.parse_qsl(u.query, keep_blank_values=True)]
-    query = "&".join("%s=%s" % kv for kv in sorted(pairs))
-    hlines = []
     for n in names:
-        vals = headers.get_all(n)
-        if vals is None:
+        if headers.get_all(n) is None:
             bad("IncompleteSignature", "Signed header '%s' is not in the request." % n)
-        hlines.append("%s:%s\n" % (n, ",".join(" ".join(v.split()) for v in vals)))
-    canonical = "\n".join([method, path, query, "".join(hlines), signed, hashlib.sha256(body).hexdigest()])
-    scope = "%s/%s/ec2/aws4_request" % (date, region)
-    sts = "\n".join(["AWS4-HMAC-SHA256", amzdate, scope, hashlib.sha256(canonical.encode()).hexdigest()])
-    k = hmac256(("AWS4" + A.secret_key).encode(), date)
-    for piece in (region, "ec2", "aws4_request"):
-        k = hmac256(k, piece)
-    want = hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
+    canonical = canonical_request(method, raw_path, headers.get_all, names, body)
+    sts, want = signature(A.secret_key, amzdate, region, "ec2", canonical)
     if not hmac.compare_digest(want, sig):
         bad("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you "
             "provided. Check your AWS Secret Access Key and signing method. Consult the service documentation "
