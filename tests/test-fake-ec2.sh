@@ -2,9 +2,11 @@
 # tests/test-fake-ec2.sh: tests/fake-cloud/ec2.py, the fake EC2 Query API
 # the AWS provider is tested against, checked for the behaviours the
 # provider relies on (../shared/reference/cloud-apis.md section 2): SigV4
-# verified against requests signed by botocore (AWS's own signer, an
-# implementation independent of the fake's), RunInstances pending ->
-# running, ClientToken idempotency, vCPU quota and injected capacity
+# (the fake's canonical request and key chain on AWS's documented test
+# vector, then requests signed by botocore, AWS's own signer and an
+# implementation independent of the fake's, POST bodies and GET queries),
+# RunInstances pending -> running, ClientToken idempotency (also 6 calls
+# at once), vCPU quota and injected capacity
 # errors, tag / state filters with paging, a spot interruption seen inside
 # (IMDSv2 spot/instance-action) and outside (Server.SpotInstanceTermination)
 # and told apart from a user terminate and a crash, spot prices, billing's
