@@ -6,7 +6,7 @@
 # vector, then requests signed by botocore, AWS's own signer and an
 # implementation independent of the fake's, POST bodies and GET queries),
 # RunInstances pending -> running, ClientToken idempotency (also 6 calls
-# at once), vCPU quota and injected capacity
+# at once), DescribeAvailabilityZones, DryRun, vCPU quota and injected capacity
 # errors, tag / state filters with paging, a spot interruption seen inside
 # (IMDSv2 spot/instance-action) and outside (Server.SpotInstanceTermination)
 # and told apart from a user terminate and a crash, spot prices, billing's
@@ -464,6 +464,21 @@ eq(first + [f(i, "instanceType") for i in root.findall("e:spotPriceHistorySet/e:
    ["g4dn.xlarge", "g5.xlarge"], "price paging")
 eq(f(root, "nextToken"), "", "last page: empty nextToken")
 ok("DescribeSpotPriceHistory: prices as given, 6 decimals, per region, paged")
+
+# ---- zones, DryRun
+st, root = ec2({"Action": "DescribeAvailabilityZones"})
+eq((st, [(f(i, "zoneName"), f(i, "zoneState"), f(i, "regionName"))
+         for i in root.findall("e:availabilityZoneInfo/e:item", NS)]),
+   (200, [("us-east-1a", "available", "us-east-1"), ("us-east-1b", "available", "us-east-1")]), "zones us-east-1")
+st, root = ec2({"Action": "DescribeAvailabilityZones", "Filter.1.Name": "zone-name", "Filter.1.Value.1": "*-2a"},
+               region="us-west-2")
+eq([f(i, "zoneName") for i in root.findall("e:availabilityZoneInfo/e:item", NS)], ["us-west-2a"], "zones us-west-2")
+n0 = len(ctl("state")["instances"])
+msg = expect_error({"Action": "RunInstances", "DryRun": "true", "ImageId": "ami-0123456789abcdef0",
+                    "InstanceType": "g5.xlarge", "MinCount": "1", "MaxCount": "1"}, 412, "DryRunOperation", "DryRun")
+eq(msg, "Request would have succeeded, but DryRun flag is set.", "DryRun message")
+eq(len(ctl("state")["instances"]), n0, "DryRun launched nothing")
+ok("DescribeAvailabilityZones per region with filters; DryRun 412 DryRunOperation")
 
 # ---- billing
 bill = {b["id"]: b for b in ctl("billing")["instances"]}

@@ -109,6 +109,14 @@ Actions:
         entry in an AZ of the request's region.  The fake's prices never
         change: one item per (type, AZ), timestamped when the fake started
         (the price in effect at StartTime, as AWS also returns).
+  DescribeAvailabilityZones  ZoneName.N (not of the region:
+        InvalidParameterValue), Filter.N (zone-name, region-name, state,
+        zone-type) -> availabilityZoneInfo/item{zoneName, zoneState
+        available, regionName, zoneType, optInStatus, messageSet} for the
+        region's AZs of --azs (no zoneId: the fake has no AZ ids).
+  DryRun=true on any action: 412 DryRunOperation "Request would have
+        succeeded, but DryRun flag is set." after SigV4 and before the
+        action's own checks (the fake has no IAM permissions to check).
   The state of an instance (instanceState, stateReason):
     pending 0 -> running 16 (--boot-s) ;
     user terminate: shutting-down 32 -> terminated 48, Client.UserInitiatedShutdown ;
@@ -803,8 +811,33 @@ def describe_spot_price_history(region, params):
     return body
 
 
+def describe_availability_zones(region, params):
+    names = indexed(params, "ZoneName")
+    fl = filters(params)
+    getters = {"zone-name": lambda z: z, "region-name": lambda z: region, "state": lambda z: "available",
+               "zone-type": lambda z: "availability-zone"}
+    for name, _ in fl:
+        if name not in getters:
+            bad("InvalidParameterValue", "The filter '%s' is invalid" % name)
+    zones = region_azs(region)
+    for n in names:
+        if n not in zones:
+            bad("InvalidParameterValue", "Invalid availability zone: [%s]" % n)
+    items = []
+    for z in zones:
+        if names and z not in names:
+            continue
+        if not all(any(fnmatch.fnmatchcase(getters[n](z), v) for v in vals) for n, vals in fl):
+            continue
+        items.append("<item>%s%s%s%s%s<messageSet/></item>" % (
+            x("zoneName", z), x("zoneState", "available"), x("regionName", region),
+            x("zoneType", "availability-zone"), x("optInStatus", "opt-in-not-required")))
+    return "<availabilityZoneInfo>%s</availabilityZoneInfo>" % "".join(items)
+
+
 ACTIONS = {"RunInstances": run_instances, "DescribeInstances": describe_instances,
-           "TerminateInstances": terminate_instances, "DescribeSpotPriceHistory": describe_spot_price_history}
+           "TerminateInstances": terminate_instances, "DescribeSpotPriceHistory": describe_spot_price_history,
+           "DescribeAvailabilityZones": describe_availability_zones}
 FAULTS = {"RequestLimitExceeded": "Request limit exceeded.",
           "ServiceUnavailable": "The service is unavailable. Please try again shortly.",
           "Unavailable": "The server is overloaded and can't handle the request.",
@@ -878,6 +911,8 @@ class Handler(BaseHTTPRequestHandler):
                         break
             if slow:
                 time.sleep(slow)
+            if params.get("DryRun", "").lower() == "true":
+                bad("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
             if fault and fault.get("after"):
                 try:
                     ACTIONS[action](region, params)
