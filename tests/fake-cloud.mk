@@ -19,3 +19,6 @@ tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)
 # tests/test-fake-ec2.sh checks it with botocore-signed requests.
 TESTS += tests/test-fake-ec2.sh
 EXTRA_DIST += tests/test-fake-ec2.sh tests/fake-cloud/ec2.py
+# spotdeck doctor --provider aws against the fake EC2.
+TESTS += tests/test-aws-doctor.sh
+EXTRA_DIST += tests/test-aws-doctor.sh

@@ -475,7 +475,12 @@ st, root = ec2({"Action": "DescribeAvailabilityZones", "Filter.1.Name": "zone-na
 eq([f(i, "zoneName") for i in root.findall("e:availabilityZoneInfo/e:item", NS)], ["us-west-2a"], "zones us-west-2")
 n0 = len(ctl("state")["instances"])
 msg = expect_error({"Action": "RunInstances", "DryRun": "true", "ImageId": "ami-0123456789abcdef0",
-                    "InstanceType": "g5.xlarge", "MinCount": "1", "MaxCount": "1"}, 412, "DryRunOperation", "DryRun")
+                    "InstanceType": "g5.xlarge", "MinCount": "1", "MaxCount": "1",
+                    "InstanceMarketOptions.MarketType": "spot"}, 412, "DryRunOperation", "DryRun")
+# EC2 checks the request's parameters before the DryRun question.
+expect_error({"Action": "RunInstances", "DryRun": "true", "ImageId": "not-an-ami", "InstanceType": "g5.xlarge",
+              "MinCount": "1", "MaxCount": "1", "InstanceMarketOptions.MarketType": "spot"}, 400,
+             "InvalidAMIID.Malformed", "DryRun with a malformed AMI id")
 eq(msg, "Request would have succeeded, but DryRun flag is set.", "DryRun message")
 eq(len(ctl("state")["instances"]), n0, "DryRun launched nothing")
 ok("DescribeAvailabilityZones per region with filters; DryRun 412 DryRunOperation")

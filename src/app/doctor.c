@@ -4,6 +4,7 @@
  * proves is what a run will meet. */
 #include "config.h"
 #include "src/app/doctor.h"
+#include "src/app/doctor-internal.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -53,9 +54,7 @@ struct doctor {
 	int failed, done;
 };
 
-static void say(struct doctor *d, const char *level, const char *check, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void say(struct doctor *d, const char *level, const char *check, const char *fmt, ...)
+void sd_doctor_say(int *failed, const char *level, const char *check, const char *fmt, ...)
 {
 	va_list ap;
 	printf("%-5s %s: ", level, check);
@@ -65,8 +64,10 @@ static void say(struct doctor *d, const char *level, const char *check, const ch
 	putchar('\n');
 	fflush(stdout);
 	if (!strcmp(level, "FAIL"))
-		d->failed = 1;
+		*failed = 1;
 }
+
+#define say(d, ...) sd_doctor_say(&(d)->failed, __VA_ARGS__)
 
 /* The API's own words for a failed answer: error.message of the body,
  * else the transport error or the status. */
@@ -365,7 +366,7 @@ static const char *const gce_keys[] = {"name", "project", "zones", "credentials"
 				       "accelerator", "accelerator_count", "image", "api_root",
 				       "billing_root", NULL};
 
-static char *opt_str(const cJSON *p, const char *key, const char *dflt, const char *file, int *bad)
+char *sd_doctor_opt_str(const cJSON *p, const char *key, const char *dflt, const char *file, int *bad)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, key);
 	if (!v)
@@ -378,12 +379,13 @@ static char *opt_str(const cJSON *p, const char *key, const char *dflt, const ch
 	return strdup(v->valuestring);
 }
 
-static int load_settings(struct doctor *d, const char *file)
+const cJSON *sd_doctor_job(const char *file, cJSON **json)
 {
 	FILE *f = fopen(file, "r");
+	*json = NULL;
 	if (!f) {
 		fprintf(stderr, "spotdeck doctor: %s: %m\n", file);
-		return -1;
+		return NULL;
 	}
 	static char text[1 << 20];
 	size_t n = fread(text, 1, sizeof text - 1, f);
@@ -391,51 +393,57 @@ static int load_settings(struct doctor *d, const char *file)
 	fclose(f);
 	if (big) {
 		fprintf(stderr, "spotdeck doctor: %s: over 1 MiB, not a job file\n", file);
-		return -1;
+		return NULL;
 	}
 	text[n] = '\0';
 	cJSON *j = cJSON_Parse(text);
-	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "provider");
-	int bad = 0;
 	if (!j) {
 		fprintf(stderr, "spotdeck doctor: %s: not JSON (near byte %ld)\n", file,
 			(long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
-		return -1;
+		return NULL;
 	}
+	*json = j;
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "provider");
 	if (!cJSON_IsObject(p)) {
 		fprintf(stderr, "spotdeck doctor: %s: no \"provider\" object\n", file);
-		bad = 1;
-	} else {
-		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name"));
-		if (!name || strcmp(name, "gce") != 0) {
-			fprintf(stderr, "spotdeck doctor: %s: provider.name is \"%s\"; doctor checks gce\n", file,
-				name ? name : "");
+		return NULL;
+	}
+	return p;
+}
+
+int sd_doctor_known_keys(const cJSON *p, const char *const *keys, const char *provider, const char *file)
+{
+	const cJSON *it;
+	int bad = 0;
+	cJSON_ArrayForEach(it, p) {
+		int known = 0;
+		for (int k = 0; keys[k]; k++)
+			known |= !strcmp(it->string, keys[k]);
+		if (!known) {
+			fprintf(stderr, "spotdeck doctor: %s: provider.%s: not a %s setting\n", file, it->string,
+				provider);
 			bad = 1;
 		}
-		const cJSON *it;
-		cJSON_ArrayForEach(it, p) {
-			int known = 0;
-			for (int k = 0; gce_keys[k]; k++)
-				known |= !strcmp(it->string, gce_keys[k]);
-			if (!known) {
-				fprintf(stderr, "spotdeck doctor: %s: provider.%s: not a gce setting\n", file, it->string);
-				bad = 1;
-			}
-		}
 	}
+	return bad ? -1 : 0;
+}
+
+static int load_settings(struct doctor *d, const cJSON *p, const char *file)
+{
+	int bad = sd_doctor_known_keys(p, gce_keys, "gce", file) < 0;
 	if (!bad) {
-		d->project = opt_str(p, "project", NULL, file, &bad);
+		d->project = sd_doctor_opt_str(p, "project", NULL, file, &bad);
 		if (!d->project && !bad) {
 			fprintf(stderr, "spotdeck doctor: %s: provider.project: missing\n", file);
 			bad = 1;
 		}
 		const char *env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
-		d->credentials = opt_str(p, "credentials", env && *env ? env : NULL, file, &bad);
-		d->machine_type = opt_str(p, "machine_type", "n1-standard-8", file, &bad);
-		d->accelerator = opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
-		d->image = opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
-		d->api_root = opt_str(p, "api_root", SD_GCE_COMPUTE_ROOT, file, &bad);
-		d->billing_root = opt_str(p, "billing_root", GCE_BILLING_ROOT, file, &bad);
+		d->credentials = sd_doctor_opt_str(p, "credentials", env && *env ? env : NULL, file, &bad);
+		d->machine_type = sd_doctor_opt_str(p, "machine_type", "n1-standard-8", file, &bad);
+		d->accelerator = sd_doctor_opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
+		d->image = sd_doctor_opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
+		d->api_root = sd_doctor_opt_str(p, "api_root", SD_GCE_COMPUTE_ROOT, file, &bad);
+		d->billing_root = sd_doctor_opt_str(p, "billing_root", GCE_BILLING_ROOT, file, &bad);
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "accelerator_count");
 		d->count = 1;
 		if (c && (!cJSON_IsNumber(c) || c->valuedouble < 1 || c->valuedouble > 16 ||
@@ -462,7 +470,6 @@ static int load_settings(struct doctor *d, const char *file)
 			}
 		}
 	}
-	cJSON_Delete(j);
 	if (bad)
 		return -1;
 	for (int z = 0; z < d->nzones; z++) {
@@ -501,12 +508,14 @@ static void doctor_free(struct doctor *d)
 		free(d->zones[z]);
 }
 
+static int doctor_gce(const cJSON *p, const char *file);
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: spotdeck doctor [--provider gce] JOB.json\n"
-		   "Checks, without creating anything, that a run of JOB.json could start on its cloud:\n"
-		   "credentials, project and regional GPU quota, zones, machine and GPU types, the image,\n"
-		   "the Spot price.  One line per check; exit 0 when a run could start, 1 when not.\n");
+	fprintf(f, "usage: spotdeck doctor [--provider gce|aws] JOB.json\n"
+		   "Checks, without creating anything, that a run of JOB.json could start on the cloud\n"
+		   "its provider object names: credentials, quotas, zones, machine and GPU types, the\n"
+		   "image, the Spot price.  One line per check; exit 0 when a run could start, 1 when not.\n");
 }
 
 int sd_doctor_main(int argc, char **argv)
@@ -516,7 +525,7 @@ int sd_doctor_main(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
-	const char *provider = "gce";
+	const char *provider = NULL;
 	int c;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -530,17 +539,40 @@ int sd_doctor_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (strcmp(provider, "gce") != 0) {
-		fprintf(stderr, "spotdeck doctor: --provider %s: only gce can be checked so far (aws: not yet)\n",
-			provider);
+	if (provider && strcmp(provider, "gce") != 0 && strcmp(provider, "aws") != 0) {
+		fprintf(stderr, "spotdeck doctor: --provider %s: doctor checks gce or aws\n", provider);
 		return 2;
 	}
 	if (optind != argc - 1) {
 		usage(stderr);
 		return 2;
 	}
+	const char *file = argv[optind];
+	cJSON *json;
+	const cJSON *p = sd_doctor_job(file, &json);
+	const char *name = p ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "name")) : NULL;
+	int rc = 2;
+	if (!p) {
+		rc = 2;
+	} else if (!name || (strcmp(name, "gce") != 0 && strcmp(name, "aws") != 0)) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.name is \"%s\"; doctor checks gce or aws\n", file,
+			name ? name : "");
+	} else if (provider && strcmp(provider, name) != 0) {
+		fprintf(stderr, "spotdeck doctor: --provider %s, but %s's provider.name is \"%s\"\n", provider, file,
+			name);
+	} else {
+		rc = !strcmp(name, "aws") ? sd_doctor_aws(p, file) : doctor_gce(p, file);
+	}
+	cJSON_Delete(json);
+	return rc;
+}
+
+/* The gce checks of P (the job file FILE's provider object): doctor.h's
+ * exit status. */
+static int doctor_gce(const cJSON *p, const char *file)
+{
 	struct doctor *d = calloc(1, sizeof *d);
-	if (!d || load_settings(d, argv[optind]) < 0) {
+	if (!d || load_settings(d, p, file) < 0) {
 		if (d)
 			doctor_free(d);
 		free(d);

@@ -33,3 +33,5 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-client.h src/provider/g
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-vm.h src/provider/gce-vm.c
 # The EC2 Query API's XML answers, read with expat (ec2-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/ec2-api.h src/provider/ec2-api.c
+# Signed EC2 Query API calls on the loop (aws-client.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/aws-client.h src/provider/aws-client.c

@@ -116,7 +116,10 @@ Actions:
         region's AZs of --azs (no zoneId: the fake has no AZ ids).
   DryRun=true on any action: 412 DryRunOperation "Request would have
         succeeded, but DryRun flag is set." after SigV4 and before the
-        action's own checks (the fake has no IAM permissions to check).
+        action's own checks (the fake has no IAM permissions to check);
+        RunInstances checks its parameters first (a malformed AMI id,
+        an unknown type, a zone not of the region), then answers
+        DryRunOperation without making anything or counting quota.
   The state of an instance (instanceState, stateReason):
     pending 0 -> running 16 (--boot-s) ;
     user terminate: shutting-down 32 -> terminated 48, Client.UserInitiatedShutdown ;
@@ -672,6 +675,10 @@ def _run_instances(region, params):
                 tags.append((params["TagSpecification.%d.Tag.%d.Key" % (n, m)],
                              params.get("TagSpecification.%d.Tag.%d.Value" % (n, m), "")))
             m += 1
+    if params.get("DryRun", "").lower() == "true":
+        # Its parameters were checked above, as EC2 checks a request
+        # before the DryRun question; nothing is made, no quota counted.
+        bad("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
     vcpus = TYPES[itype][0]
     with cond:
         live = sum(i.vcpus for i in S["instances"].values() if i.state != "terminated")
@@ -911,7 +918,7 @@ class Handler(BaseHTTPRequestHandler):
                         break
             if slow:
                 time.sleep(slow)
-            if params.get("DryRun", "").lower() == "true":
+            if params.get("DryRun", "").lower() == "true" and action != "RunInstances":
                 bad("DryRunOperation", "Request would have succeeded, but DryRun flag is set.", 412)
             if fault and fault.get("after"):
                 try:

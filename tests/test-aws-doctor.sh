@@ -1,0 +1,70 @@
+#!/bin/sh
+# tests/test-aws-doctor.sh: `spotdeck doctor --provider aws`
+# (src/app/doctor-aws.c) against tests/fake-cloud/ec2.py, which checks
+# every SigV4 signature the way EC2 does: the key and the zones, a Spot
+# launch with DryRun, the Spot prices; then a wrong secret, a zone the
+# region lacks, a malformed image id, and a 503 storm ridden out by
+# retries, with no secret in what doctor printed or the fake logged.
+. "$(dirname "$0")/lib.sh"
+tmpdir
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+SPOTDECK="$top_builddir/spotdeck"
+KEY_ID=AKIAFAKEDOCTOR7TEST SECRET=wJalrXUtnFEMI/K7MDENG+doctorSECRETKEY
+printf '{"g4dn.xlarge": {"us-east-1a": 0.2104, "us-east-1b": 0.1987}}\n' >"$T/prices.json"
+fake_start ec2.py "$PY" "$top_srcdir/tests/fake-cloud/ec2.py" --regions us-east-1 \
+	--azs us-east-1a,us-east-1b --access-key "$KEY_ID" --secret-key "$SECRET" --prices "$T/prices.json"
+BASE=http://127.0.0.1:$FAKE_PORT
+# job ZONES [IMAGE]: a job file whose provider is the fake.
+job() {
+	printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": %s, "image": "%s", "endpoint": "%s"}}\n' \
+		"$1" "${2:-ami-0123456789abcdef0}" "$BASE" >"$T/job.json"
+}
+control() { "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"))' "$BASE/_control/$1" "$2" || fail "control $1"; }
+# doctor WANT_RC [SECRET]: runs it into $T/out, checks the exit status.
+doctor() {
+	AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=${2:-$SECRET} AWS_SESSION_TOKEN= \
+		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
+	rc=$?
+	[ "$rc" = "$1" ] || fail "doctor exited $rc, want $1: $(cat "$T/out" "$T/err")"
+	! grep -q "$SECRET" "$T/out" "$T/err" || fail "the secret key in doctor's output"
+}
+has() { grep -qE "$1" "$T/out" || fail "no line /$1/ in: $(cat "$T/out")"; }
+
+# 1. Healthy: every check ok, with the fake's own figures.
+job '["us-east-1a", "us-east-1b"]'
+doctor 0
+has '^ok +credentials: key AKIA\.\.\.TEST accepted in us-east-1$'
+has '^ok +zone: us-east-1a is available$'
+has '^ok +zone: us-east-1b is available$'
+has '^ok +launch: a Spot g4dn\.xlarge from ami-0123456789abcdef0 in us-east-1a would be allowed \(DryRun\)$'
+has '^ok +prices: us-east-1a: \$0\.2104/h for a Spot g4dn\.xlarge'
+has '^ok +prices: us-east-1b: \$0\.1987/h for a Spot g4dn\.xlarge'
+[ "$(grep -c . "$T/out")" = 6 ] || fail "expected 6 lines: $(cat "$T/out")"
+ok "a healthy account: 6 checks ok, exit 0"
+
+# 2. A wrong secret: EC2's SignatureDoesNotMatch, and nothing else runs.
+doctor 1 "not-the-secret"
+has '^FAIL +credentials: key AKIA\.\.\.TEST in us-east-1: SignatureDoesNotMatch: '
+[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on with a refused key: $(cat "$T/out")"
+# 3. A zone the region lacks warns; a malformed image fails the launch.
+job '["us-east-1a", "us-east-9z"]' not-an-ami
+doctor 1
+has '^warn +zone: us-east-9z is not a zone of us-east-1$'
+has '^FAIL +image: not-an-ami: InvalidAMIID\.Malformed: '
+ok "a refused key, a zone the region lacks, a malformed image: each said, exit 1"
+
+# 4. A 503 storm on the first call: retried, then ok; the fake logged no secret.
+job '["us-east-1a"]'
+control fail '{"action": "DescribeAvailabilityZones", "status": 503, "code": "ServiceUnavailable", "count": 2}'
+doctor 0
+"$PY" - "$BASE" "$SECRET" <<'PY' || fail "the fake's log"
+import json, sys, urllib.request
+raw = urllib.request.urlopen(sys.argv[1] + "/_control/log").read().decode()
+assert sys.argv[2] not in raw, "the secret key in the fake's log"
+log = json.loads(raw)["requests"]
+st = [r["status"] for r in log if r["action"] == "DescribeAvailabilityZones"][-3:]
+assert st == [503, 503, 200], "the last 3 DescribeAvailabilityZones: %r" % st
+assert all(r["auth"] for r in log), "a request without a signature"
+PY
+ok "a 503 storm is retried (503, 503, 200); no secret printed or logged"
