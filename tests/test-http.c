@@ -307,7 +307,13 @@ static void test_many(void)
 	/* One by one they would take 200 s: together about 1 s. */
 	CHECK(total < 10, "%d calls of 1 s each took %.2f s together", N, total);
 	double worst_ms = (double)tick_worst_ns / 1e6;
-	CHECK(worst_ms <= 50, "a 10 ms timer waited up to %.1f ms with %d calls in flight", worst_ms, N);
+	/* Not a speed target (a loaded machine delays any timer; it read 2-23
+	 * ms here on a quiet machine, 65 ms beside a make check -j2): the
+	 * check is that no call ever held the loop.  A call that blocked would
+	 * hold it for its whole answer, 1 s; 500 ms cannot be reached by
+	 * scheduling delays alone, and cannot hide a blocking call. */
+	CHECK(worst_ms < 500, "a 10 ms timer waited %.1f ms with %d calls in flight: a call blocked the loop",
+	      worst_ms, N);
 	check_report(1, "%d calls at once: all 200 OK in %.2f s; the loop's 10 ms timer late by at most %.1f ms",
 		     N, total, worst_ms > 10 ? worst_ms - 10 : 0.0);
 }
