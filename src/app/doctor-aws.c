@@ -32,6 +32,15 @@ struct doctor_aws {
 
 #define say(d, ...) sd_doctor_say(&(d)->failed, __VA_ARGS__)
 
+/* The first available zone of the job's list (the launch is tried there). */
+static const char *first_zone(const struct doctor_aws *d)
+{
+	for (int i = 0; i < d->nzones; i++)
+		if (d->zone_ok[i])
+			return d->zones[i];
+	return d->zones[0];
+}
+
 /* The error document's code and message, or the transport's words. */
 static void answer_error(const struct sd_http_response *r, struct sd_ec2_error *e)
 {
@@ -97,10 +106,7 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 		break;
 	}
 	case ST_LAUNCH: {
-		const char *zone = d->zones[0];
-		for (int i = d->nzones - 1; i >= 0; i--)
-			if (d->zone_ok[i])
-				zone = d->zones[i];
+		const char *zone = first_zone(d);
 		answer_error(r, &e);
 		if (!strcmp(e.code, "DryRunOperation"))
 			say(d, "ok", "launch", "a Spot %s from %s in %s would be allowed (DryRun)", d->type, d->image, zone);
@@ -158,10 +164,7 @@ static void next(struct doctor_aws *d)
 		rc = sd_aws_call(d->aws, "DescribeAvailabilityZones", NULL, 0, 1, on_reply, d, err, sizeof err);
 		break;
 	case ST_LAUNCH: {
-		const char *zone = d->zones[0];
-		for (int i = d->nzones - 1; i >= 0; i--)
-			if (d->zone_ok[i])
-				zone = d->zones[i];
+		const char *zone = first_zone(d);
 		struct sd_sigv4_pair prm[] = {
 			{"DryRun", "true"}, {"ImageId", d->image}, {"InstanceType", d->type}, {"MinCount", "1"},
 			{"MaxCount", "1"}, {"InstanceMarketOptions.MarketType", "spot"},

@@ -21,7 +21,10 @@ struct xp {
 	size_t tlen;
 	void (*on_open)(struct xp *x);              /* after an element is pushed */
 	void (*on_leaf)(struct xp *x, const char *text); /* before it is popped */
-	void *out;
+	void *out;                 /* items: an array of MAX of SIZE bytes */
+	const char *item;          /* the path suffix that opens an item */
+	size_t size;
+	void (*init)(void *item);  /* after the item is zeroed, or NULL */
 	int n, max, over;
 	char *next;
 	size_t nextlen;
@@ -107,6 +110,27 @@ static void copy(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src);
 }
 
+/* on_open for lists: a new item at each x->item element. */
+static void item_open(struct xp *x)
+{
+	if (!at(x, x->item))
+		return;
+	if (x->n >= x->max) {
+		x->over = 1;
+		return;
+	}
+	void *it = (char *)x->out + (size_t)x->n++ * x->size;
+	memset(it, 0, x->size);
+	if (x->init)
+		x->init(it);
+}
+
+/* The item being read, or NULL before the first (or after too many). */
+static void *item_cur(const struct xp *x)
+{
+	return x->n && !x->over ? (char *)x->out + (size_t)(x->n - 1) * x->size : NULL;
+}
+
 /* Errors */
 
 static void error_leaf(struct xp *x, const char *t)
@@ -137,25 +161,17 @@ static void next_token(struct xp *x, const char *t)
 		snprintf(x->next, x->nextlen, "%s", t);
 }
 
-static void instance_open(struct xp *x)
+static void instance_init(void *it)
 {
-	if (!at(x, "instancesSet/item"))
-		return;
-	if (x->n >= x->max) {
-		x->over = 1;
-		return;
-	}
-	struct sd_ec2_instance *in = (struct sd_ec2_instance *)x->out + x->n++;
-	memset(in, 0, sizeof *in);
-	in->state_code = -1;
+	((struct sd_ec2_instance *)it)->state_code = -1;
 }
 
 static void instance_leaf(struct xp *x, const char *t)
 {
 	next_token(x, t);
-	if (x->n == 0 || x->over)
+	struct sd_ec2_instance *in = item_cur(x);
+	if (!in)
 		return;
-	struct sd_ec2_instance *in = (struct sd_ec2_instance *)x->out + x->n - 1;
 	if (at(x, "instancesSet/item/instanceId"))
 		copy(in->id, sizeof in->id, t);
 	else if (at(x, "instancesSet/item/instanceType"))
@@ -183,7 +199,8 @@ static void instance_leaf(struct xp *x, const char *t)
 int sd_ec2_instances_parse(const char *xml, size_t len, struct sd_ec2_instance *out, int max, char *next,
 			   size_t nextlen, char *err, size_t errlen)
 {
-	struct xp x = {.on_open = instance_open, .on_leaf = instance_leaf, .out = out, .max = max,
+	struct xp x = {.on_open = item_open, .on_leaf = instance_leaf, .out = out, .max = max,
+		       .item = "instancesSet/item", .size = sizeof *out, .init = instance_init,
 		       .next = next, .nextlen = nextlen};
 	if (next && nextlen)
 		next[0] = '\0';
@@ -198,25 +215,17 @@ int sd_ec2_instances_parse(const char *xml, size_t len, struct sd_ec2_instance *
 
 /* Spot prices */
 
-static void price_open(struct xp *x)
+static void price_init(void *it)
 {
-	if (!at(x, "spotPriceHistorySet/item"))
-		return;
-	if (x->n >= x->max) {
-		x->over = 1;
-		return;
-	}
-	struct sd_ec2_spot_price *p = (struct sd_ec2_spot_price *)x->out + x->n++;
-	memset(p, 0, sizeof *p);
-	p->usd_per_hour = -1;
+	((struct sd_ec2_spot_price *)it)->usd_per_hour = -1;
 }
 
 static void price_leaf(struct xp *x, const char *t)
 {
 	next_token(x, t);
-	if (x->n == 0 || x->over)
+	struct sd_ec2_spot_price *p = item_cur(x);
+	if (!p)
 		return;
-	struct sd_ec2_spot_price *p = (struct sd_ec2_spot_price *)x->out + x->n - 1;
 	if (at(x, "spotPriceHistorySet/item/instanceType"))
 		copy(p->type, sizeof p->type, t);
 	else if (at(x, "spotPriceHistorySet/item/availabilityZone"))
@@ -234,8 +243,9 @@ static void price_leaf(struct xp *x, const char *t)
 int sd_ec2_spot_prices_parse(const char *xml, size_t len, struct sd_ec2_spot_price *out, int max,
 			     char *next, size_t nextlen, char *err, size_t errlen)
 {
-	struct xp x = {.on_open = price_open, .on_leaf = price_leaf, .out = out, .max = max, .next = next,
-		       .nextlen = nextlen};
+	struct xp x = {.on_open = item_open, .on_leaf = price_leaf, .out = out, .max = max,
+		       .item = "spotPriceHistorySet/item", .size = sizeof *out, .init = price_init,
+		       .next = next, .nextlen = nextlen};
 	if (next && nextlen)
 		next[0] = '\0';
 	int n = xp_run(&x, xml, len, "spot prices", err, errlen);
@@ -249,22 +259,11 @@ int sd_ec2_spot_prices_parse(const char *xml, size_t len, struct sd_ec2_spot_pri
 
 /* Zones */
 
-static void zone_open(struct xp *x)
-{
-	if (!at(x, "availabilityZoneInfo/item"))
-		return;
-	if (x->n >= x->max) {
-		x->over = 1;
-		return;
-	}
-	memset((struct sd_ec2_zone *)x->out + x->n++, 0, sizeof(struct sd_ec2_zone));
-}
-
 static void zone_leaf(struct xp *x, const char *t)
 {
-	if (x->n == 0 || x->over)
+	struct sd_ec2_zone *z = item_cur(x);
+	if (!z)
 		return;
-	struct sd_ec2_zone *z = (struct sd_ec2_zone *)x->out + x->n - 1;
 	if (at(x, "availabilityZoneInfo/item/zoneName"))
 		copy(z->name, sizeof z->name, t);
 	else if (at(x, "availabilityZoneInfo/item/zoneState"))
@@ -275,7 +274,8 @@ static void zone_leaf(struct xp *x, const char *t)
 
 int sd_ec2_zones_parse(const char *xml, size_t len, struct sd_ec2_zone *out, int max, char *err, size_t errlen)
 {
-	struct xp x = {.on_open = zone_open, .on_leaf = zone_leaf, .out = out, .max = max};
+	struct xp x = {.on_open = item_open, .on_leaf = zone_leaf, .out = out, .max = max,
+		       .item = "availabilityZoneInfo/item", .size = sizeof *out};
 	return xp_run(&x, xml, len, "zones", err, errlen);
 }
 

@@ -77,11 +77,16 @@ static void op_fail_answer(struct vm_op *o, const struct sd_http_response *r)
 	op_fail(o, sd_gce_classify(r->status, e.reason, e.message), e.reason[0] ? e.reason : "http", e.message);
 }
 
-static void op_call(struct vm_op *o, const char *label, const char *method, const char *url, const char *body,
+/* METHOD PATH (under the project) with BODY; CB gets the answer.  Every
+ * request of a create or delete is idempotent: the insert and the delete
+ * carry their requestId, the rest only read. */
+static void op_call(struct vm_op *o, const char *label, const char *method, const char *path, const char *body,
 		    sd_http_cb cb)
 {
-	char err[256];
-	if (sd_gce_call(o->c, label, method, url, body, 1, cb, o, err, sizeof err) < 0)
+	char url[1024], err[256];
+	if (sd_gce_url(o->c, path, url, sizeof url) < 0)
+		op_fail(o, SD_GCE_BLOCK_NONE, "request", "URL too long");
+	else if (sd_gce_call(o->c, label, method, url, body, 1, cb, o, err, sizeof err) < 0)
 		op_fail(o, SD_GCE_BLOCK_NONE, "request", err);
 }
 
@@ -89,13 +94,9 @@ static void on_instance(void *arg, const struct sd_http_response *r);
 
 static void poll_instance(struct vm_op *o)
 {
-	char path[256], url[1024];
+	char path[256];
 	snprintf(path, sizeof path, "zones/%s/instances/%s", o->zone, o->name);
-	if (sd_gce_url(o->c, path, url, sizeof url) < 0) {
-		op_fail(o, SD_GCE_BLOCK_NONE, "request", "instance URL too long");
-		return;
-	}
-	op_call(o, "gce instances.get", "GET", url, NULL, on_instance);
+	op_call(o, "gce instances.get", "GET", path, NULL, on_instance);
 }
 
 static void on_poll_timer(uv_timer_t *t)
@@ -138,13 +139,9 @@ static void on_operation(void *arg, const struct sd_http_response *r);
 
 static void wait_operation(struct vm_op *o)
 {
-	char path[256], url[1024];
+	char path[256];
 	snprintf(path, sizeof path, "zones/%s/operations/%s/wait", o->zone, o->op_name);
-	if (sd_gce_url(o->c, path, url, sizeof url) < 0) {
-		op_fail(o, SD_GCE_BLOCK_NONE, "request", "operation URL too long");
-		return;
-	}
-	op_call(o, "gce operations.wait", "POST", url, NULL, on_operation);
+	op_call(o, "gce operations.wait", "POST", path, NULL, on_operation);
 }
 
 static void on_operation(void *arg, const struct sd_http_response *r)
@@ -220,14 +217,11 @@ static struct vm_op *op_new(struct sd_gce_client *c, int create, const char *zon
 
 static void op_start(struct vm_op *o, const char *label, const char *method, const char *path)
 {
-	char p[256], url[1024];
+	char p[256];
 	uv_timer_init(sd_http_loop(sd_gce_client_http(o->c)), &o->timer);
 	o->timer.data = o;
 	snprintf(p, sizeof p, "%s?requestId=%s", path, o->request_id);
-	if (sd_gce_url(o->c, p, url, sizeof url) < 0)
-		op_fail(o, SD_GCE_BLOCK_NONE, "request", "URL too long");
-	else
-		op_call(o, label, method, url, o->body, on_request);
+	op_call(o, label, method, p, o->body, on_request);
 }
 
 int sd_gce_vm_create(struct sd_gce_client *c, const struct sd_gce_instance_spec *spec, double poll_s,
