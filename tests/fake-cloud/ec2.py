@@ -191,8 +191,8 @@ from http.server import BaseHTTPRequestHandler
 from xml.sax.saxutils import escape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakevm import (Server, kill_all_and_exit, kill_group, later, run_script, send, start_listener,  # noqa: E402
-                    stop_listener)
+from fakevm import (Server, billing, kill_all_and_exit, kill_group, later,  # noqa: E402
+                    run_script, send, start_listener, stop_listener)
 
 XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 OWNER = "123456789012"
@@ -887,15 +887,9 @@ class Handler(BaseHTTPRequestHandler):
             if p == "/_control/state":
                 return 200, {"instances": [i.state_json() for i in S["instances"].values()]}
             if p == "/_control/billing":
-                now, out, total = time.time(), [], 0.0
-                for i in S["billing"]:
-                    run = (i.stopped or now) - i.started
-                    billed = max(60.0, run)
-                    usd = billed * i.price / 3600.0
-                    total += usd
-                    out.append({"id": i.id, "az": i.az, "type": i.type, "seconds": billed, "run_seconds": run,
-                                "running": i.stopped is None, "usd_per_hour": i.price, "usd": round(usd, 2)})
-                return 200, {"instances": out, "total_usd": round(total, 2)}
+                return 200, billing(S["billing"], lambda i, billed, run, usd: {
+                    "id": i.id, "az": i.az, "type": i.type, "seconds": billed, "run_seconds": run,
+                    "running": i.stopped is None, "usd_per_hour": i.price, "usd": round(usd, 2)})
             if p == "/_control/capacity":
                 if c["az"] not in A.azs:
                     return 400, {"error": "unknown az %s" % c["az"]}

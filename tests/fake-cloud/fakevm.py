@@ -10,6 +10,10 @@ this folder (they run as scripts, not as a package).
   Server        the fakes' API server: threaded, daemon threads, a listen
       backlog of 256.
   later(delay, fn, *args)   fn(*args) on a daemon timer thread.
+  billing(insts, row)   /_control/billing: per second from inst.started to
+      inst.stopped (or now), 60 s minimum, at inst.price USD an hour;
+      {"instances": [row(inst, billed_s, run_s, usd)], "total_usd"}, the
+      total rounded to the cent.
   wait_for_change(cond, q, etag)   GCE metadata ?wait_for_change=true
       (with cond held): returns at once without it; else waits on cond
       until etag() differs from last_etag (or, without last_etag, from its
@@ -56,6 +60,17 @@ def later(delay, fn, *args):
     t = threading.Timer(delay, fn, args)
     t.daemon = True
     t.start()
+
+
+def billing(insts, row):
+    now, out, total = time.time(), [], 0.0
+    for i in insts:
+        run = (i.stopped or now) - i.started
+        billed = max(60.0, run)
+        usd = billed * i.price / 3600.0
+        total += usd
+        out.append(row(i, billed, run, usd))
+    return {"instances": out, "total_usd": round(total, 2)}
 
 
 def wait_for_change(cond, q, etag):

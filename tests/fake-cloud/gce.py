@@ -146,8 +146,8 @@ import threading, time, urllib.parse, uuid
 from http.server import BaseHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakevm import (Server, kill_all_and_exit, kill_group, later, run_script, send, start_listener,  # noqa: E402
-                    stop_listener, wait_for_change)
+from fakevm import (Server, billing, kill_all_and_exit, kill_group, later,  # noqa: E402
+                    run_script, send, start_listener, stop_listener, wait_for_change)
 
 try:
     import jwt  # PyJWT, with cryptography for RS256
@@ -679,16 +679,10 @@ class Handler(BaseHTTPRequestHandler):
                              "operations": [S["ops"][k] for k in S["op_order"]],
                              "tokens": len(S["tokens"])}
             if p == "/_control/billing":
-                now, out, total = time.time(), [], 0.0
-                for i in S["billing"]:
-                    run = (i.stopped or now) - i.started
-                    billed = max(60.0, run)
-                    usd = billed * i.price / 3600.0
-                    total += usd
-                    out.append({"name": i.name, "zone": i.zone, "seconds": billed, "run_seconds": run,
-                                "running": i.stopped is None, "usd": round(usd, 2),
-                                "usd_per_hour": i.price, "price_key": i.price_key})
-                return 200, {"instances": out, "total_usd": round(total, 2)}
+                return 200, billing(S["billing"], lambda i, billed, run, usd: {
+                    "name": i.name, "zone": i.zone, "seconds": billed, "run_seconds": run,
+                    "running": i.stopped is None, "usd": round(usd, 2),
+                    "usd_per_hour": i.price, "price_key": i.price_key})
             if p == "/_control/stockout":
                 if c["zone"] not in A.zones:
                     return 400, {"error": "unknown zone %s" % c["zone"]}
