@@ -3,7 +3,7 @@
 # gce.py fakes Compute Engine v1, its token endpoint, in-VM metadata and
 # the billing catalog; tests/test-fake-gce.sh checks the fake itself.
 TESTS += tests/test-fake-gce.sh
-EXTRA_DIST += tests/test-fake-gce.sh tests/fake-cloud/gce.py
+EXTRA_DIST += tests/test-fake-gce.sh tests/fake-cloud/gce.py tests/fake-cloud/fakevm.py
 # spotdeck doctor --provider gce against the fake: key, token, quotas,
 # zones, image, prices, and the ways a run could not start.
 TESTS += tests/test-gce-doctor.sh

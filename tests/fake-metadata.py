@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """A fake of the three clouds' in-VM metadata services, for the worker's
 preemption-notice watcher (src/worker/notice-watch.h).  Python standard
-library only.  Binds 127.0.0.1 on an ephemeral port and prints the port on
-its first stdout line.
+library only, and fake-cloud/fakevm.py (shared with the fake clouds).
+Binds 127.0.0.1 on an ephemeral port and prints the port on its first
+stdout line.
 
 It behaves as the clouds document it (../shared/reference/cloud-apis.md,
 sections 1.4, 2.4 and 3):
@@ -30,8 +31,11 @@ Control (no headers needed), for the test:
                             status (None while unanswered)}],
                             "acks": [{time, event_id}]}
 """
-import email.utils, json, secrets, sys, threading, time, urllib.parse
+import email.utils, json, os, secrets, sys, threading, time, urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake-cloud"))
+from fakevm import send, wait_for_change  # noqa: E402
 
 VM = "spotdeck-vm"
 lock = threading.Condition()
@@ -62,18 +66,8 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, body="", ctype="text/plain", headers=()):
-        data = body.encode() if isinstance(body, str) else body
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers:
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            # A watcher that stopped dropped its long-poll; carry on.
-            self.close_connection = True
+        # A watcher that stopped dropped its long-poll: send carries on.
+        send(self, status, body, ctype, headers)
         if self.entry is not None:
             with lock:
                 self.entry["status"] = status
@@ -159,20 +153,7 @@ class Handler(BaseHTTPRequestHandler):
         if key not in state["gce"]:
             return self.reply(404, "not found\n")
         with lock:
-            if q.get("wait_for_change") == "true":
-                end = time.monotonic() + min(float(q.get("timeout_sec", 60)), 300)
-                last = q.get("last_etag")
-                # Without last_etag, wait for the next change; with one,
-                # answer at once if the value has moved on since.
-                start = etag(key)
-                while True:
-                    cur = etag(key)
-                    if (last is not None and cur != last) or (last is None and cur != start):
-                        break
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    lock.wait(left)
+            wait_for_change(lock, q, lambda: etag(key))
             value, tag = state["gce"][key], etag(key)
         self.reply(200, value, "application/text", [("ETag", tag), ("Metadata-Flavor", "Google")])
 

@@ -186,9 +186,13 @@ Control (no auth, not logged; JSON bodies):
        here only)}], "total_usd"} (instances that never ran are not listed)
 """
 import argparse, base64, datetime, fnmatch, hashlib, hmac, json, os, re, secrets, signal
-import subprocess, sys, threading, time, urllib.parse, uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import sys, threading, time, urllib.parse, uuid
+from http.server import BaseHTTPRequestHandler
 from xml.sax.saxutils import escape
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakevm import (Server, billing, kill_all_and_exit, kill_group, later,  # noqa: E402
+                    run_script, send, start_listener, stop_listener)
 
 XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 OWNER = "123456789012"
@@ -223,12 +227,6 @@ STARTED = time.time()
 def iso(t, ms=True):
     s = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
     return s + (".%03dZ" % (int(t * 1000) % 1000) if ms else "Z")
-
-
-def later(delay, fn, *args):
-    t = threading.Timer(delay, fn, args)
-    t.daemon = True
-    t.start()
 
 
 def region_azs(region):
@@ -423,17 +421,7 @@ class ImdsHandler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, body="", headers=()):
-        data = body.encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers:
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        send(self, status, body, "text/plain", headers)
 
     def handle_any(self):
         inst = self.server.inst
@@ -480,23 +468,6 @@ class ImdsHandler(BaseHTTPRequestHandler):
     do_GET = do_PUT = do_POST = do_DELETE = handle_any
 
 
-def start_imds(inst):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), ImdsHandler)
-    srv.daemon_threads = True
-    srv.inst = inst
-    inst.msrv = srv
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-
-
-def stop_imds(inst):
-    srv, inst.msrv = inst.msrv, None
-    if srv:
-        def down():
-            srv.shutdown()
-            srv.server_close()
-        threading.Thread(target=down, daemon=True).start()
-
-
 # ---- lifecycle
 
 def boot_done(inst):
@@ -513,34 +484,9 @@ def boot_done(inst):
 def run_startup(inst):
     if not A.run_startup_scripts or not inst.user_data:
         return
-    d = A.vm_log_dir
-    path = os.path.join(d, inst.id + ".user-data")
-    with open(path, "wb") as f:
-        f.write(inst.user_data)
-    env = dict(os.environ, AWS_EC2_METADATA_SERVICE_ENDPOINT="http://" + inst.imds(),
-               SPOTDECK_FAKE_INSTANCE=inst.id)
-    log = open(os.path.join(d, inst.id + ".log"), "ab")
-    inst.proc = subprocess.Popen(["/bin/bash", path], cwd=d, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-    S["procs"].append(inst.proc)
-    threading.Thread(target=inst.proc.wait, daemon=True).start()
-
-
-def kill_group(proc):
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-
-    def hard():
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    later(2.0, hard)
+    inst.proc = run_script(A.vm_log_dir, inst.id, ".user-data", inst.user_data,
+                           {"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://" + inst.imds(),
+                            "SPOTDECK_FAKE_INSTANCE": inst.id}, S["procs"])
 
 
 def power_off(inst, state, reason):
@@ -550,7 +496,7 @@ def power_off(inst, state, reason):
         inst.stopped = time.time()
     inst.state, inst.reason = state, reason
     kill_group(inst.proc)
-    stop_imds(inst)
+    stop_listener(inst)
     cond.notify_all()
     if state == "shutting-down":
         later(A.boot_s / 2, finish_termination, inst)
@@ -702,7 +648,7 @@ def _run_instances(region, params):
                     500 if code.startswith("Insufficient") else 400)
         ip = S["addresses"].pop(0) if S["addresses"] else "127.0.0.1"
         inst = Inst(region, az, itype, image, user_data, tags, ip, token)
-        start_imds(inst)
+        start_listener(inst, ImdsHandler)
         S["instances"][inst.id] = inst
         if token:
             S["tokens"][(region, token)] = (fp, inst.id)
@@ -860,16 +806,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, data, ctype):
-        if isinstance(data, str):
-            data = data.encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        send(self, status, data, ctype)
 
     def handle_any(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -950,15 +887,9 @@ class Handler(BaseHTTPRequestHandler):
             if p == "/_control/state":
                 return 200, {"instances": [i.state_json() for i in S["instances"].values()]}
             if p == "/_control/billing":
-                now, out, total = time.time(), [], 0.0
-                for i in S["billing"]:
-                    run = (i.stopped or now) - i.started
-                    billed = max(60.0, run)
-                    usd = billed * i.price / 3600.0
-                    total += usd
-                    out.append({"id": i.id, "az": i.az, "type": i.type, "seconds": billed, "run_seconds": run,
-                                "running": i.stopped is None, "usd_per_hour": i.price, "usd": round(usd, 2)})
-                return 200, {"instances": out, "total_usd": round(total, 2)}
+                return 200, billing(S["billing"], lambda i, billed, run, usd: {
+                    "id": i.id, "az": i.az, "type": i.type, "seconds": billed, "run_seconds": run,
+                    "running": i.stopped is None, "usd_per_hour": i.price, "usd": round(usd, 2)})
             if p == "/_control/capacity":
                 if c["az"] not in A.azs:
                     return 400, {"error": "unknown az %s" % c["az"]}
@@ -1000,21 +931,8 @@ class Handler(BaseHTTPRequestHandler):
         return 404, {"error": "no such control %s" % p}
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-
 def shutdown_vms(*_):
-    with cond:
-        procs = list(S["procs"])
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    os._exit(0)
+    kill_all_and_exit(cond, S["procs"])
 
 
 def main():

@@ -141,9 +141,13 @@ Control (no auth, not logged):
        price_key}], "total_usd"} (usd rounded to the cent here only;
        instances that never reached RUNNING are not listed)
 """
-import argparse, base64, hashlib, json, os, re, secrets, signal, subprocess, sys
+import argparse, base64, hashlib, json, os, re, secrets, signal, sys
 import threading, time, urllib.parse, uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fakevm import (Server, billing, kill_all_and_exit, kill_group, later,  # noqa: E402
+                    run_script, send, start_listener, stop_listener, wait_for_change)
 
 try:
     import jwt  # PyJWT, with cryptography for RS256
@@ -187,12 +191,6 @@ PUBKEY = None
 def rfc3339(t):
     t -= 7 * 3600
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".%03d-07:00" % (int(t * 1000) % 1000)
-
-
-def later(delay, fn, *args):
-    t = threading.Timer(delay, fn, args)
-    t.daemon = True
-    t.start()
 
 
 def new_id():
@@ -463,17 +461,7 @@ class MetaHandler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, body, ctype="application/text", headers=()):
-        data = body.encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers:
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        send(self, status, body, ctype, headers)
 
     def do_GET(self):
         inst = self.server.inst
@@ -510,36 +498,9 @@ class MetaHandler(BaseHTTPRequestHandler):
         def etag():
             return hashlib.md5(("%s/%s/%d" % (inst.id, key, inst.meta_version[key])).encode()).hexdigest()[:16]
         with cond:
-            if q.get("wait_for_change") == "true":
-                end = time.monotonic() + min(float(q.get("timeout_sec", 60)), 300)
-                last, start = q.get("last_etag"), etag()
-                while True:
-                    cur = etag()
-                    if (last is not None and cur != last) or (last is None and cur != start):
-                        break
-                    left = end - time.monotonic()
-                    if left <= 0:
-                        break
-                    cond.wait(left)
+            wait_for_change(cond, q, etag)
             value, tag = inst.meta[key], etag()
         self.reply(200, value, headers=[("ETag", tag), ("Metadata-Flavor", "Google")])
-
-
-def start_metadata(inst):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), MetaHandler)
-    srv.daemon_threads = True
-    srv.inst = inst
-    inst.msrv = srv
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-
-
-def stop_metadata(inst):
-    srv, inst.msrv = inst.msrv, None
-    if srv:
-        def down():
-            srv.shutdown()
-            srv.server_close()
-        threading.Thread(target=down, daemon=True).start()
 
 
 # ---- lifecycle (all called with cond held)
@@ -560,34 +521,9 @@ def run_startup(inst):
     script = inst.attr("startup-script")
     if not A.run_startup_scripts or script is None:
         return
-    d = A.vm_log_dir
-    path = os.path.join(d, inst.name + ".startup-script")
-    with open(path, "w") as f:
-        f.write(script)
-    env = dict(os.environ, GCE_METADATA_HOST="127.0.0.1:%d" % inst.msrv.server_address[1],
-               SPOTDECK_FAKE_INSTANCE=inst.name)
-    log = open(os.path.join(d, inst.name + ".log"), "ab")
-    inst.proc = subprocess.Popen(["/bin/bash", path], cwd=d, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-    S["procs"].append(inst.proc)
-    threading.Thread(target=inst.proc.wait, daemon=True).start()
-
-
-def kill_group(proc):
-    if proc is None or proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-
-    def hard():
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    later(2.0, hard)
+    inst.proc = run_script(A.vm_log_dir, inst.name, ".startup-script", script,
+                           {"GCE_METADATA_HOST": "127.0.0.1:%d" % inst.msrv.server_address[1],
+                            "SPOTDECK_FAKE_INSTANCE": inst.name}, S["procs"])
 
 
 def power_off(inst):
@@ -596,7 +532,7 @@ def power_off(inst):
     if inst.stopped is None:
         inst.stopped = time.time()
     kill_group(inst.proc)
-    stop_metadata(inst)
+    stop_listener(inst)
 
 
 def insert_done(zone, name, op, doomed, inst_args):
@@ -611,7 +547,7 @@ def insert_done(zone, name, op, doomed, inst_args):
             return
         inst = Inst(*inst_args)
         inst.id = op["targetId"]
-        start_metadata(inst)
+        start_listener(inst, MetaHandler)
         S["instances"][(zone, name)] = inst
         op_done(op)
     later(A.boot_s / 2, boot_step, inst, "STAGING")
@@ -668,16 +604,7 @@ class Handler(BaseHTTPRequestHandler):
     def reply(self, status, body, headers=()):
         with cond:   # bodies are live state (an Operation a timer may be changing)
             data = json.dumps(body, indent=1).encode() + b"\n"
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json; charset=UTF-8")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in headers:
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
+        send(self, status, data, "application/json; charset=UTF-8", headers)
 
     def handle_any(self):
         u = urllib.parse.urlsplit(self.path)
@@ -752,16 +679,10 @@ class Handler(BaseHTTPRequestHandler):
                              "operations": [S["ops"][k] for k in S["op_order"]],
                              "tokens": len(S["tokens"])}
             if p == "/_control/billing":
-                now, out, total = time.time(), [], 0.0
-                for i in S["billing"]:
-                    run = (i.stopped or now) - i.started
-                    billed = max(60.0, run)
-                    usd = billed * i.price / 3600.0
-                    total += usd
-                    out.append({"name": i.name, "zone": i.zone, "seconds": billed, "run_seconds": run,
-                                "running": i.stopped is None, "usd": round(usd, 2),
-                                "usd_per_hour": i.price, "price_key": i.price_key})
-                return 200, {"instances": out, "total_usd": round(total, 2)}
+                return 200, billing(S["billing"], lambda i, billed, run, usd: {
+                    "name": i.name, "zone": i.zone, "seconds": billed, "run_seconds": run,
+                    "running": i.stopped is None, "usd": round(usd, 2),
+                    "usd_per_hour": i.price, "price_key": i.price_key})
             if p == "/_control/stockout":
                 if c["zone"] not in A.zones:
                     return 400, {"error": "unknown zone %s" % c["zone"]}
@@ -1190,21 +1111,8 @@ class Handler(BaseHTTPRequestHandler):
         return 200, out
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256
-
-
 def shutdown_vms(*_):
-    with cond:
-        procs = list(S["procs"])
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    os._exit(0)
+    kill_all_and_exit(cond, S["procs"])
 
 
 def main():

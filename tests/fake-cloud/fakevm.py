@@ -1,0 +1,148 @@
+"""What the fake clouds (tests/fake-cloud/gce.py, tests/fake-cloud/ec2.py)
+and the fake in-VM metadata services (tests/fake-metadata.py) share: the
+machinery of a fake VM and of a fake HTTP endpoint, none of it particular
+to one cloud.  Python standard library only; imported by those scripts from
+this folder (they run as scripts, not as a package).
+
+  send(handler, status, data, ctype, headers)   writes one answer with
+      Content-Type and Content-Length; a client that hung up (broken pipe,
+      reset) only closes the connection.
+  Server        the fakes' API server: threaded, daemon threads, a listen
+      backlog of 256.
+  later(delay, fn, *args)   fn(*args) on a daemon timer thread.
+  billing(insts, row)   /_control/billing: per second from inst.started to
+      inst.stopped (or now), 60 s minimum, at inst.price USD an hour;
+      {"instances": [row(inst, billed_s, run_s, usd)], "total_usd"}, the
+      total rounded to the cent.
+  wait_for_change(cond, q, etag)   GCE metadata ?wait_for_change=true
+      (with cond held): returns at once without it; else waits on cond
+      until etag() differs from last_etag (or, without last_etag, from its
+      value on entry) or timeout_sec (default 60, at most 300) passes.
+  start_listener(inst, handler) / stop_listener(inst)   a VM's own
+      metadata listener on 127.0.0.1, an ephemeral port, in inst.msrv
+      (its handler reads the VM as self.server.inst); stopping shuts it
+      down on a thread of its own and sets inst.msrv to None.
+  run_script(d, stem, suffix, script, env, procs)   writes script (str or
+      bytes) to d/STEM+SUFFIX and runs it as /bin/bash FILE in its own
+      process group (a session), cwd d, stdin /dev/null, stdout and stderr
+      appended to d/STEM.log, env os.environ plus env; the process is
+      appended to procs, reaped by a thread, and returned.
+  kill_group(proc)   power-off: SIGTERM to the process group, SIGKILL 2 s
+      later (nothing if the process has already exited).
+  kill_all_and_exit(cond, procs)   on the fake's SIGTERM/SIGINT: SIGKILL
+      to every group still running, then exit 0 at once.
+"""
+import os, signal, subprocess, threading, time
+from http.server import ThreadingHTTPServer
+
+
+def send(handler, status, data, ctype, headers=()):
+    if isinstance(data, str):
+        data = data.encode()
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", ctype)
+        handler.send_header("Content-Length", str(len(data)))
+        for k, v in headers:
+            handler.send_header(k, v)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):
+        handler.close_connection = True
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+
+def later(delay, fn, *args):
+    t = threading.Timer(delay, fn, args)
+    t.daemon = True
+    t.start()
+
+
+def billing(insts, row):
+    now, out, total = time.time(), [], 0.0
+    for i in insts:
+        run = (i.stopped or now) - i.started
+        billed = max(60.0, run)
+        usd = billed * i.price / 3600.0
+        total += usd
+        out.append(row(i, billed, run, usd))
+    return {"instances": out, "total_usd": round(total, 2)}
+
+
+def wait_for_change(cond, q, etag):
+    if q.get("wait_for_change") != "true":
+        return
+    end = time.monotonic() + min(float(q.get("timeout_sec", 60)), 300)
+    # Without last_etag, wait for the next change; with one, answer at
+    # once if the value has moved on since.
+    last, start = q.get("last_etag"), etag()
+    while True:
+        cur = etag()
+        if (last is not None and cur != last) or (last is None and cur != start):
+            break
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        cond.wait(left)
+
+
+def start_listener(inst, handler):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    srv.daemon_threads = True
+    srv.inst = inst
+    inst.msrv = srv
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+
+def stop_listener(inst):
+    srv, inst.msrv = inst.msrv, None
+    if srv:
+        def down():
+            srv.shutdown()
+            srv.server_close()
+        threading.Thread(target=down, daemon=True).start()
+
+
+def run_script(d, stem, suffix, script, env, procs):
+    path = os.path.join(d, stem + suffix)
+    with open(path, "wb" if isinstance(script, bytes) else "w") as f:
+        f.write(script)
+    log = open(os.path.join(d, stem + ".log"), "ab")
+    proc = subprocess.Popen(["/bin/bash", path], cwd=d, env=dict(os.environ, **env), stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+    procs.append(proc)
+    threading.Thread(target=proc.wait, daemon=True).start()
+    return proc
+
+
+def kill_group(proc):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+
+    def hard():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    later(2.0, hard)
+
+
+def kill_all_and_exit(cond, procs):
+    with cond:
+        procs = list(procs)
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    os._exit(0)
