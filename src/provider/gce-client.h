@@ -39,7 +39,8 @@ struct sd_gce_client *sd_gce_client_new(struct sd_http *http, const struct sd_gc
 
 /* Ends every call still waiting for a token (their callbacks run with
  * cancelled = 1) and frees the client.  Calls already handed to the HTTP
- * layer end there (sd_http_close cancels them). */
+ * layer still point at the client: free it when none is in flight, or
+ * after sd_http_close has ended them. */
 void sd_gce_client_free(struct sd_gce_client *c);
 
 /* ROOT/projects/PROJECT/PATH into OUT ("zones/us-central1-a/instances").
