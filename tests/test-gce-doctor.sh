@@ -84,3 +84,16 @@ for r in log:
     assert "access_token" not in q and "assertion" not in q, "a credential in a URL: %r" % r
 PY
 ok "a 503 storm is ridden out by retries; every call carried a token, none in its URL"
+
+# 7. Job values that would go into URLs, and a zone listed twice, are
+# job-file errors (exit 2) naming the field, before anything is sent.
+printf '{"provider": {"name": "gce", "project": "p1/../p2", "zones": ["us-central1-a"], "credentials": "%s", "api_root": "%s/compute/v1"}}\n' "$KEY" "$BASE" >"$T/job.json"
+doctor 2
+grep -q 'provider.project: "p1/../p2" is not a project id' "$T/err" || fail "bad project: $(cat "$T/err")"
+job "$KEY" ', "machine_type": "n1-standard-8?x=1#"'
+doctor 2
+grep -q 'provider.machine_type or accelerator: not a resource name' "$T/err" || fail "bad type: $(cat "$T/err")"
+printf '{"provider": {"name": "gce", "project": "p1", "zones": ["us-central1-a", "us-central1-a"], "credentials": "%s"}}\n' "$KEY" >"$T/job.json"
+doctor 2
+grep -q 'provider.zones: us-central1-a is listed twice' "$T/err" || fail "twice: $(cat "$T/err")"
+ok "a project or type that would change the URL, a zone listed twice: job-file errors, exit 2"

@@ -81,6 +81,11 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 			d->step = ST_END;
 			break;
 		}
+		if (n == 0) {
+			say(d, "FAIL", "credentials", "DescribeAvailabilityZones answered no zone: is endpoint EC2?");
+			d->step = ST_END;
+			break;
+		}
 		say(d, "ok", "credentials", "key %s accepted in %s", sd_aws_client_identity(d->aws), d->region);
 		int any = 0;
 		for (int i = 0; i < d->nzones; i++) {
@@ -209,6 +214,20 @@ static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 		fprintf(stderr, "spotdeck doctor: %s: provider.region: missing\n", file);
 		bad = 1;
 	}
+	if (!bad && strspn(d->region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(d->region)) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.region: \"%.40s\" is not a region name "
+			"(e.g. us-east-1)\n", file, d->region);
+		bad = 1;
+	}
+	if (!bad && d->endpoint) {
+		const char *h = strstr(d->endpoint, "://");
+		if ((strncmp(d->endpoint, "http://", 7) != 0 && strncmp(d->endpoint, "https://", 8) != 0) || !h ||
+		    strcspn(h + 3, "/") + 3 + (size_t)(h - d->endpoint) < strlen(d->endpoint) - 1 || !h[3]) {
+			fprintf(stderr, "spotdeck doctor: %s: provider.endpoint: \"%.80s\" is not http(s)://HOST[:PORT] "
+				"with no path\n", file, d->endpoint);
+			bad = 1;
+		}
+	}
 	if (!bad && !d->image) {
 		fprintf(stderr, "spotdeck doctor: %s: provider.image: missing (an AMI id of the region, "
 			"e.g. a Deep Learning AMI)\n", file);
@@ -222,11 +241,20 @@ static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 	}
 	if (!bad) {
 		cJSON_ArrayForEach(z, zs) {
-			if (!cJSON_IsString(z) || !z->valuestring[0] || strlen(z->valuestring) > 31) {
+			if (!cJSON_IsString(z) || !z->valuestring[0] || strlen(z->valuestring) > 31 ||
+			    strspn(z->valuestring, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(z->valuestring)) {
 				fprintf(stderr, "spotdeck doctor: %s: provider.zones: an item is not a zone name\n", file);
 				bad = 1;
 				break;
 			}
+			for (int k = 0; k < d->nzones; k++)
+				if (!strcmp(d->zones[k], z->valuestring)) {
+					fprintf(stderr, "spotdeck doctor: %s: provider.zones: %s is listed twice\n", file,
+						z->valuestring);
+					bad = 1;
+				}
+			if (bad)
+				break;
 			d->zones[d->nzones++] = strdup(z->valuestring);
 		}
 	}
@@ -255,7 +283,7 @@ int sd_doctor_aws(const cJSON *p, const char *file)
 	}
 	char err[512];
 	uv_loop_init(&d->loop);
-	d->http = sd_http_new(&d->loop, NULL, NULL, NULL, err, sizeof err);
+	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
 	struct sd_aws_client_config cfg = {.region = d->region, .endpoint = d->endpoint};
 	if (d->http)
 		d->aws = sd_aws_client_new(d->http, &cfg, err, sizeof err);

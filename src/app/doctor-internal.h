@@ -6,10 +6,21 @@
 
 #include <cJSON.h>
 
+#include "src/provider/http.h"
+
 /* Prints "LEVEL CHECK: ..." (LEVEL ok, warn or FAIL) to stdout; a FAIL
  * sets *FAILED. */
 void sd_doctor_say(int *failed, const char *level, const char *check, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* Cuts S (NUL-terminated) at anything that looks like a credential a
+ * server echoed back (a bearer token, a JWT assertion, a signature) and at
+ * its first line break. */
+void sd_doctor_scrub(char *s);
+
+/* The HTTP policy of doctor's requests: 3 attempts of at most 15 s each,
+ * so that a server that never answers costs under a minute per check. */
+extern const struct sd_http_policy sd_doctor_policy;
 
 /* FILE's "provider" object (owned by *JSON, which the caller deletes), or
  * NULL after a one-line error on stderr. */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-client.h"
@@ -54,20 +55,39 @@ struct doctor {
 	int failed, done;
 };
 
+void sd_doctor_scrub(char *s)
+{
+	static const char *const marks[] = {"Bearer ", "assertion=", "access_token", "ya29.", "Signature=",
+					    "X-Amz-Security-Token", NULL};
+	for (int i = 0; marks[i]; i++) {
+		char *p = strcasestr(s, marks[i]);
+		if (p)
+			snprintf(p, strlen(p) + 1, "%s", strlen(p) >= 13 ? "[cut: secret]" : "");
+	}
+	s[strcspn(s, "\r\n")] = '\0';
+}
+
 void sd_doctor_say(int *failed, const char *level, const char *check, const char *fmt, ...)
 {
 	va_list ap;
-	printf("%-5s %s: ", level, check);
+	char line[1024];
 	va_start(ap, fmt);
-	vprintf(fmt, ap);
+	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	putchar('\n');
+	/* What a server says goes into these lines: never a credential it
+	 * echoed, and one line. */
+	sd_doctor_scrub(line);
+	printf("%-5s %s: %s\n", level, check, line);
 	fflush(stdout);
 	if (!strcmp(level, "FAIL"))
 		*failed = 1;
 }
 
 #define say(d, ...) sd_doctor_say(&(d)->failed, __VA_ARGS__)
+
+const struct sd_http_policy sd_doctor_policy = {
+	.max_attempts = 3, .timeout_s = 15, .connect_timeout_s = 5,
+};
 
 /* The API's own words for a failed answer: error.message of the body,
  * else the transport error or the status. */
@@ -79,6 +99,8 @@ static void why(const struct sd_http_response *r, char *out, size_t outlen)
 		snprintf(out, outlen, "%s", r->error);
 	else if (sd_gce_error_parse(r->body, r->body_len, &e, err, sizeof err) == 0 && e.message[0])
 		snprintf(out, outlen, "HTTP %ld: %s", r->status, e.message);
+	else if (r->status == 200)
+		snprintf(out, outlen, "HTTP 200, but not the JSON resource expected (is api_root Compute Engine?)");
 	else
 		snprintf(out, outlen, "HTTP %ld", r->status);
 }
@@ -128,7 +150,13 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 	switch (d->step) {
 	case ST_PROJECT:
 		if (r->status == 0 && !strncmp(r->error, "token: ", 7)) {
-			say(d, "FAIL", "credentials", "no token for %s: %s", sd_gce_client_identity(d->gce), r->error + 7);
+			if (!d->credentials)
+				say(d, "FAIL", "credentials", "no key given (provider.credentials or "
+				    "$GOOGLE_APPLICATION_CREDENTIALS) and no metadata server (not on a GCE VM?): %s",
+				    r->error + 7);
+			else
+				say(d, "FAIL", "credentials", "no token for %s: %s", sd_gce_client_identity(d->gce),
+				    r->error + 7);
 			d->step = ST_END;
 			break;
 		}
@@ -200,22 +228,39 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 		break;
 	}
 	case ST_REGION:
+		/* A region with no Spot metric listed, or that could not be read,
+		 * is not held against the run: only a quota seen short is. */
+		d->region_ok[d->i] = 1;
 		if (!j) {
 			why(r, w, sizeof w);
 			say(d, "warn", "region", "%s: %s", d->regions[d->i], w);
 		} else {
 			double l = quota_left(j, is_spot_gpu, d->model, metric, sizeof metric, &limit);
-			if (l < 0)
+			if (l < 0) {
 				say(d, "warn", "region", "%s: no PREEMPTIBLE_NVIDIA_%s_GPUS quota listed (Spot VMs "
 				    "then count against the regular GPU quota)", d->regions[d->i], d->model);
-			else if (l < d->count)
+			} else if (l < d->count) {
 				say(d, "warn", "region", "%s: %s has %.0f of %.0f left, a server needs %d",
 				    d->regions[d->i], metric, l, limit, d->count);
-			else
+				d->region_ok[d->i] = 0;
+			} else {
 				say(d, "ok", "region", "%s: %s %.0f of %.0f left", d->regions[d->i], metric, l, limit);
+			}
 		}
 		d->i++;
 		d->step = d->i < d->nregions ? ST_REGION : ST_IMAGE;
+		if (d->step == ST_IMAGE) {
+			int any = 0;
+			for (int z = 0; z < d->nzones; z++) {
+				char rg[64];
+				sd_gce_zone_region(d->zones[z], rg, sizeof rg);
+				for (int k = 0; k < d->nregions; k++)
+					any |= d->zone_ok[z] && d->region_ok[k] && !strcmp(rg, d->regions[k]);
+			}
+			if (!any)
+				say(d, "FAIL", "regions", "no usable zone's region has Spot GPU quota left for %d x %s "
+				    "(ask for more in the console's Quotas page)", d->count, d->accelerator);
+		}
 		break;
 	case ST_IMAGE: {
 		const char *n = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name")) : NULL;
@@ -382,9 +427,15 @@ char *sd_doctor_opt_str(const cJSON *p, const char *key, const char *dflt, const
 const cJSON *sd_doctor_job(const char *file, cJSON **json)
 {
 	FILE *f = fopen(file, "r");
+	struct stat st;
 	*json = NULL;
 	if (!f) {
 		fprintf(stderr, "spotdeck doctor: %s: %m\n", file);
+		return NULL;
+	}
+	if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "spotdeck doctor: %s: is a directory, not a job file\n", file);
+		fclose(f);
 		return NULL;
 	}
 	static char text[1 << 20];
@@ -396,10 +447,11 @@ const cJSON *sd_doctor_job(const char *file, cJSON **json)
 		return NULL;
 	}
 	text[n] = '\0';
-	cJSON *j = cJSON_Parse(text);
+	const char *end = NULL;
+	cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
 	if (!j) {
-		fprintf(stderr, "spotdeck doctor: %s: not JSON (near byte %ld)\n", file,
-			(long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - text : 0));
+		fprintf(stderr, "spotdeck doctor: %s: not one JSON value (near byte %ld)\n", file,
+			(long)(end ? end - text : 0));
 		return NULL;
 	}
 	*json = j;
@@ -420,12 +472,38 @@ int sd_doctor_known_keys(const cJSON *p, const char *const *keys, const char *pr
 		for (int k = 0; keys[k]; k++)
 			known |= !strcmp(it->string, keys[k]);
 		if (!known) {
-			fprintf(stderr, "spotdeck doctor: %s: provider.%s: not a %s setting\n", file, it->string,
-				provider);
+			fprintf(stderr, "spotdeck doctor: %s: provider.%s: not a setting of provider %s\n", file,
+				it->string, provider);
 			bad = 1;
 		}
 	}
 	return bad ? -1 : 0;
+}
+
+/* REGION-ZONE, as GCE names them: us-central1-a, europe-west4-b. */
+static int zone_name_ok(const char *z)
+{
+	const char *dash = strrchr(z, '-');
+	return sd_gce_name_ok(z) && dash && dash != z && strchr(z, '-') != dash && dash[1] && !dash[2];
+}
+
+/* A project id: [a-z0-9-], starting with a letter (Google's are 6 to 30
+ * long; only what a URL path needs is checked). */
+static int project_ok(const char *p)
+{
+	return sd_gce_name_ok(p);
+}
+
+/* projects/P/global/images/NAME or projects/P/global/images/family/F. */
+static int image_ok(const char *im)
+{
+	if (strncmp(im, "projects/", 9) != 0 || !strstr(im, "/global/images/") || strstr(im, ".."))
+		return 0;
+	for (const char *c = im; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '/' || *c == '.' ||
+		      *c == '_'))
+			return 0;
+	return 1;
 }
 
 static int load_settings(struct doctor *d, const cJSON *p, const char *file)
@@ -460,15 +538,40 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 			bad = 1;
 		} else {
 			cJSON_ArrayForEach(z, zs) {
-				if (!cJSON_IsString(z) || !sd_gce_name_ok(z->valuestring)) {
-					fprintf(stderr, "spotdeck doctor: %s: provider.zones: %s is not a zone name\n", file,
-						cJSON_IsString(z) ? z->valuestring : "an item");
+				if (!cJSON_IsString(z) || !zone_name_ok(z->valuestring)) {
+					fprintf(stderr, "spotdeck doctor: %s: provider.zones: \"%.64s\" is not a zone name "
+						"(REGION-ZONE, e.g. us-central1-a)\n", file,
+						cJSON_IsString(z) ? z->valuestring : "(not a string)");
 					bad = 1;
 					break;
 				}
+				for (int k = 0; k < d->nzones; k++)
+					if (!strcmp(d->zones[k], z->valuestring)) {
+						fprintf(stderr, "spotdeck doctor: %s: provider.zones: %s is listed twice\n",
+							file, z->valuestring);
+						bad = 1;
+					}
+				if (bad)
+					break;
 				d->zones[d->nzones++] = strdup(z->valuestring);
 			}
 		}
+	}
+	/* Values that go into URLs: names as GCE writes them, nothing more. */
+	if (!bad && !project_ok(d->project)) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.project: \"%.64s\" is not a project id "
+			"(a-z, 0-9, -)\n", file, d->project);
+		bad = 1;
+	}
+	if (!bad && (!sd_gce_name_ok(d->machine_type) || !sd_gce_name_ok(d->accelerator))) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.machine_type or accelerator: not a resource name "
+			"(a-z, 0-9, -)\n", file);
+		bad = 1;
+	}
+	if (!bad && !image_ok(d->image)) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.image: \"%.80s\" is not projects/PROJECT/global/"
+			"images/NAME or .../images/family/FAMILY\n", file, d->image);
+		bad = 1;
 	}
 	if (bad)
 		return -1;
@@ -554,7 +657,9 @@ int sd_doctor_main(int argc, char **argv)
 	int rc = 2;
 	if (!p) {
 		rc = 2;
-	} else if (!name || (strcmp(name, "gce") != 0 && strcmp(name, "aws") != 0)) {
+	} else if (!name) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.name: expected \"gce\" or \"aws\"\n", file);
+	} else if (strcmp(name, "gce") != 0 && strcmp(name, "aws") != 0) {
 		fprintf(stderr, "spotdeck doctor: %s: provider.name is \"%s\"; doctor checks gce or aws\n", file,
 			name ? name : "");
 	} else if (provider && strcmp(provider, name) != 0) {
@@ -580,7 +685,7 @@ static int doctor_gce(const cJSON *p, const char *file)
 	}
 	char err[512];
 	uv_loop_init(&d->loop);
-	d->http = sd_http_new(&d->loop, NULL, NULL, NULL, err, sizeof err);
+	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
 	struct sd_gce_client_config cfg = {.project = d->project, .compute_root = d->api_root,
 					   .key_file = d->credentials};
 	if (d->http)
