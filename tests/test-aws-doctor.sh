@@ -4,7 +4,9 @@
 # every SigV4 signature the way EC2 does: the key and the zones, a Spot
 # launch with DryRun, the Spot prices; then a wrong secret, a zone the
 # region lacks, a malformed image id, and a 503 storm ridden out by
-# retries, with no secret in what doctor printed or the fake logged.
+# retries, with no secret in what doctor printed or the fake logged; and
+# the key from a profile of ~/.aws/credentials, refused when others can
+# read the file.
 . "$(dirname "$0")/lib.sh"
 tmpdir
 PY=/usr/bin/python3
@@ -34,7 +36,7 @@ has() { grep -qE "$1" "$T/out" || fail "no line /$1/ in: $(cat "$T/out")"; }
 # 1. Healthy: every check ok, with the fake's own figures.
 job '["us-east-1a", "us-east-1b"]'
 doctor 0
-has '^ok +credentials: key AKIA\.\.\.TEST accepted in us-east-1$'
+has '^ok +credentials: key AKIA\.\.\.TEST \(from the environment\) accepted in us-east-1$'
 has '^ok +zone: us-east-1a is available$'
 has '^ok +zone: us-east-1b is available$'
 has '^ok +launch: a Spot g4dn\.xlarge from ami-0123456789abcdef0 in us-east-1a would be allowed \(DryRun\)$'
@@ -68,3 +70,25 @@ assert st == [503, 503, 200], "the last 3 DescribeAvailabilityZones: %r" % st
 assert all(r["auth"] for r in log), "a request without a signature"
 PY
 ok "a 503 storm is retried (503, 503, 200); no secret printed or logged"
+
+# 5. The key from ~/.aws/credentials, the job's profile; no AWS_* variable.
+mkdir -p "$T/home/.aws"
+printf '[default]\naws_access_key_id = AKIANOTTHISONE000\naws_secret_access_key = wrong\n[work]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
+	"$KEY_ID" "$SECRET" >"$T/home/.aws/credentials"
+chmod 600 "$T/home/.aws/credentials"
+printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "profile": "work", "image": "ami-0123456789abcdef0", "endpoint": "%s"}}\n' \
+	"$BASE" >"$T/job.json"
+profile_doctor() {
+	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
+		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE HOME="$T/home" \
+		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
+	rc=$?
+	[ "$rc" = "$1" ] || fail "doctor exited $rc, want $1: $(cat "$T/out" "$T/err")"
+	! grep -q "$SECRET" "$T/out" "$T/err" || fail "the secret key in doctor's output"
+}
+profile_doctor 0
+has "^ok +credentials: key AKIA\.\.\.TEST \(from $T/home/\.aws/credentials \[work\]\) accepted in us-east-1\$"
+chmod 644 "$T/home/.aws/credentials"
+profile_doctor 1
+has "^FAIL +credentials: $T/home/\.aws/credentials: holds AWS keys and is readable by others \(mode 0644\); chmod 600 "
+ok "the job's profile from ~/.aws/credentials; the file refused once others can read it"

@@ -22,7 +22,7 @@ struct doctor_aws {
 	uv_loop_t loop;
 	struct sd_http *http;
 	struct sd_aws_client *aws;
-	char *region, *type, *image, *endpoint;
+	char *region, *type, *image, *endpoint, *profile;
 	char *zones[MAX_ZONES];
 	int zone_ok[MAX_ZONES];
 	int nzones;
@@ -86,7 +86,8 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 			d->step = ST_END;
 			break;
 		}
-		say(d, "ok", "credentials", "key %s accepted in %s", sd_aws_client_identity(d->aws), d->region);
+		say(d, "ok", "credentials", "key %s (from %s) accepted in %s", sd_aws_client_identity(d->aws),
+		    sd_aws_client_where(d->aws), d->region);
 		int any = 0;
 		for (int i = 0; i < d->nzones; i++) {
 			const struct sd_ec2_zone *hit = NULL;
@@ -201,7 +202,8 @@ static void next(struct doctor_aws *d)
 	}
 }
 
-static const char *const aws_keys[] = {"name", "region", "zones", "instance_type", "image", "endpoint", NULL};
+static const char *const aws_keys[] = {"name",  "region",   "zones",   "instance_type",
+				       "image", "endpoint", "profile", NULL};
 
 static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 {
@@ -210,6 +212,12 @@ static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 	d->type = sd_doctor_opt_str(p, "instance_type", "g4dn.xlarge", file, &bad);
 	d->image = sd_doctor_opt_str(p, "image", NULL, file, &bad);
 	d->endpoint = sd_doctor_opt_str(p, "endpoint", NULL, file, &bad);
+	d->profile = sd_doctor_opt_str(p, "profile", NULL, file, &bad);
+	if (!bad && d->profile && (!*d->profile || strpbrk(d->profile, "[]\n\r"))) {
+		fprintf(stderr, "spotdeck doctor: %s: provider.profile: \"%.40s\" is not a profile name\n", file,
+			d->profile);
+		bad = 1;
+	}
 	if (!bad && !d->region) {
 		fprintf(stderr, "spotdeck doctor: %s: provider.region: missing\n", file);
 		bad = 1;
@@ -267,6 +275,7 @@ static void doctor_aws_free(struct doctor_aws *d)
 	free(d->type);
 	free(d->image);
 	free(d->endpoint);
+	free(d->profile);
 	for (int i = 0; i < d->nzones; i++)
 		free(d->zones[i]);
 	free(d);
@@ -284,7 +293,7 @@ int sd_doctor_aws(const cJSON *p, const char *file)
 	char err[512];
 	uv_loop_init(&d->loop);
 	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
-	struct sd_aws_client_config cfg = {.region = d->region, .endpoint = d->endpoint};
+	struct sd_aws_client_config cfg = {.region = d->region, .endpoint = d->endpoint, .profile = d->profile};
 	if (d->http)
 		d->aws = sd_aws_client_new(d->http, &cfg, err, sizeof err);
 	if (!d->aws) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/provider/aws-creds.h"
 #include "src/provider/ec2-api.h"
 
 struct sd_aws_client {
@@ -15,13 +16,8 @@ struct sd_aws_client {
 	char *region, *endpoint, *host;
 	char *key_id, *secret, *token;
 	char identity[32];
+	char where[320];
 };
-
-static char *env_or(const char *v, const char *name)
-{
-	const char *e = v ? v : getenv(name);
-	return e && *e ? strdup(e) : NULL;
-}
 
 static void wipe_free(char *s)
 {
@@ -65,9 +61,6 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 		snprintf(ep, sizeof ep, "https://ec2.%s.amazonaws.com", cfg->region);
 		c->endpoint = strdup(ep);
 	}
-	c->key_id = env_or(cfg->access_key_id, "AWS_ACCESS_KEY_ID");
-	c->secret = env_or(cfg->secret_key, "AWS_SECRET_ACCESS_KEY");
-	c->token = env_or(cfg->session_token, "AWS_SESSION_TOKEN");
 	if (!c->region || !c->endpoint) {
 		snprintf(err, errlen, "aws: out of memory");
 		goto fail;
@@ -83,10 +76,18 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 		snprintf(err, errlen, "aws: endpoint '%s' has no host", c->endpoint);
 		goto fail;
 	}
-	if (!c->key_id || !c->secret) {
-		snprintf(err, errlen, "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+	struct sd_aws_creds_source src = {
+		.access_key_id = cfg->access_key_id, .secret_key = cfg->secret_key,
+		.session_token = cfg->session_token, .profile = cfg->profile,
+		.credentials_file = cfg->credentials_file, .config_file = cfg->config_file,
+	};
+	struct sd_aws_creds cr;
+	if (sd_aws_creds_resolve(&src, &cr, err, errlen) != 0)
 		goto fail;
-	}
+	c->key_id = cr.key_id;
+	c->secret = cr.secret;
+	c->token = cr.token;
+	snprintf(c->where, sizeof c->where, "%s", cr.where);
 	size_t kl = strlen(c->key_id);
 	snprintf(c->identity, sizeof c->identity, "%.4s...%s", c->key_id, kl > 8 ? c->key_id + kl - 4 : "");
 	return c;
@@ -147,6 +148,11 @@ int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sig
 const char *sd_aws_client_identity(const struct sd_aws_client *c)
 {
 	return c->identity;
+}
+
+const char *sd_aws_client_where(const struct sd_aws_client *c)
+{
+	return c->where;
 }
 
 const char *sd_aws_client_region(const struct sd_aws_client *c)

@@ -4,10 +4,10 @@
  * the moment it is sent, through the HTTP client (http.h) with its
  * retries.  cloud-apis.md section 2.
  *
- * Credentials: the config's, else the environment's AWS_ACCESS_KEY_ID,
- * AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (as the AWS CLI and SDKs
- * read them first).  ~/.aws/credentials and the instance role (IMDS) are
- * not read yet.  The secret never leaves this module but as a signature;
+ * Credentials: the config's, else the environment's, else the shared
+ * credentials and config files' (aws-creds.h has the chain and its
+ * errors); the instance role (IMDS) is not read yet.  The secret never
+ * leaves this module but as a signature;
  * the journal and errors show the key id's last 4 characters only
  * (sd_aws_client_identity).
  *
@@ -26,13 +26,17 @@ struct sd_aws_client_config {
 	const char *region;          /* required: "us-east-1" */
 	const char *endpoint;        /* NULL: https://ec2.REGION.amazonaws.com; a fake's
 	                              * "http://127.0.0.1:PORT" in the tests */
-	const char *access_key_id;   /* NULL: $AWS_ACCESS_KEY_ID */
-	const char *secret_key;      /* NULL: $AWS_SECRET_ACCESS_KEY */
-	const char *session_token;   /* NULL: $AWS_SESSION_TOKEN (may be unset) */
+	const char *access_key_id;   /* NULL: the chain in aws-creds.h */
+	const char *secret_key;      /* NULL: the chain in aws-creds.h */
+	const char *session_token;   /* with the two above only (may be NULL) */
+	const char *profile;         /* NULL: $AWS_PROFILE, else "default" */
+	const char *credentials_file; /* NULL: aws-creds.h's default */
+	const char *config_file;     /* NULL: aws-creds.h's default */
 };
 
-/* NULL with ERR when the region is missing or no credentials are found
- * ("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"). */
+/* NULL with ERR when the region is missing, no credentials are found
+ * ("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
+ * or write them in ~/.aws/credentials") or a source is bad (aws-creds.h). */
 struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aws_client_config *cfg,
 					char *err, size_t errlen);
 /* Wipes the secret and frees the client (calls in flight end in http.h). */
@@ -48,6 +52,9 @@ int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sig
 /* "AKIA...WXYZ": the key id shortened to its last 4 characters, for
  * messages. */
 const char *sd_aws_client_identity(const struct sd_aws_client *c);
+/* Where the key came from: "the environment", "/home/u/.aws/credentials
+ * [default]", "the job". */
+const char *sd_aws_client_where(const struct sd_aws_client *c);
 const char *sd_aws_client_region(const struct sd_aws_client *c);
 
 #endif

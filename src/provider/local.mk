@@ -10,10 +10,10 @@ src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/flee
 	src/provider/registry.c src/provider/sim.c \
 	src/provider/ssh.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS) \
-	$(CRYPTO_CFLAGS) $(EXPAT_CFLAGS)
-# libcurl, libcrypto, expat: the cloud providers' HTTP, tokens, signatures
-# and EC2's XML.
-SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS) $(EXPAT_LIBS)
+	$(CRYPTO_CFLAGS) $(EXPAT_CFLAGS) $(INIH_CFLAGS)
+# libcurl, libcrypto, expat, inih: the cloud providers' HTTP, tokens,
+# signatures, EC2's XML and the AWS credentials files.
+SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS) $(EXPAT_LIBS) $(INIH_LIBS)
 # The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
 src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
 # HTTP on the loop for the cloud providers (http.h: libcurl multi driven
@@ -33,5 +33,8 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-client.h src/provider/g
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-vm.h src/provider/gce-vm.c
 # The EC2 Query API's XML answers, read with expat (ec2-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/ec2-api.h src/provider/ec2-api.c
+# The AWS credential chain: environment, ~/.aws/credentials, ~/.aws/config
+# (aws-creds.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/aws-creds.h src/provider/aws-creds.c
 # Signed EC2 Query API calls on the loop (aws-client.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/aws-client.h src/provider/aws-client.c

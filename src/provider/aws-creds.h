@@ -1,0 +1,66 @@
+/* src/provider/aws-creds.h - where an AWS access key comes from, in the
+ * order the AWS CLI and SDKs look (AWS SDKs and Tools Reference Guide,
+ * "Standardized credential providers"; botocore's credential chain):
+ *
+ *   1. the values given in the config (sd_aws_creds_source.access_key_id...);
+ *   2. the environment: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+ *      AWS_SESSION_TOKEN;
+ *   3. the shared credentials file, $AWS_SHARED_CREDENTIALS_FILE or
+ *      ~/.aws/credentials, section [PROFILE];
+ *   4. the shared config file, $AWS_CONFIG_FILE or ~/.aws/config, section
+ *      [default] or [profile PROFILE];
+ * where PROFILE is the config's, else $AWS_PROFILE, else "default".  The
+ * keys read are aws_access_key_id, aws_secret_access_key and
+ * aws_session_token, their names compared without case and section names
+ * with case, as botocore (Python's configparser) does.  Unlike botocore,
+ * " ; text" after a value is a comment (inih's inline comments); no valid
+ * key, secret or token has a space in it.  Both files are INI files, read with inih (Debian:
+ * libinih-dev), not a parser of ours.  The instance role (IMDS) is not
+ * read.
+ *
+ * A file that group or others may read or write is refused, as the AWS CLI
+ * writes it (mode 0600) and as the gce key file is (gce-auth.h).  A file
+ * that does not exist is skipped; any other problem with it (a line that
+ * is not INI, a key id without a secret, no such profile when a profile
+ * was asked for) is an error naming the file and what is wrong, never a
+ * silent fall-through to the next source.
+ *
+ * Threads: any; reads files and the environment only. */
+#ifndef SD_PROVIDER_AWS_CREDS_H
+#define SD_PROVIDER_AWS_CREDS_H
+
+#include <stddef.h>
+
+/* Where to look.  Every field may be NULL (the default in the comment). */
+struct sd_aws_creds_source {
+	const char *access_key_id;    /* 1: given outright; needs secret_key */
+	const char *secret_key;
+	const char *session_token;    /* with 1 only; may be NULL */
+	const char *profile;          /* NULL: $AWS_PROFILE, else "default" */
+	const char *credentials_file; /* NULL: $AWS_SHARED_CREDENTIALS_FILE, else $HOME/.aws/credentials */
+	const char *config_file;      /* NULL: $AWS_CONFIG_FILE, else $HOME/.aws/config */
+};
+
+/* A key.  Owns its strings (sd_aws_creds_clear wipes and frees them). */
+struct sd_aws_creds {
+	char *key_id;
+	char *secret;
+	char *token;       /* NULL when there is none */
+	char where[320];   /* "the environment", "/root/.aws/credentials [prod]", ... */
+};
+
+/* The size a credentials or config file may have (64 KiB): anything larger
+ * is not one. */
+#define SD_AWS_CREDS_FILE_MAX (64u << 10)
+
+/* Fills OUT from the first source that has a key.  0; 1 when no source
+ * has one (ERR says where it looked); -1 with ERR on a bad source (ERR
+ * names the file, line or variable and what is wrong).  OUT is zeroed
+ * first and holds nothing unless 0 is returned. */
+int sd_aws_creds_resolve(const struct sd_aws_creds_source *src, struct sd_aws_creds *out, char *err,
+			 size_t errlen);
+
+/* Wipes the secret and token (OPENSSL_cleanse) and frees the strings. */
+void sd_aws_creds_clear(struct sd_aws_creds *c);
+
+#endif
