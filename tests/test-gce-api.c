@@ -179,6 +179,24 @@ static void test_operations_and_errors(void)
 	CHECK_INT(sd_gce_classify(403, e.reason, e.message), SD_GCE_BLOCK_CLOUD);
 	CHECK_INT(sd_gce_error_parse("{\"kind\":1}", 10, &e, err, sizeof err), -1);
 
+	/* Which answers the HTTP layer sends again: a 403 over the API's rate
+	 * is, a 403 over a quota or permission is not. */
+	static const char rate_403[] = "{\"error\":{\"code\":403,\"message\":\"Rate Limit Exceeded\","
+				       "\"errors\":[{\"message\":\"Rate Limit Exceeded\",\"domain\":\"usageLimits\","
+				       "\"reason\":\"rateLimitExceeded\"}]}}";
+	static const char user_403[] = "{\"error\":{\"code\":403,\"message\":\"x\",\"errors\":[{\"message\":"
+				       "\"x\",\"domain\":\"usageLimits\",\"reason\":\"userRateLimitExceeded\"}]}}";
+	static const char denied_403[] = "{\"error\":{\"code\":403,\"message\":\"Required 'compute.instances.create'"
+					 " permission\",\"errors\":[{\"message\":\"x\",\"domain\":\"global\","
+					 "\"reason\":\"forbidden\"}]}}";
+	CHECK_INT(sd_gce_retryable_answer(403, rate_403, strlen(rate_403)), 1);
+	CHECK_INT(sd_gce_retryable_answer(403, user_403, strlen(user_403)), 1);
+	CHECK_INT(sd_gce_retryable_answer(403, quota_403, strlen(quota_403)), 0);
+	CHECK_INT(sd_gce_retryable_answer(403, denied_403, strlen(denied_403)), 0);
+	CHECK_INT(sd_gce_retryable_answer(400, rate_403, strlen(rate_403)), 0);
+	CHECK_INT(sd_gce_retryable_answer(403, "<html>Forbidden</html>", 22), 0);
+	CHECK_INT(sd_gce_retryable_answer(403, "", 0), 0);
+
 	static const struct {
 		long status;
 		const char *code, *message;

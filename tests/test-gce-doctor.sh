@@ -85,6 +85,19 @@ for r in log:
 PY
 ok "a 503 storm is ridden out by retries; every call carried a token, none in its URL"
 
+# 6b. A 403 rateLimitExceeded (the project's API rate, not a quota) is
+# retried like a 429 (a 403 over a quota or a permission is not:
+# test-gce-api).
+control fail '{"prefix": "/compute/v1/projects/p1/zones/us-central1-a", "status": 403, "count": 2}'
+doctor 0
+"$PY" - "$BASE" <<'PY' || fail "the fake's log"
+import json, sys, urllib.request
+log = json.load(urllib.request.urlopen(sys.argv[1] + "/_control/log"))["requests"]
+zl = [r["status"] for r in log if r["path"] == "/compute/v1/projects/p1/zones/us-central1-a"][-3:]
+assert zl == [403, 403, 200], "the last 3 zone lists: %r" % zl
+PY
+ok "403 rateLimitExceeded is retried (403, 403, 200)"
+
 # 7. Job values that would go into URLs, and a zone listed twice, are
 # job-file errors (exit 2) naming the field, before anything is sent.
 printf '{"provider": {"name": "gce", "project": "p1/../p2", "zones": ["us-central1-a"], "credentials": "%s", "api_root": "%s/compute/v1"}}\n' "$KEY" "$BASE" >"$T/job.json"

@@ -236,6 +236,15 @@ int sd_gce_error_parse(const char *json, size_t len, struct sd_gce_error *e, cha
 	return rc;
 }
 
+int sd_gce_retryable_answer(long status, const char *body, size_t len)
+{
+	struct sd_gce_error e;
+	char err[64];
+	if (status != 403 || sd_gce_error_parse(body, len, &e, err, sizeof err) < 0)
+		return 0;
+	return !strcmp(e.reason, "rateLimitExceeded") || !strcmp(e.reason, "userRateLimitExceeded");
+}
+
 static int instance_from(const cJSON *j, struct sd_gce_instance *in, char *err, size_t errlen)
 {
 	memset(in, 0, sizeof *in);

@@ -88,6 +88,14 @@ struct sd_gce_error {
 /* Returns 0 when JSON is such a body, -1 (ERR says why) otherwise. */
 int sd_gce_error_parse(const char *json, size_t len, struct sd_gce_error *e, char *err, size_t errlen);
 
+/* 1 when an answer of STATUS with BODY (LEN bytes) asks to be sent again
+ * later although its status is not one that says so: 403 with the reason
+ * rateLimitExceeded or userRateLimitExceeded, which Compute Engine answers
+ * when the project's API rate is exceeded ("Use exponential backoff";
+ * cloud.google.com/compute/docs/api-rate-limits).  0 otherwise.  The HTTP
+ * layer's retry_answer (http.h). */
+int sd_gce_retryable_answer(long status, const char *body, size_t len);
+
 /* An instance, as much of it as the provider reads. */
 struct sd_gce_instance {
 	char name[64];

@@ -72,6 +72,7 @@ static void send_now(struct gce_call *g)
 	struct sd_http_request rq = {
 		.label = g->label, .method = g->method, .url = g->url, .headers = headers,
 		.body = g->body, .body_len = g->body ? strlen(g->body) : 0, .idempotent = g->idempotent,
+		.retry_answer = sd_gce_retryable_answer,
 	};
 	struct sd_http_call *hc = sd_http_send(c->http, &rq, on_answer, g, err, sizeof err);
 	/* Scrub the token from the stack copy. */

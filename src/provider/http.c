@@ -37,6 +37,7 @@ struct sd_http_call {
 	char *body;
 	size_t body_len;
 	int idempotent;
+	int (*retry_answer)(long status, const char *body, size_t body_len);
 	double timeout_s;
 	int max_attempts;
 	int attempt;          /* attempts started */
@@ -312,7 +313,10 @@ static void call_attempt_done(struct sd_http_call *c, CURLcode rc)
 			snprintf(error, sizeof error, "%s", c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
 		retry = !c->ans_over && (c->idempotent || (never_sent(rc) && sent == 0));
 	} else {
-		retry = status_retryable(status) && c->idempotent;
+		const char *body = c->ans ? c->ans : "";
+		size_t body_len = c->ans ? c->ans_len : 0;
+		retry = c->idempotent && (status_retryable(status) ||
+					  (status >= 400 && c->retry_answer && c->retry_answer(status, body, body_len)));
 	}
 	double wait = -1;
 	if (retry && c->attempt < c->max_attempts && !h->closing) {
@@ -562,6 +566,7 @@ struct sd_http_call *sd_http_send(struct sd_http *h, const struct sd_http_reques
 		c->headers = hl;
 	}
 	c->idempotent = req->idempotent;
+	c->retry_answer = req->retry_answer;
 	c->timeout_s = req->timeout_s > 0 ? req->timeout_s : h->policy.timeout_s;
 	c->max_attempts = req->max_attempts > 0 ? req->max_attempts : h->policy.max_attempts;
 	if (c->max_attempts > SD_HTTP_MAX_ATTEMPTS)

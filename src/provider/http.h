@@ -15,8 +15,9 @@
  * [0, min(cap, base * 2^(attempt-1))] (AWS Architecture Blog, "Exponential
  * Backoff And Jitter", 2015; the AWS and Google client libraries do the
  * same), or the answer's Retry-After seconds when that is longer (RFC 9110
- * 10.2.3).  Worth retrying: HTTP 408, 429, 500, 502, 503, 504 and transport
- * errors (refused, reset, timed out).  A request that may already have
+ * 10.2.3).  Worth retrying: HTTP 408, 429, 500, 502, 503, 504, an answer
+ * the request's retry_answer says is, and transport errors (refused,
+ * reset, timed out).  A request that may already have
  * reached the server is sent again only when it is idempotent
  * (sd_http_request.idempotent: GET, DELETE, a GCE insert carrying a
  * requestId, an EC2 RunInstances carrying a ClientToken); a request that
@@ -82,6 +83,12 @@ struct sd_http_request {
 	int idempotent;             /* 1: may be sent again after it may have arrived */
 	double timeout_s;           /* 0: the policy's */
 	int max_attempts;           /* 0: the policy's */
+	/* An answer whose status alone is not worth retrying but whose body
+	 * says it is (GCE's 403 rateLimitExceeded, sd_gce_retryable_answer):
+	 * called with each answer of status >= 400 not already retried, and
+	 * its body (BODY_LEN bytes, NUL-terminated); 1 retries it as a 429
+	 * would be (idempotent requests only).  NULL: the status decides. */
+	int (*retry_answer)(long status, const char *body, size_t body_len);
 };
 
 /* The outcome, given to the callback once.  The pointers live until the
