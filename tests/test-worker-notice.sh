@@ -209,13 +209,18 @@ watched("scheduledevents")
 n = notice_cycle("az1", p, "azure-preempt", "azure", True)
 acks = fake_log()["acks"]
 left = [e for e in r.events if e.get("type") == "worker_leaving" and e.get("server") == "az1"][0]
-last_step = max(e["time"] for e in r.events if e.get("type") == "step" and e.get("world_size") == 2)
+last_two = max(e["step"] for e in r.events if e.get("type") == "step" and e.get("world_size") == 2)
 if [a["event_id"] for a in acks] != [n.get("detail")]:
     fail("Azure acknowledgements %s, expected one for event %s" % (acks, n.get("detail")))
-if acks[0]["time"] < last_step:
-    fail("az1 acknowledged the event (%.3f) before its last step with the group (%.3f)" % (acks[0]["time"], last_step))
-ok("az1: the Preempt event %s was acknowledged %.3f s after az1's last step, the worker gone"
-   % (acks[0]["event_id"], acks[0]["time"] - last_step))
+# Ordered by the worker's own clock, read when it left (after its last
+# step): the controller journals a step when rank 0's report arrives,
+# which on a loaded machine can be after the leaving worker's ack.
+if left.get("step") != last_two:
+    fail("az1 left at step %s, but the group's last step of 2 was %d" % (left.get("step"), last_two))
+if not isinstance(left.get("left_at"), (int, float)) or acks[0]["time"] < left["left_at"]:
+    fail("az1 acknowledged the event (%.3f) before it left the group (%s)" % (acks[0]["time"], left.get("left_at")))
+ok("az1: the Preempt event %s was acknowledged %.3f s after az1 left after step %d"
+   % (acks[0]["event_id"], acks[0]["time"] - left["left_at"], left["step"]))
 
 # auto: only the AWS endpoint answers (the others are a closed port).
 p = join("auto1", "auto", {"GCE_METADATA_HOST": "127.0.0.1:%d" % closed,

@@ -258,6 +258,19 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 
 /* COMM_FAILED: a collective of the current generation failed; the other
  * members are told to give up at once, and a new generation forms. */
+/* worker_leaving: who, why, its last step and (newer workers) its own
+ * clock when it left, which the tests order its later actions against. */
+static void journal_leaving(struct sd_controller *c, const struct conn *k, const cJSON *m)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "server", k->server_id);
+	cJSON_AddStringToObject(ev, "reason", sd_msg_str(m, "reason", ""));
+	cJSON_AddNumberToObject(ev, "step", (double)sd_msg_int(m, "step", 0));
+	if (sd_msg_num(m, "left_at", 0) > 0)
+		cJSON_AddNumberToObject(ev, "left_at", sd_msg_num(m, "left_at", 0));
+	ctl_journal(c, SD_EV_WORKER_LEAVING, ev);
+}
+
 static void on_comm_failed(struct sd_controller *c, struct conn *k, const cJSON *m)
 {
 	cJSON *ev = cJSON_CreateObject();
@@ -360,7 +373,7 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		break;
 	case SD_MSG_LEAVING:
 		k->leaving = 1;
-		ctl_journal_kv(c, SD_EV_WORKER_LEAVING, "server", k->server_id, "reason", sd_msg_str(m, "reason", ""));
+		journal_leaving(c, k, m);
 		if (k->member && !c->exiting && !k->loss_recorded)
 			ctl_record_loss(c, k, ctl_mono_s());
 		if (k->member)

@@ -29,7 +29,8 @@
  *                loss_sum num, correct int, compute_ms num, comm_ms num,
  *                images_per_sec num  [world_size int]
  *   comm_failed  generation int, step int, reason str
- *   leaving      reason str, step int
+ *   leaving      reason str, step int  [left_at num: the worker's wall
+ *                clock (Unix seconds) when it left, after its last step]
  *   ckpt_chunk   step int, offset int, total int, data str  (data: hex)
  *   stop         reason str
  *   error        reason str  [rejoin bool: the controller dropped this

@@ -1061,6 +1061,9 @@ static void agent_leave(struct agent *a)
 	cJSON *l = sd_msg_new(SD_MSG_LEAVING);
 	cJSON_AddStringToObject(l, "reason", got_sigterm ? "sigterm" : "notice");
 	cJSON_AddNumberToObject(l, "step", (double)(a->t ? a->t->step : 0));
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	cJSON_AddNumberToObject(l, "left_at", (double)ts.tv_sec + ts.tv_nsec / 1e9);
 	ctl_send(&a->ctl, l);
 }
 
