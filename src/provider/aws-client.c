@@ -14,18 +14,9 @@
 struct sd_aws_client {
 	struct sd_http *http;
 	char *region, *endpoint, *host;
-	char *key_id, *secret, *token;
+	struct sd_aws_creds cr;
 	char identity[32];
-	char where[320];
 };
-
-static void wipe_free(char *s)
-{
-	if (s) {
-		OPENSSL_cleanse(s, strlen(s));
-		free(s);
-	}
-}
 
 void sd_aws_client_free(struct sd_aws_client *c)
 {
@@ -34,9 +25,7 @@ void sd_aws_client_free(struct sd_aws_client *c)
 	free(c->region);
 	free(c->endpoint);
 	free(c->host);
-	free(c->key_id);
-	wipe_free(c->secret);
-	wipe_free(c->token);
+	sd_aws_creds_clear(&c->cr);
 	free(c);
 }
 
@@ -81,15 +70,10 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 		.session_token = cfg->session_token, .profile = cfg->profile,
 		.credentials_file = cfg->credentials_file, .config_file = cfg->config_file,
 	};
-	struct sd_aws_creds cr;
-	if (sd_aws_creds_resolve(&src, &cr, err, errlen) != 0)
+	if (sd_aws_creds_resolve(&src, &c->cr, err, errlen) != 0)
 		goto fail;
-	c->key_id = cr.key_id;
-	c->secret = cr.secret;
-	c->token = cr.token;
-	snprintf(c->where, sizeof c->where, "%s", cr.where);
-	size_t kl = strlen(c->key_id);
-	snprintf(c->identity, sizeof c->identity, "%.4s...%s", c->key_id, kl > 8 ? c->key_id + kl - 4 : "");
+	size_t kl = strlen(c->cr.key_id);
+	snprintf(c->identity, sizeof c->identity, "%.4s...%s", c->cr.key_id, kl > 8 ? c->cr.key_id + kl - 4 : "");
 	return c;
 fail:
 	sd_aws_client_free(c);
@@ -121,7 +105,7 @@ int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sig
 		.method = "POST", .host = c->host, .path = "/", .headers = &hdr, .nheaders = 1,
 		.body = body, .body_len = blen, .region = c->region, .service = "ec2", .when = time(NULL),
 	};
-	struct sd_sigv4_creds cr = {c->key_id, c->secret, c->token};
+	struct sd_sigv4_creds cr = {c->cr.key_id, c->cr.secret, c->cr.token};
 	struct sd_sigv4_out out;
 	if (sd_sigv4_sign(&rq, &cr, &out, err, errlen) < 0) {
 		free(body);
@@ -131,9 +115,9 @@ int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sig
 	snprintf(h_date, sizeof h_date, "X-Amz-Date: %s", out.amz_date);
 	snprintf(h_auth, sizeof h_auth, "Authorization: %s", out.authorization);
 	snprintf(h_type, sizeof h_type, "Content-Type: %s", ctype);
-	snprintf(h_token, sizeof h_token, "X-Amz-Security-Token: %s", c->token ? c->token : "");
+	snprintf(h_token, sizeof h_token, "X-Amz-Security-Token: %s", c->cr.token ? c->cr.token : "");
 	snprintf(label, sizeof label, "aws %s", action);
-	const char *headers[] = {h_date, h_auth, h_type, c->token ? h_token : NULL, NULL};
+	const char *headers[] = {h_date, h_auth, h_type, c->cr.token ? h_token : NULL, NULL};
 	char url[512];
 	snprintf(url, sizeof url, "%s/", c->endpoint);
 	struct sd_http_request hr = {.label = label, .method = "POST", .url = url, .headers = headers,
@@ -152,7 +136,7 @@ const char *sd_aws_client_identity(const struct sd_aws_client *c)
 
 const char *sd_aws_client_where(const struct sd_aws_client *c)
 {
-	return c->where;
+	return c->cr.where;
 }
 
 const char *sd_aws_client_region(const struct sd_aws_client *c)
