@@ -86,6 +86,22 @@ if acq[[s for s in offer if offer[s] == "ssh/h1"][0]]["usd_per_hour"] != 0.10 or
         [acq[s]["usd_per_hour"] for s in offer if offer[s] == "ssh/h1"],
         [acq[s]["usd_per_hour"] for s in offer if offer[s] == "ssh/h2"]))
 ok("h1..h3 train together (world size 3) from their own addresses; h1 at $0.10/h, h2's price unknown (null)")
+# This run's ssh control directory, from the ControlPath of the ssh
+# clients spotdeck runs (its children) while h1..h3 train.
+def control_dir_of(ppid):
+    for pid in os.listdir("/proc"):
+        try:
+            st = open("/proc/%s/stat" % pid).read()
+            if int(st[st.rindex(")") + 2:].split()[1]) != ppid:
+                continue
+            argv = open("/proc/%s/cmdline" % pid, "rb").read().decode(errors="replace").split("\0")
+        except (OSError, ValueError):
+            continue
+        for a in argv:
+            if a.startswith("ControlPath=/tmp/spotdeck-ssh."):
+                return os.path.dirname(a[len("ControlPath="):])
+    return None
+control_dir = control_dir_of(r.p.pid)
 h4 = [s for s in offer if offer[s] == "ssh/h4"][0]
 ex = r.wait_since(0, lambda e: e.get("type") == "server_exit" and e["server"] == h4, "h4's server_exit")
 un = r.wait_since(0, lambda e: e.get("type") == "host_unreachable", "host_unreachable for h4")
@@ -104,8 +120,11 @@ bad = [e for e in r.events if e.get("type") == "step" and e["world_size"] != 3 a
 if bad:
     fail("world size left 3 during an undisturbed run: %s" % bad[0])
 # Its shared ssh connections ended with it: no master (ssh's title
-# "ssh: /tmp/spotdeck-ssh.XXXXXX/... [mux]") of this run's outlives it by
-# ControlPersist's 60 s.
+# "ssh: /tmp/spotdeck-ssh.XXXXXX/... [mux]") in this run's control
+# directory outlives it by ControlPersist's 60 s, and the directory is gone.
+# Only this run's: the ASan make check beside this one runs its own.
+if not control_dir:
+    fail("no ssh child of spotdeck (pid %d) named a ControlPath while h1..h3 trained" % r.p.pid)
 def masters():
     found = []
     for pid in os.listdir("/proc"):
@@ -114,12 +133,14 @@ def masters():
                 cmd = open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode(errors="replace")
             except OSError:
                 continue
-            if "/tmp/spotdeck-ssh." in cmd and "[mux]" in cmd:
+            if control_dir + "/" in cmd and "[mux]" in cmd:
                 found.append((pid, cmd.strip()))
     return found
 left = masters()
 if left:
-    fail("ssh masters of the run still run after it ended: %s" % left)
+    fail("ssh masters of the run (%s) still run after it ended: %s" % (control_dir, left))
+if os.path.exists(control_dir):
+    fail("the run's ssh control directory %s outlived it: %s" % (control_dir, os.listdir(control_dir)))
 ok("no ssh control master outlived the run")
 # Nothing of the run is left on the hosts: no process, no directory in
 # the hosts' TMPDIR (tests/netns/lib.sh gives each its own).
