@@ -10,6 +10,7 @@ TESTS += tests/test-gce-auth tests/test-gce-auth-pyjwt.sh
 EXTRA_DIST += tests/test-gce-auth-pyjwt.sh
 
 tests_test_gce_auth_SOURCES = tests/test-gce-auth.c src/provider/gce-auth.c src/provider/gce-auth.h \
+	src/provider/secret-file.c src/provider/secret-file.h \
 	tests/check.h tests/tmpdir.h
 tests_test_gce_auth_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CRYPTO_CFLAGS)
 tests_test_gce_auth_LDADD = $(CJSON_LIBS) $(CRYPTO_LIBS)

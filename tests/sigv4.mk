@@ -7,7 +7,8 @@ EXTRA_DIST += tests/test-sigv4-botocore.sh
 
 # Built from the source rather than libsdprovider.a, so that the test links
 # libcrypto and nothing else of the provider layer.
-tests_test_sigv4_SOURCES = tests/test-sigv4.c tests/check.h src/provider/sigv4.c src/provider/sigv4.h
+tests_test_sigv4_SOURCES = tests/test-sigv4.c tests/check.h src/provider/sigv4.c src/provider/sigv4.h\
+	src/provider/secret-file.c src/provider/secret-file.h
 tests_test_sigv4_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS)
 tests_test_sigv4_LDADD = $(CRYPTO_LIBS)
 
@@ -18,6 +19,6 @@ check_PROGRAMS += tests/test-aws-creds
 TESTS += tests/test-aws-creds tests/test-aws-creds-botocore.sh
 EXTRA_DIST += tests/test-aws-creds-botocore.sh
 tests_test_aws_creds_SOURCES = tests/test-aws-creds.c tests/check.h tests/tmpdir.h \
-	src/provider/aws-creds.c src/provider/aws-creds.h
+	src/provider/aws-creds.c src/provider/aws-creds.h src/provider/secret-file.c src/provider/secret-file.h
 tests_test_aws_creds_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS) $(INIH_CFLAGS)
 tests_test_aws_creds_LDADD = $(CRYPTO_LIBS) $(INIH_LIBS)

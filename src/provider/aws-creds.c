@@ -1,33 +1,21 @@
 /* src/provider/aws-creds.c - the AWS credential chain (aws-creds.h). */
 #include "config.h"
 #include "src/provider/aws-creds.h"
+#include "src/provider/secret-file.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <ini.h>
 #include <openssl/crypto.h>
 #include <pwd.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* inih as Debian builds it reads lines of at most INI_MAX_LINE - 1 bytes,
  * newline included, and splits a longer one silently into two: such a line
  * is refused before inih sees it. */
 #define LINE_MAX_BYTES (INI_MAX_LINE - 2)
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static void wipe_free(char *s)
 {
@@ -59,14 +47,14 @@ static int set(struct sd_aws_creds *out, const char *id, const char *secret, con
 	       const char *where, char *err, size_t errlen)
 {
 	if (bad_value(id) || bad_value(secret) || (token && bad_value(token)))
-		return fail(err, errlen, "%s: the key id, secret or token has a space or a character that is not "
+		return sd_errf(err, errlen, "%s: the key id, secret or token has a space or a character that is not "
 			    "printable ASCII", where);
 	out->key_id = strdup(id);
 	out->secret = strdup(secret);
 	out->token = token ? strdup(token) : NULL;
 	if (!out->key_id || !out->secret || (token && !out->token)) {
 		sd_aws_creds_clear(out);
-		return fail(err, errlen, "aws credentials: out of memory");
+		return sd_errf(err, errlen, "aws credentials: out of memory");
 	}
 	snprintf(out->where, sizeof out->where, "%s", where);
 	return 0;
@@ -119,60 +107,17 @@ static void scan_free(struct scan *s)
  * 0; 1 when there is no such file; -1 with ERR. */
 static int read_file(const char *path, char **buf, char *err, size_t errlen)
 {
-	*buf = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return 1;
-		return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+	size_t len;
+	int r = sd_secret_file_read(path, SD_AWS_CREDS_FILE_MAX, "holds AWS keys and is", "credentials file", buf,
+	                            &len, err, errlen);
+	if (r != 0)
+		return r;
+	if (strlen(*buf) != len) {
+		OPENSSL_cleanse(*buf, len);
+		free(*buf);
+		*buf = NULL;
+		return sd_errf(err, errlen, "%s: has a NUL byte, not a text file", path);
 	}
-	struct stat st;
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return fail(err, errlen, "%s: cannot stat: %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return fail(err, errlen, "%s: not a regular file", path);
-	}
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		close(fd);
-		return fail(err, errlen, "%s: holds AWS keys and is %s by others (mode %04o); chmod 600 %s", path,
-			    (st.st_mode & (S_IRGRP | S_IROTH)) ? "readable" : "writable",
-			    (unsigned)(st.st_mode & 07777), path);
-	}
-	if (st.st_size > (off_t)SD_AWS_CREDS_FILE_MAX) {
-		close(fd);
-		return fail(err, errlen, "%s: larger than %u KiB, not a credentials file", path,
-			    SD_AWS_CREDS_FILE_MAX >> 10);
-	}
-	char *b = malloc((size_t)st.st_size + 1);
-	if (!b) {
-		close(fd);
-		return fail(err, errlen, "%s: out of memory", path);
-	}
-	size_t len = 0;
-	while (len < (size_t)st.st_size) {
-		ssize_t n = read(fd, b + len, (size_t)st.st_size - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int e = n < 0 ? errno : EIO;
-			close(fd);
-			free(b);
-			return fail(err, errlen, "%s: cannot read: %s", path, strerror(e));
-		}
-		len += (size_t)n;
-	}
-	close(fd);
-	b[len] = '\0';
-	if (strlen(b) != len) {
-		OPENSSL_cleanse(b, len);
-		free(b);
-		return fail(err, errlen, "%s: has a NUL byte, not a text file", path);
-	}
-	*buf = b;
 	return 0;
 }
 
@@ -197,7 +142,7 @@ static int from_file(const char *path, const char *section, int *found, struct s
 			size_t l = strlen(buf);
 			OPENSSL_cleanse(buf, l);
 			free(buf);
-			return fail(err, errlen, "%s:%zu: line longer than %d bytes, more than the INI reader "
+			return sd_errf(err, errlen, "%s:%zu: line longer than %d bytes, more than the INI reader "
 				    "(inih) takes; give a long session token in AWS_SESSION_TOKEN instead",
 				    path, line, LINE_MAX_BYTES);
 		}
@@ -208,17 +153,17 @@ static int from_file(const char *path, const char *section, int *found, struct s
 	free(buf);
 	*found = s.found;
 	if (s.oom)
-		r = fail(err, errlen, "%s: out of memory", path);
+		r = sd_errf(err, errlen, "%s: out of memory", path);
 	else if (r > 0)
-		r = fail(err, errlen, "%s:%d: not an INI line (want [section], key = value or a # comment)", path, r);
+		r = sd_errf(err, errlen, "%s:%d: not an INI line (want [section], key = value or a # comment)", path, r);
 	else if (r < 0)
-		r = fail(err, errlen, "%s: cannot parse: out of memory", path);
+		r = sd_errf(err, errlen, "%s: cannot parse: out of memory", path);
 	else if (s.dup[0])
-		r = fail(err, errlen, "%s: [%s] has %s twice", path, section, s.dup);
+		r = sd_errf(err, errlen, "%s: [%s] has %s twice", path, section, s.dup);
 	else if (s.key_id && *s.key_id && !(s.secret && *s.secret))
-		r = fail(err, errlen, "%s: [%s] has aws_access_key_id but no aws_secret_access_key", path, section);
+		r = sd_errf(err, errlen, "%s: [%s] has aws_access_key_id but no aws_secret_access_key", path, section);
 	else if (s.secret && *s.secret && !(s.key_id && *s.key_id))
-		r = fail(err, errlen, "%s: [%s] has aws_secret_access_key but no aws_access_key_id", path, section);
+		r = sd_errf(err, errlen, "%s: [%s] has aws_secret_access_key but no aws_access_key_id", path, section);
 	else if (!s.key_id || !*s.key_id)
 		r = 1;
 	else {
@@ -259,20 +204,20 @@ int sd_aws_creds_resolve(const struct sd_aws_creds_source *src, struct sd_aws_cr
 	memset(out, 0, sizeof *out);
 	if (src->access_key_id || src->secret_key) {
 		if (!src->access_key_id || !*src->access_key_id || !src->secret_key || !*src->secret_key)
-			return fail(err, errlen, "aws credentials: a key id needs its secret, and a secret its key id");
+			return sd_errf(err, errlen, "aws credentials: a key id needs its secret, and a secret its key id");
 		return set(out, src->access_key_id, src->secret_key, src->session_token, "the job", err, errlen);
 	}
 	const char *id = env("AWS_ACCESS_KEY_ID"), *secret = env("AWS_SECRET_ACCESS_KEY");
 	if (id && secret)
 		return set(out, id, secret, env("AWS_SESSION_TOKEN"), "the environment", err, errlen);
 	if (id || secret)
-		return fail(err, errlen, "%s is set but %s is not", id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
+		return sd_errf(err, errlen, "%s is set but %s is not", id ? "AWS_ACCESS_KEY_ID" : "AWS_SECRET_ACCESS_KEY",
 			    id ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
 
 	int asked = src->profile || env("AWS_PROFILE");
 	const char *profile = src->profile ? src->profile : asked ? env("AWS_PROFILE") : "default";
 	if (!*profile || strpbrk(profile, "[]\n\r"))
-		return fail(err, errlen, "aws profile '%s': not a profile name", profile);
+		return sd_errf(err, errlen, "aws profile '%s': not a profile name", profile);
 
 	char cred_path[1024], conf_path[1024], conf_section[256];
 	file_path(src->credentials_file, "AWS_SHARED_CREDENTIALS_FILE", "credentials", cred_path, sizeof cred_path);
@@ -299,11 +244,11 @@ int sd_aws_creds_resolve(const struct sd_aws_creds_source *src, struct sd_aws_cr
 		}
 	}
 	if (found_cred || found_conf)
-		return fail(err, errlen, "aws profile '%s' in %s has no aws_access_key_id (role_arn, sso_* and "
+		return sd_errf(err, errlen, "aws profile '%s' in %s has no aws_access_key_id (role_arn, sso_* and "
 			    "credential_process are not supported; give a key, or the AWS_* variables)", profile,
 			    found_cred ? cred_path : conf_path);
 	if (asked)
-		return fail(err, errlen, "aws profile '%s' is in neither %s nor %s", profile,
+		return sd_errf(err, errlen, "aws profile '%s' is in neither %s nor %s", profile,
 			    cred_path[0] ? cred_path : "(no credentials file)", conf_path[0] ? conf_path : "(no config file)");
 	snprintf(err, errlen, "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write them "
 		 "in %s", cred_path[0] ? cred_path : "~/.aws/credentials");

@@ -2,21 +2,12 @@
  * gce-api.h for the sources). */
 #include "config.h"
 #include "src/provider/gce-api.h"
+#include "src/provider/secret-file.h"
 
 #include <cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static void copy(char *dst, size_t n, const char *src)
 {
@@ -87,23 +78,23 @@ char *sd_gce_instance_json(const struct sd_gce_instance_spec *s, char *err, size
 {
 	char buf[512];
 	if (!s->project || !*s->project)
-		return fail(err, errlen, "gce: project is empty"), NULL;
+		return sd_errf(err, errlen, "gce: project is empty"), NULL;
 	if (!s->zone || !*s->zone)
-		return fail(err, errlen, "gce: zone is empty"), NULL;
+		return sd_errf(err, errlen, "gce: zone is empty"), NULL;
 	if (!sd_gce_name_ok(s->name))
-		return fail(err, errlen, "gce: instance name '%s' is not [a-z]([-a-z0-9]{0,61}[a-z0-9])?",
+		return sd_errf(err, errlen, "gce: instance name '%s' is not [a-z]([-a-z0-9]{0,61}[a-z0-9])?",
 			    s->name ? s->name : ""), NULL;
 	if (!s->machine_type || !*s->machine_type)
-		return fail(err, errlen, "gce: machine type is empty"), NULL;
+		return sd_errf(err, errlen, "gce: machine type is empty"), NULL;
 	if (s->accelerator && s->accelerator_count < 1)
-		return fail(err, errlen, "gce: accelerator %s with count %d", s->accelerator,
+		return sd_errf(err, errlen, "gce: accelerator %s with count %d", s->accelerator,
 			    s->accelerator_count), NULL;
 	if (!s->image || !*s->image)
-		return fail(err, errlen, "gce: image is empty"), NULL;
+		return sd_errf(err, errlen, "gce: image is empty"), NULL;
 	if (s->disk_gb < 10)
-		return fail(err, errlen, "gce: boot disk of %d GB (at least 10)", s->disk_gb), NULL;
+		return sd_errf(err, errlen, "gce: boot disk of %d GB (at least 10)", s->disk_gb), NULL;
 	if (!s->run || !label_value_ok(s->run))
-		return fail(err, errlen, "gce: run id '%s' is not a label value ([a-z0-9_-], 1..63)",
+		return sd_errf(err, errlen, "gce: run id '%s' is not a label value ([a-z0-9_-], 1..63)",
 			    s->run ? s->run : ""), NULL;
 
 	cJSON *o = cJSON_CreateObject();
@@ -150,7 +141,7 @@ char *sd_gce_instance_json(const struct sd_gce_instance_spec *s, char *err, size
 	char *text = ok ? cJSON_PrintUnformatted(o) : NULL;
 	cJSON_Delete(o);
 	if (!text)
-		fail(err, errlen, "gce: out of memory");
+		sd_errf(err, errlen, "gce: out of memory");
 	return text;
 }
 
@@ -164,7 +155,7 @@ static cJSON *parse_object(const char *json, size_t len, const char *what, char 
 	cJSON *j = cJSON_ParseWithLength(json, len);
 	if (!j || !cJSON_IsObject(j)) {
 		cJSON_Delete(j);
-		fail(err, errlen, "gce: %s: not a JSON object", what);
+		sd_errf(err, errlen, "gce: %s: not a JSON object", what);
 		return NULL;
 	}
 	return j;
@@ -179,9 +170,9 @@ int sd_gce_op_parse(const char *json, size_t len, struct sd_gce_op *op, char *er
 	const char *name = jstr(j, "name"), *status = jstr(j, "status");
 	int rc = 0;
 	if (!name || !*name)
-		rc = fail(err, errlen, "gce: operation: no \"name\"");
+		rc = sd_errf(err, errlen, "gce: operation: no \"name\"");
 	else if (!status)
-		rc = fail(err, errlen, "gce: operation %s: no \"status\"", name);
+		rc = sd_errf(err, errlen, "gce: operation %s: no \"status\"", name);
 	else if (strcmp(status, "PENDING") == 0)
 		op->status = SD_GCE_OP_PENDING;
 	else if (strcmp(status, "RUNNING") == 0)
@@ -189,7 +180,7 @@ int sd_gce_op_parse(const char *json, size_t len, struct sd_gce_op *op, char *er
 	else if (strcmp(status, "DONE") == 0)
 		op->status = SD_GCE_OP_DONE;
 	else
-		rc = fail(err, errlen, "gce: operation %s: status '%s' is not PENDING, RUNNING or DONE", name,
+		rc = sd_errf(err, errlen, "gce: operation %s: status '%s' is not PENDING, RUNNING or DONE", name,
 			  status);
 	if (rc == 0) {
 		copy(op->name, sizeof op->name, name);
@@ -222,7 +213,7 @@ int sd_gce_error_parse(const char *json, size_t len, struct sd_gce_error *e, cha
 	const cJSON *eo = cJSON_GetObjectItemCaseSensitive(j, "error");
 	int rc = 0;
 	if (!cJSON_IsObject(eo)) {
-		rc = fail(err, errlen, "gce: error body: no \"error\" object");
+		rc = sd_errf(err, errlen, "gce: error body: no \"error\" object");
 	} else {
 		const cJSON *code = cJSON_GetObjectItemCaseSensitive(eo, "code");
 		e->code = cJSON_IsNumber(code) ? (long)code->valuedouble : 0;
@@ -250,9 +241,9 @@ static int instance_from(const cJSON *j, struct sd_gce_instance *in, char *err, 
 	memset(in, 0, sizeof *in);
 	const char *name = jstr(j, "name"), *status = jstr(j, "status");
 	if (!name || !*name)
-		return fail(err, errlen, "gce: instance: no \"name\"");
+		return sd_errf(err, errlen, "gce: instance: no \"name\"");
 	if (!status || !*status)
-		return fail(err, errlen, "gce: instance %s: no \"status\"", name);
+		return sd_errf(err, errlen, "gce: instance %s: no \"status\"", name);
 	copy(in->name, sizeof in->name, name);
 	copy(in->status, sizeof in->status, status);
 	sd_gce_basename(jstr(j, "zone"), in->zone, sizeof in->zone);
@@ -286,12 +277,12 @@ int sd_gce_list_parse(const char *json, size_t len,
 	const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items");
 	int n = 0, rc = 0;
 	if (items && !cJSON_IsArray(items)) {
-		rc = fail(err, errlen, "gce: instance list: \"items\" is not an array");
+		rc = sd_errf(err, errlen, "gce: instance list: \"items\" is not an array");
 	} else {
 		struct sd_gce_instance *all = calloc((size_t)cJSON_GetArraySize(items) + 1, sizeof *all);
 		const cJSON *it;
 		if (!all)
-			rc = fail(err, errlen, "gce: out of memory");
+			rc = sd_errf(err, errlen, "gce: out of memory");
 		cJSON_ArrayForEach(it, items) {
 			if (rc < 0)
 				break;

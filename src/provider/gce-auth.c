@@ -5,19 +5,15 @@
 #include "config.h"
 
 #include "src/provider/gce-auth.h"
+#include "src/provider/secret-file.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/bio.h>
 #include <openssl/crypto.h>
@@ -27,19 +23,6 @@
 
 /* expires_in above a year is no answer of Google's (it gives 3599). */
 #define SD_GCE_EXPIRES_IN_MAX 31536000
-
-/* Formats a message into err (if there is room) and returns -1. */
-static int sd_gce_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int sd_gce_err(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 /* The reason of OpenSSL's latest error (a static string, never key
  * material), and its error queue emptied so that a later failure does not
@@ -61,44 +44,6 @@ static char *sd_gce_strdup(const char *s)
 	return p;
 }
 
-/* Reads all of fd, at most max bytes (one more is read to tell a larger
- * file), into *buf (NUL-terminated).  Returns 0, -1 with errno on a read
- * error, -2 when larger than max.  st_size is not trusted: the file may
- * change while it is read. */
-static int sd_gce_read_fd(int fd, size_t max, char **buf, size_t *len)
-{
-	char *p = malloc(max + 2);
-	size_t n = 0;
-	if (!p) {
-		errno = ENOMEM;
-		return -1;
-	}
-	while (n <= max) {
-		ssize_t r = read(fd, p + n, max + 1 - n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int e = errno;
-			OPENSSL_cleanse(p, n);
-			free(p);
-			errno = e;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	if (n > max) {
-		OPENSSL_cleanse(p, n);
-		free(p);
-		return -2;
-	}
-	p[n] = '\0';
-	*buf = p;
-	*len = n;
-	return 0;
-}
-
 /* A string field of a key file: 0 with *out pointing into the tree, or -1
  * with "PATH: FIELD ..." in err.  absent_ok: 1 when a missing field is
  * not an error (then *out is NULL). */
@@ -110,12 +55,12 @@ static int sd_gce_key_field(const cJSON *root, const char *path, const char *fie
 	if (!v) {
 		if (absent_ok)
 			return 0;
-		return sd_gce_err(err, errlen, "%s: no \"%s\" field in the key file", path, field);
+		return sd_errf(err, errlen, "%s: no \"%s\" field in the key file", path, field);
 	}
 	if (!cJSON_IsString(v) || !v->valuestring)
-		return sd_gce_err(err, errlen, "%s: \"%s\" is not a string", path, field);
+		return sd_errf(err, errlen, "%s: \"%s\" is not a string", path, field);
 	if (!*v->valuestring)
-		return sd_gce_err(err, errlen, "%s: \"%s\" is empty", path, field);
+		return sd_errf(err, errlen, "%s: \"%s\" is empty", path, field);
 	*out = v->valuestring;
 	return 0;
 }
@@ -138,11 +83,11 @@ static int sd_gce_key_from_json(const cJSON *root, const char *path, struct sd_g
 {
 	const char *type, *kid, *pem, *email, *uri;
 	if (!cJSON_IsObject(root))
-		return sd_gce_err(err, errlen, "%s: not a JSON object", path);
+		return sd_errf(err, errlen, "%s: not a JSON object", path);
 	if (sd_gce_key_field(root, path, "type", 0, &type, err, errlen) < 0)
 		return -1;
 	if (strcmp(type, "service_account") != 0)
-		return sd_gce_err(err, errlen, "%s: \"type\" is \"%.40s\", not \"service_account\"", path, type);
+		return sd_errf(err, errlen, "%s: \"type\" is \"%.40s\", not \"service_account\"", path, type);
 	if (sd_gce_key_field(root, path, "private_key_id", 0, &kid, err, errlen) < 0 ||
 	    sd_gce_key_field(root, path, "private_key", 0, &pem, err, errlen) < 0 ||
 	    sd_gce_key_field(root, path, "client_email", 0, &email, err, errlen) < 0 ||
@@ -153,10 +98,10 @@ static int sd_gce_key_from_json(const cJSON *root, const char *path, struct sd_g
 
 	size_t pemlen = strlen(pem);
 	if (pemlen > INT_MAX)
-		return sd_gce_err(err, errlen, "%s: \"private_key\" is too long", path);
+		return sd_errf(err, errlen, "%s: \"private_key\" is too long", path);
 	BIO *bio = BIO_new_mem_buf(pem, (int)pemlen);
 	if (!bio)
-		return sd_gce_err(err, errlen, "out of memory");
+		return sd_errf(err, errlen, "out of memory");
 	EVP_PKEY *pkey = PEM_read_bio_PrivateKey(bio, NULL, sd_gce_no_password, NULL);
 	BIO_free(bio);
 	if (!pkey) {
@@ -167,12 +112,12 @@ static int sd_gce_key_from_json(const cJSON *root, const char *path, struct sd_g
 			why = "no -----BEGIN line";
 		else if (!strstr(pem, "-----END "))
 			why = "no -----END line: cut short?";
-		return sd_gce_err(err, errlen, "%s: \"private_key\" is not a PEM private key (%s)", path, why);
+		return sd_errf(err, errlen, "%s: \"private_key\" is not a PEM private key (%s)", path, why);
 	}
 	if (!EVP_PKEY_is_a(pkey, "RSA")) {
 		const char *t = EVP_PKEY_get0_type_name(pkey);
 		EVP_PKEY_free(pkey);
-		return sd_gce_err(err, errlen, "%s: \"private_key\" holds a key of type %s, not RSA (RS256 needs RSA)",
+		return sd_errf(err, errlen, "%s: \"private_key\" holds a key of type %s, not RSA (RS256 needs RSA)",
 		                  path, t ? t : "unknown");
 	}
 	key->pkey = pkey;
@@ -181,7 +126,7 @@ static int sd_gce_key_from_json(const cJSON *root, const char *path, struct sd_g
 	key->token_uri = sd_gce_strdup(uri);
 	if (!key->private_key_id || !key->client_email || !key->token_uri) {
 		sd_gce_key_free(key);
-		return sd_gce_err(err, errlen, "out of memory");
+		return sd_errf(err, errlen, "out of memory");
 	}
 	return 0;
 }
@@ -199,42 +144,15 @@ static void sd_gce_json_wipe(cJSON *item)
 
 int sd_gce_key_load(const char *path, struct sd_gce_key *key, char *err, size_t errlen)
 {
-	struct stat st;
 	char *buf = NULL;
 	size_t len = 0;
 	memset(key, 0, sizeof *key);
 
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return sd_gce_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-	/* fstat on the open file, so the mode checked is the mode of the file
-	 * read (no window to swap the file between the two). */
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return sd_gce_err(err, errlen, "%s: cannot stat: %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return sd_gce_err(err, errlen, "%s: not a regular file", path);
-	}
-	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-		close(fd);
-		return sd_gce_err(err, errlen, "%s: key file is %s by others (mode %04o); chmod 600 %s", path,
-		                  (st.st_mode & (S_IRGRP | S_IROTH)) ? "readable" : "writable",
-		                  (unsigned)(st.st_mode & 07777), path);
-	}
-	int r = sd_gce_read_fd(fd, SD_GCE_KEY_MAX_BYTES, &buf, &len);
-	int e = errno;
-	close(fd);
-	if (r == -2)
-		return sd_gce_err(err, errlen, "%s: larger than %u KiB, not a key file", path,
-		                  SD_GCE_KEY_MAX_BYTES >> 10);
-	if (r < 0)
-		return sd_gce_err(err, errlen, "%s: cannot read: %s", path, strerror(e));
+	if (sd_secret_file_read(path, SD_GCE_KEY_MAX_BYTES, "key file is", "key file", &buf, &len, err, errlen))
+		return -1;
 	if (len == 0) {
 		free(buf);
-		return sd_gce_err(err, errlen, "%s: empty file", path);
+		return sd_errf(err, errlen, "%s: empty file", path);
 	}
 
 	const char *end = NULL;
@@ -246,11 +164,11 @@ int sd_gce_key_load(const char *path, struct sd_gce_key *key, char *err, size_t 
 		OPENSSL_cleanse(buf, len);
 		free(buf);
 		/* The offset only: the text around it may be the private key. */
-		return sd_gce_err(err, errlen, "%s: not valid JSON (parse stopped at byte %zu)", path, at);
+		return sd_errf(err, errlen, "%s: not valid JSON (parse stopped at byte %zu)", path, at);
 	}
 	OPENSSL_cleanse(buf, len);
 	free(buf);
-	r = sd_gce_key_from_json(root, path, key, err, errlen);
+	int r = sd_gce_key_from_json(root, path, key, err, errlen);
 	sd_gce_json_wipe(root);
 	cJSON_Delete(root);
 	return r;
@@ -305,12 +223,12 @@ static int sd_gce_jwt_part(cJSON *item, char *out, size_t outlen, size_t *at, in
 	char *json = item ? cJSON_PrintUnformatted(item) : NULL;
 	cJSON_Delete(item);
 	if (!json)
-		return sd_gce_err(err, errlen, "out of memory");
+		return sd_errf(err, errlen, "out of memory");
 	long w = sd_gce_base64url(json, strlen(json), out + *at, outlen - *at);
 	size_t jlen = strlen(json);
 	free(json);
 	if (w < 0 || (dot && *at + (size_t)w + 2 > outlen))
-		return sd_gce_err(err, errlen, "JWT does not fit in %zu bytes (a %zu-byte part)", outlen, jlen);
+		return sd_errf(err, errlen, "JWT does not fit in %zu bytes (a %zu-byte part)", outlen, jlen);
 	*at += (size_t)w;
 	if (dot) {
 		out[(*at)++] = '.';
@@ -325,13 +243,13 @@ int sd_gce_jwt_assertion(const struct sd_gce_key *key, int64_t now, const char *
 	if (out && outlen)
 		out[0] = '\0';
 	if (!key || !key->pkey || !key->private_key_id || !key->client_email || !key->token_uri)
-		return sd_gce_err(err, errlen, "no key loaded");
+		return sd_errf(err, errlen, "no key loaded");
 	if (!scope || !*scope)
-		return sd_gce_err(err, errlen, "no scope given");
+		return sd_errf(err, errlen, "no scope given");
 	if (now < 0 || now > SD_GCE_TIME_MAX)
-		return sd_gce_err(err, errlen, "time %" PRId64 " out of range", now);
+		return sd_errf(err, errlen, "time %" PRId64 " out of range", now);
 	if (!out || outlen == 0)
-		return sd_gce_err(err, errlen, "JWT does not fit in 0 bytes");
+		return sd_errf(err, errlen, "JWT does not fit in 0 bytes");
 
 	/* Whole seconds as JSON numbers: cJSON prints an integral double with
 	 * at most 15 digits without a fraction or an exponent, and
@@ -345,7 +263,7 @@ int sd_gce_jwt_assertion(const struct sd_gce_key *key, int64_t now, const char *
 	    !cJSON_AddNumberToObject(c, "exp", (double)(now + SD_GCE_JWT_LIFETIME))) {
 		cJSON_Delete(h);
 		cJSON_Delete(c);
-		return sd_gce_err(err, errlen, "out of memory");
+		return sd_errf(err, errlen, "out of memory");
 	}
 	size_t at = 0;
 	if (sd_gce_jwt_part(h, out, outlen, &at, 1, err, errlen) < 0) {
@@ -370,19 +288,19 @@ int sd_gce_jwt_assertion(const struct sd_gce_key *key, int64_t now, const char *
 	if (!ok) {
 		free(sig);
 		out[0] = '\0';
-		return sd_gce_err(err, errlen, "cannot sign the JWT: %s", sd_gce_ssl_reason());
+		return sd_errf(err, errlen, "cannot sign the JWT: %s", sd_gce_ssl_reason());
 	}
 	if (at + 2 > outlen) {
 		free(sig);
 		out[0] = '\0';
-		return sd_gce_err(err, errlen, "JWT does not fit in %zu bytes", outlen);
+		return sd_errf(err, errlen, "JWT does not fit in %zu bytes", outlen);
 	}
 	out[at++] = '.';
 	long w = sd_gce_base64url(sig, siglen, out + at, outlen - at);
 	free(sig);
 	if (w < 0) {
 		out[0] = '\0';
-		return sd_gce_err(err, errlen, "JWT does not fit in %zu bytes (signature of %zu bytes)", outlen,
+		return sd_errf(err, errlen, "JWT does not fit in %zu bytes (signature of %zu bytes)", outlen,
 		                  siglen);
 	}
 	return 0;
@@ -449,9 +367,9 @@ static int sd_gce_token_error(const cJSON *root, char *err, size_t errlen)
 		sd_gce_one_line(e->valuestring, a, sizeof a);
 		if (cJSON_IsString(d) && d->valuestring && *d->valuestring) {
 			sd_gce_one_line(d->valuestring, b, sizeof b);
-			return sd_gce_err(err, errlen, "token endpoint refused: %s: %s", a, b);
+			return sd_errf(err, errlen, "token endpoint refused: %s: %s", a, b);
 		}
-		return sd_gce_err(err, errlen, "token endpoint refused: %s", a);
+		return sd_errf(err, errlen, "token endpoint refused: %s", a);
 	}
 	const cJSON *code = cJSON_GetObjectItemCaseSensitive(e, "code");
 	const cJSON *status = cJSON_GetObjectItemCaseSensitive(e, "status");
@@ -459,8 +377,8 @@ static int sd_gce_token_error(const cJSON *root, char *err, size_t errlen)
 	sd_gce_one_line(cJSON_IsString(status) ? status->valuestring : "error", a, sizeof a);
 	sd_gce_one_line(cJSON_IsString(msg) ? msg->valuestring : "(no message)", b, sizeof b);
 	if (cJSON_IsNumber(code))
-		return sd_gce_err(err, errlen, "token endpoint refused: %d %s: %s", code->valueint, a, b);
-	return sd_gce_err(err, errlen, "token endpoint refused: %s: %s", a, b);
+		return sd_errf(err, errlen, "token endpoint refused: %d %s: %s", code->valueint, a, b);
+	return sd_errf(err, errlen, "token endpoint refused: %s: %s", a, b);
 }
 
 int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd_gce_token *token,
@@ -470,7 +388,7 @@ int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd
 	cJSON *root = json_text ? cJSON_ParseWithLength(json_text, len) : NULL;
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
-		return sd_gce_err(err, errlen, "token endpoint answer is not a JSON object");
+		return sd_errf(err, errlen, "token endpoint answer is not a JSON object");
 	}
 	int r = -1;
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(root, "error");
@@ -480,31 +398,31 @@ int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd
 	if (e && (cJSON_IsString(e) || cJSON_IsObject(e))) {
 		sd_gce_token_error(root, err, errlen);
 	} else if (!at) {
-		sd_gce_err(err, errlen, "token endpoint answer has no \"access_token\"");
+		sd_errf(err, errlen, "token endpoint answer has no \"access_token\"");
 	} else if (!cJSON_IsString(at) || !at->valuestring || !*at->valuestring) {
-		sd_gce_err(err, errlen, "token endpoint answer: \"access_token\" is not a non-empty string");
+		sd_errf(err, errlen, "token endpoint answer: \"access_token\" is not a non-empty string");
 	} else if (!ei) {
-		sd_gce_err(err, errlen, "token endpoint answer has no \"expires_in\"");
+		sd_errf(err, errlen, "token endpoint answer has no \"expires_in\"");
 	} else if (!cJSON_IsNumber(ei) || !(ei->valuedouble >= 1 && ei->valuedouble <= SD_GCE_EXPIRES_IN_MAX) ||
 	           ei->valuedouble != (double)(int64_t)ei->valuedouble) {
 		/* The range first: converting an out-of-range double is undefined. */
-		sd_gce_err(err, errlen, "token endpoint answer: \"expires_in\" is not a whole number of "
+		sd_errf(err, errlen, "token endpoint answer: \"expires_in\" is not a whole number of "
 		           "seconds in 1..%d", SD_GCE_EXPIRES_IN_MAX);
 	} else if (!tt) {
-		sd_gce_err(err, errlen, "token endpoint answer has no \"token_type\"");
+		sd_errf(err, errlen, "token endpoint answer has no \"token_type\"");
 	} else if (!cJSON_IsString(tt) || !tt->valuestring || strcasecmp(tt->valuestring, "Bearer") != 0) {
 		char t[64];
 		sd_gce_one_line(cJSON_IsString(tt) ? tt->valuestring : "(not a string)", t, sizeof t);
-		sd_gce_err(err, errlen, "token endpoint answer: \"token_type\" is \"%s\", not \"Bearer\"", t);
+		sd_errf(err, errlen, "token endpoint answer: \"token_type\" is \"%s\", not \"Bearer\"", t);
 	} else if (now < 0 || now > SD_GCE_TIME_MAX) {
-		sd_gce_err(err, errlen, "time %" PRId64 " out of range", now);
+		sd_errf(err, errlen, "time %" PRId64 " out of range", now);
 	} else {
 		int64_t lifetime = (int64_t)ei->valuedouble;
 		int64_t margin = lifetime / 2 < SD_GCE_TOKEN_REFRESH_MARGIN ? lifetime / 2
 		                                                            : SD_GCE_TOKEN_REFRESH_MARGIN;
 		token->access_token = sd_gce_strdup(at->valuestring);
 		if (!token->access_token) {
-			sd_gce_err(err, errlen, "out of memory");
+			sd_errf(err, errlen, "out of memory");
 		} else {
 			token->expires_at = now + lifetime;
 			token->refresh_at = token->expires_at - margin;

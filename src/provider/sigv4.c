@@ -3,10 +3,10 @@
  * libcrypto (EVP_Digest, HMAC); nothing cryptographic is written here. */
 #include "config.h"
 #include "src/provider/sigv4.h"
+#include "src/provider/secret-file.h"
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,19 +15,6 @@
 
 static const char sigv4_hexdigits_upper[] = "0123456789ABCDEF";
 static const char sigv4_hexdigits_lower[] = "0123456789abcdef";
-
-/* Writes the one-line message into err (when there is room) and returns -1. */
-static int sigv4_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int sigv4_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (err && errlen > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -1;
-}
 
 static int sigv4_unreserved(unsigned char c)
 {
@@ -221,12 +208,12 @@ static int sigv4_hmac(const unsigned char *key, size_t keylen, const char *msg, 
 static const char *sigv4_check_scope(const char *what, const char *s, char *err, size_t errlen)
 {
 	if (!s || !*s) {
-		sigv4_fail(err, errlen, "sigv4: %s is empty", what);
+		sd_errf(err, errlen, "sigv4: %s is empty", what);
 		return NULL;
 	}
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
 		if (*p <= ' ' || *p >= 127 || *p == '/') {
-			sigv4_fail(err, errlen, "sigv4: %s has a byte 0x%02x that cannot be in a credential scope",
+			sd_errf(err, errlen, "sigv4: %s has a byte 0x%02x that cannot be in a credential scope",
 			           what, *p);
 			return NULL;
 		}
@@ -241,19 +228,19 @@ static int sigv4_tchar(unsigned char c)
 static int sigv4_check_path(const char *path, char *err, size_t errlen)
 {
 	if (!path || !*path)
-		return sigv4_fail(err, errlen, "sigv4: path is empty");
+		return sd_errf(err, errlen, "sigv4: path is empty");
 	if (path[0] != '/')
-		return sigv4_fail(err, errlen, "sigv4: path \"%.64s\" does not start with '/'", path);
+		return sd_errf(err, errlen, "sigv4: path \"%.64s\" does not start with '/'", path);
 	for (const unsigned char *p = (const unsigned char *)path; *p; p++)
 		if (*p <= ' ' || *p >= 127 || *p == '?' || *p == '#')
-			return sigv4_fail(err, errlen,
+			return sd_errf(err, errlen,
 			                  "sigv4: path has a byte 0x%02x (it must be percent-encoded, no query)", *p);
 	/* Segments between slashes; the last may be empty ("/" or "/a/"). */
 	for (const char *seg = path + 1;;) {
 		const char *end = strchr(seg, '/');
 		size_t n = end ? (size_t)(end - seg) : strlen(seg);
 		if ((n == 0 && end) || (n == 1 && seg[0] == '.') || (n == 2 && seg[0] == '.' && seg[1] == '.'))
-			return sigv4_fail(err, errlen,
+			return sd_errf(err, errlen,
 			                  "sigv4: path \"%.64s\" has an empty, \".\" or \"..\" segment", path);
 		if (!end)
 			break;
@@ -300,10 +287,10 @@ static int sigv4_check_header(const struct sd_sigv4_pair *h, size_t i, char *err
 {
 	static const char *const reserved[] = {"host", "x-amz-date", "x-amz-security-token", "authorization"};
 	if (!h->name || !*h->name)
-		return sigv4_fail(err, errlen, "sigv4: header %zu has an empty name", i);
+		return sd_errf(err, errlen, "sigv4: header %zu has an empty name", i);
 	for (const unsigned char *p = (const unsigned char *)h->name; *p; p++)
 		if (!sigv4_tchar(*p))
-			return sigv4_fail(err, errlen, "sigv4: header %zu name \"%.64s\" has a byte 0x%02x that is not "
+			return sd_errf(err, errlen, "sigv4: header %zu name \"%.64s\" has a byte 0x%02x that is not "
 			                  "allowed in a header name", i, h->name, *p);
 	for (size_t r = 0; r < sizeof reserved / sizeof reserved[0]; r++) {
 		size_t n = strlen(reserved[r]);
@@ -313,13 +300,13 @@ static int sigv4_check_header(const struct sd_sigv4_pair *h, size_t i, char *err
 		while (k < n && (h->name[k] | 0x20) == reserved[r][k])
 			k++;
 		if (k == n)
-			return sigv4_fail(err, errlen, "sigv4: header %zu (%s) is set by the signer", i, h->name);
+			return sd_errf(err, errlen, "sigv4: header %zu (%s) is set by the signer", i, h->name);
 	}
 	if (!h->value)
-		return sigv4_fail(err, errlen, "sigv4: header %zu (%.64s) has no value", i, h->name);
+		return sd_errf(err, errlen, "sigv4: header %zu (%.64s) has no value", i, h->name);
 	for (const unsigned char *p = (const unsigned char *)h->value; *p; p++)
 		if ((*p < ' ' && *p != '\t') || *p == 127)
-			return sigv4_fail(err, errlen, "sigv4: header %zu (%.64s) value has a control byte 0x%02x", i,
+			return sd_errf(err, errlen, "sigv4: header %zu (%.64s) value has a control byte 0x%02x", i,
 			                  h->name, *p);
 	return 0;
 }
@@ -329,19 +316,19 @@ static int sigv4_check(const struct sd_sigv4_request *req, const struct sd_sigv4
                        size_t errlen)
 {
 	if (!req)
-		return sigv4_fail(err, errlen, "sigv4: no request");
+		return sd_errf(err, errlen, "sigv4: no request");
 	if (!creds)
-		return sigv4_fail(err, errlen, "sigv4: no credentials");
+		return sd_errf(err, errlen, "sigv4: no credentials");
 	if (!req->method || !*req->method)
-		return sigv4_fail(err, errlen, "sigv4: method is empty");
+		return sd_errf(err, errlen, "sigv4: method is empty");
 	for (const char *p = req->method; *p; p++)
 		if (*p < 'A' || *p > 'Z')
-			return sigv4_fail(err, errlen, "sigv4: method \"%.16s\" is not upper-case letters", req->method);
+			return sd_errf(err, errlen, "sigv4: method \"%.16s\" is not upper-case letters", req->method);
 	if (!req->host || !*req->host)
-		return sigv4_fail(err, errlen, "sigv4: host is empty");
+		return sd_errf(err, errlen, "sigv4: host is empty");
 	for (const unsigned char *p = (const unsigned char *)req->host; *p; p++)
 		if (*p <= ' ' || *p >= 127 || *p == '/')
-			return sigv4_fail(err, errlen, "sigv4: host has a byte 0x%02x", *p);
+			return sd_errf(err, errlen, "sigv4: host has a byte 0x%02x", *p);
 	if (sigv4_check_path(req->path, err, errlen) < 0)
 		return -1;
 	if (!sigv4_check_scope("region", req->region, err, errlen) ||
@@ -349,32 +336,32 @@ static int sigv4_check(const struct sd_sigv4_request *req, const struct sd_sigv4
 	    !sigv4_check_scope("access key id", creds->access_key_id, err, errlen))
 		return -1;
 	if (!creds->secret_key || !*creds->secret_key)
-		return sigv4_fail(err, errlen, "sigv4: secret key is empty");
+		return sd_errf(err, errlen, "sigv4: secret key is empty");
 	if (creds->session_token)
 		for (const unsigned char *p = (const unsigned char *)creds->session_token; *p; p++)
 			if (*p < ' ' || *p == 127)
-				return sigv4_fail(err, errlen, "sigv4: session token has a control byte 0x%02x", *p);
+				return sd_errf(err, errlen, "sigv4: session token has a control byte 0x%02x", *p);
 	if (req->nquery > SD_SIGV4_MAX_PAIRS)
-		return sigv4_fail(err, errlen, "sigv4: %zu query pairs (at most %d)", req->nquery, SD_SIGV4_MAX_PAIRS);
+		return sd_errf(err, errlen, "sigv4: %zu query pairs (at most %d)", req->nquery, SD_SIGV4_MAX_PAIRS);
 	if (req->nquery && !req->query)
-		return sigv4_fail(err, errlen, "sigv4: %zu query pairs but no array", req->nquery);
+		return sd_errf(err, errlen, "sigv4: %zu query pairs but no array", req->nquery);
 	for (size_t i = 0; i < req->nquery; i++)
 		if (!req->query[i].name || !req->query[i].value)
-			return sigv4_fail(err, errlen, "sigv4: query pair %zu has a NULL name or value", i);
+			return sd_errf(err, errlen, "sigv4: query pair %zu has a NULL name or value", i);
 	if (req->nheaders > SD_SIGV4_MAX_HEADERS)
-		return sigv4_fail(err, errlen, "sigv4: %zu headers (at most %d)", req->nheaders, SD_SIGV4_MAX_HEADERS);
+		return sd_errf(err, errlen, "sigv4: %zu headers (at most %d)", req->nheaders, SD_SIGV4_MAX_HEADERS);
 	if (req->nheaders && !req->headers)
-		return sigv4_fail(err, errlen, "sigv4: %zu headers but no array", req->nheaders);
+		return sd_errf(err, errlen, "sigv4: %zu headers but no array", req->nheaders);
 	for (size_t i = 0; i < req->nheaders; i++) {
 		if (sigv4_check_header(&req->headers[i], i, err, errlen) < 0)
 			return -1;
 		for (size_t j = 0; j < i; j++)
 			if (strcasecmp(req->headers[i].name, req->headers[j].name) == 0)
-				return sigv4_fail(err, errlen, "sigv4: header %zu (%.64s) is given twice (also header %zu)",
+				return sd_errf(err, errlen, "sigv4: header %zu (%.64s) is given twice (also header %zu)",
 				                  i, req->headers[i].name, j);
 	}
 	if (req->body_len && !req->body)
-		return sigv4_fail(err, errlen, "sigv4: body_len is %zu but body is NULL", req->body_len);
+		return sd_errf(err, errlen, "sigv4: body_len is %zu but body is NULL", req->body_len);
 	return 0;
 }
 
@@ -485,50 +472,50 @@ int sd_sigv4_sign(const struct sd_sigv4_request *req, const struct sd_sigv4_cred
 	if (err && errlen > 0)
 		err[0] = '\0';
 	if (!out)
-		return sigv4_fail(err, errlen, "sigv4: no output");
+		return sd_errf(err, errlen, "sigv4: no output");
 	memset(out, 0, sizeof *out);
 	if (sigv4_check(req, creds, err, errlen) < 0)
 		return -1;
 
 	struct tm tm;
 	if (!gmtime_r(&req->when, &tm) || tm.tm_year < 70 || tm.tm_year > 9999 - 1900)
-		return sigv4_fail(err, errlen, "sigv4: time %lld is not between 1970 and 9999",
+		return sd_errf(err, errlen, "sigv4: time %lld is not between 1970 and 9999",
 		                  (long long)req->when);
 	if (strftime(out->amz_date, sizeof out->amz_date, "%Y%m%dT%H%M%SZ", &tm) != 16)
-		return sigv4_fail(err, errlen, "sigv4: cannot format time %lld", (long long)req->when);
+		return sd_errf(err, errlen, "sigv4: cannot format time %lld", (long long)req->when);
 	char date[9];
 	memcpy(date, out->amz_date, 8);
 	date[8] = '\0';
 
 	if (sigv4_sha256_hex(req->body_len ? req->body : "", req->body_len, out->payload_hash) < 0) {
 		memset(out, 0, sizeof *out);
-		return sigv4_fail(err, errlen, "sigv4: SHA-256 of the body failed (libcrypto)");
+		return sd_errf(err, errlen, "sigv4: SHA-256 of the body failed (libcrypto)");
 	}
 
 	struct sigv4_buf cr = {0};
 	if (sigv4_canonical_request(req, creds, out, &cr) < 0) {
 		free(cr.p);
 		memset(out, 0, sizeof *out);
-		return sigv4_fail(err, errlen, "sigv4: out of memory");
+		return sd_errf(err, errlen, "sigv4: out of memory");
 	}
 	const char *signed_headers;
 	size_t signed_len;
 	sigv4_signed_headers(&cr, &signed_headers, &signed_len);
 	int rc = -1;
 	if (sigv4_sha256_hex(cr.p, cr.len, out->canonical_hash) < 0) {
-		sigv4_fail(err, errlen, "sigv4: SHA-256 of the canonical request failed (libcrypto)");
+		sd_errf(err, errlen, "sigv4: SHA-256 of the canonical request failed (libcrypto)");
 		goto done;
 	}
 	char sts[256];
 	int n = snprintf(sts, sizeof sts, "AWS4-HMAC-SHA256\n%s\n%s/%s/%s/aws4_request\n%s", out->amz_date, date,
 	                 req->region, req->service, out->canonical_hash);
 	if (n < 0 || (size_t)n >= sizeof sts) {
-		sigv4_fail(err, errlen, "sigv4: region and service are too long (%zu + %zu bytes)",
+		sd_errf(err, errlen, "sigv4: region and service are too long (%zu + %zu bytes)",
 		           strlen(req->region), strlen(req->service));
 		goto done;
 	}
 	if (sigv4_signature(req, creds, date, sts, out) < 0) {
-		sigv4_fail(err, errlen, "sigv4: HMAC-SHA256 failed (libcrypto or out of memory)");
+		sd_errf(err, errlen, "sigv4: HMAC-SHA256 failed (libcrypto or out of memory)");
 		goto done;
 	}
 	n = snprintf(out->authorization, sizeof out->authorization,
@@ -536,7 +523,7 @@ int sd_sigv4_sign(const struct sd_sigv4_request *req, const struct sd_sigv4_cred
 	             creds->access_key_id, date, req->region, req->service, (int)signed_len, signed_headers,
 	             out->signature);
 	if (n < 0 || (size_t)n >= sizeof out->authorization) {
-		sigv4_fail(err, errlen, "sigv4: the Authorization header would be %d bytes (at most %d)", n,
+		sd_errf(err, errlen, "sigv4: the Authorization header would be %d bytes (at most %d)", n,
 		           SD_SIGV4_AUTH_SIZE - 1);
 		goto done;
 	}

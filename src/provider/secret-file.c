@@ -1,0 +1,85 @@
+/* src/provider/secret-file.c - reading a file that holds a secret
+ * (secret-file.h). */
+#include "config.h"
+#include "src/provider/secret-file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int sd_errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (err && errlen > 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+int sd_secret_file_read(const char *path, size_t max, const char *holds, const char *kind, char **buf,
+                        size_t *len, char *err, size_t errlen)
+{
+	*buf = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		int e = errno;
+		sd_errf(err, errlen, "%s: cannot open: %s", path, strerror(e));
+		return e == ENOENT ? 1 : -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return sd_errf(err, errlen, "%s: cannot stat: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return sd_errf(err, errlen, "%s: not a regular file", path);
+	}
+	if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+		close(fd);
+		return sd_errf(err, errlen, "%s: %s %s by others (mode %04o); chmod 600 %s", path, holds,
+		               (st.st_mode & (S_IRGRP | S_IROTH)) ? "readable" : "writable",
+		               (unsigned)(st.st_mode & 07777), path);
+	}
+	char *p = malloc(max + 2);
+	if (!p) {
+		close(fd);
+		return sd_errf(err, errlen, "%s: out of memory", path);
+	}
+	size_t n = 0;
+	while (n <= max) {
+		ssize_t r = read(fd, p + n, max + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int e = errno;
+			close(fd);
+			OPENSSL_cleanse(p, n);
+			free(p);
+			return sd_errf(err, errlen, "%s: cannot read: %s", path, strerror(e));
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	close(fd);
+	if (n > max) {
+		OPENSSL_cleanse(p, n);
+		free(p);
+		return sd_errf(err, errlen, "%s: larger than %zu KiB, not a %s", path, max >> 10, kind);
+	}
+	p[n] = '\0';
+	*buf = p;
+	*len = n;
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* src/provider/secret-file.h - what the cloud providers' credential code
+ * shares: reading a file that holds a secret (a GCE service-account key,
+ * ~/.aws/credentials) and the one-line error it reports.
+ *
+ * A secret file is opened once and checked with fstat on that descriptor,
+ * so the mode checked is the mode of the file read (no window to swap the
+ * file between check and read).  It is refused, with the file named and
+ * the fix, when its group or others may read or write it, as OpenSSH
+ * refuses such a private key ("UNPROTECTED PRIVATE KEY FILE") and as
+ * issue 13 asks.  st_size is not trusted: at most MAX bytes are read, one
+ * more to tell a larger file.  Every buffer that held the file's bytes is
+ * wiped with OPENSSL_cleanse before it is freed, on every path. */
+#ifndef SD_PROVIDER_SECRET_FILE_H
+#define SD_PROVIDER_SECRET_FILE_H
+
+#include <stddef.h>
+
+/* Formats the one-line message into ERR (ERRLEN bytes, when ERR is not
+ * NULL and ERRLEN > 0) and returns -1, so that `return sd_errf(...)` ends
+ * a failing call. */
+int sd_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Reads the secret file PATH, at most MAX bytes, into *BUF (malloc'd,
+ * NUL-terminated; *LEN bytes before the NUL).  The caller owns *BUF and
+ * must OPENSSL_cleanse it before free.
+ *
+ * HOLDS completes the mode error "PATH: HOLDS readable by others (mode
+ * 0644); chmod 600 PATH" (e.g. "key file is", "holds AWS keys and is");
+ * KIND completes the size error "PATH: larger than N KiB, not a KIND".
+ *
+ * Returns 0; 1 when PATH does not exist (ERR then says "PATH: cannot open:
+ * No such file or directory", for a caller to whom that is an error); -1
+ * with ERR when it cannot be opened, read or stat'ed, is not a regular
+ * file, is open to others or is larger than MAX.  *BUF is NULL unless 0
+ * is returned. */
+int sd_secret_file_read(const char *path, size_t max, const char *holds, const char *kind, char **buf,
+                        size_t *len, char *err, size_t errlen);
+
+#endif
