@@ -553,6 +553,78 @@ static int cmd_assert(const char *path, const char *now_s, const char *scope)
 	return 0;
 }
 
+/* ------------------------------------------------------------ gcloud's answer */
+
+/* 2026-12-03T06:00:00Z is 1796364000 s after the epoch (date -u -d). */
+#define GCLOUD_EXPIRY 1796277600
+
+static void test_token_from_gcloud(void)
+{
+	struct sd_gce_token t;
+	char err[512], who[64];
+	/* The shape google-auth-library-python's tests read
+	 * (tests/data/cloud_sdk_config.json), with today's date. */
+	const char *ok = "{\"configuration\": {\"active_configuration\": \"default\", \"properties\": "
+	                 "{\"core\": {\"account\": \"me@example.com\", \"project\": \"p1\"}}}, "
+	                 "\"credential\": {\"access_token\": \"ya29.a0gcloud\", "
+	                 "\"token_expiry\": \"2026-12-03T06:00:00Z\"}, \"sentinels\": {}}";
+	CHECK(sd_gce_token_from_gcloud(ok, strlen(ok), GCLOUD_EXPIRY - 3000, &t, who, sizeof who, err,
+	                               sizeof err) == 0, "%s", err);
+	CHECK_STR(t.access_token, "ya29.a0gcloud");
+	CHECK_STR(who, "me@example.com");
+	CHECK_INT(t.expires_at, GCLOUD_EXPIRY);
+	CHECK_INT(t.refresh_at, GCLOUD_EXPIRY - 300);
+	sd_gce_token_free(&t);
+	/* 200 s left: asked again half-way, after 100 s. */
+	CHECK_INT(sd_gce_token_from_gcloud(ok, strlen(ok), GCLOUD_EXPIRY - 200, &t, who, sizeof who, err,
+	                                   sizeof err), 0);
+	CHECK_INT(t.refresh_at, GCLOUD_EXPIRY - 100);
+	sd_gce_token_free(&t);
+	/* Expired: said so, with the account and what to do. */
+	CHECK_INT(sd_gce_token_from_gcloud(ok, strlen(ok), GCLOUD_EXPIRY, &t, who, sizeof who, err,
+	                                   sizeof err), -1);
+	CHECK_STR(err, "gcloud's token for me@example.com expired at 2026-12-03T06:00:00Z: run gcloud auth login");
+	CHECK(t.access_token == NULL);
+
+	/* Fractional seconds; no account named. */
+	const char *frac = "{\"credential\": {\"access_token\": \"tok\", "
+	                   "\"token_expiry\": \"2026-12-03T06:00:00.250000Z\"}}";
+	CHECK(sd_gce_token_from_gcloud(frac, strlen(frac), GCLOUD_EXPIRY - 1000, &t, who, sizeof who, err,
+	                               sizeof err) == 0, "%s", err);
+	CHECK_INT(t.expires_at, GCLOUD_EXPIRY);
+	CHECK_STR(who, "");
+	sd_gce_token_free(&t);
+
+	static const struct {
+		const char *json, *want;
+	} bad[] = {
+		{"ERROR: (gcloud.config.config-helper) You do not currently have an active account selected.",
+		 "gcloud config config-helper: the answer is not a JSON object"},
+		{"{\"configuration\": {}}", "gcloud config config-helper: no \"credential\" object in the answer"},
+		{"{\"credential\": {\"token_expiry\": \"2026-12-03T06:00:00Z\"}}",
+		 "gcloud config config-helper: credential.access_token is missing"},
+		{"{\"credential\": {\"access_token\": \"\", \"token_expiry\": \"2026-12-03T06:00:00Z\"}}",
+		 "gcloud config config-helper: credential.access_token is not a non-empty string"},
+		{"{\"credential\": {\"access_token\": \"t\"}}",
+		 "gcloud config config-helper: credential.token_expiry \"(missing)\" is not a UTC time like "
+		 "2026-12-03T06:00:00Z"},
+		/* A local time with an offset is not what gcloud writes. */
+		{"{\"credential\": {\"access_token\": \"t\", \"token_expiry\": \"2026-12-03T06:00:00+01:00\"}}",
+		 "gcloud config config-helper: credential.token_expiry \"2026-12-03T06:00:00+01:00\" is not a UTC "
+		 "time like 2026-12-03T06:00:00Z"},
+		{"{\"credential\": {\"access_token\": \"t\", \"token_expiry\": \"2026-12-03 06:00:00Z\"}}",
+		 "gcloud config config-helper: credential.token_expiry \"2026-12-03 06:00:00Z\" is not a UTC "
+		 "time like 2026-12-03T06:00:00Z"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		CHECK_INT(sd_gce_token_from_gcloud(bad[i].json, strlen(bad[i].json), GCLOUD_EXPIRY - 3000, &t, who,
+		                                   sizeof who, err, sizeof err), -1);
+		CHECK_STR(err, bad[i].want);
+		CHECK(t.access_token == NULL);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 5 && strcmp(argv[1], "--assert") == 0)
@@ -566,6 +638,7 @@ int main(int argc, char **argv)
 	test_base64url();
 	test_form_body();
 	test_token_parse();
+	test_token_from_gcloud();
 	test_keys();
 	rm_tree(dir);
 	return check_exit("test-gce-auth");

@@ -5,7 +5,8 @@
 # with it through the HTTP client on the loop) and one line per check.
 # Checks a healthy project, then each way a run could not start: a key
 # readable by others, a key the token endpoint refuses, no GPU quota left,
-# no zone able to run the GPU, a missing image; and that a 503 storm is
+# no zone able to run the GPU, a missing image; a token from gcloud (and
+# gcloud with no login, or none installed); and that a 503 storm is
 # ridden out by retries while no request carries the key or the token in
 # its URL.
 . "$(dirname "$0")/lib.sh"
@@ -98,7 +99,54 @@ assert zl == [403, 403, 200], "the last 3 zone lists: %r" % zl
 PY
 ok "403 rateLimitExceeded is retried (403, 403, 200)"
 
-# 7. Job values that would go into URLs, and a zone listed twice, are
+# 7. "credentials": "gcloud": the token of the person logged in with
+# gcloud, from `gcloud config config-helper --format=json`.  The stand-in
+# gcloud does what gcloud does for a login: it exchanges its credential (a
+# signed JWT here) at the token endpoint, and prints the token with its
+# expiry in config-helper's shape.  It records its arguments and whether
+# anything came on its stdin (nothing may: it is /dev/null).
+cat >"$T/gcloud" <<EOF
+#!/bin/sh
+printf '%s\n' "\$*" >"$T/gcloud.args"
+[ -n "\$(head -c1)" ] && echo "stdin not empty" >>"$T/gcloud.args"
+exec "$PY" - "$T/sa.pem" "$BASE/token" <<'PYG'
+import json, sys, time, urllib.parse, urllib.request
+import jwt
+pem, uri = sys.argv[1:3]
+now = int(time.time())
+a = jwt.encode({"iss": "sd@p1.iam.gserviceaccount.com", "aud": uri, "iat": now, "exp": now + 3600,
+                "scope": "https://www.googleapis.com/auth/cloud-platform"}, open(pem).read(),
+               algorithm="RS256", headers={"kid": "k1"})
+body = urllib.parse.urlencode({"grant_type": "urn:ietf:params:oauth:grant-type:jwt-bearer",
+                               "assertion": a}).encode()
+t = json.load(urllib.request.urlopen(uri, body))
+print(json.dumps({"configuration": {"active_configuration": "default", "properties": {"core": {
+                      "account": "me@example.com", "project": "p1"}}},
+                  "credential": {"access_token": t["access_token"],
+                                 "token_expiry": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                               time.gmtime(now + t["expires_in"]))},
+                  "sentinels": {}}, indent=2))
+PYG
+EOF
+chmod 755 "$T/gcloud"
+job gcloud ", \"gcloud\": \"$T/gcloud\""
+doctor 0
+has '^ok +credentials: a token for me@example.com, 3[0-9]{3} s left$'
+has '^ok +project: p1: GPUS_ALL_REGIONS 4 of 4 left$'
+[ "$(cat "$T/gcloud.args")" = "config config-helper --format=json" ] ||
+	fail "gcloud ran with: $(cat "$T/gcloud.args")"
+ok "credentials gcloud: the token from gcloud config config-helper, for the account it names"
+# gcloud with no login: its own last words; gcloud not installed: said so.
+printf '#!/bin/sh\necho "WARNING: some notice" >&2\necho "ERROR: (gcloud.config.config-helper) You do not currently have an active account selected." >&2\nexit 1\n' >"$T/gcloud"
+doctor 1
+has "^FAIL +credentials: no token from gcloud: $T/gcloud config config-helper: exit status 1: ERROR: \(gcloud\.config\.config-helper\) You do not currently have an active account selected\.$"
+[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
+job gcloud ", \"gcloud\": \"$T/no-such-gcloud\""
+doctor 1
+has "^FAIL +credentials: no token from gcloud: $T/no-such-gcloud: not found \(install the Google Cloud CLI"
+ok "gcloud without a login, and no gcloud at all: one FAIL line each, with gcloud's words"
+
+# 8. Job values that would go into URLs, and a zone listed twice, are
 # job-file errors (exit 2) naming the field, before anything is sent.
 printf '{"provider": {"name": "gce", "project": "p1/../p2", "zones": ["us-central1-a"], "credentials": "%s", "api_root": "%s/compute/v1"}}\n' "$KEY" "$BASE" >"$T/job.json"
 doctor 2

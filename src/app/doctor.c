@@ -37,6 +37,7 @@ struct doctor {
 	struct sd_http *http;
 	struct sd_gce_client *gce;
 	/* settings */
+	char *gcloud;             /* provider.gcloud: the program, when credentials is "gcloud" */
 	char *project, *credentials, *machine_type, *accelerator, *image, *api_root, *billing_root;
 	int count;
 	char *zones[MAX_ZONES];
@@ -150,7 +151,9 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 	switch (d->step) {
 	case ST_PROJECT:
 		if (r->status == 0 && !strncmp(r->error, "token: ", 7)) {
-			if (!d->credentials)
+			if (d->credentials && !strcmp(d->credentials, "gcloud"))
+				say(d, "FAIL", "credentials", "no token from gcloud: %s", r->error + 7);
+			else if (!d->credentials)
 				say(d, "FAIL", "credentials", "no key given (provider.credentials or "
 				    "$GOOGLE_APPLICATION_CREDENTIALS) and no metadata server (not on a GCE VM?): %s",
 				    r->error + 7);
@@ -409,7 +412,7 @@ static void next(struct doctor *d)
 /* The settings: the job file's "provider" object. */
 static const char *const gce_keys[] = {"name", "project", "zones", "credentials", "machine_type",
 				       "accelerator", "accelerator_count", "image", "api_root",
-				       "billing_root", NULL};
+				       "billing_root", "gcloud", NULL};
 
 char *sd_doctor_opt_str(const cJSON *p, const char *key, const char *dflt, const char *file, int *bad)
 {
@@ -517,6 +520,7 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 		}
 		const char *env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
 		d->credentials = sd_doctor_opt_str(p, "credentials", env && *env ? env : NULL, file, &bad);
+		d->gcloud = sd_doctor_opt_str(p, "gcloud", "gcloud", file, &bad);
 		d->machine_type = sd_doctor_opt_str(p, "machine_type", "n1-standard-8", file, &bad);
 		d->accelerator = sd_doctor_opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
 		d->image = sd_doctor_opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
@@ -602,6 +606,7 @@ static void doctor_free(struct doctor *d)
 {
 	free(d->project);
 	free(d->credentials);
+	free(d->gcloud);
 	free(d->machine_type);
 	free(d->accelerator);
 	free(d->image);
@@ -688,6 +693,11 @@ static int doctor_gce(const cJSON *p, const char *file)
 	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
 	struct sd_gce_client_config cfg = {.project = d->project, .compute_root = d->api_root,
 					   .key_file = d->credentials};
+	/* "credentials": "gcloud" is the login of whoever runs spotdeck. */
+	if (d->credentials && !strcmp(d->credentials, "gcloud")) {
+		cfg.key_file = NULL;
+		cfg.gcloud = d->gcloud;
+	}
 	if (d->http)
 		d->gce = sd_gce_client_new(d->http, &cfg, err, sizeof err);
 	if (!d->gce) {

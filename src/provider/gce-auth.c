@@ -8,6 +8,7 @@
 #include "src/provider/secret-file.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -430,6 +431,83 @@ int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd
 		}
 	}
 	/* cJSON's copy of the token is wiped like ours. */
+	sd_gce_json_wipe(root);
+	cJSON_Delete(root);
+	return r;
+}
+
+/* "2026-12-03T06:00:00Z" or "...:00.123456Z" (UTC) as seconds since the
+ * epoch; -1 for anything else. */
+static int64_t sd_gce_rfc3339_utc(const char *s)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!end || strlen(s) < 20 || s[4] != '-' || s[10] != 'T')
+		return -1;
+	if (*end == '.') {
+		end++;
+		if (!isdigit((unsigned char)*end))
+			return -1;
+		while (isdigit((unsigned char)*end))
+			end++;
+	}
+	if (strcmp(end, "Z") != 0)
+		return -1;
+	time_t t = timegm(&tm);
+	return t == (time_t)-1 ? -1 : (int64_t)t;
+}
+
+int sd_gce_token_from_gcloud(const char *json_text, size_t len, int64_t now, struct sd_gce_token *token,
+                             char *account, size_t accountlen, char *err, size_t errlen)
+{
+	memset(token, 0, sizeof *token);
+	if (account && accountlen)
+		account[0] = '\0';
+	cJSON *root = json_text ? cJSON_ParseWithLength(json_text, len) : NULL;
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return sd_errf(err, errlen, "gcloud config config-helper: the answer is not a JSON object");
+	}
+	int r = -1;
+	const cJSON *acct = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(root, "configuration"), "properties"), "core"), "account");
+	char who[256];
+	sd_gce_one_line(cJSON_IsString(acct) ? acct->valuestring : "", who, sizeof who);
+	if (account && accountlen)
+		snprintf(account, accountlen, "%s", who);
+	const cJSON *cred = cJSON_GetObjectItemCaseSensitive(root, "credential");
+	const cJSON *at = cJSON_GetObjectItemCaseSensitive(cred, "access_token");
+	const cJSON *te = cJSON_GetObjectItemCaseSensitive(cred, "token_expiry");
+	int64_t expiry = cJSON_IsString(te) ? sd_gce_rfc3339_utc(te->valuestring) : -1;
+	if (!cJSON_IsObject(cred)) {
+		sd_errf(err, errlen, "gcloud config config-helper: no \"credential\" object in the answer");
+	} else if (!cJSON_IsString(at) || !at->valuestring || !*at->valuestring) {
+		sd_errf(err, errlen, "gcloud config config-helper: credential.access_token is %s",
+		        at ? "not a non-empty string" : "missing");
+	} else if (expiry < 0) {
+		char t[64];
+		sd_gce_one_line(cJSON_IsString(te) ? te->valuestring : "(missing)", t, sizeof t);
+		sd_errf(err, errlen, "gcloud config config-helper: credential.token_expiry \"%s\" is not a UTC "
+		        "time like 2026-12-03T06:00:00Z", t);
+	} else if (now < 0 || now > SD_GCE_TIME_MAX) {
+		sd_errf(err, errlen, "time %" PRId64 " out of range", now);
+	} else if (expiry <= now) {
+		sd_errf(err, errlen, "gcloud's token for %s expired at %s: run gcloud auth login",
+		        who[0] ? who : "its account", te->valuestring);
+	} else {
+		int64_t left = expiry - now;
+		int64_t margin = left / 2 < SD_GCE_TOKEN_REFRESH_MARGIN ? left / 2 : SD_GCE_TOKEN_REFRESH_MARGIN;
+		token->access_token = sd_gce_strdup(at->valuestring);
+		if (!token->access_token) {
+			sd_errf(err, errlen, "out of memory");
+		} else {
+			token->expires_at = expiry;
+			token->refresh_at = expiry - margin;
+			r = 0;
+		}
+	}
 	sd_gce_json_wipe(root);
 	cJSON_Delete(root);
 	return r;

@@ -162,6 +162,26 @@ int sd_gce_token_request_body(const char *assertion, char *out, size_t outlen);
 int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd_gce_token *token,
                        char *err, size_t errlen);
 
+/* Parses what `gcloud config config-helper --format=json` prints (len
+ * bytes of json_text), read at `now`, into *token, and the account it is
+ * for into account (accountlen bytes; "" when gcloud names none).  This is
+ * how google-auth-library-python reads a gcloud login
+ * (google/auth/_cloud_sdk.py; the shape is in its tests' data
+ * cloud_sdk_config.json and kubectl's gcp auth provider):
+ *   {"configuration": {"properties": {"core": {"account": "me@example.com",
+ *    ...}}}, "credential": {"access_token": "ya29...",
+ *    "token_expiry": "2026-12-03T06:00:00Z"}, ...}
+ * token_expiry is UTC, RFC 3339 with "Z", fractional seconds allowed.
+ * Refused, with a message naming what is wrong: text that is not a JSON
+ * object; no "credential" object; an access_token that is missing, empty
+ * or not a string; a token_expiry missing or not of that form; a token
+ * already expired at `now` ("gcloud's token for ACCOUNT expired at
+ * EXPIRY: run gcloud auth login").  expires_at is token_expiry; refresh_at
+ * as for sd_gce_token_parse (SD_GCE_TOKEN_REFRESH_MARGIN, or half what is
+ * left).  On failure *token is left empty. */
+int sd_gce_token_from_gcloud(const char *json_text, size_t len, int64_t now, struct sd_gce_token *token,
+                             char *account, size_t accountlen, char *err, size_t errlen);
+
 /* Wipes and frees what *token owns and empties it; token may be NULL. */
 void sd_gce_token_free(struct sd_gce_token *token);
 

@@ -8,6 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+#include <uv.h>
+
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-auth.h"
 
@@ -25,6 +28,8 @@ struct gce_call {
 struct sd_gce_client {
 	struct sd_http *http;
 	char *project, *root, *metadata_host;
+	char *gcloud;             /* the program, or NULL */
+	char gcloud_account[256]; /* as gcloud named it ("" until a token) */
 	int have_key;
 	struct sd_gce_key key;
 	struct sd_gce_token token;
@@ -146,10 +151,198 @@ static void on_token(void *arg, const struct sd_http_response *r)
 	flush_waiting(c, NULL);
 }
 
+/* ---- the token from gcloud ----
+ * One child at a time: gcloud config config-helper --format=json, stdout
+ * (at most GCLOUD_OUT_MAX bytes: the answer is about 1 KiB) and stderr (its
+ * last line says what went wrong) read through pipes on the loop; the
+ * answer is taken once the child has exited and both pipes are closed. */
+#define GCLOUD_OUT_MAX (64u << 10)
+#define GCLOUD_ERR_MAX 2048
+
+struct gcloud_run {
+	struct sd_gce_client *c;
+	int *alive;
+	uv_process_t proc;
+	uv_pipe_t out, err;
+	char *obuf;                /* GCLOUD_OUT_MAX + 1; wiped */
+	size_t olen;
+	char ebuf[GCLOUD_ERR_MAX + 1];
+	size_t elen;
+	int too_long;
+	int64_t status;
+	int term_signal, exited, open_handles;
+	int spawn_failed;          /* nothing to tell the client: finish only frees */
+};
+
+static void gcloud_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	struct gcloud_run *g = h->data;
+	if ((uv_pipe_t *)h == &g->out) {
+		size_t room = GCLOUD_OUT_MAX - g->olen;
+		*buf = uv_buf_init(g->obuf + g->olen, (unsigned)room);
+	} else {
+		size_t room = GCLOUD_ERR_MAX - g->elen;
+		*buf = uv_buf_init(g->ebuf + g->elen, (unsigned)room);
+	}
+	if (!buf->len) {
+		/* Full: read into a scratch byte and drop it. */
+		static char scratch[256];
+		*buf = uv_buf_init(scratch, sizeof scratch);
+		if ((uv_pipe_t *)h == &g->out)
+			g->too_long = 1;
+	}
+}
+
+static void gcloud_finish(struct gcloud_run *g);
+
+static void gcloud_closed(uv_handle_t *h)
+{
+	struct gcloud_run *g = h->data;
+	if (--g->open_handles == 0)
+		gcloud_finish(g);
+}
+
+static void gcloud_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	struct gcloud_run *g = s->data;
+	if (n > 0) {
+		if ((uv_pipe_t *)s == &g->out && buf->base == g->obuf + g->olen)
+			g->olen += (size_t)n;
+		else if ((uv_pipe_t *)s == &g->err && buf->base == g->ebuf + g->elen)
+			g->elen += (size_t)n;
+	} else if (n < 0) {
+		uv_close((uv_handle_t *)s, gcloud_closed);
+	}
+}
+
+static void gcloud_exit(uv_process_t *p, int64_t status, int term_signal)
+{
+	struct gcloud_run *g = p->data;
+	g->status = status;
+	g->term_signal = term_signal;
+	g->exited = 1;
+	uv_close((uv_handle_t *)p, gcloud_closed);
+}
+
+/* The last non-empty line of gcloud's stderr, for the message. */
+static const char *gcloud_last_line(struct gcloud_run *g)
+{
+	g->ebuf[g->elen] = '\0';
+	char *e = g->ebuf + g->elen;
+	while (e > g->ebuf && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' '))
+		*--e = '\0';
+	char *nl = strrchr(g->ebuf, '\n');
+	char *line = nl ? nl + 1 : g->ebuf;
+	for (char *q = line; *q; q++)
+		if ((unsigned char)*q < 0x20)
+			*q = ' ';
+	return line;
+}
+
+static void gcloud_finish(struct gcloud_run *g)
+{
+	int *alive = g->alive;
+	struct sd_gce_client *c = g->c;
+	char err[512], msg[800];
+	const char *fail = NULL;
+	if (g->spawn_failed) {
+		/* fetch_token has already told the waiting calls. */
+	} else if (*alive) {
+		c->fetching = 0;
+		const char *last = gcloud_last_line(g);
+		if (g->term_signal) {
+			snprintf(msg, sizeof msg, "token: %s config config-helper: killed by signal %d", c->gcloud,
+			         g->term_signal);
+			fail = msg;
+		} else if (g->status != 0) {
+			snprintf(msg, sizeof msg, "token: %s config config-helper: exit status %lld%s%.300s", c->gcloud,
+			         (long long)g->status, last[0] ? ": " : "", last);
+			fail = msg;
+		} else if (g->too_long) {
+			snprintf(msg, sizeof msg, "token: %s config config-helper: more than %u KiB on stdout",
+			         c->gcloud, GCLOUD_OUT_MAX >> 10);
+			fail = msg;
+		} else {
+			sd_gce_token_free(&c->token);
+			if (sd_gce_token_from_gcloud(g->obuf, g->olen, (int64_t)time(NULL), &c->token, c->gcloud_account,
+			                             sizeof c->gcloud_account, err, sizeof err) < 0) {
+				snprintf(msg, sizeof msg, "token: %s", err);
+				fail = msg;
+			}
+		}
+		flush_waiting(c, fail);
+	} else {
+		free(alive);
+	}
+	OPENSSL_cleanse(g->obuf, GCLOUD_OUT_MAX + 1);
+	free(g->obuf);
+	free(g);
+}
+
+/* Starts gcloud; -1 with ERR when it cannot be started. */
+static int gcloud_start(struct sd_gce_client *c, char *err, size_t errlen)
+{
+	uv_loop_t *loop = sd_http_loop(c->http);
+	struct gcloud_run *g = calloc(1, sizeof *g);
+	if (g)
+		g->obuf = malloc(GCLOUD_OUT_MAX + 1);
+	if (!g || !g->obuf) {
+		if (g)
+			free(g);
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	g->c = c;
+	g->alive = c->alive;
+	uv_pipe_init(loop, &g->out, 0);
+	uv_pipe_init(loop, &g->err, 0);
+	g->out.data = g->err.data = g->proc.data = g;
+	char a1[] = "config", a2[] = "config-helper", a3[] = "--format=json";
+	char *args[] = {c->gcloud, a1, a2, a3, NULL};
+	uv_stdio_container_t stdio[3] = {
+		{.flags = UV_IGNORE},
+		{.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&g->out},
+		{.flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE, .data.stream = (uv_stream_t *)&g->err},
+	};
+	uv_process_options_t o = {
+		.exit_cb = gcloud_exit, .file = c->gcloud, .args = args, .stdio = stdio, .stdio_count = 3,
+	};
+	int rc = uv_spawn(loop, &g->proc, &o);
+	if (rc < 0) {
+		if (rc == UV_ENOENT)
+			snprintf(err, errlen, "%s: not found (install the Google Cloud CLI and run gcloud auth login, "
+			         "or give provider.credentials a service-account key file)", c->gcloud);
+		else
+			snprintf(err, errlen, "%s: cannot run: %s", c->gcloud, uv_strerror(rc));
+		/* uv_spawn failed: the process handle still needs closing. */
+		g->open_handles = 3;
+		g->spawn_failed = 1;
+		uv_close((uv_handle_t *)&g->proc, gcloud_closed);
+		uv_close((uv_handle_t *)&g->out, gcloud_closed);
+		uv_close((uv_handle_t *)&g->err, gcloud_closed);
+		return -1;
+	}
+	g->open_handles = 3;
+	uv_read_start((uv_stream_t *)&g->out, gcloud_alloc, gcloud_read);
+	uv_read_start((uv_stream_t *)&g->err, gcloud_alloc, gcloud_read);
+	return 0;
+}
+
 static void fetch_token(struct sd_gce_client *c)
 {
 	if (c->fetching)
 		return;
+	if (c->gcloud && !c->have_key) {
+		char err[400], msg[450];
+		c->fetching = 1;
+		if (gcloud_start(c, err, sizeof err) < 0) {
+			c->fetching = 0;
+			snprintf(msg, sizeof msg, "token: %s", err);
+			flush_waiting(c, msg);
+		}
+		return;
+	}
 	char err[256], url[512], msg[300];
 	struct token_req *t = malloc(sizeof *t);
 	if (!t) {
@@ -223,8 +416,9 @@ struct sd_gce_client *sd_gce_client_new(struct sd_http *http, const struct sd_gc
 	c->project = xstrdup(cfg->project);
 	c->root = xstrdup(cfg->compute_root ? cfg->compute_root : SD_GCE_COMPUTE_ROOT);
 	c->metadata_host = xstrdup(mh && *mh ? mh : "metadata.google.internal");
+	c->gcloud = cfg->gcloud && !cfg->key_file ? xstrdup(cfg->gcloud) : NULL;
 	c->alive = malloc(sizeof *c->alive);
-	if (!c->project || !c->root || !c->metadata_host || !c->alive) {
+	if (!c->project || !c->root || !c->metadata_host || !c->alive || (cfg->gcloud && !cfg->key_file && !c->gcloud)) {
 		snprintf(err, errlen, "gce: out of memory");
 		goto fail;
 	}
@@ -237,6 +431,7 @@ struct sd_gce_client *sd_gce_client_new(struct sd_http *http, const struct sd_gc
 	return c;
 fail:
 	free(c->alive);
+	free(c->gcloud);
 	free(c->project);
 	free(c->root);
 	free(c->metadata_host);
@@ -263,6 +458,7 @@ void sd_gce_client_free(struct sd_gce_client *c)
 	sd_gce_token_free(&c->token);
 	if (c->have_key)
 		sd_gce_key_free(&c->key);
+	free(c->gcloud);
 	free(c->project);
 	free(c->root);
 	free(c->metadata_host);
@@ -312,7 +508,11 @@ int sd_gce_call(struct sd_gce_client *c, const char *label, const char *method, 
 
 const char *sd_gce_client_identity(const struct sd_gce_client *c)
 {
-	return c->have_key ? c->key.client_email : "the metadata server's default service account";
+	if (c->have_key)
+		return c->key.client_email;
+	if (c->gcloud)
+		return c->gcloud_account[0] ? c->gcloud_account : "gcloud's active account";
+	return "the metadata server's default service account";
 }
 
 double sd_gce_client_token_left(const struct sd_gce_client *c)

@@ -7,7 +7,14 @@
  *   - otherwise the metadata server of the VM the controller runs on:
  *     GET http://HOST/computeMetadata/v1/instance/service-accounts/default/token
  *     with "Metadata-Flavor: Google", HOST being $GCE_METADATA_HOST (the
- *     override Google's own libraries honour) or metadata.google.internal.
+ *     override Google's own libraries honour) or metadata.google.internal;
+ *   - or, when the config names a gcloud program, the login of the person
+ *     running spotdeck: `GCLOUD config config-helper --format=json` (what
+ *     google-auth-library-python runs for a gcloud login; it prints the
+ *     token with its expiry, where `gcloud auth print-access-token` prints
+ *     the token alone), run on the loop with stdin from /dev/null.  gcloud
+ *     refreshes its own login; it is asked again before the expiry it gave.
+ *     The token comes on gcloud's stdout, never on a command line.
  * The token is fetched once for all the calls that wait for it, renewed
  * before it lapses (SD_GCE_TOKEN_REFRESH_MARGIN), and a call answered 401
  * fetches a new one and is sent once more.  The token only ever travels in
@@ -29,6 +36,8 @@ struct sd_gce_client_config {
 	                            * "http://127.0.0.1:PORT/compute/v1" in the tests */
 	const char *key_file;      /* service-account key JSON; NULL: the metadata server */
 	const char *metadata_host; /* NULL: $GCE_METADATA_HOST, else metadata.google.internal */
+	const char *gcloud;        /* the gcloud program ("gcloud": found on PATH) to take the
+	                            * token from; NULL: not used.  Ignored with a key_file. */
 };
 
 /* A client sending through HTTP (borrowed; it must outlive the client).
@@ -58,8 +67,9 @@ int sd_gce_call(struct sd_gce_client *c, const char *label, const char *method, 
 /* The HTTP client it sends through (and so its loop: sd_http_loop). */
 struct sd_http *sd_gce_client_http(const struct sd_gce_client *c);
 
-/* Who the calls run as: the key's client_email, or "the metadata server's
- * default service account". */
+/* Who the calls run as: the key's client_email, gcloud's account once a
+ * token is had ("gcloud's active account" before), or "the metadata
+ * server's default service account". */
 const char *sd_gce_client_identity(const struct sd_gce_client *c);
 
 /* Seconds the current token has left (uv_now clock), or -1 when none has
