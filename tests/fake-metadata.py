@@ -16,6 +16,12 @@ sections 1.4, 2.4 and 3):
          GETs under /latest/meta-data/ need X-aws-ec2-metadata-token (401
          without, or expired); spot/instance-action and
          events/recommendations/rebalance are 404 until flipped.
+         iam/security-credentials/ lists the instance role given with
+         --aws-role NAME (404 without one) and iam/security-credentials/NAME
+         is its key as EC2 writes it: {"Code": "Success", "LastUpdated",
+         "Type": "AWS-HMAC", "AccessKeyId", "SecretAccessKey", "Token",
+         "Expiration": now + --aws-role-ttl (21600 s), "...Z"}, the key being
+         --aws-role-key AKID:SECRET:TOKEN.
   Azure  /metadata/scheduledevents?api-version=...: 400 without
          "Metadata: true" or api-version; {"DocumentIncarnation","Events"};
          a Preempt event for VM "spotdeck-vm" once flipped (NotBefore 30 s
@@ -31,7 +37,7 @@ Control (no headers needed), for the test:
                             status (None while unanswered)}],
                             "acks": [{time, event_id}]}
 """
-import email.utils, json, os, secrets, sys, threading, time, urllib.parse
+import argparse, email.utils, json, os, secrets, sys, threading, time, urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fake-cloud"))
@@ -176,6 +182,16 @@ class Handler(BaseHTTPRequestHandler):
             action, rebalance = state["aws_action"], state["aws_rebalance"]
         if not valid:
             return self.reply(401, "")
+        creds = "/latest/meta-data/iam/security-credentials/"
+        if p == creds or p == creds[:-1]:
+            return self.reply(200, ARGS.aws_role, "text/plain") if ARGS.aws_role else self.reply(404, "")
+        if ARGS.aws_role and p == creds + ARGS.aws_role:
+            kid, secret, token = ARGS.aws_role_key.split(":", 2)
+            now = time.time()
+            return self.reply(200, json.dumps({
+                "Code": "Success", "LastUpdated": iso(now), "Type": "AWS-HMAC", "AccessKeyId": kid,
+                "SecretAccessKey": secret, "Token": token, "Expiration": iso(now + ARGS.aws_role_ttl)},
+                indent=2), "text/plain")
         if p == "/latest/meta-data/spot/instance-action":
             return self.reply(200, json.dumps(action), "text/plain") if action else self.reply(404, "")
         if p == "/latest/meta-data/events/recommendations/rebalance":
@@ -212,6 +228,12 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--aws-role")
+    ap.add_argument("--aws-role-key", default="ASIAFAKEROLE0000KEY:fake-secret:fake-token")
+    ap.add_argument("--aws-role-ttl", type=int, default=21600)
+    ARGS = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     print(srv.server_address[1], flush=True)

@@ -20,5 +20,5 @@ TESTS += tests/test-aws-creds tests/test-aws-creds-botocore.sh
 EXTRA_DIST += tests/test-aws-creds-botocore.sh
 tests_test_aws_creds_SOURCES = tests/test-aws-creds.c tests/check.h tests/tmpdir.h \
 	src/provider/aws-creds.c src/provider/aws-creds.h src/provider/secret-file.c src/provider/secret-file.h
-tests_test_aws_creds_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS) $(INIH_CFLAGS)
-tests_test_aws_creds_LDADD = $(CRYPTO_LIBS) $(INIH_LIBS)
+tests_test_aws_creds_CPPFLAGS = $(AM_CPPFLAGS) $(CRYPTO_CFLAGS) $(INIH_CFLAGS) $(CJSON_CFLAGS)
+tests_test_aws_creds_LDADD = $(CRYPTO_LIBS) $(INIH_LIBS) $(CJSON_LIBS)

@@ -223,6 +223,55 @@ static int probe(void)
 	return 0;
 }
 
+/* The instance role's key as IMDS answers it (EC2 User Guide's example). */
+static void test_imds(void)
+{
+	struct sd_aws_creds c;
+	long long exp;
+	char err[512];
+	/* 2026-12-03T12:00:00Z = 1796299200 */
+	const char *ok = "{\n  \"Code\" : \"Success\",\n  \"LastUpdated\" : \"2026-12-03T06:00:00Z\",\n"
+	                 "  \"Type\" : \"AWS-HMAC\",\n  \"AccessKeyId\" : \"ASIAIOSFODNN7EXAMPLE\",\n"
+	                 "  \"SecretAccessKey\" : \"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\",\n"
+	                 "  \"Token\" : \"IQoJb3JpZ2luX2VjEXAMPLE==\",\n  \"Expiration\" : \"2026-12-03T12:00:00Z\"\n}";
+	CHECK(sd_aws_creds_from_imds(ok, strlen(ok), 1796299200LL - 3600, "web", &c, &exp, err, sizeof err) == 0,
+	      "%s", err);
+	CHECK_STR(c.key_id, "ASIAIOSFODNN7EXAMPLE");
+	CHECK_STR(c.secret, "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
+	CHECK_STR(c.token, "IQoJb3JpZ2luX2VjEXAMPLE==");
+	CHECK_STR(c.where, "the instance role web (IMDS)");
+	CHECK(exp == 1796299200LL, "Expiration %lld", exp);
+	sd_aws_creds_clear(&c);
+	static const struct {
+		const char *json, *want;
+		long long now;
+	} bad[] = {
+		{"<html>", "instance role web: the metadata service's answer is not a JSON object", 0},
+		{"{\"Code\": \"AssumeRoleUnauthorizedAccess\"}",
+		 "instance role web: the metadata service's Code is AssumeRoleUnauthorizedAccess, not Success", 0},
+		{"{\"Code\": \"Success\", \"AccessKeyId\": \"ASIA1\", \"SecretAccessKey\": \"s\", "
+		 "\"Expiration\": \"2026-12-03T12:00:00Z\"}",
+		 "instance role web: AccessKeyId, SecretAccessKey or Token missing in the metadata service's answer", 0},
+		{"{\"Code\": \"Success\", \"AccessKeyId\": \"ASIA1\", \"SecretAccessKey\": \"s\", \"Token\": \"t\", "
+		 "\"Expiration\": \"2026-12-03 12:00:00\"}",
+		 "instance role web: Expiration is not a UTC time like 2026-12-03T12:00:00Z", 0},
+		{"{\"Code\": \"Success\", \"AccessKeyId\": \"ASIA1\", \"SecretAccessKey\": \"s\", \"Token\": \"t\", "
+		 "\"Expiration\": \"2026-12-03T12:00:00Z\"}",
+		 "instance role web: the key expired at 2026-12-03T12:00:00Z", 1796299200LL},
+		{"{\"Code\": \"Success\", \"AccessKeyId\": \"ASIA 1\", \"SecretAccessKey\": \"s\", \"Token\": \"t\", "
+		 "\"Expiration\": \"2026-12-03T12:00:00Z\"}",
+		 "the instance role web (IMDS): the key id, secret or token has a space or a character that is not "
+		 "printable ASCII", 0},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		err[0] = '\0';
+		CHECK(sd_aws_creds_from_imds(bad[i].json, strlen(bad[i].json), bad[i].now, "web", &c, &exp, err,
+		                             sizeof err) == -1, "case %zu accepted", i);
+		CHECK_STR(err, bad[i].want);
+		CHECK(c.key_id == NULL, "case %zu left a key", i);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "--probe"))
@@ -232,6 +281,7 @@ int main(int argc, char **argv)
 	snprintf(conf, sizeof conf, "%s/config", dir);
 	test_order();
 	test_refusals();
+	test_imds();
 	rm_tree(dir);
 	return check_exit("test-aws-creds");
 }

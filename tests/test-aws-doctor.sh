@@ -92,3 +92,49 @@ chmod 644 "$T/home/.aws/credentials"
 profile_doctor 1
 has "^FAIL +credentials: $T/home/\.aws/credentials: holds AWS keys and is readable by others \(mode 0644\); chmod 600 "
 ok "the job's profile from ~/.aws/credentials; the file refused once others can read it"
+
+# 6. No key in the job, the environment or ~/.aws: the instance role's
+# temporary key from IMDSv2 (tests/fake-metadata.py), against a fake EC2
+# that takes only that key with its session token.  Then no metadata
+# service (a closed port: not on EC2), and IMDS disabled.
+kill "$FAKE_PID" 2>/dev/null
+ROLE_ID=ASIAFAKEROLE00TEST ROLE_SECRET=roleSECRET/K7MDENG+instanceKEY ROLE_TOKEN=IQoJb3JpZ2luX2VjEFAKEsessionTOKEN
+fake_start ec2-role.py "$PY" "$top_srcdir/tests/fake-cloud/ec2.py" --regions us-east-1 --azs us-east-1a \
+	--access-key "$ROLE_ID" --secret-key "$ROLE_SECRET" --session-token "$ROLE_TOKEN" --prices "$T/prices.json"
+EC2_PID=$FAKE_PID BASE=http://127.0.0.1:$FAKE_PORT
+fake_start imds "$PY" "$top_srcdir/tests/fake-metadata.py" --aws-role spotdeck-run \
+	--aws-role-key "$ROLE_ID:$ROLE_SECRET:$ROLE_TOKEN"
+IMDS=http://127.0.0.1:$FAKE_PORT
+trap 'kill "$EC2_PID" "$FAKE_PID" 2>/dev/null; rm -rf "$T"' EXIT
+job '["us-east-1a"]'
+mkdir -p "$T/empty"
+# role_doctor WANT_RC [ENV...]: doctor with no key anywhere but IMDS.
+role_doctor() {
+	_want=$1; shift
+	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
+		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE -u AWS_EC2_METADATA_DISABLED HOME="$T/empty" \
+		AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS" AWS_METADATA_SERVICE_TIMEOUT=10 "$@" \
+		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
+	rc=$?
+	[ "$rc" = "$_want" ] || fail "doctor exited $rc, want $_want: $(cat "$T/out" "$T/err")"
+	! grep -qE "$ROLE_SECRET|$ROLE_TOKEN" "$T/out" "$T/err" || fail "the role's secret or token in doctor's output"
+}
+role_doctor 0
+has '^ok +credentials: key ASIA\.\.\.TEST \(from the instance role spotdeck-run \(IMDS\)\) accepted in us-east-1$'
+has '^ok +launch: a Spot g4dn\.xlarge from ami-0123456789abcdef0 in us-east-1a would be allowed \(DryRun\)$'
+"$PY" - "$IMDS" <<'PY' || fail "the metadata service's log"
+import json, sys, urllib.request
+log = json.load(urllib.request.urlopen(sys.argv[1] + "/_control/log"))["requests"]
+got = [(r["method"], r["path"], r["status"]) for r in log]
+want = [("PUT", "/latest/api/token", 200),
+        ("GET", "/latest/meta-data/iam/security-credentials/", 200),
+        ("GET", "/latest/meta-data/iam/security-credentials/spotdeck-run", 200)]
+assert got == want, "IMDS saw %r, want %r (one key for every call)" % (got, want)
+PY
+ok "the instance role's key from IMDSv2 (token, role, key; once), signed with its session token"
+role_doctor 1 AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:1
+has "^FAIL +credentials: no AWS credentials: .*; and no instance role: http://127\.0\.0\.1:1/latest/api/token: "
+[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a key: $(cat "$T/out")"
+role_doctor 1 AWS_EC2_METADATA_DISABLED=true
+has "^FAIL +credentials: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write them in $T/empty/\.aws/credentials\$"
+ok "no metadata service, and IMDS disabled: one FAIL line each"

@@ -69,6 +69,12 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 	case ST_ZONES: {
 		struct sd_ec2_zone z[64];
 		int n = r->status == 200 ? sd_ec2_zones_parse(r->body, r->body_len, z, 64, err, sizeof err) : -1;
+		if (r->status == 0 && !strncmp(r->error, "credentials: ", 13)) {
+			/* No key in the chain, and the instance role's could not be had. */
+			say(d, "FAIL", "credentials", "%s", r->error + 13);
+			d->step = ST_END;
+			break;
+		}
 		if (r->status != 200) {
 			answer_error(r, &e);
 			say(d, "FAIL", "credentials", "key %s in %s: %s: %s", sd_aws_client_identity(d->aws), d->region,

@@ -6,7 +6,16 @@
  *
  * Credentials: the config's, else the environment's, else the shared
  * credentials and config files' (aws-creds.h has the chain and its
- * errors); the instance role (IMDS) is not read yet.  The secret never
+ * errors), else the instance role's temporary key from IMDSv2 at
+ * $AWS_EC2_METADATA_SERVICE_ENDPOINT (default http://169.254.169.254;
+ * none when $AWS_EC2_METADATA_DISABLED is "true"), each attempt given
+ * $AWS_METADATA_SERVICE_TIMEOUT seconds (1) and
+ * $AWS_METADATA_SERVICE_NUM_ATTEMPTS attempts (1), as botocore reads
+ * them.  That key is fetched when the first call needs it and again 15
+ * minutes before it expires (botocore's advisory refresh; half-way when
+ * less is left); calls made meanwhile wait for it.  When it cannot be had
+ * they end with status 0 and the error "credentials: <where the chain
+ * looked>; and no instance role: <why>".  The secret never
  * leaves this module but as a signature;
  * the journal and errors show the key id's last 4 characters only
  * (sd_aws_client_identity).
@@ -34,9 +43,10 @@ struct sd_aws_client_config {
 	const char *config_file;     /* NULL: aws-creds.h's default */
 };
 
-/* NULL with ERR when the region is missing, no credentials are found
- * ("no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY,
- * or write them in ~/.aws/credentials") or a source is bad (aws-creds.h). */
+/* NULL with ERR when the region is missing, a source of the chain is bad
+ * (aws-creds.h), or the chain has no key and IMDS is disabled ("no AWS
+ * credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write
+ * them in ~/.aws/credentials") or its endpoint is not http(s)://. */
 struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aws_client_config *cfg,
 					char *err, size_t errlen);
 /* Wipes the secret and frees the client (calls in flight end in http.h). */
@@ -50,7 +60,7 @@ int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sig
 		int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen);
 
 /* "AKIA...WXYZ": the key id shortened to its last 4 characters, for
- * messages. */
+ * messages ("(instance role)" until the role's key is had). */
 const char *sd_aws_client_identity(const struct sd_aws_client *c);
 /* Where the key came from: "the environment", "/home/u/.aws/credentials
  * [default]", "the job". */

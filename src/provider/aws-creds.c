@@ -3,6 +3,8 @@
 #include "src/provider/aws-creds.h"
 #include "src/provider/secret-file.h"
 
+#include <cJSON.h>
+#include <ctype.h>
 #include <ini.h>
 #include <openssl/crypto.h>
 #include <pwd.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 /* inih as Debian builds it reads lines of at most INI_MAX_LINE - 1 bytes,
@@ -253,4 +256,74 @@ int sd_aws_creds_resolve(const struct sd_aws_creds_source *src, struct sd_aws_cr
 	snprintf(err, errlen, "no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write them "
 		 "in %s", cred_path[0] ? cred_path : "~/.aws/credentials");
 	return 1;
+}
+
+/* "2026-12-03T12:00:00Z" (UTC, fractional seconds allowed) as seconds
+ * since the epoch; -1 for anything else. */
+static long long utc_time(const char *s)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	const char *end = s && strlen(s) >= 20 && s[10] == 'T' ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
+	if (!end)
+		return -1;
+	if (*end == '.') {
+		for (end++; isdigit((unsigned char)*end); end++)
+			;
+	}
+	if (strcmp(end, "Z") != 0)
+		return -1;
+	time_t t = timegm(&tm);
+	return t == (time_t)-1 ? -1 : (long long)t;
+}
+
+static void json_wipe(cJSON *item)
+{
+	for (; item; item = item->next) {
+		if (cJSON_IsString(item) && item->valuestring)
+			OPENSSL_cleanse(item->valuestring, strlen(item->valuestring));
+		json_wipe(item->child);
+	}
+}
+
+int sd_aws_creds_from_imds(const char *json, size_t len, long long now, const char *role,
+			   struct sd_aws_creds *out, long long *expires, char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	*expires = 0;
+	cJSON *root = json ? cJSON_ParseWithLength(json, len) : NULL;
+	if (!cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return sd_errf(err, errlen, "instance role %s: the metadata service's answer is not a JSON object",
+			       role);
+	}
+	const cJSON *code = cJSON_GetObjectItemCaseSensitive(root, "Code");
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "AccessKeyId");
+	const cJSON *sec = cJSON_GetObjectItemCaseSensitive(root, "SecretAccessKey");
+	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "Token");
+	const cJSON *exp = cJSON_GetObjectItemCaseSensitive(root, "Expiration");
+	long long when = cJSON_IsString(exp) ? utc_time(exp->valuestring) : -1;
+	char where[200];
+	snprintf(where, sizeof where, "the instance role %s (IMDS)", role);
+	int r = -1;
+	if (!cJSON_IsString(code) || strcmp(code->valuestring, "Success") != 0) {
+		char c[96];
+		snprintf(c, sizeof c, "%s", cJSON_IsString(code) ? code->valuestring : "(none)");
+		c[strcspn(c, "\r\n")] = '\0';
+		sd_errf(err, errlen, "instance role %s: the metadata service's Code is %s, not Success", role, c);
+	} else if (!cJSON_IsString(id) || !*id->valuestring || !cJSON_IsString(sec) || !*sec->valuestring ||
+		   !cJSON_IsString(tok) || !*tok->valuestring) {
+		sd_errf(err, errlen, "instance role %s: AccessKeyId, SecretAccessKey or Token missing in the "
+			"metadata service's answer", role);
+	} else if (when < 0) {
+		sd_errf(err, errlen, "instance role %s: Expiration is not a UTC time like 2026-12-03T12:00:00Z", role);
+	} else if (when <= now) {
+		sd_errf(err, errlen, "instance role %s: the key expired at %s", role, exp->valuestring);
+	} else if (set(out, id->valuestring, sec->valuestring, tok->valuestring, where, err, errlen) == 0) {
+		*expires = when;
+		r = 0;
+	}
+	json_wipe(root);
+	cJSON_Delete(root);
+	return r;
 }

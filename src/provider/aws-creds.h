@@ -15,8 +15,12 @@
  * with case, as botocore (Python's configparser) does.  Unlike botocore,
  * " ; text" after a value is a comment (inih's inline comments); no valid
  * key, secret or token has a space in it.  Both files are INI files, read with inih (Debian:
- * libinih-dev), not a parser of ours.  The instance role (IMDS) is not
- * read.
+ * libinih-dev), not a parser of ours.
+ *
+ *   5. the instance role, when none of the above has a key: the temporary
+ *      key EC2's instance metadata service (IMDSv2) hands the instance's
+ *      role.  That needs HTTP, so aws-client.h asks for it on the loop;
+ *      sd_aws_creds_from_imds reads its answer.
  *
  * A file that group or others may read or write is refused, as the AWS CLI
  * writes it (mode 0600) and as the gce key file is (gce-auth.h).  A file
@@ -59,6 +63,21 @@ struct sd_aws_creds {
  * first and holds nothing unless 0 is returned. */
 int sd_aws_creds_resolve(const struct sd_aws_creds_source *src, struct sd_aws_creds *out, char *err,
 			 size_t errlen);
+
+/* The instance role's key: what IMDS answers to
+ *   GET /latest/meta-data/iam/security-credentials/ROLE
+ * (EC2 User Guide, "Retrieve security credentials from instance
+ * metadata"): {"Code": "Success", "LastUpdated": "...", "Type": "AWS-HMAC",
+ * "AccessKeyId": "ASIA...", "SecretAccessKey": "...", "Token": "...",
+ * "Expiration": "2026-12-03T12:00:00Z"}, LEN bytes of JSON (need not be
+ * NUL-terminated), read at NOW (seconds since the epoch).  OUT gets the key,
+ * the token and where "the instance role ROLE (IMDS)"; *EXPIRES the
+ * Expiration.  -1 with ERR naming what is wrong: not a JSON object, a Code
+ * other than "Success" (with it), a key id, secret or token missing, an
+ * Expiration not of that UTC form, or one already past.  OUT is zeroed
+ * first and holds nothing unless 0 is returned. */
+int sd_aws_creds_from_imds(const char *json, size_t len, long long now, const char *role,
+			   struct sd_aws_creds *out, long long *expires, char *err, size_t errlen);
 
 /* Wipes the secret and token (OPENSSL_cleanse) and frees the strings. */
 void sd_aws_creds_clear(struct sd_aws_creds *c);
