@@ -19,8 +19,8 @@ fake_start ec2.py "$PY" "$top_srcdir/tests/fake-cloud/ec2.py" --regions us-east-
 BASE=http://127.0.0.1:$FAKE_PORT
 # job ZONES [IMAGE]: a job file whose provider is the fake.
 job() {
-	printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": %s, "image": "%s", "endpoint": "%s"}}\n' \
-		"$1" "${2:-ami-0123456789abcdef0}" "$BASE" >"$T/job.json"
+	printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": %s, "image": "%s", "endpoint": "%s", "quotas_endpoint": "%s"}}\n' \
+		"$1" "${2:-ami-0123456789abcdef0}" "$BASE" "$BASE" >"$T/job.json"
 }
 control() { "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"))' "$BASE/_control/$1" "$2" || fail "control $1"; }
 # doctor WANT_RC [SECRET]: runs it into $T/out, checks the exit status.
@@ -42,8 +42,22 @@ has '^ok +zone: us-east-1b is available$'
 has '^ok +launch: a Spot g4dn\.xlarge from ami-0123456789abcdef0 in us-east-1a would be allowed \(DryRun\)$'
 has '^ok +prices: us-east-1a: \$0\.2104/h for a Spot g4dn\.xlarge'
 has '^ok +prices: us-east-1b: \$0\.1987/h for a Spot g4dn\.xlarge'
-[ "$(grep -c . "$T/out")" = 6 ] || fail "expected 6 lines: $(cat "$T/out")"
-ok "a healthy account: 6 checks ok, exit 0"
+has '^ok +quota: All G and VT Spot Instance Requests \(L-3819A6DF\) allows 64 vCPUs in us-east-1; a Spot g4dn\.xlarge takes 4$'
+[ "$(grep -c . "$T/out")" = 7 ] || fail "expected 7 lines: $(cat "$T/out")"
+ok "a healthy account: 7 checks ok, exit 0"
+
+# 1b. A new account's Spot vCPU quota (0, or below one instance): FAIL with
+# the quota's name and code; a p3.2xlarge is counted against the P quota.
+control quota '{"vcpus": 2}'
+doctor 1
+has '^FAIL +quota: All G and VT Spot Instance Requests \(L-3819A6DF\) allows 2 vCPUs in us-east-1, a Spot g4dn\.xlarge takes 4: ask for more in the Service Quotas console$'
+control quota '{"vcpus": 8}'
+printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "instance_type": "p3.2xlarge", "image": "ami-0123456789abcdef0", "endpoint": "%s", "quotas_endpoint": "%s"}}\n' \
+	"$BASE" "$BASE" >"$T/job.json"
+doctor 0
+has '^ok +quota: All P Spot Instance Requests \(L-7212CCBC\) allows 8 vCPUs in us-east-1; a Spot p3\.2xlarge takes 8$'
+control quota '{"vcpus": 64}'
+ok "the Spot vCPU quota: 2 vCPUs for a 4-vCPU g4dn fails; the P quota for a p3"
 
 # 2. A wrong secret: EC2's SignatureDoesNotMatch, and nothing else runs.
 doctor 1 "not-the-secret"
@@ -76,8 +90,8 @@ mkdir -p "$T/home/.aws"
 printf '[default]\naws_access_key_id = AKIANOTTHISONE000\naws_secret_access_key = wrong\n[work]\naws_access_key_id = %s\naws_secret_access_key = %s\n' \
 	"$KEY_ID" "$SECRET" >"$T/home/.aws/credentials"
 chmod 600 "$T/home/.aws/credentials"
-printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "profile": "work", "image": "ami-0123456789abcdef0", "endpoint": "%s"}}\n' \
-	"$BASE" >"$T/job.json"
+printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "profile": "work", "image": "ami-0123456789abcdef0", "endpoint": "%s", "quotas_endpoint": "%s"}}\n' \
+	"$BASE" "$BASE" >"$T/job.json"
 profile_doctor() {
 	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
 		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE HOME="$T/home" \

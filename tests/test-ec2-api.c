@@ -133,5 +133,47 @@ int main(void)
 		CHECK(!strcmp(sd_ec2_classify(cls[i].code), cls[i].scope), "%s: %s, want %s", cls[i].code,
 		      sd_ec2_classify(cls[i].code), cls[i].scope);
 	check_report(1, "error codes in their failover scopes");
+
+	/* DescribeInstanceTypes as EC2 answers it (abridged; the nested
+	 * gpus/item is not a new instance type). */
+	static const char types[] =
+		"<DescribeInstanceTypesResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">"
+		"<requestId>r</requestId><instanceTypeSet>"
+		"<item><instanceType>g4dn.xlarge</instanceType><currentGeneration>true</currentGeneration>"
+		"<vCpuInfo><defaultVCpus>4</defaultVCpus><defaultCores>2</defaultCores></vCpuInfo>"
+		"<gpuInfo><gpus><item><name>T4</name><manufacturer>NVIDIA</manufacturer><count>1</count>"
+		"<memoryInfo><sizeInMiB>16384</sizeInMiB></memoryInfo></item></gpus></gpuInfo></item>"
+		"<item><instanceType>p4d.24xlarge</instanceType><vCpuInfo><defaultVCpus>96</defaultVCpus></vCpuInfo>"
+		"<gpuInfo><gpus><item><name>A100</name><count>8</count></item></gpus></gpuInfo></item>"
+		"<item><instanceType>m5.large</instanceType><vCpuInfo><defaultVCpus>2</defaultVCpus></vCpuInfo></item>"
+		"</instanceTypeSet></DescribeInstanceTypesResponse>";
+	struct sd_ec2_instance_type it[4];
+	CHECK_INT(sd_ec2_instance_types_parse(types, strlen(types), it, 4, err, sizeof err), 3);
+	CHECK_STR(it[0].type, "g4dn.xlarge");
+	CHECK_INT(it[0].vcpus, 4);
+	CHECK_INT(it[0].gpus, 1);
+	CHECK_STR(it[1].type, "p4d.24xlarge");
+	CHECK_INT(it[1].vcpus, 96);
+	CHECK_INT(it[1].gpus, 8);
+	CHECK_INT(it[2].vcpus, 2);
+	CHECK_INT(it[2].gpus, 0);
+	/* The Spot vCPU quota by family. */
+	static const struct {
+		const char *type, *code;
+	} q[] = {
+		{"g4dn.xlarge", "L-3819A6DF"}, {"g6e.12xlarge", "L-3819A6DF"}, {"vt1.3xlarge", "L-3819A6DF"},
+		{"p3.2xlarge", "L-7212CCBC"}, {"p5.48xlarge", "L-7212CCBC"}, {"m5.large", "L-34B43A08"},
+		{"c7i.xlarge", "L-34B43A08"}, {"t3.micro", "L-34B43A08"}, {"inf2.xlarge", NULL},
+		{"f1.2xlarge", NULL}, {"dl1.24xlarge", NULL}, {"trn1.2xlarge", NULL}, {"x2idn.16xlarge", NULL},
+		{"g", NULL}, {"", NULL}, {"4dn.xlarge", NULL},
+	};
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+		const char *name = NULL, *code = sd_ec2_spot_quota_code(q[i].type, &name);
+		CHECK((code == NULL) == (q[i].code == NULL) && (!code || !strcmp(code, q[i].code)), "%s: %s, want %s",
+		      q[i].type, code ? code : "none", q[i].code ? q[i].code : "none");
+		CHECK(!code || (name && strstr(name, "Spot Instance Requests")), "%s: name %s", q[i].type,
+		      name ? name : "(null)");
+	}
+	check_report(1, "instance types' vCPUs and GPUs read; the Spot vCPU quota of each family");
 	return check_exit("test-ec2-api");
 }

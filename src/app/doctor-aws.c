@@ -16,13 +16,15 @@
 
 #define MAX_ZONES 32
 
-enum step { ST_ZONES, ST_LAUNCH, ST_PRICES, ST_END };
+enum step { ST_ZONES, ST_LAUNCH, ST_TYPE, ST_QUOTA, ST_PRICES, ST_END };
 
 struct doctor_aws {
 	uv_loop_t loop;
 	struct sd_http *http;
 	struct sd_aws_client *aws;
-	char *region, *type, *image, *endpoint, *profile;
+	char *region, *type, *image, *endpoint, *profile, *quotas_endpoint;
+	int vcpus;                /* the instance type's (DescribeInstanceTypes) */
+	const char *quota_code, *quota_name;
 	char *zones[MAX_ZONES];
 	int zone_ok[MAX_ZONES];
 	int nzones;
@@ -130,6 +132,59 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 			say(d, "FAIL", "launch", "EC2 launched an instance for a DryRun (status 200): terminate it");
 		else
 			say(d, "FAIL", "launch", "a Spot %s in %s: %s: %s", d->type, zone, e.code, e.message);
+		d->quota_code = sd_ec2_spot_quota_code(d->type, &d->quota_name);
+		if (!d->quota_code) {
+			say(d, "warn", "quota", "%s: no Spot vCPU quota code known for its family; not checked", d->type);
+			d->step = ST_PRICES;
+		} else {
+			d->step = ST_TYPE;
+		}
+		break;
+	}
+	case ST_TYPE: {
+		struct sd_ec2_instance_type it[4];
+		int n = r->status == 200 ? sd_ec2_instance_types_parse(r->body, r->body_len, it, 4, err, sizeof err)
+					 : -1;
+		if (r->status != 200) {
+			answer_error(r, &e);
+			snprintf(err, sizeof err, "%s: %s", e.code, e.message);
+		}
+		d->vcpus = n == 1 && !strcmp(it[0].type, d->type) ? it[0].vcpus : 0;
+		if (d->vcpus <= 0) {
+			say(d, "warn", "quota", "%s: its vCPUs unknown (DescribeInstanceTypes: %s); not checked", d->type,
+			    n < 0 ? err : "no such type in the answer");
+			d->step = ST_PRICES;
+		} else {
+			d->step = ST_QUOTA;
+		}
+		break;
+	}
+	case ST_QUOTA: {
+		cJSON *j = r->body_len ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "Quota"), "Value");
+		if (r->status == 200 && cJSON_IsNumber(v)) {
+			double limit = v->valuedouble;
+			if (limit >= d->vcpus)
+				say(d, "ok", "quota", "%s (%s) allows %.0f vCPUs in %s; a Spot %s takes %d", d->quota_name,
+				    d->quota_code, limit, d->region, d->type, d->vcpus);
+			else
+				say(d, "FAIL", "quota", "%s (%s) allows %.0f vCPUs in %s, a Spot %s takes %d: ask for more "
+				    "in the Service Quotas console", d->quota_name, d->quota_code, limit, d->region, d->type,
+				    d->vcpus);
+		} else {
+			/* {"__type": "...#AccessDeniedException", "message": "..."} or the transport's words. */
+			const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "__type");
+			const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+			if (cJSON_IsString(t))
+				snprintf(err, sizeof err, "%s: %s", t->valuestring, cJSON_IsString(m) ? m->valuestring : "");
+			else if (r->status == 0)
+				snprintf(err, sizeof err, "%s", r->error);
+			else
+				snprintf(err, sizeof err, "HTTP %ld, no quota in the answer", r->status);
+			err[strcspn(err, "\r\n")] = '\0';
+			say(d, "warn", "quota", "%s: GetServiceQuota: %s; not checked", d->quota_code, err);
+		}
+		cJSON_Delete(j);
 		d->step = ST_PRICES;
 		break;
 	}
@@ -188,6 +243,18 @@ static void next(struct doctor_aws *d)
 				 sizeof err);
 		break;
 	}
+	case ST_TYPE: {
+		struct sd_sigv4_pair prm[] = {{"InstanceType.1", d->type}};
+		rc = sd_aws_call(d->aws, "DescribeInstanceTypes", prm, 1, 1, on_reply, d, err, sizeof err);
+		break;
+	}
+	case ST_QUOTA: {
+		char body[128];
+		snprintf(body, sizeof body, "{\"ServiceCode\": \"ec2\", \"QuotaCode\": \"%s\"}", d->quota_code);
+		rc = sd_aws_json_call(d->aws, "ServiceQuotasV20190624.GetServiceQuota", body, on_reply, d, err,
+				      sizeof err);
+		break;
+	}
 	case ST_PRICES: {
 		time_t t = time(NULL);
 		strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
@@ -209,7 +276,7 @@ static void next(struct doctor_aws *d)
 }
 
 static const char *const aws_keys[] = {"name",  "region",   "zones",   "instance_type",
-				       "image", "endpoint", "profile", NULL};
+				       "image", "endpoint", "profile", "quotas_endpoint", NULL};
 
 static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 {
@@ -219,6 +286,7 @@ static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 	d->image = sd_doctor_opt_str(p, "image", NULL, file, &bad);
 	d->endpoint = sd_doctor_opt_str(p, "endpoint", NULL, file, &bad);
 	d->profile = sd_doctor_opt_str(p, "profile", NULL, file, &bad);
+	d->quotas_endpoint = sd_doctor_opt_str(p, "quotas_endpoint", NULL, file, &bad);
 	if (!bad && d->profile && (!*d->profile || strpbrk(d->profile, "[]\n\r"))) {
 		fprintf(stderr, "spotdeck doctor: %s: provider.profile: \"%.40s\" is not a profile name\n", file,
 			d->profile);
@@ -282,6 +350,7 @@ static void doctor_aws_free(struct doctor_aws *d)
 	free(d->image);
 	free(d->endpoint);
 	free(d->profile);
+	free(d->quotas_endpoint);
 	for (int i = 0; i < d->nzones; i++)
 		free(d->zones[i]);
 	free(d);
@@ -299,7 +368,8 @@ int sd_doctor_aws(const cJSON *p, const char *file)
 	char err[512];
 	uv_loop_init(&d->loop);
 	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
-	struct sd_aws_client_config cfg = {.region = d->region, .endpoint = d->endpoint, .profile = d->profile};
+	struct sd_aws_client_config cfg = {.region = d->region, .endpoint = d->endpoint, .profile = d->profile,
+					   .quotas_endpoint = d->quotas_endpoint};
 	if (d->http)
 		d->aws = sd_aws_client_new(d->http, &cfg, err, sizeof err);
 	if (!d->aws) {

@@ -16,6 +16,7 @@
 struct aws_call {
 	struct aws_call *next;
 	char label[96];
+	char target[128];            /* X-Amz-Target of a JSON 1.1 call; "": EC2 Query */
 	char *body;
 	size_t blen;
 	int idempotent;
@@ -26,6 +27,7 @@ struct aws_call {
 struct sd_aws_client {
 	struct sd_http *http;
 	char *region, *endpoint, *host;
+	char *q_endpoint, *q_host;   /* Service Quotas */
 	struct sd_aws_creds cr;
 	char identity[32];
 	/* The instance role (no key in the chain): */
@@ -42,8 +44,7 @@ struct sd_aws_client {
 	int *alive;                  /* cleared by free for an answer still coming */
 };
 
-static int send_signed(struct sd_aws_client *c, const char *label, const char *body, size_t blen,
-		       int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen);
+static int send_signed(struct sd_aws_client *c, const struct aws_call *w, char *err, size_t errlen);
 
 void sd_aws_client_free(struct sd_aws_client *c)
 {
@@ -52,6 +53,8 @@ void sd_aws_client_free(struct sd_aws_client *c)
 	free(c->region);
 	free(c->endpoint);
 	free(c->host);
+	free(c->q_endpoint);
+	free(c->q_host);
 	sd_aws_creds_clear(&c->cr);
 	OPENSSL_cleanse(c->imds_token, sizeof c->imds_token);
 	struct aws_call *w = c->waiting;
@@ -101,8 +104,7 @@ static void flush_waiting(struct sd_aws_client *c, const char *error)
 	while (w) {
 		struct aws_call *next = w->next;
 		char err[600];
-		if (error || send_signed(c, w->label, w->body, w->blen, w->idempotent, w->cb, w->arg, err,
-					 sizeof err) < 0) {
+		if (error || send_signed(c, w, err, sizeof err) < 0) {
 			struct sd_http_response r = {.body = "", .error = error ? error : err};
 			w->cb(w->arg, &r);
 		}
@@ -273,6 +275,25 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 		snprintf(err, errlen, "aws: endpoint '%s' has no host", c->endpoint);
 		goto fail;
 	}
+	if (cfg->quotas_endpoint) {
+		c->q_endpoint = strdup(cfg->quotas_endpoint);
+	} else {
+		char ep[256];
+		snprintf(ep, sizeof ep, "https://servicequotas.%s.amazonaws.com", cfg->region);
+		c->q_endpoint = strdup(ep);
+	}
+	h = c->q_endpoint ? strstr(c->q_endpoint, "://") : NULL;
+	if (!h || (strncmp(c->q_endpoint, "http://", 7) != 0 && strncmp(c->q_endpoint, "https://", 8) != 0)) {
+		snprintf(err, errlen, "aws: Service Quotas endpoint '%s' is not http(s)://HOST",
+			 c->q_endpoint ? c->q_endpoint : "(out of memory)");
+		goto fail;
+	}
+	h += 3;
+	c->q_host = strndup(h, strcspn(h, "/"));
+	if (!c->q_host || !*c->q_host) {
+		snprintf(err, errlen, "aws: Service Quotas endpoint '%s' has no host", c->q_endpoint);
+		goto fail;
+	}
 	struct sd_aws_creds_source src = {
 		.access_key_id = cfg->access_key_id, .secret_key = cfg->secret_key,
 		.session_token = cfg->session_token, .profile = cfg->profile,
@@ -319,6 +340,57 @@ fail:
 	return NULL;
 }
 
+/* Sends BODY (ours now) at once when the key is fresh, else once the
+ * instance role's key comes. */
+static int start_call(struct sd_aws_client *c, const char *label, const char *target, char *body, size_t blen,
+		      int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen)
+{
+	struct aws_call *w = calloc(1, sizeof *w);
+	if (!w) {
+		free(body);
+		snprintf(err, errlen, "aws: out of memory");
+		return -1;
+	}
+	snprintf(w->label, sizeof w->label, "%s", label);
+	snprintf(w->target, sizeof w->target, "%s", target);
+	w->body = body;
+	w->blen = blen;
+	w->idempotent = idempotent;
+	w->cb = cb;
+	w->arg = arg;
+	if (creds_fresh(c)) {
+		int r = send_signed(c, w, err, errlen);
+		free(w->body);
+		free(w);
+		return r;
+	}
+	*c->waiting_tail = w;
+	c->waiting_tail = &w->next;
+	if (!c->fetching) {
+		c->fetching = 1;
+		imds_send(c, IMDS_TOKEN);
+	}
+	return 0;
+}
+
+int sd_aws_json_call(struct sd_aws_client *c, const char *target, const char *json, sd_http_cb cb, void *arg,
+		     char *err, size_t errlen)
+{
+	if (!target || strncmp(target, "ServiceQuotasV20190624.", 23) != 0 || strpbrk(target, " \r\n")) {
+		snprintf(err, errlen, "aws: '%s' is not a Service Quotas operation", target ? target : "(null)");
+		return -1;
+	}
+	char *body = strdup(json ? json : "{}");
+	if (!body) {
+		snprintf(err, errlen, "aws: out of memory");
+		return -1;
+	}
+	char label[160];
+	snprintf(label, sizeof label, "aws %s", target);
+	/* Every Service Quotas Get and List is a read: safe to send again. */
+	return start_call(c, label, target, body, strlen(body), 1, cb, arg, err, errlen);
+}
+
 int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sigv4_pair *params, size_t n,
 		int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen)
 {
@@ -340,57 +412,46 @@ int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sig
 	}
 	char label[96];
 	snprintf(label, sizeof label, "aws %s", action);
-	if (creds_fresh(c)) {
-		int r = send_signed(c, label, body, blen, idempotent, cb, arg, err, errlen);
-		free(body);
-		return r;
-	}
-	struct aws_call *w = calloc(1, sizeof *w);
-	if (!w) {
-		free(body);
-		snprintf(err, errlen, "aws: out of memory");
-		return -1;
-	}
-	snprintf(w->label, sizeof w->label, "%s", label);
-	w->body = body;
-	w->blen = blen;
-	w->idempotent = idempotent;
-	w->cb = cb;
-	w->arg = arg;
-	*c->waiting_tail = w;
-	c->waiting_tail = &w->next;
-	if (!c->fetching) {
-		c->fetching = 1;
-		imds_send(c, IMDS_TOKEN);
-	}
-	return 0;
+	return start_call(c, label, "", body, blen, idempotent, cb, arg, err, errlen);
 }
 
-/* Signs BODY with the key now and sends it. */
-static int send_signed(struct sd_aws_client *c, const char *label, const char *body, size_t blen,
-		       int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen)
+/* Signs W's body with the key now and sends it: an EC2 Query call, or
+ * (W->target set) a Service Quotas JSON 1.1 call. */
+static int send_signed(struct sd_aws_client *c, const struct aws_call *w, char *err, size_t errlen)
 {
-	static const char ctype[] = "application/x-www-form-urlencoded; charset=utf-8";
-	struct sd_sigv4_pair hdr = {"Content-Type", ctype};
+	int json = w->target[0] != '\0';
+	const char *ctype = json ? "application/x-amz-json-1.1" : "application/x-www-form-urlencoded; charset=utf-8";
+	struct sd_sigv4_pair hdr[2] = {{"Content-Type", ctype}, {"X-Amz-Target", w->target}};
 	struct sd_sigv4_request rq = {
-		.method = "POST", .host = c->host, .path = "/", .headers = &hdr, .nheaders = 1,
-		.body = body, .body_len = blen, .region = c->region, .service = "ec2", .when = time(NULL),
+		.method = "POST", .host = json ? c->q_host : c->host, .path = "/", .headers = hdr,
+		.nheaders = json ? 2 : 1, .body = w->body, .body_len = w->blen, .region = c->region,
+		.service = json ? "servicequotas" : "ec2", .when = time(NULL),
 	};
 	struct sd_sigv4_creds cr = {c->cr.key_id, c->cr.secret, c->cr.token};
 	struct sd_sigv4_out out;
 	if (sd_sigv4_sign(&rq, &cr, &out, err, errlen) < 0)
 		return -1;
-	char h_date[64], h_auth[SD_SIGV4_AUTH_SIZE + 32], h_type[96], h_token[4096 + 32];
+	char h_date[64], h_auth[SD_SIGV4_AUTH_SIZE + 32], h_type[96], h_target[160], h_token[4096 + 32];
 	snprintf(h_date, sizeof h_date, "X-Amz-Date: %s", out.amz_date);
 	snprintf(h_auth, sizeof h_auth, "Authorization: %s", out.authorization);
 	snprintf(h_type, sizeof h_type, "Content-Type: %s", ctype);
+	snprintf(h_target, sizeof h_target, "X-Amz-Target: %s", w->target);
 	snprintf(h_token, sizeof h_token, "X-Amz-Security-Token: %s", c->cr.token ? c->cr.token : "");
-	const char *headers[] = {h_date, h_auth, h_type, c->cr.token ? h_token : NULL, NULL};
+	const char *headers[6];
+	int n = 0;
+	headers[n++] = h_date;
+	headers[n++] = h_auth;
+	headers[n++] = h_type;
+	if (json)
+		headers[n++] = h_target;
+	if (c->cr.token)
+		headers[n++] = h_token;
+	headers[n] = NULL;
 	char url[512];
-	snprintf(url, sizeof url, "%s/", c->endpoint);
-	struct sd_http_request hr = {.label = label, .method = "POST", .url = url, .headers = headers,
-				     .body = body, .body_len = blen, .idempotent = idempotent};
-	struct sd_http_call *call = sd_http_send(c->http, &hr, cb, arg, err, errlen);
+	snprintf(url, sizeof url, "%s/", json ? c->q_endpoint : c->endpoint);
+	struct sd_http_request hr = {.label = w->label, .method = "POST", .url = url, .headers = headers,
+				     .body = w->body, .body_len = w->blen, .idempotent = w->idempotent};
+	struct sd_http_call *call = sd_http_send(c->http, &hr, w->cb, w->arg, err, errlen);
 	OPENSSL_cleanse(h_token, sizeof h_token);
 	OPENSSL_cleanse(h_auth, sizeof h_auth);
 	return call ? 0 : -1;

@@ -41,6 +41,7 @@ struct sd_aws_client_config {
 	const char *profile;         /* NULL: $AWS_PROFILE, else "default" */
 	const char *credentials_file; /* NULL: aws-creds.h's default */
 	const char *config_file;     /* NULL: aws-creds.h's default */
+	const char *quotas_endpoint; /* NULL: https://servicequotas.REGION.amazonaws.com */
 };
 
 /* NULL with ERR when the region is missing, a source of the chain is bad
@@ -58,6 +59,17 @@ void sd_aws_client_free(struct sd_aws_client *c);
  * (ec2-api.h).  0, or -1 with ERR (nothing sent). */
 int sd_aws_call(struct sd_aws_client *c, const char *action, const struct sd_sigv4_pair *params, size_t n,
 		int idempotent, sd_http_cb cb, void *arg, char *err, size_t errlen);
+
+/* Sends a Service Quotas call (JSON 1.1 protocol, cloud-apis.md has none;
+ * AWS's Service Quotas API Reference): POST / to the Service Quotas
+ * endpoint with "X-Amz-Target: TARGET" (e.g.
+ * "ServiceQuotasV20190624.GetServiceQuota"), "Content-Type:
+ * application/x-amz-json-1.1" and JSON (NULL: "{}"), SigV4-signed for the
+ * service "servicequotas".  Only ServiceQuotasV20190624.* targets (all
+ * reads here: retried as idempotent).  CB gets the JSON answer; an error
+ * is {"__type": "...#NoSuchResourceException", "message": "..."}. */
+int sd_aws_json_call(struct sd_aws_client *c, const char *target, const char *json, sd_http_cb cb, void *arg,
+		     char *err, size_t errlen);
 
 /* "AKIA...WXYZ": the key id shortened to its last 4 characters, for
  * messages ("(instance role)" until the role's key is had). */

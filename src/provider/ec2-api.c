@@ -279,6 +279,64 @@ int sd_ec2_zones_parse(const char *xml, size_t len, struct sd_ec2_zone *out, int
 	return xp_run(&x, xml, len, "zones", err, errlen);
 }
 
+/* Instance types */
+
+static void type_leaf(struct xp *x, const char *t)
+{
+	struct sd_ec2_instance_type *it = item_cur(x);
+	if (!it)
+		return;
+	if (at(x, "instanceTypeSet/item/instanceType"))
+		copy(it->type, sizeof it->type, t);
+	else if (at(x, "instanceTypeSet/item/vCpuInfo/defaultVCpus"))
+		it->vcpus = atoi(t);
+	else if (at(x, "instanceTypeSet/item/gpuInfo/gpus/item/count"))
+		it->gpus += atoi(t);
+}
+
+int sd_ec2_instance_types_parse(const char *xml, size_t len, struct sd_ec2_instance_type *out, int max,
+				char *err, size_t errlen)
+{
+	struct xp x = {.on_open = item_open, .on_leaf = type_leaf, .out = out, .max = max,
+		       .item = "instanceTypeSet/item", .size = sizeof *out};
+	return xp_run(&x, xml, len, "instance types", err, errlen);
+}
+
+const char *sd_ec2_spot_quota_code(const char *type, const char **name)
+{
+	static const struct {
+		const char *families, *code, *name;
+	} q[] = {
+		{"g vt", "L-3819A6DF", "All G and VT Spot Instance Requests"},
+		{"p", "L-7212CCBC", "All P Spot Instance Requests"},
+		{"a c d h i m r t z", "L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"},
+	};
+	/* The family: the letters before the generation's digit ("g4dn" -> g,
+	 * "vt1" -> vt, "inf2" -> inf, "dl1" -> dl). */
+	char fam[8];
+	size_t n = 0;
+	while (type && n < sizeof fam - 1 && type[n] >= 'a' && type[n] <= 'z')
+		n++;
+	if (!type || n == 0 || n >= sizeof fam - 1 || type[n] < '0' || type[n] > '9')
+		return NULL;
+	memcpy(fam, type, n);
+	fam[n] = '\0';
+	for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+		const char *f = q[i].families;
+		while (*f) {
+			size_t l = strcspn(f, " ");
+			if (l == n && !strncmp(f, fam, n)) {
+				if (name)
+					*name = q[i].name;
+				return q[i].code;
+			}
+			f += l;
+			f += strspn(f, " ");
+		}
+	}
+	return NULL;
+}
+
 const char *sd_ec2_classify(const char *code)
 {
 	static const char *const zone[] = {"InsufficientInstanceCapacity", "InsufficientHostCapacity",

@@ -70,6 +70,28 @@ struct sd_ec2_zone {
 int sd_ec2_zones_parse(const char *xml, size_t len, struct sd_ec2_zone *out, int max, char *err,
 		       size_t errlen);
 
+/* An instance type (DescribeInstanceTypes: instanceTypeSet/item), what
+ * the vCPU quota check needs. */
+struct sd_ec2_instance_type {
+	char type[32];         /* instanceType */
+	int vcpus;             /* vCpuInfo/defaultVCpus */
+	int gpus;              /* gpuInfo/gpus/item/count, summed; 0: none */
+};
+int sd_ec2_instance_types_parse(const char *xml, size_t len, struct sd_ec2_instance_type *out, int max,
+				char *err, size_t errlen);
+
+/* The Service Quotas code of the Spot vCPU quota that counts instances of
+ * TYPE ("g4dn.xlarge"), by its family's letters (AWS EC2 User Guide,
+ * "Amazon EC2 service quotas", the vCPU-based Spot Instance limits), with
+ * its name in *NAME:
+ *   G, VT                         L-3819A6DF  All G and VT Spot Instance Requests
+ *   P                             L-7212CCBC  All P Spot Instance Requests
+ *   A, C, D, H, I, M, R, T, Z     L-34B43A08  All Standard (A, C, D, H, I, M, R, T, Z)
+ *                                             Spot Instance Requests
+ * NULL for another family (F, Inf, Trn, X, DL, ...), whose codes are not
+ * in this table. */
+const char *sd_ec2_spot_quota_code(const char *type, const char **name);
+
 /* What an error code means for the next attempt, as the best peers read
  * them (cloud-apis.md 2.3; SkyPilot and AWS ParallelCluster's fast
  * failover set): capacity -> try another zone; quota -> the region;

@@ -114,6 +114,11 @@ Actions:
         zone-type) -> availabilityZoneInfo/item{zoneName, zoneState
         available, regionName, zoneType, optInStatus, messageSet} for the
         region's AZs of --azs (no zoneId: the fake has no AZ ids).
+  DescribeInstanceTypes  InstanceType.N (one not in TYPES: 400
+        InvalidInstanceType "The following supplied instance types do not
+        exist: [T]") -> instanceTypeSet/item{instanceType, vCpuInfo
+        {defaultVCpus}, gpuInfo{gpus/item{name, manufacturer NVIDIA,
+        count}}} (every type of TYPES without InstanceType.N; one page).
   DryRun=true on any action: 412 DryRunOperation "Request would have
         succeeded, but DryRun flag is set." after SigV4 and before the
         action's own checks (the fake has no IAM permissions to check);
@@ -159,6 +164,19 @@ AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:PORT (the IMDS listener;
 the variable the AWS SDKs honour) and SPOTDECK_FAKE_INSTANCE=ID; at
 power-off the group gets SIGTERM, SIGKILL 2 s later.  The fake kills every
 group when it exits on SIGTERM/SIGINT (not on SIGKILL).
+
+Service Quotas (JSON 1.1, the same port; a request carrying X-Amz-Target
+is one): SigV4 as above with the service "servicequotas" in the scope.
+  ServiceQuotasV20190624.GetServiceQuota {"ServiceCode": "ec2",
+        "QuotaCode": C} for the three vCPU-based Spot quotas L-3819A6DF (G
+        and VT), L-7212CCBC (P), L-34B43A08 (Standard) -> {"Quota":
+        {"ServiceCode", "ServiceName", "QuotaArn", "QuotaCode", "QuotaName",
+        "Value": --quota-vcpus (fake-only: one vCPU quota for every family,
+        the one RunInstances enforces), "Unit": "None", "Adjustable": true,
+        "GlobalQuota": false}}; another code or service: 400
+        {"__type": "NoSuchResourceException", "message"}; another target:
+        400 UnknownOperationException.  Content-Type
+        application/x-amz-json-1.1.  Not logged in /_control/log.
 
 Control (no auth, not logged; JSON bodies):
   POST /_control/capacity {"az": AZ, "type": T (optional), "count": N,
@@ -284,7 +302,7 @@ def signature(secret, amzdate, region, service, canonical):
     return sts, hmac.new(k, sts.encode(), hashlib.sha256).hexdigest()
 
 
-def verify_sigv4(method, raw_path, headers, body):
+def verify_sigv4(method, raw_path, headers, body, service="ec2"):
     """Returns the region of the credential scope; raises ApiError."""
     auth = headers.get("Authorization")
     if auth is None:
@@ -295,9 +313,9 @@ def verify_sigv4(method, raw_path, headers, body):
             "parameters of the AWS4-HMAC-SHA256 algorithm. Authorization=%s" % auth.split(" ")[0])
     cred, signed, sig = m.groups()
     parts = cred.split("/")
-    if len(parts) != 5 or parts[3] != "ec2" or parts[4] != "aws4_request":
-        bad("IncompleteSignature", "Credential should be KEY/DATE/REGION/ec2/aws4_request, not '%s'."
-            % "/".join(parts[1:]))
+    if len(parts) != 5 or parts[3] != service or parts[4] != "aws4_request":
+        bad("IncompleteSignature", "Credential should be KEY/DATE/REGION/%s/aws4_request, not '%s'."
+            % (service, "/".join(parts[1:])))
     akid, date, region = parts[0], parts[1], parts[2]
     if akid != A.access_key:
         bad("AuthFailure", "AWS was not able to validate the provided access credentials", 401)
@@ -330,7 +348,7 @@ def verify_sigv4(method, raw_path, headers, body):
         if headers.get_all(n) is None:
             bad("IncompleteSignature", "Signed header '%s' is not in the request." % n)
     canonical = canonical_request(method, raw_path, headers.get_all, names, body)
-    sts, want = signature(A.secret_key, amzdate, region, "ec2", canonical)
+    sts, want = signature(A.secret_key, amzdate, region, service, canonical)
     if not hmac.compare_digest(want, sig):
         bad("SignatureDoesNotMatch", "The request signature we calculated does not match the signature you "
             "provided. Check your AWS Secret Access Key and signing method. Consult the service documentation "
@@ -788,7 +806,51 @@ def describe_availability_zones(region, params):
     return "<availabilityZoneInfo>%s</availabilityZoneInfo>" % "".join(items)
 
 
-ACTIONS = {"RunInstances": run_instances, "DescribeInstances": describe_instances,
+def describe_instance_types(region, params):
+    names = indexed(params, "InstanceType")
+    for n in names:
+        if n not in TYPES:
+            bad("InvalidInstanceType", "The following supplied instance types do not exist: [%s]" % n)
+    items = []
+    for t, (vcpus, gpu) in TYPES.items():
+        if names and t not in names:
+            continue
+        model, _, count = gpu.partition("x")
+        items.append("<item>%s<vCpuInfo>%s</vCpuInfo><gpuInfo><gpus><item>%s%s%s</item></gpus></gpuInfo></item>" % (
+            x("instanceType", t), x("defaultVCpus", str(vcpus)), x("name", model),
+            x("manufacturer", "NVIDIA"), x("count", count or "1")))
+    return "<instanceTypeSet>%s</instanceTypeSet>" % "".join(items)
+
+
+SPOT_QUOTAS = {"L-3819A6DF": "All G and VT Spot Instance Requests", "L-7212CCBC": "All P Spot Instance Requests",
+               "L-34B43A08": "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"}
+
+
+def service_quotas(handler, target, raw):
+    """A Service Quotas JSON 1.1 request: (status, JSON text)."""
+    try:
+        region = verify_sigv4(handler.command, handler.path, handler.headers, raw, "servicequotas")
+    except ApiError as e:
+        return e.status, json.dumps({"__type": e.code, "message": e.message})
+    def err(typ, msg):
+        return 400, json.dumps({"__type": typ, "message": msg})
+    if target != "ServiceQuotasV20190624.GetServiceQuota":
+        return err("UnknownOperationException", "Unknown operation %s" % target)
+    try:
+        q = json.loads(raw or b"{}")
+    except ValueError:
+        return err("SerializationException", "Start of structure or map found where not expected.")
+    code = q.get("QuotaCode")
+    if q.get("ServiceCode") != "ec2" or code not in SPOT_QUOTAS:
+        return err("NoSuchResourceException", "The request failed because the specified resource does not exist.")
+    return 200, json.dumps({"Quota": {
+        "ServiceCode": "ec2", "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+        "QuotaArn": "arn:aws:servicequotas:%s:%s:ec2/%s" % (region, OWNER, code), "QuotaCode": code,
+        "QuotaName": SPOT_QUOTAS[code], "Value": float(A.quota_vcpus), "Unit": "None", "Adjustable": True,
+        "GlobalQuota": False}})
+
+
+ACTIONS = {"RunInstances": run_instances, "DescribeInstanceTypes": describe_instance_types, "DescribeInstances": describe_instances,
            "TerminateInstances": terminate_instances, "DescribeSpotPriceHistory": describe_spot_price_history,
            "DescribeAvailabilityZones": describe_availability_zones}
 FAULTS = {"RequestLimitExceeded": "Request limit exceeded.",
@@ -818,6 +880,10 @@ class Handler(BaseHTTPRequestHandler):
             except (ValueError, KeyError, TypeError, AttributeError) as e:
                 st, body = 400, {"error": "bad control request: %r" % e}
             return self.reply(st, json.dumps(body, indent=1) + "\n", "application/json")
+        target = self.headers.get("X-Amz-Target")
+        if target:
+            st, body = service_quotas(self, target, raw)
+            return self.reply(st, body, "application/x-amz-json-1.1")
         rid = str(uuid.uuid4())
         entry = {"time": time.time(), "action": None, "region": None, "status": None, "code": None,
                  "client_token": None, "auth": self.headers.get("Authorization") is not None}
