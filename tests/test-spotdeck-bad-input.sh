@@ -138,6 +138,17 @@ expect_error "worker that cannot start" \
 	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --workers 2 --worker "$T/badworker" --run-dir "$T/r6"
 [ ! -e "$T/r6" ] || fail "a run that never trained left $T/r6"
 
+# A worker that cannot be started at all (the ssh provider's ssh program
+# missing): the same end, naming the last server and why, once every
+# server of the job has been tried; nothing reaches the hosts (no ssh runs).
+printf 'root@127.0.0.1 name=h1 gpu=cpu market=spot worker=/bin/true\nroot@127.0.0.2 name=h2 gpu=cpu market=spot worker=/bin/true\n' >"$T/hosts"
+printf '{"model":"mlp","workers":0,"cluster":["ssh/h1","ssh/h2"],"provider":{"name":"ssh","hosts":"%s/hosts","ssh":"%s/no-such-ssh"}}' \
+	"$T" "$T" >"$T/nossh.json"
+expect_error "ssh program missing" \
+	"no worker could be started; the last, s2: $T/no-such-ssh: cannot start: no such file or directory" \
+	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --job "$T/nossh.json" --run-dir "$T/r7"
+[ ! -e "$T/r7" ] || fail "a run that never trained left $T/r7"
+
 # A job the workers cannot load (its data directory is missing): the same.
 printf '{"model":"mlp","data_dir":"%s/nodata"}' "$T" >"$T/nodata.json"
 expect_error "job data directory missing" "nodata: no such directory.*data_dir in the job file" \

@@ -47,6 +47,21 @@ void ctl_maybe_finish(struct sd_controller *c)
 	ctl_finish(c, 0);
 }
 
+/* Servers besides SERVER still coming up or running, or whose machine the
+ * market took (not a broken worker). */
+static int others_alive(struct sd_controller *c, const char *server)
+{
+	struct sd_server_info si[256];
+	int n = sd_fleet_list(c->fleet, si, 256), others = 0;
+	for (int i = 0; i < n && i < 256; i++) {
+		if (strcmp(si[i].id, server) != 0)
+			others += !si[i].gone;
+		else if (si[i].state == SD_SERVER_NOTICE || si[i].state == SD_SERVER_REVOKED)
+			others++;
+	}
+	return others;
+}
+
 /* Every worker exited before connecting: the run ends with the last one's
  * own last words, which its log has, read on the thread pool. */
 struct last_words {
@@ -56,12 +71,15 @@ struct last_words {
 	double status;
 	char log[SD_PATH_MAX + 96];
 	char last[256];
+	int launch;           /* it never started: LAST is why, no log to read */
 };
 
 static void last_words_read(uv_work_t *req)
 {
 	struct last_words *w = req->data;
 	char line[256];
+	if (w->launch)
+		return;
 	FILE *f = fopen(w->log, "r");
 	while (f && fgets(line, sizeof line, f)) {
 		line[strcspn(line, "\r\n")] = 0;
@@ -78,8 +96,15 @@ static void last_words_done(uv_work_t *req, int status)
 	struct sd_controller *c = w->c;
 	(void)status;
 	c->ending_no_worker = 0;
-	if (!c->exiting && !c->ever_authed) {
-		if (!c->fatal[0])
+	c->no_worker = NULL;
+	/* Servers the job asks for are requested one after another, and one
+	 * whose worker could not start fails at once: look again now that
+	 * the loop has gone round. */
+	if (!c->exiting && !c->ever_authed && others_alive(c, w->server) == 0) {
+		if (!c->fatal[0] && w->launch)
+			snprintf(c->fatal, sizeof c->fatal, "no worker could be started; the last, %.32s: %.300s",
+			         w->server, w->last);
+		else if (!c->fatal[0])
 			snprintf(c->fatal, sizeof c->fatal, "every worker exited before connecting; the last, %.32s, "
 			         "with status %.0f: %.300s", w->server, w->status,
 			         w->last[0] ? w->last : "(its log is empty)");
@@ -88,17 +113,30 @@ static void last_words_done(uv_work_t *req, int status)
 	free(w);
 }
 
-static void end_no_worker(struct sd_controller *c, const char *server, double status)
+/* LAUNCH_ERROR: the worker never started, and why (NULL: it exited). */
+static void end_no_worker(struct sd_controller *c, const char *server, double status, const char *launch_error)
 {
-	if (c->ending_no_worker)
+	if (c->ending_no_worker) {
+		/* Pending: a launch failure after it is the last one. */
+		struct last_words *p = c->no_worker;
+		if (p && p->launch && launch_error) {
+			snprintf(p->server, sizeof p->server, "%s", server);
+			snprintf(p->last, sizeof p->last, "%s", launch_error);
+		}
 		return;
+	}
 	struct last_words *w = sd_calloc(1, sizeof *w);
 	w->c = c;
 	w->req.data = w;
 	snprintf(w->server, sizeof w->server, "%s", server);
 	w->status = status;
+	if (launch_error) {
+		w->launch = 1;
+		snprintf(w->last, sizeof w->last, "%s", launch_error);
+	}
 	snprintf(w->log, sizeof w->log, "%s/logs/%s.log", c->run_dir, server);
 	c->ending_no_worker = 1;
+	c->no_worker = w;
 	if (uv_queue_work(c->loop, &w->req, last_words_read, last_words_done) < 0) {
 		last_words_read(&w->req);
 		last_words_done(&w->req, 0);
@@ -121,6 +159,18 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 		/* A failure, not a stop we asked for: a non-zero status or a crash
 		 * signal (revocations and drops end workers with TERM or KILL). */
 		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
+	}
+	/* A worker that could not be started at all counts as one that exited. */
+	char launch_error[256] = "";
+	if (type == SD_EV_ERROR) {
+		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(ev, "reason");
+		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+		const cJSON *er = cJSON_GetObjectItemCaseSensitive(ev, "error");
+		if (cJSON_IsString(rs) && !strcmp(rs->valuestring, SD_FLEET_LAUNCH_FAILED) && cJSON_IsString(sv)) {
+			snprintf(server, sizeof server, "%s", sv->valuestring);
+			snprintf(launch_error, sizeof launch_error, "%s", cJSON_IsString(er) ? er->valuestring : "?");
+			exited = 1;
+		}
 	}
 	char failed[64] = "";
 	if (type == SD_EV_STATE) {
@@ -150,19 +200,8 @@ static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 	/* No worker ever connected and none is left running: nothing will
 	 * ever train (a worker program that cannot start, a broken install).
 	 * End the run with the reason rather than wait forever. */
-	int others = 0;   /* servers still coming up or running besides this one */
-	if (exited && !c->ever_authed && !c->exiting) {
-		struct sd_server_info si[256];
-		int n = sd_fleet_list(c->fleet, si, 256);
-		for (int i = 0; i < n && i < 256; i++) {
-			if (strcmp(si[i].id, server) != 0)
-				others += !si[i].gone;
-			else if (si[i].state == SD_SERVER_NOTICE || si[i].state == SD_SERVER_REVOKED)
-				others++;   /* the market took it: not a broken worker */
-		}
-	}
-	if (exited && !c->ever_authed && !c->exiting && others == 0)
-		end_no_worker(c, server, status);
+	if (exited && !c->ever_authed && !c->exiting && others_alive(c, server) == 0)
+		end_no_worker(c, server, status, launch_error[0] ? launch_error : NULL);
 }
 
 static void hook_notice(void *ctx, const char *server, double seconds)

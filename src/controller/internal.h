@@ -138,6 +138,7 @@ struct sd_controller {
 	size_t jw_len, jw_cap;
 	int jw_busy;                 /* a batch is being written */
 	int ending_no_worker;        /* reading the last worker's log to end the run */
+	struct last_words *no_worker; /* that reading, while it is pending */
 	int port;
 	char connect[300];           /* HOST:PORT this host's workers dial */
 	char advertise[300];         /* HOST:PORT other hosts' workers dial */

@@ -288,6 +288,7 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 		fl_set_state(f, s, SD_SERVER_BOOTING);
 		if (fl_launcher_spawn(f, s, ev->pace, &why) < 0) {
 			cJSON *e = fl_server_event(f, s);
+			cJSON_AddStringToObject(e, "reason", SD_FLEET_LAUNCH_FAILED);
 			cJSON_AddStringToObject(e, "error", why);
 			f->hooks.journal(f->ctx, SD_EV_ERROR, e);
 			fl_finish_server(f, s, SD_SERVER_FAILED);

@@ -29,6 +29,11 @@
 
 struct sd_fleet;
 
+/* The "reason" of the error event journaled when a running machine's worker
+ * (or the command that starts it there, such as ssh) could not be started
+ * at all; its "error" says why, and the server then fails. */
+#define SD_FLEET_LAUNCH_FAILED "the worker could not be started"
+
 enum sd_server_state {
 	SD_SERVER_REQUESTED,
 	SD_SERVER_PROVISIONING,

@@ -228,6 +228,9 @@ static int spawn_remote(struct sd_fleet *f, struct server *s, char **args, int l
 		free(token);
 		s->pipe_open = 0;
 		uv_close((uv_handle_t *)&s->token_pipe, NULL);
+		/* A failed uv_spawn leaves the handle in the loop's list: it is
+		 * closed like any other before s can be freed. */
+		uv_close((uv_handle_t *)&s->proc, NULL);
 		return -1;
 	}
 	sd_argv_free(argv);
@@ -300,8 +303,10 @@ int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **
 	s->proc.data = s;
 	int rc = uv_spawn(f->loop, &s->proc, &po);
 	close(logfd);
-	if (rc < 0)
+	if (rc < 0) {
+		uv_close((uv_handle_t *)&s->proc, NULL);   /* still in the loop's list (see above) */
 		return sd_why(why, "%s: cannot start: %s", f->worker_path, uv_strerror(rc));
+	}
 started:
 	s->proc_live = 1;
 	s->proc_open = 1;

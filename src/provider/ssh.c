@@ -555,9 +555,12 @@ static struct ssh_job *run_remote(struct sd_provider *p, int hi, const char *rem
 	for (int i = 0; i < n; i++)
 		free(a[i]);
 	if (rc < 0) {
-		/* The pipe was opened: close it, and free j once it is closed. */
+		/* The pipe was opened, and a failed uv_spawn leaves the process
+		 * handle in the loop's list: close both, free j after both. */
 		j->proc.data = j;
-		uv_close((uv_handle_t *)&j->err, on_job_closed);
+		j->closing = 2;
+		uv_close((uv_handle_t *)&j->err, on_job_half_closed);
+		uv_close((uv_handle_t *)&j->proc, on_job_half_closed);
 		return NULL;
 	}
 	j->err_open = 1;
