@@ -92,14 +92,19 @@ printf '[default]\naws_access_key_id = AKIANOTTHISONE000\naws_secret_access_key 
 chmod 600 "$T/home/.aws/credentials"
 printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "profile": "work", "image": "ami-0123456789abcdef0", "endpoint": "%s", "quotas_endpoint": "%s"}}\n' \
 	"$BASE" "$BASE" >"$T/job.json"
-profile_doctor() {
+# bare_doctor WANT_RC SECRETS [VAR=VALUE...]: doctor with no AWS_* variable
+# but those given (IMDS disabled unless given), the output free of SECRETS
+# (an extended regular expression).
+bare_doctor() {
+	_want=$1 _secrets=$2; shift 2
 	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
-		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE HOME="$T/home" \
+		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE AWS_EC2_METADATA_DISABLED=true "$@" \
 		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
 	rc=$?
-	[ "$rc" = "$1" ] || fail "doctor exited $rc, want $1: $(cat "$T/out" "$T/err")"
-	! grep -q "$SECRET" "$T/out" "$T/err" || fail "the secret key in doctor's output"
+	[ "$rc" = "$_want" ] || fail "doctor exited $rc, want $_want: $(cat "$T/out" "$T/err")"
+	! grep -qE "$_secrets" "$T/out" "$T/err" || fail "a secret in doctor's output"
 }
+profile_doctor() { bare_doctor "$1" "$SECRET" HOME="$T/home"; }
 profile_doctor 0
 has "^ok +credentials: key AKIA\.\.\.TEST \(from $T/home/\.aws/credentials \[work\]\) accepted in us-east-1\$"
 chmod 644 "$T/home/.aws/credentials"
@@ -122,16 +127,11 @@ IMDS=http://127.0.0.1:$FAKE_PORT
 trap 'kill "$EC2_PID" "$FAKE_PID" 2>/dev/null; rm -rf "$T"' EXIT
 job '["us-east-1a"]'
 mkdir -p "$T/empty"
-# role_doctor WANT_RC [ENV...]: doctor with no key anywhere but IMDS.
+# role_doctor WANT_RC [VAR=VALUE...]: doctor with no key anywhere but IMDS.
 role_doctor() {
-	_want=$1; shift
-	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
-		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE -u AWS_EC2_METADATA_DISABLED HOME="$T/empty" \
-		AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS" AWS_METADATA_SERVICE_TIMEOUT=10 "$@" \
-		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
-	rc=$?
-	[ "$rc" = "$_want" ] || fail "doctor exited $rc, want $_want: $(cat "$T/out" "$T/err")"
-	! grep -qE "$ROLE_SECRET|$ROLE_TOKEN" "$T/out" "$T/err" || fail "the role's secret or token in doctor's output"
+	_w=$1; shift
+	bare_doctor "$_w" "$ROLE_SECRET|$ROLE_TOKEN" HOME="$T/empty" AWS_EC2_METADATA_DISABLED=false \
+		AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS" AWS_METADATA_SERVICE_TIMEOUT=10 "$@"
 }
 role_doctor 0
 has '^ok +credentials: key ASIA\.\.\.TEST \(from the instance role spotdeck-run \(IMDS\)\) accepted in us-east-1$'

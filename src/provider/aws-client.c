@@ -239,6 +239,25 @@ static int creds_fresh(const struct sd_aws_client *c)
 	return !c->role || (c->cr.key_id && (long long)time(NULL) < c->refresh_at);
 }
 
+/* The host (with its port) of ENDPOINT, "http(s)://HOST[:PORT][/...]",
+ * malloc'd; NULL with ERR naming WHAT when it is not of that form. */
+static char *endpoint_host(const char *endpoint, const char *what, char *err, size_t errlen)
+{
+	const char *h = strstr(endpoint, "://");
+	if (!h || (strncmp(endpoint, "http://", 7) != 0 && strncmp(endpoint, "https://", 8) != 0)) {
+		snprintf(err, errlen, "aws: %s '%s' is not http(s)://HOST", what, endpoint);
+		return NULL;
+	}
+	h += 3;
+	char *host = strndup(h, strcspn(h, "/"));
+	if (!host || !*host) {
+		snprintf(err, errlen, "aws: %s '%s' has no host", what, endpoint);
+		free(host);
+		return NULL;
+	}
+	return host;
+}
+
 struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aws_client_config *cfg,
 					char *err, size_t errlen)
 {
@@ -260,21 +279,6 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 		snprintf(ep, sizeof ep, "https://ec2.%s.amazonaws.com", cfg->region);
 		c->endpoint = strdup(ep);
 	}
-	if (!c->region || !c->endpoint) {
-		snprintf(err, errlen, "aws: out of memory");
-		goto fail;
-	}
-	const char *h = strstr(c->endpoint, "://");
-	if (!h || (strncmp(c->endpoint, "http://", 7) != 0 && strncmp(c->endpoint, "https://", 8) != 0)) {
-		snprintf(err, errlen, "aws: endpoint '%s' is not http(s)://HOST", c->endpoint);
-		goto fail;
-	}
-	h += 3;
-	c->host = strndup(h, strcspn(h, "/"));
-	if (!c->host || !*c->host) {
-		snprintf(err, errlen, "aws: endpoint '%s' has no host", c->endpoint);
-		goto fail;
-	}
 	if (cfg->quotas_endpoint) {
 		c->q_endpoint = strdup(cfg->quotas_endpoint);
 	} else {
@@ -282,18 +286,13 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 		snprintf(ep, sizeof ep, "https://servicequotas.%s.amazonaws.com", cfg->region);
 		c->q_endpoint = strdup(ep);
 	}
-	h = c->q_endpoint ? strstr(c->q_endpoint, "://") : NULL;
-	if (!h || (strncmp(c->q_endpoint, "http://", 7) != 0 && strncmp(c->q_endpoint, "https://", 8) != 0)) {
-		snprintf(err, errlen, "aws: Service Quotas endpoint '%s' is not http(s)://HOST",
-			 c->q_endpoint ? c->q_endpoint : "(out of memory)");
+	if (!c->region || !c->endpoint || !c->q_endpoint) {
+		snprintf(err, errlen, "aws: out of memory");
 		goto fail;
 	}
-	h += 3;
-	c->q_host = strndup(h, strcspn(h, "/"));
-	if (!c->q_host || !*c->q_host) {
-		snprintf(err, errlen, "aws: Service Quotas endpoint '%s' has no host", c->q_endpoint);
+	if (!(c->host = endpoint_host(c->endpoint, "endpoint", err, errlen)) ||
+	    !(c->q_host = endpoint_host(c->q_endpoint, "Service Quotas endpoint", err, errlen)))
 		goto fail;
-	}
 	struct sd_aws_creds_source src = {
 		.access_key_id = cfg->access_key_id, .secret_key = cfg->secret_key,
 		.session_token = cfg->session_token, .profile = cfg->profile,
