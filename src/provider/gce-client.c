@@ -3,6 +3,7 @@
 #include "config.h"
 #include "src/provider/gce-client.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,12 +159,17 @@ static void on_token(void *arg, const struct sd_http_response *r)
  * answer is taken once the child has exited and both pipes are closed. */
 #define GCLOUD_OUT_MAX (64u << 10)
 #define GCLOUD_ERR_MAX 2048
+/* A gcloud that has not answered in this long (waiting on a prompt it
+ * cannot show, a network that does not answer) gets SIGTERM. */
+#define GCLOUD_TIMEOUT_MS 60000
 
 struct gcloud_run {
 	struct sd_gce_client *c;
 	int *alive;
 	uv_process_t proc;
 	uv_pipe_t out, err;
+	uv_timer_t timer;          /* GCLOUD_TIMEOUT_MS */
+	int timed_out;
 	char *obuf;                /* GCLOUD_OUT_MAX + 1; wiped */
 	size_t olen;
 	char ebuf[GCLOUD_ERR_MAX + 1];
@@ -223,6 +229,14 @@ static void gcloud_exit(uv_process_t *p, int64_t status, int term_signal)
 	g->term_signal = term_signal;
 	g->exited = 1;
 	uv_close((uv_handle_t *)p, gcloud_closed);
+	uv_close((uv_handle_t *)&g->timer, gcloud_closed);
+}
+
+static void gcloud_timeout(uv_timer_t *t)
+{
+	struct gcloud_run *g = t->data;
+	g->timed_out = 1;
+	uv_process_kill(&g->proc, SIGTERM);
 }
 
 /* The last non-empty line of gcloud's stderr, for the message. */
@@ -251,7 +265,11 @@ static void gcloud_finish(struct gcloud_run *g)
 	} else if (*alive) {
 		c->fetching = 0;
 		const char *last = gcloud_last_line(g);
-		if (g->term_signal) {
+		if (g->timed_out) {
+			snprintf(msg, sizeof msg, "token: %s config config-helper: no answer in %d s", c->gcloud,
+			         GCLOUD_TIMEOUT_MS / 1000);
+			fail = msg;
+		} else if (g->term_signal) {
 			snprintf(msg, sizeof msg, "token: %s config config-helper: killed by signal %d", c->gcloud,
 			         g->term_signal);
 			fail = msg;
@@ -318,12 +336,15 @@ static int gcloud_start(struct sd_gce_client *c, char *err, size_t errlen)
 		/* uv_spawn failed: the process handle still needs closing. */
 		g->open_handles = 3;
 		g->spawn_failed = 1;
-		uv_close((uv_handle_t *)&g->proc, gcloud_closed);
+		uv_close((uv_handle_t *)&g->proc, gcloud_closed);   /* still on the loop's list */
 		uv_close((uv_handle_t *)&g->out, gcloud_closed);
 		uv_close((uv_handle_t *)&g->err, gcloud_closed);
 		return -1;
 	}
-	g->open_handles = 3;
+	g->open_handles = 4;
+	uv_timer_init(loop, &g->timer);
+	g->timer.data = g;
+	uv_timer_start(&g->timer, gcloud_timeout, GCLOUD_TIMEOUT_MS, 0);
 	uv_read_start((uv_stream_t *)&g->out, gcloud_alloc, gcloud_read);
 	uv_read_start((uv_stream_t *)&g->err, gcloud_alloc, gcloud_read);
 	return 0;

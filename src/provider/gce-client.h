@@ -12,7 +12,8 @@
  *     running spotdeck: `GCLOUD config config-helper --format=json` (what
  *     google-auth-library-python runs for a gcloud login; it prints the
  *     token with its expiry, where `gcloud auth print-access-token` prints
- *     the token alone), run on the loop with stdin from /dev/null.  gcloud
+ *     the token alone), run on the loop with stdin from /dev/null, given
+ *     60 s before it gets SIGTERM (a prompt it cannot show).  gcloud
  *     refreshes its own login; it is asked again before the expiry it gave.
  *     The token comes on gcloud's stdout, never on a command line.
  * The token is fetched once for all the calls that wait for it, renewed
