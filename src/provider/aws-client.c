@@ -38,7 +38,7 @@ struct sd_aws_client {
 	char chain_err[512];         /* where the chain looked, for the message */
 	char role_name[128];
 	char imds_token[256];        /* the IMDSv2 session token; wiped */
-	long long expires, refresh_at;
+	long long refresh_at;         /* the role key is asked for again from then */
 	int fetching;
 	struct aws_call *waiting, **waiting_tail;
 	int *alive;                  /* cleared by free for an answer still coming */
@@ -186,7 +186,6 @@ static void on_imds(void *arg, const struct sd_http_response *r)
 		}
 		sd_aws_creds_clear(&c->cr);
 		c->cr = cr;
-		c->expires = exp;
 		/* Renewed 15 minutes before it lapses, as botocore's advisory
 		 * refresh does, or half-way when less is left. */
 		long long left = exp - now, margin = left / 2 < 900 ? left / 2 : 900;
@@ -239,6 +238,17 @@ static int creds_fresh(const struct sd_aws_client *c)
 	return !c->role || (c->cr.key_id && (long long)time(NULL) < c->refresh_at);
 }
 
+/* GIVEN, or AWS's https://SERVICE.REGION.amazonaws.com; malloc'd (NULL:
+ * out of memory). */
+static char *endpoint_or_default(const char *given, const char *service, const char *region)
+{
+	if (given)
+		return strdup(given);
+	char ep[256];
+	snprintf(ep, sizeof ep, "https://%s.%s.amazonaws.com", service, region);
+	return strdup(ep);
+}
+
 /* The host (with its port) of ENDPOINT, "http(s)://HOST[:PORT][/...]",
  * malloc'd; NULL with ERR naming WHAT when it is not of that form. */
 static char *endpoint_host(const char *endpoint, const char *what, char *err, size_t errlen)
@@ -272,20 +282,8 @@ struct sd_aws_client *sd_aws_client_new(struct sd_http *http, const struct sd_aw
 	}
 	c->http = http;
 	c->region = strdup(cfg->region);
-	if (cfg->endpoint) {
-		c->endpoint = strdup(cfg->endpoint);
-	} else {
-		char ep[256];
-		snprintf(ep, sizeof ep, "https://ec2.%s.amazonaws.com", cfg->region);
-		c->endpoint = strdup(ep);
-	}
-	if (cfg->quotas_endpoint) {
-		c->q_endpoint = strdup(cfg->quotas_endpoint);
-	} else {
-		char ep[256];
-		snprintf(ep, sizeof ep, "https://servicequotas.%s.amazonaws.com", cfg->region);
-		c->q_endpoint = strdup(ep);
-	}
+	c->endpoint = endpoint_or_default(cfg->endpoint, "ec2", cfg->region);
+	c->q_endpoint = endpoint_or_default(cfg->quotas_endpoint, "servicequotas", cfg->region);
 	if (!c->region || !c->endpoint || !c->q_endpoint) {
 		snprintf(err, errlen, "aws: out of memory");
 		goto fail;

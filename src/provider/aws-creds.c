@@ -4,7 +4,6 @@
 #include "src/provider/secret-file.h"
 
 #include <cJSON.h>
-#include <ctype.h>
 #include <ini.h>
 #include <openssl/crypto.h>
 #include <pwd.h>
@@ -12,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 #include <unistd.h>
 
 /* inih as Debian builds it reads lines of at most INI_MAX_LINE - 1 bytes,
@@ -258,25 +256,6 @@ int sd_aws_creds_resolve(const struct sd_aws_creds_source *src, struct sd_aws_cr
 	return 1;
 }
 
-/* "2026-12-03T12:00:00Z" (UTC, fractional seconds allowed) as seconds
- * since the epoch; -1 for anything else. */
-static long long utc_time(const char *s)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *end = s && strlen(s) >= 20 && s[10] == 'T' ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
-	if (!end)
-		return -1;
-	if (*end == '.') {
-		for (end++; isdigit((unsigned char)*end); end++)
-			;
-	}
-	if (strcmp(end, "Z") != 0)
-		return -1;
-	time_t t = timegm(&tm);
-	return t == (time_t)-1 ? -1 : (long long)t;
-}
-
 static void json_wipe(cJSON *item)
 {
 	for (; item; item = item->next) {
@@ -302,7 +281,7 @@ int sd_aws_creds_from_imds(const char *json, size_t len, long long now, const ch
 	const cJSON *sec = cJSON_GetObjectItemCaseSensitive(root, "SecretAccessKey");
 	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(root, "Token");
 	const cJSON *exp = cJSON_GetObjectItemCaseSensitive(root, "Expiration");
-	long long when = cJSON_IsString(exp) ? utc_time(exp->valuestring) : -1;
+	long long when = cJSON_IsString(exp) ? sd_utc_time_parse(exp->valuestring) : -1;
 	char where[200];
 	snprintf(where, sizeof where, "the instance role %s (IMDS)", role);
 	int r = -1;

@@ -8,7 +8,6 @@
 #include "src/provider/secret-file.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -436,28 +435,6 @@ int sd_gce_token_parse(const char *json_text, size_t len, int64_t now, struct sd
 	return r;
 }
 
-/* "2026-12-03T06:00:00Z" or "...:00.123456Z" (UTC) as seconds since the
- * epoch; -1 for anything else. */
-static int64_t sd_gce_rfc3339_utc(const char *s)
-{
-	struct tm tm;
-	memset(&tm, 0, sizeof tm);
-	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-	if (!end || strlen(s) < 20 || s[4] != '-' || s[10] != 'T')
-		return -1;
-	if (*end == '.') {
-		end++;
-		if (!isdigit((unsigned char)*end))
-			return -1;
-		while (isdigit((unsigned char)*end))
-			end++;
-	}
-	if (strcmp(end, "Z") != 0)
-		return -1;
-	time_t t = timegm(&tm);
-	return t == (time_t)-1 ? -1 : (int64_t)t;
-}
-
 int sd_gce_token_from_gcloud(const char *json_text, size_t len, int64_t now, struct sd_gce_token *token,
                              char *account, size_t accountlen, char *err, size_t errlen)
 {
@@ -480,7 +457,7 @@ int sd_gce_token_from_gcloud(const char *json_text, size_t len, int64_t now, str
 	const cJSON *cred = cJSON_GetObjectItemCaseSensitive(root, "credential");
 	const cJSON *at = cJSON_GetObjectItemCaseSensitive(cred, "access_token");
 	const cJSON *te = cJSON_GetObjectItemCaseSensitive(cred, "token_expiry");
-	int64_t expiry = cJSON_IsString(te) ? sd_gce_rfc3339_utc(te->valuestring) : -1;
+	int64_t expiry = cJSON_IsString(te) ? (int64_t)sd_utc_time_parse(te->valuestring) : -1;
 	if (!cJSON_IsObject(cred)) {
 		sd_errf(err, errlen, "gcloud config config-helper: no \"credential\" object in the answer");
 	} else if (!cJSON_IsString(at) || !at->valuestring || !*at->valuestring) {

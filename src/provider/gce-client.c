@@ -176,7 +176,7 @@ struct gcloud_run {
 	size_t elen;
 	int too_long;
 	int64_t status;
-	int term_signal, exited, open_handles;
+	int term_signal, open_handles;
 	int spawn_failed;          /* nothing to tell the client: finish only frees */
 };
 
@@ -227,7 +227,6 @@ static void gcloud_exit(uv_process_t *p, int64_t status, int term_signal)
 	struct gcloud_run *g = p->data;
 	g->status = status;
 	g->term_signal = term_signal;
-	g->exited = 1;
 	uv_close((uv_handle_t *)p, gcloud_closed);
 	uv_close((uv_handle_t *)&g->timer, gcloud_closed);
 }

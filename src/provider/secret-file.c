@@ -3,6 +3,7 @@
 #include "config.h"
 #include "src/provider/secret-file.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int sd_errf(char *err, size_t errlen, const char *fmt, ...)
@@ -82,4 +84,26 @@ int sd_secret_file_read(const char *path, size_t max, const char *holds, const c
 	*buf = p;
 	*len = n;
 	return 0;
+}
+
+long long sd_utc_time_parse(const char *s)
+{
+	struct tm tm;
+	memset(&tm, 0, sizeof tm);
+	if (!s || strlen(s) < 20 || s[4] != '-' || s[10] != 'T')
+		return -1;
+	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (!end)
+		return -1;
+	if (*end == '.') {
+		end++;
+		if (!isdigit((unsigned char)*end))
+			return -1;
+		while (isdigit((unsigned char)*end))
+			end++;
+	}
+	if (strcmp(end, "Z") != 0)
+		return -1;
+	time_t t = timegm(&tm);
+	return t == (time_t)-1 ? -1 : (long long)t;
 }

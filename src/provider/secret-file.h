@@ -20,6 +20,12 @@
  * a failing call. */
 int sd_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* "2026-12-03T06:00:00Z" or with fractional seconds "...:00.25Z": UTC in
+ * RFC 3339's form with "Z", as gcloud's token_expiry and IMDS's Expiration
+ * write it, as seconds since the epoch; -1 for anything else (another
+ * offset, a space for the T, a date or time out of range). */
+long long sd_utc_time_parse(const char *s);
+
 /* Reads the secret file PATH, at most MAX bytes, into *BUF (malloc'd,
  * NUL-terminated; *LEN bytes before the NUL).  The caller owns *BUF and
  * must OPENSSL_cleanse it before free.
