@@ -54,6 +54,7 @@
 #include "src/proto/job.h"
 #include "src/provider/hosts.h"
 #include "src/provider/provider.h"
+#include "src/provider/ssh.h"
 
 #define COOLDOWN_FIRST_S 30.0   /* the default of the setting cooldown_s */
 #define COOLDOWN_MAX_S 960.0
@@ -73,13 +74,17 @@ struct ssh_host_state {
 	int wanted;                    /* servers it lost, to acquire again once it answers */
 	int probing;                   /* a comeback probe is on its way */
 	double down_since;             /* fleet clock of its first unanswered probe */
+	int gone;                      /* a transport's VM that is no more: never contacted */
+	sd_ssh_ready_cb ready_cb;      /* a transport's wait for sshd (sd_ssh_wait_ready) */
+	void *ready_arg;
+	double ready_until, ready_next;
 };
 
 /* PROBE_LOST: a session ended and its server is given back (the probe
  * stops what it left); PROBE_ALIVE: a session ended while its worker
  * trains on (the server stays while the host answers); PROBE_COMEBACK: a
  * host that lost servers, after its cool-down. */
-enum { PROBE_LOST = 1, PROBE_COMEBACK = 2, PROBE_ALIVE = 3 };
+enum { PROBE_LOST = 1, PROBE_COMEBACK = 2, PROBE_ALIVE = 3, PROBE_READY = 4 };
 
 /* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
 struct ssh_job {
@@ -118,6 +123,10 @@ struct sd_provider {
 	struct ssh_server *servers;
 	struct ssh_job *jobs;
 	int closing;
+	/* A transport (ssh.h): hosts come and go, no offers of its own. */
+	int transport;
+	char label[16];                /* "ssh", or the cloud provider's name */
+	struct sd_ssh_hooks hooks;
 };
 
 /* ---- settings ---- */
@@ -358,9 +367,10 @@ static void cool_down(struct sd_provider *p, int hi, const char *why, const char
 	if (st->down_since <= 0)
 		st->down_since = now;
 	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "ssh");
+	cJSON_AddStringToObject(ev, "provider", p->label);
 	cJSON_AddStringToObject(ev, "host", p->hosts.v[hi].name);
-	cJSON_AddStringToObject(ev, "offer", p->offers[hi].id);
+	if (!p->transport)
+		cJSON_AddStringToObject(ev, "offer", p->offers[hi].id);
 	cJSON_AddStringToObject(ev, "reason", why);
 	if (said && said[0])
 		cJSON_AddStringToObject(ev, "ssh", said);   /* ssh's own words */
@@ -436,10 +446,21 @@ static void job_done(struct ssh_job *j)
 					*c = ' ';
 			struct ssh_host_state *st = &p->hs[j->host];
 			int answered = j->status != 255 && !j->sig;
-			if (j->probe == PROBE_LOST) {
+			if (j->probe == PROBE_READY) {
+				st->probing = 0;
+				sd_ssh_ready_cb cb = st->ready_cb;
+				double now = sd_fleet_now(p->fleet);
+				if (cb && (answered || now >= st->ready_until)) {
+					st->ready_cb = NULL;
+					cb(st->ready_arg, j->host, answered, answered ? "" : last);
+				} else {
+					st->ready_next = now + 2.0;
+				}
+			} else if (j->probe == PROBE_LOST) {
 				/* Its server is given back: acquire one again once the
-				 * host answers (now, if it does already). */
-				if (st->wanted < p->hosts.v[j->host].slots)
+				 * host answers (now, if it does already); a transport's
+				 * VM is replaced instead. */
+				if (!p->transport && st->wanted < p->hosts.v[j->host].slots)
 					st->wanted++;
 				if (answered)
 					st->backoff_s = 0;
@@ -454,8 +475,8 @@ static void job_done(struct ssh_job *j)
 					/* The worker trains on where nothing can reach it
 					 * any more: the server fails (the controller stops
 					 * the worker through its connection), and the host
-					 * is wanted back. */
-					if (st->wanted < p->hosts.v[j->host].slots)
+					 * is wanted back (a transport's VM is deleted). */
+					if (!p->transport && st->wanted < p->hosts.v[j->host].slots)
 						st->wanted++;
 					s->live = 0;
 					char msg[700];
@@ -471,6 +492,8 @@ static void job_done(struct ssh_job *j)
 					sd_fleet_report(p->fleet, &ev);
 					cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get "
 					          "into the host", last);
+					if (p->hooks.failed)
+						p->hooks.failed(p->hooks.ctx, s->id);
 				}
 			} else {
 				st->probing = 0;
@@ -580,6 +603,16 @@ static void on_tick(uv_timer_t *t)
 	double now = sd_fleet_now(p->fleet);
 	for (int i = 0; i < p->hosts.n; i++) {
 		struct ssh_host_state *st = &p->hs[i];
+		if (st->ready_cb && !st->probing && !st->gone && now >= st->ready_next) {
+			st->probing = 1;
+			if (!run_remote(p, i, "true", PROBE_READY)) {
+				st->probing = 0;
+				sd_ssh_ready_cb cb = st->ready_cb;
+				st->ready_cb = NULL;
+				cb(st->ready_arg, i, 0, "ssh could not be started");
+			}
+			continue;
+		}
 		if (st->wanted > 0 && !st->probing && now >= st->cool_until) {
 			st->probing = 1;
 			/* The probe also stops what the lost sessions left running
@@ -626,6 +659,8 @@ static int check_reachable(const struct sd_provider *p, const char *advertise, c
 	return 0;
 }
 
+static void ssh_open(struct sd_provider *p, const cJSON *s);
+
 static int ssh_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
 {
 	*out = NULL;
@@ -636,6 +671,7 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 	struct sd_provider *p = sd_calloc(1, sizeof *p);
 	p->loop = env->loop;
 	p->fleet = env->fleet;
+	snprintf(p->label, sizeof p->label, "ssh");
 	if (sd_hosts_load(h->valuestring, &p->hosts, why) < 0) {
 		free(p);
 		return -1;
@@ -645,6 +681,16 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 		free(p);
 		return -1;
 	}
+	ssh_open(p, env->settings);
+	build_catalog(p);
+	*out = p;
+	return 0;
+}
+
+/* The settings ssh itself reads, the run's tag, the control directory and
+ * the tick: what a transport and a hosts file's provider share. */
+static void ssh_open(struct sd_provider *p, const cJSON *s)
+{
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
 	snprintf(p->host_key_checking, sizeof p->host_key_checking, "%s",
 	         cJSON_IsString(v) ? v->valuestring : "accept-new");
@@ -668,13 +714,10 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 	snprintf(p->control_dir, sizeof p->control_dir, "/tmp/spotdeck-ssh.XXXXXX");
 	if (!mkdtemp(p->control_dir))
 		p->control_dir[0] = '\0';   /* no shared connection: each ssh its own */
-	build_catalog(p);
 	uv_timer_init(p->loop, &p->tick);
 	p->tick.data = p;
 	uv_timer_start(&p->tick, on_tick, 1000, 1000);
 	uv_unref((uv_handle_t *)&p->tick);   /* it never keeps the loop alive */
-	*out = p;
-	return 0;
 }
 
 static int ssh_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
@@ -741,13 +784,14 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 	char *script = xprintf(
 		"umask 077; d=%s; mkdir -p \"$d\" || exit 1; "
 		"if ! command -v %s >/dev/null 2>&1; then "
-		"printf 'spotdeck: host %%s: %%s: no such program (worker= in the hosts file)\\n' %s %s >&2; exit 127; fi; "
+		"printf 'spotdeck: host %%s: %%s: no such program (%s)\\n' %s %s >&2; exit 127; fi; "
 		"IFS= read -r SPOTDECK_TOKEN || { echo 'spotdeck: no token on stdin' >&2; exit 1; }; "
 		"export SPOTDECK_TOKEN; SPOTDECK_COMM_HOST=%s; export SPOTDECK_COMM_HOST; "
 		"setsid %s%s </dev/null >>\"$d/\"%s.log 2>&1 & "
 		"pid=$!; echo $pid >\"$d/\"%s.pid; unset SPOTDECK_TOKEN; wait $pid; st=$?; "
 		"rm -f \"$d/\"%s.pid; [ $st -eq 0 ] || tail -n 5 \"$d/\"%s.log >&2; exit $st",
-		dir, qw, qname, qw, qcomm, qw, args, qid, qid, qid, qid);
+		dir, qw, p->transport ? "provider.worker in the job file" : "worker= in the hosts file", qname, qw,
+		qcomm, qw, args, qid, qid, qid, qid);
 	free(qw);
 	free(qname);
 	free(qcomm);
@@ -767,7 +811,7 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 static void kill_remote(struct sd_provider *p, const char *server, const char *name, int probe)
 {
 	struct ssh_server *s = find_server(p, server);
-	if (!s)
+	if (!s || p->hs[s->host].gone)
 		return;
 	char *line = kill_line(p, server, name), *cmd = xprintf("%sexit 0", line);
 	run_remote(p, s->host, cmd, probe);
@@ -790,7 +834,7 @@ static void ssh_lost(struct sd_provider *p, const char *server, int worker_alive
 	}
 	/* Its worker trains on: only ask whether the host still answers. */
 	struct ssh_server *s = find_server(p, server);
-	struct ssh_job *j = s ? run_remote(p, s->host, "true", PROBE_ALIVE) : NULL;
+	struct ssh_job *j = s && !p->hs[s->host].gone ? run_remote(p, s->host, "true", PROBE_ALIVE) : NULL;
 	if (j)
 		snprintf(j->server, sizeof j->server, "%s", server);
 }
@@ -862,7 +906,8 @@ static void on_used_hosts(struct sd_provider *p, const char *const *extra, const
 	int npids = 0;
 	double now = sd_fleet_now(p->fleet);
 	for (int i = 0; i < p->hosts.n; i++) {
-		if (!p->hs[i].used || (command && (p->hs[i].cool_until > now || signalling(p, i))))
+		if (!p->hs[i].used || p->hs[i].gone ||
+		    (command && (p->hs[i].cool_until > now || signalling(p, i))))
 			continue;
 		char *a[SSH_MAX_ARGS + 4];
 		int n = ssh_argv(p, i, a, extra);
@@ -962,7 +1007,7 @@ static void ssh_free(struct sd_provider *p)
 		free(p->servers);
 		p->servers = n;
 	}
-	for (int i = 0; i < p->hosts.n; i++) {
+	for (int i = 0; i < p->hosts.n && p->offer_ids; i++) {
 		free(p->offer_ids[i]);
 		free(p->price_sources[i]);
 	}
@@ -973,6 +1018,90 @@ static void ssh_free(struct sd_provider *p)
 	free(p->hs);
 	sd_hosts_free(&p->hosts);
 	free(p);
+}
+
+/* ---- the transport (ssh.h) ---- */
+
+int sd_ssh_transport_create(struct sd_provider **out, const struct sd_provider_env *env, const char *label,
+                            const struct sd_ssh_hooks *hooks, char **why)
+{
+	(void)why;
+	struct sd_provider *p = sd_calloc(1, sizeof *p);
+	p->loop = env->loop;
+	p->fleet = env->fleet;
+	p->transport = 1;
+	snprintf(p->label, sizeof p->label, "%s", label);
+	if (hooks)
+		p->hooks = *hooks;
+	p->hosts.path = xstrdup(label);
+	ssh_open(p, env->settings);
+	*out = p;
+	return 0;
+}
+
+static void *grow(void *v, size_t bytes)
+{
+	void *n = realloc(v, bytes);
+	if (!n)
+		sd_oom();
+	return n;
+}
+
+static char *dup_or_null(const char *s)
+{
+	return s ? xstrdup(s) : NULL;
+}
+
+int sd_ssh_host_add(struct sd_provider *p, const struct sd_host *h)
+{
+	int i = p->hosts.n;
+	p->hosts.v = grow(p->hosts.v, (size_t)(i + 1) * sizeof *p->hosts.v);
+	p->hs = grow(p->hs, (size_t)(i + 1) * sizeof *p->hs);
+	memset(&p->hs[i], 0, sizeof p->hs[i]);
+	struct sd_host *d = &p->hosts.v[i];
+	*d = *h;
+	d->name = xstrdup(h->name);
+	d->host = xstrdup(h->host);
+	d->user = dup_or_null(h->user);
+	d->identity = dup_or_null(h->identity);
+	d->gpu = xstrdup(h->gpu);
+	d->worker = xstrdup(h->worker ? h->worker : "spotdeck-worker");
+	d->comm_host = xstrdup(h->comm_host ? h->comm_host : h->host);
+	d->port = h->port > 0 ? h->port : 22;
+	d->slots = 1;
+	p->hosts.n = i + 1;
+	return i;
+}
+
+void sd_ssh_attach(struct sd_provider *p, const char *server, int host)
+{
+	struct ssh_server *s = find_server(p, server);
+	if (!s) {
+		s = sd_calloc(1, sizeof *s);
+		snprintf(s->id, sizeof s->id, "%s", server);
+		s->next = p->servers;
+		p->servers = s;
+	}
+	s->host = host;
+	s->live = 1;
+}
+
+void sd_ssh_host_gone(struct sd_provider *p, int host)
+{
+	if (host >= 0 && host < p->hosts.n) {
+		p->hs[host].gone = 1;
+		p->hs[host].ready_cb = NULL;
+	}
+}
+
+void sd_ssh_wait_ready(struct sd_provider *p, int host, double timeout_s, sd_ssh_ready_cb done, void *arg)
+{
+	struct ssh_host_state *st = &p->hs[host];
+	double now = sd_fleet_now(p->fleet);
+	st->ready_cb = done;
+	st->ready_arg = arg;
+	st->ready_until = now + timeout_s;
+	st->ready_next = now;
 }
 
 const struct sd_provider_ops sd_provider_ssh = {
