@@ -11,6 +11,7 @@ ephemeral port and prints the port on its first stdout line.
          --sa-email E --sa-public-key PEM_PATH [--token-ttl 3599]
          [--boot-s 1.0] [--op-s 0.5] [--quota-gpus 8] [--prices JSON_PATH]
          [--run-startup-scripts --vm-log-dir DIR]
+         [--vm-sshd --vm-ssh-port 2222 --vm-log-dir DIR]
 
 API (base http://127.0.0.1:PORT, standing for https://compute.googleapis.com,
 https://oauth2.googleapis.com and https://cloudbilling.googleapis.com):
@@ -115,6 +116,20 @@ SPOTDECK_FAKE_INSTANCE=NAME; at power-off the group gets SIGTERM, SIGKILL
 2 s later.  The fake kills every group when it exits on SIGTERM/SIGINT
 (not on SIGKILL: the groups are sessions of their own and outlive it).
 
+--vm-sshd (fake-only plumbing, for the gce provider's end-to-end tests):
+each instance gets an address of its own on loopback, 127.0.0.(10+k) for
+the k-th instance created (unless /_control/addresses gave a pool), and at
+RUNNING a real /usr/sbin/sshd of its own there on --vm-ssh-port, as a
+VM's guest environment runs one: host key DIR/ssh_host_ed25519_key (made
+once), authorized keys from the instance's "ssh-keys" metadata (lines
+USER:KEY; only the keys for the user the fake runs as, who is the only
+one a VM's sshd lets in here), and for every session the environment
+GCE_METADATA_HOST=127.0.0.1:PORT (the VM's metadata listener),
+SPOTDECK_FAKE_INSTANCE=NAME and TMPDIR=DIR/NAME.tmp.  At power-off (delete,
+preemption at the end of its notice, crash) the VM's sshd and every
+process whose environment holds SPOTDECK_FAKE_INSTANCE=NAME get SIGKILL:
+the machine is gone at once, as a powered-off VM is.
+
 Control (no auth, not logged):
   POST /_control/stockout  {"zone": Z, "count": N}  next N inserts in Z fail
   POST /_control/quota     {"gpus": N}
@@ -136,13 +151,15 @@ Control (no auth, not logged):
        key/access_token), status, request_id, auth (bool: Authorization
        present, never its value)}]}
   GET  /_control/state     {"instances": [...], "operations": [...]}
+  GET  /_control/secrets   {"tokens": [every access token issued]}: for a
+       test that greps what spotdeck wrote for them (fake-only)
   GET  /_control/billing   {"instances": [{name, zone, seconds (billed,
        >= 60), run_seconds (exact), running, usd, usd_per_hour,
        price_key}], "total_usd"} (usd rounded to the cent here only;
        instances that never reached RUNNING are not listed)
 """
 import argparse, base64, hashlib, json, os, re, secrets, signal, sys
-import threading, time, urllib.parse, uuid
+import pwd, subprocess, threading, time, urllib.parse, uuid
 from http.server import BaseHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -178,6 +195,7 @@ S = {
     "fails": [],
     "slows": [],
     "addresses": [],
+    "next_vm_ip": 0,
     "log": [],
     "billing": [],       # Inst objects that reached RUNNING
     "procs": [],         # every startup-script process started
@@ -350,6 +368,7 @@ class Inst:
         self.meta = {"preempted": "FALSE", "maintenance-event": "NONE"}
         self.meta_version = {"preempted": 1, "maintenance-event": 1}
         self.proc = None
+        self.sshd = None
         self.msrv = None
         self.alive = True         # False once deleted / gone
         sched = dict(body.get("scheduling") or {})
@@ -514,6 +533,7 @@ def boot_step(inst, status):
             inst.started = time.time()
             S["billing"].append(inst)
             run_startup(inst)
+            start_sshd(inst)
         cond.notify_all()
 
 
@@ -526,12 +546,83 @@ def run_startup(inst):
                             "SPOTDECK_FAKE_INSTANCE": inst.name}, S["procs"])
 
 
+def start_sshd(inst):
+    if not A.vm_sshd:
+        return
+    d = A.vm_log_dir
+    key = os.path.join(d, "ssh_host_ed25519_key")
+    if not os.path.exists(key):
+        subprocess.run(["ssh-keygen", "-q", "-N", "", "-t", "ed25519", "-f", key], check=True)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    keys = []
+    for line in (inst.attr("ssh-keys") or "").splitlines():
+        user, _, k = line.partition(":")
+        if user == me and k.strip():
+            keys.append(k.strip())
+    stem = os.path.join(d, inst.name)
+    with open(stem + ".authorized_keys", "w") as f:
+        f.write("".join(k + "\n" for k in keys))
+    os.makedirs(stem + ".tmp", exist_ok=True)
+    root = os.getuid() == 0
+    if root and not os.path.isdir("/run/sshd"):
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    pam = "no"
+    if root:
+        try:
+            import spwd
+            pam = "yes" if spwd.getspnam("root").sp_pwdp.startswith("!") else "no"
+        except (ImportError, KeyError, PermissionError):
+            pass
+    with open(stem + ".sshd_config", "w") as f:
+        f.write("\n".join([
+            "ListenAddress %s:%d" % (inst.ip, A.vm_ssh_port), "AddressFamily inet", "HostKey " + key,
+            "PidFile none", "AuthorizedKeysFile %s.authorized_keys" % stem,
+            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "UsePAM " + pam, "StrictModes no", "UseDNS no",
+            "PrintMotd no", "PrintLastLog no", "MaxStartups 100:30:200", "MaxSessions 64",
+            "SetEnv GCE_METADATA_HOST=127.0.0.1:%d SPOTDECK_FAKE_INSTANCE=%s TMPDIR=%s.tmp"
+            % (inst.msrv.server_address[1], inst.name, stem), ""]))
+    log = open(stem + ".sshd.log", "ab")
+    inst.sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", stem + ".sshd_config"],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+    log.close()
+    S["procs"].append(inst.sshd)
+    threading.Thread(target=inst.sshd.wait, daemon=True).start()
+
+
+def kill_marked(name):
+    """SIGKILL to every process whose environment says it runs on VM name
+    (what its sshd's sessions started)."""
+    mark = ("SPOTDECK_FAKE_INSTANCE=%s" % name).encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in env:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def power_off(inst):
     """The VM stops running: billing ends, its processes and its metadata
     listener go."""
     if inst.stopped is None:
         inst.stopped = time.time()
     kill_group(inst.proc)
+    if inst.sshd is not None:
+        try:
+            os.killpg(inst.sshd.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        inst.sshd = None
+        kill_marked(inst.name)
     stop_listener(inst)
 
 
@@ -678,6 +769,8 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {"instances": [i.json() for i in S["instances"].values()],
                              "operations": [S["ops"][k] for k in S["op_order"]],
                              "tokens": len(S["tokens"])}
+            if p == "/_control/secrets":
+                return 200, {"tokens": list(S["tokens"])}
             if p == "/_control/billing":
                 return 200, billing(S["billing"], lambda i, billed, run, usd: {
                     "name": i.name, "zone": i.zone, "seconds": billed, "run_seconds": run,
@@ -946,6 +1039,9 @@ class Handler(BaseHTTPRequestHandler):
                 S["stockout"][zone] -= 1
             S["reserved"][(zone, name)] = 0 if doomed else gpus
             ip = S["addresses"].pop(0) if S["addresses"] and not doomed else "127.0.0.1"
+            if A.vm_sshd and not doomed and ip == "127.0.0.1":
+                S["next_vm_ip"] += 1
+                ip = "127.0.0.%d" % (9 + S["next_vm_ip"])
             target_id = new_id()
             op = new_op(zone, "insert", zone_url(zone) + "/instances/" + name, target_id)
             if rid:
@@ -1112,6 +1208,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def shutdown_vms(*_):
+    if A.vm_sshd:
+        for inst in list(S["instances"].values()):
+            kill_marked(inst.name)
     kill_all_and_exit(cond, S["procs"])
 
 
@@ -1129,9 +1228,13 @@ def main():
     ap.add_argument("--prices")
     ap.add_argument("--run-startup-scripts", action="store_true")
     ap.add_argument("--vm-log-dir")
+    ap.add_argument("--vm-sshd", action="store_true")
+    ap.add_argument("--vm-ssh-port", type=int, default=2222)
     A = ap.parse_args()
     if A.run_startup_scripts and not A.vm_log_dir:
         ap.error("--run-startup-scripts needs --vm-log-dir")
+    if A.vm_sshd and not A.vm_log_dir:
+        ap.error("--vm-sshd needs --vm-log-dir")
     if A.vm_log_dir:
         os.makedirs(A.vm_log_dir, exist_ok=True)
     if A.prices:
