@@ -15,6 +15,10 @@ EXTRA_DIST += tests/test-gce-vm.sh
 tests_test_gce_vm_SOURCES = tests/test-gce-vm.c tests/check.h
 tests_test_gce_vm_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)
+# The gce provider end to end: Spot VMs with a real sshd each (gce.py
+# --vm-sshd), a preemption, a stockout, the workers trained over ssh.
+TESTS += tests/test-gce-train.sh
+EXTRA_DIST += tests/test-gce-train.sh
 # tests/fake-cloud/ec2.py fakes the EC2 Query API (SigV4-checked) and IMDSv2;
 # tests/test-fake-ec2.sh checks it with botocore-signed requests.
 TESTS += tests/test-fake-ec2.sh

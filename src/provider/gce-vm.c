@@ -36,7 +36,12 @@ struct vm_op {
 	struct sd_gce_vm_result res;
 	sd_gce_vm_cb cb;
 	void *arg;
+	int timing;                  /* between two instance GETs (the timer runs) */
+	struct vm_op *prev, *next;   /* every op not yet ended (sd_gce_vm_cancel_waiting) */
 };
+
+/* The loop thread's ops not yet ended. */
+static struct vm_op *live_ops;
 
 static void op_freed(uv_handle_t *h)
 {
@@ -47,6 +52,13 @@ static void op_freed(uv_handle_t *h)
 
 static void op_end(struct vm_op *o, int ok)
 {
+	if (o->prev)
+		o->prev->next = o->next;
+	else if (live_ops == o)
+		live_ops = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	o->prev = o->next = NULL;
 	o->res.ok = ok;
 	o->res.seconds = (double)(uv_hrtime() - o->t0_ns) / 1e9;
 	o->cb(o->arg, &o->res);
@@ -101,7 +113,9 @@ static void poll_instance(struct vm_op *o)
 
 static void on_poll_timer(uv_timer_t *t)
 {
-	poll_instance(t->data);
+	struct vm_op *o = t->data;
+	o->timing = 0;
+	poll_instance(o);
 }
 
 static void on_instance(void *arg, const struct sd_http_response *r)
@@ -127,6 +141,7 @@ static void on_instance(void *arg, const struct sd_http_response *r)
 		op_end(o, 1);
 	} else if (!strcmp(st, "PROVISIONING") || !strcmp(st, "STAGING") || !strcmp(st, "PENDING") ||
 		   !strcmp(st, "REPAIRING")) {
+		o->timing = 1;
 		uv_timer_start(&o->timer, on_poll_timer, (uint64_t)(o->poll_s * 1000), 0);
 	} else {
 		char m[128];
@@ -220,6 +235,10 @@ static void op_start(struct vm_op *o, const char *label, const char *method, con
 	char p[256];
 	uv_timer_init(sd_http_loop(sd_gce_client_http(o->c)), &o->timer);
 	o->timer.data = o;
+	o->next = live_ops;
+	if (live_ops)
+		live_ops->prev = o;
+	live_ops = o;
 	snprintf(p, sizeof p, "%s?requestId=%s", path, o->request_id);
 	op_call(o, label, method, p, o->body, on_request);
 }
@@ -416,4 +435,16 @@ int sd_gce_vm_fate(struct sd_gce_client *c, const char *zone, const char *target
 		return -1;
 	}
 	return 0;
+}
+
+void sd_gce_vm_cancel_waiting(struct sd_gce_client *c)
+{
+	for (struct vm_op *o = live_ops, *next; o; o = next) {
+		next = o->next;
+		if (o->c == c && o->timing) {
+			uv_timer_stop(&o->timer);
+			o->timing = 0;
+			op_fail(o, SD_GCE_BLOCK_RETRY, "cancelled", "cancelled");
+		}
+	}
 }

@@ -63,6 +63,11 @@ typedef void (*sd_gce_vm_fate_done)(void *arg, int preempted, const char *error)
 int sd_gce_vm_fate(struct sd_gce_client *c, const char *zone, const char *target, sd_gce_vm_fate_done done,
 		   void *arg, char *err, size_t errlen);
 
+/* Ends, with ok 0 and code "cancelled", every create of C that waits
+ * between two instance GETs (its callback runs now).  The others are in an
+ * HTTP call, which sd_http_close ends.  Before closing the client's HTTP. */
+void sd_gce_vm_cancel_waiting(struct sd_gce_client *c);
+
 /* A random (version 4) UUID, 36 characters and a NUL, from OpenSSL's
  * RAND_bytes: GCE's requestId.  -1 when the generator fails. */
 int sd_gce_request_id(char out[37]);

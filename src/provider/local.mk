@@ -8,7 +8,7 @@ noinst_LIBRARIES += src/provider/libsdprovider.a
 src_provider_libsdprovider_a_SOURCES = src/provider/provider.h src/provider/fleet.h \
 	src/provider/fleet-internal.h src/provider/fleet.c src/provider/launcher.c \
 	src/provider/registry.c src/provider/sim.c \
-	src/provider/ssh.c
+	src/provider/ssh.h src/provider/ssh.c
 src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS) \
 	$(CRYPTO_CFLAGS) $(EXPAT_CFLAGS) $(INIH_CFLAGS)
 # libcurl, libcrypto, expat, inih: the cloud providers' HTTP, tokens,
@@ -40,3 +40,5 @@ src_provider_libsdprovider_a_SOURCES += src/provider/ec2-api.h src/provider/ec2-
 src_provider_libsdprovider_a_SOURCES += src/provider/aws-creds.h src/provider/aws-creds.c
 # Signed EC2 Query API calls on the loop (aws-client.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/aws-client.h src/provider/aws-client.c
+# The gce provider: Spot VMs on Compute Engine, the worker over ssh (gce.c).
+src_provider_libsdprovider_a_SOURCES += src/provider/gce.c

@@ -161,6 +161,7 @@ struct sd_provider_ops {
 /* The registry: providers by name.  sd_provider_sim is built in. */
 extern const struct sd_provider_ops sd_provider_sim;
 extern const struct sd_provider_ops sd_provider_ssh;
+extern const struct sd_provider_ops sd_provider_gce;
 /* Frees a NULL-terminated argv and its strings (launch's); NULL is fine. */
 void sd_argv_free(char **argv);
 /* 1 when HOST, or the host of "HOST:PORT" (split at the last colon; an

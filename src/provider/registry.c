@@ -1,5 +1,5 @@
-/* src/provider/registry.c - providers by name (provider.h).  Built in: sim, ssh.
- * ssh, gce and aws join here as they are written. */
+/* src/provider/registry.c - providers by name (provider.h).  Built in: sim, ssh, gce.
+ * aws joins here when it is written. */
 #include "config.h"
 
 #include "src/provider/provider.h"
@@ -15,8 +15,9 @@
 static const struct sd_provider_ops *registry[SD_PROVIDERS_MAX] = {
 	&sd_provider_sim,
 	&sd_provider_ssh,
+	&sd_provider_gce,
 };
-static int nregistry = 2;
+static int nregistry = 3;
 
 int sd_provider_register(const struct sd_provider_ops *ops)
 {

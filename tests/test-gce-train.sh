@@ -1,0 +1,170 @@
+#!/bin/sh
+# The gce provider end to end (issue 13) against tests/fake-cloud/gce.py:
+# Spot VMs created through the Compute Engine API, each a real sshd of
+# its own on a loopback address (--vm-sshd), the workers started in them
+# over ssh with the run's token on stdin.  Three servers train cnn (a
+# fifth of Fashion-MNIST); one VM is preempted with a notice (its worker
+# leaves at a step boundary, the backstop list and the preempted
+# operation make it revoked); a replacement asked for in the same zone
+# meets ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS (stockout, the zone
+# blocked: asked again it is refused at once), one in another zone lands
+# and trains; the run finishes at the accuracy of the same job on three
+# local workers; every VM is deleted and nothing runs on them; no file of
+# the run holds an access token, the run's token or the ssh private key.
+. "$(dirname "$0")/lib.sh"
+tmpdir
+[ -x /usr/sbin/sshd ] || { echo "SKIP: /usr/sbin/sshd not found (Debian package openssh-server)" >&2; exit 77; }
+GCE_FAKE_ARGS="--boot-s 0.5 --op-s 0.2 --vm-sshd --vm-log-dir $T/vms --vm-ssh-port 2222"
+. "$top_srcdir/tests/fake-cloud/gce-env.sh"
+ssh-keygen -q -N '' -t ed25519 -C spotdeck-test -f "$T/id" || fail "ssh-keygen"
+export T BASE KEY WORKER
+"$PY" - <<'PY'
+import sys, os, json, subprocess, gzip, struct, time, urllib.request, pwd
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+T, BASE = os.environ["T"], os.environ["BASE"]
+
+def control(path, body=None):
+    req = urllib.request.Request(BASE + path, data=json.dumps(body).encode() if body is not None else None,
+                                 method="POST" if body is not None else "GET")
+    with urllib.request.urlopen(req, timeout=30) as f:
+        return json.loads(f.read() or b"{}")
+
+def subset(src, dst, name, n):
+    with gzip.open(os.path.join(src, name + ".gz"), "rb") as f:
+        data = f.read()
+    magic, count = struct.unpack(">II", data[:8])
+    dims = magic & 0xff
+    head = 4 * (dims + 1)
+    item = 1
+    for k in struct.unpack(">" + "I" * (dims - 1), data[8:head]):
+        item *= k
+    with open(os.path.join(dst, name), "wb") as f:
+        f.write(struct.pack(">II", magic, n) + data[8:head] + data[head:head + n * item])
+data = os.path.join(T, "fashion-mnist")
+os.mkdir(data)
+for name, n in (("train-images-idx3-ubyte", 12000), ("train-labels-idx1-ubyte", 12000),
+                ("t10k-images-idx3-ubyte", 10000), ("t10k-labels-idx1-ubyte", 10000)):
+    subset("/usr/share/datasets/fashion-mnist", data, name, n)
+train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5, data_dir=data)
+
+A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-west4-a/t4/spot"
+j = job(workers=0, cluster=[A, A, B], notice="gce", **train)
+j["provider"] = {"name": "gce", "project": "p1", "credentials": os.environ["KEY"],
+                 "zones": ["us-central1-a", "us-central1-b", "europe-west4-a"],
+                 "api_root": BASE + "/compute/v1", "identity": T + "/id",
+                 "ssh_user": pwd.getpwuid(os.getuid()).pw_name, "ssh_port": 2222,
+                 "known_hosts": T + "/known_hosts", "worker": os.environ["WORKER"],
+                 "poll_s": 1, "boot_timeout_s": 60, "usd_per_hour": 0.22}
+
+r = Run(j)
+g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "a generation of 3 on GCE VMs")
+acq = {e["server"]: e for e in r.events if e.get("type") == "acquired"}
+if sorted(e["offer"] for e in acq.values()) != sorted([A, A, B]):
+    fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], [A, A, B]))
+vms = {i["name"]: i for i in control("/_control/state")["instances"]}
+# Each worker runs in its VM's ssh session: its environment (from the VM's
+# sshd) names the VM, and its collective address is the VM's own.
+def on_vms():
+    found = {}
+    for pid in os.listdir("/proc"):
+        try:
+            env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % pid, "rb").read().split(b"\0") if b"=" in kv)
+            exe = os.readlink("/proc/%s/exe" % pid)
+        except (OSError, ValueError):
+            continue
+        if os.path.basename(exe) == "spotdeck-worker" and b"SPOTDECK_FAKE_INSTANCE" in env:
+            found[env[b"SPOTDECK_FAKE_INSTANCE"].decode()] = env.get(b"SPOTDECK_COMM_HOST", b"").decode()
+    return found
+workers = on_vms()
+for s in acq:
+    mine = [v for v in vms.values() if v["name"].endswith("-" + s)]
+    if len(mine) != 1 or mine[0]["status"] != "RUNNING":
+        fail("%s's VM: %s" % (s, [(v["name"], v["status"]) for v in mine]))
+    v = mine[0]
+    if workers.get(v["name"]) != v["networkInterfaces"][0]["networkIP"]:
+        fail("%s: the workers run on %s; expected one on VM %s at %s" % (s, workers, v["name"],
+             v["networkInterfaces"][0]["networkIP"]))
+    if v["labels"].get("spotdeck-run") is None or v["scheduling"]["provisioningModel"] != "SPOT":
+        fail("%s's VM lacks the run label or the Spot model: %s %s" % (s, v["labels"], v["scheduling"]))
+ok("3 Spot VMs run the workers, each in its own VM's ssh session at its address: %s" %
+   ", ".join("%s %s" % kv for kv in sorted(workers.items())))
+
+# Preempt the VM of the first server in us-central1-a, 3 s notice.
+victim = sorted(s for s in acq if acq[s]["offer"] == A)[0]
+vname = [n for n in vms if n.endswith("-" + victim)][0]
+m = r.mark()
+control("/_control/preempt", {"name": vname, "notice_s": 3})
+nt = r.wait_since(m, lambda e: e.get("type") == "notice" and e.get("server") == victim, "the notice of " + victim)
+lv = r.wait_since(m, lambda e: e.get("type") == "worker_left" and e.get("server") == victim, victim + " leaves")
+rv = r.wait_since(m, lambda e: e.get("type") == "revoked" and e.get("server") == victim, victim + " revoked")
+ok("%s: notice (%s), left at a step boundary, revoked once GCE's list and preempted operation said so" %
+   (victim, nt.get("source", nt.get("reason", "?"))))
+
+# A replacement in the same zone: the zone has run out.
+control("/_control/stockout", {"zone": "us-central1-a", "count": 1})
+m = r.mark()
+r.command("add " + A)
+so = r.wait_since(m, lambda e: e.get("type") == "stockout", "the stockout in us-central1-a")
+if so.get("reason") != "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" or so.get("zone") != "us-central1-a":
+    fail("stockout event %s; expected GCE's ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS in us-central1-a" % so)
+m = r.mark()
+r.command("add " + A)
+er = r.wait_since(m, lambda e: e.get("type") == "command" and e.get("ok") is False, "the second add's answer")
+if "zone us-central1-a is blocked" not in er.get("error", ""):
+    fail("a second add in the zone that ran out: %s; expected it refused as blocked" % er)
+m = r.mark()
+r.command("add " + E)
+new = r.wait_since(m, lambda e: e.get("type") == "acquired" and e.get("offer") == E, "a server in europe-west4-a")
+r.wait_since(m, lambda e: e.get("type") == "generation" and any(x["server"] == new["server"] for x in e["members"]),
+             new["server"] + " trains")
+ok("us-central1-a ran out (%s); asked again it was refused at once; %s in europe-west4-a joined" %
+   (so["reason"], new["server"]))
+
+done = r.wait_type("done")
+if r.finish() != 0:
+    fail("the gce run did not end with status 0")
+left = [i for i in control("/_control/state")["instances"] if i["status"] != "TERMINATED"]
+if left:
+    fail("VMs left after the run: %s" % [(i["name"], i["status"]) for i in left])
+bill = control("/_control/billing")
+if any(i["running"] for i in bill["instances"]):
+    fail("the fake still bills %s" % [i["name"] for i in bill["instances"] if i["running"]])
+for pid in os.listdir("/proc"):
+    try:
+        env = open("/proc/%s/environ" % pid, "rb").read()
+    except OSError:
+        continue
+    if b"SPOTDECK_FAKE_INSTANCE=sd-" in env:
+        fail("pid %s still runs on a VM: %s" % (pid, open("/proc/%s/cmdline" % pid, "rb").read()))
+ok("every VM deleted, none billed any more, nothing of the run left running on them")
+
+
+# Secrets: no access token, run token or private key in anything the run wrote.
+secrets = control("/_control/secrets")["tokens"]
+secrets.append(open(os.path.join(r.run_dir, "token")).read().strip())
+secrets.append("".join(open(T + "/id").read().splitlines()[1:-1])[:60])
+for dd, _, fs in os.walk(r.run_dir):
+    for f in fs:
+        path = os.path.join(dd, f)
+        if path == os.path.join(r.run_dir, "token"):
+            continue
+        text = open(path, "rb").read().decode(errors="replace")
+        for sec in secrets:
+            if sec and sec in text:
+                fail("%s holds a secret (%s...)" % (path, sec[:8]))
+calls = [e for e in r.events if e.get("type") == "cloud_call"]
+if not any(c["call"] == "gce instances.insert" for c in calls) or \
+   not any(c["call"] == "gce instances.delete" for c in calls):
+    fail("the journal lacks the insert or delete calls: %s" % sorted(set(c["call"] for c in calls)))
+ok("%d API calls journaled; no file of the run holds any of %d secrets" % (len(calls), len(secrets)))
+
+loc = Run(job(workers=3, **train))
+ldone = loc.wait_type("done")
+loc.finish()
+if abs(done["test_accuracy"] - ldone["test_accuracy"]) > 0.02:
+    fail("test accuracy on GCE VMs %.4f vs local %.4f: differ by more than 0.02" %
+         (done["test_accuracy"], ldone["test_accuracy"]))
+ok("test accuracy %.4f on fake GCE with a preemption, %.4f on 3 local workers" %
+   (done["test_accuracy"], ldone["test_accuracy"]))
+PY
