@@ -19,6 +19,9 @@ tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)
 # --vm-sshd), a preemption, a stockout, the workers trained over ssh.
 TESTS += tests/test-gce-train.sh
 EXTRA_DIST += tests/test-gce-train.sh
+# A killed controller's VMs found by the run's label and deleted on --resume.
+TESTS += tests/test-gce-orphans.sh
+EXTRA_DIST += tests/test-gce-orphans.sh
 # tests/fake-cloud/ec2.py fakes the EC2 Query API (SigV4-checked) and IMDSv2;
 # tests/test-fake-ec2.sh checks it with botocore-signed requests.
 TESTS += tests/test-fake-ec2.sh

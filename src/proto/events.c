@@ -30,6 +30,7 @@ static const char *const names[SD_EV_COUNT] = {
 	[SD_EV_SWAP_FAILED] = "swap_failed",
 	[SD_EV_CLOUD_WARNING] = "cloud_warning",
 	[SD_EV_CLOUD_CALL] = "cloud_call",
+	[SD_EV_ORPHAN] = "orphan",
 	[SD_EV_HOST_UNREACHABLE] = "host_unreachable",
 	[SD_EV_HOST_BACK] = "host_back",
 	[SD_EV_WORKER_CONNECTED] = "worker_connected",

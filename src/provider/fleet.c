@@ -330,6 +330,7 @@ static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg
 	f->env.loop = f->loop;
 	f->env.fleet = f;
 	f->env.advertise = f->advertise;
+	f->env.run_dir = f->run_dir;
 	cJSON *empty = NULL;
 	if (!f->env.settings)
 		f->env.settings = empty = cJSON_CreateObject();

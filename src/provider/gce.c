@@ -97,7 +97,8 @@ struct sd_provider {
 	double zone_blocked_until[GCE_MAX_ZONES];
 	double cloud_blocked_until;
 	char *ssh_keys;                /* "USER:ssh-ed25519 AAAA... spotdeck" */
-	char tag[9];                   /* the run's label value and VM name part */
+	char tag[17];                  /* the run's label value and VM name part */
+	int orphans_keep;              /* provider.orphans "keep": journaled, left alone */
 	char model[16];                /* "t4" */
 	/* catalog */
 	struct sd_catalog cat;
@@ -117,7 +118,7 @@ struct sd_provider {
 static const char *const setting_keys[] = {
 	"project", "zones", "credentials", "gcloud", "machine_type", "accelerator", "accelerator_count", "image",
 	"api_root", "billing_root", "disk_gb", "ssh_user", "identity", "worker", "ssh_port", "poll_s",
-	"boot_timeout_s", "block_s", "usd_per_hour",
+	"boot_timeout_s", "block_s", "usd_per_hour", "orphans",
 	/* the transport's (ssh.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
@@ -208,6 +209,9 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 	    num_setting(s, "block_s", 1, 86400, 0, file, why) < 0 ||
 	    num_setting(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
 		return -1;
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
+	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
+		return sd_why(why, "%s: provider.orphans: expected \"delete\" or \"keep\"", file);
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
 	if (h && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") && strcmp(h->valuestring, "no"))
 		return sd_why(why, "%s: provider.host_key_checking: expected yes, accept-new or no", file);
@@ -343,7 +347,8 @@ static void on_deleted(void *arg, const struct sd_gce_vm_result *r)
 		/* Left for the end of the run: close() deletes what is not gone. */
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "provider", "gce");
-		cJSON_AddStringToObject(ev, "server", s->id);
+		if (s->id[0])
+			cJSON_AddStringToObject(ev, "server", s->id);
 		cJSON_AddStringToObject(ev, "instance", s->name);
 		cJSON_AddStringToObject(ev, "reason", "the VM could not be deleted; spotdeck tries again at the end");
 		cJSON_AddStringToObject(ev, "error", r->message);
@@ -414,7 +419,10 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 	struct gce_server *s = arg;
 	struct sd_provider *p = s->p;
 	if (p->closing) {
-		s->st = r->ok ? VM_RUNNING : VM_GONE;
+		/* Cancelled by close, or done just then: the VM may exist, and
+		 * close deletes whatever is not known gone (a 404 is fine). */
+		if (r->ok)
+			s->st = VM_RUNNING;
 		return;
 	}
 	if (r->target[0])
@@ -558,6 +566,100 @@ static void on_backstop(uv_timer_t *t)
 		p->listing = 0;
 }
 
+/* ---- start-up reconciliation: the run's VMs a previous controller left ---- */
+
+/* The run's label: 16 random hex digits kept in RUN_DIR/gce-label, made by
+ * the first start of the run and read by every --resume, so that a resumed
+ * run knows the VMs an earlier controller of it left.  Without a run
+ * directory: random, and nothing is taken for an orphan. */
+static int run_label(struct sd_provider *p, const char *run_dir, char **why)
+{
+	unsigned char r[8];
+	char path[4200];
+	snprintf(path, sizeof path, "%s/gce-label", run_dir ? run_dir : "");
+	FILE *f = run_dir ? fopen(path, "r") : NULL;
+	if (f) {
+		char line[64] = "";
+		int ok = fgets(line, sizeof line, f) != NULL;
+		fclose(f);
+		line[strcspn(line, "\r\n")] = '\0';
+		ok = ok && strlen(line) == 16 && strspn(line, "0123456789abcdef") == 16;
+		if (!ok)
+			return sd_why(why, "%s: not a run label (16 hex digits); remove it only if no VM of the run is left",
+			              path);
+		memcpy(p->tag, line, 17);
+		return 0;
+	}
+	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+		return sd_why(why, "gce: no random bytes for the run's label");
+	for (int i = 0; i < 8; i++)
+		snprintf(p->tag + 2 * i, 3, "%02x", r[i]);
+	if (!run_dir) {
+		p->orphans_keep = 1;
+		return 0;
+	}
+	f = fopen(path, "wx");
+	if (!f || fprintf(f, "%s\n", p->tag) < 0 || fclose(f) != 0)
+		return sd_why(why, "%s: cannot write the run's label: %m", path);
+	return 0;
+}
+
+static int zone_index(const struct sd_provider *p, const char *zone)
+{
+	for (int i = 0; i < p->nzones; i++)
+		if (!strcmp(p->zones[i], zone))
+			return i;
+	return -1;
+}
+
+/* A VM carrying this run's label that no server of this controller owns:
+ * a previous controller of the run (killed, or its machine lost) left it.
+ * It is deleted, or with provider.orphans "keep" only journaled. */
+static void on_reconcile_vm(void *arg, const struct sd_gce_instance *in)
+{
+	struct sd_provider *p = arg;
+	if (p->closing)
+		return;
+	for (const struct gce_server *s = p->servers; s; s = s->next)
+		if (!strcmp(s->name, in->name))
+			return;
+	int zi = zone_index(p, in->zone);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "gce");
+	cJSON_AddStringToObject(ev, "instance", in->name);
+	cJSON_AddStringToObject(ev, "zone", in->zone);
+	cJSON_AddStringToObject(ev, "status", in->status);
+	int del = !p->orphans_keep && zi >= 0;
+	cJSON_AddStringToObject(ev, "action", del ? "delete" : "keep");
+	sd_fleet_journal(p->fleet, SD_EV_ORPHAN, ev);
+	if (!del)
+		return;
+	struct gce_server *s = sd_calloc(1, sizeof *s);
+	snprintf(s->name, sizeof s->name, "%s", in->name);
+	s->zone = zi;
+	s->host = -1;
+	s->p = p;
+	s->released = 1;
+	s->st = VM_RUNNING;
+	s->next = p->servers;
+	p->servers = s;
+	delete_vm(p, s);
+}
+
+static void on_reconciled(void *arg, int n, const char *error)
+{
+	struct sd_provider *p = arg;
+	(void)n;
+	if (p->closing || !error)
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "gce");
+	cJSON_AddStringToObject(ev, "reason", "the run's VMs could not be listed at start: orphans of an earlier "
+	                        "controller, if any, are left");
+	cJSON_AddStringToObject(ev, "error", error);
+	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+}
+
 /* ---- catalog ---- */
 
 static void build_catalog(struct sd_provider *p)
@@ -683,12 +785,12 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		gce_free(p);
 		return -1;
 	}
-	unsigned char r[4];
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+	if (run_label(p, env->run_dir, why) < 0) {
 		gce_free(p);
-		return sd_why(why, "gce: no random bytes for the run's label");
+		return -1;
 	}
-	snprintf(p->tag, sizeof p->tag, "%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(s, "orphans");
+	p->orphans_keep |= cJSON_IsString(ov) && !strcmp(ov->valuestring, "keep");
 	/* Workers on VMs must reach the controller: loopback only serves a
 	 * fake cloud on this machine (tests/fake-cloud/gce.py --vm-sshd). */
 	if (env->advertise && sd_host_is_loopback(env->advertise, 1) && !api_is_loopback(p->api_root)) {
@@ -725,6 +827,10 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->backstop.data = p;
 	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
 	uv_unref((uv_handle_t *)&p->backstop);
+	char lerr[256];
+	if (sd_gce_vm_list(p->gce, (const char *const *)p->zones, p->nzones, p->tag, on_reconcile_vm, on_reconciled, p,
+	                   lerr, sizeof lerr) < 0)
+		on_reconciled(p, -1, lerr);
 	*out = p;
 	return 0;
 }

@@ -63,6 +63,8 @@ struct sd_provider_env {
 	const char *settings_file;     /* for errors: "job.json" */
 	const char *advertise;         /* "HOST:PORT" workers on other hosts dial (the
 	                                * fleet fills it in; spotdeck --advertise) */
+	const char *run_dir;           /* the run's directory (the fleet fills it in): its
+	                                * token file names the run to a cloud (gce's label) */
 };
 
 enum sd_provider_event_kind {

@@ -1,0 +1,101 @@
+#!/bin/sh
+# Orphans (issue 13): a controller killed while two Spot VMs train for it
+# leaves them running and billed at the fake GCE; `spotdeck --resume` of
+# the same run directory finds them by the run's label (kept in the run
+# directory's gce-label), journals each as an orphan and deletes it; once
+# the resumed run quits no VM is left.  With provider.orphans "keep" they
+# are journaled and left alone.
+. "$(dirname "$0")/lib.sh"
+tmpdir
+[ -x /usr/sbin/sshd ] || { echo "SKIP: /usr/sbin/sshd not found (Debian package openssh-server)" >&2; exit 77; }
+GCE_FAKE_ARGS="--boot-s 0.5 --op-s 0.2 --vm-sshd --vm-log-dir $T/vms --vm-ssh-port 2222"
+. "$top_srcdir/tests/fake-cloud/gce-env.sh"
+ssh-keygen -q -N '' -t ed25519 -C spotdeck-test -f "$T/id" || fail "ssh-keygen"
+export T BASE KEY WORKER
+"$PY" - <<'PY'
+import sys, os, json, time, urllib.request, pwd, signal
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+T, BASE = os.environ["T"], os.environ["BASE"]
+
+def control(path, body=None):
+    req = urllib.request.Request(BASE + path, data=json.dumps(body).encode() if body is not None else None,
+                                 method="POST" if body is not None else "GET")
+    with urllib.request.urlopen(req, timeout=30) as f:
+        return json.loads(f.read() or b"{}")
+
+def live():
+    return sorted(i["name"] for i in control("/_control/state")["instances"] if i["status"] != "TERMINATED")
+
+A, B = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot"
+# Long enough (60 epochs) that the run cannot end on its own during the test.
+j = job(workers=0, cluster=[A, B], epochs=60)
+j["provider"] = {"name": "gce", "project": "p1", "credentials": os.environ["KEY"],
+                 "zones": ["us-central1-a", "us-central1-b", "europe-west4-a"],
+                 "api_root": BASE + "/compute/v1", "identity": T + "/id",
+                 "ssh_user": pwd.getpwuid(os.getuid()).pw_name, "ssh_port": 2222,
+                 "known_hosts": T + "/known_hosts", "worker": os.environ["WORKER"], "poll_s": 1}
+
+r = Run(j)
+r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
+first = live()
+if len(first) != 2:
+    fail("2 VMs expected while 2 servers train, the fake has %s" % first)
+label = control("/_control/state")["instances"][0]["labels"]["spotdeck-run"]
+r.kill(signal.SIGKILL)
+time.sleep(1)
+if live() != first:
+    fail("the VMs changed after the controller was killed: %s, then %s" % (first, live()))
+ok("controller killed while %s train: both still RUNNING (label spotdeck-run=%s)" % (", ".join(first), label))
+
+r2 = Run(None, resume=r.run_dir)
+orph = {}
+while len(orph) < 2:
+    e = r2.wait(lambda e: e.get("type") == "orphan" and e["instance"] not in orph, "orphans of the killed controller")
+    orph[e["instance"]] = e
+if sorted(orph) != first or any(e["action"] != "delete" or e["status"] != "RUNNING" for e in orph.values()):
+    fail("orphans journaled: %s; expected %s, RUNNING, deleted" % (list(orph.values()), first))
+deadline = time.time() + 60 * SCALE
+while set(first) & set(live()):
+    if time.time() > deadline:
+        fail("the orphans %s are still there" % sorted(set(first) & set(live())))
+    time.sleep(0.2)
+ok("the resumed run found both by the run's label, journaled and deleted them")
+r2.command("quit")
+r2.finish()
+deadline = time.time() + 30 * SCALE
+while live():
+    if time.time() > deadline:
+        fail("VMs left after the resumed run quit: %s; its last events: %s" % (live(), [
+            e for e in r2.events if e.get("type") in ("error", "state", "released", "done") or
+            (e.get("type") == "cloud_call" and "delete" in e["call"])][-12:]))
+    time.sleep(0.2)
+ok("nothing left at the fake after the resumed run quit")
+
+# provider.orphans "keep": journaled, left alone.
+j["provider"]["orphans"] = "keep"
+r3 = Run(j)
+r3.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 (keep)")
+kept = live()
+r3.kill(signal.SIGKILL)
+r4 = Run(None, resume=r3.run_dir)
+seen = set()
+while len(seen) < 2:
+    e = r4.wait(lambda e: e.get("type") == "orphan" and e["instance"] not in seen, "orphans (keep)")
+    if e["action"] != "keep":
+        fail("orphans \"keep\" but %s" % e)
+    seen.add(e["instance"])
+r4.command("quit")
+r4.finish()
+# The resumed run has ended (its own VMs deleted at close): the kept ones
+# are still there, and it never asked to delete them.
+if not set(kept) <= set(live()):
+    fail("orphans \"keep\": %s were deleted (left: %s)" % (kept, live()))
+asked = [e["url"] for e in r4.events if e.get("type") == "cloud_call" and "delete" in e["call"] and
+         any(k in e["url"] for k in kept)]
+if asked:
+    fail("orphans \"keep\" but the resumed run sent %s" % asked)
+for n in kept:
+    control("/_control/crash", {"name": n})
+ok("with orphans \"keep\" both were journaled and left running")
+PY
