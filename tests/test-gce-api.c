@@ -304,8 +304,35 @@ static void test_instances(void)
 	check_report(1, "instances and list pages read (a bad item fails the page); filters refuse injection");
 }
 
+/* GCE's timestamps: RFC 3339 with a fraction and an offset (the billing
+ * times lastStartTimestamp, lastStopTimestamp, an Operation's endTime). */
+static void test_times(void)
+{
+	/* 2026-12-03T08:02:03Z is 1796284923 (date -d ... +%s). */
+	CHECK(sd_gce_time_parse("2026-12-03T08:02:03Z") == 1796284923.0, "%.3f",
+	      sd_gce_time_parse("2026-12-03T08:02:03Z"));
+	double t = sd_gce_time_parse("2026-12-03T01:02:03.456-07:00");
+	CHECK(t > 1796284923.455 && t < 1796284923.457, "-07:00 with millis: %.4f", t);
+	t = sd_gce_time_parse("2026-12-03T09:32:03.5+01:30");
+	CHECK(t > 1796284923.499 && t < 1796284923.501, "+01:30: %.4f", t);
+	const char *bad[] = { "2026-12-03 08:02:03Z", "2026-12-03T08:02:03", "2026-12-03T08:02:03.Z",
+			      "2026-12-03T08:02:03+0700", "2026-12-03T08:02:03-07:00x", "", NULL };
+	for (int i = 0; bad[i]; i++)
+		CHECK(sd_gce_time_parse(bad[i]) == -1, "'%s' read as %.3f", bad[i], sd_gce_time_parse(bad[i]));
+	CHECK(sd_gce_time_parse(NULL) == -1, "NULL");
+	struct sd_gce_instance in;
+	char err[256];
+	const char *vm = "{\"name\":\"a\",\"status\":\"TERMINATED\",\"lastStartTimestamp\":"
+			 "\"2026-12-03T01:02:03.000-07:00\",\"lastStopTimestamp\":\"2026-12-03T01:03:33.250-07:00\"}";
+	CHECK_INT(sd_gce_instance_parse(vm, strlen(vm), &in, err, sizeof err), 0);
+	CHECK(in.stopped_at - in.started_at > 90.249 && in.stopped_at - in.started_at < 90.251, "ran %.3f s",
+	      in.stopped_at - in.started_at);
+	check_report(1, "timestamps with offsets and fractions; an instance's start and stop times read");
+}
+
 int main(void)
 {
+	test_times();
 	test_insert_body();
 	test_operations_and_errors();
 	test_instances();

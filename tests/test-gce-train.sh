@@ -140,6 +140,26 @@ for pid in os.listdir("/proc"):
 ok("every VM deleted, none billed any more, nothing of the run left running on them")
 
 
+# Money: each server's cost as GCE bills it (the fake: per second from
+# RUNNING to power-off, a 60 s minimum) against the journal's billed event,
+# which takes GCE's own lastStartTimestamp and power-off time.
+billed = {e["server"]: e for e in r.events if e.get("type") == "billed"}
+rows = []
+for b in bill["instances"]:
+    srv = b["name"].rsplit("-", 1)[1]
+    e = billed.get(srv)
+    if e is None:
+        fail("no billed event for %s (%s); the fake billed $%.4f" % (srv, b["name"], b["usd"]))
+    if abs(e["run_s"] - b["run_seconds"]) > 0.01 or round(e["usd"], 2) != b["usd"] or \
+       abs(e["usd"] - b["seconds"] * b["usd_per_hour"] / 3600) > 1e-6:
+        fail("%s: journal billed %s; the fake: %s" % (srv, e, b))
+    rows.append("%s %.2f s $%.5f" % (srv, e["run_s"], e["usd"]))
+spent = sum(e["usd"] for e in billed.values())
+if len(billed) != len(bill["instances"]) or round(spent, 2) != bill["total_usd"]:
+    fail("journal billed %d servers, $%.4f in all; the fake %d, $%.2f" % (len(billed), spent,
+         len(bill["instances"]), bill["total_usd"]))
+ok("the journal's cost of each VM equals the fake's billing: %s; total $%.2f" % (", ".join(rows), spent))
+
 # Secrets: no access token, run token or private key in anything the run wrote.
 secrets = control("/_control/secrets")["tokens"]
 secrets.append(open(os.path.join(r.run_dir, "token")).read().strip())

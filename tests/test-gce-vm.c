@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static uv_loop_t *loop;
 static struct sd_http *http;
@@ -25,6 +26,7 @@ struct done {
 	int n;
 	struct sd_gce_vm_result r;
 	int count, preempted;
+	double ended_at;
 	char error[700];
 	char names[8][64];
 };
@@ -240,11 +242,12 @@ static void on_list_done(void *arg, int n, const char *error)
 	snprintf(d->error, sizeof d->error, "%s", error ? error : "");
 }
 
-static void on_fate(void *arg, int preempted, const char *error)
+static void on_fate(void *arg, int preempted, double ended_at, const char *error)
 {
 	struct done *d = arg;
 	d->n++;
 	d->preempted = preempted;
+	d->ended_at = ended_at;
 	snprintf(d->error, sizeof d->error, "%s", error ? error : "");
 }
 
@@ -304,6 +307,10 @@ static void test_list_fate_delete(void)
 	CHECK_INT(sd_gce_vm_fate(gce, "us-central1-a", target, on_fate, &d, err, sizeof err), 0);
 	wait_done(&d);
 	CHECK(d.preempted == 1, "s1: preempted %d (%s)", d.preempted, d.error);
+	/* The power-off time, from the operation's endTime: in the last
+	 * minute of this machine's clock (the fake runs here). */
+	CHECK(d.ended_at > (double)time(NULL) - 60 && d.ended_at <= (double)time(NULL) + 1,
+	      "s1: the preempted operation's endTime %.3f, now %lld", d.ended_at, (long long)time(NULL));
 	snprintf(target, sizeof target, "%ssd-r1-s4", link);
 	memset(&d, 0, sizeof d);
 	CHECK_INT(sd_gce_vm_fate(gce, "us-central1-a", target, on_fate, &d, err, sizeof err), 0);

@@ -31,6 +31,7 @@ static const char *const names[SD_EV_COUNT] = {
 	[SD_EV_CLOUD_WARNING] = "cloud_warning",
 	[SD_EV_CLOUD_CALL] = "cloud_call",
 	[SD_EV_ORPHAN] = "orphan",
+	[SD_EV_BILLED] = "billed",
 	[SD_EV_HOST_UNREACHABLE] = "host_unreachable",
 	[SD_EV_HOST_BACK] = "host_back",
 	[SD_EV_WORKER_CONNECTED] = "worker_connected",

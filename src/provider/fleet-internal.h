@@ -19,6 +19,7 @@ struct server {
 	double t_notice;                 /* < 0: no notice */
 	double t_notice_end;             /* when the notice runs out */
 	double usd_per_hour;             /* the offer's price when acquired */
+	double cloud_usd;                /* the provider's own statement (BILLED), < 0 none yet */
 	int price_estimated;             /* ... and that price was an estimate */
 	int unpriced;                    /* the offer has no price (a hosts file
 	                                  * without price=): billed as unknown */

@@ -37,6 +37,8 @@ static double server_usd(const struct sd_fleet *f, const struct server *s)
 {
 	if (!s->offer || s->never_held || s->unpriced)
 		return 0;
+	if (s->cloud_usd >= 0)
+		return s->cloud_usd;
 	double end = s->t_end >= 0 ? s->t_end : sd_fleet_now(f);
 	double billed = fmax(end - s->t_request, s->offer->billing_minimum_seconds);
 	return s->usd_per_hour * billed / 3600;
@@ -266,9 +268,38 @@ static void on_failed(struct sd_fleet *f, struct server *s, const struct sd_prov
 	fl_finish_server(f, s, SD_SERVER_FAILED);
 }
 
+/* The cloud's own statement of a server's running time: it replaces the
+ * estimate, in the server's cost and in the money spent. */
+static void on_billed(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
+{
+	if (s->never_held || s->unpriced || s->cloud_usd >= 0 || !(ev->run_seconds >= 0))
+		return;
+	double estimate = server_usd(f, s);
+	double billed = fmax(ev->run_seconds, s->offer->billing_minimum_seconds);
+	double usd = s->usd_per_hour * billed / 3600;
+	if (s->t_end >= 0)
+		f->usd_done += usd - estimate;
+	s->cloud_usd = usd;
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddStringToObject(e, "server", s->id);
+	cJSON_AddStringToObject(e, "offer", s->offer->id);
+	cJSON_AddNumberToObject(e, "run_s", round(ev->run_seconds * 1000) / 1000);
+	cJSON_AddNumberToObject(e, "billed_s", round(billed * 1000) / 1000);
+	cJSON_AddNumberToObject(e, "usd_per_hour", s->usd_per_hour);
+	cJSON_AddNumberToObject(e, "usd", usd);
+	cJSON_AddNumberToObject(e, "usd_estimate", estimate);
+	if (ev->billing_source)
+		cJSON_AddStringToObject(e, "source", ev->billing_source);
+	f->hooks.journal(f->ctx, SD_EV_BILLED, e);
+}
+
 void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 {
 	struct server *s = ev->server ? fl_find(f, ev->server) : NULL;
+	if (s && s->offer && ev->kind == SD_PROVIDER_BILLED) {
+		on_billed(f, s, ev);
+		return;
+	}
 	if (!s || !s->offer || fl_gone(s) || f->closing)
 		return;   /* late news of a server the fleet let go */
 	if (f->acquiring == s && (ev->kind == SD_PROVIDER_PROVISIONED || ev->kind == SD_PROVIDER_RUNNING)) {
@@ -306,6 +337,8 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 	case SD_PROVIDER_FAILED:
 		on_failed(f, s, ev);
 		break;
+	case SD_PROVIDER_BILLED:
+		break;   /* above */
 	}
 	free(why);
 }
@@ -386,6 +419,7 @@ static struct server *new_server(struct sd_fleet *f, const struct sd_offer *o)
 	s->t_request = sd_fleet_now(f);
 	s->t_end = -1;
 	s->t_notice = -1;
+	s->cloud_usd = -1;
 	const double *price = f->p && f->ops->prices ? f->ops->prices(f->p) : NULL;
 	s->usd_per_hour = o ? (price ? price[o->index] : o->usd_per_hour) : 0;
 	s->unpriced = o && !isfinite(s->usd_per_hour);

@@ -5,6 +5,7 @@
 #include "src/provider/secret-file.h"
 
 #include <cJSON.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,38 @@
 static void copy(char *dst, size_t n, const char *src)
 {
 	snprintf(dst, n, "%s", src ? src : "");
+}
+
+double sd_gce_time_parse(const char *s)
+{
+	/* The date and time in UTC's form, then the offset applied. */
+	char utc[40];
+	if (!s || strlen(s) < 20 || strlen(s) >= sizeof utc - 8)
+		return -1;
+	const char *p = s + 19;
+	double frac = 0, scale = 0.1;
+	if (*p == '.') {
+		p++;
+		if (!isdigit((unsigned char)*p))
+			return -1;
+		for (; isdigit((unsigned char)*p); p++, scale /= 10)
+			frac += (*p - '0') * scale;
+	}
+	int off = 0;
+	if (*p == '+' || *p == '-') {
+		if (!isdigit((unsigned char)p[1]) || !isdigit((unsigned char)p[2]) || p[3] != ':' ||
+		    !isdigit((unsigned char)p[4]) || !isdigit((unsigned char)p[5]) || p[6])
+			return -1;
+		off = ((p[1] - '0') * 10 + (p[2] - '0')) * 3600 + ((p[4] - '0') * 10 + (p[5] - '0')) * 60;
+		if (*p == '-')
+			off = -off;
+	} else if (strcmp(p, "Z") != 0) {
+		return -1;
+	}
+	memcpy(utc, s, 19);
+	memcpy(utc + 19, "Z", 2);
+	long long t = sd_utc_time_parse(utc);
+	return t < 0 ? -1 : (double)t - off + frac;
 }
 
 int sd_gce_name_ok(const char *name)
@@ -187,6 +220,8 @@ int sd_gce_op_parse(const char *json, size_t len, struct sd_gce_op *op, char *er
 		sd_gce_basename(jstr(j, "zone"), op->zone, sizeof op->zone);
 		copy(op->type, sizeof op->type, jstr(j, "operationType"));
 		copy(op->target, sizeof op->target, jstr(j, "targetLink"));
+		double t = sd_gce_time_parse(jstr(j, "endTime"));
+		op->end_time = t > 0 ? t : 0;
 		const cJSON *errs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"),
 								     "errors");
 		const cJSON *e0 = cJSON_GetArrayItem(errs, 0);
@@ -253,6 +288,10 @@ static int instance_from(const cJSON *j, struct sd_gce_instance *in, char *err, 
 	const cJSON *ac = nic ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(nic, "accessConfigs"), 0) : NULL;
 	copy(in->nat_ip, sizeof in->nat_ip, ac ? jstr(ac, "natIP") : NULL);
 	copy(in->run, sizeof in->run, jstr(cJSON_GetObjectItemCaseSensitive(j, "labels"), SD_GCE_RUN_LABEL));
+	double t = sd_gce_time_parse(jstr(j, "lastStartTimestamp"));
+	in->started_at = t > 0 ? t : 0;
+	t = sd_gce_time_parse(jstr(j, "lastStopTimestamp"));
+	in->stopped_at = t > 0 ? t : 0;
 	return 0;
 }
 

@@ -44,6 +44,11 @@ struct sd_gce_instance_spec {
 	                               * 0: DELETE, spotdeck's choice */
 };
 
+/* A timestamp as GCE writes them, RFC 3339 with a fraction and an offset
+ * ("2026-12-03T01:02:03.456-07:00", or "Z"), as seconds since the epoch;
+ * -1 for anything else. */
+double sd_gce_time_parse(const char *s);
+
 /* 1 when NAME is a valid GCE resource name (RFC 1035 label, 1..63). */
 int sd_gce_name_ok(const char *name);
 
@@ -75,6 +80,7 @@ struct sd_gce_op {
 	char error_code[96];          /* "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS", "" when none */
 	char error_message[512];
 	long http_error;              /* httpErrorStatusCode, 0 when absent */
+	double end_time;              /* endTime (seconds since the epoch), 0 when absent */
 };
 int sd_gce_op_parse(const char *json, size_t len, struct sd_gce_op *op, char *err, size_t errlen);
 
@@ -104,6 +110,9 @@ struct sd_gce_instance {
 	char network_ip[48];          /* networkInterfaces[0].networkIP, "" when none yet */
 	char nat_ip[48];              /* networkInterfaces[0].accessConfigs[0].natIP, "" when none */
 	char run[64];                 /* labels.spotdeck-run, "" when not ours */
+	double started_at;            /* lastStartTimestamp (seconds since the epoch: when it
+	                               * last became RUNNING, billing's start), 0 when absent */
+	double stopped_at;            /* lastStopTimestamp (power-off, billing's end), 0 when absent */
 	char machine_type[64];        /* basename of machineType */
 };
 int sd_gce_instance_parse(const char *json, size_t len, struct sd_gce_instance *in, char *err,

@@ -187,10 +187,12 @@ static void on_operation(void *arg, const struct sd_http_response *r)
 		op_fail(o, sd_gce_classify(0, op.error_code, op.error_message), op.error_code, op.error_message);
 		return;
 	}
-	if (o->create)
+	if (o->create) {
 		poll_instance(o);
-	else
+	} else {
+		o->res.ended_at = op.end_time;
 		op_end(o, 1);
+	}
 }
 
 static void on_request(void *arg, const struct sd_http_response *r)
@@ -240,6 +242,7 @@ static void op_start(struct vm_op *o, const char *label, const char *method, con
 		live_ops->prev = o;
 	live_ops = o;
 	snprintf(p, sizeof p, "%s?requestId=%s", path, o->request_id);
+	memcpy(o->res.request_id, o->request_id, sizeof o->request_id);
 	op_call(o, label, method, p, o->body, on_request);
 }
 
@@ -271,9 +274,21 @@ int sd_gce_vm_create(struct sd_gce_client *c, const struct sd_gce_instance_spec 
 int sd_gce_vm_delete(struct sd_gce_client *c, const char *zone, const char *name, sd_gce_vm_cb cb,
 		     void *arg, char *err, size_t errlen)
 {
+	return sd_gce_vm_delete_id(c, zone, name, NULL, cb, arg, err, errlen);
+}
+
+int sd_gce_vm_delete_id(struct sd_gce_client *c, const char *zone, const char *name, const char *request_id,
+			sd_gce_vm_cb cb, void *arg, char *err, size_t errlen)
+{
+	if (request_id && request_id[0] && strlen(request_id) != 36) {
+		snprintf(err, errlen, "gce: requestId '%.40s' is not a UUID", request_id);
+		return -1;
+	}
 	struct vm_op *o = op_new(c, 0, zone, name, cb, arg, err, errlen);
 	if (!o)
 		return -1;
+	if (request_id && request_id[0])
+		memcpy(o->request_id, request_id, 37);
 	char path[256];
 	snprintf(path, sizeof path, "zones/%s/instances/%s", zone, name);
 	op_start(o, "gce instances.delete", "DELETE", path);
@@ -398,14 +413,18 @@ static void on_fate(void *arg, const struct sd_http_response *r)
 			snprintf(m, sizeof m, "operations.list: HTTP %ld", r->status);
 		else
 			snprintf(m, sizeof m, "operations.list: %s", r->error);
-		f->done(f->arg, -1, m);
+		f->done(f->arg, -1, 0, m);
 	} else {
 		cJSON *j = cJSON_ParseWithLength(r->body, r->body_len);
 		const cJSON *items = cJSON_GetObjectItemCaseSensitive(j, "items");
+		const cJSON *first = cJSON_GetArrayItem(items, 0);
+		double end = first ? sd_gce_time_parse(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(first,
+		                                                                                               "endTime")))
+		                   : 0;
 		if (!cJSON_IsObject(j))
-			f->done(f->arg, -1, "operations.list: not a JSON object");
+			f->done(f->arg, -1, 0, "operations.list: not a JSON object");
 		else
-			f->done(f->arg, cJSON_GetArraySize(items) > 0, NULL);
+			f->done(f->arg, cJSON_GetArraySize(items) > 0, end > 0 ? end : 0, NULL);
 		cJSON_Delete(j);
 	}
 	free(f);

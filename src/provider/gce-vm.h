@@ -36,6 +36,9 @@ struct sd_gce_vm_result {
 	                               * when it stopped while booting) */
 	char message[512];            /* !ok: one line, the API's words */
 	double seconds;               /* from the call to the end */
+	char request_id[37];          /* the requestId it sent ("" if it never started) */
+	double ended_at;              /* delete, ok: its Operation's endTime (the VM's power-off,
+	                               * seconds since the epoch); 0 when not known (it was gone) */
 };
 typedef void (*sd_gce_vm_cb)(void *arg, const struct sd_gce_vm_result *r);
 
@@ -48,6 +51,12 @@ int sd_gce_vm_create(struct sd_gce_client *c, const struct sd_gce_instance_spec 
 int sd_gce_vm_delete(struct sd_gce_client *c, const char *zone, const char *name, sd_gce_vm_cb cb,
 		     void *arg, char *err, size_t errlen);
 
+/* The same with REQUEST_ID (a UUID; NULL or "": a new one): a delete sent
+ * again with the first one's requestId is answered with that first
+ * Operation (nothing is deleted twice, and its endTime is learnt). */
+int sd_gce_vm_delete_id(struct sd_gce_client *c, const char *zone, const char *name, const char *request_id,
+			sd_gce_vm_cb cb, void *arg, char *err, size_t errlen);
+
 /* A run's VMs in ZONES (NZONES): EACH per instance, then DONE once with
  * the count, or -1 and ERROR (a zone or page that failed: the list is then
  * incomplete and must not be taken for the truth). */
@@ -58,8 +67,10 @@ int sd_gce_vm_list(struct sd_gce_client *c, const char *const *zones, int nzones
 
 /* Why the instance at TARGET (its URL) in ZONE went away: DONE gets 1
  * (a compute.instances.preempted operation names it), 0 (none: a crash or
- * someone's delete), or -1 with ERROR (the question could not be asked). */
-typedef void (*sd_gce_vm_fate_done)(void *arg, int preempted, const char *error);
+ * someone's delete), or -1 with ERROR (the question could not be asked);
+ * with 1, ENDED_AT is that operation's endTime (the power-off, seconds
+ * since the epoch; 0 when it has none). */
+typedef void (*sd_gce_vm_fate_done)(void *arg, int preempted, double ended_at, const char *error);
 int sd_gce_vm_fate(struct sd_gce_client *c, const char *zone, const char *target, sd_gce_vm_fate_done done,
 		   void *arg, char *err, size_t errlen);
 

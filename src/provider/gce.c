@@ -77,6 +77,10 @@ struct gce_server {
 	int asking_fate;
 	int missing;                   /* backstop passes that did not show it RUNNING */
 	char target[512];              /* the instance's URL */
+	double started_at, stopped_at; /* GCE's RUNNING and power-off times (epoch s), 0 unknown */
+	const char *stop_source;       /* where stopped_at comes from */
+	int billed;                    /* BILLED reported */
+	char delete_rid[37];           /* the requestId of its delete, once sent */
 	struct sd_provider *p;
 	struct gce_server *next;
 };
@@ -108,6 +112,7 @@ struct sd_provider {
 	char price_source[160];
 	/* servers */
 	struct gce_server *servers;
+	int final_pending;             /* close: deletes not yet answered */
 	uv_timer_t backstop;
 	int listing;
 	int closing;
@@ -337,13 +342,41 @@ static void report(struct sd_provider *p, struct gce_server *s, enum sd_provider
 	sd_fleet_report(p->fleet, &ev);
 }
 
+/* Once GCE's own RUNNING and power-off times of s's VM are both known:
+ * the fleet's estimate of its cost is replaced by what GCE bills (per
+ * second, with the minimum). */
+static void bill(struct sd_provider *p, struct gce_server *s)
+{
+	if (s->billed || !s->id[0] || !(s->started_at > 0) || !(s->stopped_at >= s->started_at))
+		return;
+	s->billed = 1;
+	char source[160];
+	snprintf(source, sizeof source, "gce: instance %s, lastStartTimestamp to %s", s->name, s->stop_source);
+	struct sd_provider_event ev = {
+		.kind = SD_PROVIDER_BILLED,
+		.server = s->id,
+		.time = sd_fleet_now(p->fleet),
+		.run_seconds = s->stopped_at - s->started_at,
+		.billing_source = source,
+	};
+	sd_fleet_report(p->fleet, &ev);
+}
+
 static void on_deleted(void *arg, const struct sd_gce_vm_result *r)
 {
 	struct gce_server *s = arg;
 	struct sd_provider *p = s->p;
-	if (r->ok)
+	if (r->ok) {
 		s->st = VM_GONE;
-	else if (!p->closing) {
+		if (!(s->stopped_at > 0) && r->ended_at > 0) {
+			s->stopped_at = r->ended_at;
+			s->stop_source = "the delete operation's endTime";
+		}
+		bill(p, s);
+	} else if (p->closing) {
+		/* Cut short by close: sent again there with this requestId. */
+		memcpy(s->delete_rid, r->request_id, sizeof s->delete_rid);
+	} else {
 		/* Left for the end of the run: close() deletes what is not gone. */
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "provider", "gce");
@@ -446,6 +479,7 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 		return;
 	}
 	s->st = VM_WAIT_SSH;
+	s->started_at = r->vm.started_at;
 	if (s->released) {
 		delete_vm(p, s);
 		return;
@@ -494,7 +528,7 @@ struct listing {
 	struct sd_provider *p;
 };
 
-static void on_fate(void *arg, int preempted, const char *error)
+static void on_fate(void *arg, int preempted, double ended_at, const char *error)
 {
 	struct gce_server *s = arg;
 	struct sd_provider *p = s->p;
@@ -505,6 +539,10 @@ static void on_fate(void *arg, int preempted, const char *error)
 		s->missing = 1;   /* asked again on the next pass */
 		(void)error;
 		return;
+	}
+	if (preempted && ended_at > 0 && !(s->stopped_at > 0)) {
+		s->stopped_at = ended_at;
+		s->stop_source = "the compute.instances.preempted operation's endTime";
 	}
 	if (preempted) {
 		report(p, s, SD_PROVIDER_REVOKED, NULL, NULL);
@@ -522,9 +560,16 @@ static void on_fate(void *arg, int preempted, const char *error)
 static void on_listed_vm(void *arg, const struct sd_gce_instance *in)
 {
 	struct sd_provider *p = arg;
-	for (struct gce_server *s = p->servers; s; s = s->next)
-		if (!strcmp(s->name, in->name) && !strcmp(in->status, "RUNNING"))
+	for (struct gce_server *s = p->servers; s; s = s->next) {
+		if (strcmp(s->name, in->name))
+			continue;
+		if (!strcmp(in->status, "RUNNING"))
 			s->missing = 0;
+		else if (in->stopped_at > 0 && !(s->stopped_at > 0)) {
+			s->stopped_at = in->stopped_at;   /* powered off: preempted, crashed, stopped */
+			s->stop_source = "lastStopTimestamp";
+		}
+	}
 }
 
 static void on_listed(void *arg, int n, const char *error)
@@ -927,15 +972,18 @@ static int gce_live(const struct sd_provider *p, const struct sd_offer *o)
 
 /* ---- the end: every VM not known gone is deleted on a private loop ---- */
 
-struct final_delete {
-	int pending;
-};
-
 static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 {
-	struct final_delete *fd = arg;
-	(void)r;
-	fd->pending--;
+	struct gce_server *s = arg;
+	s->p->final_pending--;
+	if (r->ok) {
+		s->st = VM_GONE;
+		if (!(s->stopped_at > 0) && r->ended_at > 0) {
+			s->stopped_at = r->ended_at;
+			s->stop_source = "the delete operation's endTime";
+		}
+		bill(s->p, s);
+	}
 }
 
 static void on_close_timeout(uv_timer_t *t)
@@ -962,15 +1010,16 @@ static void delete_left(struct sd_provider *p)
 		cfg.gcloud = p->gcloud;
 	}
 	struct sd_gce_client *gce = http ? sd_gce_client_new(http, &cfg, err, sizeof err) : NULL;
-	struct final_delete fd = { 0 };
+	p->final_pending = 0;
 	for (struct gce_server *s = p->servers; gce && s; s = s->next)
 		if (s->st != VM_GONE &&
-		    sd_gce_vm_delete(gce, p->zones[s->zone], s->name, on_final_deleted, &fd, err, sizeof err) == 0)
-			fd.pending++;
+		    sd_gce_vm_delete_id(gce, p->zones[s->zone], s->name, s->delete_rid, on_final_deleted, s, err,
+		                        sizeof err) == 0)
+			p->final_pending++;
 	uv_timer_t limit;
 	uv_timer_init(&loop, &limit);
 	uv_timer_start(&limit, on_close_timeout, (uint64_t)(CLOSE_DELETE_WAIT_S * 1000), 0);
-	while (fd.pending > 0 && uv_is_active((uv_handle_t *)&limit) && uv_run(&loop, UV_RUN_ONCE))
+	while (p->final_pending > 0 && uv_is_active((uv_handle_t *)&limit) && uv_run(&loop, UV_RUN_ONCE))
 		;
 	uv_close((uv_handle_t *)&limit, NULL);
 	if (gce)

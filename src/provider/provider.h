@@ -22,6 +22,11 @@
  *   STOCKOUT     no capacity in the zone for the offer, with zone and
  *                reason (GCE's ZONE_RESOURCE_POOL_EXHAUSTED arrives inside
  *                the insert operation, after the request was accepted)
+ *   BILLED       after the machine is gone: how long the cloud itself
+ *                counts it as running (run_seconds, from the cloud's own
+ *                timestamps), which replaces the fleet's estimate from
+ *                request to release; accepted for a server already gone,
+ *                and while the fleet closes
  *
  * An event may be reported from inside acquire(): a STOCKOUT or FAILED
  * (the simulator knows at once) makes the fleet answer the acquire with
@@ -74,6 +79,7 @@ enum sd_provider_event_kind {
 	SD_PROVIDER_REVOKED,
 	SD_PROVIDER_FAILED,
 	SD_PROVIDER_STOCKOUT,
+	SD_PROVIDER_BILLED,
 };
 
 struct sd_provider_event {
@@ -96,6 +102,9 @@ struct sd_provider_event {
 	const char *code;              /* "ZONE_RESOURCE_POOL_EXHAUSTED", "INVALID_OFFER", ... */
 	const char *message;           /* one line for a person */
 	const char *zone;              /* STOCKOUT */
+	/* BILLED: */
+	double run_seconds;            /* billable time before the offer's minimum */
+	const char *billing_source;    /* where it comes from, for the journal */
 };
 
 struct sd_provider_ops {

@@ -657,6 +657,7 @@ def delete_done(inst, op):
         power_off(inst)
         remove(inst)
         op_done(op)
+        op["endTime"] = rfc3339(inst.stopped)   # the power-off, not the clean-up after it
 
 
 def preempt_end(inst, began):
@@ -670,6 +671,7 @@ def preempt_end(inst, began):
         op["insertTime"] = op["startTime"] = rfc3339(began)
         op["statusMessage"] = "Instance was preempted."
         op_done(op)
+        op["endTime"] = rfc3339(inst.stopped)   # the power-off
     later(A.op_s, preempt_final, inst)
 
 
