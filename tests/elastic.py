@@ -203,6 +203,31 @@ class Run:
         return live
 
 
+def fashion_subset(d, ntrain):
+    """A copy of Fashion-MNIST in D/fashion-mnist with its first NTRAIN
+    training images (all 10,000 test images), IDX files as the dataset
+    ships them, uncompressed: short runs of a real job.  Returns the
+    directory."""
+    import gzip, struct
+    data = os.path.join(d, "fashion-mnist")
+    os.mkdir(data)
+    for name, n in (("train-images-idx3-ubyte", ntrain), ("train-labels-idx1-ubyte", ntrain),
+                    ("t10k-images-idx3-ubyte", 10000), ("t10k-labels-idx1-ubyte", 10000)):
+        with gzip.open(os.path.join("/usr/share/datasets/fashion-mnist", name + ".gz"), "rb") as f:
+            raw = f.read()
+        magic, count = struct.unpack(">II", raw[:8])
+        dims = magic & 0xff
+        head = 4 * (dims + 1)
+        item = 1
+        for k in struct.unpack(">" + "I" * (dims - 1), raw[8:head]):
+            item *= k
+        if count < n:
+            fail("%s holds %d items, fewer than %d" % (name, count, n))
+        with open(os.path.join(data, name), "wb") as f:
+            f.write(struct.pack(">II", magic, n) + raw[8:head] + raw[head:head + n * item])
+    return data
+
+
 def job(**kw):
     j = {"model": "cnn", "dataset": "fashion-mnist", "epochs": 1, "global_batch": 64,
          "threads_per_worker": 1, "checkpoint_every": 100, "log_every": 10, "comm_timeout": 5}

@@ -18,7 +18,7 @@ tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)
 # The gce provider end to end: Spot VMs with a real sshd each (gce.py
 # --vm-sshd), a preemption, a stockout, the workers trained over ssh.
 TESTS += tests/test-gce-train.sh
-EXTRA_DIST += tests/test-gce-train.sh
+EXTRA_DIST += tests/test-gce-train.sh tests/fake-cloud/gce-vms.sh tests/fake-cloud/gce_run.py
 # A killed controller's VMs found by the run's label and deleted on --resume.
 TESTS += tests/test-gce-orphans.sh
 EXTRA_DIST += tests/test-gce-orphans.sh

@@ -7,34 +7,17 @@
 # are journaled and left alone.
 . "$(dirname "$0")/lib.sh"
 tmpdir
-[ -x /usr/sbin/sshd ] || { echo "SKIP: /usr/sbin/sshd not found (Debian package openssh-server)" >&2; exit 77; }
-GCE_FAKE_ARGS="--boot-s 0.5 --op-s 0.2 --vm-sshd --vm-log-dir $T/vms --vm-ssh-port 2222"
-. "$top_srcdir/tests/fake-cloud/gce-env.sh"
-ssh-keygen -q -N '' -t ed25519 -C spotdeck-test -f "$T/id" || fail "ssh-keygen"
-export T BASE KEY WORKER
+. "$top_srcdir/tests/fake-cloud/gce-vms.sh"
 "$PY" - <<'PY'
-import sys, os, json, time, urllib.request, pwd, signal
-sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+import sys, os, json, time, signal
+sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
-T, BASE = os.environ["T"], os.environ["BASE"]
-
-def control(path, body=None):
-    req = urllib.request.Request(BASE + path, data=json.dumps(body).encode() if body is not None else None,
-                                 method="POST" if body is not None else "GET")
-    with urllib.request.urlopen(req, timeout=30) as f:
-        return json.loads(f.read() or b"{}")
-
-def live():
-    return sorted(i["name"] for i in control("/_control/state")["instances"] if i["status"] != "TERMINATED")
+from gce_run import T, control, live, provider
 
 A, B = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot"
 # Long enough (60 epochs) that the run cannot end on its own during the test.
 j = job(workers=0, cluster=[A, B], epochs=60)
-j["provider"] = {"name": "gce", "project": "p1", "credentials": os.environ["KEY"],
-                 "zones": ["us-central1-a", "us-central1-b", "europe-west4-a"],
-                 "api_root": BASE + "/compute/v1", "identity": T + "/id",
-                 "ssh_user": pwd.getpwuid(os.getuid()).pw_name, "ssh_port": 2222,
-                 "known_hosts": T + "/known_hosts", "worker": os.environ["WORKER"], "poll_s": 1}
+j["provider"] = provider()
 
 r = Run(j)
 r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
@@ -43,7 +26,6 @@ if len(first) != 2:
     fail("2 VMs expected while 2 servers train, the fake has %s" % first)
 label = control("/_control/state")["instances"][0]["labels"]["spotdeck-run"]
 r.kill(signal.SIGKILL)
-time.sleep(1)
 if live() != first:
     fail("the VMs changed after the controller was killed: %s, then %s" % (first, live()))
 ok("controller killed while %s train: both still RUNNING (label spotdeck-run=%s)" % (", ".join(first), label))

@@ -13,49 +13,19 @@
 # the run holds an access token, the run's token or the ssh private key.
 . "$(dirname "$0")/lib.sh"
 tmpdir
-[ -x /usr/sbin/sshd ] || { echo "SKIP: /usr/sbin/sshd not found (Debian package openssh-server)" >&2; exit 77; }
-GCE_FAKE_ARGS="--boot-s 0.5 --op-s 0.2 --vm-sshd --vm-log-dir $T/vms --vm-ssh-port 2222"
-. "$top_srcdir/tests/fake-cloud/gce-env.sh"
-ssh-keygen -q -N '' -t ed25519 -C spotdeck-test -f "$T/id" || fail "ssh-keygen"
-export T BASE KEY WORKER
+. "$top_srcdir/tests/fake-cloud/gce-vms.sh"
 "$PY" - <<'PY'
-import sys, os, json, subprocess, gzip, struct, time, urllib.request, pwd
-sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+import sys, os, json, time, signal
+sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
-T, BASE = os.environ["T"], os.environ["BASE"]
+from gce_run import T, control, live, provider
 
-def control(path, body=None):
-    req = urllib.request.Request(BASE + path, data=json.dumps(body).encode() if body is not None else None,
-                                 method="POST" if body is not None else "GET")
-    with urllib.request.urlopen(req, timeout=30) as f:
-        return json.loads(f.read() or b"{}")
-
-def subset(src, dst, name, n):
-    with gzip.open(os.path.join(src, name + ".gz"), "rb") as f:
-        data = f.read()
-    magic, count = struct.unpack(">II", data[:8])
-    dims = magic & 0xff
-    head = 4 * (dims + 1)
-    item = 1
-    for k in struct.unpack(">" + "I" * (dims - 1), data[8:head]):
-        item *= k
-    with open(os.path.join(dst, name), "wb") as f:
-        f.write(struct.pack(">II", magic, n) + data[8:head] + data[head:head + n * item])
-data = os.path.join(T, "fashion-mnist")
-os.mkdir(data)
-for name, n in (("train-images-idx3-ubyte", 12000), ("train-labels-idx1-ubyte", 12000),
-                ("t10k-images-idx3-ubyte", 10000), ("t10k-labels-idx1-ubyte", 10000)):
-    subset("/usr/share/datasets/fashion-mnist", data, name, n)
-train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5, data_dir=data)
+train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
+             data_dir=fashion_subset(T, 12000))
 
 A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-west4-a/t4/spot"
 j = job(workers=0, cluster=[A, A, B], notice="gce", **train)
-j["provider"] = {"name": "gce", "project": "p1", "credentials": os.environ["KEY"],
-                 "zones": ["us-central1-a", "us-central1-b", "europe-west4-a"],
-                 "api_root": BASE + "/compute/v1", "identity": T + "/id",
-                 "ssh_user": pwd.getpwuid(os.getuid()).pw_name, "ssh_port": 2222,
-                 "known_hosts": T + "/known_hosts", "worker": os.environ["WORKER"],
-                 "poll_s": 1, "boot_timeout_s": 60, "usd_per_hour": 0.22}
+j["provider"] = provider(boot_timeout_s=60, usd_per_hour=0.22)
 
 r = Run(j)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "a generation of 3 on GCE VMs")

@@ -588,17 +588,7 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 		if (!seen)
 			snprintf(d->regions[d->nregions++], sizeof d->regions[0], "%s", r);
 	}
-	/* nvidia-tesla-t4 -> T4, nvidia-a100-80gb -> A100: the model as quota
-	 * metrics and SKU descriptions write it. */
-	const char *m = d->accelerator;
-	if (!strncmp(m, "nvidia-", 7))
-		m += 7;
-	if (!strncmp(m, "tesla-", 6))
-		m += 6;
-	size_t k = 0;
-	for (; m[k] && m[k] != '-' && k + 1 < sizeof d->model; k++)
-		d->model[k] = (char)toupper((unsigned char)m[k]);
-	d->model[k] = '\0';
+	sd_gce_accelerator_model(d->accelerator, d->model, sizeof d->model);
 	return 0;
 }
 

@@ -15,6 +15,20 @@ static void copy(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
+void sd_gce_accelerator_model(const char *accelerator, char *out, size_t outlen)
+{
+	const char *m = accelerator;
+	if (!strncmp(m, "nvidia-", 7))
+		m += 7;
+	if (!strncmp(m, "tesla-", 6))
+		m += 6;
+	size_t k = 0;
+	for (; m[k] && m[k] != '-' && k + 1 < outlen; k++)
+		out[k] = (char)toupper((unsigned char)m[k]);
+	if (outlen)
+		out[k] = '\0';
+}
+
 double sd_gce_time_parse(const char *s)
 {
 	/* The date and time in UTC's form, then the offset applied. */

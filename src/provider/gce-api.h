@@ -49,6 +49,11 @@ struct sd_gce_instance_spec {
  * -1 for anything else. */
 double sd_gce_time_parse(const char *s);
 
+/* The GPU model of an accelerator type as quota metrics and SKU
+ * descriptions write it: nvidia-tesla-t4 -> T4, nvidia-a100-80gb -> A100,
+ * into OUT (OUTLEN bytes). */
+void sd_gce_accelerator_model(const char *accelerator, char *out, size_t outlen);
+
 /* 1 when NAME is a valid GCE resource name (RFC 1035 label, 1..63). */
 int sd_gce_name_ok(const char *name);
 

@@ -103,7 +103,8 @@ struct sd_provider {
 	char *ssh_keys;                /* "USER:ssh-ed25519 AAAA... spotdeck" */
 	char tag[17];                  /* the run's label value and VM name part */
 	int orphans_keep;              /* provider.orphans "keep": journaled, left alone */
-	char model[16];                /* "t4" */
+	char gpu[16];                  /* "T4" */
+	char model[16];                /* "t4", in offer ids */
 	/* catalog */
 	struct sd_catalog cat;
 	struct sd_offer *offers;
@@ -709,19 +710,9 @@ static void on_reconciled(void *arg, int n, const char *error)
 
 static void build_catalog(struct sd_provider *p)
 {
-	const char *m = p->accelerator;
-	if (!strncmp(m, "nvidia-", 7))
-		m += 7;
-	if (!strncmp(m, "tesla-", 6))
-		m += 6;
-	size_t k = 0;
-	for (; m[k] && m[k] != '-' && k + 1 < sizeof p->model; k++)
-		p->model[k] = (char)tolower((unsigned char)m[k]);
-	p->model[k] = '\0';
-	static char gpu_upper[16];
-	for (k = 0; p->model[k] && k + 1 < sizeof gpu_upper; k++)
-		gpu_upper[k] = (char)toupper((unsigned char)p->model[k]);
-	gpu_upper[k] = '\0';
+	sd_gce_accelerator_model(p->accelerator, p->gpu, sizeof p->gpu);
+	for (size_t k = 0; k < sizeof p->model; k++)
+		p->model[k] = (char)tolower((unsigned char)p->gpu[k]);
 	int n = p->nzones;
 	p->offers = sd_calloc((size_t)n, sizeof *p->offers);
 	p->offer_ids = sd_calloc((size_t)n, sizeof *p->offer_ids);
@@ -741,7 +732,7 @@ static void build_catalog(struct sd_provider *p)
 		o->region = "gce";
 		o->zone = p->zones[i];
 		o->machine_type = p->machine_type;
-		o->gpu = gpu_upper;
+		o->gpu = p->gpu;
 		o->gpu_count = p->accelerator_count;
 		o->transient = true;
 		o->usd_per_hour = p->quoted_usd;

@@ -737,15 +737,7 @@ static int ssh_acquire(struct sd_provider *p, const char *server, const struct s
 		       ? sd_why(why, "%s: host %s's one slot is in use", offer->id, p->hosts.v[hi].name)
 		       : sd_why(why, "%s: all %d slots of host %s are in use", offer->id, p->hosts.v[hi].slots,
 		                p->hosts.v[hi].name);
-	struct ssh_server *s = find_server(p, server);
-	if (!s) {
-		s = sd_calloc(1, sizeof *s);
-		snprintf(s->id, sizeof s->id, "%s", server);
-		s->next = p->servers;
-		p->servers = s;
-	}
-	s->host = hi;
-	s->live = 1;
+	sd_ssh_attach(p, server, hi);
 	struct sd_provider_event ev = {
 		.kind = SD_PROVIDER_RUNNING,
 		.server = server,
