@@ -752,7 +752,7 @@ static void build_catalog(struct sd_provider *p)
 		o->zone_index = i;
 		p->cat.zones[i] = o->id;
 	}
-	p->cat.file = "gce";
+	p->cat.file = p->project;   /* the cockpit: "real market: gce PROJECT" */
 	p->cat.name = "gce spot VMs";
 	p->cat.noffers = n;
 	p->cat.offers = p->offers;
