@@ -69,8 +69,12 @@ ok("s3: accepted, then a stockout in us-east1-c and state failed (asynchronous a
 no = [e for e in ev if e["type"] == "notice" and e["server"] == "s1"]
 if len(no) != 1 or abs(no[0]["seconds"] - 1.5) > 1e-9:
     fail("s1's notice: %s, expected one of 1.5 s" % no)
-if not (1.5 - 0.2 <= rev["notice_s"] <= 1.5 + 0.5):
-    fail("s1 revoked %.3f s after its notice, expected about 1.5" % rev["notice_s"])
+# Never before the notice's 1.5 s are up; after them, as soon as the
+# provider's next tick sees it (how soon is the loop's business on a loaded
+# machine: the ASan build beside another make check took 2.02 s once, so
+# the upper bound is only a net against a revocation that never comes).
+if not (1.5 - 0.01 <= rev["notice_s"] <= 1.5 + 10):
+    fail("s1 revoked %.3f s after its notice, expected 1.5 s or a little more" % rev["notice_s"])
 price = acq["s1"]["usd_per_hour"]
 if price != 0.2556:
     fail("s1 billed at %s/h, expected the catalog's 0.2556" % price)
