@@ -14,10 +14,11 @@ tmpdir
 SPOTDECK="$top_builddir/spotdeck"
 GCE_FAKE_ARGS="--quota-gpus 4"
 . "$top_srcdir/tests/fake-cloud/gce-env.sh"
+ssh-keygen -q -N '' -t ed25519 -C doctor-test -f "$T/id" || fail "ssh-keygen"
 # job CREDENTIALS [EXTRA]: a job file whose provider is the fake.
 job() {
-	printf '{"provider": {"name": "gce", "project": "p1", "zones": ["us-central1-a", "europe-west4-a"], "credentials": "%s", "api_root": "%s/compute/v1", "billing_root": "%s/v1"%s}}\n' \
-		"$1" "$BASE" "$BASE" "${2:-}" >"$T/job.json"
+	printf '{"provider": {"name": "gce", "project": "p1", "zones": ["us-central1-a", "europe-west4-a"], "credentials": "%s", "api_root": "%s/compute/v1", "billing_root": "%s/v1", "identity": "%s"%s}}\n' \
+		"$1" "$BASE" "$BASE" "$T/id" "${2:-}" >"$T/job.json"
 }
 control() { "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"))' "$BASE/_control/$1" "$2" || fail "control $1"; }
 # doctor WANT_RC: runs it into $T/out, checks the exit status.
@@ -39,8 +40,9 @@ has '^ok +region: us-central1: PREEMPTIBLE_NVIDIA_T4_GPUS [0-9]+ of [0-9]+ left$
 has '^ok +image: projects/deeplearning-platform-release/global/images/family/common-cu124 is common-cu124-v[0-9]+'
 has '^ok +prices: us-central1: \$0\.1400/h per T4 \("Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas"'
 has '^ok +prices: europe-west4: \$0\.1400/h per T4 '
-[ "$(grep -c . "$T/out")" = 9 ] || fail "expected 9 lines: $(cat "$T/out")"
-ok "a healthy project: 9 checks ok, exit 0"
+has "^ok +ssh key: $T/id \\(ssh-ed25519 "
+[ "$(grep -c . "$T/out")" = 10 ] || fail "expected 10 lines: $(cat "$T/out")"
+ok "a healthy project: 10 checks ok, exit 0"
 
 # 2. A key readable by others is refused before anything is sent.
 chmod 644 "$KEY"
@@ -51,8 +53,20 @@ chmod 600 "$KEY"
 job "$WRONGKEY"
 doctor 1
 has '^FAIL +credentials: no token for sd@p1.iam.gserviceaccount.com: HTTP 400: .*invalid_grant'
-[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
+[ "$(grep -Evc '^ok +ssh key' "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
 ok "credentials: a key readable by others and a key the cloud refuses each fail the run"
+
+# The VMs' ssh key: a private key others can read, or none, fails the run.
+job "$KEY"
+chmod 644 "$T/id"
+doctor 1
+has "^FAIL +ssh key: provider\.identity: $T/id: private key readable by others \\(mode 0644\\); chmod 600 $T/id$"
+chmod 600 "$T/id"
+job "$KEY" ", \"identity\": \"$T/nokey\""
+sed -i 's/"identity": "[^"]*", "identity"/"identity"/' "$T/job.json"
+doctor 1
+has "^FAIL +ssh key: provider\.identity: $T/nokey: No such file or directory$"
+ok "the VMs' ssh key: open to others, or missing, each fail the run"
 
 # 4. No GPU quota left: the project check fails, with what to do.
 job "$KEY"
@@ -140,7 +154,7 @@ ok "credentials gcloud: the token from gcloud config config-helper, for the acco
 printf '#!/bin/sh\necho "WARNING: some notice" >&2\necho "ERROR: (gcloud.config.config-helper) You do not currently have an active account selected." >&2\nexit 1\n' >"$T/gcloud"
 doctor 1
 has "^FAIL +credentials: no token from gcloud: $T/gcloud config config-helper: exit status 1: ERROR: \(gcloud\.config\.config-helper\) You do not currently have an active account selected\.$"
-[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
+[ "$(grep -Evc '^ok +ssh key' "$T/out")" = 1 ] || fail "checks ran on without a token: $(cat "$T/out")"
 job gcloud ", \"gcloud\": \"$T/no-such-gcloud\""
 doctor 1
 has "^FAIL +credentials: no token from gcloud: $T/no-such-gcloud: not found \(install the Google Cloud CLI"

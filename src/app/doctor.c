@@ -19,6 +19,7 @@
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-client.h"
 #include "src/provider/http.h"
+#include "src/provider/secret-file.h"
 
 /* The Compute Engine service in the Cloud Billing Catalog
  * (cloud-apis.md section 1.5). */
@@ -39,6 +40,7 @@ struct doctor {
 	/* settings */
 	char *gcloud;             /* provider.gcloud: the program, when credentials is "gcloud" */
 	char *project, *credentials, *machine_type, *accelerator, *image, *api_root, *billing_root;
+	char *identity;           /* provider.identity: the key pair the VMs get (~ expanded) */
 	int count;
 	char *zones[MAX_ZONES];
 	int nzones;
@@ -412,7 +414,11 @@ static void next(struct doctor *d)
 /* The settings: the job file's "provider" object. */
 static const char *const gce_keys[] = {"name", "project", "zones", "credentials", "machine_type",
 				       "accelerator", "accelerator_count", "image", "api_root",
-				       "billing_root", "gcloud", NULL};
+				       "billing_root", "gcloud", "identity",
+				       /* the run's own (spotdeck-job(5)), not checked here */
+				       "disk_gb", "ssh_user", "worker", "ssh_port", "poll_s", "boot_timeout_s",
+				       "block_s", "usd_per_hour", "orphans", "host_key_checking", "known_hosts",
+				       "connect_timeout", "ssh", NULL};
 
 char *sd_doctor_opt_str(const cJSON *p, const char *key, const char *dflt, const char *file, int *bad)
 {
@@ -521,6 +527,17 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 		const char *env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
 		d->credentials = sd_doctor_opt_str(p, "credentials", env && *env ? env : NULL, file, &bad);
 		d->gcloud = sd_doctor_opt_str(p, "gcloud", "gcloud", file, &bad);
+		d->identity = sd_doctor_opt_str(p, "identity", "~/.ssh/google_compute_engine", file, &bad);
+		const char *home = getenv("HOME");
+		if (d->identity && !strncmp(d->identity, "~/", 2) && home) {
+			size_t n = strlen(home) + strlen(d->identity);
+			char *x = malloc(n);
+			if (x) {
+				snprintf(x, n, "%s/%s", home, d->identity + 2);
+				free(d->identity);
+				d->identity = x;
+			}
+		}
 		d->machine_type = sd_doctor_opt_str(p, "machine_type", "n1-standard-8", file, &bad);
 		d->accelerator = sd_doctor_opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
 		d->image = sd_doctor_opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
@@ -597,6 +614,7 @@ static void doctor_free(struct doctor *d)
 	free(d->project);
 	free(d->credentials);
 	free(d->gcloud);
+	free(d->identity);
 	free(d->machine_type);
 	free(d->accelerator);
 	free(d->image);
@@ -678,7 +696,13 @@ static int doctor_gce(const cJSON *p, const char *file)
 		free(d);
 		return 2;
 	}
-	char err[512];
+	char err[512], *pub = NULL;
+	/* The key pair a run puts in its VMs' metadata and logs in with. */
+	if (sd_ssh_public_key(d->identity, &pub, err, sizeof err) < 0)
+		say(d, "FAIL", "ssh key", "provider.identity: %s", err);
+	else
+		say(d, "ok", "ssh key", "%s (%.*s...)", d->identity, 24, pub);
+	free(pub);
 	uv_loop_init(&d->loop);
 	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
 	struct sd_gce_client_config cfg = {.project = d->project, .compute_root = d->api_root,

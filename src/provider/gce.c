@@ -264,29 +264,10 @@ static char *expand_home(char *path)
  * be readable by its owner alone (as ssh itself demands). */
 static int load_ssh_key(struct sd_provider *p, const char *file, char **why)
 {
-	struct stat st;
-	if (stat(p->identity, &st) < 0)
-		return sd_why(why, "%s: provider.identity: %s: %m (make one with ssh-keygen -t ed25519 -f %s, "
-		              "or run gcloud compute ssh once)", file, p->identity, p->identity);
-	if (st.st_mode & 077)
-		return sd_why(why, "%s: provider.identity: %s: private key readable by others (mode %04o); chmod 600 %s",
-		              file, p->identity, (unsigned)(st.st_mode & 07777), p->identity);
-	char pub[4200];
-	snprintf(pub, sizeof pub, "%s.pub", p->identity);
-	char *text = NULL, *err = NULL;
-	size_t len = 0;
-	if (sd_read_file(pub, 16384, &text, &len, &err) < 0) {
-		sd_why(why, "%s: provider.identity: %s", file, err);
-		free(err);
-		return -1;
-	}
-	char *nl = strpbrk(text, "\r\n");
-	if (nl)
-		*nl = '\0';
-	if (strncmp(text, "ssh-", 4) && strncmp(text, "ecdsa-", 6)) {
-		free(text);
-		return sd_why(why, "%s: provider.identity: %s: not an OpenSSH public key (ssh-ed25519 AAAA...)", file, pub);
-	}
+	char *text = NULL, err[600];
+	if (sd_ssh_public_key(p->identity, &text, err, sizeof err) < 0)
+		return sd_why(why, "%s: provider.identity: %s (ssh-keygen -t ed25519 -f FILE makes a key pair; "
+		              "gcloud compute ssh makes %s)", file, err, "~/.ssh/google_compute_engine");
 	size_t n = strlen(p->ssh_user) + strlen(text) + 2;
 	p->ssh_keys = sd_malloc(n);
 	snprintf(p->ssh_keys, n, "%s:%s", p->ssh_user, text);

@@ -86,6 +86,29 @@ int sd_secret_file_read(const char *path, size_t max, const char *holds, const c
 	return 0;
 }
 
+int sd_ssh_public_key(const char *identity, char **line, char *err, size_t errlen)
+{
+	*line = NULL;
+	struct stat st;
+	if (stat(identity, &st) < 0)
+		return sd_errf(err, errlen, "%s: %s", identity, strerror(errno));
+	if (st.st_mode & 077)
+		return sd_errf(err, errlen, "%s: private key readable by others (mode %04o); chmod 600 %s", identity,
+		               (unsigned)(st.st_mode & 07777), identity);
+	char pub[4200], text[16384];
+	snprintf(pub, sizeof pub, "%s.pub", identity);
+	FILE *f = fopen(pub, "r");
+	if (!f)
+		return sd_errf(err, errlen, "%s: cannot read: %s", pub, strerror(errno));
+	int got = fgets(text, sizeof text, f) != NULL;
+	fclose(f);
+	text[got ? strcspn(text, "\r\n") : 0] = '\0';
+	if (strncmp(text, "ssh-", 4) && strncmp(text, "ecdsa-", 6))
+		return sd_errf(err, errlen, "%s: not an OpenSSH public key (ssh-ed25519 AAAA...)", pub);
+	*line = strdup(text);
+	return *line ? 0 : sd_errf(err, errlen, "out of memory");
+}
+
 long long sd_utc_time_parse(const char *s)
 {
 	struct tm tm;

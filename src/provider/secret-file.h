@@ -42,4 +42,13 @@ long long sd_utc_time_parse(const char *s);
 int sd_secret_file_read(const char *path, size_t max, const char *holds, const char *kind, char **buf,
                         size_t *len, char *err, size_t errlen);
 
+/* The OpenSSH public key line ("ssh-ed25519 AAAA... COMMENT") of the key
+ * pair whose private half is IDENTITY, from IDENTITY.pub, into *LINE
+ * (malloc'd), after checking that IDENTITY exists and is not open to its
+ * group or others (ssh itself refuses such a key).  0, or -1 with ERR:
+ * "IDENTITY: No such file or directory", "IDENTITY: private key readable
+ * by others (mode 0644); chmod 600 IDENTITY", "IDENTITY.pub: cannot read:
+ * ...", "IDENTITY.pub: not an OpenSSH public key (ssh-ed25519 AAAA...)". */
+int sd_ssh_public_key(const char *identity, char **line, char *err, size_t errlen);
+
 #endif
