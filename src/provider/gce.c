@@ -445,16 +445,20 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 	if (!r->ok) {
 		s->st = VM_GONE;
 		block(p, s->zone, r->block);
-		if (s->released)
-			return;
-		char msg[700];
-		snprintf(msg, sizeof msg, "%s%s%s", r->message, r->block != SD_GCE_BLOCK_NONE ? "; blocked: " : "",
-		         r->block != SD_GCE_BLOCK_NONE ? sd_gce_block_name(r->block) : "");
 		int capacity = r->block == SD_GCE_BLOCK_ZONE && strncmp(r->code, "ZONE_RESOURCE_POOL_EXHAUSTED", 28) == 0;
-		report(p, s, capacity ? SD_PROVIDER_STOCKOUT : SD_PROVIDER_FAILED, r->code, msg);
-		/* An instance that may exist after all (it stopped while booting)
-		 * goes: delete is a no-op on a 404. */
-		if (!strcmp(r->code, "TERMINATED")) {
+		if (!s->released) {
+			char msg[700];
+			snprintf(msg, sizeof msg, "%s%s%s", r->message, r->block != SD_GCE_BLOCK_NONE ? "; blocked: " : "",
+			         r->block != SD_GCE_BLOCK_NONE ? sd_gce_block_name(r->block) : "");
+			report(p, s, capacity ? SD_PROVIDER_STOCKOUT : SD_PROVIDER_FAILED, r->code, msg);
+		}
+		/* Only GCE's own refusal (a stockout or quota inside the insert's
+		 * Operation or its answer) says no VM was made.  After anything
+		 * else (an answer lost, retries spent, a VM that stopped while it
+		 * booted) one may exist, billed: it is deleted (a 404 is fine). */
+		int refused = r->block == SD_GCE_BLOCK_ZONE || r->block == SD_GCE_BLOCK_REGION ||
+		              r->block == SD_GCE_BLOCK_CLOUD;
+		if (!refused || !strcmp(r->code, "TERMINATED") || !strcmp(r->code, "NOT_FOUND")) {
 			s->st = VM_RUNNING;
 			delete_vm(p, s);
 		}
