@@ -34,8 +34,11 @@ if sorted(e["offer"] for e in acq.values()) != sorted([A, A, B]):
     fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], [A, A, B]))
 vms = {i["name"]: i for i in control("/_control/state")["instances"]}
 # Each worker runs in its VM's ssh session: its environment (from the VM's
-# sshd) names the VM, and its collective address is the VM's own.
-def on_vms():
+# sshd) names the VM, and its collective address is the VM's own.  Only
+# this fake's VMs count (another test may run its own beside this one).
+def on_vms(names):
+    """{VM name: (pid, exe, SPOTDECK_COMM_HOST)} of every process whose
+    environment says it runs on one of NAMES."""
     found = {}
     for pid in os.listdir("/proc"):
         try:
@@ -43,22 +46,24 @@ def on_vms():
             exe = os.readlink("/proc/%s/exe" % pid)
         except (OSError, ValueError):
             continue
-        if os.path.basename(exe) == "spotdeck-worker" and b"SPOTDECK_FAKE_INSTANCE" in env:
-            found[env[b"SPOTDECK_FAKE_INSTANCE"].decode()] = env.get(b"SPOTDECK_COMM_HOST", b"").decode()
+        vm = env.get(b"SPOTDECK_FAKE_INSTANCE", b"").decode()
+        if vm in names:
+            found.setdefault(vm, []).append((pid, exe, env.get(b"SPOTDECK_COMM_HOST", b"").decode()))
     return found
-workers = on_vms()
+workers = {vm: [c for _, exe, c in ps if os.path.basename(exe) == "spotdeck-worker"]
+           for vm, ps in on_vms(set(vms)).items()}
 for s in acq:
     mine = [v for v in vms.values() if v["name"].endswith("-" + s)]
     if len(mine) != 1 or mine[0]["status"] != "RUNNING":
         fail("%s's VM: %s" % (s, [(v["name"], v["status"]) for v in mine]))
     v = mine[0]
-    if workers.get(v["name"]) != v["networkInterfaces"][0]["networkIP"]:
+    if workers.get(v["name"]) != [v["networkInterfaces"][0]["networkIP"]]:
         fail("%s: the workers run on %s; expected one on VM %s at %s" % (s, workers, v["name"],
              v["networkInterfaces"][0]["networkIP"]))
     if v["labels"].get("spotdeck-run") is None or v["scheduling"]["provisioningModel"] != "SPOT":
         fail("%s's VM lacks the run label or the Spot model: %s %s" % (s, v["labels"], v["scheduling"]))
 ok("3 Spot VMs run the workers, each in its own VM's ssh session at its address: %s" %
-   ", ".join("%s %s" % kv for kv in sorted(workers.items())))
+   ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items())))
 
 # Preempt the VM of the first server in us-central1-a, 3 s notice.
 victim = sorted(s for s in acq if acq[s]["offer"] == A)[0]
@@ -100,13 +105,9 @@ if left:
 bill = control("/_control/billing")
 if any(i["running"] for i in bill["instances"]):
     fail("the fake still bills %s" % [i["name"] for i in bill["instances"] if i["running"]])
-for pid in os.listdir("/proc"):
-    try:
-        env = open("/proc/%s/environ" % pid, "rb").read()
-    except OSError:
-        continue
-    if b"SPOTDECK_FAKE_INSTANCE=sd-" in env:
-        fail("pid %s still runs on a VM: %s" % (pid, open("/proc/%s/cmdline" % pid, "rb").read()))
+left = on_vms(set(i["name"] for i in bill["instances"]))
+if left:
+    fail("still running on the VMs: %s" % left)
 ok("every VM deleted, none billed any more, nothing of the run left running on them")
 
 

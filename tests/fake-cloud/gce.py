@@ -117,8 +117,9 @@ SPOTDECK_FAKE_INSTANCE=NAME; at power-off the group gets SIGTERM, SIGKILL
 (not on SIGKILL: the groups are sessions of their own and outlive it).
 
 --vm-sshd (fake-only plumbing, for the gce provider's end-to-end tests):
-each instance gets an address of its own on loopback, 127.0.0.(10+k) for
-the k-th instance created (unless /_control/addresses gave a pool), and at
+each instance gets an address of its own on loopback, 127.X.Y.(10+k) for
+the k-th instance created, X.Y drawn at start (unless /_control/addresses
+gave a pool), and at
 RUNNING a real /usr/sbin/sshd of its own there on --vm-ssh-port, as a
 VM's guest environment runs one: host key DIR/ssh_host_ed25519_key (made
 once), authorized keys from the instance's "ssh-keys" metadata (lines
@@ -159,7 +160,7 @@ Control (no auth, not logged):
        instances that never reached RUNNING are not listed)
 """
 import argparse, base64, hashlib, json, os, re, secrets, signal, sys
-import pwd, subprocess, threading, time, urllib.parse, uuid
+import pwd, socket, subprocess, threading, time, urllib.parse, uuid
 from http.server import BaseHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -196,6 +197,7 @@ S = {
     "slows": [],
     "addresses": [],
     "next_vm_ip": 0,
+    "vm_net": (secrets.randbelow(254) + 1, secrets.randbelow(256)),
     "log": [],
     "billing": [],       # Inst objects that reached RUNNING
     "procs": [],         # every startup-script process started
@@ -544,6 +546,24 @@ def run_startup(inst):
     inst.proc = run_script(A.vm_log_dir, inst.name, ".startup-script", script,
                            {"GCE_METADATA_HOST": "127.0.0.1:%d" % inst.msrv.server_address[1],
                             "SPOTDECK_FAKE_INSTANCE": inst.name}, S["procs"])
+
+
+def next_vm_ip():
+    """The next VM's loopback address, 127.X.Y.(10+k): X.Y drawn once per
+    fake, so that fakes running side by side (make check -j2) do not share
+    addresses; one whose sshd port is taken is skipped."""
+    while True:
+        S["next_vm_ip"] += 1
+        k = S["next_vm_ip"]
+        ip = "127.%d.%d.%d" % (S["vm_net"][0], S["vm_net"][1], 9 + k)
+        probe = socket.socket()
+        try:
+            probe.bind((ip, A.vm_ssh_port))
+            return ip
+        except OSError:
+            continue
+        finally:
+            probe.close()
 
 
 def start_sshd(inst):
@@ -1042,8 +1062,7 @@ class Handler(BaseHTTPRequestHandler):
             S["reserved"][(zone, name)] = 0 if doomed else gpus
             ip = S["addresses"].pop(0) if S["addresses"] and not doomed else "127.0.0.1"
             if A.vm_sshd and not doomed and ip == "127.0.0.1":
-                S["next_vm_ip"] += 1
-                ip = "127.0.0.%d" % (9 + S["next_vm_ip"])
+                ip = next_vm_ip()
             target_id = new_id()
             op = new_op(zone, "insert", zone_url(zone) + "/instances/" + name, target_id)
             if rid:
