@@ -3,14 +3,16 @@
 # Spot VMs created through the Compute Engine API, each a real sshd of
 # its own on a loopback address (--vm-sshd), the workers started in them
 # over ssh with the run's token on stdin.  Three servers train cnn (a
-# fifth of Fashion-MNIST); one VM is preempted with a notice (its worker
+# fifth of Fashion-MNIST; an insert's answer lost: retried with its
+# requestId, one VM made); one VM is preempted with a notice (its worker
 # leaves at a step boundary, the backstop list and the preempted
 # operation make it revoked); a replacement asked for in the same zone
 # meets ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS (stockout, the zone
 # blocked: asked again it is refused at once), one in another zone lands
 # and trains; the run finishes at the accuracy of the same job on three
-# local workers; every VM is deleted and nothing runs on them; no file of
-# the run holds an access token, the run's token or the ssh private key.
+# local workers; every VM is deleted and nothing runs on them; the
+# journal's cost of each VM is the fake's billing of it; no file of the
+# run holds an access token, the run's token or the ssh private key.
 . "$(dirname "$0")/lib.sh"
 tmpdir
 . "$top_srcdir/tests/fake-cloud/gce-vms.sh"
@@ -27,6 +29,10 @@ A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-
 j = job(workers=0, cluster=[A, A, B], notice="gce", **train)
 j["provider"] = provider(boot_timeout_s=60, usd_per_hour=0.22)
 
+# The insert in us-central1-b is made and its answer lost (a 503 after the
+# fact): the retries carry the same requestId, so GCE makes one VM.
+control("/_control/fail", {"prefix": "/compute/v1/projects/p1/zones/us-central1-b/instances", "status": 503,
+                           "count": 2, "after": True})
 r = Run(j)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "a generation of 3 on GCE VMs")
 acq = {e["server"]: e for e in r.events if e.get("type") == "acquired"}
@@ -62,6 +68,16 @@ for s in acq:
              v["networkInterfaces"][0]["networkIP"]))
     if v["labels"].get("spotdeck-run") is None or v["scheduling"]["provisioningModel"] != "SPOT":
         fail("%s's VM lacks the run label or the Spot model: %s %s" % (s, v["labels"], v["scheduling"]))
+inserts = [q for q in control("/_control/log")["requests"]
+           if q["method"] == "POST" and q["path"].endswith("/zones/us-central1-b/instances")]
+in_b = [n for n, v in vms.items() if v["zone"].endswith("/us-central1-b")]
+# (The list of the run's VMs at start may take one of the two 503s.)
+st = [q["status"] for q in inserts]
+if len(st) < 2 or st[-1] != 200 or set(st[:-1]) != {503} or len(set(q["request_id"] for q in inserts)) != 1 or \
+   len(in_b) != 1:
+    fail("an insert whose answer was lost: requests %s, VMs in us-central1-b %s; expected 503s, then 200, "
+         "one requestId and one VM" % ([(q["status"], q["request_id"]) for q in inserts], in_b))
+ok("an insert answered 503 after the fact: sent %d times with one requestId, one VM made (%s)" % (len(st), in_b[0]))
 ok("3 Spot VMs run the workers, each in its own VM's ssh session at its address: %s" %
    ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items())))
 
