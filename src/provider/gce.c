@@ -510,10 +510,6 @@ static void on_transport_failed(void *ctx, const char *server)
 
 /* ---- the backstop: the run's VMs listed every poll_s ---- */
 
-struct listing {
-	struct sd_provider *p;
-};
-
 static void on_fate(void *arg, int preempted, double ended_at, const char *error)
 {
 	struct gce_server *s = arg;
@@ -630,8 +626,11 @@ static int run_label(struct sd_provider *p, const char *run_dir, char **why)
 		return 0;
 	}
 	f = fopen(path, "wx");
-	if (!f || fprintf(f, "%s\n", p->tag) < 0 || fclose(f) != 0)
+	if (!f)
 		return sd_why(why, "%s: cannot write the run's label: %m", path);
+	int bad = fprintf(f, "%s\n", p->tag) < 0;
+	if (fclose(f) != 0 || bad)
+		return sd_why(why, "%s: cannot write the run's label", path);
 	return 0;
 }
 
