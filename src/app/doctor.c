@@ -490,12 +490,6 @@ int sd_doctor_known_keys(const cJSON *p, const char *const *keys, const char *pr
 }
 
 /* REGION-ZONE, as GCE names them: us-central1-a, europe-west4-b. */
-static int zone_name_ok(const char *z)
-{
-	const char *dash = strrchr(z, '-');
-	return sd_gce_name_ok(z) && dash && dash != z && strchr(z, '-') != dash && dash[1] && !dash[2];
-}
-
 /* A project id: [a-z0-9-], starting with a letter (Google's are 6 to 30
  * long; only what a URL path needs is checked). */
 static int project_ok(const char *p)
@@ -528,16 +522,7 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 		d->credentials = sd_doctor_opt_str(p, "credentials", env && *env ? env : NULL, file, &bad);
 		d->gcloud = sd_doctor_opt_str(p, "gcloud", "gcloud", file, &bad);
 		d->identity = sd_doctor_opt_str(p, "identity", "~/.ssh/google_compute_engine", file, &bad);
-		const char *home = getenv("HOME");
-		if (d->identity && !strncmp(d->identity, "~/", 2) && home) {
-			size_t n = strlen(home) + strlen(d->identity);
-			char *x = malloc(n);
-			if (x) {
-				snprintf(x, n, "%s/%s", home, d->identity + 2);
-				free(d->identity);
-				d->identity = x;
-			}
-		}
+		d->identity = sd_expand_home(d->identity);
 		d->machine_type = sd_doctor_opt_str(p, "machine_type", "n1-standard-8", file, &bad);
 		d->accelerator = sd_doctor_opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
 		d->image = sd_doctor_opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
@@ -559,7 +544,7 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 			bad = 1;
 		} else {
 			cJSON_ArrayForEach(z, zs) {
-				if (!cJSON_IsString(z) || !zone_name_ok(z->valuestring)) {
+				if (!cJSON_IsString(z) || !sd_gce_zone_name_ok(z->valuestring)) {
 					fprintf(stderr, "spotdeck doctor: %s: provider.zones: \"%.64s\" is not a zone name "
 						"(REGION-ZONE, e.g. us-central1-a)\n", file,
 						cJSON_IsString(z) ? z->valuestring : "(not a string)");

@@ -15,6 +15,12 @@ static void copy(char *dst, size_t n, const char *src)
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
+int sd_gce_zone_name_ok(const char *z)
+{
+	const char *dash = z ? strrchr(z, '-') : NULL;
+	return sd_gce_name_ok(z) && dash && dash != z && strchr(z, '-') != dash && dash[1] && !dash[2];
+}
+
 void sd_gce_accelerator_model(const char *accelerator, char *out, size_t outlen)
 {
 	const char *m = accelerator;

@@ -57,6 +57,11 @@ void sd_gce_accelerator_model(const char *accelerator, char *out, size_t outlen)
 /* 1 when NAME is a valid GCE resource name (RFC 1035 label, 1..63). */
 int sd_gce_name_ok(const char *name);
 
+/* 1 when ZONE is a zone name as GCE writes them, REGION-Z: a resource
+ * name with at least two dashes and one letter after the last
+ * (us-central1-a, europe-west4-b). */
+int sd_gce_zone_name_ok(const char *zone);
+
 /* The region of a zone ("us-central1-a" -> "us-central1") into OUT. */
 void sd_gce_zone_region(const char *zone, char *out, size_t outlen);
 

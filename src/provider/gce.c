@@ -151,13 +151,6 @@ static int num_setting(const cJSON *s, const char *key, double lo, double hi, in
 	return 0;
 }
 
-/* REGION-ZONE, as GCE names them. */
-static int zone_ok(const char *z)
-{
-	const char *dash = strrchr(z, '-');
-	return sd_gce_name_ok(z) && dash && dash != z && strchr(z, '-') != dash && dash[1] && !dash[2];
-}
-
 static int gce_check(const cJSON *s, const char *file, char **why)
 {
 	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
@@ -184,7 +177,7 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 	if (!cJSON_IsArray(zs) || cJSON_GetArraySize(zs) < 1 || cJSON_GetArraySize(zs) > GCE_MAX_ZONES)
 		return sd_why(why, "%s: provider.zones: expected a list of 1 to %d zones", file, GCE_MAX_ZONES);
 	cJSON_ArrayForEach(z, zs) {
-		if (!cJSON_IsString(z) || !zone_ok(z->valuestring))
+		if (!cJSON_IsString(z) || !sd_gce_zone_name_ok(z->valuestring))
 			return sd_why(why, "%s: provider.zones: \"%.64s\" is not a zone name (REGION-ZONE, e.g. "
 			              "us-central1-a)", file, cJSON_IsString(z) ? z->valuestring : "(not a string)");
 		for (const cJSON *y = zs->child; y != z; y = y->next)
@@ -244,19 +237,6 @@ static double number(const cJSON *s, const char *key, double dflt)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
 	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-/* "~/x" with $HOME. */
-static char *expand_home(char *path)
-{
-	const char *home = getenv("HOME");
-	if (!path || strncmp(path, "~/", 2) || !home)
-		return path;
-	size_t n = strlen(home) + strlen(path);
-	char *d = sd_malloc(n);
-	snprintf(d, n, "%s/%s", home, path + 2);
-	free(path);
-	return d;
 }
 
 /* The ssh-keys metadata line: the identity's public half (IDENTITY.pub),
@@ -344,17 +324,24 @@ static void bill(struct sd_provider *p, struct gce_server *s)
 	sd_fleet_report(p->fleet, &ev);
 }
 
+/* s's delete succeeded: its power-off time, if the list did not give it,
+ * is the delete's endTime, and it is billed. */
+static void deleted(struct gce_server *s, const struct sd_gce_vm_result *r)
+{
+	s->st = VM_GONE;
+	if (!(s->stopped_at > 0) && r->ended_at > 0) {
+		s->stopped_at = r->ended_at;
+		s->stop_source = "the delete operation's endTime";
+	}
+	bill(s->p, s);
+}
+
 static void on_deleted(void *arg, const struct sd_gce_vm_result *r)
 {
 	struct gce_server *s = arg;
 	struct sd_provider *p = s->p;
 	if (r->ok) {
-		s->st = VM_GONE;
-		if (!(s->stopped_at > 0) && r->ended_at > 0) {
-			s->stopped_at = r->ended_at;
-			s->stop_source = "the delete operation's endTime";
-		}
-		bill(p, s);
+		deleted(s, r);
 	} else if (p->closing) {
 		/* Cut short by close: sent again there with this requestId. */
 		memcpy(s->delete_rid, r->request_id, sizeof s->delete_rid);
@@ -777,14 +764,14 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->fleet = env->fleet;
 	p->project = setting(s, "project", NULL);
 	const char *envcred = getenv("GOOGLE_APPLICATION_CREDENTIALS");
-	p->credentials = expand_home(setting(s, "credentials", envcred && *envcred ? envcred : NULL));
+	p->credentials = sd_expand_home(setting(s, "credentials", envcred && *envcred ? envcred : NULL));
 	p->gcloud = setting(s, "gcloud", "gcloud");
 	p->machine_type = setting(s, "machine_type", "n1-standard-8");
 	p->accelerator = setting(s, "accelerator", "nvidia-tesla-t4");
 	p->image = setting(s, "image", GCE_DEFAULT_IMAGE);
 	p->api_root = setting(s, "api_root", SD_GCE_COMPUTE_ROOT);
 	p->ssh_user = setting(s, "ssh_user", "spotdeck");
-	p->identity = expand_home(setting(s, "identity", "~/.ssh/google_compute_engine"));
+	p->identity = sd_expand_home(setting(s, "identity", "~/.ssh/google_compute_engine"));
 	p->worker = setting(s, "worker", "spotdeck-worker");
 	p->accelerator_count = (int)number(s, "accelerator_count", 1);
 	p->disk_gb = (int)number(s, "disk_gb", 50);
@@ -951,14 +938,8 @@ static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 {
 	struct gce_server *s = arg;
 	s->p->final_pending--;
-	if (r->ok) {
-		s->st = VM_GONE;
-		if (!(s->stopped_at > 0) && r->ended_at > 0) {
-			s->stopped_at = r->ended_at;
-			s->stop_source = "the delete operation's endTime";
-		}
-		bill(s->p, s);
-	}
+	if (r->ok)
+		deleted(s, r);
 }
 
 static void on_close_timeout(uv_timer_t *t)

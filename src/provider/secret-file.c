@@ -86,6 +86,20 @@ int sd_secret_file_read(const char *path, size_t max, const char *holds, const c
 	return 0;
 }
 
+char *sd_expand_home(char *path)
+{
+	const char *home = getenv("HOME");
+	if (!path || strncmp(path, "~/", 2) || !home)
+		return path;
+	size_t n = strlen(home) + strlen(path);
+	char *d = malloc(n);
+	if (!d)
+		return path;
+	snprintf(d, n, "%s/%s", home, path + 2);
+	free(path);
+	return d;
+}
+
 int sd_ssh_public_key(const char *identity, char **line, char *err, size_t errlen)
 {
 	*line = NULL;

@@ -42,6 +42,11 @@ long long sd_utc_time_parse(const char *s);
 int sd_secret_file_read(const char *path, size_t max, const char *holds, const char *kind, char **buf,
                         size_t *len, char *err, size_t errlen);
 
+/* PATH with a leading "~/" made $HOME's (PATH is freed and a malloc'd
+ * copy returned); PATH itself when it has none, HOME is unset, or memory
+ * runs out; NULL for NULL. */
+char *sd_expand_home(char *path);
+
 /* The OpenSSH public key line ("ssh-ed25519 AAAA... COMMENT") of the key
  * pair whose private half is IDENTITY, from IDENTITY.pub, into *LINE
  * (malloc'd), after checking that IDENTITY exists and is not open to its
