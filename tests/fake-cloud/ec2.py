@@ -10,6 +10,7 @@ line.
          --access-key AKID --secret-key SECRET [--session-token TOK]
          [--boot-s 1.0] [--quota-vcpus 64] [--prices JSON_PATH]
          [--run-startup-scripts --vm-log-dir DIR]
+         [--vm-sshd --vm-ssh-port 2222 --vm-log-dir DIR]
 
 API: POST http://127.0.0.1:PORT/ stands for https://ec2.{region}.amazonaws.com/
 for every region of --regions; the region is the one of the SigV4 credential
@@ -83,6 +84,9 @@ Actions:
         Else RunInstancesResponse {requestId, reservationId r-0..., ownerId
         123456789012, groupSet, instancesSet/item{...}}: pending (code 0),
         running (16) --boot-s later, when ipAddress appears.
+        privateIpAddress and ipAddress are one address: 127.0.0.1, or the
+        next of /_control/addresses, or with --vm-sshd the instance's own
+        (below).
   DescribeInstances  InstanceId.N (malformed: InvalidInstanceID.Malformed;
         unknown in this region: InvalidInstanceID.NotFound), Filter.N.Name
         / Filter.N.Value.M (names tag:KEY, tag-key, instance-state-name,
@@ -95,7 +99,8 @@ Actions:
         stay listed until the fake exits (AWS: about an hour).
   TerminateInstances  InstanceId.N -> instancesSet/item{instanceId,
         currentState, previousState}: pending/running -> shutting-down (32)
-        at once (power-off: billing, startup script and IMDS end), then
+        at once (power-off: billing, startup script, IMDS and with
+        --vm-sshd the instance's sshd and sessions end), then
         terminated (48) --boot-s/2 later, stateReason
         Client.UserInitiatedShutdown "Client.UserInitiatedShutdown: User
         initiated shutdown".  Already shutting-down/terminated: current =
@@ -162,8 +167,34 @@ once off).  Rules as tests/fake-metadata.py's AWS part:
 FILE in its own process group, cwd and log in --vm-log-dir (ID.log), env
 AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:PORT (the IMDS listener;
 the variable the AWS SDKs honour) and SPOTDECK_FAKE_INSTANCE=ID; at
-power-off the group gets SIGTERM, SIGKILL 2 s later.  The fake kills every
-group when it exits on SIGTERM/SIGINT (not on SIGKILL).
+power-off the group gets SIGTERM, SIGKILL 2 s later.  A UserData that is a
+cloud-config (first line "#cloud-config") is not run: cloud-init reads it,
+it is no script.  The fake kills every group when it exits on SIGTERM/SIGINT
+(not on SIGKILL).
+
+--vm-sshd (fake-only plumbing, for the aws provider's end-to-end tests):
+each instance gets an address of its own on loopback, 127.X.Y.(10+k) for
+the k-th instance launched, X.Y drawn at start (unless /_control/addresses
+gave one), as its privateIpAddress and ipAddress, and at running a real
+/usr/sbin/sshd of its own there on --vm-ssh-port, as the AMI's sshd: host
+key DIR/ssh_host_ed25519_key (made once), authorized keys from a UserData
+that is a cloud-config, the top-level list ssh_authorized_keys (what
+cloud-init puts in the default user's authorized_keys):
+    #cloud-config
+    ssh_authorized_keys:
+      - ssh-ed25519 AAAA... comment
+      - "ssh-ed25519 AAAA... other"
+(items plain or quoted with ' or ", up to the next top-level key; the
+fake reads only that list, with no YAML library), every key for the user
+the fake runs as (the only one the instance's sshd lets in here); and for
+every session the environment
+AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:PORT (the instance's
+IMDS listener), SPOTDECK_FAKE_INSTANCE=ID and TMPDIR=DIR/ID.tmp.  At
+power-off (terminate, an interruption at the end of its notice, crash) the
+instance's sshd and every process whose environment holds
+SPOTDECK_FAKE_INSTANCE=ID get SIGKILL: the machine is gone at once, as a
+powered-off instance is; the fake does the same for every instance when it
+exits on SIGTERM/SIGINT.
 
 Service Quotas (JSON 1.1, the same port; a request carrying X-Amz-Target
 is one): SigV4 as above with the service "servicequotas" in the scope.
@@ -192,7 +223,8 @@ Control (no auth, not logged; JSON bodies):
        request and loses its answer (what ClientToken retries are for)
   POST /_control/slow      {"seconds": S, "count": N, "action": A (optional)}
   POST /_control/addresses {"ips": [...]}  privateIpAddress and ipAddress of
-       the next instances, one each (default 127.0.0.1)
+       the next instances, one each (default 127.0.0.1; with --vm-sshd
+       127.X.Y.(10+k))
   GET  /_control/log       {"requests": [{time, action, region, status,
        code (error code or null), client_token, auth (bool: Authorization
        present; never the signature, key or token)}]}
@@ -209,8 +241,9 @@ from http.server import BaseHTTPRequestHandler
 from xml.sax.saxutils import escape
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakevm import (Server, billing, kill_all_and_exit, kill_group, later,  # noqa: E402
-                    run_script, send, start_listener, stop_listener)
+import fakevm  # noqa: E402
+from fakevm import (Server, billing, kill_all_and_exit, kill_group, kill_marked, later,  # noqa: E402
+                    next_vm_ip, run_script, send, start_listener, stop_listener, stop_sshd, vm_net)
 
 XMLNS = "http://ec2.amazonaws.com/doc/2016-11-15/"
 OWNER = "123456789012"
@@ -233,6 +266,8 @@ S = {
     "fails": [],
     "slows": [],
     "addresses": [],
+    "next_vm_ip": 0,
+    "vm_net": vm_net(),  # (X, Y): this fake's instances are 127.X.Y.(10+k)
     "log": [],
     "billing": [],       # Inst objects that reached running
     "procs": [],
@@ -376,6 +411,7 @@ class Inst:
         self.rebalance = None
         self.imds_tokens = {}         # token -> expiry (monotonic)
         self.proc = None
+        self.sshd = None
         self.msrv = None
         price = PRICES.get(itype, {}).get(az)
         if price is None:
@@ -496,15 +532,58 @@ def boot_done(inst):
         inst.started = time.time()
         S["billing"].append(inst)
         run_startup(inst)
+        start_sshd(inst)
         cond.notify_all()
 
 
 def run_startup(inst):
-    if not A.run_startup_scripts or not inst.user_data:
+    if not A.run_startup_scripts or not inst.user_data or cloud_config_keys(inst.user_data) is not None:
         return
     inst.proc = run_script(A.vm_log_dir, inst.id, ".user-data", inst.user_data,
                            {"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://" + inst.imds(),
                             "SPOTDECK_FAKE_INSTANCE": inst.id}, S["procs"])
+
+
+KEYS_LINE_RE = re.compile(r"""(ssh_authorized_keys|"ssh_authorized_keys"|'ssh_authorized_keys')\s*:\s*(#.*)?\Z""")
+
+
+def cloud_config_keys(user_data):
+    """The top-level ssh_authorized_keys list of a UserData that is a
+    cloud-config (first line #cloud-config), or None when it is none: the
+    block list's items "- KEY" (plain, 'single' or "double" quoted) up to
+    the next top-level line; nothing else of YAML."""
+    lines = user_data.decode("utf-8", "replace").splitlines()
+    if not lines or lines[0].rstrip() != "#cloud-config":
+        return None
+    keys, inside = [], False
+    for line in lines[1:]:
+        body = line.strip()
+        if not body or body.startswith("#") or line.startswith("---"):
+            continue
+        if not line[0].isspace() and line[0] != "-":   # a top-level key
+            inside = KEYS_LINE_RE.match(line.rstrip()) is not None
+            continue
+        if not inside or not (body.startswith("- ") or body == "-"):
+            continue
+        item = body[1:].strip()
+        if len(item) >= 2 and item[0] == item[-1] == "'":
+            item = item[1:-1].replace("''", "'")
+        elif len(item) >= 2 and item[0] == item[-1] == '"':
+            item = re.sub(r'\\(.)', r"\1", item[1:-1])
+        else:
+            item = re.split(r"\s#", item, maxsplit=1)[0].strip()
+        if item:
+            keys.append(item)
+    return keys
+
+
+def start_sshd(inst):
+    if not A.vm_sshd:
+        return
+    inst.sshd = fakevm.start_sshd(A.vm_log_dir, inst.id, inst.ip, A.vm_ssh_port,
+                                  cloud_config_keys(inst.user_data) or [],
+                                  {"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://" + inst.imds(),
+                                   "SPOTDECK_FAKE_INSTANCE": inst.id}, S["procs"])
 
 
 def power_off(inst, state, reason):
@@ -514,6 +593,8 @@ def power_off(inst, state, reason):
         inst.stopped = time.time()
     inst.state, inst.reason = state, reason
     kill_group(inst.proc)
+    stop_sshd(inst.sshd, inst.id)
+    inst.sshd = None
     stop_listener(inst)
     cond.notify_all()
     if state == "shutting-down":
@@ -665,6 +746,8 @@ def _run_instances(region, params):
                 bad(code, "Injected %s for %s in %s." % (code, itype, az),
                     500 if code.startswith("Insufficient") else 400)
         ip = S["addresses"].pop(0) if S["addresses"] else "127.0.0.1"
+        if A.vm_sshd and ip == "127.0.0.1":
+            ip = next_vm_ip(S, A.vm_ssh_port)
         inst = Inst(region, az, itype, image, user_data, tags, ip, token)
         start_listener(inst, ImdsHandler)
         S["instances"][inst.id] = inst
@@ -998,6 +1081,9 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def shutdown_vms(*_):
+    if A.vm_sshd:
+        for inst in list(S["instances"].values()):
+            kill_marked(inst.id)
     kill_all_and_exit(cond, S["procs"])
 
 
@@ -1015,12 +1101,16 @@ def main():
     ap.add_argument("--prices")
     ap.add_argument("--run-startup-scripts", action="store_true")
     ap.add_argument("--vm-log-dir")
+    ap.add_argument("--vm-sshd", action="store_true")
+    ap.add_argument("--vm-ssh-port", type=int, default=2222)
     A = ap.parse_args()
     for z in A.azs:
         if z[:-1] not in A.regions:
             ap.error("AZ %s is in no region of --regions" % z)
     if A.run_startup_scripts and not A.vm_log_dir:
         ap.error("--run-startup-scripts needs --vm-log-dir")
+    if A.vm_sshd and not A.vm_log_dir:
+        ap.error("--vm-sshd needs --vm-log-dir")
     if A.vm_log_dir:
         os.makedirs(A.vm_log_dir, exist_ok=True)
     if A.prices:

@@ -31,8 +31,34 @@ this folder (they run as scripts, not as a package).
       later (nothing if the process has already exited).
   kill_all_and_exit(cond, procs)   on the fake's SIGTERM/SIGINT: SIGKILL
       to every group still running, then exit 0 at once.
+
+A VM with an sshd of its own (the fakes' --vm-sshd):
+  vm_net()   (X, Y), drawn at random: a fake's VMs live in 127.X.Y.0/24,
+      so that fakes running side by side (make check -j2) do not share
+      addresses; a fake keeps it in S["vm_net"] beside a counter
+      S["next_vm_ip"] = 0.
+  next_vm_ip(S, port)   the next VM's loopback address 127.X.Y.(10+k)
+      from S["vm_net"] and S["next_vm_ip"] (advanced); one whose port is
+      taken is skipped.
+  start_sshd(d, name, ip, port, keys, env, procs)   a real /usr/sbin/sshd
+      -D of the VM's own on ip:port, in its own session, log d/NAME.sshd.log:
+      host key d/ssh_host_ed25519_key (made once), authorized keys (the
+      list keys, written to d/NAME.authorized_keys) for the user the fake
+      runs as, the only one an unprivileged sshd can let in (as root:
+      root, by key only; UsePAM from sshd_pam()), and SetEnv for every
+      session: env (in its order) then TMPDIR=d/NAME.tmp (made here).
+      The process is appended to procs, reaped by a thread, and
+      returned.
+  sshd_pam()   "yes" when the fake runs as root and root's password is
+      locked ("!" in /etc/shadow: sshd without PAM refuses a locked
+      account even by key), else "no".
+  kill_marked(name)   SIGKILL to every process whose environment holds
+      SPOTDECK_FAKE_INSTANCE=NAME (what the VM's sshd sessions started;
+      they are sessions of their own, out of sshd's process group).
+  stop_sshd(proc, name)   power-off of a VM with an sshd (proc; nothing
+      if None): SIGKILL to sshd's group, then kill_marked(name).
 """
-import os, signal, subprocess, threading, time
+import os, secrets, signal, socket, subprocess, threading, time
 from http.server import ThreadingHTTPServer
 
 
@@ -146,3 +172,88 @@ def kill_all_and_exit(cond, procs):
             except ProcessLookupError:
                 pass
     os._exit(0)
+
+
+def vm_net():
+    return (secrets.randbelow(254) + 1, secrets.randbelow(256))
+
+
+def next_vm_ip(S, port):
+    while True:
+        S["next_vm_ip"] += 1
+        k = S["next_vm_ip"]
+        ip = "127.%d.%d.%d" % (S["vm_net"][0], S["vm_net"][1], 9 + k)
+        probe = socket.socket()
+        try:
+            probe.bind((ip, port))
+            return ip
+        except OSError:
+            continue
+        finally:
+            probe.close()
+
+
+def sshd_pam():
+    if os.getuid() != 0:
+        return "no"
+    try:
+        import spwd
+        return "yes" if spwd.getspnam("root").sp_pwdp.startswith("!") else "no"
+    except (ImportError, KeyError, PermissionError):
+        return "no"
+
+
+def start_sshd(d, name, ip, port, keys, env, procs):
+    key = os.path.join(d, "ssh_host_ed25519_key")
+    if not os.path.exists(key):
+        subprocess.run(["ssh-keygen", "-q", "-N", "", "-t", "ed25519", "-f", key], check=True)
+    stem = os.path.join(d, name)
+    with open(stem + ".authorized_keys", "w") as f:
+        f.write("".join(k + "\n" for k in keys))
+    os.makedirs(stem + ".tmp", exist_ok=True)
+    if os.getuid() == 0 and not os.path.isdir("/run/sshd"):
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    env = dict(env, TMPDIR=stem + ".tmp")
+    with open(stem + ".sshd_config", "w") as f:
+        f.write("\n".join([
+            "ListenAddress %s:%d" % (ip, port), "AddressFamily inet", "HostKey " + key,
+            "PidFile none", "AuthorizedKeysFile %s.authorized_keys" % stem,
+            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "UsePAM " + sshd_pam(), "StrictModes no", "UseDNS no",
+            "PrintMotd no", "PrintLastLog no", "MaxStartups 100:30:200", "MaxSessions 64",
+            "SetEnv " + " ".join("%s=%s" % kv for kv in env.items()), ""]))
+    log = open(stem + ".sshd.log", "ab")
+    proc = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", stem + ".sshd_config"],
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    log.close()
+    procs.append(proc)
+    threading.Thread(target=proc.wait, daemon=True).start()
+    return proc
+
+
+def kill_marked(name):
+    mark = ("SPOTDECK_FAKE_INSTANCE=%s" % name).encode()
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if mark in env:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def stop_sshd(proc, name):
+    if proc is None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    kill_marked(name)

@@ -160,12 +160,14 @@ Control (no auth, not logged):
        instances that never reached RUNNING are not listed)
 """
 import argparse, base64, hashlib, json, os, re, secrets, signal, sys
-import pwd, socket, subprocess, threading, time, urllib.parse, uuid
+import pwd, threading, time, urllib.parse, uuid
 from http.server import BaseHTTPRequestHandler
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fakevm import (Server, billing, kill_all_and_exit, kill_group, later,  # noqa: E402
-                    run_script, send, start_listener, stop_listener, wait_for_change)
+import fakevm  # noqa: E402
+from fakevm import (Server, billing, kill_all_and_exit, kill_group, kill_marked, later,  # noqa: E402
+                    next_vm_ip, run_script, send, start_listener, stop_listener, stop_sshd, vm_net,
+                    wait_for_change)
 
 try:
     import jwt  # PyJWT, with cryptography for RS256
@@ -197,7 +199,7 @@ S = {
     "slows": [],
     "addresses": [],
     "next_vm_ip": 0,
-    "vm_net": (secrets.randbelow(254) + 1, secrets.randbelow(256)),
+    "vm_net": vm_net(),  # (X, Y): this fake's VMs are 127.X.Y.(10+k)
     "log": [],
     "billing": [],       # Inst objects that reached RUNNING
     "procs": [],         # every startup-script process started
@@ -548,86 +550,18 @@ def run_startup(inst):
                             "SPOTDECK_FAKE_INSTANCE": inst.name}, S["procs"])
 
 
-def next_vm_ip():
-    """The next VM's loopback address, 127.X.Y.(10+k): X.Y drawn once per
-    fake, so that fakes running side by side (make check -j2) do not share
-    addresses; one whose sshd port is taken is skipped."""
-    while True:
-        S["next_vm_ip"] += 1
-        k = S["next_vm_ip"]
-        ip = "127.%d.%d.%d" % (S["vm_net"][0], S["vm_net"][1], 9 + k)
-        probe = socket.socket()
-        try:
-            probe.bind((ip, A.vm_ssh_port))
-            return ip
-        except OSError:
-            continue
-        finally:
-            probe.close()
-
-
 def start_sshd(inst):
     if not A.vm_sshd:
         return
-    d = A.vm_log_dir
-    key = os.path.join(d, "ssh_host_ed25519_key")
-    if not os.path.exists(key):
-        subprocess.run(["ssh-keygen", "-q", "-N", "", "-t", "ed25519", "-f", key], check=True)
     me = pwd.getpwuid(os.getuid()).pw_name
     keys = []
     for line in (inst.attr("ssh-keys") or "").splitlines():
         user, _, k = line.partition(":")
         if user == me and k.strip():
             keys.append(k.strip())
-    stem = os.path.join(d, inst.name)
-    with open(stem + ".authorized_keys", "w") as f:
-        f.write("".join(k + "\n" for k in keys))
-    os.makedirs(stem + ".tmp", exist_ok=True)
-    root = os.getuid() == 0
-    if root and not os.path.isdir("/run/sshd"):
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    pam = "no"
-    if root:
-        try:
-            import spwd
-            pam = "yes" if spwd.getspnam("root").sp_pwdp.startswith("!") else "no"
-        except (ImportError, KeyError, PermissionError):
-            pass
-    with open(stem + ".sshd_config", "w") as f:
-        f.write("\n".join([
-            "ListenAddress %s:%d" % (inst.ip, A.vm_ssh_port), "AddressFamily inet", "HostKey " + key,
-            "PidFile none", "AuthorizedKeysFile %s.authorized_keys" % stem,
-            "PermitRootLogin prohibit-password", "PubkeyAuthentication yes", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM " + pam, "StrictModes no", "UseDNS no",
-            "PrintMotd no", "PrintLastLog no", "MaxStartups 100:30:200", "MaxSessions 64",
-            "SetEnv GCE_METADATA_HOST=127.0.0.1:%d SPOTDECK_FAKE_INSTANCE=%s TMPDIR=%s.tmp"
-            % (inst.msrv.server_address[1], inst.name, stem), ""]))
-    log = open(stem + ".sshd.log", "ab")
-    inst.sshd = subprocess.Popen(["/usr/sbin/sshd", "-D", "-e", "-f", stem + ".sshd_config"],
-                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-    log.close()
-    S["procs"].append(inst.sshd)
-    threading.Thread(target=inst.sshd.wait, daemon=True).start()
-
-
-def kill_marked(name):
-    """SIGKILL to every process whose environment says it runs on VM name
-    (what its sshd's sessions started)."""
-    mark = ("SPOTDECK_FAKE_INSTANCE=%s" % name).encode()
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open("/proc/%s/environ" % pid, "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if mark in env:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except OSError:
-                pass
+    inst.sshd = fakevm.start_sshd(A.vm_log_dir, inst.name, inst.ip, A.vm_ssh_port, keys,
+                                  {"GCE_METADATA_HOST": "127.0.0.1:%d" % inst.msrv.server_address[1],
+                                   "SPOTDECK_FAKE_INSTANCE": inst.name}, S["procs"])
 
 
 def power_off(inst):
@@ -636,13 +570,8 @@ def power_off(inst):
     if inst.stopped is None:
         inst.stopped = time.time()
     kill_group(inst.proc)
-    if inst.sshd is not None:
-        try:
-            os.killpg(inst.sshd.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        inst.sshd = None
-        kill_marked(inst.name)
+    stop_sshd(inst.sshd, inst.name)
+    inst.sshd = None
     stop_listener(inst)
 
 
@@ -1062,7 +991,7 @@ class Handler(BaseHTTPRequestHandler):
             S["reserved"][(zone, name)] = 0 if doomed else gpus
             ip = S["addresses"].pop(0) if S["addresses"] and not doomed else "127.0.0.1"
             if A.vm_sshd and not doomed and ip == "127.0.0.1":
-                ip = next_vm_ip()
+                ip = next_vm_ip(S, A.vm_ssh_port)
             target_id = new_id()
             op = new_op(zone, "insert", zone_url(zone) + "/instances/" + name, target_id)
             if rid:
