@@ -46,6 +46,20 @@ struct sd_aws_client {
 
 static int send_signed(struct sd_aws_client *c, const struct aws_call *w, char *err, size_t errlen);
 
+/* An EC2 error answer sent with a 5xx that asking again cannot help: its
+ * <Code> says the zone, the region or the account cannot have it now
+ * (InsufficientInstanceCapacity comes with a 500).  The caller fails over. */
+static int ec2_final_answer(long status, const char *body, size_t body_len)
+{
+	struct sd_ec2_error e;
+	char err[64];
+	(void)status;
+	if (sd_ec2_error_parse(body, body_len, &e, err, sizeof err) != 1)
+		return 0;
+	const char *scope = sd_ec2_classify(e.code);
+	return !strcmp(scope, "zone") || !strcmp(scope, "region") || !strcmp(scope, "cloud");
+}
+
 void sd_aws_client_free(struct sd_aws_client *c)
 {
 	if (!c)
@@ -447,7 +461,8 @@ static int send_signed(struct sd_aws_client *c, const struct aws_call *w, char *
 	char url[512];
 	snprintf(url, sizeof url, "%s/", json ? c->q_endpoint : c->endpoint);
 	struct sd_http_request hr = {.label = w->label, .method = "POST", .url = url, .headers = headers,
-				     .body = w->body, .body_len = w->blen, .idempotent = w->idempotent};
+				     .body = w->body, .body_len = w->blen, .idempotent = w->idempotent,
+				     .final_answer = json ? NULL : ec2_final_answer};
 	struct sd_http_call *call = sd_http_send(c->http, &hr, w->cb, w->arg, err, errlen);
 	OPENSSL_cleanse(h_token, sizeof h_token);
 	OPENSSL_cleanse(h_auth, sizeof h_auth);
@@ -467,4 +482,9 @@ const char *sd_aws_client_where(const struct sd_aws_client *c)
 const char *sd_aws_client_region(const struct sd_aws_client *c)
 {
 	return c->region;
+}
+
+struct sd_http *sd_aws_client_http(const struct sd_aws_client *c)
+{
+	return c->http;
 }

@@ -38,6 +38,7 @@ struct sd_http_call {
 	size_t body_len;
 	int idempotent;
 	int (*retry_answer)(long status, const char *body, size_t body_len);
+	int (*final_answer)(long status, const char *body, size_t body_len);
 	double timeout_s;
 	int max_attempts;
 	int attempt;          /* attempts started */
@@ -315,8 +316,11 @@ static void call_attempt_done(struct sd_http_call *c, CURLcode rc)
 	} else {
 		const char *body = c->ans ? c->ans : "";
 		size_t body_len = c->ans ? c->ans_len : 0;
-		retry = c->idempotent && (status_retryable(status) ||
-					  (status >= 400 && c->retry_answer && c->retry_answer(status, body, body_len)));
+		if (status_retryable(status))
+			retry = c->idempotent && !(c->final_answer && c->final_answer(status, body, body_len));
+		else
+			retry = c->idempotent && status >= 400 && c->retry_answer &&
+				c->retry_answer(status, body, body_len);
 	}
 	double wait = -1;
 	if (retry && c->attempt < c->max_attempts && !h->closing) {
@@ -567,6 +571,7 @@ struct sd_http_call *sd_http_send(struct sd_http *h, const struct sd_http_reques
 	}
 	c->idempotent = req->idempotent;
 	c->retry_answer = req->retry_answer;
+	c->final_answer = req->final_answer;
 	c->timeout_s = req->timeout_s > 0 ? req->timeout_s : h->policy.timeout_s;
 	c->max_attempts = req->max_attempts > 0 ? req->max_attempts : h->policy.max_attempts;
 	if (c->max_attempts > SD_HTTP_MAX_ATTEMPTS)

@@ -89,6 +89,11 @@ struct sd_http_request {
 	 * its body (BODY_LEN bytes, NUL-terminated); 1 retries it as a 429
 	 * would be (idempotent requests only).  NULL: the status decides. */
 	int (*retry_answer)(long status, const char *body, size_t body_len);
+	/* The reverse: called with each answer whose status would be retried
+	 * (500, 503, ...) and its body; 1 makes it final (EC2's
+	 * InsufficientInstanceCapacity comes with a 500, and the same zone
+	 * asked again only wastes the time a failover needs).  NULL: none. */
+	int (*final_answer)(long status, const char *body, size_t body_len);
 };
 
 /* The outcome, given to the callback once.  The pointers live until the
