@@ -47,11 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 
 #include "engine/errors.h"
 #include "src/proto/job.h"
+#include "src/provider/cloud-vm.h"
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-client.h"
 #include "src/provider/gce-vm.h"
@@ -131,26 +131,6 @@ static const char *const setting_keys[] = {
 
 static const char *const path_settings[] = { "credentials", "identity", "known_hosts", NULL };
 
-static int str_setting(const cJSON *s, const char *key, const char *file, char **why)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-	if (v && (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) > 1000))
-		return sd_why(why, "%s: provider.%s: expected a non-empty string", file, key);
-	return 0;
-}
-
-static int num_setting(const cJSON *s, const char *key, double lo, double hi, int integer, const char *file,
-                       char **why)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-	char shown[48];
-	if (v && (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
-	          (integer && v->valuedouble != floor(v->valuedouble))))
-		return sd_why(why, "%s: provider.%s: expected %s from %g to %g, got %s", file, key,
-		              integer ? "a whole number" : "a number", lo, hi, sd_json_show(v, shown, sizeof shown));
-	return 0;
-}
-
 static int gce_check(const cJSON *s, const char *file, char **why)
 {
 	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
@@ -165,7 +145,7 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 		                             "image", "api_root", "billing_root", "ssh_user", "identity", "worker",
 		                             "host_key_checking", "known_hosts", "ssh", NULL };
 	for (int k = 0; strs[k]; k++)
-		if (str_setting(s, strs[k], file, why) < 0)
+		if (sd_setting_check_str(s, strs[k], file, why) < 0)
 			return -1;
 	if (!cJSON_GetObjectItemCaseSensitive(s, "project"))
 		return sd_why(why, "%s: provider.project: missing (the Google Cloud project to create VMs in)", file);
@@ -199,14 +179,14 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 				return sd_why(why, "%s: provider.ssh_user: \"%.40s\" is not a user name (a-z, 0-9, _, -; "
 				              "at most 32)", file, u->valuestring);
 	}
-	if (num_setting(s, "accelerator_count", 1, 16, 1, file, why) < 0 ||
-	    num_setting(s, "disk_gb", 10, 65536, 1, file, why) < 0 ||
-	    num_setting(s, "ssh_port", 1, 65535, 1, file, why) < 0 ||
-	    num_setting(s, "connect_timeout", 1, 300, 1, file, why) < 0 ||
-	    num_setting(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
-	    num_setting(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
-	    num_setting(s, "block_s", 1, 86400, 0, file, why) < 0 ||
-	    num_setting(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
+	if (sd_setting_check_num(s, "accelerator_count", 1, 16, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "disk_gb", 10, 65536, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "ssh_port", 1, 65535, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "connect_timeout", 1, 300, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "block_s", 1, 86400, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
 		return -1;
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
 	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
@@ -215,28 +195,6 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 	if (h && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") && strcmp(h->valuestring, "no"))
 		return sd_why(why, "%s: provider.host_key_checking: expected yes, accept-new or no", file);
 	return 0;
-}
-
-static char *copy(const char *val)
-{
-	if (!val)
-		return NULL;
-	size_t n = strlen(val) + 1;
-	char *d = sd_malloc(n);
-	memcpy(d, val, n);
-	return d;
-}
-
-static char *setting(const cJSON *s, const char *key, const char *dflt)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-	return copy(cJSON_IsString(v) ? v->valuestring : dflt);
-}
-
-static double number(const cJSON *s, const char *key, double dflt)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
-	return cJSON_IsNumber(v) ? v->valuedouble : dflt;
 }
 
 /* The ssh-keys metadata line: the identity's public half (IDENTITY.pub),
@@ -260,21 +218,8 @@ static int load_ssh_key(struct sd_provider *p, const char *file, char **why)
 static void on_http_attempt(void *arg, const struct sd_http_attempt *a)
 {
 	struct sd_provider *p = arg;
-	if (p->closing)
-		return;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "gce");
-	cJSON_AddStringToObject(ev, "call", a->label ? a->label : a->method);
-	cJSON_AddStringToObject(ev, "method", a->method);
-	cJSON_AddStringToObject(ev, "url", a->url);
-	cJSON_AddNumberToObject(ev, "attempt", a->attempt);
-	cJSON_AddNumberToObject(ev, "status", (double)a->status);
-	if (a->error && a->error[0])
-		cJSON_AddStringToObject(ev, "error", a->error);
-	cJSON_AddNumberToObject(ev, "elapsed_s", round(a->elapsed_s * 1000) / 1000);
-	if (a->retry_in_s >= 0)
-		cJSON_AddNumberToObject(ev, "retry_in_s", round(a->retry_in_s * 1000) / 1000);
-	sd_fleet_journal(p->fleet, SD_EV_CLOUD_CALL, ev);
+	if (!p->closing)
+		sd_cloud_journal_attempt(p->fleet, "gce", a);
 }
 
 /* ---- servers ---- */
@@ -582,45 +527,6 @@ static void on_backstop(uv_timer_t *t)
 
 /* ---- start-up reconciliation: the run's VMs a previous controller left ---- */
 
-/* The run's label: 16 random hex digits kept in RUN_DIR/gce-label, made by
- * the first start of the run and read by every --resume, so that a resumed
- * run knows the VMs an earlier controller of it left.  Without a run
- * directory: random, and nothing is taken for an orphan. */
-static int run_label(struct sd_provider *p, const char *run_dir, char **why)
-{
-	unsigned char r[8];
-	char path[4200];
-	snprintf(path, sizeof path, "%s/gce-label", run_dir ? run_dir : "");
-	FILE *f = run_dir ? fopen(path, "r") : NULL;
-	if (f) {
-		char line[64] = "";
-		int ok = fgets(line, sizeof line, f) != NULL;
-		fclose(f);
-		line[strcspn(line, "\r\n")] = '\0';
-		ok = ok && strlen(line) == 16 && strspn(line, "0123456789abcdef") == 16;
-		if (!ok)
-			return sd_why(why, "%s: not a run label (16 hex digits); remove it only if no VM of the run is left",
-			              path);
-		memcpy(p->tag, line, 17);
-		return 0;
-	}
-	if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-		return sd_why(why, "gce: no random bytes for the run's label");
-	for (int i = 0; i < 8; i++)
-		snprintf(p->tag + 2 * i, 3, "%02x", r[i]);
-	if (!run_dir) {
-		p->orphans_keep = 1;
-		return 0;
-	}
-	f = fopen(path, "wx");
-	if (!f)
-		return sd_why(why, "%s: cannot write the run's label: %m", path);
-	int bad = fprintf(f, "%s\n", p->tag) < 0;
-	if (fclose(f) != 0 || bad)
-		return sd_why(why, "%s: cannot write the run's label", path);
-	return 0;
-}
-
 static int zone_index(const struct sd_provider *p, const char *zone)
 {
 	for (int i = 0; i < p->nzones; i++)
@@ -736,22 +642,6 @@ static void build_catalog(struct sd_provider *p)
  * may take that long. */
 static const struct sd_http_policy http_policy = { .timeout_s = 150 };
 
-/* "http://127.0.0.1:PORT/..." and the like. */
-static int api_is_loopback(const char *url)
-{
-	const char *h = strstr(url, "://");
-	if (!h)
-		return 0;
-	h += 3;
-	char host[256];
-	size_t n = strcspn(h, "/");
-	if (n >= sizeof host)
-		return 0;
-	memcpy(host, h, n);
-	host[n] = '\0';
-	return sd_host_is_loopback(host, strchr(host, ':') != NULL);
-}
-
 static void gce_free(struct sd_provider *p);
 
 static int gce_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
@@ -762,28 +652,28 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	struct sd_provider *p = sd_calloc(1, sizeof *p);
 	p->loop = env->loop;
 	p->fleet = env->fleet;
-	p->project = setting(s, "project", NULL);
+	p->project = sd_setting_str(s, "project", NULL);
 	const char *envcred = getenv("GOOGLE_APPLICATION_CREDENTIALS");
-	p->credentials = sd_expand_home(setting(s, "credentials", envcred && *envcred ? envcred : NULL));
-	p->gcloud = setting(s, "gcloud", "gcloud");
-	p->machine_type = setting(s, "machine_type", "n1-standard-8");
-	p->accelerator = setting(s, "accelerator", "nvidia-tesla-t4");
-	p->image = setting(s, "image", GCE_DEFAULT_IMAGE);
-	p->api_root = setting(s, "api_root", SD_GCE_COMPUTE_ROOT);
-	p->ssh_user = setting(s, "ssh_user", "spotdeck");
-	p->identity = sd_expand_home(setting(s, "identity", "~/.ssh/google_compute_engine"));
-	p->worker = setting(s, "worker", "spotdeck-worker");
-	p->accelerator_count = (int)number(s, "accelerator_count", 1);
-	p->disk_gb = (int)number(s, "disk_gb", 50);
-	p->ssh_port = (int)number(s, "ssh_port", 22);
-	p->poll_s = number(s, "poll_s", 20);
-	p->boot_timeout_s = number(s, "boot_timeout_s", 300);
-	p->block_s = number(s, "block_s", 600);
-	p->quoted_usd = number(s, "usd_per_hour", NAN);
+	p->credentials = sd_expand_home(sd_setting_str(s, "credentials", envcred && *envcred ? envcred : NULL));
+	p->gcloud = sd_setting_str(s, "gcloud", "gcloud");
+	p->machine_type = sd_setting_str(s, "machine_type", "n1-standard-8");
+	p->accelerator = sd_setting_str(s, "accelerator", "nvidia-tesla-t4");
+	p->image = sd_setting_str(s, "image", GCE_DEFAULT_IMAGE);
+	p->api_root = sd_setting_str(s, "api_root", SD_GCE_COMPUTE_ROOT);
+	p->ssh_user = sd_setting_str(s, "ssh_user", "spotdeck");
+	p->identity = sd_expand_home(sd_setting_str(s, "identity", "~/.ssh/google_compute_engine"));
+	p->worker = sd_setting_str(s, "worker", "spotdeck-worker");
+	p->accelerator_count = (int)sd_setting_num(s, "accelerator_count", 1);
+	p->disk_gb = (int)sd_setting_num(s, "disk_gb", 50);
+	p->ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
+	p->poll_s = sd_setting_num(s, "poll_s", 20);
+	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
+	p->block_s = sd_setting_num(s, "block_s", 600);
+	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
 	const cJSON *z;
 	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
 		if (p->nzones < GCE_MAX_ZONES)
-			p->zones[p->nzones++] = copy(z->valuestring);
+			p->zones[p->nzones++] = sd_strdup0(z->valuestring);
 	if (!p->project || p->nzones == 0) {
 		gce_free(p);
 		return sd_why(why, "%s: provider.project and provider.zones are required", file);
@@ -792,7 +682,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		gce_free(p);
 		return -1;
 	}
-	if (run_label(p, env->run_dir, why) < 0) {
+	if (sd_cloud_run_label(env->run_dir, "gce-label", p->tag, &p->orphans_keep, why) < 0) {
 		gce_free(p);
 		return -1;
 	}
@@ -800,7 +690,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->orphans_keep |= cJSON_IsString(ov) && !strcmp(ov->valuestring, "keep");
 	/* Workers on VMs must reach the controller: loopback only serves a
 	 * fake cloud on this machine (tests/fake-cloud/gce.py --vm-sshd). */
-	if (env->advertise && sd_host_is_loopback(env->advertise, 1) && !api_is_loopback(p->api_root)) {
+	if (env->advertise && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
 		sd_why(why, "%s: workers on GCE VMs cannot reach the controller at %s (loopback): start spotdeck "
 		       "with --listen 0.0.0.0:PORT --advertise ADDRESS:PORT, ADDRESS one the VMs reach", file,
 		       env->advertise);

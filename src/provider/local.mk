@@ -35,6 +35,8 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-client.h src/provider/g
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-vm.h src/provider/gce-vm.c
 # The EC2 Query API's XML answers, read with expat (ec2-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/ec2-api.h src/provider/ec2-api.c
+# What the cloud providers share: settings, journal, run label (cloud-vm.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/cloud-vm.h src/provider/cloud-vm.c
 # The AWS credential chain: environment, ~/.aws/credentials, ~/.aws/config
 # (aws-creds.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/aws-creds.h src/provider/aws-creds.c
