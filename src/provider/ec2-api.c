@@ -194,6 +194,8 @@ static void instance_leaf(struct xp *x, const char *t)
 		copy(x->tag_key, sizeof x->tag_key, t);
 	else if (at(x, "instancesSet/item/tagSet/item/value") && !strcmp(x->tag_key, SD_EC2_RUN_TAG))
 		copy(in->run, sizeof in->run, t);
+	else if (at(x, "instancesSet/item/tagSet/item/value") && !strcmp(x->tag_key, "Name"))
+		copy(in->name, sizeof in->name, t);
 }
 
 int sd_ec2_instances_parse(const char *xml, size_t len, struct sd_ec2_instance *out, int max, char *next,

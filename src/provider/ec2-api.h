@@ -44,6 +44,7 @@ struct sd_ec2_instance {
 	                        * "Client.UserInitiatedShutdown", ... ("" when none) */
 	char reason[256];      /* stateReason/message */
 	char run[64];          /* the value of tag spotdeck-run, "" when not ours */
+	char name[64];         /* the value of tag Name, "" when none */
 };
 /* Every instance of a RunInstances, DescribeInstances or
  * TerminateInstances answer into OUT (at most MAX; more is an error), and

@@ -293,6 +293,20 @@ static void on_billed(struct sd_fleet *f, struct server *s, const struct sd_prov
 	f->hooks.journal(f->ctx, SD_EV_BILLED, e);
 }
 
+/* A server acquired before its offer had a price (the cloud's prices were
+ * still being asked for: aws.c) takes the one known when it boots, which is
+ * before it bills. */
+static void take_late_price(struct sd_fleet *f, struct server *s)
+{
+	if (!s->unpriced || !f->p || !f->ops->prices)
+		return;
+	double price = f->ops->prices(f->p)[s->offer->index];
+	if (isfinite(price)) {
+		s->usd_per_hour = price;
+		s->unpriced = 0;
+	}
+}
+
 void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 {
 	struct server *s = ev->server ? fl_find(f, ev->server) : NULL;
@@ -313,9 +327,11 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 	char *why = NULL;
 	switch (ev->kind) {
 	case SD_PROVIDER_PROVISIONED:
+		take_late_price(f, s);
 		fl_set_state(f, s, SD_SERVER_BOOTING);
 		break;
 	case SD_PROVIDER_RUNNING:
+		take_late_price(f, s);
 		fl_set_state(f, s, SD_SERVER_BOOTING);
 		if (fl_launcher_spawn(f, s, ev->pace, &why) < 0) {
 			cJSON *e = fl_server_event(f, s);

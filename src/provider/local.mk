@@ -35,12 +35,16 @@ src_provider_libsdprovider_a_SOURCES += src/provider/gce-client.h src/provider/g
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-vm.h src/provider/gce-vm.c
 # The EC2 Query API's XML answers, read with expat (ec2-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/ec2-api.h src/provider/ec2-api.c
-# What the cloud providers share: settings, journal, run label (cloud-vm.h).
-src_provider_libsdprovider_a_SOURCES += src/provider/cloud-vm.h src/provider/cloud-vm.c
+# A Spot instance's life on EC2: launch, terminate, list (ec2-vm.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/ec2-vm.h src/provider/ec2-vm.c
 # The AWS credential chain: environment, ~/.aws/credentials, ~/.aws/config
 # (aws-creds.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/aws-creds.h src/provider/aws-creds.c
 # Signed EC2 Query API calls on the loop (aws-client.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/aws-client.h src/provider/aws-client.c
+# What the cloud providers share: settings, journal, run label (cloud-vm.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/cloud-vm.h src/provider/cloud-vm.c
 # The gce provider: Spot VMs on Compute Engine, the worker over ssh (gce.c).
 src_provider_libsdprovider_a_SOURCES += src/provider/gce.c
+# The aws provider: Spot instances on EC2, the worker over ssh (aws.c).
+src_provider_libsdprovider_a_SOURCES += src/provider/aws.c

@@ -173,6 +173,7 @@ struct sd_provider_ops {
 extern const struct sd_provider_ops sd_provider_sim;
 extern const struct sd_provider_ops sd_provider_ssh;
 extern const struct sd_provider_ops sd_provider_gce;
+extern const struct sd_provider_ops sd_provider_aws;
 /* Frees a NULL-terminated argv and its strings (launch's); NULL is fine. */
 void sd_argv_free(char **argv);
 /* 1 when HOST, or the host of "HOST:PORT" (split at the last colon; an

@@ -1,5 +1,4 @@
-/* src/provider/registry.c - providers by name (provider.h).  Built in: sim, ssh, gce.
- * aws joins here when it is written. */
+/* src/provider/registry.c - providers by name (provider.h).  Built in: sim, ssh, gce, aws. */
 #include "config.h"
 
 #include "src/provider/provider.h"
@@ -16,8 +15,9 @@ static const struct sd_provider_ops *registry[SD_PROVIDERS_MAX] = {
 	&sd_provider_sim,
 	&sd_provider_ssh,
 	&sd_provider_gce,
+	&sd_provider_aws,
 };
-static int nregistry = 3;
+static int nregistry = 4;
 
 int sd_provider_register(const struct sd_provider_ops *ops)
 {

@@ -1,0 +1,1033 @@
+/* src/provider/aws.c - the aws provider: Spot instances on EC2, each
+ * running one worker that the controller starts and stops over OpenSSH.
+ *
+ * Offers: one per Availability Zone of provider.zones (all of
+ * provider.region), "aws/AZ/MODEL/spot" (MODEL from the instance type's
+ * GPU: g4dn -> t4), all of the same instance type.  Their prices are the
+ * Spot prices DescribeSpotPriceHistory gives at start (Linux/UNIX, the
+ * price in effect now, per AZ), or provider.usd_per_hour when the job
+ * quotes one; a server acquired before the answer takes the price when it
+ * boots (fleet.c).
+ *
+ * How the worker reaches an instance (issue 13 asked for the choice to be
+ * made and documented): the AMI has spotdeck-worker installed
+ * (provider.worker, default "spotdeck-worker" on the remote PATH) and
+ * cloud-init, as the Deep Learning AMIs and Ubuntu's do; the launch's
+ * UserData is a cloud-config whose ssh_authorized_keys holds the public
+ * half of provider.identity (default ~/.ssh/id_ed25519), which cloud-init
+ * gives the AMI's default user (provider.ssh_user, default "ubuntu").  No
+ * EC2 key pair is made, so nothing is left in the account.  The worker is
+ * then started as on the ssh provider's hosts (ssh.h): the run's token on
+ * ssh's stdin, never on a command line, in UserData or on the instance's
+ * disk.  The worker reads the interruption notice from the instance's
+ * IMDSv2 (the job's "notice": "aws").
+ *
+ * A server's life:
+ *   acquire   RunInstances of one Spot instance in the offer's AZ, tagged
+ *             spotdeck-run=TAG and Name=sd-TAG-SERVER (ec2-vm.c: the
+ *             ClientToken kept across retries, DescribeInstances until
+ *             running)
+ *   PROVISIONED  once EC2 calls it running (it boots);
+ *   RUNNING   once its sshd runs `true` for us (the fleet then launches);
+ *   STOCKOUT  RunInstances answered a capacity <Code>
+ *             (InsufficientInstanceCapacity, ...): the AZ is blocked for
+ *             provider.block_s and the fleet's suggestion picks another; a
+ *             quota code blocks the region (every offer here), a
+ *             credentials code the whole cloud (sd_ec2_classify); FAILED for
+ *             any other error;
+ *   REVOKED   the backstop (DescribeInstances by tag every provider.poll_s)
+ *             shows it shutting-down or terminated with stateReason
+ *             Server.SpotInstanceTermination; FAILED with any other reason
+ *             (a crash, or someone's terminate);
+ *   release   TerminateInstances.  What is still not terminated when the
+ *             run closes (and any instance of the run's tag that is not)
+ *             is terminated then, on a private loop.
+ * Money: EC2 bills a Spot Linux instance per second from running to
+ * shutting-down with a 60 s minimum; it states no such times in its API
+ * (the Cost and Usage Report comes hours later), so the BILLED figure is
+ * the time between what this provider saw: the first DescribeInstances
+ * that showed it running (polled every provider.boot_poll_s while it
+ * boots) and TerminateInstances' answer or the backstop that saw it shut
+ * down.  Every HTTP attempt is journaled as a cloud_call event (never a
+ * header, body or signature). */
+#include "config.h"
+
+#include <cJSON.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/errors.h"
+#include "src/proto/job.h"
+#include "src/provider/aws-client.h"
+#include "src/provider/cloud-vm.h"
+#include "src/provider/ec2-api.h"
+#include "src/provider/ec2-vm.h"
+#include "src/provider/http.h"
+#include "src/provider/provider.h"
+#include "src/provider/secret-file.h"
+#include "src/provider/ssh.h"
+
+#define AWS_MAX_ZONES 32
+#define CLOSE_TERMINATE_WAIT_S 60.0
+
+enum vm_state { VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE };
+
+struct aws_server {
+	char id[16];
+	char name[64];                 /* the Name tag */
+	char iid[32];                  /* the instance id, "" until RunInstances answers */
+	int zone;                      /* index in p->zones */
+	int host;                      /* the transport's host, -1 before RUNNING */
+	enum vm_state st;
+	int released;
+	int reported_end;
+	int missing;                   /* backstop passes that did not list it */
+	double running_at, stopped_at; /* seen running / powered off (epoch s), 0 unknown */
+	const char *stop_source;
+	int billed;
+	struct sd_provider *p;
+	struct aws_server *next;
+};
+
+struct sd_provider {
+	uv_loop_t *loop;
+	struct sd_fleet *fleet;
+	struct sd_http *http;
+	struct sd_aws_client *aws;
+	struct sd_provider *ssh;
+	/* settings */
+	char *region, *endpoint, *profile, *instance_type, *image, *ssh_user, *identity, *worker, *max_price;
+	int ssh_port;
+	double poll_s, boot_poll_s, boot_timeout_s, block_s, quoted_usd;
+	char *zones[AWS_MAX_ZONES];
+	int nzones;
+	double zone_blocked_until[AWS_MAX_ZONES];
+	double cloud_blocked_until;
+	char *user_data;               /* the cloud-config with the ssh key */
+	char tag[17];
+	int orphans_keep;
+	char gpu[16], model[16];
+	int gpu_count;
+	/* catalog */
+	struct sd_catalog cat;
+	struct sd_offer *offers;
+	char **offer_ids;
+	double *prices;
+	char price_source[160];
+	/* servers */
+	struct aws_server *servers;
+	int final_pending;
+	uv_timer_t backstop;
+	int listing;
+	int closing;
+};
+
+/* The GPU of the EC2 accelerated-computing families spotdeck trains on
+ * (AWS, "Amazon EC2 instance types: Accelerated computing", GPU and count
+ * per size are on that page; here the model only, with the count of the
+ * smallest size that has one). */
+static const struct {
+	const char *family;
+	const char *gpu;
+} gpu_families[] = {
+	{"g4dn", "T4"}, {"g5", "A10G"}, {"g6", "L4"}, {"g6e", "L40S"}, {"gr6", "L4"},
+	{"p3", "V100"}, {"p3dn", "V100"}, {"p4d", "A100"}, {"p4de", "A100"}, {"p5", "H100"},
+	{"p5e", "H200"}, {"p5en", "H200"},
+};
+
+static const char *type_gpu(const char *type)
+{
+	size_t n = strcspn(type, ".");
+	for (size_t i = 0; i < sizeof gpu_families / sizeof gpu_families[0]; i++)
+		if (strlen(gpu_families[i].family) == n && !strncmp(type, gpu_families[i].family, n))
+			return gpu_families[i].gpu;
+	return NULL;
+}
+
+/* ---- settings ---- */
+
+static const char *const setting_keys[] = {
+	"region", "zones", "instance_type", "image", "endpoint", "profile", "quotas_endpoint", "ssh_user",
+	"identity", "worker", "ssh_port", "poll_s", "boot_poll_s", "boot_timeout_s", "block_s", "usd_per_hour",
+	"max_price", "gpu_count", "orphans",
+	/* the transport's (ssh.h) */
+	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
+};
+
+static const char *const path_settings[] = { "identity", "known_hosts", NULL };
+
+static int name_ok(const char *v, size_t max)
+{
+	return v[0] && strlen(v) <= max && strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(v);
+}
+
+static int aws_check(const cJSON *s, const char *file, char **why)
+{
+	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
+		int known = 0;
+		for (int k = 0; setting_keys[k]; k++)
+			known |= !strcmp(i->string, setting_keys[k]);
+		if (!known)
+			return sd_why(why, "%s: provider.%s: unknown key for the aws provider (spotdeck-job(5), "
+			              "PROVIDER aws)", file, i->string);
+	}
+	static const char *const strs[] = { "region", "instance_type", "image", "endpoint", "profile",
+		                             "quotas_endpoint", "ssh_user", "identity", "worker", "max_price",
+		                             "host_key_checking", "known_hosts", "ssh", NULL };
+	for (int k = 0; strs[k]; k++)
+		if (sd_setting_check_str(s, strs[k], file, why) < 0)
+			return -1;
+	const cJSON *r = cJSON_GetObjectItemCaseSensitive(s, "region");
+	if (!r)
+		return sd_why(why, "%s: provider.region: missing (the AWS region to launch in, e.g. us-east-1)", file);
+	if (!name_ok(r->valuestring, 31))
+		return sd_why(why, "%s: provider.region: \"%.40s\" is not a region name (e.g. us-east-1)", file,
+		              r->valuestring);
+	const cJSON *img = cJSON_GetObjectItemCaseSensitive(s, "image");
+	if (!img)
+		return sd_why(why, "%s: provider.image: missing (an AMI id of the region with spotdeck-worker and "
+		              "cloud-init, e.g. ami-0123456789abcdef0)", file);
+	if (strncmp(img->valuestring, "ami-", 4) != 0 || strlen(img->valuestring) > 63 ||
+	    strspn(img->valuestring + 4, "0123456789abcdef") != strlen(img->valuestring) - 4 || !img->valuestring[4])
+		return sd_why(why, "%s: provider.image: \"%.64s\" is not an AMI id (ami- and hex digits)", file,
+		              img->valuestring);
+	const cJSON *zs = cJSON_GetObjectItemCaseSensitive(s, "zones"), *z;
+	if (!cJSON_IsArray(zs) || cJSON_GetArraySize(zs) < 1 || cJSON_GetArraySize(zs) > AWS_MAX_ZONES)
+		return sd_why(why, "%s: provider.zones: expected a list of 1 to %d Availability Zones", file,
+		              AWS_MAX_ZONES);
+	cJSON_ArrayForEach(z, zs) {
+		if (!cJSON_IsString(z) || !name_ok(z->valuestring, 31) ||
+		    strncmp(z->valuestring, r->valuestring, strlen(r->valuestring)) != 0 ||
+		    strlen(z->valuestring) == strlen(r->valuestring))
+			return sd_why(why, "%s: provider.zones: \"%.40s\" is not an Availability Zone of %s (e.g. %sa)",
+			              file, cJSON_IsString(z) ? z->valuestring : "(not a string)", r->valuestring,
+			              r->valuestring);
+		for (const cJSON *y = zs->child; y != z; y = y->next)
+			if (!strcmp(y->valuestring, z->valuestring))
+				return sd_why(why, "%s: provider.zones: %s is listed twice", file, z->valuestring);
+	}
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "instance_type");
+	if (t && (!strchr(t->valuestring, '.') || strlen(t->valuestring) > 31 ||
+	          strspn(t->valuestring, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(t->valuestring)))
+		return sd_why(why, "%s: provider.instance_type: \"%.40s\" is not an instance type (e.g. g4dn.xlarge)",
+		              file, t->valuestring);
+	if (t && !type_gpu(t->valuestring))
+		return sd_why(why, "%s: provider.instance_type: %s has no GPU spotdeck knows (g4dn, g5, g6, g6e, "
+		              "p3, p4d, p5, ...)", file, t->valuestring);
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(s, "ssh_user");
+	if (u) {
+		for (const char *c = u->valuestring; *c; c++)
+			if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_' || *c == '-') ||
+			    c - u->valuestring >= 32 || u->valuestring[0] == '-')
+				return sd_why(why, "%s: provider.ssh_user: \"%.40s\" is not a user name (a-z, 0-9, _, -; "
+				              "at most 32)", file, u->valuestring);
+	}
+	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(s, "max_price");
+	if (mp && (strspn(mp->valuestring, "0123456789.") != strlen(mp->valuestring) || !(atof(mp->valuestring) > 0)))
+		return sd_why(why, "%s: provider.max_price: \"%.20s\" is not a price in USD an hour (e.g. \"0.50\")",
+		              file, mp->valuestring);
+	const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "endpoint");
+	if (e && strncmp(e->valuestring, "http://", 7) != 0 && strncmp(e->valuestring, "https://", 8) != 0)
+		return sd_why(why, "%s: provider.endpoint: \"%.80s\" is not http(s)://HOST[:PORT]", file, e->valuestring);
+	if (sd_setting_check_num(s, "ssh_port", 1, 65535, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "gpu_count", 1, 16, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "connect_timeout", 1, 300, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "boot_poll_s", 0.1, 60, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "block_s", 1, 86400, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
+		return -1;
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
+	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
+		return sd_why(why, "%s: provider.orphans: expected \"delete\" or \"keep\"", file);
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
+	if (h && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") && strcmp(h->valuestring, "no"))
+		return sd_why(why, "%s: provider.host_key_checking: expected yes, accept-new or no", file);
+	return 0;
+}
+
+/* The launch's UserData: a cloud-config giving the AMI's default user the
+ * identity's public half (cloud-init's ssh_authorized_keys; its
+ * documentation, "Module reference: SSH").  The private half must be
+ * readable by its owner alone (as ssh itself demands). */
+static int load_user_data(struct sd_provider *p, const char *file, char **why)
+{
+	char *key = NULL, err[600];
+	if (sd_ssh_public_key(p->identity, &key, err, sizeof err) < 0)
+		return sd_why(why, "%s: provider.identity: %s (ssh-keygen -t ed25519 -f FILE makes a key pair)", file, err);
+	size_t n = strlen(key) + 64;
+	p->user_data = sd_malloc(n);
+	/* The key is quoted: YAML would take a comment after '#' otherwise. */
+	snprintf(p->user_data, n, "#cloud-config\nssh_authorized_keys:\n  - \"%s\"\n", key);
+	free(key);
+	return 0;
+}
+
+/* ---- journal ---- */
+
+static void on_http_attempt(void *arg, const struct sd_http_attempt *a)
+{
+	struct sd_provider *p = arg;
+	if (!p->closing)
+		sd_cloud_journal_attempt(p->fleet, "aws", a);
+}
+
+/* ---- servers ---- */
+
+static double wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct aws_server *find_server(const struct sd_provider *p, const char *id)
+{
+	for (struct aws_server *s = p->servers; s; s = s->next)
+		if (!strcmp(s->id, id))
+			return s;
+	return NULL;
+}
+
+static void report(struct sd_provider *p, struct aws_server *s, enum sd_provider_event_kind kind, const char *code,
+                   const char *message)
+{
+	struct sd_provider_event ev = {
+		.kind = kind,
+		.server = s->id,
+		.time = sd_fleet_now(p->fleet),
+		.address = kind == SD_PROVIDER_RUNNING ? s->name : NULL,
+		.code = code,
+		.message = message,
+		.zone = p->zones[s->zone],
+	};
+	if (kind == SD_PROVIDER_REVOKED || kind == SD_PROVIDER_FAILED || kind == SD_PROVIDER_STOCKOUT)
+		s->reported_end = 1;
+	sd_fleet_report(p->fleet, &ev);
+}
+
+static void bill(struct sd_provider *p, struct aws_server *s)
+{
+	if (s->billed || !s->id[0] || !(s->running_at > 0) || !(s->stopped_at >= s->running_at))
+		return;
+	s->billed = 1;
+	char source[200];
+	snprintf(source, sizeof source, "aws: instance %s, seen running to %s", s->iid, s->stop_source);
+	struct sd_provider_event ev = {
+		.kind = SD_PROVIDER_BILLED,
+		.server = s->id,
+		.time = sd_fleet_now(p->fleet),
+		.run_seconds = s->stopped_at - s->running_at,
+		.billing_source = source,
+	};
+	sd_fleet_report(p->fleet, &ev);
+}
+
+static void stopped(struct aws_server *s, double at, const char *source)
+{
+	if (s->stopped_at > 0 || !(at > 0))
+		return;
+	s->stopped_at = at;
+	s->stop_source = source;
+}
+
+static void on_terminated(void *arg, const struct sd_ec2_vm_result *r)
+{
+	struct aws_server *s = arg;
+	struct sd_provider *p = s->p;
+	if (r->ok) {
+		s->st = VM_GONE;
+		stopped(s, r->ended_at, "TerminateInstances' answer");
+		bill(p, s);
+	} else if (!p->closing) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "provider", "aws");
+		if (s->id[0])
+			cJSON_AddStringToObject(ev, "server", s->id);
+		cJSON_AddStringToObject(ev, "instance", s->iid);
+		cJSON_AddStringToObject(ev, "reason", "the instance could not be terminated; spotdeck tries again at the end");
+		cJSON_AddStringToObject(ev, "error", r->message);
+		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+		s->st = VM_RUNNING;
+	} else {
+		s->st = VM_RUNNING;   /* cut short by close: sent again there */
+	}
+}
+
+static void terminate_vm(struct sd_provider *p, struct aws_server *s)
+{
+	if (s->host >= 0)
+		sd_ssh_host_gone(p->ssh, s->host);
+	if (s->st == VM_CREATING || s->st == VM_DELETING || s->st == VM_GONE || !s->iid[0])
+		return;   /* a launch in flight terminates when it ends */
+	s->st = VM_DELETING;
+	char err[256];
+	if (sd_ec2_vm_terminate(p->aws, s->iid, on_terminated, s, err, sizeof err) < 0)
+		s->st = VM_RUNNING;
+}
+
+static void on_ssh_ready(void *arg, int host, int ok, const char *said)
+{
+	struct aws_server *s = arg;
+	struct sd_provider *p = s->p;
+	(void)host;
+	if (s->released || s->reported_end || s->st != VM_WAIT_SSH)
+		return;
+	if (ok) {
+		s->st = VM_RUNNING;
+		report(p, s, SD_PROVIDER_RUNNING, NULL, NULL);
+		return;
+	}
+	char msg[700];
+	snprintf(msg, sizeof msg, "instance %s runs but its sshd did not let us in within %.0f s: %s", s->iid,
+	         p->boot_timeout_s, said && said[0] ? said : "no answer");
+	s->st = VM_RUNNING;
+	report(p, s, SD_PROVIDER_FAILED, "SSH_UNREACHABLE", msg);
+	terminate_vm(p, s);
+}
+
+/* An error's scope (sd_ec2_classify) blocks a zone, every zone (the
+ * region: all offers are in one), or the cloud, for provider.block_s. */
+static void block(struct sd_provider *p, int zone, const char *scope)
+{
+	double until = sd_fleet_now(p->fleet) + p->block_s;
+	if (!strcmp(scope, "zone"))
+		p->zone_blocked_until[zone] = until;
+	else if (!strcmp(scope, "region"))
+		for (int i = 0; i < p->nzones; i++)
+			p->zone_blocked_until[i] = until;
+	else if (!strcmp(scope, "cloud"))
+		p->cloud_blocked_until = until;
+}
+
+static int capacity_code(const char *code)
+{
+	return !strcmp(code, "InsufficientInstanceCapacity") || !strcmp(code, "InsufficientHostCapacity") ||
+	       !strcmp(code, "UnfulfillableCapacity") || !strcmp(code, "Server.InsufficientInstanceCapacity");
+}
+
+static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
+{
+	struct aws_server *s = arg;
+	struct sd_provider *p = s->p;
+	if (r->vm.id[0])
+		snprintf(s->iid, sizeof s->iid, "%s", r->vm.id);
+	if (p->closing) {
+		if (r->ok)
+			s->st = VM_RUNNING;   /* close terminates it */
+		return;
+	}
+	if (!r->ok) {
+		s->st = VM_GONE;
+		block(p, s->zone, r->block);
+		if (!s->released) {
+			char msg[700];
+			int scoped = strcmp(r->block, "none") && strcmp(r->block, "retry");
+			snprintf(msg, sizeof msg, "%s%s%s", r->message, scoped ? "; blocked: " : "", scoped ? r->block : "");
+			report(p, s, capacity_code(r->code) ? SD_PROVIDER_STOCKOUT : SD_PROVIDER_FAILED, r->code, msg);
+		}
+		/* EC2's own refusal (an error answer to RunInstances) made nothing.
+		 * After anything else (an instance that stopped while booting, a
+		 * lost answer) one may exist: terminated by id now, or by the
+		 * run's tag at close. */
+		if (s->iid[0]) {
+			s->st = VM_RUNNING;
+			terminate_vm(p, s);
+		}
+		return;
+	}
+	s->st = VM_WAIT_SSH;
+	s->running_at = r->running_at;
+	if (s->released) {
+		terminate_vm(p, s);
+		return;
+	}
+	const char *addr = r->vm.public_ip[0] ? r->vm.public_ip : r->vm.private_ip;
+	report(p, s, SD_PROVIDER_PROVISIONED, NULL, NULL);
+	struct sd_host h = {
+		.name = s->name,
+		.host = (char *)addr,
+		.user = p->ssh_user,
+		.port = p->ssh_port,
+		.identity = p->identity,
+		.gpu = p->gpu,
+		.gpu_count = p->gpu_count,
+		.transient = 1,
+		.usd_per_hour = p->prices[s->zone],
+		.slots = 1,
+		.worker = p->worker,
+		.comm_host = r->vm.private_ip[0] ? (char *)r->vm.private_ip : (char *)addr,
+	};
+	s->host = sd_ssh_host_add(p->ssh, &h);
+	sd_ssh_attach(p->ssh, s->id, s->host);
+	sd_ssh_wait_ready(p->ssh, s->host, p->boot_timeout_s, on_ssh_ready, s);
+}
+
+static void on_transport_failed(void *ctx, const char *server)
+{
+	struct sd_provider *p = ctx;
+	struct aws_server *s = find_server(p, server);
+	if (s) {
+		s->reported_end = 1;
+		terminate_vm(p, s);
+	}
+}
+
+/* ---- the backstop: the run's instances listed every poll_s ---- */
+
+static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
+{
+	struct sd_provider *p = arg;
+	for (struct aws_server *s = p->servers; s; s = s->next) {
+		if (strcmp(s->iid, in->id))
+			continue;
+		s->missing = 0;
+		if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING)
+			continue;
+		stopped(s, wall_now(), "the backstop's DescribeInstances");
+		if (s->released || s->reported_end || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH))
+			continue;
+		if (!strcmp(in->reason_code, "Server.SpotInstanceTermination")) {
+			report(p, s, SD_PROVIDER_REVOKED, NULL, NULL);
+		} else {
+			char msg[400];
+			snprintf(msg, sizeof msg, "instance %s is %s without a Spot interruption: %s", s->iid, in->state,
+			         in->reason[0] ? in->reason : "no reason given");
+			report(p, s, SD_PROVIDER_FAILED, in->reason_code[0] ? in->reason_code : "VM_GONE", msg);
+		}
+		terminate_vm(p, s);   /* a stopped one would bill its volume; a terminated one: idempotent */
+	}
+}
+
+static void on_listed(void *arg, int n, const char *error)
+{
+	struct sd_provider *p = arg;
+	(void)n;
+	p->listing = 0;
+	if (p->closing || error)
+		return;   /* an incomplete list is never taken for the truth */
+	for (struct aws_server *s = p->servers; s; s = s->next) {
+		/* Terminated instances stay listed for about an hour: one not
+		 * listed twice in a row is gone (the first may be eventual
+		 * consistency). */
+		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end &&
+		    s->missing >= 2) {
+			char msg[200];
+			snprintf(msg, sizeof msg, "instance %s is no longer listed", s->iid);
+			stopped(s, wall_now(), "the backstop's DescribeInstances");
+			report(p, s, SD_PROVIDER_FAILED, "VM_GONE", msg);
+			s->st = VM_GONE;
+		}
+	}
+}
+
+static void on_backstop(uv_timer_t *t)
+{
+	struct sd_provider *p = t->data;
+	if (p->closing || p->listing)
+		return;
+	int any = 0;
+	for (struct aws_server *s = p->servers; s; s = s->next)
+		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end) {
+			s->missing++;   /* until the list shows it */
+			any = 1;
+		}
+	if (!any)
+		return;
+	char err[256];
+	p->listing = 1;
+	if (sd_ec2_vm_list(p->aws, p->tag, on_listed_vm, on_listed, p, err, sizeof err) < 0)
+		p->listing = 0;
+}
+
+/* ---- start-up reconciliation ---- */
+
+static int zone_index(const struct sd_provider *p, const char *zone)
+{
+	for (int i = 0; i < p->nzones; i++)
+		if (!strcmp(p->zones[i], zone))
+			return i;
+	return -1;
+}
+
+/* An instance of this run's tag that no server of this controller owns
+ * and that is not terminated: a previous controller of the run left it.
+ * It is terminated, or with provider.orphans "keep" only journaled. */
+static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
+{
+	struct sd_provider *p = arg;
+	if (p->closing || in->state_code == SD_EC2_TERMINATED || in->state_code == SD_EC2_SHUTTING_DOWN)
+		return;
+	/* One of ours whose RunInstances answer has not come yet is known by
+	 * its Name tag. */
+	for (const struct aws_server *s = p->servers; s; s = s->next)
+		if (!strcmp(s->iid, in->id) || (s->id[0] && !strcmp(s->name, in->name)))
+			return;
+	int zi = zone_index(p, in->az);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "aws");
+	cJSON_AddStringToObject(ev, "instance", in->id);
+	cJSON_AddStringToObject(ev, "zone", in->az);
+	cJSON_AddStringToObject(ev, "status", in->state);
+	int del = !p->orphans_keep;
+	cJSON_AddStringToObject(ev, "action", del ? "delete" : "keep");
+	sd_fleet_journal(p->fleet, SD_EV_ORPHAN, ev);
+	/* Kept ones are remembered as gone, so that the sweep at close leaves
+	 * them too. */
+	struct aws_server *s = sd_calloc(1, sizeof *s);
+	snprintf(s->iid, sizeof s->iid, "%s", in->id);
+	snprintf(s->name, sizeof s->name, "%s", in->name);
+	s->zone = zi >= 0 ? zi : 0;
+	s->host = -1;
+	s->p = p;
+	s->released = 1;
+	s->st = del ? VM_RUNNING : VM_GONE;
+	s->next = p->servers;
+	p->servers = s;
+	if (del)
+		terminate_vm(p, s);
+}
+
+static void on_reconciled(void *arg, int n, const char *error)
+{
+	struct sd_provider *p = arg;
+	(void)n;
+	if (p->closing || !error)
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "aws");
+	cJSON_AddStringToObject(ev, "reason", "the run's instances could not be listed at start: orphans of an "
+	                        "earlier controller, if any, are left");
+	cJSON_AddStringToObject(ev, "error", error);
+	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+}
+
+/* ---- prices ---- */
+
+static void on_prices(void *arg, const struct sd_http_response *r)
+{
+	struct sd_provider *p = arg;
+	char err[256];
+	if (r->cancelled || p->closing)
+		return;
+	struct sd_ec2_spot_price sp[AWS_MAX_ZONES * 4];
+	int n = r->status == 200 ? sd_ec2_spot_prices_parse(r->body, r->body_len, sp, (int)(sizeof sp / sizeof sp[0]),
+	                                                     NULL, 0, err, sizeof err)
+	                         : -1;
+	if (n < 0) {
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "provider", "aws");
+		cJSON_AddStringToObject(ev, "reason", "no Spot prices: servers are not priced");
+		cJSON_AddStringToObject(ev, "error", r->status == 200 ? err : r->status ? "HTTP error" : r->error);
+		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+		return;
+	}
+	for (int k = 0; k < n; k++) {
+		int zi = zone_index(p, sp[k].az);
+		if (zi >= 0 && !strcmp(sp[k].type, p->instance_type) && sp[k].usd_per_hour > 0) {
+			p->prices[zi] = sp[k].usd_per_hour;
+			p->offers[zi].usd_per_hour = sp[k].usd_per_hour;
+		}
+	}
+}
+
+static void ask_prices(struct sd_provider *p)
+{
+	char now[32], err[256];
+	time_t t = time(NULL);
+	strftime(now, sizeof now, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
+	struct sd_sigv4_pair prm[] = {
+		{"InstanceType.1", p->instance_type}, {"ProductDescription.1", "Linux/UNIX"}, {"StartTime", now},
+	};
+	if (sd_aws_call(p->aws, "DescribeSpotPriceHistory", prm, 3, 1, on_prices, p, err, sizeof err) < 0)
+		snprintf(p->price_source, sizeof p->price_source, "unknown: %.140s", err);
+}
+
+/* ---- catalog ---- */
+
+static void build_catalog(struct sd_provider *p)
+{
+	snprintf(p->gpu, sizeof p->gpu, "%s", type_gpu(p->instance_type));
+	for (size_t k = 0; k < sizeof p->model; k++)
+		p->model[k] = (char)tolower((unsigned char)p->gpu[k]);
+	int n = p->nzones;
+	p->offers = sd_calloc((size_t)n, sizeof *p->offers);
+	p->offer_ids = sd_calloc((size_t)n, sizeof *p->offer_ids);
+	p->prices = sd_calloc((size_t)n, sizeof *p->prices);
+	p->cat.zones = sd_calloc((size_t)n, sizeof *p->cat.zones);
+	if (isnan(p->quoted_usd))
+		snprintf(p->price_source, sizeof p->price_source, "aws: DescribeSpotPriceHistory, Linux/UNIX, at start");
+	else
+		snprintf(p->price_source, sizeof p->price_source, "quoted: the job's provider.usd_per_hour");
+	for (int i = 0; i < n; i++) {
+		struct sd_offer *o = &p->offers[i];
+		size_t len = strlen(p->zones[i]) + strlen(p->model) + 16;
+		p->offer_ids[i] = sd_malloc(len);
+		snprintf(p->offer_ids[i], len, "aws/%s/%s/spot", p->zones[i], p->model);
+		o->id = p->offer_ids[i];
+		o->provider = "aws";
+		o->region = p->region;
+		o->zone = p->zones[i];
+		o->machine_type = p->instance_type;
+		o->gpu = p->gpu;
+		o->gpu_count = p->gpu_count;
+		o->transient = true;
+		o->usd_per_hour = p->quoted_usd;
+		p->prices[i] = p->quoted_usd;
+		o->price_source = p->price_source;
+		o->images_per_sec = NAN;
+		o->speed_source = "unknown: measured by the run";
+		o->capacity = 64;
+		o->capacity_source = "unknown: EC2 says when an AZ runs out";
+		o->notice_seconds = 120;
+		o->notice_source = "documented: a Spot Instance interruption notice comes 2 minutes before";
+		o->billing_unit = SD_BILL_PER_SECOND;
+		o->billing_minimum_seconds = 60;
+		o->billing_source = "documented: Linux Spot per second, 1-minute minimum";
+		o->revocation.model = SD_REVOCATION_NONE;
+		o->index = i;
+		o->zone_index = i;
+		p->cat.zones[i] = o->id;
+	}
+	p->cat.file = p->region;   /* the cockpit: "real market: aws REGION" */
+	p->cat.name = "aws spot instances";
+	p->cat.noffers = n;
+	p->cat.offers = p->offers;
+	p->cat.nzones = n;
+}
+
+/* ---- the operations ---- */
+
+static void aws_free(struct sd_provider *p);
+
+static struct sd_aws_client *new_client(struct sd_provider *p, struct sd_http *http, char *err, size_t errlen)
+{
+	struct sd_aws_client_config cfg = { .region = p->region, .endpoint = p->endpoint, .profile = p->profile };
+	return sd_aws_client_new(http, &cfg, err, errlen);
+}
+
+static int aws_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
+{
+	*out = NULL;
+	const cJSON *s = env->settings;
+	const char *file = env->settings_file ? env->settings_file : "job";
+	struct sd_provider *p = sd_calloc(1, sizeof *p);
+	p->loop = env->loop;
+	p->fleet = env->fleet;
+	p->region = sd_setting_str(s, "region", NULL);
+	p->endpoint = sd_setting_str(s, "endpoint", NULL);
+	p->profile = sd_setting_str(s, "profile", NULL);
+	p->instance_type = sd_setting_str(s, "instance_type", "g4dn.xlarge");
+	p->image = sd_setting_str(s, "image", NULL);
+	p->ssh_user = sd_setting_str(s, "ssh_user", "ubuntu");
+	p->identity = sd_expand_home(sd_setting_str(s, "identity", "~/.ssh/id_ed25519"));
+	p->worker = sd_setting_str(s, "worker", "spotdeck-worker");
+	p->max_price = sd_setting_str(s, "max_price", NULL);
+	p->ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
+	p->gpu_count = (int)sd_setting_num(s, "gpu_count", 1);
+	p->poll_s = sd_setting_num(s, "poll_s", 20);
+	p->boot_poll_s = sd_setting_num(s, "boot_poll_s", 2);
+	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
+	p->block_s = sd_setting_num(s, "block_s", 600);
+	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
+	const cJSON *z;
+	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
+		if (p->nzones < AWS_MAX_ZONES)
+			p->zones[p->nzones++] = sd_strdup0(z->valuestring);
+	if (!p->region || !p->image || p->nzones == 0 || !type_gpu(p->instance_type)) {
+		aws_free(p);
+		return sd_why(why, "%s: provider.region, provider.image and provider.zones are required", file);
+	}
+	if (load_user_data(p, file, why) < 0 ||
+	    sd_cloud_run_label(env->run_dir, "aws-label", p->tag, &p->orphans_keep, why) < 0) {
+		aws_free(p);
+		return -1;
+	}
+	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(s, "orphans");
+	p->orphans_keep |= cJSON_IsString(ov) && !strcmp(ov->valuestring, "keep");
+	if (env->advertise && sd_host_is_loopback(env->advertise, 1) &&
+	    !(p->endpoint && sd_url_is_loopback(p->endpoint))) {
+		sd_why(why, "%s: workers on EC2 instances cannot reach the controller at %s (loopback): start spotdeck "
+		       "with --listen 0.0.0.0:PORT --advertise ADDRESS:PORT, ADDRESS one the instances reach", file,
+		       env->advertise);
+		aws_free(p);
+		return -1;
+	}
+	char err[512];
+	p->http = sd_http_new(p->loop, NULL, on_http_attempt, p, err, sizeof err);
+	if (!p->http) {
+		aws_free(p);
+		return sd_why(why, "aws: %s", err);
+	}
+	p->aws = new_client(p, p->http, err, sizeof err);
+	if (!p->aws) {
+		aws_free(p);
+		return sd_why(why, "%s: provider: %s", file, err);
+	}
+	struct sd_ssh_hooks hooks = { .ctx = p, .failed = on_transport_failed };
+	if (sd_ssh_transport_create(&p->ssh, env, "aws", &hooks, why) < 0) {
+		aws_free(p);
+		return -1;
+	}
+	build_catalog(p);
+	if (isnan(p->quoted_usd))
+		ask_prices(p);
+	uv_timer_init(p->loop, &p->backstop);
+	p->backstop.data = p;
+	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
+	uv_unref((uv_handle_t *)&p->backstop);
+	char lerr[256];
+	if (sd_ec2_vm_list(p->aws, p->tag, on_reconcile_vm, on_reconciled, p, lerr, sizeof lerr) < 0)
+		on_reconciled(p, -1, lerr);
+	*out = p;
+	return 0;
+}
+
+static int aws_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
+{
+	int zi = offer->index;
+	if (zi < 0 || zi >= p->nzones || offer != &p->offers[zi])
+		return sd_why(why, "%s: not an offer of the aws provider", offer->id);
+	double now = sd_fleet_now(p->fleet);
+	if (now < p->cloud_blocked_until)
+		return sd_why(why, "%s: aws is blocked for %.0f s more after an account-wide error", offer->id,
+		              p->cloud_blocked_until - now);
+	if (now < p->zone_blocked_until[zi])
+		return sd_why(why, "%s: %s is blocked for %.0f s more (it ran out, or the region's quota did)",
+		              offer->id, p->zones[zi], p->zone_blocked_until[zi] - now);
+	struct aws_server *s = sd_calloc(1, sizeof *s);
+	snprintf(s->id, sizeof s->id, "%s", server);
+	snprintf(s->name, sizeof s->name, "sd-%s-%s", p->tag, server);
+	s->zone = zi;
+	s->host = -1;
+	s->p = p;
+	s->st = VM_CREATING;
+	struct sd_ec2_instance_spec spec = {
+		.az = p->zones[zi],
+		.name = s->name,
+		.type = p->instance_type,
+		.image = p->image,
+		.user_data = p->user_data,
+		.run = p->tag,
+		.max_price = p->max_price,
+	};
+	char err[512];
+	s->next = p->servers;
+	p->servers = s;
+	if (sd_ec2_vm_launch(p->aws, &spec, p->boot_poll_s, on_launched, s, err, sizeof err) < 0) {
+		p->servers = s->next;
+		free(s);
+		return sd_why(why, "%s: %s", offer->id, err);
+	}
+	return 0;
+}
+
+static void aws_release(struct sd_provider *p, const char *server)
+{
+	struct aws_server *s = find_server(p, server);
+	if (!s || s->released)
+		return;
+	s->released = 1;
+	sd_provider_ssh.release(p->ssh, server);
+	terminate_vm(p, s);
+}
+
+static int aws_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why)
+{
+	return sd_provider_ssh.launch(p->ssh, server, worker_argv, argv, why);
+}
+
+static void aws_signal(struct sd_provider *p, const char *server, int sig)
+{
+	sd_provider_ssh.signal(p->ssh, server, sig);
+}
+
+static void aws_lost(struct sd_provider *p, const char *server, int worker_alive)
+{
+	sd_provider_ssh.lost(p->ssh, server, worker_alive);
+}
+
+static const struct sd_catalog *aws_catalog(const struct sd_provider *p)
+{
+	return &p->cat;
+}
+
+static const double *aws_prices(const struct sd_provider *p)
+{
+	return p->prices;
+}
+
+static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
+{
+	int n = 0;
+	for (const struct aws_server *s = p->servers; s; s = s->next)
+		n += s->zone == o->index && !s->released && !s->reported_end && s->st != VM_GONE;
+	return n;
+}
+
+/* ---- the end: every instance of the run not known gone is terminated on
+ * a private loop: those this controller knows, then any other the run's
+ * tag lists (a launch whose answer never came) ---- */
+
+struct final {
+	struct sd_provider *p;
+	struct sd_aws_client *aws;
+	int listing;
+};
+
+static void on_final_terminated(void *arg, const struct sd_ec2_vm_result *r)
+{
+	struct aws_server *s = arg;
+	s->p->final_pending--;
+	if (r->ok) {
+		s->st = VM_GONE;
+		stopped(s, r->ended_at, "TerminateInstances' answer");
+		bill(s->p, s);
+	}
+}
+
+static void on_final_listed_vm(void *arg, const struct sd_ec2_instance *in)
+{
+	struct final *fin = arg;
+	struct sd_provider *p = fin->p;
+	if (in->state_code == SD_EC2_TERMINATED || in->state_code == SD_EC2_SHUTTING_DOWN)
+		return;
+	struct aws_server *s;
+	for (s = p->servers; s; s = s->next)
+		if (!strcmp(s->iid, in->id))
+			break;
+	if (s && (s->st == VM_GONE || s->st == VM_DELETING))
+		return;   /* gone, or its terminate is on its way */
+	if (!s) {
+		s = sd_calloc(1, sizeof *s);
+		snprintf(s->iid, sizeof s->iid, "%s", in->id);
+		s->host = -1;
+		s->p = p;
+		s->released = 1;
+		s->next = p->servers;
+		p->servers = s;
+	}
+	char err[256];
+	s->st = VM_DELETING;
+	if (sd_ec2_vm_terminate(fin->aws, s->iid, on_final_terminated, s, err, sizeof err) == 0)
+		p->final_pending++;
+}
+
+static void on_final_listed(void *arg, int n, const char *error)
+{
+	struct final *fin = arg;
+	(void)n;
+	(void)error;
+	fin->listing = 0;
+}
+
+static void on_close_timeout(uv_timer_t *t)
+{
+	(void)t;
+}
+
+static void terminate_left(struct sd_provider *p)
+{
+	uv_loop_t loop;
+	if (uv_loop_init(&loop) < 0)
+		return;
+	char err[512];
+	struct sd_http *http = sd_http_new(&loop, NULL, NULL, NULL, err, sizeof err);
+	struct final fin = { .p = p, .aws = http ? new_client(p, http, err, sizeof err) : NULL };
+	p->final_pending = 0;
+	for (struct aws_server *s = p->servers; fin.aws && s; s = s->next)
+		if (s->st != VM_GONE && s->iid[0] &&
+		    sd_ec2_vm_terminate(fin.aws, s->iid, on_final_terminated, s, err, sizeof err) == 0) {
+			s->st = VM_DELETING;
+			p->final_pending++;
+		}
+	fin.listing = fin.aws && sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err,
+	                                        sizeof err) == 0;
+	uv_timer_t limit;
+	uv_timer_init(&loop, &limit);
+	uv_timer_start(&limit, on_close_timeout, (uint64_t)(CLOSE_TERMINATE_WAIT_S * 1000), 0);
+	while ((p->final_pending > 0 || fin.listing) && uv_is_active((uv_handle_t *)&limit) && uv_run(&loop, UV_RUN_ONCE))
+		;
+	uv_close((uv_handle_t *)&limit, NULL);
+	if (fin.aws)
+		sd_ec2_vm_cancel_waiting(fin.aws);
+	if (http)
+		sd_http_close(http, NULL, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	if (fin.aws)
+		sd_aws_client_free(fin.aws);
+	uv_loop_close(&loop);
+}
+
+static void aws_close(struct sd_provider *p)
+{
+	sd_provider_ssh.close(p->ssh);
+	p->closing = 1;
+	uv_timer_stop(&p->backstop);
+	uv_close((uv_handle_t *)&p->backstop, NULL);
+	sd_ec2_vm_cancel_waiting(p->aws);
+	sd_http_close(p->http, NULL, NULL);
+	p->http = NULL;
+	terminate_left(p);
+}
+
+static void aws_free(struct sd_provider *p)
+{
+	if (!p)
+		return;
+	if (p->ssh)
+		sd_provider_ssh.free(p->ssh);
+	if (p->aws)
+		sd_aws_client_free(p->aws);
+	if (p->http)
+		sd_http_close(p->http, NULL, NULL);
+	while (p->servers) {
+		struct aws_server *n = p->servers->next;
+		free(p->servers);
+		p->servers = n;
+	}
+	for (int i = 0; i < p->nzones; i++) {
+		free(p->zones[i]);
+		if (p->offer_ids)
+			free(p->offer_ids[i]);
+	}
+	free(p->offer_ids);
+	free(p->offers);
+	free(p->prices);
+	free(p->cat.zones);
+	free(p->region);
+	free(p->endpoint);
+	free(p->profile);
+	free(p->instance_type);
+	free(p->image);
+	free(p->ssh_user);
+	free(p->identity);
+	free(p->worker);
+	free(p->max_price);
+	free(p->user_data);
+	free(p);
+}
+
+const struct sd_provider_ops sd_provider_aws = {
+	.name = "aws",
+	.description = "Spot instances on Amazon EC2, the worker started over OpenSSH",
+	.emulated = 0,
+	.check = aws_check,
+	.path_settings = path_settings,
+	.create = aws_create,
+	.acquire = aws_acquire,
+	.release = aws_release,
+	.catalog = aws_catalog,
+	.prices = aws_prices,
+	.live = aws_live,
+	.launch = aws_launch,
+	.signal = aws_signal,
+	.lost = aws_lost,
+	.close = aws_close,
+	.free = aws_free,
+};
