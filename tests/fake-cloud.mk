@@ -29,3 +29,12 @@ EXTRA_DIST += tests/test-fake-ec2.sh tests/fake-cloud/ec2.py
 # spotdeck doctor --provider aws against the fake EC2.
 TESTS += tests/test-aws-doctor.sh
 EXTRA_DIST += tests/test-aws-doctor.sh
+# The aws provider end to end: Spot instances with a real sshd each (ec2.py
+# --vm-sshd, the key from the launch's cloud-config), a lost RunInstances
+# answer, an interruption, InsufficientInstanceCapacity, the money.
+TESTS += tests/test-aws-train.sh
+EXTRA_DIST += tests/test-aws-train.sh
+EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py
+# A killed controller's instances found by the run's tag and terminated on --resume.
+TESTS += tests/test-aws-orphans.sh
+EXTRA_DIST += tests/test-aws-orphans.sh

@@ -1,0 +1,82 @@
+#!/bin/sh
+# Orphans (issue 13): a controller killed while two Spot instances train
+# for it leaves them running and billed at the fake EC2; `spotdeck --resume`
+# of the same run directory finds them by the run's tag (spotdeck-run, its
+# value kept in the run directory's aws-label), journals each as an orphan
+# and terminates it; once the resumed run quits no instance is left.  With
+# provider.orphans "keep" they are journaled and left alone, even by the
+# sweep of the run's tag at close.
+. "$(dirname "$0")/lib.sh"
+tmpdir
+. "$top_srcdir/tests/fake-cloud/ec2-vms.sh"
+"$PY" - <<'PY'
+import sys, os, json, time, signal
+sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
+from elastic import *
+from aws_run import T, control, live, provider
+
+A, B = "aws/us-east-1a/t4/spot", "aws/us-east-1b/t4/spot"
+# Long enough (60 epochs) that the run cannot end on its own during the test.
+j = job(workers=0, cluster=[A, B], epochs=60)
+j["provider"] = provider()
+
+r = Run(j)
+r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
+first = live()
+if len(first) != 2:
+    fail("2 instances expected while 2 servers train, the fake has %s" % first)
+label = control("/_control/state")["instances"][0]["tags"]["spotdeck-run"]
+if open(os.path.join(r.run_dir, "aws-label")).read().strip() != label:
+    fail("the run directory's aws-label is not the instances' tag %s" % label)
+r.kill(signal.SIGKILL)
+if live() != first:
+    fail("the instances changed after the controller was killed: %s, then %s" % (first, live()))
+ok("controller killed while %s train: both still running (tag spotdeck-run=%s)" % (", ".join(first), label))
+
+r2 = Run(None, resume=r.run_dir)
+orph = {}
+while len(orph) < 2:
+    e = r2.wait(lambda e: e.get("type") == "orphan" and e["instance"] not in orph, "orphans of the killed controller")
+    orph[e["instance"]] = e
+if sorted(orph) != first or any(e["action"] != "delete" or e["status"] != "running" for e in orph.values()):
+    fail("orphans journaled: %s; expected %s, running, terminated" % (list(orph.values()), first))
+deadline = time.time() + 60 * SCALE
+while set(first) & set(live()):
+    if time.time() > deadline:
+        fail("the orphans %s are still there" % sorted(set(first) & set(live())))
+    time.sleep(0.2)
+ok("the resumed run found both by the run's tag, journaled and terminated them")
+r2.command("quit")
+r2.finish()
+deadline = time.time() + 30 * SCALE
+while live():
+    if time.time() > deadline:
+        fail("instances left after the resumed run quit: %s; its last events: %s" % (live(), [
+            e for e in r2.events if e.get("type") in ("error", "state", "released", "done") or
+            (e.get("type") == "cloud_call" and "Terminate" in e["call"])][-12:]))
+    time.sleep(0.2)
+ok("nothing left at the fake after the resumed run quit")
+
+# provider.orphans "keep": journaled, left alone.
+j["provider"]["orphans"] = "keep"
+r3 = Run(j)
+r3.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 (keep)")
+kept = live()
+r3.kill(signal.SIGKILL)
+r4 = Run(None, resume=r3.run_dir)
+seen = set()
+while len(seen) < 2:
+    e = r4.wait(lambda e: e.get("type") == "orphan" and e["instance"] not in seen, "orphans (keep)")
+    if e["action"] != "keep":
+        fail("orphans \"keep\" but %s" % e)
+    seen.add(e["instance"])
+r4.command("quit")
+r4.finish()
+# The resumed run has ended (its own instances terminated at close, and
+# any other of the run's tag): the kept ones are still there.
+if not set(kept) <= set(live()):
+    fail("orphans \"keep\": %s were terminated (left: %s)" % (kept, live()))
+for n in kept:
+    control("/_control/crash", {"id": n})
+ok("with orphans \"keep\" both were journaled and left running")
+PY
