@@ -17,6 +17,13 @@ printf '{"g4dn.xlarge": {"us-east-1a": 0.2104, "us-east-1b": 0.1987}}\n' >"$T/pr
 fake_start ec2.py "$PY" "$top_srcdir/tests/fake-cloud/ec2.py" --regions us-east-1 \
 	--azs us-east-1a,us-east-1b --access-key "$KEY_ID" --secret-key "$SECRET" --prices "$T/prices.json"
 BASE=http://127.0.0.1:$FAKE_PORT
+# The key pair a run would put in its instances' cloud-config.
+ssh-keygen -q -N '' -t ed25519 -C doctor-test -f "$T/id" || fail "ssh-keygen"
+# with_key: the job names it (every job below, unless it names one).
+with_key() {
+	grep -q '"identity"' "$T/job.json" ||
+		sed -i "s|\"name\": \"aws\", |\"name\": \"aws\", \"identity\": \"$T/id\", |" "$T/job.json"
+}
 # job ZONES [IMAGE]: a job file whose provider is the fake.
 job() {
 	printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": %s, "image": "%s", "endpoint": "%s", "quotas_endpoint": "%s"}}\n' \
@@ -25,6 +32,7 @@ job() {
 control() { "$PY" -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST"))' "$BASE/_control/$1" "$2" || fail "control $1"; }
 # doctor WANT_RC [SECRET]: runs it into $T/out, checks the exit status.
 doctor() {
+	with_key
 	AWS_ACCESS_KEY_ID=$KEY_ID AWS_SECRET_ACCESS_KEY=${2:-$SECRET} AWS_SESSION_TOKEN= \
 		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
 	rc=$?
@@ -43,8 +51,9 @@ has '^ok +launch: a Spot g4dn\.xlarge from ami-0123456789abcdef0 in us-east-1a w
 has '^ok +prices: us-east-1a: \$0\.2104/h for a Spot g4dn\.xlarge'
 has '^ok +prices: us-east-1b: \$0\.1987/h for a Spot g4dn\.xlarge'
 has '^ok +quota: All G and VT Spot Instance Requests \(L-3819A6DF\) allows 64 vCPUs in us-east-1; a Spot g4dn\.xlarge takes 4$'
-[ "$(grep -c . "$T/out")" = 7 ] || fail "expected 7 lines: $(cat "$T/out")"
-ok "a healthy account: 7 checks ok, exit 0"
+has "^ok +ssh key: $T/id \\(ssh-ed25519 AAAAC3NzaC1l\\.\\.\\.\\)\$"
+[ "$(grep -c . "$T/out")" = 8 ] || fail "expected 8 lines: $(cat "$T/out")"
+ok "a healthy account: 8 checks ok (the ssh key among them), exit 0"
 
 # 1b. A new account's Spot vCPU quota (0, or below one instance): FAIL with
 # the quota's name and code; a p3.2xlarge is counted against the P quota.
@@ -62,7 +71,7 @@ ok "the Spot vCPU quota: 2 vCPUs for a 4-vCPU g4dn fails; the P quota for a p3"
 # 2. A wrong secret: EC2's SignatureDoesNotMatch, and nothing else runs.
 doctor 1 "not-the-secret"
 has '^FAIL +credentials: key AKIA\.\.\.TEST in us-east-1: SignatureDoesNotMatch: '
-[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on with a refused key: $(cat "$T/out")"
+[ "$(grep -Evc "^ok +ssh key:" "$T/out")" = 1 ] || fail "checks ran on with a refused key: $(cat "$T/out")"
 # 3. A zone the region lacks warns; a malformed image fails the launch.
 job '["us-east-1a", "us-east-9z"]' not-an-ami
 doctor 1
@@ -97,6 +106,7 @@ printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1
 # (an extended regular expression).
 bare_doctor() {
 	_want=$1 _secrets=$2; shift 2
+	with_key
 	env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY -u AWS_SESSION_TOKEN -u AWS_PROFILE \
 		-u AWS_SHARED_CREDENTIALS_FILE -u AWS_CONFIG_FILE AWS_EC2_METADATA_DISABLED=true "$@" \
 		"$SPOTDECK" doctor --provider aws "$T/job.json" >"$T/out" 2>"$T/err"
@@ -148,7 +158,7 @@ PY
 ok "the instance role's key from IMDSv2 (token, role, key; once), signed with its session token"
 role_doctor 1 AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:1
 has "^FAIL +credentials: no AWS credentials: .*; and no instance role: http://127\.0\.0\.1:1/latest/api/token: "
-[ "$(grep -c . "$T/out")" = 1 ] || fail "checks ran on without a key: $(cat "$T/out")"
+[ "$(grep -Evc "^ok +ssh key:" "$T/out")" = 1 ] || fail "checks ran on without a key: $(cat "$T/out")"
 role_doctor 1 AWS_EC2_METADATA_DISABLED=true
 has "^FAIL +credentials: no AWS credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or write them in $T/empty/\.aws/credentials\$"
 ok "no metadata service, and IMDS disabled: one FAIL line each"

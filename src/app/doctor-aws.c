@@ -12,6 +12,7 @@
 
 #include "src/app/doctor-internal.h"
 #include "src/provider/aws-client.h"
+#include "src/provider/secret-file.h"
 #include "src/provider/ec2-api.h"
 
 #define MAX_ZONES 32
@@ -22,7 +23,7 @@ struct doctor_aws {
 	uv_loop_t loop;
 	struct sd_http *http;
 	struct sd_aws_client *aws;
-	char *region, *type, *image, *endpoint, *profile, *quotas_endpoint;
+	char *region, *type, *image, *endpoint, *profile, *quotas_endpoint, *identity;
 	int vcpus;                /* the instance type's (DescribeInstanceTypes) */
 	const char *quota_code, *quota_name;
 	char *zones[MAX_ZONES];
@@ -275,8 +276,12 @@ static void next(struct doctor_aws *d)
 	}
 }
 
-static const char *const aws_keys[] = {"name",  "region",   "zones",   "instance_type",
-				       "image", "endpoint", "profile", "quotas_endpoint", NULL};
+static const char *const aws_keys[] = {"name", "region", "zones", "instance_type", "image", "endpoint",
+				       "profile", "quotas_endpoint", "identity",
+				       /* the run's own (spotdeck-job(5)), not checked here */
+				       "ssh_user", "worker", "ssh_port", "poll_s", "boot_poll_s", "boot_timeout_s",
+				       "block_s", "usd_per_hour", "max_price", "gpu_count", "orphans",
+				       "host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL};
 
 static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 {
@@ -287,6 +292,7 @@ static int load(struct doctor_aws *d, const cJSON *p, const char *file)
 	d->endpoint = sd_doctor_opt_str(p, "endpoint", NULL, file, &bad);
 	d->profile = sd_doctor_opt_str(p, "profile", NULL, file, &bad);
 	d->quotas_endpoint = sd_doctor_opt_str(p, "quotas_endpoint", NULL, file, &bad);
+	d->identity = sd_expand_home(sd_doctor_opt_str(p, "identity", "~/.ssh/id_ed25519", file, &bad));
 	if (!bad && d->profile && (!*d->profile || strpbrk(d->profile, "[]\n\r"))) {
 		fprintf(stderr, "spotdeck doctor: %s: provider.profile: \"%.40s\" is not a profile name\n", file,
 			d->profile);
@@ -351,6 +357,7 @@ static void doctor_aws_free(struct doctor_aws *d)
 	free(d->endpoint);
 	free(d->profile);
 	free(d->quotas_endpoint);
+	free(d->identity);
 	for (int i = 0; i < d->nzones; i++)
 		free(d->zones[i]);
 	free(d);
@@ -365,7 +372,13 @@ int sd_doctor_aws(const cJSON *p, const char *file)
 		doctor_aws_free(d);
 		return 2;
 	}
-	char err[512];
+	char err[512], *pub = NULL;
+	/* The key pair a run puts in its instances' cloud-config and logs in with. */
+	if (sd_ssh_public_key(d->identity, &pub, err, sizeof err) < 0)
+		say(d, "FAIL", "ssh key", "provider.identity: %s", err);
+	else
+		say(d, "ok", "ssh key", "%s (%.*s...)", d->identity, 24, pub);
+	free(pub);
 	uv_loop_init(&d->loop);
 	d->http = sd_http_new(&d->loop, &sd_doctor_policy, NULL, NULL, err, sizeof err);
 	struct sd_aws_client_config cfg = {.region = d->region, .endpoint = d->endpoint, .profile = d->profile,
