@@ -168,7 +168,7 @@ static void usage(FILE *f)
 "  --worker PATH    spotdeck-worker to start (default: next to this program)\n"
 "  --provider NAME  server provider (the job's provider.name): sim, the simulated\n"
 "                   market (default); ssh, your hosts; gce, Spot VMs on Compute\n"
-"                   Engine (spotdeck-job(5))\n"
+"                   Engine; aws, Spot instances on EC2 (spotdeck-job(5))\n"
 "  --catalog FILE   market catalog (default: gce-2019.json from the data dir)\n"
 "  --hazard-scale X revocations X times sooner than measured\n"
 "  --boot-scale X   boot times X times the measured ones\n"

@@ -12,11 +12,11 @@ expect_error "number beyond a double" "huge\.json: lr: .*got inf \(beyond" \
 	$SPOTDECK --headless --job "$T/huge.json" --run-dir "$T/r1"
 [ ! -e "$T/r1" ] || fail "a bad job left $T/r1"
 
-printf '{"model":"mlp","provider":"aws"}' >"$T/aws.json"
-expect_error "provider not in this build (job)" "aws\.json: provider\.name: 'aws' is not available in this build \(known: sim, ssh, gce\)" \
-	$SPOTDECK --headless --job "$T/aws.json" --run-dir "$T/r2"
-expect_error "provider not in this build (option)" "^spotdeck: --provider: 'aws' is not available in this build \(known: sim, ssh, gce\)" \
-	$SPOTDECK --headless --provider aws --run-dir "$T/r2"
+printf '{"model":"mlp","provider":"azure"}' >"$T/azure.json"
+expect_error "provider not in this build (job)" "azure\.json: provider\.name: 'azure' is not available in this build \(known: sim, ssh, gce, aws\)" \
+	$SPOTDECK --headless --job "$T/azure.json" --run-dir "$T/r2"
+expect_error "provider not in this build (option)" "^spotdeck: --provider: 'azure' is not available in this build \(known: sim, ssh, gce, aws\)" \
+	$SPOTDECK --headless --provider azure --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "an unavailable provider left $T/r2"
 printf '{"model":"mlp","provider":{"name":"sim","hazard_scale":2,"zones":["us-east1-c"]}}' >"$T/simset.json"
 expect_error "a setting sim does not have" \
