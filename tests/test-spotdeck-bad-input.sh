@@ -18,6 +18,21 @@ expect_error "provider not in this build (job)" "azure\.json: provider\.name: 'a
 expect_error "provider not in this build (option)" "^spotdeck: --provider: 'azure' is not available in this build \(known: sim, ssh, gce, aws\)" \
 	$SPOTDECK --headless --provider azure --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "an unavailable provider left $T/r2"
+# The aws provider's settings: an AZ of another region, an image that is
+# not an AMI id, a type without a GPU.
+printf '{"model":"mlp","provider":{"name":"aws","region":"us-east-1","zones":["us-west-2a"],"image":"ami-0123456789abcdef0"}}' >"$T/awsz.json"
+expect_error "an AZ of another region" \
+	"awsz\.json: provider\.zones: \"us-west-2a\" is not an Availability Zone of us-east-1 \(e\.g\. us-east-1a\)" \
+	$SPOTDECK --headless --job "$T/awsz.json" --run-dir "$T/r2"
+printf '{"model":"mlp","provider":{"name":"aws","region":"us-east-1","zones":["us-east-1a"],"image":"ubuntu-22.04"}}' >"$T/awsi.json"
+expect_error "an image that is no AMI id" \
+	"awsi\.json: provider\.image: \"ubuntu-22\.04\" is not an AMI id \(ami- and hex digits\)" \
+	$SPOTDECK --headless --job "$T/awsi.json" --run-dir "$T/r2"
+printf '{"model":"mlp","provider":{"name":"aws","region":"us-east-1","zones":["us-east-1a"],"image":"ami-0123456789abcdef0","instance_type":"m5.large"}}' >"$T/awst.json"
+expect_error "an instance type without a GPU" \
+	"awst\.json: provider\.instance_type: m5\.large has no GPU spotdeck knows" \
+	$SPOTDECK --headless --job "$T/awst.json" --run-dir "$T/r2"
+[ ! -e "$T/r2" ] || fail "a bad aws setting left $T/r2"
 printf '{"model":"mlp","provider":{"name":"sim","hazard_scale":2,"zones":["us-east1-c"]}}' >"$T/simset.json"
 expect_error "a setting sim does not have" \
 	"simset\.json: provider\.zones: provider 'sim' has no settings of its own" \

@@ -53,7 +53,6 @@
 #include "config.h"
 
 #include <cJSON.h>
-#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,13 +109,9 @@ struct sd_provider {
 	char *user_data;               /* the cloud-config with the ssh key */
 	char tag[17];
 	int orphans_keep;
-	char gpu[16], model[16];
+	char gpu[16];
 	int gpu_count;
-	/* catalog */
-	struct sd_catalog cat;
-	struct sd_offer *offers;
-	char **offer_ids;
-	double *prices;
+	struct sd_cloud_catalog cc;    /* the offers */
 	char price_source[160];
 	/* servers */
 	struct aws_server *servers;
@@ -167,14 +162,8 @@ static int name_ok(const char *v, size_t max)
 
 static int aws_check(const cJSON *s, const char *file, char **why)
 {
-	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
-		int known = 0;
-		for (int k = 0; setting_keys[k]; k++)
-			known |= !strcmp(i->string, setting_keys[k]);
-		if (!known)
-			return sd_why(why, "%s: provider.%s: unknown key for the aws provider (spotdeck-job(5), "
-			              "PROVIDER aws)", file, i->string);
-	}
+	if (sd_setting_check_known(s, setting_keys, "aws", file, why) < 0)
+		return -1;
 	static const char *const strs[] = { "region", "instance_type", "image", "endpoint", "profile",
 		                             "quotas_endpoint", "ssh_user", "identity", "worker", "max_price",
 		                             "host_key_checking", "known_hosts", "ssh", NULL };
@@ -218,14 +207,6 @@ static int aws_check(const cJSON *s, const char *file, char **why)
 	if (t && !type_gpu(t->valuestring))
 		return sd_why(why, "%s: provider.instance_type: %s has no GPU spotdeck knows (g4dn, g5, g6, g6e, "
 		              "p3, p4d, p5, ...)", file, t->valuestring);
-	const cJSON *u = cJSON_GetObjectItemCaseSensitive(s, "ssh_user");
-	if (u) {
-		for (const char *c = u->valuestring; *c; c++)
-			if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_' || *c == '-') ||
-			    c - u->valuestring >= 32 || u->valuestring[0] == '-')
-				return sd_why(why, "%s: provider.ssh_user: \"%.40s\" is not a user name (a-z, 0-9, _, -; "
-				              "at most 32)", file, u->valuestring);
-	}
 	const cJSON *mp = cJSON_GetObjectItemCaseSensitive(s, "max_price");
 	if (mp && (strspn(mp->valuestring, "0123456789.") != strlen(mp->valuestring) || !(atof(mp->valuestring) > 0)))
 		return sd_why(why, "%s: provider.max_price: \"%.20s\" is not a price in USD an hour (e.g. \"0.50\")",
@@ -233,22 +214,10 @@ static int aws_check(const cJSON *s, const char *file, char **why)
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "endpoint");
 	if (e && strncmp(e->valuestring, "http://", 7) != 0 && strncmp(e->valuestring, "https://", 8) != 0)
 		return sd_why(why, "%s: provider.endpoint: \"%.80s\" is not http(s)://HOST[:PORT]", file, e->valuestring);
-	if (sd_setting_check_num(s, "ssh_port", 1, 65535, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "gpu_count", 1, 16, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "connect_timeout", 1, 300, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "boot_poll_s", 0.1, 60, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "block_s", 1, 86400, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
+	if (sd_setting_check_num(s, "gpu_count", 1, 16, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "boot_poll_s", 0.1, 60, 0, file, why) < 0)
 		return -1;
-	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
-	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
-		return sd_why(why, "%s: provider.orphans: expected \"delete\" or \"keep\"", file);
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
-	if (h && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") && strcmp(h->valuestring, "no"))
-		return sd_why(why, "%s: provider.host_key_checking: expected yes, accept-new or no", file);
-	return 0;
+	return sd_cloud_check_vm_settings(s, file, why);
 }
 
 /* The launch's UserData: a cloud-config giving the AMI's default user the
@@ -297,18 +266,9 @@ static struct aws_server *find_server(const struct sd_provider *p, const char *i
 static void report(struct sd_provider *p, struct aws_server *s, enum sd_provider_event_kind kind, const char *code,
                    const char *message)
 {
-	struct sd_provider_event ev = {
-		.kind = kind,
-		.server = s->id,
-		.time = sd_fleet_now(p->fleet),
-		.address = kind == SD_PROVIDER_RUNNING ? s->name : NULL,
-		.code = code,
-		.message = message,
-		.zone = p->zones[s->zone],
-	};
 	if (kind == SD_PROVIDER_REVOKED || kind == SD_PROVIDER_FAILED || kind == SD_PROVIDER_STOCKOUT)
 		s->reported_end = 1;
-	sd_fleet_report(p->fleet, &ev);
+	sd_cloud_report(p->fleet, s->id, p->zones[s->zone], kind, code, message, s->name);
 }
 
 static void bill(struct sd_provider *p, struct aws_server *s)
@@ -458,7 +418,7 @@ static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 		.gpu = p->gpu,
 		.gpu_count = p->gpu_count,
 		.transient = 1,
-		.usd_per_hour = p->prices[s->zone],
+		.usd_per_hour = p->cc.prices[s->zone],
 		.slots = 1,
 		.worker = p->worker,
 		.comm_host = r->vm.private_ip[0] ? (char *)r->vm.private_ip : (char *)addr,
@@ -569,14 +529,8 @@ static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 		if (!strcmp(s->iid, in->id) || (s->id[0] && !strcmp(s->name, in->name)))
 			return;
 	int zi = zone_index(p, in->az);
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "aws");
-	cJSON_AddStringToObject(ev, "instance", in->id);
-	cJSON_AddStringToObject(ev, "zone", in->az);
-	cJSON_AddStringToObject(ev, "status", in->state);
 	int del = !p->orphans_keep;
-	cJSON_AddStringToObject(ev, "action", del ? "delete" : "keep");
-	sd_fleet_journal(p->fleet, SD_EV_ORPHAN, ev);
+	sd_cloud_journal_orphan(p->fleet, "aws", in->id, in->az, in->state, !del);
 	/* Kept ones are remembered as gone, so that the sweep at close leaves
 	 * them too. */
 	struct aws_server *s = sd_calloc(1, sizeof *s);
@@ -630,8 +584,8 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 	for (int k = 0; k < n; k++) {
 		int zi = zone_index(p, sp[k].az);
 		if (zi >= 0 && !strcmp(sp[k].type, p->instance_type) && sp[k].usd_per_hour > 0) {
-			p->prices[zi] = sp[k].usd_per_hour;
-			p->offers[zi].usd_per_hour = sp[k].usd_per_hour;
+			p->cc.prices[zi] = sp[k].usd_per_hour;
+			p->cc.offers[zi].usd_per_hour = sp[k].usd_per_hour;
 		}
 	}
 }
@@ -653,52 +607,26 @@ static void ask_prices(struct sd_provider *p)
 static void build_catalog(struct sd_provider *p)
 {
 	snprintf(p->gpu, sizeof p->gpu, "%s", type_gpu(p->instance_type));
-	for (size_t k = 0; k < sizeof p->model; k++)
-		p->model[k] = (char)tolower((unsigned char)p->gpu[k]);
-	int n = p->nzones;
-	p->offers = sd_calloc((size_t)n, sizeof *p->offers);
-	p->offer_ids = sd_calloc((size_t)n, sizeof *p->offer_ids);
-	p->prices = sd_calloc((size_t)n, sizeof *p->prices);
-	p->cat.zones = sd_calloc((size_t)n, sizeof *p->cat.zones);
 	if (isnan(p->quoted_usd))
 		snprintf(p->price_source, sizeof p->price_source, "aws: DescribeSpotPriceHistory, Linux/UNIX, at start");
 	else
 		snprintf(p->price_source, sizeof p->price_source, "quoted: the job's provider.usd_per_hour");
-	for (int i = 0; i < n; i++) {
-		struct sd_offer *o = &p->offers[i];
-		size_t len = strlen(p->zones[i]) + strlen(p->model) + 16;
-		p->offer_ids[i] = sd_malloc(len);
-		snprintf(p->offer_ids[i], len, "aws/%s/%s/spot", p->zones[i], p->model);
-		o->id = p->offer_ids[i];
-		o->provider = "aws";
-		o->region = p->region;
-		o->zone = p->zones[i];
-		o->machine_type = p->instance_type;
-		o->gpu = p->gpu;
-		o->gpu_count = p->gpu_count;
-		o->transient = true;
-		o->usd_per_hour = p->quoted_usd;
-		p->prices[i] = p->quoted_usd;
-		o->price_source = p->price_source;
-		o->images_per_sec = NAN;
-		o->speed_source = "unknown: measured by the run";
-		o->capacity = 64;
-		o->capacity_source = "unknown: EC2 says when an AZ runs out";
-		o->notice_seconds = 120;
-		o->notice_source = "documented: a Spot Instance interruption notice comes 2 minutes before";
-		o->billing_unit = SD_BILL_PER_SECOND;
-		o->billing_minimum_seconds = 60;
-		o->billing_source = "documented: Linux Spot per second, 1-minute minimum";
-		o->revocation.model = SD_REVOCATION_NONE;
-		o->index = i;
-		o->zone_index = i;
-		p->cat.zones[i] = o->id;
-	}
-	p->cat.file = p->region;   /* the cockpit: "real market: aws REGION" */
-	p->cat.name = "aws spot instances";
-	p->cat.noffers = n;
-	p->cat.offers = p->offers;
-	p->cat.nzones = n;
+	struct sd_cloud_offer_spec spec = {
+		.provider = "aws",
+		.region = p->region,
+		.machine_type = p->instance_type,
+		.gpu = p->gpu,
+		.gpu_count = p->gpu_count,
+		.usd_per_hour = p->quoted_usd,
+		.price_source = p->price_source,
+		.notice_seconds = 120,
+		.notice_source = "documented: a Spot Instance interruption notice comes 2 minutes before",
+		.capacity_source = "unknown: EC2 says when an AZ runs out",
+		.billing_source = "documented: Linux Spot per second, 1-minute minimum",
+		.catalog_file = p->region,   /* the cockpit: "real market: aws REGION" */
+		.catalog_name = "aws spot instances",
+	};
+	sd_cloud_catalog_build(&p->cc, &spec, p->zones, p->nzones);
 }
 
 /* ---- the operations ---- */
@@ -791,7 +719,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 static int aws_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
 {
 	int zi = offer->index;
-	if (zi < 0 || zi >= p->nzones || offer != &p->offers[zi])
+	if (zi < 0 || zi >= p->nzones || offer != &p->cc.offers[zi])
 		return sd_why(why, "%s: not an offer of the aws provider", offer->id);
 	double now = sd_fleet_now(p->fleet);
 	if (now < p->cloud_blocked_until)
@@ -854,12 +782,12 @@ static void aws_lost(struct sd_provider *p, const char *server, int worker_alive
 
 static const struct sd_catalog *aws_catalog(const struct sd_provider *p)
 {
-	return &p->cat;
+	return &p->cc.cat;
 }
 
 static const double *aws_prices(const struct sd_provider *p)
 {
-	return p->prices;
+	return p->cc.prices;
 }
 
 static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
@@ -877,7 +805,6 @@ static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
 struct final {
 	struct sd_provider *p;
 	struct sd_aws_client *aws;
-	int listing;
 };
 
 static void on_final_terminated(void *arg, const struct sd_ec2_vm_result *r)
@@ -923,12 +850,7 @@ static void on_final_listed(void *arg, int n, const char *error)
 	struct final *fin = arg;
 	(void)n;
 	(void)error;
-	fin->listing = 0;
-}
-
-static void on_close_timeout(uv_timer_t *t)
-{
-	(void)t;
+	fin->p->final_pending--;
 }
 
 static void terminate_left(struct sd_provider *p)
@@ -946,14 +868,10 @@ static void terminate_left(struct sd_provider *p)
 			s->st = VM_DELETING;
 			p->final_pending++;
 		}
-	fin.listing = fin.aws && sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err,
-	                                        sizeof err) == 0;
-	uv_timer_t limit;
-	uv_timer_init(&loop, &limit);
-	uv_timer_start(&limit, on_close_timeout, (uint64_t)(CLOSE_TERMINATE_WAIT_S * 1000), 0);
-	while ((p->final_pending > 0 || fin.listing) && uv_is_active((uv_handle_t *)&limit) && uv_run(&loop, UV_RUN_ONCE))
-		;
-	uv_close((uv_handle_t *)&limit, NULL);
+	/* The list counts as one call pending until it has answered. */
+	if (fin.aws && sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err, sizeof err) == 0)
+		p->final_pending++;
+	sd_cloud_run_until(&loop, &p->final_pending, CLOSE_TERMINATE_WAIT_S);
 	if (fin.aws)
 		sd_ec2_vm_cancel_waiting(fin.aws);
 	if (http)
@@ -991,15 +909,9 @@ static void aws_free(struct sd_provider *p)
 		free(p->servers);
 		p->servers = n;
 	}
-	for (int i = 0; i < p->nzones; i++) {
+	for (int i = 0; i < p->nzones; i++)
 		free(p->zones[i]);
-		if (p->offer_ids)
-			free(p->offer_ids[i]);
-	}
-	free(p->offer_ids);
-	free(p->offers);
-	free(p->prices);
-	free(p->cat.zones);
+	sd_cloud_catalog_free(&p->cc);
 	free(p->region);
 	free(p->endpoint);
 	free(p->profile);

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "src/provider/cloud-vm.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,4 +120,144 @@ int sd_url_is_loopback(const char *url)
 	memcpy(host, h, n);
 	host[n] = '\0';
 	return sd_host_is_loopback(host, strchr(host, ':') != NULL);
+}
+
+int sd_setting_check_known(const cJSON *s, const char *const *keys, const char *provider, const char *file,
+			   char **why)
+{
+	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
+		int known = 0;
+		for (int k = 0; keys[k]; k++)
+			known |= !strcmp(i->string, keys[k]);
+		if (!known)
+			return sd_why(why, "%s: provider.%s: unknown key for the %s provider (spotdeck-job(5), "
+				      "PROVIDER %s)", file, i->string, provider, provider);
+	}
+	return 0;
+}
+
+int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why)
+{
+	const cJSON *u = cJSON_GetObjectItemCaseSensitive(s, "ssh_user");
+	if (u && cJSON_IsString(u)) {
+		for (const char *c = u->valuestring; *c; c++)
+			if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_' || *c == '-') ||
+			    c - u->valuestring >= 32 || u->valuestring[0] == '-')
+				return sd_why(why, "%s: provider.ssh_user: \"%.40s\" is not a user name (a-z, 0-9, _, -; "
+					      "at most 32)", file, u->valuestring);
+	}
+	if (sd_setting_check_num(s, "ssh_port", 1, 65535, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "connect_timeout", 1, 300, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "block_s", 1, 86400, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
+		return -1;
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
+	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
+		return sd_why(why, "%s: provider.orphans: expected \"delete\" or \"keep\"", file);
+	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
+	if (h && cJSON_IsString(h) && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") &&
+	    strcmp(h->valuestring, "no"))
+		return sd_why(why, "%s: provider.host_key_checking: expected yes, accept-new or no", file);
+	return 0;
+}
+
+void sd_cloud_report(struct sd_fleet *fleet, const char *server, const char *zone, enum sd_provider_event_kind kind,
+		     const char *code, const char *message, const char *address)
+{
+	struct sd_provider_event ev = {
+		.kind = kind,
+		.server = server,
+		.time = sd_fleet_now(fleet),
+		.address = kind == SD_PROVIDER_RUNNING ? address : NULL,
+		.code = code,
+		.message = message,
+		.zone = zone,
+	};
+	sd_fleet_report(fleet, &ev);
+}
+
+void sd_cloud_journal_orphan(struct sd_fleet *fleet, const char *provider, const char *instance, const char *zone,
+			     const char *status, int keep)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", provider);
+	cJSON_AddStringToObject(ev, "instance", instance);
+	cJSON_AddStringToObject(ev, "zone", zone);
+	cJSON_AddStringToObject(ev, "status", status);
+	cJSON_AddStringToObject(ev, "action", keep ? "keep" : "delete");
+	sd_fleet_journal(fleet, SD_EV_ORPHAN, ev);
+}
+
+void sd_cloud_catalog_build(struct sd_cloud_catalog *c, const struct sd_cloud_offer_spec *spec, char *const *zones,
+			    int n)
+{
+	for (size_t k = 0; k < sizeof c->model - 1 && spec->gpu[k]; k++)
+		c->model[k] = (char)tolower((unsigned char)spec->gpu[k]);
+	c->offers = sd_calloc((size_t)n, sizeof *c->offers);
+	c->ids = sd_calloc((size_t)n, sizeof *c->ids);
+	c->prices = sd_calloc((size_t)n, sizeof *c->prices);
+	c->cat.zones = sd_calloc((size_t)n, sizeof *c->cat.zones);
+	for (int i = 0; i < n; i++) {
+		struct sd_offer *o = &c->offers[i];
+		size_t len = strlen(spec->provider) + strlen(zones[i]) + strlen(c->model) + 16;
+		c->ids[i] = sd_malloc(len);
+		snprintf(c->ids[i], len, "%s/%s/%s/spot", spec->provider, zones[i], c->model);
+		o->id = c->ids[i];
+		o->provider = spec->provider;
+		o->region = spec->region;
+		o->zone = zones[i];
+		o->machine_type = spec->machine_type;
+		o->gpu = spec->gpu;
+		o->gpu_count = spec->gpu_count;
+		o->transient = true;
+		o->usd_per_hour = spec->usd_per_hour;
+		c->prices[i] = spec->usd_per_hour;
+		o->price_source = spec->price_source;
+		o->images_per_sec = NAN;
+		o->speed_source = "unknown: measured by the run";
+		o->capacity = 64;
+		o->capacity_source = spec->capacity_source;
+		o->notice_seconds = spec->notice_seconds;
+		o->notice_source = spec->notice_source;
+		o->billing_unit = SD_BILL_PER_SECOND;
+		o->billing_minimum_seconds = 60;
+		o->billing_source = spec->billing_source;
+		o->revocation.model = SD_REVOCATION_NONE;
+		o->index = i;
+		o->zone_index = i;
+		c->cat.zones[i] = o->id;
+	}
+	c->cat.file = spec->catalog_file;
+	c->cat.name = spec->catalog_name;
+	c->cat.noffers = n;
+	c->cat.offers = c->offers;
+	c->cat.nzones = n;
+}
+
+void sd_cloud_catalog_free(struct sd_cloud_catalog *c)
+{
+	for (int i = 0; c->ids && i < c->cat.noffers; i++)
+		free(c->ids[i]);
+	free(c->ids);
+	free(c->offers);
+	free(c->prices);
+	free(c->cat.zones);
+	memset(c, 0, sizeof *c);
+}
+
+static void on_limit(uv_timer_t *t)
+{
+	(void)t;
+}
+
+void sd_cloud_run_until(uv_loop_t *loop, const int *pending, double seconds)
+{
+	uv_timer_t limit;
+	uv_timer_init(loop, &limit);
+	uv_timer_start(&limit, on_limit, (uint64_t)(seconds * 1000), 0);
+	while (*pending > 0 && uv_is_active((uv_handle_t *)&limit) && uv_run(loop, UV_RUN_ONCE))
+		;
+	uv_close((uv_handle_t *)&limit, NULL);
 }

@@ -36,6 +36,52 @@ void sd_cloud_journal_attempt(struct sd_fleet *fleet, const char *provider, cons
  * a label, one that cannot be written, no random bytes). */
 int sd_cloud_run_label(const char *run_dir, const char *file_name, char tag[17], int *no_dir, char **why);
 
+/* KEYS (NULL-terminated) are the only settings PROVIDER has: 0, or -1
+ * with WHY "FILE: provider.KEY: unknown key for the PROVIDER provider". */
+int sd_setting_check_known(const cJSON *s, const char *const *keys, const char *provider, const char *file,
+			   char **why);
+/* The settings every cloud VM provider takes alike: ssh_user (a user
+ * name), ssh_port, connect_timeout, poll_s, boot_timeout_s, block_s,
+ * usd_per_hour, orphans ("delete" or "keep") and host_key_checking. */
+int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why);
+
+/* A provider event about SERVER in ZONE (CODE and MESSAGE may be NULL),
+ * now, to FLEET; ADDRESS only with RUNNING. */
+void sd_cloud_report(struct sd_fleet *fleet, const char *server, const char *zone, enum sd_provider_event_kind kind,
+		     const char *code, const char *message, const char *address);
+/* The orphan event: a VM of the run's label that no server owns. */
+void sd_cloud_journal_orphan(struct sd_fleet *fleet, const char *provider, const char *instance, const char *zone,
+			     const char *status, int keep);
+
+/* A cloud's offers: one per zone, all of one machine and GPU. */
+struct sd_cloud_catalog {
+	struct sd_catalog cat;        /* what the provider's catalog() returns */
+	struct sd_offer *offers;      /* cat.offers */
+	char **ids;                   /* "PROVIDER/ZONE/MODEL/spot" */
+	double *prices;               /* what prices() returns: USD an hour, NAN unknown */
+	char model[16];               /* the GPU's name in lower case, in offer ids */
+};
+/* What each offer states; strings are not copied (they must outlive C). */
+struct sd_cloud_offer_spec {
+	const char *provider;         /* "gce" */
+	const char *region;           /* the offers' region field */
+	const char *machine_type, *gpu;
+	int gpu_count;
+	double usd_per_hour;          /* NAN: unknown until prices() says */
+	const char *price_source;
+	double notice_seconds;
+	const char *notice_source, *capacity_source, *billing_source;
+	const char *catalog_file, *catalog_name;   /* the cockpit's "real market: ..." */
+};
+/* Builds C's offers for ZONES (N of them). */
+void sd_cloud_catalog_build(struct sd_cloud_catalog *c, const struct sd_cloud_offer_spec *spec, char *const *zones,
+			    int n);
+void sd_cloud_catalog_free(struct sd_cloud_catalog *c);
+
+/* Runs LOOP (a provider's private one, at close) until *PENDING is 0 or
+ * SECONDS pass. */
+void sd_cloud_run_until(uv_loop_t *loop, const int *pending, double seconds);
+
 /* 1 when URL's host ("http://127.0.0.1:PORT/...") is a loopback address or
  * localhost: the API of a fake cloud on this machine. */
 int sd_url_is_loopback(const char *url);

@@ -104,12 +104,7 @@ struct sd_provider {
 	char tag[17];                  /* the run's label value and VM name part */
 	int orphans_keep;              /* provider.orphans "keep": journaled, left alone */
 	char gpu[16];                  /* "T4" */
-	char model[16];                /* "t4", in offer ids */
-	/* catalog */
-	struct sd_catalog cat;
-	struct sd_offer *offers;
-	char **offer_ids;
-	double *prices;
+	struct sd_cloud_catalog cc;    /* the offers */
 	char price_source[160];
 	/* servers */
 	struct gce_server *servers;
@@ -133,14 +128,8 @@ static const char *const path_settings[] = { "credentials", "identity", "known_h
 
 static int gce_check(const cJSON *s, const char *file, char **why)
 {
-	for (const cJSON *i = s ? s->child : NULL; i; i = i->next) {
-		int known = 0;
-		for (int k = 0; setting_keys[k]; k++)
-			known |= !strcmp(i->string, setting_keys[k]);
-		if (!known)
-			return sd_why(why, "%s: provider.%s: unknown key for the gce provider (spotdeck-job(5), "
-			              "PROVIDER gce)", file, i->string);
-	}
+	if (sd_setting_check_known(s, setting_keys, "gce", file, why) < 0)
+		return -1;
 	static const char *const strs[] = { "project", "credentials", "gcloud", "machine_type", "accelerator",
 		                             "image", "api_root", "billing_root", "ssh_user", "identity", "worker",
 		                             "host_key_checking", "known_hosts", "ssh", NULL };
@@ -171,30 +160,10 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 			return sd_why(why, "%s: provider.%s: \"%.64s\" is not a resource name (a-z, 0-9, -)", file,
 			              names[k], v->valuestring);
 	}
-	const cJSON *u = cJSON_GetObjectItemCaseSensitive(s, "ssh_user");
-	if (u) {
-		for (const char *c = u->valuestring; *c; c++)
-			if (!(islower((unsigned char)*c) || isdigit((unsigned char)*c) || *c == '_' || *c == '-') ||
-			    c - u->valuestring >= 32 || u->valuestring[0] == '-')
-				return sd_why(why, "%s: provider.ssh_user: \"%.40s\" is not a user name (a-z, 0-9, _, -; "
-				              "at most 32)", file, u->valuestring);
-	}
 	if (sd_setting_check_num(s, "accelerator_count", 1, 16, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "disk_gb", 10, 65536, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "ssh_port", 1, 65535, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "connect_timeout", 1, 300, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "block_s", 1, 86400, 0, file, why) < 0 ||
-	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
+	    sd_setting_check_num(s, "disk_gb", 10, 65536, 1, file, why) < 0)
 		return -1;
-	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
-	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
-		return sd_why(why, "%s: provider.orphans: expected \"delete\" or \"keep\"", file);
-	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
-	if (h && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") && strcmp(h->valuestring, "no"))
-		return sd_why(why, "%s: provider.host_key_checking: expected yes, accept-new or no", file);
-	return 0;
+	return sd_cloud_check_vm_settings(s, file, why);
 }
 
 /* The ssh-keys metadata line: the identity's public half (IDENTITY.pub),
@@ -235,18 +204,9 @@ static struct gce_server *find_server(const struct sd_provider *p, const char *i
 static void report(struct sd_provider *p, struct gce_server *s, enum sd_provider_event_kind kind, const char *code,
                    const char *message)
 {
-	struct sd_provider_event ev = {
-		.kind = kind,
-		.server = s->id,
-		.time = sd_fleet_now(p->fleet),
-		.address = kind == SD_PROVIDER_RUNNING ? s->name : NULL,
-		.code = code,
-		.message = message,
-		.zone = p->zones[s->zone],
-	};
 	if (kind == SD_PROVIDER_REVOKED || kind == SD_PROVIDER_FAILED || kind == SD_PROVIDER_STOCKOUT)
 		s->reported_end = 1;
-	sd_fleet_report(p->fleet, &ev);
+	sd_cloud_report(p->fleet, s->id, p->zones[s->zone], kind, code, message, s->name);
 }
 
 /* Once GCE's own RUNNING and power-off times of s's VM are both known:
@@ -416,7 +376,7 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 		.user = p->ssh_user,
 		.port = p->ssh_port,
 		.identity = p->identity,
-		.gpu = (char *)p->offers[s->zone].gpu,
+		.gpu = (char *)p->cc.offers[s->zone].gpu,
 		.gpu_count = p->accelerator_count,
 		.transient = 1,
 		.usd_per_hour = p->quoted_usd,
@@ -547,14 +507,8 @@ static void on_reconcile_vm(void *arg, const struct sd_gce_instance *in)
 		if (!strcmp(s->name, in->name))
 			return;
 	int zi = zone_index(p, in->zone);
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "gce");
-	cJSON_AddStringToObject(ev, "instance", in->name);
-	cJSON_AddStringToObject(ev, "zone", in->zone);
-	cJSON_AddStringToObject(ev, "status", in->status);
 	int del = !p->orphans_keep && zi >= 0;
-	cJSON_AddStringToObject(ev, "action", del ? "delete" : "keep");
-	sd_fleet_journal(p->fleet, SD_EV_ORPHAN, ev);
+	sd_cloud_journal_orphan(p->fleet, "gce", in->name, in->zone, in->status, !del);
 	if (!del)
 		return;
 	struct gce_server *s = sd_calloc(1, sizeof *s);
@@ -588,52 +542,26 @@ static void on_reconciled(void *arg, int n, const char *error)
 static void build_catalog(struct sd_provider *p)
 {
 	sd_gce_accelerator_model(p->accelerator, p->gpu, sizeof p->gpu);
-	for (size_t k = 0; k < sizeof p->model; k++)
-		p->model[k] = (char)tolower((unsigned char)p->gpu[k]);
-	int n = p->nzones;
-	p->offers = sd_calloc((size_t)n, sizeof *p->offers);
-	p->offer_ids = sd_calloc((size_t)n, sizeof *p->offer_ids);
-	p->prices = sd_calloc((size_t)n, sizeof *p->prices);
-	p->cat.zones = sd_calloc((size_t)n, sizeof *p->cat.zones);
 	if (isnan(p->quoted_usd))
 		snprintf(p->price_source, sizeof p->price_source, "unknown: the job quotes no provider.usd_per_hour");
 	else
 		snprintf(p->price_source, sizeof p->price_source, "quoted: the job's provider.usd_per_hour");
-	for (int i = 0; i < n; i++) {
-		struct sd_offer *o = &p->offers[i];
-		size_t len = strlen(p->zones[i]) + strlen(p->model) + 16;
-		p->offer_ids[i] = sd_malloc(len);
-		snprintf(p->offer_ids[i], len, "gce/%s/%s/spot", p->zones[i], p->model);
-		o->id = p->offer_ids[i];
-		o->provider = "gce";
-		o->region = "gce";
-		o->zone = p->zones[i];
-		o->machine_type = p->machine_type;
-		o->gpu = p->gpu;
-		o->gpu_count = p->accelerator_count;
-		o->transient = true;
-		o->usd_per_hour = p->quoted_usd;
-		p->prices[i] = p->quoted_usd;
-		o->price_source = p->price_source;
-		o->images_per_sec = NAN;
-		o->speed_source = "unknown: measured by the run";
-		o->capacity = 64;
-		o->capacity_source = "unknown: GCE says when a zone runs out";
-		o->notice_seconds = 30;
-		o->notice_source = "documented: Spot VMs get 30 s (ACPI G2 soft off)";
-		o->billing_unit = SD_BILL_PER_SECOND;
-		o->billing_minimum_seconds = 60;
-		o->billing_source = "documented: per second, 1-minute minimum";
-		o->revocation.model = SD_REVOCATION_NONE;
-		o->index = i;
-		o->zone_index = i;
-		p->cat.zones[i] = o->id;
-	}
-	p->cat.file = p->project;   /* the cockpit: "real market: gce PROJECT" */
-	p->cat.name = "gce spot VMs";
-	p->cat.noffers = n;
-	p->cat.offers = p->offers;
-	p->cat.nzones = n;
+	struct sd_cloud_offer_spec spec = {
+		.provider = "gce",
+		.region = "gce",
+		.machine_type = p->machine_type,
+		.gpu = p->gpu,
+		.gpu_count = p->accelerator_count,
+		.usd_per_hour = p->quoted_usd,
+		.price_source = p->price_source,
+		.notice_seconds = 30,
+		.notice_source = "documented: Spot VMs get 30 s (ACPI G2 soft off)",
+		.capacity_source = "unknown: GCE says when a zone runs out",
+		.billing_source = "documented: per second, 1-minute minimum",
+		.catalog_file = p->project,   /* the cockpit: "real market: gce PROJECT" */
+		.catalog_name = "gce spot VMs",
+	};
+	sd_cloud_catalog_build(&p->cc, &spec, p->zones, p->nzones);
 }
 
 /* ---- the operations ---- */
@@ -735,7 +663,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 static int gce_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
 {
 	int zi = offer->index;
-	if (zi < 0 || zi >= p->nzones || offer != &p->offers[zi])
+	if (zi < 0 || zi >= p->nzones || offer != &p->cc.offers[zi])
 		return sd_why(why, "%s: not an offer of the gce provider", offer->id);
 	double now = sd_fleet_now(p->fleet);
 	if (now < p->cloud_blocked_until)
@@ -806,12 +734,12 @@ static void gce_lost(struct sd_provider *p, const char *server, int worker_alive
 
 static const struct sd_catalog *gce_catalog(const struct sd_provider *p)
 {
-	return &p->cat;
+	return &p->cc.cat;
 }
 
 static const double *gce_prices(const struct sd_provider *p)
 {
-	return p->prices;
+	return p->cc.prices;
 }
 
 static int gce_live(const struct sd_provider *p, const struct sd_offer *o)
@@ -830,11 +758,6 @@ static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 	s->p->final_pending--;
 	if (r->ok)
 		deleted(s, r);
-}
-
-static void on_close_timeout(uv_timer_t *t)
-{
-	(void)t;
 }
 
 static void delete_left(struct sd_provider *p)
@@ -862,12 +785,7 @@ static void delete_left(struct sd_provider *p)
 		    sd_gce_vm_delete_id(gce, p->zones[s->zone], s->name, s->delete_rid, on_final_deleted, s, err,
 		                        sizeof err) == 0)
 			p->final_pending++;
-	uv_timer_t limit;
-	uv_timer_init(&loop, &limit);
-	uv_timer_start(&limit, on_close_timeout, (uint64_t)(CLOSE_DELETE_WAIT_S * 1000), 0);
-	while (p->final_pending > 0 && uv_is_active((uv_handle_t *)&limit) && uv_run(&loop, UV_RUN_ONCE))
-		;
-	uv_close((uv_handle_t *)&limit, NULL);
+	sd_cloud_run_until(&loop, &p->final_pending, CLOSE_DELETE_WAIT_S);
 	if (gce)
 		sd_gce_vm_cancel_waiting(gce);
 	if (http)
@@ -907,15 +825,9 @@ static void gce_free(struct sd_provider *p)
 		free(p->servers);
 		p->servers = n;
 	}
-	for (int i = 0; i < p->nzones; i++) {
+	for (int i = 0; i < p->nzones; i++)
 		free(p->zones[i]);
-		if (p->offer_ids)
-			free(p->offer_ids[i]);
-	}
-	free(p->offer_ids);
-	free(p->offers);
-	free(p->prices);
-	free(p->cat.zones);
+	sd_cloud_catalog_free(&p->cc);
 	free(p->project);
 	free(p->credentials);
 	free(p->gcloud);
