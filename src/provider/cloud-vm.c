@@ -252,12 +252,23 @@ static void on_limit(uv_timer_t *t)
 	(void)t;
 }
 
+static void on_limit_closed(uv_handle_t *h)
+{
+	*(int *)h->data = 1;
+}
+
 void sd_cloud_run_until(uv_loop_t *loop, const int *pending, double seconds)
 {
 	uv_timer_t limit;
+	int closed = 0;
 	uv_timer_init(loop, &limit);
 	uv_timer_start(&limit, on_limit, (uint64_t)(seconds * 1000), 0);
 	while (*pending > 0 && uv_is_active((uv_handle_t *)&limit) && uv_run(loop, UV_RUN_ONCE))
 		;
-	uv_close((uv_handle_t *)&limit, NULL);
+	/* The timer lives on this stack: closed before it returns (a loop
+	 * iteration ends with its close callbacks, and NOWAIT never blocks). */
+	limit.data = &closed;
+	uv_close((uv_handle_t *)&limit, on_limit_closed);
+	while (!closed)
+		uv_run(loop, UV_RUN_NOWAIT);
 }
