@@ -1,6 +1,7 @@
 /* ui/pane-market.c - the market: offers sorted by cost-efficiency ($ per
  * million images at the offer's speed), with price, speed, P(revoked within
- * 1 h) and availability.  Estimated prices carry a '*'; the speeds are a
+ * 1 h) and availability.  Estimated prices carry a '*', a real cloud's
+ * P(revoked) (the calibrated market's model) a '~'; the speeds are a
  * catalog's (ResNet-32, the seeds' workload), as the frame says, or unknown
  * (ssh hosts). */
 #include "config.h"
@@ -17,7 +18,8 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	char title[64];
 	int n = v->offers && v->noffers > 0 ? v->noffers : 0;
 	int rows = p->h - 3;
-	int est = sd_offer_table(p->win, 1, 1, p->h - 2, p->w - 2, v, &p->list, d, d->focused);
+	int marks = sd_offer_table(p->win, 1, 1, p->h - 2, p->w - 2, v, &p->list, d, d->focused);
+	int est = marks & SD_OFFERS_ESTIMATED;
 	snprintf(title, sizeof title, "Market (%d offer%s)", n, n == 1 ? "" : "s");
 	if (n > rows && rows > 0) {
 		size_t l = strlen(title);
@@ -33,8 +35,11 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 		quoted |= isfinite(v->offers[i].images_per_sec);
 	const char *foot = !quoted ? (est ? "* estimated price" : NULL)
 	                   : est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
+	/* A real cloud's P(revoked) is a model's estimate, not a measurement. */
+	if (marks & SD_OFFERS_MODELLED)
+		foot = est ? "~ P(rev) model estimate, * estimated price" : "~ P(rev) model estimate";
 	if (foot && (int)strlen(foot) + (int)strlen(title) + 10 > p->w)
-		foot = est ? "* estimated price" : NULL;
+		foot = marks & SD_OFFERS_MODELLED ? "~ model P(rev)" : est ? "* estimated price" : NULL;
 	sd_pane_frame(p, d, title, foot);
 }
 

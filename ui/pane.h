@@ -104,8 +104,11 @@ int sd_state_live(const char *state);
 
 /* The offer table (market pane and pickers): rows of V's offers from row Y
  * in the H x W area at X of WIN, column titles first, the list's selection
- * shown (in the selection style when SHOW_SEL).  Returns whether any price
- * shown was an estimate. */
+ * shown (in the selection style when SHOW_SEL).  Returns SD_OFFERS_ESTIMATED
+ * when any price is an estimate ('*'), with SD_OFFERS_MODELLED when any
+ * P(revoked) is the calibrated market's estimate for a real cloud ('~'). */
+#define SD_OFFERS_ESTIMATED 1
+#define SD_OFFERS_MODELLED 2
 int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view *v,
                    struct sd_list *l, const struct sd_draw *d, int show_sel);
 

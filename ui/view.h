@@ -35,6 +35,8 @@ struct sd_view_offer {
 	double images_per_sec;      /* the offer's speed on the job's model (catalog) */
 	double usd_per_mimage;      /* USD per million images = cost-efficiency */
 	double p_revoked_1h;        /* P(revoked within 1 h) from the market model */
+	int p_revoked_modelled;     /* 1: a real cloud's offer, P(revoked) the calibrated
+	                             * market's estimate, not the market it runs on */
 	int available;              /* servers that can still be acquired, -1 unknown */
 	int price_estimated;        /* price is an estimate, not measured/quoted */
 };

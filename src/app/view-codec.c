@@ -193,6 +193,7 @@ static cJSON *offer_json(struct enc *e, const struct sd_view_offer *f)
 	PUT_NUM(e, o, f, images_per_sec);
 	PUT_NUM(e, o, f, usd_per_mimage);
 	PUT_NUM(e, o, f, p_revoked_1h);
+	PUT_NUM(e, o, f, p_revoked_modelled);
 	PUT_NUM(e, o, f, available);
 	PUT_NUM(e, o, f, price_estimated);
 	return o;
@@ -604,7 +605,8 @@ static int get_offer(const cJSON *o, const char *p, struct sd_view_offer *f, cha
 	    GET_STR(o, p, f, gpu) < 0 || GET_INT(o, p, f, gpus) < 0 ||
 	    GET_INT(o, p, f, transient) < 0 || GET_NUM_U(o, p, f, usd_per_hour, NAN) < 0 ||
 	    GET_NUM_U(o, p, f, images_per_sec, NAN) < 0 || GET_NUM_U(o, p, f, usd_per_mimage, NAN) < 0 ||
-	    GET_NUM_U(o, p, f, p_revoked_1h, NAN) < 0 || GET_INT(o, p, f, available) < 0 ||
+	    GET_NUM_U(o, p, f, p_revoked_1h, NAN) < 0 || GET_INT(o, p, f, p_revoked_modelled) < 0 ||
+	    GET_INT(o, p, f, available) < 0 ||
 	    GET_INT(o, p, f, price_estimated) < 0)
 		return -1;
 	return 0;

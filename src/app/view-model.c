@@ -377,6 +377,8 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 			vo->p_revoked_1h = !o->transient ? 0
 			                   : o->revocation.model == SD_REVOCATION_NONE ? NAN   /* real: unknown */
 			                   : sd_market_p_revoked_within(o, 3600, 1);
+			vo->p_revoked_modelled = o->transient && o->revocation.model != SD_REVOCATION_NONE &&
+			                         !sd_fleet_simulated(p);
 			int live = sd_fleet_live(p, o);
 			vo->available = live < 0 ? -1 : o->capacity - live;
 			vo->price_estimated = o->price_source && !strncmp(o->price_source, "estimated", 9);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 
 #include "engine/errors.h"
@@ -206,7 +207,18 @@ void sd_cloud_catalog_build(struct sd_cloud_catalog *c, const struct sd_cloud_of
 		snprintf(c->ids[i], len, "%s/%s/%s/spot", spec->provider, zones[i], c->model);
 		o->id = c->ids[i];
 		o->provider = spec->provider;
-		o->region = spec->region;
+		if (spec->region) {
+			o->region = spec->region;
+		} else {
+			if (!c->regions)
+				c->regions = sd_calloc((size_t)n, sizeof *c->regions);
+			const char *dash = strrchr(zones[i], '-');
+			size_t rl = dash ? (size_t)(dash - zones[i]) : strlen(zones[i]);
+			c->regions[i] = sd_malloc(rl + 1);
+			memcpy(c->regions[i], zones[i], rl);
+			c->regions[i][rl] = '\0';
+			o->region = c->regions[i];
+		}
 		o->zone = zones[i];
 		o->machine_type = spec->machine_type;
 		o->gpu = spec->gpu;
@@ -238,9 +250,16 @@ void sd_cloud_catalog_build(struct sd_cloud_catalog *c, const struct sd_cloud_of
 
 void sd_cloud_catalog_free(struct sd_cloud_catalog *c)
 {
-	for (int i = 0; c->ids && i < c->cat.noffers; i++)
-		free(c->ids[i]);
+	for (int i = 0; i < c->cat.noffers; i++) {
+		if (c->ids)
+			free(c->ids[i]);
+		if (c->regions)
+			free(c->regions[i]);
+	}
 	free(c->ids);
+	free(c->regions);
+	if (c->market)
+		sd_catalog_free(c->market);
 	free(c->offers);
 	free(c->prices);
 	free(c->cat.zones);
@@ -271,4 +290,39 @@ void sd_cloud_run_until(uv_loop_t *loop, const int *pending, double seconds)
 	uv_close((uv_handle_t *)&limit, on_limit_closed);
 	while (!closed)
 		uv_run(loop, UV_RUN_NOWAIT);
+}
+
+int sd_cloud_catalog_model(struct sd_cloud_catalog *c, const char *path, char **why)
+{
+	char buf[4200];
+	const char *base = path ? strrchr(path, '/') : NULL;
+	if (!path || !strcmp(base ? base + 1 : path, "gce-2019.json")) {
+		/* The default market is the 2019 simulator's: the 2026 one is
+		 * calibrated for today's clouds (data/README.md). */
+		snprintf(buf, sizeof buf, "%.*smarket-2026.json", path && base ? (int)(base - path + 1) : 0,
+			 path ? path : "");
+		path = buf;
+	}
+	if (sd_catalog_load(&c->market, path, why) < 0) {
+		c->market = NULL;
+		return -1;
+	}
+	int got = 0;
+	for (int i = 0; i < c->cat.noffers; i++) {
+		struct sd_offer *o = &c->offers[i];
+		const struct sd_offer *best = NULL;
+		for (int k = 0; k < c->market->noffers; k++) {
+			const struct sd_offer *m = &c->market->offers[k];
+			if (!m->transient || m->revocation.model == SD_REVOCATION_NONE || strcmp(m->provider, o->provider) ||
+			    strcasecmp(m->gpu, o->gpu))
+				continue;
+			if (!best || (!strcmp(m->region, o->region) && strcmp(best->region, o->region)))
+				best = m;
+		}
+		if (best) {
+			o->revocation = best->revocation;   /* its arrays stay c->market's */
+			got++;
+		}
+	}
+	return got;
 }

@@ -60,11 +60,14 @@ struct sd_cloud_catalog {
 	char **ids;                   /* "PROVIDER/ZONE/MODEL/spot" */
 	double *prices;               /* what prices() returns: USD an hour, NAN unknown */
 	char model[16];               /* the GPU's name in lower case, in offer ids */
+	char **regions;               /* per offer, when the spec gives none */
+	struct sd_catalog *market;    /* the calibrated market the revocation models come from */
 };
 /* What each offer states; strings are not copied (they must outlive C). */
 struct sd_cloud_offer_spec {
 	const char *provider;         /* "gce" */
-	const char *region;           /* the offers' region field */
+	const char *region;           /* every offer's region; NULL: its zone up to the last '-'
+	                               * (GCE's us-central1-a is in us-central1) */
 	const char *machine_type, *gpu;
 	int gpu_count;
 	double usd_per_hour;          /* NAN: unknown until prices() says */
@@ -77,6 +80,16 @@ struct sd_cloud_offer_spec {
 void sd_cloud_catalog_build(struct sd_cloud_catalog *c, const struct sd_cloud_offer_spec *spec, char *const *zones,
 			    int n);
 void sd_cloud_catalog_free(struct sd_cloud_catalog *c);
+/* Gives C's offers the revocation model of the calibrated market catalog
+ * at PATH (market-2026.json beside the default gce-2019.json when PATH is
+ * that default or NULL): for each offer, the catalog's Spot offer of the
+ * same provider and GPU in the same region, else in another region of
+ * that provider.  The market pane's P(revoked) then shows the model's
+ * estimate, marked as one (the view's p_revoked_modelled), and the
+ * replacement suggestion weighs it.  Offers with no match keep none ("-").
+ * Returns how many offers got one; -1 with WHY when the catalog cannot be
+ * loaded (the offers keep none). */
+int sd_cloud_catalog_model(struct sd_cloud_catalog *c, const char *path, char **why);
 
 /* Runs LOOP (a provider's private one, at close) until *PENDING is 0 or
  * SECONDS pass. */
