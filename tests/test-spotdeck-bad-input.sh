@@ -32,6 +32,10 @@ printf '{"model":"mlp","provider":{"name":"aws","region":"us-east-1","zones":["u
 expect_error "an instance type without a GPU" \
 	"awst\.json: provider\.instance_type: m5\.large has no GPU spotdeck knows" \
 	$SPOTDECK --headless --job "$T/awst.json" --run-dir "$T/r2"
+printf '{"model":"mlp","provider":{"name":"aws","region":"us-east-1","zones":["us-east-1a"],"image":"ami-0123456789abcdef0","endpoint":"http://127.0.0.1:"}}' >"$T/awse.json"
+expect_error "an endpoint without its port" \
+	"awse\.json: provider\.endpoint: \"http://127\.0\.0\.1:\" is not http\(s\)://HOST\[:PORT\] with no path" \
+	$SPOTDECK --headless --job "$T/awse.json" --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "a bad aws setting left $T/r2"
 printf '{"model":"mlp","provider":{"name":"sim","hazard_scale":2,"zones":["us-east1-c"]}}' >"$T/simset.json"
 expect_error "a setting sim does not have" \

@@ -212,8 +212,14 @@ static int aws_check(const cJSON *s, const char *file, char **why)
 		return sd_why(why, "%s: provider.max_price: \"%.20s\" is not a price in USD an hour (e.g. \"0.50\")",
 		              file, mp->valuestring);
 	const cJSON *e = cJSON_GetObjectItemCaseSensitive(s, "endpoint");
-	if (e && strncmp(e->valuestring, "http://", 7) != 0 && strncmp(e->valuestring, "https://", 8) != 0)
-		return sd_why(why, "%s: provider.endpoint: \"%.80s\" is not http(s)://HOST[:PORT]", file, e->valuestring);
+	if (e) {
+		const char *v = e->valuestring, *h = strstr(v, "://");
+		size_t hl = h ? strcspn(h + 3, "/") : 0;
+		if ((strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0) || !hl || h[3] == ':' ||
+		    h[3 + hl - 1] == ':' || (h[3 + hl] && strcmp(h + 3 + hl, "/") != 0))
+			return sd_why(why, "%s: provider.endpoint: \"%.80s\" is not http(s)://HOST[:PORT] with no path",
+			              file, v);
+	}
 	if (sd_setting_check_num(s, "gpu_count", 1, 16, 1, file, why) < 0 ||
 	    sd_setting_check_num(s, "boot_poll_s", 0.1, 60, 0, file, why) < 0)
 		return -1;
@@ -629,6 +635,21 @@ static void build_catalog(struct sd_provider *p)
 	sd_cloud_catalog_build(&p->cc, &spec, p->zones, p->nzones);
 }
 
+/* P(revoked) in the market pane and the replacement's risk: the
+ * calibrated market's model (cloud-vm.h); without it they stay unknown. */
+static void model_revocations(struct sd_provider *p, const char *catalog_path)
+{
+	char *why = NULL;
+	if (sd_cloud_catalog_model(&p->cc, catalog_path, &why) >= 0)
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "aws");
+	cJSON_AddStringToObject(ev, "reason", "no revocation model for the offers: P(revoked) unknown");
+	cJSON_AddStringToObject(ev, "error", why ? why : "");
+	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+	free(why);
+}
+
 /* ---- the operations ---- */
 
 static void aws_free(struct sd_provider *p);
@@ -703,6 +724,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	build_catalog(p);
+	model_revocations(p, env->catalog_path);
 	if (isnan(p->quoted_usd))
 		ask_prices(p);
 	uv_timer_init(p->loop, &p->backstop);
