@@ -38,3 +38,13 @@ EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py
 # A killed controller's instances found by the run's tag and terminated on --resume.
 TESTS += tests/test-aws-orphans.sh
 EXTRA_DIST += tests/test-aws-orphans.sh
+# The cockpit's keypress to screen with 200 EC2 requests in flight (make bench).
+EXTRA_DIST += tests/bench/cloud-cockpit-bench
+# The calibrated market's revocation model on the cloud providers' offers
+# (src/provider/cloud-vm.c).
+check_PROGRAMS += tests/test-cloud-model
+TESTS += tests/test-cloud-model
+tests_test_cloud_model_SOURCES = tests/test-cloud-model.c tests/check.h
+tests_test_cloud_model_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+tests_test_cloud_model_LDADD = $(SD_APP_LIBS) $(SD_CONTROLLER_LIBS) $(SD_PROVIDER_LIBS) $(SD_UI_LIBS) \
+	$(SD_PROTO_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
