@@ -635,21 +635,6 @@ static void build_catalog(struct sd_provider *p)
 	sd_cloud_catalog_build(&p->cc, &spec, p->zones, p->nzones);
 }
 
-/* P(revoked) in the market pane and the replacement's risk: the
- * calibrated market's model (cloud-vm.h); without it they stay unknown. */
-static void model_revocations(struct sd_provider *p, const char *catalog_path)
-{
-	char *why = NULL;
-	if (sd_cloud_catalog_model(&p->cc, catalog_path, &why) >= 0)
-		return;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "aws");
-	cJSON_AddStringToObject(ev, "reason", "no revocation model for the offers: P(revoked) unknown");
-	cJSON_AddStringToObject(ev, "error", why ? why : "");
-	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
-	free(why);
-}
-
 /* ---- the operations ---- */
 
 static void aws_free(struct sd_provider *p);
@@ -724,7 +709,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	build_catalog(p);
-	model_revocations(p, env->catalog_path);
+	sd_cloud_catalog_model_journaled(&p->cc, env->catalog_path, p->fleet, "aws");
 	if (isnan(p->quoted_usd))
 		ask_prices(p);
 	uv_timer_init(p->loop, &p->backstop);

@@ -326,3 +326,17 @@ int sd_cloud_catalog_model(struct sd_cloud_catalog *c, const char *path, char **
 	}
 	return got;
 }
+
+void sd_cloud_catalog_model_journaled(struct sd_cloud_catalog *c, const char *path, struct sd_fleet *fleet,
+				      const char *provider)
+{
+	char *why = NULL;
+	if (sd_cloud_catalog_model(c, path, &why) >= 0)
+		return;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", provider);
+	cJSON_AddStringToObject(ev, "reason", "no revocation model for the offers: P(revoked) unknown");
+	cJSON_AddStringToObject(ev, "error", why ? why : "");
+	sd_fleet_journal(fleet, SD_EV_ERROR, ev);
+	free(why);
+}

@@ -90,6 +90,10 @@ void sd_cloud_catalog_free(struct sd_cloud_catalog *c);
  * Returns how many offers got one; -1 with WHY when the catalog cannot be
  * loaded (the offers keep none). */
 int sd_cloud_catalog_model(struct sd_cloud_catalog *c, const char *path, char **why);
+/* The same, the error journaled (an error event of PROVIDER in FLEET's
+ * journal: P(revoked) unknown) rather than returned. */
+void sd_cloud_catalog_model_journaled(struct sd_cloud_catalog *c, const char *path, struct sd_fleet *fleet,
+				      const char *provider);
 
 /* Runs LOOP (a provider's private one, at close) until *PENDING is 0 or
  * SECONDS pass. */

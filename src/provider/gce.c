@@ -564,21 +564,6 @@ static void build_catalog(struct sd_provider *p)
 	sd_cloud_catalog_build(&p->cc, &spec, p->zones, p->nzones);
 }
 
-/* P(revoked) in the market pane and the replacement's risk: the
- * calibrated market's model (cloud-vm.h); without it they stay unknown. */
-static void model_revocations(struct sd_provider *p, const char *catalog_path)
-{
-	char *why = NULL;
-	if (sd_cloud_catalog_model(&p->cc, catalog_path, &why) >= 0)
-		return;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "gce");
-	cJSON_AddStringToObject(ev, "reason", "no revocation model for the offers: P(revoked) unknown");
-	cJSON_AddStringToObject(ev, "error", why ? why : "");
-	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
-	free(why);
-}
-
 /* ---- the operations ---- */
 
 /* operations.wait answers at DONE or after about 2 minutes: an attempt
@@ -663,7 +648,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	build_catalog(p);
-	model_revocations(p, env->catalog_path);
+	sd_cloud_catalog_model_journaled(&p->cc, env->catalog_path, p->fleet, "gce");
 	uv_timer_init(p->loop, &p->backstop);
 	p->backstop.data = p;
 	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
