@@ -56,7 +56,10 @@ A VM with an sshd of its own (the fakes' --vm-sshd):
       SPOTDECK_FAKE_INSTANCE=NAME (what the VM's sshd sessions started;
       they are sessions of their own, out of sshd's process group).
   stop_sshd(proc, name)   power-off of a VM with an sshd (proc; nothing
-      if None): SIGKILL to sshd's group, then kill_marked(name).
+      if None): SIGKILL to sshd's group and every process below it (the
+      per-connection sshds set up sessions of their own), then
+      kill_marked(name).
+  descendants(pid)   the pids of every process below pid, from /proc.
 """
 import os, secrets, signal, socket, subprocess, threading, time
 from http.server import ThreadingHTTPServer
@@ -249,11 +252,41 @@ def kill_marked(name):
                 pass
 
 
+def descendants(pid):
+    """Every process below pid (children, theirs, ...), from /proc."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
 def stop_sshd(proc, name):
     if proc is None:
         return
+    # sshd's per-connection processes start sessions of their own (setsid):
+    # not in its group, and without the instance's mark (that is in the
+    # sessions' environment only).  Killed by descent, so that every TCP
+    # connection to the VM ends as a powered-off machine's do.
+    below = descendants(proc.pid)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for k in below:
+        try:
+            os.kill(k, signal.SIGKILL)
+        except OSError:
+            pass
     kill_marked(name)
