@@ -5,7 +5,8 @@
 # value kept in the run directory's aws-label), journals each as an orphan
 # and terminates it; once the resumed run quits no instance is left.  With
 # provider.orphans "keep" they are journaled and left alone, even by the
-# sweep of the run's tag at close.
+# sweep of the run's tag at close.  A launch whose answers are all lost
+# (the server fails) has its instance found by name and terminated mid-run.
 . "$(dirname "$0")/lib.sh"
 tmpdir
 . "$top_srcdir/tests/fake-cloud/ec2-vms.sh"
@@ -46,6 +47,30 @@ while set(first) & set(live()):
         fail("the orphans %s are still there" % sorted(set(first) & set(live())))
     time.sleep(0.2)
 ok("the resumed run found both by the run's tag, journaled and terminated them")
+
+# A launch whose every answer is lost (503s after the fact, retries spent):
+# the server fails, but EC2 made the instance.  The backstop finds it by
+# its Name tag and terminates it during the run, not at its end.
+# (5: every attempt the HTTP client makes, http.h's default.)
+control("/_control/fail", {"action": "RunInstances", "status": 503, "code": "ServiceUnavailable", "count": 5,
+                           "after": True})
+m = r2.mark()
+r2.command("add " + B)
+acq = r2.wait_since(m, lambda e: e.get("type") == "acquired" and e.get("offer") == B, "the add in us-east-1b")
+r2.wait_since(m, lambda e: e.get("type") == "state" and e.get("server") == acq["server"] and
+              e.get("state") == "failed", acq["server"] + " failed: its launch's answers all lost")
+lost = r2.wait_since(m, lambda e: e.get("type") == "error" and e.get("server") == acq["server"] and
+                     "answers were lost" in e.get("reason", ""), "the lost launch's instance found")
+made = [i for i in control("/_control/state")["instances"] if i["id"] == lost.get("instance")]
+if len(made) != 1 or made[0]["tags"].get("Name", "").rsplit("-", 1)[-1] != acq["server"]:
+    fail("the lost launch's instance: journal %s, fake %s" % (lost, made))
+deadline = time.time() + 30 * SCALE
+while lost["instance"] in live():
+    if time.time() > deadline:
+        fail("the lost launch's instance %s still runs" % lost["instance"])
+    time.sleep(0.2)
+ok("a launch whose answers were all lost: %s failed, its instance %s found by name and terminated mid-run"
+   % (acq["server"], lost["instance"]))
 r2.command("quit")
 r2.finish()
 deadline = time.time() + 30 * SCALE

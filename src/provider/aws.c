@@ -88,6 +88,8 @@ struct aws_server {
 	double running_at, stopped_at; /* seen running / powered off (epoch s), 0 unknown */
 	const char *stop_source;
 	int billed;
+	int lost_launch;               /* its launch failed after EC2 may have made one (an answer
+	                                * lost, retries spent): the backstop looks for it by name */
 	struct sd_provider *p;
 	struct aws_server *next;
 };
@@ -404,6 +406,8 @@ static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 		if (s->iid[0]) {
 			s->st = VM_RUNNING;
 			terminate_vm(p, s);
+		} else {
+			s->lost_launch = !strcmp(r->block, "retry") || !strcmp(r->block, "none");
 		}
 		return;
 	}
@@ -446,9 +450,32 @@ static void on_transport_failed(void *ctx, const char *server)
 
 /* ---- the backstop: the run's instances listed every poll_s ---- */
 
+/* IN carries the Name of server S whose launch failed with no instance id:
+ * EC2 made it after all (the answer was lost).  It bills, so it goes now,
+ * not at the end of the run. */
+static void end_lost_launch(struct sd_provider *p, struct aws_server *s, const struct sd_ec2_instance *in)
+{
+	s->lost_launch = 0;
+	snprintf(s->iid, sizeof s->iid, "%s", in->id);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "aws");
+	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddStringToObject(ev, "instance", in->id);
+	cJSON_AddStringToObject(ev, "reason", "the launch's answers were lost but EC2 made the instance: terminated");
+	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+	s->st = VM_RUNNING;
+	terminate_vm(p, s);
+}
+
 static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 {
 	struct sd_provider *p = arg;
+	if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING)
+		for (struct aws_server *s = p->servers; s; s = s->next)
+			if (s->lost_launch && !s->iid[0] && s->id[0] && !strcmp(s->name, in->name)) {
+				end_lost_launch(p, s, in);
+				return;
+			}
 	for (struct aws_server *s = p->servers; s; s = s->next) {
 		if (strcmp(s->iid, in->id))
 			continue;
@@ -498,11 +525,13 @@ static void on_backstop(uv_timer_t *t)
 	if (p->closing || p->listing)
 		return;
 	int any = 0;
-	for (struct aws_server *s = p->servers; s; s = s->next)
+	for (struct aws_server *s = p->servers; s; s = s->next) {
 		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end) {
 			s->missing++;   /* until the list shows it */
 			any = 1;
 		}
+		any |= s->lost_launch;
+	}
 	if (!any)
 		return;
 	char err[256];
@@ -866,7 +895,9 @@ static void terminate_left(struct sd_provider *p)
 	if (uv_loop_init(&loop) < 0)
 		return;
 	char err[512];
-	struct sd_http *http = sd_http_new(&loop, NULL, NULL, NULL, err, sizeof err);
+	/* Attempts of 20 s: three fit in the minute close waits. */
+	static const struct sd_http_policy close_policy = { .timeout_s = 20 };
+	struct sd_http *http = sd_http_new(&loop, &close_policy, NULL, NULL, err, sizeof err);
 	struct final fin = { .p = p, .aws = http ? new_client(p, http, err, sizeof err) : NULL };
 	p->final_pending = 0;
 	for (struct aws_server *s = p->servers; fin.aws && s; s = s->next)
@@ -879,6 +910,12 @@ static void terminate_left(struct sd_provider *p)
 	if (fin.aws && sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err, sizeof err) == 0)
 		p->final_pending++;
 	sd_cloud_run_until(&loop, &p->final_pending, CLOSE_TERMINATE_WAIT_S);
+	/* What could not be terminated may still run, and bill: said. */
+	cJSON *left = cJSON_CreateArray();
+	for (struct aws_server *s = p->servers; s; s = s->next)
+		if (s->st != VM_GONE && s->iid[0])
+			cJSON_AddItemToArray(left, cJSON_CreateString(s->iid));
+	sd_cloud_journal_left(p->fleet, "aws", p->tag, left, fin.aws ? NULL : err);
 	if (fin.aws)
 		sd_ec2_vm_cancel_waiting(fin.aws);
 	if (http)

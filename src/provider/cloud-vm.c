@@ -340,3 +340,21 @@ void sd_cloud_catalog_model_journaled(struct sd_cloud_catalog *c, const char *pa
 	sd_fleet_journal(fleet, SD_EV_ERROR, ev);
 	free(why);
 }
+
+void sd_cloud_journal_left(struct sd_fleet *fleet, const char *provider, const char *tag, cJSON *names,
+			   const char *error)
+{
+	if (cJSON_GetArraySize(names) == 0 && !error) {
+		cJSON_Delete(names);
+		return;
+	}
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", provider);
+	cJSON_AddStringToObject(ev, "reason", "VMs of the run may still be running (and billed): spotdeck --resume "
+				"RUNDIR deletes them, or the cloud's console (label or tag spotdeck-run)");
+	cJSON_AddStringToObject(ev, "run_label", tag);
+	cJSON_AddItemToObject(ev, "instances", names);
+	if (error)
+		cJSON_AddStringToObject(ev, "error", error);
+	sd_fleet_journal(fleet, SD_EV_ERROR, ev);
+}

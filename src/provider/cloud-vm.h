@@ -95,6 +95,14 @@ int sd_cloud_catalog_model(struct sd_cloud_catalog *c, const char *path, char **
 void sd_cloud_catalog_model_journaled(struct sd_cloud_catalog *c, const char *path, struct sd_fleet *fleet,
 				      const char *provider);
 
+/* At close: VMs of the run (NAMES, a JSON array of instance names or ids,
+ * taken) that could not be deleted may still run and bill: an error event
+ * says so with the run's TAG and how to end them (--resume), also when
+ * ERROR (the close could not ask the cloud at all) is not NULL.  Nothing
+ * when NAMES is empty and ERROR NULL. */
+void sd_cloud_journal_left(struct sd_fleet *fleet, const char *provider, const char *tag, cJSON *names,
+			   const char *error);
+
 /* Runs LOOP (a provider's private one, at close) until *PENDING is 0 or
  * SECONDS pass. */
 void sd_cloud_run_until(uv_loop_t *loop, const int *pending, double seconds);

@@ -787,6 +787,11 @@ static void delete_left(struct sd_provider *p)
 		                        sizeof err) == 0)
 			p->final_pending++;
 	sd_cloud_run_until(&loop, &p->final_pending, CLOSE_DELETE_WAIT_S);
+	cJSON *names = cJSON_CreateArray();
+	for (struct gce_server *s = p->servers; s; s = s->next)
+		if (s->st != VM_GONE)
+			cJSON_AddItemToArray(names, cJSON_CreateString(s->name));
+	sd_cloud_journal_left(p->fleet, "gce", p->tag, names, gce ? NULL : err);
 	if (gce)
 		sd_gce_vm_cancel_waiting(gce);
 	if (http)
