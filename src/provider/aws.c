@@ -637,6 +637,28 @@ static void ask_prices(struct sd_provider *p)
 		snprintf(p->price_source, sizeof p->price_source, "unknown: %.140s", err);
 }
 
+/* The instance type's GPUs as EC2 states them (DescribeInstanceTypes:
+ * gpuInfo), unless the job gives provider.gpu_count: a p5.48xlarge has 8. */
+static void on_type(void *arg, const struct sd_http_response *r)
+{
+	struct sd_provider *p = arg;
+	char err[256];
+	struct sd_ec2_instance_type t;
+	if (r->cancelled || p->closing || r->status != 200 ||
+	    sd_ec2_instance_types_parse(r->body, r->body_len, &t, 1, err, sizeof err) != 1 || t.gpus < 1)
+		return;   /* the default (1) stays; a run does not stop for it */
+	p->gpu_count = t.gpus;
+	for (int i = 0; i < p->cc.cat.noffers; i++)
+		p->cc.offers[i].gpu_count = t.gpus;
+}
+
+static void ask_type(struct sd_provider *p)
+{
+	char err[256];
+	struct sd_sigv4_pair prm[] = { {"InstanceType.1", p->instance_type} };
+	sd_aws_call(p->aws, "DescribeInstanceTypes", prm, 1, 1, on_type, p, err, sizeof err);
+}
+
 /* ---- catalog ---- */
 
 static void build_catalog(struct sd_provider *p)
@@ -741,6 +763,8 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 	sd_cloud_catalog_model_journaled(&p->cc, env->catalog_path, p->fleet, "aws");
 	if (isnan(p->quoted_usd))
 		ask_prices(p);
+	if (!cJSON_GetObjectItemCaseSensitive(s, "gpu_count"))
+		ask_type(p);
 	uv_timer_init(p->loop, &p->backstop);
 	p->backstop.data = p;
 	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
