@@ -34,7 +34,7 @@ EXTRA_DIST += tests/test-aws-doctor.sh
 # answer, an interruption, InsufficientInstanceCapacity, the money.
 TESTS += tests/test-aws-train.sh
 EXTRA_DIST += tests/test-aws-train.sh
-EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py
+EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py tests/fake-cloud/cloud_run.py
 # A killed controller's instances found by the run's tag and terminated on --resume.
 TESTS += tests/test-aws-orphans.sh
 EXTRA_DIST += tests/test-aws-orphans.sh

@@ -24,6 +24,7 @@ import sys, os, json, time
 sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
 from aws_run import T, control, live, provider
+from cloud_run import on_vms
 
 train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
              data_dir=fashion_subset(T, 12000))
@@ -50,21 +51,7 @@ if sorted(per_token.values()) != [[200], [200], [503, 200]] or None in per_token
          "ClientToken, 3 tokens, 3 instances" % ([(q["status"], q["client_token"]) for q in runs], len(insts)))
 ok("a RunInstances answered 503 after the fact: sent again with its ClientToken, 3 instances for 3 servers")
 
-def on_vms(ids):
-    """{instance id: [(exe, SPOTDECK_COMM_HOST)]} of the processes whose
-    environment says they run on one of IDS."""
-    found = {}
-    for pid in os.listdir("/proc"):
-        try:
-            env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % pid, "rb").read().split(b"\0") if b"=" in kv)
-            exe = os.readlink("/proc/%s/exe" % pid)
-        except (OSError, ValueError):
-            continue
-        vm = env.get(b"SPOTDECK_FAKE_INSTANCE", b"").decode()
-        if vm in ids:
-            found.setdefault(vm, []).append((exe, env.get(b"SPOTDECK_COMM_HOST", b"").decode()))
-    return found
-workers = {vm: [c for exe, c in ps if os.path.basename(exe) == "spotdeck-worker"] for vm, ps in on_vms(set(insts)).items()}
+workers = {vm: [c for _, exe, c in ps if os.path.basename(exe) == "spotdeck-worker"] for vm, ps in on_vms(set(insts)).items()}
 by_server = {}
 for i in insts.values():
     name = i["tags"].get("Name", "")

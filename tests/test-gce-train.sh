@@ -21,6 +21,7 @@ import sys, os, json, time, signal
 sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
 from gce_run import T, control, live, provider
+from cloud_run import on_vms
 
 train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
              data_dir=fashion_subset(T, 12000))
@@ -42,20 +43,6 @@ vms = {i["name"]: i for i in control("/_control/state")["instances"]}
 # Each worker runs in its VM's ssh session: its environment (from the VM's
 # sshd) names the VM, and its collective address is the VM's own.  Only
 # this fake's VMs count (another test may run its own beside this one).
-def on_vms(names):
-    """{VM name: (pid, exe, SPOTDECK_COMM_HOST)} of every process whose
-    environment says it runs on one of NAMES."""
-    found = {}
-    for pid in os.listdir("/proc"):
-        try:
-            env = dict(kv.split(b"=", 1) for kv in open("/proc/%s/environ" % pid, "rb").read().split(b"\0") if b"=" in kv)
-            exe = os.readlink("/proc/%s/exe" % pid)
-        except (OSError, ValueError):
-            continue
-        vm = env.get(b"SPOTDECK_FAKE_INSTANCE", b"").decode()
-        if vm in names:
-            found.setdefault(vm, []).append((pid, exe, env.get(b"SPOTDECK_COMM_HOST", b"").decode()))
-    return found
 workers = {vm: [c for _, exe, c in ps if os.path.basename(exe) == "spotdeck-worker"]
            for vm, ps in on_vms(set(vms)).items()}
 for s in acq:

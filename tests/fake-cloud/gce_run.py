@@ -2,18 +2,12 @@
 after tests/fake-cloud/gce-vms.sh): the fake's control endpoints and the
 job's provider object for it.  Imported with tests/ and tests/fake-cloud/
 on sys.path."""
-import json, os, pwd, urllib.request
+import os, pwd
+
+from cloud_run import control
 
 T, BASE = os.environ["T"], os.environ["BASE"]
 ZONES = ["us-central1-a", "us-central1-b", "europe-west4-a"]
-
-
-def control(path, body=None):
-    """GET (or POST BODY as JSON to) the fake's PATH; its JSON answer."""
-    req = urllib.request.Request(BASE + path, data=json.dumps(body).encode() if body is not None else None,
-                                 method="POST" if body is not None else "GET")
-    with urllib.request.urlopen(req, timeout=30) as f:
-        return json.loads(f.read() or b"{}")
 
 
 def live():
