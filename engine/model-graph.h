@@ -86,6 +86,14 @@ struct sd_model {
 	clockid_t prof_clock;
 	int blk;            /* CPU activation layout (model.c choose_layout): 1, 8 or 16 */
 	float *res;         /* blocked models: a shortcut's residual or its gradient */
+	/* Backward's progress (sd_model_on_grad_ready): ready_from[i] is where
+	 * the gradients of nodes i.. begin, i.e. the end of the parameters of
+	 * nodes 0..i-1 (nnodes + 1 entries); points are its distinct values
+	 * below nparams, decreasing (npoints of them). */
+	size_t *ready_from, *points;
+	int npoints;
+	sd_grad_ready_fn on_ready;
+	void *on_ready_ctx;
 };
 
 /* Batch-norm constants both executors use (PyTorch's defaults). */

@@ -323,6 +323,54 @@ static void choose_layout(struct sd_model *m, int max_batch)
 	}
 }
 
+/* End (one past the last float) of the tensor at offset off, or 0 for an
+ * absent one. */
+static size_t tensor_end(const struct sd_model *m, size_t off)
+{
+	if (off == NONE)
+		return 0;
+	for (int i = 0; i < m->ntensors; i++)
+		if (m->tensors[i].offset == off)
+			return off + m->tensors[i].count;
+	return 0;
+}
+
+/* Fills ready_from and points (model-graph.h).  Taking the end of
+ * everything before node i, not the start of node i's own tensors, keeps it
+ * right whatever order the builders add tensors in. */
+static void plan_ready_points(struct sd_model *m)
+{
+	m->ready_from = sd_malloc(((size_t)m->nnodes + 1) * sizeof *m->ready_from);
+	m->points = sd_malloc(((size_t)m->nnodes + 1) * sizeof *m->points);
+	size_t end = 0;
+	for (int i = 0; i <= m->nnodes; i++) {
+		m->ready_from[i] = end;
+		if (i == m->nnodes)
+			break;
+		size_t w = tensor_end(m, m->nodes[i].w_off), b = tensor_end(m, m->nodes[i].b_off);
+		end = w > end ? w : end;
+		end = b > end ? b : end;
+	}
+	m->npoints = 0;
+	for (int i = m->nnodes; i >= 0; i--) {
+		size_t r = m->ready_from[i];
+		if (r < m->nparams && (m->npoints == 0 || r < m->points[m->npoints - 1]))
+			m->points[m->npoints++] = r;
+	}
+}
+
+void sd_model_on_grad_ready(struct sd_model *m, sd_grad_ready_fn fn, void *ctx)
+{
+	m->on_ready = fn;
+	m->on_ready_ctx = ctx;
+}
+
+const size_t *sd_model_grad_ready_points(const struct sd_model *m, int *count)
+{
+	*count = m->npoints;
+	return m->points;
+}
+
 int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w,
                     int classes, int max_batch, char **why)
 {
@@ -392,6 +440,7 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 	m->grads = sd_calloc(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float));
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
 	m->probs = sd_malloc((size_t)max_batch * classes * sizeof(float));
+	plan_ready_points(m);
 	sd_model_init(m, 0);
 	*out = m;
 	return 0;
@@ -421,6 +470,8 @@ void sd_model_destroy(struct sd_model *m)
 	free(m->scratch);
 	free(m->res);
 	free(m->prof);
+	free(m->ready_from);
+	free(m->points);
 	free(m);
 }
 
@@ -812,6 +863,8 @@ static void backward(struct sd_model *m, int nb)
 		int first = backward_node(m, i, nb);
 		if (m->prof)
 			m->prof[i].backward_s += prof_now(m) - t0;
+		if (m->on_ready)
+			m->on_ready(m->on_ready_ctx, m->ready_from[first]);
 		i = first - 1;
 	}
 }

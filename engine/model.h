@@ -74,6 +74,25 @@ const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *cou
  * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
 double sd_model_flops_per_sample(const struct sd_model *m);
 
+/* Gradients as backward completes them, so their all-reduce can overlap
+ * the rest of backward (engine/grad-sync.h).  Parameters are laid out in
+ * forward order and backward runs in reverse, so the gradient buffer fills
+ * from its end: while fn is set, sd_model_train_batch calls fn(ctx,
+ * ready_from) on its own thread after each node's backward (for a fused
+ * group, after the group), where grads[ready_from, param_count) are final
+ * for this batch: nothing later in the pass writes them.  ready_from never
+ * grows within a pass and is always one of the model's ready points.  A
+ * batch of 0 samples runs no backward and makes no call.  fn NULL removes
+ * it.  Like the rest of the model, not thread-safe. */
+typedef void (*sd_grad_ready_fn)(void *ctx, size_t ready_from);
+void sd_model_on_grad_ready(struct sd_model *m, sd_grad_ready_fn fn, void *ctx);
+/* The values ready_from can take: *count distinct offsets below
+ * param_count, decreasing, the last 0 (a model without parameters has
+ * none).  Fixed when the model is built; the array lives as long as m.
+ * Two models of the same name and input shape have the same points, so
+ * ranks that cut their gradients at them agree on the pieces. */
+const size_t *sd_model_grad_ready_points(const struct sd_model *m, int *count);
+
 /* Time per node, for benchmarks (tests/bench/bench-train --profile).
  * sd_model_profile_start zeroes the times and turns timing on; from then on
  * every forward and backward pass adds each node's seconds (a clock read

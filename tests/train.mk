@@ -20,6 +20,12 @@ TESTS += tests/test-parity
 tests_test_parity_SOURCES = tests/test-parity.c
 tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_parity_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
+# The grad-ready hook and the bucket plan of the overlapped all-reduce (issue 16).
+check_PROGRAMS += tests/test-grad-sync
+TESTS += tests/test-grad-sync
+tests_test_grad_sync_SOURCES = tests/test-grad-sync.c tests/check.h
+tests_test_grad_sync_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_test_grad_sync_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 TESTS += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-resume-stream.sh tests/test-elastic-protocol.sh tests/test-spotdeck-bad-input.sh tests/test-controller-listen.sh
 EXTRA_DIST += tests/test-elastic-ops.sh tests/test-elastic-resume.sh tests/test-elastic-resume-stream.sh tests/test-elastic-protocol.sh tests/test-spotdeck-bad-input.sh tests/test-controller-listen.sh
 TESTS += tests/test-sim-market.sh
