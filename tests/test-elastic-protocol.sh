@@ -34,16 +34,16 @@ def attempt(payload, event, reason_part):
         fail("no error message sent back for %s (got %r)" % (reason_part, data[:100]))
     ok("%s: %s" % (event, e["reason"]))
 
-hello = {"type": "hello", "version": 2, "token": "x" * 32, "server_id": "intruder", "pid": 1}
+hello = {"type": "hello", "version": 3, "token": "x" * 32, "server_id": "intruder", "pid": 1}
 attempt((json.dumps(hello) + "\n").encode(), "auth_failed", "wrong token")
 attempt(b"{\"type\": \"hello\", " + b" " * (1 << 20) + b"\n", "protocol_error", "longer than")
 attempt(b"{not json\n", "protocol_error", "invalid JSON")
 attempt(b"{\"type\": \"launch_missiles\"}\n", "protocol_error", "unknown message type")
-hello2 = dict(hello, version=3, token=token, server_id="future")
+hello2 = dict(hello, version=4, token=token, server_id="future")
 attempt((json.dumps(hello2) + "\n").encode(), "protocol_error", "version")
-# A worker of version 1 (metrics in a collective of their own) cannot
+# A worker of version 2 (one all-reduce after backward, no buckets) cannot
 # train with this build's.
-hello1 = dict(hello, version=1, token=token, server_id="past")
+hello1 = dict(hello, version=2, token=token, server_id="past")
 attempt((json.dumps(hello1) + "\n").encode(), "protocol_error", "version")
 # An authenticated peer that then sends an unknown type.
 good = dict(hello, token=token, server_id="rogue")

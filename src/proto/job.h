@@ -23,6 +23,10 @@ struct sd_job {
 	int keep_checkpoints;      /* K, default 3 */
 	double comm_timeout_s;     /* collective/rendezvous timeout, default 5 */
 	int log_every;             /* journal a step event every N steps, default 10 */
+	int bucket_kib;            /* gradient bucket for the all-reduce that overlaps
+	                            * backward (engine/grad-sync.h), KiB of float32
+	                            * gradients, default 1024; 0 = one all-reduce of
+	                            * all gradients after backward */
 	char notice[8];            /* the cloud preemption notice workers watch:
 	                            * "none" (default), "auto", "gce", "aws", "azure"
 	                            * (src/worker/notice-watch.h; a worker's

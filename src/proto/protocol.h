@@ -78,9 +78,12 @@
 #include <cJSON.h>
 
 /* 2: a step's metrics ride in the gradient all-reduce (worker-agent.c's
- * gen_allreduce), so workers of version 1 and 2 cannot share a generation:
- * the controller refuses a hello of another version. */
-#define SD_PROTO_VERSION 2
+ * gen_allreduce), so workers of version 1 and 2 cannot share a generation.
+ * 3: the gradients go in buckets that overlap backward, the metrics with
+ * the last (engine/grad-sync.h, the job's bucket_kib): a step is several
+ * collectives, not one.  The controller refuses a hello of another
+ * version. */
+#define SD_PROTO_VERSION 3
 #define SD_PROTO_LINE_MAX (1u << 20)   /* bytes per line incl. newline; longer = protocol error */
 #define SD_PROTO_KEY_MAX 256           /* bytes per kv_* key */
 

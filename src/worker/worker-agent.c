@@ -42,6 +42,7 @@
 
 #include "engine/comm.h"
 #include "engine/engine.h"
+#include "engine/grad-sync.h"
 #include "src/proto/job.h"
 #include "src/proto/protocol.h"
 
@@ -445,6 +446,9 @@ struct agent {
 	struct sd_notice_watch *watch;
 	int cloud_noticed;
 	long steps_done;      /* t->step as of the last step boundary, for the watcher's thread */
+	/* The gradient all-reduce overlapped with backward (engine/grad-sync.h),
+	 * made at the first step that can use it. */
+	struct sd_grad_sync *sync;
 };
 
 /* Handles queued messages that may arrive at any time.  Returns 1 if the
@@ -718,27 +722,56 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 	return GEN_TRAINING;
 }
 
+/* Whether this step's gradient all-reduce overlaps backward: gradients in
+ * host memory and a group to reduce with.  Makes the bucket planner the
+ * first time (-1 with *why if its thread cannot start). */
+static int overlapped(struct agent *a, struct gen *g, char **why)
+{
+	if (g->on_device || a->t->dev || g->world < 2)
+		return 0;
+	if (!a->sync && sd_grad_sync_create(&a->sync, a->t->model,
+	                                    (size_t)a->job.bucket_kib * 1024 / sizeof(float), why) < 0)
+		return -1;
+	return 1;
+}
+
 /* All-reduces the gradients and the metrics vector (see the top of the
- * file) in one collective: the metrics ride as floats after the gradients
- * (sd_state_view.grad_tail), so a step costs one round trip.  Float sums are
- * exact for integers below 2^24, so `correct`, the sample count and the vote
- * (each at most the global batch or the world size) arrive exact.  The loss
- * sum, non-negative, is rounded to float on each rank and in each addition:
- * its relative error is at most about world * 2^-24 (6e-8 per worker), far
- * below the digits the journal and cockpit show.  The collective gives every
- * rank the same bits (as it does for the gradients), so all ranks see the
- * same vote.  Without a tail (gradients on a device, NCCL) or with a batch
- * too large for exact float counts, the metrics take a second all-reduce in
- * double.  0 or negative with *why. */
-static int gen_allreduce(struct agent *a, struct gen *g, double metrics[4], char **why)
+ * file) with no extra round trip: the metrics ride as floats after the
+ * gradients of the step's last collective.  With overlap (sd_grad_sync)
+ * that is the last bucket's, whose gradients are staged with them; without,
+ * the one all-reduce's (sd_state_view.grad_tail).  Float sums are exact for
+ * integers below 2^24, so `correct`, the sample count and the vote (each at
+ * most the global batch or the world size) arrive exact.  The loss sum,
+ * non-negative, is rounded to float on each rank and in each addition: its
+ * relative error is at most about world * 2^-24 (6e-8 per worker), far
+ * below the digits the journal and cockpit show.  The collective gives
+ * every rank the same bits (as it does for the gradients), so all ranks see
+ * the same vote.  Without room for them (gradients on a device, NCCL) or
+ * with a batch too large for exact float counts, the metrics take a second
+ * all-reduce in double.  0 or negative with *why. */
+static int gen_allreduce(struct agent *a, struct gen *g, int overlap, double metrics[4], char **why)
 {
 	struct sd_trainer *t = a->t;
+	int exact = t->cfg.global_batch < (1 << 24);
+	int rc;
+	if (overlap) {
+		float extra[4];
+		for (int i = 0; i < 4; i++)
+			extra[i] = (float)metrics[i];
+		rc = sd_grad_sync_finish(a->sync, extra, exact ? 4 : 0, why);
+		if (rc == 0 && exact)
+			for (int i = 0; i < 4; i++)
+				metrics[i] = extra[i];
+		if (rc == 0 && !exact)
+			rc = sd_comm_allreduce_sum_f64(g->comm, metrics, 4, why);
+		return rc;
+	}
 	struct sd_state_view gv;
-	int rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, g->on_device, &gv, why);
+	rc = sd_trainer_comm_begin(t, SD_STATE_GRADS, g->on_device, &gv, why);
 	if (rc < 0)
 		return rc;
 	size_t np = g->param_count;
-	int fused = gv.grad_tail >= 4 && t->cfg.global_batch < (1 << 24);
+	int fused = gv.grad_tail >= 4 && exact;
 	if (fused)
 		for (int i = 0; i < 4; i++)
 			gv.grads[np + i] = (float)metrics[i];
@@ -802,17 +835,28 @@ static int gen_checkpoint(struct agent *a, struct gen *g, double changers, char 
 	return 0;
 }
 
-/* One step in the group: local gradients (stretched to --pace), the
- * all-reduce that carries the vote to change, the update, the STEP message
- * (with the test figures at an epoch's end) and any checkpoint.  GEN_CHANGE
- * when any worker voted to change after this step. */
+/* One step in the group: local gradients (stretched to --pace) with their
+ * all-reduce overlapping backward where it can, the control messages that
+ * came meanwhile, the last collective that carries the vote to change, the
+ * update, the STEP message (with the test figures at an epoch's end) and any
+ * checkpoint.  GEN_CHANGE when any worker voted to change after this step.
+ * compute_ms is the local gradients' time; comm_ms what the step then still
+ * waited for the collectives. */
 static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 {
 	struct sd_trainer *t = a->t;
+	int overlap = overlapped(a, g, why);
+	if (overlap < 0)
+		return GEN_FATAL;
 	double c0 = now_s(), loss_sum = 0;
 	int correct = 0;
-	if (sd_trainer_local_grad(t, t->step, g->offset, g->count, &loss_sum, &correct, why) < 0)
+	if (overlap)
+		sd_grad_sync_begin(a->sync, g->comm);
+	if (sd_trainer_local_grad(t, t->step, g->offset, g->count, &loss_sum, &correct, why) < 0) {
+		if (overlap)
+			sd_grad_sync_abandon(a->sync);
 		return GEN_FATAL;
+	}
 	if (a->pace > 0 && a->pace < 1) {
 		/* Emulated GPU: stretch the compute to the offer's speed. */
 		double extra = (now_s() - c0) * (1 / a->pace - 1);
@@ -821,17 +865,26 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 	}
 	double c1 = now_s();
 	double metrics[4] = { loss_sum, correct, g->count, 0 };
-	if (ctl_pump(&a->ctl, 0, why) < 0)
+	/* Buckets may be in flight meanwhile: the control socket is read
+	 * while they travel, off the step's critical path. */
+	if (ctl_pump(&a->ctl, 0, why) < 0) {
+		if (overlap)
+			sd_grad_sync_abandon(a->sync);
 		return GEN_FATAL;
+	}
 	if (ctl_aborted(&a->ctl, a->generation)) {
-		/* Our peers are failing already: do not wait on them. */
+		/* Our peers are failing already: start no more collectives.  One
+		 * in flight ends at once when they closed their connections, at
+		 * worst within the communicator's timeout. */
+		if (overlap)
+			sd_grad_sync_abandon(a->sync);
 		sd_why(why, "the controller gave up on generation %ld (a collective failed on "
 		       "another member)", a->generation);
 		send_comm_failed(a, *why);
 		return GEN_FAILED;
 	}
 	metrics[3] = handle_async(a) ? 1 : 0;
-	int rc = gen_allreduce(a, g, metrics, why);
+	int rc = gen_allreduce(a, g, overlap, metrics, why);
 	double c2 = now_s();
 	if (rc < 0) {
 		send_comm_failed(a, *why);
@@ -1162,6 +1215,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	heartbeat_stop(&a.hb);
 	sd_notice_watch_stop(a.watch);
 	free(a.resume);
+	sd_grad_sync_destroy(a.sync);
 	sd_trainer_destroy(a.t);
 	ctl_close(&a.ctl);
 	return status;
