@@ -20,11 +20,13 @@ def rate(samples, batch):
     return (s1 - s0) * batch / (t1 - t0)
 
 
-def throughput(model, workers, batch):
+def throughput(model, workers, batch, bucket_kib=None):
     """images/s of an elastic run: journal time stamps over SAMPLES step
-    events, GAP steps apart, from step WARM on."""
+    events, GAP steps apart, from step WARM on.  bucket_kib: the job's
+    gradient bucket (None: the job's default)."""
+    extra = {} if bucket_kib is None else {"bucket_kib": bucket_kib}
     r = Run(job(model=model, epochs=3, checkpoint_every=0, log_every=GAP, threads_per_worker=1,
-                global_batch=batch), workers=workers)
+                global_batch=batch, **extra), workers=workers)
     steps = []
     while len(steps) < SAMPLES:
         e = r.wait(lambda e: e.get("type") == "step" and e["step"] >= WARM, "steps")
