@@ -184,6 +184,7 @@ struct GlooComm {
 	std::shared_ptr<gloo::rendezvous::Context> ctx;
 	int rank = 0;
 	int size = 0;
+	std::vector<char> scratch;   // the peer's half, for exchange_allreduce
 };
 
 // Gloo messages start with "[/full/build/path/gloo/transport/tcp/pair.cc:598] ";
@@ -274,21 +275,79 @@ template <typename T> void sum_fn(void *c, const void *a, const void *b, size_t 
 	gloo::sum<T>(c, a, b, n);
 }
 
+// Slots of exchange_allreduce's two rounds: a prefix none of Gloo's own
+// collectives uses (gloo/types.h has 0x01..0x0a), so its messages can never
+// be taken for theirs.
+constexpr uint8_t kExchangeSlotPrefix = 0xd5;
+
+void wait_or_throw(bool ok, const char *what)
+{
+	if (!ok)
+		throw gloo::IoException(std::string("exchange all-reduce: ") + what + " aborted");
+}
+
+// All-reduce of 2 ranks as one direct exchange each way (reduce-scatter then
+// allgather of halves, i.e. recursive halving-doubling at world 2): rank r
+// receives the peer's copy of half r, adds it to its own (own + peer, so
+// both halves are summed once, and a + b == b + a in IEEE arithmetic: both
+// ranks end with the same bits), and sends the sum back for the peer's copy.
+// Two messages per rank of half the buffer, against the ring's segmented
+// pipeline: 1.0-1.4 ms against 3.6 ms for the cnn's gradient (tests/bench/
+// bench-allreduce, 2 ranks, loopback, issue 16).  Gloo's own BCUBE does the
+// same but waits with each pair's timeout, a fifth of ours (gloo_create),
+// where every wait here takes the context's full timeout, as the ring does.
+template <typename T> void exchange_allreduce(GlooComm *g, T *buf, size_t count)
+{
+	int peer = 1 - g->rank;
+	size_t half = count / 2;
+	size_t off[2] = { 0, half }, len[2] = { half, count - half };
+	size_t mine = off[g->rank], n = len[g->rank];
+	if (g->scratch.size() < n * sizeof(T))
+		g->scratch.resize(n * sizeof(T));
+	T *theirs = reinterpret_cast<T *>(g->scratch.data());
+	auto timeout = g->ctx->getTimeout();
+	auto slot = gloo::Slot::build(kExchangeSlotPrefix, 0);
+	auto whole = g->ctx->createUnboundBuffer(buf, count * sizeof(T));
+	auto tmp = g->ctx->createUnboundBuffer(theirs, std::max<size_t>(n, 1) * sizeof(T));
+	if (n > 0)
+		tmp->recv(peer, slot, 0, n * sizeof(T));
+	if (len[peer] > 0)
+		whole->send(peer, slot, off[peer] * sizeof(T), len[peer] * sizeof(T));
+	if (n > 0)
+		wait_or_throw(tmp->waitRecv(timeout), "receive");
+	if (len[peer] > 0)
+		wait_or_throw(whole->waitSend(timeout), "send");
+	for (size_t i = 0; i < n; i++)
+		buf[mine + i] = buf[mine + i] + theirs[i];
+	if (len[peer] > 0)
+		whole->recv(peer, slot + 1, off[peer] * sizeof(T), len[peer] * sizeof(T));
+	if (n > 0)
+		whole->send(peer, slot + 1, mine * sizeof(T), n * sizeof(T));
+	if (len[peer] > 0)
+		wait_or_throw(whole->waitRecv(timeout), "receive");
+	if (n > 0)
+		wait_or_throw(whole->waitSend(timeout), "send");
+}
+
 template <typename T> int gloo_allreduce(void *impl, T *buf, size_t count, char **why)
 {
 	GlooComm *g = static_cast<GlooComm *>(impl);
 	try {
 		SigpipeGuard guard;
+		if (g->size == 2) {
+			exchange_allreduce(g, buf, count);
+			return 0;
+		}
 		gloo::AllreduceOptions opts(g->ctx);
 		opts.setOutput<T>(buf, count);
 		opts.setReduceFunction(&sum_fn<T>);
-		// Ring, not halving-doubling, although at world 2 and the cnn's
-		// 454,926 floats a pre-registered gloo::AllreduceHalvingDoubling
-		// measured 1.2-3.5 ms against the ring's 2.2-5.0 ms (medians, loopback,
-		// 2 busy cores, issue 16): a step of 35+ ms would gain about 1 ms.
-		// That class waits with each pair's own timeout, fixed when the pair
-		// was made, which gloo_create sets to a fifth of the collective
-		// timeout while connecting; the options-based call takes the
+		// Ring above 2 ranks (2: exchange_allreduce).  BCUBE measured
+		// 3.3-3.5 ms against the ring's 2.0-2.3 ms at world 3 and 4.5-5.2
+		// against 6.2-6.9 at world 4 (cnn and resnet32 gradients, loopback,
+		// bench-allreduce, issue 16), but it waits with each pair's own
+		// timeout, fixed when the pair was made, which gloo_create sets to a
+		// fifth of the collective timeout while connecting (a stopped peer
+		// failed the group after 0.42 s of a 2 s timeout); the ring takes the
 		// context's full timeout, which the elastic fault handling relies on.
 		opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
 		gloo::allreduce(opts);

@@ -12,6 +12,12 @@
  *               both generations no descriptor or thread is left over
  *   stuck peer  as above but rank 3 stops (SIGSTOP) with its sockets open:
  *               the others must fail by timeout, not hang
+ *   pair        world size 2, which all-reduces by a direct exchange of
+ *               halves, not Gloo's ring: exact sums at 1, 2, 3 and 1 Mi
+ *               floats and in double; then rank 1 dies (SIGKILL) or stops
+ *               (SIGSTOP): rank 0 gets SD_COMM_EPEER, and from a stopped
+ *               peer not before the full timeout (a wait on Gloo's pair
+ *               timeout, a fifth of it, would fail early)
  *
  * Built without Gloo, only store and single run (plus the "not built"
  * error) and the test reports SKIP (77).
@@ -602,6 +608,47 @@ static int rank_fault(struct rank_args *a)
 	return 0;
 }
 
+/* The pair case: see the top. */
+static int rank_pair(struct rank_args *a)
+{
+	int rank = a->rank;
+	char *why = NULL;
+	struct sd_comm *c = join(a, 2, 1, TIMEOUT_MS);
+	if (!c)
+		return 1;
+	static const size_t counts[] = { 1, 2, 3, ALLREDUCE_COUNT };
+	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++)
+		if (allreduce_exact(c, 2, counts[i]))
+			return 1;
+	double m[3] = { rank + 1, 0.5, 1e-3 * rank };
+	CHECK(rank, sd_comm_allreduce_sum_f64(c, m, 3, &why) == 0, "allreduce f64: %s", why);
+	CHECK(rank, m[0] == 3 && m[1] == 1 && m[2] == 1e-3, "allreduce f64: got %g %g %g", m[0], m[1],
+	      m[2]);
+	CHECK(rank, sd_comm_barrier(c, &why) == 0, "barrier: %s", why);
+	if (rank == 1) {
+		raise(g_leave_signal);
+		for (;;)
+			pause();
+	}
+	float *buf = calloc(ALLREDUCE_COUNT, sizeof *buf);
+	CHECK(rank, buf, "out of memory");
+	double t0 = now_s();
+	int rc = sd_comm_allreduce_sum(c, buf, ALLREDUCE_COUNT, &why);
+	double took = now_s() - t0;
+	free(buf);
+	CHECK(rank, rc == SD_COMM_EPEER, "allreduce with rank 1 gone: rc %d, want %d (%s)", rc,
+	      SD_COMM_EPEER, why ? why : "");
+	printf("           rank 0: failed after %.3f s: %s\n", took, why);
+	CHECK(rank, took < HANG_S, "allreduce took %.2f s to fail", took);
+	if (g_leave_signal == SIGSTOP)
+		CHECK(rank, took >= TIMEOUT_MS / 1000.0 * 0.95,
+		      "a stopped peer failed the pair after %.3f s, before the %d ms timeout", took,
+		      TIMEOUT_MS);
+	free(why);
+	sd_comm_destroy(c);
+	return 0;
+}
+
 int main(void)
 {
 	/* Everything below reports failures itself; buffered output from the
@@ -641,6 +688,13 @@ int main(void)
 						  EXPECT_STOPPED};
 	g_leave_signal = SIGSTOP;
 	run_ranks("stuck peer", NRANKS, rank_fault, stuck, 60, NULL);
+
+	static const enum expect pair_dead[2] = {EXPECT_EXIT0, EXPECT_SELFKILL};
+	static const enum expect pair_stuck[2] = {EXPECT_EXIT0, EXPECT_STOPPED};
+	g_leave_signal = SIGKILL;
+	run_ranks("pair dead", 2, rank_pair, pair_dead, 60, NULL);
+	g_leave_signal = SIGSTOP;
+	run_ranks("pair stuck", 2, rank_pair, pair_stuck, 60, NULL);
 
 	printf("total      %.2f s, %d failure(s)\n", now_s() - t0, g_failures);
 	if (!g_failures)
