@@ -183,9 +183,9 @@ struct valid_case {
 };
 
 static const struct valid_case valid_cases[] = {
-	{ SD_MSG_HELLO, "{\"type\":\"hello\",\"version\":2,\"token\":\"0123456789abcdef\","
+	{ SD_MSG_HELLO, "{\"type\":\"hello\",\"version\":3,\"token\":\"0123456789abcdef\","
 	                "\"server_id\":\"sim-3\",\"pid\":4242}" },
-	{ SD_MSG_WELCOME, "{\"type\":\"welcome\",\"version\":2,\"worker_id\":\"w1\","
+	{ SD_MSG_WELCOME, "{\"type\":\"welcome\",\"version\":3,\"worker_id\":\"w1\","
 	                  "\"job\":{\"epochs\":2}}" },
 	{ SD_MSG_KV_SET, "{\"type\":\"kv_set\",\"key\":\"g1/rank0\",\"value\":\"00ff\"}" },
 	{ SD_MSG_KV_GET, "{\"type\":\"kv_get\",\"id\":7,\"key\":\"g1/rank0\"}" },
@@ -328,17 +328,17 @@ static const struct invalid_case invalid_cases[] = {
 	  "joined: field 'step' must be an integer, got 9.2233720368547758e+18" },
 	{ "{\"type\":\"joined\",\"generation\":-1,\"step\":0}",
 	  "joined: field 'generation' must not be negative, got -1" },
-	{ "{\"type\":\"hello\",\"version\":3,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
-	  "hello: protocol version 3, this controller speaks 2" },
-	{ "{\"type\":\"hello\",\"version\":1,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
-	  "hello: protocol version 1, this controller speaks 2" },
+	{ "{\"type\":\"hello\",\"version\":4,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
+	  "hello: protocol version 4, this controller speaks 3" },
+	{ "{\"type\":\"hello\",\"version\":2,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
+	  "hello: protocol version 2, this controller speaks 3" },
 	{ "{\"type\":\"hello\",\"version\":\"1\",\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
 	  "hello: field 'version' must be an integer" },
-	{ "{\"type\":\"hello\",\"version\":2,\"token\":\"t\",\"server_id\":\"s\"}",
+	{ "{\"type\":\"hello\",\"version\":3,\"token\":\"t\",\"server_id\":\"s\"}",
 	  "hello: missing field 'pid'" },
 	{ "{\"type\":\"welcome\",\"version\":0,\"worker_id\":\"w\",\"job\":{}}",
-	  "welcome: protocol version 0, this worker speaks 2" },
-	{ "{\"type\":\"welcome\",\"version\":2,\"worker_id\":\"w\",\"job\":[]}",
+	  "welcome: protocol version 0, this worker speaks 3" },
+	{ "{\"type\":\"welcome\",\"version\":3,\"worker_id\":\"w\",\"job\":[]}",
 	  "welcome: field 'job' must be an object" },
 	{ "{\"type\":\"generation\",\"generation\":3,\"rank\":-1,\"world_size\":2,"
 	  "\"offset\":0,\"count\":32,\"members\":[]}",
