@@ -52,6 +52,7 @@ struct opts {
 	char server_id[64];
 	float pace;
 	char notice[8];          /* --notice, "" = the job's */
+	int cpu_slot;            /* --cpu-slot, -1 = none */
 	int list_devices;
 };
 
@@ -70,6 +71,9 @@ static void usage(FILE *f)
 "                        aws, azure or none (default: the job's \"notice\", none)\n"
 "  --pace X              run at fraction X (0..1] of full speed, to emulate a\n"
 "                        slower GPU (set by the sim provider)\n"
+"  --cpu-slot K          keep to the K-th group of this machine's CPUs, as many\n"
+"                        as the threads, when the job's pin_workers allows and\n"
+"                        they exist (set by the controller for its local workers)\n"
 "  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
 "  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic (default fashion-mnist)\n"
 "  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist)\n"
@@ -160,7 +164,7 @@ static int copy_path(const char *opt, const char *s, char *dst)
 enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
-       O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE };
+       O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT };
 
 /* The options that go into the training configuration (the engine's
  * struct sd_train_config): model, data, optimizer, backend.  Returns 0,
@@ -280,6 +284,13 @@ static int parse_worker_option(int c, const char *arg, struct opts *o)
 		return copy_path("token-file", arg, o->token_file);
 	case O_PACE:
 		return parse_float("pace", arg, 1e-4, 1, &o->pace);
+	case O_CPUSLOT: {
+		long slot;
+		if (parse_long("cpu-slot", arg, 0, 4095, &slot) < 0)
+			return -1;
+		o->cpu_slot = (int)slot;
+		break;
+	}
 	case O_LISTDEV:
 		o->list_devices = 1;
 		break;
@@ -333,6 +344,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "token-file", required_argument, 0, O_TOKENFILE },
 		{ "server-id", required_argument, 0, O_SERVERID },
 		{ "pace", required_argument, 0, O_PACE },
+		{ "cpu-slot", required_argument, 0, O_CPUSLOT },
 		{ "backend", required_argument, 0, O_BACKEND },
 		{ "device", required_argument, 0, O_DEVICE },
 		{ "list-devices", no_argument, 0, O_LISTDEV },
@@ -342,6 +354,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ 0, 0, 0, 0 },
 	};
 	memset(o, 0, sizeof *o);
+	o->cpu_slot = -1;
 	sd_train_config_defaults(&o->cfg);
 	int c;
 	opterr = 0;
@@ -619,6 +632,7 @@ static int run_agent(struct opts *o)
 		.backend = o->cfg.backend,
 		.device = o->cfg.device,
 		.notice = o->notice[0] ? o->notice : NULL,
+		.cpu_slot = o->cpu_slot,
 	};
 	int rc = sd_worker_agent_run(&ao);
 	free(token);

@@ -12,8 +12,9 @@ EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/r
 	tests/bench/scaling.py tests/bench/ddp-vs-torch tests/bench/torch_ddp_cnn.py tests/bench/torch_common.py \
 	tests/bench/liveness-bench
 EXTRA_DIST += tests/elastic.py
-TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh
-EXTRA_DIST += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/soak-kill.sh
+TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/test-elastic-pin.sh
+EXTRA_DIST += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/soak-kill.sh \
+	tests/test-elastic-pin.sh
 
 check_PROGRAMS += tests/test-parity
 TESTS += tests/test-parity

@@ -97,6 +97,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "comm_timeout", K_DOUBLE, OFF(comm_timeout_s), 0, 0.1, 600, 0, NULL, NULL },
 	{ "log_every", K_INT, OFF(log_every), 0, 1, 1000000, 0, NULL, NULL },
 	{ "bucket_kib", K_INT, OFF(bucket_kib), 0, 0, 1048576, 0, NULL, NULL },
+	{ "pin_workers", K_INT, OFF(pin_workers), 0, 0, 1, 0, NULL, NULL },
 	{ "notice", K_NAME, OFF(notice), SZ(notice), 0, 0, 0, sd_notice_names, "notice watcher" },
 	{ "provider", K_PROVIDER, OFF(provider), SZ(provider), 0, 0, 0, NULL, NULL },
 	{ "catalog", K_STR, OFF(catalog), SZ(catalog), 0, 0, IN_PROVIDER, NULL, NULL },
@@ -121,6 +122,7 @@ void sd_job_defaults(struct sd_job *j)
 	j->comm_timeout_s = 5;
 	j->log_every = 10;
 	j->bucket_kib = SD_GRAD_SYNC_DEFAULT_FLOATS * sizeof(float) / 1024;
+	j->pin_workers = 1;
 	snprintf(j->provider, sizeof j->provider, "sim");
 	snprintf(j->notice, sizeof j->notice, "none");
 	j->hazard_scale = 1.0;

@@ -27,6 +27,9 @@ struct sd_job {
 	                            * backward (engine/grad-sync.h), KiB of float32
 	                            * gradients, default 1024; 0 = one all-reduce of
 	                            * all gradients after backward */
+	int pin_workers;           /* 1 (default): workers the controller starts on
+	                            * its own host each keep to CPUs of their own
+	                            * when they fit; 0: the kernel places them */
 	char notice[8];            /* the cloud preemption notice workers watch:
 	                            * "none" (default), "auto", "gce", "aws", "azure"
 	                            * (src/worker/notice-watch.h; a worker's

@@ -37,6 +37,7 @@ struct server {
 	int term_sent;
 	int remote;                      /* the process is the provider's launch
 	                                  * command: signals go through ops->signal */
+	int cpu_slot;                    /* local: the --cpu-slot it was given (-1 none) */
 	int detached;                    /* remote: its session ended (ssh's 255) while
 	                                  * its worker trained; the worker runs on,
 	                                  * stopped through ops->signal, and is

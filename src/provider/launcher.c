@@ -248,15 +248,29 @@ static int spawn_remote(struct sd_fleet *f, struct server *s, char **args, int l
 	return 0;
 }
 
+/* The lowest CPU slot no live local worker holds: local workers keep to
+ * CPUs of their own (the worker's --cpu-slot; it checks the job's
+ * pin_workers and that the slot's CPUs exist). */
+static int free_cpu_slot(const struct sd_fleet *f, const struct server *self)
+{
+	for (int k = 0;; k++) {
+		int taken = 0;
+		for (const struct server *o = f->servers; o && !taken; o = o->next)
+			taken = o != self && fl_worker_live(o) && !o->remote && o->cpu_slot == k;
+		if (!taken)
+			return k;
+	}
+}
+
 int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **why)
 {
-	char tokfile[4200], logpath[4200], pacestr[32] = "";
+	char tokfile[4200], logpath[4200], pacestr[32] = "", slotstr[16];
 	snprintf(tokfile, sizeof tokfile, "%s/token", f->run_dir);
 	snprintf(logpath, sizeof logpath, "%s/logs/%s.log", f->run_dir, s->id);
 	int logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (logfd < 0)
 		return sd_why(why, "%s: %s", logpath, strerror(errno));
-	char *args[12];
+	char *args[14];
 	int n = 0;
 	args[n++] = f->worker_path;
 	int remote = s->offer && f->ops && f->ops->launch && f->p;
@@ -273,6 +287,13 @@ int fl_launcher_spawn(struct sd_fleet *f, struct server *s, double pace, char **
 		snprintf(pacestr, sizeof pacestr, "%.6f", pace);
 		args[n++] = (char *)"--pace";
 		args[n++] = pacestr;
+	}
+	s->cpu_slot = -1;
+	if (!remote) {
+		s->cpu_slot = free_cpu_slot(f, s);
+		snprintf(slotstr, sizeof slotstr, "%d", s->cpu_slot);
+		args[n++] = (char *)"--cpu-slot";
+		args[n++] = slotstr;
 	}
 	args[n] = NULL;
 	if (remote) {

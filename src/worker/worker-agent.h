@@ -9,6 +9,9 @@ struct sd_agent_opts {
 	const char *token;       /* shared secret, sent in the hello */
 	const char *server_id;   /* this server's id in the cluster (e.g. "s3") */
 	int threads;             /* 0 = the job's threads_per_worker */
+	int cpu_slot;            /* >= 0: keep to the CPUs [slot x threads, (slot + 1)
+	                          * x threads) of those this process may use, if the
+	                          * job's pin_workers is 1 and they exist; -1: none */
 	double pace;             /* (0, 1]: run at this fraction of our own speed, to
 	                          * emulate a slower GPU (1 = full speed) */
 	const char *backend;     /* "auto", "cpu", "cuda" or NULL (engine/backend.h) */

@@ -39,11 +39,17 @@ def throughput(model, workers, batch, bucket_kib=None):
 def standalone(model, batch, copies):
     """images/s summed over COPIES concurrent one-thread standalone workers,
     measured as throughput() does: wall-clock stamps of step lines (taken
-    as each line arrives; the worker flushes every line)."""
+    as each line arrives; the worker flushes every line).  Each copy keeps
+    to a CPU of its own when there are enough, as the controller's local
+    workers do (the job's pin_workers), so the ceiling is placed like them."""
     worker = os.path.join(os.environ["top_builddir"], "spotdeck-worker")
     cmd = [worker, "--standalone", "--model", model, "--threads", "1", "--batch", str(batch),
            "--max-steps", "100000", "--epochs", "1000", "--log-every", str(GAP)]
-    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, bufsize=0) for _ in range(copies)]
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = (lambda i: {cpus[i]}) if copies <= len(cpus) else (lambda i: None)
+    ps = [subprocess.Popen(cmd, stdout=subprocess.PIPE, bufsize=0,
+                           preexec_fn=(lambda c=pin(i): c and os.sched_setaffinity(0, c)))
+          for i in range(copies)]
     try:
         return sum(rate(s, batch) for s in stamp_steps(ps))
     finally:

@@ -36,6 +36,12 @@ if a.rank < 0:
     sys.stdout.buffer.write(out)
     sys.exit(max(rcs))
 
+# Each rank keeps to a CPU of its own when there are enough, as spotdeck's
+# local workers do (the job's pin_workers), before torch starts its threads.
+cpus = sorted(os.sched_getaffinity(0))
+if a.world <= len(cpus):
+    os.sched_setaffinity(0, {cpus[a.rank]})
+
 import torch
 import torch.distributed as dist
 import torch.nn as nn

@@ -1,0 +1,65 @@
+#!/bin/sh
+# Local workers keep to CPUs of their own (the job's pin_workers, the
+# worker's --cpu-slot): with pin_workers 1 and as many CPUs as workers, each
+# of 2 one-thread workers is allowed exactly one CPU and not the other's,
+# and so are the threads it started (OpenMP's, the all-reduce's, Gloo's);
+# with pin_workers 0 they keep the controller's whole set.  SKIP when this
+# process may use fewer than 2 CPUs.
+exec python3 - <<'PY'
+import sys, os
+sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
+from elastic import *
+
+allowed = sorted(os.sched_getaffinity(0))
+if len(allowed) < 2:
+    print("SKIP: test-elastic-pin: this process may use %d CPU(s), 2 are needed" % len(allowed))
+    sys.exit(77)
+
+
+def masks(pid):
+    """The CPUs of every thread of pid (from /proc)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        out[int(tid)] = frozenset(os.sched_getaffinity(int(tid)))
+    return out
+
+
+for pin in (1, 0):
+    r = Run(job(model="mlp", epochs=1, log_every=1, pin_workers=pin), workers=2)
+    # Past the first step: the all-reduce's and Gloo's threads exist.
+    r.wait(lambda e: e.get("type") == "step" and e["step"] >= 5, "step 5")
+    pids = r.pids()
+    per_worker = {s: masks(p) for s, p in pids.items()}
+    r.command("quit")
+    r.finish()
+    if len(per_worker) != 2:
+        fail("pin_workers %d: %d live workers, expected 2" % (pin, len(per_worker)))
+    sets = {}
+    for s, threads in per_worker.items():
+        distinct = set(threads.values())
+        if len(threads) < 3:
+            fail("pin_workers %d: %s has %d threads, expected the trainer's and its helpers'" % (pin, s, len(threads)))
+        if pin:
+            # Threads started before the pin (heartbeat, notice watcher)
+            # may keep the whole set; the main thread and the compute and
+            # communication threads after it must not.
+            main = threads[pids[s]]
+            if len(main) != 1:
+                fail("pin_workers 1: %s's main thread may use CPUs %s, expected one" % (s, sorted(main)))
+            narrow = [t for t, m in threads.items() if m == main]
+            if len(narrow) < 3:
+                fail("pin_workers 1: only %d of %s's %d threads keep to CPU %s" % (len(narrow), s, len(threads), sorted(main)))
+            sets[s] = main
+        else:
+            for t, m in threads.items():
+                if m != frozenset(allowed):
+                    fail("pin_workers 0: %s thread %d may use CPUs %s, expected all of %s" % (s, t, sorted(m), allowed))
+    if pin:
+        a, b = sets.values()
+        if a & b:
+            fail("pin_workers 1: both workers on CPU %s" % sorted(a & b))
+        ok("pin_workers 1: s1 on CPU %s, s2 on CPU %s, each with its compute and communication threads"
+           % (sorted(sets["s1"]), sorted(sets["s2"])))
+    else:
+        ok("pin_workers 0: every thread of both workers may use CPUs %s" % allowed)
+PY
