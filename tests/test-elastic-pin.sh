@@ -20,14 +20,19 @@ def masks(pid):
     """The CPUs of every thread of pid (from /proc)."""
     out = {}
     for tid in os.listdir("/proc/%d/task" % pid):
-        out[int(tid)] = frozenset(os.sched_getaffinity(int(tid)))
+        try:
+            out[int(tid)] = frozenset(os.sched_getaffinity(int(tid)))
+        except ProcessLookupError:
+            pass   # a thread that ended meanwhile
     return out
 
 
 for pin in (1, 0):
     r = Run(job(model="mlp", epochs=1, log_every=1, pin_workers=pin), workers=2)
-    # Past the first step: the all-reduce's and Gloo's threads exist.
-    r.wait(lambda e: e.get("type") == "step" and e["step"] >= 5, "step 5")
+    # A step of the two together: the all-reduce's and Gloo's threads exist
+    # (a worker alone, while the other still starts, has neither).
+    two = r.wait(lambda e: e.get("type") == "step" and e.get("world_size") == 2, "a step of 2 workers")
+    r.wait(lambda e: e.get("type") == "step" and e["step"] >= two["step"] + 2, "two more steps")
     pids = r.pids()
     per_worker = {s: masks(p) for s, p in pids.items()}
     r.command("quit")
