@@ -544,6 +544,29 @@ static int rank_broadcast(struct rank_args *a)
 	return 0;
 }
 
+/* An all-reduce while rank `gone` has left: it must fail with
+ * SD_COMM_EPEER and a one-line message (kept in *why) rather than hang (the
+ * parent's deadline); how fast is tests/bench/bench-allreduce's business,
+ * *took says how long it took.  Returns 0, or 1 after reporting. */
+static int allreduce_without(struct sd_comm *c, int gone, double *took, char **why)
+{
+	int rank = sd_comm_rank(c);
+	float *buf = malloc(ALLREDUCE_COUNT * sizeof *buf);
+	CHECK(rank, buf, "out of memory");
+	for (size_t i = 0; i < ALLREDUCE_COUNT; i++)
+		buf[i] = exact_value(rank, i);
+	double t0 = now_s();
+	int rc = sd_comm_allreduce_sum(c, buf, ALLREDUCE_COUNT, why);
+	*took = now_s() - t0;
+	free(buf);
+	CHECK(rank, rc == SD_COMM_EPEER, "allreduce with rank %d gone: rc %d, want %d (%s)", gone, rc,
+	      SD_COMM_EPEER, *why ? *why : "");
+	CHECK(rank, *why && !strchr(*why, '\n'), "error message missing or not one line");
+	printf("           rank %d: failed after %.3f s: %s\n", rank, *took, *why);
+	CHECK(rank, *took < HANG_S, "allreduce took %.2f s to fail", *took);
+	return 0;
+}
+
 /* Shared by the dead-peer and stuck-peer cases: how rank 3 leaves. */
 static int g_leave_signal;
 
@@ -564,29 +587,17 @@ static int rank_fault(struct rank_args *a)
 		for (;;)
 			pause();
 	}
-	float *buf = malloc(ALLREDUCE_COUNT * sizeof *buf);
-	CHECK(rank, buf, "out of memory");
-	for (size_t i = 0; i < ALLREDUCE_COUNT; i++)
-		buf[i] = exact_value(rank, i);
-	double t0 = now_s();
-	int rc = sd_comm_allreduce_sum(c, buf, ALLREDUCE_COUNT, &why);
-	double took = now_s() - t0;
-	free(buf);
-	CHECK(rank, rc == SD_COMM_EPEER, "allreduce with rank 3 gone: rc %d, want %d (%s)", rc,
-	      SD_COMM_EPEER, why ? why : "");
-	CHECK(rank, why && !strchr(why, '\n'), "error message missing or not one line");
-	printf("           rank %d: failed after %.3f s: %s\n", rank, took, why);
-	/* That it failed (rather than hung: the parent's deadline) is checked
-	 * here; how fast is tests/bench/bench-allreduce's business. */
-	CHECK(rank, took < HANG_S, "allreduce took %.2f s to fail", took);
-
+	double took;
+	if (allreduce_without(c, 3, &took, &why))
+		return 1;
+	(void)took;
 	CHECK(rank, sd_comm_is_aborted(c), "communicator should be aborted");
 	/* A collective on an aborted communicator fails at once, without
 	 * touching the transport: the error is the communicator's own. */
 	float x = 1;
 	free(why);
 	why = NULL;
-	rc = sd_comm_allreduce_sum(c, &x, 1, &why);
+	int rc = sd_comm_allreduce_sum(c, &x, 1, &why);
 	CHECK(rank, rc == SD_COMM_EPEER && why && strstr(why, "was aborted by an earlier"),
 	      "a collective on an aborted communicator: rc %d, '%s'", rc, why ? why : "(none)");
 	sd_comm_destroy(c);
@@ -630,16 +641,9 @@ static int rank_pair(struct rank_args *a)
 		for (;;)
 			pause();
 	}
-	float *buf = calloc(ALLREDUCE_COUNT, sizeof *buf);
-	CHECK(rank, buf, "out of memory");
-	double t0 = now_s();
-	int rc = sd_comm_allreduce_sum(c, buf, ALLREDUCE_COUNT, &why);
-	double took = now_s() - t0;
-	free(buf);
-	CHECK(rank, rc == SD_COMM_EPEER, "allreduce with rank 1 gone: rc %d, want %d (%s)", rc,
-	      SD_COMM_EPEER, why ? why : "");
-	printf("           rank 0: failed after %.3f s: %s\n", took, why);
-	CHECK(rank, took < HANG_S, "allreduce took %.2f s to fail", took);
+	double took;
+	if (allreduce_without(c, 1, &took, &why))
+		return 1;
 	if (g_leave_signal == SIGSTOP)
 		CHECK(rank, took >= TIMEOUT_MS / 1000.0 * 0.95,
 		      "a stopped peer failed the pair after %.3f s, before the %d ms timeout", took,
