@@ -19,6 +19,11 @@ tests_test_gce_api_LDADD = $(SD_PROVIDER_LIBS) $(CJSON_LIBS)
 
 # The EC2 Query API's XML answers the aws provider reads
 # (src/provider/ec2-api.c), in the shapes AWS documents.
+check_PROGRAMS += tests/test-gce-price
+TESTS += tests/test-gce-price
+tests_test_gce_price_SOURCES = tests/test-gce-price.c tests/check.h
+tests_test_gce_price_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_gce_price_LDADD = $(SD_PROVIDER_LIBS) $(CJSON_LIBS) -lm
 check_PROGRAMS += tests/test-ec2-api
 TESTS += tests/test-ec2-api
 tests_test_ec2_api_SOURCES = tests/test-ec2-api.c tests/check.h

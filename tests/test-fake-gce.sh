@@ -434,18 +434,26 @@ while True:
     token = r.get("nextPageToken", "")
     if not token:
         break
-eq((len(skus), pages), (6, 3), "3 prices x 2 regions over 3 pages")
-t4 = [s for s in skus if s["serviceRegions"] == ["us-central1"] and "nvidia-tesla-t4" in s["description"]]
+# Per key and region: the Spot SKU, after an OnDemand one at 3x (and, for
+# a GPU, a Virtual Workstation one at 1.5x) that a careless reader takes.
+eq((len(skus), pages), (14, 7), "(2 + 2 + 3) SKUs x 2 regions over 7 pages")
+spot = [s for s in skus if s["category"]["usageType"] == "Preemptible" and "Workstation" not in s["description"]]
+eq(len(spot), 6, "3 Spot prices x 2 regions")
+t4 = [s for s in spot if s["serviceRegions"] == ["us-central1"] and "nvidia-tesla-t4" in s["description"]]
 eq(len(t4), 1, "T4 VM SKU in us-central1")
 pe = t4[0]["pricingInfo"][0]["pricingExpression"]
 eq((pe["usageUnit"], pe["tieredRates"][0]["unitPrice"]), ("h", {"currencyCode": "USD", "units": "3", "nanos": 600000000}),
    "unit price 3.6")
 for s in skus:
-    check("Spot Preemptible" in s["description"], "description " + s["description"])
-    eq((s["category"]["resourceFamily"], s["category"]["usageType"]), ("Compute", "Preemptible"), "category")
-v100 = [s for s in skus if s["description"].startswith("Nvidia Tesla V100 GPU")]
+    check(("Spot Preemptible" in s["description"]) == (s["category"]["usageType"] == "Preemptible"),
+          "description " + s["description"])
+    eq(s["category"]["resourceFamily"], "Compute", "category")
+od = [s for s in skus if s["serviceRegions"] == ["us-central1"] and s["category"]["usageType"] == "OnDemand"
+      and "nvidia-tesla-t4" in s["description"]]
+eq(od[0]["pricingInfo"][0]["pricingExpression"]["tieredRates"][0]["unitPrice"]["units"], "10", "OnDemand at 3x")
+v100 = [s for s in spot if s["description"].startswith("Nvidia Tesla V100 GPU")]
 eq((len(v100), v100[0]["category"]["resourceGroup"]), (2, "GPU"), "GPU SKU")
-ok("catalog: 6 SKUs over 3 pages, Spot Preemptible, units + nanos")
+ok("catalog: 14 SKUs over 7 pages, 6 of them Spot, units + nanos")
 
 # ---- what spotdeck doctor reads: project, zone, machine type, GPU, region, image
 PR = "/compute/v1/projects/%s" % P

@@ -38,8 +38,11 @@ has '^ok +zone: us-central1-a: UP, n1-standard-8 with 1 x nvidia-tesla-t4$'
 has '^ok +zone: europe-west4-a: UP'
 has '^ok +region: us-central1: PREEMPTIBLE_NVIDIA_T4_GPUS [0-9]+ of [0-9]+ left$'
 has '^ok +image: projects/deeplearning-platform-release/global/images/family/common-cu124 is common-cu124-v[0-9]+'
-has '^ok +prices: us-central1: \$0\.1400/h per T4 \("Nvidia Tesla T4 GPU attached to Spot Preemptible VMs running in Americas"'
-has '^ok +prices: europe-west4: \$0\.1400/h per T4 '
+# The VM's Spot price from the catalog's N1 core, RAM and T4 SKUs (not the
+# OnDemand, custom or workstation ones the fake lists first): 8 vCPUs and
+# 30 GiB from machineTypes.get.
+has '^ok +prices: us-central1: \$0\.2239/h a Spot n1-standard-8 with 1 x T4 \(8 vCPU x \$0\.006980 \+ 30 GiB x \$0\.000936 \+ 1 T4 x \$0\.140000\)$'
+has '^ok +prices: europe-west4: \$0\.2439/h a Spot n1-standard-8 with 1 x T4 \(.* \+ 1 T4 x \$0\.160000\)$'
 has "^ok +ssh key: $T/id \\(ssh-ed25519 "
 [ "$(grep -c . "$T/out")" = 10 ] || fail "expected 10 lines: $(cat "$T/out")"
 ok "a healthy project: 10 checks ok, exit 0"

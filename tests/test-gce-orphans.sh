@@ -25,6 +25,12 @@ first = live()
 if len(first) != 2:
     fail("2 VMs expected while 2 servers train, the fake has %s" % first)
 label = control("/_control/state")["instances"][0]["labels"]["spotdeck-run"]
+# The first run read the Billing Catalog and cached each region's price.
+for o in (A, B):
+    r.wait_since(0, lambda e: e.get("type") == "price" and e.get("offer") == o, "the price of " + o)
+skus_asked = [q for q in control("/_control/log")["requests"] if q["path"].startswith("/v1/services/")]
+if not skus_asked:
+    fail("the first run priced its offers without reading the catalog")
 r.kill(signal.SIGKILL)
 if live() != first:
     fail("the VMs changed after the controller was killed: %s, then %s" % (first, live()))
@@ -43,6 +49,19 @@ while set(first) & set(live()):
         fail("the orphans %s are still there" % sorted(set(first) & set(live())))
     time.sleep(0.2)
 ok("the resumed run found both by the run's label, journaled and deleted them")
+# The resumed run took the prices from the cache: the same, read no more.
+p1 = {e["offer"]: e for e in r.events if e.get("type") == "price"}
+p2 = {o: r2.wait_since(0, lambda e: e.get("type") == "price" and e.get("offer") == o, "the price of " + o)
+      for o in (A, B)}
+again = [q for q in control("/_control/log")["requests"] if q["path"].startswith("/v1/services/")]
+if len(again) != len(skus_asked) or any(p2[o]["usd_per_hour"] != p1[o]["usd_per_hour"] or
+                                        "cached" not in p2[o]["source"] for o in (A, B)):
+    fail("the resumed run's prices %s (catalog pages asked %d, then %d); expected the first run's %s from "
+         "the cache" % (list(p2.values()), len(skus_asked), len(again), list(p1.values())))
+if not os.path.isfile(os.path.join(os.environ["XDG_CACHE_HOME"], "spotdeck", "gce-prices.json")):
+    fail("no prices cache in $XDG_CACHE_HOME/spotdeck")
+ok("the first run read %d catalog pages; the resumed one took $%.5f/h from the cache, asking none" %
+   (len(skus_asked), p2[A]["usd_per_hour"]))
 r2.command("quit")
 r2.finish()
 deadline = time.time() + 30 * SCALE

@@ -28,7 +28,8 @@ train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, co
 
 A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-west4-a/t4/spot"
 j = job(workers=0, cluster=[A, A, B], notice="gce", **train)
-j["provider"] = provider(boot_timeout_s=60, usd_per_hour=0.22)
+# No price quoted: the provider reads the fake's Billing Catalog.
+j["provider"] = provider(boot_timeout_s=60)
 
 # The insert in us-central1-b is made and its answer lost (a 503 after the
 # fact): the retries carry the same requestId, so GCE makes one VM.
@@ -65,6 +66,17 @@ if len(st) < 2 or st[-1] != 200 or set(st[:-1]) != {503} or len(set(q["request_i
     fail("an insert whose answer was lost: requests %s, VMs in us-central1-b %s; expected 503s, then 200, "
          "one requestId and one VM" % ([(q["status"], q["request_id"]) for q in inserts], in_b))
 ok("an insert answered 503 after the fact: sent %d times with one requestId, one VM made (%s)" % (len(st), in_b[0]))
+
+# Prices: the VM's Spot price from the catalog's N1 core and RAM SKUs and
+# the region's T4 (gce-env.sh: 0.14, 0.16 in europe-west4), 8 vCPUs and
+# 30 GiB, one price event per offer.
+want = {o: round(8 * 0.00698 + 30 * 0.000936 + (0.16 if o == E else 0.14), 9) for o in (A, B, E)}
+pe = {e["offer"]: e for e in r.events if e.get("type") == "price"}
+if sorted(pe) != sorted(want) or any(abs(pe[o]["usd_per_hour"] - want[o]) > 1e-9 for o in want) or \
+   any("Billing Catalog" not in e["source"] for e in pe.values()):
+    fail("price events %s; expected %s from the Billing Catalog" % (list(pe.values()), want))
+ok("each zone priced from the Billing Catalog: %s (%s)" % (", ".join("%s $%.5f/h" % (o.split("/")[1],
+   pe[o]["usd_per_hour"]) for o in sorted(pe)), pe[A]["sum"]))
 ok("3 Spot VMs run the workers, each in its own VM's ssh session at its address: %s" %
    ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items())))
 

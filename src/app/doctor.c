@@ -9,6 +9,7 @@
 #include <cJSON.h>
 #include <ctype.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,18 +19,14 @@
 
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-client.h"
+#include "src/provider/gce-price.h"
 #include "src/provider/http.h"
 #include "src/provider/secret-file.h"
 
-/* The Compute Engine service in the Cloud Billing Catalog
- * (cloud-apis.md section 1.5). */
-#define GCE_BILLING_SERVICE "6F81-5844-456A"
-#define GCE_BILLING_ROOT "https://cloudbilling.googleapis.com/v1"
 /* The default boot image: Google's Deep Learning VM family with CUDA
  * (images.getFromFamily resolves it to today's image). */
 #define GCE_DEFAULT_IMAGE "projects/deeplearning-platform-release/global/images/family/common-cu124"
 #define MAX_ZONES 32
-#define MAX_SKU_PAGES 100
 
 enum step { ST_PROJECT, ST_ZONE, ST_MACHINE, ST_GPU, ST_REGION, ST_IMAGE, ST_PRICES, ST_END };
 
@@ -51,9 +48,9 @@ struct doctor {
 	int i;                    /* the zone or region being checked */
 	int zone_ok[MAX_ZONES];   /* 1 while every check of zone i passed */
 	int region_ok[MAX_ZONES];
-	int pages;
-	double price[MAX_ZONES];  /* USD/h of one GPU, per region; < 0: not found yet */
-	char price_sku[MAX_ZONES][160];
+	struct sd_gce_price_sheet sheet; /* the Billing Catalog's Spot rates, per region */
+	int vcpus;                /* the machine type's (machineTypes.get), 0: not known */
+	double memory_gib;
 	char model[32];           /* "T4": the GPU's model in quota names and SKUs */
 	int failed, done;
 };
@@ -147,7 +144,7 @@ static void next(struct doctor *d);
 static void on_reply(void *arg, const struct sd_http_response *r)
 {
 	struct doctor *d = arg;
-	char w[700], metric[96], name[96];
+	char w[700], metric[96];
 	double limit = 0;
 	cJSON *j = r->status == 200 ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
 	switch (d->step) {
@@ -202,6 +199,13 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 			why(r, w, sizeof w);
 			say(d, "warn", "zone", "%s: machine type %s: %s", d->zones[d->i], d->machine_type, w);
 			d->zone_ok[d->i] = 0;
+		} else if (!d->vcpus) {
+			const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "guestCpus");
+			const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "memoryMb");
+			if (cJSON_IsNumber(c) && cJSON_IsNumber(m) && c->valuedouble >= 1 && m->valuedouble > 0) {
+				d->vcpus = (int)c->valuedouble;
+				d->memory_gib = m->valuedouble / 1024;
+			}
 		}
 		d->step = ST_GPU;
 		break;
@@ -277,81 +281,61 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 			say(d, "ok", "image", "%s is %s (%s GB)", d->image, n, gb ? gb : "?");
 		}
 		d->step = ST_PRICES;
-		d->pages = 0;
-		for (int k = 0; k < d->nregions; k++)
-			d->price[k] = -1;
+		{
+			const char *rs[MAX_ZONES];
+			for (int k = 0; k < d->nregions; k++)
+				rs[k] = d->regions[k];
+			sd_gce_price_init(&d->sheet, d->machine_type, d->accelerator, rs, d->nregions);
+		}
 		break;
 	}
 	case ST_PRICES: {
-		if (!j) {
-			why(r, w, sizeof w);
+		char tok[1024], url[4096], err[256];
+		if (!j || sd_gce_price_page(&d->sheet, r->body, r->body_len, tok, sizeof tok, err, sizeof err) < 0) {
+			if (j)
+				snprintf(w, sizeof w, "%s", err);
+			else
+				why(r, w, sizeof w);
 			say(d, "warn", "prices", "the Billing Catalog: %s", w);
 			d->step = ST_END;
 			break;
 		}
-		d->pages++;
-		const cJSON *sku;
-		cJSON_ArrayForEach(sku, cJSON_GetObjectItemCaseSensitive(j, "skus")) {
-			const cJSON *cat = cJSON_GetObjectItemCaseSensitive(sku, "category");
-			const char *grp = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cat, "resourceGroup"));
-			const char *use = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cat, "usageType"));
-			const char *desc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sku, "description"));
-			if (!grp || !use || !desc || strcmp(grp, "GPU") != 0 || strcmp(use, "Preemptible") != 0)
-				continue;
-			snprintf(name, sizeof name, " %s ", d->model);
-			char padded[512];
-			snprintf(padded, sizeof padded, " %s ", desc);
-			if (!strcasestr(padded, name))
-				continue;
-			const cJSON *reg;
-			cJSON_ArrayForEach(reg, cJSON_GetObjectItemCaseSensitive(sku, "serviceRegions")) {
-				const char *rn = cJSON_GetStringValue(reg);
-				int ours = -1;
-				for (int k = 0; rn && k < d->nregions; k++)
-					if (!strcmp(rn, d->regions[k]))
-						ours = k;
-				if (ours < 0)
-					continue;
-				const cJSON *pi = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(sku, "pricingInfo"), 0);
-				const cJSON *tr = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(
-					cJSON_GetObjectItemCaseSensitive(pi, "pricingExpression"), "tieredRates"), 0);
-				const cJSON *up = cJSON_GetObjectItemCaseSensitive(tr, "unitPrice");
-				const char *units = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(up, "units"));
-				const cJSON *nanos = cJSON_GetObjectItemCaseSensitive(up, "nanos");
-				if (d->price[ours] < 0) {
-					d->price[ours] = (units ? atof(units) : 0) +
-							 (cJSON_IsNumber(nanos) ? nanos->valuedouble / 1e9 : 0);
-					snprintf(d->price_sku[ours], sizeof d->price_sku[0], "%s", desc);
-				}
-			}
-		}
-		int missing = 0;
-		for (int k = 0; k < d->nregions; k++)
-			missing += d->price[k] < 0;
-		const char *tok = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "nextPageToken")) : NULL;
-		if (!missing || !tok || !*tok || d->pages >= MAX_SKU_PAGES) {
-			for (int k = 0; k < d->nregions; k++) {
-				if (d->price[k] >= 0)
-					say(d, "ok", "prices", "%s: $%.4f/h per %s (\"%s\"; the VM's vCPUs and memory "
-					    "are billed besides)", d->regions[k], d->price[k], d->model, d->price_sku[k]);
-				else
-					say(d, "warn", "prices", "%s: no Spot price for %s in the Billing Catalog (%d "
-					    "pages read)", d->regions[k], d->accelerator, d->pages);
-			}
-			d->step = ST_END;
-		} else {
-			char url[1024];
-			snprintf(url, sizeof url, "%s/services/%s/skus?currencyCode=USD&pageToken=%s",
-				 d->billing_root, GCE_BILLING_SERVICE, tok);
-			char err[256];
-			if (sd_gce_call(d->gce, "gce billing skus", "GET", url, NULL, 1, on_reply, d, err, sizeof err) < 0) {
+		if (!sd_gce_price_complete(&d->sheet, -1) && tok[0] && d->sheet.pages < SD_GCE_PRICE_MAX_PAGES) {
+			if (sd_gce_price_page_url(d->billing_root, tok, url, sizeof url) < 0) {
+				say(d, "warn", "prices", "the Billing Catalog: a page token too long for a URL");
+			} else if (sd_gce_call(d->gce, "gce billing skus", "GET", url, NULL, 1, on_reply, d, err,
+					       sizeof err) < 0) {
 				say(d, "warn", "prices", "%s", err);
-				d->step = ST_END;
 			} else {
 				cJSON_Delete(j);
 				return;
 			}
+			d->step = ST_END;
+			break;
 		}
+		const struct sd_gce_price_sheet *sh = &d->sheet;
+		for (int k = 0; k < d->nregions; k++) {
+			char sum[200];
+			double usd = sd_gce_price_vm(sh, k, d->vcpus, d->memory_gib, d->count, sum, sizeof sum);
+			if (!isnan(usd)) {
+				say(d, "ok", "prices", "%s: $%.4f/h a Spot %s with %d x %s (%s)", d->regions[k], usd,
+				    d->machine_type, d->count, d->model, sum);
+				continue;
+			}
+			char miss[160] = "";
+			if (sh->core[k].usd < 0)
+				snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s core", sh->family);
+			if (sh->ram[k].usd < 0)
+				snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s RAM", sh->family);
+			if (sh->gpu[k].usd < 0)
+				snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s GPU", sh->gpu_model);
+			if (!miss[0])
+				snprintf(miss, sizeof miss, ", the machine type's vCPUs and memory");
+			say(d, "warn", "prices", "%s: no Spot price for %s (%d pages, %d SKUs read); a run's servers "
+			    "there are not priced unless provider.usd_per_hour quotes one", d->regions[k], miss + 2,
+			    sh->pages, sh->skus);
+		}
+		d->step = ST_END;
 		break;
 	}
 	case ST_END:
@@ -398,7 +382,7 @@ static void next(struct doctor *d)
 		label = "gce images.get";
 		break;
 	case ST_PRICES:
-		snprintf(url, sizeof url, "%s/services/%s/skus?currencyCode=USD", d->billing_root, GCE_BILLING_SERVICE);
+		sd_gce_price_page_url(d->billing_root, NULL, url, sizeof url);
 		label = "gce billing skus";
 		break;
 	case ST_END:
@@ -527,7 +511,7 @@ static int load_settings(struct doctor *d, const cJSON *p, const char *file)
 		d->accelerator = sd_doctor_opt_str(p, "accelerator", "nvidia-tesla-t4", file, &bad);
 		d->image = sd_doctor_opt_str(p, "image", GCE_DEFAULT_IMAGE, file, &bad);
 		d->api_root = sd_doctor_opt_str(p, "api_root", SD_GCE_COMPUTE_ROOT, file, &bad);
-		d->billing_root = sd_doctor_opt_str(p, "billing_root", GCE_BILLING_ROOT, file, &bad);
+		d->billing_root = sd_doctor_opt_str(p, "billing_root", SD_GCE_BILLING_ROOT, file, &bad);
 		const cJSON *c = cJSON_GetObjectItemCaseSensitive(p, "accelerator_count");
 		d->count = 1;
 		if (c && (!cJSON_IsNumber(c) || c->valuedouble < 1 || c->valuedouble > 16 ||

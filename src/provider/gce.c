@@ -4,7 +4,13 @@
  * Offers: one per zone of the job's provider.zones, "gce/ZONE/MODEL/spot"
  * (MODEL from provider.accelerator: nvidia-tesla-t4 -> t4), all of the
  * same machine type and GPU.  Its price is provider.usd_per_hour when the
- * job quotes one, else unknown (the fleet bills nothing it cannot price).
+ * job quotes one, else the Spot price of the VM from the Cloud Billing
+ * Catalog (gce-price.h: vCPUs, memory and GPUs, per region; the machine
+ * type's vCPUs and memory from machineTypes.get), read at start or taken
+ * from the cache when it was read less than provider.price_cache_s ago.  A
+ * server acquired before the answer takes the price when it boots; a
+ * price the catalog does not give stays unknown (the fleet bills nothing
+ * it cannot price).
  *
  * How the worker reaches a VM (issue 13 asked for the choice to be made
  * and documented): the VM's image has spotdeck-worker installed
@@ -48,12 +54,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "engine/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/cloud-vm.h"
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-client.h"
+#include "src/provider/gce-price.h"
 #include "src/provider/gce-vm.h"
 #include "src/provider/http.h"
 #include "src/provider/provider.h"
@@ -93,6 +101,8 @@ struct sd_provider {
 	struct sd_provider *ssh;       /* the transport (ssh.h) */
 	/* settings */
 	char *project, *credentials, *gcloud, *machine_type, *accelerator, *image, *api_root;
+	char *billing_root;            /* NULL: the catalog is not read (see ask_prices) */
+	double price_cache_s;
 	char *ssh_user, *identity, *worker;
 	int accelerator_count, disk_gb, ssh_port;
 	double poll_s, boot_timeout_s, block_s, quoted_usd;
@@ -106,6 +116,9 @@ struct sd_provider {
 	char gpu[16];                  /* "T4" */
 	struct sd_cloud_catalog cc;    /* the offers */
 	char price_source[160];
+	struct sd_gce_price_sheet *sheet; /* while the catalog is read */
+	int vcpus;                     /* the machine type's (machineTypes.get) */
+	double memory_gib;
 	/* servers */
 	struct gce_server *servers;
 	int final_pending;             /* close: deletes not yet answered */
@@ -119,7 +132,7 @@ struct sd_provider {
 static const char *const setting_keys[] = {
 	"project", "zones", "credentials", "gcloud", "machine_type", "accelerator", "accelerator_count", "image",
 	"api_root", "billing_root", "disk_gb", "ssh_user", "identity", "worker", "ssh_port", "poll_s",
-	"boot_timeout_s", "block_s", "usd_per_hour", "orphans",
+	"boot_timeout_s", "block_s", "usd_per_hour", "orphans", "price_cache_s",
 	/* the transport's (ssh.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
@@ -161,7 +174,8 @@ static int gce_check(const cJSON *s, const char *file, char **why)
 			              names[k], v->valuestring);
 	}
 	if (sd_setting_check_num(s, "accelerator_count", 1, 16, 1, file, why) < 0 ||
-	    sd_setting_check_num(s, "disk_gb", 10, 65536, 1, file, why) < 0)
+	    sd_setting_check_num(s, "disk_gb", 10, 65536, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "price_cache_s", 0, 30 * 86400, 0, file, why) < 0)
 		return -1;
 	return sd_cloud_check_vm_settings(s, file, why);
 }
@@ -537,13 +551,224 @@ static void on_reconciled(void *arg, int n, const char *error)
 	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
 }
 
+/* ---- prices: the Cloud Billing Catalog (gce-price.h) ---- */
+
+static void prices_failed(struct sd_provider *p, const char *error)
+{
+	free(p->sheet);
+	p->sheet = NULL;
+	snprintf(p->price_source, sizeof p->price_source, "unknown: the Billing Catalog: %.120s", error);
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", "gce");
+	cJSON_AddStringToObject(ev, "reason", "no Spot prices from the Cloud Billing Catalog: servers are not "
+	                        "priced (provider.usd_per_hour quotes one)");
+	cJSON_AddStringToObject(ev, "error", error);
+	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+}
+
+/* Every zone of REGION costs USD an hour, SUM in words; a price event
+ * per offer says so. */
+static void set_region_price(struct sd_provider *p, const char *region, double usd, const char *sum,
+                             const char *source)
+{
+	for (int zi = 0; zi < p->nzones; zi++) {
+		char rg[64];
+		sd_gce_zone_region(p->zones[zi], rg, sizeof rg);
+		if (strcmp(rg, region) != 0)
+			continue;
+		p->cc.prices[zi] = usd;
+		p->cc.offers[zi].usd_per_hour = usd;
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "offer", p->cc.offers[zi].id);
+		cJSON_AddNumberToObject(ev, "usd_per_hour", usd);
+		cJSON_AddStringToObject(ev, "sum", sum);
+		cJSON_AddStringToObject(ev, "source", source);
+		sd_fleet_journal(p->fleet, SD_EV_PRICE, ev);
+	}
+}
+
+static void price_key(const struct sd_provider *p, const char *region, struct sd_gce_price_key *k)
+{
+	*k = (struct sd_gce_price_key){ .billing_root = p->billing_root, .machine_type = p->machine_type,
+		                        .accelerator = p->accelerator, .gpus = p->accelerator_count,
+		                        .region = region };
+}
+
+static void ask_sku_page(struct sd_provider *p, const char *token);
+
+static void on_sku_page(void *arg, const struct sd_http_response *r)
+{
+	struct sd_provider *p = arg;
+	char err[256], next[1024];
+	if (r->cancelled || p->closing || !p->sheet)
+		return;
+	if (r->status != 200) {
+		if (r->status)
+			snprintf(err, sizeof err, "services.skus: HTTP %ld", r->status);
+		else
+			snprintf(err, sizeof err, "services.skus: %.200s", r->error);
+		prices_failed(p, err);
+		return;
+	}
+	struct sd_gce_price_sheet *sh = p->sheet;
+	if (sd_gce_price_page(sh, r->body, r->body_len, next, sizeof next, err, sizeof err) < 0) {
+		prices_failed(p, err);
+		return;
+	}
+	if (!sd_gce_price_complete(sh, -1) && next[0] && sh->pages < SD_GCE_PRICE_MAX_PAGES) {
+		ask_sku_page(p, next);
+		return;
+	}
+	/* The catalog is read: price each region it had every rate for. */
+	int pages = sh->pages, skus = sh->skus;
+	char family[16];
+	snprintf(family, sizeof family, "%s", sh->family);
+	char path[4200], cerr[300], missing[400] = "";
+	int have_path = sd_gce_price_cache_path(path, sizeof path) == 0;
+	double now = (double)time(NULL);
+	for (int k = 0; k < sh->nregions; k++) {
+		char sum[200];
+		double usd = sd_gce_price_vm(sh, k, p->vcpus, p->memory_gib, p->accelerator_count, sum, sizeof sum);
+		if (isnan(usd)) {
+			size_t n = strlen(missing);
+			snprintf(missing + n, sizeof missing - n, "%s%s", n ? ", " : "", sh->regions[k]);
+			continue;
+		}
+		set_region_price(p, sh->regions[k], usd, sum, "the Cloud Billing Catalog, read at start");
+		struct sd_gce_price_key key;
+		price_key(p, sh->regions[k], &key);
+		if (have_path && p->price_cache_s > 0 &&
+		    sd_gce_price_cache_put(path, &key, usd, sum, now, cerr, sizeof cerr) < 0) {
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "provider", "gce");
+			cJSON_AddStringToObject(ev, "reason", "the prices cache was not written (the next run reads "
+			                        "the catalog again)");
+			cJSON_AddStringToObject(ev, "error", cerr);
+			sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+			have_path = 0;
+		}
+	}
+	free(p->sheet);
+	p->sheet = NULL;
+	if (missing[0]) {
+		/* The regions priced keep their prices; these stay unknown. */
+		snprintf(err, sizeof err, "no Spot %s core, RAM%s%s SKU for %s in %d pages (%d SKUs)", family,
+		         p->accelerator ? " or " : "", p->accelerator ? p->accelerator : "", missing, pages, skus);
+		snprintf(p->price_source, sizeof p->price_source, "gce: the Cloud Billing Catalog's Spot SKUs; none "
+		         "for %.80s", missing);
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "provider", "gce");
+		cJSON_AddStringToObject(ev, "reason", "servers in these regions are not priced");
+		cJSON_AddStringToObject(ev, "error", err);
+		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+	}
+}
+
+static void ask_sku_page(struct sd_provider *p, const char *token)
+{
+	char url[4096], err[256];
+	if (sd_gce_price_page_url(p->billing_root, token, url, sizeof url) < 0) {
+		prices_failed(p, "services.skus: the page token does not fit in a URL");
+		return;
+	}
+	if (sd_gce_call(p->gce, "gce billing skus", "GET", url, NULL, 1, on_sku_page, p, err, sizeof err) < 0)
+		prices_failed(p, err);
+}
+
+/* The machine type's vCPUs and memory, then the regions the cache does
+ * not price, from the catalog. */
+static void on_machine_type(void *arg, const struct sd_http_response *r)
+{
+	struct sd_provider *p = arg;
+	char err[256];
+	if (r->cancelled || p->closing)
+		return;
+	cJSON *j = r->status == 200 ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+	const cJSON *cpus = cJSON_GetObjectItemCaseSensitive(j, "guestCpus");
+	const cJSON *mb = cJSON_GetObjectItemCaseSensitive(j, "memoryMb");
+	if (!cJSON_IsNumber(cpus) || !cJSON_IsNumber(mb) || cpus->valuedouble < 1 || mb->valuedouble <= 0) {
+		if (r->status == 200)
+			snprintf(err, sizeof err, "machineTypes.get %s: no guestCpus or memoryMb", p->machine_type);
+		else if (r->status)
+			snprintf(err, sizeof err, "machineTypes.get %s: HTTP %ld", p->machine_type, r->status);
+		else
+			snprintf(err, sizeof err, "machineTypes.get %s: %.160s", p->machine_type, r->error);
+		cJSON_Delete(j);
+		prices_failed(p, err);
+		return;
+	}
+	p->vcpus = (int)cpus->valuedouble;
+	p->memory_gib = mb->valuedouble / 1024;   /* GCE's memoryMb is MiB; the RAM SKU's unit GiB */
+	cJSON_Delete(j);
+	ask_sku_page(p, NULL);
+}
+
+static void ask_prices(struct sd_provider *p)
+{
+	if (!p->billing_root)
+		return;
+	const char *regions[GCE_MAX_ZONES];
+	char rg[GCE_MAX_ZONES][64];
+	int n = 0, cached = 0;
+	for (int zi = 0; zi < p->nzones; zi++) {
+		sd_gce_zone_region(p->zones[zi], rg[n], sizeof rg[n]);
+		int dup = 0;
+		for (int k = 0; k < n; k++)
+			dup |= !strcmp(rg[k], rg[n]);
+		if (!dup) {
+			regions[n] = rg[n];
+			n++;
+		}
+	}
+	/* What the cache holds, fresh, is taken; the rest is read. */
+	char path[4200];
+	const char *left[GCE_MAX_ZONES];
+	int nleft = 0;
+	double now = (double)time(NULL), oldest = now;
+	for (int k = 0; k < n; k++) {
+		struct sd_gce_price_key key;
+		price_key(p, regions[k], &key);
+		double usd, at;
+		char sum[200];
+		if (p->price_cache_s > 0 && sd_gce_price_cache_path(path, sizeof path) == 0 &&
+		    sd_gce_price_cache_get(path, &key, now, p->price_cache_s, &usd, sum, sizeof sum, &at) == 0) {
+			char src[4400];
+			snprintf(src, sizeof src, "the Cloud Billing Catalog, cached %.0f s ago (%s)", now - at, path);
+			set_region_price(p, regions[k], usd, sum, src);
+			oldest = fmin(oldest, at);
+			cached++;
+		} else {
+			left[nleft++] = regions[k];
+		}
+	}
+	if (cached)
+		snprintf(p->price_source, sizeof p->price_source, "gce: the Cloud Billing Catalog's Spot SKUs (vCPUs, "
+		         "memory, GPUs)%s, cached up to %.0f min ago", nleft ? " read at start or" : "",
+		         (now - oldest) / 60);
+	if (!nleft)
+		return;
+	p->sheet = sd_calloc(1, sizeof *p->sheet);
+	sd_gce_price_init(p->sheet, p->machine_type, p->accelerator, left, nleft);
+	char sub[200], url[1200], err[256];
+	snprintf(sub, sizeof sub, "zones/%s/machineTypes/%s", p->zones[0], p->machine_type);
+	if (sd_gce_url(p->gce, sub, url, sizeof url) < 0)
+		prices_failed(p, "machineTypes.get: the URL does not fit");
+	else if (sd_gce_call(p->gce, "gce machineTypes.get", "GET", url, NULL, 1, on_machine_type, p, err,
+	                     sizeof err) < 0)
+		prices_failed(p, err);
+}
+
 /* ---- catalog ---- */
 
 static void build_catalog(struct sd_provider *p)
 {
 	sd_gce_accelerator_model(p->accelerator, p->gpu, sizeof p->gpu);
-	if (isnan(p->quoted_usd))
-		snprintf(p->price_source, sizeof p->price_source, "unknown: the job quotes no provider.usd_per_hour");
+	if (isnan(p->quoted_usd) && !p->billing_root)
+		snprintf(p->price_source, sizeof p->price_source, "unknown: no provider.usd_per_hour, and "
+		         "provider.api_root is not Google's, so no Billing Catalog (provider.billing_root)");
+	else if (isnan(p->quoted_usd))
+		snprintf(p->price_source, sizeof p->price_source, "gce: the Cloud Billing Catalog's Spot SKUs "
+		         "(vCPUs, memory, GPUs), read at start");
 	else
 		snprintf(p->price_source, sizeof p->price_source, "quoted: the job's provider.usd_per_hour");
 	struct sd_cloud_offer_spec spec = {
@@ -598,6 +823,11 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
 	p->block_s = sd_setting_num(s, "block_s", 600);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
+	p->price_cache_s = sd_setting_num(s, "price_cache_s", 86400);
+	/* The real catalog goes with the real Compute Engine only: a fake's
+	 * api_root (a test) names its own catalog, or none is read. */
+	p->billing_root = sd_setting_str(s, "billing_root", strcmp(p->api_root, SD_GCE_COMPUTE_ROOT) ? NULL
+	                                                     : SD_GCE_BILLING_ROOT);
 	const cJSON *z;
 	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
 		if (p->nzones < GCE_MAX_ZONES)
@@ -649,6 +879,8 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	}
 	build_catalog(p);
 	sd_cloud_catalog_model_journaled(&p->cc, env->catalog_path, p->fleet, "gce");
+	if (isnan(p->quoted_usd))
+		ask_prices(p);
 	uv_timer_init(p->loop, &p->backstop);
 	p->backstop.data = p;
 	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
@@ -841,6 +1073,8 @@ static void gce_free(struct sd_provider *p)
 	free(p->accelerator);
 	free(p->image);
 	free(p->api_root);
+	free(p->billing_root);
+	free(p->sheet);
 	free(p->ssh_user);
 	free(p->identity);
 	free(p->worker);

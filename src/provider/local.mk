@@ -21,6 +21,8 @@ src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.
 src_provider_libsdprovider_a_SOURCES += src/provider/http.h src/provider/http.c
 # The Compute Engine v1 bodies of the gce provider (gce-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-api.h src/provider/gce-api.c
+# A Spot VM's price from the Cloud Billing Catalog, and its cache (gce-price.h).
+src_provider_libsdprovider_a_SOURCES += src/provider/gce-price.h src/provider/gce-price.c
 # Reading a file that holds a secret, and the one-line error (secret-file.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/secret-file.h src/provider/secret-file.c
 # GCE service-account credentials: key file, JWT assertion, token answer

@@ -7,6 +7,7 @@
 #   BASE      http://127.0.0.1:PORT, the fake
 #   KEY       $T/key.json, the key file (mode 600) the fake accepts
 #   WRONGKEY  $T/wrong.json, a well-formed key the fake refuses
+# and points XDG_CACHE_HOME at $T/cache (the gce provider's prices cache).
 # It exits 77 (SKIP) when PyJWT or cryptography cannot be imported.
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
@@ -25,11 +26,14 @@ for name in ("sa", "other"):
     open(os.path.join(T, name + ".pub"), "wb").write(k.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
 PY
-[ -f "$T/prices.json" ] || printf '{"nvidia-tesla-t4": 0.14, "n1-standard-8": 0.08}\n' >"$T/prices.json"
+# N1 and T4 Spot rates as Google prices them (USD per vCPU-hour, per
+# GiB-hour, per GPU-hour), a T4 dearer in europe-west4.
+[ -f "$T/prices.json" ] || printf '{"nvidia-tesla-t4": 0.14, "europe-west4/nvidia-tesla-t4": 0.16, "n1-core": 0.00698, "n1-ram": 0.000936}\n' >"$T/prices.json"
 fake_start gce.py "$PY" "$top_srcdir/tests/fake-cloud/gce.py" --project p1 \
 	--zones us-central1-a,us-central1-b,europe-west4-a --sa-email sd@p1.iam.gserviceaccount.com \
 	--sa-public-key "$T/sa.pub" --prices "$T/prices.json" ${GCE_FAKE_ARGS:-}
 BASE=http://127.0.0.1:$FAKE_PORT
+export XDG_CACHE_HOME="$T/cache"
 # gce_key FILE PEM: a key file for the fake's token endpoint, mode 600.
 gce_key() {
 	"$PY" - "$1" "$2" "$BASE/token" <<'PY'

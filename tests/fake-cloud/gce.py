@@ -98,7 +98,17 @@ Behaviour:
   VMs running in <region>", machine keys as resourceGroup N1Standard etc.
   "Spot Preemptible <MACHINE> Instance running in <region>", whole-VM
   keys as resourceGroup GPU "<MACHINE> with <GPU> Spot Preemptible VM
-  running in <region>" (fake-only: Google has no whole-VM SKUs).
+  running in <region>" (fake-only: Google has no whole-VM SKUs).  As
+  Google prices N1 and most families, "FAMILY-core" and "FAMILY-ram" keys
+  (USD per vCPU-hour, per GiB-hour) price a VM as vCPUs x core + memory
+  GiB x ram + GPU x count (machineTypes.get's guestCpus and memoryMb), and
+  the catalog has them as resourceGroup CPU "Spot Preemptible N1
+  Predefined Instance Core running in <region>" and RAM "... Instance Ram
+  ..." (usageUnit GiBy.h).  A key "REGION/KEY" prices KEY in REGION only
+  (in billing and in the catalog).  Before each Spot SKU the catalog lists
+  what a careless reader would take for it: the OnDemand SKU of the same
+  thing at 3x the price and, for a GPU, its Virtual Workstation SKU at
+  1.5x, as the real catalog has them.
 
 In-VM metadata (fake-only plumbing): each instance gets its own listener on
 127.0.0.1 from creation to power-off; the instance JSON names it in the
@@ -387,7 +397,7 @@ class Inst:
         self.labels = dict(body.get("labels") or {})
         self.ip = ip
         self.body = body
-        self.price, self.price_key = price_of(self.machine, self.accels)
+        self.price, self.price_key = price_of(self.machine, self.accels, region_of(self.zone))
 
     def link(self):
         return zone_url(self.zone) + "/instances/" + self.name
@@ -434,14 +444,36 @@ class Inst:
         return d
 
 
-def price_of(machine, accels):
+def machine_shape(name):
+    """(vCPUs, memoryMb) of a predefined machine type, None for a name
+    that is not one."""
+    m = MACHINE_RE.match(name)
+    if not m:
+        return None
+    cpus = int(m.group(3))
+    return cpus, cpus * {"standard": 3840, "highmem": 6656, "highcpu": 921}.get(m.group(2), 4096)
+
+
+def price(key, region):
+    """--prices' KEY in REGION ("REGION/KEY" first), None when absent."""
+    v = PRICES.get("%s/%s" % (region, key), PRICES.get(key))
+    return None if v is None else float(v)
+
+
+def price_of(machine, accels, region):
     if len(accels) == 1:
         g, c = accels[0]
         key = "%s+%s" % (machine, g) + ("x%d" % c if c > 1 else "")
-        if key in PRICES:
-            return float(PRICES[key]), key
-    if machine in PRICES and all(g in PRICES for g, _ in accels):
-        return float(PRICES[machine]) + sum(float(PRICES[g]) * c for g, c in accels), "components"
+        if price(key, region) is not None:
+            return price(key, region), key
+    gpus = [price(g, region) for g, _ in accels]
+    if price(machine, region) is not None and None not in gpus:
+        return price(machine, region) + sum(p * c for p, (_, c) in zip(gpus, accels)), "components"
+    fam, shape = machine.split("-")[0], machine_shape(machine)
+    core, ram = price(fam + "-core", region), price(fam + "-ram", region)
+    if shape and core is not None and ram is not None and None not in gpus:
+        return (shape[0] * core + shape[1] / 1024 * ram + sum(p * c for p, (_, c) in zip(gpus, accels)),
+                "vcpus+memory+gpus")
     keys = "%s+%s" % (machine, "+".join("%sx%d" % a for a in accels))
     print("gce.py: no price for %s in --prices; billing it at 0" % keys, file=sys.stderr, flush=True)
     return 0.0, None
@@ -1093,11 +1125,10 @@ class Handler(BaseHTTPRequestHandler):
                      "selfLink": API + "projects/%s/regions/%s" % (A.project, region)}
 
     def machine_type(self, zone, name):
-        m = MACHINE_RE.match(name)
-        if not m:
+        shape = machine_shape(name)
+        if not shape:
             return not_found("projects/%s/zones/%s/machineTypes/%s" % (A.project, zone, name))
-        cpus = int(m.group(3))
-        per = {"standard": 3840, "highmem": 6656, "highcpu": 921}.get(m.group(2), 4096)
+        cpus, per = shape[0], shape[1] // shape[0]
         return 200, {"kind": "compute#machineType", "id": str(abs(hash(name)) % 10 ** 10), "name": name,
                      "description": "%d vCPUs" % cpus, "guestCpus": cpus, "memoryMb": cpus * per,
                      "maximumPersistentDisks": 128, "maximumPersistentDisksSizeGb": "263168",
@@ -1119,36 +1150,57 @@ class Handler(BaseHTTPRequestHandler):
         regions = sorted({z.rsplit("-", 1)[0] for z in A.zones})
         where = {"us": "Americas", "europe": "EMEA", "asia": "APAC"}
         skus = []
-        for key in sorted(PRICES):
-            p = float(PRICES[key])
+        def sku(key, r, desc, group, usage, p, unit="h"):
+            sku_id = hashlib.sha1(("%s/%s/%s" % (key, r, desc)).encode()).hexdigest()[:12].upper()
+            sku_id = "-".join(sku_id[k:k + 4] for k in (0, 4, 8))
+            units = int(p)
+            skus.append({
+                "name": "services/6F81-5844-456A/skus/" + sku_id, "skuId": sku_id, "description": desc,
+                "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
+                             "resourceGroup": group, "usageType": usage},
+                "serviceRegions": [r],
+                "pricingInfo": [{"summary": "", "pricingExpression": {
+                    "usageUnit": unit, "displayQuantity": 1,
+                    "usageUnitDescription": "gibibyte hour" if unit == "GiBy.h" else "hour",
+                    "baseUnit": "By.s" if unit == "GiBy.h" else "s",
+                    "baseUnitDescription": "byte second" if unit == "GiBy.h" else "second",
+                    "baseUnitConversionFactor": 3865470566400 if unit == "GiBy.h" else 3600,
+                    "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
+                        "currencyCode": q.get("currencyCode", "USD"), "units": str(units),
+                        "nanos": int(round((p - units) * 1e9))}}]},
+                    "currencyConversionRate": 1, "effectiveTime": rfc3339(time.time())}],
+                "serviceProviderName": "Google", "geoTaxonomy": {"type": "REGIONAL", "regions": [r]}})
+
+        for key in sorted(k for k in PRICES if "/" not in k):
             for r in regions:
+                p = price(key, r)
                 place = where.get(r.split("-")[0], r)
+                fam = key.split("-")[0].upper()
                 if "+" in key:
                     m, g = key.split("+", 1)
-                    desc, group = "%s with %s Spot Preemptible VM running in %s" % (m, g, place), "GPU"
+                    sku(key, r, "%s with %s VM running in %s" % (m, g, place), "GPU", "OnDemand", 3 * p)
+                    sku(key, r, "%s with %s Spot Preemptible VM running in %s" % (m, g, place), "GPU",
+                        "Preemptible", p)
                 elif key.startswith("nvidia-"):
                     nice = " ".join(w.capitalize() if not w[-1].isdigit() else w.upper() for w in key.split("-"))
-                    desc, group = "%s GPU attached to Spot Preemptible VMs running in %s" % (nice, place), "GPU"
+                    sku(key, r, "%s GPU running in %s" % (nice, place), "GPU", "OnDemand", 3 * p)
+                    sku(key, r, "%s Virtual Workstation GPU attached to Spot Preemptible VMs running in %s" %
+                        (nice, place), "GPU", "Preemptible", 1.5 * p)
+                    sku(key, r, "%s GPU attached to Spot Preemptible VMs running in %s" % (nice, place), "GPU",
+                        "Preemptible", p)
+                elif key.endswith("-core") or key.endswith("-ram"):
+                    what, group, unit = ("Core", "CPU", "h") if key.endswith("-core") else ("Ram", "RAM", "GiBy.h")
+                    sku(key, r, "%s Predefined Instance %s running in %s" % (fam, what, place), group, "OnDemand",
+                        3 * p, unit)
+                    sku(key, r, "Spot Preemptible %s Custom Instance %s running in %s" % (fam, what, place), group,
+                        "Preemptible", 1.05 * p, unit)
+                    sku(key, r, "Spot Preemptible %s Predefined Instance %s running in %s" % (fam, what, place),
+                        group, "Preemptible", p, unit)
                 else:
-                    fam = key.split("-")[0].upper()
-                    desc = "Spot Preemptible %s Instance running in %s" % (key, place)
                     group = fam + "Standard" if "standard" in key else fam
-                sku_id = hashlib.sha1(("%s/%s" % (key, r)).encode()).hexdigest()[:12].upper()
-                sku_id = "-".join(sku_id[k:k + 4] for k in (0, 4, 8))
-                units = int(p)
-                skus.append({
-                    "name": "services/6F81-5844-456A/skus/" + sku_id, "skuId": sku_id, "description": desc,
-                    "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
-                                 "resourceGroup": group, "usageType": "Preemptible"},
-                    "serviceRegions": [r],
-                    "pricingInfo": [{"summary": "", "pricingExpression": {
-                        "usageUnit": "h", "displayQuantity": 1, "usageUnitDescription": "hour",
-                        "baseUnit": "s", "baseUnitDescription": "second", "baseUnitConversionFactor": 3600,
-                        "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
-                            "currencyCode": q.get("currencyCode", "USD"), "units": str(units),
-                            "nanos": int(round((p - units) * 1e9))}}]},
-                        "currencyConversionRate": 1, "effectiveTime": rfc3339(time.time())}],
-                    "serviceProviderName": "Google", "geoTaxonomy": {"type": "REGIONAL", "regions": [r]}})
+                    sku(key, r, "%s Instance running in %s" % (key, place), group, "OnDemand", 3 * p)
+                    sku(key, r, "Spot Preemptible %s Instance running in %s" % (key, place), group,
+                        "Preemptible", p)
         try:
             start = int(q.get("pageToken") or 0)
         except ValueError:

@@ -17,10 +17,10 @@ def live():
 
 def provider(**more):
     """The job's provider object for the fake: its project, zones, key,
-    API root, our key pair and user, the VMs' sshd port, this build's
+    API and Billing Catalog roots, our key pair and user, the VMs' sshd port, this build's
     worker, a 1 s backstop; MORE added or replacing."""
     p = {"name": "gce", "project": "p1", "credentials": os.environ["KEY"], "zones": ZONES,
-         "api_root": BASE + "/compute/v1", "identity": T + "/id",
+         "api_root": BASE + "/compute/v1", "billing_root": BASE + "/v1", "identity": T + "/id",
          "ssh_user": pwd.getpwuid(os.getuid()).pw_name, "ssh_port": 2222,
          "known_hosts": T + "/known_hosts", "worker": os.environ["WORKER"], "poll_s": 1}
     p.update(more)
