@@ -68,6 +68,15 @@ has '^ok +quota: All P Spot Instance Requests \(L-7212CCBC\) allows 8 vCPUs in u
 control quota '{"vcpus": 64}'
 ok "the Spot vCPU quota: 2 vCPUs for a 4-vCPU g4dn fails; the P quota for a p3"
 
+# 1c. EC2 at an endpoint of the job's and no quotas_endpoint: the quota is
+# not checked, rather than asked of Amazon's own Service Quotas host.
+printf '{"provider": {"name": "aws", "region": "us-east-1", "zones": ["us-east-1a"], "image": "ami-0123456789abcdef0", "endpoint": "%s"}}\n' \
+	"$BASE" >"$T/job.json"
+doctor 0
+has "^warn +quota: not checked: provider\\.endpoint sends EC2 to $BASE and no provider\\.quotas_endpoint says where Service Quotas is\$"
+! grep -q '^ok +quota' "$T/out" || fail "a quota checked without quotas_endpoint: $(cat "$T/out")"
+ok "EC2 at the job's endpoint without quotas_endpoint: the quota not checked, said so"
+
 # 2. A wrong secret: EC2's SignatureDoesNotMatch, and nothing else runs.
 doctor 1 "not-the-secret"
 has '^FAIL +credentials: key AKIA\.\.\.TEST in us-east-1: SignatureDoesNotMatch: '

@@ -137,6 +137,12 @@ static void on_reply(void *arg, const struct sd_http_response *r)
 		if (!d->quota_code) {
 			say(d, "warn", "quota", "%s: no Spot vCPU quota code known for its family; not checked", d->type);
 			d->step = ST_PRICES;
+		} else if (d->endpoint && !d->quotas_endpoint) {
+			/* EC2 elsewhere (a VPC endpoint, a fake): Amazon's own
+			 * Service Quotas host is not asked in its place. */
+			say(d, "warn", "quota", "not checked: provider.endpoint sends EC2 to %s and no "
+			    "provider.quotas_endpoint says where Service Quotas is", d->endpoint);
+			d->step = ST_PRICES;
 		} else {
 			d->step = ST_TYPE;
 		}
