@@ -811,13 +811,8 @@ static void run_to_end(struct app *a, const char *jp, int fresh_dir, int ready_f
 	}
 	if (a->cockpit)
 		sd_cockpit_destroy(a->cockpit);
-	if (start_why) {
-		/* The job's initial cluster named an offer the catalog lacks. */
-		if (!strncmp(start_why, "cluster[", 8))
-			fprintf(stderr, "spotdeck: %s: %s\n", jp, start_why);
-		else   /* a worker program that cannot be started names itself */
-			fprintf(stderr, "spotdeck: %s\n", start_why);
-	}
+	if (start_why)   /* it names the job file or the worker program */
+		fprintf(stderr, "spotdeck: %s\n", start_why);
 	if (sd_controller_fatal(a->ctl)) {
 		fprintf(stderr, "spotdeck: %s\n", sd_controller_fatal(a->ctl));
 		a->status = 1;

@@ -91,9 +91,12 @@ chmod +x "$T/noteworker"
 $SPOTDECK --headless --job "$T/cluster.json" --run-dir "$T/r3" --worker "$T/noteworker" >"$T/out" 2>"$T/err"
 rc=$?
 [ "$rc" -eq 1 ] || fail "unknown cluster offer: exit status $rc"
-grep -Eq "cluster\.json: cluster\[2\]: gce/nowhere/k80/spot: no such offer in .*gce-2019\.json" "$T/err" ||
+# The refusal names the provider, the catalog and the offers most like
+# the one asked for (same provider, GPU and kind first).
+grep -Eq "cluster\.json: cluster\[2\]: \"gce/nowhere/k80/spot\" is not an offer of the sim provider \(.*gce-2019\.json: 24 offers; the most alike: gce/[a-z0-9-]+/k80/spot, gce/[a-z0-9-]+/k80/spot, gce/[a-z0-9-]+/k80/spot\)$" "$T/err" ||
 	{ cat "$T/err"; fail "unknown cluster offer: message"; }
 ! grep -q '"type":"acquired"' "$T/out" || fail "a server was acquired before the cluster was checked"
+[ ! -s "$T/out" ] || fail "a run was journaled before the cluster was checked: $(head -c 300 "$T/out")"
 [ ! -e "$T/r3" ] || fail "a failed start left $T/r3"
 [ ! -e "$T/starts" ] || fail "a failed start started workers: $(cat "$T/starts")"
 ok "unknown cluster offer: $(cat "$T/err")"
@@ -219,7 +222,7 @@ if tmux_have; then
 	tmux_start 100 30 "env LANG=C.UTF-8 $SPOTDECK --job $T/cluster.json --run-dir $T/r5"
 	rc=$(tmux_wait_exit 20)
 	[ "$rc" = 1 ] || { cat "$T/screen" >&2; fail "cockpit, unknown cluster offer: exit status $rc"; }
-	tmux_expect "cluster[2]: gce/nowhere/k80/spot: no such offer"
+	tmux_expect "cluster[2]: \"gce/nowhere/k80/spot\" is not an offer"
 	[ "$(tmux_var '#{alternate_on}')" = 0 ] || fail "cockpit left the alternate screen on"
 	[ ! -e "$T/r5" ] || fail "the cockpit's failed start left $T/r5"
 	ok "cockpit, unknown cluster offer: the error is on the restored terminal, exit 1, no run directory"

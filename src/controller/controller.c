@@ -332,6 +332,68 @@ static int ctl_listen(struct sd_controller *c, const struct sd_controller_opts *
 	return 0;
 }
 
+/* How alike two offer ids are: the parts of PROVIDER/ZONE/GPU/KIND that
+ * are equal, and half a part for the same region (the zone but its last
+ * part). */
+static double offer_likeness(const char *a, const char *b)
+{
+	char x[160], y[160], *sx = NULL, *sy = NULL;
+	snprintf(x, sizeof x, "%s", a);
+	snprintf(y, sizeof y, "%s", b);
+	double score = 0;
+	char *px = strtok_r(x, "/", &sx), *py = strtok_r(y, "/", &sy);
+	for (int part = 0; px && py; part++) {
+		if (!strcasecmp(px, py)) {
+			score += 1;
+		} else if (part == 1) {
+			char *dx = strrchr(px, '-'), *dy = strrchr(py, '-');
+			if (dx && dy && dx - px == dy - py && !strncmp(px, py, (size_t)(dx - px)))
+				score += 0.5;
+		}
+		px = strtok_r(NULL, "/", &sx);
+		py = strtok_r(NULL, "/", &sy);
+	}
+	return score;
+}
+
+/* Every offer the cluster names must exist before the run starts, so a
+ * typo costs no server, no process and no run_start.  The error names
+ * the provider and the offers most like the one asked for. */
+static int check_cluster(struct sd_controller *c, char **why)
+{
+	const struct sd_catalog *cat = sd_fleet_catalog(c->fleet);
+	for (int i = 0; i < c->job.ncluster; i++) {
+		const char *want = c->job.cluster[i];
+		if (!strcmp(want, "local") || (cat && sd_catalog_find(cat, want)))
+			continue;
+		const char *file = c->opts.job_file ? c->opts.job_file : "job";
+		if (!cat)
+			return sd_why(why, "%s: cluster[%d]: \"%s\": no market catalog loaded (\"local\" is the only "
+			              "entry without one)", file, i, want);
+		/* The three most alike, best first (the catalog's order on ties). */
+		int best[3] = {-1, -1, -1};
+		for (int k = 0; k < cat->noffers; k++) {
+			double sk = offer_likeness(want, cat->offers[k].id);
+			for (int j = 0; j < 3; j++) {
+				if (best[j] < 0 || sk > offer_likeness(want, cat->offers[best[j]].id)) {
+					memmove(best + j + 1, best + j, (size_t)(2 - j) * sizeof best[0]);
+					best[j] = k;
+					break;
+				}
+			}
+		}
+		char near[400] = "";
+		for (int j = 0; j < 3 && best[j] >= 0; j++) {
+			size_t n = strlen(near);
+			snprintf(near + n, sizeof near - n, "%s%s", j ? ", " : "", cat->offers[best[j]].id);
+		}
+		const char *prov = sd_fleet_provider_name(c->fleet);
+		return sd_why(why, "%s: cluster[%d]: \"%s\" is not an offer of the %s provider (%s: %d offers; "
+		              "the most alike: %s)", file, i, want, prov ? prov : "?", cat->file, cat->noffers, near);
+	}
+	return 0;
+}
+
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why)
 {
@@ -367,7 +429,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	uv_timer_init(loop, &c->live_timer);
 	c->live_timer.data = c;
 	c->handles_open = 4;
-	if (create_fleet(c, opts, why) < 0)
+	if (create_fleet(c, opts, why) < 0 || check_cluster(c, why) < 0)
 		goto fail;
 	if (opts->resume)
 		ctl_find_latest_checkpoint(c);
@@ -410,14 +472,6 @@ fail:
 int sd_controller_start(struct sd_controller *c, char **why)
 {
 	char id[16];
-	/* Every offer the cluster names must exist before anything starts, so a
-	 * typo costs no server and no process. */
-	const struct sd_catalog *cat = sd_fleet_catalog(c->fleet);
-	for (int i = 0; i < c->job.ncluster; i++)
-		if (strcmp(c->job.cluster[i], "local") && (!cat || !sd_catalog_find(cat, c->job.cluster[i])))
-			return sd_why(why, cat ? "cluster[%d]: %s: no such offer in %s"
-			                       : "cluster[%d]: %s: no market catalog loaded%s",
-			              i, c->job.cluster[i], cat ? cat->file : "");
 	char *e = NULL;
 	if (c->job.workers > 0 && sd_fleet_local_possible(c->fleet, &e) < 0) {
 		sd_why(why, "job: workers: %d: %s: set \"workers\": 0 (the cluster's hosts train)", c->job.workers, e);

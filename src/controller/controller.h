@@ -112,7 +112,11 @@ struct sd_run_status {
 /* Creates the controller on loop: writes run_dir/job.json and the token
  * (run_dir/token, mode 0600), opens the journal, listens on opts->listen_addr
  * (127.0.0.1 by default) on opts->listen_port (0: an ephemeral port).  With opts->resume the job comes from run_dir/job.json and
- * the latest valid checkpoint there is used when workers arrive.  Returns 0 or
+ * the latest valid checkpoint there is used when workers arrive.  Every
+ * offer of job->cluster must be in the provider's catalog: one that is not
+ * fails the create before run_start, with "JOBFILE: cluster[I]: \"OFFER\"
+ * is not an offer of the P provider (CATALOG: N offers; the most alike:
+ * ...)".  Returns 0 or
  * -1 with *why (names the file or the failing call).  After a failure, the
  * handles it opened on loop are closing: run the loop until it is empty
  * before closing it (their last close callback frees the memory). */
@@ -120,8 +124,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
                          const struct sd_controller_opts *opts, char **why);
 
 /* Starts the job's initial local workers (job->workers) and its cluster
- * (job->cluster).  Returns 0, or -1 with *why "cluster[I]: OFFER: ..." when
- * the catalog has no such offer (a stockout is journaled and skipped). */
+ * (job->cluster; a stockout is journaled and skipped).  Returns 0, or -1
+ * with *why when local workers cannot run here or one cannot be started. */
 int sd_controller_start(struct sd_controller *c, char **why);
 
 /* Runs one command line ("add", "drop s3", "checkpoint", "pause", "resume",
