@@ -77,6 +77,12 @@ ok("%s: notice from its IMDS, left at a step boundary, revoked once DescribeInst
    "Server.SpotInstanceTermination" % victim)
 
 # A replacement in the same AZ: it has run out.
+# The run pauses while its replacement is found and boots (as an operator
+# would): two epochs on two workers can end before a VM boots on a loaded
+# machine, and then nothing is left for the replacement to join.
+m = r.mark()
+r.command("pause")
+r.wait_since(m, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 control("/_control/capacity", {"az": "us-east-1a", "count": 1, "code": "InsufficientInstanceCapacity"})
 m = r.mark()
 r.command("add " + A)
@@ -91,6 +97,9 @@ if "us-east-1a is blocked" not in er.get("error", ""):
 m = r.mark()
 r.command("add " + C)
 new = r.wait_since(m, lambda e: e.get("type") == "acquired" and e.get("offer") == C, "a server in us-east-1c")
+r.wait_since(m, lambda e: e.get("type") == "worker_ready" and e.get("server") == new["server"],
+             new["server"] + "'s worker ready")
+r.command("resume")
 r.wait_since(m, lambda e: e.get("type") == "generation" and any(x["server"] == new["server"] for x in e["members"]),
              new["server"] + " trains")
 ices = [q for q in control("/_control/log")["requests"] if q["action"] == "RunInstances" and q["code"] == "InsufficientInstanceCapacity"]

@@ -92,6 +92,12 @@ ok("%s: notice (%s), left at a step boundary, revoked once GCE's list and preemp
    (victim, nt.get("source", nt.get("reason", "?"))))
 
 # A replacement in the same zone: the zone has run out.
+# The run pauses while its replacement is found and boots (as an operator
+# would): two epochs on two workers can end before a VM boots on a loaded
+# machine, and then nothing is left for the replacement to join.
+m = r.mark()
+r.command("pause")
+r.wait_since(m, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 control("/_control/stockout", {"zone": "us-central1-a", "count": 1})
 m = r.mark()
 r.command("add " + A)
@@ -106,6 +112,9 @@ if "zone us-central1-a is blocked" not in er.get("error", ""):
 m = r.mark()
 r.command("add " + E)
 new = r.wait_since(m, lambda e: e.get("type") == "acquired" and e.get("offer") == E, "a server in europe-west4-a")
+r.wait_since(m, lambda e: e.get("type") == "worker_ready" and e.get("server") == new["server"],
+             new["server"] + "'s worker ready")
+r.command("resume")
 r.wait_since(m, lambda e: e.get("type") == "generation" and any(x["server"] == new["server"] for x in e["members"]),
              new["server"] + " trains")
 ok("us-central1-a ran out (%s); asked again it was refused at once; %s in europe-west4-a joined" %
