@@ -19,10 +19,23 @@ from aws_run import T, control, live, provider
 A, B = "aws/us-east-1a/t4/spot", "aws/us-east-1b/t4/spot"
 # Long enough (60 epochs) that the run cannot end on its own during the test.
 j = job(workers=0, cluster=[A, B], epochs=60)
-j["provider"] = provider()
+j["provider"] = provider(price_poll_s=1)
 
 r = Run(j)
 r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
+# Spot prices: each AZ's at start, then asked again every price_poll_s; a
+# change at EC2 is journaled with the price it replaces.
+start = {o: r.wait_since(0, lambda e: e.get("type") == "price" and e.get("offer") == o, "the price of " + o)
+         for o in (A, B)}
+if (start[A]["usd_per_hour"], start[B]["usd_per_hour"]) != (0.2104, 0.1987) or "was" in start[A]:
+    fail("prices at start %s; expected us-east-1a 0.2104, us-east-1b 0.1987 (ec2-vms.sh)" % list(start.values()))
+m, asked = r.mark(), time.time()
+control("/_control/price", {"type": "g4dn.xlarge", "az": "us-east-1a", "usd_per_hour": 0.25})
+ch = r.wait_since(m, lambda e: e.get("type") == "price", "the new price of us-east-1a", timeout=20)
+if ch["offer"] != A or ch["usd_per_hour"] != 0.25 or ch.get("was") != 0.2104:
+    fail("price event %s; expected %s at 0.25, was 0.2104" % (ch, A))
+ok("Spot prices at start (us-east-1a $%.4f, us-east-1b $%.4f), and a change at EC2 journaled %.1f s later: %s" %
+   (start[A]["usd_per_hour"], start[B]["usd_per_hour"], ch["time"] - asked, ch))
 first = live()
 if len(first) != 2:
     fail("2 instances expected while 2 servers train, the fake has %s" % first)

@@ -69,20 +69,24 @@ ok("3 Spot instances run the workers, each in its own instance's ssh session at 
 victim = sorted(s for s in acq if acq[s]["offer"] == A)[0]
 vid = by_server[victim]["id"]
 m = r.mark()
-control("/_control/interrupt", {"id": vid, "notice_s": 4})
+# The notice: short here; SD_REAL_NOTICE=1 (make soak) gives the EC2
+# documents, 120 s.
+NOTICE_S = 120 if os.environ.get("SD_REAL_NOTICE") == "1" else 4
+control("/_control/interrupt", {"id": vid, "notice_s": NOTICE_S})
 nt = r.wait_since(m, lambda e: e.get("type") == "notice" and e.get("server") == victim, "the notice of " + victim)
 r.wait_since(m, lambda e: e.get("type") == "worker_left" and e.get("server") == victim, victim + " leaves")
+# The run pauses from here until the replacement's worker is ready (as an
+# operator would): two epochs on two workers can end within the notice, or
+# before a VM boots on a loaded machine, and then nothing is left for the
+# replacement to join.
+mp = r.mark()
+r.command("pause")
+r.wait_since(mp, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 r.wait_since(m, lambda e: e.get("type") == "revoked" and e.get("server") == victim, victim + " revoked")
 ok("%s: notice from its IMDS, left at a step boundary, revoked once DescribeInstances said "
    "Server.SpotInstanceTermination" % victim)
 
 # A replacement in the same AZ: it has run out.
-# The run pauses while its replacement is found and boots (as an operator
-# would): two epochs on two workers can end before a VM boots on a loaded
-# machine, and then nothing is left for the replacement to join.
-m = r.mark()
-r.command("pause")
-r.wait_since(m, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 control("/_control/capacity", {"az": "us-east-1a", "count": 1, "code": "InsufficientInstanceCapacity"})
 m = r.mark()
 r.command("add " + A)

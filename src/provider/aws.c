@@ -104,6 +104,9 @@ struct sd_provider {
 	char *region, *endpoint, *profile, *instance_type, *image, *ssh_user, *identity, *worker, *max_price;
 	int ssh_port;
 	double poll_s, boot_poll_s, boot_timeout_s, block_s, quoted_usd;
+	double price_poll_s;           /* DescribeSpotPriceHistory again after this long */
+	double prices_asked_at;        /* wall clock of the last ask, 0: never */
+	int prices_pending;
 	char *zones[AWS_MAX_ZONES];
 	int nzones;
 	double zone_blocked_until[AWS_MAX_ZONES];
@@ -150,7 +153,7 @@ static const char *type_gpu(const char *type)
 static const char *const setting_keys[] = {
 	"region", "zones", "instance_type", "image", "endpoint", "profile", "quotas_endpoint", "ssh_user",
 	"identity", "worker", "ssh_port", "poll_s", "boot_poll_s", "boot_timeout_s", "block_s", "usd_per_hour",
-	"max_price", "gpu_count", "orphans",
+	"max_price", "gpu_count", "orphans", "price_poll_s",
 	/* the transport's (ssh.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
@@ -223,6 +226,7 @@ static int aws_check(const cJSON *s, const char *file, char **why)
 			              file, v);
 	}
 	if (sd_setting_check_num(s, "gpu_count", 1, 16, 1, file, why) < 0 ||
+	    sd_setting_check_num(s, "price_poll_s", 1, 86400, 0, file, why) < 0 ||
 	    sd_setting_check_num(s, "boot_poll_s", 0.1, 60, 0, file, why) < 0)
 		return -1;
 	return sd_cloud_check_vm_settings(s, file, why);
@@ -519,10 +523,17 @@ static void on_listed(void *arg, int n, const char *error)
 	}
 }
 
+static void ask_prices(struct sd_provider *p);
+
 static void on_backstop(uv_timer_t *t)
 {
 	struct sd_provider *p = t->data;
-	if (p->closing || p->listing)
+	if (p->closing)
+		return;
+	/* Spot prices move: asked again every price_poll_s. */
+	if (isnan(p->quoted_usd) && !p->prices_pending && wall_now() - p->prices_asked_at >= p->price_poll_s)
+		ask_prices(p);
+	if (p->listing)
 		return;
 	int any = 0;
 	for (struct aws_server *s = p->servers; s; s = s->next) {
@@ -604,24 +615,51 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 	char err[256];
 	if (r->cancelled || p->closing)
 		return;
-	struct sd_ec2_spot_price sp[AWS_MAX_ZONES * 4];
+	p->prices_pending = 0;
+	struct sd_ec2_spot_price sp[AWS_MAX_ZONES * 8];
 	int n = r->status == 200 ? sd_ec2_spot_prices_parse(r->body, r->body_len, sp, (int)(sizeof sp / sizeof sp[0]),
 	                                                     NULL, 0, err, sizeof err)
 	                         : -1;
 	if (n < 0) {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "provider", "aws");
-		cJSON_AddStringToObject(ev, "reason", "no Spot prices: servers are not priced");
+		int any = 0;
+		for (int zi = 0; zi < p->nzones; zi++)
+			any |= !isnan(p->cc.prices[zi]);
+		cJSON_AddStringToObject(ev, "reason", any ? "the Spot prices were not refreshed: the last ones stay"
+		                                          : "no Spot prices: servers are not priced");
 		cJSON_AddStringToObject(ev, "error", r->status == 200 ? err : r->status ? "HTTP error" : r->error);
 		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
 		return;
 	}
+	/* Each AZ's price now: its newest item (EC2 lists the price in effect
+	 * at StartTime and every change since; ISO 8601 stamps in one form
+	 * order as text). */
+	int newest[AWS_MAX_ZONES];
+	for (int zi = 0; zi < AWS_MAX_ZONES; zi++)
+		newest[zi] = -1;
 	for (int k = 0; k < n; k++) {
 		int zi = zone_index(p, sp[k].az);
-		if (zi >= 0 && !strcmp(sp[k].type, p->instance_type) && sp[k].usd_per_hour > 0) {
-			p->cc.prices[zi] = sp[k].usd_per_hour;
-			p->cc.offers[zi].usd_per_hour = sp[k].usd_per_hour;
-		}
+		if (zi >= 0 && !strcmp(sp[k].type, p->instance_type) && sp[k].usd_per_hour > 0 &&
+		    (newest[zi] < 0 || strcmp(sp[k].timestamp, sp[newest[zi]].timestamp) > 0))
+			newest[zi] = k;
+	}
+	for (int zi = 0; zi < p->nzones; zi++) {
+		if (newest[zi] < 0)
+			continue;
+		double was = p->cc.prices[zi], now = sp[newest[zi]].usd_per_hour;
+		if (was == now)
+			continue;
+		p->cc.prices[zi] = now;
+		p->cc.offers[zi].usd_per_hour = now;
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "offer", p->cc.offers[zi].id);
+		cJSON_AddNumberToObject(ev, "usd_per_hour", now);
+		if (!isnan(was))
+			cJSON_AddNumberToObject(ev, "was", was);
+		cJSON_AddStringToObject(ev, "since", sp[newest[zi]].timestamp);
+		cJSON_AddStringToObject(ev, "source", "DescribeSpotPriceHistory, Linux/UNIX");
+		sd_fleet_journal(p->fleet, SD_EV_PRICE, ev);
 	}
 }
 
@@ -633,8 +671,11 @@ static void ask_prices(struct sd_provider *p)
 	struct sd_sigv4_pair prm[] = {
 		{"InstanceType.1", p->instance_type}, {"ProductDescription.1", "Linux/UNIX"}, {"StartTime", now},
 	};
+	p->prices_asked_at = wall_now();
 	if (sd_aws_call(p->aws, "DescribeSpotPriceHistory", prm, 3, 1, on_prices, p, err, sizeof err) < 0)
 		snprintf(p->price_source, sizeof p->price_source, "unknown: %.140s", err);
+	else
+		p->prices_pending = 1;
 }
 
 /* The instance type's GPUs as EC2 states them (DescribeInstanceTypes:
@@ -665,7 +706,8 @@ static void build_catalog(struct sd_provider *p)
 {
 	snprintf(p->gpu, sizeof p->gpu, "%s", type_gpu(p->instance_type));
 	if (isnan(p->quoted_usd))
-		snprintf(p->price_source, sizeof p->price_source, "aws: DescribeSpotPriceHistory, Linux/UNIX, at start");
+		snprintf(p->price_source, sizeof p->price_source, "aws: DescribeSpotPriceHistory, Linux/UNIX, at start "
+		         "and every provider.price_poll_s");
 	else
 		snprintf(p->price_source, sizeof p->price_source, "quoted: the job's provider.usd_per_hour");
 	struct sd_cloud_offer_spec spec = {
@@ -718,6 +760,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->poll_s = sd_setting_num(s, "poll_s", 20);
 	p->boot_poll_s = sd_setting_num(s, "boot_poll_s", 2);
 	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
+	p->price_poll_s = sd_setting_num(s, "price_poll_s", 300);
 	p->block_s = sd_setting_num(s, "block_s", 600);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
 	const cJSON *z;

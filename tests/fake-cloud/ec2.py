@@ -111,9 +111,10 @@ Actions:
         product-description), MaxResults (1..1000), NextToken ->
         spotPriceHistorySet/item{instanceType, productDescription,
         spotPrice "%.6f", timestamp, availabilityZone} for every --prices
-        entry in an AZ of the request's region.  The fake's prices never
-        change: one item per (type, AZ), timestamped when the fake started
-        (the price in effect at StartTime, as AWS also returns).
+        entry in an AZ of the request's region: per (type, AZ) the price in
+        effect at StartTime and every change after it up to EndTime, newest
+        first, as AWS returns them.  A price is in effect from when the fake
+        started, or from its /_control/price.
   DescribeAvailabilityZones  ZoneName.N (not of the region:
         InvalidParameterValue), Filter.N (zone-name, region-name, state,
         zone-type) -> availabilityZoneInfo/item{zoneName, zoneState
@@ -213,6 +214,8 @@ Control (no auth, not logged; JSON bodies):
   POST /_control/capacity {"az": AZ, "type": T (optional), "count": N,
        "code": "InsufficientInstanceCapacity"}  next N RunInstances there fail
   POST /_control/quota     {"vcpus": N}
+  POST /_control/price     {"type": T, "az": AZ, "usd_per_hour": P}: the
+                           Spot price changes now (history and new launches)
   POST /_control/interrupt {"id": I, "notice_s": 120}
   POST /_control/rebalance {"id": I}
   POST /_control/crash     {"id": I}
@@ -274,6 +277,7 @@ S = {
 }
 A = None
 PRICES = {}
+HISTORY = {}   # (type, az) -> [(time, usd_per_hour)], oldest first, once /_control/price changed it
 STARTED = time.time()
 
 
@@ -834,10 +838,8 @@ def describe_spot_price_history(region, params):
     for k in ("StartTime", "EndTime"):
         if k in params:
             parse_time(params[k], k)
-    if "EndTime" in params and parse_time(params["EndTime"], "EndTime") < STARTED:
-        stamp_ok = False
-    else:
-        stamp_ok = True
+    start = parse_time(params["StartTime"], "StartTime") if "StartTime" in params else None
+    end = parse_time(params["EndTime"], "EndTime") if "EndTime" in params else None
     fl = filters(params)
     getters = {"instance-type": lambda it: it[0], "availability-zone": lambda it: it[1],
                "product-description": lambda it: "Linux/UNIX"}
@@ -854,12 +856,15 @@ def describe_spot_price_history(region, params):
             if not all(any(fnmatch.fnmatchcase(getters[n]((t, az)), v) for v in vals)
                        for n, vals in fl if n in getters):
                 continue
-            if stamp_ok:
-                rows.append((t, az, float(PRICES[t][az])))
+            hist = HISTORY.get((t, az)) or [(STARTED, float(PRICES[t][az]))]
+            keep = [h for h in hist if (end is None or h[0] <= end) and (start is None or h[0] > start)]
+            before = [h for h in hist if start is not None and h[0] <= start and (end is None or h[0] <= end)]
+            for stamp, price in sorted(keep + before[-1:], reverse=True):
+                rows.append((t, az, price, stamp))
     chunk, nxt = paging(rows, params, 1, 1000)
     items = "".join("<item>%s%s%s%s%s</item>" % (x("instanceType", t), x("productDescription", "Linux/UNIX"),
-                                                 x("spotPrice", "%.6f" % p), x("timestamp", iso(int(STARTED))),
-                                                 x("availabilityZone", az)) for t, az, p in chunk)
+                                                 x("spotPrice", "%.6f" % p), x("timestamp", iso(int(stamp))),
+                                                 x("availabilityZone", az)) for t, az, p, stamp in chunk)
     body = "<spotPriceHistorySet>%s</spotPriceHistorySet>" % items
     body += x("nextToken", nxt or "")
     return body
@@ -1044,6 +1049,15 @@ class Handler(BaseHTTPRequestHandler):
                     return 400, {"error": "unknown az %s" % c["az"]}
                 S["capacity"].append({"az": c["az"], "type": c.get("type"), "count": int(c.get("count", 1)),
                                       "code": c.get("code", "InsufficientInstanceCapacity")})
+                return 200, {"ok": True}
+            if p == "/_control/price":
+                t, az, usd = c["type"], c["az"], float(c["usd_per_hour"])
+                if az not in A.azs or not usd > 0:
+                    return 400, {"error": "unknown az %s or a price not > 0" % az}
+                old = PRICES.setdefault(t, {}).get(az)
+                hist = HISTORY.setdefault((t, az), [(STARTED, float(old))] if old is not None else [])
+                hist.append((time.time(), usd))
+                PRICES[t][az] = usd
                 return 200, {"ok": True}
             if p == "/_control/quota":
                 A.quota_vcpus = int(c["vcpus"])
