@@ -83,8 +83,8 @@ mp = r.mark()
 r.command("pause")
 r.wait_since(mp, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 r.wait_since(m, lambda e: e.get("type") == "revoked" and e.get("server") == victim, victim + " revoked")
-ok("%s: notice from its IMDS, left at a step boundary, revoked once DescribeInstances said "
-   "Server.SpotInstanceTermination" % victim)
+ok("%s: a %g s notice from its IMDS, left at a step boundary, revoked once DescribeInstances said "
+   "Server.SpotInstanceTermination" % (victim, NOTICE_S))
 
 # A replacement in the same AZ: it has run out.
 control("/_control/capacity", {"az": "us-east-1a", "count": 1, "code": "InsufficientInstanceCapacity"})

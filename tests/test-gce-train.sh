@@ -98,8 +98,8 @@ mp = r.mark()
 r.command("pause")
 r.wait_since(mp, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 rv = r.wait_since(m, lambda e: e.get("type") == "revoked" and e.get("server") == victim, victim + " revoked")
-ok("%s: notice (%s), left at a step boundary, revoked once GCE's list and preempted operation said so" %
-   (victim, nt.get("source", nt.get("reason", "?"))))
+ok("%s: a %g s notice (%s), left at a step boundary, revoked once GCE's list and preempted operation said so" %
+   (victim, NOTICE_S, nt.get("source", nt.get("reason", "?"))))
 
 # A replacement in the same zone: the zone has run out.
 control("/_control/stockout", {"zone": "us-central1-a", "count": 1})
