@@ -29,7 +29,12 @@ from cloud_run import on_vms
 train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
              data_dir=fashion_subset(T, 12000))
 A, B, C = ("aws/us-east-1%s/t4/spot" % z for z in "abc")
-j = job(workers=0, cluster=[A, A, B], notice="aws", **train)
+# SD_REAL_NOTICE=1 (make soak): 4 servers and a 2-minute notice, as issue 13
+# asks; 3 and 4 s here, to keep make check short.
+REAL = os.environ.get("SD_REAL_NOTICE") == "1"
+CL = [A, A, B] + ([C] if REAL else [])
+N = len(CL)
+j = job(workers=0, cluster=CL, notice="aws", **train)
 j["provider"] = provider()
 
 # The first RunInstances is made and its answer lost (a 503 after the
@@ -37,19 +42,19 @@ j["provider"] = provider()
 control("/_control/fail", {"action": "RunInstances", "status": 503, "code": "ServiceUnavailable", "count": 1,
                            "after": True})
 r = Run(j)
-g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "a generation of 3 on EC2 instances")
+g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == N, "a generation of %d on EC2 instances" % N)
 acq = {e["server"]: e for e in r.events if e.get("type") == "acquired"}
-if sorted(e["offer"] for e in acq.values()) != sorted([A, A, B]):
-    fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], [A, A, B]))
+if sorted(e["offer"] for e in acq.values()) != sorted(CL):
+    fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], CL))
 insts = {i["id"]: i for i in control("/_control/state")["instances"]}
 runs = [q for q in control("/_control/log")["requests"] if q["action"] == "RunInstances"]
 per_token = {}
 for q in runs:
     per_token.setdefault(q["client_token"], []).append(q["status"])
-if sorted(per_token.values()) != [[200], [200], [503, 200]] or None in per_token or len(insts) != 3:
+if sorted(per_token.values()) != [[200]] * (N - 1) + [[503, 200]] or None in per_token or len(insts) != N:
     fail("a RunInstances whose answer was lost: requests %s, %d instances; expected 503 then 200 with one "
-         "ClientToken, 3 tokens, 3 instances" % ([(q["status"], q["client_token"]) for q in runs], len(insts)))
-ok("a RunInstances answered 503 after the fact: sent again with its ClientToken, 3 instances for 3 servers")
+         "ClientToken, %d tokens, %d instances" % ([(q["status"], q["client_token"]) for q in runs], len(insts), N, N))
+ok("a RunInstances answered 503 after the fact: sent again with its ClientToken, %d instances for %d servers" % (N, N))
 
 workers = {vm: [c for _, exe, c in ps if os.path.basename(exe) == "spotdeck-worker"] for vm, ps in on_vms(set(insts)).items()}
 by_server = {}
@@ -62,8 +67,8 @@ for i in insts.values():
              % (i["id"], name, i["state"], i["tags"], workers.get(i["id"]), i["private_ip"]))
 if sorted(by_server) != sorted(acq):
     fail("instances named for %s; servers %s" % (sorted(by_server), sorted(acq)))
-ok("3 Spot instances run the workers, each in its own instance's ssh session at its address: %s" %
-   ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items())))
+ok("%d Spot instances run the workers, each in its own instance's ssh session at its address: %s" %
+   (N, ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items()))))
 
 # Interrupt the instance of the first server in us-east-1a, 4 s notice.
 victim = sorted(s for s in acq if acq[s]["offer"] == A)[0]
@@ -71,7 +76,7 @@ vid = by_server[victim]["id"]
 m = r.mark()
 # The notice: short here; SD_REAL_NOTICE=1 (make soak) gives the EC2
 # documents, 120 s.
-NOTICE_S = 120 if os.environ.get("SD_REAL_NOTICE") == "1" else 4
+NOTICE_S = 120 if REAL else 4
 control("/_control/interrupt", {"id": vid, "notice_s": NOTICE_S})
 nt = r.wait_since(m, lambda e: e.get("type") == "notice" and e.get("server") == victim, "the notice of " + victim)
 r.wait_since(m, lambda e: e.get("type") == "worker_left" and e.get("server") == victim, victim + " leaves")

@@ -27,7 +27,12 @@ train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, co
              data_dir=fashion_subset(T, 12000))
 
 A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-west4-a/t4/spot"
-j = job(workers=0, cluster=[A, A, B], notice="gce", **train)
+# SD_REAL_NOTICE=1 (make soak): 4 servers and a 30 s notice, as issue 13
+# asks; 3 and 3 s here, to keep make check short.
+REAL = os.environ.get("SD_REAL_NOTICE") == "1"
+CL = [A, A, B] + ([E] if REAL else [])
+N = len(CL)
+j = job(workers=0, cluster=CL, notice="gce", **train)
 # No price quoted: the provider reads the fake's Billing Catalog.
 j["provider"] = provider(boot_timeout_s=60)
 
@@ -36,10 +41,10 @@ j["provider"] = provider(boot_timeout_s=60)
 control("/_control/fail", {"prefix": "/compute/v1/projects/p1/zones/us-central1-b/instances", "status": 503,
                            "count": 2, "after": True})
 r = Run(j)
-g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "a generation of 3 on GCE VMs")
+g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == N, "a generation of %d on GCE VMs" % N)
 acq = {e["server"]: e for e in r.events if e.get("type") == "acquired"}
-if sorted(e["offer"] for e in acq.values()) != sorted([A, A, B]):
-    fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], [A, A, B]))
+if sorted(e["offer"] for e in acq.values()) != sorted(CL):
+    fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], CL))
 vms = {i["name"]: i for i in control("/_control/state")["instances"]}
 # Each worker runs in its VM's ssh session: its environment (from the VM's
 # sshd) names the VM, and its collective address is the VM's own.  Only
@@ -77,8 +82,8 @@ if sorted(pe) != sorted(want) or any(abs(pe[o]["usd_per_hour"] - want[o]) > 1e-9
     fail("price events %s; expected %s from the Billing Catalog" % (list(pe.values()), want))
 ok("each zone priced from the Billing Catalog: %s (%s)" % (", ".join("%s $%.5f/h" % (o.split("/")[1],
    pe[o]["usd_per_hour"]) for o in sorted(pe)), pe[A]["sum"]))
-ok("3 Spot VMs run the workers, each in its own VM's ssh session at its address: %s" %
-   ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items())))
+ok("%d Spot VMs run the workers, each in its own VM's ssh session at its address: %s" %
+   (N, ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items()))))
 
 # Preempt the VM of the first server in us-central1-a, 3 s notice.
 victim = sorted(s for s in acq if acq[s]["offer"] == A)[0]
@@ -86,7 +91,7 @@ vname = [n for n in vms if n.endswith("-" + victim)][0]
 m = r.mark()
 # The notice: short here; SD_REAL_NOTICE=1 (make soak) gives the GCE
 # documents, 30 s.
-NOTICE_S = 30 if os.environ.get("SD_REAL_NOTICE") == "1" else 3
+NOTICE_S = 30 if REAL else 3
 control("/_control/preempt", {"name": vname, "notice_s": NOTICE_S})
 nt = r.wait_since(m, lambda e: e.get("type") == "notice" and e.get("server") == victim, "the notice of " + victim)
 lv = r.wait_since(m, lambda e: e.get("type") == "worker_left" and e.get("server") == victim, victim + " leaves")
