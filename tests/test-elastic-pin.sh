@@ -3,7 +3,8 @@
 # worker's --cpu-slot): with pin_workers 1 and as many CPUs as workers, each
 # of 2 one-thread workers is allowed exactly one CPU and not the other's,
 # and so are the threads it started (OpenMP's, the all-reduce's, Gloo's);
-# with pin_workers 0 they keep the controller's whole set.  SKIP when this
+# with pin_workers 0 they keep the controller's whole set; 4 workers under a
+# controller that may use 2 CPUs go two to a CPU.  SKIP when this
 # process may use fewer than 2 CPUs.
 exec python3 - <<'PY'
 import sys, os
@@ -67,4 +68,23 @@ for pin in (1, 0):
            % (sorted(sets["s1"]), sorted(sets["s2"])))
     else:
         ok("pin_workers 0: every thread of both workers may use CPUs %s" % allowed)
+
+# More local workers than CPUs: 4 one-thread workers under a controller
+# that may use 2 CPUs go round the slots, two on each CPU, rather than two
+# pinned and two free to crowd them.
+two_cpus = allowed[:2]
+os.sched_setaffinity(0, two_cpus)   # inherited by the controller and its workers
+r = Run(job(model="mlp", epochs=1, log_every=1), workers=4)
+four = r.wait(lambda e: e.get("type") == "step" and e.get("world_size") == 4, "a step of 4 workers")
+r.wait(lambda e: e.get("type") == "step" and e["step"] >= four["step"] + 2, "two more steps")
+pids = r.pids()
+mains = {s: frozenset(os.sched_getaffinity(p)) for s, p in pids.items()}
+r.command("quit")
+r.finish()
+os.sched_setaffinity(0, allowed)
+per_cpu = {c: sorted(s for s, m in mains.items() if m == frozenset([c])) for c in two_cpus}
+if len(mains) != 4 or any(len(v) != 2 for v in per_cpu.values()):
+    fail("4 workers on 2 CPUs: main threads on %s; expected two on each of CPUs %s" %
+         ({s: sorted(m) for s, m in mains.items()}, two_cpus))
+ok("4 workers on 2 CPUs: %s" % ", ".join("CPU %d: %s" % (c, " ".join(v)) for c, v in per_cpu.items()))
 PY

@@ -1084,12 +1084,16 @@ static void pin_to_slot(const char *server_id, int slot, int threads)
 	cpu_set_t allowed, mine;
 	if (sched_getaffinity(0, sizeof allowed, &allowed) < 0)
 		return;
-	int n = CPU_COUNT(&allowed), first = slot * threads, k = 0;
-	if (first + threads > n) {
-		fprintf(stderr, "spotdeck-worker: %s: CPUs not pinned: slot %d of %d threads needs %d CPUs, "
-		        "%d allowed\n", server_id, slot, threads, first + threads, n);
+	int n = CPU_COUNT(&allowed), groups = n / threads, k = 0;
+	if (groups < 1) {
+		fprintf(stderr, "spotdeck-worker: %s: CPUs not pinned: %d threads, %d CPUs allowed\n", server_id,
+		        threads, n);
 		return;
 	}
+	/* More local workers than groups of CPUs: slot k shares group k mod
+	 * groups, so every CPU serves as many workers (pinning some and
+	 * leaving the rest free would let the free ones crowd the pinned). */
+	int group = slot % groups, first = group * threads;
 	CPU_ZERO(&mine);
 	char list[256] = "";
 	size_t len = 0;
@@ -1105,7 +1109,8 @@ static void pin_to_slot(const char *server_id, int slot, int threads)
 	if (sched_setaffinity(0, sizeof mine, &mine) < 0)
 		fprintf(stderr, "spotdeck-worker: %s: CPUs not pinned: %s\n", server_id, strerror(errno));
 	else
-		fprintf(stderr, "spotdeck-worker: %s: on CPU(s) %s (slot %d)\n", server_id, list, slot);
+		fprintf(stderr, "spotdeck-worker: %s: on CPU(s) %s (slot %d%s)\n", server_id, list, slot,
+		        group != slot ? ", shared: more local workers than CPUs" : "");
 }
 
 /* Connects, says hello, loads the welcome's job into a trainer and tells
