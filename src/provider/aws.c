@@ -599,12 +599,8 @@ static void on_reconciled(void *arg, int n, const char *error)
 	(void)n;
 	if (p->closing || !error)
 		return;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "aws");
-	cJSON_AddStringToObject(ev, "reason", "the run's instances could not be listed at start: orphans of an "
-	                        "earlier controller, if any, are left");
-	cJSON_AddStringToObject(ev, "error", error);
-	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+	sd_cloud_journal_error(p->fleet, "aws", "the run's instances could not be listed at start: orphans of "
+	                       "an earlier controller, if any, are left", error);
 }
 
 /* ---- prices ---- */
@@ -621,15 +617,12 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 	                                                     NULL, 0, err, sizeof err)
 	                         : -1;
 	if (n < 0) {
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "provider", "aws");
 		int any = 0;
 		for (int zi = 0; zi < p->nzones; zi++)
 			any |= !isnan(p->cc.prices[zi]);
-		cJSON_AddStringToObject(ev, "reason", any ? "the Spot prices were not refreshed: the last ones stay"
-		                                          : "no Spot prices: servers are not priced");
-		cJSON_AddStringToObject(ev, "error", r->status == 200 ? err : r->status ? "HTTP error" : r->error);
-		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+		sd_cloud_journal_error(p->fleet, "aws", any ? "the Spot prices were not refreshed: the last ones stay"
+		                                            : "no Spot prices: servers are not priced",
+		                       r->status == 200 ? err : r->status ? "HTTP error" : r->error);
 		return;
 	}
 	/* Each AZ's price now: its newest item (EC2 lists the price in effect
@@ -650,16 +643,12 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 		double was = p->cc.prices[zi], now = sp[newest[zi]].usd_per_hour;
 		if (was == now)
 			continue;
-		p->cc.prices[zi] = now;
-		p->cc.offers[zi].usd_per_hour = now;
 		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "offer", p->cc.offers[zi].id);
-		cJSON_AddNumberToObject(ev, "usd_per_hour", now);
 		if (!isnan(was))
 			cJSON_AddNumberToObject(ev, "was", was);
 		cJSON_AddStringToObject(ev, "since", sp[newest[zi]].timestamp);
 		cJSON_AddStringToObject(ev, "source", "DescribeSpotPriceHistory, Linux/UNIX");
-		sd_fleet_journal(p->fleet, SD_EV_PRICE, ev);
+		sd_cloud_set_price(&p->cc, p->fleet, zi, now, ev);
 	}
 }
 

@@ -179,6 +179,29 @@ void sd_cloud_report(struct sd_fleet *fleet, const char *server, const char *zon
 	sd_fleet_report(fleet, &ev);
 }
 
+void sd_cloud_journal_error(struct sd_fleet *fleet, const char *provider, const char *reason, const char *error)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", provider);
+	cJSON_AddStringToObject(ev, "reason", reason);
+	if (error)
+		cJSON_AddStringToObject(ev, "error", error);
+	sd_fleet_journal(fleet, SD_EV_ERROR, ev);
+}
+
+void sd_cloud_set_price(struct sd_cloud_catalog *c, struct sd_fleet *fleet, int i, double usd, cJSON *extra)
+{
+	c->prices[i] = usd;
+	c->offers[i].usd_per_hour = usd;
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "offer", c->offers[i].id);
+	cJSON_AddNumberToObject(ev, "usd_per_hour", usd);
+	for (cJSON *x = extra ? extra->child : NULL; x; x = x->next)
+		cJSON_AddItemToObject(ev, x->string, cJSON_Duplicate(x, 1));
+	cJSON_Delete(extra);
+	sd_fleet_journal(fleet, SD_EV_PRICE, ev);
+}
+
 void sd_cloud_journal_orphan(struct sd_fleet *fleet, const char *provider, const char *instance, const char *zone,
 			     const char *status, int keep)
 {

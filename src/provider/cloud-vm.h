@@ -49,6 +49,9 @@ int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why);
  * now, to FLEET; ADDRESS only with RUNNING. */
 void sd_cloud_report(struct sd_fleet *fleet, const char *server, const char *zone, enum sd_provider_event_kind kind,
 		     const char *code, const char *message, const char *address);
+/* An error event {provider, reason, error} to FLEET: what went wrong
+ * (ERROR, NULL: none) and what it means for the run (REASON). */
+void sd_cloud_journal_error(struct sd_fleet *fleet, const char *provider, const char *reason, const char *error);
 /* The orphan event: a VM of the run's label that no server owns. */
 void sd_cloud_journal_orphan(struct sd_fleet *fleet, const char *provider, const char *instance, const char *zone,
 			     const char *status, int keep);
@@ -63,6 +66,10 @@ struct sd_cloud_catalog {
 	char **regions;               /* per offer, when the spec gives none */
 	struct sd_catalog *market;    /* the calibrated market the revocation models come from */
 };
+/* Offer I of C costs USD an hour from now on (prices() and the offer's
+ * own, which servers acquired later take): journals a price event
+ * {offer, usd_per_hour} with EXTRA's fields (taken over; NULL: none). */
+void sd_cloud_set_price(struct sd_cloud_catalog *c, struct sd_fleet *fleet, int i, double usd, cJSON *extra);
 /* What each offer states; strings are not copied (they must outlive C). */
 struct sd_cloud_offer_spec {
 	const char *provider;         /* "gce" */

@@ -543,12 +543,8 @@ static void on_reconciled(void *arg, int n, const char *error)
 	(void)n;
 	if (p->closing || !error)
 		return;
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "gce");
-	cJSON_AddStringToObject(ev, "reason", "the run's VMs could not be listed at start: orphans of an earlier "
-	                        "controller, if any, are left");
-	cJSON_AddStringToObject(ev, "error", error);
-	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+	sd_cloud_journal_error(p->fleet, "gce", "the run's VMs could not be listed at start: orphans of an "
+	                       "earlier controller, if any, are left", error);
 }
 
 /* ---- prices: the Cloud Billing Catalog (gce-price.h) ---- */
@@ -558,12 +554,8 @@ static void prices_failed(struct sd_provider *p, const char *error)
 	free(p->sheet);
 	p->sheet = NULL;
 	snprintf(p->price_source, sizeof p->price_source, "unknown: the Billing Catalog: %.120s", error);
-	cJSON *ev = cJSON_CreateObject();
-	cJSON_AddStringToObject(ev, "provider", "gce");
-	cJSON_AddStringToObject(ev, "reason", "no Spot prices from the Cloud Billing Catalog: servers are not "
-	                        "priced (provider.usd_per_hour quotes one)");
-	cJSON_AddStringToObject(ev, "error", error);
-	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+	sd_cloud_journal_error(p->fleet, "gce", "no Spot prices from the Cloud Billing Catalog: servers are not "
+	                       "priced (provider.usd_per_hour quotes one)", error);
 }
 
 /* Every zone of REGION costs USD an hour, SUM in words; a price event
@@ -576,14 +568,10 @@ static void set_region_price(struct sd_provider *p, const char *region, double u
 		sd_gce_zone_region(p->zones[zi], rg, sizeof rg);
 		if (strcmp(rg, region) != 0)
 			continue;
-		p->cc.prices[zi] = usd;
-		p->cc.offers[zi].usd_per_hour = usd;
 		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "offer", p->cc.offers[zi].id);
-		cJSON_AddNumberToObject(ev, "usd_per_hour", usd);
 		cJSON_AddStringToObject(ev, "sum", sum);
 		cJSON_AddStringToObject(ev, "source", source);
-		sd_fleet_journal(p->fleet, SD_EV_PRICE, ev);
+		sd_cloud_set_price(&p->cc, p->fleet, zi, usd, ev);
 	}
 }
 
@@ -639,12 +627,8 @@ static void on_sku_page(void *arg, const struct sd_http_response *r)
 		price_key(p, sh->regions[k], &key);
 		if (have_path && p->price_cache_s > 0 &&
 		    sd_gce_price_cache_put(path, &key, usd, sum, now, cerr, sizeof cerr) < 0) {
-			cJSON *ev = cJSON_CreateObject();
-			cJSON_AddStringToObject(ev, "provider", "gce");
-			cJSON_AddStringToObject(ev, "reason", "the prices cache was not written (the next run reads "
-			                        "the catalog again)");
-			cJSON_AddStringToObject(ev, "error", cerr);
-			sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+			sd_cloud_journal_error(p->fleet, "gce", "the prices cache was not written (the next run "
+			                       "reads the catalog again)", cerr);
 			have_path = 0;
 		}
 	}
@@ -656,11 +640,7 @@ static void on_sku_page(void *arg, const struct sd_http_response *r)
 		         p->accelerator ? " or " : "", p->accelerator ? p->accelerator : "", missing, pages, skus);
 		snprintf(p->price_source, sizeof p->price_source, "gce: the Cloud Billing Catalog's Spot SKUs; none "
 		         "for %.80s", missing);
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "provider", "gce");
-		cJSON_AddStringToObject(ev, "reason", "servers in these regions are not priced");
-		cJSON_AddStringToObject(ev, "error", err);
-		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
+		sd_cloud_journal_error(p->fleet, "gce", "servers in these regions are not priced", err);
 	}
 }
 
