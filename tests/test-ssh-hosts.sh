@@ -165,9 +165,8 @@ with open(os.path.join(d, "nowhere.json"), "w") as f:
 p = subprocess.run([SPOTDECK, "--headless", "--job", os.path.join(d, "nowhere.json"), "--run-dir",
                     os.path.join(d, "run-nowhere"), "--listen", bridge + ":0"],
                    input="", capture_output=True, text=True, timeout=120)
-import pwd
-want = "host h1: %s/.spotdeck-absent/spotdeck-worker: no such program (worker= in the hosts file)" % \
-    pwd.getpwnam("root").pw_dir
+# "~" is the remote session's home: the test host's own (tests/netns/lib.sh).
+want = "host h1: %s/h1/home/.spotdeck-absent/spotdeck-worker: no such program (worker= in the hosts file)" % d
 if p.returncode != 1 or want not in p.stderr:
     fail("no worker program: exit %d, stderr %r; expected 1 and %r" % (p.returncode, p.stderr, want))
 ok("a host without the worker: %s" % p.stderr.strip().splitlines()[-1])

@@ -46,7 +46,8 @@ A VM with an sshd of its own (the fakes' --vm-sshd):
       list keys, written to d/NAME.authorized_keys) for the user the fake
       runs as, the only one an unprivileged sshd can let in (as root:
       root, by key only; UsePAM from sshd_pam()), and SetEnv for every
-      session: env (in its order) then TMPDIR=d/NAME.tmp (made here).
+      session: env (in its order) then TMPDIR=d/NAME.tmp and
+      HOME=d/NAME.home (made here).
       The process is appended to procs, reaped by a thread, and
       returned.
   sshd_pam()   "yes" when the fake runs as root and root's password is
@@ -214,9 +215,13 @@ def start_sshd(d, name, ip, port, keys, env, procs):
     with open(stem + ".authorized_keys", "w") as f:
         f.write("".join(k + "\n" for k in keys))
     os.makedirs(stem + ".tmp", exist_ok=True)
+    # HOME: a session's shell reads the VM's own, empty, rc files, not the
+    # login user's (root's ~/.bashrc on a CI machine ran pyenv init, and a
+    # login killed mid-rehash left a lock every later login waited 60 s for).
+    os.makedirs(stem + ".home", exist_ok=True)
     if os.getuid() == 0 and not os.path.isdir("/run/sshd"):
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
-    env = dict(env, TMPDIR=stem + ".tmp")
+    env = dict(env, TMPDIR=stem + ".tmp", HOME=stem + ".home")
     with open(stem + ".sshd_config", "w") as f:
         f.write("\n".join([
             "ListenAddress %s:%d" % (ip, port), "AddressFamily inet", "HostKey " + key,

@@ -248,9 +248,13 @@ PrintLastLog no
 MaxStartups 100:30:200
 MaxSessions 64
 Subsystem sftp internal-sftp
-SetEnv TMPDIR=$_d/h$_i/tmp
+SetEnv TMPDIR=$_d/h$_i/tmp HOME=$_d/h$_i/home
 EOF
-		mkdir "$_d/h$_i/tmp"
+		# HOME: a session's shell reads the test host's own, empty, rc
+		# files, not the login user's: root's ~/.bashrc on a CI machine
+		# ran pyenv init, and a login killed mid-rehash left a lock that
+		# made every later login wait 60 s for it.
+		mkdir "$_d/h$_i/tmp" "$_d/h$_i/home"
 		# sshd listens, then daemonises; the pid file follows shortly.
 		ip netns exec "$_ns" /usr/sbin/sshd -f "$_d/h$_i/sshd_config" -E "$_d/h$_i/sshd.log" ||
 			{ cat "$_d/h$_i/sshd.log" >&2; netns__fail "sshd in $_ns did not start"; }
