@@ -940,11 +940,10 @@ static void on_used_hosts(struct sd_provider *p, const char *const *extra, const
  * failed worker's last lines are in the run's own log already), then the
  * shared connections end (`ssh -O exit`), waited for before ssh_free
  * removes their sockets: a master whose socket went first would linger for
- * ControlPersist (60 s).  A signal still on its way after CLOSE_WAIT_S
- * (a loaded host) would find its pid file gone: the same line first sends
- * SIGTERM to every worker whose pid file is left, so none outlives the
- * run and no host keeps the directory (test-ssh-hosts saw one kept, at a
- * load of 3 make checks on 2 cores, when such a host was skipped). */
+ * ControlPersist (60 s).  A host whose signal is still on its way after
+ * CLOSE_WAIT_S (a loaded host, slow logins) is not skipped: the same line
+ * first sends SIGTERM to every worker whose pid file is left, so none
+ * outlives the run, and then the directory goes. */
 static void end_hosts(struct sd_provider *p)
 {
 	wait_signals(p);
