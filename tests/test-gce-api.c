@@ -247,7 +247,8 @@ static void test_instances(void)
 		"\"machineType\":\"https://www.googleapis.com/compute/v1/projects/proj-1/zones/us-central1-b/"
 		"machineTypes/n1-standard-8\",\"networkInterfaces\":[{\"networkIP\":\"10.128.0.7\","
 		"\"accessConfigs\":[{\"type\":\"ONE_TO_ONE_NAT\",\"natIP\":\"34.1.2.3\"}]}],"
-		"\"labels\":{\"spotdeck-run\":\"run1\"}}";
+		"\"labels\":{\"spotdeck-run\":\"run1\"},\"selfLink\":\"https://www.googleapis.com/compute/v1/projects/"
+		"proj-1/zones/us-central1-b/instances/sd-run1-s3\"}";
 	struct sd_gce_instance in;
 	CHECK_INT(sd_gce_instance_parse(inst, strlen(inst), &in, err, sizeof err), 0);
 	CHECK_STR(in.name, "sd-run1-s3");
@@ -257,10 +258,13 @@ static void test_instances(void)
 	CHECK_STR(in.network_ip, "10.128.0.7");
 	CHECK_STR(in.nat_ip, "34.1.2.3");
 	CHECK_STR(in.run, "run1");
+	CHECK_STR(in.self_link, "https://www.googleapis.com/compute/v1/projects/proj-1/zones/us-central1-b/instances/"
+		  "sd-run1-s3");
 	static const char booting[] = "{\"name\":\"sd-run1-s4\",\"status\":\"PROVISIONING\"}";
 	CHECK_INT(sd_gce_instance_parse(booting, strlen(booting), &in, err, sizeof err), 0);
 	CHECK_STR(in.nat_ip, "");
 	CHECK_STR(in.run, "");
+	CHECK_STR(in.self_link, "");
 
 	static const char page[] =
 		"{\"kind\":\"compute#instanceList\",\"items\":[{\"name\":\"a\",\"status\":\"RUNNING\","

@@ -308,6 +308,7 @@ static int instance_from(const cJSON *j, struct sd_gce_instance *in, char *err, 
 	const cJSON *ac = nic ? cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(nic, "accessConfigs"), 0) : NULL;
 	copy(in->nat_ip, sizeof in->nat_ip, ac ? jstr(ac, "natIP") : NULL);
 	copy(in->run, sizeof in->run, jstr(cJSON_GetObjectItemCaseSensitive(j, "labels"), SD_GCE_RUN_LABEL));
+	copy(in->self_link, sizeof in->self_link, jstr(j, "selfLink"));
 	double t = sd_gce_time_parse(jstr(j, "lastStartTimestamp"));
 	in->started_at = t > 0 ? t : 0;
 	t = sd_gce_time_parse(jstr(j, "lastStopTimestamp"));

@@ -124,6 +124,8 @@ struct sd_gce_instance {
 	                               * last became RUNNING, billing's start), 0 when absent */
 	double stopped_at;            /* lastStopTimestamp (power-off, billing's end), 0 when absent */
 	char machine_type[64];        /* basename of machineType */
+	char self_link[512];          /* selfLink: the instance's URL, what an Operation's
+	                               * targetLink names ("" when absent) */
 };
 int sd_gce_instance_parse(const char *json, size_t len, struct sd_gce_instance *in, char *err,
 			  size_t errlen);
