@@ -27,6 +27,7 @@
 #include "src/app/doctor.h"
 #include "src/app/control.h"
 #include "src/proto/protocol.h"
+#include "src/provider/cloud-vm.h"
 #include "src/provider/provider.h"
 #include "src/market/trace.h"
 #include "src/app/view-model.h"
@@ -151,8 +152,9 @@ static void usage(FILE *f)
 "attached: x detaches, spotdeck attach comes back, q ends the run.  Or with\n"
 "--headless printing every journal event as a JSON line on stdout and reading\n"
 "commands on stdin (add [N|OFFER], swap SERVER OFFER, drop SERVER, checkpoint,\n"
-"pause, resume, quit, help).  Without --job the cockpit opens the embedded\n"
-"demo: cnn on Fashion-MNIST on 4 transient K80s of the GCE 2019 market.\n"
+"pause, resume, orphans adopt|delete|keep, quit, help).  Without --job the\n"
+"cockpit opens the embedded demo: cnn on Fashion-MNIST on 4 transient K80s\n"
+"of the GCE 2019 market.\n"
 "See spotdeck(1) and spotdeck-job(5).\n"
 "  --headless       no cockpit: journal on stdout, commands on stdin\n"
 "  --foreground     keep the run in this process: it ends with the terminal\n"
@@ -181,6 +183,9 @@ static void usage(FILE *f)
 "  --listen ADDR:PORT  where workers connect (default 127.0.0.1, any port);\n"
 "                   0.0.0.0 or [::] for every interface; trusted networks only\n"
 "  --advertise HOST:PORT  what workers on other hosts dial (default: --listen's)\n"
+"  --orphans WHAT   gce/aws: the VMs an earlier controller of the run left:\n"
+"                   adopt, delete, keep, or ask in the cockpit (the default\n"
+"                   with a cockpit; delete without one)\n"
 "  --help, --version\n");
 }
 
@@ -376,6 +381,7 @@ struct options {
 	int alert;           /* 0 none, 1 bell, 2 flash */
 	int headless, emulate, demo, foreground, detach;
 	const char *attach;
+	const char *orphans;     /* --orphans, NULL none */
 	double hazard, boot, notice;
 	long long seed;
 	char listen_addr[64];    /* --listen's address, "" none */
@@ -406,6 +412,7 @@ static const struct option longopts[] = {
 	{ "attach", required_argument, 0, 'a' },
 	{ "listen", required_argument, 0, 'L' },
 	{ "advertise", required_argument, 0, 'v' },
+	{ "orphans", required_argument, 0, 'O' },
 	{ "help", no_argument, 0, 'h' },
 	{ "version", no_argument, 0, 'V' },
 	{ 0, 0, 0, 0 },
@@ -519,6 +526,13 @@ static int parse_value(struct options *o, int c, const char *arg)
 		snprintf(o->advertise, sizeof o->advertise, "%s:%d", host, port);
 		return 0;
 	}
+	case 'O':
+		if (sd_orphans_parse(arg) < 0) {
+			fprintf(stderr, "spotdeck: --orphans: expected adopt, delete, keep or ask, got '%s'\n", arg);
+			return 2;
+		}
+		o->orphans = arg;
+		return 0;
 	case 'S':
 		o->seed = strtoll(arg, &end, 10);
 		if (errno || *end || end == arg || o->seed < 0) {
@@ -558,7 +572,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'F': o->foreground = 1; break;
 		case 'd': o->detach = 1; break;
 		case 'a': o->attach = optarg; break;
-		case 'w': case 'A': case 'Z': case 'B': case 'N': case 'S': case 'L': case 'v':
+		case 'w': case 'A': case 'Z': case 'B': case 'N': case 'S': case 'L': case 'v': case 'O':
 			if (parse_value(o, c, optarg))
 				return 2;
 			break;
@@ -1059,6 +1073,8 @@ int main(int argc, char **argv)
 		.listen_addr = o.listen_addr[0] ? o.listen_addr : NULL,
 		.listen_port = o.listen_port,
 		.advertise = o.advertise[0] ? o.advertise : NULL,
+		.orphans = o.orphans,
+		.interactive = !o.headless && !o.detach,
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};

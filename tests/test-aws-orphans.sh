@@ -5,7 +5,8 @@
 # value kept in the run directory's aws-label), journals each as an orphan
 # and terminates it; once the resumed run quits no instance is left.  With
 # provider.orphans "keep" they are journaled and left alone, even by the
-# sweep of the run's tag at close.  A launch whose answers are all lost
+# sweep of the run's tag at close; a third controller run with --orphans
+# adopt takes them over for its servers.  A launch whose answers are all lost
 # (the server fails) has its instance found by name and terminated mid-run.
 . "$(dirname "$0")/lib.sh"
 tmpdir
@@ -114,7 +115,37 @@ r4.finish()
 # any other of the run's tag): the kept ones are still there.
 if not set(kept) <= set(live()):
     fail("orphans \"keep\": %s were terminated (left: %s)" % (kept, live()))
-for n in kept:
-    control("/_control/crash", {"id": n})
 ok("with orphans \"keep\" both were journaled and left running")
+
+# --orphans adopt: a third controller of the same run finds the kept
+# instances and its servers take them over, launching nothing.
+made = len(control("/_control/state")["instances"])
+r5 = Run(None, resume=r3.run_dir, extra=["--orphans", "adopt"])
+adopted = {}
+while len(adopted) < 2:
+    e = r5.wait(lambda e: e.get("type") == "orphan" and e["instance"] not in adopted, "orphans (adopt)")
+    adopted[e["instance"]] = e
+if sorted(adopted) != kept or any(e["action"] != "adopt" or not e.get("server") for e in adopted.values()):
+    fail("orphans \"adopt\": %s; expected %s adopted by servers" % (list(adopted.values()), kept))
+g = r5.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 (adopt)")
+servers = sorted(e["server"] for e in adopted.values())
+if sorted(m["server"] for m in g["members"]) != servers:
+    fail("the generation of 2 is %s; the adopting servers are %s" % (g["members"], servers))
+if len(control("/_control/state")["instances"]) != made or live() != kept:
+    fail("adopting launched instances: %d at the fake (before: %d), live %s" %
+         (len(control("/_control/state")["instances"]), made, live()))
+r5.command("quit")
+r5.finish()
+deadline = time.time() + 30 * SCALE
+while live():
+    if time.time() > deadline:
+        fail("instances left after the adopting run quit: %s" % live())
+    time.sleep(0.2)
+bill = {b["id"]: b for b in control("/_control/billing")["instances"]}
+for n, e in adopted.items():
+    b = r5.wait_since(0, lambda x: x.get("type") == "billed" and x.get("server") == e["server"], "billed " + n)
+    if not (0 < b["run_s"] < bill[n]["run_seconds"]) or "its adoption" not in b["source"]:
+        fail("%s billed %s; the fake ran it %.2f s" % (n, b, bill[n]["run_seconds"]))
+ok("orphans \"adopt\": %s took over %s (a generation of 2, nothing launched), terminated them at the end "
+   "and billed each from its adoption" % (", ".join(servers), ", ".join(kept)))
 PY

@@ -4,7 +4,9 @@
 # the same run directory finds them by the run's label (kept in the run
 # directory's gce-label), journals each as an orphan and deletes it; once
 # the resumed run quits no VM is left.  With provider.orphans "keep" they
-# are journaled and left alone.
+# are journaled and left alone; a third controller run with --orphans ask
+# asks about them, its acquisitions waiting, and "orphans adopt" makes its
+# servers take them over.
 . "$(dirname "$0")/lib.sh"
 tmpdir
 . "$top_srcdir/tests/fake-cloud/gce-vms.sh"
@@ -96,7 +98,58 @@ asked = [e["url"] for e in r4.events if e.get("type") == "cloud_call" and "delet
          any(k in e["url"] for k in kept)]
 if asked:
     fail("orphans \"keep\" but the resumed run sent %s" % asked)
-for n in kept:
-    control("/_control/crash", {"name": n})
 ok("with orphans \"keep\" both were journaled and left running")
+
+# --orphans ask (the cockpit's default; here headless, answered by command):
+# a third controller of the same run finds the kept VMs, asks, and its
+# acquisitions wait; "orphans adopt" makes its servers take them over.
+inserts = lambda: [q for q in control("/_control/log")["requests"]
+                   if q["method"] == "POST" and q["path"].endswith("/instances")]
+before = len(inserts())
+r5 = Run(None, resume=r3.run_dir, extra=["--orphans", "ask"])
+asked = {}
+while len(asked) < 2:
+    e = r5.wait(lambda e: e.get("type") == "orphan" and e["instance"] not in asked, "orphans (ask)")
+    asked[e["instance"]] = e
+if sorted(asked) != kept or any(e["action"] != "ask" for e in asked.values()):
+    fail("orphans asked about: %s; expected %s with action ask" % (list(asked.values()), kept))
+r5.command("orphans adopt")
+adopted = {}
+while len(adopted) < 2:
+    e = r5.wait(lambda e: e.get("type") == "orphan" and e["action"] != "ask" and e["instance"] not in adopted,
+                "the answer's orphan events")
+    adopted[e["instance"]] = e
+if sorted(adopted) != kept or any(e["action"] != "adopt" or not e.get("server") for e in adopted.values()):
+    fail("after \"orphans adopt\": %s" % list(adopted.values()))
+r5.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 on the adopted VMs")
+if len(inserts()) != before or live() != kept:
+    fail("adopting made VMs: %d inserts (before: %d), live %s (kept: %s)" % (len(inserts()), before, live(), kept))
+servers = sorted(e["server"] for e in adopted.values())
+members = r5.wait_since(0, lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "")["members"]
+if sorted(m["server"] if isinstance(m, dict) else m for m in members) != servers:
+    fail("the generation of 2 is %s; the adopting servers are %s" % (members, servers))
+ok("orphans ask: both asked about, nothing made while asking; \"orphans adopt\": %s took over %s, no insert, "
+   "a generation of 2" % (", ".join(servers), ", ".join(kept)))
+e = r5.command("orphans delete")
+again = r5.wait(lambda e: e.get("type") == "command" and e["command"] == "orphans delete", "the second answer")
+if again["ok"] or "no question" not in again.get("error", ""):
+    fail("a second answer was taken: %s" % again)
+r5.command("quit")
+r5.finish()
+deadline = time.time() + 30 * SCALE
+while live():
+    if time.time() > deadline:
+        fail("VMs left after the adopting run quit: %s" % live())
+    time.sleep(0.2)
+# Each adopted VM is billed in this run from its adoption: less than the
+# fake bills it (from its first RUNNING, under the killed controller).
+bill = {b["name"]: b for b in control("/_control/billing")["instances"]}
+for n, e in adopted.items():
+    b = r5.wait_since(0, lambda x: x.get("type") == "billed" and x.get("server") == e["server"], "billed " + n)
+    if not (0 < b["run_s"] < bill[n]["run_seconds"]) or "its adoption" not in b["source"]:
+        fail("%s billed %s; the fake ran it %.2f s" % (n, b, bill[n]["run_seconds"]))
+ok("the adopting run deleted them at its end and billed each from its adoption (%s)" %
+   ", ".join("%.1f of %.1f s" % (r5.wait_since(0, lambda x: x.get("type") == "billed" and
+                                                x.get("server") == e["server"], "")["run_s"],
+                                 bill[n]["run_seconds"]) for n, e in adopted.items()))
 PY

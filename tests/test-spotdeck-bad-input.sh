@@ -148,6 +148,13 @@ EXPECT_RC=2 expect_error "bad --workers" "--workers: expected an integer" \
 	$SPOTDECK --headless --workers many
 EXPECT_RC=2 expect_error "bad --alert" "--alert: expected bell, flash or none, got 'loud'" \
 	$SPOTDECK --alert loud
+EXPECT_RC=2 expect_error "bad --orphans" "--orphans: expected adopt, delete, keep or ask, got 'maybe'" \
+	$SPOTDECK --headless --orphans maybe
+printf '{"model":"mlp","workers":0,"provider":{"name":"gce","project":"p1","zones":["us-central1-a"],"orphans":"maybe"}}' \
+	>"$T/orphans.json"
+expect_error "bad provider.orphans" "orphans\.json: provider\.orphans: expected \"delete\", \"keep\", \"adopt\" or \"ask\"" \
+	$SPOTDECK --headless --job "$T/orphans.json" --run-dir "$T/r7"
+[ ! -e "$T/r7" ] || fail "the refused start left $T/r7"
 EXPECT_RC=2 expect_error "--resume with --run-dir" "--resume takes the job" \
 	$SPOTDECK --headless --resume "$T/old" --run-dir "$T/x"
 

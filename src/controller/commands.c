@@ -45,6 +45,14 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 	return 0;
 }
 
+/* orphans adopt|delete|keep: the answer to the cloud provider's question
+ * about the VMs an earlier controller of the run left. */
+static int cmd_orphans(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	(void)argc;
+	return sd_fleet_answer_orphans(c->fleet, argv[1], why);
+}
+
 static int cmd_checkpoint(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	for (struct conn *k = c->conns; k; k = k->next)
@@ -134,6 +142,8 @@ const struct sd_command sd_commands[] = {
 	{ "pause", "", 0, 0, "stop training at the next step boundary", cmd_pause },
 	{ "resume", "", 0, 0, "continue after pause", cmd_resume },
 	{ "quit", "", 0, 0, "stop the workers and exit", ctl_cmd_quit },
+	{ "orphans", "adopt|delete|keep", 1, 1, "what becomes of the VMs an earlier controller of the run left",
+	  cmd_orphans },
 	{ "help", "", 0, 0, "list the commands", cmd_help },
 	{ NULL, NULL, 0, 0, NULL, NULL },
 };

@@ -277,6 +277,8 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 			.trace = opts->trace,
 			.settings = settings,
 			.settings_file = opts->job_file ? opts->job_file : "job.json",
+			.orphans = opts->orphans,
+			.interactive = opts->interactive,
 		},
 		.worker_path = opts->worker_path,
 		.connect = c->connect,

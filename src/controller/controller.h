@@ -73,6 +73,12 @@ struct sd_controller_opts {
 	const char *listen_addr;
 	int listen_port;
 	const char *advertise;
+	/* What a cloud provider does with VMs an earlier controller of the run
+	 * left ("delete", "keep", "adopt", "ask"; NULL: the job's
+	 * provider.orphans), and whether a cockpit may answer its question
+	 * (without one the default is "delete", with one "ask"). */
+	const char *orphans;
+	int interactive;
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);

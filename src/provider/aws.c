@@ -73,7 +73,11 @@
 #define AWS_MAX_ZONES 32
 #define CLOSE_TERMINATE_WAIT_S 60.0
 
-enum vm_state { VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE };
+enum vm_state {
+	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
+	VM_WAITING,   /* acquired while the start-up list or the orphans question is open */
+	VM_HELD,      /* an earlier controller's running instance, kept for a server to adopt */
+};
 
 struct aws_server {
 	char id[16];
@@ -90,6 +94,9 @@ struct aws_server {
 	int billed;
 	int lost_launch;               /* its launch failed after EC2 may have made one (an answer
 	                                * lost, retries spent): the backstop looks for it by name */
+	int adopted;                   /* taken over from an earlier controller: billed from then */
+	char addr[48], comm_addr[48];  /* VM_HELD: its public (or private) and private address */
+	char state[24];                /* VM_HELD: its state when listed */
 	struct sd_provider *p;
 	struct aws_server *next;
 };
@@ -113,7 +120,8 @@ struct sd_provider {
 	double cloud_blocked_until;
 	char *user_data;               /* the cloud-config with the ssh key */
 	char tag[17];
-	int orphans_keep;
+	int no_run_dir;                /* the tag is not kept: nothing is an orphan */
+	struct sd_cloud_orphans orph;  /* the start-up list's orphans (cloud-vm.h) */
 	char gpu[16];
 	int gpu_count;
 	struct sd_cloud_catalog cc;    /* the offers */
@@ -260,13 +268,6 @@ static void on_http_attempt(void *arg, const struct sd_http_attempt *a)
 
 /* ---- servers ---- */
 
-static double wall_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static struct aws_server *find_server(const struct sd_provider *p, const char *id)
 {
 	for (struct aws_server *s = p->servers; s; s = s->next)
@@ -289,7 +290,8 @@ static void bill(struct sd_provider *p, struct aws_server *s)
 		return;
 	s->billed = 1;
 	char source[200];
-	snprintf(source, sizeof source, "aws: instance %s, seen running to %s", s->iid, s->stop_source);
+	snprintf(source, sizeof source, "aws: instance %s, %s to %s", s->iid, s->adopted ? "its adoption" : "seen running",
+	         s->stop_source);
 	struct sd_provider_event ev = {
 		.kind = SD_PROVIDER_BILLED,
 		.server = s->id,
@@ -335,6 +337,12 @@ static void terminate_vm(struct sd_provider *p, struct aws_server *s)
 {
 	if (s->host >= 0)
 		sd_ssh_host_gone(p->ssh, s->host);
+	if (s->st == VM_WAITING) {
+		s->st = VM_GONE;   /* never launched */
+		return;
+	}
+	if (s->st == VM_HELD)
+		s->st = VM_RUNNING;
 	if (s->st == VM_CREATING || s->st == VM_DELETING || s->st == VM_GONE || !s->iid[0])
 		return;   /* a launch in flight terminates when it ends */
 	s->st = VM_DELETING;
@@ -383,6 +391,8 @@ static int capacity_code(const char *code)
 	       !strcmp(code, "UnfulfillableCapacity") || !strcmp(code, "Server.InsufficientInstanceCapacity");
 }
 
+static void boot_done(struct sd_provider *p, struct aws_server *s, const char *addr, const char *comm_addr);
+
 static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 {
 	struct aws_server *s = arg;
@@ -422,6 +432,14 @@ static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 		return;
 	}
 	const char *addr = r->vm.public_ip[0] ? r->vm.public_ip : r->vm.private_ip;
+	boot_done(p, s, addr, r->vm.private_ip[0] ? r->vm.private_ip : addr);
+}
+
+/* S's instance runs at ADDR (COMM_ADDR: where other workers reach it): it
+ * is PROVISIONED, and RUNNING once its sshd lets us in. */
+static void boot_done(struct sd_provider *p, struct aws_server *s, const char *addr, const char *comm_addr)
+{
+	s->st = VM_WAIT_SSH;
 	report(p, s, SD_PROVIDER_PROVISIONED, NULL, NULL);
 	struct sd_host h = {
 		.name = s->name,
@@ -435,7 +453,7 @@ static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 		.usd_per_hour = p->cc.prices[s->zone],
 		.slots = 1,
 		.worker = p->worker,
-		.comm_host = r->vm.private_ip[0] ? (char *)r->vm.private_ip : (char *)addr,
+		.comm_host = (char *)comm_addr,
 	};
 	s->host = sd_ssh_host_add(p->ssh, &h);
 	sd_ssh_attach(p->ssh, s->id, s->host);
@@ -486,7 +504,7 @@ static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 		s->missing = 0;
 		if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING)
 			continue;
-		stopped(s, wall_now(), "the backstop's DescribeInstances");
+		stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
 		if (s->released || s->reported_end || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH))
 			continue;
 		if (!strcmp(in->reason_code, "Server.SpotInstanceTermination")) {
@@ -516,7 +534,7 @@ static void on_listed(void *arg, int n, const char *error)
 		    s->missing >= 2) {
 			char msg[200];
 			snprintf(msg, sizeof msg, "instance %s is no longer listed", s->iid);
-			stopped(s, wall_now(), "the backstop's DescribeInstances");
+			stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
 			report(p, s, SD_PROVIDER_FAILED, "VM_GONE", msg);
 			s->st = VM_GONE;
 		}
@@ -531,7 +549,7 @@ static void on_backstop(uv_timer_t *t)
 	if (p->closing)
 		return;
 	/* Spot prices move: asked again every price_poll_s. */
-	if (isnan(p->quoted_usd) && !p->prices_pending && wall_now() - p->prices_asked_at >= p->price_poll_s)
+	if (isnan(p->quoted_usd) && !p->prices_pending && sd_cloud_wall_now() - p->prices_asked_at >= p->price_poll_s)
 		ask_prices(p);
 	if (p->listing)
 		return;
@@ -561,13 +579,26 @@ static int zone_index(const struct sd_provider *p, const char *zone)
 	return -1;
 }
 
+static void unlink_server(struct sd_provider *p, struct aws_server *s)
+{
+	for (struct aws_server **q = &p->servers; *q; q = &(*q)->next)
+		if (*q == s) {
+			*q = s->next;
+			free(s);
+			return;
+		}
+}
+
 /* An instance of this run's tag that no server of this controller owns
  * and that is not terminated: a previous controller of the run left it.
- * It is terminated, or with provider.orphans "keep" only journaled. */
+ * With orphans "adopt" or "ask" a running one with an address in one of
+ * the offers' zones is held for a server of this run (settle); any other
+ * is terminated, or with "keep" only journaled. */
 static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 {
 	struct sd_provider *p = arg;
-	if (p->closing || in->state_code == SD_EC2_TERMINATED || in->state_code == SD_EC2_SHUTTING_DOWN)
+	if (p->closing || p->no_run_dir || in->state_code == SD_EC2_TERMINATED ||
+	    in->state_code == SD_EC2_SHUTTING_DOWN)
 		return;
 	/* One of ours whose RunInstances answer has not come yet is known by
 	 * its Name tag. */
@@ -575,8 +606,12 @@ static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 		if (!strcmp(s->iid, in->id) || (s->id[0] && !strcmp(s->name, in->name)))
 			return;
 	int zi = zone_index(p, in->az);
-	int del = !p->orphans_keep;
-	sd_cloud_journal_orphan(p->fleet, "aws", in->id, in->az, in->state, !del);
+	int hold = zi >= 0 && in->state_code == SD_EC2_RUNNING && (in->public_ip[0] || in->private_ip[0]) &&
+	           sd_cloud_orphans_hold(&p->orph);
+	int del = !hold && p->orph.what != SD_ORPHANS_KEEP;
+	if (!hold || p->orph.what == SD_ORPHANS_ASK)
+		sd_cloud_journal_orphan(p->fleet, "aws", in->id, in->az, in->state,
+		                        hold ? "ask" : del ? "delete" : "keep", NULL);
 	/* Kept ones are remembered as gone, so that the sweep at close leaves
 	 * them too. */
 	struct aws_server *s = sd_calloc(1, sizeof *s);
@@ -585,22 +620,104 @@ static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 	s->zone = zi >= 0 ? zi : 0;
 	s->host = -1;
 	s->p = p;
-	s->released = 1;
-	s->st = del ? VM_RUNNING : VM_GONE;
 	s->next = p->servers;
 	p->servers = s;
+	if (hold) {
+		s->st = VM_HELD;
+		snprintf(s->addr, sizeof s->addr, "%s", in->public_ip[0] ? in->public_ip : in->private_ip);
+		snprintf(s->comm_addr, sizeof s->comm_addr, "%s", in->private_ip[0] ? in->private_ip : s->addr);
+		snprintf(s->state, sizeof s->state, "%s", in->state);
+		return;
+	}
+	s->released = 1;
+	s->st = del ? VM_RUNNING : VM_GONE;
 	if (del)
 		terminate_vm(p, s);
+}
+
+static int start_launch(struct sd_provider *p, struct aws_server *s, char *err, size_t errlen);
+
+/* S (acquired while the list or the question was open) takes over held
+ * instance H of its zone: no launch; it is billed from now (before, the
+ * earlier controller's journal counted it), and trains once its sshd
+ * answers. */
+static void adopt(struct sd_provider *p, struct aws_server *s, struct aws_server *h)
+{
+	snprintf(s->iid, sizeof s->iid, "%s", h->iid);
+	snprintf(s->name, sizeof s->name, "%s", h->name);
+	char addr[48], comm[48];
+	snprintf(addr, sizeof addr, "%s", h->addr);
+	snprintf(comm, sizeof comm, "%s", h->comm_addr);
+	sd_cloud_journal_orphan(p->fleet, "aws", h->iid, p->zones[h->zone], h->state, "adopt", s->id);
+	unlink_server(p, h);
+	s->adopted = 1;
+	s->running_at = sd_cloud_wall_now();
+	boot_done(p, s, addr, comm);
+}
+
+/* The start-up list has answered and no question is open: every waiting
+ * acquisition adopts a held instance of its zone (orphans "adopt") or
+ * launches its own; the held ones no server took are terminated (or
+ * kept). */
+static void settle(struct sd_provider *p)
+{
+	int again = 1;
+	while (again) {   /* the list changes under adopt: walk it again */
+		again = 0;
+		for (struct aws_server *s = p->servers; s; s = s->next) {
+			if (s->st != VM_WAITING)
+				continue;
+			struct aws_server *h = NULL;
+			for (struct aws_server *t = p->servers; p->orph.what == SD_ORPHANS_ADOPT && t; t = t->next)
+				if (t->st == VM_HELD && t->zone == s->zone)
+					h = t;
+			if (h) {
+				adopt(p, s, h);
+				again = 1;
+				break;
+			}
+			char err[512];
+			if (start_launch(p, s, err, sizeof err) < 0) {
+				s->st = VM_GONE;
+				report(p, s, SD_PROVIDER_FAILED, "RunInstances", err);
+			}
+		}
+	}
+	for (struct aws_server *s = p->servers; s; s = s->next) {
+		if (s->st != VM_HELD)
+			continue;
+		int keep = p->orph.what == SD_ORPHANS_KEEP;
+		sd_cloud_journal_orphan(p->fleet, "aws", s->iid, p->zones[s->zone], s->state, keep ? "keep" : "delete",
+		                        NULL);
+		s->released = 1;
+		s->st = VM_RUNNING;
+		if (keep)
+			s->st = VM_GONE;   /* left alone, by the sweep at close too */
+		else
+			terminate_vm(p, s);
+	}
 }
 
 static void on_reconciled(void *arg, int n, const char *error)
 {
 	struct sd_provider *p = arg;
 	(void)n;
-	if (p->closing || !error)
+	int now = sd_cloud_orphans_listed(&p->orph);
+	if (p->closing)
 		return;
-	sd_cloud_journal_error(p->fleet, "aws", "the run's instances could not be listed at start: orphans of "
-	                       "an earlier controller, if any, are left", error);
+	if (error)
+		sd_cloud_journal_error(p->fleet, "aws", "the run's instances could not be listed at start: orphans of "
+		                       "an earlier controller, if any, are left", error);
+	if (now)   /* else by the answer (aws_answer_orphans) */
+		settle(p);
+}
+
+static int aws_answer_orphans(struct sd_provider *p, const char *what, char **why)
+{
+	int now = sd_cloud_orphans_answer(&p->orph, what, "instances", why);
+	if (now > 0)
+		settle(p);
+	return now < 0 ? -1 : 0;
 }
 
 /* ---- prices ---- */
@@ -660,7 +777,7 @@ static void ask_prices(struct sd_provider *p)
 	struct sd_sigv4_pair prm[] = {
 		{"InstanceType.1", p->instance_type}, {"ProductDescription.1", "Linux/UNIX"}, {"StartTime", now},
 	};
-	p->prices_asked_at = wall_now();
+	p->prices_asked_at = sd_cloud_wall_now();
 	if (sd_aws_call(p->aws, "DescribeSpotPriceHistory", prm, 3, 1, on_prices, p, err, sizeof err) < 0)
 		snprintf(p->price_source, sizeof p->price_source, "unknown: %.140s", err);
 	else
@@ -761,12 +878,11 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		return sd_why(why, "%s: provider.region, provider.image and provider.zones are required", file);
 	}
 	if (load_user_data(p, file, why) < 0 ||
-	    sd_cloud_run_label(env->run_dir, "aws-label", p->tag, &p->orphans_keep, why) < 0) {
+	    sd_cloud_run_label(env->run_dir, "aws-label", p->tag, &p->no_run_dir, why) < 0) {
 		aws_free(p);
 		return -1;
 	}
-	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(s, "orphans");
-	p->orphans_keep |= cJSON_IsString(ov) && !strcmp(ov->valuestring, "keep");
+	p->orph.what = sd_cloud_orphans(env, s);
 	if (env->advertise && sd_host_is_loopback(env->advertise, 1) &&
 	    !(p->endpoint && sd_url_is_loopback(p->endpoint))) {
 		sd_why(why, "%s: workers on EC2 instances cannot reach the controller at %s (loopback): start spotdeck "
@@ -802,6 +918,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
 	uv_unref((uv_handle_t *)&p->backstop);
 	char lerr[256];
+	p->orph.reconciling = 1;
 	if (sd_ec2_vm_list(p->aws, p->tag, on_reconcile_vm, on_reconciled, p, lerr, sizeof lerr) < 0)
 		on_reconciled(p, -1, lerr);
 	*out = p;
@@ -826,6 +943,25 @@ static int aws_acquire(struct sd_provider *p, const char *server, const struct s
 	s->zone = zi;
 	s->host = -1;
 	s->p = p;
+	s->next = p->servers;
+	p->servers = s;
+	if (p->orph.reconciling || p->orph.asking) {
+		s->st = VM_WAITING;   /* settle() adopts a held instance for it or launches one */
+		return 0;
+	}
+	char err[512];
+	if (start_launch(p, s, err, sizeof err) < 0) {
+		p->servers = s->next;
+		free(s);
+		return sd_why(why, "%s: %s", offer->id, err);
+	}
+	return 0;
+}
+
+/* Launches S's instance (Name sd-TAG-SERVER) in its zone. */
+static int start_launch(struct sd_provider *p, struct aws_server *s, char *err, size_t errlen)
+{
+	int zi = s->zone;
 	s->st = VM_CREATING;
 	struct sd_ec2_instance_spec spec = {
 		.az = p->zones[zi],
@@ -836,15 +972,7 @@ static int aws_acquire(struct sd_provider *p, const char *server, const struct s
 		.run = p->tag,
 		.max_price = p->max_price,
 	};
-	char err[512];
-	s->next = p->servers;
-	p->servers = s;
-	if (sd_ec2_vm_launch(p->aws, &spec, p->boot_poll_s, on_launched, s, err, sizeof err) < 0) {
-		p->servers = s->next;
-		free(s);
-		return sd_why(why, "%s: %s", offer->id, err);
-	}
-	return 0;
+	return sd_ec2_vm_launch(p->aws, &spec, p->boot_poll_s, on_launched, s, err, errlen);
 }
 
 static void aws_release(struct sd_provider *p, const char *server)
@@ -886,7 +1014,7 @@ static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
 {
 	int n = 0;
 	for (const struct aws_server *s = p->servers; s; s = s->next)
-		n += s->zone == o->index && !s->released && !s->reported_end && s->st != VM_GONE;
+		n += s->zone == o->index && !s->released && !s->reported_end && s->st != VM_GONE && s->st != VM_HELD;
 	return n;
 }
 
@@ -1040,6 +1168,7 @@ const struct sd_provider_ops sd_provider_aws = {
 	.launch = aws_launch,
 	.signal = aws_signal,
 	.lost = aws_lost,
+	.answer_orphans = aws_answer_orphans,
 	.close = aws_close,
 	.free = aws_free,
 };

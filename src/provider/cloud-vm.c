@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <time.h>
 
 #include "engine/errors.h"
 #include "src/proto/job.h"
@@ -155,8 +156,8 @@ int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why)
 	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
 		return -1;
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");
-	if (o && (!cJSON_IsString(o) || (strcmp(o->valuestring, "delete") && strcmp(o->valuestring, "keep"))))
-		return sd_why(why, "%s: provider.orphans: expected \"delete\" or \"keep\"", file);
+	if (o && (!cJSON_IsString(o) || sd_orphans_parse(o->valuestring) < 0))
+		return sd_why(why, "%s: provider.orphans: expected \"delete\", \"keep\", \"adopt\" or \"ask\"", file);
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
 	if (h && cJSON_IsString(h) && strcmp(h->valuestring, "yes") && strcmp(h->valuestring, "accept-new") &&
 	    strcmp(h->valuestring, "no"))
@@ -202,15 +203,77 @@ void sd_cloud_set_price(struct sd_cloud_catalog *c, struct sd_fleet *fleet, int 
 	sd_fleet_journal(fleet, SD_EV_PRICE, ev);
 }
 
+double sd_cloud_wall_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *const orphans_names[] = { "delete", "keep", "adopt", "ask" };
+
+int sd_orphans_parse(const char *s)
+{
+	for (int i = 0; s && i < 4; i++)
+		if (!strcmp(s, orphans_names[i]))
+			return i;
+	return -1;
+}
+
+const char *sd_orphans_name(enum sd_orphans o)
+{
+	return o >= 0 && o < 4 ? orphans_names[o] : "?";
+}
+
+enum sd_orphans sd_cloud_orphans(const struct sd_provider_env *env, const cJSON *s)
+{
+	int o = sd_orphans_parse(env->orphans);
+	if (o < 0) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "orphans");
+		o = sd_orphans_parse(cJSON_IsString(v) ? v->valuestring : NULL);
+	}
+	if (o < 0)
+		o = env->interactive ? SD_ORPHANS_ASK : SD_ORPHANS_DELETE;
+	return (enum sd_orphans)o;
+}
+
+int sd_cloud_orphans_hold(struct sd_cloud_orphans *o)
+{
+	if (o->what != SD_ORPHANS_ADOPT && o->what != SD_ORPHANS_ASK)
+		return 0;
+	o->asking |= o->what == SD_ORPHANS_ASK;   /* answerable from now on */
+	return 1;
+}
+
+int sd_cloud_orphans_listed(struct sd_cloud_orphans *o)
+{
+	o->reconciling = 0;
+	return !o->asking;
+}
+
+int sd_cloud_orphans_answer(struct sd_cloud_orphans *o, const char *what, const char *vms, char **why)
+{
+	int a = sd_orphans_parse(what);
+	if (a < 0 || a == SD_ORPHANS_ASK)
+		return sd_why(why, "orphans: \"%s\": expected adopt, delete or keep", what ? what : "");
+	if (!o->asking)
+		return sd_why(why, "orphans: no question is open (the earlier controller's %s are settled)", vms);
+	o->asking = 0;
+	o->what = (enum sd_orphans)a;
+	return !o->reconciling;
+}
+
 void sd_cloud_journal_orphan(struct sd_fleet *fleet, const char *provider, const char *instance, const char *zone,
-			     const char *status, int keep)
+			     const char *status, const char *action, const char *server)
 {
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "provider", provider);
 	cJSON_AddStringToObject(ev, "instance", instance);
 	cJSON_AddStringToObject(ev, "zone", zone);
 	cJSON_AddStringToObject(ev, "status", status);
-	cJSON_AddStringToObject(ev, "action", keep ? "keep" : "delete");
+	cJSON_AddStringToObject(ev, "action", action);
+	if (server)
+		cJSON_AddStringToObject(ev, "server", server);
 	sd_fleet_journal(fleet, SD_EV_ORPHAN, ev);
 }
 

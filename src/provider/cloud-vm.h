@@ -42,7 +42,8 @@ int sd_setting_check_known(const cJSON *s, const char *const *keys, const char *
 			   char **why);
 /* The settings every cloud VM provider takes alike: ssh_user (a user
  * name), ssh_port, connect_timeout, poll_s, boot_timeout_s, block_s,
- * usd_per_hour, orphans ("delete" or "keep") and host_key_checking. */
+ * usd_per_hour, orphans ("delete", "keep", "adopt" or "ask") and
+ * host_key_checking. */
 int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why);
 
 /* A provider event about SERVER in ZONE (CODE and MESSAGE may be NULL),
@@ -52,9 +53,47 @@ void sd_cloud_report(struct sd_fleet *fleet, const char *server, const char *zon
 /* An error event {provider, reason, error} to FLEET: what went wrong
  * (ERROR, NULL: none) and what it means for the run (REASON). */
 void sd_cloud_journal_error(struct sd_fleet *fleet, const char *provider, const char *reason, const char *error);
-/* The orphan event: a VM of the run's label that no server owns. */
+/* The wall clock, seconds since the epoch (the clouds' timestamps). */
+double sd_cloud_wall_now(void);
+
+/* What the start-up reconciliation does with a VM of the run's label that
+ * no server of this controller owns (provider.orphans, spotdeck --orphans):
+ * delete it, keep it (journaled, left alone), adopt it (a server of the
+ * resumed run that asks for its zone takes it over instead of making a new
+ * VM; what no server takes is deleted), or ask (the acquisitions wait
+ * until a cockpit or `orphans adopt|delete|keep` answers). */
+enum sd_orphans { SD_ORPHANS_DELETE, SD_ORPHANS_KEEP, SD_ORPHANS_ADOPT, SD_ORPHANS_ASK };
+/* "delete", "keep", "adopt", "ask" -> the enum; -1 for anything else. */
+int sd_orphans_parse(const char *s);
+const char *sd_orphans_name(enum sd_orphans o);
+/* The run's choice: ENV's --orphans, else provider.orphans in S, else ask
+ * when a cockpit may answer (env->interactive), delete when not. */
+enum sd_orphans sd_cloud_orphans(const struct sd_provider_env *env, const cJSON *s);
+
+/* Where a provider's start-up reconciliation stands: WHAT it does with
+ * orphans (the answer replaces "ask"), the list not yet answered, the
+ * question open.  Acquisitions wait while either of the last two holds. */
+struct sd_cloud_orphans {
+	enum sd_orphans what;
+	int reconciling;
+	int asking;
+};
+/* 1 when a RUNNING orphan is held for adoption (adopt, ask); holding one
+ * with ask opens the question. */
+int sd_cloud_orphans_hold(struct sd_cloud_orphans *o);
+/* The start-up list has answered: 1 when the provider settles now, 0 when
+ * the answer will. */
+int sd_cloud_orphans_listed(struct sd_cloud_orphans *o);
+/* WHAT ("adopt", "delete", "keep") answers the open question: 1 when the
+ * provider settles now, 0 once the list has answered; -1 with *WHY (no
+ * question open, another word; VMS names the cloud's VMs in it). */
+int sd_cloud_orphans_answer(struct sd_cloud_orphans *o, const char *what, const char *vms, char **why);
+
+/* The orphan event: a VM of the run's label that no server owns, and what
+ * is done with it (ACTION: "delete", "keep", "adopt", "ask").  SERVER: the
+ * server that adopts it (NULL otherwise). */
 void sd_cloud_journal_orphan(struct sd_fleet *fleet, const char *provider, const char *instance, const char *zone,
-			     const char *status, int keep);
+			     const char *status, const char *action, const char *server);
 
 /* A cloud's offers: one per zone, all of one machine and GPU. */
 struct sd_cloud_catalog {

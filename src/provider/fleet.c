@@ -559,6 +559,14 @@ void sd_fleet_release_all(struct sd_fleet *f)
 	}
 }
 
+int sd_fleet_answer_orphans(struct sd_fleet *f, const char *what, char **why)
+{
+	if (!f->p || !f->ops->answer_orphans)
+		return sd_why(why, "orphans: the %s provider asks nothing about orphans",
+			      f->ops ? f->ops->name : "local");
+	return f->ops->answer_orphans(f->p, what, why);
+}
+
 void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worker_event e)
 {
 	struct server *s = fl_find(f, server);

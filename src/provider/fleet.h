@@ -112,6 +112,11 @@ int sd_fleet_swap(struct sd_fleet *f, const char *old, const char *offer_id, cha
 /* The run is over: every server is released as its worker exits. */
 void sd_fleet_release_all(struct sd_fleet *f);
 
+/* Passes the answer about an earlier controller's VMs (WHAT: "adopt",
+ * "delete", "keep") to the provider: 0, or -1 with *why (no provider asks,
+ * no question open, or a WHAT it does not take). */
+int sd_fleet_answer_orphans(struct sd_fleet *f, const char *what, char **why);
+
 /* The controller reports what the worker on a server does. */
 enum sd_worker_event { SD_WORKER_CONNECTED, SD_WORKER_TRAINING, SD_WORKER_GONE };
 void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worker_event e);

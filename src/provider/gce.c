@@ -72,7 +72,11 @@
 #define GCE_MAX_ZONES 32
 #define CLOSE_DELETE_WAIT_S 60.0
 
-enum vm_state { VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE };
+enum vm_state {
+	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
+	VM_WAITING,   /* acquired while the start-up list or the orphans question is open */
+	VM_HELD,      /* an earlier controller's RUNNING VM, kept for a server to adopt */
+};
 
 struct gce_server {
 	char id[16];
@@ -87,8 +91,11 @@ struct gce_server {
 	char target[512];              /* the instance's URL */
 	double started_at, stopped_at; /* GCE's RUNNING and power-off times (epoch s), 0 unknown */
 	const char *stop_source;       /* where stopped_at comes from */
+	int adopted;                   /* taken over from an earlier controller: billed from then */
 	int billed;                    /* BILLED reported */
 	char delete_rid[37];           /* the requestId of its delete, once sent */
+	char addr[48], comm_addr[48];  /* VM_HELD: its natIP (or networkIP) and networkIP */
+	char status[24];               /* VM_HELD: its status when listed */
 	struct sd_provider *p;
 	struct gce_server *next;
 };
@@ -112,7 +119,8 @@ struct sd_provider {
 	double cloud_blocked_until;
 	char *ssh_keys;                /* "USER:ssh-ed25519 AAAA... spotdeck" */
 	char tag[17];                  /* the run's label value and VM name part */
-	int orphans_keep;              /* provider.orphans "keep": journaled, left alone */
+	int no_run_dir;                /* the label is not kept: nothing is an orphan */
+	struct sd_cloud_orphans orph;  /* the start-up list's orphans (cloud-vm.h) */
 	char gpu[16];                  /* "T4" */
 	struct sd_cloud_catalog cc;    /* the offers */
 	char price_source[160];
@@ -232,7 +240,8 @@ static void bill(struct sd_provider *p, struct gce_server *s)
 		return;
 	s->billed = 1;
 	char source[160];
-	snprintf(source, sizeof source, "gce: instance %s, lastStartTimestamp to %s", s->name, s->stop_source);
+	snprintf(source, sizeof source, "gce: instance %s, %s to %s", s->name,
+	         s->adopted ? "its adoption" : "lastStartTimestamp", s->stop_source);
 	struct sd_provider_event ev = {
 		.kind = SD_PROVIDER_BILLED,
 		.server = s->id,
@@ -283,6 +292,12 @@ static void delete_vm(struct sd_provider *p, struct gce_server *s)
 {
 	if (s->host >= 0)
 		sd_ssh_host_gone(p->ssh, s->host);
+	if (s->st == VM_WAITING) {
+		s->st = VM_GONE;   /* never made */
+		return;
+	}
+	if (s->st == VM_HELD)
+		s->st = VM_RUNNING;
 	if (s->st == VM_CREATING || s->st == VM_DELETING || s->st == VM_GONE)
 		return;   /* a create in flight deletes when it ends */
 	s->st = VM_DELETING;
@@ -335,6 +350,8 @@ static void block(struct sd_provider *p, int zone, enum sd_gce_block b)
 	}
 }
 
+static void boot_done(struct sd_provider *p, struct gce_server *s, const char *addr, const char *comm_addr);
+
 static void on_created(void *arg, const struct sd_gce_vm_result *r)
 {
 	struct gce_server *s = arg;
@@ -383,6 +400,14 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 		delete_vm(p, s);
 		return;
 	}
+	boot_done(p, s, addr, r->vm.network_ip[0] ? r->vm.network_ip : addr);
+}
+
+/* S's VM runs at ADDR (COMM_ADDR: where other workers reach it): it is
+ * PROVISIONED, and RUNNING once its sshd lets us in. */
+static void boot_done(struct sd_provider *p, struct gce_server *s, const char *addr, const char *comm_addr)
+{
+	s->st = VM_WAIT_SSH;
 	report(p, s, SD_PROVIDER_PROVISIONED, NULL, NULL);
 	struct sd_host h = {
 		.name = s->name,
@@ -396,7 +421,7 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 		.usd_per_hour = p->quoted_usd,
 		.slots = 1,
 		.worker = p->worker,
-		.comm_host = r->vm.network_ip[0] ? (char *)r->vm.network_ip : (char *)addr,
+		.comm_host = (char *)comm_addr,
 	};
 	s->host = sd_ssh_host_add(p->ssh, &h);
 	sd_ssh_attach(p->ssh, s->id, s->host);
@@ -509,42 +534,142 @@ static int zone_index(const struct sd_provider *p, const char *zone)
 	return -1;
 }
 
+static void unlink_server(struct sd_provider *p, struct gce_server *s)
+{
+	for (struct gce_server **q = &p->servers; *q; q = &(*q)->next)
+		if (*q == s) {
+			*q = s->next;
+			free(s);
+			return;
+		}
+}
+
 /* A VM carrying this run's label that no server of this controller owns:
  * a previous controller of the run (killed, or its machine lost) left it.
- * It is deleted, or with provider.orphans "keep" only journaled. */
+ * With orphans "adopt" or "ask" a RUNNING one with an address is held for
+ * a server of this run (settle); any other is deleted, or with "keep" only
+ * journaled. */
 static void on_reconcile_vm(void *arg, const struct sd_gce_instance *in)
 {
 	struct sd_provider *p = arg;
-	if (p->closing)
+	if (p->closing || p->no_run_dir)
 		return;
 	for (const struct gce_server *s = p->servers; s; s = s->next)
 		if (!strcmp(s->name, in->name))
 			return;
 	int zi = zone_index(p, in->zone);
-	int del = !p->orphans_keep && zi >= 0;
-	sd_cloud_journal_orphan(p->fleet, "gce", in->name, in->zone, in->status, !del);
-	if (!del)
+	int hold = zi >= 0 && !strcmp(in->status, "RUNNING") && (in->nat_ip[0] || in->network_ip[0]) &&
+	           sd_cloud_orphans_hold(&p->orph);
+	int del = !hold && p->orph.what != SD_ORPHANS_KEEP && zi >= 0;
+	if (!hold)
+		sd_cloud_journal_orphan(p->fleet, "gce", in->name, in->zone, in->status, del ? "delete" : "keep", NULL);
+	if (!hold && !del)
 		return;
 	struct gce_server *s = sd_calloc(1, sizeof *s);
 	snprintf(s->name, sizeof s->name, "%s", in->name);
 	s->zone = zi;
 	s->host = -1;
 	s->p = p;
-	s->released = 1;
-	s->st = VM_RUNNING;
 	s->next = p->servers;
 	p->servers = s;
+	if (hold) {
+		s->st = VM_HELD;
+		snprintf(s->target, sizeof s->target, "%s", in->self_link);
+		snprintf(s->addr, sizeof s->addr, "%s", in->nat_ip[0] ? in->nat_ip : in->network_ip);
+		snprintf(s->comm_addr, sizeof s->comm_addr, "%s", in->network_ip[0] ? in->network_ip : s->addr);
+		snprintf(s->status, sizeof s->status, "%s", in->status);
+		if (p->orph.what == SD_ORPHANS_ASK)
+			sd_cloud_journal_orphan(p->fleet, "gce", in->name, in->zone, in->status, "ask", NULL);
+		return;
+	}
+	s->released = 1;
+	s->st = VM_RUNNING;
 	delete_vm(p, s);
+}
+
+static int start_create(struct sd_provider *p, struct gce_server *s, char *err, size_t errlen);
+
+/* S (acquired while the list or the question was open) takes over held
+ * VM H of its zone: no insert; it is billed from now (before, the earlier
+ * controller's journal counted it), and trains once its sshd answers. */
+static void adopt(struct sd_provider *p, struct gce_server *s, struct gce_server *h)
+{
+	snprintf(s->name, sizeof s->name, "%s", h->name);
+	snprintf(s->target, sizeof s->target, "%s", h->target);
+	char addr[48], comm[48];
+	snprintf(addr, sizeof addr, "%s", h->addr);
+	snprintf(comm, sizeof comm, "%s", h->comm_addr);
+	sd_cloud_journal_orphan(p->fleet, "gce", h->name, p->zones[h->zone], h->status, "adopt", s->id);
+	unlink_server(p, h);
+	s->adopted = 1;
+	s->started_at = sd_cloud_wall_now();
+	boot_done(p, s, addr, comm);
+}
+
+/* The start-up list has answered and no question is open: every waiting
+ * acquisition adopts a held VM of its zone (orphans "adopt") or makes its
+ * own; the held VMs no server took are deleted (or kept, or, when the
+ * answer was "delete", all of them go). */
+static void settle(struct sd_provider *p)
+{
+	int again = 1;
+	while (again) {   /* the list changes under adopt: walk it again */
+		again = 0;
+		for (struct gce_server *s = p->servers; s; s = s->next) {
+			if (s->st != VM_WAITING)
+				continue;
+			struct gce_server *h = NULL;
+			for (struct gce_server *t = p->servers; p->orph.what == SD_ORPHANS_ADOPT && t; t = t->next)
+				if (t->st == VM_HELD && t->zone == s->zone)
+					h = t;
+			if (h) {
+				adopt(p, s, h);
+				again = 1;
+				break;
+			}
+			char err[512];
+			if (start_create(p, s, err, sizeof err) < 0) {
+				s->st = VM_GONE;
+				report(p, s, SD_PROVIDER_FAILED, "INSERT", err);
+			}
+		}
+	}
+	for (struct gce_server *s = p->servers, *n; s; s = n) {
+		n = s->next;
+		if (s->st != VM_HELD)
+			continue;
+		int keep = p->orph.what == SD_ORPHANS_KEEP;
+		sd_cloud_journal_orphan(p->fleet, "gce", s->name, p->zones[s->zone], s->status, keep ? "keep" : "delete",
+		                        NULL);
+		if (keep) {
+			unlink_server(p, s);
+		} else {
+			s->released = 1;
+			delete_vm(p, s);
+		}
+	}
 }
 
 static void on_reconciled(void *arg, int n, const char *error)
 {
 	struct sd_provider *p = arg;
 	(void)n;
-	if (p->closing || !error)
+	int now = sd_cloud_orphans_listed(&p->orph);
+	if (p->closing)
 		return;
-	sd_cloud_journal_error(p->fleet, "gce", "the run's VMs could not be listed at start: orphans of an "
-	                       "earlier controller, if any, are left", error);
+	if (error)
+		sd_cloud_journal_error(p->fleet, "gce", "the run's VMs could not be listed at start: orphans of an "
+		                       "earlier controller, if any, are left", error);
+	if (now)   /* else by the answer (gce_answer_orphans) */
+		settle(p);
+}
+
+static int gce_answer_orphans(struct sd_provider *p, const char *what, char **why)
+{
+	int now = sd_cloud_orphans_answer(&p->orph, what, "VMs", why);
+	if (now > 0)
+		settle(p);
+	return now < 0 ? -1 : 0;
 }
 
 /* ---- prices: the Cloud Billing Catalog (gce-price.h) ---- */
@@ -820,12 +945,11 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		gce_free(p);
 		return -1;
 	}
-	if (sd_cloud_run_label(env->run_dir, "gce-label", p->tag, &p->orphans_keep, why) < 0) {
+	if (sd_cloud_run_label(env->run_dir, "gce-label", p->tag, &p->no_run_dir, why) < 0) {
 		gce_free(p);
 		return -1;
 	}
-	const cJSON *ov = cJSON_GetObjectItemCaseSensitive(s, "orphans");
-	p->orphans_keep |= cJSON_IsString(ov) && !strcmp(ov->valuestring, "keep");
+	p->orph.what = sd_cloud_orphans(env, s);
 	/* Workers on VMs must reach the controller: loopback only serves a
 	 * fake cloud on this machine (tests/fake-cloud/gce.py --vm-sshd). */
 	if (env->advertise && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
@@ -866,6 +990,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
 	uv_unref((uv_handle_t *)&p->backstop);
 	char lerr[256];
+	p->orph.reconciling = 1;
 	if (sd_gce_vm_list(p->gce, (const char *const *)p->zones, p->nzones, p->tag, on_reconcile_vm, on_reconciled, p,
 	                   lerr, sizeof lerr) < 0)
 		on_reconciled(p, -1, lerr);
@@ -887,13 +1012,32 @@ static int gce_acquire(struct sd_provider *p, const char *server, const struct s
 		              offer->id, p->zones[zi], p->zone_blocked_until[zi] - now);
 	struct gce_server *s = sd_calloc(1, sizeof *s);
 	snprintf(s->id, sizeof s->id, "%s", server);
-	/* sd-TAG-SERVER: lower case, digits and '-' (server ids are s1, s2, ...). */
-	snprintf(s->name, sizeof s->name, "sd-%s-%s", p->tag, server);
-	for (char *c = s->name; *c; c++)
-		*c = (char)tolower((unsigned char)*c);
 	s->zone = zi;
 	s->host = -1;
 	s->p = p;
+	s->next = p->servers;
+	p->servers = s;
+	if (p->orph.reconciling || p->orph.asking) {
+		s->st = VM_WAITING;   /* settle() adopts a held VM for it or makes one */
+		return 0;
+	}
+	char err[512];
+	if (start_create(p, s, err, sizeof err) < 0) {
+		p->servers = s->next;
+		free(s);
+		return sd_why(why, "%s: %s", offer->id, err);
+	}
+	return 0;
+}
+
+/* Inserts S's VM, sd-TAG-SERVER in its zone. */
+static int start_create(struct sd_provider *p, struct gce_server *s, char *err, size_t errlen)
+{
+	int zi = s->zone;
+	/* sd-TAG-SERVER: lower case, digits and '-' (server ids are s1, s2, ...). */
+	snprintf(s->name, sizeof s->name, "sd-%s-%s", p->tag, s->id);
+	for (char *c = s->name; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
 	s->st = VM_CREATING;
 	struct sd_gce_instance_spec spec = {
 		.project = p->project,
@@ -909,15 +1053,7 @@ static int gce_acquire(struct sd_provider *p, const char *server, const struct s
 		.external_ip = 1,
 		.stop_on_preemption = 0,
 	};
-	char err[512];
-	s->next = p->servers;
-	p->servers = s;
-	if (sd_gce_vm_create(p->gce, &spec, fmin(2.0, p->poll_s), on_created, s, err, sizeof err) < 0) {
-		p->servers = s->next;
-		free(s);
-		return sd_why(why, "%s: %s", offer->id, err);
-	}
-	return 0;
+	return sd_gce_vm_create(p->gce, &spec, fmin(2.0, p->poll_s), on_created, s, err, errlen);
 }
 
 static void gce_release(struct sd_provider *p, const char *server)
@@ -959,7 +1095,7 @@ static int gce_live(const struct sd_provider *p, const struct sd_offer *o)
 {
 	int n = 0;
 	for (const struct gce_server *s = p->servers; s; s = s->next)
-		n += s->zone == o->index && !s->released && !s->reported_end && s->st != VM_GONE;
+		n += s->zone == o->index && !s->released && !s->reported_end && s->st != VM_GONE && s->st != VM_HELD;
 	return n;
 }
 
@@ -976,8 +1112,11 @@ static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 static void delete_left(struct sd_provider *p)
 {
 	int left = 0;
-	for (struct gce_server *s = p->servers; s; s = s->next)
+	for (struct gce_server *s = p->servers; s; s = s->next) {
+		if (s->st == VM_WAITING)
+			s->st = VM_GONE;   /* never made */
 		left += s->st != VM_GONE;
+	}
 	if (!left)
 		return;
 	uv_loop_t loop;
@@ -1077,6 +1216,7 @@ const struct sd_provider_ops sd_provider_gce = {
 	.launch = gce_launch,
 	.signal = gce_signal,
 	.lost = gce_lost,
+	.answer_orphans = gce_answer_orphans,
 	.close = gce_close,
 	.free = gce_free,
 };

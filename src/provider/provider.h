@@ -70,6 +70,9 @@ struct sd_provider_env {
 	                                * fleet fills it in; spotdeck --advertise) */
 	const char *run_dir;           /* the run's directory (the fleet fills it in): its
 	                                * token file names the run to a cloud (gce's label) */
+	const char *orphans;           /* spotdeck --orphans (overrides provider.orphans),
+	                                * NULL when not given (cloud-vm.h sd_cloud_orphans) */
+	int interactive;               /* a cockpit may answer a question (not --headless) */
 };
 
 enum sd_provider_event_kind {
@@ -163,6 +166,11 @@ struct sd_provider_ops {
 	              char **why);
 	void (*signal)(struct sd_provider *p, const char *server, int sig);
 	void (*lost)(struct sd_provider *p, const char *server, int worker_alive);
+	/* The answer to the provider's question about an earlier controller's
+	 * VMs (provider.orphans "ask"): WHAT is "adopt", "delete" or "keep".
+	 * 0, or -1 with *why (no question is open, or WHAT is none of those).
+	 * NULL: the provider never asks. */
+	int (*answer_orphans)(struct sd_provider *p, const char *what, char **why);
 	/* Stops timers and closes handles (the loop runs their callbacks
 	 * before free); no event is reported after close. */
 	void (*close)(struct sd_provider *p);
