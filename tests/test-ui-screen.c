@@ -609,6 +609,72 @@ static void test_real_market(struct ui_fixture *f)
 	sd_screen_destroy(s);
 }
 
+/* The provider's question about an earlier controller's VMs: the dialog
+ * opens by itself, Esc and q do not close it, y sends "orphans adopt" and
+ * n "orphans delete"; answered, it is not asked again by this cockpit; a
+ * watching cockpit never opens it; answered elsewhere, it closes. */
+static void test_orphans(struct ui_fixture *f)
+{
+	struct sd_screen *s = make(1, NULL, 0);
+	resize(40, 120, s);
+	render(s, &f->view);
+	CHECK(!sd_screen_modal(s), "a dialog before any question");
+	snprintf(f->view.orphans_question, sizeof f->view.orphans_question,
+	         "an earlier controller of this run left VMs running (billed): sd-ab-s1 in us-central1-a");
+	f->view.orphans_asked = 1;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(sd_screen_modal(s) && !strcmp(sd_screen_modal(s), "confirm"), "the question opened %s",
+	      sd_screen_modal(s) ? sd_screen_modal(s) : "nothing");
+	CHECK(on_screen("sd-ab-s1 in us-central1-a") && on_screen("adopt") && on_screen("delete"),
+	      "the question or its answers are not on the screen:\n%s", grab());
+	/* A second VM listed: the open dialog names both. */
+	size_t n = strlen(f->view.orphans_question);
+	snprintf(f->view.orphans_question + n, sizeof f->view.orphans_question - n, ", sd-ab-s2 in us-central1-b");
+	f->view.orphans_asked = 2;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(on_screen("sd-ab-s2") && on_screen(" them. "), "the grown question:\n%s", grab());
+	ncmds = 0;
+	sd_screen_key(s, 27);
+	sd_screen_key(s, 'q');
+	render(s, &f->view);
+	CHECK(sd_screen_modal(s) && ncmds == 0, "Esc or q closed the question (or sent %d commands)", ncmds);
+	sd_screen_key(s, 'y');
+	CHECK(!strcmp(last_cmd, "orphans adopt") && ncmds == 1, "y sent '%s' (%d)", last_cmd, ncmds);
+	render(s, &f->view);   /* the run has not answered yet: not asked again */
+	CHECK(!sd_screen_modal(s), "the answered question opened again");
+	/* A new question (another start) is asked; n deletes. */
+	snprintf(f->view.orphans_question, sizeof f->view.orphans_question,
+	         "an earlier controller of this run left VMs running (billed): sd-cd-s3 in europe-west4-a");
+	f->view.version++;
+	render(s, &f->view);
+	sd_screen_key(s, 'n');
+	CHECK(!strcmp(last_cmd, "orphans delete") && !sd_screen_modal(s), "n sent '%s'", last_cmd);
+	/* Answered in another cockpit: the open dialog goes. */
+	snprintf(f->view.orphans_question, sizeof f->view.orphans_question, "left VMs: sd-ef-s4 in us-central1-a");
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(sd_screen_modal(s) != NULL, "the third question did not open");
+	f->view.orphans_question[0] = '\0';
+	f->view.orphans_asked = 0;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(!sd_screen_modal(s), "answered elsewhere, the dialog stayed open");
+	sd_screen_destroy(s);
+	/* A read-only cockpit only watches. */
+	s = make(1, NULL, 0);
+	resize(40, 120, s);
+	snprintf(f->view.orphans_question, sizeof f->view.orphans_question, "left VMs: sd-gh-s5 in us-central1-a");
+	f->view.read_only = 1;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(!sd_screen_modal(s), "a read-only cockpit opened the question");
+	f->view.read_only = 0;
+	f->view.orphans_question[0] = '\0';
+	sd_screen_destroy(s);
+}
+
 int main(void)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -639,6 +705,9 @@ int main(void)
 	printf("ok: ASCII fallback\n");
 	test_hostile();
 	printf("ok: hostile views\n");
+	ui_fixture_init(&f, 4);
+	test_orphans(&f);
+	printf("ok: the orphans question opens by itself, needs y (adopt) or n (delete), is not asked twice\n");
 	ui_fixture_init(&f, 4);
 	test_chart_max(&f);
 	printf("ok: the throughput chart's max covers the current rate\n");

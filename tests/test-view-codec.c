@@ -126,7 +126,7 @@ static int views_equal(const struct sd_view *src, const struct sd_view *mir, con
 			v->revocation_marks[i] = 0;
 		ZTAIL(v, job); ZTAIL(v, provider); ZTAIL(v, catalog); ZTAIL(v, message);
 		ZTAIL(v, suggestion); ZTAIL(v, suggestion_for); ZTAIL(v, suggestion_why);
-		ZTAIL(v, whatif_note); ZTAIL(v, ended);
+		ZTAIL(v, whatif_note); ZTAIL(v, ended); ZTAIL(v, orphans_question);
 	}
 	if (memcmp(&a, &b, sizeof a) != 0) {
 		size_t at = 0;
@@ -162,6 +162,8 @@ static void make_view(struct ui_fixture *f, int nservers)
 	fill_max(v->suggestion_why, sizeof v->suggestion_why, 'w');
 	fill_max(v->whatif_note, sizeof v->whatif_note, 'n');
 	fill_max(v->ended, sizeof v->ended, 'e');
+	fill_max(v->orphans_question, sizeof v->orphans_question, 'q');
+	v->orphans_asked = 2;
 	fill_max(v->catalog, sizeof v->catalog, 'c');
 	fill_max(f->servers[1].id, sizeof f->servers[1].id, 'i');
 	fill_max(f->servers[1].offer, sizeof f->servers[1].offer, 'o');

@@ -6,6 +6,10 @@ TESTS += tests/test-ui-cockpit.sh
 # (issue 9, item 5).
 TESTS += tests/test-ui-billing.sh tests/test-ui-provider-script.sh
 EXTRA_DIST += tests/ui-e2e/lib.sh tests/test-ui-billing.sh tests/test-ui-provider-script.sh tests/ui-e2e/billing-job.json tests/ui-e2e/billing-trace.jsonl
+# The cockpit asks about an earlier controller's VMs on the fake GCE, and y
+# adopts them (issue 13).
+TESTS += tests/test-ui-orphans.sh
+EXTRA_DIST += tests/test-ui-orphans.sh
 # The replacement suggested after revocations in two zones, and why (issue
 # 9, item 4).
 TESTS += tests/test-ui-suggest.sh

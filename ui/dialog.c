@@ -280,7 +280,7 @@ void sd_modal_draw(struct sd_modal *m, const struct sd_view *v, const struct sd_
 			while (*q == ' ')
 				q++;
 		}
-		static const char *const keys[] = { "y", "yes", "n", "no (Esc)" };
+		const char *keys[] = { "y", m->yes[0] ? m->yes : "yes", "n", m->no[0] ? m->no : "no (Esc)" };
 		footer(m, d, keys, 4);
 		break;
 	}

@@ -19,6 +19,9 @@ struct sd_modal {
 	struct sd_list list;    /* picker: the selected offer; what-if: the selected row */
 	char question[512];     /* confirm */
 	char command[1024];     /* confirm: the command lines y runs, one per line */
+	char command_no[64];    /* confirm: the command n runs ("": n only closes it; when
+	                         * set, Esc and q do not close it: it needs an answer) */
+	char yes[24], no[24];   /* confirm: what y and n do, in the footer ("": yes, no) */
 	unsigned long whatif_version;   /* what-if: the rows drawn */
 };
 

@@ -58,6 +58,7 @@ struct sd_screen {
 	char note_message[160];
 	char highlight[32];
 	uint64_t highlight_until;
+	char orphans_answered[400]; /* the orphans question this cockpit answered */
 };
 
 static void slog(struct sd_screen *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -287,6 +288,43 @@ void sd_screen_destroy(struct sd_screen *s)
 	free(s);
 }
 
+static int open_confirm(struct sd_screen *s, const char *title, const char *command, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int close_modal(struct sd_screen *s);
+
+/* The provider's question about an earlier controller's VMs (view.h): a
+ * dialog that needs y (adopt) or n (delete), opened once no other dialog
+ * is open, its text following the question as it grows.  A watching
+ * (read-only) cockpit only shows it in the status line. */
+static void ask_orphans(struct sd_screen *s)
+{
+	const char *q = s->v->orphans_question;
+	int open = s->modal.kind == SD_MODAL_CONFIRM && s->modal.command_no[0];
+	if (!q[0] || s->v->read_only || !strcmp(q, s->orphans_answered)) {
+		if (open && !q[0])
+			close_modal(s);   /* answered elsewhere (another cockpit, a command) */
+		return;
+	}
+	if (open) {
+		if (strncmp(s->modal.question, q, strlen(q))) {
+			snprintf(s->modal.question, sizeof s->modal.question, "%s. y: this run's servers adopt them "
+			         "(no new VMs where one is left); n: delete them.", q);
+			if (!s->too_small)
+				sd_modal_place(&s->modal, s->lines, s->cols, s->v, &s->g);
+			s->modal.dirty = 1;
+		}
+		return;
+	}
+	if (s->modal.kind != SD_MODAL_NONE)
+		return;
+	open_confirm(s, "VMs of an earlier controller", "orphans adopt", "%s. y: this run's servers adopt them (no new "
+	             "VMs where one is left); n: delete them.", q);
+	snprintf(s->modal.command_no, sizeof s->modal.command_no, "orphans delete");
+	snprintf(s->modal.yes, sizeof s->modal.yes, "adopt");
+	snprintf(s->modal.no, sizeof s->modal.no, "delete");
+}
+
 int sd_screen_update(struct sd_screen *s, const struct sd_view *v, uint64_t now_ms)
 {
 	s->v = v ? v : &s->empty;
@@ -307,6 +345,7 @@ int sd_screen_update(struct sd_screen *s, const struct sd_view *v, uint64_t now_
 	}
 	if (s->modal.kind == SD_MODAL_PICKER && s->panes[P_MARKET].dirty)
 		s->modal.dirty = 1;
+	ask_orphans(s);
 	if (s->modal.kind == SD_MODAL_WHATIF && s->modal.whatif_version != s->v->whatif_version) {
 		if (!s->too_small)   /* the rows decide its height */
 			sd_modal_place(&s->modal, s->lines, s->cols, s->v, &s->g);
@@ -510,8 +549,6 @@ static int open_picker(struct sd_screen *s, const char *verb, const char *prefix
 	return open_modal(s, SD_MODAL_PICKER);
 }
 
-static int open_confirm(struct sd_screen *s, const char *title, const char *command, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 static int open_confirm(struct sd_screen *s, const char *title, const char *command, const char *fmt, ...)
 {
 	/* A confirmation opened from another modal (Enter on a what-if row)
@@ -791,6 +828,8 @@ int sd_act_confirm(struct sd_screen *s, int key)
 	/* One command per line (a what-if switch is several adds and drops). */
 	char lines[sizeof s->modal.command];
 	snprintf(lines, sizeof lines, "%s", s->modal.command);
+	if (s->modal.command_no[0])   /* the orphans question: not asked again */
+		snprintf(s->orphans_answered, sizeof s->orphans_answered, "%s", s->v->orphans_question);
 	close_modal(s);
 	int f = SD_KEY_HANDLED | SD_KEY_REDRAW;
 	for (char *save = NULL, *l = strtok_r(lines, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
@@ -800,5 +839,16 @@ int sd_act_confirm(struct sd_screen *s, int key)
 
 int sd_act_cancel(struct sd_screen *s, int key)
 {
+	if (s->modal.kind == SD_MODAL_CONFIRM && s->modal.command_no[0]) {
+		if (key != 'n' && key != 'N') {
+			set_note(s, SD_STYLE_WARN, 0, "the run waits for an answer: y adopts, n deletes");
+			return SD_KEY_HANDLED | SD_KEY_REDRAW;
+		}
+		char no[sizeof s->modal.command_no];
+		snprintf(no, sizeof no, "%s", s->modal.command_no);
+		snprintf(s->orphans_answered, sizeof s->orphans_answered, "%s", s->v->orphans_question);
+		close_modal(s);
+		return run_command(s, no);
+	}
 	return close_modal(s);
 }

@@ -142,6 +142,12 @@ struct sd_view {
 	int clients;
 	int read_only;
 	char ended[160];
+	/* A cloud provider's question (provider.orphans "ask"): the VMs an
+	 * earlier controller of this run left, which wait for "orphans adopt",
+	 * "orphans delete" or "orphans keep" ("2 VMs ...: sd-x-s1 in
+	 * us-central1-a, ..."); "" when none is open. */
+	char orphans_question[400];
+	int orphans_asked;          /* how many it names */
 };
 
 /* Appends a sample to a series (drops the oldest when full). */

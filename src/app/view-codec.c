@@ -370,6 +370,8 @@ cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since)
 	PUT_NUM(ep, o, v, clients);
 	PUT_NUM(ep, o, v, read_only);
 	PUT_STR(ep, o, v, ended);
+	PUT_STR(ep, o, v, orphans_question);
+	PUT_NUM(ep, o, v, orphans_asked);
 
 	int noffers = v->offers ? count(v->noffers, INT_MAX) : 0;
 	int nrev = v->revocations ? count(v->nrevocations, INT_MAX) : 0;
@@ -727,7 +729,8 @@ static int get_scalars(const cJSON *o, struct sd_view *nv, char **why)
 	    GET_INT(o, p, v, whatif_busy) < 0 ||
 	    get_ulong(o, p, "whatif_version", &v->whatif_version, why) < 0 ||
 	    GET_STR(o, p, v, whatif_note) < 0 || GET_INT(o, p, v, clients) < 0 ||
-	    GET_INT(o, p, v, read_only) < 0 || GET_STR(o, p, v, ended) < 0)
+	    GET_INT(o, p, v, read_only) < 0 || GET_STR(o, p, v, ended) < 0 ||
+	    GET_STR(o, p, v, orphans_question) < 0 || GET_INT(o, p, v, orphans_asked) < 0)
 		return -1;
 
 	const cJSON *seed = need(o, p, "seed", why);

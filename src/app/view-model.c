@@ -288,6 +288,9 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 		         str(ev, "reason"));
 	} else if (!strcmp(type, "command") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
 		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
+	} else if (!strcmp(type, "command") && !strncmp(str(ev, "command"), "orphans ", 8)) {
+		v->orphans_question[0] = '\0';   /* answered */
+		v->orphans_asked = 0;
 	} else if (!strcmp(type, "error")) {
 		/* reason, then what it concerns and the system's word, when given */
 		const char *path = str(ev, "path"), *srv = str(ev, "server"), *err = str(ev, "error");
@@ -297,6 +300,20 @@ void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
 	} else if (!strcmp(type, "journal_resumed")) {
 		snprintf(v->message, sizeof v->message, "journal writes again (%.0f events lost): %s",
 		         num(ev, "lost", 0), str(ev, "path"));
+	} else if (!strcmp(type, "orphan") && !strcmp(str(ev, "action"), "ask")) {
+		/* One event per VM: the question grows until answered. */
+		size_t n = strlen(v->orphans_question);
+		if (v->orphans_asked++ == 0)
+			n = (size_t)snprintf(v->orphans_question, sizeof v->orphans_question,
+			                     "an earlier controller of this run left VMs running (billed):");
+		if (n < sizeof v->orphans_question)
+			snprintf(v->orphans_question + n, sizeof v->orphans_question - n, "%s %s in %s",
+			         v->orphans_asked > 1 ? "," : "", str(ev, "instance"), str(ev, "zone"));
+		snprintf(v->message, sizeof v->message, "orphan %s in %s: the run waits for orphans adopt, delete or keep",
+		         str(ev, "instance"), str(ev, "zone"));
+	} else if (!strcmp(type, "orphan")) {
+		snprintf(v->message, sizeof v->message, "orphan %s: %s%s%s", str(ev, "instance"), str(ev, "action"),
+		         str(ev, "server")[0] ? " by " : "", str(ev, "server"));
 	} else if (!strcmp(type, "done")) {
 		snprintf(v->message, sizeof v->message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
 	}
