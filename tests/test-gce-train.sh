@@ -39,7 +39,7 @@ j["provider"] = provider(boot_timeout_s=60)
 # The insert in us-central1-b is made and its answer lost (a 503 after the
 # fact): the retries carry the same requestId, so GCE makes one VM.
 control("/_control/fail", {"prefix": "/compute/v1/projects/p1/zones/us-central1-b/instances", "status": 503,
-                           "count": 2, "after": True})
+                           "count": 2, "after": True, "method": "POST"})
 r = Run(j)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == N, "a generation of %d on GCE VMs" % N)
 acq = {e["server"]: e for e in r.events if e.get("type") == "acquired"}
@@ -64,9 +64,8 @@ for s in acq:
 inserts = [q for q in control("/_control/log")["requests"]
            if q["method"] == "POST" and q["path"].endswith("/zones/us-central1-b/instances")]
 in_b = [n for n, v in vms.items() if v["zone"].endswith("/us-central1-b")]
-# (The list of the run's VMs at start may take one of the two 503s.)
 st = [q["status"] for q in inserts]
-if len(st) < 2 or st[-1] != 200 or set(st[:-1]) != {503} or len(set(q["request_id"] for q in inserts)) != 1 or \
+if st != [503, 503, 200] or st[-1] != 200 or set(st[:-1]) != {503} or len(set(q["request_id"] for q in inserts)) != 1 or \
    len(in_b) != 1:
     fail("an insert whose answer was lost: requests %s, VMs in us-central1-b %s; expected 503s, then 200, "
          "one requestId and one VM" % ([(q["status"], q["request_id"]) for q in inserts], in_b))

@@ -150,7 +150,8 @@ Control (no auth, not logged):
        "TERMINATE_ON_HOST_MAINTENANCE" (default)}  in-VM
        instance/maintenance-event only; nothing else happens
   POST /_control/fail      {"prefix": "/compute/v1/...", "status": 503,
-                            "count": N, "after": false, "retry_after": S}
+                            "count": N, "after": false, "retry_after": S,
+                            "method": "POST" (optional: that method only)}
        next N requests under prefix get status with GCE's error body
        (503 and others backendError UNAVAILABLE, 500 backendError
        INTERNAL, 429 and 403 rateLimitExceeded); "after": true does the
@@ -698,7 +699,7 @@ class Handler(BaseHTTPRequestHandler):
             S["log"].append(entry)
             fault = slow = None
             for f in S["fails"]:
-                if u.path.startswith(f["prefix"]) and f["count"] > 0:
+                if u.path.startswith(f["prefix"]) and f["count"] > 0 and f["method"] in (None, self.command):
                     f["count"] -= 1
                     fault = dict(f)
                     break
@@ -773,7 +774,7 @@ class Handler(BaseHTTPRequestHandler):
             if p == "/_control/fail":
                 S["fails"].append({"prefix": c["prefix"], "status": int(c.get("status", 503)),
                                    "count": int(c.get("count", 1)), "after": bool(c.get("after")),
-                                   "retry_after": c.get("retry_after")})
+                                   "retry_after": c.get("retry_after"), "method": c.get("method")})
                 return 200, {"ok": True}
             if p == "/_control/slow":
                 S["slows"].append({"seconds": float(c["seconds"]), "count": int(c.get("count", 1)),
