@@ -24,6 +24,7 @@ cleanup_all() {
 	cleanup
 }
 trap cleanup_all EXIT
+SD_EXIT_TRAP=1   # tmux_start keeps it (tmux-lib.sh)
 trap 'exit 1' INT TERM HUP PIPE
 last_step() { json_field "$RUN/journal.jsonl" step step 2>/dev/null || echo 0; }
 wait_steps_after() {

@@ -190,7 +190,8 @@ mkfifo "$T/ctl"
 $SPOTDECK --headless --job "$T/long.json" --workers 1 --run-dir "$T/live" <"$T/ctl" >"$T/live.out" 2>&1 &
 live=$!
 # A failed check below must not leave the live run (and its worker) behind.
-trap 'kill -KILL $live 2>/dev/null; rm -rf "$T"' EXIT
+trap 'kill -KILL $live 2>/dev/null; tmux_kill 2>/dev/null; rm -rf "$T"' EXIT
+SD_EXIT_TRAP=1   # tmux_start keeps it (tmux-lib.sh)
 exec 7>"$T/ctl"
 i=0
 until grep -q '"type":"checkpoint"' "$T/live.out" 2>/dev/null; do

@@ -36,6 +36,7 @@ cleanup_all() {
 	cleanup
 }
 trap cleanup_all EXIT
+SD_EXIT_TRAP=1   # tmux_start keeps it (tmux-lib.sh)
 trap 'exit 1' INT TERM HUP PIPE
 
 tmux_start 120 40 "env LANG=C.UTF-8 LC_ALL=C.UTF-8 $SPOTDECK --job $T/job.json --run-dir $RUN"

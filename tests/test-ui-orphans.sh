@@ -13,6 +13,7 @@
 export RUN
 # The fake goes last: the VMs' sshds (and the workers on them) with it.
 trap 'cleanup_all' EXIT
+SD_EXIT_TRAP=1   # tmux_start keeps it (tmux-lib.sh)
 trap 'exit 1' INT TERM HUP PIPE
 cleanup_all() {
 	tmux_kill
