@@ -34,6 +34,7 @@ static void test_defaults(void)
 	CHECK_INT(j.train.seed, 1);
 	CHECK_INT(j.train.eval_batch, 1000);
 	CHECK_INT(j.workers, 2);
+	CHECK_INT(j.min_workers, 1);
 	CHECK_INT(j.threads_per_worker, 1);
 	CHECK_INT(j.checkpoint_every, 200);
 	CHECK_INT(j.keep_checkpoints, 3);
@@ -76,6 +77,7 @@ static const char full_job[] =
 	"  \"synthetic_h\": 28,\n"
 	"  \"synthetic_w\": 28,\n"
 	"  \"workers\": 4,\n"
+	"  \"min_workers\": 3,\n"
 	"  \"threads_per_worker\": 2,\n"
 	"  \"checkpoint_every\": 0,\n"
 	"  \"keep_checkpoints\": 5,\n"
@@ -101,7 +103,7 @@ static const char full_job_flat[] =
 	" \"weight_decay\": 1e-4, \"schedule\": \"step\", \"warmup_steps\": 500,"
 	" \"seed\": 9007199254740991, \"eval_batch\": 500, \"synthetic_samples\": 2048,"
 	" \"synthetic_c\": 1, \"synthetic_h\": 28, \"synthetic_w\": 28, \"workers\": 4,"
-	" \"threads_per_worker\": 2, \"checkpoint_every\": 0, \"keep_checkpoints\": 5,"
+	" \"min_workers\": 3, \"threads_per_worker\": 2, \"checkpoint_every\": 0, \"keep_checkpoints\": 5,"
 	" \"comm_timeout\": 2.5, \"log_every\": 1, \"provider\": \"sim\","
 	" \"catalog\": \"data/catalog-gce.json\", \"hazard_scale\": 0.30000000000000004,"
 	" \"boot_scale\": 0.1, \"notice_scale\": 2, \"market_seed\": 42,"
@@ -126,6 +128,7 @@ static void check_full(const struct sd_job *j)
 	CHECK_INT(j->train.synthetic_h, 28);
 	CHECK_INT(j->train.synthetic_w, 28);
 	CHECK_INT(j->workers, 4);
+	CHECK_INT(j->min_workers, 3);
 	CHECK_INT(j->threads_per_worker, 2);
 	CHECK_INT(j->checkpoint_every, 0);
 	CHECK_INT(j->keep_checkpoints, 5);
@@ -361,6 +364,8 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"workers\": -1}", "job.json: workers: expected a non-negative integer, got -1" },
 	{ "{\"workers\": 257}", "job.json: workers: expected an integer from 0 to 256, got 257" },
 	{ "{\"threads_per_worker\": 0}", "job.json: threads_per_worker: expected a positive integer" },
+	{ "{\"min_workers\": 0}", "job.json: min_workers: expected a positive integer, got 0" },
+	{ "{\"min_workers\": 257}", "job.json: min_workers: expected an integer from 1 to 256, got 257" },
 	{ "{\"comm_timeout\": 0.05}", "job.json: comm_timeout: expected a number in [0.1, 600], got 0.05" },
 	{ "{\"comm_timeout\": 601}", "job.json: comm_timeout: expected a number in [0.1, 600], got 601" },
 	{ "{\"comm_timeout\": \"5s\"}", "job.json: comm_timeout: expected a number in [0.1, 600], got \"5s\"" },

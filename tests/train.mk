@@ -12,9 +12,10 @@ EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/r
 	tests/bench/scaling.py tests/bench/ddp-vs-torch tests/bench/torch_ddp_cnn.py tests/bench/torch_common.py \
 	tests/bench/liveness-bench
 EXTRA_DIST += tests/elastic.py
-TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/test-elastic-pin.sh
+TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/test-elastic-pin.sh \
+	tests/test-elastic-min-workers.sh
 EXTRA_DIST += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/soak-kill.sh \
-	tests/test-elastic-pin.sh
+	tests/test-elastic-pin.sh tests/test-elastic-min-workers.sh
 
 check_PROGRAMS += tests/test-parity
 TESTS += tests/test-parity

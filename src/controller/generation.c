@@ -121,6 +121,11 @@ static void form_generation(struct sd_controller *c)
 		m[n++] = k;
 		holders += k->has_state;
 	}
+	/* Fewer ready workers than the job's min_workers train nobody: the run
+	 * waits for more, as torchrun's rendezvous waits for its MIN nodes. */
+	int ready = n;
+	if (n < c->job.min_workers)
+		n = 0;
 	c->generation++;
 	ctl_stream_stop_all(c);   /* a stream for an older generation is moot */
 	c->world_size = n;
@@ -132,7 +137,15 @@ static void form_generation(struct sd_controller *c)
 	cJSON_AddStringToObject(ev, "reason", c->gen_reason);
 	cJSON_AddNumberToObject(ev, "step", (double)c->step);
 	if (n == 0 || c->paused) {
-		cJSON_AddStringToObject(ev, "state", c->paused ? "paused" : "waiting for workers");
+		char state[96];
+		if (c->paused)
+			snprintf(state, sizeof state, "paused");
+		else if (c->job.min_workers > 1)
+			snprintf(state, sizeof state, "waiting for workers (%d ready, min_workers %d)", ready,
+			         c->job.min_workers);
+		else
+			snprintf(state, sizeof state, "waiting for workers");
+		cJSON_AddStringToObject(ev, "state", state);
 		ctl_journal(c, SD_EV_GENERATION, ev);
 		return;
 	}

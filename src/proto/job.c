@@ -91,6 +91,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "synthetic_h", K_INT, OFF(train.synthetic_h), 0, 1, 1024, 0, NULL, NULL },
 	{ "synthetic_w", K_INT, OFF(train.synthetic_w), 0, 1, 1024, 0, NULL, NULL },
 	{ "workers", K_INT, OFF(workers), 0, 0, 256, 0, NULL, NULL },
+	{ "min_workers", K_INT, OFF(min_workers), 0, 1, 256, 0, NULL, NULL },
 	{ "threads_per_worker", K_INT, OFF(threads_per_worker), 0, 1, 1024, 0, NULL, NULL },
 	{ "checkpoint_every", K_LONG, OFF(checkpoint_every), 0, 0, 1000000000, 0, NULL, NULL },
 	{ "keep_checkpoints", K_INT, OFF(keep_checkpoints), 0, 1, 1000, 0, NULL, NULL },
@@ -116,6 +117,7 @@ void sd_job_defaults(struct sd_job *j)
 	memset(j, 0, sizeof *j);
 	sd_train_config_defaults(&j->train);
 	j->workers = 2;
+	j->min_workers = 1;
 	j->threads_per_worker = 1;
 	j->checkpoint_every = 200;
 	j->keep_checkpoints = 3;

@@ -18,6 +18,9 @@
 struct sd_job {
 	struct sd_train_config train;
 	int workers;               /* initial local workers (headless --workers overrides), default 2 */
+	int min_workers;           /* a generation trains only with at least this
+	                            * many ready workers; fewer and the run waits
+	                            * for workers (torchrun's --nnodes MIN), default 1 */
 	int threads_per_worker;    /* default 1 */
 	long checkpoint_every;     /* steps, default 200; 0 = only on demand */
 	int keep_checkpoints;      /* K, default 3 */
