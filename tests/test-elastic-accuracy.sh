@@ -1,11 +1,12 @@
 #!/bin/sh
 # 4 local workers train cnn on Fashion-MNIST with the same global batch (64)
-# as one worker and reach test accuracy >= 0.90 after 3 epochs.
+# as one worker (min_workers: all 4 from the first step) and reach test
+# accuracy >= 0.90 after 3 epochs.
 exec python3 - <<'PY'
 import sys, os
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
-r = Run(job(epochs=3, checkpoint_every=500, log_every=100), workers=4)
+r = Run(job(epochs=3, min_workers=4, checkpoint_every=500, log_every=100), workers=4)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 4, "generation of 4")
 counts = [m["count"] for m in g["members"]]
 if sum(counts) != 64:

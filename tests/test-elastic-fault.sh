@@ -30,7 +30,7 @@ def bad(msg):
 
 for trial in range(trials):
     at = rng.randint(20, 400)
-    r = Run(job(epochs=1, checkpoint_every=200, log_every=1), workers=3)
+    r = Run(job(epochs=1, min_workers=2, checkpoint_every=200, log_every=1), workers=3)
     r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "generation of 3")
     r.wait(lambda e: e.get("type") == "step" and e["step"] >= at and e.get("world_size") == 3,
            "step %d of 3 workers" % at)

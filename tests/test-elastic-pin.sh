@@ -6,6 +6,10 @@
 # with pin_workers 0 they keep the controller's whole set; 4 workers under a
 # controller that may use 2 CPUs go two to a CPU.  SKIP when this
 # process may use fewer than 2 CPUs.
+#
+# min_workers makes the run wait for all its workers (on a loaded machine
+# the first one ready once ran a whole 1-epoch job alone before the other
+# could join), and the runs, far longer than the test, end with quit.
 exec python3 - <<'PY'
 import sys, os
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
@@ -29,7 +33,7 @@ def masks(pid):
 
 
 for pin in (1, 0):
-    r = Run(job(model="mlp", epochs=1, log_every=1, pin_workers=pin), workers=2)
+    r = Run(job(model="mlp", epochs=20, min_workers=2, log_every=1, pin_workers=pin), workers=2)
     # A step of the two together: the all-reduce's and Gloo's threads exist
     # (a worker alone, while the other still starts, has neither).
     two = r.wait(lambda e: e.get("type") == "step" and e.get("world_size") == 2, "a step of 2 workers")
@@ -74,7 +78,7 @@ for pin in (1, 0):
 # pinned and two free to crowd them.
 two_cpus = allowed[:2]
 os.sched_setaffinity(0, two_cpus)   # inherited by the controller and its workers
-r = Run(job(model="mlp", epochs=1, log_every=1), workers=4)
+r = Run(job(model="mlp", epochs=20, min_workers=4, log_every=1), workers=4)
 four = r.wait(lambda e: e.get("type") == "step" and e.get("world_size") == 4, "a step of 4 workers")
 r.wait(lambda e: e.get("type") == "step" and e["step"] >= four["step"] + 2, "two more steps")
 pids = r.pids()

@@ -1,12 +1,13 @@
 #!/bin/sh
 # A wrong token is rejected and journaled; an over-long line, invalid JSON,
 # an unknown type or a wrong version closes that connection with a reason and
-# disturbs nothing else (training goes on).
+# disturbs nothing else (training goes on).  The run (min_workers: both
+# train from the start) is far longer than the test and ends with quit.
 exec python3 - <<'PY'
 import sys, os, socket, json, time
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
-r = Run(job(model="mlp", epochs=4, checkpoint_every=0, log_every=10), workers=2)
+r = Run(job(model="mlp", epochs=20, min_workers=2, checkpoint_every=0, log_every=10), workers=2)
 port = r.wait_type("run_start")["port"]
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "generation of 2")
 r.wait(lambda e: e.get("type") == "step" and e["generation"] == g["generation"], "training")
@@ -54,8 +55,15 @@ s = r.wait(lambda e: e.get("type") == "step" and e["t"] > before, "a later step"
 if s["world_size"] != 2 or s["generation"] != g["generation"]:
     fail("generation %d of %d workers after the attacks, expected generation %d of 2"
          % (s["generation"], s["world_size"], g["generation"]))
-d = r.wait_type("done")
-if r.finish() != 0:
-    fail("exit status")
-ok("training unaffected: done at step %d, accuracy %.4f" % (d["steps"], d["test_accuracy"]))
+s2 = r.wait(lambda e: e.get("type") == "step" and e["step"] >= s["step"] + 50, "50 more steps")
+if s2["world_size"] != 2 or s2["generation"] != g["generation"]:
+    fail("step %d: generation %d of %d workers, expected generation %d of 2"
+         % (s2["step"], s2["generation"], s2["world_size"], g["generation"]))
+r.command("quit")
+ck = r.wait_type("checkpoint")
+# A headless quit exits 1 (spotdeck(1)): the job did not finish.
+if r.finish() != 1:
+    fail("exit status after quit")
+ok("training unaffected: generation %d of 2 went on to step %d; quit saved ckpt-%d"
+   % (g["generation"], s2["step"], ck["step"]))
 PY

@@ -32,7 +32,9 @@ A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-
 REAL = os.environ.get("SD_REAL_NOTICE") == "1"
 CL = [A, A, B] + ([E] if REAL else [])
 N = len(CL)
-j = job(workers=0, cluster=CL, notice="gce", **train)
+# min_workers: nobody trains until all N servers' workers are ready (the
+# instances boot at different times).
+j = job(workers=0, cluster=CL, notice="gce", min_workers=N, **train)
 # No price quoted: the provider reads the fake's Billing Catalog.
 j["provider"] = provider(boot_timeout_s=60)
 
@@ -42,6 +44,13 @@ control("/_control/fail", {"prefix": "/compute/v1/projects/p1/zones/us-central1-
                            "count": 2, "after": True, "method": "POST"})
 r = Run(j)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == N, "a generation of %d on GCE VMs" % N)
+# Paused at once, as an operator would before a drill: two epochs of this
+# subset last seconds, and on a loaded machine they could end before the
+# notice reaches the worker or before a replacement boots.  A paused worker
+# still leaves on a notice; the run resumes once the replacement is ready.
+mp = r.mark()
+r.command("pause")
+r.wait_since(mp, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 acq = {e["server"]: e for e in r.events if e.get("type") == "acquired"}
 if sorted(e["offer"] for e in acq.values()) != sorted(CL):
     fail("acquired %s, expected %s" % ([e["offer"] for e in acq.values()], CL))
@@ -94,13 +103,6 @@ NOTICE_S = 30 if REAL else 3
 control("/_control/preempt", {"name": vname, "notice_s": NOTICE_S})
 nt = r.wait_since(m, lambda e: e.get("type") == "notice" and e.get("server") == victim, "the notice of " + victim)
 lv = r.wait_since(m, lambda e: e.get("type") == "worker_left" and e.get("server") == victim, victim + " leaves")
-# The run pauses from here until the replacement's worker is ready (as an
-# operator would): two epochs on two workers can end within the notice, or
-# before a VM boots on a loaded machine, and then nothing is left for the
-# replacement to join.
-mp = r.mark()
-r.command("pause")
-r.wait_since(mp, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 rv = r.wait_since(m, lambda e: e.get("type") == "revoked" and e.get("server") == victim, victim + " revoked")
 ok("%s: a %g s notice (%s), left at a step boundary, revoked once GCE's list and preempted operation said so" %
    (victim, NOTICE_S, nt.get("source", nt.get("reason", "?"))))
@@ -123,7 +125,7 @@ new = r.wait_since(m, lambda e: e.get("type") == "acquired" and e.get("offer") =
 r.wait_since(m, lambda e: e.get("type") == "worker_ready" and e.get("server") == new["server"],
              new["server"] + "'s worker ready")
 r.command("resume")
-r.wait_since(m, lambda e: e.get("type") == "generation" and any(x["server"] == new["server"] for x in e["members"]),
+r.wait_since(m, lambda e: e.get("type") == "generation" and any(x["server"] == new["server"] for x in e.get("members", [])),
              new["server"] + " trains")
 ok("us-central1-a ran out (%s); asked again it was refused at once; %s in europe-west4-a joined" %
    (so["reason"], new["server"]))
@@ -182,7 +184,7 @@ if not any(c["call"] == "gce instances.insert" for c in calls) or \
     fail("the journal lacks the insert or delete calls: %s" % sorted(set(c["call"] for c in calls)))
 ok("%d API calls journaled; no file of the run holds any of %d secrets" % (len(calls), len(secrets)))
 
-loc = Run(job(workers=3, **train))
+loc = Run(job(workers=3, min_workers=3, **train))
 ldone = loc.wait_type("done")
 loc.finish()
 if abs(done["test_accuracy"] - ldone["test_accuracy"]) > 0.02:

@@ -39,7 +39,8 @@ bridge = os.environ["NETNS_BRIDGE_ADDR"]
 # A fifth of Fashion-MNIST's training images, so that two runs stay short
 # in make check; the hosts share this file system.
 data = fashion_subset(d, 12000)
-train = dict(epochs=1, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5, data_dir=data)
+train = dict(epochs=1, min_workers=3, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
+             data_dir=data)
 
 def ssh_job(hostsfile, cluster):
     j = job(workers=0, cluster=cluster, **train)
