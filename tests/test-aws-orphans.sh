@@ -102,6 +102,12 @@ r3 = Run(j)
 r3.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 (keep)")
 kept = live()
 r3.kill(signal.SIGKILL)
+# The resumed run launches its own two instances; one RunInstances is
+# held 3 s at the fake before EC2 makes the instance, and the run quits
+# while it is held: the close cuts off its answer, and must still find
+# that instance (by its Name, once EC2 has made it) and terminate it.
+control("/_control/slow", {"seconds": 3, "count": 1, "action": "RunInstances"})
+n_log = len(control("/_control/log")["requests"])
 r4 = Run(None, resume=r3.run_dir)
 seen = set()
 while len(seen) < 2:
@@ -109,13 +115,29 @@ while len(seen) < 2:
     if e["action"] != "keep":
         fail("orphans \"keep\" but %s" % e)
     seen.add(e["instance"])
+def held():
+    return [q for q in control("/_control/log")["requests"][n_log:] if q["action"] == "RunInstances"
+            and q["status"] is None]
+deadline = time.time() + 30 * SCALE
+while not held():
+    if time.time() > deadline:
+        fail("no RunInstances of the resumed run reached the fake")
+    time.sleep(0.05)
 r4.command("quit")
 r4.finish()
+# Until the held RunInstances has made its instance and answered.
+while held():
+    time.sleep(0.1)
+time.sleep(0.5)
 # The resumed run has ended (its own instances terminated at close, and
-# any other of the run's tag): the kept ones are still there.
-if not set(kept) <= set(live()):
-    fail("orphans \"keep\": %s were terminated (left: %s)" % (kept, live()))
-ok("with orphans \"keep\" both were journaled and left running")
+# any other of the run's tag): the kept ones are still there, and only
+# they.
+if set(live()) != set(kept):
+    fail("orphans \"keep\": live after the resumed run quit %s, expected exactly the kept %s; its last events: %s"
+         % (live(), kept, [e for e in r4.events if e.get("type") in ("error", "released", "left") or
+                           (e.get("type") == "cloud_call" and "Instances" in e["call"])][-12:]))
+ok("with orphans \"keep\" both were journaled and left running; the instance of a launch cut off by the "
+   "quit was found by its name and terminated")
 
 # --orphans adopt: a third controller of the same run finds the kept
 # instances and its servers take them over, launching nothing.

@@ -72,6 +72,8 @@
 
 #define AWS_MAX_ZONES 32
 #define CLOSE_TERMINATE_WAIT_S 60.0
+#define CLOSE_RELIST_S 1.0        /* between the close's lists while a launch is unseen */
+#define CLOSE_RELIST_FOR_S 15.0   /* and for how long */
 
 enum vm_state {
 	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
@@ -1025,7 +1027,15 @@ static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
 struct final {
 	struct sd_provider *p;
 	struct sd_aws_client *aws;
+	int unseen;   /* launches in flight at close whose instance no list showed yet */
 };
+
+/* S's launch was in flight when the run closed (its answer cut off), or its
+ * answers were lost: EC2 may have made an instance we have no id for. */
+static int launch_unknown(const struct aws_server *s)
+{
+	return !s->iid[0] && s->name[0] && (s->st == VM_CREATING || s->lost_launch);
+}
 
 static void on_final_terminated(void *arg, const struct sd_ec2_vm_result *r)
 {
@@ -1048,6 +1058,14 @@ static void on_final_listed_vm(void *arg, const struct sd_ec2_instance *in)
 	for (s = p->servers; s; s = s->next)
 		if (!strcmp(s->iid, in->id))
 			break;
+	if (!s)   /* the instance of a launch whose answer the close cut off */
+		for (s = p->servers; s; s = s->next)
+			if (launch_unknown(s) && !strcmp(s->name, in->name)) {
+				snprintf(s->iid, sizeof s->iid, "%s", in->id);
+				s->lost_launch = 0;
+				fin->unseen--;
+				break;
+			}
 	if (s && (s->st == VM_GONE || s->st == VM_DELETING))
 		return;   /* gone, or its terminate is on its way */
 	if (!s) {
@@ -1090,10 +1108,26 @@ static void terminate_left(struct sd_provider *p)
 			s->st = VM_DELETING;
 			p->final_pending++;
 		}
-	/* The list counts as one call pending until it has answered. */
-	if (fin.aws && sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err, sizeof err) == 0)
+	for (struct aws_server *s = p->servers; s; s = s->next)
+		fin.unseen += launch_unknown(s);
+	/* The list counts as one call pending until it has answered.  A launch
+	 * cut off by the close may still make its instance after a list (EC2
+	 * takes a RunInstances it has received to the end, and DescribeInstances
+	 * is eventually consistent): while one is unseen the list is asked
+	 * again, every CLOSE_RELIST_S for CLOSE_RELIST_FOR_S. */
+	uint64_t t0 = uv_now(&loop);
+	for (int round = 0; fin.aws; round++) {
+		if (round) {
+			if (!fin.unseen || uv_now(&loop) - t0 > (uint64_t)(CLOSE_RELIST_FOR_S * 1000))
+				break;
+			int never = 1;   /* a pause on this loop: nothing counts it done */
+			sd_cloud_run_until(&loop, &never, CLOSE_RELIST_S);
+		}
+		if (sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err, sizeof err) < 0)
+			break;
 		p->final_pending++;
-	sd_cloud_run_until(&loop, &p->final_pending, CLOSE_TERMINATE_WAIT_S);
+		sd_cloud_run_until(&loop, &p->final_pending, CLOSE_TERMINATE_WAIT_S);
+	}
 	/* What could not be terminated may still run, and bill: said. */
 	cJSON *left = cJSON_CreateArray();
 	for (struct aws_server *s = p->servers; s; s = s->next)
