@@ -81,6 +81,13 @@ r3 = Run(j)
 r3.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 (keep)")
 kept = live()
 r3.kill(signal.SIGKILL)
+# The resumed run inserts its own two VMs; one insert is held 3 s at the
+# fake before GCE makes the VM, and the run quits while it is held: the
+# close cuts off its answer (a delete then finds no such VM), and must
+# still delete that VM once GCE has made it.
+control("/_control/slow", {"seconds": 3, "count": 1, "method": "POST",
+                           "prefix": "/compute/v1/projects/p1/zones/us-central1-"})
+n_log = len(control("/_control/log")["requests"])
 r4 = Run(None, resume=r3.run_dir)
 seen = set()
 while len(seen) < 2:
@@ -88,17 +95,30 @@ while len(seen) < 2:
     if e["action"] != "keep":
         fail("orphans \"keep\" but %s" % e)
     seen.add(e["instance"])
+def held():
+    return [q for q in control("/_control/log")["requests"][n_log:] if q["method"] == "POST"
+            and q["path"].endswith("/instances") and q["status"] is None]
+deadline = time.time() + 30 * SCALE
+while not held():
+    if time.time() > deadline:
+        fail("no insert of the resumed run reached the fake")
+    time.sleep(0.05)
 r4.command("quit")
 r4.finish()
+# Until the held insert has made its VM and answered.
+while held():
+    time.sleep(0.1)
+time.sleep(0.5)
 # The resumed run has ended (its own VMs deleted at close): the kept ones
-# are still there, and it never asked to delete them.
-if not set(kept) <= set(live()):
-    fail("orphans \"keep\": %s were deleted (left: %s)" % (kept, live()))
+# are still there, only they, and it never asked to delete them.
+if set(live()) != set(kept):
+    fail("orphans \"keep\": live after the resumed run quit %s, expected exactly the kept %s" % (live(), kept))
 asked = [e["url"] for e in r4.events if e.get("type") == "cloud_call" and "delete" in e["call"] and
          any(k in e["url"] for k in kept)]
 if asked:
     fail("orphans \"keep\" but the resumed run sent %s" % asked)
-ok("with orphans \"keep\" both were journaled and left running")
+ok("with orphans \"keep\" both were journaled and left running; the VM of an insert cut off by the quit "
+   "was deleted once GCE had made it")
 
 # --orphans ask (the cockpit's default; here headless, answered by command):
 # a third controller of the same run finds the kept VMs, asks, and its

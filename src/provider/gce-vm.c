@@ -199,6 +199,7 @@ static void on_request(void *arg, const struct sd_http_response *r)
 {
 	struct vm_op *o = arg;
 	if (r->status == 404 && !o->create) {
+		o->res.absent = 1;
 		op_end(o, 1); /* nothing to delete */
 		return;
 	}

@@ -39,6 +39,8 @@ struct sd_gce_vm_result {
 	char request_id[37];          /* the requestId it sent ("" if it never started) */
 	double ended_at;              /* delete, ok: its Operation's endTime (the VM's power-off,
 	                               * seconds since the epoch); 0 when not known (it was gone) */
+	int absent;                   /* delete, ok: the API had no such instance (404 to the
+	                               * delete itself); an insert still in flight may make it later */
 };
 typedef void (*sd_gce_vm_cb)(void *arg, const struct sd_gce_vm_result *r);
 

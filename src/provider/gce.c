@@ -71,6 +71,8 @@
 #define GCE_DEFAULT_IMAGE "projects/deeplearning-platform-release/global/images/family/common-cu124"
 #define GCE_MAX_ZONES 32
 #define CLOSE_DELETE_WAIT_S 60.0
+#define CLOSE_REDELETE_S 1.0        /* between the close's deletes of a VM whose insert it cut off */
+#define CLOSE_REDELETE_FOR_S 15.0   /* and for how long */
 
 enum vm_state {
 	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
@@ -94,6 +96,7 @@ struct gce_server {
 	int adopted;                   /* taken over from an earlier controller: billed from then */
 	int billed;                    /* BILLED reported */
 	char delete_rid[37];           /* the requestId of its delete, once sent */
+	int insert_cut;                /* at close: its insert had not answered (VM_CREATING) */
 	char addr[48], comm_addr[48];  /* VM_HELD: its natIP (or networkIP) and networkIP */
 	char status[24];               /* VM_HELD: its status when listed */
 	struct sd_provider *p;
@@ -1105,6 +1108,10 @@ static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 {
 	struct gce_server *s = arg;
 	s->p->final_pending--;
+	/* No such VM, but its insert was cut off by the close: GCE takes an
+	 * insert it has received to the end, so the VM may appear yet. */
+	if (r->ok && r->absent && s->insert_cut)
+		return;
 	if (r->ok)
 		deleted(s, r);
 }
@@ -1132,12 +1139,33 @@ static void delete_left(struct sd_provider *p)
 	}
 	struct sd_gce_client *gce = http ? sd_gce_client_new(http, &cfg, err, sizeof err) : NULL;
 	p->final_pending = 0;
-	for (struct gce_server *s = p->servers; gce && s; s = s->next)
-		if (s->st != VM_GONE &&
-		    sd_gce_vm_delete_id(gce, p->zones[s->zone], s->name, s->delete_rid, on_final_deleted, s, err,
-		                        sizeof err) == 0)
-			p->final_pending++;
-	sd_cloud_run_until(&loop, &p->final_pending, CLOSE_DELETE_WAIT_S);
+	for (struct gce_server *s = p->servers; s; s = s->next)
+		s->insert_cut = s->st == VM_CREATING;
+	/* A VM whose insert the close cut off is deleted again, every
+	 * CLOSE_REDELETE_S for CLOSE_REDELETE_FOR_S, while GCE says there is
+	 * no such VM (each delete keeps its own requestId). */
+	uint64_t t0 = uv_now(&loop);
+	for (int round = 0; gce; round++) {
+		int cut = 0;
+		for (struct gce_server *s = p->servers; s; s = s->next)
+			cut += s->insert_cut && s->st != VM_GONE;
+		if (round) {
+			if (!cut || uv_now(&loop) - t0 > (uint64_t)(CLOSE_REDELETE_FOR_S * 1000))
+				break;
+			int never = 1;   /* a pause on this loop: nothing counts it done */
+			sd_cloud_run_until(&loop, &never, CLOSE_REDELETE_S);
+		}
+		for (struct gce_server *s = p->servers; s; s = s->next) {
+			if (s->st == VM_GONE || (round && !s->insert_cut))
+				continue;
+			if (round)
+				memset(s->delete_rid, 0, sizeof s->delete_rid);
+			if (sd_gce_vm_delete_id(gce, p->zones[s->zone], s->name, s->delete_rid, on_final_deleted, s,
+			                        err, sizeof err) == 0)
+				p->final_pending++;
+		}
+		sd_cloud_run_until(&loop, &p->final_pending, CLOSE_DELETE_WAIT_S);
+	}
 	cJSON *names = cJSON_CreateArray();
 	for (struct gce_server *s = p->servers; s; s = s->next)
 		if (s->st != VM_GONE)

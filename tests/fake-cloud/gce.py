@@ -156,7 +156,10 @@ Control (no auth, not logged):
        (503 and others backendError UNAVAILABLE, 500 backendError
        INTERNAL, 429 and 403 rateLimitExceeded); "after": true does the
        request first and loses the answer (what requestId retries are for)
-  POST /_control/slow      {"seconds": S, "count": N, "prefix": "/" (optional)}
+  POST /_control/slow      {"seconds": S, "count": N, "prefix": "/" (optional),
+                            "method": "POST" (optional)}  the next N requests
+       under prefix (of that method) wait S seconds before the fake
+       handles them
   POST /_control/addresses {"ips": ["198.18.0.11", ...]}  natIP/networkIP
        of the next instances, one each
   GET  /_control/log       {"requests": [{time, method, path, query (no
@@ -704,7 +707,8 @@ class Handler(BaseHTTPRequestHandler):
                     fault = dict(f)
                     break
             for s in S["slows"]:
-                if u.path.startswith(s.get("prefix", "/")) and s["count"] > 0:
+                if u.path.startswith(s.get("prefix", "/")) and s["count"] > 0 and \
+                        s.get("method") in (None, self.command):
                     s["count"] -= 1
                     slow = s["seconds"]
                     break
@@ -778,7 +782,7 @@ class Handler(BaseHTTPRequestHandler):
                 return 200, {"ok": True}
             if p == "/_control/slow":
                 S["slows"].append({"seconds": float(c["seconds"]), "count": int(c.get("count", 1)),
-                                   "prefix": c.get("prefix", "/")})
+                                   "prefix": c.get("prefix", "/"), "method": c.get("method")})
                 return 200, {"ok": True}
             if p == "/_control/maintenance":
                 found = [i for (z, n), i in S["instances"].items() if n == c["name"] and c.get("zone", z) == z]
