@@ -97,6 +97,7 @@ struct gce_server {
 	int billed;                    /* BILLED reported */
 	char delete_rid[37];           /* the requestId of its delete, once sent */
 	int insert_cut;                /* at close: its insert had not answered (VM_CREATING) */
+	int absent;                    /* at close: the last delete found no such VM */
 	char addr[48], comm_addr[48];  /* VM_HELD: its natIP (or networkIP) and networkIP */
 	char status[24];               /* VM_HELD: its status when listed */
 	struct sd_provider *p;
@@ -1110,8 +1111,10 @@ static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 	s->p->final_pending--;
 	/* No such VM, but its insert was cut off by the close: GCE takes an
 	 * insert it has received to the end, so the VM may appear yet. */
-	if (r->ok && r->absent && s->insert_cut)
+	if (r->ok && r->absent && s->insert_cut) {
+		s->absent = 1;
 		return;
+	}
 	if (r->ok)
 		deleted(s, r);
 }
@@ -1160,12 +1163,17 @@ static void delete_left(struct sd_provider *p)
 				continue;
 			if (round)
 				memset(s->delete_rid, 0, sizeof s->delete_rid);
+			s->absent = 0;
 			if (sd_gce_vm_delete_id(gce, p->zones[s->zone], s->name, s->delete_rid, on_final_deleted, s,
 			                        err, sizeof err) == 0)
 				p->final_pending++;
 		}
 		sd_cloud_run_until(&loop, &p->final_pending, CLOSE_DELETE_WAIT_S);
 	}
+	/* Still no such VM after that: its insert never reached GCE. */
+	for (struct gce_server *s = p->servers; s; s = s->next)
+		if (s->insert_cut && s->absent && s->st != VM_GONE)
+			s->st = VM_GONE;
 	cJSON *names = cJSON_CreateArray();
 	for (struct gce_server *s = p->servers; s; s = s->next)
 		if (s->st != VM_GONE)
