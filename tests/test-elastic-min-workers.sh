@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 
 r = Run(job(model="mlp", epochs=20, min_workers=2, checkpoint_every=0, log_every=1), workers=1)
-w = r.wait(lambda e: e.get("type") == "worker_ready", "the first worker ready")
+r.wait(lambda e: e.get("type") == "worker_ready", "the first worker ready")
 g = r.wait(lambda e: e.get("type") == "generation", "a generation after it was ready")
 if g["world_size"] != 0 or g.get("state") != "waiting for workers (1 ready, min_workers 2)":
     fail("1 of min_workers 2 ready: generation %s; expected world_size 0, waiting with 1 ready" % g)
@@ -19,7 +19,7 @@ time.sleep(2 * SCALE)
 r.command("add")
 acq = r.wait_type("acquired")
 g2 = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
-s = r.wait(lambda e: e.get("type") == "step" and e["step"] >= g2["step"] + 20, "20 steps of 2")
+r.wait(lambda e: e.get("type") == "step" and e["step"] >= g2["step"] + 20, "20 steps of 2")
 alone = [e for e in r.events if e.get("type") == "step" and e["world_size"] != 2]
 if alone or g2["step"] != 0:
     fail("steps before the generation of 2 (it starts at step %d): %s" % (g2["step"], alone[:3]))
@@ -34,7 +34,6 @@ if gw["world_size"] != 0 or "1 ready, min_workers 2" not in gw.get("state", ""):
     fail("after a drop to 1 of min 2: generation %s; expected world_size 0, waiting" % gw)
 r.wait_since(m, lambda e: e.get("type") == "worker_left", "the dropped worker left")
 time.sleep(1 * SCALE)
-m2 = r.mark()
 r.command("add")
 g3 = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 again")
 steps = [e for e in r.events[m:] if e.get("type") == "step"]
