@@ -47,8 +47,10 @@ EXTRA_DIST += tests/test-journal-full.sh
 TESTS += tests/test-command-args.sh
 EXTRA_DIST += tests/test-command-args.sh
 # Issue 9: a silent worker, a bad joiner, the journal's steps.
-TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh
-EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh
+TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh \
+	tests/test-elastic-adopted-step.sh
+EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh \
+	tests/test-elastic-adopted-step.sh
 # Issue 12: the worker's cloud preemption-notice watcher against a fake of
 # the three metadata services.
 TESTS += tests/test-worker-notice.sh

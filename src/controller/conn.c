@@ -241,6 +241,7 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 	long total = (long)sd_msg_int(m, "total_steps", 0);
 	if (total > 0)
 		c->total_steps = total;
+	ctl_step_adopted(c, (long)sd_msg_int(m, "step", 0));
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", k->server_id);
 	cJSON_AddNumberToObject(ev, "generation", (double)sd_msg_int(m, "generation", 0));

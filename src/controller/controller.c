@@ -592,6 +592,7 @@ void sd_controller_free(struct sd_controller *c)
 		free(g);
 	}
 	cJSON_Delete(c->sums);
+	cJSON_Delete(c->orphan_step);
 	free(c->job_failed);
 	sd_fleet_free(c->fleet);
 	free(c->ck);

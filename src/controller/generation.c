@@ -323,6 +323,8 @@ void ctl_end_if_job_unloadable(struct sd_controller *c)
 	ctl_finish(c, 1);
 }
 
+static void journal_step(struct sd_controller *c, const cJSON *m, int current);
+
 void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 {
 	long gen = (long)sd_msg_int(m, "generation", -1);
@@ -358,13 +360,52 @@ void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m)
 		}
 	}
 	/* Rank 0 speaks for its generation (the rank in the message: ours may
-	 * have changed with a newer generation). */
-	if (sd_msg_int(m, "rank", -1) != 0 || gen > c->generation)
+	 * have changed with a newer generation).  Another member's report of
+	 * a step rank 0 has not reported is kept: if rank 0's collective
+	 * failed where this member's completed, a later generation may start
+	 * from this member's state (ctl_step_adopted). */
+	if (sd_msg_int(m, "rank", -1) != 0 || gen > c->generation) {
+		if (sd_msg_int(m, "rank", -1) > 0 && gen <= c->generation && step > c->rank0_step &&
+		    (!c->orphan_step || step > (long)sd_msg_int(c->orphan_step, "step", 0))) {
+			cJSON_Delete(c->orphan_step);
+			c->orphan_step = cJSON_Duplicate(m, 1);
+		}
 		return;
+	}
 	double step_ms = sd_msg_num(m, "compute_ms", 0) + sd_msg_num(m, "comm_ms", 0);
 	c->step_ms_ema = c->step_ms_ema > 0 ? 0.9 * c->step_ms_ema + 0.1 * step_ms : step_ms;
 	if (current || step > c->step)
 		c->step = step;
+	journal_step(c, m, current);
+}
+
+/* A generation's member joined at `step` (its state's): a step that no
+ * rank 0 reported, because the old generation's rank 0 failed it, is part
+ * of the run now; its event comes from the member that completed it. */
+void ctl_step_adopted(struct sd_controller *c, long step)
+{
+	cJSON *o = c->orphan_step;
+	if (!o || (long)sd_msg_int(o, "step", 0) > step)
+		return;
+	c->orphan_step = NULL;
+	if ((long)sd_msg_int(o, "step", 0) == step && step > c->rank0_step)
+		journal_step(c, o, 0);
+	cJSON_Delete(o);
+}
+
+/* The step event of a rank 0's STEP message m (or an adopted member's),
+ * when log_every, a recovery or the last step asks for one; m's test
+ * figures as an epoch event. */
+static void journal_step(struct sd_controller *c, const cJSON *m, int current)
+{
+	long gen = (long)sd_msg_int(m, "generation", -1);
+	long step = (long)sd_msg_int(m, "step", 0);
+	if (step > c->rank0_step)
+		c->rank0_step = step;
+	if (c->orphan_step && (long)sd_msg_int(c->orphan_step, "step", 0) <= c->rank0_step) {
+		cJSON_Delete(c->orphan_step);
+		c->orphan_step = NULL;
+	}
 	int world = (int)sd_msg_int(m, "world_size", current ? c->world_size : 0);
 	int B = c->job.train.global_batch;
 	double loss = sd_msg_num(m, "loss_sum", 0) / B;

@@ -166,6 +166,12 @@ struct sd_controller {
 	long lost_step;
 	int lost_abrupt;         /* killed mid-step (not a leave at a boundary) */
 	long recover_start;      /* step the generation after a loss started from */
+	long rank0_step;         /* the highest step a rank 0 reported, any generation */
+	/* A member's STEP beyond rank0_step: its generation's rank 0 failed
+	 * that step's collective after the member's had completed.  Journaled
+	 * when a later generation starts from that step (it is then part of
+	 * the run), dropped once a rank 0 reports the step itself. */
+	cJSON *orphan_step;
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
 	int quitting;            /* quit: waiting for the checkpoint */
@@ -234,6 +240,7 @@ void ctl_schedule_generation(struct sd_controller *c, const char *reason);
 void ctl_on_live_timer(uv_timer_t *t);
 void ctl_end_if_job_unloadable(struct sd_controller *c);
 void ctl_on_step(struct sd_controller *c, struct conn *k, const cJSON *m);
+void ctl_step_adopted(struct sd_controller *c, long step);
 
 /* checkpoint.c, streams of the latest checkpoint to a resuming rank 0:
  * starts one to k, `then` (its generation message) sent after the last

@@ -450,6 +450,11 @@ struct agent {
 	/* The gradient all-reduce overlapped with backward (engine/grad-sync.h),
 	 * made at the first step that can use it. */
 	struct sd_grad_sync *sync;
+	/* Fault injection for tests (SD_TEST_FAIL_RANK0_AT_STEP): as rank 0,
+	 * take this step's completed collective for a failed one, once, as
+	 * when a peer dies after the others' collective ended but before
+	 * ours did. */
+	long fail_rank0_at;
 };
 
 /* Handles queued messages that may arrive at any time.  Returns 1 if the
@@ -886,6 +891,11 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 	}
 	metrics[3] = handle_async(a) ? 1 : 0;
 	int rc = gen_allreduce(a, g, overlap, metrics, why);
+	if (rc == 0 && g->rank == 0 && a->fail_rank0_at > 0 && t->step + 1 == a->fail_rank0_at) {
+		a->fail_rank0_at = 0;
+		rc = sd_why(why, "step %ld's collective failed here only (SD_TEST_FAIL_RANK0_AT_STEP)",
+		            t->step + 1);
+	}
 	double c2 = now_s();
 	if (rc < 0) {
 		send_comm_failed(a, *why);
@@ -1248,6 +1258,8 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	a.pace = o->pace;
 	a.token = o->token;
 	a.pid = (long)getpid();
+	const char *fail_at = getenv("SD_TEST_FAIL_RANK0_AT_STEP");
+	a.fail_rank0_at = fail_at ? atol(fail_at) : 0;
 	ctl_init(&a.ctl, o->host, o->port);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
