@@ -202,6 +202,22 @@ class Run:
                 live.pop(e["server"], None)
         return live
 
+    def journal(self):
+        """The journal on disk, the run's record: its events in order."""
+        with open(os.path.join(self.run_dir, "journal.jsonl")) as f:
+            return [json.loads(l) for l in f if l.strip()]
+
+
+def journaled_steps(events):
+    """The step events of a journal: {step: [generation of each event]},
+    its highest step, and the steps 1..highest that have no event."""
+    steps = {}
+    for e in events:
+        if e["type"] == "step":
+            steps.setdefault(e["step"], []).append(e["generation"])
+    top = max(steps)
+    return steps, top, [s for s in range(1, top + 1) if s not in steps]
+
 
 def fashion_subset(d, ntrain):
     """A copy of Fashion-MNIST in D/fashion-mnist with its first NTRAIN

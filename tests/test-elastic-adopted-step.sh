@@ -8,7 +8,7 @@
 # the run is missing from the journal.  Without the controller keeping it,
 # step 30 had no event (CI, under load: test-elastic-journal's step 287).
 exec python3 - <<'PY'
-import sys, os, json
+import sys, os
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 os.environ["SD_TEST_FAIL_RANK0_AT_STEP"] = "30"
@@ -26,14 +26,7 @@ r.wait(lambda e: e.get("type") == "step" and e["step"] >= 60, "step 60")
 r.command("quit")
 r.wait_type("checkpoint")
 r.finish()
-with open(os.path.join(r.run_dir, "journal.jsonl")) as fh:
-    events = [json.loads(l) for l in fh if l.strip()]
-steps = {}
-for e in events:
-    if e["type"] == "step":
-        steps.setdefault(e["step"], []).append(e["generation"])
-top = max(steps)
-missing = [s for s in range(1, top + 1) if s not in steps]
+steps, top, missing = journaled_steps(r.journal())
 if missing:
     fail("no step event for steps %s of 1..%d" % (missing, top))
 if steps[30] != [g["generation"]]:

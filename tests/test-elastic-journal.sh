@@ -4,7 +4,7 @@
 # kill are handled, and every step a worker_joined starts from; the
 # checkpoint taken when SIGHUP stops the run says "final".
 exec python3 - <<'PY'
-import sys, os, signal, json
+import sys, os, signal
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 
@@ -37,14 +37,8 @@ if ck["reason"] != "final":
 r.finish()
 
 # The journal on disk is the run's record.
-with open(os.path.join(r.run_dir, "journal.jsonl")) as f:
-    events = [json.loads(l) for l in f if l.strip()]
-steps = {}
-for e in events:
-    if e["type"] == "step":
-        steps.setdefault(e["step"], []).append(e["generation"])
-top = max(steps)
-missing = [s for s in range(1, top + 1) if s not in steps]
+events = r.journal()
+steps, top, missing = journaled_steps(events)
 if missing:
     gens = [(e["generation"], e["step"], e["reason"]) for e in events if e["type"] == "generation"]
     fail("no step event for steps %s of 1..%d; generations (number, step, reason): %s" % (missing, top, gens))
