@@ -3,7 +3,11 @@
 # revocations happen within a minute: revocations occur, each notice precedes
 # its revocation by the (scaled) notice time, training continues, and every
 # server's cost recomputed from the journal (price x billed seconds, 1-minute
-# minimum) matches what was reported.  Then: the same seed and the same
+# minimum) matches what was reported.  That run is quit once it has trained
+# past a revocation, not left to finish: at hazard_scale 900 GCE's 24-hour
+# cap comes at 96 s of market time and revokes every server still held, so
+# a run slower than that (ASan under load) would be left with none and
+# wait for the operator.  Then: the same seed and the same
 # cluster give the same market journal, to the bit, in two runs.  Those runs
 # launch every server at market time 0 and take no operator command, so no
 # wall-clock moment (when a command lands, how fast the machine trains)
@@ -21,12 +25,15 @@ J = job(model="mlp", epochs=3, workers=0, checkpoint_every=300, log_every=50,
 
 def run():
     r = Run(J)
-    r.wait(lambda e: e.get("type") == "revoked", "a revocation", timeout=120)
+    rv = r.wait(lambda e: e.get("type") == "revoked", "a revocation", timeout=120)
     r.command("add gce/us-west1-b/k80/spot")
-    d = r.wait_type("done")
-    if r.finish() != 0:
-        fail("exit status")
-    return r, d
+    # Trained after it: 50 steps past the first step event that follows.
+    s0 = r.wait(lambda e: e.get("type") == "step" and e["t"] > rv["t"], "a step after the revocation", timeout=120)
+    s = r.wait(lambda e: e.get("type") == "step" and e["step"] >= s0["step"] + 50, "50 steps more", timeout=120)
+    r.command("quit")
+    if r.finish() != 1:
+        fail("quit before the end did not exit 1")
+    return r, s
 
 r, d = run()
 ev = r.events
@@ -45,8 +52,7 @@ first = min(e["t"] for e in rev)
 after = [e for e in ev if e["type"] == "step" and e["t"] > first]
 if not after:
     fail("no training steps after the first revocation")
-ok("training continued: %d step events after the first revocation, done at step %d, accuracy %.4f"
-   % (len(after), d["steps"], d["test_accuracy"]))
+ok("training continued: %d step events after the first revocation, quit at step %d" % (len(after), d["step"]))
 
 # Cost: price x max(billed seconds, 60) / 3600 for every server.
 price = {}
