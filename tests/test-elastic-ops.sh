@@ -123,6 +123,19 @@ s = r.wait(lambda e: e.get("type") == "step" and e["generation"] == g["generatio
            "a step after the resume")
 ok("all workers killed; the new worker resumed from %s at step %d and trained on (step %d)"
    % (last_ck["path"], j["step"], s["step"]))
+
+# Enough checkpoints for the pruning check at the end: how many periodic
+# ones the run wrote depends on the machine's speed (the newcomer check
+# once saw only 150, the operator's and the final one, so nothing had been
+# pruned), so operator checkpoints, each after a step of its own, make up
+# four before the quit.
+def ck_steps():
+    return set(e["step"] for e in r.events if e.get("type") == "checkpoint")
+while len(ck_steps()) < 4:
+    top = max(ck_steps())
+    r.wait(lambda e: e.get("type") == "step" and e["step"] > top, "a step after step %d" % top)
+    r.command("checkpoint")
+    r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] > top, "a checkpoint after step %d" % top)
 r.command("quit")
 rc = r.finish()
 if rc != 1:  # spotdeck(1): 1 after a headless quit
