@@ -83,8 +83,9 @@ if g0.get("resume_from", "").split("/")[-1] != "ckpt-%d.sdckpt" % latest:
 # The first join of the resumed run: of that generation, or of a later one
 # when the second host's worker came before anyone had joined it (the
 # generation of 1 then never trains: a make check under load saw 3 of 1
-# followed by 4 of 2 within 0.45 s).  It may be journaled before the
-# generation event itself (a full make check once saw it so).
+# followed by 4 of 2 within 0.45 s).  Searched from the resume's first
+# event, though the controller journals a generation before it sends it to
+# the workers, so no join of it can come earlier.
 joined = r2.wait_since(0, lambda e: e.get("type") == "worker_joined" and e["generation"] >= g0["generation"],
                        "a worker joined")
 if joined["step"] != latest:
