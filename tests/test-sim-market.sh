@@ -35,7 +35,7 @@ def run():
         fail("quit before the end did not exit 1")
     return r, s
 
-r, d = run()
+r, quit_at = run()
 ev = r.events
 rev = [e for e in ev if e["type"] == "revoked"]
 notices = {e["server"]: e for e in ev if e["type"] == "notice"}
@@ -52,7 +52,7 @@ first = min(e["t"] for e in rev)
 after = [e for e in ev if e["type"] == "step" and e["t"] > first]
 if not after:
     fail("no training steps after the first revocation")
-ok("training continued: %d step events after the first revocation, quit at step %d" % (len(after), d["step"]))
+ok("training continued: %d step events after the first revocation, quit at step %d" % (len(after), quit_at["step"]))
 
 # Cost: price x max(billed seconds, 60) / 3600 for every server.
 price = {}
