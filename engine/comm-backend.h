@@ -1,5 +1,5 @@
 /* engine/comm-backend.h - what engine/comm.c needs from each backend
- * (comm-gloo.cc, comm-nccl.c).  Private to the comm module.
+ * (comm-gloo.cc, comm-shm.c, comm-nccl.c).  Private to the comm module.
  *
  * comm.c validates arguments, handles world_size 1, namespaces store keys,
  * and remembers that a communicator is aborted; a backend only talks to its
@@ -33,6 +33,9 @@ struct sd_comm_backend_ops {
 	void (*destroy)(void *impl);
 };
 
+extern const struct sd_comm_backend_ops sd_comm_shm_ops;
+/* Bytes of /dev/shm the shared-memory backend takes for world ranks. */
+size_t sd_comm_shm_bytes(int world);
 #ifdef HAVE_GLOO
 extern const struct sd_comm_backend_ops sd_comm_gloo_ops;
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +40,8 @@ static const struct sd_comm_backend_ops *comm_backend_ops(enum sd_comm_backend b
 		sd_why(why, "comm: built without Gloo (install libgloo-dev and reconfigure)");
 		return NULL;
 #endif
+	case SD_COMM_SHM:
+		return &sd_comm_shm_ops;
 	case SD_COMM_NCCL: {
 		/* NCCL lives in the CUDA backend plugin, with the CUDA libraries
 		 * it needs (engine/backend-plugin.h). */
@@ -80,7 +83,7 @@ int sd_comm_create(struct sd_comm **out, enum sd_comm_backend backend, int rank,
 	if (world_size == 1) {
 		/* Single-worker runs must work in every build and on hosts
 		 * without networking, so no backend is involved. */
-		if (backend != SD_COMM_GLOO && backend != SD_COMM_NCCL) {
+		if (backend != SD_COMM_GLOO && backend != SD_COMM_NCCL && backend != SD_COMM_SHM) {
 			free(c);
 			return sd_why(why, "comm: unknown backend %d", (int)backend);
 		}
@@ -209,6 +212,36 @@ void sd_comm_destroy(struct sd_comm *c)
 
 /* ---- Choosing the backend of a generation -------------------------------- */
 
+/* This host's identity for the shared-memory backend, in out: the boot id
+ * (one kernel), the IPC namespace and /dev/shm (one segment namespace).
+ * Empty when shared memory is off (SPOTDECK_COMM=gloo) or cannot be told.
+ * SPOTDECK_COMM_HOST_ID replaces it (tests: ranks "on other hosts"). */
+static void host_identity(char *out, size_t n)
+{
+	out[0] = '\0';
+	const char *force = getenv("SPOTDECK_COMM");
+	if (force && !strcmp(force, "gloo"))
+		return;
+	const char *fake = getenv("SPOTDECK_COMM_HOST_ID");
+	if (fake) {
+		snprintf(out, n, "%.60s", fake);
+		return;
+	}
+	char boot[64] = "";
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+	if (f) {
+		if (!fgets(boot, sizeof boot, f))
+			boot[0] = '\0';
+		fclose(f);
+	}
+	boot[strcspn(boot, "\n")] = '\0';
+	struct stat ipc, shm;
+	if (!boot[0] || stat("/proc/self/ns/ipc", &ipc) < 0 || stat("/dev/shm", &shm) < 0)
+		return;
+	snprintf(out, n, "%.40s:%lx:%lx:%lx", boot, (unsigned long)ipc.st_ino,
+	         (unsigned long)shm.st_dev, (unsigned long)shm.st_ino);
+}
+
 int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, long generation,
 			   const char *nccl_device, const struct sd_store_ops *store,
 			   void *store_ctx, int timeout_ms, char **why)
@@ -220,18 +253,32 @@ int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, 
 		return 0;
 	if (!store || !store->set || !store->get)
 		return sd_why(why, "comm: world size %d needs a rendezvous store", world_size);
-	/* What this rank offers: "nccl:<device uuid>" or "host". */
-	char mine[96], key[96];
+	/* What this rank offers: "nccl:<device uuid>" or "host", then
+	 * "|<host identity>" (empty when shared memory is off).  The device
+	 * comes first, so that an older worker, which reads only that, decides
+	 * NCCL the same way; an older worker's offer has no '|', which rules
+	 * shared memory out for everybody. */
+	char mine[256], key[96], id[160];
+	host_identity(id, sizeof id);
+	/* And what /dev/shm has free, in MiB: a segment that does not fit
+	 * would fail the generation at its rendezvous (or, not reserved,
+	 * kill a worker with SIGBUS later), and the next one would choose the
+	 * same way; so the choice takes the smallest figure offered. */
+	struct statvfs vfs;
+	unsigned long long free_mib = 0;
+	if (id[0] && statvfs("/dev/shm", &vfs) == 0)
+		free_mib = (unsigned long long)vfs.f_bavail * vfs.f_frsize >> 20;
 	if (nccl_device && *nccl_device)
-		snprintf(mine, sizeof mine, "nccl:%.80s", nccl_device);
+		snprintf(mine, sizeof mine, "nccl:%.80s|%s|%llu", nccl_device, id, free_mib);
 	else
-		snprintf(mine, sizeof mine, "host");
+		snprintf(mine, sizeof mine, "host|%s|%llu", id, free_mib);
 	snprintf(key, sizeof key, "gen/%ld/device/%d", generation, rank);
 	int rc = store->set(store_ctx, key, mine, strlen(mine), why);
 	if (rc < 0)
 		return rc;
 	char **offers = sd_calloc((size_t)world_size, sizeof *offers);
-	int nccl = 1;
+	int nccl = 1, shm = 1;
+	unsigned long long need_mib = (sd_comm_shm_bytes(world_size) >> 20) + 1, min_free = ~0ull;
 	for (int r = 0; r < world_size && rc == 0; r++) {
 		if (r == rank) {
 			offers[r] = strdup(mine);
@@ -255,13 +302,26 @@ int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, 
 		for (int q = 0; q < r && nccl; q++)
 			if (!strcmp(offers[q], offers[r]))
 				nccl = 0;
+		/* Shared memory: every rank on this host (the same identity),
+		 * none with shared memory off, room for the segment. */
+		const char *id_r = strchr(offers[r], '|'), *id_0 = strchr(offers[0], '|');
+		size_t len_r = id_r ? strcspn(id_r + 1, "|") : 0;
+		if (!id_r || !id_0 || len_r == 0 || len_r != strcspn(id_0 + 1, "|") ||
+		    strncmp(id_r + 1, id_0 + 1, len_r) || id_r[1 + len_r] != '|') {
+			shm = 0;
+		} else {
+			unsigned long long f = strtoull(id_r + 2 + len_r, NULL, 10);
+			min_free = f < min_free ? f : min_free;
+		}
 	}
+	if (min_free < need_mib)
+		shm = 0;
 	for (int r = 0; r < world_size; r++)
 		free(offers[r]);
 	free(offers);
 	if (rc < 0)
 		return rc;
-	*out = nccl ? SD_COMM_NCCL : SD_COMM_GLOO;
+	*out = nccl ? SD_COMM_NCCL : shm ? SD_COMM_SHM : SD_COMM_GLOO;
 	return 0;
 }
 

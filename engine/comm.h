@@ -13,6 +13,10 @@
  *                 SPOTDECK_COMM_HOST (a host name, an IP address or a network
  *                 interface name such as "eth0"); the default, 127.0.0.1,
  *                 only reaches peers on the same host.
+ *   SD_COMM_SHM   CPU buffers, every rank on this host: a POSIX shared-memory
+ *                 segment (engine/comm-shm.c), no sockets, no kernel copies.
+ *                 A peer that dies is noticed within milliseconds (its robust
+ *                 mutex), one that hangs after timeout_ms.
  *   SD_COMM_NCCL  CUDA device buffers (NCCL; small host buffers are staged
  *                 through the device).  NCCL lives in the CUDA backend plugin
  *                 (engine/backend.h), which this loads on first use.
@@ -77,15 +81,18 @@ struct sd_store_ops {
 		   char **why);
 };
 
-enum sd_comm_backend { SD_COMM_GLOO, SD_COMM_NCCL };
+enum sd_comm_backend { SD_COMM_GLOO, SD_COMM_NCCL, SD_COMM_SHM };
 
 /* Decides which backend generation `generation` uses, so that all its ranks
  * agree without asking the controller: every rank calls this with its offer
  * (nccl_device: the UUID of the CUDA device its model runs on, when NCCL can
  * use it, else NULL) and publishes it under "gen/<g>/device/<rank>"; the
  * answer is SD_COMM_NCCL when every rank offers a device and no two offer
- * the same one (NCCL refuses two ranks on one GPU), else SD_COMM_GLOO (host
- * memory; a rank on a device stages its buffers through the host).  Every
+ * the same one (NCCL refuses two ranks on one GPU); else SD_COMM_SHM when
+ * every rank runs on this host (the same boot id, IPC namespace and
+ * /dev/shm) and none has SPOTDECK_COMM=gloo in its environment; else
+ * SD_COMM_GLOO (host memory; a rank on a device stages its buffers through
+ * the host).  Every
  * rank reads the same offers, so every rank gets the same answer.  World
  * size 1 answers SD_COMM_GLOO at once without the store.  Errors: as the
  * store's get (SD_COMM_ETIMEDOUT when a rank never published). */

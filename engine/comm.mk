@@ -7,7 +7,7 @@
 # backend is missing).
 noinst_LIBRARIES += engine/libsdcomm.a
 engine_libsdcomm_a_CPPFLAGS = $(AM_CPPFLAGS)
-engine_libsdcomm_a_SOURCES = engine/comm.c engine/comm.h engine/comm-backend.h \
+engine_libsdcomm_a_SOURCES = engine/comm.c engine/comm.h engine/comm-backend.h engine/comm-shm.c \
 	engine/grad-sync.c engine/grad-sync.h
 SD_COMM_LIBS = engine/libsdcomm.a -lpthread
 # Programs linking $(SD_COMM_LIBS) also put this in their _LDFLAGS.

@@ -485,9 +485,37 @@ static void test_comm_choice(void)
 	const char *two_gpus[] = { "GPU-a", "GPU-b" }, *one_gpu[] = { "GPU-a", "GPU-a" };
 	const char *mixed[] = { "GPU-a", NULL, "GPU-c" }, *three[] = { "GPU-a", "GPU-b", "GPU-c" };
 	CHECK_INT(choose(&s, 1, 2, two_gpus), SD_COMM_NCCL);
-	CHECK_INT(choose(&s, 2, 2, one_gpu), SD_COMM_GLOO);
-	CHECK_INT(choose(&s, 3, 3, mixed), SD_COMM_GLOO);
+	/* The ranks (this test's threads) share one host: shared memory when
+	 * NCCL cannot be had, unless SPOTDECK_COMM=gloo. */
+	CHECK_INT(choose(&s, 2, 2, one_gpu), SD_COMM_SHM);
+	CHECK_INT(choose(&s, 3, 3, mixed), SD_COMM_SHM);
 	CHECK_INT(choose(&s, 4, 3, three), SD_COMM_NCCL);
+	setenv("SPOTDECK_COMM", "gloo", 1);
+	CHECK_INT(choose(&s, 7, 2, one_gpu), SD_COMM_GLOO);
+	unsetenv("SPOTDECK_COMM");
+	/* A peer's offer written by hand: on this host (the identity forced
+	 * by SPOTDECK_COMM_HOST_ID; the last figure is /dev/shm's free MiB), on
+	 * another host, on this host with too little room for the segment,
+	 * with shared memory off, and from an older worker (no host part). */
+	static const struct { long gen; const char *peer; enum sd_comm_backend want; } peers[] = {
+		{ 8, "host|test-host|1000", SD_COMM_SHM },
+		{ 9, "host|another-host|1000", SD_COMM_GLOO },
+		{ 10, "host|test-host|8", SD_COMM_GLOO },
+		{ 11, "host||0", SD_COMM_GLOO },
+		{ 12, "host", SD_COMM_GLOO },
+		{ 13, "host|test-host-2|1000", SD_COMM_GLOO },
+	};
+	setenv("SPOTDECK_COMM_HOST_ID", "test-host", 1);
+	for (size_t i = 0; i < sizeof peers / sizeof peers[0]; i++) {
+		char key[64];
+		snprintf(key, sizeof key, "gen/%ld/device/1", peers[i].gen);
+		CHECK_INT(sd_dir_store_ops.set(&s, key, peers[i].peer, strlen(peers[i].peer), &why), 0);
+		enum sd_comm_backend got = SD_COMM_NCCL;
+		CHECK_INT(sd_comm_choose_backend(&got, 0, 2, peers[i].gen, NULL, &sd_dir_store_ops, &s,
+		                                 1000, &why), 0);
+		CHECK_INT(got, peers[i].want);
+	}
+	unsetenv("SPOTDECK_COMM_HOST_ID");
 	enum sd_comm_backend b = SD_COMM_NCCL;
 	CHECK_INT(sd_comm_choose_backend(&b, 0, 1, 5, "GPU-a", NULL, NULL, 100, &why), 0);
 	CHECK_INT(b, SD_COMM_GLOO);

@@ -1,5 +1,7 @@
-/* tests/test-comm.c - engine/comm.h with the Gloo backend, ranks as forked
- * processes on loopback, rendezvous through the directory store.
+/* tests/test-comm.c - engine/comm.h with the Gloo and the shared-memory
+ * backends, ranks as forked processes on this host (Gloo over loopback),
+ * rendezvous through the directory store.  The multi-rank cases run once
+ * per backend, their names prefixed "gloo" or "shm".
  *
  *   store       directory store round trip, key encoding, get timeout
  *   single      world size 1: no store, no network, collectives are no-ops
@@ -18,6 +20,9 @@
  *               (SIGSTOP): rank 0 gets SD_COMM_EPEER, and from a stopped
  *               peer not before the full timeout (a wait on Gloo's pair
  *               timeout, a fifth of it, would fail early)
+ *   shm only    a SIGKILLed peer is named as dead (its robust mutex), not
+ *               waited out to the timeout; chunks larger than one slot;
+ *               no segment is left in /dev/shm afterwards
  *
  * Built without Gloo, only store and single run (plus the "not built"
  * error) and the test reports SKIP (77).
@@ -59,6 +64,10 @@
 #define HANG_S 30.0
 
 static char g_root[256];     /* mkdtemp directory holding one store per case */
+static enum sd_comm_backend g_backend = SD_COMM_GLOO;
+/* Every rank process forked, for the /dev/shm leftover check. */
+static pid_t g_children[256];
+static int g_nchildren;
 static int g_failures;
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -170,6 +179,8 @@ static int run_ranks(const char *name, int n, rank_fn fn, const enum expect *exp
 			n = r;
 			break;
 		}
+		if (g_nchildren < (int)(sizeof g_children / sizeof g_children[0]))
+			g_children[g_nchildren++] = pids[r];
 		if (pids[r] == 0) {
 			/* Backstop in case the parent is gone. */
 			alarm((unsigned)deadline_s + 5);
@@ -232,7 +243,8 @@ static int run_ranks(const char *name, int n, rank_fn fn, const enum expect *exp
 		    !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
 			ok = 0;
 	}
-	printf("%-10s %s  %.2f s\n", name, ok ? "ok  " : "FAIL", now_s() - t0);
+	printf("%-4s %-12s %s  %.2f s\n", g_backend == SD_COMM_SHM ? "shm" : "gloo", name,
+	       ok ? "ok  " : "FAIL", now_s() - t0);
 	if (keep) {
 		*keep = store;
 		return ok;
@@ -264,7 +276,7 @@ static struct sd_comm *join(struct rank_args *a, int world, long gen, int timeou
 {
 	struct sd_comm *c = NULL;
 	char *why = NULL;
-	int rc = sd_comm_create(&c, SD_COMM_GLOO, a->rank, world, gen, &sd_dir_store_ops,
+	int rc = sd_comm_create(&c, g_backend, a->rank, world, gen, &sd_dir_store_ops,
 				a->store, timeout_ms, &why);
 	if (rc < 0) {
 		fail(a->rank, "sd_comm_create gen %ld: rc %d: %s", gen, rc, why);
@@ -313,6 +325,11 @@ static int allreduce_exact(struct sd_comm *c, int world, size_t count)
 }
 
 /* ---- cases -------------------------------------------------------------- */
+
+static void multi_rank_cases(void);
+static int rank_chunks(struct rank_args *a);
+static void shm_leftovers(void);
+static unsigned char pattern(size_t i);
 
 static void test_store(void)
 {
@@ -570,6 +587,21 @@ static int allreduce_without(struct sd_comm *c, int gone, double *took, char **w
 /* Shared by the dead-peer and stuck-peer cases: how rank 3 leaves. */
 static int g_leave_signal;
 
+/* shm: a killed peer is seen dead (its robust mutex), never waited out to
+ * the timeout; a stopped one is waited out, never called dead.  A rank may
+ * instead see the abort of a peer that noticed first.  1 after reporting. */
+static int shm_wrong_reason(const char *why)
+{
+	int dead = strstr(why, " died ") != NULL, timeout = strstr(why, " within ") != NULL;
+	int aborted = strstr(why, "aborted the group") != NULL;
+	int ok = g_leave_signal == SIGKILL ? (dead || aborted) && !timeout
+	                                   : (timeout || aborted) && !dead;
+	if (!ok)
+		fail(-1, "shm: a peer %s, but the collective said '%s'",
+		     g_leave_signal == SIGKILL ? "was killed" : "stopped", why);
+	return !ok;
+}
+
 static int rank_fault(struct rank_args *a)
 {
 	int rank = a->rank;
@@ -591,6 +623,10 @@ static int rank_fault(struct rank_args *a)
 	if (allreduce_without(c, 3, &took, &why))
 		return 1;
 	(void)took;
+	/* Shared memory tells a dead peer (its robust mutex) from a stuck
+	 * one (the timeout). */
+	if (g_backend == SD_COMM_SHM && shm_wrong_reason(why))
+		return 1;
 	CHECK(rank, sd_comm_is_aborted(c), "communicator should be aborted");
 	/* A collective on an aborted communicator fails at once, without
 	 * touching the transport: the error is the communicator's own. */
@@ -644,6 +680,8 @@ static int rank_pair(struct rank_args *a)
 	double took;
 	if (allreduce_without(c, 1, &took, &why))
 		return 1;
+	if (g_backend == SD_COMM_SHM && shm_wrong_reason(why))
+		return 1;
 	if (g_leave_signal == SIGSTOP)
 		CHECK(rank, took >= TIMEOUT_MS / 1000.0 * 0.95,
 		      "a stopped peer failed the pair after %.3f s, before the %d ms timeout", took,
@@ -651,6 +689,70 @@ static int rank_pair(struct rank_args *a)
 	free(why);
 	sd_comm_destroy(c);
 	return 0;
+}
+
+/* shm: buffers of several slots (2 MiB each) and not a multiple of one,
+ * both ways (float sums, double sums, a broadcast from rank 1). */
+static int rank_chunks(struct rank_args *a)
+{
+	int rank = a->rank;
+	char *why = NULL;
+	struct sd_comm *c = join(a, 2, 1, TIMEOUT_MS);
+	if (!c)
+		return 1;
+	size_t n = (5u << 20) / sizeof(float) + 7;
+	if (allreduce_exact(c, 2, n))
+		return 1;
+	size_t nd = (3u << 20) / sizeof(double) + 3;
+	double *d = malloc(nd * sizeof *d);
+	CHECK(rank, d, "out of memory");
+	for (size_t i = 0; i < nd; i++)
+		d[i] = (double)i * 0.5 + rank;
+	CHECK(rank, sd_comm_allreduce_sum_f64(c, d, nd, &why) == 0, "allreduce f64: %s", why);
+	for (size_t i = 0; i < nd; i++)
+		CHECK(rank, d[i] == (double)i + 1, "f64 element %zu: got %.17g, want %zu", i, d[i],
+		      i + 1);
+	free(d);
+	size_t nb = (4u << 20) + 13;
+	unsigned char *b = malloc(nb);
+	CHECK(rank, b, "out of memory");
+	for (size_t i = 0; i < nb; i++)
+		b[i] = rank == 1 ? pattern(i) : 0;
+	CHECK(rank, sd_comm_broadcast(c, b, nb, 1, &why) == 0, "broadcast: %s", why);
+	for (size_t i = 0; i < nb; i++)
+		CHECK(rank, b[i] == pattern(i), "broadcast byte %zu", i);
+	free(b);
+	CHECK(rank, sd_comm_barrier(c, &why) == 0, "barrier: %s", why);
+	sd_comm_destroy(c);
+	return 0;
+}
+
+/* No shared-memory segment of ours is left in /dev/shm after all the
+ * cases above (their creators were this test's children). */
+static void shm_leftovers(void)
+{
+	DIR *d = opendir("/dev/shm");
+	if (!d) {
+		fail(-1, "shm: cannot read /dev/shm: %s", strerror(errno));
+		return;
+	}
+	struct dirent *e;
+	int left = 0;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, "spotdeck-comm-", 14))
+			continue;
+		/* Only ours: the name starts with the creator's pid. */
+		long pid = strtol(e->d_name + 14, NULL, 10);
+		int ours = 0;
+		for (int i = 0; i < g_nchildren; i++)
+			ours |= (long)g_children[i] == pid;
+		if (ours) {
+			fail(-1, "shm: segment %s left in /dev/shm", e->d_name);
+			left++;
+		}
+	}
+	closedir(d);
+	printf("shm  %-12s %s\n", "leftovers", left ? "FAIL" : "ok  ");
 }
 
 int main(void)
@@ -678,6 +780,23 @@ int main(void)
 	return g_failures ? 1 : 77;
 #endif
 	test_args();
+	for (int b = 0; b < 2; b++) {
+		g_backend = b ? SD_COMM_SHM : SD_COMM_GLOO;
+		multi_rank_cases();
+	}
+	if (g_backend == SD_COMM_SHM)
+		shm_leftovers();
+
+	printf("total      %.2f s, %d failure(s)\n", now_s() - t0, g_failures);
+	if (!g_failures)
+		rmdir(g_root);
+	else
+		printf("stores kept in %s\n", g_root);
+	return g_failures ? 1 : 0;
+}
+
+static void multi_rank_cases(void)
+{
 	test_allreduce();
 
 	static const enum expect all_exit[NRANKS] = {0};
@@ -699,11 +818,7 @@ int main(void)
 	run_ranks("pair dead", 2, rank_pair, pair_dead, 60, NULL);
 	g_leave_signal = SIGSTOP;
 	run_ranks("pair stuck", 2, rank_pair, pair_stuck, 60, NULL);
-
-	printf("total      %.2f s, %d failure(s)\n", now_s() - t0, g_failures);
-	if (!g_failures)
-		rmdir(g_root);
-	else
-		printf("stores kept in %s\n", g_root);
-	return g_failures ? 1 : 0;
+	static const enum expect pair_exit[2] = {EXPECT_EXIT0, EXPECT_EXIT0};
+	if (g_backend == SD_COMM_SHM)
+		run_ranks("chunks", 2, rank_chunks, pair_exit, 60, NULL);
 }
