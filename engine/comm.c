@@ -191,6 +191,11 @@ int sd_comm_world_size(const struct sd_comm *c)
 	return c->world_size;
 }
 
+const char *sd_comm_backend_name(const struct sd_comm *c)
+{
+	return c->ops ? c->ops->name : "none";
+}
+
 long sd_comm_generation(const struct sd_comm *c)
 {
 	return c->generation;

@@ -156,6 +156,9 @@ int sd_comm_barrier(struct sd_comm *c, char **why);
 int sd_comm_rank(const struct sd_comm *c);
 int sd_comm_world_size(const struct sd_comm *c);
 
+/* The backend's name: "gloo", "shm" or "nccl"; "none" for world size 1. */
+const char *sd_comm_backend_name(const struct sd_comm *c);
+
 /* The generation given to sd_comm_create. */
 long sd_comm_generation(const struct sd_comm *c);
 

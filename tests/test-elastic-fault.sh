@@ -49,7 +49,12 @@ for trial in range(trials):
     before = [e for e in r.events[:r.events.index(lost)] if e.get("type") == "step"]
     done3 = [e["step"] for e in before if e["generation"] == before[-1]["generation"]]
     last = max(done3)
+    # Both survivors' joins: the second may reach the controller after
+    # rank 0's first step of the generation (two connections).
     joined = [e for e in r.events if e.get("type") == "worker_joined" and e["generation"] == gen["generation"]]
+    if len(joined) < 2:
+        joined.append(r.wait(lambda e: e.get("type") == "worker_joined" and e["generation"] == gen["generation"],
+                             "the second survivor's worker_joined"))
     if len(joined) != 2 or len(set(j["step"] for j in joined)) != 1:
         bad("SEED=%d: the survivors joined generation %d as %s" % (seed, gen["generation"], joined))
     resumed = joined[0]["step"]

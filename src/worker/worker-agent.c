@@ -723,6 +723,7 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 	cJSON_AddNumberToObject(j, "source_rank", source);
 	cJSON_AddNumberToObject(j, "join_ms", (now_s() - g->t_join) * 1000);
 	cJSON_AddNumberToObject(j, "total_steps", (double)t->total_steps);
+	cJSON_AddStringToObject(j, "comm", sd_comm_backend_name(comm));
 	if (ctl_send(&a->ctl, j) < 0)
 		return GEN_FATAL;
 	return GEN_TRAINING;
