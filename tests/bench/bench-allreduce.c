@@ -2,7 +2,10 @@
  * (Gloo over loopback TCP) at the gradient sizes of our models, against a
  * memcpy of the same buffer measured in the same run.
  *
- * usage: bench-allreduce [-r RANKS] [-i ITERATIONS]
+ * usage: bench-allreduce [-r RANKS] [-i ITERATIONS] [-b gloo|shm]
+ *
+ * -b picks the backend (default gloo: TCP on loopback; shm: the shared-memory
+ * backend that generations on one host use).
  *
  * Forks RANKS processes (default 2) that rendezvous through a directory store
  * in a mkdtemp() directory.  For each buffer size every rank all-reduces the
@@ -38,6 +41,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+
+static enum sd_comm_backend backend = SD_COMM_GLOO;
 #include <unistd.h>
 
 /* Gradient sizes (parameter counts) of the models the engine trains, from
@@ -103,7 +108,7 @@ static int run_rank(int rank, int ranks, int iters, struct sd_dir_store *store)
 {
 	char *why = NULL;
 	struct sd_comm *c = NULL;
-	if (sd_comm_create(&c, SD_COMM_GLOO, rank, ranks, 1, &sd_dir_store_ops, store, 10000,
+	if (sd_comm_create(&c, backend, rank, ranks, 1, &sd_dir_store_ops, store, 10000,
 			   &why) < 0) {
 		fprintf(stderr, "rank %d: %s\n", rank, why);
 		return 1;
@@ -189,7 +194,7 @@ static int fault_rank(int rank, long gen, int sig, struct sd_dir_store *store)
 {
 	char *why = NULL;
 	struct sd_comm *c = NULL;
-	if (sd_comm_create(&c, SD_COMM_GLOO, rank, 3, gen, &sd_dir_store_ops, store, FAULT_TIMEOUT_MS,
+	if (sd_comm_create(&c, backend, rank, 3, gen, &sd_dir_store_ops, store, FAULT_TIMEOUT_MS,
 	                   &why) < 0 || sd_comm_barrier(c, &why) < 0) {
 		fprintf(stderr, "rank %d: %s\n", rank, why);
 		return 1;
@@ -289,13 +294,15 @@ static int fault_case(long gen, int sig, struct sd_dir_store *store, double *too
 int main(int argc, char **argv)
 {
 	int ranks = 2, iters = 200, opt;
-	while ((opt = getopt(argc, argv, "r:i:")) != -1) {
+	while ((opt = getopt(argc, argv, "r:i:b:")) != -1) {
 		if (opt == 'r')
 			ranks = atoi(optarg);
 		else if (opt == 'i')
 			iters = atoi(optarg);
+		else if (opt == 'b' && (!strcmp(optarg, "gloo") || !strcmp(optarg, "shm")))
+			backend = strcmp(optarg, "shm") ? SD_COMM_GLOO : SD_COMM_SHM;
 		else {
-			fprintf(stderr, "usage: %s [-r RANKS] [-i ITERATIONS]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-r RANKS] [-i ITERATIONS] [-b gloo|shm]\n", argv[0]);
 			return 2;
 		}
 	}
