@@ -48,9 +48,9 @@ TESTS += tests/test-command-args.sh
 EXTRA_DIST += tests/test-command-args.sh
 # Issue 9: a silent worker, a bad joiner, the journal's steps.
 TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh \
-	tests/test-elastic-adopted-step.sh
+	tests/test-elastic-adopted-step.sh tests/test-elastic-buckets.sh
 EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh \
-	tests/test-elastic-adopted-step.sh
+	tests/test-elastic-adopted-step.sh tests/test-elastic-buckets.sh
 # Issue 12: the worker's cloud preemption-notice watcher against a fake of
 # the three metadata services.
 TESTS += tests/test-worker-notice.sh

@@ -250,6 +250,8 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddNumberToObject(ev, "source_rank", (double)sd_msg_int(m, "source_rank", 0));
 	cJSON_AddNumberToObject(ev, "join_ms", sd_msg_num(m, "join_ms", 0));
 	cJSON_AddStringToObject(ev, "comm", sd_msg_str(m, "comm", ""));
+	if (cJSON_GetObjectItemCaseSensitive(m, "bucket_kib"))
+		cJSON_AddNumberToObject(ev, "bucket_kib", sd_msg_num(m, "bucket_kib", 0));
 	ctl_journal(c, SD_EV_WORKER_JOINED, ev);
 	sd_fleet_worker_event(c->fleet, k->server_id, SD_WORKER_TRAINING);
 	if (k->rank == 0) {

@@ -451,6 +451,7 @@ struct agent {
 	 * made at the first step that can use it. */
 	struct sd_grad_sync *sync;
 	size_t sync_floats;   /* its bucket size */
+	int threads;          /* compute threads (--threads, else the job's) */
 	/* Fault injection for tests (SD_TEST_FAIL_RANK0_AT_STEP): as rank 0,
 	 * take this step's completed collective for a failed one, once, as
 	 * when a peer dies after the others' collective ended but before
@@ -681,6 +682,24 @@ static enum gen_result gen_connect(struct agent *a, struct gen *g, char **why)
 	return GEN_TRAINING;
 }
 
+/* The gradient bucket this generation all-reduces while backward runs, in
+ * floats; 0: one all-reduce after backward (no overlap).  None on a device
+ * (NCCL reduces there) or in a generation of one.
+ *
+ * Over shared memory a bucket's all-reduce costs little CPU, and a worker
+ * with one compute thread has no spare CPU for the communication thread:
+ * overlapping then costs more than it saves (ddp-vs-torch, batch 256:
+ * 3,765 images/s overlapped, 4,174 not), so such a generation takes one
+ * bucket, after backward. */
+static size_t bucket_floats(const struct agent *a, const struct gen *g)
+{
+	if (g->on_device || a->t->dev || g->world < 2)
+		return 0;
+	if (a->threads <= 1 && !strcmp(sd_comm_backend_name(g->comm), "shm"))
+		return 0;
+	return (size_t)a->job.bucket_kib * 1024 / sizeof(float);
+}
+
 /* The rank holding the newest state broadcasts it to the others; then the
  * worker tells the controller it joined. */
 static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why)
@@ -725,26 +744,21 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 	cJSON_AddNumberToObject(j, "join_ms", (now_s() - g->t_join) * 1000);
 	cJSON_AddNumberToObject(j, "total_steps", (double)t->total_steps);
 	cJSON_AddStringToObject(j, "comm", sd_comm_backend_name(comm));
+	cJSON_AddNumberToObject(j, "bucket_kib", (double)(bucket_floats(a, g) * sizeof(float) / 1024));
 	if (ctl_send(&a->ctl, j) < 0)
 		return GEN_FATAL;
 	return GEN_TRAINING;
 }
 
-/* Whether this step's gradient all-reduce overlaps backward: gradients in
- * host memory and a group to reduce with.  Makes the bucket planner the
- * first time (-1 with *why if its thread cannot start). */
+/* Whether this step's gradient all-reduce goes through the bucket planner
+ * (gradients in host memory and a group to reduce with).  Makes the
+ * planner for this generation's bucket size (-1 with *why if its thread
+ * cannot start). */
 static int overlapped(struct agent *a, struct gen *g, char **why)
 {
 	if (g->on_device || a->t->dev || g->world < 2)
 		return 0;
-	/* Over shared memory a bucket's all-reduce costs little CPU, and a
-	 * worker with one compute thread has no spare CPU for the
-	 * communication thread: overlapping then costs more than it saves
-	 * (ddp-vs-torch, batch 256: 3,765 images/s overlapped, 4,174 not).
-	 * One bucket, after backward. */
-	size_t floats = (size_t)a->job.bucket_kib * 1024 / sizeof(float);
-	if (a->job.threads_per_worker <= 1 && !strcmp(sd_comm_backend_name(g->comm), "shm"))
-		floats = 0;
+	size_t floats = bucket_floats(a, g);
 	if (a->sync && a->sync_floats != floats) {
 		sd_grad_sync_destroy(a->sync);
 		a->sync = NULL;
@@ -1152,7 +1166,7 @@ static int agent_start(struct agent *a, const struct sd_agent_opts *o, char **wh
 	cJSON_Delete(welcome);
 	if (rc < 0 || agent_watch(a, o, why) < 0)
 		return -1;
-	int threads = o->threads ? o->threads : a->job.threads_per_worker;
+	int threads = a->threads = o->threads ? o->threads : a->job.threads_per_worker;
 	if (o->cpu_slot >= 0 && a->job.pin_workers)
 		pin_to_slot(a->server_id, o->cpu_slot, threads);
 	openblas_set_num_threads(threads);
