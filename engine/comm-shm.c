@@ -33,7 +33,8 @@
  * The segment is unlinked as soon as every rank has mapped it, so nothing
  * stays in /dev/shm after the ranks exit, however they exit.  A rank 0
  * killed during the rendezvous can leave one behind; the next rendezvous
- * on the host removes segments whose creator no longer exists.
+ * on the host removes segments whose creator no longer exists (in its pid
+ * namespace: the name records which).
  */
 #include "config.h"
 
@@ -70,7 +71,8 @@
 /* Spins before sleeping on the futex (a few microseconds). */
 #define SHM_SPINS 256
 #define SHM_MAGIC 0x53444d31u /* "SDM1" */
-/* Name prefix in /dev/shm: spotdeck-comm-<creator pid>-<generation>-<random>. */
+/* Name prefix in /dev/shm:
+ * spotdeck-comm-<creator's pid namespace inode>-<creator pid>-<generation>-<random>. */
 #define SHM_PREFIX "spotdeck-comm-"
 
 struct shm_rank {
@@ -344,18 +346,37 @@ static void shm_destroy(void *impl)
 	free(c);
 }
 
+/* The inode of this process's pid namespace (0 if unknown): a pid in a
+ * segment's name means something only in the namespace it came from, and
+ * containers that share /dev/shm and IPC (docker --ipc=host) need not
+ * share pids. */
+static unsigned long pid_ns(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
 /* Removes segments in /dev/shm made by a rank 0 that no longer exists (it
- * died between creating one and every rank mapping it). */
+ * died between creating one and every rank mapping it): only those made in
+ * this pid namespace, where the creator's pid can be looked up. */
 static void sweep_stale(void)
 {
+	unsigned long ns = pid_ns();
 	DIR *d = opendir("/dev/shm");
-	if (!d)
+	if (!d || !ns) {
+		if (d)
+			closedir(d);
 		return;
+	}
 	struct dirent *e;
 	while ((e = readdir(d))) {
 		if (strncmp(e->d_name, SHM_PREFIX, strlen(SHM_PREFIX)))
 			continue;
-		long pid = strtol(e->d_name + strlen(SHM_PREFIX), NULL, 10);
+		char *end;
+		unsigned long ens = strtoul(e->d_name + strlen(SHM_PREFIX), &end, 10);
+		if (ens != ns || *end != '-')
+			continue;
+		long pid = strtol(end + 1, NULL, 10);
 		if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH) {
 			char n[300];
 			snprintf(n, sizeof n, "/%s", e->d_name);
@@ -402,8 +423,8 @@ static int shm_create(void **impl, int rank, int world, const char *key_prefix,
 		/* "gen/<g>/" names the generation: keep <g>. */
 		const char *g = key_prefix + (strncmp(key_prefix, "gen/", 4) ? 0 : 4);
 		int glen = (int)strcspn(g, "/");
-		snprintf(c->name, sizeof c->name, "/" SHM_PREFIX "%ld-%.*s-%08x", (long)getpid(),
-		         glen > 40 ? 40 : glen, g, rnd);
+		snprintf(c->name, sizeof c->name, "/" SHM_PREFIX "%lu-%ld-%.*s-%08x", pid_ns(),
+		         (long)getpid(), glen > 30 ? 30 : glen, g, rnd);
 		fd = shm_open(c->name, O_CREAT | O_EXCL | O_RDWR, 0600);
 		if (fd < 0) {
 			rc = sd_why(why, "comm (shm): shm_open %s: %s", c->name, strerror(errno));

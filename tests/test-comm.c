@@ -41,6 +41,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -741,8 +743,10 @@ static void shm_leftovers(void)
 	while ((e = readdir(d))) {
 		if (strncmp(e->d_name, "spotdeck-comm-", 14))
 			continue;
-		/* Only ours: the name starts with the creator's pid. */
-		long pid = strtol(e->d_name + 14, NULL, 10);
+		/* Only ours: the name gives the creator's pid namespace and pid. */
+		char *end;
+		strtoul(e->d_name + 14, &end, 10);
+		long pid = *end == '-' ? strtol(end + 1, NULL, 10) : 0;
 		int ours = 0;
 		for (int i = 0; i < g_nchildren; i++)
 			ours |= (long)g_children[i] == pid;
@@ -753,6 +757,59 @@ static void shm_leftovers(void)
 	}
 	closedir(d);
 	printf("shm  %-12s %s\n", "leftovers", left ? "FAIL" : "ok  ");
+}
+
+/* A rank 0 killed between creating its segment and every rank mapping it
+ * leaves the segment behind; the next rendezvous on the host removes it,
+ * but only one made in its own pid namespace (a pid from another, as
+ * between containers sharing /dev/shm, says nothing here), and never one
+ * whose creator lives. */
+static void shm_sweep(void)
+{
+	struct stat st;
+	if (stat("/proc/self/ns/pid", &st) < 0) {
+		printf("shm  %-12s skipped: no /proc/self/ns/pid\n", "sweep");
+		return;
+	}
+	pid_t gone = fork();
+	if (gone == 0)
+		_exit(0);
+	waitpid(gone, NULL, 0);
+	char stale[96], foreign[96], live[96];
+	snprintf(stale, sizeof stale, "/spotdeck-comm-%lu-%ld-0-00000000", (unsigned long)st.st_ino,
+	         (long)gone);
+	snprintf(foreign, sizeof foreign, "/spotdeck-comm-%lu-%ld-0-00000000",
+	         (unsigned long)st.st_ino + 1, (long)gone);
+	snprintf(live, sizeof live, "/spotdeck-comm-%lu-%ld-0-00000000", (unsigned long)st.st_ino,
+	         (long)getpid());
+	const char *names[3] = {stale, foreign, live};
+	for (int i = 0; i < 3; i++) {
+		int fd = shm_open(names[i], O_CREAT | O_RDWR, 0600);
+		if (fd < 0) {
+			fail(-1, "shm sweep: shm_open %s: %s", names[i], strerror(errno));
+			return;
+		}
+		close(fd);
+	}
+	static const enum expect pair_exit[2] = {EXPECT_EXIT0, EXPECT_EXIT0};
+	run_ranks("sweep rdv", 2, rank_chunks, pair_exit, 60, NULL);
+	int kept[3];
+	for (int i = 0; i < 3; i++) {
+		int fd = shm_open(names[i], O_RDWR, 0);
+		kept[i] = fd >= 0;
+		if (fd >= 0) {
+			close(fd);
+			shm_unlink(names[i]);
+		}
+	}
+	if (kept[0])
+		fail(-1, "shm sweep: %s (creator pid %ld gone, this pid namespace) was not removed",
+		     stale, (long)gone);
+	if (!kept[1])
+		fail(-1, "shm sweep: %s (another pid namespace) was removed", foreign);
+	if (!kept[2])
+		fail(-1, "shm sweep: %s (creator alive) was removed", live);
+	printf("shm  %-12s %s\n", "sweep", !kept[0] && kept[1] && kept[2] ? "ok  " : "FAIL");
 }
 
 int main(void)
@@ -784,8 +841,10 @@ int main(void)
 		g_backend = b ? SD_COMM_SHM : SD_COMM_GLOO;
 		multi_rank_cases();
 	}
-	if (g_backend == SD_COMM_SHM)
+	if (g_backend == SD_COMM_SHM) {
+		shm_sweep();
 		shm_leftovers();
+	}
 
 	printf("total      %.2f s, %d failure(s)\n", now_s() - t0, g_failures);
 	if (!g_failures)
