@@ -90,10 +90,11 @@ enum sd_comm_backend { SD_COMM_GLOO, SD_COMM_NCCL, SD_COMM_SHM };
  * answer is SD_COMM_NCCL when every rank offers a device and no two offer
  * the same one (NCCL refuses two ranks on one GPU); else SD_COMM_SHM when
  * every rank runs on this host (the same boot id, IPC namespace and
- * /dev/shm) and none has SPOTDECK_COMM=gloo in its environment; else
+ * /dev/shm), none has SPOTDECK_COMM=gloo in its environment, and the
+ * smallest free space any rank saw in /dev/shm holds the segment; else
  * SD_COMM_GLOO (host memory; a rank on a device stages its buffers through
- * the host).  Every
- * rank reads the same offers, so every rank gets the same answer.  World
+ * the host).  Every rank reads the same offers, so every rank gets the same
+ * answer.  World
  * size 1 answers SD_COMM_GLOO at once without the store.  Errors: as the
  * store's get (SD_COMM_ETIMEDOUT when a rank never published). */
 int sd_comm_choose_backend(enum sd_comm_backend *out, int rank, int world_size, long generation,
