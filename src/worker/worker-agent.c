@@ -688,9 +688,11 @@ static enum gen_result gen_connect(struct agent *a, struct gen *g, char **why)
  *
  * Over shared memory a bucket's all-reduce costs little CPU, and a worker
  * with one compute thread has no spare CPU for the communication thread:
- * overlapping then costs more than it saves (ddp-vs-torch, batch 256:
- * 3,765 images/s overlapped, 4,174 not), so such a generation takes one
- * bucket, after backward. */
+ * overlapping then costs more than it saves (ddp-vs-torch, 3 rounds on a
+ * loaded machine, batch 256: 3,765 images/s overlapped, 4,174 not; the
+ * bench's rounds moved by 10 % there, so a quiet machine's figures are
+ * still to confirm it), so such a generation takes one bucket, after
+ * backward. */
 static size_t bucket_floats(const struct agent *a, const struct gen *g)
 {
 	if (g->on_device || a->t->dev || g->world < 2)
