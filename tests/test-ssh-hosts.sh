@@ -63,6 +63,16 @@ for e in r.events:
         want = hosts[int(offer[e["server"]][-1]) - 1]
         if e["peer"].rsplit(":", 1)[0] != want:
             fail("%s (%s) connected from %s, not from its host %s" % (e["server"], offer[e["server"]], e["peer"], want))
+# Three hosts: their collectives go over Gloo, across the veths (each test
+# host has an identity of its own, tests/netns/lib.sh), never over the
+# shared memory of the machine they share.
+def joins():
+    return [e for e in r.events if e.get("type") == "worker_joined" and e["generation"] == g["generation"]]
+while len(joins()) < 3:
+    r.wait(lambda e: e.get("type") == "worker_joined" and e["generation"] == g["generation"], "3 joins")
+comms = sorted(e["comm"] for e in joins())
+if comms != ["gloo"] * 3:
+    fail("the generation of 3 hosts joined with backends %s, expected gloo three times" % comms)
 if acq[[s for s in offer if offer[s] == "ssh/h1"][0]]["usd_per_hour"] != 0.10 or \
    acq[[s for s in offer if offer[s] == "ssh/h2"][0]]["usd_per_hour"] is not None:
     fail("prices: h1 %s (want 0.1), h2 %s (want null: unknown)" % (

@@ -248,8 +248,13 @@ PrintLastLog no
 MaxStartups 100:30:200
 MaxSessions 64
 Subsystem sftp internal-sftp
-SetEnv TMPDIR=$_d/h$_i/tmp HOME=$_d/h$_i/home
+SetEnv TMPDIR=$_d/h$_i/tmp HOME=$_d/h$_i/home SPOTDECK_COMM_HOST_ID=netns-h$_i
 EOF
+		# SPOTDECK_COMM_HOST_ID: the test hosts share this machine's
+		# kernel and /dev/shm, so their workers would choose the
+		# shared-memory backend; separate hosts do not, so each test host
+		# gets an identity of its own and its workers' collectives go
+		# over Gloo, across the veths, as between real hosts.
 		# HOME: a session's shell reads the test host's own, empty, rc
 		# files, not the login user's: root's ~/.bashrc on a CI machine
 		# ran pyenv init, and a login killed mid-rehash left a lock that
