@@ -93,7 +93,10 @@ s.bind(("127.0.0.1", 0))
 closed = s.getsockname()[1]
 s.close()
 
-r = Run(job(model="mlp", epochs=50, checkpoint_every=0, log_every=1), workers=1, timeout=120)
+# Ended by quit below: far longer than the test (50 epochs, about 47,000
+# steps, ran out before the quit on a fast machine once its workers reduced
+# in shared memory).
+r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=1), workers=1, timeout=120)
 start = r.wait_type("run_start")
 cport = start["port"]
 r.wait(lambda e: e.get("type") == "step", "the local worker training")
@@ -241,6 +244,9 @@ refused = [q for q in fake_log()["requests"][mark_log:] if q["status"] in (400, 
 if refused:
     fail("the watcher was refused by the fake (headers missing?): %s" % refused[:3])
 ok("the fake refused none of the watchers' %d requests" % (len(fake_log()["requests"]) - mark_log))
+if any(e.get("type") == "done" for e in r.events) or r.p.poll() is not None:
+    fail("the run ended (at step %s) before the test quit it: make its job longer"
+         % max([e["step"] for e in r.events if e.get("type") == "step"] or [None]))
 r.command("quit")
 if r.finish() != 1:
     fail("headless quit should exit 1")
