@@ -46,7 +46,7 @@ def market(events):
                         e.get("usd_per_hour")))
     return out
 
-r, d = run(trace)
+r, quit = run(trace)
 ev = r.events
 notice = [e for e in ev if e["type"] == "notice"]
 rev = [e for e in ev if e["type"] == "revoked"]
@@ -66,11 +66,11 @@ ok("stockout in us-east1-c refused the add; the price change applied to the next
 steps_after = [e for e in ev if e["type"] == "step" and e["t"] > rev[0]["t"]]
 if not steps_after:
     fail("training did not continue after the revocation")
-ok("training continued after it: %d step events, then the trace's quit at t = %.1f" % (len(steps_after), d["t"]))
+ok("training continued after it: %d step events, then the trace's quit at t = %.1f" % (len(steps_after), quit["t"]))
 
 # The journal of that run, replayed, gives the same market.
 journal = os.path.join(r.run_dir, "journal.jsonl")
-r2, d2 = run(journal)
+r2, _ = run(journal)
 a, b = market(r.events), market(r2.events)
 if a != b:
     fail("journal replay differs:\n%s\n%s" % ("\n".join(map(str, a)), "\n".join(map(str, b))))
