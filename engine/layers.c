@@ -992,6 +992,13 @@ void sd_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 
 /* ------------------------------------------------------------------ relu */
 
+void sd_accumulate(float *restrict dst, const float *restrict src, size_t count)
+{
+	#pragma omp parallel for simd schedule(static) if (sd_par(count))
+	for (size_t i = 0; i < count; i++)
+		dst[i] += src[i];
+}
+
 void sd_relu_forward(float *y, const float *x, size_t count)
 {
 	/* No restrict: y may alias x. */

@@ -123,6 +123,11 @@ void sd_relu_forward(float *y, const float *x, size_t count);
 /* dx = dy where y > 0 else 0; dx may equal dy. */
 void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count);
 
+/* dst += src over count elements (a second contribution to a gradient);
+ * dst and src must not overlap.  Each element is one addition, so the
+ * result is the same bits for any thread count. */
+void sd_accumulate(float *restrict dst, const float *restrict src, size_t count);
+
 /* Max pooling, window k x k, stride s, no padding; oh = (h - k) / s + 1.
  * x: (n, c, h, w) -> y: (n, c, oh, ow); argmax: (n, c, oh, ow) index into the
  * input plane (0 .. h*w-1) of the maximum, first one on ties. */

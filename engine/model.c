@@ -716,10 +716,8 @@ static float *grad_target(struct sd_model *m, struct act *a)
 
 static void grad_commit(struct sd_model *m, struct act *a, size_t count)
 {
-	if (a->grad_set) {
-		for (size_t i = 0; i < count; i++)
-			a->grad[i] += m->scratch[i];
-	}
+	if (a->grad_set)
+		sd_accumulate(a->grad, m->scratch, count);
 	a->grad_set = 1;
 }
 
