@@ -20,7 +20,7 @@ atexit.register(shutil.rmtree, work, True)
 os.chdir(work)   # the controller and the workers it starts resolve "fm" here
 os.symlink(data, "fm")
 
-r = Run(job(model="mlp", epochs=20, checkpoint_every=0, log_every=5, data_dir="fm"), workers=4, timeout=240)
+r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=5, data_dir="fm"), workers=4, timeout=240)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 4, "generation of 4")
 r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 4, "training")
 os.rename("fm", "fm.away")

@@ -15,7 +15,7 @@ def joins(threads, env_comm, bucket_kib):
         os.environ["SPOTDECK_COMM"] = env_comm
     else:
         os.environ.pop("SPOTDECK_COMM", None)
-    r = Run(job(model="mlp", epochs=2, min_workers=2, checkpoint_every=0, log_every=1,
+    r = Run(job(model="mlp", epochs=2000, min_workers=2, checkpoint_every=0, log_every=1,
                 threads_per_worker=threads, bucket_kib=bucket_kib), workers=2)
     g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "generation of 2")
     r.wait(lambda e: e.get("type") == "step" and e["generation"] == g["generation"] and e["step"] >= 5,

@@ -8,7 +8,7 @@ import sys, os, signal
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 
-r = Run(job(model="mlp", epochs=20, checkpoint_every=0, log_every=1), workers=3, timeout=240)
+r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=1), workers=3, timeout=240)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "generation of 3")
 
 def steps_of(gen, n):

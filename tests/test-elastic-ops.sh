@@ -6,15 +6,16 @@
 # all workers killed, then one added: training resumes from the last
 # checkpoint; quit.
 #
-# The job is far longer than the test (20 epochs, about 18700 steps): the
-# run must still be training when each added worker is ready, however long
-# a loaded machine takes to start one (CI once took longer than the whole of
-# a 2-epoch run), so the test ends the run with quit, not by waiting for it.
+# The job is far longer than the test (2000 epochs, about 1.9 million
+# steps): the run must still be training when each added worker is ready,
+# however long a loaded machine takes to start one (CI once took longer than
+# the whole of a 2-epoch run), so the test ends the run with quit, not by
+# waiting for it.
 exec python3 - <<'PY'
 import sys, os, signal, json
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
-r = Run(job(model="mlp", epochs=20, checkpoint_every=150, log_every=1), workers=2)
+r = Run(job(model="mlp", epochs=2000, checkpoint_every=150, log_every=1), workers=2)
 r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "generation of 2")
 r.wait(lambda e: e.get("type") == "step" and e["step"] >= 50, "step 50")
 

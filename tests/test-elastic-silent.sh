@@ -18,7 +18,7 @@ def resume_stopped():
             pass
 atexit.register(resume_stopped)
 
-r = Run(job(model="mlp", epochs=20, min_workers=3, checkpoint_every=0, log_every=1), workers=4, timeout=240)
+r = Run(job(model="mlp", epochs=2000, min_workers=3, checkpoint_every=0, log_every=1), workers=4, timeout=240)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 4, "generation of 4")
 s = r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 4 and e["step"] >= g["step"] + 30,
            "30 steps of 4 workers")

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 cluster = ["gce/us-east1-c/k80/spot", "gce/us-central1-c/k80/spot",
            "gce/europe-west1-b/k80/spot", "gce/us-west1-b/p100/spot"]
-J = job(model="mlp", epochs=3, workers=0, checkpoint_every=300, log_every=50,
+J = job(model="mlp", epochs=2000, workers=0, checkpoint_every=300, log_every=50,
         hazard_scale=900, boot_scale=0.03, notice_scale=0.1, market_seed=11, cluster=cluster)
 
 def run():

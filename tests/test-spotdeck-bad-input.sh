@@ -185,7 +185,7 @@ expect_error "job data directory missing" "nodata: no such directory.*data_dir i
 [ ! -e "$T/r7" ] || fail "a job that never loaded left $T/r7"
 
 # One controller per run directory: --resume while the run is live is refused.
-printf '{"model":"mlp","epochs":20,"checkpoint_every":50}' >"$T/long.json"
+printf '{"model":"mlp","epochs":2000,"checkpoint_every":50}' >"$T/long.json"
 mkfifo "$T/ctl"
 $SPOTDECK --headless --job "$T/long.json" --workers 1 --run-dir "$T/live" <"$T/ctl" >"$T/live.out" 2>&1 &
 live=$!

@@ -34,7 +34,7 @@ atexit.register(cont)
 def link(i, state):
     subprocess.run(["ip", "-n", switch, "link", "set", "h%d" % i, state], check=True)
 
-j = job(model="mlp", epochs=100, checkpoint_every=0, log_every=1, comm_timeout=2, workers=0,
+j = job(model="mlp", epochs=2000, checkpoint_every=0, log_every=1, comm_timeout=2, workers=0,
         cluster=["ssh/h1", "ssh/h2", "ssh/h3"])
 j["provider"] = {"name": "ssh", "hosts": d + "/hosts", "known_hosts": d + "/known_hosts",
                  "connect_timeout": 3, "cooldown_s": 5}

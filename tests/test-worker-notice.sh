@@ -260,7 +260,7 @@ check_worker_logs()
 # generations without a checkpoint; see the report of issue 12.)
 flip("aws-clear")
 os.environ["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = FAKE
-r = Run(job(model="mlp", epochs=50, checkpoint_every=0, log_every=1, notice="aws"), workers=1, timeout=120)
+r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=1, notice="aws"), workers=1, timeout=120)
 r.wait(lambda e: e.get("type") == "step", "s1 training")
 m = r.mark()
 t_flip = flip("aws-action")
