@@ -6,7 +6,10 @@ exec python3 - <<'PY'
 import sys, os, signal, glob
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
-r = Run(job(model="mlp", epochs=1, checkpoint_every=100, log_every=50), workers=2)
+# 5 epochs (937 steps each): the kill after the checkpoint at step >= 300
+# must land while the run trains, on a machine several times faster too.
+EPOCHS = 5
+r = Run(job(model="mlp", epochs=EPOCHS, checkpoint_every=100, log_every=50), workers=2)
 ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= 300, "checkpoint at step >= 300")
 r.kill(signal.SIGKILL)
 r.finish()
@@ -48,7 +51,7 @@ d = r2.wait_type("done")
 rc = r2.finish()
 if rc != 0:
     fail("exit status %s; stderr: %s" % (rc, r2.p.stderr.read() if r2.p.stderr else ""))
-if d["steps"] != 937:
+if d["steps"] != 937 * EPOCHS:
     fail("resumed run ended at step %d; done: %s" % (d["steps"], json.dumps(d)))
 torn = []
 for line in open(os.path.join(run_dir, "journal.jsonl")):

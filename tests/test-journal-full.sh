@@ -49,7 +49,11 @@ os.mkdir(run_dir)
 jpath = os.path.join(run_dir, "journal.jsonl")
 os.symlink(os.path.join(tiny, "journal.jsonl"), jpath)   # dangling until spotdeck creates it
 
-r = Run(job(model="mlp", epochs=2, checkpoint_every=0, log_every=10), workers=1, run_dir=run_dir, timeout=240)
+# 5 epochs (4685 steps): the run must still be training when the filler
+# goes (journal_resumed needs a write after it), on a faster machine too.
+# Not more: its ~470 step lines of ~270 bytes must fit in what the filler
+# leaves of the 256 KiB tmpfs.
+r = Run(job(model="mlp", epochs=5, checkpoint_every=0, log_every=10), workers=1, run_dir=run_dir, timeout=240)
 err = r.wait_type("error", path=jpath)
 if "No space left on device" not in err.get("error", ""):
     fail("the journal's error event says %r, expected ENOSPC's 'No space left on device'" % err)

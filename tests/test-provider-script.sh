@@ -15,7 +15,9 @@ PROG = os.path.join(BUILD, "tests", "spotdeck-script")
 trig = tempfile.mkdtemp(prefix="spotdeck-script.")
 _tmpdirs.append(trig)
 A, B, C = "gce/us-west1-b/k80/spot", "gce/us-central1-c/k80/spot", "gce/us-east1-c/k80/spot"
-J = job(model="mlp", epochs=3, workers=0, checkpoint_every=100, log_every=10,
+# 10 epochs (9370 steps): s2 must still be training when s1's notice has
+# run out, on a machine several times faster too.
+J = job(model="mlp", epochs=10, workers=0, checkpoint_every=100, log_every=10,
         provider={"name": "script", "trigger_dir": trig, "boot_seconds": 0.3, "notice_seconds": 1.5,
                   "stockout_zones": ["us-east1-c"]},
         cluster=[A, B, C])
