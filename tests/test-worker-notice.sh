@@ -174,9 +174,9 @@ def notice_cycle(name, p, what, source, want_deadline):
         fail("%s did not exit after leaving" % name)
     if rc != 0:
         fail("%s exited with status %d after its notice" % (name, rc))
-    ok("%s: notice %s (%s, %.0f s, deadline %r) in the journal %.3f s after the flip; it left after step %d "
-       "(notice at step %d), the other went on at step %d" % (name, source, n.get("event"), n["seconds"],
-                                                               n.get("deadline", ""), delay, last_two,
+    ok("%s: notice %s (%s, %.0f s, deadline %r) in the journal %.3f s after the flip (limit %.1f s); it left after "
+       "step %d (notice at step %d), the other went on at step %d" % (name, source, n.get("event"), n["seconds"],
+                                                               n.get("deadline", ""), delay, LIMIT, last_two,
                                                                last_before, after["step"]))
     return n
 
