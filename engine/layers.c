@@ -990,7 +990,7 @@ void sd_batchnorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 	}
 }
 
-/* ------------------------------------------------------------------ relu */
+/* ------------------------------------------------------------ accumulate */
 
 void sd_accumulate(float *restrict dst, const float *restrict src, size_t count)
 {
@@ -998,6 +998,8 @@ void sd_accumulate(float *restrict dst, const float *restrict src, size_t count)
 	for (size_t i = 0; i < count; i++)
 		dst[i] += src[i];
 }
+
+/* ------------------------------------------------------------------ relu */
 
 void sd_relu_forward(float *y, const float *x, size_t count)
 {
