@@ -263,6 +263,9 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 		t->perm_epoch = epoch;
 	}
 	int pos = (int)(step % t->steps_per_epoch) * t->cfg.global_batch + offset;
+	t->last_samples = t->perm + pos;
+	t->last_count = count;
+	t->last_step = step;
 	if (t->dev) {
 		if (dev_pending(t, why) < 0)
 			return -1;

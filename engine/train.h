@@ -70,6 +70,14 @@ struct sd_trainer {
 	                           * the next call that can return an error */
 	int dev_data;             /* the training set is on the device: steps
 	                           * send sample indices, not images */
+	/* The training samples of the last sd_trainer_local_grad call: indices
+	 * into the training set (last_count of them, last_samples pointing
+	 * into perm), for step last_step; valid until the next local_grad.
+	 * Lets a caller record what it trained (the elastic worker's
+	 * SD_TEST_SAMPLE_LOG), taken from the very indices the data came from. */
+	const int32_t *last_samples;
+	int last_count;
+	long last_step;
 };
 
 /* Loads the datasets, builds the model and chooses where it runs (cfg's

@@ -51,6 +51,10 @@ TESTS += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/tes
 	tests/test-elastic-adopted-step.sh tests/test-elastic-buckets.sh
 EXTRA_DIST += tests/test-elastic-silent.sh tests/test-elastic-bad-joiner.sh tests/test-elastic-journal.sh \
 	tests/test-elastic-adopted-step.sh tests/test-elastic-buckets.sh
+# Each generation's slices tile the global batch and every sample of an
+# epoch is trained once across re-forms (the workers' SD_TEST_SAMPLE_LOG).
+TESTS += tests/test-elastic-samples.sh
+EXTRA_DIST += tests/test-elastic-samples.sh
 # Issue 12: the worker's cloud preemption-notice watcher against a fake of
 # the three metadata services.
 TESTS += tests/test-worker-notice.sh

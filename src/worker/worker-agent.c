@@ -457,6 +457,12 @@ struct agent {
 	 * when a peer dies after the others' collective ended but before
 	 * ours did. */
 	long fail_rank0_at;
+	/* For tests (SD_TEST_SAMPLE_LOG=DIR): after each applied step, one line
+	 * "generation step rank world offset count i0 i1 ..." with the indices
+	 * of the training samples this worker trained, appended to
+	 * DIR/SERVER.samples, so a test can check that every sample of an
+	 * epoch is trained exactly once across re-forms. */
+	FILE *sample_log;
 };
 
 /* Handles queued messages that may arrive at any time.  Returns 1 if the
@@ -871,6 +877,18 @@ static int gen_checkpoint(struct agent *a, struct gen *g, double changers, char 
 	return 0;
 }
 
+/* The SD_TEST_SAMPLE_LOG line of the step just applied (see struct agent). */
+static void log_samples(struct agent *a, const struct gen *g)
+{
+	const struct sd_trainer *t = a->t;
+	fprintf(a->sample_log, "%ld %ld %d %d %d %d", a->generation, t->last_step, g->rank, g->world,
+	        g->offset, t->last_count);
+	for (int i = 0; i < t->last_count; i++)
+		fprintf(a->sample_log, " %d", (int)t->last_samples[i]);
+	fputc('\n', a->sample_log);
+	fflush(a->sample_log);
+}
+
 /* One step in the group: local gradients (stretched to --pace) with their
  * all-reduce overlapping backward where it can, the control messages that
  * came meanwhile, the last collective that carries the vote to change, the
@@ -932,6 +950,8 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 		return GEN_FAILED;
 	}
 	sd_trainer_apply(t);
+	if (a->sample_log)
+		log_samples(a, g);
 	int epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
 	cJSON *m = step_msg(a, g, metrics, c1 - c0, c2 - c1, epoch_end);
 	if (epoch_end) {
@@ -1290,6 +1310,15 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	a.pid = (long)getpid();
 	const char *fail_at = getenv("SD_TEST_FAIL_RANK0_AT_STEP");
 	a.fail_rank0_at = fail_at ? atol(fail_at) : 0;
+	const char *sample_dir = getenv("SD_TEST_SAMPLE_LOG");
+	if (sample_dir && *sample_dir) {
+		char path[SD_PATH_MAX];
+		snprintf(path, sizeof path, "%s/%s.samples", sample_dir, o->server_id);
+		a.sample_log = fopen(path, "a");
+		if (!a.sample_log)
+			fprintf(stderr, "spotdeck-worker: %s: SD_TEST_SAMPLE_LOG: cannot open %s: %s\n",
+			        o->server_id, path, strerror(errno));
+	}
 	ctl_init(&a.ctl, o->host, o->port);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -1306,5 +1335,7 @@ int sd_worker_agent_run(const struct sd_agent_opts *o)
 	sd_grad_sync_destroy(a.sync);
 	sd_trainer_destroy(a.t);
 	ctl_close(&a.ctl);
+	if (a.sample_log)
+		fclose(a.sample_log);
 	return status;
 }
