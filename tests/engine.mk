@@ -50,3 +50,10 @@ tests_bench_soak_accuracy_SOURCES = tests/bench/soak-accuracy.c
 tests_bench_soak_accuracy_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_soak_accuracy_LDADD = $(SD_ENGINE_LIBS)
 EXTRA_DIST += tests/bench/torch_resnet.py
+
+# The optimizer and the learning-rate schedules against double-precision
+# references written from their definitions.
+check_PROGRAMS += tests/test-optim
+TESTS += tests/test-optim
+tests_test_optim_SOURCES = tests/test-optim.c tests/check.h
+tests_test_optim_LDADD = $(SD_ENGINE_LIBS)
