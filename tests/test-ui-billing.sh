@@ -13,7 +13,11 @@
 #   the local worker's row has no type and no price: "-" for type, $/h and
 #     $ so far, not "od" and 0.00;
 #   the header's totals add the billed rates, with '*' for the estimated
-#     part and "+?" for the local server's unknown cost.
+#     part and "+?" for the local server's unknown cost;
+#   the market pane marks with '*' the $/h and $/Mimg of exactly the offers
+#     whose catalog price_source says "estimated" (the P100 and V100
+#     on-demand ones), not the measured ones, and its footer says what '*'
+#     means.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
 . "$top_srcdir/tests/ui-e2e/lib.sh"
@@ -85,6 +89,37 @@ want_now=$(journal_py "print('\$' + cents(acq['$k80']['usd_per_hour'] + acq['$p1
 tmux_expect "now $want_now*+?/h"
 tmux_capture | grep -qE "spent \\\$[0-9]+\.[0-9][0-9]\*\+\?( |\$)" || { cat "$T/screen" >&2; fail "header: no 'spent \$N.NN*+?'"; }
 ok "header: now $want_now*+?/h (billed K80 + estimated P100 + unknown local), $(grep -oE 'spent [^ ]+' "$T/screen")"
+
+# The market pane: '*' on exactly the offers the catalog estimates.
+cat_py() {
+	python3 - "$top_srcdir/data/gce-2019.json" "$1" <<-'PY'
+	import json, sys
+	cat = json.load(open(sys.argv[1]))
+	offers = [o for o in cat["offers"]]
+	exec(sys.argv[2])
+	PY
+}
+tmux_capture >/dev/null
+$CHECK pane "$T/screen" "Market (" >"$T/market"
+nest=0
+nmeas=0
+for id in $(cat_py 'print(" ".join(o["id"] for o in offers))'); do
+	line=$(awk -v id="$id" '$1 == id' "$T/market")
+	[ -n "$line" ] || continue
+	est=$(cat_py "print(int(next(o for o in offers if o['id'] == '$id').get('price_source', '').startswith('estimated')))")
+	set -- $line
+	if [ "$est" = 1 ]; then
+		case "$2 $3" in *[0-9]\**[0-9]\*) nest=$((nest + 1)) ;;
+		*) fail "market pane: $id's price is estimated in the catalog, but its \$/h and \$/Mimg are '$2 $3' (no '*')" ;; esac
+	else
+		case "$2 $3" in *\**) fail "market pane: $id's price is measured, but its \$/h and \$/Mimg are '$2 $3'" ;; esac
+		nmeas=$((nmeas + 1))
+	fi
+done
+[ "$nest" -ge 4 ] && [ "$nmeas" -ge 4 ] || { cat "$T/market" >&2; fail "market pane: $nest estimated and $nmeas measured offers on screen, expected at least 4 of each"; }
+grep -q "ResNet-32 img/s, \* estimated price ─┘" "$T/screen" ||
+	{ cat "$T/screen" >&2; fail "market pane: no footer 'ResNet-32 img/s, * estimated price'"; }
+ok "market pane: '*' on the $nest estimated offers' \$/h and \$/Mimg, none on the $nmeas measured ones; footer explains '*'"
 
 quit_confirmed
 exit 0
