@@ -1,0 +1,226 @@
+/* tests/test-view-model.c - the cockpit's view model (src/app/view-model.c)
+ * fed by a real controller, fleet and sim provider, not the render tests'
+ * fixture: a run whose job acquires a transient K80 and an on-demand P100
+ * from the GCE 2019 catalog (data/gce-2019.json), whose boot is stretched
+ * so that no worker process starts.  Every figure the view shows is checked
+ * against the catalog file, read separately:
+ *   - one offer row per catalog offer, with its price, speed (x GPUs), $/Mimg
+ *     (usd_per_hour / (img/s x 3600) x 1e6), transient flag, P(revoked) 0 for
+ *     on-demand, and the '*' mark (price_estimated) set exactly where the
+ *     catalog's price_source says "estimated";
+ *   - the rows sorted by $/Mimg;
+ *   - one server row per acquired server: its offer, zone, GPU, type, the
+ *     rate it is billed at and its estimated mark, no rank (not training);
+ *   - the header's "now" rate estimated because the P100's price is. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "src/app/view-model.h"
+#include "src/controller/controller.h"
+#include "src/market/catalog.h"
+#include "src/market/market-model.h"
+#include "src/proto/job.h"
+#include "tests/check.h"
+#include "tests/tmpdir.h"
+
+#define K80 "gce/us-west1-b/k80/spot"
+#define P100 "gce/us-west1-b/p100/on-demand"
+
+static int exited = -1;
+
+static void on_exit_cb(struct sd_controller *c, int status, void *ctx)
+{
+	(void)c;
+	(void)ctx;
+	exited = status;
+}
+
+static void on_event_cb(const cJSON *ev, void *ctx)
+{
+	struct sd_view_model **vm = ctx;
+	if (*vm)
+		sd_view_model_on_event(*vm, ev);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+	uv_stop(t->loop);
+}
+
+/* Runs loop for ms milliseconds. */
+static void run_for(uv_loop_t *loop, int ms)
+{
+	uv_timer_t t;
+	uv_timer_init(loop, &t);
+	uv_timer_start(&t, on_timer, (uint64_t)ms, 0);
+	uv_run(loop, UV_RUN_DEFAULT);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(loop, UV_RUN_NOWAIT);
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static int estimated(const struct sd_offer *o)
+{
+	return o->price_source && !strncmp(o->price_source, "estimated", 9);
+}
+
+static void check_offers(const struct sd_view *v, const struct sd_catalog *cat)
+{
+	CHECK_INT(v->noffers, cat->noffers);
+	int nest = 0, nmeas = 0, nrisky = 0;
+	for (int i = 0; i < v->noffers; i++) {
+		const struct sd_view_offer *vo = &v->offers[i];
+		const struct sd_offer *o = sd_catalog_find(cat, vo->id);
+		CHECK(o != NULL, "view offer %s is not in the catalog", vo->id);
+		if (!o)
+			continue;
+		CHECK_INT(vo->price_estimated, estimated(o));
+		if (vo->price_estimated != estimated(o))
+			fprintf(stderr, "  offer %s: price_source \"%s\"\n", vo->id, o->price_source ? o->price_source : "");
+		nest += estimated(o);
+		nmeas += !estimated(o);
+		CHECK_INT(vo->transient, o->transient);
+		CHECK_INT(vo->gpus, o->gpu_count);
+		CHECK_STR(vo->gpu, o->gpu);
+		CHECK_STR(vo->zone, o->zone);
+		/* No trace and no price changes: the market's price is the catalog's. */
+		CHECK(fabs(vo->usd_per_hour - o->usd_per_hour) < 1e-9, "%s: $/h %g, catalog %g", vo->id,
+		      vo->usd_per_hour, o->usd_per_hour);
+		double ips = o->images_per_sec * o->gpu_count;
+		CHECK(fabs(vo->images_per_sec - ips) < 1e-9, "%s: img/s %g, catalog %g", vo->id, vo->images_per_sec, ips);
+		double mimg = o->usd_per_hour / (ips * 3600) * 1e6;
+		CHECK(fabs(vo->usd_per_mimage - mimg) < 1e-9 * mimg, "%s: $/Mimg %g, expected %g", vo->id,
+		      vo->usd_per_mimage, mimg);
+		if (!o->transient)
+			CHECK(vo->p_revoked_1h == 0, "%s (on-demand): P(revoked) %g", vo->id, vo->p_revoked_1h);
+		else
+			CHECK(fabs(vo->p_revoked_1h - sd_market_p_revoked_within(o, 3600, 1)) < 1e-12,
+			      "%s (spot): P(revoked) %g, the market model's %g", vo->id, vo->p_revoked_1h,
+			      sd_market_p_revoked_within(o, 3600, 1));
+		nrisky += o->transient && vo->p_revoked_1h > 0;
+		/* A simulated market's P(revoked) is the market it runs on. */
+		CHECK_INT(vo->p_revoked_modelled, 0);
+		if (i > 0)
+			CHECK(vo->usd_per_mimage >= v->offers[i - 1].usd_per_mimage, "offers not sorted by $/Mimg at %d", i);
+	}
+	/* The catalog must hold both kinds, or the check above proves nothing. */
+	CHECK(nest >= 4 && nmeas >= 4, "catalog: %d estimated and %d measured prices", nest, nmeas);
+	CHECK(nrisky >= 4, "only %d spot offers with a P(revoked) above 0", nrisky);
+	printf("offers: %d rows, '*' on the %d estimated prices only, $/Mimg and sort order checked\n", v->noffers,
+	       nest);
+}
+
+static void check_servers(const struct sd_view *v, const struct sd_catalog *cat)
+{
+	CHECK_INT(v->nservers, 2);
+	int seen_k80 = 0, seen_p100 = 0;
+	for (int i = 0; i < v->nservers; i++) {
+		const struct sd_view_server *s = &v->servers[i];
+		const struct sd_offer *o = sd_catalog_find(cat, s->offer);
+		CHECK(o != NULL, "server %s: offer %s not in the catalog", s->id, s->offer);
+		if (!o)
+			continue;
+		seen_k80 += !strcmp(s->offer, K80);
+		seen_p100 += !strcmp(s->offer, P100);
+		CHECK_STR(s->zone, o->zone);
+		CHECK_STR(s->gpu, o->gpu);
+		CHECK_INT(s->transient, o->transient);
+		CHECK_INT(s->local, 0);
+		CHECK_INT(s->price_estimated, estimated(o));
+		CHECK(fabs(s->usd_per_hour - o->usd_per_hour) < 1e-9, "%s: billed at %g, offer price %g", s->id,
+		      s->usd_per_hour, o->usd_per_hour);
+		CHECK_INT(s->rank, -1);
+		CHECK(strcmp(s->state, "training") != 0, "%s: state %s before any worker started", s->id, s->state);
+		printf("server %s: %s, %s, %s %.2f%s/h, state %s\n", s->id, s->offer, s->gpu,
+		       s->transient ? "spot" : "od", s->usd_per_hour, s->price_estimated ? "*" : "", s->state);
+	}
+	CHECK_INT(seen_k80, 1);
+	CHECK_INT(seen_p100, 1);
+	CHECK_INT(v->rate_estimated, 1);
+}
+
+int main(void)
+{
+	const char *top = getenv("top_srcdir");
+	char *catalog_path = path_join(top ? top : SD_SRCDIR, "data/gce-2019.json");
+	struct sd_catalog *cat = NULL;
+	char *why = NULL;
+	if (sd_catalog_load(&cat, catalog_path, &why) < 0) {
+		fprintf(stderr, "%s\n", why);
+		return 1;
+	}
+	char dir[4096];
+	make_tmpdir(dir, sizeof dir, "test-view-model.XXXXXX");
+	char *run_dir = path_join(dir, "run");
+
+	struct sd_job job;
+	sd_job_defaults(&job);
+	snprintf(job.train.model, sizeof job.train.model, "mlp");
+	snprintf(job.train.dataset, sizeof job.train.dataset, "synthetic");
+	job.workers = 0;
+	job.boot_scale = 1000;      /* servers stay booting: no worker starts */
+	job.ncluster = 2;
+	snprintf(job.cluster[0], sizeof job.cluster[0], K80);
+	snprintf(job.cluster[1], sizeof job.cluster[1], P100);
+
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	struct sd_view_model *vm = NULL;
+	struct sd_controller *c = NULL;
+	struct sd_controller_opts co = {
+		.run_dir = run_dir,
+		.worker_path = "/nonexistent/spotdeck-worker",
+		.catalog_path = catalog_path,
+		.emulate = 1,
+		.on_exit = on_exit_cb,
+		.on_event = on_event_cb,
+		.ctx = &vm,
+	};
+	if (sd_controller_create(&c, &loop, &job, &co, &why) < 0) {
+		fprintf(stderr, "controller: %s\n", why);
+		return 1;
+	}
+	vm = sd_view_model_new(c);
+	if (sd_controller_start(c, &why) < 0) {
+		fprintf(stderr, "start: %s\n", why);
+		return 1;
+	}
+	run_for(&loop, 300);
+	const struct sd_view *v = sd_view_model_refresh(vm);
+	check_offers(v, cat);
+	check_servers(v, cat);
+
+	if (sd_controller_command(c, "quit", &why) < 0) {
+		fprintf(stderr, "quit: %s\n", why);
+		free(why);
+		check_failures++;
+	}
+	for (int i = 0; i < 100 && exited < 0; i++)
+		run_for(&loop, 100);
+	/* The controller reports a quit before the job's end as status 1 (the
+	 * program decides what its own exit status is). */
+	CHECK(exited == 1, "controller status %d after quit (%s)", exited,
+	      sd_controller_fatal(c) ? sd_controller_fatal(c) : "no fatal error");
+	sd_controller_close(c);
+	uv_walk(&loop, close_walk, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	sd_controller_free(c);
+	sd_view_model_free(vm);
+	CHECK_INT(uv_loop_close(&loop), 0);
+	sd_catalog_free(cat);
+	rm_tree(dir);
+	free(run_dir);
+	free(catalog_path);
+	return check_exit("test-view-model");
+}
