@@ -1,5 +1,6 @@
 #!/bin/sh
-# A wrong token is rejected and journaled; an over-long line, invalid JSON,
+# A wrong token (another one, or the real one with a character more, one
+# less or its last changed) is rejected and journaled; an over-long line, invalid JSON,
 # an unknown type or a wrong version closes that connection with a reason and
 # disturbs nothing else (training goes on).  The run (min_workers: both
 # train from the start) is far longer than the test and ends with quit.
@@ -13,7 +14,7 @@ g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2,
 r.wait(lambda e: e.get("type") == "step" and e["generation"] == g["generation"], "training")
 token = open(os.path.join(r.run_dir, "token")).read().strip()
 
-def attempt(payload, event, reason_part):
+def attempt(payload, event, reason_part, welcome_ok=False):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(payload)
     s.settimeout(10)
@@ -27,16 +28,25 @@ def attempt(payload, event, reason_part):
     except (socket.timeout, ConnectionResetError):
         pass
     s.close()
+    replies = [json.loads(l) for l in data.decode().splitlines() if l.strip()]
+    if not welcome_ok and any(m.get("type") == "welcome" for m in replies):
+        fail("the controller welcomed a peer that should get %s (%s)" % (event, reason_part))
     e = r.wait(lambda e: e.get("type") == event, event)
     if reason_part not in e["reason"]:
         fail("%s: reason %r lacks %r" % (event, e["reason"], reason_part))
-    replies = [json.loads(l) for l in data.decode().splitlines() if l.strip()]
     if not replies or replies[-1].get("type") != "error":
         fail("no error message sent back for %s (got %r)" % (reason_part, data[:100]))
     ok("%s: %s" % (event, e["reason"]))
 
 hello = {"type": "hello", "version": 3, "token": "x" * 32, "server_id": "intruder", "pid": 1}
 attempt((json.dumps(hello) + "\n").encode(), "auth_failed", "wrong token")
+# The run's real token with one character more, or one less, or its last
+# one changed: a compare that stops at either string's end would let these in.
+for bad, what in ((token + "0", "one extra character"), (token[:-1], "one character short"),
+                  (token[:-1] + ("0" if token[-1] != "0" else "1"), "last character changed")):
+    attempt((json.dumps(dict(hello, token=bad, server_id="near-miss")) + "\n").encode(), "auth_failed",
+            "wrong token")
+    ok("the run's token with %s is refused" % what)
 attempt(b"{\"type\": \"hello\", " + b" " * (1 << 20) + b"\n", "protocol_error", "longer than")
 attempt(b"{not json\n", "protocol_error", "invalid JSON")
 attempt(b"{\"type\": \"launch_missiles\"}\n", "protocol_error", "unknown message type")
@@ -48,7 +58,8 @@ hello1 = dict(hello, version=2, token=token, server_id="past")
 attempt((json.dumps(hello1) + "\n").encode(), "protocol_error", "version")
 # An authenticated peer that then sends an unknown type.
 good = dict(hello, token=token, server_id="rogue")
-attempt((json.dumps(good) + "\n" + json.dumps({"type": "bogus"}) + "\n").encode(), "protocol_error", "unknown message type")
+attempt((json.dumps(good) + "\n" + json.dumps({"type": "bogus"}) + "\n").encode(), "protocol_error", "unknown message type",
+        welcome_ok=True)
 # Nothing else was disturbed: same generation, training continues.
 before = r.events[-1]["t"]
 s = r.wait(lambda e: e.get("type") == "step" and e["t"] > before, "a later step")
