@@ -1,6 +1,7 @@
 /* engine/blas.c - see blas.h. */
 #include "engine/blas.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,9 +21,10 @@ void sd_blas_select_kernel(char **argv)
 		return;
 	const char *core = openblas_get_corename();
 	/* Only the generic fallbacks are overridden; a kernel OpenBLAS chose
-	 * knowingly is kept. */
-	if (!core || (strcmp(core, "Prescott") && strcmp(core, "Core2") && strcmp(core, "Nehalem") &&
-	              strcmp(core, "generic")))
+	 * knowingly is kept (unless a test asks for the re-exec). */
+	int reselect = keep && !strcmp(keep, "reselect");
+	if (!reselect && (!core || (strcmp(core, "Prescott") && strcmp(core, "Core2") &&
+	                            strcmp(core, "Nehalem") && strcmp(core, "generic"))))
 		return;
 	const char *want = NULL;
 	__builtin_cpu_init();
@@ -34,6 +36,18 @@ void sd_blas_select_kernel(char **argv)
 	if (!want)
 		return;
 	setenv("OPENBLAS_CORETYPE", want, 1);
+	/* Execute the program by its own path, not by the /proc/self/exe link:
+	 * the kernel names a process (its comm, what ps, top and pgrep -x see)
+	 * after the file name it was executed by, which would be "exe".  A
+	 * binary replaced since it started reads "PATH (deleted)": then only the
+	 * link still reaches the program that is running. */
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0 && (size_t)n < sizeof self - 1) {
+		self[n] = 0;
+		if (!strstr(self, " (deleted)"))
+			execv(self, argv);
+	}
 	execv("/proc/self/exe", argv);
 	/* exec failed: carry on with the slow kernel rather than not at all. */
 	unsetenv("OPENBLAS_CORETYPE");

@@ -13,9 +13,14 @@
 
 /* If OpenBLAS chose a generic kernel although the CPU has AVX-512 (or
  * AVX2 + FMA), sets OPENBLAS_CORETYPE to SkylakeX (or Haswell) and execv()s
- * /proc/self/exe with argv; returns only when nothing needs changing or the
- * re-exec failed.  Leaves the choice alone when OPENBLAS_CORETYPE is already
- * set, or when SPOTDECK_BLAS_KERNEL=keep.  Call first thing in main(). */
+ * the program again by its resolved path (the /proc/self/exe link's target,
+ * so the process keeps its name; the link itself only when the file was
+ * replaced), argv unchanged; returns only when nothing needs changing or
+ * the re-exec failed.  Leaves the choice alone when OPENBLAS_CORETYPE is
+ * already set, or when SPOTDECK_BLAS_KERNEL=keep; SPOTDECK_BLAS_KERNEL=
+ * reselect re-executes whatever kernel OpenBLAS chose (for tests of the
+ * re-exec on machines whose kernel is already right).  Call first thing in
+ * main(). */
 void sd_blas_select_kernel(char **argv);
 
 /* The kernel OpenBLAS runs (e.g. "SkylakeX"); static string. */

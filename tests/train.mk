@@ -59,3 +59,6 @@ EXTRA_DIST += tests/test-elastic-samples.sh
 # the three metadata services.
 TESTS += tests/test-worker-notice.sh
 EXTRA_DIST += tests/test-worker-notice.sh tests/fake-metadata.py
+# A worker that re-executes itself for OpenBLAS's kernel keeps its name.
+TESTS += tests/test-worker-exec-name.sh
+EXTRA_DIST += tests/test-worker-exec-name.sh
