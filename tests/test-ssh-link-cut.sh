@@ -6,7 +6,9 @@
 # generation of 2 and train on within 5 s; the host is given up and cooled
 # down; once the link is back it is journaled host_back and acquired again,
 # its new worker joining with the group's parameters (checksums equal on
-# every rank), the old one never training on stale parameters.  A worker stopped with
+# every rank), the old one never training on stale parameters.  The
+# victim's server_exit (its session ended after its worker was dropped)
+# does not say that the worker trains on.  A worker stopped with
 # SIGSTOP on its host is removed within 10 s; after SIGCONT the same holds.
 # A host whose sshd dies with the session fails, and its worker, which ran
 # on in its own session, is stopped rather than left training.
@@ -77,6 +79,7 @@ gen = [e for e in r.events if e.get("type") == "generation" and e["generation"] 
 victim = [m["server"] for m in gen["members"] if m["rank"] == 1][0]
 hi = host_of(victim)
 mark = r.mark()
+mark0 = mark
 link(hi, "down")
 t_cut = time.time()
 s2 = r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 2, "a step of the 2 others", timeout=60)
@@ -97,6 +100,18 @@ if not given_up:
     fail("h%d was journaled unreachable but %s was not given up" % (hi, victim))
 ok("h%d unreachable %.1f s after the cut: %s %s, cooldown %g s (%s)" %
    (hi, f["time"] - t_cut, victim, given_up[0]["state"], f["cooldown_s"], f.get("ssh", "")))
+# The journal agrees with itself: the victim's ssh session ended after the
+# controller had dropped its worker, so that server_exit's note must not say
+# the worker trains on.
+ex = [e for e in r.events[mark0:] if e.get("type") == "server_exit" and e.get("server") == victim]
+dropped = [e for e in r.events[mark0:] if e.get("type") in ("worker_unresponsive", "worker_lost")
+           and e.get("server") == victim]
+for e in ex:
+    if dropped and dropped[0]["t"] <= e["t"] and "trains on" in e.get("note", ""):
+        fail("%s's server_exit at %.1f s says %r, but its worker was dropped at %.1f s (%s)"
+             % (victim, e["t"], e["note"], dropped[0]["t"], dropped[0]["type"]))
+ok("%s: dropped (%s) before its session ended; server_exit notes: %s" %
+   (victim, dropped[0]["type"] if dropped else "no drop event", [e.get("note", "") for e in ex]))
 mark = r.mark()
 link(hi, "up")
 t_up = time.time()

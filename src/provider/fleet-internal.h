@@ -42,6 +42,9 @@ struct server {
 	                                  * its worker trained; the worker runs on,
 	                                  * stopped through ops->signal, and is
 	                                  * followed by its controller connection */
+	int worker_out;                  /* its worker's controller connection closed
+	                                  * (dropped as unresponsive, or lost) and no
+	                                  * new one came: the worker is not training */
 	uv_pipe_t token_pipe;            /* remote: the token on its stdin */
 	int pipe_open;
 	uv_write_t token_write;

@@ -574,6 +574,8 @@ void sd_fleet_worker_event(struct sd_fleet *f, const char *server, enum sd_worke
 		fl_launcher_worker_gone(f, s);
 		return;
 	}
+	if (s)
+		s->worker_out = e == SD_WORKER_GONE;
 	if (!s || fl_gone(s) || s->st == SD_SERVER_NOTICE)
 		return;
 	if (e == SD_WORKER_CONNECTED) {

@@ -124,8 +124,15 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	 * fleet gives the server back below). */
 	int session_lost = s->remote && !sig && status == 255 && !s->releasing && !fl_gone(s) && f->ops->lost;
 	int keep = session_lost && s->st == SD_SERVER_TRAINING;
+	/* The note says what the controller knows of the worker: one it has
+	 * already dropped (a link cut silences the worker well before ssh's
+	 * keep-alives end the session) is not training, though it may still
+	 * run on the host and connect again. */
 	if (keep)
-		cJSON_AddStringToObject(ev, "note", "the ssh session ended; the worker trains on");
+		cJSON_AddStringToObject(ev, "note", s->worker_out ?
+		                        "the ssh session ended; its worker had already left the group "
+		                        "and may connect again" :
+		                        "the ssh session ended; the worker trains on");
 	if (session_lost && s->st == SD_SERVER_BOOTING) {
 		/* Its worker never connected: the host was not reached (a key
 		 * refused, no route), and what was never used is not billed. */
