@@ -618,7 +618,7 @@ static int sd_npy_open_x(struct sd_dataset *ds, const char *dir, const char *spl
 		w = h->shape[2];
 		c = h->shape[3];
 	} else {
-		return sd_why(why, "%s: shape %s: expected (n, %s) or (n, h, w)", p,
+		return sd_why(why, "%s: shape %s: expected (n, %s or (n, h, w)", p,
 		              sd_shape_text(h, shape, sizeof shape),
 		              opt->layout == SD_LAYOUT_NCHW ? "c, h, w) for layout NCHW"
 		                                            : "h, w, c) for layout NHWC");

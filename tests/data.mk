@@ -17,3 +17,10 @@ noinst_PROGRAMS += tests/bench/bench-data
 tests_bench_bench_data_SOURCES = tests/bench/bench-data.c tests/bench/bench.h
 tests_bench_bench_data_CPPFLAGS = $(AM_CPPFLAGS) $(ZLIB_CFLAGS)
 tests_bench_bench_data_LDADD = $(SD_ENGINE_LIBS)
+
+# The npy dataset (engine/npy.c and its part of engine/data.c): headers,
+# dtypes, layouts, gathering, augmentation and malformed files.
+check_PROGRAMS += tests/test-npy
+TESTS += tests/test-npy
+tests_test_npy_SOURCES = tests/test-npy.c tests/npy-write.h tests/check.h tests/tmpdir.h
+tests_test_npy_LDADD = $(SD_ENGINE_LIBS)
