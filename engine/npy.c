@@ -72,6 +72,16 @@ static const char *sd_npy_near(const struct sd_npy_cursor *c, char *buf, size_t 
 	return buf;
 }
 
+/* Replaces what is not printable ASCII in s by '?', for a message that
+ * quotes it (one line, whatever bytes the file held). */
+static char *sd_npy_printable(char *s)
+{
+	for (char *p = s; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+			*p = '?';
+	return s;
+}
+
 /* A Python string literal in single or double quotes, without escapes
  * (numpy writes none for the keys and dtypes it accepts).  0, or -1 when
  * there is none, it has an escape, or it is longer than size - 1. */
@@ -156,7 +166,7 @@ static int sd_npy_dict(const char *text, const char *end, const char *path,
 		            : !strcmp(key, "shape") ? &seen_shape : NULL;
 		if (!seen)
 			return sd_why(why, "%s: header: unknown key '%s' (a .npy header has 'descr', "
-			              "'fortran_order' and 'shape')", path, key);
+			              "'fortran_order' and 'shape')", path, sd_npy_printable(key));
 		if (*seen)
 			return sd_why(why, "%s: header: key '%s' given twice", path, key);
 		*seen = 1;
@@ -176,6 +186,7 @@ static int sd_npy_dict(const char *text, const char *end, const char *path,
 			while (i < SD_NPY_NDTYPES && strcmp(descr, sd_npy_dtypes[i].descr) != 0)
 				i++;
 			if (i == SD_NPY_NDTYPES) {
+				sd_npy_printable(descr);
 				if (descr[0] == '>')
 					return sd_why(why, "%s: dtype '%s' is big-endian; convert it with "
 					              "arr.astype('<%s') before numpy.save", path, descr,
@@ -236,7 +247,7 @@ int sd_npy_parse(const void *buf, size_t len, const char *path, struct sd_npy_he
 	memset(&h, 0, sizeof h);
 	memset(out, 0, sizeof *out);
 	size_t m = len < sizeof sd_npy_magic ? len : sizeof sd_npy_magic;
-	if (memcmp(b, sd_npy_magic, m) != 0)
+	if (m > 0 && memcmp(b, sd_npy_magic, m) != 0)
 		return sd_why(why, "%s: wrong magic: not a .npy file (those start with \"\\x93NUMPY\")",
 		              path);
 	if (len < 8)
@@ -329,8 +340,7 @@ int sd_npy_open(struct sd_npy_file *f, const char *path, char **why)
 		}
 	}
 	close(fd);
-	static const unsigned char none[1];
-	if (sd_npy_parse(len ? map : none, len, path, &f->h, why) < 0) {
+	if (sd_npy_parse(map, len, path, &f->h, why) < 0) {
 		if (map)
 			munmap(map, len);
 		return -1;
