@@ -736,9 +736,9 @@ int sd_dataset_load_npy(struct sd_dataset *train, struct sd_dataset *test, const
 			return sd_why(why, "normalize: std[%d] is %g, mean[%d] %g: std must be a "
 			              "positive number, mean a finite one", ch, opt->std[ch], ch,
 			              opt->mean[ch]);
-	if (opt->classes < 0 || opt->classes > SD_DATA_MAX_CLASSES)
-		return sd_why(why, "classes: %d (1 to %d, or 0 for the labels' largest + 1)",
-		              opt->classes, SD_DATA_MAX_CLASSES);
+	if (opt->classes == 1 || opt->classes < 0 || opt->classes > SD_DATA_MAX_CLASSES)
+		return sd_why(why, "classes: %d (a classifier has 2 to %d; 0 takes the labels' "
+		              "largest + 1)", opt->classes, SD_DATA_MAX_CLASSES);
 	if (sd_check_dir("npy", dir, why) < 0)
 		return -1;
 	int64_t top_train = -1, top_test = -1;

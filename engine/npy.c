@@ -287,6 +287,8 @@ int sd_npy_parse(const void *buf, size_t len, const char *path, struct sd_npy_he
 			                      (unsigned long long)h.shape[i]);
 		if (h.ndim == 0)
 			shape[0] = '\0';
+		else if (h.ndim == 1 && n + 1 < sizeof shape)
+			snprintf(shape + n, sizeof shape - n, ",");   /* Python's 1-tuple */
 		return sd_why(why, "%s: truncated: shape (%s) of %s needs %llu bytes of data, the "
 		              "file has %zu", path, shape, h.descr,
 		              (unsigned long long)count * (unsigned long long)h.itemsize, avail);
