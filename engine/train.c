@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "engine/checkpoint.h"
@@ -259,12 +260,22 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		/* A mapped (npy) training set is converted to floats for the
 		 * upload; the upload synchronises, so the copy goes right after. */
 		float *images = t->train.images;
-		if (!images) {
-			images = sd_malloc((size_t)t->train.n * img * sizeof(float));
-			sd_dataset_materialize(&t->train, images);
+		size_t bytes = (size_t)t->train.n * img * sizeof(float);
+		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+		int up = -1;
+		if (!images && pages > 0 && page > 0 && bytes > (size_t)pages / 4 * (size_t)page) {
+			/* A mapped set may be larger than memory: it then stays
+			 * mapped and batches are gathered from it. */
+			sd_why(&err, "the mapped training set is %.0f MiB as floats, over a quarter "
+			       "of the host's memory", bytes / 1048576.0);
+		} else {
+			if (!images) {
+				images = sd_malloc(bytes);
+				sd_dataset_materialize(&t->train, images);
+			}
+			up = t->backend.ops->dataset_upload(t->dev, images, t->train.labels, t->train.n,
+			                                    &err);
 		}
-		int up = t->backend.ops->dataset_upload(t->dev, images, t->train.labels, t->train.n,
-		                                        &err);
 		if (images != t->train.images)
 			free(images);
 		if (up == 0) {
