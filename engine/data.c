@@ -95,7 +95,7 @@ static int sd_check_dir(const char *name, const char *dir, char **why)
 			return sd_why(why, "%s: no such directory (install the Debian package "
 			              "dataset-fashion-mnist, or give another data directory: spotdeck-worker --data-dir, or data_dir in the job file)", dir);
 		if (errno == ENOENT)
-			return sd_why(why, "%s: no such directory (pass --data-dir)", dir);
+			return sd_why(why, "%s: no such directory (data_dir in the job file, or spotdeck-worker --data-dir)", dir);
 		return sd_why(why, "%s: %s", dir, strerror(errno));
 	}
 	if (!S_ISDIR(st.st_mode))
