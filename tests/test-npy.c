@@ -634,7 +634,12 @@ static void test_check_data(void)
 	CHECK(why && strstr(why, "global_batch: 64 is larger than the 4 training samples"), " %s", why);
 	cfg.global_batch = 4;
 	CHECK_INT(sd_train_check_data(&cfg, &why), 0);
-	snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s/nowhere", dir);
+	cfg.classes = 1;
+	CHECK_INT(sd_train_check_data(&cfg, &why), -1);
+	CHECK(why && strstr(why, "classes: 1 (a classifier has 2 to 256"), " %s", why);
+	cfg.classes = 3;
+	CHECK_INT(sd_train_check_data(&cfg, &why), 0);
+		snprintf(cfg.data_dir, sizeof cfg.data_dir, "%s/nowhere", dir);
 	CHECK_INT(sd_train_check_data(&cfg, &why), -1);
 	CHECK(why && strstr(why, "/nowhere: no such directory"), " %s", why);
 	free(why);

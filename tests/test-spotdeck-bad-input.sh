@@ -49,6 +49,14 @@ printf '{"model":"mlp","dataset":"npy","data_dir":"%s","classes":3}' "$T/npy" >"
 expect_error "npy labels beyond classes" "train_y\.npy: label 5 of sample 0 out of range \(classes 3\)" \
 	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
 [ ! -e "$T/r1" ] || fail "a bad npy dataset left $T/r1"
+# spotdeck doctor checks the same files, on a line of its own.
+printf '{"dataset":"npy","data_dir":"%s","classes":3,"provider":{"name":"gce","project":"p1","zones":["us-central1-a"],"credentials":"%s/none.json"}}' "$T/npy" "$T" >"$T/npydoc.json"
+$SPOTDECK doctor "$T/npydoc.json" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "doctor on a bad npy dataset: exit status $rc, expected 1"
+grep -Eq "^FAIL +data: .*/npy/train_y\.npy: label 5 of sample 0 out of range \(classes 3\)$" "$T/out" ||
+	{ cat "$T/out" "$T/err" >&2; fail "doctor: no FAIL data line for the bad label"; }
+ok "doctor: $(grep 'data:' "$T/out")"
 
 printf '{"model":"mlp","provider":"azure"}' >"$T/azure.json"
 expect_error "provider not in this build (job)" "azure\.json: provider\.name: 'azure' is not available in this build \(known: sim, ssh, gce, aws\)" \
