@@ -1,5 +1,6 @@
-/* engine/data.c - dataset loaders (IDX, CIFAR-10 binary, synthetic), the
- * per-epoch shuffle and sample gathering.  See data.h for the formats. */
+/* engine/data.c - dataset loaders (IDX, CIFAR-10 binary, synthetic, npy),
+ * the per-epoch shuffle, sample gathering and augmentation.  See data.h for
+ * the formats. */
 #include "engine/data.h"
 
 #include "engine/errors.h"
@@ -771,38 +772,45 @@ fail:
 	return -1;
 }
 
-/* Sample k of a mapped dataset into dst as float32 NCHW. */
+/* Element e of a mapped float array as a float (little-endian, npy.h). */
+static float sd_source_float(const struct sd_dataset_source *s, const unsigned char *base,
+                             size_t e)
+{
+	if (s->x.h.dtype == SD_NPY_F2)
+		return sd_npy_half_to_float((uint16_t)(base[2 * e] | base[2 * e + 1] << 8));
+	uint32_t bits = (uint32_t)base[4 * e] | (uint32_t)base[4 * e + 1] << 8 |
+	                (uint32_t)base[4 * e + 2] << 16 | (uint32_t)base[4 * e + 3] << 24;
+	float v;
+	memcpy(&v, &bits, sizeof v);
+	return v;
+}
+
+/* Sample k of a mapped dataset into dst as float32 NCHW.  The uint8 path
+ * is a table lookup per element (the table holds sd_norm_table's
+ * expression); floats are normalised as they are read. */
 static void sd_source_sample(const struct sd_dataset *ds, size_t k, float *dst)
 {
 	const struct sd_dataset_source *s = ds->src;
 	size_t c = (size_t)ds->c, hw = (size_t)ds->h * ds->w, sample = c * hw;
 	const unsigned char *base = s->x.data + k * sample * s->x.h.itemsize;
+	int nchw = s->layout == SD_LAYOUT_NCHW;
 	for (size_t ch = 0; ch < c; ch++) {
 		size_t tc = ch < SD_DATA_MAX_CHANNELS ? ch : 0;   /* > 16 only unnormalised */
 		float mean = s->mean[tc], std = s->std[tc];
 		float *out = dst + ch * hw;
-		for (size_t p = 0; p < hw; p++) {
-			/* Element index within the sample for either layout. */
-			size_t e = s->layout == SD_LAYOUT_NCHW ? ch * hw + p : p * c + ch;
-			switch (s->x.h.dtype) {
-			case SD_NPY_U1:
-				out[p] = s->table[tc][base[e]];
-				break;
-			case SD_NPY_F2: {
-				uint16_t v = (uint16_t)(base[2 * e] | base[2 * e + 1] << 8);
-				out[p] = (sd_npy_half_to_float(v) - mean) / std;
-				break;
+		if (s->x.h.dtype == SD_NPY_U1) {
+			const float *table = s->table[tc];
+			if (nchw) {
+				const unsigned char *in = base + ch * hw;
+				for (size_t p = 0; p < hw; p++)
+					out[p] = table[in[p]];
+			} else {
+				for (size_t p = 0; p < hw; p++)
+					out[p] = table[base[p * c + ch]];
 			}
-			default: {   /* SD_NPY_F4, little-endian (npy.h) */
-				uint32_t bits = (uint32_t)base[4 * e] | (uint32_t)base[4 * e + 1] << 8 |
-				                (uint32_t)base[4 * e + 2] << 16 |
-				                (uint32_t)base[4 * e + 3] << 24;
-				float v;
-				memcpy(&v, &bits, sizeof v);
-				out[p] = (v - mean) / std;
-				break;
-			}
-			}
+		} else {
+			for (size_t p = 0; p < hw; p++)
+				out[p] = (sd_source_float(s, base, nchw ? ch * hw + p : p * c + ch) - mean) / std;
 		}
 	}
 }

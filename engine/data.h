@@ -1,9 +1,12 @@
 /* engine/data.h - datasets and the global-index sharding the elastic trainer
  * relies on.
  *
- * Images are stored already normalised as float32 NCHW: (n, c, h, w), with
+ * Images reach the model normalised as float32 NCHW: (n, c, h, w), with
  * x = (pixel / 255 - mean) / std per dataset (constants in data.c, with their
- * source).  Labels are uint8 class indices.
+ * source).  The built-in datasets hold them so in memory (images); npy keeps
+ * its files mapped (src) and converts each sample as it is gathered, so code
+ * reads samples through sd_dataset_gather, never ds->images directly.
+ * Labels are uint8 class indices.
  *
  * Supported datasets and files:
  *   fashion-mnist, mnist: IDX format, gzip-compressed (LeCun et al.,
