@@ -81,3 +81,29 @@ grep '"type":"step"' "$T/aug" >"$T/aug.steps"
 [ "$(wc -l <"$T/aug.steps")" -eq 1 ] || fail "augmented run: no step line"
 cmp -s "$T/aug.steps" "$T/first" && fail "crop4+flip gave the unaugmented first loss"
 ok "crop4+flip: first loss $(sed 's/.*"loss":\([^,]*\).*/\1/' "$T/aug.steps") vs $(sed 's/.*"loss":\([^,]*\).*/\1/' "$T/first")"
+
+# Elastic: two local workers under spotdeck --headless train on a 2048-sample
+# npy subset; each evaluates its half of the mapped test set and the halves
+# are summed (src/worker/worker-agent.c), so the accuracy must be a real one.
+mkdir "$T/small"
+$PY - "$T" <<'PYEOF' || fail "writing the subset"
+import sys
+import numpy as np
+t = sys.argv[1]
+for split, n in (("train", 2048), ("test", 500)):
+    x = np.load("%s/u8/%s_x.npy" % (t, split), mmap_mode="r")[:n]
+    y = np.load("%s/u8/%s_y.npy" % (t, split))[:n]
+    np.save("%s/small/%s_x.npy" % (t, split), np.ascontiguousarray(x))
+    np.save("%s/small/%s_y.npy" % (t, split), y)
+PYEOF
+printf '{"model":"mlp","dataset":"npy","data_dir":"%s","normalize":{"mean":[0.286],"std":[0.353]},"epochs":1,"workers":2,"min_workers":2,"provider":{"name":"sim","boot_scale":0.01}}' \
+	"$T/small" >"$T/elastic.json"
+timeout 300 "$top_builddir/spotdeck" --headless --job "$T/elastic.json" --run-dir "$T/run" >"$T/journal" 2>"$T/elastic.err" ||
+	{ tail -5 "$T/elastic.err" >&2; fail "spotdeck --headless on npy: exit status $?"; }
+steps=$(json_field "$T/journal" done steps) || fail "elastic: no done event"
+eacc=$(json_field "$T/journal" done test_accuracy) || fail "elastic: no test accuracy"
+[ "$steps" -eq 32 ] || fail "elastic: $steps steps, expected 32 (2048 / 64)"
+grep -q '"world_size":2' "$T/journal" || fail "elastic: no generation of two workers"
+python3 -c "import sys; sys.exit(0 if 0.6 < float('$eacc') <= 1 else 1)" ||
+	fail "elastic npy: test accuracy $eacc after 32 mlp steps, expected 0.6 to 1"
+ok "spotdeck --headless, 2 workers on npy: 32 steps, test accuracy $eacc"
