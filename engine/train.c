@@ -289,6 +289,11 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 				         "; batches gathered on the host (%s)", err);
 		}
 		free(err);
+	} else if (t->dev && t->augment != SD_AUGMENT_NONE) {
+		size_t len = strlen(t->backend.reason);
+		if (len + 3 < sizeof t->backend.reason)
+			snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+			         "; batches gathered on the host (augment %s)", t->cfg.augment);
 	}
 	if (!t->xbuf || !t->ybuf) {
 		if (t->dev) {

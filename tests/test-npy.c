@@ -45,8 +45,8 @@ static void put_raw(const char *name, const void *b, size_t n)
  * for c * h * w <= 256, different per sample. */
 static unsigned pixel(int k, int ch, int y, int x, int c, int h, int w)
 {
-	return (unsigned)((k * 37 + (ch * h + y) * w + x) % 256);
 	(void)c;
+	return (unsigned)((k * 37 + (ch * h + y) * w + x) % 256);
 }
 
 static struct sd_data_options opts(enum sd_layout layout, int nc, const float *mean,
@@ -567,7 +567,6 @@ static void test_bad(void)
 	put("train_x.npy", 1, "|u1", "4, 1, 2, 2", px, 15);
 	expect_bad("truncated", "train_x.npy",
 	           "truncated: shape (4, 1, 2, 2) of |u1 needs 16 bytes of data, the file has 15", 0, 0);
-	put("train_x.npy", 1, "|u1", "4, 1, 2, 2", px, 16 + 1 - 1);
 	b = npy_build(1, "|u1", "4, 1, 2, 2", px, 16, &n);
 	unsigned char *longer = malloc(n + 1);
 	memcpy(longer, b, n);
