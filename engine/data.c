@@ -1,5 +1,6 @@
-/* engine/data.c - dataset loaders (IDX, CIFAR-10 binary, synthetic), the
- * per-epoch shuffle and sample gathering.  See data.h for the formats. */
+/* engine/data.c - dataset loaders (IDX, CIFAR-10 binary, synthetic, npy),
+ * the per-epoch shuffle, sample gathering and augmentation.  See data.h for
+ * the formats. */
 #include "engine/data.h"
 
 #include "engine/errors.h"
@@ -7,6 +8,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +71,10 @@ void sd_dataset_free(struct sd_dataset *ds)
 		return;
 	free(ds->images);
 	free(ds->labels);
+	if (ds->src) {
+		sd_npy_close(&ds->src->x);
+		free(ds->src);
+	}
 	memset(ds, 0, sizeof *ds);
 }
 
@@ -90,7 +96,7 @@ static int sd_check_dir(const char *name, const char *dir, char **why)
 			return sd_why(why, "%s: no such directory (install the Debian package "
 			              "dataset-fashion-mnist, or give another data directory: spotdeck-worker --data-dir, or data_dir in the job file)", dir);
 		if (errno == ENOENT)
-			return sd_why(why, "%s: no such directory (pass --data-dir)", dir);
+			return sd_why(why, "%s: no such directory (data_dir in the job file, or spotdeck-worker --data-dir)", dir);
 		return sd_why(why, "%s: %s", dir, strerror(errno));
 	}
 	if (!S_ISDIR(st.st_mode))
@@ -298,6 +304,7 @@ static int sd_load_idx(struct sd_dataset *ds, const char *dir, enum sd_split spl
 	ds->images = sd_malloc(n * pixels * sizeof(float));
 	for (size_t i = 0; i < n * pixels; i++)
 		ds->images[i] = table[0][raw[i]];
+	ds->pad[0] = table[0][0];
 	ds->n = (int)n;
 	ds->c = 1;
 	ds->h = (int)idims[1];
@@ -401,6 +408,8 @@ static int sd_load_cifar10(struct sd_dataset *ds, const char *dir, enum sd_split
 	ds->labels = sd_malloc(n);
 	float table[3][256];
 	sd_norm_table(&sd_norm_cifar10, table);
+	for (int ch = 0; ch < 3; ch++)
+		ds->pad[ch] = table[ch][0];
 	for (int i = 0; i < nfiles; i++) {
 		char *path = sd_path_join(base, files[i], "");
 		int rc = sd_load_cifar_file(ds, path, (size_t)i * SD_CIFAR_RECORDS_PER_FILE,
@@ -439,9 +448,11 @@ int sd_dataset_load(struct sd_dataset *ds, const char *name, const char *dir,
 		cifar = 1;
 	else if (strcmp(name, "synthetic") == 0)
 		return sd_why(why, "synthetic: has no files; it is generated from the seed");
+	else if (strcmp(name, "npy") == 0)
+		return sd_why(why, "npy: both splits load together (sd_dataset_load_npy)");
 	else
 		return sd_why(why, "%s: unknown dataset (fashion-mnist, mnist, cifar10, "
-		              "synthetic)", name);
+		              "synthetic, npy)", name);
 
 	if (!dir)
 		dir = sd_dataset_default_dir(name);
@@ -536,16 +547,348 @@ void sd_epoch_permutation(int32_t *perm, int n, uint64_t seed, int epoch)
 	}
 }
 
+/* ---- npy datasets ---- */
+
+int sd_layout_parse(const char *s, enum sd_layout *out)
+{
+	if (!strcmp(s, "NCHW"))
+		*out = SD_LAYOUT_NCHW;
+	else if (!strcmp(s, "NHWC"))
+		*out = SD_LAYOUT_NHWC;
+	else
+		return -1;
+	return 0;
+}
+
+int sd_augment_parse(const char *s, enum sd_augment *out)
+{
+	if (!strcmp(s, "none"))
+		*out = SD_AUGMENT_NONE;
+	else if (!strcmp(s, "crop4+flip"))
+		*out = SD_AUGMENT_CROP4_FLIP;
+	else
+		return -1;
+	return 0;
+}
+
+/* The element count of dims as "(a, b, c)" for messages. */
+static const char *sd_shape_text(const struct sd_npy_header *h, char *buf, size_t size)
+{
+	size_t n = 0;
+	buf[n++] = '(';
+	for (int i = 0; i < h->ndim && n + 24 < size; i++)
+		n += (size_t)snprintf(buf + n, size - n, "%s%llu", i ? ", " : "",
+		                      (unsigned long long)h->shape[i]);
+	if (h->ndim == 1 && n + 2 < size)
+		buf[n++] = ',';
+	buf[n++] = ')';
+	buf[n] = '\0';
+	return buf;
+}
+
+/* Opens dir/<split>_x.npy and checks its dtype and shape; sets c, h, w. */
+static int sd_npy_open_x(struct sd_dataset *ds, const char *dir, const char *split,
+                         const struct sd_data_options *opt, char **why)
+{
+	char *path = sd_path_join(dir, split, "_x.npy");
+	ds->src = sd_calloc(1, sizeof *ds->src);
+	int rc = sd_npy_open(&ds->src->x, path, why);
+	free(path);
+	if (rc < 0)
+		return -1;
+	const struct sd_npy_header *h = &ds->src->x.h;
+	const char *p = ds->src->x.path;
+	char shape[160];
+	if (h->dtype != SD_NPY_U1 && h->dtype != SD_NPY_F2 && h->dtype != SD_NPY_F4)
+		return sd_why(why, "%s: images of dtype '%s': expected |u1 (uint8), <f2 (float16) "
+		              "or <f4 (float32)", p, h->descr);
+	uint64_t n, c, hh, w;
+	if (h->ndim == 3) {
+		n = h->shape[0];
+		c = 1;
+		hh = h->shape[1];
+		w = h->shape[2];
+	} else if (h->ndim == 4 && opt->layout == SD_LAYOUT_NCHW) {
+		n = h->shape[0];
+		c = h->shape[1];
+		hh = h->shape[2];
+		w = h->shape[3];
+	} else if (h->ndim == 4) {
+		n = h->shape[0];
+		hh = h->shape[1];
+		w = h->shape[2];
+		c = h->shape[3];
+	} else {
+		return sd_why(why, "%s: shape %s: expected (n, %s or (n, h, w)", p,
+		              sd_shape_text(h, shape, sizeof shape),
+		              opt->layout == SD_LAYOUT_NCHW ? "c, h, w) for layout NCHW"
+		                                            : "h, w, c) for layout NHWC");
+	}
+	if (n == 0)
+		return sd_why(why, "%s: no samples (shape %s)", p, sd_shape_text(h, shape, sizeof shape));
+	if (c == 0 || hh == 0 || w == 0)
+		return sd_why(why, "%s: empty images (shape %s)", p,
+		              sd_shape_text(h, shape, sizeof shape));
+	/* Sample indices are int32 (the permutation) and a sample's size an
+	 * int for the models; keep to both. */
+	if (n > SD_MAX_SAMPLES || c > 4096 || hh > 65536 || w > 65536 || c * hh * w > INT_MAX)
+		return sd_why(why, "%s: shape %s too large (at most %d samples of at most %d values)",
+		              p, sd_shape_text(h, shape, sizeof shape), SD_MAX_SAMPLES, INT_MAX);
+	if (opt->norm_channels > 0 && (uint64_t)opt->norm_channels != c)
+		return sd_why(why, "%s: %llu channels (layout %s, shape %s), but normalize gives %d "
+		              "mean/std values", p, (unsigned long long)c,
+		              opt->layout == SD_LAYOUT_NCHW ? "NCHW" : "NHWC",
+		              sd_shape_text(h, shape, sizeof shape), opt->norm_channels);
+	ds->n = (int)n;
+	ds->c = (int)c;
+	ds->h = (int)hh;
+	ds->w = (int)w;
+	ds->src->layout = h->ndim == 3 ? SD_LAYOUT_NCHW : opt->layout;
+	for (int ch = 0; ch < SD_DATA_MAX_CHANNELS; ch++) {
+		int on = opt->norm_channels > 0 && ch < opt->norm_channels;
+		ds->src->mean[ch] = on ? opt->mean[ch] : 0.0f;
+		ds->src->std[ch] = on ? opt->std[ch] : 1.0f;
+	}
+	/* The same expression as sd_norm_table, so uint8 data with a built-in
+	 * dataset's constants gives the very floats that dataset's loader does. */
+	if (h->dtype == SD_NPY_U1) {
+		for (int ch = 0; ch < SD_DATA_MAX_CHANNELS; ch++)
+			for (int px = 0; px < 256; px++)
+				ds->src->table[ch][px] = ((float)px / 255.0f - ds->src->mean[ch]) /
+				                         ds->src->std[ch];
+		ds->src->table_ok = 1;
+	}
+	for (int ch = 0; ch < SD_DATA_MAX_CHANNELS; ch++)
+		ds->pad[ch] = h->dtype == SD_NPY_U1 ? ds->src->table[ch][0]
+		              : (0.0f - ds->src->mean[ch]) / ds->src->std[ch];
+	return 0;
+}
+
+/* Opens dir/<split>_y.npy, checks it against ds's sample count and keeps
+ * its labels as bytes; *max_label: the largest. */
+static int sd_npy_read_y(struct sd_dataset *ds, const char *dir, const char *split,
+                         int classes, int64_t *max_label, char **why)
+{
+	char *path = sd_path_join(dir, split, "_y.npy");
+	struct sd_npy_file y;
+	int rc = sd_npy_open(&y, path, why);
+	free(path);
+	if (rc < 0)
+		return -1;
+	char shape[160];
+	rc = -1;
+	if (y.h.dtype == SD_NPY_F2 || y.h.dtype == SD_NPY_F4) {
+		sd_why(why, "%s: labels of dtype '%s': expected integer class ids (|u1, |i1, <i2, "
+		       "<u2, <i4, <u4, <i8, <u8)", y.path, y.h.descr);
+		goto out;
+	}
+	if (y.h.ndim != 1) {
+		sd_why(why, "%s: shape %s: expected (n,), one class id per sample", y.path,
+		       sd_shape_text(&y.h, shape, sizeof shape));
+		goto out;
+	}
+	if (y.h.shape[0] != (uint64_t)ds->n) {
+		sd_why(why, "%s: %llu labels, but %s has %d samples", y.path,
+		       (unsigned long long)y.h.shape[0], ds->src->x.path, ds->n);
+		goto out;
+	}
+	ds->labels = sd_malloc((size_t)ds->n);
+	int64_t top = -1;
+	for (int i = 0; i < ds->n; i++) {
+		int64_t v = sd_npy_int_at(&y.h, y.data, (uint64_t)i);
+		/* Out of range when given classes; otherwise beyond what a byte
+		 * label holds. */
+		int limit = classes > 0 ? classes : SD_DATA_MAX_CLASSES;
+		if (v < 0 || v >= limit) {
+			if (v < 0)
+				sd_why(why, "%s: label of sample %d is negative", y.path, i);
+			else if (classes > 0)
+				sd_why(why, "%s: label %lld of sample %d out of range (classes %d)", y.path,
+				       (long long)v, i, classes);
+			else
+				sd_why(why, "%s: label %lld of sample %d beyond %d classes (labels are "
+				       "bytes)", y.path, (long long)v, i, SD_DATA_MAX_CLASSES);
+			goto out;
+		}
+		if (v > top)
+			top = v;
+		ds->labels[i] = (uint8_t)v;
+	}
+	*max_label = top;
+	rc = 0;
+out:
+	sd_npy_close(&y);
+	return rc;
+}
+
+int sd_dataset_load_npy(struct sd_dataset *train, struct sd_dataset *test, const char *dir,
+                        const struct sd_data_options *opt, char **why)
+{
+	memset(train, 0, sizeof *train);
+	memset(test, 0, sizeof *test);
+	if (!dir || !*dir)
+		return sd_why(why, "npy: no data directory; set data_dir in the job file or pass "
+		              "--data-dir");
+	if (opt->norm_channels < 0 || opt->norm_channels > SD_DATA_MAX_CHANNELS)
+		return sd_why(why, "normalize: %d channels (1 to %d)", opt->norm_channels,
+		              SD_DATA_MAX_CHANNELS);
+	for (int ch = 0; ch < opt->norm_channels; ch++)
+		if (!(opt->std[ch] > 0) || !isfinite(opt->mean[ch]) || !isfinite(opt->std[ch]))
+			return sd_why(why, "normalize: std[%d] is %g, mean[%d] %g: std must be a "
+			              "positive number, mean a finite one", ch, opt->std[ch], ch,
+			              opt->mean[ch]);
+	if (opt->classes == 1 || opt->classes < 0 || opt->classes > SD_DATA_MAX_CLASSES)
+		return sd_why(why, "classes: %d (a classifier has 2 to %d; 0 takes the labels' "
+		              "largest + 1)", opt->classes, SD_DATA_MAX_CLASSES);
+	if (sd_check_dir("npy", dir, why) < 0)
+		return -1;
+	int64_t top_train = -1, top_test = -1;
+	if (sd_npy_open_x(train, dir, "train", opt, why) < 0 ||
+	    sd_npy_read_y(train, dir, "train", opt->classes, &top_train, why) < 0 ||
+	    sd_npy_open_x(test, dir, "test", opt, why) < 0 ||
+	    sd_npy_read_y(test, dir, "test", opt->classes, &top_test, why) < 0)
+		goto fail;
+	if (test->c != train->c || test->h != train->h || test->w != train->w) {
+		sd_why(why, "%s: images of %dx%dx%d (c x h x w), but %s has %dx%dx%d",
+		       test->src->x.path, test->c, test->h, test->w, train->src->x.path, train->c,
+		       train->h, train->w);
+		goto fail;
+	}
+	int classes = opt->classes > 0 ? opt->classes
+	              : (int)(top_train > top_test ? top_train : top_test) + 1;
+	if (classes < 2) {
+		sd_why(why, "%s: every label is %d: a classifier needs at least 2 classes (set "
+		       "\"classes\" if the other classes are absent from the data)",
+		       train->src->x.path, classes - 1);
+		goto fail;
+	}
+	train->classes = test->classes = classes;
+	snprintf(train->name, sizeof train->name, "npy");
+	snprintf(test->name, sizeof test->name, "npy");
+	return 0;
+fail:
+	sd_dataset_free(train);
+	sd_dataset_free(test);
+	return -1;
+}
+
+/* Element e of a mapped float array as a float (little-endian, npy.h). */
+static float sd_source_float(const struct sd_dataset_source *s, const unsigned char *base,
+                             size_t e)
+{
+	if (s->x.h.dtype == SD_NPY_F2)
+		return sd_npy_half_to_float((uint16_t)(base[2 * e] | base[2 * e + 1] << 8));
+	uint32_t bits = (uint32_t)base[4 * e] | (uint32_t)base[4 * e + 1] << 8 |
+	                (uint32_t)base[4 * e + 2] << 16 | (uint32_t)base[4 * e + 3] << 24;
+	float v;
+	memcpy(&v, &bits, sizeof v);
+	return v;
+}
+
+/* Sample k of a mapped dataset into dst as float32 NCHW.  The uint8 path
+ * is a table lookup per element (the table holds sd_norm_table's
+ * expression); floats are normalised as they are read. */
+static void sd_source_sample(const struct sd_dataset *ds, size_t k, float *dst)
+{
+	const struct sd_dataset_source *s = ds->src;
+	size_t c = (size_t)ds->c, hw = (size_t)ds->h * ds->w, sample = c * hw;
+	const unsigned char *base = s->x.data + k * sample * s->x.h.itemsize;
+	int nchw = s->layout == SD_LAYOUT_NCHW;
+	for (size_t ch = 0; ch < c; ch++) {
+		size_t tc = ch < SD_DATA_MAX_CHANNELS ? ch : 0;   /* > 16 only unnormalised */
+		float mean = s->mean[tc], std = s->std[tc];
+		float *out = dst + ch * hw;
+		if (s->x.h.dtype == SD_NPY_U1) {
+			const float *table = s->table[tc];
+			if (nchw) {
+				const unsigned char *in = base + ch * hw;
+				for (size_t p = 0; p < hw; p++)
+					out[p] = table[in[p]];
+			} else {
+				for (size_t p = 0; p < hw; p++)
+					out[p] = table[base[p * c + ch]];
+			}
+		} else {
+			for (size_t p = 0; p < hw; p++)
+				out[p] = (sd_source_float(s, base, nchw ? ch * hw + p : p * c + ch) - mean) / std;
+		}
+	}
+}
+
+/* Sample k of ds into dst as float32 NCHW, whatever holds it. */
+static void sd_dataset_sample(const struct sd_dataset *ds, size_t k, float *dst)
+{
+	size_t sample = (size_t)ds->c * ds->h * ds->w;
+	if (ds->src)
+		sd_source_sample(ds, k, dst);
+	else
+		memcpy(dst, ds->images + k * sample, sample * sizeof(float));
+}
+
+void sd_dataset_materialize(const struct sd_dataset *ds, float *images)
+{
+	size_t sample = (size_t)ds->c * ds->h * ds->w;
+	for (int k = 0; k < ds->n; k++)
+		sd_dataset_sample(ds, (size_t)k, images + (size_t)k * sample);
+}
+
 void sd_dataset_gather(const struct sd_dataset *ds, const int32_t *perm, int pos,
                        int count, float *images, uint8_t *labels)
 {
+	sd_dataset_gather_train(ds, perm, pos, count, SD_AUGMENT_NONE, 0, 0, images, labels);
+}
+
+/* The padding on each side for SD_AUGMENT_CROP4_FLIP. */
+#define SD_CROP_PAD 4
+
+/* Crops and flips src (c, h, w) into dst as sd_augment describes: dst[y][x]
+ * is src[y + oy - 4][x' + ox - 4] with x' = w - 1 - x when flipped, else x,
+ * or the channel's pad value outside src. */
+static void sd_crop_flip(const struct sd_dataset *ds, const float *src, float *dst, int oy,
+                         int ox, int flip)
+{
+	int h = ds->h, w = ds->w;
+	for (int ch = 0; ch < ds->c; ch++) {
+		float pad = ch < SD_DATA_MAX_CHANNELS ? ds->pad[ch] : 0.0f;
+		const float *in = src + (size_t)ch * h * w;
+		float *out = dst + (size_t)ch * h * w;
+		for (int y = 0; y < h; y++) {
+			int sy = y + oy - SD_CROP_PAD;
+			for (int x = 0; x < w; x++) {
+				int sx = (flip ? w - 1 - x : x) + ox - SD_CROP_PAD;
+				out[(size_t)y * w + x] = sy >= 0 && sy < h && sx >= 0 && sx < w
+				                         ? in[(size_t)sy * w + sx] : pad;
+			}
+		}
+	}
+}
+
+void sd_dataset_gather_train(const struct sd_dataset *ds, const int32_t *perm, int pos,
+                             int count, enum sd_augment aug, uint64_t seed, int epoch,
+                             float *images, uint8_t *labels)
+{
 	size_t sample = (size_t)ds->c * ds->h * ds->w;
+	float *tmp = images && aug != SD_AUGMENT_NONE ? sd_malloc(sample * sizeof(float)) : NULL;
 	for (int i = 0; i < count; i++) {
 		size_t k = perm ? (size_t)perm[pos + i] : (size_t)(pos + i);
-		if (images)
-			memcpy(images + (size_t)i * sample, ds->images + k * sample,
-			       sample * sizeof(float));
+		if (images && !tmp) {
+			sd_dataset_sample(ds, k, images + (size_t)i * sample);
+		} else if (images) {
+			/* A stream per (epoch, global position): the same draws
+			 * whichever worker gathers the sample. */
+			struct sd_rng r;
+			uint64_t stream = 0x6175670000000000ull | (uint64_t)(uint32_t)epoch << 24 |
+			                  (uint64_t)(uint32_t)(pos + i);
+			sd_rng_seed(&r, seed ^ ((uint64_t)(uint32_t)epoch * 0x9e3779b97f4a7c15ull),
+			            stream);
+			int oy = (int)sd_rng_below(&r, 2 * SD_CROP_PAD + 1);
+			int ox = (int)sd_rng_below(&r, 2 * SD_CROP_PAD + 1);
+			int flip = (int)(sd_rng_u32(&r) >> 31);
+			sd_dataset_sample(ds, k, tmp);
+			sd_crop_flip(ds, tmp, images + (size_t)i * sample, oy, ox, flip);
+		}
 		if (labels)
 			labels[i] = ds->labels[k];
 	}
+	free(tmp);
 }

@@ -7,7 +7,7 @@ engine_libsdengine_a_SOURCES = \
 	engine/rng.c engine/rng.h \
 	engine/blas.c engine/blas.h \
 	engine/layers.c engine/layers.h engine/layers-blocked.c \
-	engine/data.c engine/data.h \
+	engine/data.c engine/data.h engine/npy.c engine/npy.h \
 	engine/checkpoint.c engine/checkpoint.h \
 	engine/model.c engine/model.h engine/model-graph.h \
 	engine/optim.c engine/optim.h \

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "engine/checkpoint.h"
@@ -33,6 +34,58 @@ void sd_train_config_defaults(struct sd_train_config *c)
 	c->synthetic_w = 32;
 	snprintf(c->backend, sizeof c->backend, "auto");
 	c->device = -1;
+	snprintf(c->layout, sizeof c->layout, "NCHW");
+	snprintf(c->augment, sizeof c->augment, "none");
+}
+
+/* cfg's npy reading options, after checking the settings that only npy
+ * reads are not given with another dataset. */
+static int sd_train_data_options(const struct sd_train_config *cfg,
+                                 struct sd_data_options *opt, enum sd_augment *aug, char **why)
+{
+	memset(opt, 0, sizeof *opt);
+	if (sd_augment_parse(cfg->augment, aug) < 0)
+		return sd_why(why, "augment: expected none or crop4+flip, got '%s'", cfg->augment);
+	if (sd_layout_parse(cfg->layout, &opt->layout) < 0)
+		return sd_why(why, "layout: expected NCHW or NHWC, got '%s'", cfg->layout);
+	int npy = !strcmp(cfg->dataset, "npy");
+	if (!npy && opt->layout != SD_LAYOUT_NCHW)
+		return sd_why(why, "layout: only for dataset npy (%s has its own)", cfg->dataset);
+	if (!npy && cfg->norm_channels)
+		return sd_why(why, "normalize: only for dataset npy (%s has its own constants)",
+		              cfg->dataset);
+	if (!npy && cfg->classes)
+		return sd_why(why, "classes: only for dataset npy (%s has its own)", cfg->dataset);
+	if (cfg->norm_channels < 0 || cfg->norm_channels > SD_DATA_MAX_CHANNELS)
+		return sd_why(why, "normalize: %d channels (1 to %d)", cfg->norm_channels,
+		              SD_DATA_MAX_CHANNELS);
+	opt->norm_channels = cfg->norm_channels;
+	for (int i = 0; i < cfg->norm_channels; i++) {
+		opt->mean[i] = cfg->norm_mean[i];
+		opt->std[i] = cfg->norm_std[i];
+	}
+	opt->classes = cfg->classes;
+	return 0;
+}
+
+int sd_train_check_data(const struct sd_train_config *cfg, char **why)
+{
+	struct sd_data_options opt;
+	enum sd_augment aug;
+	if (sd_train_data_options(cfg, &opt, &aug, why) < 0)
+		return -1;
+	if (strcmp(cfg->dataset, "npy") != 0)
+		return 0;
+	struct sd_dataset train, test;
+	if (sd_dataset_load_npy(&train, &test, cfg->data_dir, &opt, why) < 0)
+		return -1;
+	int rc = 0;
+	if (train.n < cfg->global_batch)
+		rc = sd_why(why, "global_batch: %d is larger than the %d training samples of %s",
+		            cfg->global_batch, train.n, train.src->x.path);
+	sd_dataset_free(&train);
+	sd_dataset_free(&test);
+	return rc;
 }
 
 /* ---- the device model (engine/backend.h); all no-ops on the CPU ---------- */
@@ -122,11 +175,18 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		return sd_why(why, "lr: must be positive, got %g", cfg->lr);
 	if (cfg->eval_batch <= 0)
 		return sd_why(why, "eval batch: must be positive, got %d", cfg->eval_batch);
+	struct sd_data_options opt;
+	enum sd_augment aug;
+	if (sd_train_data_options(cfg, &opt, &aug, why) < 0)
+		return -1;
 	struct sd_trainer *t = sd_calloc(1, sizeof *t);
 	t->cfg = *cfg;
+	t->augment = aug;
 	const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
 	int rc;
-	if (!strcmp(cfg->dataset, "synthetic")) {
+	if (!strcmp(cfg->dataset, "npy")) {
+		rc = sd_dataset_load_npy(&t->train, &t->test, dir, &opt, why);
+	} else if (!strcmp(cfg->dataset, "synthetic")) {
 		int nt = cfg->synthetic_samples / 5 > 0 ? cfg->synthetic_samples / 5 : 1;
 		rc = sd_dataset_synthetic(&t->train, cfg->synthetic_samples, cfg->synthetic_c,
 		                          cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed, why);
@@ -191,12 +251,34 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		t->ybuf = t->backend.ops->host_alloc((size_t)maxb);
 	}
 	/* The training set on the device, when it fits: a step then uploads
-	 * its sample indices instead of its images. */
-	if (t->dev && t->backend.ops->dataset_upload && !env_off("SPOTDECK_CUDA_DEVICE_DATA")) {
+	 * its sample indices instead of its images.  Not with augmentation,
+	 * which happens as the host gathers each batch. */
+	if (t->dev && t->backend.ops->dataset_upload && !env_off("SPOTDECK_CUDA_DEVICE_DATA") &&
+	    t->augment == SD_AUGMENT_NONE) {
 		char *err = NULL;
 		size_t len = strlen(t->backend.reason);
-		if (t->backend.ops->dataset_upload(t->dev, t->train.images, t->train.labels, t->train.n,
-		                                   &err) == 0) {
+		/* A mapped (npy) training set is converted to floats for the
+		 * upload; the upload synchronises, so the copy goes right after. */
+		float *images = t->train.images;
+		size_t bytes = (size_t)t->train.n * img * sizeof(float);
+		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+		int up = -1;
+		if (!images && pages > 0 && page > 0 && bytes > (size_t)pages / 4 * (size_t)page) {
+			/* A mapped set may be larger than memory: it then stays
+			 * mapped and batches are gathered from it. */
+			sd_why(&err, "the mapped training set is %.0f MiB as floats, over a quarter "
+			       "of the host's memory", bytes / 1048576.0);
+		} else {
+			if (!images) {
+				images = sd_malloc(bytes);
+				sd_dataset_materialize(&t->train, images);
+			}
+			up = t->backend.ops->dataset_upload(t->dev, images, t->train.labels, t->train.n,
+			                                    &err);
+		}
+		if (images != t->train.images)
+			free(images);
+		if (up == 0) {
 			t->dev_data = 1;
 			if (len + 3 < sizeof t->backend.reason)
 				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
@@ -207,6 +289,11 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 				         "; batches gathered on the host (%s)", err);
 		}
 		free(err);
+	} else if (t->dev && t->augment != SD_AUGMENT_NONE) {
+		size_t len = strlen(t->backend.reason);
+		if (len + 3 < sizeof t->backend.reason)
+			snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+			         "; batches gathered on the host (augment %s)", t->cfg.augment);
 	}
 	if (!t->xbuf || !t->ybuf) {
 		if (t->dev) {
@@ -276,7 +363,8 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 		if (t->dev_data) {
 			rc = t->backend.ops->train_indexed(t->dev, t->perm + pos, count, scale, &l, &c, why);
 		} else {
-			sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
+			sd_dataset_gather_train(&t->train, t->perm, pos, count, t->augment,
+			                        t->cfg.seed, epoch, t->xbuf, t->ybuf);
 			rc = t->backend.ops->train_batch(t->dev, t->xbuf, t->ybuf, count, scale, &l, &c,
 			                                 why);
 		}
@@ -288,7 +376,8 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 			*correct = c;
 		return 0;
 	}
-	sd_dataset_gather(&t->train, t->perm, pos, count, t->xbuf, t->ybuf);
+	sd_dataset_gather_train(&t->train, t->perm, pos, count, t->augment, t->cfg.seed, epoch,
+	                        t->xbuf, t->ybuf);
 	return sd_model_train_batch(t->model, t->xbuf, t->ybuf, count,
 	                            1.0f / (float)t->cfg.global_batch, loss_sum, correct, why);
 }
@@ -398,13 +487,14 @@ int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, ch
 {
 	double total = 0;
 	long right = 0;
-	size_t img = (size_t)t->test.c * t->test.h * t->test.w;
 	for (int pos = 0; pos < t->test.n; pos += t->cfg.eval_batch) {
 		int nb = t->test.n - pos < t->cfg.eval_batch ? t->test.n - pos : t->cfg.eval_batch;
 		double l;
 		int c;
-		if (sd_trainer_eval_batch(t, t->test.images + (size_t)pos * img,
-		                          t->test.labels + pos, nb, &l, &c, why) < 0)
+		/* Through the staging buffer (eval_batch samples fit it): the test
+		 * set may be a mapped file that is converted as it is gathered. */
+		sd_dataset_gather(&t->test, NULL, pos, nb, t->xbuf, t->ybuf);
+		if (sd_trainer_eval_batch(t, t->xbuf, t->ybuf, nb, &l, &c, why) < 0)
 			return -1;
 		total += l;
 		right += c;

@@ -40,10 +40,27 @@ struct sd_train_config {
 	int synthetic_c, synthetic_h, synthetic_w;   /* its image shape (3x32x32) */
 	char backend[8];         /* "auto", "cpu" or "cuda" (engine/backend.h) */
 	int device;              /* CUDA device index, -1 = SPOTDECK_CUDA_DEVICE or 0 */
+	/* Dataset "npy" (engine/data.h): how to read the user's arrays. */
+	char layout[8];          /* "NCHW" (default) or "NHWC": x's axis order */
+	int norm_channels;       /* 0 = no normalisation; else mean/std per channel */
+	float norm_mean[SD_DATA_MAX_CHANNELS];
+	float norm_std[SD_DATA_MAX_CHANNELS];
+	int classes;             /* 0 = the labels' largest + 1 */
+	/* Any dataset: training-set augmentation, "none" (default) or
+	 * "crop4+flip" (engine/data.h enum sd_augment). */
+	char augment[16];
 };
 
 /* Fills c with the defaults above. */
 void sd_train_config_defaults(struct sd_train_config *c);
+
+/* Checks cfg's data settings and, for dataset npy, opens its four files and
+ * checks them (headers, sizes, shapes, labels; sd_dataset_load_npy) without
+ * keeping anything: what a controller runs before it rents a server.
+ * Settings that only npy reads (layout, normalize, classes) given with
+ * another dataset are refused.  Returns 0, or -1 with *why naming the file
+ * or setting and the problem. */
+int sd_train_check_data(const struct sd_train_config *cfg, char **why);
 
 struct sd_trainer {
 	struct sd_train_config cfg;
@@ -78,6 +95,7 @@ struct sd_trainer {
 	const int32_t *last_samples;
 	int last_count;
 	long last_step;
+	enum sd_augment augment;  /* cfg.augment */
 };
 
 /* Loads the datasets, builds the model and chooses where it runs (cfg's

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "engine/errors.h"
+#include "engine/train.h"
 #include "src/controller/controller.h"
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
@@ -709,6 +710,14 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 		job->notice_scale = o->notice;
 	if (o->seed >= 0)
 		job->market_seed = (unsigned long long)o->seed;
+	/* The training data, before any run directory, worker or server: a
+	 * bad .npy file is one line here, not a worker failing on every server
+	 * it is started on. */
+	if (sd_train_check_data(&job->train, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
+		free(why);
+		return 1;
+	}
 	return 0;
 }
 

@@ -18,6 +18,7 @@
 #include <cJSON.h>
 #include <cblas.h>
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <limits.h>
 #include <omp.h>
@@ -75,8 +76,15 @@ static void usage(FILE *f)
 "                        as the threads, when the job's pin_workers allows and\n"
 "                        they exist (set by the controller for its local workers)\n"
 "  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
-"  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic (default fashion-mnist)\n"
-"  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist)\n"
+"  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic, npy (default\n"
+"                        fashion-mnist)\n"
+"  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist);\n"
+"                        for npy: train_x.npy, train_y.npy, test_x.npy, test_y.npy\n"
+"  --layout NCHW|NHWC    npy: the axis order of x (default NCHW)\n"
+"  --normalize M,../S,.. npy: per-channel mean and std, x = (pixel/255 - M) / S\n"
+"                        for uint8 images, (value - M) / S for float ones\n"
+"  --classes N           npy: number of classes (default: largest label + 1)\n"
+"  --augment NAME        none or crop4+flip (pad 4, random crop, mirror; default none)\n"
 "  --epochs N            passes over the training set (default 3)\n"
 "  --batch N             global batch, samples per step (default 64)\n"
 "  --lr X                peak learning rate (default 0.05)\n"
@@ -164,7 +172,47 @@ static int copy_path(const char *opt, const char *s, char *dst)
 enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM, O_WD,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
-       O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT };
+       O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT, O_LAYOUT, O_NORMALIZE, O_CLASSES,
+       O_AUGMENT };
+
+/* --normalize MEAN[,MEAN...]/STD[,STD...]: one mean and one std per channel,
+ * as the job file's "normalize" (spotdeck-job(5)). */
+static int parse_normalize(const char *arg, struct sd_train_config *cfg)
+{
+	float vals[2][SD_DATA_MAX_CHANNELS];
+	int n[2] = { 0, 0 }, part = 0;
+	const char *p = arg;
+	for (;;) {
+		char *end;
+		errno = 0;
+		double v = strtod(p, &end);
+		if (errno || end == p || !isfinite(v) || (part == 1 && !(v > 0)) ||
+		    n[part] == SD_DATA_MAX_CHANNELS)
+			goto bad;
+		vals[part][n[part]++] = (float)v;
+		p = end;
+		if (*p == ',') {
+			p++;
+		} else if (*p == '/' && part == 0) {
+			part = 1;
+			p++;
+		} else if (*p == '\0' && part == 1) {
+			break;
+		} else {
+			goto bad;
+		}
+	}
+	if (n[0] != n[1])
+		goto bad;
+	cfg->norm_channels = n[0];
+	memcpy(cfg->norm_mean, vals[0], (size_t)n[0] * sizeof(float));
+	memcpy(cfg->norm_std, vals[1], (size_t)n[0] * sizeof(float));
+	return 0;
+bad:
+	fprintf(stderr, "spotdeck-worker: --normalize: expected MEAN[,MEAN...]/STD[,STD...] with as "
+	        "many positive stds as means (at most %d), got '%s'\n", SD_DATA_MAX_CHANNELS, arg);
+	return -1;
+}
 
 /* The options that go into the training configuration (the engine's
  * struct sd_train_config): model, data, optimizer, backend.  Returns 0,
@@ -232,6 +280,32 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 		if (parse_long("device", arg, 0, 1023, &v) < 0)
 			return -1;
 		cfg->device = (int)v;
+		break;
+	case O_LAYOUT: {
+		enum sd_layout l;
+		if (sd_layout_parse(arg, &l) < 0) {
+			fprintf(stderr, "spotdeck-worker: --layout: expected NCHW or NHWC, got '%s'\n", arg);
+			return -1;
+		}
+		snprintf(cfg->layout, sizeof cfg->layout, "%s", arg);
+		break;
+	}
+	case O_AUGMENT: {
+		enum sd_augment a;
+		if (sd_augment_parse(arg, &a) < 0) {
+			fprintf(stderr, "spotdeck-worker: --augment: expected none or crop4+flip, got '%s'\n",
+			        arg);
+			return -1;
+		}
+		snprintf(cfg->augment, sizeof cfg->augment, "%s", arg);
+		break;
+	}
+	case O_NORMALIZE:
+		return parse_normalize(arg, cfg);
+	case O_CLASSES:
+		if (parse_long("classes", arg, 0, SD_DATA_MAX_CLASSES, &v) < 0)
+			return -1;
+		cfg->classes = (int)v;
 		break;
 	default:
 		return 1;
@@ -325,6 +399,10 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "model", required_argument, 0, O_MODEL },
 		{ "dataset", required_argument, 0, O_DATASET },
 		{ "data-dir", required_argument, 0, O_DATADIR },
+		{ "layout", required_argument, 0, O_LAYOUT },
+		{ "normalize", required_argument, 0, O_NORMALIZE },
+		{ "classes", required_argument, 0, O_CLASSES },
+		{ "augment", required_argument, 0, O_AUGMENT },
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "lr", required_argument, 0, O_LR },

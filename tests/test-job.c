@@ -47,6 +47,10 @@ static void test_defaults(void)
 	CHECK(j.boot_scale == 1.0);
 	CHECK_INT(j.market_seed, 1);
 	CHECK_INT(j.ncluster, 0);
+	CHECK_STR(j.train.layout, "NCHW");
+	CHECK_STR(j.train.augment, "none");
+	CHECK_INT(j.train.norm_channels, 0);
+	CHECK_INT(j.train.classes, 0);
 
 	/* An empty object is the defaults. */
 	struct sd_job p;
@@ -286,6 +290,75 @@ static void test_full(void)
 	free(why);
 }
 
+/* The npy dataset's settings: parsed, written back exactly, compared. */
+static void test_data_keys(void)
+{
+	static const char text[] =
+		"{\"dataset\": \"npy\", \"data_dir\": \"/srv/arrays\", \"layout\": \"NHWC\","
+		" \"normalize\": {\"mean\": [0.4914, 0.4822, 0.4465], \"std\": [0.247, 0.2435, 0.2616]},"
+		" \"classes\": 100, \"augment\": \"crop4+flip\"}";
+	struct sd_job j, d;
+	char *why = NULL;
+	int rc = sd_job_parse(&j, text, sizeof text - 1, "npy.json", &why);
+	if (rc != 0)
+		fprintf(stderr, "npy job: %s\n", why);
+	CHECK_INT(rc, 0);
+	CHECK_STR(j.train.dataset, "npy");
+	CHECK_STR(j.train.layout, "NHWC");
+	CHECK_STR(j.train.augment, "crop4+flip");
+	CHECK_INT(j.train.classes, 100);
+	CHECK_INT(j.train.norm_channels, 3);
+	CHECK(j.train.norm_mean[0] == 0.4914f && j.train.norm_mean[1] == 0.4822f &&
+	      j.train.norm_mean[2] == 0.4465f);
+	CHECK(j.train.norm_std[0] == 0.247f && j.train.norm_std[1] == 0.2435f &&
+	      j.train.norm_std[2] == 0.2616f);
+	check_round_trip(&j, "npy job");
+	cJSON *obj = sd_job_to_json(&j);
+	char *out = cJSON_PrintUnformatted(obj);
+	CHECK(strstr(out, "\"layout\":\"NHWC\",\"normalize\":{\"mean\":[0.4914,0.4822,0.4465],"
+	             "\"std\":[0.247,0.2435,0.2616]},\"classes\":100,\"augment\":\"crop4+flip\"")
+	      != NULL, "%s", out);
+	free(out);
+	cJSON_Delete(obj);
+
+	/* Each setting matters to sd_job_equal. */
+	struct sd_job k = j;
+	k.train.norm_std[2] = nextafterf(0.2616f, 1.0f);
+	CHECK(!sd_job_equal(&j, &k));
+	check_round_trip(&k, "npy job, a std one ulp off");
+	k = j;
+	k.train.norm_channels = 2;
+	CHECK(!sd_job_equal(&j, &k));
+	k = j;
+	k.train.classes = 99;
+	CHECK(!sd_job_equal(&j, &k));
+	k = j;
+	snprintf(k.train.augment, sizeof k.train.augment, "none");
+	CHECK(!sd_job_equal(&j, &k));
+	k = j;
+	snprintf(k.train.layout, sizeof k.train.layout, "NCHW");
+	CHECK(!sd_job_equal(&j, &k));
+	/* 16 channels of awkward floats. */
+	k.train.norm_channels = 16;
+	for (int c = 0; c < 16; c++) {
+		k.train.norm_mean[c] = nextafterf(0.1f * (float)c, -1.0f);
+		k.train.norm_std[c] = c ? 1.0f / (float)(c + 2) : FLT_MIN;
+	}
+	check_round_trip(&k, "16 channels");
+
+	/* No normalisation is written as null, and null reads as none. */
+	sd_job_defaults(&d);
+	obj = sd_job_to_json(&d);
+	out = cJSON_PrintUnformatted(obj);
+	CHECK(strstr(out, "\"normalize\":null") != NULL, "%s", out);
+	free(out);
+	cJSON_Delete(obj);
+	static const char none[] = "{\"normalize\": null}";
+	CHECK_INT(sd_job_parse(&k, none, sizeof none - 1, "none.json", &why), 0);
+	CHECK(sd_job_equal(&k, &d));
+	free(why);
+}
+
 struct bad_job {
 	const char *text;
 	const char *want;   /* a substring of the message */
@@ -302,7 +375,29 @@ static const struct bad_job bad_jobs[] = {
 	  "job.json: model: unknown model 'vgg' (known: mlp, cnn, resnet20, resnet32)" },
 	{ "{\"model\": 3}", "job.json: model: expected a string, got 3" },
 	{ "{\"dataset\": \"imagenet\"}",
-	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic)" },
+	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic, npy)" },
+	/* The npy dataset's reading settings and augmentation. */
+	{ "{\"layout\": \"HWC\"}", "job.json: layout: unknown layout 'HWC' (known: NCHW, NHWC)" },
+	{ "{\"layout\": \"nchw\"}", "job.json: layout: unknown layout 'nchw' (known: NCHW, NHWC)" },
+	{ "{\"augment\": \"flip\"}",
+	  "job.json: augment: unknown augmentation 'flip' (known: none, crop4+flip)" },
+	{ "{\"classes\": 257}", "job.json: classes: expected an integer from 0 to 256, got 257" },
+	{ "{\"classes\": -1}", "job.json: classes: expected a non-negative integer, got -1" },
+	{ "{\"normalize\": [0.5]}",
+	  "job.json: normalize: expected {\"mean\": [...], \"std\": [...]} or null, got [0.5]" },
+	{ "{\"normalize\": {\"mean\": [0.5]}}", "job.json: normalize.std: missing" },
+	{ "{\"normalize\": {\"mean\": [0.5], \"std\": [0.2], \"eps\": 1}}",
+	  "job.json: normalize.eps: unknown key (normalize has mean and std)" },
+	{ "{\"normalize\": {\"mean\": [0.5, 0.4], \"std\": [0.2]}}",
+	  "job.json: normalize: 2 means but 1 stds (one of each per channel)" },
+	{ "{\"normalize\": {\"mean\": [0.5], \"std\": [0]}}",
+	  "job.json: normalize.std[0]: expected a positive number, got 0" },
+	{ "{\"normalize\": {\"mean\": [\"a\"], \"std\": [1]}}",
+	  "job.json: normalize.mean[0]: expected a finite number, got \"a\"" },
+	{ "{\"normalize\": {\"mean\": [], \"std\": []}}",
+	  "job.json: normalize.mean: expected an array of 1 to 16 numbers (one per channel), got []" },
+	{ "{\"normalize\": {\"mean\": [0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0], \"std\": [1]}}",
+	  "job.json: normalize.mean: expected an array of 1 to 16 numbers (one per channel)" },
 	{ "{\"schedule\": \"linear\"}",
 	  "job.json: schedule: unknown schedule 'linear' (known: constant, step, cosine)" },
 	/* The provider object; its name's shape only (the registry, a layer
@@ -546,6 +641,7 @@ static void test_provider(void)
 
 int main(void)
 {
+	test_data_keys();
 	test_defaults();
 	test_full();
 	test_bad_jobs();

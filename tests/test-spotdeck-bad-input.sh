@@ -12,6 +12,52 @@ expect_error "number beyond a double" "huge\.json: lr: .*got inf \(beyond" \
 	$SPOTDECK --headless --job "$T/huge.json" --run-dir "$T/r1"
 [ ! -e "$T/r1" ] || fail "a bad job left $T/r1"
 
+# The npy dataset's files are checked before anything starts: a bad array
+# file is one line naming it, and no run directory is left.
+mkdir "$T/npy"
+npy() {   # npy FILE DESCR SHAPE DATA_BYTES [BYTE]: a version 1.0 .npy file of bytes BYTE (0)
+	python3 - "$@" <<'PY'
+import sys
+path, descr, shape, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+fill = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+d = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, shape)
+d += " " * (63 - (10 + len(d)) % 64) + "\n"
+open(path, "wb").write(b"\x93NUMPY\x01\x00" + len(d).to_bytes(2, "little") + d.encode() + bytes([fill]) * n)
+PY
+}
+npy "$T/npy/train_x.npy" '|u1' '80, 1, 4, 4' 1280
+npy "$T/npy/train_y.npy" '|u1' '80,' 80
+npy "$T/npy/test_x.npy" '|u1' '8, 1, 4, 4' 128
+printf '{"model":"mlp","dataset":"npy","data_dir":"%s"}' "$T/npy" >"$T/npyjob.json"
+expect_error "an npy file missing" "npyjob\.json: .*/npy/test_y\.npy: no such file$" \
+	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
+npy "$T/npy/test_y.npy" '<f4' '8,' 32
+expect_error "npy labels of a float dtype" "test_y\.npy: labels of dtype '<f4': expected integer class ids" \
+	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
+npy "$T/npy/test_y.npy" '|u1' '8,' 7
+expect_error "a truncated npy file" "test_y\.npy: truncated: shape \(8,\) of \|u1 needs 8 bytes of data, the file has 7" \
+	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
+npy "$T/npy/test_y.npy" '|u1' '8,' 8
+printf '{"model":"mlp","dataset":"npy","data_dir":"%s","normalize":{"mean":[0.5,0.5,0.5],"std":[1,1,1]}}' "$T/npy" >"$T/npyjob.json"
+expect_error "npy channels against normalize" "train_x\.npy: 1 channels \(layout NCHW, shape \(80, 1, 4, 4\)\), but normalize gives 3" \
+	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
+printf '{"model":"mlp","layout":"NHWC"}' >"$T/npyjob.json"
+expect_error "layout with a built-in dataset" "npyjob\.json: layout: only for dataset npy \(fashion-mnist has its own\)" \
+	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
+npy "$T/npy/train_y.npy" '|u1' '80,' 80 5
+printf '{"model":"mlp","dataset":"npy","data_dir":"%s","classes":3}' "$T/npy" >"$T/npyjob.json"
+expect_error "npy labels beyond classes" "train_y\.npy: label 5 of sample 0 out of range \(classes 3\)" \
+	$SPOTDECK --headless --job "$T/npyjob.json" --run-dir "$T/r1"
+[ ! -e "$T/r1" ] || fail "a bad npy dataset left $T/r1"
+# spotdeck doctor checks the same files, on a line of its own.
+printf '{"dataset":"npy","data_dir":"%s","classes":3,"provider":{"name":"gce","project":"p1","zones":["us-central1-a"],"credentials":"%s/none.json"}}' "$T/npy" "$T" >"$T/npydoc.json"
+$SPOTDECK doctor "$T/npydoc.json" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "doctor on a bad npy dataset: exit status $rc, expected 1"
+grep -Eq "^FAIL +data: .*/npy/train_y\.npy: label 5 of sample 0 out of range \(classes 3\)$" "$T/out" ||
+	{ cat "$T/out" "$T/err" >&2; fail "doctor: no FAIL data line for the bad label"; }
+ok "doctor: $(grep 'data:' "$T/out")"
+
 printf '{"model":"mlp","provider":"azure"}' >"$T/azure.json"
 expect_error "provider not in this build (job)" "azure\.json: provider\.name: 'azure' is not available in this build \(known: sim, ssh, gce, aws\)" \
 	$SPOTDECK --headless --job "$T/azure.json" --run-dir "$T/r2"

@@ -43,3 +43,13 @@ EXPECT_RC=2 expect_error "bad number" "--batch: expected an integer in \[1, [0-9
 EXPECT_RC=2 expect_error "unknown option" "unknown option '--bogus'" $W --bogus
 EXPECT_RC=2 expect_error "bad --notice" "--notice: expected auto, gce, aws, azure or none, got 'ibm'" $W --notice ibm
 expect_error "unknown model" "unknown model 'vgg'" $W --model vgg
+
+# The npy dataset: a worker checks the files as it loads them.
+mkdir "$T/npy"
+printf 'PK\003\004 not numpy' >"$T/npy/train_x.npy"
+expect_error "npy: wrong magic" "train_x\.npy: wrong magic: not a \.npy file" \
+	$W --model mlp --dataset npy --data-dir "$T/npy"
+EXPECT_RC=2 expect_error "bad --layout" "--layout: expected NCHW or NHWC, got 'CHW'" $W --layout CHW
+EXPECT_RC=2 expect_error "bad --normalize" "--normalize: expected MEAN\[,MEAN...\]/STD\[,STD...\]" \
+	$W --normalize 0.5,0.5/0.2
+EXPECT_RC=2 expect_error "bad --augment" "--augment: expected none or crop4\+flip, got 'mixup'" $W --augment mixup

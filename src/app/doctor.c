@@ -17,6 +17,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "engine/train.h"
+#include "src/proto/job.h"
 #include "src/provider/gce-api.h"
 #include "src/provider/gce-client.h"
 #include "src/provider/gce-price.h"
@@ -595,6 +597,28 @@ static void doctor_free(struct doctor *d)
 
 static int doctor_gce(const cJSON *p, const char *file);
 
+/* The job's own training data, for dataset npy: the files every worker will
+ * map, checked as spotdeck checks them before it starts a run (headers,
+ * sizes, shapes, labels; sd_train_check_data).  A job file that does not
+ * load as a whole is left to the provider checks, which say what is wrong
+ * with its provider object.  Returns 1 when the data is bad. */
+static int doctor_data(const char *file)
+{
+	struct sd_job *job = malloc(sizeof *job);
+	char *why = NULL;
+	int failed = 0;
+	if (job && sd_job_load(job, file, &why) == 0 && !strcmp(job->train.dataset, "npy")) {
+		if (sd_train_check_data(&job->train, &why) < 0)
+			sd_doctor_say(&failed, "FAIL", "data", "%s", why);
+		else
+			sd_doctor_say(&failed, "ok", "data", "npy arrays in %s: headers, sizes, shapes "
+			              "and labels", job->train.data_dir);
+	}
+	free(why);
+	free(job);
+	return failed;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: spotdeck doctor [--provider gce|aws] JOB.json\n"
@@ -648,7 +672,10 @@ int sd_doctor_main(int argc, char **argv)
 		fprintf(stderr, "spotdeck doctor: --provider %s, but %s's provider.name is \"%s\"\n", provider, file,
 			name);
 	} else {
+		int data_failed = doctor_data(file);
 		rc = !strcmp(name, "aws") ? sd_doctor_aws(p, file) : doctor_gce(p, file);
+		if (rc == 0 && data_failed)
+			rc = 1;
 	}
 	cJSON_Delete(json);
 	return rc;

@@ -95,9 +95,29 @@ int sd_plan_data_path(const char *name, char *out, size_t len)
 
 /* Training-set sizes and image shapes of the engine's datasets (the
  * releases' own figures: Fashion-MNIST and MNIST 60,000 28x28 grey images,
- * CIFAR-10 50,000 32x32 colour images). */
-static int dataset_shape(const struct sd_train_config *t, long *samples, int *c, int *h, int *w)
+ * CIFAR-10 50,000 32x32 colour images); npy's come from its files' headers
+ * (and a bad file is said as spotdeck says it).  Returns 0, -1 for a
+ * dataset of unknown size, -2 with *why for a bad npy dataset. */
+static int dataset_shape(const struct sd_train_config *t, long *samples, int *c, int *h, int *w,
+                         char **why)
 {
+	if (!strcmp(t->dataset, "npy")) {
+		struct sd_data_options opt;
+		memset(&opt, 0, sizeof opt);
+		if (sd_layout_parse(t->layout, &opt.layout) < 0)
+			opt.layout = SD_LAYOUT_NCHW;
+		opt.norm_channels = t->norm_channels;
+		memcpy(opt.mean, t->norm_mean, sizeof opt.mean);
+		memcpy(opt.std, t->norm_std, sizeof opt.std);
+		opt.classes = t->classes;
+		struct sd_dataset tr, te;
+		if (sd_dataset_load_npy(&tr, &te, t->data_dir, &opt, why) < 0)
+			return -2;
+		*samples = tr.n, *c = tr.c, *h = tr.h, *w = tr.w;
+		sd_dataset_free(&tr);
+		sd_dataset_free(&te);
+		return 0;
+	}
 	if (!strcmp(t->dataset, "fashion-mnist") || !strcmp(t->dataset, "mnist")) {
 		*samples = 60000, *c = 1, *h = 28, *w = 28;
 	} else if (!strcmp(t->dataset, "cifar10")) {
@@ -127,7 +147,10 @@ int sd_plan_job_from_train(struct sd_plan_job *pj, const struct sd_train_config 
 {
 	long samples;
 	int c, h, w;
-	if (dataset_shape(t, &samples, &c, &h, &w) < 0)
+	int shape_rc = dataset_shape(t, &samples, &c, &h, &w, why);
+	if (shape_rc == -2)
+		return -1;
+	if (shape_rc < 0)
 		return sd_why(why, "job: dataset '%s' has no known size", t->dataset);
 	if (steps <= 0)
 		steps = (long)t->epochs * (samples / t->global_batch);

@@ -40,6 +40,8 @@ enum sd_key_kind {
 	K_CLUSTER,    /* cluster[] + ncluster */
 	K_PROVIDER,   /* provider[] (+ the IN_PROVIDER keys, provider_settings): an
 	               * object {"name": ..., ...}, or the bare name (older files) */
+	K_NORMALIZE,  /* train.norm_channels, norm_mean[], norm_std[]: an object
+	               * {"mean": [...], "std": [...]}, or null for none */
 };
 
 /* Intervals for K_FLOAT / K_DOUBLE: whether each end is excluded. */
@@ -62,8 +64,11 @@ struct sd_job_key {
 
 /* The datasets engine/data.c loads (sd_dataset_load, sd_dataset_synthetic). */
 static const char *const sd_dataset_names[] = {
-	"fashion-mnist", "mnist", "cifar10", "synthetic", NULL
+	"fashion-mnist", "mnist", "cifar10", "synthetic", "npy", NULL
 };
+/* engine/data.h: sd_layout_parse, sd_augment_parse. */
+static const char *const sd_layout_names[] = { "NCHW", "NHWC", NULL };
+static const char *const sd_augment_names[] = { "none", "crop4+flip", NULL };
 static const char *const sd_schedule_names[] = { "constant", "step", "cosine", NULL };
 /* The clouds whose preemption notice a worker can watch
  * (src/worker/notice-watch.h keeps the same names). */
@@ -90,6 +95,11 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "synthetic_c", K_INT, OFF(train.synthetic_c), 0, 1, 64, 0, NULL, NULL },
 	{ "synthetic_h", K_INT, OFF(train.synthetic_h), 0, 1, 1024, 0, NULL, NULL },
 	{ "synthetic_w", K_INT, OFF(train.synthetic_w), 0, 1, 1024, 0, NULL, NULL },
+	{ "layout", K_NAME, OFF(train.layout), SZ(train.layout), 0, 0, 0, sd_layout_names, "layout" },
+	{ "normalize", K_NORMALIZE, OFF(train.norm_channels), 0, 0, 0, 0, NULL, NULL },
+	{ "classes", K_INT, OFF(train.classes), 0, 0, SD_DATA_MAX_CLASSES, 0, NULL, NULL },
+	{ "augment", K_NAME, OFF(train.augment), SZ(train.augment), 0, 0, 0, sd_augment_names,
+	  "augmentation" },
 	{ "workers", K_INT, OFF(workers), 0, 0, 256, 0, NULL, NULL },
 	{ "min_workers", K_INT, OFF(min_workers), 0, 1, 256, 0, NULL, NULL },
 	{ "threads_per_worker", K_INT, OFF(threads_per_worker), 0, 1, 1024, 0, NULL, NULL },
@@ -241,10 +251,11 @@ static void sd_json_exact_numbers(cJSON *node)
 	}
 }
 
-/* Adds a float as the double nearest to its shortest decimal form (at most 9
- * digits), so 0.05f is written 0.05, not 0.05000000074505806, and reading it
- * back and rounding to float gives f exactly. */
-static void sd_json_add_float(cJSON *obj, const char *name, float f)
+/* A number item for a float: the double nearest to its shortest decimal
+ * form (at most 9 digits), so 0.05f is written 0.05, not
+ * 0.05000000074505806, and reading it back and rounding to float gives f
+ * exactly. */
+static cJSON *sd_json_float_item(float f)
 {
 	char buf[40];
 	double d = f;
@@ -256,7 +267,14 @@ static void sd_json_add_float(cJSON *obj, const char *name, float f)
 			break;
 		}
 	}
-	sd_json_add_double(obj, name, d);
+	return sd_json_double_item(d);
+}
+
+/* Adds f under name, exactly (sd_json_float_item). */
+static void sd_json_add_float(cJSON *obj, const char *name, float f)
+{
+	if (!cJSON_AddItemToObject(obj, name, sd_json_float_item(f)))
+		sd_oom();
 }
 
 /* ---- error messages ---- */
@@ -383,6 +401,64 @@ static int sd_in_interval(const struct sd_job_key *k, double d)
 
 /* ---- parsing ---- */
 
+/* "normalize": {"mean": [m0, ...], "std": [s0, ...]}, one number per
+ * channel, as many means as stds (1 to SD_DATA_MAX_CHANNELS), each std
+ * positive; null means none. */
+static int sd_job_set_normalize(struct sd_train_config *t, const char *name, const cJSON *v,
+                                const char *file, char **why)
+{
+	char shown[48];
+	if (cJSON_IsNull(v)) {
+		t->norm_channels = 0;
+		memset(t->norm_mean, 0, sizeof t->norm_mean);
+		memset(t->norm_std, 0, sizeof t->norm_std);
+		return 0;
+	}
+	if (!cJSON_IsObject(v))
+		return sd_why(why, "%s: %s: expected {\"mean\": [...], \"std\": [...]} or null, "
+		              "got %s", file, name, sd_json_show(v, shown, sizeof shown));
+	const cJSON *e;
+	cJSON_ArrayForEach(e, v) {
+		const char *k = e->string ? e->string : "";
+		if (strcmp(k, "mean") != 0 && strcmp(k, "std") != 0)
+			return sd_why(why, "%s: %s.%s: unknown key (normalize has mean and std)", file,
+			              name, sd_key_show(k, shown, sizeof shown));
+	}
+	const cJSON *arr[2] = { cJSON_GetObjectItemCaseSensitive(v, "mean"),
+	                        cJSON_GetObjectItemCaseSensitive(v, "std") };
+	const char *what[2] = { "mean", "std" };
+	float vals[2][SD_DATA_MAX_CHANNELS];
+	int n[2];
+	for (int a = 0; a < 2; a++) {
+		if (!arr[a])
+			return sd_why(why, "%s: %s.%s: missing", file, name, what[a]);
+		n[a] = cJSON_IsArray(arr[a]) ? cJSON_GetArraySize(arr[a]) : -1;
+		if (n[a] < 1 || n[a] > SD_DATA_MAX_CHANNELS)
+			return sd_why(why, "%s: %s.%s: expected an array of 1 to %d numbers (one per "
+			              "channel), got %s", file, name, what[a], SD_DATA_MAX_CHANNELS,
+			              sd_json_show(arr[a], shown, sizeof shown));
+		int i = 0;
+		cJSON_ArrayForEach(e, arr[a]) {
+			double d;
+			if (sd_json_number(e, &d) < 0 || !(fabs(d) <= FLT_MAX) ||
+			    (a == 1 && !((float)d > 0)))
+				return sd_why(why, "%s: %s.%s[%d]: expected a %s number, got %s", file, name,
+				              what[a], i, a == 1 ? "positive" : "finite",
+				              sd_json_show(e, shown, sizeof shown));
+			vals[a][i++] = (float)d;
+		}
+	}
+	if (n[0] != n[1])
+		return sd_why(why, "%s: %s: %d means but %d stds (one of each per channel)", file, name,
+		              n[0], n[1]);
+	memset(t->norm_mean, 0, sizeof t->norm_mean);
+	memset(t->norm_std, 0, sizeof t->norm_std);
+	t->norm_channels = n[0];
+	memcpy(t->norm_mean, vals[0], (size_t)n[0] * sizeof(float));
+	memcpy(t->norm_std, vals[1], (size_t)n[0] * sizeof(float));
+	return 0;
+}
+
 /* Sets key k of j from the JSON value v (not for K_PROVIDER); name is the
  * key's path for messages.  0 or -1 with *why. */
 static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *name,
@@ -483,6 +559,8 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 		j->ncluster = i;
 		return 0;
 	}
+	case K_NORMALIZE:
+		return sd_job_set_normalize(&j->train, name, v, file, why);
 	case K_PROVIDER:
 		break;
 	}
@@ -807,6 +885,24 @@ static void sd_job_add_key(cJSON *obj, const struct sd_job *j, const struct sd_j
 		}
 		break;
 	}
+	case K_NORMALIZE: {
+		int n = j->train.norm_channels;
+		if (n <= 0 || n > SD_DATA_MAX_CHANNELS) {
+			item = cJSON_CreateNull();
+			break;
+		}
+		item = cJSON_CreateObject();
+		cJSON *mean = cJSON_CreateArray(), *std = cJSON_CreateArray();
+		if (!item || !mean || !std || !cJSON_AddItemToObject(item, "mean", mean) ||
+		    !cJSON_AddItemToObject(item, "std", std))
+			sd_oom();
+		for (int c = 0; c < n; c++) {
+			if (!cJSON_AddItemToArray(mean, sd_json_float_item(j->train.norm_mean[c])) ||
+			    !cJSON_AddItemToArray(std, sd_json_float_item(j->train.norm_std[c])))
+				sd_oom();
+		}
+		break;
+	}
 	case K_PROVIDER:
 		return;
 	}
@@ -915,6 +1011,14 @@ int sd_job_equal(const struct sd_job *a, const struct sd_job *b)
 				return 0;
 			for (int c = 0; c < a->ncluster && c < SD_JOB_CLUSTER_MAX; c++)
 				if (strncmp(a->cluster[c], b->cluster[c], sizeof a->cluster[c]) != 0)
+					return 0;
+			break;
+		case K_NORMALIZE:
+			if (a->train.norm_channels != b->train.norm_channels)
+				return 0;
+			for (int c = 0; c < a->train.norm_channels && c < SD_DATA_MAX_CHANNELS; c++)
+				if (a->train.norm_mean[c] != b->train.norm_mean[c] ||
+				    a->train.norm_std[c] != b->train.norm_std[c])
 					return 0;
 			break;
 		case K_PROVIDER:

@@ -604,14 +604,15 @@ static int evaluate(struct agent *a, struct sd_comm *comm, double *loss, double 
 	struct sd_trainer *t = a->t;
 	int rank = sd_comm_rank(comm), world = sd_comm_world_size(comm);
 	int n = t->test.n, lo = (int)((long)n * rank / world), hi = (int)((long)n * (rank + 1) / world);
-	size_t img = (size_t)t->test.c * t->test.h * t->test.w;
 	double sums[2] = { 0, 0 };
 	for (int pos = lo; pos < hi; pos += t->cfg.eval_batch) {
 		int nb = hi - pos < t->cfg.eval_batch ? hi - pos : t->cfg.eval_batch;
 		double l;
 		int c;
-		if (sd_trainer_eval_batch(t, t->test.images + (size_t)pos * img,
-		                          t->test.labels + pos, nb, &l, &c, why) < 0)
+		/* Gathered into the trainer's staging buffer, which holds
+		 * eval_batch samples: a mapped (npy) test set is converted here. */
+		sd_dataset_gather(&t->test, NULL, pos, nb, t->xbuf, t->ybuf);
+		if (sd_trainer_eval_batch(t, t->xbuf, t->ybuf, nb, &l, &c, why) < 0)
 			return -1;
 		sums[0] += l;
 		sums[1] += c;

@@ -101,6 +101,9 @@ static const char *const corpus[] = {
 	"\"market_seed\":3}",
 	"\xef\xbb\xbf{ \"epochs\" : 3 , \"schedule\" : \"cosine\" , \"lr\" : 1e-9 , "
 	"\"momentum\" : 0 , \"weight_decay\" : 1 , \"seed\" : 0 }",
+	"{\"dataset\":\"npy\",\"data_dir\":\"/data/mine\",\"layout\":\"NHWC\",\"classes\":100,"
+	"\"augment\":\"crop4+flip\",\"normalize\":{\"mean\":[0.4914,0.4822,0.4465],"
+	"\"std\":[0.247,0.2435,0.2616]}}",
 };
 
 #define NCORPUS (sizeof corpus / sizeof corpus[0])
@@ -118,7 +121,8 @@ static const char *const tokens[] = {
 	"\"provider\":", "\"hazard_scale\":", "\"market_seed\":", "\"synthetic_c\":",
 	"\"cnn\"", "\"resnet32\"", "\"mnist\"", "\"step\"", "\"gce\"", ",\"x\":1",
 	",\"epochs\":2", "\xc3\xa9", "\"name\":", "{\"name\":\"sim\"}", "\"zone\":",
-	"1.0000000000000002",
+	"1.0000000000000002", "\"normalize\":", "\"mean\":", "\"std\":", "\"layout\":",
+	"\"NCHW\"", "\"classes\":", "256", "257", "\"augment\":", "\"crop4+flip\"",
 };
 
 #define NTOKENS (sizeof tokens / sizeof tokens[0])
