@@ -1,7 +1,9 @@
 #!/bin/sh
 # Every sample of an epoch is trained exactly once, however the group
-# re-forms: the workers record the indices of the samples each applied step
-# trained (SD_TEST_SAMPLE_LOG), the run goes through a join, a drop, a
+# re-forms: the workers record the indices of the samples of each step they
+# trained (SD_TEST_SAMPLE_LOG, written before the step's last collective,
+# so a completed step has every member's record; a step a generation did not
+# complete may have some), the run goes through a join, a drop, a
 # SIGKILL and a join again over several short epochs, and then
 #  - every generation event's members, in rank order, tile the global batch
 #    (first offset 0, each slice starting where the previous one ended, the

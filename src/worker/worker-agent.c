@@ -457,11 +457,13 @@ struct agent {
 	 * when a peer dies after the others' collective ended but before
 	 * ours did. */
 	long fail_rank0_at;
-	/* For tests (SD_TEST_SAMPLE_LOG=DIR): after each applied step, one line
+	/* For tests (SD_TEST_SAMPLE_LOG=DIR): for each step whose gradients
+	 * this worker computed, before the step's last collective, one line
 	 * "generation step rank world offset count i0 i1 ..." with the indices
-	 * of the training samples this worker trained, appended to
-	 * DIR/SERVER.samples, so a test can check that every sample of an
-	 * epoch is trained exactly once across re-forms. */
+	 * of the training samples it trained, appended to DIR/SERVER.samples,
+	 * so a test can check, with the journal's record of which generation
+	 * completed each step, that every sample of an epoch is trained exactly
+	 * once across re-forms. */
 	FILE *sample_log;
 };
 
@@ -878,7 +880,7 @@ static int gen_checkpoint(struct agent *a, struct gen *g, double changers, char 
 	return 0;
 }
 
-/* The SD_TEST_SAMPLE_LOG line of the step just applied (see struct agent). */
+/* The SD_TEST_SAMPLE_LOG line of the step being trained (see struct agent). */
 static void log_samples(struct agent *a, const struct gen *g)
 {
 	const struct sd_trainer *t = a->t;
@@ -939,6 +941,10 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 		return GEN_FAILED;
 	}
 	metrics[3] = handle_async(a) ? 1 : 0;
+	/* Before the last collective: a step the group completes has every
+	 * member's line, even that of a member killed right after it. */
+	if (a->sample_log)
+		log_samples(a, g);
 	int rc = gen_allreduce(a, g, overlap, metrics, why);
 	if (rc == 0 && g->rank == 0 && a->fail_rank0_at > 0 && t->step + 1 == a->fail_rank0_at) {
 		a->fail_rank0_at = 0;
@@ -951,8 +957,6 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 		return GEN_FAILED;
 	}
 	sd_trainer_apply(t);
-	if (a->sample_log)
-		log_samples(a, g);
 	int epoch_end = t->step % t->steps_per_epoch == 0 || t->step == t->total_steps;
 	cJSON *m = step_msg(a, g, metrics, c1 - c0, c2 - c1, epoch_end);
 	if (epoch_end) {
