@@ -585,7 +585,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", argv[optind]);
+		/* The likeliest stray word: a job file named without --job, or a
+		 * run directory without --resume or attach. */
+		const char *a = argv[optind];
+		size_t n = strlen(a);
+		char jl[PATH_MAX];
+		snprintf(jl, sizeof jl, "%s/journal.jsonl", a);
+		if (n > 5 && !strcmp(a + n - 5, ".json"))
+			fprintf(stderr, "spotdeck: unexpected argument '%s': a job file comes after --job "
+			        "(spotdeck --job %s)\n", a, a);
+		else if (access(jl, F_OK) == 0)
+			fprintf(stderr, "spotdeck: unexpected argument '%s': a run directory comes after "
+			        "--resume or attach (spotdeck attach %s)\n", a, a);
+		else
+			fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", a);
 		return 2;
 	}
 	if (o->detach + o->foreground + o->headless > 1) {

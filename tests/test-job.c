@@ -536,6 +536,18 @@ static void test_bad_jobs(void)
 	/* A NUL byte, a default file name, and from_json on a non-object. */
 	CHECK_INT(sd_job_parse(&j, "{\n\0}", 4, NULL, &why), -1);
 	CHECK_STR(why, "job: invalid JSON at line 2, column 1 (a NUL byte)");
+	/* UTF-16 (with its byte-order mark, or without, where every other byte
+	 * of ASCII text is NUL) is named, not reported as a NUL byte. */
+	CHECK_INT(sd_job_parse(&j, "\xff\xfe{\0}\0", 6, "w.json", &why), -1);
+	CHECK_STR(why, "w.json: the file is in UTF-16 or UTF-32, not UTF-8: save it as UTF-8 (iconv -f UTF-16 -t UTF-8)");
+	CHECK_INT(sd_job_parse(&j, "{\0}\0", 4, "w.json", &why), -1);
+	CHECK(why && strstr(why, "UTF-16"), "%s", why);
+	CHECK_INT(sd_job_parse(&j, "\0{\0}", 4, "w.json", &why), -1);
+	CHECK(why && strstr(why, "UTF-16"), "%s", why);
+	/* A path a shell would have expanded. */
+	CHECK_INT(sd_job_parse(&j, "{\"data_dir\": \"~/d\"}", 19, "t.json", &why), -1);
+	CHECK_STR(why, "t.json: data_dir: '~/d' starts with '~', which only a shell expands: write the whole path");
+	CHECK_INT(sd_job_parse(&j, "{\"data_dir\": \"d/~x\"}", 20, "t.json", &why), 0);
 	CHECK_INT(sd_job_from_json(&j, NULL, "welcome.job", &why), -1);
 	CHECK_STR(why, "welcome.job: expected a JSON object at the top level, got nothing");
 	free(why);

@@ -58,6 +58,26 @@ grep -Eq "^FAIL +data: .*/npy/train_y\.npy: label 5 of sample 0 out of range \(c
 	{ cat "$T/out" "$T/err" >&2; fail "doctor: no FAIL data line for the bad label"; }
 ok "doctor: $(grep 'data:' "$T/out")"
 
+# A newcomer's mistakes: a job file saved as UTF-16 (with or without a
+# byte-order mark), a "~" path that only a shell would expand, a job file or
+# a run directory given without its option.
+printf '\377\376{\000"\000m\000"\000:\0001\000}\000' >"$T/u16.json"
+expect_error "a job file in UTF-16" "u16\.json: the file is in UTF-16 or UTF-32, not UTF-8: save it as UTF-8" \
+	$SPOTDECK --headless --job "$T/u16.json" --run-dir "$T/r1"
+printf '{\000"\000m\000"\000' >"$T/u16nobom.json"
+expect_error "a job file in UTF-16 without a BOM" "u16nobom\.json: the file is in UTF-16 or UTF-32" \
+	$SPOTDECK --headless --job "$T/u16nobom.json" --run-dir "$T/r1"
+printf '{"model":"mlp","data_dir":"~/datasets/fmnist"}' >"$T/tilde.json"
+expect_error "a ~ path in the job" "tilde\.json: data_dir: '~/datasets/fmnist' starts with '~', which only a shell expands" \
+	$SPOTDECK --headless --job "$T/tilde.json" --run-dir "$T/r1"
+printf '{"model":"mlp"}' >"$T/plain.json"
+EXPECT_RC=2 expect_error "a job file without --job" "unexpected argument '.*plain\.json': a job file comes after --job" \
+	$SPOTDECK --headless "$T/plain.json"
+mkdir "$T/oldrun" && : >"$T/oldrun/journal.jsonl"
+EXPECT_RC=2 expect_error "a run directory without attach" "unexpected argument '.*oldrun': a run directory comes after --resume or attach" \
+	$SPOTDECK "$T/oldrun"
+[ ! -e "$T/r1" ] || fail "a newcomer's mistake left $T/r1"
+
 printf '{"model":"mlp","provider":"azure"}' >"$T/azure.json"
 expect_error "provider not in this build (job)" "azure\.json: provider\.name: 'azure' is not available in this build \(known: sim, ssh, gce, aws\)" \
 	$SPOTDECK --headless --job "$T/azure.json" --run-dir "$T/r2"

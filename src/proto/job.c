@@ -479,6 +479,14 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			if (strlen(s) >= k->size)
 				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
 				              k->size - 1);
+			/* Every K_STR key is a path: "~" means a home directory only
+			 * to a shell, which never reads a job file (and the path is
+			 * read on other hosts too). */
+			if (s[0] == '~') {
+				sd_key_show(s, shown, sizeof shown);
+				return sd_why(why, "%s: %s: '%s' starts with '~', which only a shell expands: "
+				              "write the whole path", file, name, shown);
+			}
 			snprintf(base, k->size, "%s", s);
 			return 0;
 		}
@@ -763,6 +771,13 @@ int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *fil
 		file = "job";
 	if (len > SD_JOB_FILE_MAX)
 		return sd_why(why, "%s: larger than %d bytes; is it a job file?", file, SD_JOB_FILE_MAX);
+	/* Windows editors save "Unicode" as UTF-16 (and some tools UTF-32),
+	 * which JSON parsers see as NUL bytes: name the encoding instead. */
+	if (len >= 2 && (!memcmp(text, "\xff\xfe", 2) || !memcmp(text, "\xfe\xff", 2) ||
+	                 (len >= 4 && !memcmp(text, "\0\0\xfe\xff", 4)) ||
+	                 (len >= 2 && text[0] && !text[1]) || (len >= 2 && !text[0] && text[1])))
+		return sd_why(why, "%s: the file is in UTF-16 or UTF-32, not UTF-8: save it as UTF-8 "
+		              "(iconv -f UTF-16 -t UTF-8)", file);
 	/* A byte-order mark some editors write is not JSON. */
 	if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) {
 		text += 3;
