@@ -203,18 +203,27 @@ struct lower {
 	char **why;
 };
 
+/* The error line: the file, the node, the message; names from the file
+ * may hold anything, so control characters become '?' (one line). */
 static int failv(struct lower *L, const char *fmt, va_list ap)
 {
-	char msg[512];
+	char msg[512], line[1024];
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	if (L->node) {
 		const char *nm = L->node->name && *L->node->name ? L->node->name : NULL;
 		if (nm)
-			return sd_why(L->why, "%s: node %s (%s): %s", L->file, nm, L->node->op_type, msg);
-		return sd_why(L->why, "%s: node #%d (%s): %s", L->file, L->node_idx,
-		              L->node->op_type, msg);
+			snprintf(line, sizeof line, "%s: node %.100s (%.60s): %s", L->file, nm,
+			         L->node->op_type, msg);
+		else
+			snprintf(line, sizeof line, "%s: node #%d (%.60s): %s", L->file, L->node_idx,
+			         L->node->op_type, msg);
+	} else {
+		snprintf(line, sizeof line, "%s: %s", L->file, msg);
 	}
-	return sd_why(L->why, "%s: %s", L->file, msg);
+	for (char *c = line; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return sd_why(L->why, "%s", line);
 }
 
 static int fail(struct lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -404,10 +413,17 @@ static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optio
 		return fail(L, "input %zu is missing", i), -1;
 	}
 	int v = find_val(L, nd->input[i]);
-	if (v < 0)
-		return fail(L, "input %s is not produced by an earlier node nor an initializer "
-		            "(a dangling input, or a cycle)", nd->input[i]), -1;
-	return v;
+	if (v >= 0)
+		return v;
+	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)
+		for (size_t o = 0; o < L->g->node[k]->n_output; o++)
+			if (!strcmp(L->g->node[k]->output[o], nd->input[i]))
+				return fail(L, "input %s is produced by node %s, which comes %s: a cycle, "
+				            "or nodes out of topological order", nd->input[i],
+				            L->g->node[k]->name, k == (size_t)L->node_idx ? "itself"
+				            : "later"), -1;
+	return fail(L, "input %s is produced by no node and is no initializer (a dangling "
+	            "input)", nd->input[i]), -1;
 }
 
 static int act_input(struct lower *L, const Onnx__NodeProto *nd, size_t i)
