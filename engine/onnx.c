@@ -290,9 +290,12 @@ static int tensor_val(struct lower *L, const Onnx__TensorProto *t, const char *n
 		return fail(L, "%s %s: data stored outside the file (external data), which is not "
 		            "supported", what, name);
 	int dt = t->has_data_type ? t->data_type : 0;
-	if (dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-		return fail(L, "%s %s: data type %s; the engine trains float32 only (int64 only "
-		            "for shapes)", what, name, dtype_name(dt));
+	const int is_bool = dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+	/* Bools are flags (Dropout's training_mode), kept as int64 0 / 1. */
+	if (dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+	    !is_bool)
+		return fail(L, "%s %s: data type %s; the engine trains float32 only (int64 and bool "
+		            "only for shapes and flags)", what, name, dtype_name(dt));
 	if (t->n_dims > 8)
 		return fail(L, "%s %s: %zu dimensions, at most 8 supported", what, name, t->n_dims);
 	int64_t count = 1;
@@ -305,12 +308,13 @@ static int tensor_val(struct lower *L, const Onnx__TensorProto *t, const char *n
 			return fail(L, "%s %s: its dimensions claim more than %lld elements", what,
 			            name, (long long)SD_ONNX_MAX_ELEMS);
 	}
-	size_t esz = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? 4 : 8;
+	size_t esz = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? 4 : is_bool ? 1 : 8;
 	size_t have;
 	if (t->has_raw_data)
 		have = t->raw_data.len / esz;
 	else
-		have = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data : t->n_int64_data;
+		have = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data
+		       : is_bool ? t->n_int32_data : t->n_int64_data;
 	if ((t->has_raw_data && t->raw_data.len != (size_t)count * esz) ||
 	    (!t->has_raw_data && have != (size_t)count))
 		return fail(L, "%s %s: %lld elements by its dimensions, but %s holds %zu bytes",
@@ -318,7 +322,7 @@ static int tensor_val(struct lower *L, const Onnx__TensorProto *t, const char *n
 		            t->has_raw_data ? t->raw_data.len : have * esz);
 	struct val *v = new_val(L, name);
 	v->kind = V_CONST;
-	v->dtype = dt;
+	v->dtype = is_bool ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64 : dt;
 	v->ndim = (int)t->n_dims;
 	for (size_t d = 0; d < t->n_dims; d++)
 		v->dims[d] = t->dims[d];
@@ -331,6 +335,10 @@ static int tensor_val(struct lower *L, const Onnx__TensorProto *t, const char *n
 		v->f = sd_malloc((v->count ? v->count : 1) * sizeof(float));
 		if (v->count)
 			memcpy(v->f, src, v->count * sizeof(float));
+	} else if (is_bool) {
+		v->i = sd_malloc((v->count ? v->count : 1) * sizeof(int64_t));
+		for (size_t k = 0; k < v->count; k++)
+			v->i[k] = t->has_raw_data ? t->raw_data.data[k] != 0 : t->int32_data[k] != 0;
 	} else {
 		v->i = sd_malloc((v->count ? v->count : 1) * sizeof(int64_t));
 		if (v->count)

@@ -9,6 +9,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/errors.h"
+#include "engine/onnx.h"
 #include "engine/rng.h"
 
 #define CKPT_FORMAT "spotdeck-train/1"
@@ -111,6 +112,29 @@ static int dev_setup(struct sd_trainer *t, int demanded, char **why)
 	return 0;
 }
 
+/* The model of an ONNX file (cfg->model), checked against the dataset:
+ * the same image shape and number of classes. */
+static int create_onnx(struct sd_trainer *t, int maxb, char **why)
+{
+	const char *path = t->cfg.model;
+	uint8_t *bytes;
+	size_t len;
+	struct sd_onnx_info info;
+	if (sd_onnx_read_file(path, &bytes, &len, why) < 0)
+		return -1;
+	int rc = sd_onnx_check(bytes, len, path, &info, why);
+	if (rc == 0 && (info.c != t->train.c || info.h != t->train.h || info.w != t->train.w ||
+	                info.classes != t->train.classes))
+		rc = sd_why(why, "%s: the model takes %dx%dx%d inputs and gives %d classes; dataset "
+		            "%s has %dx%dx%d images and %d classes", path, info.c, info.h, info.w,
+		            info.classes, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
+		            t->train.classes);
+	if (rc == 0)
+		rc = sd_model_create_onnx(&t->model, bytes, len, path, maxb, why);
+	free(bytes);
+	return rc;
+}
+
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
 {
 	*out = NULL;
@@ -149,12 +173,19 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		              cfg->global_batch, t->train.n);
 	}
 	int maxb = cfg->global_batch > cfg->eval_batch ? cfg->global_batch : cfg->eval_batch;
-	if (sd_model_create(&t->model, cfg->model, t->train.c, t->train.h, t->train.w,
-	                    t->train.classes, maxb, why) < 0) {
-		sd_trainer_destroy(t);
-		return -1;
+	if (sd_onnx_is_path(cfg->model)) {
+		if (create_onnx(t, maxb, why) < 0) {
+			sd_trainer_destroy(t);
+			return -1;
+		}
+	} else {
+		if (sd_model_create(&t->model, cfg->model, t->train.c, t->train.h, t->train.w,
+		                    t->train.classes, maxb, why) < 0) {
+			sd_trainer_destroy(t);
+			return -1;
+		}
+		sd_model_init(t->model, cfg->seed);
 	}
-	sd_model_init(t->model, cfg->seed);
 	size_t np = sd_model_param_count(t->model);
 	t->velocity = sd_calloc(np, sizeof(float));
 	enum sd_backend_request req;

@@ -24,7 +24,11 @@
 #define SD_PATH_MAX 4096
 
 struct sd_train_config {
-	char model[32];          /* "cnn" */
+	char model[SD_PATH_MAX]; /* "cnn": a built-in model (sd_model_names), or
+	                          * the path of an ONNX file, a name ending in
+	                          * ".onnx" (engine/onnx.h): its input shape and
+	                          * classes must be the dataset's, and its
+	                          * initializers are the start (no seed) */
 	char dataset[32];        /* "fashion-mnist" */
 	char data_dir[SD_PATH_MAX];   /* "" = the dataset's default */
 	int epochs;              /* 3 */

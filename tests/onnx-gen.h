@@ -1,6 +1,7 @@
 /* tests/onnx-gen.h - a tiny ONNX model written with protobuf-c, whole or
  * broken in one chosen way, for tests/test-onnx-bad.c and the seed of
- * tests/fuzz/fuzz-onnx.c (header only; no Python or PyTorch needed).
+ * tests/fuzz/fuzz-onnx.c, and tests/onnx-gen.c's file for the worker's test
+ * (header only; no Python or PyTorch needed).
  *
  * The model (opset 13, float32): x (N, 1, 4, 4) -> Conv conv1 (w1: 2x1x3x3,
  * b1: 2, pads 1) -> Relu relu1 -> GlobalAveragePool gap -> Flatten flat ->
@@ -136,9 +137,10 @@ static inline void gen_init(struct gen_model *g, int i, const char *name, int nd
 	g->init_ptrs[i] = t;
 }
 
-/* The model broken by brk, packed into a new buffer (caller frees);
- * *len its size. */
-static inline uint8_t *gen_model_bytes(enum gen_break brk, size_t *len)
+/* The model broken by brk, for (1, h, w) inputs and `classes` classes
+ * (at most 16), packed into a new buffer (caller frees); *len its size. */
+static inline uint8_t *gen_model_bytes_shape(enum gen_break brk, int h, int w, int classes,
+                                             size_t *len)
 {
 	struct gen_model *g = calloc(1, sizeof *g);
 	if (!g)
@@ -200,8 +202,8 @@ static inline uint8_t *gen_model_bytes(enum gen_break brk, size_t *len)
 
 	gen_init(g, 0, "w1", 4, 2, 1, 3, 3, 0.1f, 0);
 	gen_init(g, 1, "b1", 1, 2, 0, 0, 0, 0.01f, -0.01f);
-	gen_init(g, 2, "w2", 2, 3, 2, 0, 0, 0.2f, -0.5f);
-	gen_init(g, 3, "b2", 1, 3, 0, 0, 0, 0.01f, -0.01f);
+	gen_init(g, 2, "w2", 2, classes, 2, 0, 0, 0.2f, -0.5f);
+	gen_init(g, 3, "b2", 1, classes, 0, 0, 0, 0.01f, -0.01f);
 	if (brk == GEN_HUGE_INIT) {
 		g->dims[2][0] = (int64_t)1 << 20;
 		g->dims[2][1] = (int64_t)1 << 20;
@@ -219,13 +221,13 @@ static inline uint8_t *gen_model_bytes(enum gen_break brk, size_t *len)
 	g->graph.initializer = g->init_ptrs;
 
 	for (int i = 0; i < 4; i++) {
-		gen_dim(&g->in_dims[i], i == 0 ? -1 : i == 1 ? 1 : 4);
+		gen_dim(&g->in_dims[i], i == 0 ? -1 : i == 1 ? 1 : i == 2 ? h : w);
 		g->in_dim_ptrs[i] = &g->in_dims[i];
 	}
 	if (brk == GEN_DYNAMIC_H)
 		gen_dim(&g->in_dims[2], -1);
 	gen_dim(&g->out_dims[0], -1);
-	gen_dim(&g->out_dims[1], 3);
+	gen_dim(&g->out_dims[1], classes);
 	g->out_dim_ptrs[0] = &g->out_dims[0];
 	g->out_dim_ptrs[1] = &g->out_dims[1];
 	gen_value(&g->in, &g->in_type, &g->in_tt, &g->in_shape, g->in_dim_ptrs, 4, "x");
@@ -254,6 +256,13 @@ static inline uint8_t *gen_model_bytes(enum gen_break brk, size_t *len)
 	onnx__model_proto__pack(&g->model, buf);
 	free(g);
 	return buf;
+}
+
+/* The model of the comment at the top (4x4 inputs, 3 classes), broken by
+ * brk. */
+static inline uint8_t *gen_model_bytes(enum gen_break brk, size_t *len)
+{
+	return gen_model_bytes_shape(brk, 4, 4, 3, len);
 }
 
 #endif

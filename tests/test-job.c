@@ -246,6 +246,21 @@ static void test_full(void)
 	j.ncluster = 0;
 	check_round_trip(&j, "no cluster");
 
+	/* "model" as an ONNX file's path, as given, long as the field allows. */
+	{
+		struct sd_job o;
+		const char otext[] = "{\"model\": \"models/my net.onnx\"}";
+		CHECK_INT(sd_job_parse(&o, otext, sizeof otext - 1, "job.json", &why), 0);
+		CHECK_STR(o.train.model, "models/my net.onnx");
+		check_round_trip(&o, "onnx model");
+		memset(o.train.model, 'a', sizeof o.train.model - 1);
+		memcpy(o.train.model + sizeof o.train.model - 6, ".onnx", 6);
+		check_round_trip(&o, "onnx model, longest path");
+		CHECK_INT(sd_job_parse(&o, "{\"model\": \"net.onnx.bak\"}", 26, "job.json", &why), -1);
+		free(why);
+		why = NULL;
+	}
+
 	/* With a decimal comma in LC_NUMERIC (a curses UI calls setlocale).
 	 * CI installs the locales (Debian package locales-all); where they
 	 * are missing this part is reported as a SKIP, not passed silently. */
@@ -299,7 +314,8 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"epochs\": 100001}", "job.json: epochs: expected an integer from 1 to 100000, got 100001" },
 	{ "{\"epochs\": null}", "job.json: epochs: expected a positive integer, got null" },
 	{ "{\"model\": \"vgg\"}",
-	  "job.json: model: unknown model 'vgg' (known: mlp, cnn, resnet20, resnet32)" },
+	  "job.json: model: unknown model 'vgg' (known: mlp, cnn, resnet20, resnet32, or an ONNX "
+	  "file's path ending in .onnx)" },
 	{ "{\"model\": 3}", "job.json: model: expected a string, got 3" },
 	{ "{\"dataset\": \"imagenet\"}",
 	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic)" },

@@ -22,6 +22,7 @@
 
 #include "engine/errors.h"
 #include "engine/model.h"
+#include "engine/onnx.h"
 #include "engine/optim.h"
 
 /* Integers travel as JSON numbers, which cJSON holds as doubles: above 2^53
@@ -406,6 +407,15 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			snprintf(base, k->size, "%s", s);
 			return 0;
 		}
+		/* "model" also takes an ONNX file's path (engine/onnx.h), as
+		 * given: relative to the directory the worker runs in. */
+		if (k->names == sd_model_names && sd_onnx_is_path(s)) {
+			if (strlen(s) >= k->size)
+				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
+				              k->size - 1);
+			snprintf(base, k->size, "%s", s);
+			return 0;
+		}
 		for (int i = 0; k->names[i]; i++) {
 			if (strcmp(s, k->names[i]) != 0)
 				continue;
@@ -420,8 +430,10 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			return 0;
 		}
 		sd_key_show(s, shown, sizeof shown);
-		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s)", file, name, k->what,
-		              shown, sd_join_names(k->names, list, sizeof list));
+		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s%s)", file, name, k->what,
+		              shown, sd_join_names(k->names, list, sizeof list),
+		              k->names == sd_model_names ? ", or an ONNX file's path ending in .onnx"
+		              : "");
 	}
 	case K_INT:
 	case K_LONG:

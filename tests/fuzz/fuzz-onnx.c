@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #ifndef SD_LIBFUZZER
 
-#define MUTATIONS 10000
+#define MUTATIONS 5000
 /* limits.h's MAX_INPUT (a terminal's line) is not this one. */
 #undef MAX_INPUT
 #define MAX_INPUT 4096
