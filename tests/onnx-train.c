@@ -13,7 +13,10 @@
  * "tensor NAME COUNT" and a line of its values; then "buffers COUNT" and a
  * line of the batch-norm running statistics (per batch-norm node in graph
  * order, the mean then the variance).  Values as %.9g, exact for float32.
- * Exit status 0, or 1 with the error on stderr. */
+ * Exit status 0, or 1 with the error on stderr.
+ *
+ * With BATCHES "-" it only loads the model and prints one line: "input CxHxW
+ * classes K params P buffers B nodes N engine_nodes E". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,17 @@ int main(int argc, char **argv)
 	size_t len;
 	if (sd_onnx_read_file(argv[1], &bytes, &len, &why) < 0)
 		return die("model", why);
+	if (!strcmp(argv[2], "-")) {
+		/* Only load: the shape, classes and counts, one line. */
+		struct sd_onnx_info info;
+		if (sd_onnx_check(bytes, len, argv[1], &info, &why) < 0)
+			return die("model", why);
+		printf("input %dx%dx%d classes %d params %zu buffers %zu nodes %d engine_nodes %d\n",
+		       info.c, info.h, info.w, info.classes, info.params, info.buffers, info.nodes,
+		       info.engine_nodes);
+		free(bytes);
+		return 0;
+	}
 	FILE *bf = fopen(argv[2], "rb");
 	if (!bf)
 		return die(argv[2], NULL);

@@ -6,6 +6,11 @@
                                           (DIR/ref.pt)
   onnx_torch_ref.py compare DIR VARIANT   check DIR/out.txt (tests/onnx-train)
                                           against DIR/ref.pt
+  onnx_torch_ref.py exports DIR           write DIR/*.onnx: a CNN with batch-norm,
+                                          dropout, x.view and log_softmax in
+                                          opsets 13 to 17, eval and training
+                                          mode, with and without constant
+                                          folding; an MLP through MatMul + Add
 
 VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
 pool, residual add, global average pool, x.view(x.size(0), -1), gemm)
@@ -240,9 +245,53 @@ def compare(d, variant):
     return 1 if fails else 0
 
 
+class Wide(nn.Module):
+    """What real exports add around the layers: dropout, log_softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = Net(True)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x):
+        return F.log_softmax(self.drop(self.net(x)), dim=1)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(C * H * W, 16) * 0.05)
+        self.b = nn.Parameter(torch.zeros(16))
+        self.fc = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        return self.fc(F.relu(torch.flatten(x, 1) @ self.w + self.b))
+
+
+def exports(d):
+    torch.manual_seed(0)
+    model = Wide()
+    for opset in range(13, 18):
+        for mode in ("train", "eval"):
+            for fold in (0, 1):
+                model.train(mode == "train")
+                torch.onnx.export(model, torch.randn(BATCH, C, H, W),
+                                  f"{d}/cnn-{opset}-{mode}-fold{fold}.onnx", opset_version=opset,
+                                  training=torch.onnx.TrainingMode.TRAINING if mode == "train"
+                                  else torch.onnx.TrainingMode.EVAL,
+                                  do_constant_folding=bool(fold),
+                                  input_names=["x"], dynamic_axes={"x": {0: "N"}})
+    for opset in (13, 17):
+        torch.onnx.export(Mlp().eval(), torch.randn(BATCH, C, H, W), f"{d}/mlp-{opset}.onnx",
+                          opset_version=opset)
+
+
 if __name__ == "__main__":
-    mode, d, variant = sys.argv[1:4]
-    if mode == "prepare":
+    mode, d = sys.argv[1:3]
+    variant = sys.argv[3] if len(sys.argv) > 3 else ""
+    if mode == "exports":
+        exports(d)
+    elif mode == "prepare":
         prepare(d, variant)
     else:
         sys.exit(compare(d, variant))

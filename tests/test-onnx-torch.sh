@@ -28,3 +28,33 @@ for variant in train eval; do
 	ok "$variant export: 30 steps as PyTorch's"
 	LR=
 done
+
+# What torch.onnx.export writes in opsets 13 to 17, eval and training mode,
+# with and without constant folding, loads: the CNN above with dropout and
+# log_softmax added, and an MLP through MatMul + Add.  Their sizes:
+#   training mode: convs 8x3x3x3 + 8x8x3x3, batch-norms 2 x (8 + 8), fc 8x10
+#     + 10 = 914 parameters, 2 x (8 + 8) = 32 running statistics, 10 engine
+#     nodes (conv bn relu maxpool conv bn add relu avgpool linear);
+#   eval mode: each batch-norm folded into its conv, which gains a bias:
+#     216 + 8 + 576 + 8 + 90 = 898 parameters, no statistics, 8 nodes;
+#   MLP: 192x16 + 16 + 16x10 + 10 = 3258 parameters, 3 nodes.
+mkdir "$T/exports"
+"$PY" "$REF" exports "$T/exports" 2>"$T/exports.err" ||
+	fail "exports: $(tail -n 3 "$T/exports.err")"
+n=0
+for f in "$T"/exports/*.onnx; do
+	name=$(basename "$f" .onnx)
+	line=$("$TRAIN" "$f" - - 0 0 0) || fail "$name does not load"
+	case $name in
+	cnn-*-train-*) want="input 3x8x8 classes 10 params 914 buffers 32 " end=" engine_nodes 10" ;;
+	cnn-*-eval-*) want="input 3x8x8 classes 10 params 898 buffers 0 " end=" engine_nodes 8" ;;
+	mlp-*) want="input 3x8x8 classes 10 params 3258 buffers 0 " end=" engine_nodes 3" ;;
+	esac
+	case $line in
+	"$want"*"$end") ;;
+	*) fail "$name: $line, expected $want..." ;;
+	esac
+	n=$((n + 1))
+done
+[ "$n" -eq 22 ] || fail "$n exports, expected 22"
+ok "22 exports load (opsets 13-17, eval and training, folded or not)"
