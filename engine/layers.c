@@ -1022,6 +1022,62 @@ void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count)
 	}
 }
 
+/* ------------------------------------------------- other activations */
+
+void sd_act_forward(float *y, const float *x, size_t count, enum sd_act_kind kind, float a,
+                    float b)
+{
+	switch (kind) {
+	case SD_ACT_LEAKY_RELU:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = x[i] > 0.0f ? x[i] : a * x[i];
+		break;
+	case SD_ACT_SIGMOID:
+		#pragma omp parallel for schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = 1.0f / (1.0f + expf(-x[i]));
+		break;
+	case SD_ACT_TANH:
+		#pragma omp parallel for schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = tanhf(x[i]);
+		break;
+	case SD_ACT_CLIP:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = fminf(fmaxf(x[i], a), b);
+		break;
+	}
+}
+
+void sd_act_backward(float *dx, const float *dy, const float *x, const float *y, size_t count,
+                     enum sd_act_kind kind, float a, float b)
+{
+	switch (kind) {
+	case SD_ACT_LEAKY_RELU:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = x[i] > 0.0f ? dy[i] : a * dy[i];
+		break;
+	case SD_ACT_SIGMOID:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+		break;
+	case SD_ACT_TANH:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+		break;
+	case SD_ACT_CLIP:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = x[i] >= a && x[i] <= b ? dy[i] : 0.0f;
+		break;
+	}
+}
+
 /* --------------------------------------------------------------- pooling */
 
 /* One plane of max pooling, any window and stride.  The select is written

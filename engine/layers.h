@@ -123,6 +123,21 @@ void sd_relu_forward(float *y, const float *x, size_t count);
 /* dx = dy where y > 0 else 0; dx may equal dy. */
 void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count);
 
+/* Elementwise activations other than ReLU (the ONNX ops of the same
+ * names), out of place:
+ *   SD_ACT_LEAKY_RELU  y = x > 0 ? x : a x        (a: the slope, 0.01 in PyTorch)
+ *   SD_ACT_SIGMOID     y = 1 / (1 + exp(-x))
+ *   SD_ACT_TANH        y = tanh(x)
+ *   SD_ACT_CLIP        y = min(max(x, a), b)      (ReLU6: a = 0, b = 6)
+ * Backward: dx = dy * dy/dx, from x (leaky, clip) or y (sigmoid, tanh);
+ * clip passes the gradient where a <= x <= b, as torch.clamp does. */
+enum sd_act_kind { SD_ACT_LEAKY_RELU, SD_ACT_SIGMOID, SD_ACT_TANH, SD_ACT_CLIP };
+void sd_act_forward(float *y, const float *x, size_t count, enum sd_act_kind kind, float a,
+                    float b);
+/* dx overwritten; may equal dy. */
+void sd_act_backward(float *dx, const float *dy, const float *x, const float *y, size_t count,
+                     enum sd_act_kind kind, float a, float b);
+
 /* dst += src over count elements (a second contribution to a gradient);
  * dst and src must not overlap.  Each element is one addition, so the
  * result is the same bits for any thread count. */

@@ -29,7 +29,8 @@
 /* Offset of an absent parameter tensor (a conv without bias). */
 #define SD_NO_TENSOR ((size_t)-1)
 
-enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
+enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD,
+             OP_ACT /* layers.h's sd_act_*, out of place; CPU only so far */ };
 
 /* Nodes the CPU executor runs a batch-norm together with (model.c, "node
  * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
@@ -59,6 +60,8 @@ struct node {
 	int k, s;                       /* pooling window and stride; OP_ADD: the
 	                                 * shortcut's subsampling stride */
 	int fc_in, fc_out;              /* OP_LINEAR */
+	enum sd_act_kind act;           /* OP_ACT: which, with its constants */
+	float act_a, act_b;
 	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
 	float bn_momentum, bn_eps;      /* OP_BN: running = (1 - momentum) running
 	                                 * + momentum batch (layers.h's convention),

@@ -293,6 +293,12 @@ static void choose_layout(struct sd_model *m, int max_batch)
 		case OP_RELU:
 		case OP_ADD:
 			break;
+		case OP_ACT:
+			/* Elementwise, so any layout, but its output would be
+			 * blocked while the image (its input here) is not. */
+			if (n->in == 0)
+				return;
+			break;
 		}
 	}
 	if (!blk)
@@ -507,7 +513,7 @@ void sd_model_destroy(struct sd_model *m)
 
 static const char *const op_names[] = {
 	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
-	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
+	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add", [OP_ACT] = "activation",
 };
 
 void sd_model_profile_start(struct sd_model *m, int cpu_clock)
@@ -697,6 +703,9 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 	case OP_RELU:
 		sd_relu_forward(out->val, in->val, act_floats(in) * nb);
 		return 1;
+	case OP_ACT:
+		sd_act_forward(out->val, in->val, act_floats(in) * nb, n->act, n->act_a, n->act_b);
+		return 1;
 	case OP_MAXPOOL:
 		sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k, n->s);
 		return 1;
@@ -836,6 +845,13 @@ static int backward_node(struct sd_model *m, int i, int nb)
 	case OP_RELU:
 		/* In place: in == out, so the gradient is already in in->grad. */
 		sd_relu_backward(in->grad, in->grad, in->val, cnt);
+		break;
+	case OP_ACT:
+		if (need_dx) {
+			sd_act_backward(grad_target(m, in), out->grad, in->val, out->val, cnt, n->act,
+			                n->act_a, n->act_b);
+			grad_commit(m, in, cnt);
+		}
 		break;
 	case OP_MAXPOOL: {
 		float *dx = grad_target(m, in);

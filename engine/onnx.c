@@ -44,6 +44,7 @@ typedef int (*lower_fn)(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_conv(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_bn(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_relu(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_act(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_pool(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_gap(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_flatten(struct lower *L, const Onnx__NodeProto *nd);
@@ -57,6 +58,7 @@ static int lower_shape(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_gather(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_unsqueeze(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_concat(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_cast(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_softmax(struct lower *L, const Onnx__NodeProto *nd);
 static int op_index(const char *op);
 
@@ -70,6 +72,10 @@ static const struct {
 	  lower_conv },
 	{ { "BatchNormalization", "batch-norm with the node's momentum and epsilon" }, lower_bn },
 	{ { "Relu", "ReLU (in place)" }, lower_relu },
+	{ { "LeakyRelu", "leaky ReLU with the node's alpha" }, lower_act },
+	{ { "Sigmoid", "sigmoid" }, lower_act },
+	{ { "Tanh", "tanh" }, lower_act },
+	{ { "Clip", "clip to constant bounds (ReLU6 exports as Clip 0, 6)" }, lower_act },
 	{ { "MaxPool", "max pooling, square window, no padding" }, lower_pool },
 	{ { "AveragePool", "average pooling, square window, no padding" }, lower_pool },
 	{ { "GlobalAveragePool", "global average pooling of a square map" }, lower_gap },
@@ -87,6 +93,7 @@ static const struct {
 	{ { "Gather", "of constants, folded at load" }, lower_gather },
 	{ { "Unsqueeze", "of constants, folded at load" }, lower_unsqueeze },
 	{ { "Concat", "of constants, folded at load" }, lower_concat },
+	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
 	{ { "Softmax", "as the last node only: dropped (the loss is softmax cross-entropy)" },
 	  lower_softmax },
 	{ { "LogSoftmax", "as the last node only: dropped (the loss is softmax cross-entropy)" },
@@ -671,6 +678,71 @@ static int lower_relu(struct lower *L, const Onnx__NodeProto *nd)
 	return 0;
 }
 
+/* A scalar float constant input (Clip's bounds), or def when absent. */
+static int scalar_input(struct lower *L, const Onnx__NodeProto *nd, size_t i, float def,
+                        float *out)
+{
+	int v = const_input(L, nd, i, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1);
+	*out = def;
+	if (v == -1)
+		return -1;
+	if (v >= 0) {
+		if (L->vals[v].count != 1)
+			return fail(L, "input %s is not a scalar", nd->input[i]);
+		*out = L->vals[v].f[0];
+	}
+	return 0;
+}
+
+static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	enum sd_act_kind kind;
+	float a = 0, b = 0;
+	if (!strcmp(nd->op_type, "LeakyRelu")) {
+		kind = SD_ACT_LEAKY_RELU;
+		if (attr_float(L, nd, "alpha", 0.01f, &a) < 0)
+			return -1;
+	} else if (!strcmp(nd->op_type, "Sigmoid")) {
+		kind = SD_ACT_SIGMOID;
+	} else if (!strcmp(nd->op_type, "Tanh")) {
+		kind = SD_ACT_TANH;
+	} else {
+		kind = SD_ACT_CLIP;
+		if (attr(nd, "min") || attr(nd, "max"))
+			return fail(L, "min and max as attributes (opset 6 to 10); opsets 13 to 17 "
+			            "give them as inputs");
+		if (scalar_input(L, nd, 1, -INFINITY, &a) < 0 ||
+		    scalar_input(L, nd, 2, INFINITY, &b) < 0)
+			return -1;
+		if (!(a <= b))
+			return fail(L, "bounds %g > %g", (double)a, (double)b);
+	}
+	if (!isfinite(a) && kind == SD_ACT_LEAKY_RELU)
+		return fail(L, "alpha %g", (double)a);
+	const struct act A = L->m->acts[L->vals[x].act];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_ACT, L->vals[x].act, nm);
+	n->out = out;
+	n->act = kind;
+	n->act_a = a;
+	n->act_b = b;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
+}
+
 static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 {
 	int x = act_input(L, nd, 0);
@@ -1157,6 +1229,44 @@ static int lower_concat(struct lower *L, const Onnx__NodeProto *nd)
 		memcpy(Y->i + at, v->i, v->count * sizeof(int64_t));
 		at += v->count;
 	}
+	return 0;
+}
+
+static int lower_cast(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = input(L, nd, 0, 0);
+	int64_t to;
+	if (x < 0 || attr_int(L, nd, "to", 0, &to) < 0)
+		return -1;
+	const struct val *X = &L->vals[x];
+	if (X->kind != V_CONST || (X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+	                           X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64))
+		return fail(L, "only casts of constants are supported (the engine computes in float32)");
+	if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+		return fail(L, "cast to %s; only float32 and int64 are supported",
+		            dtype_name((int)to));
+	if (alias(L, nd, x, 0) < 0)
+		return -1;
+	struct val *Y = &L->vals[L->nvals - 1];
+	if (Y->dtype == to)
+		return 0;
+	if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+		Y->f = sd_malloc((Y->count ? Y->count : 1) * sizeof(float));
+		for (size_t k = 0; k < Y->count; k++)
+			Y->f[k] = Y->i[k] == BATCH_DIM ? NAN : (float)Y->i[k];
+		free(Y->i);
+		Y->i = NULL;
+	} else {
+		Y->i = sd_malloc((Y->count ? Y->count : 1) * sizeof(int64_t));
+		for (size_t k = 0; k < Y->count; k++) {
+			if (!(fabsf(Y->f[k]) < 9.2e18f))
+				return fail(L, "cast of %g to int64", (double)Y->f[k]);
+			Y->i[k] = (int64_t)Y->f[k];
+		}
+		free(Y->f);
+		Y->f = NULL;
+	}
+	Y->dtype = (int)to;
 	return 0;
 }
 

@@ -42,6 +42,8 @@
  *                          must be unused.
  *   Relu                -> ReLU (in place: its input must have no other
  *                          reader)
+ *   LeakyRelu, Sigmoid, Tanh, Clip (constant bounds; ReLU6) -> layers.h's
+ *                          sd_act_* (out of place; CPU only)
  *   MaxPool, AveragePool, GlobalAveragePool -> pooling without padding
  *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in)
  *   Add of two activations of the same shape -> the residual add

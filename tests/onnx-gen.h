@@ -20,7 +20,7 @@
 
 enum gen_break {
 	GEN_OK,
-	GEN_UNSUPPORTED_OP,     /* relu1 is a Tanh */
+	GEN_UNSUPPORTED_OP,     /* relu1 is a Softplus */
 	GEN_DANGLING,           /* gap reads "nowhere" */
 	GEN_CYCLE,              /* relu1 reads gap's output, which reads relu1's */
 	GEN_HUGE_INIT,          /* w2 claims 2^20 x 2^20 elements */
@@ -165,7 +165,7 @@ static inline uint8_t *gen_model_bytes_shape(enum gen_break brk, int h, int w, i
 	g->graph.name = (char *)"tiny";
 
 	gen_node(g, 0, "Conv", "conv1", "x", "w1", "b1", "c");
-	gen_node(g, 1, brk == GEN_UNSUPPORTED_OP ? "Tanh" : "Relu", "relu1",
+	gen_node(g, 1, brk == GEN_UNSUPPORTED_OP ? "Softplus" : "Relu", "relu1",
 	         brk == GEN_CYCLE ? "g" : "c", NULL, NULL, "r");
 	gen_node(g, 2, "GlobalAveragePool", "gap", brk == GEN_DANGLING ? "nowhere" : "r", NULL,
 	         NULL, "g");

@@ -12,7 +12,8 @@
                                           mode, with and without constant
                                           folding; an MLP through MatMul + Add
 
-VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
+VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid,
+eval mode.  VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
 pool, residual add, global average pool, x.view(x.size(0), -1), gemm)
 exported with training=TrainingMode.TRAINING, which keeps the batch-norms
 (an eval-mode export folds them into the convolutions).  VARIANT "eval":
@@ -75,6 +76,29 @@ class Net(nn.Module):
         return self.fc(x)
 
 
+class Acts(nn.Module):
+    """The other activations: LeakyReLU, ReLU6 (exported as Clip), Tanh,
+    Sigmoid, with MatMul-free linears and a flatten."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(C, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc1 = nn.Linear(8 * (H // 2) * (W // 2), 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.fc3 = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = F.leaky_relu(self.c1(x), 0.1)
+        x = F.max_pool2d(F.relu6(self.c2(x)), 2)
+        x = torch.tanh(self.fc1(torch.flatten(x, 1)))
+        return self.fc3(torch.sigmoid(self.fc2(x)))
+
+
+def make_model(variant):
+    return Acts() if variant == "acts" else Net(variant == "train")
+
+
 def batches():
     g = torch.Generator().manual_seed(1234)
     xs = torch.randn(STEPS, BATCH, C, H, W, generator=g)
@@ -113,7 +137,7 @@ def prepare(d, variant):
     torch.manual_seed(0)
     torch.set_num_threads(1)
     bn = variant == "train"
-    model = Net(bn)
+    model = make_model(variant)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     example = torch.randn(BATCH, C, H, W)
     if bn:
@@ -206,7 +230,7 @@ def compare(d, variant):
         fails += not ok
     # Parameters, by name: spotdeck names each tensor after its initializer,
     # which torch.onnx.export names after the state_dict key.
-    params = [k for k, _ in Net(variant == "train").named_parameters()]
+    params = [k for k, _ in make_model(variant).named_parameters()]
     missing = [k for k in params if k not in tensors]
     if missing or len(tensors) != len(params):
         print(f"FAIL: spotdeck's tensors {sorted(tensors)} are not the model's {params}")

@@ -144,7 +144,7 @@ int main(void)
 		const char *const *want;
 	} cases[] = {
 		{ GEN_UNSUPPORTED_OP, "unsupported-op",
-		  WANT("node relu1 (Tanh)", "op Tanh is not supported", "supported ops: Conv,",
+		  WANT("node relu1 (Softplus)", "op Softplus is not supported", "supported ops: Conv,",
 		       "Gemm") },
 		{ GEN_DANGLING, "dangling", WANT("node gap (GlobalAveragePool)", "nowhere",
 		                                 "dangling") },

@@ -6,7 +6,8 @@
 # (tests/onnx_torch_ref.py says the bounds).  Two exports of the same small
 # residual CNN: with batch-norm, TrainingMode.TRAINING (x.view(x.size(0),
 # -1): Shape, Gather, Unsqueeze, Concat, Reshape folded at load), and
-# without, eval mode with do_constant_folding=False (Flatten).
+# without, eval mode with do_constant_folding=False (Flatten); and a CNN
+# with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -15,7 +16,7 @@ PY=/usr/bin/python3
 tmpdir
 REF="$top_srcdir/tests/onnx_torch_ref.py"
 TRAIN="$top_builddir/tests/onnx-train"
-for variant in train eval; do
+for variant in train eval acts; do
 	mkdir "$T/$variant"
 	set -- $("$PY" "$REF" prepare "$T/$variant" "$variant" 2>"$T/$variant/prepare.err" | tail -n 1) ||
 		fail "$variant: export: $(tail -n 3 "$T/$variant/prepare.err")"

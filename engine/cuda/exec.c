@@ -210,6 +210,9 @@ static int forward(struct sd_dev_model *d, struct plan *p, char **why)
 			                           in->w, b->c, nd->s));
 			break;
 		}
+		default:
+			/* Refused when the plan was made (plan_accumulation). */
+			break;
 		}
 	}
 	return 0;
@@ -267,6 +270,9 @@ static int backward(struct sd_dev_model *d, struct plan *p, char **why)
 			                            in->w, b->c, nd->s, d->acc_in2[i] > 0));
 			break;
 		}
+		default:
+			/* Refused when the plan was made (plan_accumulation). */
+			break;
 		}
 	}
 	return 0;
