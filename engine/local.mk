@@ -1,7 +1,7 @@
 # engine/: the training engine library (no controller, sockets or curses here).
 noinst_LIBRARIES += engine/libsdengine.a
 engine_libsdengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(ZLIB_CFLAGS) $(CJSON_CFLAGS) \
-	$(DNNL_CFLAGS) $(PROTOBUF_C_CFLAGS)
+	$(DNNL_CFLAGS) $(PROTOBUF_C_CFLAGS) $(CRYPTO_CFLAGS)
 engine_libsdengine_a_SOURCES = \
 	engine/errors.c engine/errors.h \
 	engine/rng.c engine/rng.h \
@@ -24,7 +24,7 @@ engine_libsdengine_a_SOURCES += engine/conv-dnnl-none.c
 endif
 # Libraries every program linking the engine needs.
 SD_ENGINE_LIBS = engine/libsdengine.a $(OPENBLAS_LIBS) $(DNNL_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) \
-	$(PROTOBUF_C_LIBS) -lm
+	$(PROTOBUF_C_LIBS) $(CRYPTO_LIBS) -lm
 
 # The ONNX decoder: protoc-c compiles Debian's ONNX schema ($(ONNX_PROTO),
 # libonnx-dev) into the build tree.  The schema declares `package onnx;`

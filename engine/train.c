@@ -2,6 +2,7 @@
 #include "engine/train.h"
 
 #include <cJSON.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,12 @@ static int create_onnx(struct sd_trainer *t, int maxb, char **why)
 		            t->train.classes);
 	if (rc == 0)
 		rc = sd_model_create_onnx(&t->model, bytes, len, path, maxb, why);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	if (rc == 0 && (!EVP_Digest(bytes, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32))
+		rc = sd_why(why, "%s: SHA-256 failed (OpenSSL)", path);
+	for (unsigned int i = 0; rc == 0 && i < mdlen; i++)
+		snprintf(t->model_sha256 + 2 * i, 3, "%02x", md[i]);
 	free(bytes);
 	return rc;
 }
@@ -497,6 +504,9 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
 	cJSON_AddStringToObject(meta, "model", t->cfg.model);
 	cJSON_AddStringToObject(meta, "dataset", t->cfg.dataset);
+	/* A key readers before it ignore, so the format stays the same. */
+	if (t->model_sha256[0])
+		cJSON_AddStringToObject(meta, "model_sha256", t->model_sha256);
 	cJSON_AddNumberToObject(meta, "param_count", (double)sd_model_param_count(t->model));
 	cJSON_AddNumberToObject(meta, "buffer_count", (double)sd_model_buffer_count(t->model));
 	cJSON_AddNumberToObject(meta, "global_batch", t->cfg.global_batch);
@@ -582,6 +592,16 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 	if (strcmp(model->valuestring, t->cfg.model)) {
 		sd_why(why, "%s: checkpoint is of model '%s', this run trains '%s'",
 		       path, model->valuestring, t->cfg.model);
+		goto out;
+	}
+	/* The same ONNX file as when the checkpoint was written: a file
+	 * exported again under the same path is another model. */
+	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(meta, "model_sha256");
+	const char *was = cJSON_IsString(sha) ? sha->valuestring : "";
+	if (strcmp(was, t->model_sha256)) {
+		sd_why(why, "%s: checkpoint is of model file %s with SHA-256 %s, which now has %s",
+		       path, t->cfg.model, *was ? was : "(none)",
+		       t->model_sha256[0] ? t->model_sha256 : "(none)");
 		goto out;
 	}
 	if (strcmp(dataset->valuestring, t->cfg.dataset)) {

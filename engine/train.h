@@ -72,6 +72,9 @@ struct sd_trainer {
 	struct sd_dev_model *dev;
 	char *dev_error;          /* a queued device operation failed: reported by
 	                           * the next call that can return an error */
+	char model_sha256[65];    /* an ONNX model: the file's SHA-256 in hex,
+	                           * recorded in checkpoints ("model_sha256" in
+	                           * their meta) and checked on resume; else "" */
 	int dev_data;             /* the training set is on the device: steps
 	                           * send sample indices, not images */
 };

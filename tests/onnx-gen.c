@@ -1,7 +1,9 @@
 /* tests/onnx-gen.c - writes tests/onnx-gen.h's tiny model for (1, H, W)
  * inputs and CLASSES classes to a file, for tests/test-onnx-worker.sh.
  *
- *   onnx-gen OUT.onnx H W CLASSES */
+ *   onnx-gen OUT.onnx H W CLASSES [PRODUCER]
+ *
+ * PRODUCER replaces the producer name: another file, the same model. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -9,8 +11,8 @@
 
 int main(int argc, char **argv)
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: onnx-gen OUT.onnx H W CLASSES\n");
+	if (argc != 5 && argc != 6) {
+		fprintf(stderr, "usage: onnx-gen OUT.onnx H W CLASSES [PRODUCER]\n");
 		return 2;
 	}
 	int h = atoi(argv[2]), w = atoi(argv[3]), classes = atoi(argv[4]);
@@ -19,7 +21,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	size_t len;
-	uint8_t *b = gen_model_bytes_shape(GEN_OK, h, w, classes, &len);
+	uint8_t *b = gen_model_bytes_shape(GEN_OK, h, w, classes, argc == 6 ? argv[5] : NULL,
+	                                   &len);
 	FILE *f = fopen(argv[1], "wb");
 	if (!f || fwrite(b, 1, len, f) != len || fclose(f) != 0) {
 		perror(argv[1]);

@@ -138,9 +138,9 @@ static inline void gen_init(struct gen_model *g, int i, const char *name, int nd
 }
 
 /* The model broken by brk, for (1, h, w) inputs and `classes` classes
- * (at most 16), packed into a new buffer (caller frees); *len its size. */
+ * (at most 16), with producer_name producer (NULL: this file), packed into a new buffer (caller frees); *len its size. */
 static inline uint8_t *gen_model_bytes_shape(enum gen_break brk, int h, int w, int classes,
-                                             size_t *len)
+                                             const char *producer, size_t *len)
 {
 	struct gen_model *g = calloc(1, sizeof *g);
 	if (!g)
@@ -160,7 +160,7 @@ static inline uint8_t *gen_model_bytes_shape(enum gen_break brk, int h, int w, i
 	g->model.ir_version = 8;
 	g->model.n_opset_import = 1;
 	g->model.opset_import = g->opsets;
-	g->model.producer_name = (char *)"spotdeck tests/onnx-gen.h";
+	g->model.producer_name = (char *)(producer ? producer : "spotdeck tests/onnx-gen.h");
 	g->model.graph = &g->graph;
 	g->graph.name = (char *)"tiny";
 
@@ -262,7 +262,7 @@ static inline uint8_t *gen_model_bytes_shape(enum gen_break brk, int h, int w, i
  * brk. */
 static inline uint8_t *gen_model_bytes(enum gen_break brk, size_t *len)
 {
-	return gen_model_bytes_shape(brk, 4, 4, 3, len);
+	return gen_model_bytes_shape(brk, 4, 4, 3, NULL, len);
 }
 
 #endif
