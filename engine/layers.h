@@ -152,6 +152,15 @@ void sd_maxpool_forward(float *y, int32_t *argmax, const float *x,
 void sd_maxpool_backward(float *dx, const float *dy, const int32_t *argmax,
                          int n, int c, int h, int w, int k, int s);
 
+/* Max pooling with pad rows and columns of -infinity on every side (as
+ * PyTorch's MaxPool2d(padding=pad), pad < k): oh = (h + 2 pad - k) / s + 1;
+ * argmax as above (never a padding position, since every window holds at
+ * least one input element when pad < k). */
+void sd_maxpool_pad_forward(float *y, int32_t *argmax, const float *x, int n, int c, int h,
+                            int w, int k, int s, int pad);
+void sd_maxpool_pad_backward(float *dx, const float *dy, const int32_t *argmax, int n, int c,
+                             int h, int w, int k, int s, int pad);
+
 /* Average pooling, window k x k, stride s, no padding (k = h = w, s = 1 gives
  * global average pooling). */
 void sd_avgpool_forward(float *y, const float *x, int n, int c, int h, int w, int k, int s);

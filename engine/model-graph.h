@@ -57,6 +57,7 @@ struct node {
 	size_t w_off, b_off;            /* OP_LINEAR and OP_CONV may lack b_off */
 	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
 	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
+	int pad;                        /* OP_MAXPOOL: padding (ONNX models only) */
 	int k, s;                       /* pooling window and stride; OP_ADD: the
 	                                 * shortcut's subsampling stride */
 	int fc_in, fc_out;              /* OP_LINEAR */

@@ -707,7 +707,12 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		sd_act_forward(out->val, in->val, act_floats(in) * nb, n->act, n->act_a, n->act_b);
 		return 1;
 	case OP_MAXPOOL:
-		sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k, n->s);
+		if (n->pad)
+			sd_maxpool_pad_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w,
+			                       n->k, n->s, n->pad);
+		else
+			sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k,
+			                   n->s);
 		return 1;
 	case OP_AVGPOOL:
 		if (blk > 1)
@@ -855,7 +860,12 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		break;
 	case OP_MAXPOOL: {
 		float *dx = grad_target(m, in);
-		sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k, n->s);
+		if (n->pad)
+			sd_maxpool_pad_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k,
+			                        n->s, n->pad);
+		else
+			sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k,
+			                    n->s);
 		grad_commit(m, in, cnt);
 		break;
 	}

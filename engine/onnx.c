@@ -76,7 +76,8 @@ static const struct {
 	{ { "Sigmoid", "sigmoid" }, lower_act },
 	{ { "Tanh", "tanh" }, lower_act },
 	{ { "Clip", "clip to constant bounds (ReLU6 exports as Clip 0, 6)" }, lower_act },
-	{ { "MaxPool", "max pooling, square window, no padding" }, lower_pool },
+	{ { "MaxPool", "max pooling, square window, equal pads less than the window" },
+	  lower_pool },
 	{ { "AveragePool", "average pooling, square window, no padding" }, lower_pool },
 	{ { "GlobalAveragePool", "global average pooling of a square map" }, lower_gap },
 	{ { "Flatten", "axis 1: nothing (same buffer)" }, lower_flatten },
@@ -760,14 +761,15 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	    attr_int(L, nd, "ceil_mode", 0, &ceil) < 0 ||
 	    attr_int(L, nd, "storage_order", 0, &order) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
-	if (k < 1 || k > a.h || k > a.w || s < 1 || s > MAX_DIM)
+	if (pad < 0 || (pad && (!max || pad >= k)))
+		return fail(L, "pads %lld: %s", (long long)pad, max ? "padding must be less than "
+		            "the window" : "average pooling with padding is not supported");
+	if (k < 1 || k > a.h + 2 * pad || k > a.w + 2 * pad || s < 1 || s > MAX_DIM)
 		return fail(L, "window %lld, stride %lld on a %dx%d input", (long long)k,
 		            (long long)s, a.h, a.w);
-	if (pad)
-		return fail(L, "pads %lld: pooling with padding is not supported", (long long)pad);
 	if (dil != 1 || order != 0)
 		return fail(L, "dilations or storage_order other than the defaults are not supported");
-	if (ceil && ((a.h - k) % s || (a.w - k) % s))
+	if (ceil && ((a.h + 2 * pad - k) % s || (a.w + 2 * pad - k) % s))
 		return fail(L, "ceil_mode 1 with a window that does not tile the input is not "
 		            "supported");
 	struct val *Y = output(L, nd, 1);
@@ -775,7 +777,8 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 		return -1;
 	char nm[32];
 	engine_name(L, nd, nm, sizeof nm);
-	int oh = (a.h - (int)k) / (int)s + 1, ow = (a.w - (int)k) / (int)s + 1;
+	int oh = (a.h + 2 * (int)pad - (int)k) / (int)s + 1;
+	int ow = (a.w + 2 * (int)pad - (int)k) / (int)s + 1;
 	int out = new_act(L, a.c, oh, ow);
 	if (out < 0)
 		return -1;
@@ -783,6 +786,7 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	n->out = out;
 	n->k = (int)k;
 	n->s = (int)s;
+	n->pad = (int)pad;
 	Y = &L->vals[L->nvals - 1];
 	Y->kind = V_ACT;
 	Y->act = out;

@@ -44,7 +44,8 @@
  *                          reader)
  *   LeakyRelu, Sigmoid, Tanh, Clip (constant bounds; ReLU6) -> layers.h's
  *                          sd_act_* (out of place; CPU only)
- *   MaxPool, AveragePool, GlobalAveragePool -> pooling without padding
+ *   MaxPool, AveragePool, GlobalAveragePool -> pooling (max pooling may be
+ *                          padded, average pooling not)
  *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in)
  *   Add of two activations of the same shape -> the residual add
  *   Flatten, Reshape to (N, -1) or to the same shape, Identity, Dropout

@@ -12,7 +12,9 @@
                                           mode, with and without constant
                                           folding; an MLP through MatMul + Add
 
-VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid,
+VARIANT "stem": torchvision's ResNet stem and a downsampling block
+(7x7 stride-2 conv, padded max pooling, strided 1x1 shortcut), training
+mode.  VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid,
 eval mode.  VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
 pool, residual add, global average pool, x.view(x.size(0), -1), gemm)
 exported with training=TrainingMode.TRAINING, which keeps the batch-norms
@@ -95,7 +97,32 @@ class Acts(nn.Module):
         return self.fc3(torch.sigmoid(self.fc2(x)))
 
 
+class Stem(nn.Module):
+    """torchvision's ResNet shape: a 7x7 stride-2 stem, padded max pooling,
+    a block whose shortcut is a strided 1x1 conv + batch-norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(C, 8, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.c1 = nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(16)
+        self.down = nn.Conv2d(8, 16, 1, stride=2, bias=False)
+        self.bd = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        x = F.relu(y + self.bd(self.down(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def make_model(variant):
+    if variant == "stem":
+        return Stem()
     return Acts() if variant == "acts" else Net(variant == "train")
 
 
@@ -136,7 +163,7 @@ def nudge(model, k):
 def prepare(d, variant):
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    bn = variant == "train"
+    bn = variant in ("train", "stem")
     model = make_model(variant)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     example = torch.randn(BATCH, C, H, W)
@@ -244,7 +271,7 @@ def compare(d, variant):
           f"{dn:.1e}, allowed {allowed:.1e}{'' if dp <= allowed else '  FAIL'}")
     fails += dp > allowed
     names = bn_buffer_names(d)
-    if variant == "train":
+    if variant in ("train", "stem"):
         if buffers is None or len(names) == 0 or buffers.numel() != sum(
                 state[k].numel() for k in names):
             print("FAIL: batch-norm running statistics missing or of the wrong size")

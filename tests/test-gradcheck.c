@@ -573,7 +573,7 @@ static void test_act(enum sd_act_kind kind, const char *what, float a, float b, 
 /* --------------------------------------------------------------- pooling */
 
 struct pool_ctx {
-	int n, c, h, w, k, s, oh, ow, max;
+	int n, c, h, w, k, s, oh, ow, max, pad;
 	float *x, *y, *g;
 	int32_t *argmax;
 };
@@ -581,20 +581,26 @@ struct pool_ctx {
 static double pool_loss(void *p)
 {
 	struct pool_ctx *c = p;
-	if (c->max)
+	if (c->max && c->pad)
+		sd_maxpool_pad_forward(c->y, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s,
+		                       c->pad);
+	else if (c->max)
 		sd_maxpool_forward(c->y, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
 	else
 		sd_avgpool_forward(c->y, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
 	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->oh * c->ow);
 }
 
-static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
+/* max: 1 for max pooling (pad: its padding), 0 for average pooling. */
+static void test_pool_pad(int max, int n, int ch, int h, int w, int k, int s, int pad)
 {
 	char name[96];
-	snprintf(name, sizeof(name), "%s n%d c%d %dx%d k%d s%d", max ? "maxpool" : "avgpool",
-	         n, ch, h, w, k, s);
-	struct pool_ctx c = { n, ch, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1, max,
-		              NULL, NULL, NULL, NULL };
+	snprintf(name, sizeof(name), "%s n%d c%d %dx%d k%d s%d%s", max ? "maxpool" : "avgpool",
+	         n, ch, h, w, k, s, pad ? " pad" : "");
+	if (pad)
+		snprintf(name + strlen(name), sizeof(name) - strlen(name), "%d", pad);
+	struct pool_ctx c = { n, ch, h, w, k, s, (h + 2 * pad - k) / s + 1,
+		              (w + 2 * pad - k) / s + 1, max, pad, NULL, NULL, NULL, NULL };
 	const size_t nx = (size_t)n * ch * h * w, ny = (size_t)n * ch * c.oh * c.ow;
 	c.x = falloc(nx);
 	c.y = falloc(ny);
@@ -620,13 +626,20 @@ static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
 	float *dx = falloc(nx);
 	fill_nan(dx, nx);
 	pool_loss(&c);
-	if (max)
+	if (max && pad)
+		sd_maxpool_pad_backward(dx, c.g, c.argmax, n, ch, h, w, k, s, pad);
+	else if (max)
 		sd_maxpool_backward(dx, c.g, c.argmax, n, ch, h, w, k, s);
 	else
 		sd_avgpool_backward(dx, c.g, n, ch, h, w, k, s);
 	struct case_ops ops = { pool_loss, &c };
 	check_grad(name, "x", c.x, nx, dx, &ops, EPS_GRID);
 	free(c.x), free(c.y), free(c.g), free(c.argmax), free(dx);
+}
+
+static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
+{
+	test_pool_pad(max, n, ch, h, w, k, s, 0);
 }
 
 /* -------------------------------------------------------- softmax + xent */
@@ -738,6 +751,8 @@ int main(int argc, char **argv)
 	test_pool(1, 2, 3, 7, 7, 2, 2);   /* odd plane: last row/column unused */
 	test_pool(1, 2, 2, 7, 7, 3, 2);   /* overlapping windows */
 	test_pool(1, 1, 2, 5, 6, 2, 1);
+	test_pool_pad(1, 2, 3, 8, 8, 3, 2, 1);   /* ResNet-18's stem pooling */
+	test_pool_pad(1, 1, 2, 5, 7, 2, 1, 1);
 	test_pool(0, 2, 3, 6, 6, 2, 2);
 	test_pool(0, 2, 2, 7, 7, 3, 1);   /* overlapping windows */
 	test_pool(0, 2, 3, 5, 5, 2, 2);

@@ -7,7 +7,8 @@
 # residual CNN: with batch-norm, TrainingMode.TRAINING (x.view(x.size(0),
 # -1): Shape, Gather, Unsqueeze, Concat, Reshape folded at load), and
 # without, eval mode with do_constant_folding=False (Flatten); and a CNN
-# with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid.
+# with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid; and torchvision's ResNet
+# stem (7x7 stride-2 conv, padded max pooling, a strided 1x1 shortcut).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -16,7 +17,7 @@ PY=/usr/bin/python3
 tmpdir
 REF="$top_srcdir/tests/onnx_torch_ref.py"
 TRAIN="$top_builddir/tests/onnx-train"
-for variant in train eval acts; do
+for variant in train eval acts stem; do
 	mkdir "$T/$variant"
 	set -- $("$PY" "$REF" prepare "$T/$variant" "$variant" 2>"$T/$variant/prepare.err" | tail -n 1) ||
 		fail "$variant: export: $(tail -n 3 "$T/$variant/prepare.err")"

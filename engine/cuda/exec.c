@@ -616,13 +616,18 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 	for (int i = m->nnodes - 1; i >= 0; i--) {
 		const struct node *nd = &m->nodes[i];
 		/* What the ONNX loader can build and the device code cannot run
-		 * yet: a linear without bias, a batch-norm with other constants
+		 * yet: a linear without bias, a padded max-pool, a batch-norm with other constants
 		 * than dnn.c's (PyTorch's defaults, the built-in models').  The
 		 * trainer then stays on the CPU and says why. */
 		if (nd->op == OP_LINEAR && nd->b_off == SD_NO_TENSOR) {
 			free(set);
 			return sd_why(why, "CUDA backend: model %s: linear node %s has no bias, "
 			              "which the device code does not implement", m->name, nd->name);
+		}
+		if (nd->op == OP_MAXPOOL && nd->pad) {
+			free(set);
+			return sd_why(why, "CUDA backend: model %s: max-pool node %s is padded, which "
+			              "the device code does not implement", m->name, nd->name);
 		}
 		if (nd->op == OP_BN && (nd->bn_momentum != SD_BN_MOMENTUM || nd->bn_eps != SD_BN_EPS)) {
 			free(set);
