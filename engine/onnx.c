@@ -36,6 +36,9 @@
 
 /* Largest per-sample activation (floats) and input dimension accepted. */
 #define MAX_ACT_FLOATS ((size_t)1 << 26)
+/* ... and all activations of a model together (4 GiB at batch 1 with
+ * their gradients). */
+#define MAX_MODEL_ACT_FLOATS ((size_t)1 << 29)
 #define MAX_DIM 65536
 
 struct lower;
@@ -208,6 +211,7 @@ struct lower {
 	int *skip;              /* per ONNX node: folded into an earlier one */
 	int op_count[SD_ONNX_OPS_MAX];
 	int softmax_out;        /* value a final Softmax made, else -1 */
+	size_t act_floats;      /* per sample, over the activations made so far */
 	char **why;
 };
 
@@ -516,6 +520,10 @@ static int new_act(struct lower *L, int c, int h, int w)
 	size_t f = (size_t)c * h * w;
 	if (c <= 0 || h <= 0 || w <= 0 || f > MAX_ACT_FLOATS)
 		return fail(L, "output of %dx%dx%d per sample is empty or too large", c, h, w), -1;
+	L->act_floats += f;
+	if (L->act_floats > MAX_MODEL_ACT_FLOATS)
+		return fail(L, "the activations so far need more than %zu floats per sample",
+		            MAX_MODEL_ACT_FLOATS), -1;
 	return sd_graph_act(L->m, c, h, w);
 }
 
@@ -893,7 +901,7 @@ static int lower_reshape(struct lower *L, const Onnx__NodeProto *nd)
 			d = cur[i];
 		else if (d == -1 && infer < 0)
 			infer = (int)i;
-		else if (d <= 0 || d == BATCH_DIM)
+		else if (d <= 0 || d == BATCH_DIM || d > ((int64_t)1 << 31))
 			return fail(L, "target shape entry %zu is %lld", i, (long long)S->i[i]);
 		want[i] = d;
 		if (i > 0 && (int)i != infer)
@@ -1035,10 +1043,9 @@ static int lower_matmul(struct lower *L, const Onnx__NodeProto *nd)
 		Y->name = an->output[0];
 		Y->consumers = 0;
 		Y->linear_node = -1;
-		/* The MatMul's own output is read by the Add alone: gone. */
-		L->vals[L->nvals - 2].consumers = 0;
-		L->vals[L->nvals - 2].kind = V_CONST;
-		L->vals[L->nvals - 2].dtype = -1;
+		/* The MatMul's own output is read by the folded Add alone, which
+		 * the count of readers skips: count it here. */
+		L->vals[L->nvals - 2].consumers = 1;
 	}
 	return 0;
 }
