@@ -30,7 +30,8 @@
 #define SD_NO_TENSOR ((size_t)-1)
 
 enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD,
-             OP_ACT /* layers.h's sd_act_*, out of place; CPU only so far */ };
+             OP_ACT,    /* layers.h's sd_act_*, out of place; CPU only so far */
+             OP_CONCAT  /* channels of in, then of in2 (same h, w); CPU only */ };
 
 /* Nodes the CPU executor runs a batch-norm together with (model.c, "node
  * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
@@ -51,7 +52,8 @@ struct act {
 
 struct node {
 	enum sd_op op;
-	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) */
+	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) and
+	                     * OP_CONCAT (the second part) */
 	char name[32];
 	/* parameters: offsets into params/grads, SD_NO_TENSOR when absent */
 	size_t w_off, b_off;            /* OP_LINEAR and OP_CONV may lack b_off */

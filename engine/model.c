@@ -299,6 +299,9 @@ static void choose_layout(struct sd_model *m, int max_batch)
 			if (n->in == 0)
 				return;
 			break;
+		case OP_CONCAT:
+			/* Copies NCHW planes. */
+			return;
 		}
 	}
 	if (!blk)
@@ -514,6 +517,7 @@ void sd_model_destroy(struct sd_model *m)
 static const char *const op_names[] = {
 	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
 	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add", [OP_ACT] = "activation",
+	[OP_CONCAT] = "concat",
 };
 
 void sd_model_profile_start(struct sd_model *m, int cpu_clock)
@@ -706,6 +710,17 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 	case OP_ACT:
 		sd_act_forward(out->val, in->val, act_floats(in) * nb, n->act, n->act_a, n->act_b);
 		return 1;
+	case OP_CONCAT: {
+		const struct act *b = &m->acts[n->in2];
+		const size_t fa = act_floats(in), fb = act_floats(b);
+		for (int e = 0; e < nb; e++) {
+			memcpy(out->val + (size_t)e * (fa + fb), in->val + (size_t)e * fa,
+			       fa * sizeof(float));
+			memcpy(out->val + (size_t)e * (fa + fb) + fa, b->val + (size_t)e * fb,
+			       fb * sizeof(float));
+		}
+		return 1;
+	}
 	case OP_MAXPOOL:
 		if (n->pad)
 			sd_maxpool_pad_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w,
@@ -851,6 +866,26 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		/* In place: in == out, so the gradient is already in in->grad. */
 		sd_relu_backward(in->grad, in->grad, in->val, cnt);
 		break;
+	case OP_CONCAT: {
+		/* Each part's gradient is its slice of the output's. */
+		struct act *b = &m->acts[n->in2];
+		const size_t fa = act_floats(in), fb = act_floats(b);
+		if (need_dx) {
+			float *da = grad_target(m, in);
+			for (int e = 0; e < nb; e++)
+				memcpy(da + (size_t)e * fa, out->grad + (size_t)e * (fa + fb),
+				       fa * sizeof(float));
+			grad_commit(m, in, cnt);
+		}
+		if (n->in2 != 0) {
+			float *db = grad_target(m, b);
+			for (int e = 0; e < nb; e++)
+				memcpy(db + (size_t)e * fb, out->grad + (size_t)e * (fa + fb) + fa,
+				       fb * sizeof(float));
+			grad_commit(m, b, fb * nb);
+		}
+		break;
+	}
 	case OP_ACT:
 		if (need_dx) {
 			sd_act_backward(grad_target(m, in), out->grad, in->val, out->val, cnt, n->act,

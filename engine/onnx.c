@@ -96,7 +96,8 @@ static const struct {
 	{ { "Shape", "folded at load" }, lower_shape },
 	{ { "Gather", "of constants, folded at load" }, lower_gather },
 	{ { "Unsqueeze", "of constants, folded at load" }, lower_unsqueeze },
-	{ { "Concat", "of constants, folded at load" }, lower_concat },
+	{ { "Concat", "of activations along the channels, or of constants (folded at load)" },
+	  lower_concat },
 	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
 	{ { "Softmax", "as the last node only: dropped (the loss is softmax cross-entropy)" },
 	  lower_softmax },
@@ -1220,9 +1221,63 @@ static int lower_unsqueeze(struct lower *L, const Onnx__NodeProto *nd)
 	return 0;
 }
 
+/* Concat of activations along the channels: a chain of two-part concat
+ * nodes. */
+static int concat_acts(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int64_t axis;
+	if (attr_int(L, nd, "axis", 1, &axis) < 0)
+		return -1;
+	int first = act_input(L, nd, 0);
+	if (first < 0)
+		return -1;
+	const int rank = L->vals[first].rank;
+	if (axis != 1 && axis != -rank)
+		return fail(L, "axis %lld; only the channel axis (1) is supported", (long long)axis);
+	if (nd->n_input < 2)
+		return alias(L, nd, first, rank);
+	struct sd_model *m = L->m;
+	const struct act A = m->acts[L->vals[first].act];
+	int cur = L->vals[first].act, c = A.c;
+	for (size_t k = 1; k < nd->n_input; k++) {
+		int v = act_input(L, nd, k);
+		if (v < 0)
+			return -1;
+		const struct act B = m->acts[L->vals[v].act];
+		if (L->vals[v].rank != rank || B.h != A.h || B.w != A.w ||
+		    (rank == 2 && (A.h != 1 || A.w != 1)))
+			return fail(L, "input %s is %dx%dx%d, input %s %dx%dx%d: only the channels may "
+			            "differ", nd->input[0], A.c, A.h, A.w, nd->input[k], B.c, B.h, B.w);
+		if (L->vals[v].act == cur || (k > 1 && L->vals[v].act == L->vals[first].act))
+			return fail(L, "concatenates an activation with itself");
+		c += B.c;
+		int out = new_act(L, c, A.h, A.w);
+		if (out < 0)
+			return -1;
+		char nm[32], base[32];
+		engine_name(L, nd, base, sizeof base);
+		snprintf(nm, sizeof nm, k == nd->n_input - 1 ? "%s" : "%.24s.%zu", base, k);
+		struct node *n = sd_graph_node(m, OP_CONCAT, cur, nm);
+		n->in2 = L->vals[v].act;
+		m->acts[n->in2].consumers++;
+		n->out = out;
+		cur = out;
+	}
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	Y->kind = V_ACT;
+	Y->act = cur;
+	Y->rank = rank;
+	return 0;
+}
+
 static int lower_concat(struct lower *L, const Onnx__NodeProto *nd)
 {
 	size_t total = 0;
+	int x = nd->n_input ? input(L, nd, 0, 0) : -1;
+	if (x >= 0 && L->vals[x].kind == V_ACT)
+		return concat_acts(L, nd);
 	for (size_t k = 0; k < nd->n_input; k++) {
 		int v = const_input(L, nd, k, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
 		if (v < 0)

@@ -48,6 +48,7 @@
  *                          padded, average pooling not)
  *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in)
  *   Add of two activations of the same shape -> the residual add
+ *   Concat of activations along the channels -> concat nodes (CPU only)
  *   Flatten, Reshape to (N, -1) or to the same shape, Identity, Dropout
  *                       -> nothing (the next node reads the same buffer).
  *                          Dropout is NOT applied while training yet.

@@ -14,8 +14,8 @@
 
 VARIANT "stem": torchvision's ResNet stem and a downsampling block
 (7x7 stride-2 conv, padded max pooling, strided 1x1 shortcut), training
-mode.  VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid,
-eval mode.  VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
+mode.  VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid
+and a channel concatenation, eval mode.  VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
 pool, residual add, global average pool, x.view(x.size(0), -1), gemm)
 exported with training=TrainingMode.TRAINING, which keeps the batch-norms
 (an eval-mode export folds them into the convolutions).  VARIANT "eval":
@@ -80,19 +80,19 @@ class Net(nn.Module):
 
 class Acts(nn.Module):
     """The other activations: LeakyReLU, ReLU6 (exported as Clip), Tanh,
-    Sigmoid, with MatMul-free linears and a flatten."""
+    Sigmoid; and a concatenation of channels (DenseNet's)."""
 
     def __init__(self):
         super().__init__()
         self.c1 = nn.Conv2d(C, 8, 3, padding=1)
         self.c2 = nn.Conv2d(8, 8, 3, padding=1)
-        self.fc1 = nn.Linear(8 * (H // 2) * (W // 2), 16)
+        self.fc1 = nn.Linear(16 * (H // 2) * (W // 2), 16)
         self.fc2 = nn.Linear(16, 16)
         self.fc3 = nn.Linear(16, CLASSES)
 
     def forward(self, x):
         x = F.leaky_relu(self.c1(x), 0.1)
-        x = F.max_pool2d(F.relu6(self.c2(x)), 2)
+        x = F.max_pool2d(torch.cat([x, F.relu6(self.c2(x))], 1), 2)
         x = torch.tanh(self.fc1(torch.flatten(x, 1)))
         return self.fc3(torch.sigmoid(self.fc2(x)))
 

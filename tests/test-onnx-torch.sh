@@ -7,7 +7,8 @@
 # residual CNN: with batch-norm, TrainingMode.TRAINING (x.view(x.size(0),
 # -1): Shape, Gather, Unsqueeze, Concat, Reshape folded at load), and
 # without, eval mode with do_constant_folding=False (Flatten); and a CNN
-# with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid; and torchvision's ResNet
+# with LeakyReLU, ReLU6 (Clip), Tanh, Sigmoid and a channel concatenation;
+# and torchvision's ResNet
 # stem (7x7 stride-2 conv, padded max pooling, a strided 1x1 shortcut).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
