@@ -20,13 +20,22 @@
  *     engine's loss is softmax cross-entropy on the logits;
  *   - float32 initializers in the file itself (no external data), each
  *     with dims describing at most SD_ONNX_MAX_ELEMS elements and data
- *     whose length matches them; int64 tensors only as shape constants;
+ *     whose length matches them; int64 and bool tensors only as shape
+ *     constants and flags;
  *   - nodes in topological order (as the ONNX specification requires),
  *     each of an op in the supported-op table (sd_onnx_ops, defined once in
  *     engine/onnx.c; the errors and the manual print it), with attributes
  *     the engine implements.  Shape computations (Shape, Gather, Unsqueeze,
- *     Concat feeding a Reshape, as `x.view(x.size(0), -1)` exports) are
- *     folded while loading: every shape is fixed by the input's (C, H, W).
+ *     Concat, Cast feeding a Reshape, as `x.view(x.size(0), -1)` exports)
+ *     are folded while loading: every shape is fixed by the input's
+ *     (C, H, W).  A Reshape whose target's first entry is the example's
+ *     batch size (what an export without dynamic axes writes) keeps the
+ *     batch there.
+ *
+ * Ops outside the built-in models' (LeakyRelu, Sigmoid, Tanh, Clip, padded
+ * MaxPool, Concat of activations, a linear without bias) and batch-norm
+ * constants other than PyTorch's defaults run on the CPU only: the CUDA
+ * executor refuses such a graph and the trainer stays on the CPU.
  *
  * How ops lower (the table in onnx.c says the same per op):
  *   Conv                -> conv (square kernel, equal strides, equal pads,
@@ -46,7 +55,8 @@
  *                          sd_act_* (out of place; CPU only)
  *   MaxPool, AveragePool, GlobalAveragePool -> pooling (max pooling may be
  *                          padded, average pooling not)
- *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in)
+ *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in);
+ *                          tensors are named after their initializers
  *   Add of two activations of the same shape -> the residual add
  *   Concat of activations along the channels -> concat nodes (CPU only)
  *   Flatten, Reshape to (N, -1) or to the same shape, Identity, Dropout

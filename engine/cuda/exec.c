@@ -616,8 +616,9 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 	for (int i = m->nnodes - 1; i >= 0; i--) {
 		const struct node *nd = &m->nodes[i];
 		/* What the ONNX loader can build and the device code cannot run
-		 * yet: a linear without bias, a padded max-pool, a batch-norm with other constants
-		 * than dnn.c's (PyTorch's defaults, the built-in models').  The
+		 * yet: a linear without bias, a padded max-pool, a batch-norm
+		 * with other constants than dnn.c's (PyTorch's defaults, the
+		 * built-in models'), and the ops of the default case below.  The
 		 * trainer then stays on the CPU and says why. */
 		if (nd->op == OP_LINEAR && nd->b_off == SD_NO_TENSOR) {
 			free(set);
