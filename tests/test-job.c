@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/proto/protocol.h"
 #include "tests/check.h"
+#include "tests/tmpdir.h"
 
 static void test_defaults(void)
 {
@@ -259,6 +261,23 @@ static void test_full(void)
 		CHECK_INT(sd_job_parse(&o, "{\"model\": \"net.onnx.bak\"}", 26, "job.json", &why), -1);
 		free(why);
 		why = NULL;
+		/* From a file: relative to the file's directory, made absolute. */
+		char dir[256], sub[300], path[400], want[700];
+		make_tmpdir(dir, sizeof dir, "test-job-onnx.XXXXXX");
+		snprintf(sub, sizeof sub, "%s/jobs", dir);
+		CHECK(mkdir(sub, 0700) == 0);
+		snprintf(path, sizeof path, "%s/job.json", sub);
+		write_raw(path, otext, sizeof otext - 1);
+		char *real = realpath(sub, NULL);
+		snprintf(want, sizeof want, "%s/models/my net.onnx", real ? real : "?");
+		free(real);
+		CHECK_INT(sd_job_load(&o, path, &why), 0);
+		CHECK_STR(o.train.model, want);
+		const char abs[] = "{\"model\": \"/srv/m.onnx\"}";
+		write_raw(path, abs, sizeof abs - 1);
+		CHECK_INT(sd_job_load(&o, path, &why), 0);
+		CHECK_STR(o.train.model, "/srv/m.onnx");
+		rm_tree(dir);
 	}
 
 	/* With a decimal comma in LC_NUMERIC (a curses UI calls setlocale).

@@ -407,8 +407,8 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			snprintf(base, k->size, "%s", s);
 			return 0;
 		}
-		/* "model" also takes an ONNX file's path (engine/onnx.h), as
-		 * given: relative to the directory the worker runs in. */
+		/* "model" also takes an ONNX file's path (engine/onnx.h), kept
+		 * as given here; sd_job_load resolves a relative one. */
 		if (k->names == sd_model_names && sd_onnx_is_path(s)) {
 			if (strlen(s) >= k->size)
 				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
@@ -730,6 +730,33 @@ int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *fil
 	return rc;
 }
 
+/* A relative ONNX model path in the job file at path is relative to the
+ * file's directory: made absolute here, where the file is known, so that
+ * the job the controller writes into its run directory and sends to its
+ * workers names the file wherever they start.  (A job that arrives over
+ * the wire carries the path as the controller resolved it.) */
+static int sd_job_model_path(struct sd_job *j, const char *path, char **why)
+{
+	char *model = j->train.model;
+	if (!sd_onnx_is_path(model) || model[0] == '/')
+		return 0;
+	const char *slash = strrchr(path, '/');
+	char dir[SD_PATH_MAX];
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+	char *abs = realpath(dir, NULL);
+	char joined[SD_PATH_MAX];
+	int w = snprintf(joined, sizeof joined, "%s/%s", abs ? abs : dir, model);
+	free(abs);
+	if (w < 0 || (size_t)w >= sizeof j->train.model)
+		return sd_why(why, "%s: model: %s relative to the job file's directory is longer "
+		              "than %zu bytes", path, model, sizeof j->train.model - 1);
+	memcpy(model, joined, (size_t)w + 1);
+	return 0;
+}
+
 int sd_job_load(struct sd_job *j, const char *path, char **why)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -761,6 +788,8 @@ int sd_job_load(struct sd_job *j, const char *path, char **why)
 	close(fd);
 	int rc = sd_job_parse(j, buf, n, path, why);
 	free(buf);
+	if (rc == 0)
+		rc = sd_job_model_path(j, path, why);
 	return rc;
 }
 
