@@ -76,6 +76,9 @@ int main(int argc, char **argv)
 	if (sd_model_create_onnx(&m, bytes, len, argv[1], batch, &why) < 0)
 		return die("model", why);
 	free(bytes);
+	/* Which layout the executor chose (stderr, for the test's log). */
+	fprintf(stderr, "onnx-train: %s: activation layout blk %d\n", argv[1],
+	        sd_model_channel_block(m));
 	size_t np = sd_model_param_count(m);
 	float *vel = calloc(np ? np : 1, sizeof(float));
 	float *x = malloc((size_t)batch * per * sizeof(float));

@@ -12,6 +12,8 @@
                                           mode, with and without constant
                                           folding; an MLP through MatMul + Add
 
+VARIANT "cifar": a CIFAR ResNet block without pooling, 16 channels (the
+engine's channel-blocked layout where oneDNN is there), training mode.
 VARIANT "stem": torchvision's ResNet stem and a downsampling block
 (7x7 stride-2 conv, padded max pooling, strided 1x1 shortcut), training
 mode.  VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid
@@ -120,7 +122,31 @@ class Stem(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class Cifar(nn.Module):
+    """A CIFAR ResNet block without max pooling and 16 channels: what the
+    engine runs in oneDNN's channel-blocked layout with batch-norm, add and
+    ReLU fused, where oneDNN is there."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(C, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.c1 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        x = F.relu(y + x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
 def make_model(variant):
+    if variant == "cifar":
+        return Cifar()
     if variant == "stem":
         return Stem()
     return Acts() if variant == "acts" else Net(variant == "train")
@@ -163,7 +189,7 @@ def nudge(model, k):
 def prepare(d, variant):
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    bn = variant in ("train", "stem")
+    bn = variant in ("train", "stem", "cifar")
     model = make_model(variant)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     example = torch.randn(BATCH, C, H, W)
@@ -271,7 +297,7 @@ def compare(d, variant):
           f"{dn:.1e}, allowed {allowed:.1e}{'' if dp <= allowed else '  FAIL'}")
     fails += dp > allowed
     names = bn_buffer_names(d)
-    if variant in ("train", "stem"):
+    if variant in ("train", "stem", "cifar"):
         if buffers is None or len(names) == 0 or buffers.numel() != sum(
                 state[k].numel() for k in names):
             print("FAIL: batch-norm running statistics missing or of the wrong size")

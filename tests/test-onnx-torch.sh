@@ -9,7 +9,10 @@
 # without, eval mode with do_constant_folding=False (Flatten); and a CNN
 # with LeakyReLU, ReLU6 (Clip), Tanh, Sigmoid and a channel concatenation;
 # and torchvision's ResNet
-# stem (7x7 stride-2 conv, padded max pooling, a strided 1x1 shortcut).
+# stem (7x7 stride-2 conv, padded max pooling, a strided 1x1 shortcut); and
+# a CIFAR ResNet block with 16 channels, which the engine runs in oneDNN's
+# channel-blocked layout with batch-norm, add and ReLU fused where oneDNN is
+# there (onnx-train says which layout in the log).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -18,14 +21,16 @@ PY=/usr/bin/python3
 tmpdir
 REF="$top_srcdir/tests/onnx_torch_ref.py"
 TRAIN="$top_builddir/tests/onnx-train"
-for variant in train eval acts stem; do
+for variant in train eval acts stem cifar; do
 	mkdir "$T/$variant"
 	set -- $("$PY" "$REF" prepare "$T/$variant" "$variant" 2>"$T/$variant/prepare.err" | tail -n 1) ||
 		fail "$variant: export: $(tail -n 3 "$T/$variant/prepare.err")"
 	for kv in "$@"; do eval "$kv"; done
 	[ -n "$LR" ] || fail "$variant: export printed no settings: $(tail -n 3 "$T/$variant/prepare.err")"
 	"$TRAIN" "$T/$variant/model.onnx" "$T/$variant/batches.bin" "$T/$variant/out.txt" \
-		"$LR" "$MOMENTUM" "$WEIGHT_DECAY" || fail "$variant: onnx-train failed"
+		"$LR" "$MOMENTUM" "$WEIGHT_DECAY" 2>"$T/$variant/train.err" ||
+		fail "$variant: onnx-train failed: $(cat "$T/$variant/train.err")"
+	cat "$T/$variant/train.err"
 	echo "$variant export:"
 	"$PY" "$REF" compare "$T/$variant" "$variant" || fail "$variant: spotdeck differs from PyTorch"
 	ok "$variant export: 30 steps as PyTorch's"
