@@ -9,6 +9,7 @@
 #include "engine/data.h"
 #include "engine/checkpoint.h"
 #include "engine/model.h"
+#include "engine/onnx.h"
 #include "engine/optim.h"
 #include "engine/train.h"
 #endif

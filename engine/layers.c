@@ -1022,6 +1022,62 @@ void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count)
 	}
 }
 
+/* ------------------------------------------------- other activations */
+
+void sd_act_forward(float *y, const float *x, size_t count, enum sd_act_kind kind, float a,
+                    float b)
+{
+	switch (kind) {
+	case SD_ACT_LEAKY_RELU:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = x[i] > 0.0f ? x[i] : a * x[i];
+		break;
+	case SD_ACT_SIGMOID:
+		#pragma omp parallel for schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = 1.0f / (1.0f + expf(-x[i]));
+		break;
+	case SD_ACT_TANH:
+		#pragma omp parallel for schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = tanhf(x[i]);
+		break;
+	case SD_ACT_CLIP:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = fminf(fmaxf(x[i], a), b);
+		break;
+	}
+}
+
+void sd_act_backward(float *dx, const float *dy, const float *x, const float *y, size_t count,
+                     enum sd_act_kind kind, float a, float b)
+{
+	switch (kind) {
+	case SD_ACT_LEAKY_RELU:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = x[i] > 0.0f ? dy[i] : a * dy[i];
+		break;
+	case SD_ACT_SIGMOID:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = dy[i] * y[i] * (1.0f - y[i]);
+		break;
+	case SD_ACT_TANH:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+		break;
+	case SD_ACT_CLIP:
+		#pragma omp parallel for simd schedule(static) if (sd_par(count))
+		for (size_t i = 0; i < count; i++)
+			dx[i] = x[i] >= a && x[i] <= b ? dy[i] : 0.0f;
+		break;
+	}
+}
+
 /* --------------------------------------------------------------- pooling */
 
 /* One plane of max pooling, any window and stride.  The select is written
@@ -1191,6 +1247,55 @@ void sd_maxpool_backward(float *dx, const float *dy, const int32_t *argmax,
 		}
 #endif
 		(void)fast;
+		memset(dp, 0, sizeof(float) * hw);
+		for (size_t o = 0; o < ohw; o++)
+			dp[ap[o]] += gp[o];
+	}
+}
+
+void sd_maxpool_pad_forward(float *y, int32_t *argmax, const float *x, int n, int c, int h,
+                            int w, int k, int s, int pad)
+{
+	const int oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
+	const int planes = n * c;
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
+	for (int pl = 0; pl < planes; pl++) {
+		const float *xp = x + (size_t)pl * hw;
+		float *yp = y + (size_t)pl * ohw;
+		int32_t *ap = argmax + (size_t)pl * ohw;
+		for (int oy = 0; oy < oh; oy++)
+			for (int ox = 0; ox < ow; ox++) {
+				int y0 = oy * s - pad, x0 = ox * s - pad;
+				float best = -INFINITY;
+				int32_t at = -1;
+				for (int i = y0 < 0 ? 0 : y0; i < y0 + k && i < h; i++)
+					for (int j = x0 < 0 ? 0 : x0; j < x0 + k && j < w; j++) {
+						float v = xp[(size_t)i * w + j];
+						/* First maximum wins; NaN propagates, as in PyTorch. */
+						if (at < 0 || v > best || (v != v && best == best)) {
+							best = v;
+							at = (int32_t)(i * w + j);
+						}
+					}
+				yp[(size_t)oy * ow + ox] = best;
+				ap[(size_t)oy * ow + ox] = at;
+			}
+	}
+}
+
+void sd_maxpool_pad_backward(float *dx, const float *dy, const int32_t *argmax, int n, int c,
+                             int h, int w, int k, int s, int pad)
+{
+	const int oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
+	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
+	const int planes = n * c;
+	/* One thread per plane: overlapping windows add in output order. */
+	#pragma omp parallel for schedule(static) if (sd_par((size_t)planes * hw))
+	for (int pl = 0; pl < planes; pl++) {
+		float *dp = dx + (size_t)pl * hw;
+		const float *gp = dy + (size_t)pl * ohw;
+		const int32_t *ap = argmax + (size_t)pl * ohw;
 		memset(dp, 0, sizeof(float) * hw);
 		for (size_t o = 0; o < ohw; o++)
 			dp[ap[o]] += gp[o];

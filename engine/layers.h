@@ -123,6 +123,21 @@ void sd_relu_forward(float *y, const float *x, size_t count);
 /* dx = dy where y > 0 else 0; dx may equal dy. */
 void sd_relu_backward(float *dx, const float *dy, const float *y, size_t count);
 
+/* Elementwise activations other than ReLU (the ONNX ops of the same
+ * names), out of place:
+ *   SD_ACT_LEAKY_RELU  y = x > 0 ? x : a x        (a: the slope, 0.01 in PyTorch)
+ *   SD_ACT_SIGMOID     y = 1 / (1 + exp(-x))
+ *   SD_ACT_TANH        y = tanh(x)
+ *   SD_ACT_CLIP        y = min(max(x, a), b)      (ReLU6: a = 0, b = 6)
+ * Backward: dx = dy * dy/dx, from x (leaky, clip) or y (sigmoid, tanh);
+ * clip passes the gradient where a <= x <= b, as torch.clamp does. */
+enum sd_act_kind { SD_ACT_LEAKY_RELU, SD_ACT_SIGMOID, SD_ACT_TANH, SD_ACT_CLIP };
+void sd_act_forward(float *y, const float *x, size_t count, enum sd_act_kind kind, float a,
+                    float b);
+/* dx overwritten; may equal dy. */
+void sd_act_backward(float *dx, const float *dy, const float *x, const float *y, size_t count,
+                     enum sd_act_kind kind, float a, float b);
+
 /* dst += src over count elements (a second contribution to a gradient);
  * dst and src must not overlap.  Each element is one addition, so the
  * result is the same bits for any thread count. */
@@ -136,6 +151,15 @@ void sd_maxpool_forward(float *y, int32_t *argmax, const float *x,
 /* dx: (n, c, h, w) overwritten (zero except at argmax positions). */
 void sd_maxpool_backward(float *dx, const float *dy, const int32_t *argmax,
                          int n, int c, int h, int w, int k, int s);
+
+/* Max pooling with pad rows and columns of -infinity on every side (as
+ * PyTorch's MaxPool2d(padding=pad), pad < k): oh = (h + 2 pad - k) / s + 1;
+ * argmax as above (never a padding position, since every window holds at
+ * least one input element when pad < k). */
+void sd_maxpool_pad_forward(float *y, int32_t *argmax, const float *x, int n, int c, int h,
+                            int w, int k, int s, int pad);
+void sd_maxpool_pad_backward(float *dx, const float *dy, const int32_t *argmax, int n, int c,
+                             int h, int w, int k, int s, int pad);
 
 /* Average pooling, window k x k, stride s, no padding (k = h = w, s = 1 gives
  * global average pooling). */

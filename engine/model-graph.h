@@ -29,7 +29,9 @@
 /* Offset of an absent parameter tensor (a conv without bias). */
 #define SD_NO_TENSOR ((size_t)-1)
 
-enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD };
+enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD,
+             OP_ACT,    /* layers.h's sd_act_*, out of place; CPU only so far */
+             OP_CONCAT  /* channels of in, then of in2 (same h, w); CPU only */ };
 
 /* Nodes the CPU executor runs a batch-norm together with (model.c, "node
  * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
@@ -50,16 +52,23 @@ struct act {
 
 struct node {
 	enum sd_op op;
-	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) */
+	int in, in2, out;   /* activation ids; in2 only for OP_ADD (shortcut) and
+	                     * OP_CONCAT (the second part) */
 	char name[32];
 	/* parameters: offsets into params/grads, SD_NO_TENSOR when absent */
-	size_t w_off, b_off;
+	size_t w_off, b_off;            /* OP_LINEAR and OP_CONV may lack b_off */
 	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
 	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
+	int pad;                        /* OP_MAXPOOL: padding (ONNX models only) */
 	int k, s;                       /* pooling window and stride; OP_ADD: the
 	                                 * shortcut's subsampling stride */
 	int fc_in, fc_out;              /* OP_LINEAR */
+	enum sd_act_kind act;           /* OP_ACT: which, with its constants */
+	float act_a, act_b;
 	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
+	float bn_momentum, bn_eps;      /* OP_BN: running = (1 - momentum) running
+	                                 * + momentum batch (layers.h's convention),
+	                                 * and the variance's epsilon */
 	int32_t *argmax;                /* OP_MAXPOOL */
 	enum sd_fuse fuse;              /* OP_BN: what the CPU runs with it */
 	int fused_from;                 /* tail of a fused group: head index + 1, else 0 */
@@ -96,8 +105,30 @@ struct sd_model {
 	void *on_ready_ctx;
 };
 
-/* Batch-norm constants both executors use (PyTorch's defaults). */
+/* Batch-norm constants of the built-in models (PyTorch's defaults); a
+ * model loaded from ONNX takes each node's own (engine/onnx.c). */
 #define SD_BN_MOMENTUM 0.1f
 #define SD_BN_EPS 1e-5f
+
+/* Graph building, for engine/model.c's built-in models and engine/onnx.c's
+ * lowering, so both produce the same kind of graph for the same executor.
+ * sd_graph_new: an empty model for (c, h, w) inputs with activation 0 the
+ * input; never fails (exits on out of memory like sd_malloc).
+ * sd_graph_act: a new activation, its id.  sd_graph_node: a node reading
+ * activation in (in2 -1, no tensors, out unset: the caller sets it).
+ * sd_graph_tensor: reserves a parameter tensor named "node.what" of ndim
+ * dims, its offset into the parameter buffer.  sd_graph_bn: a batch-norm
+ * node over activation in with its gamma, beta and running statistics, its
+ * output activation.  sd_graph_finish: the buffers for max_batch samples
+ * and classes logits, the layout, the ready points; parameters and buffers
+ * zero (the caller initialises them).  Returns 0, or -1 with *why when the
+ * last activation is not (classes, 1, 1). */
+struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_batch);
+int sd_graph_act(struct sd_model *m, int c, int h, int w);
+struct node *sd_graph_node(struct sd_model *m, enum sd_op op, int in, const char *name);
+size_t sd_graph_tensor(struct sd_model *m, const char *node, const char *what, int ndim,
+                       int d0, int d1, int d2, int d3);
+int sd_graph_bn(struct sd_model *m, int in, const char *name, float momentum, float eps);
+int sd_graph_finish(struct sd_model *m, int classes, char **why);
 
 #endif

@@ -19,7 +19,7 @@ const char *const sd_model_names[] = { "mlp", "cnn", "resnet20", "resnet32", NUL
 
 static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
 
-static int add_act(struct sd_model *m, int c, int h, int w)
+int sd_graph_act(struct sd_model *m, int c, int h, int w)
 {
 	if (m->nacts == m->cap_acts) {
 		m->cap_acts = m->cap_acts ? 2 * m->cap_acts : 32;
@@ -34,7 +34,7 @@ static int add_act(struct sd_model *m, int c, int h, int w)
 	return m->nacts++;
 }
 
-static struct node *add_node(struct sd_model *m, enum sd_op op, int in, const char *name)
+struct node *sd_graph_node(struct sd_model *m, enum sd_op op, int in, const char *name)
 {
 	if (m->nnodes == m->cap_nodes) {
 		m->cap_nodes = m->cap_nodes ? 2 * m->cap_nodes : 32;
@@ -54,8 +54,8 @@ static struct node *add_node(struct sd_model *m, enum sd_op op, int in, const ch
 }
 
 /* Reserves a parameter tensor and records it in the tensor table. */
-static size_t add_tensor(struct sd_model *m, const char *node, const char *what,
-                         int ndim, int d0, int d1, int d2, int d3)
+size_t sd_graph_tensor(struct sd_model *m, const char *node, const char *what,
+                       int ndim, int d0, int d1, int d2, int d3)
 {
 	if (m->ntensors == m->cap_tensors) {
 		m->cap_tensors = m->cap_tensors ? 2 * m->cap_tensors : 32;
@@ -85,11 +85,11 @@ static int conv(struct sd_model *m, int in, int k, int r, int stride, int pad, c
 	if (sd_conv2d_shape_init(&s, 1, a->c, a->h, a->w, k, r, stride, pad) < 0)
 		return -1;
 	int c = a->c, oh = s.oh, ow = s.ow;
-	int out = add_act(m, k, oh, ow);
-	struct node *n = add_node(m, OP_CONV, in, name);
+	int out = sd_graph_act(m, k, oh, ow);
+	struct node *n = sd_graph_node(m, OP_CONV, in, name);
 	n->out = out;
 	n->conv = s;
-	n->w_off = add_tensor(m, name, "weight", 4, k, c, r, r);
+	n->w_off = sd_graph_tensor(m, name, "weight", 4, k, c, r, r);
 	m->flops += (double)k * c * r * r * oh * ow;
 	return out;
 }
@@ -99,31 +99,38 @@ static int conv_bias(struct sd_model *m, int in, int k, int r, int stride, int p
 {
 	int out = conv(m, in, k, r, stride, pad, name);
 	if (out >= 0)
-		m->nodes[m->nnodes - 1].b_off = add_tensor(m, name, "bias", 1, k, 0, 0, 0);
+		m->nodes[m->nnodes - 1].b_off = sd_graph_tensor(m, name, "bias", 1, k, 0, 0, 0);
 	return out;
 }
 
 static int bn(struct sd_model *m, int in, const char *name)
 {
+	return sd_graph_bn(m, in, name, SD_BN_MOMENTUM, SD_BN_EPS);
+}
+
+int sd_graph_bn(struct sd_model *m, int in, const char *name, float momentum, float eps)
+{
 	struct act *a = &m->acts[in];
 	int c = a->c, h = a->h, w = a->w;
-	int out = add_act(m, c, h, w);
-	struct node *n = add_node(m, OP_BN, in, name);
+	int out = sd_graph_act(m, c, h, w);
+	struct node *n = sd_graph_node(m, OP_BN, in, name);
 	n->out = out;
-	n->w_off = add_tensor(m, name, "gamma", 1, c, 0, 0, 0);
-	n->b_off = add_tensor(m, name, "beta", 1, c, 0, 0, 0);
+	n->w_off = sd_graph_tensor(m, name, "gamma", 1, c, 0, 0, 0);
+	n->b_off = sd_graph_tensor(m, name, "beta", 1, c, 0, 0, 0);
 	n->rm_off = m->nbuffers;
 	n->rv_off = m->nbuffers + c;
 	m->nbuffers += 2 * (size_t)c;
 	n->bn_mean = sd_calloc(c, sizeof(float));
 	n->bn_invstd = sd_calloc(c, sizeof(float));
+	n->bn_momentum = momentum;
+	n->bn_eps = eps;
 	return out;
 }
 
 /* ReLU works in place: its backward needs only its output. */
 static int relu(struct sd_model *m, int in, const char *name)
 {
-	struct node *n = add_node(m, OP_RELU, in, name);
+	struct node *n = sd_graph_node(m, OP_RELU, in, name);
 	m->acts[in].consumers--;   /* in place: same buffer, not a second reader */
 	n->out = in;
 	return in;
@@ -133,8 +140,8 @@ static int pool(struct sd_model *m, enum sd_op op, int in, int k, int s, const c
 {
 	struct act *a = &m->acts[in];
 	int c = a->c, oh = (a->h - k) / s + 1, ow = (a->w - k) / s + 1;
-	int out = add_act(m, c, oh, ow);
-	struct node *n = add_node(m, op, in, name);
+	int out = sd_graph_act(m, c, oh, ow);
+	struct node *n = sd_graph_node(m, op, in, name);
 	n->out = out;
 	n->k = k;
 	n->s = s;
@@ -145,13 +152,13 @@ static int linear(struct sd_model *m, int in, int out_features, const char *name
 {
 	struct act *a = &m->acts[in];
 	int fan_in = (int)act_floats(a);
-	int out = add_act(m, out_features, 1, 1);
-	struct node *n = add_node(m, OP_LINEAR, in, name);
+	int out = sd_graph_act(m, out_features, 1, 1);
+	struct node *n = sd_graph_node(m, OP_LINEAR, in, name);
 	n->out = out;
 	n->fc_in = fan_in;
 	n->fc_out = out_features;
-	n->w_off = add_tensor(m, name, "weight", 2, out_features, fan_in, 0, 0);
-	n->b_off = add_tensor(m, name, "bias", 1, out_features, 0, 0, 0);
+	n->w_off = sd_graph_tensor(m, name, "weight", 2, out_features, fan_in, 0, 0);
+	n->b_off = sd_graph_tensor(m, name, "bias", 1, out_features, 0, 0, 0);
 	m->flops += (double)fan_in * out_features;
 	return out;
 }
@@ -163,8 +170,8 @@ static int add_shortcut(struct sd_model *m, int a, int b, const char *name)
 {
 	/* add_act may move m->acts: no pointer into it across the call. */
 	int c = m->acts[a].c, h = m->acts[a].h, w = m->acts[a].w;
-	int out = add_act(m, c, h, w);
-	struct node *n = add_node(m, OP_ADD, a, name);
+	int out = sd_graph_act(m, c, h, w);
+	struct node *n = sd_graph_node(m, OP_ADD, a, name);
 	n->in2 = b;
 	m->acts[b].consumers++;
 	n->out = out;
@@ -286,6 +293,15 @@ static void choose_layout(struct sd_model *m, int max_batch)
 		case OP_RELU:
 		case OP_ADD:
 			break;
+		case OP_ACT:
+			/* Elementwise, so any layout, but its output would be
+			 * blocked while the image (its input here) is not. */
+			if (n->in == 0)
+				return;
+			break;
+		case OP_CONCAT:
+			/* Copies NCHW planes. */
+			return;
 		}
 	}
 	if (!blk)
@@ -382,10 +398,9 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 	if (c <= 0 || h <= 0 || w <= 0 || classes <= 1 || max_batch <= 0)
 		return sd_why(why, "model %s: bad input shape %dx%dx%d, %d classes, batch %d",
 		              name, c, h, w, classes, max_batch);
-	struct sd_model *m = sd_calloc(1, sizeof *m);
-	snprintf(m->name, sizeof m->name, "%s", name);
-	m->c = c; m->h = h; m->w = w; m->classes = classes; m->max_batch = max_batch;
-	int x = add_act(m, c, h, w);
+	struct sd_model *m = sd_graph_new(name, c, h, w, max_batch);
+	m->classes = classes;
+	int x = 0;
 	int rc;
 	if (!strcmp(name, "mlp")) {
 		build_mlp(m, x);
@@ -406,6 +421,32 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 		sd_model_destroy(m);
 		return sd_why(why, "model %s cannot take %dx%dx%d images", name, c, h, w);
 	}
+	if (sd_graph_finish(m, classes, why) < 0) {
+		sd_model_destroy(m);
+		return -1;
+	}
+	sd_model_init(m, 0);
+	*out = m;
+	return 0;
+}
+
+struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_batch)
+{
+	struct sd_model *m = sd_calloc(1, sizeof *m);
+	snprintf(m->name, sizeof m->name, "%s", name);
+	m->c = c; m->h = h; m->w = w; m->max_batch = max_batch;
+	sd_graph_act(m, c, h, w);
+	return m;
+}
+
+int sd_graph_finish(struct sd_model *m, int classes, char **why)
+{
+	const struct act *last = &m->acts[m->nacts - 1];
+	if (m->nnodes == 0 || last->c != classes || last->h != 1 || last->w != 1)
+		return sd_why(why, "model %s: its last activation is %dx%dx%d, not %d logits",
+		              m->name, last->c, last->h, last->w, classes);
+	m->classes = classes;
+	const int max_batch = m->max_batch;
 	/* Buffers: activations for max_batch, one parameter/gradient block each. */
 	size_t maxact = 0;
 	for (int i = 0; i < m->nacts; i++) {
@@ -441,8 +482,6 @@ int sd_model_create(struct sd_model **out, const char *name, int c, int h, int w
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
 	m->probs = sd_malloc((size_t)max_batch * classes * sizeof(float));
 	plan_ready_points(m);
-	sd_model_init(m, 0);
-	*out = m;
 	return 0;
 }
 
@@ -477,7 +516,8 @@ void sd_model_destroy(struct sd_model *m)
 
 static const char *const op_names[] = {
 	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
-	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add",
+	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add", [OP_ACT] = "activation",
+	[OP_CONCAT] = "concat",
 };
 
 void sd_model_profile_start(struct sd_model *m, int cpu_clock)
@@ -646,29 +686,48 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 				                               m->buffers + n->rm_off,
 				                               m->buffers + n->rv_off, in->val, r,
 				                               p + n->w_off, p + n->b_off, nb, in->c,
-				                               in->h * in->w, blk, relu, SD_BN_MOMENTUM, SD_BN_EPS);
+				                               in->h * in->w, blk, relu, n->bn_momentum, n->bn_eps);
 			else
 				sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off,
 				                              m->buffers + n->rm_off,
 				                              m->buffers + n->rv_off, nb, in->c,
-				                              in->h * in->w, blk, relu, SD_BN_EPS);
+				                              in->h * in->w, blk, relu, n->bn_eps);
 			return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
 		}
 		if (train)
 			sd_batchnorm_forward_train(out->val, n->bn_mean, n->bn_invstd,
 			                           m->buffers + n->rm_off, m->buffers + n->rv_off,
 			                           in->val, p + n->w_off, p + n->b_off,
-			                           nb, in->c, in->h * in->w, SD_BN_MOMENTUM, SD_BN_EPS);
+			                           nb, in->c, in->h * in->w, n->bn_momentum, n->bn_eps);
 		else
 			sd_batchnorm_forward_eval(out->val, in->val, p + n->w_off, p + n->b_off,
 			                          m->buffers + n->rm_off, m->buffers + n->rv_off,
-			                          nb, in->c, in->h * in->w, SD_BN_EPS);
+			                          nb, in->c, in->h * in->w, n->bn_eps);
 		return 1;
 	case OP_RELU:
 		sd_relu_forward(out->val, in->val, act_floats(in) * nb);
 		return 1;
+	case OP_ACT:
+		sd_act_forward(out->val, in->val, act_floats(in) * nb, n->act, n->act_a, n->act_b);
+		return 1;
+	case OP_CONCAT: {
+		const struct act *b = &m->acts[n->in2];
+		const size_t fa = act_floats(in), fb = act_floats(b);
+		for (int e = 0; e < nb; e++) {
+			memcpy(out->val + (size_t)e * (fa + fb), in->val + (size_t)e * fa,
+			       fa * sizeof(float));
+			memcpy(out->val + (size_t)e * (fa + fb) + fa, b->val + (size_t)e * fb,
+			       fb * sizeof(float));
+		}
+		return 1;
+	}
 	case OP_MAXPOOL:
-		sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k, n->s);
+		if (n->pad)
+			sd_maxpool_pad_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w,
+			                       n->k, n->s, n->pad);
+		else
+			sd_maxpool_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w, n->k,
+			                   n->s);
 		return 1;
 	case OP_AVGPOOL:
 		if (blk > 1)
@@ -677,7 +736,8 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 			sd_avgpool_forward(out->val, in->val, nb, in->c, in->h, in->w, n->k, n->s);
 		return 1;
 	case OP_LINEAR:
-		sd_linear_forward(out->val, in->val, p + n->w_off, p + n->b_off, nb, n->fc_in, n->fc_out);
+		sd_linear_forward(out->val, in->val, p + n->w_off, n->b_off == NONE ? NULL : p + n->b_off,
+		                  nb, n->fc_in, n->fc_out);
 		return 1;
 	case OP_ADD:
 		if (blk > 1) {
@@ -806,9 +866,41 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		/* In place: in == out, so the gradient is already in in->grad. */
 		sd_relu_backward(in->grad, in->grad, in->val, cnt);
 		break;
+	case OP_CONCAT: {
+		/* Each part's gradient is its slice of the output's. */
+		struct act *b = &m->acts[n->in2];
+		const size_t fa = act_floats(in), fb = act_floats(b);
+		if (need_dx) {
+			float *da = grad_target(m, in);
+			for (int e = 0; e < nb; e++)
+				memcpy(da + (size_t)e * fa, out->grad + (size_t)e * (fa + fb),
+				       fa * sizeof(float));
+			grad_commit(m, in, cnt);
+		}
+		if (n->in2 != 0) {
+			float *db = grad_target(m, b);
+			for (int e = 0; e < nb; e++)
+				memcpy(db + (size_t)e * fb, out->grad + (size_t)e * (fa + fb) + fa,
+				       fb * sizeof(float));
+			grad_commit(m, b, fb * nb);
+		}
+		break;
+	}
+	case OP_ACT:
+		if (need_dx) {
+			sd_act_backward(grad_target(m, in), out->grad, in->val, out->val, cnt, n->act,
+			                n->act_a, n->act_b);
+			grad_commit(m, in, cnt);
+		}
+		break;
 	case OP_MAXPOOL: {
 		float *dx = grad_target(m, in);
-		sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k, n->s);
+		if (n->pad)
+			sd_maxpool_pad_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k,
+			                        n->s, n->pad);
+		else
+			sd_maxpool_backward(dx, out->grad, n->argmax, nb, in->c, in->h, in->w, n->k,
+			                    n->s);
 		grad_commit(m, in, cnt);
 		break;
 	}
@@ -823,8 +915,8 @@ static int backward_node(struct sd_model *m, int i, int nb)
 	}
 	case OP_LINEAR: {
 		float *dx = need_dx ? grad_target(m, in) : NULL;
-		sd_linear_backward(dx, g + n->w_off, g + n->b_off, out->grad, in->val,
-		                   p + n->w_off, nb, n->fc_in, n->fc_out);
+		sd_linear_backward(dx, g + n->w_off, n->b_off == NONE ? NULL : g + n->b_off, out->grad,
+		                   in->val, p + n->w_off, nb, n->fc_in, n->fc_out);
 		if (need_dx)
 			grad_commit(m, in, cnt);
 		break;

@@ -2,6 +2,7 @@
 #include "engine/train.h"
 
 #include <cJSON.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/errors.h"
+#include "engine/onnx.h"
 #include "engine/rng.h"
 
 #define CKPT_FORMAT "spotdeck-train/1"
@@ -164,6 +166,35 @@ static int dev_setup(struct sd_trainer *t, int demanded, char **why)
 	return 0;
 }
 
+/* The model of an ONNX file (cfg->model), checked against the dataset:
+ * the same image shape and number of classes. */
+static int create_onnx(struct sd_trainer *t, int maxb, char **why)
+{
+	const char *path = t->cfg.model;
+	uint8_t *bytes;
+	size_t len;
+	struct sd_onnx_info info;
+	if (sd_onnx_read_file(path, &bytes, &len, why) < 0)
+		return -1;
+	int rc = sd_onnx_check(bytes, len, path, &info, why);
+	if (rc == 0 && (info.c != t->train.c || info.h != t->train.h || info.w != t->train.w ||
+	                info.classes != t->train.classes))
+		rc = sd_why(why, "%s: the model takes %dx%dx%d inputs and gives %d classes; dataset "
+		            "%s has %dx%dx%d images and %d classes", path, info.c, info.h, info.w,
+		            info.classes, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
+		            t->train.classes);
+	if (rc == 0)
+		rc = sd_model_create_onnx(&t->model, bytes, len, path, maxb, why);
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	if (rc == 0 && (!EVP_Digest(bytes, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32))
+		rc = sd_why(why, "%s: SHA-256 failed (OpenSSL)", path);
+	for (unsigned int i = 0; rc == 0 && i < mdlen; i++)
+		snprintf(t->model_sha256 + 2 * i, 3, "%02x", md[i]);
+	free(bytes);
+	return rc;
+}
+
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
 {
 	*out = NULL;
@@ -209,12 +240,19 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		              cfg->global_batch, t->train.n);
 	}
 	int maxb = cfg->global_batch > cfg->eval_batch ? cfg->global_batch : cfg->eval_batch;
-	if (sd_model_create(&t->model, cfg->model, t->train.c, t->train.h, t->train.w,
-	                    t->train.classes, maxb, why) < 0) {
-		sd_trainer_destroy(t);
-		return -1;
+	if (sd_onnx_is_path(cfg->model)) {
+		if (create_onnx(t, maxb, why) < 0) {
+			sd_trainer_destroy(t);
+			return -1;
+		}
+	} else {
+		if (sd_model_create(&t->model, cfg->model, t->train.c, t->train.h, t->train.w,
+		                    t->train.classes, maxb, why) < 0) {
+			sd_trainer_destroy(t);
+			return -1;
+		}
+		sd_model_init(t->model, cfg->seed);
 	}
-	sd_model_init(t->model, cfg->seed);
 	size_t np = sd_model_param_count(t->model);
 	t->velocity = sd_calloc(np, sizeof(float));
 	enum sd_backend_request req;
@@ -559,6 +597,9 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
 	cJSON_AddStringToObject(meta, "model", t->cfg.model);
 	cJSON_AddStringToObject(meta, "dataset", t->cfg.dataset);
+	/* A key readers before it ignore, so the format stays the same. */
+	if (t->model_sha256[0])
+		cJSON_AddStringToObject(meta, "model_sha256", t->model_sha256);
 	cJSON_AddNumberToObject(meta, "param_count", (double)sd_model_param_count(t->model));
 	cJSON_AddNumberToObject(meta, "buffer_count", (double)sd_model_buffer_count(t->model));
 	cJSON_AddNumberToObject(meta, "global_batch", t->cfg.global_batch);
@@ -644,6 +685,16 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 	if (strcmp(model->valuestring, t->cfg.model)) {
 		sd_why(why, "%s: checkpoint is of model '%s', this run trains '%s'",
 		       path, model->valuestring, t->cfg.model);
+		goto out;
+	}
+	/* The same ONNX file as when the checkpoint was written: a file
+	 * exported again under the same path is another model. */
+	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(meta, "model_sha256");
+	const char *was = cJSON_IsString(sha) ? sha->valuestring : "";
+	if (strcmp(was, t->model_sha256)) {
+		sd_why(why, "%s: checkpoint is of model file %s with SHA-256 %s, which now has %s",
+		       path, t->cfg.model, *was ? was : "(none)",
+		       t->model_sha256[0] ? t->model_sha256 : "(none)");
 		goto out;
 	}
 	if (strcmp(dataset->valuestring, t->cfg.dataset)) {

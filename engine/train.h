@@ -24,7 +24,11 @@
 #define SD_PATH_MAX 4096
 
 struct sd_train_config {
-	char model[32];          /* "cnn" */
+	char model[SD_PATH_MAX]; /* "cnn": a built-in model (sd_model_names), or
+	                          * the path of an ONNX file, a name ending in
+	                          * ".onnx" (engine/onnx.h): its input shape and
+	                          * classes must be the dataset's, and its
+	                          * initializers are the start (no seed) */
 	char dataset[32];        /* "fashion-mnist" */
 	char data_dir[SD_PATH_MAX];   /* "" = the dataset's default */
 	int epochs;              /* 3 */
@@ -85,6 +89,9 @@ struct sd_trainer {
 	struct sd_dev_model *dev;
 	char *dev_error;          /* a queued device operation failed: reported by
 	                           * the next call that can return an error */
+	char model_sha256[65];    /* an ONNX model: the file's SHA-256 in hex,
+	                           * recorded in checkpoints ("model_sha256" in
+	                           * their meta) and checked on resume; else "" */
 	int dev_data;             /* the training set is on the device: steps
 	                           * send sample indices, not images */
 	/* The training samples of the last sd_trainer_local_grad call: indices

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "engine/onnx.h"
 #include "src/proto/protocol.h"
 #include "src/worker/notice-watch.h"
 #include "src/worker/worker-agent.h"
@@ -55,6 +56,7 @@ struct opts {
 	char notice[8];          /* --notice, "" = the job's */
 	int cpu_slot;            /* --cpu-slot, -1 = none */
 	int list_devices;
+	int onnx_ops;            /* --onnx-ops */
 };
 
 static void usage(FILE *f)
@@ -75,7 +77,8 @@ static void usage(FILE *f)
 "  --cpu-slot K          keep to the K-th group of this machine's CPUs, as many\n"
 "                        as the threads, when the job's pin_workers allows and\n"
 "                        they exist (set by the controller for its local workers)\n"
-"  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn)\n"
+"  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn), or the path\n"
+"                        of an ONNX file (NAME ending in .onnx)\n"
 "  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic, npy (default\n"
 "                        fashion-mnist)\n"
 "  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist);\n"
@@ -97,6 +100,7 @@ static void usage(FILE *f)
 "                        usable, else the CPU; or $SPOTDECK_BACKEND)\n"
 "  --device N            CUDA device index (default $SPOTDECK_CUDA_DEVICE or 0)\n"
 "  --list-devices        print the CUDA devices this process sees and exit\n"
+"  --onnx-ops            print the ONNX ops a --model PATH.onnx may use and exit\n"
 "  --seed N              random seed (default 1)\n"
 "  --checkpoint-dir DIR  write checkpoints there (ckpt-STEP.sdckpt, latest.sdckpt)\n"
 "  --checkpoint-every N  checkpoint every N steps (default: at the end only)\n"
@@ -173,7 +177,7 @@ enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
        O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT, O_LAYOUT, O_NORMALIZE, O_CLASSES,
-       O_AUGMENT };
+       O_AUGMENT, O_ONNXOPS };
 
 /* --normalize MEAN[,MEAN...]/STD[,STD...]: one mean and one std per channel,
  * as the job file's "normalize" (spotdeck-job(5)). */
@@ -225,7 +229,8 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 	case O_MODEL:
 	case O_DATASET: {
 		char *dst = c == O_MODEL ? cfg->model : cfg->dataset;
-		if (strlen(arg) >= sizeof cfg->model) {
+		size_t cap = c == O_MODEL ? sizeof cfg->model : sizeof cfg->dataset;
+		if (strlen(arg) >= cap) {
 			fprintf(stderr, "spotdeck-worker: --%s: name too long: '%s'\n",
 			        c == O_MODEL ? "model" : "dataset", arg);
 			return -1;
@@ -368,6 +373,9 @@ static int parse_worker_option(int c, const char *arg, struct opts *o)
 	case O_LISTDEV:
 		o->list_devices = 1;
 		break;
+	case O_ONNXOPS:
+		o->onnx_ops = 1;
+		break;
 	case O_NOTICE: {
 		enum sd_notice_cloud cloud;
 		if (sd_notice_cloud_parse(arg, &cloud) < 0) {
@@ -426,6 +434,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		{ "backend", required_argument, 0, O_BACKEND },
 		{ "device", required_argument, 0, O_DEVICE },
 		{ "list-devices", no_argument, 0, O_LISTDEV },
+		{ "onnx-ops", no_argument, 0, O_ONNXOPS },
 		{ "notice", required_argument, 0, O_NOTICE },
 		{ "help", no_argument, 0, O_HELP },
 		{ "version", no_argument, 0, O_VERSION },
@@ -725,6 +734,14 @@ int main(int argc, char **argv)
 		return 2;
 	if (o.list_devices)
 		return list_devices();
+	if (o.onnx_ops) {
+		/* The loader's own table (engine/onnx.c), so this never lags it. */
+		int n;
+		const struct sd_onnx_op *t = sd_onnx_ops(&n);
+		for (int i = 0; i < n; i++)
+			printf("%-20s %s\n", t[i].op, t[i].lowering);
+		return 0;
+	}
 	if (o.connect[0] && o.standalone) {
 		fprintf(stderr, "spotdeck-worker: --standalone and --connect exclude each other\n");
 		return 2;

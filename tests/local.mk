@@ -1,6 +1,7 @@
 # tests/: unit, integration, TUI, fuzz and benchmark programs.
 # Each area keeps its own fragment.
 include tests/engine.mk
+include tests/onnx.mk
 include tests/data.mk
 include tests/train.mk
 include tests/market.mk

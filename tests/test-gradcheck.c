@@ -14,7 +14,9 @@
  *   avgpool) get inputs, parameters and g on the grid k/64 and eps = 1/64:
  *   every product and partial sum is then exact in float32, so the finite
  *   difference is exact too and only a wrong gradient can miss.  (Kinks of
- *   relu and maxpool are kept further than eps from every input.)
+ *   relu and maxpool are kept further than eps from every input.)  So do
+ *   the piecewise-linear leaky ReLU and clip; sigmoid and tanh are smooth
+ *   and get N(0, 4) inputs and eps = 1e-2.
  *   Batch-norm and softmax are nonlinear and get N(0,1) data, eps = 1e-2
  *   (5e-2 for the fused batch-norm, see EPS_BNACT);
  *   truncation (O(eps^2)) and float32 rounding of L stay below 1e-3 of the
@@ -512,10 +514,66 @@ static void test_relu(size_t count)
 	free(c.x), free(c.y), free(c.g), free(dx);
 }
 
+/* ------------------------------------------------- other activations */
+
+struct act_ctx {
+	size_t count;
+	enum sd_act_kind kind;
+	float a, b;
+	float *x, *y, *g;
+};
+
+static double act_loss(void *p)
+{
+	struct act_ctx *c = p;
+	sd_act_forward(c->y, c->x, c->count, c->kind, c->a, c->b);
+	return dot_f64(c->y, c->g, c->count);
+}
+
+/* Leaky ReLU and clip are piecewise linear: the exact grid, inputs kept
+ * 2 eps from the kinks.  Sigmoid and tanh are smooth: N(0, 1) inputs,
+ * eps 1e-2 like batch-norm. */
+static void test_act(enum sd_act_kind kind, const char *what, float a, float b, size_t count)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "%s %zu", what, count);
+	struct act_ctx c = { count, kind, a, b, falloc(count), falloc(count), falloc(count) };
+	int smooth = kind == SD_ACT_SIGMOID || kind == SD_ACT_TANH;
+	if (smooth) {
+		for (size_t i = 0; i < count; i++)
+			c.x[i] = 2.0f * sd_rng_normal(&rng);
+	} else {
+		fill_grid(c.x, count, 2);
+		for (size_t i = 0; i < count; i++) {
+			if (fabsf(c.x[i]) < 2.0f * EPS_GRID)
+				c.x[i] = c.x[i] < 0.0f ? -0.25f : 0.25f;
+			if (kind == SD_ACT_CLIP && (fabsf(c.x[i] - a) < 2.0f * EPS_GRID ||
+			                            fabsf(c.x[i] - b) < 2.0f * EPS_GRID))
+				c.x[i] += 4.0f * EPS_GRID;
+		}
+	}
+	fill_grid(c.g, count, 1);
+	float *dx = falloc(count);
+	fill_nan(dx, count);
+	act_loss(&c);
+	sd_act_backward(dx, c.g, c.x, c.y, count, kind, a, b);
+	struct case_ops ops = { act_loss, &c };
+	check_grad(name, "x", c.x, count, dx, &ops, smooth ? EPS_SMOOTH : EPS_GRID);
+	/* In place (dx = dy), as the header allows; y again from the
+	 * unperturbed x (check_grad's last forward ran on a nudged one). */
+	act_loss(&c);
+	float *inplace = falloc(count);
+	memcpy(inplace, c.g, sizeof(float) * count);
+	sd_act_backward(inplace, inplace, c.x, c.y, count, kind, a, b);
+	check_same(name, "in-place backward", dx, inplace, count);
+	free(inplace);
+	free(c.x), free(c.y), free(c.g), free(dx);
+}
+
 /* --------------------------------------------------------------- pooling */
 
 struct pool_ctx {
-	int n, c, h, w, k, s, oh, ow, max;
+	int n, c, h, w, k, s, oh, ow, max, pad;
 	float *x, *y, *g;
 	int32_t *argmax;
 };
@@ -523,20 +581,26 @@ struct pool_ctx {
 static double pool_loss(void *p)
 {
 	struct pool_ctx *c = p;
-	if (c->max)
+	if (c->max && c->pad)
+		sd_maxpool_pad_forward(c->y, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s,
+		                       c->pad);
+	else if (c->max)
 		sd_maxpool_forward(c->y, c->argmax, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
 	else
 		sd_avgpool_forward(c->y, c->x, c->n, c->c, c->h, c->w, c->k, c->s);
 	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->oh * c->ow);
 }
 
-static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
+/* max: 1 for max pooling (pad: its padding), 0 for average pooling. */
+static void test_pool_pad(int max, int n, int ch, int h, int w, int k, int s, int pad)
 {
 	char name[96];
-	snprintf(name, sizeof(name), "%s n%d c%d %dx%d k%d s%d", max ? "maxpool" : "avgpool",
-	         n, ch, h, w, k, s);
-	struct pool_ctx c = { n, ch, h, w, k, s, (h - k) / s + 1, (w - k) / s + 1, max,
-		              NULL, NULL, NULL, NULL };
+	snprintf(name, sizeof(name), "%s n%d c%d %dx%d k%d s%d%s", max ? "maxpool" : "avgpool",
+	         n, ch, h, w, k, s, pad ? " pad" : "");
+	if (pad)
+		snprintf(name + strlen(name), sizeof(name) - strlen(name), "%d", pad);
+	struct pool_ctx c = { n, ch, h, w, k, s, (h + 2 * pad - k) / s + 1,
+		              (w + 2 * pad - k) / s + 1, max, pad, NULL, NULL, NULL, NULL };
 	const size_t nx = (size_t)n * ch * h * w, ny = (size_t)n * ch * c.oh * c.ow;
 	c.x = falloc(nx);
 	c.y = falloc(ny);
@@ -562,13 +626,20 @@ static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
 	float *dx = falloc(nx);
 	fill_nan(dx, nx);
 	pool_loss(&c);
-	if (max)
+	if (max && pad)
+		sd_maxpool_pad_backward(dx, c.g, c.argmax, n, ch, h, w, k, s, pad);
+	else if (max)
 		sd_maxpool_backward(dx, c.g, c.argmax, n, ch, h, w, k, s);
 	else
 		sd_avgpool_backward(dx, c.g, n, ch, h, w, k, s);
 	struct case_ops ops = { pool_loss, &c };
 	check_grad(name, "x", c.x, nx, dx, &ops, EPS_GRID);
 	free(c.x), free(c.y), free(c.g), free(c.argmax), free(dx);
+}
+
+static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
+{
+	test_pool_pad(max, n, ch, h, w, k, s, 0);
 }
 
 /* -------------------------------------------------------- softmax + xent */
@@ -671,11 +742,17 @@ int main(int argc, char **argv)
 	}
 
 	test_relu(1000);
+	test_act(SD_ACT_LEAKY_RELU, "leaky relu 0.125", 0.125f, 0, 1000);
+	test_act(SD_ACT_SIGMOID, "sigmoid", 0, 0, 1000);
+	test_act(SD_ACT_TANH, "tanh", 0, 0, 1000);
+	test_act(SD_ACT_CLIP, "clip [0, 1.5]", 0.0f, 1.5f, 1000);
 
 	test_pool(1, 2, 3, 6, 6, 2, 2);
 	test_pool(1, 2, 3, 7, 7, 2, 2);   /* odd plane: last row/column unused */
 	test_pool(1, 2, 2, 7, 7, 3, 2);   /* overlapping windows */
 	test_pool(1, 1, 2, 5, 6, 2, 1);
+	test_pool_pad(1, 2, 3, 8, 8, 3, 2, 1);   /* ResNet-18's stem pooling */
+	test_pool_pad(1, 1, 2, 5, 7, 2, 1, 1);
 	test_pool(0, 2, 3, 6, 6, 2, 2);
 	test_pool(0, 2, 2, 7, 7, 3, 1);   /* overlapping windows */
 	test_pool(0, 2, 3, 5, 5, 2, 2);

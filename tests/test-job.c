@@ -12,10 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/proto/protocol.h"
 #include "tests/check.h"
+#include "tests/tmpdir.h"
 
 static void test_defaults(void)
 {
@@ -250,6 +252,38 @@ static void test_full(void)
 	j.ncluster = 0;
 	check_round_trip(&j, "no cluster");
 
+	/* "model" as an ONNX file's path, as given, long as the field allows. */
+	{
+		struct sd_job o;
+		const char otext[] = "{\"model\": \"models/my net.onnx\"}";
+		CHECK_INT(sd_job_parse(&o, otext, sizeof otext - 1, "job.json", &why), 0);
+		CHECK_STR(o.train.model, "models/my net.onnx");
+		check_round_trip(&o, "onnx model");
+		memset(o.train.model, 'a', sizeof o.train.model - 1);
+		memcpy(o.train.model + sizeof o.train.model - 6, ".onnx", 6);
+		check_round_trip(&o, "onnx model, longest path");
+		CHECK_INT(sd_job_parse(&o, "{\"model\": \"net.onnx.bak\"}", 26, "job.json", &why), -1);
+		free(why);
+		why = NULL;
+		/* From a file: relative to the file's directory, made absolute. */
+		char dir[256], sub[300], path[400], want[700];
+		make_tmpdir(dir, sizeof dir, "test-job-onnx.XXXXXX");
+		snprintf(sub, sizeof sub, "%s/jobs", dir);
+		CHECK(mkdir(sub, 0700) == 0);
+		snprintf(path, sizeof path, "%s/job.json", sub);
+		write_raw(path, otext, sizeof otext - 1);
+		char *real = realpath(sub, NULL);
+		snprintf(want, sizeof want, "%s/models/my net.onnx", real ? real : "?");
+		free(real);
+		CHECK_INT(sd_job_load(&o, path, &why), 0);
+		CHECK_STR(o.train.model, want);
+		const char abs[] = "{\"model\": \"/srv/m.onnx\"}";
+		write_raw(path, abs, sizeof abs - 1);
+		CHECK_INT(sd_job_load(&o, path, &why), 0);
+		CHECK_STR(o.train.model, "/srv/m.onnx");
+		rm_tree(dir);
+	}
+
 	/* With a decimal comma in LC_NUMERIC (a curses UI calls setlocale).
 	 * CI installs the locales (Debian package locales-all); where they
 	 * are missing this part is reported as a SKIP, not passed silently. */
@@ -372,7 +406,8 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"epochs\": 100001}", "job.json: epochs: expected an integer from 1 to 100000, got 100001" },
 	{ "{\"epochs\": null}", "job.json: epochs: expected a positive integer, got null" },
 	{ "{\"model\": \"vgg\"}",
-	  "job.json: model: unknown model 'vgg' (known: mlp, cnn, resnet20, resnet32)" },
+	  "job.json: model: unknown model 'vgg' (known: mlp, cnn, resnet20, resnet32, or an ONNX "
+	  "file's path ending in .onnx)" },
 	{ "{\"model\": 3}", "job.json: model: expected a string, got 3" },
 	{ "{\"dataset\": \"imagenet\"}",
 	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic, npy)" },

@@ -210,6 +210,9 @@ static int forward(struct sd_dev_model *d, struct plan *p, char **why)
 			                           in->w, b->c, nd->s));
 			break;
 		}
+		default:
+			/* Refused when the plan was made (plan_accumulation). */
+			break;
 		}
 	}
 	return 0;
@@ -267,6 +270,9 @@ static int backward(struct sd_dev_model *d, struct plan *p, char **why)
 			                            in->w, b->c, nd->s, d->acc_in2[i] > 0));
 			break;
 		}
+		default:
+			/* Refused when the plan was made (plan_accumulation). */
+			break;
 		}
 	}
 	return 0;
@@ -609,6 +615,28 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 	set[m->nacts - 1] = 1;   /* the logits' gradient comes from the loss */
 	for (int i = m->nnodes - 1; i >= 0; i--) {
 		const struct node *nd = &m->nodes[i];
+		/* What the ONNX loader can build and the device code cannot run
+		 * yet: a linear without bias, a padded max-pool, a batch-norm
+		 * with other constants than dnn.c's (PyTorch's defaults, the
+		 * built-in models'), and the ops of the default case below.  The
+		 * trainer then stays on the CPU and says why. */
+		if (nd->op == OP_LINEAR && nd->b_off == SD_NO_TENSOR) {
+			free(set);
+			return sd_why(why, "CUDA backend: model %s: linear node %s has no bias, "
+			              "which the device code does not implement", m->name, nd->name);
+		}
+		if (nd->op == OP_MAXPOOL && nd->pad) {
+			free(set);
+			return sd_why(why, "CUDA backend: model %s: max-pool node %s is padded, which "
+			              "the device code does not implement", m->name, nd->name);
+		}
+		if (nd->op == OP_BN && (nd->bn_momentum != SD_BN_MOMENTUM || nd->bn_eps != SD_BN_EPS)) {
+			free(set);
+			return sd_why(why, "CUDA backend: model %s: batch-norm node %s has momentum %g "
+			              "and epsilon %g; the device code implements only %g and %g",
+			              m->name, nd->name, (double)nd->bn_momentum, (double)nd->bn_eps,
+			              (double)SD_BN_MOMENTUM, (double)SD_BN_EPS);
+		}
 		switch (nd->op) {
 		case OP_CONV:
 		case OP_LINEAR:

@@ -85,7 +85,10 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	vm->c = c;
 	const struct sd_job *j = sd_controller_job(c);
 	struct sd_view *v = &vm->v;
-	snprintf(v->job, sizeof v->job, "%s on %s, global batch %d", j->train.model,
+	/* An ONNX model is a path: its file name is what the cockpit shows. */
+	const char *model = strrchr(j->train.model, '/');
+	model = model ? model + 1 : j->train.model;
+	snprintf(v->job, sizeof v->job, "%.40s on %s, global batch %d", model,
 	         j->train.dataset, j->train.global_batch);
 	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
 	const struct sd_catalog *cat = sd_fleet_catalog(sd_controller_fleet(c));

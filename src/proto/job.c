@@ -22,6 +22,7 @@
 
 #include "engine/errors.h"
 #include "engine/model.h"
+#include "engine/onnx.h"
 #include "engine/optim.h"
 
 /* Integers travel as JSON numbers, which cJSON holds as doubles: above 2^53
@@ -490,6 +491,15 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			snprintf(base, k->size, "%s", s);
 			return 0;
 		}
+		/* "model" also takes an ONNX file's path (engine/onnx.h), kept
+		 * as given here; sd_job_load resolves a relative one. */
+		if (k->names == sd_model_names && sd_onnx_is_path(s)) {
+			if (strlen(s) >= k->size)
+				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
+				              k->size - 1);
+			snprintf(base, k->size, "%s", s);
+			return 0;
+		}
 		for (int i = 0; k->names[i]; i++) {
 			if (strcmp(s, k->names[i]) != 0)
 				continue;
@@ -504,8 +514,10 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			return 0;
 		}
 		sd_key_show(s, shown, sizeof shown);
-		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s)", file, name, k->what,
-		              shown, sd_join_names(k->names, list, sizeof list));
+		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s%s)", file, name, k->what,
+		              shown, sd_join_names(k->names, list, sizeof list),
+		              k->names == sd_model_names ? ", or an ONNX file's path ending in .onnx"
+		              : "");
 	}
 	case K_INT:
 	case K_LONG:
@@ -811,6 +823,33 @@ int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *fil
 	return rc;
 }
 
+/* A relative ONNX model path in the job file at path is relative to the
+ * file's directory: made absolute here, where the file is known, so that
+ * the job the controller writes into its run directory and sends to its
+ * workers names the file wherever they start.  (A job that arrives over
+ * the wire carries the path as the controller resolved it.) */
+static int sd_job_model_path(struct sd_job *j, const char *path, char **why)
+{
+	char *model = j->train.model;
+	if (!sd_onnx_is_path(model) || model[0] == '/')
+		return 0;
+	const char *slash = strrchr(path, '/');
+	char dir[SD_PATH_MAX];
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+	char *abs = realpath(dir, NULL);
+	char joined[SD_PATH_MAX];
+	int w = snprintf(joined, sizeof joined, "%s/%s", abs ? abs : dir, model);
+	free(abs);
+	if (w < 0 || (size_t)w >= sizeof j->train.model)
+		return sd_why(why, "%s: model: %s relative to the job file's directory is longer "
+		              "than %zu bytes", path, model, sizeof j->train.model - 1);
+	memcpy(model, joined, (size_t)w + 1);
+	return 0;
+}
+
 int sd_job_load(struct sd_job *j, const char *path, char **why)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -842,6 +881,8 @@ int sd_job_load(struct sd_job *j, const char *path, char **why)
 	close(fd);
 	int rc = sd_job_parse(j, buf, n, path, why);
 	free(buf);
+	if (rc == 0)
+		rc = sd_job_model_path(j, path, why);
 	return rc;
 }
 

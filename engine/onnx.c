@@ -1,0 +1,1667 @@
+/* engine/onnx.c - ONNX files lowered onto the engine's node list (onnx.h).
+ *
+ * The file is decoded by the protobuf-c code protoc-c generates from
+ * Debian's onnx.proto; this file then walks the graph once, in node order
+ * (ONNX requires topological order), keeping for every named value either
+ * an activation of the model being built or a constant (an initializer, a
+ * Constant node, or a folded shape computation).  Every node is checked
+ * before anything is built from it, so a file the loader accepts is one the
+ * executor can run. */
+#include "engine/onnx.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "engine/errors.h"
+#include "engine/layers.h"
+#include "engine/model-graph.h"
+#include "engine/model.h"
+#include "onnx/onnx.pb-c.h"
+
+/* The default-domain opsets accepted: what torch.onnx.export writes for
+ * opset_version 13 to 17 (Debian 12's torch 1.13 goes up to 17). */
+#define OPSET_MIN 13
+#define OPSET_MAX 17
+
+/* A value of a shape computation that stands for the batch size: Shape of
+ * an activation gives it as dimension 0, and Reshape takes it back. */
+#define BATCH_DIM (INT64_MIN + 7)
+
+/* Largest per-sample activation (floats) and input dimension accepted. */
+#define MAX_ACT_FLOATS ((size_t)1 << 26)
+/* ... and all activations of a model together (4 GiB at batch 1 with
+ * their gradients). */
+#define MAX_MODEL_ACT_FLOATS ((size_t)1 << 29)
+#define MAX_DIM 65536
+
+struct lower;
+typedef int (*lower_fn)(struct lower *L, const Onnx__NodeProto *nd);
+
+static int lower_conv(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_bn(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_relu(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_act(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_pool(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_gap(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_flatten(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_reshape(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_gemm(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_matmul(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_add(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_identity(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_constant(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_shape(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_gather(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_unsqueeze(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_concat(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_cast(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_softmax(struct lower *L, const Onnx__NodeProto *nd);
+static int op_index(const char *op);
+
+/* THE supported-op table: the loader dispatches on it, the errors list it,
+ * and spotdeck-job(5) prints it. */
+static const struct {
+	struct sd_onnx_op pub;
+	lower_fn fn;
+} ops[] = {
+	{ { "Conv", "convolution: square kernel, equal strides and pads, group 1, dilation 1" },
+	  lower_conv },
+	{ { "BatchNormalization", "batch-norm with the node's momentum and epsilon" }, lower_bn },
+	{ { "Relu", "ReLU (in place)" }, lower_relu },
+	{ { "LeakyRelu", "leaky ReLU with the node's alpha" }, lower_act },
+	{ { "Sigmoid", "sigmoid" }, lower_act },
+	{ { "Tanh", "tanh" }, lower_act },
+	{ { "Clip", "clip to constant bounds (ReLU6 exports as Clip 0, 6)" }, lower_act },
+	{ { "MaxPool", "max pooling, square window, equal pads less than the window" },
+	  lower_pool },
+	{ { "AveragePool", "average pooling, square window, no padding" }, lower_pool },
+	{ { "GlobalAveragePool", "global average pooling of a square map" }, lower_gap },
+	{ { "Flatten", "axis 1: nothing (same buffer)" }, lower_flatten },
+	{ { "Reshape", "to (N, -1) or the same shape: nothing; shape folded at load" },
+	  lower_reshape },
+	{ { "Gemm", "linear (alpha = beta = 1, transA = 0)" }, lower_gemm },
+	{ { "MatMul", "linear by a constant weight, with the bias of a following Add" },
+	  lower_matmul },
+	{ { "Add", "residual add of two same-shape activations, or MatMul's bias" }, lower_add },
+	{ { "Identity", "nothing" }, lower_identity },
+	{ { "Dropout", "nothing (dropout is not applied while training yet)" }, lower_identity },
+	{ { "Constant", "a constant, folded at load" }, lower_constant },
+	{ { "Shape", "folded at load" }, lower_shape },
+	{ { "Gather", "of constants, folded at load" }, lower_gather },
+	{ { "Unsqueeze", "of constants, folded at load" }, lower_unsqueeze },
+	{ { "Concat", "of activations along the channels, or of constants (folded at load)" },
+	  lower_concat },
+	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
+	{ { "Softmax", "as the last node only: dropped (the loss is softmax cross-entropy)" },
+	  lower_softmax },
+	{ { "LogSoftmax", "as the last node only: dropped (the loss is softmax cross-entropy)" },
+	  lower_softmax },
+};
+#define NOPS ((int)(sizeof ops / sizeof ops[0]))
+_Static_assert(NOPS <= SD_ONNX_OPS_MAX, "SD_ONNX_OPS_MAX too small");
+
+const struct sd_onnx_op *sd_onnx_ops(int *count)
+{
+	static struct sd_onnx_op pub[NOPS];
+	for (int i = 0; i < NOPS; i++)
+		pub[i] = ops[i].pub;
+	*count = NOPS;
+	return pub;
+}
+
+void sd_onnx_op_list(char *buf, size_t len)
+{
+	size_t used = 0;
+	if (len)
+		buf[0] = 0;
+	for (int i = 0; i < NOPS && used + 1 < len; i++) {
+		int w = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", ops[i].pub.op);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+int sd_onnx_is_path(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 5 && !strcmp(name + n - 5, ".onnx");
+}
+
+int sd_onnx_read_file(const char *path, uint8_t **bytes, size_t *len, char **why)
+{
+	*bytes = NULL;
+	*len = 0;
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return sd_why(why, "%s: %s", path, strerror(errno));
+	struct stat st;
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		fclose(f);
+		return sd_why(why, "%s: not a regular file", path);
+	}
+	if ((uint64_t)st.st_size > SD_ONNX_MAX_BYTES) {
+		fclose(f);
+		return sd_why(why, "%s: %lld bytes, more than the %zu an ONNX model may have here",
+		              path, (long long)st.st_size, SD_ONNX_MAX_BYTES);
+	}
+	if (st.st_size == 0) {
+		fclose(f);
+		return sd_why(why, "%s: empty file, not an ONNX model", path);
+	}
+	size_t n = (size_t)st.st_size;
+	uint8_t *b = sd_malloc(n);
+	size_t got = fread(b, 1, n, f);
+	int err = ferror(f);
+	fclose(f);
+	if (got != n || err) {
+		free(b);
+		return sd_why(why, "%s: read %zu of %zu bytes", path, got, n);
+	}
+	*bytes = b;
+	*len = n;
+	return 0;
+}
+
+/* ------------------------------------------------------------ values */
+
+enum vkind { V_ACT, V_CONST };
+
+struct val {
+	const char *name;       /* points into the decoded file */
+	enum vkind kind;
+	int act, rank;          /* V_ACT: activation, rank 4 (N,C,H,W) or 2 (N,F) */
+	int linear_node;        /* V_ACT made by MatMul: its engine node, else -1 */
+	int dtype;              /* V_CONST: ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT or INT64 */
+	int ndim;
+	int64_t dims[8];
+	size_t count;
+	float *f;               /* owned; count floats */
+	int64_t *i;             /* owned; count int64s */
+	const char *init;       /* initializer it came from, for tensor names */
+	int consumers;          /* node inputs and graph outputs reading it */
+};
+
+/* A parameter or buffer copy to make once the model's buffers exist. */
+struct copy {
+	int to_buffers;
+	size_t off;
+	const float *src;       /* into a value's f */
+	size_t count;
+	int rows, cols;         /* > 0: src is (rows, cols) and goes in transposed */
+};
+
+struct lower {
+	const char *file;
+	const Onnx__GraphProto *g;
+	struct sd_model *m;
+	struct val *vals;
+	int nvals, cap_vals;
+	struct copy *copies;
+	int ncopies, cap_copies;
+	int64_t decl_batch;     /* the input's dimension 0 when a number, else -1 */
+	int node_idx;
+	const Onnx__NodeProto *node;
+	int *skip;              /* per ONNX node: folded into an earlier one */
+	int op_count[SD_ONNX_OPS_MAX];
+	int softmax_out;        /* value a final Softmax made, else -1 */
+	size_t act_floats;      /* per sample, over the activations made so far */
+	char **why;
+};
+
+/* The error line: the file, the node, the message; names from the file
+ * may hold anything, so control characters become '?' (one line). */
+static int failv(struct lower *L, const char *fmt, va_list ap)
+{
+	char msg[512], line[1024];
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	if (L->node) {
+		const char *nm = L->node->name && *L->node->name ? L->node->name : NULL;
+		if (nm)
+			snprintf(line, sizeof line, "%s: node %.100s (%.60s): %s", L->file, nm,
+			         L->node->op_type, msg);
+		else
+			snprintf(line, sizeof line, "%s: node #%d (%.60s): %s", L->file, L->node_idx,
+			         L->node->op_type, msg);
+	} else {
+		snprintf(line, sizeof line, "%s: %s", L->file, msg);
+	}
+	for (char *c = line; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = '?';
+	return sd_why(L->why, "%s", line);
+}
+
+static int fail(struct lower *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct lower *L, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = failv(L, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+static int find_val(const struct lower *L, const char *name)
+{
+	for (int i = L->nvals - 1; i >= 0; i--)
+		if (!strcmp(L->vals[i].name, name))
+			return i;
+	return -1;
+}
+
+static struct val *new_val(struct lower *L, const char *name)
+{
+	if (L->nvals == L->cap_vals) {
+		L->cap_vals = L->cap_vals ? 2 * L->cap_vals : 64;
+		L->vals = realloc(L->vals, (size_t)L->cap_vals * sizeof *L->vals);
+		if (!L->vals)
+			sd_oom();
+	}
+	struct val *v = &L->vals[L->nvals++];
+	memset(v, 0, sizeof *v);
+	v->name = name;
+	v->linear_node = -1;
+	return v;
+}
+
+static void add_copy(struct lower *L, int to_buffers, size_t off, const struct val *v, int rows,
+                     int cols)
+{
+	if (L->ncopies == L->cap_copies) {
+		L->cap_copies = L->cap_copies ? 2 * L->cap_copies : 32;
+		L->copies = realloc(L->copies, (size_t)L->cap_copies * sizeof *L->copies);
+		if (!L->copies)
+			sd_oom();
+	}
+	L->copies[L->ncopies++] = (struct copy){ to_buffers, off, v->f, v->count, rows, cols };
+}
+
+static const char *dtype_name(int t)
+{
+	static const char *const names[] = {
+		"undefined", "float32", "uint8", "int8", "uint16", "int16", "int32", "int64",
+		"string", "bool", "float16", "float64", "uint32", "uint64", "complex64",
+		"complex128", "bfloat16",
+	};
+	return t >= 0 && t < (int)(sizeof names / sizeof names[0]) ? names[t] : "unknown";
+}
+
+/* A constant from a TensorProto (an initializer or a Constant's value):
+ * dims bounded before any data is touched, data length checked. */
+static int tensor_val(struct lower *L, const Onnx__TensorProto *t, const char *name,
+                      const char *what)
+{
+	if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
+		return fail(L, "%s %s: data stored outside the file (external data), which is not "
+		            "supported", what, name);
+	int dt = t->has_data_type ? t->data_type : 0;
+	const int is_bool = dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
+	/* Bools are flags (Dropout's training_mode), kept as int64 0 / 1. */
+	if (dt != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && dt != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+	    !is_bool)
+		return fail(L, "%s %s: data type %s; the engine trains float32 only (int64 and bool "
+		            "only for shapes and flags)", what, name, dtype_name(dt));
+	if (t->n_dims > 8)
+		return fail(L, "%s %s: %zu dimensions, at most 8 supported", what, name, t->n_dims);
+	int64_t count = 1;
+	for (size_t d = 0; d < t->n_dims; d++) {
+		if (t->dims[d] < 0 || t->dims[d] > SD_ONNX_MAX_ELEMS)
+			return fail(L, "%s %s: dimension %zu is %lld", what, name, d,
+			            (long long)t->dims[d]);
+		count *= t->dims[d];
+		if (count > SD_ONNX_MAX_ELEMS)
+			return fail(L, "%s %s: its dimensions claim more than %lld elements", what,
+			            name, (long long)SD_ONNX_MAX_ELEMS);
+	}
+	size_t esz = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? 4 : is_bool ? 1 : 8;
+	size_t have;
+	if (t->has_raw_data)
+		have = t->raw_data.len / esz;
+	else
+		have = dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? t->n_float_data
+		       : is_bool ? t->n_int32_data : t->n_int64_data;
+	if ((t->has_raw_data && t->raw_data.len != (size_t)count * esz) ||
+	    (!t->has_raw_data && have != (size_t)count))
+		return fail(L, "%s %s: %lld elements by its dimensions, but %s holds %zu bytes",
+		            what, name, (long long)count, t->has_raw_data ? "raw_data" : "its data",
+		            t->has_raw_data ? t->raw_data.len : have * esz);
+	struct val *v = new_val(L, name);
+	v->kind = V_CONST;
+	v->dtype = is_bool ? ONNX__TENSOR_PROTO__DATA_TYPE__INT64 : dt;
+	v->ndim = (int)t->n_dims;
+	for (size_t d = 0; d < t->n_dims; d++)
+		v->dims[d] = t->dims[d];
+	v->count = (size_t)count;
+	const void *src = t->has_raw_data ? (const void *)t->raw_data.data
+	                  : dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? (const void *)t->float_data
+	                  : (const void *)t->int64_data;
+	/* raw_data is little-endian, as the machines spotdeck runs on. */
+	if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+		v->f = sd_malloc((v->count ? v->count : 1) * sizeof(float));
+		if (v->count)
+			memcpy(v->f, src, v->count * sizeof(float));
+	} else if (is_bool) {
+		v->i = sd_malloc((v->count ? v->count : 1) * sizeof(int64_t));
+		for (size_t k = 0; k < v->count; k++)
+			v->i[k] = t->has_raw_data ? t->raw_data.data[k] != 0 : t->int32_data[k] != 0;
+	} else {
+		v->i = sd_malloc((v->count ? v->count : 1) * sizeof(int64_t));
+		if (v->count)
+			memcpy(v->i, src, v->count * sizeof(int64_t));
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------- node access */
+
+static const Onnx__AttributeProto *attr(const Onnx__NodeProto *nd, const char *name)
+{
+	for (size_t i = 0; i < nd->n_attribute; i++)
+		if (nd->attribute[i]->name && !strcmp(nd->attribute[i]->name, name))
+			return nd->attribute[i];
+	return NULL;
+}
+
+static int attr_int(struct lower *L, const Onnx__NodeProto *nd, const char *name, int64_t def,
+                    int64_t *out)
+{
+	const Onnx__AttributeProto *a = attr(nd, name);
+	*out = def;
+	if (!a)
+		return 0;
+	if (!a->has_i)
+		return fail(L, "attribute %s is not an integer", name);
+	*out = a->i;
+	return 0;
+}
+
+static int attr_float(struct lower *L, const Onnx__NodeProto *nd, const char *name, float def,
+                      float *out)
+{
+	const Onnx__AttributeProto *a = attr(nd, name);
+	*out = def;
+	if (!a)
+		return 0;
+	if (!a->has_f)
+		return fail(L, "attribute %s is not a float", name);
+	*out = a->f;
+	return 0;
+}
+
+/* ints attribute name: its n values all equal to each other (when
+ * all_equal), copied to *v (the first); absent: def.  n 0: any length. */
+static int attr_ints_same(struct lower *L, const Onnx__NodeProto *nd, const char *name,
+                          size_t n, int64_t def, int64_t *v)
+{
+	const Onnx__AttributeProto *a = attr(nd, name);
+	*v = def;
+	if (!a)
+		return 0;
+	if (!a->n_ints || (n && a->n_ints != n))
+		return fail(L, "attribute %s has %zu values, expected %zu", name, a->n_ints, n);
+	for (size_t i = 1; i < a->n_ints; i++)
+		if (a->ints[i] != a->ints[0])
+			return fail(L, "attribute %s has different values per axis (%lld, %lld); the "
+			            "engine implements only equal ones", name, (long long)a->ints[0],
+			            (long long)a->ints[i]);
+	*v = a->ints[0];
+	return 0;
+}
+
+static int refuse_auto_pad(struct lower *L, const Onnx__NodeProto *nd)
+{
+	const Onnx__AttributeProto *a = attr(nd, "auto_pad");
+	if (a && a->has_s && a->s.len && !(a->s.len == 6 && !memcmp(a->s.data, "NOTSET", 6)))
+		return fail(L, "attribute auto_pad is %.*s; only explicit pads are supported",
+		            (int)(a->s.len > 32 ? 32 : a->s.len), (const char *)a->s.data);
+	return 0;
+}
+
+/* Input i of the node (absent when missing or ""), or -1 after an error. */
+static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optional)
+{
+	if (i >= nd->n_input || !*nd->input[i]) {
+		if (optional)
+			return -2;
+		return fail(L, "input %zu is missing", i), -1;
+	}
+	int v = find_val(L, nd->input[i]);
+	if (v >= 0)
+		return v;
+	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)
+		for (size_t o = 0; o < L->g->node[k]->n_output; o++)
+			if (!strcmp(L->g->node[k]->output[o], nd->input[i]))
+				return fail(L, "input %s is produced by node %s, which comes %s: a cycle, "
+				            "or nodes out of topological order", nd->input[i],
+				            L->g->node[k]->name, k == (size_t)L->node_idx ? "itself"
+				            : "later"), -1;
+	return fail(L, "input %s is produced by no node and is no initializer (a dangling "
+	            "input)", nd->input[i]), -1;
+}
+
+static int act_input(struct lower *L, const Onnx__NodeProto *nd, size_t i)
+{
+	int v = input(L, nd, i, 0);
+	if (v >= 0 && L->vals[v].kind != V_ACT)
+		return fail(L, "input %s is a constant; the engine computes this op on "
+		            "activations only", nd->input[i]), -1;
+	return v;
+}
+
+static int const_input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int dtype,
+                       int optional)
+{
+	int v = input(L, nd, i, optional);
+	if (v < 0)
+		return v;
+	if (L->vals[v].kind != V_CONST)
+		return fail(L, "input %s is computed from the data; the engine needs a constant "
+		            "(an initializer) here", nd->input[i]), -1;
+	if (L->vals[v].dtype != dtype)
+		return fail(L, "input %s is %s, expected %s", nd->input[i],
+		            dtype_name(L->vals[v].dtype), dtype_name(dtype)), -1;
+	return v;
+}
+
+/* The node's output 0 as a new value; outputs beyond `used` must be
+ * unread (the extra outputs of BatchNormalization, Dropout, MaxPool). */
+static struct val *output(struct lower *L, const Onnx__NodeProto *nd, size_t used)
+{
+	if (nd->n_output < 1 || !*nd->output[0])
+		return fail(L, "no output"), NULL;
+	for (size_t o = used; o < nd->n_output; o++) {
+		if (!*nd->output[o])
+			continue;
+		for (size_t k = 0; k < L->g->n_node; k++)
+			for (size_t j = 0; j < L->g->node[k]->n_input; j++)
+				if (!strcmp(L->g->node[k]->input[j], nd->output[o]))
+					return fail(L, "output %zu (%s) is read by node %s; the engine computes "
+					            "only output 0", o, nd->output[o],
+					            L->g->node[k]->name), NULL;
+		for (size_t k = 0; k < L->g->n_output; k++)
+			if (!strcmp(L->g->output[k]->name, nd->output[o]))
+				return fail(L, "output %zu (%s) is a graph output", o, nd->output[o]), NULL;
+	}
+	if (find_val(L, nd->output[0]) >= 0)
+		return fail(L, "output %s is produced twice", nd->output[0]), NULL;
+	return new_val(L, nd->output[0]);
+}
+
+static const char *engine_name(struct lower *L, const Onnx__NodeProto *nd, char *buf, size_t len)
+{
+	const char *nm = nd->name && *nd->name ? nd->name : NULL;
+	/* torch names nodes "/layer1/conv/Conv": drop the leading slash. */
+	if (nm && nm[0] == '/' && nm[1])
+		nm++;
+	if (nm)
+		snprintf(buf, len, "%s", nm);
+	else
+		snprintf(buf, len, "%s_%d", nd->op_type, L->node_idx);
+	return buf;
+}
+
+/* Names a parameter tensor after the initializer it came from. */
+static void name_tensor(struct lower *L, const struct val *v)
+{
+	struct sd_model *m = L->m;
+	if (v->init && m->ntensors)
+		snprintf(m->tensors[m->ntensors - 1].name, sizeof m->tensors[0].name, "%s", v->init);
+}
+
+static int new_act(struct lower *L, int c, int h, int w)
+{
+	size_t f = (size_t)c * h * w;
+	if (c <= 0 || h <= 0 || w <= 0 || f > MAX_ACT_FLOATS)
+		return fail(L, "output of %dx%dx%d per sample is empty or too large", c, h, w), -1;
+	L->act_floats += f;
+	if (L->act_floats > MAX_MODEL_ACT_FLOATS)
+		return fail(L, "the activations so far need more than %zu floats per sample",
+		            MAX_MODEL_ACT_FLOATS), -1;
+	return sd_graph_act(L->m, c, h, w);
+}
+
+/* ------------------------------------------------------------ lowering */
+
+static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0), w = -1, b = -2;
+	if (x < 0 || (w = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0 ||
+	    (b = const_input(L, nd, 2, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1)) == -1)
+		return -1;
+	const struct val *X = &L->vals[x], *W = &L->vals[w];
+	const struct act a = L->m->acts[X->act];
+	if (X->rank != 4)
+		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
+	int64_t group, dil, stride, pad;
+	if (attr_int(L, nd, "group", 1, &group) < 0 ||
+	    attr_ints_same(L, nd, "dilations", 2, 1, &dil) < 0 ||
+	    attr_ints_same(L, nd, "strides", 2, 1, &stride) < 0 ||
+	    attr_ints_same(L, nd, "pads", 4, 0, &pad) < 0 || refuse_auto_pad(L, nd) < 0)
+		return -1;
+	if (group != 1)
+		return fail(L, "group %lld: grouped (and depthwise) convolutions are not supported by "
+		            "the engine's convolution", (long long)group);
+	if (dil != 1)
+		return fail(L, "dilation %lld: dilated convolutions are not supported by the engine's "
+		            "convolution", (long long)dil);
+	if (W->ndim != 4 || W->dims[1] != a.c || W->dims[2] != W->dims[3])
+		return fail(L, "weight %s is not (K, %d, R, R) for a %d-channel input", W->name, a.c,
+		            a.c);
+	int64_t ks;
+	if (attr_ints_same(L, nd, "kernel_shape", 2, W->dims[2], &ks) < 0)
+		return -1;
+	if (ks != W->dims[2])
+		return fail(L, "kernel_shape %lld does not match the weight's %lld", (long long)ks,
+		            (long long)W->dims[2]);
+	if (stride < 1 || stride > MAX_DIM || pad < 0 || pad > MAX_DIM || W->dims[0] > MAX_DIM ||
+	    W->dims[2] < 1 || W->dims[0] < 1)
+		return fail(L, "stride %lld, pad %lld, %lld filters: out of range", (long long)stride,
+		            (long long)pad, (long long)W->dims[0]);
+	int k = (int)W->dims[0], r = (int)W->dims[2];
+	if (b >= 0 && (L->vals[b].ndim != 1 || L->vals[b].dims[0] != k))
+		return fail(L, "bias %s is not (%d)", L->vals[b].name, k);
+	struct sd_conv2d_shape s;
+	if (sd_conv2d_shape_init(&s, 1, a.c, a.h, a.w, k, r, (int)stride, (int)pad) < 0)
+		return fail(L, "a %dx%d kernel does not fit the %dx%d input with pad %d", r, r, a.h,
+		            a.w, (int)pad);
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, k, s.oh, s.ow);
+	if (out < 0)
+		return -1;
+	Y = &L->vals[L->nvals - 1];
+	struct sd_model *m = L->m;
+	struct node *n = sd_graph_node(m, OP_CONV, L->vals[x].act, nm);
+	n->out = out;
+	n->conv = s;
+	n->w_off = sd_graph_tensor(m, nm, "weight", 4, k, a.c, r, r);
+	name_tensor(L, &L->vals[w]);
+	add_copy(L, 0, n->w_off, &L->vals[w], 0, 0);
+	if (b >= 0) {
+		n->b_off = sd_graph_tensor(m, nm, "bias", 1, k, 0, 0, 0);
+		name_tensor(L, &L->vals[b]);
+		add_copy(L, 0, n->b_off, &L->vals[b], 0, 0);
+	}
+	m->flops += (double)k * a.c * r * r * s.oh * s.ow;
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = 4;
+	return 0;
+}
+
+static int lower_bn(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	int p[4];
+	const struct act a = L->m->acts[L->vals[x].act];
+	for (int i = 0; i < 4; i++) {
+		if ((p[i] = const_input(L, nd, (size_t)i + 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+		                        0)) < 0)
+			return -1;
+		if (L->vals[p[i]].count != (size_t)a.c)
+			return fail(L, "%s has %zu values for %d channels", L->vals[p[i]].name,
+			            L->vals[p[i]].count, a.c);
+	}
+	if (L->vals[x].rank == 2 && (a.h != 1 || a.w != 1))
+		return fail(L, "batch-norm of a flattened activation is not supported");
+	if (a.c > SD_BN_CHANNELS_MAX)
+		return fail(L, "%d channels, at most %d supported", a.c, SD_BN_CHANNELS_MAX);
+	float eps, mom;
+	if (attr_float(L, nd, "epsilon", 1e-5f, &eps) < 0 ||
+	    attr_float(L, nd, "momentum", 0.9f, &mom) < 0)
+		return -1;
+	if (!(eps > 0 && eps < 1) || !(mom >= 0 && mom <= 1))
+		return fail(L, "epsilon %g or momentum %g out of range", (double)eps, (double)mom);
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	struct sd_model *m = L->m;
+	/* ONNX: running = momentum running + (1 - momentum) batch; the engine's
+	 * momentum weighs the batch (layers.h). */
+	int out = sd_graph_bn(m, L->vals[x].act, nm, 1.0f - mom, eps);
+	struct node *n = &m->nodes[m->nnodes - 1];
+	snprintf(m->tensors[m->ntensors - 2].name, sizeof m->tensors[0].name, "%s",
+	         L->vals[p[0]].init ? L->vals[p[0]].init : nm);
+	snprintf(m->tensors[m->ntensors - 1].name, sizeof m->tensors[0].name, "%s",
+	         L->vals[p[1]].init ? L->vals[p[1]].init : nm);
+	add_copy(L, 0, n->w_off, &L->vals[p[0]], 0, 0);
+	add_copy(L, 0, n->b_off, &L->vals[p[1]], 0, 0);
+	add_copy(L, 1, n->rm_off, &L->vals[p[2]], 0, 0);
+	add_copy(L, 1, n->rv_off, &L->vals[p[3]], 0, 0);
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
+}
+
+/* Readers of activation act still to come: the consumers of every value
+ * on it, less one per alias made of it (Identity, Flatten, ... each read
+ * one value on it to make another). */
+static int act_readers(const struct lower *L, int act)
+{
+	int readers = 0, vals = 0;
+	for (int i = 0; i < L->nvals; i++)
+		if (L->vals[i].kind == V_ACT && L->vals[i].act == act) {
+			readers += L->vals[i].consumers;
+			vals++;
+		}
+	return readers - (vals - 1);
+}
+
+static int lower_relu(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	int act = L->vals[x].act;
+	if (act_readers(L, act) != 1)
+		return fail(L, "its input %s is also read by another node; the engine's ReLU works "
+		            "in place", nd->input[0]);
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	struct node *n = sd_graph_node(L->m, OP_RELU, act, nm);
+	L->m->acts[act].consumers--;   /* in place, as model.c's relu() */
+	n->out = act;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = act;
+	Y->rank = L->vals[x].rank;
+	return 0;
+}
+
+/* A scalar float constant input (Clip's bounds), or def when absent. */
+static int scalar_input(struct lower *L, const Onnx__NodeProto *nd, size_t i, float def,
+                        float *out)
+{
+	int v = const_input(L, nd, i, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1);
+	*out = def;
+	if (v == -1)
+		return -1;
+	if (v >= 0) {
+		if (L->vals[v].count != 1)
+			return fail(L, "input %s is not a scalar", nd->input[i]);
+		*out = L->vals[v].f[0];
+	}
+	return 0;
+}
+
+static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	enum sd_act_kind kind;
+	float a = 0, b = 0;
+	if (!strcmp(nd->op_type, "LeakyRelu")) {
+		kind = SD_ACT_LEAKY_RELU;
+		if (attr_float(L, nd, "alpha", 0.01f, &a) < 0)
+			return -1;
+	} else if (!strcmp(nd->op_type, "Sigmoid")) {
+		kind = SD_ACT_SIGMOID;
+	} else if (!strcmp(nd->op_type, "Tanh")) {
+		kind = SD_ACT_TANH;
+	} else {
+		kind = SD_ACT_CLIP;
+		if (attr(nd, "min") || attr(nd, "max"))
+			return fail(L, "min and max as attributes (opset 6 to 10); opsets 13 to 17 "
+			            "give them as inputs");
+		if (scalar_input(L, nd, 1, -INFINITY, &a) < 0 ||
+		    scalar_input(L, nd, 2, INFINITY, &b) < 0)
+			return -1;
+		if (!(a <= b))
+			return fail(L, "bounds %g > %g", (double)a, (double)b);
+	}
+	if (!isfinite(a) && kind == SD_ACT_LEAKY_RELU)
+		return fail(L, "alpha %g", (double)a);
+	const struct act A = L->m->acts[L->vals[x].act];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_ACT, L->vals[x].act, nm);
+	n->out = out;
+	n->act = kind;
+	n->act_a = a;
+	n->act_b = b;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
+}
+
+static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	const int max = !strcmp(nd->op_type, "MaxPool");
+	const struct act a = L->m->acts[L->vals[x].act];
+	if (L->vals[x].rank != 4)
+		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
+	int64_t k, s, pad, dil, ceil, order;
+	if (attr_ints_same(L, nd, "kernel_shape", 2, 0, &k) < 0 ||
+	    attr_ints_same(L, nd, "strides", 2, 1, &s) < 0 ||
+	    attr_ints_same(L, nd, "pads", 4, 0, &pad) < 0 ||
+	    attr_ints_same(L, nd, "dilations", 2, 1, &dil) < 0 ||
+	    attr_int(L, nd, "ceil_mode", 0, &ceil) < 0 ||
+	    attr_int(L, nd, "storage_order", 0, &order) < 0 || refuse_auto_pad(L, nd) < 0)
+		return -1;
+	if (pad < 0 || (pad && (!max || pad >= k)))
+		return fail(L, "pads %lld: %s", (long long)pad, max ? "padding must be less than "
+		            "the window" : "average pooling with padding is not supported");
+	if (k < 1 || k > a.h + 2 * pad || k > a.w + 2 * pad || s < 1 || s > MAX_DIM)
+		return fail(L, "window %lld, stride %lld on a %dx%d input", (long long)k,
+		            (long long)s, a.h, a.w);
+	if (dil != 1 || order != 0)
+		return fail(L, "dilations or storage_order other than the defaults are not supported");
+	if (ceil && ((a.h + 2 * pad - k) % s || (a.w + 2 * pad - k) % s))
+		return fail(L, "ceil_mode 1 with a window that does not tile the input is not "
+		            "supported");
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int oh = (a.h + 2 * (int)pad - (int)k) / (int)s + 1;
+	int ow = (a.w + 2 * (int)pad - (int)k) / (int)s + 1;
+	int out = new_act(L, a.c, oh, ow);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, max ? OP_MAXPOOL : OP_AVGPOOL, L->vals[x].act, nm);
+	n->out = out;
+	n->k = (int)k;
+	n->s = (int)s;
+	n->pad = (int)pad;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = 4;
+	return 0;
+}
+
+static int lower_gap(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	const struct act a = L->m->acts[L->vals[x].act];
+	if (L->vals[x].rank != 4 || a.h != a.w)
+		return fail(L, "input %s is %dx%d; the engine pools square maps only", nd->input[0],
+		            a.h, a.w);
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, a.c, 1, 1);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_AVGPOOL, L->vals[x].act, nm);
+	n->out = out;
+	n->k = a.h;
+	n->s = 1;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = 4;
+	return 0;
+}
+
+/* Output 0 of nd names the same activation (or constant) as value x. */
+static int alias(struct lower *L, const Onnx__NodeProto *nd, int x, int rank)
+{
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	const struct val *X = &L->vals[x];
+	const char *name = Y->name;
+	*Y = *X;
+	Y->name = name;
+	Y->consumers = 0;
+	if (X->kind == V_CONST) {
+		/* Its own copy: a shared initializer becomes two parameters, as
+		 * it was in the model before export folded equal constants. */
+		size_t bytes = (X->count ? X->count : 1) * (X->f ? sizeof(float) : sizeof(int64_t));
+		if (X->f)
+			Y->f = memcpy(sd_malloc(bytes), X->f, bytes);
+		else
+			Y->i = memcpy(sd_malloc(bytes), X->i, bytes);
+	} else {
+		Y->rank = rank;
+		Y->linear_node = -1;
+	}
+	return 0;
+}
+
+static int lower_identity(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = input(L, nd, 0, 0);
+	if (x < 0)
+		return -1;
+	/* Dropout's ratio and training_mode inputs are read by nothing. */
+	return alias(L, nd, x, L->vals[x].rank);
+}
+
+static int lower_flatten(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	int64_t axis;
+	if (x < 0 || attr_int(L, nd, "axis", 1, &axis) < 0)
+		return -1;
+	if (axis != 1)
+		return fail(L, "axis %lld; only axis 1 (keep the batch) is supported", (long long)axis);
+	return alias(L, nd, x, 2);
+}
+
+static int lower_reshape(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0), sh = -1;
+	if (x < 0 || (sh = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0)) < 0)
+		return -1;
+	const struct act a = L->m->acts[L->vals[x].act];
+	const struct val *S = &L->vals[sh];
+	const int rank = L->vals[x].rank;
+	int64_t cur[4] = { BATCH_DIM, a.c, a.h, a.w };
+	if (rank == 2)
+		cur[1] = (int64_t)a.c * a.h * a.w;
+	if (S->ndim != 1 || (S->count != 2 && S->count != 4))
+		return fail(L, "target shape %s has %zu entries; the engine reshapes to (N, -1) or "
+		            "to the same shape only", S->name, S->count);
+	int64_t want[4];
+	int infer = -1;
+	int64_t known = 1;
+	for (size_t i = 0; i < S->count; i++) {
+		int64_t d = S->i[i];
+		if (i == 0 && (d == BATCH_DIM || (L->decl_batch > 0 && d == L->decl_batch) || d == 0))
+			d = BATCH_DIM;
+		else if (d == 0 && (int)i < rank)
+			d = cur[i];
+		else if (d == -1 && infer < 0)
+			infer = (int)i;
+		else if (d <= 0 || d == BATCH_DIM || d > ((int64_t)1 << 31))
+			return fail(L, "target shape entry %zu is %lld", i, (long long)S->i[i]);
+		want[i] = d;
+		if (i > 0 && (int)i != infer)
+			known *= d;
+	}
+	if (want[0] != BATCH_DIM)
+		return fail(L, "target shape does not keep the batch as dimension 0");
+	int64_t total = (int64_t)a.c * a.h * a.w;
+	if (infer > 0) {
+		if (known <= 0 || total % known)
+			return fail(L, "cannot infer -1: %lld values per sample", (long long)total);
+		want[infer] = total / known;
+	}
+	if (S->count == 2) {
+		if (want[1] != total)
+			return fail(L, "target (N, %lld) does not hold the %lld values per sample",
+			            (long long)want[1], (long long)total);
+		return alias(L, nd, x, 2);
+	}
+	if (rank != 4 || want[1] != a.c || want[2] != a.h || want[3] != a.w)
+		return fail(L, "reshape to (N, %lld, %lld, %lld) from (N, %d, %d, %d): the engine "
+		            "reshapes to (N, -1) or to the same shape only", (long long)want[1],
+		            (long long)want[2], (long long)want[3], a.c, a.h, a.w);
+	return alias(L, nd, x, 4);
+}
+
+/* A linear node reading value x with weight W as (out, in) (or (in, out)
+ * when transposed), bias value b (-2 when none). */
+static int make_linear(struct lower *L, const Onnx__NodeProto *nd, int x, int w, int transposed,
+                       int b)
+{
+	const struct act a = L->m->acts[L->vals[x].act];
+	const struct val *W = &L->vals[w];
+	if (L->vals[x].rank != 2 && (a.h != 1 || a.w != 1))
+		return fail(L, "input %s is 4-D; flatten it first", nd->input[0]);
+	if (W->ndim != 2)
+		return fail(L, "weight %s is not 2-D", W->name);
+	int64_t in = transposed ? W->dims[0] : W->dims[1], outf = transposed ? W->dims[1] : W->dims[0];
+	int64_t fan = (int64_t)a.c * a.h * a.w;
+	if (in != fan)
+		return fail(L, "weight %s takes %lld inputs, the input has %lld", W->name,
+		            (long long)in, (long long)fan);
+	if (outf < 1 || outf > MAX_DIM * 16)
+		return fail(L, "weight %s has %lld outputs", W->name, (long long)outf);
+	if (b >= 0 && L->vals[b].count != (size_t)outf)
+		return fail(L, "bias %s has %zu values for %lld outputs", L->vals[b].name,
+		            L->vals[b].count, (long long)outf);
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, (int)outf, 1, 1);
+	if (out < 0)
+		return -1;
+	struct sd_model *m = L->m;
+	struct node *n = sd_graph_node(m, OP_LINEAR, L->vals[x].act, nm);
+	n->out = out;
+	n->fc_in = (int)fan;
+	n->fc_out = (int)outf;
+	n->w_off = sd_graph_tensor(m, nm, "weight", 2, (int)outf, (int)fan, 0, 0);
+	name_tensor(L, &L->vals[w]);
+	add_copy(L, 0, n->w_off, &L->vals[w], transposed ? (int)in : 0, transposed ? (int)outf : 0);
+	if (b >= 0) {
+		n->b_off = sd_graph_tensor(m, nm, "bias", 1, (int)outf, 0, 0, 0);
+		name_tensor(L, &L->vals[b]);
+		add_copy(L, 0, n->b_off, &L->vals[b], 0, 0);
+	}
+	m->flops += (double)fan * outf;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = 2;
+	Y->linear_node = m->nnodes - 1;
+	return 0;
+}
+
+static int lower_gemm(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0), w = -1, b = -2;
+	if (x < 0 || (w = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0 ||
+	    (b = const_input(L, nd, 2, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1)) == -1)
+		return -1;
+	float alpha, beta;
+	int64_t ta, tb;
+	if (attr_float(L, nd, "alpha", 1, &alpha) < 0 || attr_float(L, nd, "beta", 1, &beta) < 0 ||
+	    attr_int(L, nd, "transA", 0, &ta) < 0 || attr_int(L, nd, "transB", 0, &tb) < 0)
+		return -1;
+	if (alpha != 1 || (b >= 0 && beta != 1) || ta)
+		return fail(L, "alpha %g, beta %g, transA %lld: only alpha = beta = 1 and transA = 0 "
+		            "are supported", (double)alpha, (double)beta, (long long)ta);
+	return make_linear(L, nd, x, w, !tb, b);
+}
+
+/* The bias Add that follows MatMul node k, when its output is read by that
+ * Add alone and the Add's other input is a float constant: its index, else
+ * -1. */
+static int bias_add(struct lower *L, size_t k, int *bias)
+{
+	const Onnx__NodeProto *mm = L->g->node[k];
+	int found = -1, reads = 0;
+	for (size_t j = k + 1; j < L->g->n_node; j++) {
+		const Onnx__NodeProto *nd = L->g->node[j];
+		for (size_t i = 0; i < nd->n_input; i++)
+			if (!strcmp(nd->input[i], mm->output[0])) {
+				reads++;
+				if (!strcmp(nd->op_type, "Add") && (!nd->domain || !*nd->domain) &&
+				    nd->n_input == 2 && nd->n_output == 1) {
+					int other = find_val(L, nd->input[1 - i]);
+					if (other >= 0 && L->vals[other].kind == V_CONST &&
+					    L->vals[other].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+						found = (int)j;
+						*bias = other;
+					}
+				}
+			}
+	}
+	return reads == 1 ? found : -1;
+}
+
+static int lower_matmul(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0), w = -1;
+	if (x < 0 || (w = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0)
+		return -1;
+	int bias = -2;
+	int add = bias_add(L, (size_t)L->node_idx, &bias);
+	if (add < 0)
+		bias = -2;
+	if (make_linear(L, nd, x, w, 1, bias) < 0)
+		return -1;
+	if (add >= 0) {
+		/* The Add becomes nothing: its output is the linear's. */
+		const Onnx__NodeProto *an = L->g->node[add];
+		L->skip[add] = 1;
+		L->op_count[op_index("Add")]++;
+		struct val *Y = new_val(L, an->output[0]);
+		*Y = L->vals[L->nvals - 2];
+		Y->name = an->output[0];
+		Y->consumers = 0;
+		Y->linear_node = -1;
+		/* The MatMul's own output is read by the folded Add alone, which
+		 * the count of readers skips: count it here. */
+		L->vals[L->nvals - 2].consumers = 1;
+	}
+	return 0;
+}
+
+static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int a = input(L, nd, 0, 0), b = -1;
+	if (a < 0 || (b = input(L, nd, 1, 0)) < 0)
+		return -1;
+	if (L->vals[a].kind != V_ACT || L->vals[b].kind != V_ACT)
+		return fail(L, "adds a constant; the engine adds a constant (a bias) only right after "
+		            "a MatMul whose output nothing else reads");
+	struct sd_model *m = L->m;
+	int aa = L->vals[a].act, ba = L->vals[b].act;
+	const struct act A = m->acts[aa], B = m->acts[ba];
+	if (A.c != B.c || A.h != B.h || A.w != B.w || L->vals[a].rank != L->vals[b].rank)
+		return fail(L, "adds a %dx%dx%d and a %dx%dx%d activation; only the same shapes "
+		            "(no broadcasting) are supported", A.c, A.h, A.w, B.c, B.h, B.w);
+	if (aa == ba)
+		return fail(L, "adds an activation to itself");
+	int rank = L->vals[a].rank;
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	/* The branch the previous node just computed goes first, so that the
+	 * CPU executor can fuse batch-norm -> add -> ReLU (model.c). */
+	if (m->nnodes && m->nodes[m->nnodes - 1].out == ba) {
+		int t = aa;
+		aa = ba;
+		ba = t;
+	}
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(m, OP_ADD, aa, nm);
+	n->in2 = ba;
+	m->acts[ba].consumers++;
+	n->out = out;
+	n->s = 1;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = rank;
+	return 0;
+}
+
+static int lower_constant(struct lower *L, const Onnx__NodeProto *nd)
+{
+	if (nd->n_attribute != 1)
+		return fail(L, "%zu attributes, expected one value", nd->n_attribute);
+	const Onnx__AttributeProto *a = nd->attribute[0];
+	if (nd->n_output != 1 || !*nd->output[0])
+		return fail(L, "expected one output");
+	if (find_val(L, nd->output[0]) >= 0)
+		return fail(L, "output %s is produced twice", nd->output[0]);
+	if (!strcmp(a->name, "value") && a->t)
+		return tensor_val(L, a->t, nd->output[0], "constant");
+	struct val *v = new_val(L, nd->output[0]);
+	v->kind = V_CONST;
+	if (!strcmp(a->name, "value_int") && a->has_i) {
+		v->dtype = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+		v->count = 1;
+		v->i = sd_malloc(sizeof(int64_t));
+		v->i[0] = a->i;
+	} else if (!strcmp(a->name, "value_float") && a->has_f) {
+		v->dtype = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+		v->count = 1;
+		v->f = sd_malloc(sizeof(float));
+		v->f[0] = a->f;
+	} else if (!strcmp(a->name, "value_ints") && a->n_ints <= 8) {
+		v->dtype = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+		v->count = a->n_ints;
+		v->ndim = 1;
+		v->dims[0] = (int64_t)a->n_ints;
+		v->i = sd_malloc((a->n_ints ? a->n_ints : 1) * sizeof(int64_t));
+		if (a->n_ints)
+			memcpy(v->i, a->ints, a->n_ints * sizeof(int64_t));
+	} else {
+		L->nvals--;
+		return fail(L, "attribute %s: only value, value_int, value_ints and value_float "
+		            "are supported", a->name);
+	}
+	return 0;
+}
+
+static struct val *int_output(struct lower *L, const Onnx__NodeProto *nd, size_t count)
+{
+	if (count > 8)
+		return fail(L, "a shape constant of %zu values, at most 8 supported", count), NULL;
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return NULL;
+	Y->kind = V_CONST;
+	Y->dtype = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+	Y->count = count;
+	Y->ndim = 1;
+	Y->dims[0] = (int64_t)count;
+	Y->i = sd_calloc(count ? count : 1, sizeof(int64_t));
+	return Y;
+}
+
+static int lower_shape(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	if (attr(nd, "start") || attr(nd, "end"))
+		return fail(L, "attributes start and end are not supported");
+	const struct act a = L->m->acts[L->vals[x].act];
+	int rank = L->vals[x].rank;
+	struct val *Y = int_output(L, nd, (size_t)rank);
+	if (!Y)
+		return -1;
+	Y->i[0] = BATCH_DIM;
+	if (rank == 2) {
+		Y->i[1] = (int64_t)a.c * a.h * a.w;
+	} else {
+		Y->i[1] = a.c;
+		Y->i[2] = a.h;
+		Y->i[3] = a.w;
+	}
+	return 0;
+}
+
+static int lower_gather(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int d = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0), ix = -1;
+	if (d < 0 || (ix = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0)) < 0)
+		return -1;
+	int64_t axis;
+	if (attr_int(L, nd, "axis", 0, &axis) < 0)
+		return -1;
+	const struct val *D = &L->vals[d], *I = &L->vals[ix];
+	if (axis != 0 || D->ndim != 1 || I->ndim > 1)
+		return fail(L, "only gathering from a 1-D shape constant along axis 0 is supported");
+	size_t n = I->count;
+	struct val *Y = int_output(L, nd, n);
+	if (!Y)
+		return -1;
+	D = &L->vals[d];
+	I = &L->vals[ix];
+	for (size_t k = 0; k < n; k++) {
+		int64_t j = I->i[k] < 0 ? I->i[k] + (int64_t)D->count : I->i[k];
+		if (j < 0 || j >= (int64_t)D->count)
+			return fail(L, "index %lld out of range", (long long)I->i[k]);
+		Y->i[k] = D->i[j];
+	}
+	Y->ndim = I->ndim;
+	return 0;
+}
+
+static int lower_unsqueeze(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int d = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
+	if (d < 0)
+		return -1;
+	int ax = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1);
+	if (ax == -1)
+		return -1;
+	const Onnx__AttributeProto *aa = attr(nd, "axes");
+	size_t naxes = ax >= 0 ? L->vals[ax].count : aa ? aa->n_ints : 0;
+	const struct val *D = &L->vals[d];
+	int ndim = D->ndim + (int)naxes;
+	if (!naxes || ndim > 1)
+		return fail(L, "only unsqueezing a scalar shape constant to 1-D is supported");
+	struct val *Y = int_output(L, nd, L->vals[d].count);
+	if (!Y)
+		return -1;
+	memcpy(Y->i, L->vals[d].i, Y->count * sizeof(int64_t));
+	return 0;
+}
+
+/* Concat of activations along the channels: a chain of two-part concat
+ * nodes. */
+static int concat_acts(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int64_t axis;
+	if (attr_int(L, nd, "axis", 1, &axis) < 0)
+		return -1;
+	int first = act_input(L, nd, 0);
+	if (first < 0)
+		return -1;
+	const int rank = L->vals[first].rank;
+	if (axis != 1 && axis != -rank)
+		return fail(L, "axis %lld; only the channel axis (1) is supported", (long long)axis);
+	if (nd->n_input < 2)
+		return alias(L, nd, first, rank);
+	struct sd_model *m = L->m;
+	const struct act A = m->acts[L->vals[first].act];
+	int cur = L->vals[first].act, c = A.c;
+	for (size_t k = 1; k < nd->n_input; k++) {
+		int v = act_input(L, nd, k);
+		if (v < 0)
+			return -1;
+		const struct act B = m->acts[L->vals[v].act];
+		if (L->vals[v].rank != rank || B.h != A.h || B.w != A.w ||
+		    (rank == 2 && (A.h != 1 || A.w != 1)))
+			return fail(L, "input %s is %dx%dx%d, input %s %dx%dx%d: only the channels may "
+			            "differ", nd->input[0], A.c, A.h, A.w, nd->input[k], B.c, B.h, B.w);
+		if (L->vals[v].act == cur || (k > 1 && L->vals[v].act == L->vals[first].act))
+			return fail(L, "concatenates an activation with itself");
+		c += B.c;
+		int out = new_act(L, c, A.h, A.w);
+		if (out < 0)
+			return -1;
+		char nm[32], base[32];
+		engine_name(L, nd, base, sizeof base);
+		snprintf(nm, sizeof nm, k == nd->n_input - 1 ? "%s" : "%.24s.%zu", base, k);
+		struct node *n = sd_graph_node(m, OP_CONCAT, cur, nm);
+		n->in2 = L->vals[v].act;
+		m->acts[n->in2].consumers++;
+		n->out = out;
+		cur = out;
+	}
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	Y->kind = V_ACT;
+	Y->act = cur;
+	Y->rank = rank;
+	return 0;
+}
+
+static int lower_concat(struct lower *L, const Onnx__NodeProto *nd)
+{
+	size_t total = 0;
+	int x = nd->n_input ? input(L, nd, 0, 0) : -1;
+	if (x >= 0 && L->vals[x].kind == V_ACT)
+		return concat_acts(L, nd);
+	for (size_t k = 0; k < nd->n_input; k++) {
+		int v = const_input(L, nd, k, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
+		if (v < 0)
+			return v == -1 ? -1 : fail(L, "input %zu is missing", k);
+		if (L->vals[v].ndim != 1)
+			return fail(L, "only concatenating 1-D shape constants is supported");
+		total += L->vals[v].count;
+	}
+	struct val *Y = int_output(L, nd, total);
+	if (!Y)
+		return -1;
+	size_t at = 0;
+	for (size_t k = 0; k < nd->n_input; k++) {
+		const struct val *v = &L->vals[find_val(L, nd->input[k])];
+		memcpy(Y->i + at, v->i, v->count * sizeof(int64_t));
+		at += v->count;
+	}
+	return 0;
+}
+
+static int lower_cast(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = input(L, nd, 0, 0);
+	int64_t to;
+	if (x < 0 || attr_int(L, nd, "to", 0, &to) < 0)
+		return -1;
+	const struct val *X = &L->vals[x];
+	if (X->kind != V_CONST || (X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+	                           X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64))
+		return fail(L, "only casts of constants are supported (the engine computes in float32)");
+	if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+		return fail(L, "cast to %s; only float32 and int64 are supported",
+		            dtype_name((int)to));
+	if (alias(L, nd, x, 0) < 0)
+		return -1;
+	struct val *Y = &L->vals[L->nvals - 1];
+	if (Y->dtype == to)
+		return 0;
+	if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+		Y->f = sd_malloc((Y->count ? Y->count : 1) * sizeof(float));
+		for (size_t k = 0; k < Y->count; k++)
+			Y->f[k] = Y->i[k] == BATCH_DIM ? NAN : (float)Y->i[k];
+		free(Y->i);
+		Y->i = NULL;
+	} else {
+		Y->i = sd_malloc((Y->count ? Y->count : 1) * sizeof(int64_t));
+		for (size_t k = 0; k < Y->count; k++) {
+			if (!(fabsf(Y->f[k]) < 9.2e18f))
+				return fail(L, "cast of %g to int64", (double)Y->f[k]);
+			Y->i[k] = (int64_t)Y->f[k];
+		}
+		free(Y->f);
+		Y->f = NULL;
+	}
+	Y->dtype = (int)to;
+	return 0;
+}
+
+static int lower_softmax(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	int64_t axis;
+	if (x < 0 || attr_int(L, nd, "axis", -1, &axis) < 0)
+		return -1;
+	if (axis != -1 && axis != 1)
+		return fail(L, "axis %lld; only the class axis (1 or -1) is supported",
+		            (long long)axis);
+	int found = 0;
+	for (size_t k = 0; k < L->g->n_output; k++)
+		found |= !strcmp(L->g->output[k]->name, nd->output[0]);
+	if (!found)
+		return fail(L, "only a final %s (whose output is the graph's output) is supported: "
+		            "the engine's loss applies it", nd->op_type);
+	if (alias(L, nd, x, L->vals[x].rank) < 0)
+		return -1;
+	L->softmax_out = L->nvals - 1;
+	return 0;
+}
+
+/* ------------------------------------------------------------ the graph */
+
+static int op_index(const char *op)
+{
+	for (int i = 0; i < NOPS; i++)
+		if (!strcmp(ops[i].pub.op, op))
+			return i;
+	return -1;
+}
+
+static int check_opset(struct lower *L, const Onnx__ModelProto *mp)
+{
+	int64_t v = -1;
+	for (size_t i = 0; i < mp->n_opset_import; i++) {
+		const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
+		if (!o->domain || !*o->domain || !strcmp(o->domain, "ai.onnx"))
+			v = o->has_version ? o->version : 0;
+	}
+	if (v < 0)
+		return fail(L, "no default-domain opset import; not a model torch.onnx.export writes");
+	if (v < OPSET_MIN || v > OPSET_MAX)
+		return fail(L, "opset %lld; spotdeck reads opsets %d to %d (torch.onnx.export(..., "
+		            "opset_version=%d))", (long long)v, OPSET_MIN, OPSET_MAX, OPSET_MIN);
+	return 0;
+}
+
+static int is_initializer(const Onnx__GraphProto *g, const char *name)
+{
+	for (size_t i = 0; i < g->n_initializer; i++)
+		if (g->initializer[i]->name && !strcmp(g->initializer[i]->name, name))
+			return 1;
+	return 0;
+}
+
+/* The one graph input that is not an initializer: (N, C, H, W) float32. */
+static int graph_input(struct lower *L, int *c, int *h, int *w, const char **name)
+{
+	const Onnx__GraphProto *g = L->g;
+	const Onnx__ValueInfoProto *in = NULL;
+	for (size_t i = 0; i < g->n_input; i++) {
+		if (!g->input[i]->name || is_initializer(g, g->input[i]->name))
+			continue;
+		if (in)
+			return fail(L, "two data inputs (%s and %s); the engine feeds one image batch",
+			            in->name, g->input[i]->name);
+		in = g->input[i];
+	}
+	if (!in)
+		return fail(L, "no data input");
+	const Onnx__TypeProto *t = in->type;
+	if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
+		return fail(L, "input %s is not a tensor", in->name);
+	const Onnx__TypeProto__Tensor *tt = t->tensor_type;
+	int et = tt->has_elem_type ? tt->elem_type : 0;
+	if (et != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		return fail(L, "input %s is %s; the engine trains float32 only", in->name,
+		            dtype_name(et));
+	if (!tt->shape || tt->shape->n_dim != 4)
+		return fail(L, "input %s is not 4-D (N, C, H, W); export with an image-shaped "
+		            "example (flatten inside the model)", in->name);
+	int d[3];
+	for (int i = 0; i < 4; i++) {
+		const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[i];
+		int fixed = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+		if (i == 0) {
+			L->decl_batch = fixed ? dm->dim_value : -1;
+			continue;
+		}
+		if (!fixed || dm->dim_value < 1 || dm->dim_value > MAX_DIM)
+			return fail(L, "input %s: dimension %d is not a fixed size (dynamic shapes "
+			            "other than the batch cannot be fixed)", in->name, i);
+		d[i - 1] = (int)dm->dim_value;
+	}
+	if ((size_t)d[0] * d[1] * d[2] > MAX_ACT_FLOATS)
+		return fail(L, "input %s: %dx%dx%d per sample is too large", in->name, d[0], d[1], d[2]);
+	*c = d[0];
+	*h = d[1];
+	*w = d[2];
+	*name = in->name;
+	return 0;
+}
+
+static void free_lower(struct lower *L)
+{
+	for (int i = 0; i < L->nvals; i++) {
+		free(L->vals[i].f);
+		free(L->vals[i].i);
+	}
+	free(L->vals);
+	free(L->copies);
+	free(L->skip);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batch)
+{
+	if (check_opset(L, mp) < 0)
+		return -1;
+	const Onnx__GraphProto *g = mp->graph;
+	if (!g)
+		return fail(L, "no graph");
+	L->g = g;
+	if (g->n_output != 1)
+		return fail(L, "%zu graph outputs; the engine trains a model with one output, the "
+		            "logits", g->n_output);
+	for (size_t i = 0; i < g->n_node; i++)
+		for (size_t j = 0; j < g->node[i]->n_input; j++)
+			if (!g->node[i]->input[j])
+				return fail(L, "node #%zu has a null input", i);
+	int c = 0, h = 0, w = 0;
+	const char *in_name = NULL;
+	if (graph_input(L, &c, &h, &w, &in_name) < 0)
+		return -1;
+	L->m = sd_graph_new(base_name(L->file), c, h, w, max_batch);
+	struct val *x = new_val(L, in_name);
+	x->kind = V_ACT;
+	x->act = 0;
+	x->rank = 4;
+	for (size_t i = 0; i < g->n_initializer; i++) {
+		const Onnx__TensorProto *t = g->initializer[i];
+		if (!t->name || !*t->name)
+			return fail(L, "initializer #%zu has no name", i);
+		if (find_val(L, t->name) >= 0)
+			return fail(L, "initializer %s is defined twice", t->name);
+		if (tensor_val(L, t, t->name, "initializer") < 0)
+			return -1;
+		L->vals[L->nvals - 1].init = t->name;
+	}
+	L->skip = sd_calloc(g->n_node ? g->n_node : 1, sizeof *L->skip);
+	/* Readers of the input and the initializers; the values the nodes make
+	 * are counted as they are made (below). */
+	for (int v = 0; v < L->nvals; v++)
+		for (size_t j = 0; j < g->n_node; j++)
+			for (size_t q = 0; q < g->node[j]->n_input; q++)
+				if (!strcmp(g->node[j]->input[q], L->vals[v].name))
+					L->vals[v].consumers++;
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		L->node_idx = (int)i;
+		L->node = nd;
+		if (!nd->op_type)
+			return fail(L, "node has no op type");
+		int k = nd->domain && *nd->domain && strcmp(nd->domain, "ai.onnx") ? -1
+		        : op_index(nd->op_type);
+		if (k < 0) {
+			char list[512];
+			sd_onnx_op_list(list, sizeof list);
+			return fail(L, "op %s%s%s is not supported; supported ops: %s",
+			            nd->domain && *nd->domain ? nd->domain : "",
+			            nd->domain && *nd->domain ? ":" : "", nd->op_type, list);
+		}
+		if (L->skip[i])
+			continue;
+		int before = L->nvals;
+		L->op_count[k]++;
+		if (ops[k].fn(L, nd) < 0)
+			return -1;
+		/* Count the readers of the new values now: act_readers needs them. */
+		for (int v = before; v < L->nvals; v++) {
+			for (size_t j = i + 1; j < g->n_node; j++)
+				for (size_t q = 0; q < g->node[j]->n_input; q++)
+					if (!strcmp(g->node[j]->input[q], L->vals[v].name) && !L->skip[j])
+						L->vals[v].consumers++;
+			/* A MatMul's bias Add is skipped: its reads do not count, its
+			 * output's do (counted above, as a value of this batch). */
+			if (!strcmp(g->output[0]->name, L->vals[v].name))
+				L->vals[v].consumers++;
+		}
+	}
+	L->node = NULL;
+	int out = find_val(L, g->output[0]->name);
+	if (out < 0)
+		return fail(L, "graph output %s is produced by no node", g->output[0]->name);
+	const struct val *O = &L->vals[out];
+	if (O->kind != V_ACT || O->act == 0)
+		return fail(L, "graph output %s is not computed from the input", O->name);
+	struct sd_model *m = L->m;
+	const struct act *la = &m->acts[O->act];
+	if (O->act != m->nacts - 1)
+		return fail(L, "graph output %s is not the last value computed (a branch nothing "
+		            "reads, or nodes after the output)", O->name);
+	if (la->h != 1 || la->w != 1 || la->c < 2)
+		return fail(L, "graph output %s is %dx%dx%d per sample, not (classes >= 2) logits",
+		            O->name, la->c, la->h, la->w);
+	for (int v = 1; v < L->nvals; v++)
+		if (L->vals[v].kind == V_ACT && L->vals[v].consumers == 0 && v != out &&
+		    L->vals[v].act != O->act)
+			return fail(L, "value %s is computed and never used", L->vals[v].name);
+	if (sd_graph_finish(m, la->c, L->why) < 0)
+		return -1;
+	for (int i = 0; i < L->ncopies; i++) {
+		const struct copy *cp = &L->copies[i];
+		float *dst = (cp->to_buffers ? m->buffers : m->params) + cp->off;
+		if (cp->rows) {
+			for (int r = 0; r < cp->rows; r++)
+				for (int q = 0; q < cp->cols; q++)
+					dst[(size_t)q * cp->rows + r] = cp->src[(size_t)r * cp->cols + q];
+		} else {
+			memcpy(dst, cp->src, cp->count * sizeof(float));
+		}
+	}
+	return 0;
+}
+
+/* protobuf-c leaves an absent string NULL; the loader reads every name
+ * as a string, so absent ones become "" (malloc'd, as protobuf-c frees
+ * them with free()). */
+static void fix_str(char **s)
+{
+	if (!*s) {
+		*s = malloc(1);
+		if (!*s)
+			sd_oom();
+		**s = 0;
+	}
+}
+
+static void fix_names(Onnx__ModelProto *mp)
+{
+	for (size_t i = 0; i < mp->n_opset_import; i++)
+		fix_str(&mp->opset_import[i]->domain);
+	Onnx__GraphProto *g = mp->graph;
+	if (!g)
+		return;
+	for (size_t i = 0; i < g->n_node; i++) {
+		Onnx__NodeProto *nd = g->node[i];
+		fix_str(&nd->name);
+		fix_str(&nd->op_type);
+		fix_str(&nd->domain);
+		for (size_t j = 0; j < nd->n_attribute; j++)
+			fix_str(&nd->attribute[j]->name);
+	}
+	for (size_t i = 0; i < g->n_initializer; i++)
+		fix_str(&g->initializer[i]->name);
+	for (size_t i = 0; i < g->n_input; i++)
+		fix_str(&g->input[i]->name);
+	for (size_t i = 0; i < g->n_output; i++)
+		fix_str(&g->output[i]->name);
+}
+
+static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const char *file,
+                 int max_batch, int *op_count, int *nodes, char **why)
+{
+	*out = NULL;
+	if (!file)
+		file = "(model)";
+	if (sd_conv2d_check_env(why) < 0)
+		return -1;
+	if (len > SD_ONNX_MAX_BYTES)
+		return sd_why(why, "%s: %zu bytes, more than the %zu an ONNX model may have here",
+		              file, len, SD_ONNX_MAX_BYTES);
+	if (max_batch < 1)
+		return sd_why(why, "%s: batch %d", file, max_batch);
+	Onnx__ModelProto *mp = onnx__model_proto__unpack(NULL, len, bytes);
+	if (!mp)
+		return sd_why(why, "%s: not an ONNX model (protobuf decoding failed: truncated or "
+		              "not a protobuf ModelProto)", file);
+	fix_names(mp);
+	struct lower L;
+	memset(&L, 0, sizeof L);
+	L.file = file;
+	L.why = why;
+	L.decl_batch = -1;
+	L.softmax_out = -1;
+	int rc = lower_model(&L, mp, max_batch);
+	if (rc == 0) {
+		*out = L.m;
+		if (op_count)
+			memcpy(op_count, L.op_count, sizeof L.op_count);
+		if (nodes)
+			*nodes = (int)mp->graph->n_node;
+	} else {
+		sd_model_destroy(L.m);
+	}
+	free_lower(&L);
+	onnx__model_proto__free_unpacked(mp, NULL);
+	return rc;
+}
+
+int sd_model_create_onnx(struct sd_model **out, const uint8_t *bytes, size_t len,
+                         const char *file, int max_batch, char **why)
+{
+	return build(out, bytes, len, file, max_batch, NULL, NULL, why);
+}
+
+int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
+                  struct sd_onnx_info *info, char **why)
+{
+	struct sd_model *m;
+	memset(info, 0, sizeof *info);
+	if (build(&m, bytes, len, file, 1, info->op_count, &info->nodes, why) < 0)
+		return -1;
+	info->c = m->c;
+	info->h = m->h;
+	info->w = m->w;
+	info->classes = m->classes;
+	info->macs = m->flops;
+	info->params = m->nparams;
+	info->buffers = m->nbuffers;
+	info->engine_nodes = m->nnodes;
+	sd_model_destroy(m);
+	return 0;
+}

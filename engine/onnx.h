@@ -1,0 +1,130 @@
+/* engine/onnx.h - models from ONNX files ("your own model").
+ *
+ * A user exports a PyTorch model with torch.onnx.export(model, example,
+ * "model.onnx") and spotdeck trains it: the file is decoded with protobuf-c
+ * (the decoder is generated at build time by protoc-c from Debian's ONNX
+ * schema, /usr/include/onnx/onnx.proto), the WHOLE graph is checked, and it
+ * is lowered onto the engine's own node list (engine/model-graph.h), so an
+ * ONNX model runs through exactly the executor code the built-in models run
+ * through.  The file's initializers are the initial parameters and
+ * batch-norm running statistics (no random initialisation).
+ *
+ * What the file must be:
+ *   - an ONNX ModelProto whose default-domain opset is 13 to 17 (what
+ *     torch.onnx.export writes with opset_version 13..17);
+ *   - one graph input that is not an initializer: a float32 (N, C, H, W)
+ *     tensor with C, H and W fixed numbers (N may be symbolic or a number:
+ *     the batch); the activations are then (C, H, W) per sample;
+ *   - one graph output, float32 (N, classes): the logits.  A final Softmax
+ *     or LogSoftmax over the classes is accepted and dropped, because the
+ *     engine's loss is softmax cross-entropy on the logits;
+ *   - float32 initializers in the file itself (no external data), each
+ *     with dims describing at most SD_ONNX_MAX_ELEMS elements and data
+ *     whose length matches them; int64 and bool tensors only as shape
+ *     constants and flags;
+ *   - nodes in topological order (as the ONNX specification requires),
+ *     each of an op in the supported-op table (sd_onnx_ops, defined once in
+ *     engine/onnx.c; the errors and the manual print it), with attributes
+ *     the engine implements.  Shape computations (Shape, Gather, Unsqueeze,
+ *     Concat, Cast feeding a Reshape, as `x.view(x.size(0), -1)` exports)
+ *     are folded while loading: every shape is fixed by the input's
+ *     (C, H, W).  A Reshape whose target's first entry is the example's
+ *     batch size (what an export without dynamic axes writes) keeps the
+ *     batch there.
+ *
+ * Ops outside the built-in models' (LeakyRelu, Sigmoid, Tanh, Clip, padded
+ * MaxPool, Concat of activations, a linear without bias) and batch-norm
+ * constants other than PyTorch's defaults run on the CPU only: the CUDA
+ * executor refuses such a graph and the trainer stays on the CPU.
+ *
+ * How ops lower (the table in onnx.c says the same per op):
+ *   Conv                -> conv (square kernel, equal strides, equal pads,
+ *                          group 1, dilation 1: what the engine's
+ *                          convolution implements; anything else refused)
+ *   BatchNormalization  -> batch-norm, always in training mode while
+ *                          training.  ONNX's momentum m means running =
+ *                          m running + (1 - m) batch, so the node runs with
+ *                          the engine's momentum 1 - m and its own epsilon;
+ *                          the running variance is updated with the
+ *                          unbiased batch variance, as PyTorch does.  The
+ *                          extra outputs of a TrainingMode.TRAINING export
+ *                          must be unused.
+ *   Relu                -> ReLU (in place: its input must have no other
+ *                          reader)
+ *   LeakyRelu, Sigmoid, Tanh, Clip (constant bounds; ReLU6) -> layers.h's
+ *                          sd_act_* (out of place; CPU only)
+ *   MaxPool, AveragePool, GlobalAveragePool -> pooling (max pooling may be
+ *                          padded, average pooling not)
+ *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in);
+ *                          tensors are named after their initializers
+ *   Add of two activations of the same shape -> the residual add
+ *   Concat of activations along the channels -> concat nodes (CPU only)
+ *   Flatten, Reshape to (N, -1) or to the same shape, Identity, Dropout
+ *                       -> nothing (the next node reads the same buffer).
+ *                          Dropout is NOT applied while training yet.
+ *
+ * Errors: every function returns 0, or -1 with *why (caller frees) set to
+ * one line naming the file, the node (its name and op) when there is one,
+ * and what is wrong; for an unsupported op the line lists the supported
+ * ones.
+ */
+#ifndef SD_ENGINE_ONNX_H
+#define SD_ENGINE_ONNX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sd_model;
+
+/* Largest file the loader reads (bytes), and largest tensor it accepts
+ * (elements; 2^28 float32 = 1 GiB).  Bounds, not limits of the format:
+ * they keep a damaged or hostile file from making the loader allocate
+ * without end. */
+#define SD_ONNX_MAX_BYTES ((size_t)1 << 30)
+#define SD_ONNX_MAX_ELEMS ((int64_t)1 << 28)
+
+/* One entry of the supported-op table: the ONNX op type and how it lowers
+ * (a phrase for the manual and the errors). */
+struct sd_onnx_op {
+	const char *op;
+	const char *lowering;
+};
+/* The table, *count entries; static storage. */
+const struct sd_onnx_op *sd_onnx_ops(int *count);
+/* The op types joined with ", " into buf (len bytes, truncated to fit). */
+void sd_onnx_op_list(char *buf, size_t len);
+
+/* Whether a model name from a job or the command line names an ONNX file
+ * (ends in ".onnx") rather than a built-in model. */
+int sd_onnx_is_path(const char *name);
+
+/* Reads path into *bytes (malloc'd, caller frees) and *len; refuses a file
+ * larger than SD_ONNX_MAX_BYTES or an empty one. */
+int sd_onnx_read_file(const char *path, uint8_t **bytes, size_t *len, char **why);
+
+#define SD_ONNX_OPS_MAX 40
+struct sd_onnx_info {
+	int c, h, w;            /* one sample of the input */
+	int classes;            /* logits per sample */
+	double macs;            /* forward multiply-adds per sample (convs, linears) */
+	size_t params;          /* trained float32 values */
+	size_t buffers;         /* batch-norm running statistics, float32 values */
+	int nodes;              /* ONNX nodes in the graph */
+	int engine_nodes;       /* engine nodes they lowered to */
+	int op_count[SD_ONNX_OPS_MAX];   /* per entry of sd_onnx_ops, same order */
+};
+
+/* Decodes and checks the model in bytes[0..len) (file: its name, for the
+ * errors only) and fills *info, without keeping anything. */
+int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
+                  struct sd_onnx_info *info, char **why);
+
+/* Builds the model in bytes[0..len) with activation memory for max_batch
+ * samples.  Its parameters and buffers are the file's initializers; do
+ * not call sd_model_init on it (that would draw He-normal weights).  Its
+ * name (sd_model_name) is the file's base name, cut to 31 bytes.  *out:
+ * destroy with sd_model_destroy.  bytes may be freed after the call. */
+int sd_model_create_onnx(struct sd_model **out, const uint8_t *bytes, size_t len,
+                         const char *file, int max_batch, char **why);
+
+#endif

@@ -1,0 +1,374 @@
+#!/usr/bin/python3
+"""tests/onnx_torch_ref.py - PyTorch's side of tests/test-onnx-torch.sh.
+
+  onnx_torch_ref.py prepare DIR VARIANT   export DIR/model.onnx, write
+                                          DIR/batches.bin, train in PyTorch
+                                          (DIR/ref.pt)
+  onnx_torch_ref.py compare DIR VARIANT   check DIR/out.txt (tests/onnx-train)
+                                          against DIR/ref.pt
+  onnx_torch_ref.py exports DIR           write DIR/*.onnx: a CNN with batch-norm,
+                                          dropout, x.view and log_softmax in
+                                          opsets 13 to 17, eval and training
+                                          mode, with and without constant
+                                          folding; an MLP through MatMul + Add
+
+VARIANT "cifar": a CIFAR ResNet block without pooling, 16 channels (the
+engine's channel-blocked layout where oneDNN is there), training mode.
+VARIANT "stem": torchvision's ResNet stem and a downsampling block
+(7x7 stride-2 conv, padded max pooling, strided 1x1 shortcut), training
+mode.  VARIANT "acts": a CNN with LeakyReLU, ReLU6 (Clip), Tanh and Sigmoid
+and a channel concatenation, eval mode.  VARIANT "train": a small residual CNN with batch-norm (conv, BN, ReLU, max
+pool, residual add, global average pool, x.view(x.size(0), -1), gemm)
+exported with training=TrainingMode.TRAINING, which keeps the batch-norms
+(an eval-mode export folds them into the convolutions).  VARIANT "eval":
+the same network without batch-norm (convolutions with bias,
+torch.flatten) exported in eval mode with do_constant_folding=False.
+
+Both sides train STEPS steps of SGD (LR, MOMENTUM, WEIGHT_DECAY; PyTorch's
+convention, which engine/optim.h follows) from the exported weights on the
+same batches in the same order.  PyTorch trains NUDGED more times from its
+initial weights moved by 1 ulp (torch.nextafter: up, down, alternating),
+the yardstick of tests/gpu/gpu-check.c: how far this model's training
+carries a rounding difference.  spotdeck must match PyTorch within
+  steps 1-EARLY_STEPS: EARLY_TOL relative (no drift has built up yet),
+  then every step: max(FLOOR, DRIFT_FACTOR x the nudged runs' largest
+                       relative loss drift so far),
+  final parameters and batch-norm running statistics (relative L2
+  distance): max(FLOOR, DRIFT_FACTOR x the nudged runs' distance).
+Exit status 0 when all hold, 1 otherwise, 77 (with "SKIP: ...") when
+torch or onnx cannot be imported.
+"""
+import struct
+import sys
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import onnx
+    import onnx.numpy_helper
+except ImportError as e:  # the caller turns this into a SKIP
+    print(f"SKIP: /usr/bin/python3 cannot import {e.name} (Debian: python3-torch, python3-onnx)",
+          file=sys.stderr)
+    sys.exit(77)
+
+STEPS, BATCH, C, H, W, CLASSES = 30, 8, 3, 8, 8, 10
+LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
+NUDGED, DRIFT_FACTOR, FLOOR = 3, 10.0, 1e-5
+EARLY_STEPS, EARLY_TOL = 5, 1e-5
+
+
+class Net(nn.Module):
+    def __init__(self, bn):
+        super().__init__()
+        self.bn = bn
+        self.c1 = nn.Conv2d(C, 8, 3, padding=1, bias=not bn)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1, bias=not bn)
+        if bn:
+            self.b1 = nn.BatchNorm2d(8)
+            self.b2 = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = self.c1(x)
+        x = F.relu(self.b1(y) if self.bn else y)
+        x = F.max_pool2d(x, 2)
+        y = self.c2(x)
+        x = F.relu(x + (self.b2(y) if self.bn else y))
+        x = F.adaptive_avg_pool2d(x, 1)
+        x = x.view(x.size(0), -1) if self.bn else torch.flatten(x, 1)
+        return self.fc(x)
+
+
+class Acts(nn.Module):
+    """The other activations: LeakyReLU, ReLU6 (exported as Clip), Tanh,
+    Sigmoid; and a concatenation of channels (DenseNet's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(C, 8, 3, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc1 = nn.Linear(16 * (H // 2) * (W // 2), 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.fc3 = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = F.leaky_relu(self.c1(x), 0.1)
+        x = F.max_pool2d(torch.cat([x, F.relu6(self.c2(x))], 1), 2)
+        x = torch.tanh(self.fc1(torch.flatten(x, 1)))
+        return self.fc3(torch.sigmoid(self.fc2(x)))
+
+
+class Stem(nn.Module):
+    """torchvision's ResNet shape: a 7x7 stride-2 stem, padded max pooling,
+    a block whose shortcut is a strided 1x1 conv + batch-norm."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(C, 8, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.c1 = nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(16)
+        self.down = nn.Conv2d(8, 16, 1, stride=2, bias=False)
+        self.bd = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 3, 2, 1)
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        x = F.relu(y + self.bd(self.down(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Cifar(nn.Module):
+    """A CIFAR ResNet block without max pooling and 16 channels: what the
+    engine runs in oneDNN's channel-blocked layout with batch-norm, add and
+    ReLU fused, where oneDNN is there."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(C, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.c1 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        y = self.b2(self.c2(F.relu(self.b1(self.c1(x)))))
+        x = F.relu(y + x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+
+def make_model(variant):
+    if variant == "cifar":
+        return Cifar()
+    if variant == "stem":
+        return Stem()
+    return Acts() if variant == "acts" else Net(variant == "train")
+
+
+def batches():
+    g = torch.Generator().manual_seed(1234)
+    xs = torch.randn(STEPS, BATCH, C, H, W, generator=g)
+    ys = torch.randint(0, CLASSES, (STEPS, BATCH), generator=g)
+    return xs, ys
+
+
+def train(model, xs, ys):
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    model.train()
+    losses = []
+    for s in range(STEPS):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xs[s]), ys[s])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def nudge(model, k):
+    with torch.no_grad():
+        for p in model.parameters():
+            up = torch.nextafter(p, torch.full_like(p, float("inf")))
+            down = torch.nextafter(p, torch.full_like(p, float("-inf")))
+            if k == 0:
+                p.copy_(up)
+            elif k == 1:
+                p.copy_(down)
+            else:
+                alt = (torch.arange(p.numel()) % 2 == 0).reshape(p.shape)
+                p.copy_(torch.where(alt, up, down))
+
+
+def prepare(d, variant):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    bn = variant in ("train", "stem", "cifar")
+    model = make_model(variant)
+    init = {k: v.clone() for k, v in model.state_dict().items()}
+    example = torch.randn(BATCH, C, H, W)
+    if bn:
+        model.train()
+        torch.onnx.export(model, example, f"{d}/model.onnx", opset_version=13,
+                          training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+    else:
+        model.eval()
+        torch.onnx.export(model, example, f"{d}/model.onnx", opset_version=13,
+                          training=torch.onnx.TrainingMode.EVAL, do_constant_folding=False)
+    # The same start on both sides: the file's initializers (exporting in
+    # training mode runs the model, which moves the running statistics).
+    inits = {i.name: torch.tensor(onnx.numpy_helper.to_array(i).copy())
+             for i in onnx.load(f"{d}/model.onnx").graph.initializer}
+    for k in init:
+        if k in inits:
+            init[k] = inits[k].reshape(init[k].shape).to(init[k].dtype)
+        elif not k.endswith("num_batches_tracked"):
+            sys.exit(f"{d}/model.onnx has no initializer {k}")
+    xs, ys = batches()
+    with open(f"{d}/batches.bin", "wb") as f:
+        f.write(b"SDOB" + struct.pack("<5i", STEPS, BATCH, C, H, W))
+        for s in range(STEPS):
+            f.write(xs[s].numpy().astype("<f4").tobytes())
+            f.write(ys[s].numpy().astype("<i4").tobytes())
+    model.load_state_dict(init)
+    ref = {"plain": train(model, xs, ys), "nudged": []}
+    for k in range(NUDGED):
+        model.load_state_dict(init)
+        nudge(model, k)
+        ref["nudged"].append(train(model, xs, ys))
+    torch.save(ref, f"{d}/ref.pt")
+    print(f"LR={LR} MOMENTUM={MOMENTUM} WEIGHT_DECAY={WEIGHT_DECAY}")
+
+
+def read_out(path):
+    losses, tensors, buffers = [], {}, None
+    with open(path) as f:
+        lines = f.read().split("\n")
+    i = 0
+    while i < len(lines):
+        w = lines[i].split()
+        if not w:
+            i += 1
+            continue
+        if w[0] == "loss":
+            losses.append(float(w[2]))
+        elif w[0] == "tensor":
+            tensors[w[1]] = torch.tensor([float(v) for v in lines[i + 1].split()])
+            i += 1
+        elif w[0] == "buffers":
+            buffers = torch.tensor([float(v) for v in lines[i + 1].split()])
+            i += 1
+        i += 1
+    return losses, tensors, buffers
+
+
+def rel(a, b):
+    return ((a.double() - b.double()).norm() / b.double().norm()).item()
+
+
+def bn_buffer_names(d):
+    names = []
+    for n in onnx.load(f"{d}/model.onnx").graph.node:
+        if n.op_type == "BatchNormalization":
+            names += [n.input[3], n.input[4]]
+    return names
+
+
+def compare(d, variant):
+    ref = torch.load(f"{d}/ref.pt")
+    losses, state = ref["plain"]
+    ours, tensors, buffers = read_out(f"{d}/out.txt")
+    fails = 0
+    if len(ours) != STEPS:
+        print(f"FAIL: spotdeck reported {len(ours)} steps, expected {STEPS}")
+        return 1
+    drift = 0.0
+    worst = 0.0
+    for s in range(STEPS):
+        e = abs(ours[s] - losses[s]) / abs(losses[s])
+        d_s = max(abs(n[0][s] - losses[s]) / abs(losses[s]) for n in ref["nudged"])
+        drift = max(drift, d_s)
+        allowed = EARLY_TOL if s < EARLY_STEPS else max(FLOOR, DRIFT_FACTOR * drift)
+        ok = e <= allowed
+        worst = max(worst, e / allowed)
+        print(f"  step {s + 1:2d}  loss spotdeck {ours[s]:.7f}  torch {losses[s]:.7f}  "
+              f"rel.diff {e:.1e}  nudged torch {d_s:.1e}  allowed {allowed:.1e}"
+              f"{'' if ok else '  FAIL'}")
+        fails += not ok
+    # Parameters, by name: spotdeck names each tensor after its initializer,
+    # which torch.onnx.export names after the state_dict key.
+    params = [k for k, _ in make_model(variant).named_parameters()]
+    missing = [k for k in params if k not in tensors]
+    if missing or len(tensors) != len(params):
+        print(f"FAIL: spotdeck's tensors {sorted(tensors)} are not the model's {params}")
+        return 1
+    ours_p = torch.cat([tensors[k] for k in params])
+    ref_p = torch.cat([state[k].flatten() for k in params])
+    dp = rel(ours_p, ref_p)
+    dn = max(rel(torch.cat([n[1][k].flatten() for k in params]), ref_p) for n in ref["nudged"])
+    allowed = max(FLOOR, DRIFT_FACTOR * dn)
+    print(f"  parameters after {STEPS} steps: spotdeck {dp:.1e} from torch's, nudged torch "
+          f"{dn:.1e}, allowed {allowed:.1e}{'' if dp <= allowed else '  FAIL'}")
+    fails += dp > allowed
+    names = bn_buffer_names(d)
+    if variant in ("train", "stem", "cifar"):
+        if buffers is None or len(names) == 0 or buffers.numel() != sum(
+                state[k].numel() for k in names):
+            print("FAIL: batch-norm running statistics missing or of the wrong size")
+            return 1
+        ref_b = torch.cat([state[k].flatten() for k in names])
+        db = rel(buffers, ref_b)
+        dnb = max(rel(torch.cat([n[1][k].flatten() for k in names]), ref_b)
+                  for n in ref["nudged"])
+        allowed = max(FLOOR, DRIFT_FACTOR * dnb)
+        print(f"  batch-norm running statistics: spotdeck {db:.1e} from torch's, nudged torch "
+              f"{dnb:.1e}, allowed {allowed:.1e}{'' if db <= allowed else '  FAIL'}")
+        fails += db > allowed
+        # They moved: a loader that ignored the updates would fail above,
+        # but say so plainly too.
+        init_b = torch.cat([torch.tensor(onnx.numpy_helper.to_array(i)).flatten()
+                            for k in names for i in onnx.load(f"{d}/model.onnx").graph.initializer
+                            if i.name == k])
+        moved = rel(ref_b, init_b)
+        print(f"  (running statistics moved {moved:.1e} from the file's in {STEPS} steps)")
+        fails += moved < 1e-3
+    print(f"  worst loss difference / allowed: {worst:.2f}")
+    return 1 if fails else 0
+
+
+class Wide(nn.Module):
+    """What real exports add around the layers: dropout, log_softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = Net(True)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x):
+        return F.log_softmax(self.drop(self.net(x)), dim=1)
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(C * H * W, 16) * 0.05)
+        self.b = nn.Parameter(torch.zeros(16))
+        self.fc = nn.Linear(16, CLASSES)
+
+    def forward(self, x):
+        return self.fc(F.relu(torch.flatten(x, 1) @ self.w + self.b))
+
+
+def exports(d):
+    torch.manual_seed(0)
+    model = Wide()
+    for opset in range(13, 18):
+        for mode in ("train", "eval"):
+            for fold in (0, 1):
+                model.train(mode == "train")
+                torch.onnx.export(model, torch.randn(BATCH, C, H, W),
+                                  f"{d}/cnn-{opset}-{mode}-fold{fold}.onnx", opset_version=opset,
+                                  training=torch.onnx.TrainingMode.TRAINING if mode == "train"
+                                  else torch.onnx.TrainingMode.EVAL,
+                                  do_constant_folding=bool(fold),
+                                  input_names=["x"], dynamic_axes={"x": {0: "N"}})
+    for opset in (13, 17):
+        torch.onnx.export(Mlp().eval(), torch.randn(BATCH, C, H, W), f"{d}/mlp-{opset}.onnx",
+                          opset_version=opset)
+
+
+if __name__ == "__main__":
+    mode, d = sys.argv[1:3]
+    variant = sys.argv[3] if len(sys.argv) > 3 else ""
+    if mode == "exports":
+        exports(d)
+    elif mode == "prepare":
+        prepare(d, variant)
+    else:
+        sys.exit(compare(d, variant))

@@ -1,0 +1,68 @@
+#!/bin/sh
+# An ONNX model exported by PyTorch trains to the same numbers in spotdeck
+# as in PyTorch: 30 SGD steps from the file's weights on the same batches,
+# every step's loss and the final parameters and batch-norm running
+# statistics within the drift band of PyTorch runs nudged by 1 ulp
+# (tests/onnx_torch_ref.py says the bounds).  Two exports of the same small
+# residual CNN: with batch-norm, TrainingMode.TRAINING (x.view(x.size(0),
+# -1): Shape, Gather, Unsqueeze, Concat, Reshape folded at load), and
+# without, eval mode with do_constant_folding=False (Flatten); and a CNN
+# with LeakyReLU, ReLU6 (Clip), Tanh, Sigmoid and a channel concatenation;
+# and torchvision's ResNet
+# stem (7x7 stride-2 conv, padded max pooling, a strided 1x1 shortcut); and
+# a CIFAR ResNet block with 16 channels, which the engine runs in oneDNN's
+# channel-blocked layout with batch-norm, add and ReLU fused where oneDNN is
+# there (onnx-train says which layout in the log).
+. "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
+PY=/usr/bin/python3
+[ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
+"$PY" -c 'import torch, onnx' 2>/dev/null ||
+	{ echo "SKIP: /usr/bin/python3 cannot import torch and onnx (Debian: python3-torch, python3-onnx)" >&2; exit 77; }
+tmpdir
+REF="$top_srcdir/tests/onnx_torch_ref.py"
+TRAIN="$top_builddir/tests/onnx-train"
+for variant in train eval acts stem cifar; do
+	mkdir "$T/$variant"
+	set -- $("$PY" "$REF" prepare "$T/$variant" "$variant" 2>"$T/$variant/prepare.err" | tail -n 1) ||
+		fail "$variant: export: $(tail -n 3 "$T/$variant/prepare.err")"
+	for kv in "$@"; do eval "$kv"; done
+	[ -n "$LR" ] || fail "$variant: export printed no settings: $(tail -n 3 "$T/$variant/prepare.err")"
+	"$TRAIN" "$T/$variant/model.onnx" "$T/$variant/batches.bin" "$T/$variant/out.txt" \
+		"$LR" "$MOMENTUM" "$WEIGHT_DECAY" 2>"$T/$variant/train.err" ||
+		fail "$variant: onnx-train failed: $(cat "$T/$variant/train.err")"
+	cat "$T/$variant/train.err"
+	echo "$variant export:"
+	"$PY" "$REF" compare "$T/$variant" "$variant" || fail "$variant: spotdeck differs from PyTorch"
+	ok "$variant export: 30 steps as PyTorch's"
+	LR=
+done
+
+# What torch.onnx.export writes in opsets 13 to 17, eval and training mode,
+# with and without constant folding, loads: the CNN above with dropout and
+# log_softmax added, and an MLP through MatMul + Add.  Their sizes:
+#   training mode: convs 8x3x3x3 + 8x8x3x3, batch-norms 2 x (8 + 8), fc 8x10
+#     + 10 = 914 parameters, 2 x (8 + 8) = 32 running statistics, 10 engine
+#     nodes (conv bn relu maxpool conv bn add relu avgpool linear);
+#   eval mode: each batch-norm folded into its conv, which gains a bias:
+#     216 + 8 + 576 + 8 + 90 = 898 parameters, no statistics, 8 nodes;
+#   MLP: 192x16 + 16 + 16x10 + 10 = 3258 parameters, 3 nodes.
+mkdir "$T/exports"
+"$PY" "$REF" exports "$T/exports" 2>"$T/exports.err" ||
+	fail "exports: $(tail -n 3 "$T/exports.err")"
+n=0
+for f in "$T"/exports/*.onnx; do
+	name=$(basename "$f" .onnx)
+	line=$("$TRAIN" "$f" - - 0 0 0) || fail "$name does not load"
+	case $name in
+	cnn-*-train-*) want="input 3x8x8 classes 10 params 914 buffers 32 " end=" engine_nodes 10" ;;
+	cnn-*-eval-*) want="input 3x8x8 classes 10 params 898 buffers 0 " end=" engine_nodes 8" ;;
+	mlp-*) want="input 3x8x8 classes 10 params 3258 buffers 0 " end=" engine_nodes 3" ;;
+	esac
+	case $line in
+	"$want"*"$end") ;;
+	*) fail "$name: $line, expected $want..." ;;
+	esac
+	n=$((n + 1))
+done
+[ "$n" -eq 22 ] || fail "$n exports, expected 22"
+ok "22 exports load (opsets 13-17, eval and training, folded or not)"
