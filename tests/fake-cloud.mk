@@ -39,6 +39,10 @@ EXTRA_DIST += tests/test-aws-doctor.sh
 TESTS += tests/test-aws-train.sh
 EXTRA_DIST += tests/test-aws-train.sh
 EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py tests/fake-cloud/cloud_run.py
+# An interrupted instance told from a crashed one: by the worker's IMDS
+# notice, the stateReason, or a bounded wait when it is gone unexplained.
+TESTS += tests/test-aws-preempt.sh
+EXTRA_DIST += tests/test-aws-preempt.sh
 # A killed controller's instances found by the run's tag and terminated on --resume.
 TESTS += tests/test-aws-orphans.sh
 EXTRA_DIST += tests/test-aws-orphans.sh

@@ -105,7 +105,11 @@ while set(vm.values()) & set(live()):
         fail("VMs not deleted after their verdicts: %s" % sorted(set(vm.values()) & set(live())))
     time.sleep(0.2)
 dl = {q["path"].rsplit("/", 1)[1]: q["time"] for q in control("/_control/log")["requests"] if q["method"] == "DELETE"}
-if dl.get(vm[sb], 0) < off_ab + LATE_B or dl.get(vm[sc], 0) < tc + WAIT_S:
+# The journal's "time" is the wall clock of this machine, as the fake's log.
+for s, v in ((sa, va), (sb, vb), (sc, vc)):
+    if vm[s] not in dl or dl[vm[s]] < v["time"]:
+        fail("%s's VM: DELETE at %s, its verdict journaled at %.3f" % (s, dl.get(vm[s]), v["time"]))
+if dl[vm[sb]] < off_ab + LATE_B or dl[vm[sc]] < tc + WAIT_S:
     fail("DELETEs at %s; b's no earlier than its operation (%.1f), c's no earlier than the wait's end (%.1f)" %
          (dl, off_ab + LATE_B, tc + WAIT_S))
 ok("every VM deleted only after its verdict was journaled")

@@ -220,8 +220,8 @@ Control (no auth, not logged; JSON bodies):
        "gone_after_s": null}  "notice": false leaves IMDS
        spot/instance-action 404 (AWS calls the notice best effort: one
        the instance never shows); gone_after_s S: S seconds after the
-       power-off the instance leaves DescribeInstances (by tag, and
-       InvalidInstanceID.NotFound by id) instead of staying listed
+       power-off (0: with it) the instance leaves DescribeInstances (by
+       tag, and InvalidInstanceID.NotFound by id) instead of staying listed
        terminated for the hour AWS documents (fault injection: an
        instance already gone when the controller looks)
   POST /_control/rebalance {"id": I}
@@ -236,7 +236,8 @@ Control (no auth, not logged; JSON bodies):
        the next instances, one each (default 127.0.0.1; with --vm-sshd
        127.X.Y.(10+k))
   GET  /_control/log       {"requests": [{time, action, region, status,
-       code (error code or null), client_token, auth (bool: Authorization
+       code (error code or null), client_token, instance_ids (InstanceId.N),
+       auth (bool: Authorization
        present; never the signature, key or token)}]}
   GET  /_control/state     {"instances": [{id, reservation, region, az, type,
        state, code, state_reason, private_ip, public_ip, tags, imds,
@@ -624,7 +625,9 @@ def interrupt_end(inst, gone_after_s=None):
     with cond:
         if inst.state in ("pending", "running"):
             power_off(inst, "shutting-down", "spot")
-    if gone_after_s is not None:
+        if gone_after_s is not None and gone_after_s <= 0:
+            inst.unlisted = True   # no DescribeInstances ever shows it shut down
+    if gone_after_s is not None and gone_after_s > 0:
         later(gone_after_s, unlist, inst)
 
 
@@ -1003,6 +1006,7 @@ class Handler(BaseHTTPRequestHandler):
             with cond:
                 entry["action"] = params.get("Action")
                 entry["client_token"] = params.get("ClientToken")
+                entry["instance_ids"] = indexed(params, "InstanceId")
             if self.command not in ("POST", "GET"):
                 bad("InvalidAction", "The HTTP method %s is not supported by the fake." % self.command)
             region = verify_sigv4(self.command, self.path, self.headers, raw)
