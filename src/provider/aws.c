@@ -36,9 +36,16 @@
  *             credentials code the whole cloud (sd_ec2_classify); FAILED for
  *             any other error;
  *   REVOKED   the backstop (DescribeInstances by tag every provider.poll_s)
- *             shows it shutting-down or terminated with stateReason
- *             Server.SpotInstanceTermination; FAILED with any other reason
- *             (a crash, or someone's terminate);
+ *             shows it shut down with stateReason Server.SpotInstance-
+ *             Termination (or -Shutdown), or its worker had reported the
+ *             IMDS notice (sd_fleet_cloud_noticed), even when it is no
+ *             longer listed; FAILED at once for any other stateReason (a
+ *             crash, or someone's terminate), and after provider.
+ *             preempt_wait_s of passes for one with no stateReason or no
+ *             longer listed and no notice.  A worker that ended, or a host
+ *             ssh cannot reach, without a notice is judged the same way.
+ *             The event names what settled it; the instance is terminated
+ *             after it;
  *   release   TerminateInstances.  What is still not terminated when the
  *             run closes (and any instance of the run's tag that is not)
  *             is terminated then, on a private loop.
@@ -473,16 +480,6 @@ static void boot_done(struct sd_provider *p, struct aws_server *s, const char *a
 	s->host = sd_ssh_host_add(p->ssh, &h);
 	sd_ssh_attach(p->ssh, s->id, s->host);
 	sd_ssh_wait_ready(p->ssh, s->host, p->boot_timeout_s, on_ssh_ready, s);
-}
-
-static void on_transport_failed(void *ctx, const char *server)
-{
-	struct sd_provider *p = ctx;
-	struct aws_server *s = find_server(p, server);
-	if (s) {
-		s->reported_end = 1;
-		terminate_vm(p, s);
-	}
 }
 
 /* ---- the backstop: the run's instances listed every poll_s ---- */
@@ -1024,7 +1021,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		aws_free(p);
 		return sd_why(why, "%s: provider: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = p, .failed = on_transport_failed, .unreachable = on_transport_unreachable };
+	struct sd_ssh_hooks hooks = { .ctx = p, .unreachable = on_transport_unreachable };
 	if (sd_ssh_transport_create(&p->ssh, env, "aws", &hooks, why) < 0) {
 		aws_free(p);
 		return -1;

@@ -37,9 +37,17 @@
  *             another; FAILED for any other error (a 403 quota blocks the
  *             region or the whole cloud, as sd_gce_classify says);
  *   REVOKED   the backstop list (every provider.poll_s) no longer shows
- *             the VM RUNNING and a compute.instances.preempted operation
- *             names it; FAILED when none does (a crash, or someone else's
- *             delete);
+ *             the VM RUNNING, and its worker had reported the cloud's
+ *             notice (sd_fleet_cloud_noticed) or a compute.instances.
+ *             preempted operation names it; FAILED (VM_GONE) when neither
+ *             has happened provider.preempt_wait_s after the first pass
+ *             that found it so (a crash, or someone else's delete): Google
+ *             does not say when that operation appears, so it is asked
+ *             for again at every pass.  A worker that ended, or a host ssh
+ *             cannot reach, without a notice is judged the same way (the
+ *             fleet's judge op, the transport's unreachable hook); a VM
+ *             the list shows RUNNING then fails the server at once.  The
+ *             event names what settled it, and the VM is deleted after;
  *   release   instances.delete (a 404 is success).  The VMs still not
  *             deleted when the run closes are deleted then, on a private
  *             loop, with the same requestIds (nothing is deleted twice).
@@ -98,6 +106,9 @@ struct gce_server {
 	int asking_fate;
 	int missing;                   /* backstop passes that did not show it RUNNING */
 	int reviewing;                 /* seen stopped or gone with nothing yet saying why */
+	double want_stop_since;        /* > 0: judged without its power-off time (a notice
+	                                * settled it before the list or the operation gave
+	                                * one): the operation's endTime is asked for since */
 	double review_since;           /* ... since then (fleet seconds) */
 	char listed_status[24];        /* its status in the last list, "" when not listed */
 	int suspect;                   /* its worker ended or its host stopped answering:
@@ -447,17 +458,6 @@ static void boot_done(struct sd_provider *p, struct gce_server *s, const char *a
 	sd_ssh_wait_ready(p->ssh, s->host, p->boot_timeout_s, on_ssh_ready, s);
 }
 
-/* The transport made SERVER fail (its host went silent): its VM goes. */
-static void on_transport_failed(void *ctx, const char *server)
-{
-	struct sd_provider *p = ctx;
-	struct gce_server *s = find_server(p, server);
-	if (s) {
-		s->reported_end = 1;
-		delete_vm(p, s);
-	}
-}
-
 /* ---- the backstop: the run's VMs listed every poll_s ---- */
 
 /* The verdict on S, whose VM stopped or went: journaled first (REVOKED or
@@ -470,6 +470,8 @@ static void verdict(struct sd_provider *p, struct gce_server *s, enum sd_provide
 {
 	s->reported_end = 1;
 	s->reviewing = 0;
+	if (!(s->stopped_at > 0) && kind == SD_PROVIDER_REVOKED)
+		s->want_stop_since = sd_fleet_now(p->fleet);
 	struct sd_provider_event ev = {
 		.kind = kind,
 		.server = s->id,
@@ -604,9 +606,46 @@ static void start_list(struct sd_provider *p)
 		p->listing = 0;
 }
 
+/* The power-off time of S, revoked on its worker's notice before anything
+ * gave one, from the compute.instances.preempted operation's endTime once
+ * it is published: what GCE bills ends there. */
+static void on_stop_time(void *arg, int preempted, double ended_at, const char *error)
+{
+	struct gce_server *s = arg;
+	(void)error;
+	s->asking_fate = 0;
+	if (s->p->closing || !(s->want_stop_since > 0))
+		return;
+	if (s->stopped_at > 0 || (preempted > 0 && ended_at > 0)) {
+		if (!(s->stopped_at > 0)) {
+			s->stopped_at = ended_at;
+			s->stop_source = "the compute.instances.preempted operation's endTime";
+		}
+		s->want_stop_since = 0;
+		if (s->st == VM_GONE)
+			bill(s->p, s);   /* else when its delete ends */
+	}
+}
+
 static void on_backstop(uv_timer_t *t)
 {
-	start_list(t->data);
+	struct sd_provider *p = t->data;
+	start_list(p);
+	/* Asked at every pass for preempt_wait_s; after that the fleet's
+	 * estimate of its cost stands. */
+	double now = sd_fleet_now(p->fleet);
+	for (struct gce_server *s = p->servers; s && !p->closing; s = s->next) {
+		if (!(s->want_stop_since > 0) || s->asking_fate || s->billed || !s->target[0])
+			continue;
+		if (now - s->want_stop_since > p->preempt_wait_s) {
+			s->want_stop_since = 0;
+			continue;
+		}
+		char err[256];
+		s->asking_fate = 1;
+		if (sd_gce_vm_fate(p->gce, p->zones[s->zone], s->target, on_stop_time, s, err, sizeof err) < 0)
+			s->asking_fate = 0;
+	}
 }
 
 /* SERVER's worker ended, or its host stopped answering ssh, while it
@@ -1095,7 +1134,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		gce_free(p);
 		return sd_why(why, "%s: provider.credentials: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = p, .failed = on_transport_failed, .unreachable = on_transport_unreachable };
+	struct sd_ssh_hooks hooks = { .ctx = p, .unreachable = on_transport_unreachable };
 	if (sd_ssh_transport_create(&p->ssh, env, "gce", &hooks, why) < 0) {
 		gce_free(p);
 		return -1;
