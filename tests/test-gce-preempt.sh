@@ -11,7 +11,9 @@
 #     comes 3 s after the power-off, inside provider.preempt_wait_s (8 s
 #     here): revoked, settled by the operation, not failed as a dead host;
 #   - VM c crashes (TERMINATED, no operation ever): failed (VM_GONE),
-#     settled by the timeout, not before preempt_wait_s has passed.
+#     settled by the timeout, not before preempt_wait_s has passed;
+#   - on VM d, still RUNNING, the worker is killed: failed (WORKER_ENDED)
+#     at the next list, without waiting preempt_wait_s.
 # Each VM is deleted only after its verdict is journaled.
 . "$(dirname "$0")/lib.sh"
 tmpdir
@@ -21,22 +23,27 @@ import sys, os, json, time
 sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
 from gce_run import T, control, live, provider
+from cloud_run import on_vms
+import signal
 
 A, B = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot"
 WAIT_S = 8          # provider.preempt_wait_s
 NOTICE_S = 3
 LATE_A, LATE_B = 30, 3   # the operation after the power-off, seconds
-j = job(workers=0, cluster=[A, A, B], notice="gce", min_workers=3, epochs=60)
+j = job(workers=0, cluster=[A, A, B, B], notice="gce", min_workers=4, epochs=60)
 j["provider"] = provider(boot_timeout_s=60, preempt_wait_s=WAIT_S)
 r = Run(j)
-r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 3, "a generation of 3 on GCE VMs")
+r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 4, "a generation of 4 on GCE VMs")
 mp = r.mark()
 r.command("pause")
 r.wait_since(mp, lambda e: e.get("type") == "command" and e.get("ok") is True, "the pause")
 servers = sorted(e["server"] for e in r.events if e.get("type") == "acquired")
 vm = {s: [i["name"] for i in control("/_control/state")["instances"] if i["name"].endswith("-" + s)][0]
       for s in servers}
-sa, sb, sc = servers
+sa, sb, sc, sd = servers
+wd = [pid for pid, exe, _ in on_vms({vm[sd]}).get(vm[sd], []) if os.path.basename(exe) == "spotdeck-worker"]
+if len(wd) != 1:
+    fail("one worker expected on %s's VM, found %s" % (sd, wd))
 
 m = r.mark()
 t0 = time.time()
@@ -44,6 +51,7 @@ control("/_control/preempt", {"name": vm[sa], "notice_s": NOTICE_S, "op_after_s"
 control("/_control/preempt", {"name": vm[sb], "notice_s": NOTICE_S, "op_after_s": LATE_B, "notice": False})
 tc = time.time()
 control("/_control/crash", {"name": vm[sc]})
+os.kill(int(wd[0]), signal.SIGKILL)
 off_ab = t0 + NOTICE_S   # a's and b's power-off, at the earliest
 
 
@@ -91,9 +99,17 @@ if tv - tc < WAIT_S:
 ok("%s: no notice, no operation: failed (VM_GONE) %.1f s after the crash, settled by the %d s wait: %s" %
    (sc, tv - tc, WAIT_S, vc["error"]))
 
+vd = verdict(sd)
+if vd.get("type") != "error" or vd.get("code") != "WORKER_ENDED" or "settled_by" in vd:
+    fail("%s (its worker killed on a running VM): %s; expected an error WORKER_ENDED" % (sd, vd))
+if vd["t"] > [e for e in r.events if e is vc][0]["t"]:
+    fail("%s's worker crash on a running VM was judged only after the %d s wait" % (sd, WAIT_S))
+ok("%s: its worker killed on a VM still RUNNING: failed (WORKER_ENDED) at the next list, before the wait "
+   "ended for %s" % (sd, sc))
+
 # Each VM deleted after its verdict: the journal has the verdict before the
 # delete call, and the fake received no DELETE of it before then.
-for s, v in ((sa, va), (sb, vb), (sc, vc)):
+for s, v in ((sa, va), (sb, vb), (sc, vc), (sd, vd)):
     iv = r.events.index(v)
     dels = [k for k, e in enumerate(r.events) if e.get("type") == "cloud_call" and
             e.get("call") == "gce instances.delete" and e["url"].endswith("/" + vm[s])]
@@ -106,7 +122,7 @@ while set(vm.values()) & set(live()):
     time.sleep(0.2)
 dl = {q["path"].rsplit("/", 1)[1]: q["time"] for q in control("/_control/log")["requests"] if q["method"] == "DELETE"}
 # The journal's "time" is the wall clock of this machine, as the fake's log.
-for s, v in ((sa, va), (sb, vb), (sc, vc)):
+for s, v in ((sa, va), (sb, vb), (sc, vc), (sd, vd)):
     if vm[s] not in dl or dl[vm[s]] < v["time"]:
         fail("%s's VM: DELETE at %s, its verdict journaled at %.3f" % (s, dl.get(vm[s]), v["time"]))
 if dl[vm[sb]] < off_ab + LATE_B or dl[vm[sc]] < tc + WAIT_S:
