@@ -84,8 +84,9 @@
 /* How long an instance found shut down without a stateReason, or no
  * longer listed, and without a notice from its worker, is looked at again
  * (every backstop pass) before it is judged (provider.preempt_wait_s).
- * DescribeInstances is eventually consistent: a stateReason or the
- * instance itself may show up a pass or two late. */
+ * The EC2 API is eventually consistent (AWS's API reference says so of
+ * every Describe call): a stateReason or the instance itself may show up a
+ * pass or two late.  Two minutes as for gce.c. */
 #define PREEMPT_WAIT_S 120.0
 
 enum vm_state {

@@ -85,8 +85,10 @@
  * is looked at again (the zone's operations list, every backstop pass) for
  * the compute.instances.preempted operation before it is called a crash
  * (provider.preempt_wait_s).  Google does not document when that
- * operation appears; it has been seen to lag the power-off by tens of
- * seconds, so two minutes. */
+ * operation appears (cloud-apis.md 1.4 only says a preemption leaves one):
+ * two minutes is a judgment, several polls at the default poll_s, yet a
+ * crashed VM's server is not held much longer than a replacement takes to
+ * boot. */
 #define PREEMPT_WAIT_S 120.0
 
 enum vm_state {
