@@ -19,6 +19,10 @@ tests_test_gce_vm_LDADD = $(SD_PROVIDER_LIBS) $(UV_LIBS) $(CJSON_LIBS)
 # --vm-sshd), a preemption, a stockout, the workers trained over ssh.
 TESTS += tests/test-gce-train.sh
 EXTRA_DIST += tests/test-gce-train.sh tests/fake-cloud/gce-vms.sh tests/fake-cloud/gce_run.py
+# A preempted VM told from a crashed one although the preempted operation
+# comes late: by the worker's notice, the late operation, or a bounded wait.
+TESTS += tests/test-gce-preempt.sh
+EXTRA_DIST += tests/test-gce-preempt.sh
 # A killed controller's VMs found by the run's label and deleted on --resume.
 TESTS += tests/test-gce-orphans.sh
 EXTRA_DIST += tests/test-gce-orphans.sh
@@ -35,6 +39,10 @@ EXTRA_DIST += tests/test-aws-doctor.sh
 TESTS += tests/test-aws-train.sh
 EXTRA_DIST += tests/test-aws-train.sh
 EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py tests/fake-cloud/cloud_run.py
+# An interrupted instance told from a crashed one: by the worker's IMDS
+# notice, the stateReason, or a bounded wait when it is gone unexplained.
+TESTS += tests/test-aws-preempt.sh
+EXTRA_DIST += tests/test-aws-preempt.sh
 # A killed controller's instances found by the run's tag and terminated on --resume.
 TESTS += tests/test-aws-orphans.sh
 EXTRA_DIST += tests/test-aws-orphans.sh

@@ -444,6 +444,27 @@ check(dead(PID_D, 4), "script ignoring SIGTERM not SIGKILLed 2 s later")
 ok("interruption: IMDS instance-action 200 (401 without token), terminated with Server.SpotInstanceTermination; "
    "user terminate and crash differ; scripts run with the IMDS env and are killed")
 
+# An interruption without a notice, gone from DescribeInstances at its
+# power-off: instance-action stays 404, then NotFound by id and absent by tag.
+IG = launch(tags=(("spotdeck-run", "r6"),))
+IMDS_C, IMDS = IMDS, "http://" + f(wait_state(IG, ("running",)), "fakeImdsEndpoint")
+st, tok_g = imds("PUT", "/latest/api/token", {"X-aws-ec2-metadata-token-ttl-seconds": "60"})
+ctl("interrupt", {"id": IG, "notice_s": 0.5, "notice": False, "gone_after_s": 0})
+eq(imds("GET", ACT, {"X-aws-ec2-metadata-token": tok_g})[0], 404, "no instance-action with notice false")
+IMDS = IMDS_C
+end = time.time() + 5
+while True:
+    st, root = ec2({"Action": "DescribeInstances", "InstanceId.1": IG})
+    if st != 200:
+        break
+    check(time.time() < end and f(item_of(root), "instanceState/name") == "running",
+          "listed %s after the power-off" % f(item_of(root), "instanceState/name"))
+    time.sleep(0.05)
+eq((st, err(root)[0]), (400, "InvalidInstanceID.NotFound"), "gone by id")
+st, root = ec2({"Action": "DescribeInstances", "Filter.1.Name": "tag:spotdeck-run", "Filter.1.Value.1": "r6"})
+eq((st, root.findall(".//e:instancesSet/e:item", NS)), (200, []), "gone by tag")
+ok("interruption with notice false and gone_after_s 0: no instance-action, never listed shut down, NotFound")
+
 # ---- spot prices
 st, root = ec2({"Action": "DescribeSpotPriceHistory", "InstanceType.1": "g5.xlarge",
                 "ProductDescription.1": "Linux/UNIX", "StartTime": "2026-01-01T00:00:00Z"})

@@ -374,7 +374,27 @@ r = wait_status(ZA, "i6", "TERMINATED")
 check("lastStopTimestamp" in r, "lastStopTimestamp")
 st, r, _ = api("GET", Z + ZA + "/operations?" + urllib.parse.urlencode({"filter": pf % (LINK + ZA + "/instances/i6")}))
 eq(len(r.get("items", [])), 1, "preempted op for i6")
-ok("preemption: metadata TRUE at once (403 without the header), script killed, 404 / TERMINATED + preempted op")
+# The operation published late (op_after_s after the power-off) and no
+# notice inside: TERMINATED with no operation yet, then one whose endTime
+# is still the power-off.
+st, op, _ = insert("i7", action="STOP")
+wait_op(ZA, op)
+r = wait_status(ZA, "i7", "RUNNING")
+mh = r["fakeMetadataHost"]
+ctl("preempt", {"name": "i7", "notice_s": 0.3, "op_after_s": 1.5, "notice": False})
+eq(call("http://%s/computeMetadata/v1/instance" % mh, "GET", "/preempted", headers=G)[:2], (200, "FALSE"),
+   "no notice inside with notice false")
+r = wait_status(ZA, "i7", "TERMINATED")
+t_off = time.time()
+flt = urllib.parse.urlencode({"filter": pf % (LINK + ZA + "/instances/i7")})
+eq("items" in api("GET", Z + ZA + "/operations?" + flt)[1], False, "no preempted op at the power-off when late")
+while "items" not in api("GET", Z + ZA + "/operations?" + flt)[1]:
+    check(time.time() - t_off < 5, "the late preempted op never came")
+    time.sleep(0.05)
+o = api("GET", Z + ZA + "/operations?" + flt)[1]["items"][0]
+eq(o["endTime"], r["lastStopTimestamp"], "the late op's endTime is the power-off")
+ok("preemption: metadata TRUE at once (403 without the header), script killed, 404 / TERMINATED + preempted op; "
+   "op_after_s publishes it late, notice false keeps the VM's flag FALSE")
 
 # ---- user delete, crash: no preempted op
 while time.time() - t_i4_running < 2:

@@ -3,7 +3,10 @@
  * at, and leaves the catalog as loaded (documented read-only, and shared
  * with the cockpit and the planner's snapshot): issue 10's list.  And an
  * acquire a provider refuses at once (the ssh provider's host cooling down)
- * leaves no server behind: no row, its id used by the next. */
+ * leaves no server behind: no row, its id used by the next.  And the
+ * fleet tells a provider whether a server's worker reported its cloud's
+ * notice (sd_fleet_cloud_noticed), and journals what settled a verdict
+ * (settled_by). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #define NEW_PRICE 0.5
 
 static int nprice;
+static cJSON *last_revoked;
 
 static void on_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 {
@@ -29,6 +33,11 @@ static void on_journal(void *ctx, enum sd_event_type type, cJSON *ev)
 	if (type == SD_EV_PRICE) {
 		nprice++;
 		uv_stop(loop);
+	}
+	if (type == SD_EV_REVOKED) {
+		cJSON_Delete(last_revoked);
+		last_revoked = ev;
+		return;
 	}
 	cJSON_Delete(ev);
 }
@@ -167,6 +176,33 @@ int main(void)
 	n = sd_fleet_list(p, si, 4);
 	check_report(n == 1 && !strcmp(si[0].id, "s1") && !strcmp(id, "s1"),
 	             "after 2 refused acquires: %d server(s) listed, the accepted one %s (want 1, s1)", n, id);
+
+	/* The worker's cloud notice, as the provider asks for it. */
+	const char *src = "unset";
+	CHECK(!sd_fleet_cloud_noticed(p, "s1", &src) && !strcmp(src, ""), "no notice yet: source '%s'", src);
+	cJSON *fields = cJSON_CreateObject();
+	cJSON_AddStringToObject(fields, "source", "gce");
+	cJSON_AddStringToObject(fields, "event", "preempted");
+	CHECK_INT(sd_fleet_cloud_notice(p, "s1", 30, fields), 1);
+	CHECK_INT(sd_fleet_cloud_notice(p, "s1", 30, fields), 0);   /* already under notice: the caller journals */
+	cJSON_Delete(fields);
+	CHECK(sd_fleet_cloud_noticed(p, "s1", &src) == 1 && !strcmp(src, "gce"), "s1 noticed, source '%s'", src);
+	CHECK(sd_fleet_cloud_noticed(p, "s9", &src) == 0 && !strcmp(src, ""), "an unknown server: source '%s'", src);
+	CHECK_INT(sd_fleet_cloud_noticed(p, "s1", NULL), 1);
+	/* The verdict names what settled it. */
+	struct sd_provider_event rv = { .kind = SD_PROVIDER_REVOKED, .server = "s1", .time = sd_fleet_now(p),
+		                        .settled_by = "notice", .message = "VM x is TERMINATED" };
+	sd_fleet_report(p, &rv);
+	const char *sb = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(last_revoked, "settled_by"));
+	const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(last_revoked, "detail"));
+	check_report(sb && !strcmp(sb, "notice") && dt && !strcmp(dt, "VM x is TERMINATED"),
+	             "the revoked event's settled_by '%s', detail '%s' (want notice, the message)", sb ? sb : "(none)",
+	             dt ? dt : "(none)");
+	n = sd_fleet_list(p, si, 4);
+	CHECK(n == 1 && si[0].state == SD_SERVER_REVOKED, "s1 is %s after the verdict",
+	      n ? sd_server_state_name(si[0].state) : "?");
+	cJSON_Delete(last_revoked);
+	last_revoked = NULL;
 	sd_fleet_close(p);
 	uv_walk(&loop, on_close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -36,9 +36,16 @@
  *             credentials code the whole cloud (sd_ec2_classify); FAILED for
  *             any other error;
  *   REVOKED   the backstop (DescribeInstances by tag every provider.poll_s)
- *             shows it shutting-down or terminated with stateReason
- *             Server.SpotInstanceTermination; FAILED with any other reason
- *             (a crash, or someone's terminate);
+ *             shows it shut down with stateReason Server.SpotInstance-
+ *             Termination (or -Shutdown), or its worker had reported the
+ *             IMDS notice (sd_fleet_cloud_noticed), even when it is no
+ *             longer listed; FAILED at once for any other stateReason (a
+ *             crash, or someone's terminate), and after provider.
+ *             preempt_wait_s of passes for one with no stateReason or no
+ *             longer listed and no notice.  A worker that ended, or a host
+ *             ssh cannot reach, without a notice is judged the same way.
+ *             The event names what settled it; the instance is terminated
+ *             after it;
  *   release   TerminateInstances.  What is still not terminated when the
  *             run closes (and any instance of the run's tag that is not)
  *             is terminated then, on a private loop.
@@ -74,6 +81,13 @@
 #define CLOSE_TERMINATE_WAIT_S 60.0
 #define CLOSE_RELIST_S 1.0        /* between the close's lists while a launch is unseen */
 #define CLOSE_RELIST_FOR_S 15.0   /* and for how long */
+/* How long an instance found shut down without a stateReason, or no
+ * longer listed, and without a notice from its worker, is looked at again
+ * (every backstop pass) before it is judged (provider.preempt_wait_s).
+ * The EC2 API is eventually consistent (AWS's API reference says so of
+ * every Describe call): a stateReason or the instance itself may show up a
+ * pass or two late.  Two minutes as for gce.c. */
+#define PREEMPT_WAIT_S 120.0
 
 enum vm_state {
 	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
@@ -91,6 +105,12 @@ struct aws_server {
 	int released;
 	int reported_end;
 	int missing;                   /* backstop passes that did not list it */
+	int reviewing;                 /* seen shut down or unlisted with nothing yet saying why */
+	double review_since;           /* ... since then (fleet seconds) */
+	int suspect;                   /* its worker ended or its host stopped answering:
+	                                * the next list started after it says why */
+	int suspect_listing;           /* the list in flight was started after that */
+	char suspect_code[24], suspect_msg[300];
 	double running_at, stopped_at; /* seen running / powered off (epoch s), 0 unknown */
 	const char *stop_source;
 	int billed;
@@ -113,6 +133,7 @@ struct sd_provider {
 	char *region, *endpoint, *profile, *instance_type, *image, *ssh_user, *identity, *worker, *max_price;
 	int ssh_port;
 	double poll_s, boot_poll_s, boot_timeout_s, block_s, quoted_usd;
+	double preempt_wait_s;         /* how long an unexplained end is looked at again (PREEMPT_WAIT_S) */
 	double price_poll_s;           /* DescribeSpotPriceHistory again after this long */
 	double prices_asked_at;        /* wall clock of the last ask, 0: never */
 	int prices_pending;
@@ -163,7 +184,7 @@ static const char *type_gpu(const char *type)
 static const char *const setting_keys[] = {
 	"region", "zones", "instance_type", "image", "endpoint", "profile", "quotas_endpoint", "ssh_user",
 	"identity", "worker", "ssh_port", "poll_s", "boot_poll_s", "boot_timeout_s", "block_s", "usd_per_hour",
-	"max_price", "gpu_count", "orphans", "price_poll_s",
+	"max_price", "gpu_count", "orphans", "price_poll_s", "preempt_wait_s",
 	/* the transport's (ssh.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
@@ -462,16 +483,6 @@ static void boot_done(struct sd_provider *p, struct aws_server *s, const char *a
 	sd_ssh_wait_ready(p->ssh, s->host, p->boot_timeout_s, on_ssh_ready, s);
 }
 
-static void on_transport_failed(void *ctx, const char *server)
-{
-	struct sd_provider *p = ctx;
-	struct aws_server *s = find_server(p, server);
-	if (s) {
-		s->reported_end = 1;
-		terminate_vm(p, s);
-	}
-}
-
 /* ---- the backstop: the run's instances listed every poll_s ---- */
 
 /* IN carries the Name of server S whose launch failed with no instance id:
@@ -491,6 +502,63 @@ static void end_lost_launch(struct sd_provider *p, struct aws_server *s, const s
 	terminate_vm(p, s);
 }
 
+/* The verdict on S, whose instance shut down or went: journaled first
+ * (REVOKED or FAILED, with what settled it), and only then is it
+ * terminated (a stopped one would bill its volume; a terminated one:
+ * idempotent). */
+static void verdict(struct sd_provider *p, struct aws_server *s, enum sd_provider_event_kind kind,
+                    const char *settled_by, const char *code, const char *message)
+{
+	s->reported_end = 1;
+	s->reviewing = 0;
+	struct sd_provider_event ev = {
+		.kind = kind,
+		.server = s->id,
+		.time = sd_fleet_now(p->fleet),
+		.code = code,
+		.message = message,
+		.zone = p->zones[s->zone],
+		.settled_by = settled_by,
+	};
+	sd_fleet_report(p->fleet, &ev);
+	terminate_vm(p, s);
+}
+
+/* A Spot interruption in EC2's own words: the instance was terminated,
+ * or (with interruption behaviour stop) stopped, for Spot. */
+static int spot_reason(const char *code)
+{
+	return !strcmp(code, "Server.SpotInstanceTermination") || !strcmp(code, "Server.SpotInstanceShutdown");
+}
+
+/* S's instance is shut down with no stateReason yet, or not listed
+ * (STATE NULL): the worker's notice settles it; else it is looked at again
+ * until preempt_wait_s has passed since it was first seen so. */
+static void review(struct sd_provider *p, struct aws_server *s, const char *state)
+{
+	const char *source;
+	char msg[700];
+	if (sd_fleet_cloud_noticed(p->fleet, s->id, &source)) {
+		snprintf(msg, sizeof msg, "instance %s is %s; its worker had reported the cloud's interruption notice%s%s",
+		         s->iid, state ? state : "no longer listed", source[0] ? " from " : "", source);
+		verdict(p, s, SD_PROVIDER_REVOKED, "notice", NULL, msg);
+		return;
+	}
+	double now = sd_fleet_now(p->fleet);
+	if (!s->reviewing) {
+		s->reviewing = 1;
+		s->review_since = now;
+	}
+	if (now - s->review_since < p->preempt_wait_s)
+		return;
+	snprintf(msg, sizeof msg, "instance %s is %s, and for %.0f s neither a stateReason nor a notice from its worker "
+	         "said it was a Spot interruption%s%s", s->iid, state ? state : "no longer listed",
+	         now - s->review_since, s->suspect_msg[0] ? "; " : "", s->suspect_msg);
+	if (!state)
+		s->st = VM_GONE;   /* nothing left to terminate */
+	verdict(p, s, SD_PROVIDER_FAILED, "timeout", "VM_GONE", msg);
+}
+
 static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 {
 	struct sd_provider *p = arg;
@@ -504,20 +572,33 @@ static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 		if (strcmp(s->iid, in->id))
 			continue;
 		s->missing = 0;
-		if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING)
+		if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING) {
+			s->reviewing = 0;
+			if (s->suspect && s->suspect_listing && (s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end)
+				/* It runs: a worker that ended there, or a host that
+				 * stopped answering ssh, is the server's failure. */
+				verdict(p, s, SD_PROVIDER_FAILED, NULL, s->suspect_code, s->suspect_msg);
 			continue;
+		}
 		stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
 		if (s->released || s->reported_end || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH))
 			continue;
-		if (!strcmp(in->reason_code, "Server.SpotInstanceTermination")) {
-			report(p, s, SD_PROVIDER_REVOKED, NULL, NULL);
+		char msg[700];
+		if (spot_reason(in->reason_code)) {
+			snprintf(msg, sizeof msg, "instance %s is %s: %s", s->iid, in->state,
+			         in->reason[0] ? in->reason : in->reason_code);
+			verdict(p, s, SD_PROVIDER_REVOKED, "state_reason", NULL, msg);
+		} else if (!in->reason_code[0]) {
+			review(p, s, in->state);
+		} else if (sd_fleet_cloud_noticed(p->fleet, s->id, NULL)) {
+			/* Another reason, but the run had the notice: EC2 took it
+			 * (the worker's IMDS said so first). */
+			review(p, s, in->state);
 		} else {
-			char msg[400];
 			snprintf(msg, sizeof msg, "instance %s is %s without a Spot interruption: %s", s->iid, in->state,
-			         in->reason[0] ? in->reason : "no reason given");
-			report(p, s, SD_PROVIDER_FAILED, in->reason_code[0] ? in->reason_code : "VM_GONE", msg);
+			         in->reason[0] ? in->reason : in->reason_code);
+			verdict(p, s, SD_PROVIDER_FAILED, "state_reason", in->reason_code, msg);
 		}
-		terminate_vm(p, s);   /* a stopped one would bill its volume; a terminated one: idempotent */
 	}
 }
 
@@ -531,34 +612,26 @@ static void on_listed(void *arg, int n, const char *error)
 	for (struct aws_server *s = p->servers; s; s = s->next) {
 		/* Terminated instances stay listed for about an hour: one not
 		 * listed twice in a row is gone (the first may be eventual
-		 * consistency). */
+		 * consistency), and judged as one with no stateReason. */
 		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end &&
 		    s->missing >= 2) {
-			char msg[200];
-			snprintf(msg, sizeof msg, "instance %s is no longer listed", s->iid);
 			stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
-			report(p, s, SD_PROVIDER_FAILED, "VM_GONE", msg);
-			s->st = VM_GONE;
+			review(p, s, NULL);
 		}
 	}
 }
 
 static void ask_prices(struct sd_provider *p);
 
-static void on_backstop(uv_timer_t *t)
+static void start_list(struct sd_provider *p)
 {
-	struct sd_provider *p = t->data;
-	if (p->closing)
-		return;
-	/* Spot prices move: asked again every price_poll_s. */
-	if (isnan(p->quoted_usd) && !p->prices_pending && sd_cloud_wall_now() - p->prices_asked_at >= p->price_poll_s)
-		ask_prices(p);
-	if (p->listing)
+	if (p->closing || p->listing)
 		return;
 	int any = 0;
 	for (struct aws_server *s = p->servers; s; s = s->next) {
 		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end) {
 			s->missing++;   /* until the list shows it */
+			s->suspect_listing = s->suspect;
 			any = 1;
 		}
 		any |= s->lost_launch;
@@ -569,6 +642,50 @@ static void on_backstop(uv_timer_t *t)
 	p->listing = 1;
 	if (sd_ec2_vm_list(p->aws, p->tag, on_listed_vm, on_listed, p, err, sizeof err) < 0)
 		p->listing = 0;
+}
+
+static void on_backstop(uv_timer_t *t)
+{
+	struct sd_provider *p = t->data;
+	if (p->closing)
+		return;
+	/* Spot prices move: asked again every price_poll_s. */
+	if (isnan(p->quoted_usd) && !p->prices_pending && sd_cloud_wall_now() - p->prices_asked_at >= p->price_poll_s)
+		ask_prices(p);
+	start_list(p);
+}
+
+/* SERVER's worker ended, or its host stopped answering ssh, while it
+ * trained without a notice: a crash, or an interruption its worker never
+ * heard of.  The list, asked now, says which (on_listed_vm). */
+static void suspect(struct sd_provider *p, struct aws_server *s, const char *code, const char *message)
+{
+	if (s->suspect)
+		return;
+	s->suspect = 1;
+	snprintf(s->suspect_code, sizeof s->suspect_code, "%s", code);
+	snprintf(s->suspect_msg, sizeof s->suspect_msg, "%s", message);
+	start_list(p);
+}
+
+static void on_transport_unreachable(void *ctx, const char *server, const char *message)
+{
+	struct sd_provider *p = ctx;
+	struct aws_server *s = find_server(p, server);
+	if (s && !s->released && !s->reported_end)
+		suspect(p, s, "HOST_UNREACHABLE", message);
+}
+
+static int aws_judge(struct sd_provider *p, const char *server)
+{
+	struct aws_server *s = find_server(p, server);
+	if (!s || s->released || s->reported_end || p->closing || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH) ||
+	    !s->iid[0])
+		return 0;
+	char msg[200];
+	snprintf(msg, sizeof msg, "the worker on instance %s ended", s->iid);
+	suspect(p, s, "WORKER_ENDED", msg);
+	return 1;
 }
 
 /* ---- start-up reconciliation ---- */
@@ -870,6 +987,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
 	p->price_poll_s = sd_setting_num(s, "price_poll_s", 300);
 	p->block_s = sd_setting_num(s, "block_s", 600);
+	p->preempt_wait_s = sd_setting_num(s, "preempt_wait_s", PREEMPT_WAIT_S);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
 	const cJSON *z;
 	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
@@ -904,7 +1022,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		aws_free(p);
 		return sd_why(why, "%s: provider: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = p, .failed = on_transport_failed };
+	struct sd_ssh_hooks hooks = { .ctx = p, .unreachable = on_transport_unreachable };
 	if (sd_ssh_transport_create(&p->ssh, env, "aws", &hooks, why) < 0) {
 		aws_free(p);
 		return -1;
@@ -1202,6 +1320,7 @@ const struct sd_provider_ops sd_provider_aws = {
 	.launch = aws_launch,
 	.signal = aws_signal,
 	.lost = aws_lost,
+	.judge = aws_judge,
 	.answer_orphans = aws_answer_orphans,
 	.close = aws_close,
 	.free = aws_free,

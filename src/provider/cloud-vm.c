@@ -153,6 +153,7 @@ int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why)
 	    sd_setting_check_num(s, "poll_s", 0.2, 300, 0, file, why) < 0 ||
 	    sd_setting_check_num(s, "boot_timeout_s", 1, 3600, 0, file, why) < 0 ||
 	    sd_setting_check_num(s, "block_s", 1, 86400, 0, file, why) < 0 ||
+	    sd_setting_check_num(s, "preempt_wait_s", 0, 3600, 0, file, why) < 0 ||
 	    sd_setting_check_num(s, "usd_per_hour", 0.001, 10000, 0, file, why) < 0)
 		return -1;
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "orphans");

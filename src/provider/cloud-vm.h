@@ -42,8 +42,8 @@ int sd_setting_check_known(const cJSON *s, const char *const *keys, const char *
 			   char **why);
 /* The settings every cloud VM provider takes alike: ssh_user (a user
  * name), ssh_port, connect_timeout, poll_s, boot_timeout_s, block_s,
- * usd_per_hour, orphans ("delete", "keep", "adopt" or "ask") and
- * host_key_checking. */
+ * preempt_wait_s (0 to 3600 s), usd_per_hour, orphans ("delete", "keep",
+ * "adopt" or "ask") and host_key_checking. */
 int sd_cloud_check_vm_settings(const cJSON *s, const char *file, char **why);
 
 /* A provider event about SERVER in ZONE (CODE and MESSAGE may be NULL),

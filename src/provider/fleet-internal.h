@@ -18,6 +18,8 @@ struct server {
 	double t_end;                    /* billing end, < 0 while billed */
 	double t_notice;                 /* < 0: no notice */
 	double t_notice_end;             /* when the notice runs out */
+	int cloud_noticed;               /* its worker reported the cloud's own notice */
+	char notice_source[16];          /* that notice's "source" ("gce", "aws"), "" none */
 	double usd_per_hour;             /* the offer's price when acquired */
 	double cloud_usd;                /* the provider's own statement (BILLED), < 0 none yet */
 	int price_estimated;             /* ... and that price was an estimate */

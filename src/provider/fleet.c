@@ -195,6 +195,13 @@ static void on_notice(struct sd_fleet *f, struct server *s, const struct sd_prov
 int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds, const cJSON *fields)
 {
 	struct server *s = fl_find(f, server);
+	if (s && !fl_gone(s) && !s->cloud_noticed) {
+		/* Kept even when already under notice: the provider asks for it
+		 * when it judges a stopped VM (sd_fleet_cloud_noticed). */
+		s->cloud_noticed = 1;
+		const char *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fields, "source"));
+		snprintf(s->notice_source, sizeof s->notice_source, "%s", src ? src : "");
+	}
 	if (!s || fl_gone(s) || s->st == SD_SERVER_NOTICE)
 		return 0;
 	double now = sd_fleet_now(f);
@@ -216,6 +223,14 @@ int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds
 	return 1;
 }
 
+int sd_fleet_cloud_noticed(const struct sd_fleet *f, const char *server, const char **source)
+{
+	const struct server *s = fl_find(f, server);
+	if (source)
+		*source = s && s->cloud_noticed ? s->notice_source : "";
+	return s && s->cloud_noticed;
+}
+
 /* The provider took the machine at ev->time. */
 static void on_revoked(struct sd_fleet *f, struct server *s, const struct sd_provider_event *ev)
 {
@@ -227,6 +242,10 @@ static void on_revoked(struct sd_fleet *f, struct server *s, const struct sd_pro
 	cJSON_AddNumberToObject(e, "lifetime_s", t - ev->launched_at);
 	cJSON_AddNumberToObject(e, "notice_s", s->t_notice >= 0 ? t - s->t_notice : 0);
 	cJSON_AddBoolToObject(e, "capped", ev->capped);
+	if (ev->settled_by)
+		cJSON_AddStringToObject(e, "settled_by", ev->settled_by);
+	if (ev->message)
+		cJSON_AddStringToObject(e, "detail", ev->message);
 	cJSON_AddNumberToObject(e, "billed_s",
 	                        fmax(s->t_end - s->t_request, s->offer->billing_minimum_seconds));
 	f->hooks.journal(f->ctx, SD_EV_REVOKED, e);
@@ -257,6 +276,8 @@ static void on_failed(struct sd_fleet *f, struct server *s, const struct sd_prov
 	cJSON *e = fl_server_event_at(f, s, ev->time);
 	cJSON_AddStringToObject(e, "code", ev->code ? ev->code : "FAILED");
 	cJSON_AddStringToObject(e, "error", ev->message ? ev->message : "");
+	if (ev->settled_by)
+		cJSON_AddStringToObject(e, "settled_by", ev->settled_by);
 	f->hooks.journal(f->ctx, SD_EV_ERROR, e);
 	if (f->acquiring == s) {
 		snprintf(f->acquire_error, sizeof f->acquire_error, "%s: %s", s->offer->id,

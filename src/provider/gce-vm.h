@@ -16,7 +16,9 @@
  *           every zone, every page.
  *   fate    GET zones/Z/operations?filter=operationType=
  *           "compute.instances.preempted" AND targetLink="..." : one found
- *           means preempted; none, a crash or someone else's delete.
+ *           means preempted; none, not yet (Google does not say when it
+ *           appears: the provider asks again for a while) or a crash or
+ *           someone else's delete.
  *
  * Every call ends with its callback exactly once, on the loop. */
 #ifndef SD_PROVIDER_GCE_VM_H
@@ -68,8 +70,8 @@ int sd_gce_vm_list(struct sd_gce_client *c, const char *const *zones, int nzones
 		   void *arg, char *err, size_t errlen);
 
 /* Why the instance at TARGET (its URL) in ZONE went away: DONE gets 1
- * (a compute.instances.preempted operation names it), 0 (none: a crash or
- * someone's delete), or -1 with ERROR (the question could not be asked);
+ * (a compute.instances.preempted operation names it), 0 (none yet: a crash,
+ * someone's delete, or a preemption GCE has not published yet), or -1 with ERROR (the question could not be asked);
  * with 1, ENDED_AT is that operation's endTime (the power-off, seconds
  * since the epoch; 0 when it has none). */
 typedef void (*sd_gce_vm_fate_done)(void *arg, int preempted, double ended_at, const char *error);

@@ -37,9 +37,17 @@
  *             another; FAILED for any other error (a 403 quota blocks the
  *             region or the whole cloud, as sd_gce_classify says);
  *   REVOKED   the backstop list (every provider.poll_s) no longer shows
- *             the VM RUNNING and a compute.instances.preempted operation
- *             names it; FAILED when none does (a crash, or someone else's
- *             delete);
+ *             the VM RUNNING, and its worker had reported the cloud's
+ *             notice (sd_fleet_cloud_noticed) or a compute.instances.
+ *             preempted operation names it; FAILED (VM_GONE) when neither
+ *             has happened provider.preempt_wait_s after the first pass
+ *             that found it so (a crash, or someone else's delete): Google
+ *             does not say when that operation appears, so it is asked
+ *             for again at every pass.  A worker that ended, or a host ssh
+ *             cannot reach, without a notice is judged the same way (the
+ *             fleet's judge op, the transport's unreachable hook); a VM
+ *             the list shows RUNNING then fails the server at once.  The
+ *             event names what settled it, and the VM is deleted after;
  *   release   instances.delete (a 404 is success).  The VMs still not
  *             deleted when the run closes are deleted then, on a private
  *             loop, with the same requestIds (nothing is deleted twice).
@@ -73,6 +81,15 @@
 #define CLOSE_DELETE_WAIT_S 60.0
 #define CLOSE_REDELETE_S 1.0        /* between the close's deletes of a VM whose insert it cut off */
 #define CLOSE_REDELETE_FOR_S 15.0   /* and for how long */
+/* How long a VM found stopped or gone, without a notice from its worker,
+ * is looked at again (the zone's operations list, every backstop pass) for
+ * the compute.instances.preempted operation before it is called a crash
+ * (provider.preempt_wait_s).  Google does not document when that
+ * operation appears (cloud-apis.md 1.4 only says a preemption leaves one):
+ * two minutes is a judgment, several polls at the default poll_s, yet a
+ * crashed VM's server is not held much longer than a replacement takes to
+ * boot. */
+#define PREEMPT_WAIT_S 120.0
 
 enum vm_state {
 	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
@@ -90,6 +107,16 @@ struct gce_server {
 	int reported_end;              /* REVOKED, FAILED or STOCKOUT reported */
 	int asking_fate;
 	int missing;                   /* backstop passes that did not show it RUNNING */
+	int reviewing;                 /* seen stopped or gone with nothing yet saying why */
+	double want_stop_since;        /* > 0: judged without its power-off time (a notice
+	                                * settled it before the list or the operation gave
+	                                * one): the operation's endTime is asked for since */
+	double review_since;           /* ... since then (fleet seconds) */
+	char listed_status[24];        /* its status in the last list, "" when not listed */
+	int suspect;                   /* its worker ended or its host stopped answering:
+	                                * the next list started after it says why */
+	int suspect_listing;           /* the list in flight was started after that */
+	char suspect_code[24], suspect_msg[300];
 	char target[512];              /* the instance's URL */
 	double started_at, stopped_at; /* GCE's RUNNING and power-off times (epoch s), 0 unknown */
 	const char *stop_source;       /* where stopped_at comes from */
@@ -117,6 +144,7 @@ struct sd_provider {
 	char *ssh_user, *identity, *worker;
 	int accelerator_count, disk_gb, ssh_port;
 	double poll_s, boot_timeout_s, block_s, quoted_usd;
+	double preempt_wait_s;         /* how long a stopped VM is looked at again (PREEMPT_WAIT_S) */
 	char *zones[GCE_MAX_ZONES];
 	int nzones;
 	double zone_blocked_until[GCE_MAX_ZONES];
@@ -144,7 +172,7 @@ struct sd_provider {
 static const char *const setting_keys[] = {
 	"project", "zones", "credentials", "gcloud", "machine_type", "accelerator", "accelerator_count", "image",
 	"api_root", "billing_root", "disk_gb", "ssh_user", "identity", "worker", "ssh_port", "poll_s",
-	"boot_timeout_s", "block_s", "usd_per_hour", "orphans", "price_cache_s",
+	"boot_timeout_s", "block_s", "usd_per_hour", "orphans", "price_cache_s", "preempt_wait_s",
 	/* the transport's (ssh.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
@@ -432,18 +460,46 @@ static void boot_done(struct sd_provider *p, struct gce_server *s, const char *a
 	sd_ssh_wait_ready(p->ssh, s->host, p->boot_timeout_s, on_ssh_ready, s);
 }
 
-/* The transport made SERVER fail (its host went silent): its VM goes. */
-static void on_transport_failed(void *ctx, const char *server)
+/* ---- the backstop: the run's VMs listed every poll_s ---- */
+
+/* The verdict on S, whose VM stopped or went: journaled first (REVOKED or
+ * FAILED, with what settled it), and only then is the VM deleted, so that
+ * nothing about it is lost if the controller dies in between.  A
+ * preempted Spot VM with action DELETE goes by itself; one that stopped
+ * (or crashed) is deleted so that it bills no disk (a 404 is success). */
+static void verdict(struct sd_provider *p, struct gce_server *s, enum sd_provider_event_kind kind,
+                    const char *settled_by, const char *code, const char *message)
 {
-	struct sd_provider *p = ctx;
-	struct gce_server *s = find_server(p, server);
-	if (s) {
-		s->reported_end = 1;
-		delete_vm(p, s);
-	}
+	s->reported_end = 1;
+	s->reviewing = 0;
+	if (!(s->stopped_at > 0) && kind == SD_PROVIDER_REVOKED)
+		s->want_stop_since = sd_fleet_now(p->fleet);
+	struct sd_provider_event ev = {
+		.kind = kind,
+		.server = s->id,
+		.time = sd_fleet_now(p->fleet),
+		.code = code,
+		.message = message,
+		.zone = p->zones[s->zone],
+		.settled_by = settled_by,
+	};
+	sd_fleet_report(p->fleet, &ev);
+	delete_vm(p, s);
 }
 
-/* ---- the backstop: the run's VMs listed every poll_s ---- */
+/* What the run knows of S's VM, which the list shows stopped (STATUS) or
+ * not at all: a notice its worker reported settles it as a preemption. */
+static int judged_by_notice(struct sd_provider *p, struct gce_server *s)
+{
+	const char *source;
+	if (!sd_fleet_cloud_noticed(p->fleet, s->id, &source))
+		return 0;
+	char msg[300];
+	snprintf(msg, sizeof msg, "VM %s is %s; its worker had reported the cloud's preemption notice%s%s", s->name,
+	         s->listed_status[0] ? s->listed_status : "gone", source[0] ? " from " : "", source);
+	verdict(p, s, SD_PROVIDER_REVOKED, "notice", NULL, msg);
+	return 1;
+}
 
 static void on_fate(void *arg, int preempted, double ended_at, const char *error)
 {
@@ -453,8 +509,7 @@ static void on_fate(void *arg, int preempted, double ended_at, const char *error
 	if (p->closing || s->released || s->reported_end)
 		return;
 	if (preempted < 0) {
-		s->missing = 1;   /* asked again on the next pass */
-		(void)error;
+		(void)error;   /* asked again on the next pass (the bound still runs) */
 		return;
 	}
 	if (preempted && ended_at > 0 && !(s->stopped_at > 0)) {
@@ -462,16 +517,29 @@ static void on_fate(void *arg, int preempted, double ended_at, const char *error
 		s->stop_source = "the compute.instances.preempted operation's endTime";
 	}
 	if (preempted) {
-		report(p, s, SD_PROVIDER_REVOKED, NULL, NULL);
-	} else {
-		char msg[200];
-		snprintf(msg, sizeof msg, "VM %s stopped without a preemption: it crashed or someone deleted it", s->name);
-		report(p, s, SD_PROVIDER_FAILED, "VM_GONE", msg);
+		char msg[300];
+		snprintf(msg, sizeof msg, "a compute.instances.preempted operation names VM %s", s->name);
+		verdict(p, s, SD_PROVIDER_REVOKED, "operation", NULL, msg);
+		return;
 	}
-	/* A preempted Spot VM with action DELETE goes by itself; one that
-	 * stopped (or crashed) is deleted so it bills no disk (a 404 is
-	 * success). */
-	delete_vm(p, s);
+	if (judged_by_notice(p, s))
+		return;   /* the notice arrived while the operations were asked */
+	/* No operation names it yet: Google does not say how soon one
+	 * appears, so the zone's operations are asked again on every pass
+	 * until preempt_wait_s has passed since the VM was first seen so. */
+	double now = sd_fleet_now(p->fleet);
+	if (!s->reviewing) {
+		s->reviewing = 1;
+		s->review_since = now;
+	}
+	if (now - s->review_since < p->preempt_wait_s)
+		return;
+	char msg[700];
+	snprintf(msg, sizeof msg, "VM %s is %s, and for %.0f s neither a compute.instances.preempted operation nor a "
+	         "notice from its worker said it was preempted: it crashed or someone deleted it%s%s", s->name,
+	         s->listed_status[0] ? s->listed_status : "gone", now - s->review_since,
+	         s->suspect_msg[0] ? "; " : "", s->suspect_msg);
+	verdict(p, s, SD_PROVIDER_FAILED, "timeout", "VM_GONE", msg);
 }
 
 static void on_listed_vm(void *arg, const struct sd_gce_instance *in)
@@ -480,9 +548,11 @@ static void on_listed_vm(void *arg, const struct sd_gce_instance *in)
 	for (struct gce_server *s = p->servers; s; s = s->next) {
 		if (strcmp(s->name, in->name))
 			continue;
-		if (!strcmp(in->status, "RUNNING"))
+		snprintf(s->listed_status, sizeof s->listed_status, "%s", in->status);
+		if (!strcmp(in->status, "RUNNING")) {
 			s->missing = 0;
-		else if (in->stopped_at > 0 && !(s->stopped_at > 0)) {
+			s->reviewing = 0;   /* running again: whatever stopped it is over */
+		} else if (in->stopped_at > 0 && !(s->stopped_at > 0)) {
 			s->stopped_at = in->stopped_at;   /* powered off: preempted, crashed, stopped */
 			s->stop_source = "lastStopTimestamp";
 		}
@@ -499,7 +569,16 @@ static void on_listed(void *arg, int n, const char *error)
 	for (struct gce_server *s = p->servers; s; s = s->next) {
 		if (s->st != VM_RUNNING && s->st != VM_WAIT_SSH)
 			continue;
-		if (!s->missing || s->released || s->reported_end || s->asking_fate || !s->target[0])
+		if (s->released || s->reported_end || s->asking_fate || !s->target[0])
+			continue;
+		if (!s->missing) {
+			/* The VM runs: a worker that ended there, or a host that
+			 * stopped answering ssh, is the server's failure. */
+			if (s->suspect && s->suspect_listing)
+				verdict(p, s, SD_PROVIDER_FAILED, NULL, s->suspect_code, s->suspect_msg);
+			continue;
+		}
+		if (judged_by_notice(p, s))
 			continue;
 		char err[256];
 		s->asking_fate = 1;
@@ -508,15 +587,16 @@ static void on_listed(void *arg, int n, const char *error)
 	}
 }
 
-static void on_backstop(uv_timer_t *t)
+static void start_list(struct sd_provider *p)
 {
-	struct sd_provider *p = t->data;
 	if (p->closing || p->listing)
 		return;
 	int any = 0;
 	for (struct gce_server *s = p->servers; s; s = s->next)
 		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end) {
 			s->missing = 1;   /* until the list shows it RUNNING */
+			s->listed_status[0] = '\0';
+			s->suspect_listing = s->suspect;
 			any = 1;
 		}
 	if (!any)
@@ -526,6 +606,81 @@ static void on_backstop(uv_timer_t *t)
 	if (sd_gce_vm_list(p->gce, (const char *const *)p->zones, p->nzones, p->tag, on_listed_vm, on_listed, p, err,
 	                   sizeof err) < 0)
 		p->listing = 0;
+}
+
+/* The power-off time of S, revoked on its worker's notice before anything
+ * gave one, from the compute.instances.preempted operation's endTime once
+ * it is published: what GCE bills ends there. */
+static void on_stop_time(void *arg, int preempted, double ended_at, const char *error)
+{
+	struct gce_server *s = arg;
+	(void)error;
+	s->asking_fate = 0;
+	if (s->p->closing || !(s->want_stop_since > 0))
+		return;
+	if (s->stopped_at > 0 || (preempted > 0 && ended_at > 0)) {
+		if (!(s->stopped_at > 0)) {
+			s->stopped_at = ended_at;
+			s->stop_source = "the compute.instances.preempted operation's endTime";
+		}
+		s->want_stop_since = 0;
+		if (s->st == VM_GONE)
+			bill(s->p, s);   /* else when its delete ends */
+	}
+}
+
+static void on_backstop(uv_timer_t *t)
+{
+	struct sd_provider *p = t->data;
+	start_list(p);
+	/* Asked at every pass for preempt_wait_s; after that the fleet's
+	 * estimate of its cost stands. */
+	double now = sd_fleet_now(p->fleet);
+	for (struct gce_server *s = p->servers; s && !p->closing; s = s->next) {
+		if (!(s->want_stop_since > 0) || s->asking_fate || s->billed || !s->target[0])
+			continue;
+		if (now - s->want_stop_since > p->preempt_wait_s) {
+			s->want_stop_since = 0;
+			continue;
+		}
+		char err[256];
+		s->asking_fate = 1;
+		if (sd_gce_vm_fate(p->gce, p->zones[s->zone], s->target, on_stop_time, s, err, sizeof err) < 0)
+			s->asking_fate = 0;
+	}
+}
+
+/* SERVER's worker ended, or its host stopped answering ssh, while it
+ * trained without a notice: a crash, or a preemption its worker never
+ * heard of.  The list, asked now, says which (on_listed). */
+static void suspect(struct sd_provider *p, struct gce_server *s, const char *code, const char *message)
+{
+	if (s->suspect)
+		return;
+	s->suspect = 1;
+	snprintf(s->suspect_code, sizeof s->suspect_code, "%s", code);
+	snprintf(s->suspect_msg, sizeof s->suspect_msg, "%s", message);
+	start_list(p);
+}
+
+static void on_transport_unreachable(void *ctx, const char *server, const char *message)
+{
+	struct sd_provider *p = ctx;
+	struct gce_server *s = find_server(p, server);
+	if (s && !s->released && !s->reported_end)
+		suspect(p, s, "HOST_UNREACHABLE", message);
+}
+
+static int gce_judge(struct sd_provider *p, const char *server)
+{
+	struct gce_server *s = find_server(p, server);
+	if (!s || s->released || s->reported_end || p->closing || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH) ||
+	    !s->target[0])
+		return 0;
+	char msg[200];
+	snprintf(msg, sizeof msg, "the worker on VM %s ended", s->name);
+	suspect(p, s, "WORKER_ENDED", msg);
+	return 1;
 }
 
 /* ---- start-up reconciliation: the run's VMs a previous controller left ---- */
@@ -931,6 +1086,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->poll_s = sd_setting_num(s, "poll_s", 20);
 	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
 	p->block_s = sd_setting_num(s, "block_s", 600);
+	p->preempt_wait_s = sd_setting_num(s, "preempt_wait_s", PREEMPT_WAIT_S);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
 	p->price_cache_s = sd_setting_num(s, "price_cache_s", 86400);
 	/* The real catalog goes with the real Compute Engine only: a fake's
@@ -980,7 +1136,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		gce_free(p);
 		return sd_why(why, "%s: provider.credentials: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = p, .failed = on_transport_failed };
+	struct sd_ssh_hooks hooks = { .ctx = p, .unreachable = on_transport_unreachable };
 	if (sd_ssh_transport_create(&p->ssh, env, "gce", &hooks, why) < 0) {
 		gce_free(p);
 		return -1;
@@ -1252,6 +1408,7 @@ const struct sd_provider_ops sd_provider_gce = {
 	.launch = gce_launch,
 	.signal = gce_signal,
 	.lost = gce_lost,
+	.judge = gce_judge,
 	.answer_orphans = gce_answer_orphans,
 	.close = gce_close,
 	.free = gce_free,

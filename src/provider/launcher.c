@@ -171,12 +171,13 @@ static void worker_ended(struct sd_fleet *f, struct server *s)
 	if (!fl_gone(s)) {
 		if (s->releasing)
 			fl_released(f, s);
-		else if (s->st != SD_SERVER_NOTICE)
+		else if (s->st != SD_SERVER_NOTICE && !(s->offer && f->ops && f->ops->judge && f->ops->judge(f->p, s->id)))
 			fl_finish_server(f, s, SD_SERVER_FAILED);
-		else if (!s->offer)
+		else if (s->st == SD_SERVER_NOTICE && !s->offer)
 			fl_released(f, s);   /* a local server's cloud notice: nothing else will end it */
 		/* Under notice the worker left; the machine (and its bill) lasts
-		 * until the provider takes it. */
+		 * until the provider takes it.  So does a server its provider
+		 * judges (ops->judge). */
 	} else {
 		fl_launcher_server_done(s);
 	}

@@ -101,6 +101,14 @@ struct sd_provider_event {
 	int capped;                    /* a lifetime cap (GCE's 24 h), not the market */
 	/* REVOKED: */
 	double launched_at;            /* when the machine started, for lifetime_s */
+	/* REVOKED, FAILED of a machine found stopped or gone: what told the
+	 * provider why ("notice": the worker's cloud notice the run received;
+	 * "operation": GCE's compute.instances.preempted; "state_reason":
+	 * EC2's stateReason; "timeout": nothing said it was a preemption
+	 * within the provider's preempt_wait_s), journaled as "settled_by";
+	 * NULL: not such a verdict.  REVOKED's message, when given, is
+	 * journaled as its "detail". */
+	const char *settled_by;
 	/* FAILED, STOCKOUT: */
 	const char *code;              /* "ZONE_RESOURCE_POOL_EXHAUSTED", "INVALID_OFFER", ... */
 	const char *message;           /* one line for a person */
@@ -166,6 +174,15 @@ struct sd_provider_ops {
 	              char **why);
 	void (*signal)(struct sd_provider *p, const char *server, int sig);
 	void (*lost)(struct sd_provider *p, const char *server, int worker_alive);
+	/* SERVER's worker ended (its process, or its controller connection
+	 * after its session had ended) while the server was neither released
+	 * nor under notice.  Returns 1 when the provider will itself report
+	 * REVOKED or FAILED for the server once it has looked (a cloud VM
+	 * preempted without a notice its worker heard looks just like a
+	 * crashed worker from here: only the cloud can tell, gce.c and aws.c);
+	 * the fleet then keeps the server as it is until that report.  0, or
+	 * NULL: the fleet fails the server now. */
+	int (*judge)(struct sd_provider *p, const char *server);
 	/* The answer to the provider's question about an earlier controller's
 	 * VMs (provider.orphans "ask"): WHAT is "adopt", "delete" or "keep".
 	 * 0, or -1 with *why (no question is open, or WHAT is none of those).
@@ -206,5 +223,17 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev);
 void sd_fleet_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *ev);
 void sd_fleet_command(struct sd_fleet *f, const char *line);
 double sd_fleet_now(const struct sd_fleet *f);
+
+/* Whether the worker on SERVER reported its cloud's own preemption notice
+ * (sd_fleet_cloud_notice, journaled or not because the server was already
+ * under notice) during this run: 1, else 0 (also for an unknown server).
+ * A cloud provider asks this when it finds the server's VM stopped or gone
+ * and must tell a preemption from a crash: a notice the run received
+ * settles it as a revocation (GCE's compute.instances.preempted operation
+ * may appear later, and an EC2 instance may already be gone from
+ * DescribeInstances).  With SOURCE non-NULL, *SOURCE is the notice's
+ * "source" field ("gce", "aws"; "" when it had none), valid while the
+ * fleet lives. */
+int sd_fleet_cloud_noticed(const struct sd_fleet *f, const char *server, const char **source);
 
 #endif

@@ -489,10 +489,15 @@ static void job_done(struct ssh_job *j)
 						.code = "HOST_UNREACHABLE",
 						.message = msg,
 					};
-					sd_fleet_report(p->fleet, &ev);
+					/* With the unreachable hook the cloud provider says
+					 * whether the VM was preempted. */
+					if (!p->hooks.unreachable)
+						sd_fleet_report(p->fleet, &ev);
 					cool_down(p, j->host, "the worker's ssh session was lost and ssh cannot get "
 					          "into the host", last);
-					if (p->hooks.failed)
+					if (p->hooks.unreachable)
+						p->hooks.unreachable(p->hooks.ctx, s->id, msg);
+					else if (p->hooks.failed)
 						p->hooks.failed(p->hooks.ctx, s->id);
 				}
 			} else {

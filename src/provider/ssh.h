@@ -26,6 +26,15 @@ struct sd_ssh_hooks {
 	 * be reached while its worker trains): the cloud provider deletes the
 	 * VM, since the fleet does not release a server that failed. */
 	void (*failed)(void *ctx, const char *server);
+	/* SERVER's host cannot be reached over ssh while its worker trains
+	 * (MESSAGE: one line saying so).  When set, the transport reports
+	 * nothing to the fleet and calls neither failed nor this again for
+	 * the server: the cloud provider judges it, since a VM that was
+	 * preempted without a notice the worker heard looks exactly like a
+	 * dead host from here, and only the cloud can tell the two apart.
+	 * The host is cooled down as without it.  NULL: the transport reports
+	 * FAILED (code HOST_UNREACHABLE) and calls failed. */
+	void (*unreachable)(void *ctx, const char *server, const char *message);
 };
 
 /* A transport: env as for any provider (its settings: the ssh keys of

@@ -216,7 +216,14 @@ Control (no auth, not logged; JSON bodies):
   POST /_control/quota     {"vcpus": N}
   POST /_control/price     {"type": T, "az": AZ, "usd_per_hour": P}: the
                            Spot price changes now (history and new launches)
-  POST /_control/interrupt {"id": I, "notice_s": 120}
+  POST /_control/interrupt {"id": I, "notice_s": 120, "notice": true,
+       "gone_after_s": null}  "notice": false leaves IMDS
+       spot/instance-action 404 (AWS calls the notice best effort: one
+       the instance never shows); gone_after_s S: S seconds after the
+       power-off (0: with it) the instance leaves DescribeInstances (by
+       tag, and InvalidInstanceID.NotFound by id) instead of staying listed
+       terminated for the hour AWS documents (fault injection: an
+       instance already gone when the controller looks)
   POST /_control/rebalance {"id": I}
   POST /_control/crash     {"id": I}
   POST /_control/fail      {"action": A (optional: any), "status": 503,
@@ -229,7 +236,8 @@ Control (no auth, not logged; JSON bodies):
        the next instances, one each (default 127.0.0.1; with --vm-sshd
        127.X.Y.(10+k))
   GET  /_control/log       {"requests": [{time, action, region, status,
-       code (error code or null), client_token, auth (bool: Authorization
+       code (error code or null), client_token, instance_ids (InstanceId.N),
+       auth (bool: Authorization
        present; never the signature, key or token)}]}
   GET  /_control/state     {"instances": [{id, reservation, region, az, type,
        state, code, state_reason, private_ip, public_ip, tags, imds,
@@ -412,6 +420,7 @@ class Inst:
         self.started = None           # running since (billing start)
         self.stopped = None           # power-off (billing end)
         self.action = None            # spot/instance-action JSON
+        self.unlisted = False         # gone from DescribeInstances (NotFound by id)
         self.rebalance = None
         self.imds_tokens = {}         # token -> expiry (monotonic)
         self.proc = None
@@ -612,10 +621,20 @@ def finish_termination(inst):
             cond.notify_all()
 
 
-def interrupt_end(inst):
+def interrupt_end(inst, gone_after_s=None):
     with cond:
         if inst.state in ("pending", "running"):
             power_off(inst, "shutting-down", "spot")
+        if gone_after_s is not None and gone_after_s <= 0:
+            inst.unlisted = True   # no DescribeInstances ever shows it shut down
+    if gone_after_s is not None and gone_after_s > 0:
+        later(gone_after_s, unlist, inst)
+
+
+def unlist(inst):
+    with cond:
+        inst.unlisted = True
+        cond.notify_all()
 
 
 # ---------------------------------------------------------------- parameters
@@ -766,7 +785,8 @@ def lookup(region, ids):
     for i in ids:
         if not ID_RE.match(i):
             bad("InvalidInstanceID.Malformed", 'Invalid id: "%s"' % i)
-    missing = [i for i in ids if i not in S["instances"] or S["instances"][i].region != region]
+    missing = [i for i in ids if i not in S["instances"] or S["instances"][i].region != region or
+               S["instances"][i].unlisted]
     if len(missing) == 1:
         bad("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist" % missing[0])
     if missing:
@@ -800,7 +820,8 @@ def describe_instances(region, params):
     if ids and "MaxResults" in params:
         bad("InvalidParameterCombination", "The parameter instancesSet cannot be used with the parameter maxResults")
     with cond:
-        insts = lookup(region, ids) if ids else [i for i in S["instances"].values() if i.region == region]
+        insts = lookup(region, ids) if ids else [i for i in S["instances"].values()
+                                                 if i.region == region and not i.unlisted]
         insts = [i for i in insts if match_filters(i, fl)]
         chunk, nxt = paging(insts, params, 5, 1000)
         body = "<reservationSet>%s</reservationSet>" % "".join("<item>%s</item>" % reservation_xml(i) for i in chunk)
@@ -985,6 +1006,7 @@ class Handler(BaseHTTPRequestHandler):
             with cond:
                 entry["action"] = params.get("Action")
                 entry["client_token"] = params.get("ClientToken")
+                entry["instance_ids"] = indexed(params, "InstanceId")
             if self.command not in ("POST", "GET"):
                 bad("InvalidAction", "The HTTP method %s is not supported by the fake." % self.command)
             region = verify_sigv4(self.command, self.path, self.headers, raw)
@@ -1087,8 +1109,10 @@ class Handler(BaseHTTPRequestHandler):
                     inst.rebalance = {"noticeTime": iso(now, ms=False)}
                 else:
                     notice = float(c.get("notice_s", 120))
-                    inst.action = {"action": "terminate", "time": iso(now + notice, ms=False)}
-                    later(notice, interrupt_end, inst)
+                    if c.get("notice", True):
+                        inst.action = {"action": "terminate", "time": iso(now + notice, ms=False)}
+                    gone = c.get("gone_after_s")
+                    later(notice, interrupt_end, inst, None if gone is None else float(gone))
                 cond.notify_all()
                 return 200, {"ok": True, "time": now}
         return 404, {"error": "no such control %s" % p}
