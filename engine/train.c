@@ -166,31 +166,93 @@ static int dev_setup(struct sd_trainer *t, int demanded, char **why)
 	return 0;
 }
 
-/* The model of an ONNX file (cfg->model), checked against the dataset:
- * the same image shape and number of classes. */
-static int create_onnx(struct sd_trainer *t, int maxb, char **why)
+int sd_sha256_hex(const void *bytes, size_t len, char hex[65], char **why)
 {
-	const char *path = t->cfg.model;
-	uint8_t *bytes;
-	size_t len;
-	struct sd_onnx_info info;
-	if (sd_onnx_read_file(path, &bytes, &len, why) < 0)
-		return -1;
-	int rc = sd_onnx_check(bytes, len, path, &info, why);
-	if (rc == 0 && (info.c != t->train.c || info.h != t->train.h || info.w != t->train.w ||
-	                info.classes != t->train.classes))
-		rc = sd_why(why, "%s: the model takes %dx%dx%d inputs and gives %d classes; dataset "
-		            "%s has %dx%dx%d images and %d classes", path, info.c, info.h, info.w,
-		            info.classes, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
-		            t->train.classes);
-	if (rc == 0)
-		rc = sd_model_create_onnx(&t->model, bytes, len, path, maxb, why);
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
-	if (rc == 0 && (!EVP_Digest(bytes, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32))
-		rc = sd_why(why, "%s: SHA-256 failed (OpenSSL)", path);
-	for (unsigned int i = 0; rc == 0 && i < mdlen; i++)
-		snprintf(t->model_sha256 + 2 * i, 3, "%02x", md[i]);
+	if (!EVP_Digest(bytes, len, md, &mdlen, EVP_sha256(), NULL) || mdlen != 32)
+		return sd_why(why, "SHA-256 failed (OpenSSL)");
+	for (unsigned int i = 0; i < mdlen; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	return 0;
+}
+
+/* Whether the ONNX model's input and classes are the dataset's (c, h, w,
+ * classes). */
+static int onnx_fits(const struct sd_onnx_info *info, const char *path, const char *dataset, int c,
+                     int h, int w, int classes, char **why)
+{
+	if (info->c == c && info->h == h && info->w == w && info->classes == classes)
+		return 0;
+	return sd_why(why, "%s: the model takes %dx%dx%d inputs and gives %d classes; dataset "
+	              "%s has %dx%dx%d images and %d classes", path, info->c, info->h, info->w,
+	              info->classes, dataset, c, h, w, classes);
+}
+
+int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes, size_t len,
+                         char **why)
+{
+	if (!sd_onnx_is_path(cfg->model))
+		return 0;
+	uint8_t *own = NULL;
+	if (!bytes) {
+		if (sd_onnx_read_file(cfg->model, &own, &len, why) < 0)
+			return -1;
+		bytes = own;
+	}
+	struct sd_onnx_info info;
+	int rc = sd_onnx_check(bytes, len, cfg->model, &info, why);
+	free(own);
+	if (rc < 0)
+		return -1;
+	int c = 0, h = 0, w = 0, classes = 10;
+	if (!strcmp(cfg->dataset, "fashion-mnist") || !strcmp(cfg->dataset, "mnist")) {
+		c = 1, h = 28, w = 28;
+	} else if (!strcmp(cfg->dataset, "cifar10")) {
+		c = 3, h = 32, w = 32;
+	} else if (!strcmp(cfg->dataset, "synthetic")) {
+		c = cfg->synthetic_c, h = cfg->synthetic_h, w = cfg->synthetic_w;
+	} else if (!strcmp(cfg->dataset, "npy")) {
+		/* The arrays are mapped, not read: this costs their headers and
+		 * one pass over the labels, what sd_train_check_data costs. */
+		struct sd_data_options opt;
+		enum sd_augment aug;
+		struct sd_dataset train, test;
+		if (sd_train_data_options(cfg, &opt, &aug, why) < 0 ||
+		    sd_dataset_load_npy(&train, &test, cfg->data_dir, &opt, why) < 0)
+			return -1;
+		c = train.c, h = train.h, w = train.w, classes = train.classes;
+		sd_dataset_free(&train);
+		sd_dataset_free(&test);
+	} else {
+		return 0;   /* an unknown dataset is the data check's to name */
+	}
+	return onnx_fits(&info, cfg->model, cfg->dataset, c, h, w, classes, why);
+}
+
+/* The model of an ONNX file (cfg->model, or the bytes the config carries),
+ * checked against the dataset: the same image shape and number of
+ * classes. */
+static int create_onnx(struct sd_trainer *t, const struct sd_train_config *cfg, int maxb, char **why)
+{
+	const char *path = cfg->model;
+	uint8_t *bytes = NULL;
+	const uint8_t *in = cfg->model_bytes;
+	size_t len = cfg->model_len;
+	struct sd_onnx_info info;
+	if (!in) {
+		if (sd_onnx_read_file(path, &bytes, &len, why) < 0)
+			return -1;
+		in = bytes;
+	}
+	int rc = sd_onnx_check(in, len, path, &info, why);
+	if (rc == 0)
+		rc = onnx_fits(&info, path, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
+		               t->train.classes, why);
+	if (rc == 0)
+		rc = sd_model_create_onnx(&t->model, in, len, path, maxb, why);
+	if (rc == 0 && sd_sha256_hex(in, len, t->model_sha256, why) < 0)
+		rc = -1;
 	free(bytes);
 	return rc;
 }
@@ -212,6 +274,8 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		return -1;
 	struct sd_trainer *t = sd_calloc(1, sizeof *t);
 	t->cfg = *cfg;
+	t->cfg.model_bytes = NULL;   /* borrowed for this call only */
+	t->cfg.model_len = 0;
 	t->augment = aug;
 	const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
 	int rc;
@@ -241,7 +305,7 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	}
 	int maxb = cfg->global_batch > cfg->eval_batch ? cfg->global_batch : cfg->eval_batch;
 	if (sd_onnx_is_path(cfg->model)) {
-		if (create_onnx(t, maxb, why) < 0) {
+		if (create_onnx(t, cfg, maxb, why) < 0) {
 			sd_trainer_destroy(t);
 			return -1;
 		}

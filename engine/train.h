@@ -53,6 +53,14 @@ struct sd_train_config {
 	/* Any dataset: training-set augmentation, "none" (default) or
 	 * "crop4+flip" (engine/data.h enum sd_augment). */
 	char augment[16];
+	/* An ONNX model's file already in memory (borrowed: read only by
+	 * sd_trainer_create, which copies nothing of it, and cleared in the
+	 * trainer's copy of the config): when model_bytes is set, the model is
+	 * built from these model_len bytes and cfg.model only names it in the
+	 * errors.  A worker on another host gets the controller's file this way
+	 * (the path in the job is the controller's); NULL = read cfg.model. */
+	const uint8_t *model_bytes;
+	size_t model_len;
 };
 
 /* Fills c with the defaults above. */
@@ -65,6 +73,23 @@ void sd_train_config_defaults(struct sd_train_config *c);
  * another dataset are refused.  Returns 0, or -1 with *why naming the file
  * or setting and the problem. */
 int sd_train_check_data(const struct sd_train_config *cfg, char **why);
+
+/* Checks the ONNX model of cfg (cfg->model ending in ".onnx"; bytes[0..len)
+ * its file's contents, or NULL to read cfg->model) against the job's data
+ * without loading the data: the whole graph (sd_onnx_check), then its input
+ * (C, H, W) and classes against the dataset's: the known constants of the
+ * built-in datasets (fashion-mnist and mnist 1x28x28, cifar10 3x32x32, 10
+ * classes each; synthetic its synthetic_c/h/w and 10 classes), the headers
+ * and labels of npy's arrays.  A built-in model name passes.  Returns 0, or
+ * -1 with *why naming the ONNX file, the node when there is one, and what
+ * is wrong. */
+int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes, size_t len,
+                         char **why);
+
+/* The SHA-256 of bytes[0..len) in lower-case hex into hex (65 bytes with
+ * its NUL): how a model file is named in checkpoints and on the wire.
+ * Returns 0, or -1 (OpenSSL failed) with *why. */
+int sd_sha256_hex(const void *bytes, size_t len, char hex[65], char **why);
 
 struct sd_trainer {
 	struct sd_train_config cfg;

@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "engine/errors.h"
+#include "engine/onnx.h"
 #include "engine/train.h"
 #include "src/controller/controller.h"
 #include "src/proto/job.h"
@@ -654,8 +655,11 @@ static int absolute_path_settings(const struct sd_provider_ops *ops, cJSON *sett
 /* The job to run: the embedded demo, the defaults, the --job file or the
  * resumed run's own job.json, then the command line's overrides.  jp gets
  * the job's name for messages.  Returns 0, or 1 after a one-line error. */
-static int load_job(const struct options *o, struct sd_job *job, char *jp, size_t jplen)
+static int load_job(const struct options *o, struct sd_job *job, char *jp, size_t jplen,
+                    uint8_t **model, size_t *model_len)
 {
+	*model = NULL;
+	*model_len = 0;
 	char *why = NULL;
 	if (o->headless && !o->demo)
 		sd_job_defaults(job);
@@ -730,6 +734,20 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 		fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
 		free(why);
 		return 1;
+	}
+	/* An ONNX model likewise: read once, its whole graph checked and its
+	 * input and classes matched to the data, before anything is rented;
+	 * the controller keeps these bytes and sends them to every worker
+	 * (the path is this host's). */
+	if (sd_onnx_is_path(job->train.model)) {
+		if (sd_onnx_read_file(job->train.model, model, model_len, &why) < 0 ||
+		    sd_train_check_model(&job->train, *model, *model_len, &why) < 0) {
+			fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
+			free(why);
+			free(*model);
+			*model = NULL;
+			return 1;
+		}
 	}
 	return 0;
 }
@@ -992,7 +1010,9 @@ int main(int argc, char **argv)
 	}
 	struct sd_job job;
 	char jp[PATH_MAX + 16];
-	if (load_job(&o, &job, jp, sizeof jp))
+	uint8_t *model = NULL;
+	size_t model_len = 0;
+	if (load_job(&o, &job, jp, sizeof jp, &model, &model_len))
 		return 1;
 	char catalog_path[PATH_MAX + 64] = "";
 	if (job.catalog[0])
@@ -1097,10 +1117,14 @@ int main(int argc, char **argv)
 		.advertise = o.advertise[0] ? o.advertise : NULL,
 		.orphans = o.orphans,
 		.interactive = !o.headless && !o.detach,
+		.model_bytes = model,
+		.model_len = model_len,
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};
-	if (sd_controller_create(&a.ctl, a.loop, &job, &co, &why) < 0) {
+	int created = sd_controller_create(&a.ctl, a.loop, &job, &co, &why);
+	free(model);   /* the controller has its copy */
+	if (created < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
 		uv_run(a.loop, UV_RUN_DEFAULT);   /* the failed create's handles close */

@@ -1,18 +1,45 @@
 /* tests/onnx-gen.c - writes tests/onnx-gen.h's tiny model for (1, H, W)
- * inputs and CLASSES classes to a file, for tests/test-onnx-worker.sh.
+ * inputs and CLASSES classes to a file, for the shell tests
+ * (tests/test-onnx-worker.sh, tests/test-spotdeck-bad-input.sh, ...).
  *
- *   onnx-gen OUT.onnx H W CLASSES [PRODUCER]
+ *   onnx-gen [--break KIND] OUT.onnx H W CLASSES [PRODUCER]
  *
- * PRODUCER replaces the producer name: another file, the same model. */
+ * PRODUCER replaces the producer name: another file, the same model.
+ * --break writes the model broken one of onnx-gen.h's ways: KIND is
+ * unsupported-op (node relu1 is a Softplus), dangling (node gap reads a
+ * tensor nothing writes), cycle, huge-init, raw-mismatch, opset7,
+ * double-init, two-outputs, two-inputs, dynamic-h or groups. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/onnx-gen.h"
 
+static const char *const kinds[GEN_COUNT] = {
+	[GEN_OK] = "ok", [GEN_UNSUPPORTED_OP] = "unsupported-op", [GEN_DANGLING] = "dangling",
+	[GEN_CYCLE] = "cycle", [GEN_HUGE_INIT] = "huge-init", [GEN_RAW_MISMATCH] = "raw-mismatch",
+	[GEN_OPSET7] = "opset7", [GEN_DOUBLE_INIT] = "double-init",
+	[GEN_TWO_OUTPUTS] = "two-outputs", [GEN_TWO_INPUTS] = "two-inputs",
+	[GEN_DYNAMIC_H] = "dynamic-h", [GEN_GROUPS] = "groups",
+};
+
 int main(int argc, char **argv)
 {
+	enum gen_break brk = GEN_OK;
+	if (argc > 2 && !strcmp(argv[1], "--break")) {
+		int k = 0;
+		while (k < GEN_COUNT && (!kinds[k] || strcmp(kinds[k], argv[2])))
+			k++;
+		if (k == GEN_COUNT) {
+			fprintf(stderr, "onnx-gen: --break %s: unknown kind\n", argv[2]);
+			return 2;
+		}
+		brk = (enum gen_break)k;
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc != 5 && argc != 6) {
-		fprintf(stderr, "usage: onnx-gen OUT.onnx H W CLASSES [PRODUCER]\n");
+		fprintf(stderr, "usage: onnx-gen [--break KIND] OUT.onnx H W CLASSES [PRODUCER]\n");
 		return 2;
 	}
 	int h = atoi(argv[2]), w = atoi(argv[3]), classes = atoi(argv[4]);
@@ -21,8 +48,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	size_t len;
-	uint8_t *b = gen_model_bytes_shape(GEN_OK, h, w, classes, argc == 6 ? argv[5] : NULL,
-	                                   &len);
+	uint8_t *b = gen_model_bytes_shape(brk, h, w, classes, argc == 6 ? argv[5] : NULL, &len);
 	FILE *f = fopen(argv[1], "wb");
 	if (!f || fwrite(b, 1, len, f) != len || fclose(f) != 0) {
 		perror(argv[1]);

@@ -38,7 +38,7 @@ def attempt(payload, event, reason_part, welcome_ok=False):
         fail("no error message sent back for %s (got %r)" % (reason_part, data[:100]))
     ok("%s: %s" % (event, e["reason"]))
 
-hello = {"type": "hello", "version": 3, "token": "x" * 32, "server_id": "intruder", "pid": 1}
+hello = {"type": "hello", "version": 4, "token": "x" * 32, "server_id": "intruder", "pid": 1}
 attempt((json.dumps(hello) + "\n").encode(), "auth_failed", "wrong token")
 # The run's real token with one character more, or one less, or its last
 # one changed: a compare that stops at either string's end would let these in.
@@ -50,16 +50,23 @@ for bad, what in ((token + "0", "one extra character"), (token[:-1], "one charac
 attempt(b"{\"type\": \"hello\", " + b" " * (1 << 20) + b"\n", "protocol_error", "longer than")
 attempt(b"{not json\n", "protocol_error", "invalid JSON")
 attempt(b"{\"type\": \"launch_missiles\"}\n", "protocol_error", "unknown message type")
-hello2 = dict(hello, version=4, token=token, server_id="future")
+hello2 = dict(hello, version=5, token=token, server_id="future")
 attempt((json.dumps(hello2) + "\n").encode(), "protocol_error", "version")
 # A worker of version 2 (one all-reduce after backward, no buckets) cannot
-# train with this build's.
-hello1 = dict(hello, version=2, token=token, server_id="past")
-attempt((json.dumps(hello1) + "\n").encode(), "protocol_error", "version")
+# train with this build's, nor one of version 3 (it would open an ONNX
+# model's path, which is the controller's, instead of asking for its bytes).
+for past in (2, 3):
+    hello1 = dict(hello, version=past, token=token, server_id="past%d" % past)
+    attempt((json.dumps(hello1) + "\n").encode(), "protocol_error", "version")
 # An authenticated peer that then sends an unknown type.
 good = dict(hello, token=token, server_id="rogue")
 attempt((json.dumps(good) + "\n" + json.dumps({"type": "bogus"}) + "\n").encode(), "protocol_error", "unknown message type",
         welcome_ok=True)
+# An authenticated peer asking for a model file this run does not have
+# (its model is a built-in one) gets nothing but a refusal.
+good = dict(hello, token=token, server_id="model-thief")
+attempt((json.dumps(good) + "\n" + json.dumps({"type": "model_get", "sha256": "ab" * 32}) + "\n").encode(),
+        "protocol_error", "is not this run's model", welcome_ok=True)
 # Nothing else was disturbed: same generation, training continues.
 before = r.events[-1]["t"]
 s = r.wait(lambda e: e.get("type") == "step" and e["t"] > before, "a later step")

@@ -182,11 +182,14 @@ struct valid_case {
 	const char *line;
 };
 
+/* The SHA-256 of the 4 bytes de ad be ef. */
+#define SHA_A "5f78c33274e43fa9de5659265c1d917e25c03722dcb0b8d27db8d5feaa813953"
+
 static const struct valid_case valid_cases[] = {
-	{ SD_MSG_HELLO, "{\"type\":\"hello\",\"version\":3,\"token\":\"0123456789abcdef\","
+	{ SD_MSG_HELLO, "{\"type\":\"hello\",\"version\":4,\"token\":\"0123456789abcdef\","
 	                "\"server_id\":\"sim-3\",\"pid\":4242}" },
-	{ SD_MSG_WELCOME, "{\"type\":\"welcome\",\"version\":3,\"worker_id\":\"w1\","
-	                  "\"job\":{\"epochs\":2}}" },
+	{ SD_MSG_WELCOME, "{\"type\":\"welcome\",\"version\":4,\"worker_id\":\"w1\","
+	                  "\"job\":{\"epochs\":2},\"model_sha256\":\"" SHA_A "\",\"model_bytes\":4}" },
 	{ SD_MSG_KV_SET, "{\"type\":\"kv_set\",\"key\":\"g1/rank0\",\"value\":\"00ff\"}" },
 	{ SD_MSG_KV_GET, "{\"type\":\"kv_get\",\"id\":7,\"key\":\"g1/rank0\"}" },
 	{ SD_MSG_KV_VALUE, "{\"type\":\"kv_value\",\"id\":7,\"key\":\"g1/rank0\",\"value\":\"\"}" },
@@ -214,6 +217,9 @@ static const struct valid_case valid_cases[] = {
 	{ SD_MSG_CLOUD_NOTICE, "{\"type\":\"cloud_notice\",\"source\":\"aws\",\"event\":\"instance-action\","
 	                       "\"seconds\":118.5,\"deadline\":\"2026-12-02T03:00:00Z\"}" },
 	{ SD_MSG_CLOUD_WARNING, "{\"type\":\"cloud_warning\",\"source\":\"aws\",\"event\":\"rebalance\"}" },
+	{ SD_MSG_MODEL_GET, "{\"type\":\"model_get\",\"sha256\":\"" SHA_A "\"}" },
+	{ SD_MSG_MODEL_CHUNK, "{\"type\":\"model_chunk\",\"sha256\":\"" SHA_A "\",\"offset\":0,"
+	                      "\"total\":4,\"data\":\"deadbeef\"}" },
 };
 
 #define NVALID (sizeof valid_cases / sizeof valid_cases[0])
@@ -328,17 +334,17 @@ static const struct invalid_case invalid_cases[] = {
 	  "joined: field 'step' must be an integer, got 9.2233720368547758e+18" },
 	{ "{\"type\":\"joined\",\"generation\":-1,\"step\":0}",
 	  "joined: field 'generation' must not be negative, got -1" },
-	{ "{\"type\":\"hello\",\"version\":4,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
-	  "hello: protocol version 4, this controller speaks 3" },
-	{ "{\"type\":\"hello\",\"version\":2,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
-	  "hello: protocol version 2, this controller speaks 3" },
+	{ "{\"type\":\"hello\",\"version\":5,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
+	  "hello: protocol version 5, this controller speaks 4" },
+	{ "{\"type\":\"hello\",\"version\":3,\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
+	  "hello: protocol version 3, this controller speaks 4" },
 	{ "{\"type\":\"hello\",\"version\":\"1\",\"token\":\"t\",\"server_id\":\"s\",\"pid\":1}",
 	  "hello: field 'version' must be an integer" },
-	{ "{\"type\":\"hello\",\"version\":3,\"token\":\"t\",\"server_id\":\"s\"}",
+	{ "{\"type\":\"hello\",\"version\":4,\"token\":\"t\",\"server_id\":\"s\"}",
 	  "hello: missing field 'pid'" },
 	{ "{\"type\":\"welcome\",\"version\":0,\"worker_id\":\"w\",\"job\":{}}",
-	  "welcome: protocol version 0, this worker speaks 3" },
-	{ "{\"type\":\"welcome\",\"version\":3,\"worker_id\":\"w\",\"job\":[]}",
+	  "welcome: protocol version 0, this worker speaks 4" },
+	{ "{\"type\":\"welcome\",\"version\":4,\"worker_id\":\"w\",\"job\":[]}",
 	  "welcome: field 'job' must be an object" },
 	{ "{\"type\":\"generation\",\"generation\":3,\"rank\":-1,\"world_size\":2,"
 	  "\"offset\":0,\"count\":32,\"members\":[]}",
@@ -364,6 +370,12 @@ static const struct invalid_case invalid_cases[] = {
 	{ "{\"type\":\"ckpt_chunk\",\"step\":1,\"offset\":9,\"total\":8,\"data\":\"\"}",
 	  "ckpt_chunk: offset 9 is beyond total 8" },
 	{ "{\"type\":\"notice\",\"seconds\":true}", "notice: field 'seconds' must be a number" },
+	{ "{\"type\":\"model_get\",\"sha256\":\"abc\"}", "model_get: sha256 must be 64 hex digits" },
+	{ "{\"type\":\"model_get\"}", "model_get: missing field 'sha256'" },
+	{ "{\"type\":\"model_chunk\",\"sha256\":\"" SHA_A "\",\"offset\":5,\"total\":4,"
+	  "\"data\":\"\"}", "model_chunk: offset 5 is beyond total 4" },
+	{ "{\"type\":\"model_chunk\",\"sha256\":\"" SHA_A "x\",\"offset\":0,\"total\":4,"
+	  "\"data\":\"\"}", "model_chunk: sha256 must be 64 hex digits" },
 };
 
 static void test_decode_invalid(void)
@@ -433,6 +445,95 @@ static void test_decode_invalid(void)
 	CHECK_INT(sd_msg_decode(deep, n, &t, &obj, &why), -1);
 	CHECK(why && strncmp(why, "invalid JSON at byte", 20) == 0);
 	free(deep);
+	free(why);
+}
+
+/* A model_chunk message for the receiver. */
+static cJSON *chunk(const char *sha, long long off, long long total, const char *hex)
+{
+	cJSON *m = sd_msg_new(SD_MSG_MODEL_CHUNK);
+	cJSON_AddStringToObject(m, "sha256", sha);
+	cJSON_AddNumberToObject(m, "offset", (double)off);
+	cJSON_AddNumberToObject(m, "total", (double)total);
+	cJSON_AddStringToObject(m, "data", hex);
+	return m;
+}
+
+/* Feeds one chunk; returns sd_model_rx_chunk's result, *why its message. */
+static int feed(struct sd_model_rx *rx, const char *sha, long long off, long long total,
+                const char *hex, char **why)
+{
+	cJSON *m = chunk(sha, off, total, hex);
+	int r = sd_model_rx_chunk(rx, m, why);
+	cJSON_Delete(m);
+	return r;
+}
+
+/* The model file's receiver: a whole file in order is taken once its
+ * SHA-256 is the welcome's; a corrupted byte, a lost, repeated or extra
+ * chunk, another model's chunk or bad hex is refused with one line. */
+static void test_model_rx(void)
+{
+	struct sd_model_rx rx;
+	char *why = NULL;
+	CHECK_INT(sd_model_rx_begin(&rx, SHA_A, 4, &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 0, 4, "dead", &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 2, 4, "beef", &why), 1);
+	CHECK_INT(rx.len, 4);
+	CHECK(memcmp(rx.buf, "\xde\xad\xbe\xef", 4) == 0);
+	sd_model_rx_free(&rx);
+	CHECK(rx.buf == NULL);
+
+	/* One bit flipped in transit: the hash says so. */
+	CHECK_INT(sd_model_rx_begin(&rx, SHA_A, 4, &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 0, 4, "deadbeee", &why), -1);
+	CHECK_STR(why, "model: the 4 bytes received have SHA-256 "
+	          "a44999705f8ff5c1c57e4ac4ebe177f8f196705ff93d82ae44d1068e469d18e6, the welcome "
+	          "named " SHA_A " (corrupted in transit)");
+	sd_model_rx_free(&rx);
+
+	/* The right bytes, but the welcome named another hash. */
+	const char *sha_b = "00000000000000000000000000000000000000000000000000000000000000ff";
+	CHECK_INT(sd_model_rx_begin(&rx, sha_b, 4, &why), 0);
+	CHECK_INT(feed(&rx, sha_b, 0, 4, "deadbeef", &why), -1);
+	CHECK(why && strstr(why, "SHA-256 " SHA_A ", the welcome named 0000") != NULL);
+	/* Another model's chunk. */
+	sd_model_rx_free(&rx);
+	CHECK_INT(sd_model_rx_begin(&rx, sha_b, 4, &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 0, 4, "dead", &why), -1);
+	CHECK_STR(why, "model_chunk: for model 5f78c33274e43fa9..., the welcome named 0000000000000000...");
+	sd_model_rx_free(&rx);
+
+	/* A chunk lost (offset 2 first), repeated, past the end, of another
+	 * total, not hex. */
+	CHECK_INT(sd_model_rx_begin(&rx, SHA_A, 4, &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 2, 4, "beef", &why), -1);
+	CHECK_STR(why, "model_chunk: offset 2, expected 0 (a chunk lost or out of order)");
+	CHECK_INT(feed(&rx, SHA_A, 0, 4, "dead", &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 0, 4, "dead", &why), -1);
+	CHECK_STR(why, "model_chunk: offset 0, expected 2 (a chunk lost or out of order)");
+	CHECK_INT(feed(&rx, SHA_A, 2, 4, "beefbeef", &why), -1);
+	CHECK_STR(why, "model_chunk at offset 2: 4 bytes run past the total 4");
+	CHECK_INT(feed(&rx, SHA_A, 2, 6, "beef", &why), -1);
+	CHECK_STR(why, "model_chunk: total 6 bytes, the welcome said 4");
+	CHECK_INT(feed(&rx, SHA_A, 2, 4, "bexf", &why), -1);
+	CHECK_STR(why, "model_chunk at offset 2: data is not hex");
+	CHECK_INT(rx.len, 2);
+	sd_model_rx_free(&rx);
+
+	/* What the welcome says is checked too. */
+	CHECK_INT(sd_model_rx_begin(&rx, "abc", 4, &why), -1);
+	CHECK_STR(why, "welcome: model_sha256 must be 64 hex digits, got 'abc'");
+	CHECK_INT(sd_model_rx_begin(&rx, SHA_A, 0, &why), -1);
+	CHECK_STR(why, "welcome: model_bytes 0 is not 1 to 1073741824");
+	CHECK_INT(sd_model_rx_begin(&rx, SHA_A, -1, &why), -1);
+	/* Upper-case hex in the welcome is the same hash. */
+	char upper[65];
+	for (int i = 0; i < 65; i++)
+		upper[i] = (char)(SHA_A[i] >= 'a' && SHA_A[i] <= 'f' ? SHA_A[i] - 32 : SHA_A[i]);
+	CHECK_INT(sd_model_rx_begin(&rx, upper, 4, &why), 0);
+	CHECK_INT(feed(&rx, SHA_A, 0, 4, "DEADBEEF", &why), 1);
+	sd_model_rx_free(&rx);
 	free(why);
 }
 
@@ -663,6 +764,7 @@ int main(void)
 	test_decode_valid();
 	test_decode_invalid();
 	test_round_trip();
+	test_model_rx();
 	test_hex();
 	test_token_equal();
 	test_token_files();

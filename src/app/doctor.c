@@ -17,6 +17,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "engine/onnx.h"
 #include "engine/train.h"
 #include "src/proto/job.h"
 #include "src/provider/gce-api.h"
@@ -619,6 +620,34 @@ static int doctor_data(const char *file)
 	return failed;
 }
 
+/* The job's ONNX model (a "model" ending in .onnx): read, its whole graph
+ * checked and its input and classes matched to the data, as spotdeck
+ * checks it before it starts a run (sd_train_check_model).  Like the data
+ * line, said only for a job file that loads.  Returns 1 when it is bad. */
+static int doctor_model(const char *file)
+{
+	struct sd_job *job = malloc(sizeof *job);
+	char *why = NULL;
+	int failed = 0;
+	if (job && sd_job_load(job, file, &why) == 0 && sd_onnx_is_path(job->train.model)) {
+		struct sd_onnx_info info;
+		uint8_t *bytes = NULL;
+		size_t len = 0;
+		if (sd_onnx_read_file(job->train.model, &bytes, &len, &why) < 0 ||
+		    sd_onnx_check(bytes, len, job->train.model, &info, &why) < 0 ||
+		    sd_train_check_model(&job->train, bytes, len, &why) < 0)
+			sd_doctor_say(&failed, "FAIL", "model", "%s", why);
+		else
+			sd_doctor_say(&failed, "ok", "model", "%s: %d ONNX nodes, %dx%dx%d inputs, %d classes, "
+			              "%zu parameters; sent to each worker (%zu bytes)", job->train.model,
+			              info.nodes, info.c, info.h, info.w, info.classes, info.params, len);
+		free(bytes);
+	}
+	free(why);
+	free(job);
+	return failed;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: spotdeck doctor [--provider gce|aws] JOB.json\n"
@@ -673,6 +702,7 @@ int sd_doctor_main(int argc, char **argv)
 			name);
 	} else {
 		int data_failed = doctor_data(file);
+		data_failed |= doctor_model(file);
 		rc = !strcmp(name, "aws") ? sd_doctor_aws(p, file) : doctor_gce(p, file);
 		if (rc == 0 && data_failed)
 			rc = 1;

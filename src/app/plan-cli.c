@@ -21,6 +21,7 @@
 
 #include "engine/errors.h"
 #include "engine/model.h"
+#include "engine/onnx.h"
 #include "src/market/catalog.h"
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
@@ -133,8 +134,20 @@ static int dataset_shape(const struct sd_train_config *t, long *samples, int *c,
 static int model_flops(const char *name, int c, int h, int w, double *flops, char **why)
 {
 	struct sd_model *m;
-	if (sd_model_create(&m, name, c, h, w, 10, 1, why) < 0)
+	if (sd_onnx_is_path(name)) {
+		/* The user's own model: its file gives its FLOPs (its shape is
+		 * the file's; spotdeck checks it against the data at start). */
+		uint8_t *bytes;
+		size_t len;
+		if (sd_onnx_read_file(name, &bytes, &len, why) < 0)
+			return -1;
+		int rc = sd_model_create_onnx(&m, bytes, len, name, 1, why);
+		free(bytes);
+		if (rc < 0)
+			return -1;
+	} else if (sd_model_create(&m, name, c, h, w, 10, 1, why) < 0) {
 		return -1;
+	}
 	*flops = sd_model_flops_per_sample(m);
 	sd_model_destroy(m);
 	return 0;

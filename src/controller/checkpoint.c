@@ -275,3 +275,56 @@ int ctl_stream_checkpoint(struct sd_controller *c, struct conn *k, cJSON *then)
 	ctl_stream_pump(k);
 	return 0;
 }
+
+/* The model file to a worker, in chunks of SD_MODEL_CHUNK bytes while fewer
+ * than SD_STREAM_QUEUED bytes of chunks wait to be written: a model of
+ * hundreds of MiB neither blocks the loop nor doubles in memory. */
+void ctl_model_pump(struct conn *k)
+{
+	struct sd_controller *c = k->c;
+	while (k->model_streaming && !k->closing && k->stream_inflight < SD_STREAM_QUEUED) {
+		if (k->model_off >= c->model_len) {
+			k->model_streaming = 0;
+			cJSON *ev = cJSON_CreateObject();
+			cJSON_AddStringToObject(ev, "server", k->server_id);
+			cJSON_AddStringToObject(ev, "sha256", c->model_sha256);
+			cJSON_AddNumberToObject(ev, "bytes", (double)c->model_len);
+			cJSON_AddNumberToObject(ev, "chunks", k->model_chunks);
+			ctl_journal(c, SD_EV_MODEL_SENT, ev);
+			return;
+		}
+		size_t off = k->model_off, left = c->model_len - off;
+		size_t n = left < SD_MODEL_CHUNK ? left : SD_MODEL_CHUNK;
+		char *hex = sd_hex_encode(c->model_data + off, n);
+		cJSON *m = sd_msg_new(SD_MSG_MODEL_CHUNK);
+		cJSON_AddStringToObject(m, "sha256", c->model_sha256);
+		cJSON_AddNumberToObject(m, "offset", (double)off);
+		cJSON_AddNumberToObject(m, "total", (double)c->model_len);
+		cJSON_AddStringToObject(m, "data", hex);
+		free(hex);
+		k->model_off = off + n;
+		k->model_chunks++;
+		if (!ctl_conn_send_chunk(k, m)) {
+			k->model_streaming = 0;
+			return;
+		}
+	}
+}
+
+void ctl_on_model_get(struct sd_controller *c, struct conn *k, const cJSON *m)
+{
+	const char *sha = sd_msg_str(m, "sha256", "");
+	if (!c->model_data || strcasecmp(sha, c->model_sha256)) {
+		char reason[256];
+		snprintf(reason, sizeof reason, "model_get: %.64s is not this run's model (%s)", sha,
+		         c->model_data ? c->model_sha256 : "a built-in one");
+		ctl_conn_reject(k, SD_EV_PROTOCOL_ERROR, reason);
+		return;
+	}
+	if (k->model_streaming)
+		return;   /* already on its way */
+	k->model_streaming = 1;
+	k->model_off = 0;
+	k->model_chunks = 0;
+	ctl_model_pump(k);
+}

@@ -16,10 +16,12 @@ static void on_write(uv_write_t *req, int status)
 	struct write_req *w = (struct write_req *)req;
 	struct conn *k = req->handle->data;
 	k->stream_inflight -= w->stream_bytes;
-	int more = w->stream_bytes && status == 0 && k->streaming && !k->closing;
+	int more = w->stream_bytes && status == 0 && !k->closing;
 	free(w->data);
 	free(w);
-	if (more)
+	if (more && k->model_streaming)
+		ctl_model_pump(k);
+	if (more && k->streaming)
 		ctl_stream_pump(k);
 }
 
@@ -176,6 +178,10 @@ static void on_hello(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddStringToObject(w, "worker_id", id);
 	cJSON_AddNumberToObject(w, "heartbeat_ms", c->heartbeat_ms);
 	cJSON_AddItemToObject(w, "job", sd_job_to_json(&c->job));
+	if (c->model_data) {
+		cJSON_AddStringToObject(w, "model_sha256", c->model_sha256);
+		cJSON_AddNumberToObject(w, "model_bytes", (double)c->model_len);
+	}
 	ctl_conn_send(k, w);
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", id);
@@ -389,6 +395,9 @@ static void on_message(struct conn *k, enum sd_msg_type type, cJSON *m)
 		break;
 	case SD_MSG_CKPT_CHUNK:
 		ctl_on_ckpt_chunk(c, k, m);
+		break;
+	case SD_MSG_MODEL_GET:
+		ctl_on_model_get(c, k, m);
 		break;
 	case SD_MSG_LOG:
 		if (!strcmp(sd_msg_str(m, "level", ""), "fatal")) {

@@ -396,6 +396,25 @@ static int check_cluster(struct sd_controller *c, char **why)
 	return 0;
 }
 
+/* The job's ONNX model, kept to send to the workers (protocol.h,
+ * model_get): the caller's checked bytes, else the file read now. */
+static int load_model(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+{
+	if (opts->model_bytes) {
+		c->model_data = sd_malloc(opts->model_len ? opts->model_len : 1);
+		memcpy(c->model_data, opts->model_bytes, opts->model_len);
+		c->model_len = opts->model_len;
+	} else {
+		uint8_t *b;
+		if (sd_onnx_read_file(c->job.train.model, &b, &c->model_len, why) < 0)
+			return -1;
+		c->model_data = b;
+	}
+	if (sd_sha256_hex(c->model_data, c->model_len, c->model_sha256, why) < 0)
+		return -1;
+	return 0;
+}
+
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why)
 {
@@ -410,6 +429,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->mono0 = ctl_mono_s();
 	c->job = *job;
 	snprintf(c->run_dir, sizeof c->run_dir, "%s", opts->run_dir);
+	if (sd_onnx_is_path(job->train.model) && load_model(c, opts, why) < 0)
+		goto fail;
 	if (ctl_open_run_dir(c, opts, why) < 0)
 		goto fail;
 	uv_tcp_init(loop, &c->server);
@@ -458,6 +479,8 @@ fail:
 	if (c->lock_fd >= 0)
 		close(c->lock_fd);
 	free(c->token);
+	free(c->model_data);
+	c->model_data = NULL;
 	if (c->handles_open) {
 		/* Handles in c are closing: the last callback frees c. */
 		uv_handle_t *h[] = { (uv_handle_t *)&c->server, (uv_handle_t *)&c->gen_timer,
@@ -597,6 +620,7 @@ void sd_controller_free(struct sd_controller *c)
 	sd_fleet_free(c->fleet);
 	free(c->ck);
 	free(c->latest_data);
+	free(c->model_data);
 	free(c->token);
 	ctl_journal_drain(c);
 	if (c->journal_fd >= 0)

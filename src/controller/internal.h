@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -46,6 +47,8 @@
 
 #include "engine/checkpoint.h"
 #include "engine/errors.h"
+#include "engine/onnx.h"
+#include "engine/train.h"
 #include "src/proto/events.h"
 #include "src/proto/protocol.h"
 #include "src/provider/fleet.h"
@@ -92,6 +95,12 @@ struct conn {
 	long streamed_step;         /* a later generation need not stream it again */
 	size_t stream_inflight;     /* bytes of chunks handed to libuv, not yet written */
 	size_t stream_max_queued;   /* the most stream_inflight was */
+	/* Sending it the ONNX model's file (it asked with model_get): the next
+	 * offset, and the chunks sent.  Paced by stream_inflight as the
+	 * checkpoint stream is. */
+	int model_streaming;
+	size_t model_off;
+	int model_chunks;
 	struct conn *next;
 };
 
@@ -195,6 +204,13 @@ struct sd_controller {
 	char latest_ckpt[SD_PATH_MAX + 400];
 	long latest_ckpt_step;
 	unsigned char *latest_data;   /* its bytes, kept to stream to a resuming rank 0 */
+	/* The job's ONNX model file (opts.model_bytes copied; NULL for a
+	 * built-in model) and its SHA-256 in hex: the welcome names them and
+	 * model_get fetches them, since workers on other hosts cannot read the
+	 * controller's path. */
+	unsigned char *model_data;
+	size_t model_len;
+	char model_sha256[65];
 	size_t latest_len;
 	/* checksums of the current step from each rank */
 	long sum_step;
@@ -250,6 +266,10 @@ void ctl_step_adopted(struct sd_controller *c, long step);
  * latest checkpoint's bytes were replaced). */
 int ctl_stream_checkpoint(struct sd_controller *c, struct conn *k, cJSON *then);
 void ctl_stream_pump(struct conn *k);
+/* checkpoint.c, the model file to a worker that asked (model_get): starts
+ * the stream, and sends more as the chunks already queued are written. */
+void ctl_on_model_get(struct sd_controller *c, struct conn *k, const cJSON *m);
+void ctl_model_pump(struct conn *k);
 void ctl_stream_stop_all(struct sd_controller *c);
 void ctl_stream_restart_all(struct sd_controller *c);
 

@@ -3,6 +3,7 @@
 
 #include "src/proto/protocol.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -10,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/errors.h"
+#include "engine/train.h"
 
 /* ---- line framer ---- */
 
@@ -196,6 +199,12 @@ static const struct sd_msg_spec sd_msg_specs[SD_MSG__COUNT] = {
 	/* worker -> controller: an earlier risk hint (AWS rebalance); it stays. */
 	[SD_MSG_CLOUD_WARNING] = { "cloud_warning", {
 		{ "source", F_STR, 0 }, { "event", F_STR, 0 }, { NULL, 0, 0 } } },
+	/* worker -> controller: send me the model file with this SHA-256. */
+	[SD_MSG_MODEL_GET] = { "model_get", { { "sha256", F_STR, 0 }, { NULL, 0, 0 } } },
+	/* controller -> worker: a piece of the model file. */
+	[SD_MSG_MODEL_CHUNK] = { "model_chunk", {
+		{ "sha256", F_STR, 0 }, { "offset", F_INT, F_NONNEG }, { "total", F_INT, F_NONNEG },
+		{ "data", F_STR, 0 }, { NULL, 0, 0 } } },
 };
 
 const char *sd_msg_type_name(enum sd_msg_type t)
@@ -280,6 +289,13 @@ static int sd_msg_check_field(const cJSON *obj, const char *type, const struct s
 	return sd_why(why, "%s: field '%s' has an unknown kind", type, f->name);
 }
 
+/* Whether s is a SHA-256 in hex: 64 hex digits. */
+static int is_sha256(const char *s)
+{
+	size_t n = strlen(s);
+	return n == 64 && strspn(s, "0123456789abcdefABCDEF") == 64;
+}
+
 /* The checks across fields, made once every field has the right type. */
 static int sd_msg_check_semantics(const cJSON *obj, enum sd_msg_type t, char **why)
 {
@@ -310,13 +326,20 @@ static int sd_msg_check_semantics(const cJSON *obj, enum sd_msg_type t, char **w
 			              rank, world);
 		return 0;
 	}
-	case SD_MSG_CKPT_CHUNK: {
+	case SD_MSG_CKPT_CHUNK:
+	case SD_MSG_MODEL_CHUNK: {
 		long long off = sd_msg_int(obj, "offset", 0);
 		long long total = sd_msg_int(obj, "total", 0);
 		if (off > total)
-			return sd_why(why, "ckpt_chunk: offset %lld is beyond total %lld", off, total);
+			return sd_why(why, "%s: offset %lld is beyond total %lld", name, off, total);
+		if (t == SD_MSG_MODEL_CHUNK && !is_sha256(sd_msg_str(obj, "sha256", "")))
+			return sd_why(why, "%s: sha256 must be 64 hex digits", name);
 		return 0;
 	}
+	case SD_MSG_MODEL_GET:
+		if (!is_sha256(sd_msg_str(obj, "sha256", "")))
+			return sd_why(why, "%s: sha256 must be 64 hex digits", name);
+		return 0;
 	default:
 		return 0;
 	}
@@ -650,4 +673,63 @@ int sd_token_create_file(const char *path, char **token, char **why)
 	free(tmp);
 	*token = t;
 	return 0;
+}
+
+int sd_model_rx_begin(struct sd_model_rx *rx, const char *sha256, long long total, char **why)
+{
+	memset(rx, 0, sizeof *rx);
+	if (!is_sha256(sha256))
+		return sd_why(why, "welcome: model_sha256 must be 64 hex digits, got '%.80s'", sha256);
+	if (total < 1 || total > SD_MODEL_WIRE_MAX)
+		return sd_why(why, "welcome: model_bytes %lld is not 1 to %lld", total, SD_MODEL_WIRE_MAX);
+	for (int i = 0; i < 64; i++)
+		rx->sha256[i] = (char)tolower((unsigned char)sha256[i]);
+	rx->total = (size_t)total;
+	rx->buf = malloc(rx->total);
+	if (!rx->buf)
+		sd_oom();
+	return 0;
+}
+
+int sd_model_rx_chunk(struct sd_model_rx *rx, const cJSON *chunk, char **why)
+{
+	const char *sha = sd_msg_str(chunk, "sha256", "");
+	long long off = sd_msg_int(chunk, "offset", -1), total = sd_msg_int(chunk, "total", -1);
+	if (!rx->buf)
+		return sd_why(why, "model_chunk: none was asked for");
+	if (strcasecmp(sha, rx->sha256))
+		return sd_why(why, "model_chunk: for model %.16s..., the welcome named %.16s...", sha,
+		              rx->sha256);
+	if (total != (long long)rx->total)
+		return sd_why(why, "model_chunk: total %lld bytes, the welcome said %zu", total, rx->total);
+	if (off != (long long)rx->len)
+		return sd_why(why, "model_chunk: offset %lld, expected %zu (a chunk lost or out of order)",
+		              off, rx->len);
+	size_t n;
+	unsigned char *bytes = sd_hex_decode(sd_msg_str(chunk, "data", ""), &n);
+	if (!bytes)
+		return sd_why(why, "model_chunk at offset %lld: data is not hex", off);
+	if (n > rx->total - rx->len) {
+		free(bytes);
+		return sd_why(why, "model_chunk at offset %lld: %zu bytes run past the total %zu", off, n,
+		              rx->total);
+	}
+	memcpy(rx->buf + rx->len, bytes, n);
+	rx->len += n;
+	free(bytes);
+	if (rx->len < rx->total)
+		return 0;
+	char got[65];
+	if (sd_sha256_hex(rx->buf, rx->len, got, why) < 0)
+		return -1;
+	if (strcmp(got, rx->sha256))
+		return sd_why(why, "model: the %zu bytes received have SHA-256 %s, the welcome named %s "
+		              "(corrupted in transit)", rx->len, got, rx->sha256);
+	return 1;
+}
+
+void sd_model_rx_free(struct sd_model_rx *rx)
+{
+	free(rx->buf);
+	memset(rx, 0, sizeof *rx);
 }

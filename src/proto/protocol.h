@@ -16,7 +16,12 @@
  *                [rejoin bool: connecting again after the controller
  *                dropped this worker]
  *   welcome      version int, worker_id str, job obj
- *                [heartbeat_ms int: send heartbeat this often]
+ *                [heartbeat_ms int: send heartbeat this often;
+                model_sha256 str, model_bytes int: the job's model is an
+                ONNX file (its "model" ends in .onnx) of that many bytes
+                with that SHA-256 (lower-case hex); the path in the job
+                is the controller's and means nothing on the worker's
+                host: a worker without those bytes asks with model_get]
  *   kv_set       key str, value str            (value: hex, sd_hex_encode)
  *   kv_get       id int, key str
  *   kv_value     id int, key str, value str
@@ -66,9 +71,21 @@
  *   cloud_warning source str, event str ("rebalance")  [deadline str,
  *                seconds num]  worker -> controller: a risk hint, the
  *                worker stays
+ *   model_get    sha256 str  worker -> controller, after the welcome and
+ *                before ready: send me the model file with this SHA-256
+ *                (the welcome's model_sha256; any other is refused and the
+ *                connection closed)
+ *   model_chunk  sha256 str, offset int, total int, data str (data: hex)
+ *                controller -> worker: the model file's bytes
+ *                [offset, offset + len) of total (the welcome's
+ *                model_bytes), in order, at most SD_MODEL_CHUNK bytes
+ *                each, sent as the connection drains (as the checkpoint
+ *                stream is); the worker checks the whole file's SHA-256
+ *                against sha256 before it builds the model (sd_model_rx)
  * Further checks: kv_* keys are at most SD_PROTO_KEY_MAX bytes; generation,
  * rank, world_size, offset, count and total are never negative; in a
- * generation message rank < world_size; in a ckpt_chunk offset <= total.
+ * generation message rank < world_size; in a ckpt_chunk or model_chunk offset <= total; a
+ * model_get's or model_chunk's sha256 is 64 hex digits.
  */
 #ifndef SD_PROTOCOL_H
 #define SD_PROTOCOL_H
@@ -82,8 +99,11 @@
  * 3: the gradients go in buckets that overlap backward, the metrics with
  * the last (engine/grad-sync.h, the job's bucket_kib): a step is several
  * collectives, not one.  The controller refuses a hello of another
- * version. */
-#define SD_PROTO_VERSION 3
+ * version.
+ * 4: the welcome names the ONNX model's bytes (model_sha256, model_bytes)
+ * and the worker fetches them with model_get / model_chunk: a version-3
+ * worker would open the job's path, which is the controller's. */
+#define SD_PROTO_VERSION 4
 #define SD_PROTO_LINE_MAX (1u << 20)   /* bytes per line incl. newline; longer = protocol error */
 #define SD_PROTO_KEY_MAX 256           /* bytes per kv_* key */
 
@@ -113,7 +133,7 @@ int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len
  * Nothing of the refused line is ever returned, and it costs one -1 only. */
 void sd_line_reader_skip(struct sd_line_reader *r);
 
-enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG_CLOUD_NOTICE, SD_MSG_CLOUD_WARNING, SD_MSG__COUNT };
+enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG_CLOUD_NOTICE, SD_MSG_CLOUD_WARNING, SD_MSG_MODEL_GET, SD_MSG_MODEL_CHUNK, SD_MSG__COUNT };
 /* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */
 const char *sd_msg_type_name(enum sd_msg_type t);
 /* Looks a wire name up; returns 0 and *t, or -1. */
@@ -150,6 +170,30 @@ const char *sd_msg_str(const cJSON *obj, const char *field, const char *dflt);
  * NULL on odd length / non-hex char.  Both abort via sd_oom on OOM. */
 char *sd_hex_encode(const void *data, size_t len);
 void *sd_hex_decode(const char *hex, size_t *len);
+
+/* The model file's bytes at the worker's end of model_chunk: assembled in
+ * order and checked against the welcome's SHA-256 and size.  Bytes per
+ * chunk the controller sends (hex doubles them: a line stays well under
+ * SD_PROTO_LINE_MAX), and the largest model the wire carries (the ONNX
+ * loader's own bound, engine/onnx.h). */
+#define SD_MODEL_CHUNK (256u * 1024u)
+#define SD_MODEL_WIRE_MAX ((long long)1 << 30)
+struct sd_model_rx {
+	char sha256[65];       /* what the welcome named */
+	size_t total, len;     /* bytes expected, bytes received so far */
+	unsigned char *buf;    /* total bytes, malloc'd; NULL before begin */
+};
+/* Starts receiving a model of total bytes (1 to SD_MODEL_WIRE_MAX) whose
+ * SHA-256 is sha256 (64 hex digits).  0, or -1 with *why. */
+int sd_model_rx_begin(struct sd_model_rx *rx, const char *sha256, long long total, char **why);
+/* Takes one decoded model_chunk.  Returns 0 when more is needed, 1 when the
+ * whole file is in rx->buf and its SHA-256 is the one named, or -1 with *why
+ * (one line: a chunk for another model, one out of order or beyond the end,
+ * data that is not hex, a total unlike the welcome's, or bytes whose
+ * SHA-256 is not the one named: corrupted in transit). */
+int sd_model_rx_chunk(struct sd_model_rx *rx, const cJSON *chunk, char **why);
+/* Frees rx->buf and clears rx. */
+void sd_model_rx_free(struct sd_model_rx *rx);
 
 /* Constant-time comparison of two NUL-terminated tokens (time depends only on
  * the length of `expected`); returns 1 if equal. */

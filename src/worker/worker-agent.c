@@ -1178,6 +1178,47 @@ static void pin_to_slot(const char *server_id, int slot, int threads)
 		        group != slot ? ", shared: more local workers than CPUs" : "");
 }
 
+/* The job's ONNX model, when the welcome names one (model_sha256,
+ * model_bytes): fetched from the controller with model_get, whose chunks
+ * (model_chunk) are assembled and the whole checked against the SHA-256
+ * (sd_model_rx), since the job's path is the controller's and this host
+ * may have no such file.  Kept in memory for the trainer only: a worker
+ * that rejoins keeps its trainer and needs no second copy.  Returns 0
+ * (rx empty when the job's model is a built-in one), or -1 with *why. */
+static int fetch_model(struct agent *a, const cJSON *welcome, struct sd_model_rx *rx, char **why)
+{
+	memset(rx, 0, sizeof *rx);
+	const char *sha = sd_msg_str(welcome, "model_sha256", NULL);
+	if (!sha)
+		return 0;
+	if (sd_model_rx_begin(rx, sha, sd_msg_int(welcome, "model_bytes", -1), why) < 0)
+		return -1;
+	cJSON *get = sd_msg_new(SD_MSG_MODEL_GET);
+	cJSON_AddStringToObject(get, "sha256", rx->sha256);
+	if (ctl_send(&a->ctl, get) < 0)
+		return sd_why(why, "model_get: controller connection lost");
+	for (;;) {
+		cJSON *m = ctl_take(&a->ctl, SD_MSG_MODEL_CHUNK);
+		if (m) {
+			int r = sd_model_rx_chunk(rx, m, why);
+			cJSON_Delete(m);
+			if (r != 0)
+				return r < 0 ? -1 : 0;
+			continue;
+		}
+		cJSON *err = ctl_take(&a->ctl, SD_MSG_ERROR);
+		if (err) {
+			sd_why(why, "controller refused to send the model: %s", sd_msg_str(err, "reason", "?"));
+			cJSON_Delete(err);
+			return -1;
+		}
+		if (got_sigterm)
+			return sd_why(why, "SIGTERM while the model was on its way");
+		if (ctl_pump(&a->ctl, 1000, why) < 0)
+			return -1;
+	}
+}
+
 /* Connects, says hello, loads the welcome's job into a trainer and tells
  * the controller the worker is ready.  A job that cannot run here is
  * reported to the controller as a fatal log line. */
@@ -1190,9 +1231,22 @@ static int agent_start(struct agent *a, const struct sd_agent_opts *o, char **wh
 		return -1;
 	int rc = sd_job_from_json(&a->job, cJSON_GetObjectItemCaseSensitive(welcome, "job"),
 	                          "welcome.job", why);
+	struct sd_model_rx model;
+	memset(&model, 0, sizeof model);
+	if (rc == 0 && fetch_model(a, welcome, &model, why) < 0) {
+		rc = -1;
+		/* Said to the controller too: its journal names the failure
+		 * (job_error), not only this worker's log. */
+		cJSON *l = sd_msg_new(SD_MSG_LOG);
+		cJSON_AddStringToObject(l, "level", "fatal");
+		cJSON_AddStringToObject(l, "message", *why);
+		ctl_send(&a->ctl, l);
+	}
 	cJSON_Delete(welcome);
-	if (rc < 0 || agent_watch(a, o, why) < 0)
+	if (rc < 0 || agent_watch(a, o, why) < 0) {
+		sd_model_rx_free(&model);
 		return -1;
+	}
 	int threads = a->threads = o->threads ? o->threads : a->job.threads_per_worker;
 	if (o->cpu_slot >= 0 && a->job.pin_workers)
 		pin_to_slot(a->server_id, o->cpu_slot, threads);
@@ -1201,7 +1255,13 @@ static int agent_start(struct agent *a, const struct sd_agent_opts *o, char **wh
 	if (o->backend && o->backend[0])
 		snprintf(a->job.train.backend, sizeof a->job.train.backend, "%s", o->backend);
 	a->job.train.device = o->device;
-	if (sd_trainer_create(&a->t, &a->job.train, why) < 0) {
+	a->job.train.model_bytes = model.buf;
+	a->job.train.model_len = model.len;
+	rc = sd_trainer_create(&a->t, &a->job.train, why);
+	a->job.train.model_bytes = NULL;
+	a->job.train.model_len = 0;
+	sd_model_rx_free(&model);
+	if (rc < 0) {
 		/* The job cannot run here (missing data, bad model): say so to the
 		 * controller, which journals it and marks this server failed (the
 		 * run ends only if no worker can load the job). */

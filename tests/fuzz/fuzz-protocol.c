@@ -196,6 +196,9 @@ static const char *const corpus[] = {
 	"{\"type\":\"comm_failed\",\"generation\":3,\"step\":121,\"reason\":\"timeout\"}\n",
 	"{\"type\":\"leaving\",\"reason\":\"notice\",\"step\":122}\n",
 	"{\"type\":\"ckpt_chunk\",\"step\":200,\"offset\":0,\"total\":4,\"data\":\"deadbeef\"}\n",
+	"{\"type\":\"model_get\",\"sha256\":\"5f78c33274e43fa9de5659265c1d917e25c03722dcb0b8d27db8d5feaa813953\"}\n",
+	"{\"type\":\"model_chunk\",\"sha256\":\"5f78c33274e43fa9de5659265c1d917e25c03722dcb0b8d27db8d5feaa813953\","
+	"\"offset\":0,\"total\":4,\"data\":\"deadbeef\"}\n",
 	"{\"type\":\"stop\",\"reason\":\"operator\"}\n",
 	"{\"type\":\"error\",\"reason\":\"bad token\"}\n",
 	"{\"type\":\"log\",\"level\":\"info\",\"message\":\"caf\\u00e9 \\\"q\\\" \\n\"}\n",
