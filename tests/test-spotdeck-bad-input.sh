@@ -58,6 +58,82 @@ grep -Eq "^FAIL +data: .*/npy/train_y\.npy: label 5 of sample 0 out of range \(c
 	{ cat "$T/out" "$T/err" >&2; fail "doctor: no FAIL data line for the bad label"; }
 ok "doctor: $(grep 'data:' "$T/out")"
 
+# An ONNX model is read and checked before anything starts: a broken file
+# is one line naming the job file, the ONNX file, the node and what is
+# wrong; no run directory, no worker.  tests/onnx-gen writes the files
+# (onnx-gen.h's tiny CNN, whole or broken); garbage and a truncated file
+# are written here.
+GEN="$top_builddir/tests/onnx-gen"
+mkdir "$T/onnx"
+onnxjob() {   # onnxjob MODEL [DATASET_JSON]: $T/onnx/job.json training MODEL
+	printf '{"model":"%s",%s,"workers":2}' "$1" \
+		"${2:-\"dataset\":\"synthetic\",\"synthetic_c\":1,\"synthetic_h\":8,\"synthetic_w\":8}" \
+		>"$T/onnx/job.json"
+}
+"$GEN" --break unsupported-op "$T/onnx/softplus.onnx" 8 8 10 || fail "onnx-gen"
+onnxjob softplus.onnx
+expect_error "an ONNX node of an unsupported op" \
+	"^spotdeck: .*/onnx/job\.json: .*/onnx/softplus\.onnx: node relu1 \(Softplus\): op Softplus is not supported; supported ops: Conv, " \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+"$GEN" --break dangling "$T/onnx/dangling.onnx" 8 8 10 || fail "onnx-gen"
+onnxjob dangling.onnx
+expect_error "an ONNX node reading nothing" \
+	"job\.json: .*/onnx/dangling\.onnx: node gap \(GlobalAveragePool\): input nowhere is produced by no node" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+printf 'not a model at all' >"$T/onnx/junk.onnx"
+onnxjob junk.onnx
+expect_error "an ONNX file of garbage" "job\.json: .*/onnx/junk\.onnx: not an ONNX model" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+"$GEN" "$T/onnx/whole.onnx" 8 8 10 || fail "onnx-gen"
+head -c 200 "$T/onnx/whole.onnx" >"$T/onnx/cut.onnx"
+onnxjob cut.onnx
+expect_error "a truncated ONNX file" "job\.json: .*/onnx/cut\.onnx: not an ONNX model \(protobuf decoding failed" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+onnxjob gone.onnx
+expect_error "an ONNX file missing" "job\.json: .*/onnx/gone\.onnx: No such file or directory" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+# The model against the data: the built-in shapes, and npy's headers (the
+# arrays above: 1x4x4 images, labels up to 5, so 6 classes).
+"$GEN" "$T/onnx/c4.onnx" 8 8 4 || fail "onnx-gen"
+onnxjob c4.onnx
+expect_error "ONNX classes against synthetic data" \
+	"job\.json: .*/onnx/c4\.onnx: the model takes 1x8x8 inputs and gives 4 classes; dataset synthetic has 1x8x8 images and 10 classes$" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+onnxjob whole.onnx '"dataset":"fashion-mnist"'
+expect_error "an ONNX input against fashion-mnist" \
+	"whole\.onnx: the model takes 1x8x8 inputs and gives 10 classes; dataset fashion-mnist has 1x28x28 images and 10 classes$" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+"$GEN" "$T/onnx/npy6.onnx" 4 4 6 || fail "onnx-gen"
+onnxjob whole.onnx "\"dataset\":\"npy\",\"data_dir\":\"$T/npy\""
+expect_error "an ONNX input against npy arrays" \
+	"whole\.onnx: the model takes 1x8x8 inputs and gives 10 classes; dataset npy has 1x4x4 images and 6 classes$" \
+	$SPOTDECK --headless --job "$T/onnx/job.json" --run-dir "$T/r1"
+[ ! -e "$T/r1" ] || fail "a bad ONNX model left $T/r1"
+# A model of the npy arrays' own shape and classes passes, and spotdeck
+# plan reads an ONNX job's FLOPs from its file (it once took the path for
+# an unknown built-in model); a broken file is its one line there too.
+onnxjob npy6.onnx "\"dataset\":\"npy\",\"data_dir\":\"$T/npy\",\"epochs\":1,\"global_batch\":8"
+$SPOTDECK plan --job "$T/onnx/job.json" --runs 10 >"$T/out" 2>"$T/err" ||
+	{ cat "$T/err" >&2; fail "plan on a good ONNX job: exit status $?"; }
+grep -q "runs per row" "$T/out" || fail "plan on a good ONNX job printed no table"
+ok "plan reads an ONNX job: $(head -n 1 "$T/out")"
+onnxjob softplus.onnx
+EXPECT_RC=1 expect_error "plan on a broken ONNX job" "softplus\.onnx: node relu1 \(Softplus\)" \
+	$SPOTDECK plan --job "$T/onnx/job.json" --runs 10
+# spotdeck doctor says it on a model line of its own.
+printf '{"model":"softplus.onnx","dataset":"synthetic","synthetic_c":1,"synthetic_h":8,"synthetic_w":8,"provider":{"name":"gce","project":"p1","zones":["us-central1-a"],"credentials":"%s/none.json"}}' "$T" >"$T/onnx/doc.json"
+$SPOTDECK doctor "$T/onnx/doc.json" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "doctor on a broken ONNX model: exit status $rc, expected 1"
+grep -Eq "^FAIL +model: .*/onnx/softplus\.onnx: node relu1 \(Softplus\): op Softplus is not supported" "$T/out" ||
+	{ cat "$T/out" "$T/err" >&2; fail "doctor: no FAIL model line for the Softplus node"; }
+ok "doctor: $(grep 'model:' "$T/out" | cut -c1-120)"
+sed 's/softplus\.onnx/whole.onnx/' "$T/onnx/doc.json" >"$T/onnx/doc-ok.json"
+$SPOTDECK doctor "$T/onnx/doc-ok.json" >"$T/out" 2>"$T/err"
+grep -Eq "^ok +model: .*/onnx/whole\.onnx: 5 ONNX nodes, 1x8x8 inputs, 10 classes, " "$T/out" ||
+	{ cat "$T/out" "$T/err" >&2; fail "doctor: no ok model line for a good model"; }
+ok "doctor: $(grep 'model:' "$T/out")"
+
 # A newcomer's mistakes: a job file saved as UTF-16 (with or without a
 # byte-order mark), a "~" path that only a shell would expand, a job file or
 # a run directory given without its option.
