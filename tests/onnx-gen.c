@@ -2,13 +2,15 @@
  * inputs and CLASSES classes to a file, for the shell tests
  * (tests/test-onnx-worker.sh, tests/test-spotdeck-bad-input.sh, ...).
  *
- *   onnx-gen [--break KIND] OUT.onnx H W CLASSES [PRODUCER]
+ *   onnx-gen [--pad N] [--break KIND] OUT.onnx H W CLASSES [PRODUCER]
  *
  * PRODUCER replaces the producer name: another file, the same model.
  * --break writes the model broken one of onnx-gen.h's ways: KIND is
  * unsupported-op (node relu1 is a Softplus), dangling (node gap reads a
  * tensor nothing writes), cycle, huge-init, raw-mismatch, opset7,
- * double-init, two-outputs, two-inputs, dynamic-h or groups. */
+ * double-init, two-outputs, two-inputs, dynamic-h or groups.  --pad N
+ * makes the producer name N bytes of 'x': the same network in a file of
+ * over N bytes, for tests of how a large file travels. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,21 @@ static const char *const kinds[GEN_COUNT] = {
 int main(int argc, char **argv)
 {
 	enum gen_break brk = GEN_OK;
+	char *pad = NULL;
+	if (argc > 2 && !strcmp(argv[1], "--pad")) {
+		long n = atol(argv[2]);
+		if (n < 1 || n > (1L << 28)) {
+			fprintf(stderr, "onnx-gen: --pad %s: expected 1 to 2^28 bytes\n", argv[2]);
+			return 2;
+		}
+		pad = malloc((size_t)n + 1);
+		if (!pad)
+			return 1;
+		memset(pad, 'x', (size_t)n);
+		pad[n] = '\0';
+		argc -= 2;
+		argv += 2;
+	}
 	if (argc > 2 && !strcmp(argv[1], "--break")) {
 		int k = 0;
 		while (k < GEN_COUNT && (!kinds[k] || strcmp(kinds[k], argv[2])))
@@ -39,7 +56,7 @@ int main(int argc, char **argv)
 		argv += 2;
 	}
 	if (argc != 5 && argc != 6) {
-		fprintf(stderr, "usage: onnx-gen [--break KIND] OUT.onnx H W CLASSES [PRODUCER]\n");
+		fprintf(stderr, "usage: onnx-gen [--pad N] [--break KIND] OUT.onnx H W CLASSES [PRODUCER]\n");
 		return 2;
 	}
 	int h = atoi(argv[2]), w = atoi(argv[3]), classes = atoi(argv[4]);
@@ -48,12 +65,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	size_t len;
-	uint8_t *b = gen_model_bytes_shape(brk, h, w, classes, argc == 6 ? argv[5] : NULL, &len);
+	uint8_t *b = gen_model_bytes_shape(brk, h, w, classes, pad ? pad : argc == 6 ? argv[5] : NULL,
+	                                   &len);
 	FILE *f = fopen(argv[1], "wb");
 	if (!f || fwrite(b, 1, len, f) != len || fclose(f) != 0) {
 		perror(argv[1]);
 		return 1;
 	}
 	free(b);
+	free(pad);
 	return 0;
 }

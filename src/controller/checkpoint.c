@@ -290,6 +290,7 @@ void ctl_model_pump(struct conn *k)
 			cJSON_AddStringToObject(ev, "sha256", c->model_sha256);
 			cJSON_AddNumberToObject(ev, "bytes", (double)c->model_len);
 			cJSON_AddNumberToObject(ev, "chunks", k->model_chunks);
+			cJSON_AddNumberToObject(ev, "max_queued_bytes", (double)k->model_max_queued);
 			ctl_journal(c, SD_EV_MODEL_SENT, ev);
 			return;
 		}
@@ -308,6 +309,8 @@ void ctl_model_pump(struct conn *k)
 			k->model_streaming = 0;
 			return;
 		}
+		if (k->stream_inflight > k->model_max_queued)
+			k->model_max_queued = k->stream_inflight;
 	}
 }
 
@@ -326,5 +329,6 @@ void ctl_on_model_get(struct sd_controller *c, struct conn *k, const cJSON *m)
 	k->model_streaming = 1;
 	k->model_off = 0;
 	k->model_chunks = 0;
+	k->model_max_queued = k->stream_inflight;
 	ctl_model_pump(k);
 }

@@ -415,6 +415,33 @@ static int load_model(struct sd_controller *c, const struct sd_controller_opts *
 	return 0;
 }
 
+/* A resume trains on from the latest checkpoint, which records its ONNX
+ * model file's SHA-256: a file exported again under the same path is
+ * another model, refused here, before any server is rented (every worker
+ * would refuse the checkpoint anyway, one by one). */
+static int check_resume_model(struct sd_controller *c, char **why)
+{
+	if (!c->model_data || !c->latest_ckpt[0])
+		return 0;
+	struct sd_ckpt ck;
+	char *err = NULL;
+	if (sd_ckpt_read(c->latest_ckpt, &ck, &err) < 0) {
+		free(err);   /* a worker loading it says what is wrong with it */
+		return 0;
+	}
+	const struct sd_ckpt_section *sm = sd_ckpt_find(&ck, "meta");
+	cJSON *meta = sm ? cJSON_ParseWithLength(sm->data, (size_t)sm->bytes) : NULL;
+	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(meta, "model_sha256");
+	const char *was = cJSON_IsString(sha) ? sha->valuestring : "";
+	int rc = 0;
+	if (strcmp(was, c->model_sha256))
+		rc = sd_why(why, "%s: checkpoint is of model file %s with SHA-256 %s, which now has %s",
+		            c->latest_ckpt, c->job.train.model, *was ? was : "(none)", c->model_sha256);
+	cJSON_Delete(meta);
+	sd_ckpt_free(&ck);
+	return rc;
+}
+
 int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const struct sd_job *job,
                          const struct sd_controller_opts *opts, char **why)
 {
@@ -456,6 +483,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		goto fail;
 	if (opts->resume)
 		ctl_find_latest_checkpoint(c);
+	if (opts->resume && check_resume_model(c, why) < 0)
+		goto fail;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "run_dir", c->run_dir);
 	cJSON_AddNumberToObject(ev, "port", c->port);

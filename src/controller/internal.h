@@ -101,6 +101,7 @@ struct conn {
 	int model_streaming;
 	size_t model_off;
 	int model_chunks;
+	size_t model_max_queued;   /* the most stream_inflight was meanwhile */
 	struct conn *next;
 };
 
