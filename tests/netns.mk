@@ -9,8 +9,9 @@ EXTRA_DIST += tests/test-netns-bed.sh tests/test-netns-forward-drop.sh \
 # The ssh provider on the bed: a cnn run on three hosts against three local
 # workers, a host that refuses the key, a host without the worker program;
 # a link cut and a frozen worker mid-training; the controller SIGKILLed
-# and resumed; a worker whose ssh session ends trains on.
-TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh \
+# and resumed; a worker whose ssh session ends trains on; an ONNX model
+# whose file only the controller has trains on three hosts.
+TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh tests/test-ssh-onnx.sh \
 	tests/test-ssh-session-lost.sh
-EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh \
+EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh tests/test-ssh-onnx.sh \
 	tests/test-ssh-session-lost.sh
