@@ -24,10 +24,11 @@ tests_fuzz_fuzz_onnx_CPPFLAGS = $(AM_CPPFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_fuzz_fuzz_onnx_LDADD = $(SD_ENGINE_LIBS)
 
 # spotdeck-worker trains an ONNX file on Fashion-MNIST and refuses one of
-# another shape; tests/onnx-gen writes the file.
+# another shape; an elastic worker builds the model from the bytes a (fake)
+# controller sends and refuses corrupted ones; tests/onnx-gen writes the file.
 check_PROGRAMS += tests/onnx-gen
 tests_onnx_gen_SOURCES = tests/onnx-gen.c tests/onnx-gen.h
 tests_onnx_gen_CPPFLAGS = $(AM_CPPFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_onnx_gen_LDADD = $(SD_ENGINE_LIBS)
-TESTS += tests/test-onnx-worker.sh
-EXTRA_DIST += tests/test-onnx-worker.sh
+TESTS += tests/test-onnx-worker.sh tests/test-worker-model-xfer.sh
+EXTRA_DIST += tests/test-onnx-worker.sh tests/test-worker-model-xfer.sh
