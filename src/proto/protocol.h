@@ -17,11 +17,11 @@
  *                dropped this worker]
  *   welcome      version int, worker_id str, job obj
  *                [heartbeat_ms int: send heartbeat this often;
-                model_sha256 str, model_bytes int: the job's model is an
-                ONNX file (its "model" ends in .onnx) of that many bytes
-                with that SHA-256 (lower-case hex); the path in the job
-                is the controller's and means nothing on the worker's
-                host: a worker without those bytes asks with model_get]
+ *                model_sha256 str, model_bytes int: the job's model is an
+ *                ONNX file (its "model" ends in .onnx) of that many bytes
+ *                with that SHA-256 (lower-case hex); the path in the job
+ *                is the controller's and means nothing on the worker's
+ *                host: the worker asks for the bytes with model_get]
  *   kv_set       key str, value str            (value: hex, sd_hex_encode)
  *   kv_get       id int, key str
  *   kv_value     id int, key str, value str
@@ -84,8 +84,8 @@
  *                against sha256 before it builds the model (sd_model_rx)
  * Further checks: kv_* keys are at most SD_PROTO_KEY_MAX bytes; generation,
  * rank, world_size, offset, count and total are never negative; in a
- * generation message rank < world_size; in a ckpt_chunk or model_chunk offset <= total; a
- * model_get's or model_chunk's sha256 is 64 hex digits.
+ * generation message rank < world_size; in a ckpt_chunk or model_chunk
+ * offset <= total; a model_get's or model_chunk's sha256 is 64 hex digits.
  */
 #ifndef SD_PROTOCOL_H
 #define SD_PROTOCOL_H
