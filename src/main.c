@@ -1122,9 +1122,8 @@ int main(int argc, char **argv)
 		.on_exit = on_exit_cb,
 		.ctx = &a,
 	};
-	int created = sd_controller_create(&a.ctl, a.loop, &job, &co, &why);
-	free(model);   /* the controller has its copy */
-	if (created < 0) {
+	/* The controller takes the model's bytes (freed with it). */
+	if (sd_controller_create(&a.ctl, a.loop, &job, &co, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s\n", why);
 		free(why);
 		uv_run(a.loop, UV_RUN_DEFAULT);   /* the failed create's handles close */

@@ -397,14 +397,11 @@ static int check_cluster(struct sd_controller *c, char **why)
 }
 
 /* The job's ONNX model, kept to send to the workers (protocol.h,
- * model_get): the caller's checked bytes, else the file read now. */
-static int load_model(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
+ * model_get): the caller's checked bytes (already in c->model_data), else
+ * the file read now. */
+static int load_model(struct sd_controller *c, char **why)
 {
-	if (opts->model_bytes) {
-		c->model_data = sd_malloc(opts->model_len ? opts->model_len : 1);
-		memcpy(c->model_data, opts->model_bytes, opts->model_len);
-		c->model_len = opts->model_len;
-	} else {
+	if (!c->model_data) {
 		uint8_t *b;
 		if (sd_onnx_read_file(c->job.train.model, &b, &c->model_len, why) < 0)
 			return -1;
@@ -455,8 +452,11 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	c->t0 = c->wall0 = ctl_wall_s();
 	c->mono0 = ctl_mono_s();
 	c->job = *job;
+	c->model_data = opts->model_bytes;   /* ours now, whatever happens */
+	c->model_len = opts->model_len;
+	c->opts.model_bytes = NULL;
 	snprintf(c->run_dir, sizeof c->run_dir, "%s", opts->run_dir);
-	if (sd_onnx_is_path(job->train.model) && load_model(c, opts, why) < 0)
+	if (sd_onnx_is_path(job->train.model) && load_model(c, why) < 0)
 		goto fail;
 	if (ctl_open_run_dir(c, opts, why) < 0)
 		goto fail;

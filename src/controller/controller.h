@@ -80,11 +80,13 @@ struct sd_controller_opts {
 	const char *orphans;
 	int interactive;
 	/* The job's ONNX model file, read and checked by the caller before
-	 * anything was created (sd_train_check_model): copied by
-	 * sd_controller_create, which hashes it and sends it to every worker
-	 * that asks (protocol.h, model_get).  NULL with an ONNX job: the
+	 * anything was created (sd_train_check_model), malloc'd: taken by
+	 * sd_controller_create (freed with the controller, or by a create that
+	 * fails; the caller must not free it), which hashes it and sends it to
+	 * every worker that asks (protocol.h, model_get).  Taken, not copied,
+	 * so a large model is held once.  NULL with an ONNX job: the
 	 * controller reads the job's path itself. */
-	const unsigned char *model_bytes;
+	unsigned char *model_bytes;
 	size_t model_len;
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
