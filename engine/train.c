@@ -190,8 +190,10 @@ static int onnx_fits(const struct sd_onnx_info *info, const char *path, const ch
 }
 
 int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes, size_t len,
-                         char **why)
+                         struct sd_onnx_info *out, char **why)
 {
+	if (out)
+		memset(out, 0, sizeof *out);
 	if (!sd_onnx_is_path(cfg->model))
 		return 0;
 	uint8_t *own = NULL;
@@ -205,6 +207,8 @@ int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes
 	free(own);
 	if (rc < 0)
 		return -1;
+	if (out)
+		*out = info;
 	int c = 0, h = 0, w = 0, classes = 10;
 	if (!strcmp(cfg->dataset, "fashion-mnist") || !strcmp(cfg->dataset, "mnist")) {
 		c = 1, h = 28, w = 28;

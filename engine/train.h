@@ -80,11 +80,13 @@ int sd_train_check_data(const struct sd_train_config *cfg, char **why);
  * (C, H, W) and classes against the dataset's: the known constants of the
  * built-in datasets (fashion-mnist and mnist 1x28x28, cifar10 3x32x32, 10
  * classes each; synthetic its synthetic_c/h/w and 10 classes), the headers
- * and labels of npy's arrays.  A built-in model name passes.  Returns 0, or
- * -1 with *why naming the ONNX file, the node when there is one, and what
- * is wrong. */
+ * and labels of npy's arrays.  A built-in model name passes.  info (NULL:
+ * not wanted) gets what sd_onnx_check says of the graph (zeroed for a
+ * built-in model).  Returns 0, or -1 with *why naming the ONNX file, the
+ * node when there is one, and what is wrong. */
+struct sd_onnx_info;
 int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes, size_t len,
-                         char **why);
+                         struct sd_onnx_info *info, char **why);
 
 /* The SHA-256 of bytes[0..len) in lower-case hex into hex (65 bytes with
  * its NUL): how a model file is named in checkpoints and on the wire.

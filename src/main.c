@@ -741,7 +741,7 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 	 * (the path is this host's). */
 	if (sd_onnx_is_path(job->train.model)) {
 		if (sd_onnx_read_file(job->train.model, model, model_len, &why) < 0 ||
-		    sd_train_check_model(&job->train, *model, *model_len, &why) < 0) {
+		    sd_train_check_model(&job->train, *model, *model_len, NULL, &why) < 0) {
 			fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
 			free(why);
 			free(*model);

@@ -634,8 +634,7 @@ static int doctor_model(const char *file)
 		uint8_t *bytes = NULL;
 		size_t len = 0;
 		if (sd_onnx_read_file(job->train.model, &bytes, &len, &why) < 0 ||
-		    sd_onnx_check(bytes, len, job->train.model, &info, &why) < 0 ||
-		    sd_train_check_model(&job->train, bytes, len, &why) < 0)
+		    sd_train_check_model(&job->train, bytes, len, &info, &why) < 0)
 			sd_doctor_say(&failed, "FAIL", "model", "%s", why);
 		else
 			sd_doctor_say(&failed, "ok", "model", "%s: %d ONNX nodes, %dx%dx%d inputs, %d classes, "
