@@ -148,6 +148,7 @@ static void usage(FILE *f)
 "       spotdeck ls [DIR]          live runs;   spotdeck kill RUNDIR   end one\n"
 "       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
 "       spotdeck doctor [--provider gce|aws] JOB   (could JOB's cloud start a run?)\n"
+"       spotdeck export RUNDIR [--step N] [--onnx OUT] [--safetensors OUT]   (the model out)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
 "simulated spot market (or local workers).  The run goes to the background\n"
 "(RUNDIR/control.sock; it outlives the terminal) with a full-screen cockpit\n"
