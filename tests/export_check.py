@@ -9,7 +9,8 @@ into PyTorch, evaluated on the run's test set.
     test_accuracy (its journal) within 0.1 point.
   - resnet20 (built-in, 30 steps): the graph with batch-norm and the
     option-A shortcuts (Slice + Pad) scores the run's accuracy, through the
-    evaluator (a Slice starting at row 1 instead of 0 scores 2 points off).
+    evaluator (a Slice starting at row 1 instead of 0 scores 2 points off);
+    the mlp (30 steps) likewise.
   - an ONNX model torch.onnx.export wrote (a CNN with batch-norm, trained by
     spotdeck for 100 steps): the exported file is the same graph (same
     nodes) with the trained initializers; the torch module with
@@ -306,6 +307,16 @@ def main():
     if "Slice" not in ops or "Pad" not in ops:
         fail("resnet20's graph has no option-A shortcut: %s" % ops)
     same_accuracy("resnet20 through the ONNX graph", accuracy(lambda b: run_eval(m.graph, b), x, y), acc)
+
+    # The mlp: a Flatten of the input itself, two Gemms.
+    r = elastic.Run(elastic.job(model="mlp", data_dir=data_small, checkpoint_every=100),
+                    workers=1, run_dir=os.path.join(tmp, "mlp"))
+    if r.finish(600) != 0:
+        fail("mlp run failed: %s" % r.stderr_text[-2000:])
+    acc, steps = final(r)
+    export(r.run_dir, os.path.join(tmp, "mlp-out"))
+    m = check_files(os.path.join(tmp, "mlp-out"), "mlp", steps, "fashion-mnist")
+    same_accuracy("mlp through the ONNX graph", accuracy(lambda b: run_eval(m.graph, b), x, y), acc)
 
     # 3. An ONNX model torch.onnx.export wrote.
     torch.manual_seed(1)
