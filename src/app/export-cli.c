@@ -305,8 +305,13 @@ int sd_export_main(int argc, char **argv)
 			       "Writes the run's newest checkpoint (or step N's) as ONNX and/or "
 			       "safetensors; see spotdeck-export(1).\n");
 			return 0;
-		default:
-			return usage_error(optopt ? "an option needs its argument" : "unknown option");
+		default: {
+			char msg[160];
+			snprintf(msg, sizeof msg, "%.100s: %s", argv[optind - 1],
+			         ch == ':' || (optopt && strchr("sot", optopt)) ?
+			         "needs an argument" : "unknown option");
+			return usage_error(msg);
+		}
 		}
 	}
 	if (optind != argc - 1)
