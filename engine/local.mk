@@ -14,7 +14,7 @@ engine_libsdengine_a_SOURCES = \
 	engine/train.c engine/train.h \
 	engine/backend.c engine/backend.h engine/backend-plugin.h \
 	engine/engine.h engine/conv-dnnl.h \
-	engine/onnx.c engine/onnx.h
+	engine/onnx.c engine/onnx.h engine/onnx-export.c engine/onnx-export.h
 # Convolutions through oneDNN where configure found it, else a stand-in that
 # supports nothing (every convolution then runs im2col + OpenBLAS).
 if HAVE_DNNL

@@ -8,6 +8,7 @@
  * before anything is built from it, so a file the loader accepts is one the
  * executor can run. */
 #include "engine/onnx.h"
+#include "engine/onnx-export.h"
 
 #include <errno.h>
 #include <math.h>
@@ -196,6 +197,7 @@ struct copy {
 	const float *src;       /* into a value's f */
 	size_t count;
 	int rows, cols;         /* > 0: src is (rows, cols) and goes in transposed */
+	const char *init;       /* the initializer src came from, else NULL */
 };
 
 struct lower {
@@ -281,7 +283,8 @@ static void add_copy(struct lower *L, int to_buffers, size_t off, const struct v
 		if (!L->copies)
 			sd_oom();
 	}
-	L->copies[L->ncopies++] = (struct copy){ to_buffers, off, v->f, v->count, rows, cols };
+	L->copies[L->ncopies++] = (struct copy){ to_buffers, off, v->f, v->count, rows, cols,
+	                                         v->init };
 }
 
 static const char *dtype_name(int t)
@@ -1602,8 +1605,31 @@ static void fix_names(Onnx__ModelProto *mp)
 		fix_str(&g->output[i]->name);
 }
 
+/* The lowering's copies that came from initializers, as bindings
+ * (onnx-export.h), names copied out of the decoded file. */
+static void keep_bindings(const struct lower *L, struct sd_onnx_binding **bind, int *nbind)
+{
+	*bind = sd_calloc(L->ncopies ? (size_t)L->ncopies : 1, sizeof **bind);
+	*nbind = 0;
+	for (int i = 0; i < L->ncopies; i++) {
+		const struct copy *cp = &L->copies[i];
+		if (!cp->init)
+			continue;
+		struct sd_onnx_binding *b = &(*bind)[(*nbind)++];
+		b->init = strdup(cp->init);
+		if (!b->init)
+			sd_oom();
+		b->to_buffers = cp->to_buffers;
+		b->off = cp->off;
+		b->count = cp->count;
+		b->rows = cp->rows;
+		b->cols = cp->cols;
+	}
+}
+
 static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const char *file,
-                 int max_batch, int *op_count, int *nodes, char **why)
+                 int max_batch, int *op_count, int *nodes, struct sd_onnx_binding **bind,
+                 int *nbind, char **why)
 {
 	*out = NULL;
 	if (!file)
@@ -1633,6 +1659,8 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 			memcpy(op_count, L.op_count, sizeof L.op_count);
 		if (nodes)
 			*nodes = (int)mp->graph->n_node;
+		if (bind)
+			keep_bindings(&L, bind, nbind);
 	} else {
 		sd_model_destroy(L.m);
 	}
@@ -1644,7 +1672,7 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 int sd_model_create_onnx(struct sd_model **out, const uint8_t *bytes, size_t len,
                          const char *file, int max_batch, char **why)
 {
-	return build(out, bytes, len, file, max_batch, NULL, NULL, why);
+	return build(out, bytes, len, file, max_batch, NULL, NULL, NULL, NULL, why);
 }
 
 int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
@@ -1652,7 +1680,7 @@ int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
 {
 	struct sd_model *m;
 	memset(info, 0, sizeof *info);
-	if (build(&m, bytes, len, file, 1, info->op_count, &info->nodes, why) < 0)
+	if (build(&m, bytes, len, file, 1, info->op_count, &info->nodes, NULL, NULL, why) < 0)
 		return -1;
 	info->c = m->c;
 	info->h = m->h;
@@ -1664,4 +1692,19 @@ int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
 	info->engine_nodes = m->nnodes;
 	sd_model_destroy(m);
 	return 0;
+}
+
+int sd_onnx_bindings(struct sd_model **out, const uint8_t *bytes, size_t len, const char *file,
+                     struct sd_onnx_binding **bind, int *nbind, char **why)
+{
+	*bind = NULL;
+	*nbind = 0;
+	return build(out, bytes, len, file, 1, NULL, NULL, bind, nbind, why);
+}
+
+void sd_onnx_bindings_free(struct sd_onnx_binding *bind, int nbind)
+{
+	for (int i = 0; i < nbind; i++)
+		free(bind[i].init);
+	free(bind);
 }

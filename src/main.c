@@ -27,6 +27,7 @@
 #include "src/app/plan-cli.h"
 #include "src/app/attach.h"
 #include "src/app/doctor.h"
+#include "src/app/export-cli.h"
 #include "src/app/control.h"
 #include "src/proto/protocol.h"
 #include "src/provider/cloud-vm.h"
@@ -148,6 +149,7 @@ static void usage(FILE *f)
 "       spotdeck ls [DIR]          live runs;   spotdeck kill RUNDIR   end one\n"
 "       spotdeck plan [--gpus ...] [--sizes ...] [--deadline 2h] ...   (what-if planner)\n"
 "       spotdeck doctor [--provider gce|aws] JOB   (could JOB's cloud start a run?)\n"
+"       spotdeck export RUNDIR [--step N] [--onnx OUT] [--safetensors OUT]   (the model out)\n"
 "Trains a model with elastic data-parallel SGD on transient servers of the\n"
 "simulated spot market (or local workers).  The run goes to the background\n"
 "(RUNDIR/control.sock; it outlives the terminal) with a full-screen cockpit\n"
@@ -973,16 +975,18 @@ static int go_background(int *ready_fd, int *status)
  * to it (src/app/attach.h). */
 int main(int argc, char **argv)
 {
-	if (argc > 1 && !strcmp(argv[1], "plan"))
-		return sd_plan_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "attach"))
-		return sd_attach_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "ls"))
-		return sd_ls_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "kill"))
-		return sd_kill_main(argc - 1, argv + 1);
-	if (argc > 1 && !strcmp(argv[1], "doctor"))
-		return sd_doctor_main(argc - 1, argv + 1);
+	/* Subcommands: each gets the arguments from its name on. */
+	static const struct {
+		const char *name;
+		int (*main)(int argc, char **argv);
+	} subcommands[] = {
+		{ "plan", sd_plan_main },     { "attach", sd_attach_main },
+		{ "ls", sd_ls_main },         { "kill", sd_kill_main },
+		{ "doctor", sd_doctor_main }, { "export", sd_export_main },
+	};
+	for (size_t i = 0; argc > 1 && i < sizeof subcommands / sizeof subcommands[0]; i++)
+		if (!strcmp(argv[1], subcommands[i].name))
+			return subcommands[i].main(argc - 1, argv + 1);
 	struct options o;
 	int rc = parse_options(argc, argv, &o);
 	if (rc >= 0)

@@ -219,16 +219,16 @@ def journaled_steps(events):
     return steps, top, [s for s in range(1, top + 1) if s not in steps]
 
 
-def fashion_subset(d, ntrain):
+def fashion_subset(d, ntrain, ntest=10000):
     """A copy of Fashion-MNIST in D/fashion-mnist with its first NTRAIN
-    training images (all 10,000 test images), IDX files as the dataset
-    ships them, uncompressed: short runs of a real job.  Returns the
-    directory."""
+    training images and first NTEST test images (all 10,000 unless told),
+    IDX files as the dataset ships them, uncompressed: short runs of a real
+    job.  Returns the directory."""
     import gzip, struct
     data = os.path.join(d, "fashion-mnist")
     os.mkdir(data)
     for name, n in (("train-images-idx3-ubyte", ntrain), ("train-labels-idx1-ubyte", ntrain),
-                    ("t10k-images-idx3-ubyte", 10000), ("t10k-labels-idx1-ubyte", 10000)):
+                    ("t10k-images-idx3-ubyte", ntest), ("t10k-labels-idx1-ubyte", ntest)):
         with gzip.open(os.path.join("/usr/share/datasets/fashion-mnist", name + ".gz"), "rb") as f:
             raw = f.read()
         magic, count = struct.unpack(">II", raw[:8])

@@ -6,6 +6,18 @@ tests_onnx_train_LDADD = $(SD_ENGINE_LIBS)
 TESTS += tests/test-onnx-torch.sh
 EXTRA_DIST += tests/test-onnx-torch.sh tests/onnx_torch_ref.py
 
+# The ONNX writer read back by the engine's own loader (no Python needed).
+check_PROGRAMS += tests/test-onnx-export
+TESTS += tests/test-onnx-export
+tests_test_onnx_export_SOURCES = tests/test-onnx-export.c tests/onnx-gen.h tests/check.h
+tests_test_onnx_export_CPPFLAGS = $(AM_CPPFLAGS) $(PROTOBUF_C_CFLAGS)
+tests_test_onnx_export_LDADD = $(SD_ENGINE_LIBS)
+
+# `spotdeck export`: runs written back out as ONNX and safetensors, loaded
+# into PyTorch, scored as the runs scored them.
+TESTS += tests/test-export.sh
+EXTRA_DIST += tests/test-export.sh tests/export_check.py
+
 # The loader on a tiny model tests/onnx-gen.h writes with protobuf-c, whole
 # and broken 14 ways (no Python needed).
 check_PROGRAMS += tests/test-onnx-bad

@@ -9,6 +9,8 @@ src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
 	src/app/view-codec.c src/app/view-codec.h \
 	src/app/control-proto.c src/app/control-proto.h \
 	src/app/control.c src/app/control.h src/app/attach.c src/app/attach.h \
-	src/app/doctor.c src/app/doctor.h src/app/doctor-internal.h src/app/doctor-aws.c
-src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS)
+	src/app/doctor.c src/app/doctor.h src/app/doctor-internal.h src/app/doctor-aws.c \
+	src/app/export-cli.c src/app/export-cli.h
+src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) \
+	$(CRYPTO_CFLAGS)
 SD_APP_LIBS = src/app/libsdapp.a

@@ -52,6 +52,12 @@ struct sd_trace;
 /* See "Liveness" above. */
 #define SD_TIMEOUT_STEPS 4
 
+/* The run directory's copy of an ONNX job's model file, taken when the run
+ * starts (ctl_open_run_dir), so the run's checkpoints can be turned back
+ * into the same graph (`spotdeck export`) after the file named by the job
+ * is changed or gone.  Checkpoints record the file's SHA-256. */
+#define SD_RUN_MODEL_FILE "model.onnx"
+
 struct sd_controller_opts {
 	const char *run_dir;       /* created if missing; holds journal, checkpoints, logs */
 	const char *worker_path;   /* spotdeck-worker executable for local servers */

@@ -6,6 +6,8 @@
 
 #include "src/controller/internal.h"
 
+#include "engine/onnx.h"
+
 /* Wall-clock time, Unix seconds: only for the journal's "time" and for
  * the down time of a resumed run, never to measure a duration here. */
 double ctl_wall_s(void)
@@ -263,6 +265,36 @@ static int keep_listen(struct sd_controller *c, const struct sd_controller_opts 
 	return rc;
 }
 
+/* An ONNX job's model file copied to RUNDIR/model.onnx (SD_RUN_MODEL_FILE):
+ * at a new run's start, and on a resume of a run that has none yet (one
+ * started before copies were kept).  A resume keeps the copy it has: that
+ * is the file the run started from, whatever the job's path holds now.
+ * A file this machine cannot read is no error here: workers on other hosts
+ * may each have it at that path (the README's remote setup), and the run
+ * trains without the copy; only `spotdeck export` then needs the file. */
+static int keep_model_file(struct sd_controller *c, const struct sd_controller_opts *opts,
+                           char **why)
+{
+	if (!sd_onnx_is_path(c->job.train.model))
+		return 0;
+	char path[SD_PATH_MAX + 64];
+	snprintf(path, sizeof path, "%s/%s", c->run_dir, SD_RUN_MODEL_FILE);
+	if (opts->resume && access(path, F_OK) == 0)
+		return 0;
+	uint8_t *bytes;
+	size_t len;
+	char *unread = NULL;
+	if (sd_onnx_read_file(c->job.train.model, &bytes, &len, &unread) < 0) {
+		fprintf(stderr, "spotdeck: warning: no copy of the model in %s (spotdeck export "
+		        "will need the file): %s\n", path, unread);
+		free(unread);
+		return 0;
+	}
+	int rc = ctl_write_file_atomic(path, bytes, len, why);
+	free(bytes);
+	return rc;
+}
+
 int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *opts, char **why)
 {
 	char path[SD_PATH_MAX + 64];
@@ -305,6 +337,8 @@ int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *o
 		return -1;
 	}
 	if (keep_listen(c, opts, why) < 0)
+		return -1;
+	if (keep_model_file(c, opts, why) < 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/token", c->run_dir);
 	if (sd_token_create_file(path, &c->token, why) < 0)
