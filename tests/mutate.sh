@@ -235,14 +235,16 @@ build_for() {
 run_tests() {
 	local rc t res
 	failed="" skipped=""
-	for t in "$@"; do rm -f "$scratch/$t.log" "$scratch/$t.trs"; done
+	# The harness names a test's results after it less its .sh extension
+	# (TEST_EXTENSIONS), as make check does.
+	for t in "$@"; do rm -f "$scratch/${t%.sh}.log" "$scratch/${t%.sh}.trs"; done
 	# check-TESTS is make check's test run without its rebuild of every
 	# check program: build_for built what these tests need.
 	limited $((test_limit * $#)) make -C "$scratch" -j2 check-TESTS check_PROGRAMS= TESTS="$*" \
 		>"$scratch/mutate-test.log" 2>&1
 	rc=$?
 	for t in "$@"; do
-		res=$(sed -n 's/^:test-result: //p' "$scratch/$t.trs" 2>/dev/null | head -1)
+		res=$(sed -n 's/^:test-result: //p' "$scratch/${t%.sh}.trs" 2>/dev/null | head -1)
 		case $res in
 		PASS) ;;
 		SKIP) skipped="$skipped $t";;
