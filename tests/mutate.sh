@@ -41,7 +41,6 @@ export SD_TIMEOUT_SCALE=$scale
 test_limit=$((100 * scale))
 build_limit=$((200 * scale))
 PY=${PYTHON:-python3}
-list_dir="$srcdir/tests/mutations"
 t_start=$(date +%s)
 
 die() { echo "mutate: $*" >&2; exit 2; }
@@ -196,6 +195,11 @@ echo "mutate: copying the working tree's git files to $scratch"
 (cd "$srcdir" && git ls-files -z --cached --others --exclude-standard |
 	while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
 	tar --null -T - -cf -) | (cd "$scratch" && tar -xf -) || die "copying the source tree failed"
+
+# The list as it was copied: editing tests/mutations/ during a run changes
+# nothing in it.
+list_dir="$scratch/tests/mutations"
+[ -d "$list_dir" ] || die "no tests/mutations/ among the tree's git files"
 
 echo "mutate: configuring ($conf_flags) and building once"
 t0=$(date +%s)
