@@ -143,6 +143,24 @@ static void check_plan(const char *name)
 		             "gradients; %d bad", name, caps[ci], nbk, smallest, np, bad);
 		sd_grad_sync_destroy(s);
 	}
+	/* A bucket is full once it holds the bucket size: with the size equal
+	 * to the distance from the end to the nearest ready point below it,
+	 * the first bucket ends exactly there, not at the point after. */
+	size_t near = 0;
+	for (int i = 0; i < npt; i++)
+		if (pt[i] > near && pt[i] < np)
+			near = pt[i];
+	struct sd_grad_sync *s;
+	if (near > 0 && sd_grad_sync_create(&s, m, np - near, &why) == 0) {
+		size_t b, e;
+		sd_grad_sync_bucket(s, 0, &b, &e);
+		check_report(b == near && e == np, "%s, bucket %zu floats: the first bucket is "
+		             "[%zu, %zu), want [%zu, %zu)", name, np - near, b, e, near, np);
+		sd_grad_sync_destroy(s);
+	} else {
+		CHECK(0, "%s: no ready point inside the model, or %s", name, why ? why : "?");
+		free(why);
+	}
 	sd_model_destroy(m);
 }
 

@@ -145,6 +145,17 @@ static void test_layout(struct ui_fixture *f)
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
 		CHECK(on_screen(want[i]), "'%s' missing at 120x40", want[i]);
 	CHECK(strstr(grab(), "\u2588") || strstr(grab(), "\u2587"), "no UTF-8 bars");
+	/* The fixture's revocations (V100, K80, V100 in us-west1-b, us-east1-c,
+	 * us-west1-b) grouped by GPU and by zone, most revoked first: each group
+	 * once, with its own count. */
+	const char *t = grab();
+	const char *gpu = strstr(t, "by GPU"), *zone = strstr(t, "by zone");
+	const char *v100 = gpu ? strstr(gpu, "V100 2x") : NULL, *k80 = gpu ? strstr(gpu, "K80 1x") : NULL;
+	const char *west = zone ? strstr(zone, "us-west1-b 2x") : NULL;
+	const char *east = zone ? strstr(zone, "us-east1-c 1x") : NULL;
+	CHECK(v100 && k80 && v100 < k80 && (!zone || k80 < zone), "by GPU: want 'V100 2x' then 'K80 1x'");
+	CHECK(west && east && west < east, "by zone: want 'us-west1-b 2x' then 'us-east1-c 1x'");
+	CHECK(!strstr(t, "V100 1x"), "by GPU: V100 counted in two groups");
 
 	/* Nothing changed: nothing drawn. */
 	CHECK(!sd_screen_update(s, &f->view, 5000), "unchanged view marks panes dirty");
