@@ -44,3 +44,8 @@ tests_onnx_gen_CPPFLAGS = $(AM_CPPFLAGS) $(PROTOBUF_C_CFLAGS)
 tests_onnx_gen_LDADD = $(SD_ENGINE_LIBS)
 TESTS += tests/test-onnx-worker.sh tests/test-worker-model-xfer.sh
 EXTRA_DIST += tests/test-onnx-worker.sh tests/test-worker-model-xfer.sh
+
+# The examples a newcomer starts from (examples/) export, check and train.
+TESTS += tests/test-examples.sh
+EXTRA_DIST += tests/test-examples.sh examples/common.py examples/fashion-cnn/export.py \
+	examples/cifar-resnet18/export.py
