@@ -463,9 +463,9 @@ static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optio
 	int v = find_val(L, nd->input[i]);
 	if (v >= 0 && L->vals[v].kind == V_VIEW && strcmp(nd->op_type, "Slice") &&
 	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add"))
-		return fail(L, "input %s is a Slice or Pad of an activation, which the engine "
-		            "supports only as a ResNet option-A shortcut read by an Add",
-		            nd->input[i]), -1;
+		return fail(L, "input %s is a Slice or Pad of an activation; Slice and Pad of "
+		            "activations are supported only as a ResNet option-A shortcut read by an "
+		            "Add", nd->input[i]), -1;
 	if (v >= 0)
 		return v;
 	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)

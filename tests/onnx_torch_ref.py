@@ -6,12 +6,19 @@
                                           (DIR/ref.pt)
   onnx_torch_ref.py compare DIR VARIANT   check DIR/out.txt (tests/onnx-train)
                                           against DIR/ref.pt
+  onnx_torch_ref.py resnets DIR           write DIR/resnet20-*.onnx: torch_resnet.py's
+                                          ResNet-20 (3x32x32) in opsets 13 and 17,
+                                          folded and not; and DIR/bad-*.onnx:
+                                          Slice and Pad that are no shortcut
   onnx_torch_ref.py exports DIR           write DIR/*.onnx: a CNN with batch-norm,
                                           dropout, x.view and log_softmax in
                                           opsets 13 to 17, eval and training
                                           mode, with and without constant
                                           folding; an MLP through MatMul + Add
 
+VARIANT "resnet": tests/bench/torch_resnet.py's CIFAR ResNet with one block
+per stage (16, 32, 64 channels), whose "option A" shortcuts export as Slice
+with steps 2 and a Pad fed by folded int64 computations, training mode.
 VARIANT "cifar": a CIFAR ResNet block without pooling, 16 channels (the
 engine's channel-blocked layout where oneDNN is there), training mode.
 VARIANT "stem": torchvision's ResNet stem and a downsampling block
@@ -38,6 +45,7 @@ carries a rounding difference.  spotdeck must match PyTorch within
 Exit status 0 when all hold, 1 otherwise, 77 (with "SKIP: ...") when
 torch or onnx cannot be imported.
 """
+import os
 import struct
 import sys
 
@@ -51,6 +59,8 @@ except ImportError as e:  # the caller turns this into a SKIP
     print(f"SKIP: /usr/bin/python3 cannot import {e.name} (Debian: python3-torch, python3-onnx)",
           file=sys.stderr)
     sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
+import torch_resnet  # noqa: E402  (the bench's network: Block, ResNet)
 
 STEPS, BATCH, C, H, W, CLASSES = 30, 8, 3, 8, 8, 10
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
@@ -145,6 +155,8 @@ class Cifar(nn.Module):
 
 
 def make_model(variant):
+    if variant == "resnet":
+        return torch_resnet.ResNet(1, CLASSES)
     if variant == "cifar":
         return Cifar()
     if variant == "stem":
@@ -189,7 +201,7 @@ def nudge(model, k):
 def prepare(d, variant):
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    bn = variant in ("train", "stem", "cifar")
+    bn = variant in ("train", "stem", "cifar", "resnet")
     model = make_model(variant)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     example = torch.randn(BATCH, C, H, W)
@@ -297,7 +309,7 @@ def compare(d, variant):
           f"{dn:.1e}, allowed {allowed:.1e}{'' if dp <= allowed else '  FAIL'}")
     fails += dp > allowed
     names = bn_buffer_names(d)
-    if variant in ("train", "stem", "cifar"):
+    if variant in ("train", "stem", "cifar", "resnet"):
         if buffers is None or len(names) == 0 or buffers.numel() != sum(
                 state[k].numel() for k in names):
             print("FAIL: batch-norm running statistics missing or of the wrong size")
@@ -363,11 +375,66 @@ def exports(d):
                           opset_version=opset)
 
 
+class BadSlice(nn.Module):
+    """x[:, :, 1::2]: a subsampling that starts at 1, not a shortcut."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = self.c(x)
+        y = F.relu(y[:, :, ::2, ::2] + y[:, :, 1::2, 1::2])
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadPad(nn.Module):
+    """A spatial zero pad feeding a convolution: no shortcut."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(F.pad(x, (1, 1, 1, 1))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadRead(nn.Module):
+    """A subsampled activation read by a convolution, not by an Add."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(x[:, :, ::2, ::2]))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+def resnets(d):
+    torch.manual_seed(0)
+    model = torch_resnet.ResNet(3).train()
+    for opset, fold in ((13, 0), (13, 1), (17, 0), (17, 1)):
+        torch.onnx.export(model, torch.randn(2, 3, 32, 32), f"{d}/resnet20-{opset}-fold{fold}.onnx",
+                          opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=bool(fold), input_names=["x"],
+                          dynamic_axes={"x": {0: "N"}})
+    for name, m in (("slice", BadSlice()), ("pad", BadPad()), ("read", BadRead())):
+        torch.onnx.export(m.eval(), torch.randn(BATCH, C, H, W), f"{d}/bad-{name}.onnx",
+                          opset_version=13, do_constant_folding=False)
+
+
 if __name__ == "__main__":
     mode, d = sys.argv[1:3]
     variant = sys.argv[3] if len(sys.argv) > 3 else ""
     if mode == "exports":
         exports(d)
+    elif mode == "resnets":
+        resnets(d)
     elif mode == "prepare":
         prepare(d, variant)
     else:
