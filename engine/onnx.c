@@ -1505,7 +1505,7 @@ static int reshape_const(struct lower *L, const Onnx__NodeProto *nd, int x)
 		} else if (d == -1 && infer < 0) {
 			infer = (int)k;
 			d = 1;
-		} else if (d < 0) {
+		} else if (d < 0 || d > FOLD_MAX) {
 			return fail(L, "target shape entry %zu is %lld", k, (long long)S->i[k]);
 		}
 		od[k] = d;
@@ -1685,11 +1685,17 @@ static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd)
 }
 
 /* The elements ONNX Slice takes along a dimension of size d for start,
- * end and step (clamped as the specification says): the first index and
- * the count. */
-static void slice_range(int64_t d, int64_t start, int64_t end, int64_t step, int64_t *first,
+ * end and *step (clamped as the specification says): the first index and
+ * the count.  A step longer than the axis takes one element at most, so
+ * *step is cut to d + 1, which keeps the arithmetic from overflowing. */
+static void slice_range(int64_t d, int64_t start, int64_t end, int64_t *stepp, int64_t *first,
                         int64_t *count)
 {
+	if (*stepp > d + 1)
+		*stepp = d + 1;
+	if (*stepp < -(d + 1))
+		*stepp = -(d + 1);
+	const int64_t step = *stepp;
 	if (start < 0)
 		start = start < -d ? 0 : start + d;   /* overflow-safe for INT64_MIN */
 	if (end < 0)
@@ -1753,7 +1759,7 @@ static int slice_const(struct lower *L, const Onnx__NodeProto *nd, int x)
 		od[k] = L->vals[x].dims[k];
 	}
 	for (int k = 0; k < n; k++) {
-		slice_range(L->vals[x].dims[ax[k]], st[k], en[k], sp[k], &first[ax[k]], &od[ax[k]]);
+		slice_range(L->vals[x].dims[ax[k]], st[k], en[k], &sp[k], &first[ax[k]], &od[ax[k]]);
 		step[ax[k]] = sp[k];
 	}
 	strides_of(L->vals[x].dims, rank, ist);
@@ -1834,17 +1840,21 @@ static int slice_act(struct lower *L, const Onnx__NodeProto *nd, int x)
 				            "only as a ResNet option-A shortcut (x[:, :, ::s, ::s])");
 			continue;
 		}
-		slice_range(dims[ax[k]], st[k], en[k], sp[k], &first, &count);
+		int64_t asked = sp[k];
+		slice_range(dims[ax[k]], st[k], en[k], &sp[k], &first, &count);
 		int64_t whole = sp[k] > 0 ? (dims[ax[k]] + sp[k] - 1) / sp[k] : -1;
 		if (sp[k] < 1 || first != 0 || count != whole || (ax[k] == 1 && sp[k] != 1))
 			return fail(L, "slice of axis %d (start %lld, end %lld, step %lld) is not the "
 			            "whole axis%s; Slice of activations is supported only as a ResNet "
 			            "option-A shortcut (x[:, :, ::s, ::s] feeding an Add)", ax[k],
-			            (long long)st[k], (long long)en[k], (long long)sp[k],
+			            (long long)st[k], (long long)en[k], (long long)asked,
 			            ax[k] == 1 ? "" : " subsampled from 0");
 		newd[ax[k]] = count;
 		mul[ax[k]] = sp[k];
 	}
+	if ((X->kind == V_VIEW ? X->vs_h : 1) * mul[2] > MAX_DIM ||
+	    (X->kind == V_VIEW ? X->vs_w : 1) * mul[3] > MAX_DIM)
+		return fail(L, "subsamples by more than %d", MAX_DIM);
 	struct val *Y = output(L, nd, 1);
 	if (!Y)
 		return -1;
