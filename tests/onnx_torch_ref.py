@@ -10,6 +10,16 @@
                                           ResNet-20 (3x32x32) in opsets 13 and 17,
                                           folded and not; and DIR/bad-*.onnx:
                                           Slice and Pad that are no shortcut
+  onnx_torch_ref.py fold DIR              write DIR/fold-*.onnx: int64 computations
+                                          (Slice with negative and clamped steps,
+                                          Transpose, Gather, Unsqueeze, Squeeze,
+                                          Concat, Mul/Sub/Add broadcasting,
+                                          ConstantOfShape, Reshape, Shape with
+                                          start/end, Cast) whose every value,
+                                          against numpy's, gates a Reshape: the
+                                          file loads only when the loader folded
+                                          them right; fold-mutant-*.onnx expects
+                                          one value off by one and must not load
   onnx_torch_ref.py exports DIR           write DIR/*.onnx: a CNN with batch-norm,
                                           dropout, x.view and log_softmax in
                                           opsets 13 to 17, eval and training
@@ -415,6 +425,103 @@ class BadRead(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
 
+def fold(d):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    big = 2 ** 63 - 1
+    a34 = np.arange(12, dtype=np.int64).reshape(3, 4) * 7 - 20
+    a232 = np.arange(12, dtype=np.int64).reshape(2, 3, 2) - 5
+    a10 = np.arange(10, dtype=np.int64) * 3
+    # name: (nodes computing "r" from constants c0.., the constants, numpy's r)
+    cases = {
+        "slice-neg": (["Slice(c0, c1, c2, c3, c4)"],
+                      [a34, [-1, 0], [-big, 4], [0, 1], [-1, 2]], a34[::-1, 0:4:2]),
+        "slice-clamp": (["Slice(c0, c1, c2, c3, c4)"], [a10, [1], [100], [0], [3]], a10[1:100:3]),
+        "slice-back": (["Slice(c0, c1, c2, c3, c4)"], [a10, [-2], [-9], [0], [-2]],
+                       a10[-2:-9:-2]),
+        "transpose": (["Transpose(c0) perm=1,0,2"], [a232], a232.transpose(1, 0, 2)),
+        "transpose-default": (["Transpose(c0)"], [a232], a232.transpose()),
+        "gather": (["Gather(c0, c1) axis=1"], [a34, [[0, 2], [1, -1]]],
+                   np.take(a34, [[0, 2], [1, 3]], axis=1)),
+        "unsqueeze-squeeze": (["Unsqueeze(c0, c1)", "Squeeze(t0, c2)"],
+                              [a10[:3], [0, -1], [0]], a10[:3].reshape(3, 1)),
+        "concat": (["Concat(c0, c1) axis=1"], [a34[:2, :2], a34[:2, 3:]],
+                   np.concatenate([a34[:2, :2], a34[:2, 3:]], 1)),
+        "arith": (["Mul(c0, c1)", "Sub(c2, t0)", "Add(t1, c3)"],
+                  [[[2], [-3]], [1, 5, 9], np.array(4, dtype=np.int64), [[10, 20, 30]]],
+                  4 - np.array([[2], [-3]]) * np.array([1, 5, 9]) + np.array([[10, 20, 30]])),
+        "constantofshape": (["ConstantOfShape(c0) value=7"], [[2, 3]], np.full((2, 3), 7)),
+        "reshape": (["Reshape(c0, c1)"], [a232, [0, -1]], a232.reshape(2, 6)),
+        "shape-range": (["Shape(c0) start=1", "Shape(c0) end=-1", "Concat(t0, t1) axis=0"],
+                        [a232], np.array([3, 2, 2, 3])),
+        "cast": (["Cast(c0) to=1", "Cast(t0) to=7"], [a34], a34),
+        # F.pad's pads, as torch exports them: (0,0,0,0,8,8) -> ONNX's order.
+        "pads": (["Shape(c0)", "Gather(t0, c1) axis=0", "Mul(c2, c3)", "Sub(t2, t1)",
+                  "ConstantOfShape(t3) value=0", "Concat(c0, t4) axis=0", "Reshape(t5, c4)",
+                  "Slice(t6, c5, c6, c7, c5)", "Transpose(t7) perm=1,0", "Reshape(t8, c5)"],
+                 [[0, 0, 0, 0, 8, 8], [0], np.array(4, dtype=np.int64),
+                  np.array(2, dtype=np.int64), [-1, 2], [-1], [-big], [0]],
+                 np.array([0, 8, 0, 0, 0, 8, 0, 0])),
+    }
+    F_ = C * H * W
+
+    def build(name, spec, expected, path):
+        steps, consts, _ = spec
+        nodes, inits = [], []
+        for k, v in enumerate(consts):
+            inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.int64), f"c{k}"))
+        for k, s in enumerate(steps):
+            op, rest = s.split("(", 1)
+            args, attrs = rest.split(")", 1)
+            kw = {}
+            for a in attrs.split():
+                key, val = a.split("=")
+                if key == "value":
+                    kw[key] = numpy_helper.from_array(np.array([int(val)], dtype=np.int64))
+                elif key == "perm":
+                    kw[key] = [int(x) for x in val.split(",")]
+                else:
+                    kw[key] = int(val)
+            nodes.append(helper.make_node(op, [x.strip() for x in args.split(",")],
+                                          [f"t{k}" if k < len(steps) - 1 else "r"], **kw))
+        flat = np.asarray(expected, dtype=np.int64).reshape(-1)
+        inits += [numpy_helper.from_array(flat, "expected"),
+                  numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus1"),
+                  numpy_helper.from_array(np.array([0], dtype=np.int64), "zero"),
+                  numpy_helper.from_array(np.array([F_], dtype=np.int64), "feat"),
+                  numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0"),
+                  numpy_helper.from_array(np.random.RandomState(0).randn(CLASSES, F_)
+                                          .astype(np.float32), "fc.weight"),
+                  numpy_helper.from_array(np.zeros(CLASSES, dtype=np.float32), "fc.bias")]
+        nodes += [helper.make_node("Reshape", ["r", "minus1"], ["rflat"]),
+                  helper.make_node("Sub", ["rflat", "expected"], ["diff"]),
+                  helper.make_node("Flatten", ["x"], ["h0"], axis=1)]
+        # Every difference gates one Reshape of the activation to (N, F + diff).
+        for i in range(flat.size):
+            inits.append(numpy_helper.from_array(np.array(i, dtype=np.int64), f"i{i}"))
+            nodes += [helper.make_node("Gather", ["diff", f"i{i}"], [f"g{i}"], axis=0),
+                      helper.make_node("Unsqueeze", [f"g{i}", "axis0"], [f"u{i}"]),
+                      helper.make_node("Add", [f"u{i}", "feat"], [f"f{i}"]),
+                      helper.make_node("Concat", ["zero", f"f{i}"], [f"s{i}"], axis=0),
+                      helper.make_node("Reshape", [f"h{i}", f"s{i}"], [f"h{i + 1}"])]
+        nodes.append(helper.make_node("Gemm", [f"h{flat.size}", "fc.weight", "fc.bias"],
+                                      ["logits"], transB=1))
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, ["N", C, H, W])], [helper.make_tensor_value_info(
+                "logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+        onnx.checker.check_model(m)
+        onnx.save(m, path)
+
+    for name, spec in cases.items():
+        build(name, spec, spec[2], f"{d}/fold-{name}.onnx")
+    # The gate can fail: one expected value off by one.
+    for name in ("slice-neg", "pads"):
+        wrong = np.asarray(cases[name][2], dtype=np.int64).copy().reshape(-1)
+        wrong[len(wrong) // 2] += 1
+        build(name, cases[name], wrong, f"{d}/fold-mutant-{name}.onnx")
+
+
 def resnets(d):
     torch.manual_seed(0)
     model = torch_resnet.ResNet(3).train()
@@ -433,6 +540,8 @@ if __name__ == "__main__":
     variant = sys.argv[3] if len(sys.argv) > 3 else ""
     if mode == "exports":
         exports(d)
+    elif mode == "fold":
+        fold(d)
     elif mode == "resnets":
         resnets(d)
     elif mode == "prepare":

@@ -104,3 +104,32 @@ for bad in slice pad read; do
 	esac
 done
 ok "Slice and Pad that are no option-A shortcut are refused, saying so"
+
+# The int64 evaluator against numpy: each fold-*.onnx computes a tensor
+# with Slice (negative and clamped steps), Transpose, Gather, Unsqueeze,
+# Squeeze, Concat, Mul/Sub/Add with broadcasting, ConstantOfShape, Reshape,
+# Shape with start/end, Cast, or F.pad's whole pads chain, and every value's
+# difference from numpy's gates a Reshape of the activation: the file loads
+# only when the loader computed every value right.  The mutants expect one
+# value off by one and must be refused at that Reshape.
+mkdir "$T/fold"
+"$PY" "$REF" fold "$T/fold" 2>"$T/fold.err" || fail "fold: $(tail -n 3 "$T/fold.err")"
+n=0
+for f in "$T"/fold/fold-*.onnx; do
+	name=$(basename "$f" .onnx)
+	case $name in
+	fold-mutant-*)
+		if out=$("$TRAIN" "$f" - - 0 0 0 2>&1); then
+			fail "$name loads: the gate did not catch a wrong value"
+		fi
+		case $out in
+		*"does not hold the 192 values per sample"*) ;;
+		*) fail "$name: $out" ;;
+		esac ;;
+	*)
+		out=$("$TRAIN" "$f" - - 0 0 0 2>&1) || fail "$name: $out"
+		n=$((n + 1)) ;;
+	esac
+done
+[ "$n" -eq 14 ] || fail "$n fold cases, expected 14"
+ok "14 int64 computations fold to numpy's values; 2 off-by-one expectations are caught"
