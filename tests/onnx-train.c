@@ -147,16 +147,20 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[2], "-")) {
 		/* Only load: the shape, classes and counts, one line. */
 		struct sd_onnx_info info;
-		if (sd_onnx_check(bytes, len, argv[1], &info, &why) < 0)
+		if (sd_onnx_check(bytes, len, argv[1], &info, &why) < 0) {
+			free(bytes);
 			return die("model", why);
+		}
 		printf("input %dx%dx%d classes %d params %zu buffers %zu nodes %d engine_nodes %d\n",
 		       info.c, info.h, info.w, info.classes, info.params, info.buffers, info.nodes,
 		       info.engine_nodes);
 		int rc = 0;
 		if (strcmp(argv[3], "-")) {
 			struct sd_model *m;
-			if (sd_model_create_onnx(&m, bytes, len, argv[1], 8, &why) < 0)
+			if (sd_model_create_onnx(&m, bytes, len, argv[1], 8, &why) < 0) {
+				free(bytes);
 				return die("model", why);
+			}
 			rc = same_as_builtin(m, argv[3]);
 			sd_model_destroy(m);
 		}
