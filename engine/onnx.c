@@ -64,6 +64,16 @@ static int lower_unsqueeze(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_concat(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_cast(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_softmax(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_slice(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_pad(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_transpose(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_mul(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_sub(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_squeeze(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd);
+static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b);
+static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op);
+static int reshape_const(struct lower *L, const Onnx__NodeProto *nd, int x);
 static int op_index(const char *op);
 
 /* THE supported-op table: the loader dispatches on it, the errors list it,
@@ -85,18 +95,30 @@ static const struct {
 	{ { "AveragePool", "average pooling, square window, no padding" }, lower_pool },
 	{ { "GlobalAveragePool", "global average pooling of a square map" }, lower_gap },
 	{ { "Flatten", "axis 1: nothing (same buffer)" }, lower_flatten },
-	{ { "Reshape", "to (N, -1) or the same shape: nothing; shape folded at load" },
-	  lower_reshape },
+	{ { "Reshape", "to (N, -1) or the same shape: nothing; shape folded at load; of int64 "
+	    "constants: folded at load" }, lower_reshape },
 	{ { "Gemm", "linear (alpha = beta = 1, transA = 0)" }, lower_gemm },
 	{ { "MatMul", "linear by a constant weight, with the bias of a following Add" },
 	  lower_matmul },
-	{ { "Add", "residual add of two same-shape activations, or MatMul's bias" }, lower_add },
+	{ { "Add", "residual add of two same-shape activations, or of an activation and a "
+	    "ResNet option-A shortcut (Slice/Pad below), or MatMul's bias; of int64 constants: "
+	    "folded at load" }, lower_add },
+	{ { "Slice", "of an activation: only x[:, :, ::s, ::s] as a ResNet option-A shortcut "
+	    "read by an Add (lowered into that add); of int64 constants (any steps): folded at "
+	    "load" }, lower_slice },
+	{ { "Pad", "of an activation: only zero channels equally on both sides as a ResNet "
+	    "option-A shortcut read by an Add (lowered into that add)" }, lower_pad },
 	{ { "Identity", "nothing" }, lower_identity },
 	{ { "Dropout", "nothing (dropout is not applied while training yet)" }, lower_identity },
 	{ { "Constant", "a constant, folded at load" }, lower_constant },
 	{ { "Shape", "folded at load" }, lower_shape },
-	{ { "Gather", "of constants, folded at load" }, lower_gather },
-	{ { "Unsqueeze", "of constants, folded at load" }, lower_unsqueeze },
+	{ { "Gather", "of int64 constants, folded at load" }, lower_gather },
+	{ { "Unsqueeze", "of int64 constants, folded at load" }, lower_unsqueeze },
+	{ { "Squeeze", "of int64 constants, folded at load" }, lower_squeeze },
+	{ { "ConstantOfShape", "folded at load" }, lower_constant_of_shape },
+	{ { "Transpose", "of int64 constants, folded at load" }, lower_transpose },
+	{ { "Mul", "of int64 constants, folded at load" }, lower_mul },
+	{ { "Sub", "of int64 constants, folded at load" }, lower_sub },
 	{ { "Concat", "of activations along the channels, or of constants (folded at load)" },
 	  lower_concat },
 	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
@@ -173,7 +195,9 @@ int sd_onnx_read_file(const char *path, uint8_t **bytes, size_t *len, char **why
 
 /* ------------------------------------------------------------ values */
 
-enum vkind { V_ACT, V_CONST };
+/* V_VIEW: a Slice or Pad of an activation, which only the Add of a ResNet
+ * option-A shortcut may read (see "the option-A shortcut" below). */
+enum vkind { V_ACT, V_CONST, V_VIEW };
 
 struct val {
 	const char *name;       /* points into the decoded file */
@@ -188,6 +212,9 @@ struct val {
 	int64_t *i;             /* owned; count int64s */
 	const char *init;       /* initializer it came from, for tensor names */
 	int consumers;          /* node inputs and graph outputs reading it */
+	/* V_VIEW of activation act: subsampled by vs_h, vs_w, vpad zero
+	 * channels on each side; its shape vc x vh x vw. */
+	int vs_h, vs_w, vpad, vc, vh, vw;
 };
 
 /* A parameter or buffer copy to make once the model's buffers exist. */
@@ -437,6 +464,11 @@ static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optio
 		return fail(L, "input %zu is missing", i), -1;
 	}
 	int v = find_val(L, nd->input[i]);
+	if (v >= 0 && L->vals[v].kind == V_VIEW && strcmp(nd->op_type, "Slice") &&
+	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add"))
+		return fail(L, "input %s is a Slice or Pad of an activation; Slice and Pad of "
+		            "activations are supported only as a ResNet option-A shortcut read by an "
+		            "Add", nd->input[i]), -1;
 	if (v >= 0)
 		return v;
 	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)
@@ -882,7 +914,10 @@ static int lower_flatten(struct lower *L, const Onnx__NodeProto *nd)
 
 static int lower_reshape(struct lower *L, const Onnx__NodeProto *nd)
 {
-	int x = act_input(L, nd, 0), sh = -1;
+	int x0 = input(L, nd, 0, 0);
+	if (x0 >= 0 && L->vals[x0].kind == V_CONST)
+		return reshape_const(L, nd, x0);
+	int x = x0 < 0 ? -1 : act_input(L, nd, 0), sh = -1;
 	if (x < 0 || (sh = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0)) < 0)
 		return -1;
 	const struct act a = L->m->acts[L->vals[x].act];
@@ -1059,6 +1094,16 @@ static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
 	int a = input(L, nd, 0, 0), b = -1;
 	if (a < 0 || (b = input(L, nd, 1, 0)) < 0)
 		return -1;
+	if (L->vals[a].kind == V_CONST && L->vals[b].kind == V_CONST &&
+	    L->vals[a].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+		return arith_consts(L, nd, '+');
+	if (L->vals[a].kind == V_VIEW && L->vals[b].kind == V_VIEW)
+		return fail(L, "adds two shortcuts (Slice/Pad of activations); one side must be the "
+		            "block's main branch");
+	if (L->vals[a].kind == V_ACT && L->vals[b].kind == V_VIEW)
+		return add_view(L, nd, a, b);
+	if (L->vals[a].kind == V_VIEW && L->vals[b].kind == V_ACT)
+		return add_view(L, nd, b, a);
 	if (L->vals[a].kind != V_ACT || L->vals[b].kind != V_ACT)
 		return fail(L, "adds a constant; the engine adds a constant (a bias) only right after "
 		            "a MatMul whose output nothing else reads");
@@ -1137,90 +1182,779 @@ static int lower_constant(struct lower *L, const Onnx__NodeProto *nd)
 	return 0;
 }
 
-static struct val *int_output(struct lower *L, const Onnx__NodeProto *nd, size_t count)
+/* ------------------------------------------------- constant folding
+ *
+ * The int64 computations torch.onnx.export writes around shapes and pads
+ * (x.view(x.size(0), -1); F.pad's pads: Constant, Shape, Gather, Mul, Sub,
+ * ConstantOfShape, Concat, Reshape, Slice with step -1, Transpose, Cast)
+ * are evaluated here while loading, each following the ONNX operator
+ * specification, on tensors of any rank up to 8.  They are small (at most
+ * FOLD_MAX elements: a shape computation is a handful of numbers, and the
+ * bound keeps a hostile ConstantOfShape from allocating without end). */
+#define FOLD_MAX 4096
+
+/* An int64 output of dims[0..ndim), zero-filled; NULL after an error.  It
+ * may move L->vals: take pointers to inputs after the call. */
+static struct val *int_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
+                                  const int64_t *dims)
 {
-	if (count > 8)
-		return fail(L, "a shape constant of %zu values, at most 8 supported", count), NULL;
+	if (ndim < 0 || ndim > 8)
+		return fail(L, "a constant of %d dimensions, at most 8 supported", ndim), NULL;
+	int64_t count = 1;
+	for (int d = 0; d < ndim; d++) {
+		if (dims[d] < 0 || dims[d] > FOLD_MAX)
+			return fail(L, "a folded constant's dimension %d is %lld", d,
+			            (long long)dims[d]), NULL;
+		count *= dims[d];
+		if (count > FOLD_MAX)
+			return fail(L, "a folded shape constant of more than %d values", FOLD_MAX), NULL;
+	}
 	struct val *Y = output(L, nd, 1);
 	if (!Y)
 		return NULL;
 	Y->kind = V_CONST;
 	Y->dtype = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-	Y->count = count;
-	Y->ndim = 1;
-	Y->dims[0] = (int64_t)count;
-	Y->i = sd_calloc(count ? count : 1, sizeof(int64_t));
+	Y->count = (size_t)count;
+	Y->ndim = ndim;
+	for (int d = 0; d < ndim; d++)
+		Y->dims[d] = dims[d];
+	Y->i = sd_calloc(count ? (size_t)count : 1, sizeof(int64_t));
 	return Y;
+}
+
+static struct val *int_output(struct lower *L, const Onnx__NodeProto *nd, size_t count)
+{
+	int64_t d = (int64_t)count;
+	return int_tensor_out(L, nd, 1, &d);
+}
+
+/* An int64 constant input that holds no batch size (arithmetic on the
+ * batch cannot be folded: it is not fixed). */
+static int fixed_int_input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optional)
+{
+	int v = const_input(L, nd, i, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, optional);
+	if (v < 0)
+		return v;
+	for (size_t k = 0; k < L->vals[v].count; k++)
+		if (L->vals[v].i[k] == BATCH_DIM)
+			return fail(L, "input %s holds the batch size, which this op cannot fold (it "
+			            "is not fixed)", nd->input[i]), -1;
+	return v;
+}
+
+/* axis normalised against rank (ONNX: -rank..rank-1), or -1 after an error. */
+static int norm_axis(struct lower *L, int64_t axis, int rank)
+{
+	if (axis < -rank || axis >= rank)
+		return fail(L, "axis %lld out of range for rank %d", (long long)axis, rank), -1;
+	return (int)(axis < 0 ? axis + rank : axis);
+}
+
+/* Row-major strides of dims. */
+static void strides_of(const int64_t *dims, int ndim, int64_t *st)
+{
+	int64_t s = 1;
+	for (int d = ndim - 1; d >= 0; d--) {
+		st[d] = s;
+		s *= dims[d];
+	}
 }
 
 static int lower_shape(struct lower *L, const Onnx__NodeProto *nd)
 {
-	int x = act_input(L, nd, 0);
+	int x = input(L, nd, 0, 0);
 	if (x < 0)
 		return -1;
-	if (attr(nd, "start") || attr(nd, "end"))
-		return fail(L, "attributes start and end are not supported");
-	const struct act a = L->m->acts[L->vals[x].act];
-	int rank = L->vals[x].rank;
-	struct val *Y = int_output(L, nd, (size_t)rank);
+	int64_t dims[8];
+	int rank;
+	const struct val *X = &L->vals[x];
+	if (X->kind == V_ACT) {
+		const struct act a = L->m->acts[X->act];
+		rank = X->rank;
+		dims[0] = BATCH_DIM;
+		if (rank == 2) {
+			dims[1] = (int64_t)a.c * a.h * a.w;
+		} else {
+			dims[1] = a.c;
+			dims[2] = a.h;
+			dims[3] = a.w;
+		}
+	} else {
+		rank = X->ndim;
+		for (int d = 0; d < rank; d++)
+			dims[d] = X->dims[d];
+	}
+	/* Opset 15's start and end: a range of the dimensions, clamped. */
+	int64_t start, end;
+	if (attr_int(L, nd, "start", 0, &start) < 0 || attr_int(L, nd, "end", rank, &end) < 0)
+		return -1;
+	if (start < 0)
+		start += rank;
+	if (end < 0)
+		end += rank;
+	start = start < 0 ? 0 : start > rank ? rank : start;
+	end = end < 0 ? 0 : end > rank ? rank : end;
+	size_t n = end > start ? (size_t)(end - start) : 0;
+	struct val *Y = int_output(L, nd, n);
 	if (!Y)
 		return -1;
-	Y->i[0] = BATCH_DIM;
-	if (rank == 2) {
-		Y->i[1] = (int64_t)a.c * a.h * a.w;
-	} else {
-		Y->i[1] = a.c;
-		Y->i[2] = a.h;
-		Y->i[3] = a.w;
-	}
+	for (size_t k = 0; k < n; k++)
+		Y->i[k] = dims[start + (int64_t)k];
 	return 0;
 }
 
 static int lower_gather(struct lower *L, const Onnx__NodeProto *nd)
 {
 	int d = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0), ix = -1;
-	if (d < 0 || (ix = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0)) < 0)
+	if (d < 0 || (ix = fixed_int_input(L, nd, 1, 0)) < 0)
 		return -1;
-	int64_t axis;
-	if (attr_int(L, nd, "axis", 0, &axis) < 0)
+	int64_t axis64;
+	if (attr_int(L, nd, "axis", 0, &axis64) < 0)
 		return -1;
 	const struct val *D = &L->vals[d], *I = &L->vals[ix];
-	if (axis != 0 || D->ndim != 1 || I->ndim > 1)
-		return fail(L, "only gathering from a 1-D shape constant along axis 0 is supported");
-	size_t n = I->count;
-	struct val *Y = int_output(L, nd, n);
+	if (D->ndim < 1)
+		return fail(L, "gathers from a scalar");
+	int axis = norm_axis(L, axis64, D->ndim);
+	if (axis < 0)
+		return -1;
+	/* out = data.shape[:axis] + indices.shape + data.shape[axis+1:] */
+	int64_t od[16];
+	int on = 0;
+	for (int k = 0; k < axis; k++)
+		od[on++] = D->dims[k];
+	for (int k = 0; k < I->ndim; k++)
+		od[on++] = I->dims[k];
+	for (int k = axis + 1; k < D->ndim; k++)
+		od[on++] = D->dims[k];
+	int64_t outer = 1, inner = 1, n = D->dims[axis];
+	for (int k = 0; k < axis; k++)
+		outer *= D->dims[k];
+	for (int k = axis + 1; k < D->ndim; k++)
+		inner *= D->dims[k];
+	for (size_t k = 0; k < I->count; k++)
+		if (I->i[k] < -n || I->i[k] >= n)
+			return fail(L, "index %lld out of range for a dimension of %lld",
+			            (long long)I->i[k], (long long)n);
+	struct val *Y = int_tensor_out(L, nd, on, od);
 	if (!Y)
 		return -1;
 	D = &L->vals[d];
 	I = &L->vals[ix];
-	for (size_t k = 0; k < n; k++) {
-		int64_t j = I->i[k] < 0 ? I->i[k] + (int64_t)D->count : I->i[k];
-		if (j < 0 || j >= (int64_t)D->count)
-			return fail(L, "index %lld out of range", (long long)I->i[k]);
-		Y->i[k] = D->i[j];
-	}
-	Y->ndim = I->ndim;
+	size_t at = 0;
+	for (int64_t o = 0; o < outer; o++)
+		for (size_t k = 0; k < I->count; k++) {
+			int64_t j = I->i[k] < 0 ? I->i[k] + n : I->i[k];
+			for (int64_t q = 0; q < inner; q++)
+				Y->i[at++] = D->i[(o * n + j) * inner + q];
+		}
+	return 0;
+}
+
+/* The axes of Unsqueeze or Squeeze: input 1 (opset 13 on) or the attribute
+ * (earlier); *n 0 when absent. */
+static int axes_of(struct lower *L, const Onnx__NodeProto *nd, int64_t *axes, int *n)
+{
+	*n = 0;
+	int ax = fixed_int_input(L, nd, 1, 1);
+	if (ax == -1)
+		return -1;
+	const Onnx__AttributeProto *aa = attr(nd, "axes");
+	const int64_t *src = ax >= 0 ? L->vals[ax].i : aa ? aa->ints : NULL;
+	size_t cnt = ax >= 0 ? L->vals[ax].count : aa ? aa->n_ints : 0;
+	if (cnt > 8)
+		return fail(L, "%zu axes, at most 8 supported", cnt);
+	for (size_t k = 0; k < cnt; k++)
+		axes[k] = src[k];
+	*n = (int)cnt;
 	return 0;
 }
 
 static int lower_unsqueeze(struct lower *L, const Onnx__NodeProto *nd)
 {
 	int d = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
-	if (d < 0)
+	int64_t axes[8];
+	int na;
+	if (d < 0 || axes_of(L, nd, axes, &na) < 0)
 		return -1;
-	int ax = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 1);
-	if (ax == -1)
-		return -1;
-	const Onnx__AttributeProto *aa = attr(nd, "axes");
-	size_t naxes = ax >= 0 ? L->vals[ax].count : aa ? aa->n_ints : 0;
-	const struct val *D = &L->vals[d];
-	int ndim = D->ndim + (int)naxes;
-	if (!naxes || ndim > 1)
-		return fail(L, "only unsqueezing a scalar shape constant to 1-D is supported");
-	struct val *Y = int_output(L, nd, L->vals[d].count);
+	const int rank = L->vals[d].ndim + na;
+	if (!na || rank > 8)
+		return fail(L, "%d axes on a rank-%d constant: 1 to %d axes supported", na,
+		            L->vals[d].ndim, 8 - L->vals[d].ndim);
+	int ins[8] = { 0 };
+	for (int k = 0; k < na; k++) {
+		int a = norm_axis(L, axes[k], rank);
+		if (a < 0)
+			return -1;
+		if (ins[a])
+			return fail(L, "axis %lld repeated", (long long)axes[k]);
+		ins[a] = 1;
+	}
+	int64_t od[8];
+	for (int k = 0, j = 0; k < rank; k++)
+		od[k] = ins[k] ? 1 : L->vals[d].dims[j++];
+	struct val *Y = int_tensor_out(L, nd, rank, od);
 	if (!Y)
 		return -1;
-	memcpy(Y->i, L->vals[d].i, Y->count * sizeof(int64_t));
+	if (Y->count)
+		memcpy(Y->i, L->vals[d].i, Y->count * sizeof(int64_t));
+	return 0;
+}
+
+static int lower_squeeze(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int d = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
+	int64_t axes[8];
+	int na;
+	if (d < 0 || axes_of(L, nd, axes, &na) < 0)
+		return -1;
+	const struct val *D = &L->vals[d];
+	int drop[8] = { 0 };
+	for (int k = 0; k < na; k++) {
+		int a = norm_axis(L, axes[k], D->ndim);
+		if (a < 0)
+			return -1;
+		if (D->dims[a] != 1)
+			return fail(L, "squeezes axis %d of size %lld", a, (long long)D->dims[a]);
+		drop[a] = 1;
+	}
+	int64_t od[8];
+	int on = 0;
+	for (int k = 0; k < D->ndim; k++)
+		if (!(na ? drop[k] : D->dims[k] == 1))
+			od[on++] = D->dims[k];
+	struct val *Y = int_tensor_out(L, nd, on, od);
+	if (!Y)
+		return -1;
+	if (Y->count)
+		memcpy(Y->i, L->vals[d].i, Y->count * sizeof(int64_t));
+	return 0;
+}
+
+static int concat_consts(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int64_t axis64;
+	if (attr_int(L, nd, "axis", 0, &axis64) < 0)
+		return -1;
+	if (nd->n_input < 1)
+		return fail(L, "no inputs");
+	int v0 = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
+	if (v0 < 0)
+		return -1;
+	const int rank = L->vals[v0].ndim;
+	if (rank < 1)
+		return fail(L, "concatenates scalars");
+	int axis = norm_axis(L, axis64, rank);
+	if (axis < 0)
+		return -1;
+	int64_t od[8];
+	for (int k = 0; k < rank; k++)
+		od[k] = L->vals[v0].dims[k];
+	od[axis] = 0;
+	for (size_t k = 0; k < nd->n_input; k++) {
+		int v = const_input(L, nd, k, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
+		if (v < 0)
+			return -1;
+		const struct val *V = &L->vals[v];
+		if (V->ndim != rank)
+			return fail(L, "input %s has rank %d, input %s rank %d", nd->input[0], rank,
+			            nd->input[k], V->ndim);
+		for (int q = 0; q < rank; q++)
+			if (q != axis && V->dims[q] != od[q])
+				return fail(L, "input %s differs in dimension %d", nd->input[k], q);
+		od[axis] += V->dims[axis];
+	}
+	int64_t outer = 1, inner = 1;
+	for (int k = 0; k < axis; k++)
+		outer *= od[k];
+	for (int k = axis + 1; k < rank; k++)
+		inner *= od[k];
+	struct val *Y = int_tensor_out(L, nd, rank, od);
+	if (!Y)
+		return -1;
+	size_t at = 0;
+	for (int64_t o = 0; o < outer; o++)
+		for (size_t k = 0; k < nd->n_input; k++) {
+			const struct val *V = &L->vals[find_val(L, nd->input[k])];
+			int64_t run = V->dims[axis] * inner;
+			memcpy(Y->i + at, V->i + o * run, (size_t)run * sizeof(int64_t));
+			at += (size_t)run;
+		}
+	return 0;
+}
+
+/* Reshape of an int64 constant (shape entries 0: copy, unless allowzero;
+ * one -1: inferred). */
+static int reshape_const(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	int sh = fixed_int_input(L, nd, 1, 0);
+	int64_t allowzero;
+	if (sh < 0 || attr_int(L, nd, "allowzero", 0, &allowzero) < 0)
+		return -1;
+	const struct val *X = &L->vals[x], *S = &L->vals[sh];
+	if (X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+		return fail(L, "reshapes a %s constant; only int64 constants are folded",
+		            dtype_name(X->dtype));
+	if (S->ndim != 1 || S->count > 8)
+		return fail(L, "target shape %s is not 1-D with at most 8 entries", S->name);
+	int64_t od[8], known = 1;
+	int infer = -1;
+	for (size_t k = 0; k < S->count; k++) {
+		int64_t d = S->i[k];
+		if (d == 0 && !allowzero) {
+			if ((int)k >= X->ndim)
+				return fail(L, "target entry %zu is 0 but the input has rank %d", k,
+				            X->ndim);
+			d = X->dims[k];
+		} else if (d == -1 && infer < 0) {
+			infer = (int)k;
+			d = 1;
+		} else if (d < 0 || d > FOLD_MAX) {
+			return fail(L, "target shape entry %zu is %lld", k, (long long)S->i[k]);
+		}
+		od[k] = d;
+		known *= d;
+		if (known > FOLD_MAX)
+			return fail(L, "target shape too large");
+	}
+	if (infer >= 0) {
+		if (known == 0 || X->count % (size_t)known)
+			return fail(L, "cannot infer -1 from %zu values", X->count);
+		od[infer] = (int64_t)X->count / known;
+		known *= od[infer];
+	}
+	if ((size_t)known != X->count)
+		return fail(L, "reshapes %zu values to a shape of %lld", X->count, (long long)known);
+	struct val *Y = int_tensor_out(L, nd, (int)S->count, od);
+	if (!Y)
+		return -1;
+	if (Y->count)
+		memcpy(Y->i, L->vals[x].i, Y->count * sizeof(int64_t));
+	return 0;
+}
+
+static int lower_transpose(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = input(L, nd, 0, 0);
+	if (x < 0)
+		return -1;
+	if (L->vals[x].kind != V_CONST || L->vals[x].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+		return fail(L, "transposes %s; only int64 constants (shape computations) are "
+		            "transposed, at load", L->vals[x].kind != V_CONST ? "an activation"
+		            : "a float constant");
+	const struct val *X = &L->vals[x];
+	const int rank = X->ndim;
+	int64_t perm[8];
+	const Onnx__AttributeProto *pa = attr(nd, "perm");
+	if (pa && pa->n_ints != (size_t)rank)
+		return fail(L, "perm has %zu entries for rank %d", pa->n_ints, rank);
+	int seen[8] = { 0 };
+	for (int k = 0; k < rank; k++) {
+		perm[k] = pa ? pa->ints[k] : rank - 1 - k;
+		if (perm[k] < 0 || perm[k] >= rank || seen[perm[k]]++)
+			return fail(L, "perm is not a permutation of 0..%d", rank - 1);
+	}
+	int64_t od[8], ist[8], idx[8] = { 0 };
+	for (int k = 0; k < rank; k++)
+		od[k] = X->dims[perm[k]];
+	strides_of(X->dims, rank, ist);
+	struct val *Y = int_tensor_out(L, nd, rank, od);
+	if (!Y)
+		return -1;
+	X = &L->vals[x];
+	for (size_t o = 0; o < Y->count; o++) {
+		int64_t src = 0;
+		for (int k = 0; k < rank; k++)
+			src += idx[k] * ist[perm[k]];
+		Y->i[o] = X->i[src];
+		for (int k = rank - 1; k >= 0; k--) {
+			if (++idx[k] < od[k])
+				break;
+			idx[k] = 0;
+		}
+	}
+	return 0;
+}
+
+/* Add, Sub, Mul of int64 constants with numpy broadcasting. */
+static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op)
+{
+	int a = fixed_int_input(L, nd, 0, 0), b = -1;
+	if (a < 0 || (b = fixed_int_input(L, nd, 1, 0)) < 0)
+		return -1;
+	const struct val *A = &L->vals[a], *B = &L->vals[b];
+	const int rank = A->ndim > B->ndim ? A->ndim : B->ndim;
+	int64_t od[8], ad[8], bd[8], as[8], bs[8], idx[8] = { 0 };
+	for (int k = 0; k < rank; k++) {
+		int ka = k - (rank - A->ndim), kb = k - (rank - B->ndim);
+		ad[k] = ka >= 0 ? A->dims[ka] : 1;
+		bd[k] = kb >= 0 ? B->dims[kb] : 1;
+		if (ad[k] != bd[k] && ad[k] != 1 && bd[k] != 1)
+			return fail(L, "shapes do not broadcast (dimension %d: %lld and %lld)", k,
+			            (long long)ad[k], (long long)bd[k]);
+		od[k] = ad[k] == 1 ? bd[k] : ad[k];
+	}
+	strides_of(ad, rank, as);
+	strides_of(bd, rank, bs);
+	struct val *Y = int_tensor_out(L, nd, rank, od);
+	if (!Y)
+		return -1;
+	A = &L->vals[a];
+	B = &L->vals[b];
+	for (size_t o = 0; o < Y->count; o++) {
+		int64_t ia = 0, ib = 0, r;
+		for (int k = 0; k < rank; k++) {
+			ia += ad[k] == 1 ? 0 : idx[k] * as[k];
+			ib += bd[k] == 1 ? 0 : idx[k] * bs[k];
+		}
+		int64_t x = A->i[ia], y = B->i[ib];
+		int ovf = op == '+' ? __builtin_add_overflow(x, y, &r)
+		          : op == '-' ? __builtin_sub_overflow(x, y, &r)
+		          : __builtin_mul_overflow(x, y, &r);
+		if (ovf)
+			return fail(L, "int64 overflow in %lld %c %lld", (long long)x, op, (long long)y);
+		Y->i[o] = r;
+		for (int k = rank - 1; k >= 0; k--) {
+			if (++idx[k] < od[k])
+				break;
+			idx[k] = 0;
+		}
+	}
+	return 0;
+}
+
+static int lower_mul(struct lower *L, const Onnx__NodeProto *nd)
+{
+	return arith_consts(L, nd, '*');
+}
+
+static int lower_sub(struct lower *L, const Onnx__NodeProto *nd)
+{
+	return arith_consts(L, nd, '-');
+}
+
+static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int s = fixed_int_input(L, nd, 0, 0);
+	if (s < 0)
+		return -1;
+	const struct val *S = &L->vals[s];
+	if (S->ndim != 1 || S->count > 8)
+		return fail(L, "shape input %s is not 1-D with at most 8 entries", S->name);
+	int64_t od[8];
+	for (size_t k = 0; k < S->count; k++)
+		od[k] = S->i[k];
+	/* The value: a one-element tensor, float32 0 when absent. */
+	const Onnx__AttributeProto *va = attr(nd, "value");
+	int dt = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	int64_t iv = 0;
+	float fv = 0;
+	if (va) {
+		if (!va->t)
+			return fail(L, "attribute value is not a tensor");
+		int before = L->nvals;
+		if (tensor_val(L, va->t, "value", "attribute") < 0)
+			return -1;
+		struct val *V = &L->vals[L->nvals - 1];
+		if (V->count != 1) {
+			free(V->f);
+			free(V->i);
+			L->nvals = before;
+			return fail(L, "attribute value has %zu elements, expected one", V->count);
+		}
+		dt = V->dtype;
+		if (V->i)
+			iv = V->i[0];
+		else
+			fv = V->f[0];
+		free(V->f);
+		free(V->i);
+		L->nvals = before;
+	}
+	struct val *Y = int_tensor_out(L, nd, (int)L->vals[s].count, od);
+	if (!Y)
+		return -1;
+	if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+		for (size_t k = 0; k < Y->count; k++)
+			Y->i[k] = iv;
+	} else {
+		free(Y->i);
+		Y->i = NULL;
+		Y->dtype = dt;
+		Y->f = sd_malloc((Y->count ? Y->count : 1) * sizeof(float));
+		for (size_t k = 0; k < Y->count; k++)
+			Y->f[k] = fv;
+	}
+	return 0;
+}
+
+/* The elements ONNX Slice takes along a dimension of size d for start,
+ * end and *step (clamped as the specification says): the first index and
+ * the count.  A step longer than the axis takes one element at most, so
+ * *step is cut to d + 1, which keeps the arithmetic from overflowing. */
+static void slice_range(int64_t d, int64_t start, int64_t end, int64_t *stepp, int64_t *first,
+                        int64_t *count)
+{
+	if (*stepp > d + 1)
+		*stepp = d + 1;
+	if (*stepp < -(d + 1))
+		*stepp = -(d + 1);
+	const int64_t step = *stepp;
+	if (start < 0)
+		start = start < -d ? 0 : start + d;   /* overflow-safe for INT64_MIN */
+	if (end < 0)
+		end = end < -d ? -1 : end + d;
+	if (step > 0) {
+		start = start > d ? d : start;
+		end = end < 0 ? 0 : end > d ? d : end;
+		*count = end > start ? (end - start + step - 1) / step : 0;
+	} else {
+		start = start > d - 1 ? d - 1 : start;
+		end = end > d - 1 ? d - 1 : end;
+		*count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+	}
+	*first = start;
+}
+
+/* Slice's starts, ends, axes, steps (inputs 1 to 4, opset 10 on), n of
+ * each. */
+static int slice_args(struct lower *L, const Onnx__NodeProto *nd, int rank, int64_t *st,
+                      int64_t *en, int *ax, int64_t *sp, int *n)
+{
+	int s = fixed_int_input(L, nd, 1, 0), e = -1, a = -2, p = -2;
+	if (s < 0 || (e = fixed_int_input(L, nd, 2, 0)) < 0 ||
+	    (a = fixed_int_input(L, nd, 3, 1)) == -1 || (p = fixed_int_input(L, nd, 4, 1)) == -1)
+		return -1;
+	size_t cnt = L->vals[s].count;
+	if (L->vals[s].ndim != 1 || L->vals[e].count != cnt || cnt > 8 ||
+	    (a >= 0 && L->vals[a].count != cnt) || (p >= 0 && L->vals[p].count != cnt))
+		return fail(L, "starts, ends, axes and steps are not 1-D of one length");
+	int seen[8] = { 0 };
+	for (size_t k = 0; k < cnt; k++) {
+		st[k] = L->vals[s].i[k];
+		en[k] = L->vals[e].i[k];
+		sp[k] = p >= 0 ? L->vals[p].i[k] : 1;
+		if ((ax[k] = norm_axis(L, a >= 0 ? L->vals[a].i[k] : (int64_t)k, rank)) < 0)
+			return -1;
+		if (seen[ax[k]]++)
+			return fail(L, "axis %d sliced twice", ax[k]);
+		if (sp[k] == 0)
+			return fail(L, "step 0");
+	}
+	*n = (int)cnt;
+	return 0;
+}
+
+static int slice_const(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	const int rank = L->vals[x].ndim;
+	if (L->vals[x].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+		return fail(L, "slices a %s constant; only int64 constants are folded",
+		            dtype_name(L->vals[x].dtype));
+	int64_t st[8], en[8], sp[8], first[8], step[8], od[8], ist[8], idx[8] = { 0 };
+	int ax[8], n;
+	if (rank < 1)
+		return fail(L, "slices a scalar");
+	if (slice_args(L, nd, rank, st, en, ax, sp, &n) < 0)
+		return -1;
+	for (int k = 0; k < rank; k++) {
+		first[k] = 0;
+		step[k] = 1;
+		od[k] = L->vals[x].dims[k];
+	}
+	for (int k = 0; k < n; k++) {
+		slice_range(L->vals[x].dims[ax[k]], st[k], en[k], &sp[k], &first[ax[k]], &od[ax[k]]);
+		step[ax[k]] = sp[k];
+	}
+	strides_of(L->vals[x].dims, rank, ist);
+	struct val *Y = int_tensor_out(L, nd, rank, od);
+	if (!Y)
+		return -1;
+	const struct val *X = &L->vals[x];
+	for (size_t o = 0; o < Y->count; o++) {
+		int64_t src = 0;
+		for (int k = 0; k < rank; k++)
+			src += (first[k] + idx[k] * step[k]) * ist[k];
+		Y->i[o] = X->i[src];
+		for (int k = rank - 1; k >= 0; k--) {
+			if (++idx[k] < od[k])
+				break;
+			idx[k] = 0;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------- the option-A shortcut
+ *
+ * Slice and Pad of an activation are lowered only as the parameter-free
+ * shortcut of the CIFAR ResNets (He et al.'s option A, what
+ * tests/bench/torch_resnet.py writes as F.pad(x[:, :, ::s, ::s], (0, 0, 0,
+ * 0, p, p))): they make a V_VIEW, no engine node, and the Add that reads it
+ * becomes the engine's shortcut add (stride s, p zero channels on each
+ * side), exactly the node engine/model.c's ResNets have.  Any other reader
+ * of a view is refused (input()). */
+
+static int view_from(struct lower *L, int x, struct val *Y)
+{
+	const struct val *X = &L->vals[x];
+	if (X->kind == V_VIEW) {
+		const char *name = Y->name;
+		*Y = *X;
+		Y->name = name;
+		Y->consumers = 0;
+		return 0;
+	}
+	const struct act a = L->m->acts[X->act];
+	Y->kind = V_VIEW;
+	Y->act = X->act;
+	Y->rank = 4;
+	Y->linear_node = -1;
+	Y->vs_h = Y->vs_w = 1;
+	Y->vpad = 0;
+	Y->vc = a.c;
+	Y->vh = a.h;
+	Y->vw = a.w;
+	return 0;
+}
+
+static int slice_act(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	const struct val *X = &L->vals[x];
+	if (X->rank != 4)
+		return fail(L, "slices a flattened activation; Slice of activations is supported only "
+		            "as a ResNet option-A shortcut (x[:, :, ::s, ::s] feeding an Add)");
+	if (X->kind == V_VIEW && X->vpad)
+		return fail(L, "Slice after Pad; the ResNet option-A shortcut subsamples first, "
+		            "then pads the channels");
+	int64_t st[8], en[8], sp[8];
+	int ax[8], n;
+	if (slice_args(L, nd, 4, st, en, ax, sp, &n) < 0)
+		return -1;
+	const struct act a = L->m->acts[X->act];
+	int64_t dims[4] = { 0, X->kind == V_VIEW ? X->vc : a.c, X->kind == V_VIEW ? X->vh : a.h,
+		            X->kind == V_VIEW ? X->vw : a.w };
+	int64_t newd[4] = { 0, dims[1], dims[2], dims[3] }, mul[4] = { 1, 1, 1, 1 };
+	for (int k = 0; k < n; k++) {
+		int64_t first, count;
+		if (ax[k] == 0) {
+			/* The batch: only the whole of it (x[:, ...]). */
+			if (st[k] != 0 || sp[k] != 1 || en[k] < INT32_MAX)
+				return fail(L, "slices the batch axis; Slice of activations is supported "
+				            "only as a ResNet option-A shortcut (x[:, :, ::s, ::s])");
+			continue;
+		}
+		int64_t asked = sp[k];
+		slice_range(dims[ax[k]], st[k], en[k], &sp[k], &first, &count);
+		int64_t whole = sp[k] > 0 ? (dims[ax[k]] + sp[k] - 1) / sp[k] : -1;
+		if (sp[k] < 1 || first != 0 || count != whole || (ax[k] == 1 && sp[k] != 1))
+			return fail(L, "slice of axis %d (start %lld, end %lld, step %lld) is not the "
+			            "whole axis%s; Slice of activations is supported only as a ResNet "
+			            "option-A shortcut (x[:, :, ::s, ::s] feeding an Add)", ax[k],
+			            (long long)st[k], (long long)en[k], (long long)asked,
+			            ax[k] == 1 ? "" : " subsampled from 0");
+		newd[ax[k]] = count;
+		mul[ax[k]] = sp[k];
+	}
+	if ((X->kind == V_VIEW ? X->vs_h : 1) * mul[2] > MAX_DIM ||
+	    (X->kind == V_VIEW ? X->vs_w : 1) * mul[3] > MAX_DIM)
+		return fail(L, "subsamples by more than %d", MAX_DIM);
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	view_from(L, x, Y);
+	Y->vh = (int)newd[2];
+	Y->vw = (int)newd[3];
+	Y->vs_h *= (int)mul[2];
+	Y->vs_w *= (int)mul[3];
+	return 0;
+}
+
+static int lower_slice(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = input(L, nd, 0, 0);
+	if (x < 0)
+		return -1;
+	if (L->vals[x].kind == V_CONST)
+		return slice_const(L, nd, x);
+	return slice_act(L, nd, x);
+}
+
+static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = input(L, nd, 0, 0);
+	if (x < 0)
+		return -1;
+	const char *only = "Pad of activations is supported only as a ResNet option-A shortcut "
+	                   "(zero channels added equally on both sides, feeding an Add)";
+	if (L->vals[x].kind == V_CONST)
+		return fail(L, "pads a constant; %s", only);
+	if (L->vals[x].rank != 4)
+		return fail(L, "pads a flattened activation; %s", only);
+	const Onnx__AttributeProto *ma = attr(nd, "mode");
+	if (ma && ma->has_s && !(ma->s.len == 8 && !memcmp(ma->s.data, "constant", 8)))
+		return fail(L, "mode %.*s; %s", (int)(ma->s.len > 16 ? 16 : ma->s.len),
+		            (const char *)ma->s.data, only);
+	int p = fixed_int_input(L, nd, 1, 0);
+	if (p < 0)
+		return -1;
+	float cv;
+	if (scalar_input(L, nd, 2, 0.0f, &cv) < 0)
+		return -1;
+	if (cv != 0)
+		return fail(L, "pads with %g; %s", (double)cv, only);
+	if (nd->n_input > 3 && *nd->input[3])
+		return fail(L, "input axes is not supported; %s", only);
+	const struct val *P = &L->vals[p];
+	if (P->count != 8)
+		return fail(L, "pads has %zu entries, expected 8 for (N, C, H, W)", P->count);
+	for (int k = 0; k < 8; k++)
+		if (k % 4 != 1 && P->i[k] != 0)
+			return fail(L, "pads axis %d; %s", k % 4, only);
+	if (P->i[1] != P->i[5] || P->i[1] < 0 || P->i[1] > MAX_DIM)
+		return fail(L, "channel pads %lld before and %lld after; %s", (long long)P->i[1],
+		            (long long)P->i[5], only);
+	int pad = (int)P->i[1];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	view_from(L, x, Y);
+	Y->vpad += pad;
+	Y->vc += 2 * pad;
+	return 0;
+}
+
+/* out = a + the view b: engine/model.c's shortcut add. */
+static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b)
+{
+	const struct val *V = &L->vals[b];
+	struct sd_model *m = L->m;
+	int aa = L->vals[a].act, src = V->act;
+	const struct act A = m->acts[aa], S = m->acts[src];
+	if (L->vals[a].rank != 4 || A.c != V->vc || A.h != V->vh || A.w != V->vw)
+		return fail(L, "adds a %dx%dx%d activation and a %dx%dx%d shortcut; only the same "
+		            "shapes are supported", A.c, A.h, A.w, V->vc, V->vh, V->vw);
+	if (V->vs_h != V->vs_w || S.h != A.h * V->vs_h || S.w != A.w * V->vs_w)
+		return fail(L, "shortcut subsamples %dx%d by %d and %d; the engine's shortcut "
+		            "takes one stride that divides both sides", S.h, S.w, V->vs_h, V->vs_w);
+	if (aa == src)
+		return fail(L, "adds an activation to a view of itself");
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(m, OP_ADD, aa, nm);
+	n->in2 = src;
+	m->acts[src].consumers++;
+	n->out = out;
+	n->s = L->vals[b].vs_h;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = 4;
 	return 0;
 }
 
@@ -1277,28 +2011,12 @@ static int concat_acts(struct lower *L, const Onnx__NodeProto *nd)
 
 static int lower_concat(struct lower *L, const Onnx__NodeProto *nd)
 {
-	size_t total = 0;
-	int x = nd->n_input ? input(L, nd, 0, 0) : -1;
+	int x = nd->n_input ? input(L, nd, 0, 0) : -2;
+	if (x == -1)
+		return -1;
 	if (x >= 0 && L->vals[x].kind == V_ACT)
 		return concat_acts(L, nd);
-	for (size_t k = 0; k < nd->n_input; k++) {
-		int v = const_input(L, nd, k, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
-		if (v < 0)
-			return v == -1 ? -1 : fail(L, "input %zu is missing", k);
-		if (L->vals[v].ndim != 1)
-			return fail(L, "only concatenating 1-D shape constants is supported");
-		total += L->vals[v].count;
-	}
-	struct val *Y = int_output(L, nd, total);
-	if (!Y)
-		return -1;
-	size_t at = 0;
-	for (size_t k = 0; k < nd->n_input; k++) {
-		const struct val *v = &L->vals[find_val(L, nd->input[k])];
-		memcpy(Y->i + at, v->i, v->count * sizeof(int64_t));
-		at += v->count;
-	}
-	return 0;
+	return concat_consts(L, nd);
 }
 
 static int lower_cast(struct lower *L, const Onnx__NodeProto *nd)
@@ -1549,6 +2267,10 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 	if (la->h != 1 || la->w != 1 || la->c < 2)
 		return fail(L, "graph output %s is %dx%dx%d per sample, not (classes >= 2) logits",
 		            O->name, la->c, la->h, la->w);
+	for (int v = 1; v < L->nvals; v++)
+		if (L->vals[v].kind == V_VIEW && L->vals[v].consumers == 0)
+			return fail(L, "value %s (a Slice or Pad of an activation) is never used",
+			            L->vals[v].name);
 	for (int v = 1; v < L->nvals; v++)
 		if (L->vals[v].kind == V_ACT && L->vals[v].consumers == 0 && v != out &&
 		    L->vals[v].act != O->act)

@@ -25,10 +25,13 @@
  *   - nodes in topological order (as the ONNX specification requires),
  *     each of an op in the supported-op table (sd_onnx_ops, defined once in
  *     engine/onnx.c; the errors and the manual print it), with attributes
- *     the engine implements.  Shape computations (Shape, Gather, Unsqueeze,
- *     Concat, Cast feeding a Reshape, as `x.view(x.size(0), -1)` exports)
- *     are folded while loading: every shape is fixed by the input's
- *     (C, H, W).  A Reshape whose target's first entry is the example's
+ *     the engine implements.  Integer computations on int64 constants
+ *     (Constant, ConstantOfShape, Shape, Gather, Unsqueeze, Squeeze, Concat,
+ *     Reshape, Slice with any steps, Transpose, Cast, Add, Sub, Mul: what
+ *     `x.view(x.size(0), -1)` and F.pad's pads export to) are evaluated
+ *     while loading, following the ONNX operator specification, on tensors
+ *     of up to 8 dimensions and 4096 elements: every shape is fixed by the
+ *     input's (C, H, W).  Arithmetic on the batch size is refused.  A Reshape whose target's first entry is the example's
  *     batch size (what an export without dynamic axes writes) keeps the
  *     batch there.
  *
@@ -58,6 +61,22 @@
  *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in);
  *                          tensors are named after their initializers
  *   Add of two activations of the same shape -> the residual add
+ *   Slice, Pad of an activation -> only as the CIFAR ResNets' "option A"
+ *                          shortcut (He et al. 2016): Add(y, Pad(Slice(x,
+ *                          steps s on H and W from 0 over the whole axes),
+ *                          zero pads on the channels only, equal on both
+ *                          sides)), also without the Pad or the Slice,
+ *                          which is `F.pad(x[:, :, ::s, ::s], (0, 0, 0, 0,
+ *                          p, p))` exported.  It becomes the engine's
+ *                          shortcut add (stride s, p zero channels each
+ *                          side) that engine/model.c's ResNets use, so
+ *                          tests/bench/torch_resnet.py's network loads as
+ *                          exactly resnet20/resnet32, with their fused
+ *                          channel-blocked layout.  H and W must be
+ *                          multiples of s.  A Slice or Pad read by
+ *                          anything but such an Add, a Slice of part of
+ *                          the batch or channel axis or starting elsewhere
+ *                          than 0, or a Pad of N, H or W is refused.
  *   Concat of activations along the channels -> concat nodes (CPU only)
  *   Flatten, Reshape to (N, -1) or to the same shape, Identity, Dropout
  *                       -> nothing (the next node reads the same buffer).

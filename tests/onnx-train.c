@@ -16,11 +16,18 @@
  * Exit status 0, or 1 with the error on stderr.
  *
  * With BATCHES "-" it only loads the model and prints one line: "input CxHxW
- * classes K params P buffers B nodes N engine_nodes E". */
+ * classes K params P buffers B nodes N engine_nodes E".  With BATCHES "-"
+ * and OUT the name of a built-in model (engine/model.h), it also builds that
+ * model for the same input and classes and checks that the two node lists
+ * are the same: op by op the kinds, activation shapes, convolution, pooling,
+ * linear and shortcut settings, parameter tensor shapes, batch-norm
+ * fusion marks, and the activation layout chosen (sd_model_channel_block);
+ * it prints "same as NAME: ..." or the first difference (exit status 1). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model-graph.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"
@@ -30,6 +37,92 @@ static int die(const char *what, char *why)
 	fprintf(stderr, "onnx-train: %s: %s\n", what, why ? why : "failed");
 	free(why);
 	return 1;
+}
+
+static const char *op_name(enum sd_op op)
+{
+	static const char *const names[] = { "conv", "batchnorm", "relu", "maxpool", "avgpool",
+	                                     "linear", "add", "activation", "concat" };
+	return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "?";
+}
+
+/* The built-in model name's node list against m's; 0 when the same. */
+static int same_as_builtin(struct sd_model *m, const char *name)
+{
+	struct sd_model *b;
+	char *why = NULL;
+	if (sd_model_create(&b, name, m->c, m->h, m->w, m->classes, m->max_batch, &why) < 0)
+		return die(name, why);
+	int bad = 0;
+	if (m->nnodes != b->nnodes) {
+		printf("differs from %s: %d engine nodes, %s has %d\n", name, m->nnodes, name,
+		       b->nnodes);
+		bad = 1;
+	}
+	for (int i = 0; !bad && i < m->nnodes; i++) {
+		const struct node *x = &m->nodes[i], *y = &b->nodes[i];
+		const struct act *xi = &m->acts[x->in], *yi = &b->acts[y->in];
+		const struct act *xo = &m->acts[x->out], *yo = &b->acts[y->out];
+		int same = x->op == y->op && xi->c == yi->c && xi->h == yi->h && xi->w == yi->w &&
+		           xo->c == yo->c && xo->h == yo->h && xo->w == yo->w && x->fuse == y->fuse &&
+		           x->fused_from == y->fused_from && (x->w_off == SD_NO_TENSOR) ==
+		           (y->w_off == SD_NO_TENSOR) && (x->b_off == SD_NO_TENSOR) ==
+		           (y->b_off == SD_NO_TENSOR) && x->w_off == y->w_off && x->b_off == y->b_off;
+		switch (x->op) {
+		case OP_CONV:
+			same = same && x->conv.k == y->conv.k && x->conv.r == y->conv.r &&
+			       x->conv.stride == y->conv.stride && x->conv.pad == y->conv.pad;
+			break;
+		case OP_ADD: {
+			const struct act *x2 = &m->acts[x->in2], *y2 = &b->acts[y->in2];
+			/* The shortcut reads the same activation: the block's input. */
+			same = same && x->s == y->s && x2->c == y2->c && x2->h == y2->h &&
+			       x2->w == y2->w && x->in2 == y->in2 && x->in == y->in;
+			break;
+		}
+		case OP_MAXPOOL:
+		case OP_AVGPOOL:
+			same = same && x->k == y->k && x->s == y->s && x->pad == y->pad;
+			break;
+		case OP_LINEAR:
+			same = same && x->fc_in == y->fc_in && x->fc_out == y->fc_out;
+			break;
+		default:
+			break;
+		}
+		if (!same) {
+			printf("differs from %s at engine node %d: %s (%s, %dx%dx%d -> %dx%dx%d) against "
+			       "%s (%s, %dx%dx%d -> %dx%dx%d)\n", name, i, x->name, op_name(x->op),
+			       xi->c, xi->h, xi->w, xo->c, xo->h, xo->w, y->name,
+			       op_name(y->op), yi->c, yi->h, yi->w, yo->c, yo->h, yo->w);
+			bad = 1;
+		}
+	}
+	if (!bad && (m->nparams != b->nparams || m->nbuffers != b->nbuffers ||
+	             m->ntensors != b->ntensors || m->nacts != b->nacts)) {
+		printf("differs from %s: %zu params, %zu buffers, %d tensors, %d activations "
+		       "against %zu, %zu, %d, %d\n", name, m->nparams, m->nbuffers, m->ntensors,
+		       m->nacts, b->nparams, b->nbuffers, b->ntensors, b->nacts);
+		bad = 1;
+	}
+	for (int i = 0; !bad && i < m->ntensors; i++)
+		if (m->tensors[i].offset != b->tensors[i].offset ||
+		    m->tensors[i].count != b->tensors[i].count ||
+		    memcmp(m->tensors[i].shape, b->tensors[i].shape, sizeof m->tensors[i].shape)) {
+			printf("differs from %s: tensor %d (%s) against %s\n", name, i,
+			       m->tensors[i].name, b->tensors[i].name);
+			bad = 1;
+		}
+	if (!bad && sd_model_channel_block(m) != sd_model_channel_block(b)) {
+		printf("differs from %s: activation layout blk %d, %s runs blk %d\n", name,
+		       sd_model_channel_block(m), name, sd_model_channel_block(b));
+		bad = 1;
+	}
+	if (!bad)
+		printf("same as %s: %d engine nodes, %zu params, %zu buffers, layout blk %d\n", name,
+		       m->nnodes, m->nparams, m->nbuffers, sd_model_channel_block(m));
+	sd_model_destroy(b);
+	return bad;
 }
 
 static void print_floats(FILE *f, const float *v, size_t n)
@@ -54,13 +147,25 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[2], "-")) {
 		/* Only load: the shape, classes and counts, one line. */
 		struct sd_onnx_info info;
-		if (sd_onnx_check(bytes, len, argv[1], &info, &why) < 0)
+		if (sd_onnx_check(bytes, len, argv[1], &info, &why) < 0) {
+			free(bytes);
 			return die("model", why);
+		}
 		printf("input %dx%dx%d classes %d params %zu buffers %zu nodes %d engine_nodes %d\n",
 		       info.c, info.h, info.w, info.classes, info.params, info.buffers, info.nodes,
 		       info.engine_nodes);
+		int rc = 0;
+		if (strcmp(argv[3], "-")) {
+			struct sd_model *m;
+			if (sd_model_create_onnx(&m, bytes, len, argv[1], 8, &why) < 0) {
+				free(bytes);
+				return die("model", why);
+			}
+			rc = same_as_builtin(m, argv[3]);
+			sd_model_destroy(m);
+		}
 		free(bytes);
-		return 0;
+		return rc;
 	}
 	FILE *bf = fopen(argv[2], "rb");
 	if (!bf)

@@ -6,12 +6,29 @@
                                           (DIR/ref.pt)
   onnx_torch_ref.py compare DIR VARIANT   check DIR/out.txt (tests/onnx-train)
                                           against DIR/ref.pt
+  onnx_torch_ref.py resnets DIR           write DIR/resnet20-*.onnx: torch_resnet.py's
+                                          ResNet-20 (3x32x32) in opsets 13 and 17,
+                                          folded and not; and DIR/bad-*.onnx:
+                                          Slice and Pad that are no shortcut
+  onnx_torch_ref.py fold DIR              write DIR/fold-*.onnx: int64 computations
+                                          (Slice with negative and clamped steps,
+                                          Transpose, Gather, Unsqueeze, Squeeze,
+                                          Concat, Mul/Sub/Add broadcasting,
+                                          ConstantOfShape, Reshape, Shape with
+                                          start/end, Cast) whose every value,
+                                          against numpy's, gates a Reshape: the
+                                          file loads only when the loader folded
+                                          them right; fold-mutant-*.onnx expects
+                                          one value off by one and must not load
   onnx_torch_ref.py exports DIR           write DIR/*.onnx: a CNN with batch-norm,
                                           dropout, x.view and log_softmax in
                                           opsets 13 to 17, eval and training
                                           mode, with and without constant
                                           folding; an MLP through MatMul + Add
 
+VARIANT "resnet": tests/bench/torch_resnet.py's CIFAR ResNet with one block
+per stage (16, 32, 64 channels), whose "option A" shortcuts export as Slice
+with steps 2 and a Pad fed by folded int64 computations, training mode.
 VARIANT "cifar": a CIFAR ResNet block without pooling, 16 channels (the
 engine's channel-blocked layout where oneDNN is there), training mode.
 VARIANT "stem": torchvision's ResNet stem and a downsampling block
@@ -38,6 +55,7 @@ carries a rounding difference.  spotdeck must match PyTorch within
 Exit status 0 when all hold, 1 otherwise, 77 (with "SKIP: ...") when
 torch or onnx cannot be imported.
 """
+import os
 import struct
 import sys
 
@@ -51,6 +69,8 @@ except ImportError as e:  # the caller turns this into a SKIP
     print(f"SKIP: /usr/bin/python3 cannot import {e.name} (Debian: python3-torch, python3-onnx)",
           file=sys.stderr)
     sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
+import torch_resnet  # noqa: E402  (the bench's network: Block, ResNet)
 
 STEPS, BATCH, C, H, W, CLASSES = 30, 8, 3, 8, 8, 10
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
@@ -145,6 +165,8 @@ class Cifar(nn.Module):
 
 
 def make_model(variant):
+    if variant == "resnet":
+        return torch_resnet.ResNet(1, CLASSES)
     if variant == "cifar":
         return Cifar()
     if variant == "stem":
@@ -189,7 +211,7 @@ def nudge(model, k):
 def prepare(d, variant):
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    bn = variant in ("train", "stem", "cifar")
+    bn = variant in ("train", "stem", "cifar", "resnet")
     model = make_model(variant)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     example = torch.randn(BATCH, C, H, W)
@@ -297,7 +319,7 @@ def compare(d, variant):
           f"{dn:.1e}, allowed {allowed:.1e}{'' if dp <= allowed else '  FAIL'}")
     fails += dp > allowed
     names = bn_buffer_names(d)
-    if variant in ("train", "stem", "cifar"):
+    if variant in ("train", "stem", "cifar", "resnet"):
         if buffers is None or len(names) == 0 or buffers.numel() != sum(
                 state[k].numel() for k in names):
             print("FAIL: batch-norm running statistics missing or of the wrong size")
@@ -363,11 +385,165 @@ def exports(d):
                           opset_version=opset)
 
 
+class BadSlice(nn.Module):
+    """x[:, :, 1::2]: a subsampling that starts at 1, not a shortcut."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = self.c(x)
+        y = F.relu(y[:, :, ::2, ::2] + y[:, :, 1::2, 1::2])
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadPad(nn.Module):
+    """A spatial zero pad feeding a convolution: no shortcut."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(F.pad(x, (1, 1, 1, 1))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadRead(nn.Module):
+    """A subsampled activation read by a convolution, not by an Add."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(x[:, :, ::2, ::2]))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+def fold(d):
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    big = 2 ** 63 - 1
+    a34 = np.arange(12, dtype=np.int64).reshape(3, 4) * 7 - 20
+    a232 = np.arange(12, dtype=np.int64).reshape(2, 3, 2) - 5
+    a10 = np.arange(10, dtype=np.int64) * 3
+    # name: (nodes computing "r" from constants c0.., the constants, numpy's r)
+    cases = {
+        "slice-neg": (["Slice(c0, c1, c2, c3, c4)"],
+                      [a34, [-1, 0], [-big, 4], [0, 1], [-1, 2]], a34[::-1, 0:4:2]),
+        "slice-clamp": (["Slice(c0, c1, c2, c3, c4)"], [a10, [1], [100], [0], [3]], a10[1:100:3]),
+        "slice-back": (["Slice(c0, c1, c2, c3, c4)"], [a10, [-2], [-9], [0], [-2]],
+                       a10[-2:-9:-2]),
+        "transpose": (["Transpose(c0) perm=1,0,2"], [a232], a232.transpose(1, 0, 2)),
+        "transpose-default": (["Transpose(c0)"], [a232], a232.transpose()),
+        "gather": (["Gather(c0, c1) axis=1"], [a34, [[0, 2], [1, -1]]],
+                   np.take(a34, [[0, 2], [1, 3]], axis=1)),
+        "unsqueeze-squeeze": (["Unsqueeze(c0, c1)", "Squeeze(t0, c2)"],
+                              [a10[:3], [0, -1], [0]], a10[:3].reshape(3, 1)),
+        "concat": (["Concat(c0, c1) axis=1"], [a34[:2, :2], a34[:2, 3:]],
+                   np.concatenate([a34[:2, :2], a34[:2, 3:]], 1)),
+        "arith": (["Mul(c0, c1)", "Sub(c2, t0)", "Add(t1, c3)"],
+                  [[[2], [-3]], [1, 5, 9], np.array(4, dtype=np.int64), [[10, 20, 30]]],
+                  4 - np.array([[2], [-3]]) * np.array([1, 5, 9]) + np.array([[10, 20, 30]])),
+        "constantofshape": (["ConstantOfShape(c0) value=7"], [[2, 3]], np.full((2, 3), 7)),
+        "reshape": (["Reshape(c0, c1)"], [a232, [0, -1]], a232.reshape(2, 6)),
+        "shape-range": (["Shape(c0) start=1", "Shape(c0) end=-1", "Concat(t0, t1) axis=0"],
+                        [a232], np.array([3, 2, 2, 3])),
+        "cast": (["Cast(c0) to=1", "Cast(t0) to=7"], [a34], a34),
+        # F.pad's pads, as torch exports them: (0,0,0,0,8,8) -> ONNX's order.
+        "pads": (["Shape(c0)", "Gather(t0, c1) axis=0", "Mul(c2, c3)", "Sub(t2, t1)",
+                  "ConstantOfShape(t3) value=0", "Concat(c0, t4) axis=0", "Reshape(t5, c4)",
+                  "Slice(t6, c5, c6, c7, c5)", "Transpose(t7) perm=1,0", "Reshape(t8, c5)"],
+                 [[0, 0, 0, 0, 8, 8], [0], np.array(4, dtype=np.int64),
+                  np.array(2, dtype=np.int64), [-1, 2], [-1], [-big], [0]],
+                 np.array([0, 8, 0, 0, 0, 8, 0, 0])),
+    }
+    F_ = C * H * W
+
+    def build(name, spec, expected, path):
+        steps, consts, _ = spec
+        nodes, inits = [], []
+        for k, v in enumerate(consts):
+            inits.append(numpy_helper.from_array(np.asarray(v, dtype=np.int64), f"c{k}"))
+        for k, s in enumerate(steps):
+            op, rest = s.split("(", 1)
+            args, attrs = rest.split(")", 1)
+            kw = {}
+            for a in attrs.split():
+                key, val = a.split("=")
+                if key == "value":
+                    kw[key] = numpy_helper.from_array(np.array([int(val)], dtype=np.int64))
+                elif key == "perm":
+                    kw[key] = [int(x) for x in val.split(",")]
+                else:
+                    kw[key] = int(val)
+            nodes.append(helper.make_node(op, [x.strip() for x in args.split(",")],
+                                          [f"t{k}" if k < len(steps) - 1 else "r"], **kw))
+        flat = np.asarray(expected, dtype=np.int64).reshape(-1)
+        inits += [numpy_helper.from_array(flat, "expected"),
+                  numpy_helper.from_array(np.array([-1], dtype=np.int64), "minus1"),
+                  numpy_helper.from_array(np.array([0], dtype=np.int64), "zero"),
+                  numpy_helper.from_array(np.array([F_], dtype=np.int64), "feat"),
+                  numpy_helper.from_array(np.array([0], dtype=np.int64), "axis0"),
+                  numpy_helper.from_array(np.random.RandomState(0).randn(CLASSES, F_)
+                                          .astype(np.float32), "fc.weight"),
+                  numpy_helper.from_array(np.zeros(CLASSES, dtype=np.float32), "fc.bias")]
+        nodes += [helper.make_node("Reshape", ["r", "minus1"], ["rflat"]),
+                  helper.make_node("Sub", ["rflat", "expected"], ["diff"]),
+                  helper.make_node("Flatten", ["x"], ["h0"], axis=1)]
+        # Every difference gates one Reshape of the activation to (N, F + diff).
+        for i in range(flat.size):
+            inits.append(numpy_helper.from_array(np.array(i, dtype=np.int64), f"i{i}"))
+            nodes += [helper.make_node("Gather", ["diff", f"i{i}"], [f"g{i}"], axis=0),
+                      helper.make_node("Unsqueeze", [f"g{i}", "axis0"], [f"u{i}"]),
+                      helper.make_node("Add", [f"u{i}", "feat"], [f"f{i}"]),
+                      helper.make_node("Concat", ["zero", f"f{i}"], [f"s{i}"], axis=0),
+                      helper.make_node("Reshape", [f"h{i}", f"s{i}"], [f"h{i + 1}"])]
+        nodes.append(helper.make_node("Gemm", [f"h{flat.size}", "fc.weight", "fc.bias"],
+                                      ["logits"], transB=1))
+        g = helper.make_graph(nodes, name, [helper.make_tensor_value_info(
+            "x", TensorProto.FLOAT, ["N", C, H, W])], [helper.make_tensor_value_info(
+                "logits", TensorProto.FLOAT, ["N", CLASSES])], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+        onnx.checker.check_model(m)
+        onnx.save(m, path)
+
+    for name, spec in cases.items():
+        build(name, spec, spec[2], f"{d}/fold-{name}.onnx")
+    # The gate can fail: one expected value off by one.
+    for name in ("slice-neg", "pads"):
+        wrong = np.asarray(cases[name][2], dtype=np.int64).copy().reshape(-1)
+        wrong[len(wrong) // 2] += 1
+        build(name, cases[name], wrong, f"{d}/fold-mutant-{name}.onnx")
+
+
+def resnets(d):
+    torch.manual_seed(0)
+    model = torch_resnet.ResNet(3).train()
+    for opset, fold in ((13, 0), (13, 1), (17, 0), (17, 1)):
+        torch.onnx.export(model, torch.randn(2, 3, 32, 32), f"{d}/resnet20-{opset}-fold{fold}.onnx",
+                          opset_version=opset, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=bool(fold), input_names=["x"],
+                          dynamic_axes={"x": {0: "N"}})
+    for name, m in (("slice", BadSlice()), ("pad", BadPad()), ("read", BadRead())):
+        torch.onnx.export(m.eval(), torch.randn(BATCH, C, H, W), f"{d}/bad-{name}.onnx",
+                          opset_version=13, do_constant_folding=False)
+
+
 if __name__ == "__main__":
     mode, d = sys.argv[1:3]
     variant = sys.argv[3] if len(sys.argv) > 3 else ""
     if mode == "exports":
         exports(d)
+    elif mode == "fold":
+        fold(d)
+    elif mode == "resnets":
+        resnets(d)
     elif mode == "prepare":
         prepare(d, variant)
     else:

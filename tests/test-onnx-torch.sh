@@ -12,7 +12,9 @@
 # stem (7x7 stride-2 conv, padded max pooling, a strided 1x1 shortcut); and
 # a CIFAR ResNet block with 16 channels, which the engine runs in oneDNN's
 # channel-blocked layout with batch-norm, add and ReLU fused where oneDNN is
-# there (onnx-train says which layout in the log).
+# there (onnx-train says which layout in the log); and tests/bench/
+# torch_resnet.py's CIFAR ResNet with one block per stage, whose option-A
+# shortcuts export as Slice (steps 2) and Pad with folded int64 pads.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -21,7 +23,7 @@ PY=/usr/bin/python3
 tmpdir
 REF="$top_srcdir/tests/onnx_torch_ref.py"
 TRAIN="$top_builddir/tests/onnx-train"
-for variant in train eval acts stem cifar; do
+for variant in train eval acts stem cifar resnet; do
 	mkdir "$T/$variant"
 	set -- $("$PY" "$REF" prepare "$T/$variant" "$variant" 2>"$T/$variant/prepare.err" | tail -n 1) ||
 		fail "$variant: export: $(tail -n 3 "$T/$variant/prepare.err")"
@@ -66,3 +68,68 @@ for f in "$T"/exports/*.onnx; do
 done
 [ "$n" -eq 22 ] || fail "$n exports, expected 22"
 ok "22 exports load (opsets 13-17, eval and training, folded or not)"
+
+# The same network with three blocks per stage, exported in opsets 13 and
+# 17 with and without constant folding, lowers to exactly the built-in
+# resnet20: onnx-train compares the two node lists op by op (shapes,
+# strides, shortcut settings, parameter tensors, batch-norm fusion marks)
+# and the activation layout chosen (oneDNN's channel-blocked one where
+# oneDNN is there).  resnet20 on 3x32x32: 269722 parameters, 1376 running
+# statistics, 68 engine nodes.  Slice and Pad that are no such shortcut are
+# refused with a line that says so.
+mkdir "$T/resnets"
+"$PY" "$REF" resnets "$T/resnets" 2>"$T/resnets.err" ||
+	fail "resnets: $(tail -n 3 "$T/resnets.err")"
+n=0
+for f in "$T"/resnets/resnet20-*.onnx; do
+	name=$(basename "$f" .onnx)
+	out=$("$TRAIN" "$f" - resnet20 0 0 0 2>&1) || fail "$name: $out"
+	case $out in
+	*"same as resnet20: 68 engine nodes, 269722 params, 1376 buffers, layout blk "*) ;;
+	*) fail "$name: $out" ;;
+	esac
+	echo "$name: ${out##*
+}"
+	n=$((n + 1))
+done
+[ "$n" -eq 4 ] || fail "$n resnet20 exports, expected 4"
+ok "resnet20 exports (opsets 13, 17, folded or not) lower to the built-in resnet20's node list"
+for bad in slice pad read; do
+	if out=$("$TRAIN" "$T/resnets/bad-$bad.onnx" - - 0 0 0 2>&1); then
+		fail "bad-$bad.onnx loads: $out"
+	fi
+	case $out in
+	*"supported only as a ResNet option-A shortcut"*) echo "bad-$bad: $out" ;;
+	*) fail "bad-$bad.onnx: $out" ;;
+	esac
+done
+ok "Slice and Pad that are no option-A shortcut are refused, saying so"
+
+# The int64 evaluator against numpy: each fold-*.onnx computes a tensor
+# with Slice (negative and clamped steps), Transpose, Gather, Unsqueeze,
+# Squeeze, Concat, Mul/Sub/Add with broadcasting, ConstantOfShape, Reshape,
+# Shape with start/end, Cast, or F.pad's whole pads chain, and every value's
+# difference from numpy's gates a Reshape of the activation: the file loads
+# only when the loader computed every value right.  The mutants expect one
+# value off by one and must be refused at that Reshape.
+mkdir "$T/fold"
+"$PY" "$REF" fold "$T/fold" 2>"$T/fold.err" || fail "fold: $(tail -n 3 "$T/fold.err")"
+n=0
+for f in "$T"/fold/fold-*.onnx; do
+	name=$(basename "$f" .onnx)
+	case $name in
+	fold-mutant-*)
+		if out=$("$TRAIN" "$f" - - 0 0 0 2>&1); then
+			fail "$name loads: the gate did not catch a wrong value"
+		fi
+		case $out in
+		*"does not hold the 192 values per sample"*) ;;
+		*) fail "$name: $out" ;;
+		esac ;;
+	*)
+		out=$("$TRAIN" "$f" - - 0 0 0 2>&1) || fail "$name: $out"
+		n=$((n + 1)) ;;
+	esac
+done
+[ "$n" -eq 14 ] || fail "$n fold cases, expected 14"
+ok "14 int64 computations fold to numpy's values; 2 off-by-one expectations are caught"

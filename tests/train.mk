@@ -11,7 +11,7 @@ tests_bench_bench_sgemm_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_sgemm_LDADD = $(SD_ENGINE_LIBS)
 EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/run-all.sh tests/bench/elastic-bench \
 	tests/bench/scaling.py tests/bench/ddp-vs-torch tests/bench/torch_ddp_cnn.py tests/bench/torch_common.py \
-	tests/bench/liveness-bench
+	tests/bench/liveness-bench tests/bench/onnx-vs-builtin
 EXTRA_DIST += tests/elastic.py
 TESTS += tests/test-elastic-accuracy.sh tests/test-elastic-fault.sh tests/test-elastic-pin.sh \
 	tests/test-elastic-min-workers.sh

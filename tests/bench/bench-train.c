@@ -15,10 +15,13 @@
  * --profile-cpu the same in process CPU time (meaningful with --threads 1
  * on a busy machine).
  * Synthetic CIFAR shapes (3x32x32, 10 classes) for the resnets, 1x28x28 for
- * mlp and cnn. */
+ * mlp and cnn.  NAME may be an ONNX file (PATH.onnx, engine/onnx.h): the
+ * synthetic images then take the file's input shape (10 classes, as the
+ * synthetic data set has), as spotdeck-worker would train it. */
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/model.h"
+#include "engine/onnx.h"
 #include "engine/train.h"
 #include "tests/bench/timing.h"
 
@@ -89,6 +92,21 @@ int main(int argc, char **argv)
 	cfg.epochs = (warmup + steps) / 4 + 1;
 	struct sd_trainer *t;
 	char *why = NULL;
+	if (sd_onnx_is_path(model)) {
+		uint8_t *bytes;
+		size_t len;
+		struct sd_onnx_info info;
+		if (sd_onnx_read_file(model, &bytes, &len, &why) < 0 ||
+		    sd_onnx_check(bytes, len, model, &info, &why) < 0) {
+			fprintf(stderr, "bench-train: %s\n", why);
+			free(why);
+			return 1;
+		}
+		free(bytes);
+		cfg.synthetic_c = info.c;
+		cfg.synthetic_h = info.h;
+		cfg.synthetic_w = info.w;
+	}
 	if (sd_trainer_create(&t, &cfg, &why) < 0) {
 		fprintf(stderr, "bench-train: %s\n", why);
 		free(why);
