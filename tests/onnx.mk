@@ -49,3 +49,7 @@ EXTRA_DIST += tests/test-onnx-worker.sh tests/test-worker-model-xfer.sh
 TESTS += tests/test-examples.sh
 EXTRA_DIST += tests/test-examples.sh examples/common.py examples/fashion-cnn/export.py \
 	examples/cifar-resnet18/export.py
+
+# The example ResNet-18 through a killed worker and a killed controller.
+TESTS += tests/test-elastic-onnx-resnet.sh
+EXTRA_DIST += tests/test-elastic-onnx-resnet.sh
