@@ -16,8 +16,9 @@
 #     part and "+?" for the local server's unknown cost;
 #   the market pane marks with '*' the $/h and $/Mimg of exactly the offers
 #     whose catalog price_source says "estimated" (the P100 and V100
-#     on-demand ones), not the measured ones, and its footer says what '*'
-#     means.
+#     on-demand ones), not the measured ones, marks every speed '~' (the
+#     catalog's ResNet-32 figures scaled to this job's mlp by FLOPs), and
+#     its footer says what both marks mean.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 . "$top_srcdir/tests/tmux-lib.sh"
 . "$top_srcdir/tests/ui-e2e/lib.sh"
@@ -117,9 +118,13 @@ for id in $(cat_py 'print(" ".join(o["id"] for o in offers))'); do
 	fi
 done
 [ "$nest" -ge 4 ] && [ "$nmeas" -ge 4 ] || { cat "$T/market" >&2; fail "market pane: $nest estimated and $nmeas measured offers on screen, expected at least 4 of each"; }
-grep -q "ResNet-32 img/s, \* estimated price ─┘" "$T/screen" ||
-	{ cat "$T/screen" >&2; fail "market pane: no footer 'ResNet-32 img/s, * estimated price'"; }
-ok "market pane: '*' on the $nest estimated offers' \$/h and \$/Mimg, none on the $nmeas measured ones; footer explains '*'"
+# The job trains the mlp: the catalog's ResNet-32 speeds scaled by FLOPs,
+# each marked '~', and the footer says both marks.
+grep -q "~ img/s est\. from FLOPs, \* estimated price ─┘" "$T/screen" ||
+	{ cat "$T/screen" >&2; fail "market pane: no footer '~ img/s est. from FLOPs, * estimated price'"; }
+noest=$(awk '$1 ~ /^gce\// && $5 !~ /^~/' "$T/market" | head -1)
+[ -z "$noest" ] || fail "market pane: an mlp speed without its '~': $noest"
+ok "market pane: '*' on the $nest estimated offers' \$/h and \$/Mimg, none on the $nmeas measured ones; '~' on every speed; footer explains both"
 
 quit_confirmed
 exit 0

@@ -604,6 +604,23 @@ static void test_real_market(struct ui_fixture *f)
 	/* Hosts have no speed before a run measures one: no "ResNet-32 img/s"
 	 * label under the market (the fixture's catalog speeds had one). */
 	CHECK(on_screen("ResNet-32 img/s"), "the catalog's speeds lost their label");
+	/* Speeds scaled to another model are estimates: '~' before each and
+	 * a legend that says where they come from. */
+	for (int i = 0; i < f->view.noffers; i++)
+		f->offers[i].speed_estimated = 1;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(on_screen("img/s est. from FLOPs") || on_screen("img/s estimated from FLOPs"),
+	      "estimated speeds without their legend");
+	CHECK(!on_screen("ResNet-32 img/s"), "estimated speeds labelled as the catalog's ResNet-32 figures");
+	{
+		char want[32];
+		char rate[16];
+		snprintf(want, sizeof want, "~%s", sd_fmt_rate(rate, sizeof rate, f->offers[0].images_per_sec));
+		CHECK(on_screen(want), "no '%s' (an estimated speed) on screen", want);
+	}
+	for (int i = 0; i < f->view.noffers; i++)
+		f->offers[i].speed_estimated = 0;
 	for (int i = 0; i < f->view.noffers; i++)
 		f->offers[i].images_per_sec = NAN;
 	f->view.version++;

@@ -4,7 +4,9 @@
  * from the GCE 2019 catalog (data/gce-2019.json), whose boot is stretched
  * so that no worker process starts.  Every figure the view shows is checked
  * against the catalog file, read separately:
- *   - one offer row per catalog offer, with its price, speed (x GPUs), $/Mimg
+ *   - one offer row per catalog offer, with its price, speed (x GPUs, and
+ *     scaled from the catalog's ResNet-32 to the job's mlp by their training
+ *     FLOPs per image, marked estimated), $/Mimg
  *     (usd_per_hour / (img/s x 3600) x 1e6), transient flag, P(revoked) 0 for
  *     on-demand, and the '*' mark (price_estimated) set exactly where the
  *     catalog's price_source says "estimated";
@@ -25,6 +27,7 @@
 #include "src/market/catalog.h"
 #include "src/market/market-model.h"
 #include "src/proto/job.h"
+#include "engine/model.h"
 #include "tests/check.h"
 #include "tests/tmpdir.h"
 
@@ -75,6 +78,22 @@ static int estimated(const struct sd_offer *o)
 	return o->price_source && !strncmp(o->price_source, "estimated", 9);
 }
 
+static double speed_factor;
+
+/* Training FLOPs per image of a built-in model on images of (c, h, w). */
+static double flops(const char *name, int c, int h, int w)
+{
+	struct sd_model *m;
+	char *why = NULL;
+	if (sd_model_create(&m, name, c, h, w, 10, 1, &why) < 0) {
+		fprintf(stderr, "%s\n", why);
+		exit(1);
+	}
+	double f = sd_model_flops_per_sample(m);
+	sd_model_destroy(m);
+	return f;
+}
+
 static void check_offers(const struct sd_view *v, const struct sd_catalog *cat)
 {
 	CHECK_INT(v->noffers, cat->noffers);
@@ -97,7 +116,11 @@ static void check_offers(const struct sd_view *v, const struct sd_catalog *cat)
 		/* No trace and no price changes: the market's price is the catalog's. */
 		CHECK(fabs(vo->usd_per_hour - o->usd_per_hour) < 1e-9, "%s: $/h %g, catalog %g", vo->id,
 		      vo->usd_per_hour, o->usd_per_hour);
-		double ips = o->images_per_sec * o->gpu_count;
+		/* The catalog's speeds are ResNet-32's on 3x32x32; this job's mlp
+		 * on synthetic 3x32x32 images gets them scaled by the ratio of
+		 * training FLOPs. */
+		double ips = o->images_per_sec * o->gpu_count * speed_factor;
+		CHECK_INT(vo->speed_estimated, 1);
 		CHECK(fabs(vo->images_per_sec - ips) < 1e-9, "%s: img/s %g, catalog %g", vo->id, vo->images_per_sec, ips);
 		double mimg = o->usd_per_hour / (ips * 3600) * 1e6;
 		CHECK(fabs(vo->usd_per_mimage - mimg) < 1e-9 * mimg, "%s: $/Mimg %g, expected %g", vo->id,
@@ -117,8 +140,8 @@ static void check_offers(const struct sd_view *v, const struct sd_catalog *cat)
 	/* The catalog must hold both kinds, or the check above proves nothing. */
 	CHECK(nest >= 4 && nmeas >= 4, "catalog: %d estimated and %d measured prices", nest, nmeas);
 	CHECK(nrisky >= 4, "only %d spot offers with a P(revoked) above 0", nrisky);
-	printf("offers: %d rows, '*' on the %d estimated prices only, $/Mimg and sort order checked\n", v->noffers,
-	       nest);
+	printf("offers: %d rows, '*' on the %d estimated prices only, speeds x%.2f (~, mlp's FLOPs against "
+	       "ResNet-32's), $/Mimg and sort order checked\n", v->noffers, nest, speed_factor);
 }
 
 static void check_servers(const struct sd_view *v, const struct sd_catalog *cat)
@@ -152,6 +175,8 @@ static void check_servers(const struct sd_view *v, const struct sd_catalog *cat)
 
 int main(void)
 {
+	speed_factor = flops("resnet32", 3, 32, 32) / flops("mlp", 3, 32, 32);   /* synthetic: 3x32x32 */
+	CHECK(speed_factor > 10, "resnet32/mlp FLOPs %g", speed_factor);
 	const char *top = getenv("top_srcdir");
 	char *catalog_path = path_join(top ? top : SD_SRCDIR, "data/gce-2019.json");
 	struct sd_catalog *cat = NULL;

@@ -2,8 +2,9 @@
  * million images at the offer's speed), with price, speed, P(revoked within
  * 1 h) and availability.  Estimated prices carry a '*', a real cloud's
  * P(revoked) (the calibrated market's model) a '~'; the speeds are a
- * catalog's (ResNet-32, the seeds' workload), as the frame says, or unknown
- * (ssh hosts). */
+ * catalog's (ResNet-32, the seeds' workload), as the frame says, or that
+ * speed scaled to the job's model by its training FLOPs ('~' before them),
+ * or unknown (ssh hosts). */
 #include "config.h"
 
 #include <math.h>
@@ -34,6 +35,8 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	for (int i = 0; i < n; i++)
 		quoted |= isfinite(v->offers[i].images_per_sec);
 	const char *foot = !quoted ? (est ? "* estimated price" : NULL)
+	                   : (marks & SD_OFFERS_SPEED_ESTIMATED)
+	                     ? (est ? "~ img/s est. from FLOPs, * estimated price" : "~ img/s estimated from FLOPs")
 	                   : est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
 	/* A real cloud's P(revoked) is a model's estimate, not a measurement. */
 	if (marks & SD_OFFERS_MODELLED)

@@ -168,7 +168,7 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 {
 	int xs[OC_N], ws[OC_N];
 	int n = v->offers ? v->noffers : 0;
-	int estimated = 0, modelled = 0;
+	int estimated = 0, modelled = 0, speeds = 0;
 	if (h < 1 || w < 4)
 		return 0;
 	/* Column 0 is a gutter for the selection mark. */
@@ -219,7 +219,8 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 		CELL(OC_PREV, risk_style(o->p_revoked_1h), "%s%s", o->p_revoked_modelled ? "~" : "",
 		     o->transient ? sd_fmt_pct(tmp, sizeof tmp, o->p_revoked_1h, 0) : "0%");
 		modelled |= o->p_revoked_modelled != 0;
-		CELL(OC_IPS, SD_STYLE_NORMAL, "%s", sd_fmt_rate(tmp, sizeof tmp, o->images_per_sec));
+		CELL(OC_IPS, SD_STYLE_NORMAL, "%s%s", o->speed_estimated && isfinite(o->images_per_sec) ? "~" : "",
+		     sd_fmt_rate(tmp, sizeof tmp, o->images_per_sec));
 		if (o->available < 0)
 			CELL(OC_AVAIL, SD_STYLE_DIM, "?");
 		else
@@ -235,7 +236,9 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 	for (int i = 0; i < n; i++) {
 		estimated |= v->offers[i].price_estimated != 0;
 		modelled |= v->offers[i].p_revoked_modelled != 0;
+		speeds |= v->offers[i].speed_estimated != 0;
 	}
 	wattrset(win, d->a[SD_STYLE_NORMAL]);
-	return (estimated ? SD_OFFERS_ESTIMATED : 0) | (modelled ? SD_OFFERS_MODELLED : 0);
+	return (estimated ? SD_OFFERS_ESTIMATED : 0) | (modelled ? SD_OFFERS_MODELLED : 0) |
+	       (speeds ? SD_OFFERS_SPEED_ESTIMATED : 0);
 }

@@ -106,9 +106,12 @@ int sd_state_live(const char *state);
  * in the H x W area at X of WIN, column titles first, the list's selection
  * shown (in the selection style when SHOW_SEL).  Returns SD_OFFERS_ESTIMATED
  * when any price is an estimate ('*'), with SD_OFFERS_MODELLED when any
- * P(revoked) is the calibrated market's estimate for a real cloud ('~'). */
+ * P(revoked) is the calibrated market's estimate for a real cloud ('~'),
+ * with SD_OFFERS_SPEED_ESTIMATED when the speeds are the catalog's scaled
+ * to the job's model ('~' before img/s). */
 #define SD_OFFERS_ESTIMATED 1
 #define SD_OFFERS_MODELLED 2
+#define SD_OFFERS_SPEED_ESTIMATED 4
 int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view *v,
                    struct sd_list *l, const struct sd_draw *d, int show_sel);
 

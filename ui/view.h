@@ -39,6 +39,9 @@ struct sd_view_offer {
 	                             * market's estimate, not the market it runs on */
 	int available;              /* servers that can still be acquired, -1 unknown */
 	int price_estimated;        /* price is an estimate, not measured/quoted */
+	int speed_estimated;        /* images_per_sec is the catalog's ResNet-32 speed
+	                             * scaled to the job's model by training FLOPs
+	                             * (CM-DARE's model), an estimate: shown '~' */
 };
 
 struct sd_view_server {

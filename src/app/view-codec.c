@@ -196,6 +196,7 @@ static cJSON *offer_json(struct enc *e, const struct sd_view_offer *f)
 	PUT_NUM(e, o, f, p_revoked_modelled);
 	PUT_NUM(e, o, f, available);
 	PUT_NUM(e, o, f, price_estimated);
+	PUT_NUM(e, o, f, speed_estimated);
 	return o;
 }
 
@@ -609,7 +610,7 @@ static int get_offer(const cJSON *o, const char *p, struct sd_view_offer *f, cha
 	    GET_NUM_U(o, p, f, images_per_sec, NAN) < 0 || GET_NUM_U(o, p, f, usd_per_mimage, NAN) < 0 ||
 	    GET_NUM_U(o, p, f, p_revoked_1h, NAN) < 0 || GET_INT(o, p, f, p_revoked_modelled) < 0 ||
 	    GET_INT(o, p, f, available) < 0 ||
-	    GET_INT(o, p, f, price_estimated) < 0)
+	    GET_INT(o, p, f, price_estimated) < 0 || GET_INT(o, p, f, speed_estimated) < 0)
 		return -1;
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include "src/market/planner.h"
 #include "src/provider/fleet.h"
 #include "src/app/whatif.h"
+#include "src/app/plan-cli.h"
 
 #define MAX_SERVERS 256
 #define MAX_REVOCATIONS 256
@@ -43,6 +44,12 @@ struct sd_view_model {
 	char zev_zone[MAX_ZONE_EVENTS][64];
 	int nzev, zev_head;
 	int *available;            /* per catalog offer, for the scorer */
+	/* The catalog's speeds are ResNet-32's; another model's are estimated
+	 * from training FLOPs per image, as the planner does (plan-cli.c:
+	 * CM-DARE found step time close to proportional to them): the
+	 * catalog's img/s times speed_factor, marked '~' when it is not 1. */
+	double speed_factor;
+	int speed_estimated;
 	struct sd_view_whatif whatif[SD_WHATIF_MAX_ROWS];
 };
 
@@ -91,6 +98,15 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	snprintf(v->job, sizeof v->job, "%.40s on %s, global batch %d", model,
 	         j->train.dataset, j->train.global_batch);
 	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
+	vm->speed_factor = 1;
+	struct sd_plan_job pj;
+	char *why = NULL;
+	if (sd_plan_job_from_train(&pj, &j->train, 1, &why) == 0 && isfinite(pj.speed_factor) &&
+	    pj.speed_factor > 0 && fabs(pj.speed_factor - 1) > 1e-9) {
+		vm->speed_factor = pj.speed_factor;
+		vm->speed_estimated = 1;
+	}
+	free(why);   /* no known size or shape: the catalog's speeds, as labelled */
 	const struct sd_catalog *cat = sd_fleet_catalog(sd_controller_fleet(c));
 	v->simulated = sd_fleet_simulated(sd_controller_fleet(c));
 	if (cat) {
@@ -391,7 +407,8 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 			vo->gpus = o->gpu_count;
 			vo->transient = o->transient;
 			vo->usd_per_hour = sd_fleet_offer_usd_per_hour(p, o);   /* the market's now */
-			vo->images_per_sec = o->images_per_sec * o->gpu_count;
+			vo->images_per_sec = o->images_per_sec * o->gpu_count * vm->speed_factor;
+			vo->speed_estimated = vm->speed_estimated;
 			/* USD per million images at the offer's measured speed. */
 			vo->usd_per_mimage = vo->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
 			vo->p_revoked_1h = !o->transient ? 0
