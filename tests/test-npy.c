@@ -295,9 +295,9 @@ static void test_gather(void)
 	CHECK_INT(sd_dataset_load_npy(&tr, &te, dir, &o, &why), 0);
 	CHECK(tr.c == 1 && tr.h == 3 && tr.w == 3);
 	check_gather(&tr, "<f4", "(n, h, w) <f4 unnormalised", &o);
-	float v;
-	sd_dataset_gather(&tr, NULL, 3, 1, &v, NULL);   /* element (3, 0, 0, 0) */
-	CHECK(v == (float)pixel(3, 0, 0, 0, 1, 3, 3) / 4.0f);
+	float v[9];   /* one whole sample, 1x3x3 */
+	sd_dataset_gather(&tr, NULL, 3, 1, v, NULL);   /* element (3, 0, 0, 0) first */
+	CHECK(v[0] == (float)pixel(3, 0, 0, 0, 1, 3, 3) / 4.0f);
 	sd_dataset_free(&tr);
 	sd_dataset_free(&te);
 	free(why);

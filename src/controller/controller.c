@@ -510,6 +510,8 @@ fail:
 	free(c->token);
 	free(c->model_data);
 	c->model_data = NULL;
+	free(c->latest_data);   /* a resume refused after its checkpoint was read */
+	c->latest_data = NULL;
 	if (c->handles_open) {
 		/* Handles in c are closing: the last callback frees c. */
 		uv_handle_t *h[] = { (uv_handle_t *)&c->server, (uv_handle_t *)&c->gen_timer,
