@@ -510,7 +510,8 @@ static void test_bad(void)
 	free(p);
 	expect_bad("missing file", "test_y.npy", "no such file", 0, 0);
 
-	put_raw("train_x.npy", "PK\x03\x04 this is a zip", 20);
+	static const char zip[] = "PK\x03\x04 this is a zip";
+	put_raw("train_x.npy", zip, sizeof zip - 1);
 	expect_bad("wrong magic", "train_x.npy", "wrong magic: not a .npy file", 0, 0);
 
 	b = npy_build(1, "|u1", "4, 1, 2, 2", px, 16, &n);
