@@ -20,7 +20,7 @@
 static const char *const kinds[GEN_COUNT] = {
 	[GEN_OK] = "ok", [GEN_UNSUPPORTED_OP] = "unsupported-op", [GEN_DANGLING] = "dangling",
 	[GEN_CYCLE] = "cycle", [GEN_HUGE_INIT] = "huge-init", [GEN_RAW_MISMATCH] = "raw-mismatch",
-	[GEN_OPSET7] = "opset7", [GEN_DOUBLE_INIT] = "double-init",
+	[GEN_OPSET7] = "opset7", [GEN_OPSET18] = "opset18", [GEN_DOUBLE_INIT] = "double-init",
 	[GEN_TWO_OUTPUTS] = "two-outputs", [GEN_TWO_INPUTS] = "two-inputs",
 	[GEN_DYNAMIC_H] = "dynamic-h", [GEN_GROUPS] = "groups",
 };

@@ -26,6 +26,7 @@ enum gen_break {
 	GEN_HUGE_INIT,          /* w2 claims 2^20 x 2^20 elements */
 	GEN_RAW_MISMATCH,       /* w2's raw_data is 4 bytes short */
 	GEN_OPSET7,             /* opset 7 */
+	GEN_OPSET18,            /* opset 18, one past what the loader reads */
 	GEN_DOUBLE_INIT,        /* w1 is float64 */
 	GEN_TWO_OUTPUTS,        /* the graph also outputs relu1's r */
 	GEN_TWO_INPUTS,         /* a second data input x2 */
@@ -154,7 +155,7 @@ static inline uint8_t *gen_model_bytes_shape(enum gen_break brk, int h, int w, i
 	g->graph = g0;
 	g->opset.domain = (char *)"";
 	g->opset.has_version = 1;
-	g->opset.version = brk == GEN_OPSET7 ? 7 : 13;
+	g->opset.version = brk == GEN_OPSET7 ? 7 : brk == GEN_OPSET18 ? 18 : 13;
 	g->opsets[0] = &g->opset;
 	g->model.has_ir_version = 1;
 	g->model.ir_version = 8;

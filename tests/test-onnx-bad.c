@@ -154,6 +154,7 @@ int main(void)
 		{ GEN_RAW_MISMATCH, "raw-short", WANT("initializer w2", "6 elements", "raw_data",
 		                                      "20 bytes") },
 		{ GEN_OPSET7, "opset7", WANT("opset 7", "13 to 17") },
+		{ GEN_OPSET18, "opset18", WANT("opset 18", "13 to 17") },
 		{ GEN_DOUBLE_INIT, "float64", WANT("initializer w1", "float64", "float32 only") },
 		{ GEN_TWO_OUTPUTS, "two-outputs", WANT("2 graph outputs") },
 		{ GEN_TWO_INPUTS, "two-inputs", WANT("two data inputs (x and x2)") },
