@@ -1044,6 +1044,7 @@ int main(int argc, char **argv)
 		if (access(jpath, F_OK) == 0) {
 			fprintf(stderr, "spotdeck: --run-dir %s: holds a run already (journal.jsonl); "
 			        "continue it with --resume %s or choose another directory\n", run_dir, run_dir);
+			free(model);
 			return 1;
 		}
 	}
@@ -1059,6 +1060,7 @@ int main(int argc, char **argv)
 		if (sd_theme_load(&th, o.theme, dirs, 3, &why) < 0) {
 			fprintf(stderr, "spotdeck: %s\n", why);
 			free(why);
+			free(model);
 			return 1;
 		}
 	}
@@ -1072,8 +1074,11 @@ int main(int argc, char **argv)
 	if (background) {
 		int status = 1;
 		int where = go_background(&ready_fd, &status);
-		if (where <= 0)
+		if (where <= 0) {
 			sd_trace_free(&trace);   /* the run's process has its own copy */
+			free(model);             /* and of the model's bytes */
+			model = NULL;
+		}
 		if (where < 0) {
 			if (fresh_dir)   /* the run's process removed it, or never ran */
 				discard_run_dir(run_dir);
