@@ -30,7 +30,7 @@ with open(os.path.join(out, "job.json")) as f:
     j = json.load(f)
 with open(os.path.join(out, "model.onnx"), "rb") as f:
     sha = hashlib.sha256(f.read()).hexdigest()
-j.update(model=os.path.join(out, "model.onnx"), epochs=50, global_batch=32, workers=3, min_workers=2,
+j.update(model=os.path.join(out, "model.onnx"), epochs=2000, global_batch=32, workers=3, min_workers=2,
          checkpoint_every=20, log_every=1, threads_per_worker=1, warmup_steps=10)
 
 # 1. A worker SIGKILLed mid-step.
