@@ -93,6 +93,11 @@ ok("%s: its worker killed on an instance still running: failed (WORKER_ENDED) at
 # When the fake received each verdict's TerminateInstances, against when
 # the verdict was journaled: the journal's "time" (wall clock, the same
 # machine's) of the verdict comes first.
+deadline = time.time() + 30 * SCALE
+while set(iid[s] for s in servers) & set(live()):
+    if time.time() > deadline:
+        fail("instances left after their verdicts: %s" % sorted(set(iid.values()) & set(live())))
+    time.sleep(0.2)
 terms = {}
 for q in control("/_control/log")["requests"]:
     if q["action"] == "TerminateInstances":
@@ -103,11 +108,6 @@ if iid[sd] not in terms:
 for s, v in ((sa, va), (sb, vb), (sc, vc), (sd, vd)):
     if iid[s] in terms and terms[iid[s]] < v["time"]:
         fail("%s's instance terminated at %.3f, before its verdict (%.3f)" % (s, terms[iid[s]], v["time"]))
-deadline = time.time() + 30 * SCALE
-while set(iid[s] for s in servers) & set(live()):
-    if time.time() > deadline:
-        fail("instances left after their verdicts: %s" % sorted(set(iid.values()) & set(live())))
-    time.sleep(0.2)
 ok("no TerminateInstances before its instance's verdict (%d sent); every instance shut down" % len(terms))
 r.command("quit")
 r.finish()

@@ -115,12 +115,21 @@ for s, v in ((sa, va), (sb, vb), (sc, vc), (sd, vd)):
             e.get("call") == "gce instances.delete" and e["url"].endswith("/" + vm[s])]
     if any(k < iv for k in dels):
         fail("%s's VM was deleted before its verdict was journaled" % s)
+# live() leaves out TERMINATED VMs (a, b, c are, before any delete): wait
+# for the fake's log to hold a DELETE of each.
+
+
+def deletes():
+    return {q["path"].rsplit("/", 1)[1]: q["time"] for q in control("/_control/log")["requests"]
+            if q["method"] == "DELETE"}
+
+
 deadline = time.time() + 30 * SCALE
-while set(vm.values()) & set(live()):
+while set(vm.values()) - set(deletes()):
     if time.time() > deadline:
-        fail("VMs not deleted after their verdicts: %s" % sorted(set(vm.values()) & set(live())))
+        fail("VMs not deleted after their verdicts: %s" % sorted(set(vm.values()) - set(deletes())))
     time.sleep(0.2)
-dl = {q["path"].rsplit("/", 1)[1]: q["time"] for q in control("/_control/log")["requests"] if q["method"] == "DELETE"}
+dl = deletes()
 # The journal's "time" is the wall clock of this machine, as the fake's log.
 for s, v in ((sa, va), (sb, vb), (sc, vc), (sd, vd)):
     if vm[s] not in dl or dl[vm[s]] < v["time"]:
