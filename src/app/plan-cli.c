@@ -26,6 +26,7 @@
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
 #include "src/market/planner.h"
+#include "src/market/autopilot.h"
 
 #define MAX_ROWS 512
 #define MAX_LIST 32
@@ -55,6 +56,7 @@ struct plan {
 	int nrows;
 	struct sim_entry *sims;
 	int nsims;
+	struct sd_autopilot_objective autopilot;  /* --policy autopilot's objective */
 	/* progress */
 	long done_runs, total_runs;
 	struct timespec t0, last;
@@ -244,6 +246,7 @@ struct cli {
 	double join, recovery, efficiency;
 	int json;
 	int progress;              /* --progress 1, --quiet -1 */
+	const char *autopilot;     /* --autopilot JSON */
 };
 
 static bool zone_allowed(const struct cli *c, const struct sd_offer *o)
@@ -296,6 +299,8 @@ static int build_rows(struct plan *p, const struct cli *c, char **why)
 	sd_plan_config_init(&base, NULL, 1);
 	base.placement = c->placement;
 	base.replace = c->replace;
+	if (c->replace == SD_PLAN_REPLACE_AUTOPILOT)
+		base.autopilot = &p->autopilot;
 	base.chief = c->chief;
 	base.accounting = c->accounting;
 	if (c->parameter_servers > 0) {
@@ -460,8 +465,9 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 	char ps[32] = "";
 	if (c0->parallel == SD_PLAN_PARAMETER_SERVER)
 		snprintf(ps, sizeof ps, " with %d PS", c0->parameter_servers);
-	printf("market %s (simulated); %s%s; replace %s; checkpoint every %.0f steps; %s\n\n", catalog_name,
-	       parallel_name(c0), ps, sd_plan_replace_name(c0->replace),
+	printf("market %s (simulated); %s%s; %s %s; checkpoint every %.0f steps; %s\n\n", catalog_name,
+	       parallel_name(c0), ps, c0->replace == SD_PLAN_REPLACE_AUTOPILOT ? "policy" : "replace",
+	       sd_plan_replace_name(c0->replace),
 	       c0->checkpoint_images / j->batch_per_worker,
 	       c0->placement == SD_PLAN_PLACE_ONE_ZONE ? "each run in one of the row's zones" : "servers spread over the zones");
 	char dl[48] = "", bd[48] = "";
@@ -568,6 +574,7 @@ static void print_json(const struct plan *p, const struct cli *c, const char *ca
 		cJSON_AddStringToObject(o, "placement", r->cfg.placement == SD_PLAN_PLACE_ONE_ZONE ? "one-zone" : "spread");
 		cJSON_AddStringToObject(o, "parallel", parallel_name(&r->cfg));
 		cJSON_AddStringToObject(o, "replace", sd_plan_replace_name(r->cfg.replace));
+		cJSON_AddStringToObject(o, "policy", sd_plan_replace_name(r->cfg.replace));
 		cJSON_AddNumberToObject(o, "runs", s->runs);
 		cJSON_AddNumberToObject(o, "completed", s->completed);
 		cJSON_AddNumberToObject(o, "failed", s->failed);
@@ -613,7 +620,10 @@ static void usage(FILE *f)
 "  --zones LIST         only offers in these zones\n"
 "  --spot, --on-demand, --both   which offers (default both)\n"
 "  --placement HOW      one-zone (default: each run in one of the zones) or spread\n"
-"  --replace HOW        none, same (default), cheapest or other-zone\n"
+"  --policy HOW         after a revocation: none, same (default), cheapest, other-zone, or\n"
+"                       autopilot (adds, swaps and drops servers for --deadline or --budget)\n"
+"  --replace HOW        the same for the first four (an older name)\n"
+"  --autopilot JSON     the autopilot's objective, as the job file's \"autopilot\" field\n"
 "  --parameter-servers N  asynchronous PS training with N on-demand PS (default 0: all-reduce)\n"
 "  --chief HOW          none (default), fails (losing the first worker fails the run) or restarts\n"
 "  --accounting HOW     provider (default) or training (the seeds': training window only)\n"
@@ -666,7 +676,7 @@ static int fail(const char *fmt, ...)
 
 enum { O_JOB = 256, O_CATALOG, O_SCALING, O_GPUS, O_SIZES, O_ZONES, O_SPOT, O_OD, O_BOTH, O_PLACE, O_REPLACE,
        O_PS, O_CHIEF, O_ACCT, O_CKPT, O_JOIN, O_RECOVERY, O_EFF, O_DEADLINE, O_BUDGET, O_RUNS, O_SEED,
-       O_HOUR, O_JSON, O_STEPS, O_PROGRESS, O_QUIET, O_HELP };
+       O_HOUR, O_JSON, O_STEPS, O_PROGRESS, O_QUIET, O_HELP, O_POLICY, O_AUTOPILOT };
 
 static const struct option longopts[] = {
 	{ "job", required_argument, 0, O_JOB }, { "catalog", required_argument, 0, O_CATALOG },
@@ -683,6 +693,7 @@ static const struct option longopts[] = {
 	{ "start-hour", required_argument, 0, O_HOUR }, { "json", no_argument, 0, O_JSON },
 	{ "steps", required_argument, 0, O_STEPS }, { "progress", no_argument, 0, O_PROGRESS },
 	{ "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, O_HELP },
+	{ "policy", required_argument, 0, O_POLICY }, { "autopilot", required_argument, 0, O_AUTOPILOT },
 	{ 0, 0, 0, 0 },
 };
 
@@ -736,9 +747,15 @@ static int parse_config_option(int o, const char *arg, struct cli *c)
 			return fail("--placement: '%s': expected one-zone or spread", arg);
 		break;
 	case O_REPLACE:
-		if (sd_plan_replace_parse(arg, &c->replace) < 0)
-			return fail("--replace: '%s': expected none, same, cheapest or other-zone", arg);
+		if (sd_plan_replace_parse(arg, &c->replace) < 0 || c->replace == SD_PLAN_REPLACE_AUTOPILOT)
+			return fail("--replace: '%s': expected none, same, cheapest or other-zone (the autopilot is "
+			            "--policy autopilot)", arg);
 		break;
+	case O_POLICY:
+		if (sd_plan_replace_parse(arg, &c->replace) < 0)
+			return fail("--policy: '%s': expected none, same, cheapest, other-zone or autopilot", arg);
+		break;
+	case O_AUTOPILOT: c->autopilot = arg; break;
 	case O_PS:
 		if (parse_long(arg, 0, 64, &v) < 0)
 			return fail("--parameter-servers: '%s': expected 0 (all-reduce) to 64", arg);
@@ -975,6 +992,32 @@ static void rank_rows(struct plan *p)
 	qsort(p->rows, (size_t)p->nrows, sizeof *p->rows, cmp_rows);
 }
 
+/* The autopilot's objective: --autopilot's JSON, else the --deadline or
+ * --budget to meet with its default limits. */
+static int load_objective(struct plan *p, const struct cli *c, char **why)
+{
+	if (c->autopilot) {
+		if (sd_autopilot_objective_parse_text(&p->autopilot, c->autopilot, p->cat, "--autopilot", why) < 0)
+			return -1;
+		/* The table's P(on time) is the objective's deadline. */
+		if (p->autopilot.goal == SD_AUTOPILOT_DEADLINE && !(p->opt.deadline_seconds > 0))
+			p->opt.deadline_seconds = p->autopilot.deadline_seconds;
+		if (p->autopilot.goal == SD_AUTOPILOT_BUDGET && !(p->opt.budget_usd > 0))
+			p->opt.budget_usd = p->autopilot.budget_usd;
+		return 0;
+	}
+	sd_autopilot_objective_init(&p->autopilot);
+	if (p->opt.deadline_seconds > 0) {
+		p->autopilot.deadline_seconds = p->opt.deadline_seconds;
+	} else if (p->opt.budget_usd > 0) {
+		p->autopilot.goal = SD_AUTOPILOT_BUDGET;
+		p->autopilot.budget_usd = p->opt.budget_usd;
+	} else {
+		return sd_why(why, "--policy autopilot: needs --deadline, --budget or --autopilot");
+	}
+	return 0;
+}
+
 /* Frees what p holds (p itself is the caller's). */
 static void plan_free(struct plan *p)
 {
@@ -999,6 +1042,12 @@ int sd_plan_main(int argc, char **argv)
 	struct sd_job job;
 	char catalog_path[PATH_MAX + 64];
 	if (load_job(&p, &c, &job, &why) < 0 || load_market(&p, &c, &job, catalog_path, sizeof catalog_path, &why) < 0)
+		goto bad;
+	if (c.autopilot && c.replace != SD_PLAN_REPLACE_AUTOPILOT) {
+		sd_why(&why, "--autopilot: only with --policy autopilot");
+		goto bad;
+	}
+	if (c.replace == SD_PLAN_REPLACE_AUTOPILOT && load_objective(&p, &c, &why) < 0)
 		goto bad;
 	p.rows = sd_calloc(MAX_ROWS, sizeof *p.rows);
 	p.sims = sd_calloc(3 * MAX_ROWS, sizeof *p.sims);

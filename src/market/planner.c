@@ -15,6 +15,7 @@
 #include "engine/errors.h"
 #include "engine/rng.h"
 #include "src/market/market-model.h"
+#include "src/market/autopilot.h"
 
 /* ---- scaling files --------------------------------------------------------- */
 
@@ -255,6 +256,21 @@ static double speed_model_rate(const struct speed_model *sm, double ips, int wor
 	return y0 * sm->batch;
 }
 
+double sd_plan_efficiency(const struct sd_plan_scaling *sc, const char *model, int workers)
+{
+	const struct sd_plan_series *k80 = NULL;
+	for (int i = 0; sc && i < sc->nseries; i++) {
+		const struct sd_plan_series *x = &sc->series[i];
+		if (!strcmp(x->model, model) && !strcasecmp(x->gpu, "K80") &&
+		    (!k80 || x->parameter_servers < k80->parameter_servers))
+			k80 = x;
+	}
+	if (!k80 || workers < 1)
+		return 1;
+	int n = workers < k80->n ? workers : k80->n;
+	return k80->steps_per_second[n - 1] / (n * k80->steps_per_second[0]);
+}
+
 /* ---- one simulated run ----------------------------------------------------- */
 
 enum { S_BOOTING, S_JOINING, S_TRAINING, S_GONE };
@@ -265,6 +281,14 @@ struct psrv {
 	int state;
 	bool initial, chief, billed_end, noticed;
 	double requested, ready_at, ended;
+	int replaces;                 /* AUTOPILOT swap: the server it replaces, -1 none */
+	bool leaving;                 /* AUTOPILOT: a swap will release it */
+};
+
+/* A revocation, as the autopilot's state lists them. */
+struct revlog {
+	const struct sd_offer *o;
+	double t;
 };
 
 struct retry {
@@ -289,6 +313,14 @@ struct sim {
 	double ips;                   /* sum of single speeds of training workers */
 	int revocations;
 	int refused;                  /* requests the market refused at first */
+	int initial_seq;              /* initial servers requested so far */
+	/* AUTOPILOT */
+	const struct sd_plan_scaling *scaling;
+	const struct sd_autopilot_objective *obj;
+	struct revlog *revs;
+	int nrevs, revcap;
+	double next_decide, hazard_scale;
+	bool replan, in_policy;
 };
 
 static double offer_ips(const struct sim *s, const struct sd_offer *o)
@@ -367,8 +399,12 @@ static bool request(struct sim *s, const struct sd_offer *o, bool initial, bool 
 		s->srv = p;
 	}
 	s->srv[s->nsrv++] = (struct psrv){ .id = id, .o = o, .state = S_BOOTING, .initial = initial,
-	                                   .chief = chief, .requested = s->t, .ended = NAN };
-	if (initial && s->cfg->initial_ready) {
+	                                   .chief = chief, .requested = s->t, .ended = NAN, .replaces = -1 };
+	bool ready = initial && s->cfg->initial_ready &&
+	             (s->cfg->initial_ready_count <= 0 || s->initial_seq < s->cfg->initial_ready_count);
+	if (initial)
+		s->initial_seq++;
+	if (ready) {
 		/* Already training: its boot event is ignored. */
 		s->srv[s->nsrv - 1].state = S_TRAINING;
 		s->ntrain++;
@@ -382,6 +418,11 @@ static bool request(struct sim *s, const struct sd_offer *o, bool initial, bool 
 
 static void request_replacement(struct sim *s, const struct sd_offer *from)
 {
+	if (s->cfg->replace == SD_PLAN_REPLACE_AUTOPILOT) {
+		/* The policy decides, unless it is its own action. */
+		s->replan |= !s->in_policy;
+		return;
+	}
 	if (s->cfg->replace == SD_PLAN_REPLACE_NONE)
 		return;
 	const struct sd_offer *want = s->cfg->replace == SD_PLAN_REPLACE_SAME ? from : NULL;
@@ -406,6 +447,9 @@ static void server_leaves(struct sim *s, struct psrv *p, bool graceful)
 	if (was == S_GONE)
 		return;
 	p->state = S_GONE;
+	/* A swap whose new server is lost before it trains keeps the old one. */
+	if (p->replaces >= 0 && was != S_TRAINING)
+		s->srv[p->replaces].leaving = false;
 	if (p->initial && (was == S_BOOTING || was == S_JOINING))
 		s->pending_initial--;
 	if (p->chief && s->cfg->chief == SD_PLAN_CHIEF_FAILS_RUN) {
@@ -453,6 +497,20 @@ static struct psrv *find_srv(struct sim *s, sd_server_id id)
 	return NULL;
 }
 
+static void log_revocation(struct sim *s, const struct sd_offer *o)
+{
+	if (s->cfg->replace != SD_PLAN_REPLACE_AUTOPILOT)
+		return;
+	if (s->nrevs == s->revcap) {
+		s->revcap = s->revcap ? 2 * s->revcap : 16;
+		struct revlog *r = realloc(s->revs, sizeof *r * (size_t)s->revcap);
+		if (!r)
+			sd_oom();
+		s->revs = r;
+	}
+	s->revs[s->nrevs++] = (struct revlog){ o, s->t };
+}
+
 static void on_market(void *ctx, const struct sd_market_event *ev)
 {
 	struct sim *s = ctx;
@@ -470,15 +528,19 @@ static void on_market(void *ctx, const struct sd_market_event *ev)
 		break;
 	case SD_MARKET_NOTICE:
 		p->noticed = true;
-		if (!ev->capped)
+		if (!ev->capped) {
 			s->revocations++;
+			log_revocation(s, p->o);
+		}
 		/* A notice too short to write a checkpoint is no notice. */
 		server_leaves(s, p, ev->ends_at - ev->time >= SD_PLAN_CHECKPOINT_SECONDS);
 		break;
 	case SD_MARKET_REVOKED:
 	case SD_MARKET_CAPPED:
-		if (!p->noticed && ev->kind == SD_MARKET_REVOKED)
+		if (!p->noticed && ev->kind == SD_MARKET_REVOKED) {
 			s->revocations++;
+			log_revocation(s, p->o);
+		}
 		p->billed_end = true;
 		p->ended = ev->time;
 		server_leaves(s, p, false);
@@ -535,12 +597,103 @@ static double run_cost(const struct sim *s, double t_end)
 	return usd;
 }
 
+/* Server p leaves at the autopilot's word (a drop, or the old half of a
+ * swap): released, billed until now, no replacement asked for. */
+static void autopilot_release(struct sim *s, struct psrv *p)
+{
+	if (p->state == S_GONE)
+		return;
+	sd_market_release(s->m, p->id);
+	p->billed_end = true;
+	p->ended = s->t;
+	bool was = s->in_policy;
+	s->in_policy = true;
+	server_leaves(s, p, true);
+	s->in_policy = was;
+}
+
+/* Runs the autopilot's policy on the run as it stands and carries out
+ * what it decides.  Returns -1 with *why when the policy refused the state. */
+static int autopilot_step(struct sim *s, char **why)
+{
+	const struct sd_plan_config *c = s->cfg;
+	s->replan = false;
+	s->next_decide = s->t + s->obj->every_seconds;
+	struct sd_autopilot_server *sv = sd_calloc((size_t)s->nsrv + 1, sizeof *sv);
+	int n = 0;
+	for (int i = 0; i < s->nsrv; i++) {
+		const struct psrv *p = &s->srv[i];
+		if (p->state == S_GONE)
+			continue;
+		sv[n++] = (struct sd_autopilot_server){ .id = i, .offer = p->o, .age_seconds = s->t - p->requested,
+		                                        .ready = p->state == S_TRAINING,
+		                                        .notice = p->noticed || p->leaving };
+	}
+	/* Only the last hours of revocations weigh (replacement.h). */
+	struct sd_autopilot_revocation *rv = sd_calloc((size_t)s->nrevs + 1, sizeof *rv);
+	int nr = 0;
+	double scale = s->hazard_scale > 0 ? s->hazard_scale : 1;
+	for (int i = 0; i < s->nrevs; i++)
+		if ((s->t - s->revs[i].t) * scale <= 6 * 3600.0)
+			rv[nr++] = (struct sd_autopilot_revocation){ s->revs[i].o, s->t - s->revs[i].t };
+	struct sd_autopilot_state st = { .cat = s->cat, .images_total = s->total, .images_done = s->done,
+	                                 .speed_factor = s->job->speed_factor, .elapsed_seconds = s->t,
+	                                 .spent_usd = run_cost(s, s->t), .servers = sv, .nservers = n,
+	                                 .revocations = rv, .nrevocations = nr, .manual_cap = -1,
+	                                 .hazard_scale = scale };
+	struct sd_autopilot_params pp;
+	sd_autopilot_params_init(&pp);
+	pp.scaling = s->scaling;
+	snprintf(pp.model, sizeof pp.model, "%s", s->job->model);
+	pp.join_seconds = c->join_seconds;
+	pp.recovery_seconds = c->recovery_seconds;
+	struct sd_autopilot_action act[16];
+	int na = sd_autopilot_decide(s->obj, &st, &pp, act, 16, why);
+	free(sv);
+	free(rv);
+	if (na < 0)
+		return -1;
+	s->in_policy = true;
+	for (int i = 0; i < na; i++) {
+		const struct sd_autopilot_action *a = &act[i];
+		switch (a->kind) {
+		case SD_AUTOPILOT_ADD:
+			if (!request(s, a->offer, false, false))
+				s->refused++;
+			break;
+		case SD_AUTOPILOT_SWAP:
+			if (request(s, a->offer, false, false)) {
+				s->srv[s->nsrv - 1].replaces = a->server;
+				s->srv[a->server].leaving = true;
+			} else {
+				s->refused++;
+			}
+			break;
+		case SD_AUTOPILOT_DROP:
+			autopilot_release(s, &s->srv[a->server]);
+			break;
+		case SD_AUTOPILOT_CHECKPOINT:
+			s->ckpt = s->done;
+			break;
+		case SD_AUTOPILOT_NOTHING:
+			break;
+		}
+	}
+	s->in_policy = false;
+	return 0;
+}
+
 static uint64_t mix64(uint64_t x)
 {
 	x += 0x9e3779b97f4a7c15ull;
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
 	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
 	return x ^ (x >> 31);
+}
+
+static bool c_is_autopilot(const struct sim *s)
+{
+	return s->cfg->replace == SD_PLAN_REPLACE_AUTOPILOT;
 }
 
 static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long run, struct run_out *out,
@@ -552,6 +705,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	sd_market_knobs_init(&k);
 	k.seed = mix64(opt->seed * 0x100000001b3ull + (uint64_t)run);
 	k.hazard_scale = opt->hazard_scale > 0 ? opt->hazard_scale : 1;
+	s->hazard_scale = k.hazard_scale;
 	k.boot_scale = opt->boot_scale >= 0 ? opt->boot_scale : 1;
 	k.notice_scale = opt->notice_scale > 0 ? opt->notice_scale : 1;
 	k.start_hour_of_day = opt->start_hour >= 0 && opt->start_hour < 24 ? opt->start_hour
@@ -569,6 +723,11 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	s->ips = 0;
 	s->revocations = 0;
 	s->refused = 0;
+	s->initial_seq = 0;
+	s->nrevs = 0;
+	s->next_decide = 0;
+	s->replan = c_is_autopilot(s);
+	s->in_policy = false;
 
 	const struct sd_plan_config *c = s->cfg;
 	int zone = c->placement == SD_PLAN_PLACE_ONE_ZONE ? (int)sd_rng_below(&rng, (uint32_t)c->noffers) : 0;
@@ -592,6 +751,11 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 			s->started = true;
 			s->start_t = s->t;
 		}
+		if (c_is_autopilot(s) && (s->replan || s->t >= s->next_decide) && autopilot_step(s, why) < 0) {
+			sd_market_free(s->m);
+			s->m = NULL;
+			return -1;
+		}
 		if (nothing_coming(s)) {
 			s->failed = true;
 			break;
@@ -606,6 +770,8 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 				t_next = fmin(t_next, s->srv[i].ready_at);
 		for (int i = 0; i < s->nretry; i++)
 			t_next = fmin(t_next, s->retry[i].at);
+		if (c_is_autopilot(s))
+			t_next = fmin(t_next, fmax(s->next_decide, s->t));
 		if (!(t_next <= SD_PLAN_HORIZON_SECONDS)) {
 			advance_to(s, SD_PLAN_HORIZON_SECONDS);
 			s->failed = true;
@@ -630,6 +796,12 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 			s->workers += p->o->gpu_count;
 			s->ips += offer_ips(s, p->o);
 			regroup(s);
+			if (c_is_autopilot(s)) {
+				/* A swap is done when the new server trains. */
+				if (p->replaces >= 0)
+					autopilot_release(s, &s->srv[p->replaces]);
+				s->replan = true;
+			}
 		}
 		/* Requests due again. */
 		for (int i = 0; i < s->nretry; i++) {
@@ -747,7 +919,25 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 	struct speed_model sm;
 	if (speed_model_init(&sm, scaling, job, cfg, why) < 0)
 		return -1;
-	struct sim s = { .cat = cat, .job = job, .cfg = cfg, .sm = &sm };
+	struct sim s = { .cat = cat, .job = job, .cfg = cfg, .sm = &sm, .scaling = scaling };
+	struct sd_autopilot_objective defobj;
+	if (cfg->replace == SD_PLAN_REPLACE_AUTOPILOT) {
+		s.obj = cfg->autopilot;
+		if (!s.obj) {
+			/* The planner's own deadline or budget, every other limit
+			 * the objective's default. */
+			sd_autopilot_objective_init(&defobj);
+			if (opt->deadline_seconds > 0) {
+				defobj.deadline_seconds = opt->deadline_seconds;
+			} else if (opt->budget_usd > 0) {
+				defobj.goal = SD_AUTOPILOT_BUDGET;
+				defobj.budget_usd = opt->budget_usd;
+			} else {
+				return sd_why(why, "%s: the autopilot needs a deadline or a budget", cfg->label);
+			}
+			s.obj = &defobj;
+		}
+	}
 	int n = opt->runs;
 	double *times = sd_malloc(sizeof *times * (size_t)n), *costs = sd_malloc(sizeof *costs * (size_t)n);
 	double *trains = sd_malloc(sizeof *trains * (size_t)n);
@@ -784,6 +974,7 @@ int sd_plan_simulate(const struct sd_catalog *cat, const struct sd_plan_scaling 
 	}
 	free(s.srv);
 	free(s.retry);
+	free(s.revs);
 	if (rc == 0) {
 		struct sd_plan_result *o = out;
 		memset(o, 0, sizeof *o);
@@ -956,16 +1147,16 @@ void sd_plan_pareto(struct sd_plan_result *r, int n)
 
 /* ---- names and durations ---------------------------------------------------- */
 
-static const char *const replace_names[] = { "none", "same", "cheapest", "other-zone" };
+static const char *const replace_names[] = { "none", "same", "cheapest", "other-zone", "autopilot" };
 
 const char *sd_plan_replace_name(enum sd_plan_replace r)
 {
-	return (unsigned)r < 4 ? replace_names[r] : "?";
+	return (unsigned)r < 5 ? replace_names[r] : "?";
 }
 
 int sd_plan_replace_parse(const char *s, enum sd_plan_replace *out)
 {
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		if (!strcmp(s, replace_names[i])) {
 			*out = (enum sd_plan_replace)i;
 			return 0;

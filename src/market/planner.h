@@ -142,7 +142,9 @@ enum sd_plan_replace {
 	SD_PLAN_REPLACE_SAME,      /* the same offer again */
 	SD_PLAN_REPLACE_CHEAPEST,  /* the cheapest transient offer of the same GPU */
 	SD_PLAN_REPLACE_OTHER_ZONE,/* the cheapest of those outside the revoking zone */
+	SD_PLAN_REPLACE_AUTOPILOT, /* the autopilot's policy (autopilot.h) decides */
 };
+struct sd_autopilot_objective;
 enum sd_plan_chief {
 	SD_PLAN_CHIEF_NONE,        /* no worker is special (spotdeck) */
 	SD_PLAN_CHIEF_FAILS_RUN,   /* losing server 0 ends the run as failed (ICAC monitor) */
@@ -189,6 +191,15 @@ struct sd_plan_config {
 	bool initial_ready;        /* the initial servers are up and training at time 0
 	                            * (the cockpit's "as it runs now"): no boot, no
 	                            * join; their lifetimes still start at 0 */
+	int initial_ready_count;   /* with initial_ready: > 0, only the first this many
+	                            * servers are; the others boot (0: all of them) */
+	/* AUTOPILOT: the objective (the caller's, outliving the simulation),
+	 * with opt->deadline_seconds or opt->budget_usd standing in when NULL.
+	 * The policy runs at time 0, at each revocation or notice, when a
+	 * server joins, and every objective->every_seconds; its actions are
+	 * carried out at once (a swap's old server leaves when the new one
+	 * joins); a request the market refuses waits for the next decision. */
+	const struct sd_autopilot_objective *autopilot;
 };
 
 /* Fills in the defaults above for `servers` servers of `offer` (spread,
@@ -289,7 +300,12 @@ void sd_plan_pareto(struct sd_plan_result *r, int n);
  * price is an estimate.  The cockpit's "saved $X vs on-demand". */
 double sd_plan_saved_usd(const struct sd_catalog *cat, const struct sd_offer *o, double billed_usd, bool *estimated);
 
-/* Names as the CLI and JSON write them. */
+/* The all-reduce efficiency of `workers` workers of `model`: s(n) / (n
+ * s(1)) from its K80 series (as the planner's throughput model, flat after
+ * the last point); 1 without scaling data or a series. */
+double sd_plan_efficiency(const struct sd_plan_scaling *scaling, const char *model, int workers);
+
+/* Names as the CLI and JSON write them ("autopilot" included). */
 const char *sd_plan_replace_name(enum sd_plan_replace r);
 int sd_plan_replace_parse(const char *s, enum sd_plan_replace *out);
 

@@ -1,0 +1,739 @@
+/* src/market/autopilot.c - the autopilot's policy: the objective's parser, the
+ * closed-form estimate of a cluster's remaining time and cost, and the
+ * greedy choice of actions (see autopilot.h for the model). */
+#include "src/market/autopilot.h"
+
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "engine/errors.h"
+#include "src/market/market-model.h"
+#include "src/market/replacement.h"
+
+/* ---- the objective ---------------------------------------------------------- */
+
+void sd_autopilot_objective_init(struct sd_autopilot_objective *o)
+{
+	memset(o, 0, sizeof *o);
+	o->goal = SD_AUTOPILOT_DEADLINE;
+	o->confidence = SD_AUTOPILOT_CONFIDENCE;
+	o->max_servers = 8;
+	o->every_seconds = SD_AUTOPILOT_EVERY_SECONDS;
+	o->hold_seconds = SD_AUTOPILOT_HOLD_SECONDS;
+}
+
+/* A duration field: a number of seconds or a string such as "6h". */
+static int parse_seconds(const cJSON *v, const char *name, const char *field, double *out, char **why)
+{
+	char what[128];
+	snprintf(what, sizeof what, "%s: autopilot.%s", name, field);
+	if (cJSON_IsNumber(v)) {
+		if (!(v->valuedouble > 0) || !isfinite(v->valuedouble))
+			return sd_why(why, "%s: expected a positive number of seconds, got %g", what, v->valuedouble);
+		*out = v->valuedouble;
+		return 0;
+	}
+	if (cJSON_IsString(v))
+		return sd_plan_parse_duration(v->valuestring, what, out, why);
+	return sd_why(why, "%s: expected a duration such as \"6h\" or a number of seconds", what);
+}
+
+/* A pattern has the four parts of an offer id, provider/zone/gpu/kind. */
+static bool pattern_shape_ok(const char *p)
+{
+	int slashes = 0;
+	for (const char *c = p; *c; c++)
+		slashes += *c == '/';
+	return slashes == 3 && p[0] != '/' && p[strlen(p) - 1] != '/' && !strstr(p, "//");
+}
+
+static int parse_allow(struct sd_autopilot_objective *out, const cJSON *a, const struct sd_catalog *cat,
+                       const char *name, char **why)
+{
+	int n = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+	if (n < 1 || n > SD_AUTOPILOT_MAX_ALLOW)
+		return sd_why(why, "%s: autopilot.allow: expected an array of 1 to %d offer patterns such as "
+		              "\"gce/*/v100/spot\"", name, SD_AUTOPILOT_MAX_ALLOW);
+	for (int i = 0; i < n; i++) {
+		const cJSON *v = cJSON_GetArrayItem(a, i);
+		if (!cJSON_IsString(v) || !v->valuestring[0] || strlen(v->valuestring) >= sizeof out->allow[0] ||
+		    !pattern_shape_ok(v->valuestring))
+			return sd_why(why, "%s: autopilot.allow[%d]: expected a pattern provider/zone/gpu/kind such as "
+			              "\"gce/*/v100/spot\" (at most %zu bytes)", name, i, sizeof out->allow[0] - 1);
+		snprintf(out->allow[i], sizeof out->allow[i], "%s", v->valuestring);
+		bool any = !cat;
+		for (int k = 0; cat && k < cat->noffers && !any; k++)
+			any = fnmatch(out->allow[i], cat->offers[k].id, FNM_PATHNAME | FNM_CASEFOLD) == 0;
+		if (!any)
+			return sd_why(why, "%s: autopilot.allow[%d]: \"%s\" matches no offer of %s", name, i,
+			              v->valuestring, cat->file);
+	}
+	out->nallow = n;
+	return 0;
+}
+
+int sd_autopilot_objective_parse(struct sd_autopilot_objective *out, const void *json, const struct sd_catalog *cat,
+                                 const char *name, char **why)
+{
+	const cJSON *o = json;
+	sd_autopilot_objective_init(out);
+	if (!name)
+		name = "job";
+	if (!cJSON_IsObject(o))
+		return sd_why(why, "%s: autopilot: expected an object such as {\"deadline\": \"6h\"}", name);
+	static const char *const known[] = { "deadline", "budget", "confidence", "allow", "max_servers",
+	                                     "max_usd_per_hour", "every", "hold" };
+	for (const cJSON *it = o->child; it; it = it->next) {
+		bool ok = false;
+		for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++)
+			ok = it->string && !strcmp(it->string, known[k]);
+		if (!ok)
+			return sd_why(why, "%s: autopilot.%s: unknown field (known: deadline, budget, confidence, allow, "
+			              "max_servers, max_usd_per_hour, every, hold)", name, it->string ? it->string : "?");
+	}
+	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "deadline");
+	const cJSON *bd = cJSON_GetObjectItemCaseSensitive(o, "budget");
+	if ((dl != NULL) == (bd != NULL))
+		return sd_why(why, "%s: autopilot: expected exactly one of deadline and budget", name);
+	if (dl) {
+		out->goal = SD_AUTOPILOT_DEADLINE;
+		if (parse_seconds(dl, name, "deadline", &out->deadline_seconds, why) < 0)
+			return -1;
+	} else {
+		out->goal = SD_AUTOPILOT_BUDGET;
+		if (!cJSON_IsNumber(bd) || !(bd->valuedouble > 0) || !isfinite(bd->valuedouble))
+			return sd_why(why, "%s: autopilot.budget: expected a positive amount of USD", name);
+		out->budget_usd = bd->valuedouble;
+	}
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "confidence");
+	if (v) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !(v->valuedouble < 1))
+			return sd_why(why, "%s: autopilot.confidence: expected a probability between 0 and 1 (exclusive)",
+			              name);
+		out->confidence = v->valuedouble;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "allow");
+	if (v && parse_allow(out, v, cat, name, why) < 0)
+		return -1;
+	v = cJSON_GetObjectItemCaseSensitive(o, "max_servers");
+	if (v) {
+		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+		    v->valuedouble > SD_PLAN_MAX_SERVERS)
+			return sd_why(why, "%s: autopilot.max_servers: expected an integer from 1 to %d, got %s", name,
+			              SD_PLAN_MAX_SERVERS, cJSON_IsNumber(v) ? "a number out of range" : "another type");
+		out->max_servers = (int)v->valuedouble;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "max_usd_per_hour");
+	if (v) {
+		if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
+			return sd_why(why, "%s: autopilot.max_usd_per_hour: expected a positive amount of USD per hour",
+			              name);
+		out->max_usd_per_hour = v->valuedouble;
+	}
+	v = cJSON_GetObjectItemCaseSensitive(o, "every");
+	if (v && parse_seconds(v, name, "every", &out->every_seconds, why) < 0)
+		return -1;
+	v = cJSON_GetObjectItemCaseSensitive(o, "hold");
+	if (v && parse_seconds(v, name, "hold", &out->hold_seconds, why) < 0)
+		return -1;
+	return 0;
+}
+
+int sd_autopilot_objective_parse_text(struct sd_autopilot_objective *out, const char *text,
+                                      const struct sd_catalog *cat, const char *name, char **why)
+{
+	cJSON *root = cJSON_Parse(text);
+	if (!root) {
+		sd_autopilot_objective_init(out);
+		return sd_why(why, "%s: autopilot: invalid JSON near '%.20s'", name ? name : "job",
+		              cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+	}
+	int rc = sd_autopilot_objective_parse(out, root, cat, name, why);
+	cJSON_Delete(root);
+	return rc;
+}
+
+bool sd_autopilot_allows(const struct sd_autopilot_objective *obj, const struct sd_offer *o)
+{
+	if (!obj->nallow)
+		return true;
+	for (int i = 0; i < obj->nallow; i++)
+		if (fnmatch(obj->allow[i], o->id, FNM_PATHNAME | FNM_CASEFOLD) == 0)
+			return true;
+	return false;
+}
+
+void sd_autopilot_params_init(struct sd_autopilot_params *p)
+{
+	memset(p, 0, sizeof *p);
+	snprintf(p->model, sizeof p->model, "resnet32");
+	p->join_seconds = SD_PLAN_JOIN_SECONDS;
+	p->recovery_seconds = SD_PLAN_RECOVERY_SECONDS;
+	p->seed = 1;
+}
+
+const char *sd_autopilot_kind_name(enum sd_autopilot_kind k)
+{
+	static const char *const names[] = { "nothing", "add", "swap", "drop", "checkpoint" };
+	return (unsigned)k < 5 ? names[k] : "?";
+}
+
+/* ---- the estimate ------------------------------------------------------------- */
+
+/* What a decision knows of each catalog offer, computed once. */
+struct offer_info {
+	double lambda;     /* revocations per market second */
+	double boot;       /* median boot, market seconds */
+	double price;      /* USD/h now */
+	double speed;      /* images/s of a server at the catalog's speed */
+	bool burst;        /* its zone is in a revocation burst */
+	bool allowed;      /* allow patterns, room left */
+};
+
+/* One server of a candidate cluster. */
+struct cand {
+	const struct sd_offer *o;
+	double speed;      /* images/s */
+	double wait;       /* seconds until it trains */
+	int id;            /* caller's id, -1 for a planned one */
+	bool manual, notice;
+	double age;
+	double extra_usd;  /* paid on top (the old server of a swap until this joins) */
+};
+
+struct ctx {
+	const struct sd_autopilot_objective *obj;
+	const struct sd_autopilot_state *st;
+	const struct sd_autopilot_params *pp;
+	struct offer_info *info;
+	double eff_cache[SD_PLAN_MAX_SERVERS * 8 + 2];
+	int neff;
+};
+
+struct est {
+	double t, sigma, cost, p, burn;
+};
+
+static double boot_median(const struct sd_offer *o)
+{
+	if (o->nboot < 1)
+		return 0;
+	double h = (o->nboot - 1) * 0.5;
+	int i = (int)floor(h);
+	if (i >= o->nboot - 1)
+		return o->boot_quantiles[o->nboot - 1];
+	return o->boot_quantiles[i] + (h - i) * (o->boot_quantiles[i + 1] - o->boot_quantiles[i]);
+}
+
+static double efficiency(struct ctx *c, int workers)
+{
+	if (workers < 1)
+		return 1;
+	if (workers < c->neff && c->eff_cache[workers] > 0)
+		return c->eff_cache[workers];
+	double e = sd_plan_efficiency(c->pp->scaling, c->pp->model, workers);
+	if (workers < c->neff)
+		c->eff_cache[workers] = e;
+	return e;
+}
+
+static double phi(double x)
+{
+	return 0.5 * erfc(-x / sqrt(2.0));
+}
+
+static void estimate(struct ctx *c, const struct cand *v, int n, struct est *e)
+{
+	const struct sd_autopilot_state *st = c->st;
+	double join = c->pp->join_seconds, rec = c->pp->recovery_seconds;
+	int workers = 0;
+	double burn = 0, extra = 0, lam_sum = 0, avail_speed = 0;
+	for (int i = 0; i < n; i++) {
+		workers += v[i].o->gpu_count;
+		burn += c->info[v[i].o->index].price;
+		extra += v[i].extra_usd;
+	}
+	double eff = efficiency(c, workers);
+	for (int i = 0; i < n; i++) {
+		const struct offer_info *in = &c->info[v[i].o->index];
+		double d = in->boot + join + rec;
+		double a = 1 / (1 + in->lambda * d);
+		avail_speed += a * v[i].speed;
+		lam_sum += in->lambda;
+	}
+	double pause = fmin(0.9, 2 * rec * lam_sum);
+	double rate = eff * avail_speed * (1 - pause);
+	double work = fmax(0, st->images_total - st->images_done);
+	e->burn = burn;
+	if (!(rate > 0)) {
+		e->t = e->sigma = INFINITY;
+		e->cost = INFINITY;
+		e->p = 0;
+		return;
+	}
+	/* Booting servers miss their boot and join; a fixed point in two steps. */
+	double t = work / rate;
+	for (int it = 0; it < 3; it++) {
+		double missed = 0;
+		int joins = 0;
+		for (int i = 0; i < n; i++) {
+			if (v[i].wait > 0) {
+				const struct offer_info *in = &c->info[v[i].o->index];
+				missed += eff * v[i].speed / (1 + in->lambda * (in->boot + join + rec)) * fmin(v[i].wait, t);
+				joins++;
+			}
+		}
+		t = (work + missed) / rate + joins * rec;
+	}
+	double var = 0.03 * t * 0.03 * t;
+	for (int i = 0; i < n; i++) {
+		const struct offer_info *in = &c->info[v[i].o->index];
+		if (!(in->lambda > 0))
+			continue;
+		int same_zone = 0;
+		for (int j = 0; j < n; j++)
+			same_zone += v[j].o->zone_index == v[i].o->zone_index;
+		const struct sd_revocation *rv = &v[i].o->revocation;
+		double b = 1 + (rv->has_batch ? rv->batch.probability : 0) * (same_zone - 1);
+		double loss = v[i].speed * eff * (in->boot + join + rec) * b / rate;
+		var += in->lambda * t * loss * loss;
+	}
+	e->t = t;
+	e->sigma = sqrt(var);
+	e->cost = st->spent_usd + burn * t / 3600 + extra;
+	double left = c->obj->deadline_seconds - st->elapsed_seconds;
+	e->p = c->obj->goal == SD_AUTOPILOT_DEADLINE ? phi((left - t) / e->sigma) : NAN;
+}
+
+/* ---- candidates ----------------------------------------------------------------- */
+
+static void info_init(struct ctx *c)
+{
+	const struct sd_autopilot_state *st = c->st;
+	const struct sd_catalog *cat = st->cat;
+	double hz = st->hazard_scale > 0 ? st->hazard_scale : 1;
+	struct sd_replacement_event *ev = sd_calloc((size_t)st->nrevocations + 1, sizeof *ev);
+	for (int i = 0; i < st->nrevocations; i++)
+		ev[i] = (struct sd_replacement_event){ .kind = SD_REPLACEMENT_REVOKED,
+		                                       .t = -st->revocations[i].age_seconds,
+		                                       .zone = st->revocations[i].offer->zone,
+		                                       .offer = st->revocations[i].offer };
+	struct sd_replacement_input in = { .cat = cat, .usd_per_hour = st->usd_per_hour, .available = st->available,
+	                                   .events = ev, .nevents = st->nrevocations, .now = 0,
+	                                   .hazard_scale = hz };
+	for (int k = 0; k < cat->noffers; k++) {
+		const struct sd_offer *o = &cat->offers[k];
+		struct offer_info *f = &c->info[k];
+		f->price = st->usd_per_hour ? st->usd_per_hour[k] : o->usd_per_hour;
+		f->speed = o->images_per_sec * o->gpu_count * st->speed_factor;
+		f->boot = boot_median(o);
+		if (o->transient) {
+			struct sd_replacement_risk r;
+			sd_replacement_risk(&in, o, &r);
+			double p = 1 - (1 - r.base) * (1 - r.recent);
+			p = fmin(p, 0.999);
+			f->lambda = -log1p(-p) / SD_REPLACEMENT_HORIZON_S * hz;
+		}
+		/* A burst: two revocations in the zone within the window. */
+		int recent = 0;
+		for (int i = 0; i < st->nrevocations; i++)
+			recent += st->revocations[i].offer->zone_index == o->zone_index &&
+			          st->revocations[i].age_seconds * hz <= SD_AUTOPILOT_BURST_SECONDS;
+		f->burst = recent >= 2;
+		f->allowed = sd_autopilot_allows(c->obj, o) && !(st->available && st->available[k] == 0) &&
+		             f->price > 0;
+	}
+	free(ev);
+}
+
+/* Whether a server of o may join the n servers of v (with v[skip]
+ * leaving in exchange, skip >= 0: a swap). */
+static bool can_take(const struct ctx *c, const struct cand *v, int n, int skip, const struct sd_offer *o)
+{
+	const struct offer_info *f = &c->info[o->index];
+	if (!f->allowed || f->burst)
+		return false;
+	int after = skip >= 0 ? n : n + 1;
+	if (after > c->obj->max_servers || (c->st->manual_cap >= 0 && after > c->st->manual_cap && skip < 0))
+		return false;
+	double burn = f->price;
+	int live = 0;
+	for (int i = 0; i < n; i++) {
+		if (i == skip)
+			continue;
+		burn += c->info[v[i].o->index].price;
+		live += v[i].o == o;
+	}
+	if (c->obj->max_usd_per_hour > 0 && burn > c->obj->max_usd_per_hour + 1e-9)
+		return false;
+	return o->capacity <= 0 || live < o->capacity;
+}
+
+static bool may_touch(const struct ctx *c, const struct cand *s, bool burst)
+{
+	return s->id >= 0 && !s->manual && !s->notice && (burst || s->age >= c->obj->hold_seconds) && s->wait <= 0;
+}
+
+static struct cand planned(const struct ctx *c, const struct sd_offer *o)
+{
+	return (struct cand){ .o = o, .speed = c->info[o->index].speed,
+	                      .wait = c->info[o->index].boot + c->pp->join_seconds, .id = -1 };
+}
+
+static void fmt_usd(double v, char *out, size_t len)
+{
+	if (!isfinite(v))
+		snprintf(out, len, "-");
+	else if (v < 10)
+		snprintf(out, len, "$%.2f", v);
+	else
+		snprintf(out, len, "$%.0f", v);
+}
+
+static void fmt_figures(const struct sd_autopilot_objective *obj, const struct sd_autopilot_action *a, char *out,
+                        size_t len)
+{
+	char c0[32], c1[32];
+	fmt_usd(a->cost_before, c0, sizeof c0);
+	fmt_usd(a->cost_after, c1, sizeof c1);
+	if (obj->goal == SD_AUTOPILOT_DEADLINE)
+		snprintf(out, len, "P(done by deadline) %.2f -> %.2f, expected cost %s -> %s", a->p_before, a->p_after,
+		         c0, c1);
+	else
+		snprintf(out, len, "expected time %.0fm -> %.0fm, expected cost %s -> %s", a->time_before / 60,
+		         a->time_after / 60, c0, c1);
+}
+
+/* ---- Monte Carlo figures ------------------------------------------------------ */
+
+/* The planner's figures for a cluster: P(done by the deadline), mean total
+ * cost and median remaining time, lost servers replaced in kind.  Returns
+ * -1 when the planner cannot take it (more than 64 servers, none). */
+static int monte_carlo(const struct ctx *c, const struct cand *v, int n, struct est *e, char **why)
+{
+	if (n < 1 || n > 64)
+		return -1;
+	const struct sd_autopilot_state *st = c->st;
+	struct sd_plan_config cfg;
+	sd_plan_config_init(&cfg, NULL, n);
+	snprintf(cfg.label, sizeof cfg.label, "autopilot");
+	cfg.placement = SD_PLAN_PLACE_SPREAD;
+	cfg.join_seconds = c->pp->join_seconds;
+	cfg.recovery_seconds = c->pp->recovery_seconds;
+	cfg.initial_ready = true;
+	/* Ready servers first: the planner boots the ones after initial_ready_count. */
+	int k = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < n; i++)
+			if ((v[i].wait <= 0) == (pass == 0))
+				cfg.offers[k++] = v[i].o;
+	int ready = 0;
+	for (int i = 0; i < n; i++)
+		ready += v[i].wait <= 0;
+	if (ready == 0)
+		cfg.initial_ready = false;
+	cfg.initial_ready_count = ready;
+	cfg.noffers = n;
+	struct sd_plan_job job = { .images = st->images_total, .done_images = st->images_done,
+	                           .speed_factor = st->speed_factor, .batch_per_worker = 128 };
+	snprintf(job.model, sizeof job.model, "%s", c->pp->model);
+	struct sd_plan_options opt;
+	sd_plan_options_init(&opt);
+	opt.runs = c->pp->runs;
+	opt.seed = c->pp->seed;
+	opt.hazard_scale = st->hazard_scale > 0 ? st->hazard_scale : 1;
+	double left = c->obj->deadline_seconds - st->elapsed_seconds;
+	opt.deadline_seconds = c->obj->goal == SD_AUTOPILOT_DEADLINE ? fmax(left, 1e-3) : 0;
+	struct sd_plan_result r;
+	if (sd_plan_simulate(st->cat, c->pp->scaling, &job, &cfg, &opt, &r, why) < 0)
+		return -1;
+	double extra = 0;
+	for (int i = 0; i < n; i++)
+		extra += v[i].extra_usd;
+	e->t = r.time_p50;
+	e->cost = st->spent_usd + r.cost_mean + extra;
+	e->p = c->obj->goal == SD_AUTOPILOT_DEADLINE ? (left > 0 ? r.p_deadline : 0) : NAN;
+	return 0;
+}
+
+/* ---- the decision ---------------------------------------------------------------- */
+
+static int check_state(const struct sd_autopilot_objective *obj, const struct sd_autopilot_state *st, char **why)
+{
+	if (!st->cat)
+		return sd_why(why, "autopilot: no catalog");
+	if (!(st->images_total > 0) || !(st->images_done >= 0) || st->images_done > st->images_total)
+		return sd_why(why, "autopilot: work must be positive (done %g of %g images)", st->images_done,
+		              st->images_total);
+	if (!(st->speed_factor > 0))
+		return sd_why(why, "autopilot: speed factor must be positive, got %g", st->speed_factor);
+	if (st->nservers < 0 || st->nservers > SD_PLAN_MAX_SERVERS)
+		return sd_why(why, "autopilot: %d servers, at most %d", st->nservers, SD_PLAN_MAX_SERVERS);
+	for (int i = 0; i < st->nservers; i++) {
+		const struct sd_offer *o = st->servers[i].offer;
+		if (!o || o < st->cat->offers || o >= st->cat->offers + st->cat->noffers)
+			return sd_why(why, "autopilot: server %d: offer not from the catalog", st->servers[i].id);
+	}
+	for (int i = 0; i < st->nrevocations; i++) {
+		const struct sd_offer *o = st->revocations[i].offer;
+		if (!o || o < st->cat->offers || o >= st->cat->offers + st->cat->noffers)
+			return sd_why(why, "autopilot: revocation %d: offer not from the catalog", i);
+	}
+	if (obj->goal == SD_AUTOPILOT_DEADLINE && !(obj->deadline_seconds > 0))
+		return sd_why(why, "autopilot: a deadline goal needs a deadline");
+	if (obj->goal == SD_AUTOPILOT_BUDGET && !(obj->budget_usd > 0))
+		return sd_why(why, "autopilot: a budget goal needs a budget");
+	return 0;
+}
+
+/* Whether `a` (after an action) is better than the best so far `b`. */
+static bool better_cost(const struct est *a, const struct est *b)
+{
+	return a->cost < b->cost - 1e-9 || (fabs(a->cost - b->cost) <= 1e-9 && a->p > b->p);
+}
+
+int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct sd_autopilot_state *st,
+                        const struct sd_autopilot_params *params, struct sd_autopilot_action *out, int max,
+                        char **why)
+{
+	if (max < 1)
+		return sd_why(why, "autopilot: room for no action");
+	if (check_state(obj, st, why) < 0)
+		return -1;
+	struct sd_autopilot_params defp;
+	if (!params) {
+		sd_autopilot_params_init(&defp);
+		params = &defp;
+	}
+	struct ctx c = { .obj = obj, .st = st, .pp = params, .neff = (int)(sizeof c.eff_cache / sizeof c.eff_cache[0]) };
+	memset(c.eff_cache, 0, sizeof c.eff_cache);
+	c.info = sd_calloc((size_t)st->cat->noffers, sizeof *c.info);
+	info_init(&c);
+	int cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1;
+	struct cand *v = sd_calloc((size_t)cap, sizeof *v), *w = sd_calloc((size_t)cap, sizeof *w);
+	int n = 0;
+	int ready = 0, ready_noticed = 0;
+	for (int i = 0; i < st->nservers; i++) {
+		const struct sd_autopilot_server *s = &st->servers[i];
+		const struct offer_info *f = &c.info[s->offer->index];
+		ready += s->ready;
+		ready_noticed += s->ready && s->notice;
+		if (s->notice)
+			continue;  /* it is going: plan without it */
+		v[n++] = (struct cand){ .o = s->offer, .id = s->id, .manual = s->manual, .age = s->age_seconds,
+		                        .speed = s->images_per_sec > 0 ? s->images_per_sec : f->speed,
+		                        .wait = s->ready ? 0 : fmax(1, f->boot + params->join_seconds - s->age_seconds) };
+	}
+	struct est first;
+	estimate(&c, v, n, &first);
+	struct est cur = first;
+	int na = 0;
+	if (ready > 0 && ready_noticed == ready && max > na) {
+		out[na] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_CHECKPOINT, .server = -1,
+		                                        .p_before = cur.p, .p_after = cur.p, .cost_before = cur.cost,
+		                                        .cost_after = cur.cost, .time_before = cur.t, .time_after = cur.t };
+		snprintf(out[na].reason, sizeof out[na].reason,
+		         "checkpoint now: every training server is under notice, the work since the last checkpoint "
+		         "would be lost");
+		na++;
+	}
+	bool deadline = obj->goal == SD_AUTOPILOT_DEADLINE;
+	double budget_left = obj->budget_usd;
+	while (na < max && na < SD_AUTOPILOT_MAX_ACTIONS) {
+		struct sd_autopilot_action best = { .kind = SD_AUTOPILOT_NOTHING, .server = -1 };
+		struct est be = cur;
+		int bi = -1;          /* the server swapped or dropped, index into v */
+		const char *what = "";
+
+		/* 2. Leave a zone in a burst. */
+		for (int i = 0; i < n && bi < 0; i++) {
+			if (!c.info[v[i].o->index].burst || !may_touch(&c, &v[i], true))
+				continue;
+			for (int k = 0; k < st->cat->noffers; k++) {
+				const struct sd_offer *o = &st->cat->offers[k];
+				if (o->zone_index == v[i].o->zone_index)
+					continue;
+				if (!can_take(&c, v, n, i, o))
+					continue;
+				memcpy(w, v, sizeof *v * (size_t)n);
+				w[i] = planned(&c, o);
+				w[i].extra_usd = c.info[v[i].o->index].price * w[i].wait / 3600;
+				struct est e;
+				estimate(&c, w, n, &e);
+				if (best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &be)) {
+					be = e;
+					best.kind = SD_AUTOPILOT_SWAP;
+					best.offer = o;
+					best.server = v[i].id;
+					bi = i;
+				}
+			}
+			if (bi >= 0)
+				what = "its zone is in a revocation burst";
+		}
+
+		/* 3. Behind: add. */
+		bool behind = deadline ? cur.p < obj->confidence : cur.cost <= budget_left * 0.95 || n == 0;
+		if (best.kind == SD_AUTOPILOT_NOTHING && behind) {
+			bool reached = false;
+			for (int k = 0; k < st->cat->noffers; k++) {
+				const struct sd_offer *o = &st->cat->offers[k];
+				if (!can_take(&c, v, n, -1, o))
+					continue;
+				v[n] = planned(&c, o);
+				struct est e;
+				estimate(&c, v, n + 1, &e);
+				if (!(e.t < cur.t * 0.995))
+					continue;
+				bool ok;
+				if (deadline) {
+					bool r = e.p >= obj->confidence;
+					ok = best.kind == SD_AUTOPILOT_NOTHING || (r && !reached) ||
+					     (r == reached && better_cost(&e, &be));
+					if (ok)
+						reached = r;
+				} else {
+					ok = e.cost <= budget_left * 0.95 &&
+					     (best.kind == SD_AUTOPILOT_NOTHING || e.t < be.t - 1e-9);
+				}
+				if (ok) {
+					be = e;
+					best.kind = SD_AUTOPILOT_ADD;
+					best.offer = o;
+				}
+			}
+			if (best.kind == SD_AUTOPILOT_ADD)
+				what = deadline ? (cur.p < obj->confidence && n > 0 ? "the deadline slips" : "to meet the deadline")
+				                : "the budget allows a faster run";
+		}
+
+		/* 4. Savings: drops and swaps that keep the goal and pay twice. */
+		if (best.kind == SD_AUTOPILOT_NOTHING) {
+			bool over = !deadline && cur.cost > budget_left;
+			for (int i = 0; i < n; i++) {
+				if (!may_touch(&c, &v[i], false))
+					continue;
+				/* Drop. */
+				memcpy(w, v, sizeof *v * (size_t)n);
+				w[i] = w[n - 1];
+				struct est e;
+				estimate(&c, w, n - 1, &e);
+				bool keeps = deadline ? e.p >= obj->confidence : (over || e.t <= cur.t * 1.02);
+				if (keeps && e.cost < be.cost && (over || e.cost < cur.cost)) {
+					be = e;
+					best.kind = SD_AUTOPILOT_DROP;
+					best.server = v[i].id;
+					best.offer = NULL;
+					bi = i;
+					what = over ? "over the budget" : "the goal holds without it";
+				}
+				/* Swap. */
+				for (int k = 0; k < st->cat->noffers; k++) {
+					const struct sd_offer *o = &st->cat->offers[k];
+					if (o == v[i].o || !can_take(&c, v, n, i, o))
+						continue;
+					memcpy(w, v, sizeof *v * (size_t)n);
+					w[i] = planned(&c, o);
+					/* The old server is billed until the new one joins. */
+					w[i].extra_usd = c.info[v[i].o->index].price * w[i].wait / 3600;
+					estimate(&c, w, n, &e);
+					double cost_of_swap = w[i].extra_usd;
+					keeps = deadline ? e.p >= obj->confidence : (over || e.t <= cur.t * 1.02);
+					/* Hysteresis: the saving, the swap's cost already in
+					 * it, must cover that cost once more. */
+					if (keeps && e.cost + cost_of_swap < cur.cost && e.cost < be.cost) {
+						be = e;
+						best.kind = SD_AUTOPILOT_SWAP;
+						best.server = v[i].id;
+						best.offer = o;
+						bi = i;
+						what = over ? "over the budget" : "cheaper, the saving pays for the swap twice";
+					}
+				}
+			}
+		}
+		if (best.kind == SD_AUTOPILOT_NOTHING)
+			break;
+		best.p_before = cur.p;
+		best.p_after = be.p;
+		best.cost_before = cur.cost;
+		best.cost_after = be.cost;
+		best.time_before = cur.t;
+		best.time_after = be.t;
+		char fig[160];
+		fmt_figures(obj, &best, fig, sizeof fig);
+		if (best.kind == SD_AUTOPILOT_ADD)
+			snprintf(best.reason, sizeof best.reason, "add %s: %s; %s", best.offer->id, what, fig);
+		else if (best.kind == SD_AUTOPILOT_SWAP)
+			snprintf(best.reason, sizeof best.reason, "swap s%d %s -> %s: %s; %s", best.server, v[bi].o->id,
+			         best.offer->id, what, fig);
+		else
+			snprintf(best.reason, sizeof best.reason, "drop s%d %s: %s; %s", best.server, v[bi].o->id, what,
+			         fig);
+		out[na++] = best;
+		/* Apply it to the candidate state. */
+		if (best.kind == SD_AUTOPILOT_ADD) {
+			v[n++] = planned(&c, best.offer);
+		} else if (best.kind == SD_AUTOPILOT_SWAP) {
+			double extra = c.info[v[bi].o->index].price * (c.info[best.offer->index].boot + params->join_seconds) /
+			               3600;
+			v[bi] = planned(&c, best.offer);
+			v[bi].extra_usd = extra;
+		} else {
+			v[bi] = v[--n];
+		}
+		cur = be;
+	}
+	if (na == 0) {
+		out[0] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_NOTHING, .server = -1, .p_before = cur.p,
+		                                       .p_after = cur.p, .cost_before = cur.cost,
+		                                       .cost_after = cur.cost, .time_before = cur.t,
+		                                       .time_after = cur.t };
+		char fig[160];
+		fmt_figures(obj, &out[0], fig, sizeof fig);
+		snprintf(out[0].reason, sizeof out[0].reason, "nothing: %s; %s",
+		         deadline ? (cur.p >= obj->confidence ? "on track, no saving pays for itself"
+		                                              : "behind, but no allowed offer would help")
+		                  : "no faster cluster within the budget, no saving pays for itself", fig);
+		na = 1;
+	} else if (params->runs > 0 && out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT) {
+		/* The planner's figures for the whole decision. */
+		struct cand *before = sd_calloc((size_t)cap, sizeof *before);
+		int nb = 0;
+		for (int i = 0; i < st->nservers; i++) {
+			const struct sd_autopilot_server *s = &st->servers[i];
+			if (s->notice)
+				continue;
+			before[nb++] = (struct cand){ .o = s->offer, .wait = s->ready ? 0 : 1 };
+		}
+		struct est e0, e1;
+		if (monte_carlo(&c, before, nb, &e0, NULL) == 0 && monte_carlo(&c, v, n, &e1, NULL) == 0) {
+			for (int i = 0; i < na; i++) {
+				if (out[i].kind == SD_AUTOPILOT_CHECKPOINT)
+					continue;
+				out[i].p_before = e0.p;
+				out[i].p_after = e1.p;
+				out[i].cost_before = e0.cost;
+				out[i].cost_after = e1.cost;
+				out[i].time_before = e0.t;
+				out[i].time_after = e1.t;
+				char fig[160];
+				fmt_figures(obj, &out[i], fig, sizeof fig);
+				char *semi = strrchr(out[i].reason, ';');
+				if (semi)
+					snprintf(semi, sizeof out[i].reason - (size_t)(semi - out[i].reason), "; %s (simulated)",
+					         fig);
+			}
+		}
+		free(before);
+	}
+	free(v);
+	free(w);
+	free(c.info);
+	return na;
+}
