@@ -37,3 +37,17 @@ tests_test_ui_whatif_LDADD = $(SD_UI_LIBS)
 # The what-if view end to end in the real cockpit (tmux, real workers).
 TESTS += tests/test-ui-whatif-e2e.sh
 EXTRA_DIST += tests/test-ui-whatif-e2e.sh
+
+# The autopilot's policy (src/market/autopilot.c): unit tests on hand-built
+# states, and its benchmark against the other policies (make bench).
+AUTOPILOT_TESTS = tests/test-autopilot
+check_PROGRAMS += $(AUTOPILOT_TESTS)
+TESTS += $(AUTOPILOT_TESTS)
+tests_test_autopilot_SOURCES = tests/test-autopilot.c tests/check.h
+tests_test_autopilot_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_autopilot_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
+noinst_PROGRAMS += tests/bench/autopilot-bench
+tests_bench_autopilot_bench_SOURCES = tests/bench/autopilot-bench.c tests/bench/bench.h
+tests_bench_autopilot_bench_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_bench_autopilot_bench_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)

@@ -211,6 +211,7 @@ struct ctx {
 	const struct sd_autopilot_state *st;
 	const struct sd_autopilot_params *pp;
 	struct offer_info *info;
+	int *zone_count;   /* per catalog zone, scratch of estimate() (all 0 between calls) */
 	double eff_cache[SD_PLAN_MAX_SERVERS * 8 + 2];
 	int neff;
 };
@@ -291,18 +292,20 @@ static void estimate(struct ctx *c, const struct cand *v, int n, struct est *e)
 		t = (work + missed) / rate + joins * rec;
 	}
 	double var = 0.03 * t * 0.03 * t;
+	for (int i = 0; i < n; i++)
+		c->zone_count[v[i].o->zone_index]++;
 	for (int i = 0; i < n; i++) {
 		const struct offer_info *in = &c->info[v[i].o->index];
 		if (!(in->lambda > 0))
 			continue;
-		int same_zone = 0;
-		for (int j = 0; j < n; j++)
-			same_zone += v[j].o->zone_index == v[i].o->zone_index;
+		int same_zone = c->zone_count[v[i].o->zone_index];
 		const struct sd_revocation *rv = &v[i].o->revocation;
 		double b = 1 + (rv->has_batch ? rv->batch.probability : 0) * (same_zone - 1);
 		double loss = v[i].speed * eff * (in->boot + join + rec) * b / rate;
 		var += in->lambda * t * loss * loss;
 	}
+	for (int i = 0; i < n; i++)
+		c->zone_count[v[i].o->zone_index] = 0;
 	e->t = t;
 	e->sigma = sqrt(var);
 	e->cost = st->spent_usd + burn * t / 3600 + extra;
@@ -319,10 +322,11 @@ static void info_init(struct ctx *c)
 	double hz = st->hazard_scale > 0 ? st->hazard_scale : 1;
 	struct sd_replacement_event *ev = sd_calloc((size_t)st->nrevocations + 1, sizeof *ev);
 	for (int i = 0; i < st->nrevocations; i++)
-		ev[i] = (struct sd_replacement_event){ .kind = SD_REPLACEMENT_REVOKED,
+		ev[i] = (struct sd_replacement_event){ .kind = st->revocations[i].refused ? SD_REPLACEMENT_STOCKOUT
+		                                                                          : SD_REPLACEMENT_REVOKED,
 		                                       .t = -st->revocations[i].age_seconds,
 		                                       .zone = st->revocations[i].offer->zone,
-		                                       .offer = st->revocations[i].offer };
+		                                       .offer = st->revocations[i].offer, .seconds = -1 };
 	struct sd_replacement_input in = { .cat = cat, .usd_per_hour = st->usd_per_hour, .available = st->available,
 	                                   .events = ev, .nevents = st->nrevocations, .now = 0,
 	                                   .hazard_scale = hz };
@@ -332,9 +336,11 @@ static void info_init(struct ctx *c)
 		f->price = st->usd_per_hour ? st->usd_per_hour[k] : o->usd_per_hour;
 		f->speed = o->images_per_sec * o->gpu_count * st->speed_factor;
 		f->boot = boot_median(o);
+		bool refusing = false;
 		if (o->transient) {
 			struct sd_replacement_risk r;
 			sd_replacement_risk(&in, o, &r);
+			refusing = r.stockout >= 0.5;
 			double p = 1 - (1 - r.base) * (1 - r.recent);
 			p = fmin(p, 0.999);
 			f->lambda = -log1p(-p) / SD_REPLACEMENT_HORIZON_S * hz;
@@ -342,11 +348,11 @@ static void info_init(struct ctx *c)
 		/* A burst: two revocations in the zone within the window. */
 		int recent = 0;
 		for (int i = 0; i < st->nrevocations; i++)
-			recent += st->revocations[i].offer->zone_index == o->zone_index &&
+			recent += !st->revocations[i].refused && st->revocations[i].offer->zone_index == o->zone_index &&
 			          st->revocations[i].age_seconds * hz <= SD_AUTOPILOT_BURST_SECONDS;
 		f->burst = recent >= 2;
 		f->allowed = sd_autopilot_allows(c->obj, o) && !(st->available && st->available[k] == 0) &&
-		             f->price > 0;
+		             f->price > 0 && !refusing;
 	}
 	free(ev);
 }
@@ -377,6 +383,16 @@ static bool can_take(const struct ctx *c, const struct cand *v, int n, int skip,
 static bool may_touch(const struct ctx *c, const struct cand *s, bool burst)
 {
 	return s->id >= 0 && !s->manual && !s->notice && (burst || s->age >= c->obj->hold_seconds) && s->wait <= 0;
+}
+
+/* Servers of one offer that may be touched are alike to the estimate:
+ * only the first of them is tried. */
+static bool first_of_offer(const struct ctx *c, const struct cand *v, int i, bool burst)
+{
+	for (int j = 0; j < i; j++)
+		if (v[j].o == v[i].o && may_touch(c, &v[j], burst))
+			return false;
+	return true;
 }
 
 static struct cand planned(const struct ctx *c, const struct sd_offer *o)
@@ -491,6 +507,17 @@ static int check_state(const struct sd_autopilot_objective *obj, const struct sd
 	return 0;
 }
 
+/* Whether a saving is worth an action: it exceeds `margin` (a swap's own
+ * cost, counted once more) and SAVING_SHARE of the money still to spend,
+ * so that pennies never move servers (each move pauses the cluster and
+ * bets on the estimate). */
+#define SAVING_SHARE 0.03
+static bool worth(const struct est *cur, const struct est *after, const struct sd_autopilot_state *st, double margin)
+{
+	double saving = cur->cost - after->cost;
+	return saving > margin && saving >= SAVING_SHARE * (cur->cost - st->spent_usd);
+}
+
 /* Whether `a` (after an action) is better than the best so far `b`. */
 static bool better_cost(const struct est *a, const struct est *b)
 {
@@ -513,6 +540,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 	struct ctx c = { .obj = obj, .st = st, .pp = params, .neff = (int)(sizeof c.eff_cache / sizeof c.eff_cache[0]) };
 	memset(c.eff_cache, 0, sizeof c.eff_cache);
 	c.info = sd_calloc((size_t)st->cat->noffers, sizeof *c.info);
+	c.zone_count = sd_calloc((size_t)st->cat->nzones + 1, sizeof *c.zone_count);
 	info_init(&c);
 	int cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1;
 	struct cand *v = sd_calloc((size_t)cap, sizeof *v), *w = sd_calloc((size_t)cap, sizeof *w);
@@ -552,7 +580,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 
 		/* 2. Leave a zone in a burst. */
 		for (int i = 0; i < n && bi < 0; i++) {
-			if (!c.info[v[i].o->index].burst || !may_touch(&c, &v[i], true))
+			if (!c.info[v[i].o->index].burst || !may_touch(&c, &v[i], true) || !first_of_offer(&c, v, i, true))
 				continue;
 			for (int k = 0; k < st->cat->noffers; k++) {
 				const struct sd_offer *o = &st->cat->offers[k];
@@ -579,6 +607,35 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 
 		/* 3. Behind: add. */
 		bool behind = deadline ? cur.p < obj->confidence : cur.cost <= budget_left * 0.95 || n == 0;
+		if (best.kind == SD_AUTOPILOT_NOTHING && behind && deadline) {
+			/* Look ahead: the fewest servers of each offer that would
+			 * reach the confidence, and what they would cost; one
+			 * server of the cheapest such offer now, the rest at the
+			 * next turns (re-chosen then). */
+			for (int k = 0; k < st->cat->noffers; k++) {
+				const struct sd_offer *o = &st->cat->offers[k];
+				int m = n;
+				struct est e = cur;
+				while (m < cap && can_take(&c, v, m, -1, o)) {
+					v[m] = planned(&c, o);
+					m++;
+					estimate(&c, v, m, &e);
+					if (e.p >= obj->confidence)
+						break;
+				}
+				if (m > n && e.p >= obj->confidence &&
+				    (best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &be))) {
+					be = e;
+					best.kind = SD_AUTOPILOT_ADD;
+					best.offer = o;
+				}
+			}
+			if (best.kind == SD_AUTOPILOT_ADD) {
+				v[n] = planned(&c, best.offer);
+				estimate(&c, v, n + 1, &be);
+				what = n > 0 ? "the deadline slips" : "to meet the deadline";
+			}
+		}
 		if (best.kind == SD_AUTOPILOT_NOTHING && behind) {
 			bool reached = false;
 			for (int k = 0; k < st->cat->noffers; k++) {
@@ -608,7 +665,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 				}
 			}
 			if (best.kind == SD_AUTOPILOT_ADD)
-				what = deadline ? (cur.p < obj->confidence && n > 0 ? "the deadline slips" : "to meet the deadline")
+				what = deadline ? (n > 0 ? "the deadline slips" : "to meet the deadline")
 				                : "the budget allows a faster run";
 		}
 
@@ -616,7 +673,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 		if (best.kind == SD_AUTOPILOT_NOTHING) {
 			bool over = !deadline && cur.cost > budget_left;
 			for (int i = 0; i < n; i++) {
-				if (!may_touch(&c, &v[i], false))
+				if (!may_touch(&c, &v[i], false) || !first_of_offer(&c, v, i, false))
 					continue;
 				/* Drop. */
 				memcpy(w, v, sizeof *v * (size_t)n);
@@ -624,7 +681,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 				struct est e;
 				estimate(&c, w, n - 1, &e);
 				bool keeps = deadline ? e.p >= obj->confidence : (over || e.t <= cur.t * 1.02);
-				if (keeps && e.cost < be.cost && (over || e.cost < cur.cost)) {
+				if (keeps && e.cost < be.cost && (over || worth(&cur, &e, st, 0))) {
 					be = e;
 					best.kind = SD_AUTOPILOT_DROP;
 					best.server = v[i].id;
@@ -646,7 +703,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 					keeps = deadline ? e.p >= obj->confidence : (over || e.t <= cur.t * 1.02);
 					/* Hysteresis: the saving, the swap's cost already in
 					 * it, must cover that cost once more. */
-					if (keeps && e.cost + cost_of_swap < cur.cost && e.cost < be.cost) {
+					if (keeps && worth(&cur, &e, st, cost_of_swap) && e.cost < be.cost) {
 						be = e;
 						best.kind = SD_AUTOPILOT_SWAP;
 						best.server = v[i].id;
@@ -735,5 +792,6 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 	free(v);
 	free(w);
 	free(c.info);
+	free(c.zone_count);
 	return na;
 }

@@ -26,7 +26,9 @@
  *             -ln(1 - r_o) / H, r_o = 1 - (1 - r_base)(1 - r_recent), both
  *             from the replacement scorer (replacement.h: the market
  *             model's P(revoked within H = 1 h) and the risk of the zone's
- *             recent revocations), in market seconds (x hazard_scale).
+ *             recent revocations and refusals), in market seconds (x
+ *             hazard_scale).  An offer whose recent refusals give it a
+ *             stockout risk of 0.5 or more is not requested at all.
  *   d_o       what one revocation costs in server-seconds: the
  *             replacement's median boot + join_seconds + recovery_seconds.
  *   a_o       its availability, 1 / (1 + lambda_o d_o).
@@ -52,14 +54,18 @@
  *      SD_AUTOPILOT_BURST_SECONDS of model time, the seeds' batches):
  *      its non-manual servers are swapped to the best offer outside any
  *      burst, and no action ever adds or swaps into such a zone.
- *   3. DEADLINE, P < confidence: add the offer whose cluster reaches the
- *      confidence at the lowest C; if none reaches it, the one with the
+ *   3. DEADLINE, P < confidence: for each offer, the fewest more servers
+ *      of it that reach the confidence, and their C; add one server of
+ *      the offer with the lowest such C (the next turn of the loop adds
+ *      the next, re-chosen).  If no offer reaches it, the one with the
  *      lowest C among those that shorten T.  BUDGET, C within the budget:
  *      add the offer that shortens T most with C still within 95 % of it.
  *   4. Otherwise look for savings: a drop or a swap that keeps P >=
  *      confidence (DEADLINE) or T within 2 % (BUDGET), taken only when the
  *      saving exceeds the action's own cost once more (hysteresis: a swap
- *      pays for the boot and join it causes, then again as margin) and the
+ *      pays for the boot and join it causes, then again as margin), is at
+ *      least 3 % of the money still to spend (an estimate: no penny moves a
+ *      server, as every move pauses the cluster), and the
  *      server is older than hold_seconds, so a price oscillating around a
  *      threshold cannot make the autopilot flap.  BUDGET over its budget:
  *      the action that saves most.
@@ -150,10 +156,11 @@ struct sd_autopilot_server {
 	double images_per_sec;     /* measured, whole server; 0: the catalog's */
 };
 
-/* A revocation the run saw. */
+/* A revocation the run saw, or a request the market refused. */
 struct sd_autopilot_revocation {
-	const struct sd_offer *offer;  /* the revoked server's offer */
+	const struct sd_offer *offer;  /* the revoked server's offer, or the refused one */
 	double age_seconds;        /* how long ago, market seconds, >= 0 */
+	bool refused;              /* a refused request (capacity, storm), not a revocation */
 };
 
 struct sd_autopilot_state {

@@ -289,6 +289,7 @@ struct psrv {
 struct revlog {
 	const struct sd_offer *o;
 	double t;
+	bool refused;
 };
 
 struct retry {
@@ -321,6 +322,7 @@ struct sim {
 	int nrevs, revcap;
 	double next_decide, hazard_scale;
 	bool replan, in_policy;
+	bool ap_waiting;              /* the policy's last request was refused: it tries again */
 };
 
 static double offer_ips(const struct sim *s, const struct sd_offer *o)
@@ -497,7 +499,7 @@ static struct psrv *find_srv(struct sim *s, sd_server_id id)
 	return NULL;
 }
 
-static void log_revocation(struct sim *s, const struct sd_offer *o)
+static void log_revocation(struct sim *s, const struct sd_offer *o, bool refused)
 {
 	if (s->cfg->replace != SD_PLAN_REPLACE_AUTOPILOT)
 		return;
@@ -508,7 +510,7 @@ static void log_revocation(struct sim *s, const struct sd_offer *o)
 			sd_oom();
 		s->revs = r;
 	}
-	s->revs[s->nrevs++] = (struct revlog){ o, s->t };
+	s->revs[s->nrevs++] = (struct revlog){ o, s->t, refused };
 }
 
 static void on_market(void *ctx, const struct sd_market_event *ev)
@@ -530,7 +532,7 @@ static void on_market(void *ctx, const struct sd_market_event *ev)
 		p->noticed = true;
 		if (!ev->capped) {
 			s->revocations++;
-			log_revocation(s, p->o);
+			log_revocation(s, p->o, false);
 		}
 		/* A notice too short to write a checkpoint is no notice. */
 		server_leaves(s, p, ev->ends_at - ev->time >= SD_PLAN_CHECKPOINT_SECONDS);
@@ -539,7 +541,7 @@ static void on_market(void *ctx, const struct sd_market_event *ev)
 	case SD_MARKET_CAPPED:
 		if (!p->noticed && ev->kind == SD_MARKET_REVOKED) {
 			s->revocations++;
-			log_revocation(s, p->o);
+			log_revocation(s, p->o, false);
 		}
 		p->billed_end = true;
 		p->ended = ev->time;
@@ -561,7 +563,7 @@ static void advance_to(struct sim *s, double t)
 
 static bool nothing_coming(const struct sim *s)
 {
-	if (s->ntrain > 0 || s->nretry > 0)
+	if (s->ntrain > 0 || s->nretry > 0 || s->ap_waiting)
 		return false;
 	for (int i = 0; i < s->nsrv; i++)
 		if (s->srv[i].state == S_BOOTING || s->srv[i].state == S_JOINING)
@@ -618,6 +620,7 @@ static int autopilot_step(struct sim *s, char **why)
 {
 	const struct sd_plan_config *c = s->cfg;
 	s->replan = false;
+	s->ap_waiting = false;
 	s->next_decide = s->t + s->obj->every_seconds;
 	struct sd_autopilot_server *sv = sd_calloc((size_t)s->nsrv + 1, sizeof *sv);
 	int n = 0;
@@ -635,7 +638,7 @@ static int autopilot_step(struct sim *s, char **why)
 	double scale = s->hazard_scale > 0 ? s->hazard_scale : 1;
 	for (int i = 0; i < s->nrevs; i++)
 		if ((s->t - s->revs[i].t) * scale <= 6 * 3600.0)
-			rv[nr++] = (struct sd_autopilot_revocation){ s->revs[i].o, s->t - s->revs[i].t };
+			rv[nr++] = (struct sd_autopilot_revocation){ s->revs[i].o, s->t - s->revs[i].t, s->revs[i].refused };
 	struct sd_autopilot_state st = { .cat = s->cat, .images_total = s->total, .images_done = s->done,
 	                                 .speed_factor = s->job->speed_factor, .elapsed_seconds = s->t,
 	                                 .spent_usd = run_cost(s, s->t), .servers = sv, .nservers = n,
@@ -656,17 +659,17 @@ static int autopilot_step(struct sim *s, char **why)
 	s->in_policy = true;
 	for (int i = 0; i < na; i++) {
 		const struct sd_autopilot_action *a = &act[i];
+		if (getenv("SD_AP_TRACE")) fprintf(stderr, "TRACE t=%.0f done=%.2f n=%d: %s\n", s->t, s->done / s->total, n, a->reason);
+		bool refused = false;
 		switch (a->kind) {
 		case SD_AUTOPILOT_ADD:
-			if (!request(s, a->offer, false, false))
-				s->refused++;
+			refused = !request(s, a->offer, false, false);
 			break;
 		case SD_AUTOPILOT_SWAP:
-			if (request(s, a->offer, false, false)) {
+			refused = !request(s, a->offer, false, false);
+			if (!refused) {
 				s->srv[s->nsrv - 1].replaces = a->server;
 				s->srv[a->server].leaving = true;
-			} else {
-				s->refused++;
 			}
 			break;
 		case SD_AUTOPILOT_DROP:
@@ -676,6 +679,15 @@ static int autopilot_step(struct sim *s, char **why)
 			s->ckpt = s->done;
 			break;
 		case SD_AUTOPILOT_NOTHING:
+			break;
+		}
+		if (refused) {
+			/* The actions after it were planned on it: decide again
+			 * when a request may be retried, knowing of the refusal. */
+			s->refused++;
+			log_revocation(s, a->offer, true);
+			s->next_decide = s->t + c->retry_seconds;
+			s->ap_waiting = true;
 			break;
 		}
 	}
@@ -727,7 +739,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	s->nrevs = 0;
 	s->next_decide = 0;
 	s->replan = c_is_autopilot(s);
-	s->in_policy = false;
+	s->in_policy = s->ap_waiting = false;
 
 	const struct sd_plan_config *c = s->cfg;
 	int zone = c->placement == SD_PLAN_PLACE_ONE_ZONE ? (int)sd_rng_below(&rng, (uint32_t)c->noffers) : 0;
@@ -815,6 +827,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 		}
 		sd_market_advance(s->m, s->t, on_market, s);
 	}
+	if (getenv("SD_AP_TRACE")) fprintf(stderr, "TRACE END t=%.0f finished=%d rev=%d\n", s->t, s->finished, s->revocations);
 	out->completed = s->finished;
 	out->revocations = s->revocations;
 	out->refused = s->refused;
@@ -869,7 +882,9 @@ static bool from_catalog(const struct sd_catalog *cat, const struct sd_offer *o)
 static int check_config(const struct sd_catalog *cat, const struct sd_plan_job *job,
                         const struct sd_plan_config *c, const struct sd_plan_options *opt, char **why)
 {
-	if (c->servers < 1 || c->servers > SD_PLAN_MAX_SERVERS)
+	/* The autopilot may start from nothing and choose the cluster itself. */
+	int least = c->replace == SD_PLAN_REPLACE_AUTOPILOT ? 0 : 1;
+	if (c->servers < least || c->servers > SD_PLAN_MAX_SERVERS)
 		return sd_why(why, "%s: cluster size must be 1 to %d servers, got %d", c->label, SD_PLAN_MAX_SERVERS,
 		              c->servers);
 	if (c->noffers < 1 || c->noffers > 64)
