@@ -350,7 +350,7 @@ static void info_init(struct ctx *c)
 		for (int i = 0; i < st->nrevocations; i++)
 			recent += !st->revocations[i].refused && st->revocations[i].offer->zone_index == o->zone_index &&
 			          st->revocations[i].age_seconds * hz <= SD_AUTOPILOT_BURST_SECONDS;
-		f->burst = recent >= 2;
+		f->burst = recent >= 2 && o->transient;  /* on-demand servers are not revoked */
 		f->allowed = sd_autopilot_allows(c->obj, o) && !(st->available && st->available[k] == 0) &&
 		             f->price > 0 && !refusing;
 	}
@@ -460,7 +460,7 @@ static int monte_carlo(const struct ctx *c, const struct cand *v, int n, struct 
 	snprintf(job.model, sizeof job.model, "%s", c->pp->model);
 	struct sd_plan_options opt;
 	sd_plan_options_init(&opt);
-	opt.runs = c->pp->runs;
+	opt.runs = c->pp->runs / 2 > 0 ? c->pp->runs / 2 : 1;  /* half before, half after */
 	opt.seed = c->pp->seed;
 	opt.hazard_scale = st->hazard_scale > 0 ? st->hazard_scale : 1;
 	double left = c->obj->deadline_seconds - st->elapsed_seconds;

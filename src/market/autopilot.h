@@ -186,7 +186,8 @@ struct sd_autopilot_params {
 	char model[32];            /* the scaling series ("resnet32") */
 	double join_seconds;       /* SD_PLAN_JOIN_SECONDS */
 	double recovery_seconds;   /* SD_PLAN_RECOVERY_SECONDS */
-	int runs;                  /* Monte Carlo runs of the figures, 0: the estimate's */
+	int runs;                  /* simulated runs of the figures, half before the
+	                            * decision and half after; 0: the estimate's */
 	uint64_t seed;
 };
 

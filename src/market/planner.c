@@ -659,7 +659,6 @@ static int autopilot_step(struct sim *s, char **why)
 	s->in_policy = true;
 	for (int i = 0; i < na; i++) {
 		const struct sd_autopilot_action *a = &act[i];
-		if (getenv("SD_AP_TRACE")) fprintf(stderr, "TRACE t=%.0f done=%.2f n=%d: %s\n", s->t, s->done / s->total, n, a->reason);
 		bool refused = false;
 		switch (a->kind) {
 		case SD_AUTOPILOT_ADD:
@@ -827,7 +826,6 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 		}
 		sd_market_advance(s->m, s->t, on_market, s);
 	}
-	if (getenv("SD_AP_TRACE")) fprintf(stderr, "TRACE END t=%.0f finished=%d rev=%d\n", s->t, s->finished, s->revocations);
 	out->completed = s->finished;
 	out->revocations = s->revocations;
 	out->refused = s->refused;

@@ -23,10 +23,11 @@
  * `cheapest` at equal or better P (0.005 of slack for sampling), on every
  * catalog and job.
  *
- * Then one decision's time: a state of 64 ready P100/K80 servers with a
- * deadline far enough that dropping pays, decided with the planner's
+ * Then one decision's time: a state of 64 ready spot servers (8 of each
+ * of the first 8 spot offers) of which 8 sit in a zone that just revoked
+ * two servers (a burst: they are swapped out), decided with the planner's
  * Monte Carlo figures at 2,000 runs (target <= 50 ms of one core's CPU),
- * and the estimate alone.
+ * and with the estimate alone.
  *
  * Usage: autopilot-bench [RUNS]   (default 2000; fewer for a quick look)
  * Exit 1 when a target is missed. */
@@ -186,16 +187,20 @@ static void decision_time(const struct sd_catalog *cat, const struct sd_plan_sca
 		const struct sd_offer *o = &cat->offers[i];
 		if (!o->transient)
 			continue;
-		for (int k = 0; k < 8 && n < 64; k++)
-			sv[n++] = (struct sd_autopilot_server){ .id = n, .offer = o, .age_seconds = 7200, .ready = true };
+		for (int k = 0; k < 8 && n < 64; k++, n++)
+			sv[n] = (struct sd_autopilot_server){ .id = n, .offer = o, .age_seconds = 7200, .ready = true };
 	}
 	struct sd_autopilot_objective obj;
 	sd_autopilot_objective_init(&obj);
 	obj.deadline_seconds = 6 * 3600;
 	obj.max_servers = 64;
+	/* Two revocations in the first servers' zone: a burst to leave, so the
+	 * decision has actions and their Monte Carlo figures. */
+	struct sd_autopilot_revocation rv[2] = { { sv[0].offer, 120, false }, { sv[0].offer, 60, false } };
 	struct sd_autopilot_state st = { .cat = cat, .images_total = 3 * 64000.0 * 128, .images_done = 64000.0 * 128,
 	                                 .speed_factor = 1, .elapsed_seconds = 1800, .spent_usd = 10,
-	                                 .servers = sv, .nservers = n, .manual_cap = -1, .hazard_scale = 1 };
+	                                 .servers = sv, .nservers = n, .revocations = rv, .nrevocations = 2,
+	                                 .manual_cap = -1, .hazard_scale = 1 };
 	struct sd_autopilot_params pp;
 	sd_autopilot_params_init(&pp);
 	pp.scaling = sc;
