@@ -105,3 +105,37 @@ ok "without --steps: the seeds' job; --gpus 'k80, v100' plans both"
 $PLAN --gpus k80 --sizes 2 --spot --progress >"$T/out" 2>"$T/err" || fail "--progress"
 grep -Eq "^spotdeck plan: 600 of 600 simulated runs \(100 %\)$" "$T/err" || { cat "$T/err"; fail "no progress"; }
 ok "--progress: $(tail -n 1 "$T/err")"
+
+# Policies: --policy autopilot needs a goal, --replace does not take it, a
+# bad objective is one line naming the field; the JSON names each row's
+# policy; the autopilot row beats one K80 spot server's time on a deadline
+# that server misses (it adds servers).
+expect_error "autopilot without a goal" "^spotdeck plan: --policy autopilot: needs --deadline, --budget or --autopilot$" \
+	$PLAN --policy autopilot
+expect_error "autopilot under its old name" "^spotdeck plan: --replace: 'autopilot': expected none, same, cheapest or other-zone" \
+	$PLAN --replace autopilot
+expect_error "unknown policy" "^spotdeck plan: --policy: 'smart': expected none, same, cheapest, other-zone or autopilot$" \
+	$PLAN --policy smart
+expect_error "bad objective" "^spotdeck plan: --autopilot: autopilot\.max_servers: expected an integer from 1 to 256" \
+	$PLAN --policy autopilot --autopilot '{"deadline": "2h", "max_servers": 0}'
+expect_error "objective without the autopilot" "^spotdeck plan: --autopilot: only with --policy autopilot$" \
+	$PLAN --autopilot '{"deadline": "2h"}'
+$PLAN --gpus k80 --sizes 1 --spot --deadline 2h --policy autopilot --json >"$T/ap.json" || fail "--policy autopilot"
+$PLAN --gpus k80 --sizes 1 --spot --deadline 2h --replace same --json >"$T/same.json" || fail "--replace same"
+python3 - "$T/ap.json" "$T/same.json" <<'PY' || fail "policy JSON checks"
+import json, sys
+ap = json.load(open(sys.argv[1]))["configurations"]
+same = json.load(open(sys.argv[2]))["configurations"]
+assert [r["policy"] for r in ap] == ["autopilot"], [r["policy"] for r in ap]
+assert [r["policy"] for r in same] == ["same"] and same[0]["replace"] == "same", same[0]
+a, s = ap[0], same[0]
+# One K80 takes about 4 h: alone it misses 2 h; the autopilot adds servers.
+assert s["p_deadline"] < 0.05, s["p_deadline"]
+assert a["p_deadline"] >= 0.95 and a["time_s"]["median"] < 2 * 3600, (a["p_deadline"], a["time_s"])
+print("ok: policies: same P(2h) %.2f, autopilot P(2h) %.2f at $%.2f mean" % (s["p_deadline"], a["p_deadline"], a["cost_usd"]["mean"]))
+PY
+$PLAN --gpus k80 --sizes 1 --spot --policy autopilot --autopilot '{"deadline": "2h", "max_servers": 2}' >"$T/ap2" ||
+	fail "--autopilot with a server limit"
+grep -q "policy autopilot" "$T/ap2" || { cat "$T/ap2"; fail "the header does not name the policy"; }
+grep -q "P(<2h00m)" "$T/ap2" || { cat "$T/ap2"; fail "the objective's deadline is not the table's"; }
+ok "--policy autopilot: $(grep 'K80 spot' "$T/ap2" | tr -s ' ')"
