@@ -191,6 +191,7 @@ struct offer_info {
 	double boot;       /* median boot, market seconds */
 	double price;      /* USD/h now */
 	double speed;      /* images/s of a server at the catalog's speed */
+	double refuse_wait;/* expected wait until it takes requests again (refusals), s */
 	bool burst;        /* its zone is in a revocation burst */
 	bool allowed;      /* allow patterns, room left */
 };
@@ -204,6 +205,7 @@ struct cand {
 	bool manual, notice;
 	double age;
 	double extra_usd;  /* paid on top (the old server of a swap until this joins) */
+	double wait_sd;    /* spread of the wait (a refusal's length is exponential) */
 };
 
 struct ctx {
@@ -304,6 +306,10 @@ static void estimate(struct ctx *c, const struct cand *v, int n, struct est *e)
 		double loss = v[i].speed * eff * (in->boot + join + rec) * b / rate;
 		var += in->lambda * t * loss * loss;
 	}
+	for (int i = 0; i < n; i++) {
+		double miss = v[i].speed * eff * fmin(v[i].wait_sd, t) / rate;
+		var += miss * miss;
+	}
 	for (int i = 0; i < n; i++)
 		c->zone_count[v[i].o->zone_index] = 0;
 	e->t = t;
@@ -336,12 +342,16 @@ static void info_init(struct ctx *c)
 		f->price = st->usd_per_hour ? st->usd_per_hour[k] : o->usd_per_hour;
 		f->speed = o->images_per_sec * o->gpu_count * st->speed_factor;
 		f->boot = boot_median(o);
-		bool refusing = false;
 		if (o->transient) {
 			struct sd_replacement_risk r;
 			sd_replacement_risk(&in, o, &r);
-			refusing = r.stockout >= 0.5;
-			double p = 1 - (1 - r.base) * (1 - r.recent);
+			/* A pool that refuses requests is a wait, not a revocation:
+			 * P(still refusing) times its mean length (the storm's for
+			 * calm/storm offers, else an hour; replacement.h). */
+			double d = o->revocation.model == SD_REVOCATION_MARKOV && o->revocation.storm.mean_hours > 0
+			               ? o->revocation.storm.mean_hours * 3600 : 3600;
+			f->refuse_wait = r.stockout * d / hz;
+			double p = 1 - (1 - r.base) * (1 - r.batch) * (1 - r.storm);
 			p = fmin(p, 0.999);
 			f->lambda = -log1p(-p) / SD_REPLACEMENT_HORIZON_S * hz;
 		}
@@ -352,7 +362,7 @@ static void info_init(struct ctx *c)
 			          st->revocations[i].age_seconds * hz <= SD_AUTOPILOT_BURST_SECONDS;
 		f->burst = recent >= 2 && o->transient;  /* on-demand servers are not revoked */
 		f->allowed = sd_autopilot_allows(c->obj, o) && !(st->available && st->available[k] == 0) &&
-		             f->price > 0 && !refusing;
+		             f->price > 0;
 	}
 	free(ev);
 }
@@ -397,8 +407,9 @@ static bool first_of_offer(const struct ctx *c, const struct cand *v, int i, boo
 
 static struct cand planned(const struct ctx *c, const struct sd_offer *o)
 {
-	return (struct cand){ .o = o, .speed = c->info[o->index].speed,
-	                      .wait = c->info[o->index].boot + c->pp->join_seconds, .id = -1 };
+	const struct offer_info *f = &c->info[o->index];
+	return (struct cand){ .o = o, .speed = f->speed, .wait = f->boot + c->pp->join_seconds + f->refuse_wait,
+	                      .wait_sd = f->refuse_wait, .id = -1 };
 }
 
 static void fmt_usd(double v, char *out, size_t len)

@@ -26,9 +26,15 @@
  *             -ln(1 - r_o) / H, r_o = 1 - (1 - r_base)(1 - r_recent), both
  *             from the replacement scorer (replacement.h: the market
  *             model's P(revoked within H = 1 h) and the risk of the zone's
- *             recent revocations and refusals), in market seconds (x
- *             hazard_scale).  An offer whose recent refusals give it a
- *             stockout risk of 0.5 or more is not requested at all.
+ *             recent revocations), in market seconds (x hazard_scale).
+ *   q_o       the wait before a server of o can be had, when its pool
+ *             refused a request lately: P(still refusing) (replacement.h's
+ *             r_stockout) x the refusal's mean length (the storm's mean
+ *             dwell for calm/storm offers, else 1 h of model time); it
+ *             adds to the boot and join of a planned server, and its
+ *             spread (an exponential length: sd = mean) to sigma_T, so
+ *             the autopilot waits for a cheap pool while the deadline
+ *             allows and goes elsewhere when it does not.
  *   d_o       what one revocation costs in server-seconds: the
  *             replacement's median boot + join_seconds + recovery_seconds.
  *   a_o       its availability, 1 / (1 + lambda_o d_o).
