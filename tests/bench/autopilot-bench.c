@@ -4,8 +4,8 @@
  *
  * For each catalog (data/gce-2019.json, the Feb-2019 trace catalog
  * data/gce-2019-02.json, data/market-2026.json) and each job (the seeds'
- * ResNet-32, 64,000 steps of 128 images, with a 1 h deadline; the same
- * three times longer with a 3 h deadline):
+ * ResNet-32, 64,000 steps of 128 images, with a 2 h deadline; the same
+ * three times longer with a 6 h deadline):
  *   - the on-demand reference: the cheapest on-demand cluster (every GPU
  *     group of the catalog, 1 to 16 servers) whose P(done by the deadline)
  *     is at least 0.95, by mean cost;
@@ -20,14 +20,17 @@
  * Each row: mean cost, median and p90 time, P(done by the deadline),
  * revocations per run.  Targets (the issue's): the autopilot's mean cost
  * <= 0.4x the on-demand reference with P >= 0.95, and below `same` and
- * `cheapest` at equal or better P (0.005 of slack for sampling), on every
- * catalog and job.
+ * `cheapest` (by 0.1 % at least: a tie misses) at equal or better P (0.005
+ * of slack for sampling), on every catalog and job.  Seeds' job deadline:
+ * 2 h, the 3x job's 6 h (AUTOPILOT_BENCH_DEADLINE_H=1 halves both);
+ * AUTOPILOT_BENCH_CATALOG=market-2026.json runs one catalog.
  *
  * Then one decision's time: a state of 64 ready spot servers (8 of each
- * of the first 8 spot offers) of which 8 sit in a zone that just revoked
- * two servers (a burst: they are swapped out), decided with the planner's
- * Monte Carlo figures at 2,000 runs (target <= 50 ms of one core's CPU),
- * and with the estimate alone.
+ * of the first 8 spot offers of gce-2019.json), the 16 in us-central1-c
+ * just after two revocations there (a burst: they are swapped out),
+ * decided with the planner's Monte Carlo figures from 2,000 simulated runs
+ * (1,000 of the cluster before, 1,000 after; target <= 50 ms of one
+ * core's CPU), and with the estimate alone.
  *
  * Usage: autopilot-bench [RUNS]   (default 2000; fewer for a quick look)
  * Exit 1 when a target is missed. */
@@ -169,7 +172,8 @@ static void compare(const char *cat, const char *job, const struct ctx *x)
 	bench_ratio("autopilot-bench", what, a->p_deadline / 0.95, 1, 0);
 	for (int i = 1; i <= 2; i++) {
 		snprintf(what, sizeof what, "%s %s: autopilot mean cost / %s's", cat, job, sd_plan_replace_name(pol[i]));
-		bench_ratio("autopilot-bench", what, a->cost_mean / res[i].cost_mean, 1, 1);
+		/* "Lower": a tie (the same cluster, no revocation to act on) misses. */
+		bench_ratio("autopilot-bench", what, a->cost_mean / res[i].cost_mean, 0.999, 1);
 		if (a->p_deadline + 0.005 < res[i].p_deadline) {
 			printf("  MISSED: autopilot P(on time) %.3f below %s's %.3f\n", a->p_deadline,
 			       sd_plan_replace_name(pol[i]), res[i].p_deadline);
