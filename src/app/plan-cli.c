@@ -941,10 +941,18 @@ static void intern_simulations(struct plan *p)
 		struct sd_plan_config twin, base;
 		r->self = intern(p, &r->cfg);
 		r->twin = r->base = -1;
-		if (sd_plan_config_on_demand(p->cat, &r->cfg, &twin, NULL) == 0)
+		/* The yardsticks are plain clusters: on-demand servers need no
+		 * autopilot, and a saving against one that moves would say little. */
+		if (sd_plan_config_on_demand(p->cat, &r->cfg, &twin, NULL) == 0) {
+			if (twin.replace == SD_PLAN_REPLACE_AUTOPILOT)
+				twin.replace = SD_PLAN_REPLACE_SAME;
 			r->twin = intern(p, &twin);
-		if (sd_plan_config_baseline(p->cat, &r->cfg, &base, NULL) == 0)
+		}
+		if (sd_plan_config_baseline(p->cat, &r->cfg, &base, NULL) == 0) {
+			if (base.replace == SD_PLAN_REPLACE_AUTOPILOT)
+				base.replace = SD_PLAN_REPLACE_SAME;
 			r->base = intern(p, &base);
+		}
 	}
 }
 
