@@ -85,16 +85,15 @@ static void demo_job(struct sd_job *j)
 		snprintf(j->cluster[i], sizeof j->cluster[i], "%s", cluster[i]);
 }
 
-static void on_event_cb(const cJSON *ev, void *ctx)
+static void on_event_cb(const struct sd_event *ev, void *ctx)
 {
 	struct app *a = ctx;
 	if (!a->vm)
 		return;
 	sd_view_model_on_event(a->vm, ev);
-	sd_control_event(a->control, ev);
-	const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
-	if (a->cockpit && cJSON_IsString(type) && !strcmp(type->valuestring, "revoked")) {
-		const cJSON *srv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+	sd_control_event(a->control, ev->fields);
+	if (a->cockpit && ev->type == SD_EV_REVOKED) {
+		const cJSON *srv = cJSON_GetObjectItemCaseSensitive(ev->fields, "server");
 		sd_cockpit_notify_revocation(a->cockpit, cJSON_IsString(srv) ? srv->valuestring : "");
 	}
 }

@@ -43,7 +43,7 @@ static void on_exit_cb(struct sd_controller *c, int status, void *ctx)
 	exited = status;
 }
 
-static void on_event_cb(const cJSON *ev, void *ctx)
+static void on_event_cb(const struct sd_event *ev, void *ctx)
 {
 	struct sd_view_model **vm = ctx;
 	if (*vm)

@@ -374,7 +374,7 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 		return;
 	case SD_CONTROL_EVENT:
 		if (a->o->headless) {
-			char *s = cJSON_PrintUnformatted(m->event);
+			char *s = cJSON_PrintUnformatted(m->event.fields);
 			if (s) {
 				fputs(s, stdout);
 				fputc('\n', stdout);
@@ -386,9 +386,8 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 			}
 			free(s);
 		} else if (a->cockpit) {
-			const cJSON *t = cJSON_GetObjectItemCaseSensitive(m->event, "type");
-			const cJSON *srv = cJSON_GetObjectItemCaseSensitive(m->event, "server");
-			if (cJSON_IsString(t) && !strcmp(t->valuestring, "revoked"))
+			const cJSON *srv = cJSON_GetObjectItemCaseSensitive(m->event.fields, "server");
+			if (m->event.type == SD_EV_REVOKED)
 				sd_cockpit_notify_revocation(a->cockpit, cJSON_IsString(srv) ? srv->valuestring : "");
 		}
 		return;

@@ -39,6 +39,8 @@
 
 #include <cJSON.h>
 
+#include "src/proto/events.h"
+
 #define SD_CONTROL_PROTOCOL 1
 #define SD_CONTROL_CLIENT_LINE_MAX 4096         /* bytes, newline included */
 #define SD_CONTROL_SERVER_LINE_MAX (16u << 20)  /* a snapshot of 256 servers fits */
@@ -78,7 +80,9 @@ struct sd_control_msg {
 	const char *error;              /* reply (!ok), error */
 	long status;                    /* bye */
 	const cJSON *view;              /* snapshot, status: an object */
-	const cJSON *event;             /* event: an object with a string "type" */
+	struct sd_event event;          /* event: typed (src/proto/events.h), its
+	                                 * fields the journal object; a type this
+	                                 * build does not know is SD_EV_COUNT */
 };
 
 /* Decodes one line (without its newline; len bytes, need not be

@@ -45,6 +45,7 @@
 #include <uv.h>
 
 #include "src/proto/job.h"
+#include "src/proto/events.h"
 
 struct sd_controller;
 struct sd_trace;
@@ -98,8 +99,9 @@ struct sd_controller_opts {
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);
 	/* Sees every journal event after it is written (the cockpit's view
-	 * model follows the run this way); ev is only borrowed. */
-	void (*on_event)(const cJSON *ev, void *ctx);
+	 * model follows the run this way), typed (events.h); ev and its
+	 * fields are only borrowed for the call. */
+	void (*on_event)(const struct sd_event *ev, void *ctx);
 	void *ctx;
 };
 

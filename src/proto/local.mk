@@ -42,4 +42,5 @@ tests_fuzz_fuzz_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 check_PROGRAMS += tests/test-events
 TESTS += tests/test-events
 tests_test_events_SOURCES = tests/test-events.c tests/check.h
+tests_test_events_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_events_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
