@@ -27,9 +27,23 @@
 static int nprice;
 static cJSON *last_revoked;
 
-static void on_journal(void *ctx, enum sd_event_type type, cJSON *ev)
+/* State events whose typed state and server agree with the journaled
+ * fields, and those that do not. */
+static int nstate_agree, nstate_disagree;
+
+static void on_journal(void *ctx, const struct sd_fleet_event *fe, cJSON *ev)
 {
 	uv_loop_t *loop = ctx;
+	enum sd_event_type type = fe->type;
+	if (type == SD_EV_STATE) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "state");
+		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+		if (cJSON_IsString(st) && !strcmp(st->valuestring, sd_server_state_name(fe->state)) &&
+		    cJSON_IsString(sv) && fe->server && !strcmp(sv->valuestring, fe->server))
+			nstate_agree++;
+		else
+			nstate_disagree++;
+	}
 	if (type == SD_EV_PRICE) {
 		nprice++;
 		uv_stop(loop);
@@ -203,6 +217,10 @@ int main(void)
 	      n ? sd_server_state_name(si[0].state) : "?");
 	cJSON_Delete(last_revoked);
 	last_revoked = NULL;
+	/* Every state change reached the owner typed, as the journal says it
+	 * (requested .. revoked at least). */
+	CHECK(nstate_agree >= 2 && nstate_disagree == 0, "state events: %d typed as journaled, %d not",
+	      nstate_agree, nstate_disagree);
 	sd_fleet_close(p);
 	uv_walk(&loop, on_close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);

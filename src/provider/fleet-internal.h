@@ -117,4 +117,10 @@ void fl_launcher_close(struct server *s);
  * or was dropped): the server ends as if its process had exited. */
 void fl_launcher_worker_gone(struct sd_fleet *f, struct server *s);
 
+/* Hands an event with its journal fields (consumed) to the owner:
+ * fl_journal for one nobody decides on beyond its type, fl_emit with the
+ * typed members filled in. */
+void fl_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *fields);
+void fl_emit(struct sd_fleet *f, const struct sd_fleet_event *ev, cJSON *fields);
+
 #endif
