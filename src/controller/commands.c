@@ -4,6 +4,10 @@
 
 #include "src/controller/internal.h"
 
+/* The fleet's messages name the problem, not the command (the fleet has
+ * other callers): each command puts its own name before them. */
+#define FLEET_WHY (why && *why ? *why : "?")
+
 /* add [N | OFFER]: N local workers, or one server of a market offer. */
 static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 {
@@ -22,13 +26,16 @@ static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 	char id[16];
 	for (long i = 0; i < n; i++)
 		if (sd_fleet_acquire(c->fleet, offer, id, sizeof id, why) < 0)
-			return sd_why(why, "add %s", why && *why ? *why : "?");
+			return sd_why(why, "add %s", FLEET_WHY);
 	return 0;
 }
 
 static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	return sd_fleet_release(c->fleet, argv[1], "operator", why);
+	(void)argc;
+	if (sd_fleet_release(c->fleet, argv[1], "operator", why) < 0)
+		return sd_why(why, "drop %s: %s", argv[1], FLEET_WHY);
+	return 0;
 }
 
 /* swap SERVER OFFER: acquire the replacement now, drop SERVER once the
@@ -37,11 +44,10 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	(void)argc;
 	char id[16];
-	if (sd_fleet_swap(c->fleet, argv[1], argv[2], id, sizeof id, why) < 0) {
-		if (!sd_fleet_has_server(c->fleet, argv[1]))
-			return -1;   /* "swap: no server ..." */
-		return sd_why(why, "swap %s for %s", argv[1], why && *why ? *why : "?");
-	}
+	if (!sd_fleet_has_server(c->fleet, argv[1]))
+		return sd_why(why, "swap: no server '%s'", argv[1]);
+	if (sd_fleet_swap(c->fleet, argv[1], argv[2], id, sizeof id, why) < 0)
+		return sd_why(why, "swap %s for %s", argv[1], FLEET_WHY);
 	return 0;
 }
 
@@ -50,7 +56,9 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 static int cmd_orphans(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	(void)argc;
-	return sd_fleet_answer_orphans(c->fleet, argv[1], why);
+	if (sd_fleet_answer_orphans(c->fleet, argv[1], why) < 0)
+		return sd_why(why, "orphans: %s", FLEET_WHY);
+	return 0;
 }
 
 static int cmd_checkpoint(struct sd_controller *c, int argc, char **argv, char **why)
