@@ -104,16 +104,12 @@ static const struct sd_view *cockpit_view(void *ctx)
 	return sd_view_model_refresh(a->vm);
 }
 
+/* Every line the operator types (the cockpit, an attached client) goes
+ * through the controller's one command table, which holds these of the
+ * program's own too. */
 static int cockpit_command(void *ctx, const char *line, char **why)
 {
 	struct app *a = ctx;
-	if (!strcmp(line, "detach"))   /* key x; an attached client hangs up itself */
-		return sd_why(why, "nothing to detach from: this run lives in this process (--foreground); "
-		               "q ends it");
-	if (!strncmp(line, "quit", 4))
-		a->user_quit = 1;
-	if (!strcmp(line, "plan"))   /* the what-if view (key w) */
-		return sd_whatif_request(a->loop, a->ctl, a->vm, why);
 	return sd_controller_command(a->ctl, line, why);
 }
 
@@ -122,14 +118,34 @@ static const struct sd_cockpit_ops cockpit_ops = {
 	.command = cockpit_command,
 };
 
-/* The background run's commands from attached clients: the cockpit's, but
- * "detach" is the client's own business. */
-static int control_command(void *ctx, const char *line, char **why)
+/* detach (key x): an attached client hangs up itself, with the control
+ * socket's detach message; a foreground run lives in this process. */
+static int cmd_detach(void *ctx, int argc, char **argv, char **why)
 {
-	if (!strcmp(line, "detach"))
+	struct app *a = ctx;
+	(void)argc;
+	(void)argv;
+	if (a->control)
 		return sd_why(why, "detach: a client leaves with the detach message, not a command");
-	return cockpit_command(ctx, line, why);
+	return sd_why(why, "nothing to detach from: this run lives in this process (--foreground); q ends it");
 }
+
+/* plan (key w): the what-if view plans the rest of the run. */
+static int cmd_plan(void *ctx, int argc, char **argv, char **why)
+{
+	struct app *a = ctx;
+	(void)argc;
+	(void)argv;
+	if (!a->vm)
+		return sd_why(why, "plan: the what-if view needs the cockpit (spotdeck plan plans from the shell)");
+	return sd_whatif_request(a->loop, a->ctl, a->vm, why);
+}
+
+static const struct sd_app_command app_commands[] = {
+	{ "plan", "", 0, 0, "plan the rest of the run on other clusters (the what-if view)", cmd_plan },
+	{ "detach", "", 0, 0, "leave the run going in the background (an attached cockpit)", cmd_detach },
+	{ NULL, NULL, 0, 0, NULL, NULL },
+};
 
 static void control_clients_changed(void *ctx, int clients)
 {
@@ -864,6 +880,7 @@ static void run_to_end(struct app *a, const char *jp, int fresh_dir, int ready_f
 		}
 		uv_run(a->loop, UV_RUN_DEFAULT);
 	}
+	a->user_quit = sd_controller_operator_quit(a->ctl);
 	if (a->cockpit)
 		sd_cockpit_destroy(a->cockpit);
 	if (start_why)   /* it names the job file or the worker program */
@@ -1128,6 +1145,7 @@ int main(int argc, char **argv)
 		.model_bytes = model,
 		.model_len = model_len,
 		.on_exit = on_exit_cb,
+		.app_commands = app_commands,
 		.ctx = &a,
 	};
 	/* The controller takes the model's bytes (freed with it). */
@@ -1154,7 +1172,7 @@ int main(int argc, char **argv)
 			.run_dir = run_dir,
 			.job = jp,
 			.view = cockpit_view,
-			.command = control_command,
+			.command = cockpit_command,
 			.clients_changed = control_clients_changed,
 			.ctx = &a,
 		};

@@ -215,7 +215,7 @@ static void hook_command(void *ctx, const char *line)
 		return;   /* e.g. the ssh provider acquiring a host again as the run ends */
 	char *why = NULL;
 	/* Journaled (with its error, if any) by the command table. */
-	sd_controller_command(ctx, line, &why);
+	ctl_command(c, line, 0, &why);
 	free(why);
 }
 
