@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "src/app/attach.h"
+#include "src/app/run-setup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -749,13 +750,10 @@ int sd_attach_main(int argc, char **argv)
 	struct sd_attach_opts o;
 	memset(&o, 0, sizeof o);
 	o.cockpit.bell = 1;
-	char themes_home[PATH_MAX] = "";
-	const char *home = getenv("HOME");
-	if (home)
-		snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
-	o.cockpit.theme_dirs[0] = themes_home;
-	o.cockpit.theme_dirs[1] = SD_DATADIR "/themes";
-	o.cockpit.theme_dirs[2] = SD_SRCDIR "/themes";
+	struct sd_theme_dirs td;
+	sd_theme_dirs_init(&td);
+	for (int i = 0; i < SD_THEME_DIRS_N; i++)
+		o.cockpit.theme_dirs[i] = td.dir[i];
 	opterr = 0;
 	optind = 1;
 	int c;
