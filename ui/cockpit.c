@@ -582,7 +582,3 @@ void sd_cockpit_notify_refused(struct sd_cockpit *c, const char *why)
 	request_render(c, 0);
 }
 
-const char *sd_cockpit_theme(const struct sd_cockpit *c)
-{
-	return c && c->screen ? sd_screen_theme(c->screen) : NULL;
-}

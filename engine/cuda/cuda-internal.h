@@ -140,8 +140,6 @@ int cu_conv_forward(const struct cu_env *env, struct cu_conv *c, float *y, const
 int cu_conv_backward(const struct cu_env *env, struct cu_conv *c, float *dx, int acc_dx,
                      float *dw, float *db, const float *dy, const float *x, const float *w,
                      char **why);
-/* Describes the algorithms chosen ("fwd 1 bwd-data 1 bwd-filter 1"). */
-void cu_conv_algos(const struct cu_conv *c, char *buf, size_t len);
 
 /* Spatial batch-norm (per channel over N, H, W) through cuDNN, momentum
  * 0.1 and epsilon 1e-5 as engine/model.c; cuDNN's running variance uses the

@@ -52,9 +52,6 @@ void sd_control_event(struct sd_control *s, const cJSON *ev);
 void sd_control_end(struct sd_control *s, int status, const char *ended);
 int sd_control_flushed(const struct sd_control *s);
 
-/* Attached clients now (all kinds). */
-int sd_control_clients(const struct sd_control *s);
-
 /* Closes the listener and every client, removes the socket; the memory
  * goes once the loop has run the close callbacks.  Safe with NULL. */
 void sd_control_close(struct sd_control *s);

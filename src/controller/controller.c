@@ -597,11 +597,6 @@ struct sd_fleet *sd_controller_fleet(struct sd_controller *c)
 	return c->fleet;
 }
 
-int sd_controller_port(const struct sd_controller *c)
-{
-	return c->port;
-}
-
 void sd_controller_close(struct sd_controller *c)
 {
 	c->closing = 1;   /* checkpoint writes in flight finish and are journaled */

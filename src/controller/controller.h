@@ -183,9 +183,6 @@ const struct sd_job *sd_controller_job(const struct sd_controller *c);
 const char *sd_controller_fatal(const struct sd_controller *c);
 struct sd_fleet *sd_controller_fleet(struct sd_controller *c);
 
-/* The TCP port workers connect to. */
-int sd_controller_port(const struct sd_controller *c);
-
 /* Closes every handle; call after on_exit, then run the loop until it is
  * empty and free with sd_controller_free. */
 void sd_controller_close(struct sd_controller *c);

@@ -479,11 +479,6 @@ const char *sd_aws_client_where(const struct sd_aws_client *c)
 	return c->cr.where;
 }
 
-const char *sd_aws_client_region(const struct sd_aws_client *c)
-{
-	return c->region;
-}
-
 struct sd_http *sd_aws_client_http(const struct sd_aws_client *c)
 {
 	return c->http;

@@ -221,11 +221,6 @@ int sd_orphans_parse(const char *s)
 	return -1;
 }
 
-const char *sd_orphans_name(enum sd_orphans o)
-{
-	return o >= 0 && o < 4 ? orphans_names[o] : "?";
-}
-
 enum sd_orphans sd_cloud_orphans(const struct sd_provider_env *env, const cJSON *s)
 {
 	int o = sd_orphans_parse(env->orphans);
