@@ -17,8 +17,8 @@
  * -1 with *why (engine/errors.h); kernels' launchers return the launch's
  * cudaError_t.  Everything a layer enqueues goes on env->stream.
  */
-#ifndef SD_ENGINE_CUDA_INTERNAL_H
-#define SD_ENGINE_CUDA_INTERNAL_H
+#ifndef SD_ENGINE_CUDA_CUDA_INTERNAL_H
+#define SD_ENGINE_CUDA_CUDA_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -32,8 +32,8 @@
  * and at most 2^53; unknown extra fields are ignored), a protocol other
  * than SD_CONTROL_PROTOCOL in a hello, and a NUL (\u0000) in any string,
  * which C would read as the string's end. */
-#ifndef SD_CONTROL_PROTO_H
-#define SD_CONTROL_PROTO_H
+#ifndef SD_APP_CONTROL_PROTO_H
+#define SD_APP_CONTROL_PROTO_H
 
 #include <stddef.h>
 

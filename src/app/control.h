@@ -10,8 +10,8 @@
  * and encoded once per SD_CONTROL_STATUS_MS tick for all clients, as the
  * changes since the last tick (src/app/view-codec.h), and only while a
  * cockpit is attached and the view's version moved. */
-#ifndef SD_CONTROL_H
-#define SD_CONTROL_H
+#ifndef SD_APP_CONTROL_H
+#define SD_APP_CONTROL_H
 
 #include <cJSON.h>
 #include <uv.h>

@@ -1,7 +1,7 @@
 /* src/app/view-model.h - fills the cockpit's struct sd_view (ui/view.h) from the
  * controller, the provider and the journal events. */
-#ifndef SD_VIEW_MODEL_H
-#define SD_VIEW_MODEL_H
+#ifndef SD_APP_VIEW_MODEL_H
+#define SD_APP_VIEW_MODEL_H
 
 #include <cJSON.h>
 

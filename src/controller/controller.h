@@ -38,8 +38,8 @@
  * half the timeout is never admitted to a new generation until it is heard
  * from again.  Nothing here depends on the workers' host (no pids): the
  * same holds across machines. */
-#ifndef SD_CONTROLLER_H
-#define SD_CONTROLLER_H
+#ifndef SD_CONTROLLER_CONTROLLER_H
+#define SD_CONTROLLER_CONTROLLER_H
 
 #include <cJSON.h>
 #include <uv.h>

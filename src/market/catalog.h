@@ -19,8 +19,8 @@
  * allocator hooks are global; distinct catalogs may be used from distinct
  * threads.
  */
-#ifndef SD_SRC_CATALOG_H
-#define SD_SRC_CATALOG_H
+#ifndef SD_MARKET_CATALOG_H
+#define SD_MARKET_CATALOG_H
 
 #include <stdbool.h>
 #include <stddef.h>

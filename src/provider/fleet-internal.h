@@ -1,8 +1,8 @@
 /* src/provider/fleet-internal.h - the fleet's private state, shared by
  * fleet.c (states, money, journal, provider events) and launcher.c (the
  * spotdeck-worker processes on running machines).  Not for other layers. */
-#ifndef SD_FLEET_INTERNAL_H
-#define SD_FLEET_INTERNAL_H
+#ifndef SD_PROVIDER_FLEET_INTERNAL_H
+#define SD_PROVIDER_FLEET_INTERNAL_H
 
 #include <cJSON.h>
 #include <stdint.h>

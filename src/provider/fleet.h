@@ -16,8 +16,8 @@
  * a "state" event; acquisitions, notices, revocations, releases and
  * stockouts have their own events (spotdeck(1) JOURNAL).  All callbacks run
  * on the loop thread. */
-#ifndef SD_FLEET_H
-#define SD_FLEET_H
+#ifndef SD_PROVIDER_FLEET_H
+#define SD_PROVIDER_FLEET_H
 
 #include <cJSON.h>
 #include <stddef.h>
