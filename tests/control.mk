@@ -1,4 +1,4 @@
-# tests/control.mk: the control socket of a background run (issue 11): the
+# tests/control.mk: the control socket of a background run: the
 # view codec, the message decoder and its fuzz target.
 CONTROL_TESTS = tests/test-view-codec tests/test-control-proto tests/fuzz/fuzz-control
 check_PROGRAMS += $(CONTROL_TESTS)

@@ -18,13 +18,11 @@ include tests/sigv4.mk
 include tests/netns.mk
 include tests/fake-cloud.mk
 
-# packages/debian.txt covers every program the tests and build scripts run
-# (issue 9, item 6).
+# packages/debian.txt covers every program the tests and build scripts run.
 TESTS += tests/test-packages.sh
 EXTRA_DIST += tests/test-packages.sh
 
-# No #include points up a layer; tests/layers.txt writes the graph once
-# (issue 10).
+# No #include points up a layer; tests/layers.txt writes the graph once.
 TESTS += tests/test-include-layers.sh
 EXTRA_DIST += tests/test-include-layers.sh tests/layers.txt
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test-include-layers.sh - no #include points up a layer (issue 10):
+# tests/test-include-layers.sh - no #include points up a layer:
 # engine/ never includes src/ or ui/, ui/ never includes src/ or engine/,
 # the protocol and market code include no other part of src/, and so on, as
 # tests/layers.txt writes the graph once.  Every C, C++ and CUDA file under

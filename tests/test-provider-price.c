@@ -1,7 +1,7 @@
 /* tests/test-provider-price.c - a market price change (a trace's "price"
  * event) moves the sim provider's price now (as the fleet reports it), which new servers are billed
  * at, and leaves the catalog as loaded (documented read-only, and shared
- * with the cockpit and the planner's snapshot): issue 10's list.  And an
+ * with the cockpit and the planner's snapshot).  And an
  * acquire a provider refuses at once (the ssh provider's host cooling down)
  * leaves no server behind: no row, its id used by the next.  And the
  * fleet tells a provider whether a server's worker reported its cloud's

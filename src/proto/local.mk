@@ -15,7 +15,7 @@ tests_test_protocol_SOURCES = tests/test-protocol.c
 tests_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
-# The command input's way past an over-long line (issue 9, item 3).
+# The command input's way past an over-long line.
 check_PROGRAMS += tests/test-line-skip
 TESTS += tests/test-line-skip
 tests_test_line_skip_SOURCES = tests/test-line-skip.c tests/check.h
