@@ -70,7 +70,7 @@ static void on_zones(struct doctor_aws *d, const struct sd_http_response *r)
 	char err[700];
 	struct sd_ec2_zone z[64];
 	int n = r->status == 200 ? sd_ec2_zones_parse(r->body, r->body_len, z, 64, err, sizeof err) : -1;
-	if (r->status == 0 && !strncmp(r->error, "credentials: ", 13)) {
+	if (r->no_credentials) {
 		/* No key in the chain, and the instance role's could not be had. */
 		say(d, "FAIL", "credentials", "%s", r->error + 13);
 		d->step = ST_END;

@@ -152,7 +152,7 @@ static int on_project(struct doctor *d, const struct sd_http_response *r, const 
 	char w[700];
 	char metric[96];
 	double limit = 0;
-	if (r->status == 0 && !strncmp(r->error, "token: ", 7)) {
+	if (r->no_credentials) {
 		if (d->credentials && !strcmp(d->credentials, "gcloud"))
 			say(d, "FAIL", "credentials", "no token from gcloud: %s", r->error + 7);
 		else if (!d->credentials)
