@@ -284,20 +284,56 @@ static const struct sd_view *cockpit_view(void *ctx)
 	return &a->mirror.v;
 }
 
-static int cockpit_command(void *ctx, const char *line, char **why)
+/* Whether the run may get LINE from here: not after it ended, nor from a
+ * read-only client.  0, or -1 with *why. */
+static int may_command(const struct att *a, char **why)
 {
-	struct att *a = ctx;
-	int quit = !strncmp(line, "quit", 4) && (line[4] == 0 || line[4] == ' ');
-	if (!strcmp(line, "detach") || (quit && (a->o->read_only || a->final_screen))) {
-		detach(a);
-		return 0;
-	}
 	if (a->final_screen)
 		return sd_why(why, "the run has ended: this is its final screen (q leaves)");
 	if (a->o->read_only)
 		return sd_why(why, "attached read-only: commands are refused (x or q leaves)");
-	if (quit)
-		a->quit_sent = 1;
+	return 0;
+}
+
+/* detach (key x): the client's own; the run goes on. */
+static int client_detach(struct att *a, const char *line, char **why)
+{
+	(void)line;
+	(void)why;
+	detach(a);
+	return 0;
+}
+
+/* quit (key q): the run's, except where this client cannot send it (read
+ * only, or the run already over): then q only leaves. */
+static int client_quit(struct att *a, const char *line, char **why)
+{
+	if (a->o->read_only || a->final_screen)
+		return client_detach(a, line, why);
+	a->quit_sent = 1;
+	send_command(a, line);
+	return 0;
+}
+
+/* The commands the client acts on itself, by their first word; every
+ * other line goes to the run's command table. */
+static const struct {
+	const char *name;
+	int (*run)(struct att *a, const char *line, char **why);
+} client_commands[] = {
+	{ "detach", client_detach },
+	{ "quit", client_quit },
+};
+
+static int cockpit_command(void *ctx, const char *line, char **why)
+{
+	struct att *a = ctx;
+	size_t n = strcspn(line, " \t");
+	for (size_t i = 0; i < sizeof client_commands / sizeof client_commands[0]; i++)
+		if (strlen(client_commands[i].name) == n && !strncmp(line, client_commands[i].name, n))
+			return client_commands[i].run(a, line, why);
+	if (may_command(a, why) < 0)
+		return -1;
 	send_command(a, line);
 	return 0;
 }
