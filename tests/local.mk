@@ -29,6 +29,10 @@ EXTRA_DIST += tests/test-include-layers.sh tests/layers.txt
 # No function in src/, ui/ or engine/ is over 120 lines, but for those the
 # list names with their length and the reason they wait.
 TESTS += tests/test-function-length.sh
+
+# spotdeck SUBCOMMAND through its table: --help, each one's usage, the manual.
+TESTS += tests/test-subcommands.sh
+EXTRA_DIST += tests/test-subcommands.sh
 EXTRA_DIST += tests/test-function-length.sh tests/function-length.awk tests/function-length-allow.txt
 
 # Headers shared by the C tests and fuzz targets (tests/check.h: the checks;
