@@ -13,7 +13,7 @@ src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
 	src/app/export-cli.c src/app/export-cli.h \
 	src/app/subcommand.h src/app/subcommands.c src/app/cmd-run.c src/app/cmd-attach.c \
 	src/app/cmd-ls.c src/app/cmd-kill.c src/app/cmd-plan.c src/app/cmd-doctor.c \
-	src/app/cmd-export.c src/app/run-setup.c src/app/run-setup.h \
+	src/app/cmd-export.c src/app/run-setup.c src/app/run-setup.h src/app/run-options.c src/app/run-options.h \
 	src/app/background.c src/app/background.h
 src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) \
 	$(CRYPTO_CFLAGS)
