@@ -148,7 +148,7 @@ static void hook_journal(void *ctx, const struct sd_fleet_event *fe, cJSON *ev)
 	struct sd_controller *c = ctx;
 	enum sd_event_type type = fe->type;
 	char server[64] = "";
-	double status = fe->exit_status;
+	double status = type == SD_EV_SERVER_EXIT ? fe->exit_status : -1;   /* -1: none (a launch failure) */
 	/* A failure, not a stop we asked for: a non-zero status or a crash
 	 * signal (revocations and drops end workers with TERM or KILL).  A
 	 * worker that could not be started at all counts as one that exited. */
