@@ -293,7 +293,7 @@ void wait_or_throw(bool ok, const char *what)
 // ranks end with the same bits), and sends the sum back for the peer's copy.
 // Two messages per rank of half the buffer, against the ring's segmented
 // pipeline: 1.0-1.4 ms against 3.6 ms for the cnn's gradient (tests/bench/
-// bench-allreduce, 2 ranks, loopback, issue 16).  Gloo's own BCUBE does the
+// bench-allreduce, 2 ranks, loopback).  Gloo's own BCUBE does the
 // same but waits with each pair's timeout, a fifth of ours (gloo_create),
 // where every wait here takes the context's full timeout, as the ring does.
 template <typename T> void exchange_allreduce(GlooComm *g, T *buf, size_t count)
@@ -344,7 +344,7 @@ template <typename T> int gloo_allreduce(void *impl, T *buf, size_t count, char 
 		// Ring above 2 ranks (2: exchange_allreduce).  BCUBE measured
 		// 3.3-3.5 ms against the ring's 2.0-2.3 ms at world 3 and 4.5-5.2
 		// against 6.2-6.9 at world 4 (cnn and resnet32 gradients, loopback,
-		// bench-allreduce, issue 16), but it waits with each pair's own
+		// bench-allreduce), but it waits with each pair's own
 		// timeout, fixed when the pair was made, which gloo_create sets to a
 		// fifth of the collective timeout while connecting (a stopped peer
 		// failed the group after 0.42 s of a 2 s timeout); the ring takes the

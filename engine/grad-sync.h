@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /* Default bucket size in floats: 256 Ki floats (1 MiB), PyTorch DDP's
- * first bucket.  Measured (cnn, 2 workers x 1 thread, issue 16): on
+ * first bucket.  Measured (cnn, 2 workers x 1 thread): on
  * loopback 0 (one bucket), 256 KiB and 1 MiB all trained at 3,900-4,000
  * images/s at global batch 64; over a 2 Gbit/s shaped link
  * (tests/bench/ddp-vs-torch's second table) 1 MiB gave 2,909 and 256 KiB

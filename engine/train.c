@@ -261,6 +261,84 @@ static int create_onnx(struct sd_trainer *t, const struct sd_train_config *cfg, 
 	return rc;
 }
 
+/* The job's training and test sets into t->train and t->test: .npy
+ * files (opt), a synthetic set, or a built-in dataset's files.  0, or -1
+ * with *why. */
+static int load_datasets(struct sd_trainer *t, const struct sd_train_config *cfg,
+                         const struct sd_data_options *opt, char **why)
+{
+	const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
+	int rc;
+	if (!strcmp(cfg->dataset, "npy")) {
+		rc = sd_dataset_load_npy(&t->train, &t->test, dir, opt, why);
+	} else if (!strcmp(cfg->dataset, "synthetic")) {
+		int nt = cfg->synthetic_samples / 5 > 0 ? cfg->synthetic_samples / 5 : 1;
+		rc = sd_dataset_synthetic(&t->train, cfg->synthetic_samples, cfg->synthetic_c,
+		                          cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed, why);
+		if (rc == 0)
+			rc = sd_dataset_synthetic_split(&t->test, SD_SPLIT_TEST, nt, cfg->synthetic_c,
+			                                cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed,
+			                                why);
+	} else {
+		rc = sd_dataset_load(&t->train, cfg->dataset, dir, SD_SPLIT_TRAIN, why);
+		if (rc == 0)
+			rc = sd_dataset_load(&t->test, cfg->dataset, dir, SD_SPLIT_TEST, why);
+	}
+	return rc;
+}
+
+/* Where a device trainer's batches come from (img: floats per sample),
+ * said in t->backend.reason: the whole training set uploaded when the
+ * backend can hold it, else gathered on the host. */
+static void place_training_set(struct sd_trainer *t, size_t img)
+{
+	/* The training set on the device, when it fits: a step then uploads
+	 * its sample indices instead of its images.  Not with augmentation,
+	 * which happens as the host gathers each batch. */
+	if (t->dev && t->backend.ops->dataset_upload && !env_off("SPOTDECK_CUDA_DEVICE_DATA") &&
+	    t->augment == SD_AUGMENT_NONE) {
+		char *err = NULL;
+		size_t len = strlen(t->backend.reason);
+		/* A mapped (npy) training set is converted to floats for the
+		 * upload; the upload synchronises, so the copy goes right after. */
+		float *images = t->train.images;
+		size_t bytes = (size_t)t->train.n * img * sizeof(float);
+		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+		int up = -1;
+		if (!images && pages > 0 && page > 0 && bytes > (size_t)pages / 4 * (size_t)page) {
+			/* A mapped set may be larger than memory: it then stays
+			 * mapped and batches are gathered from it. */
+			sd_why(&err, "the mapped training set is %.0f MiB as floats, over a quarter "
+			       "of the host's memory", bytes / 1048576.0);
+		} else {
+			if (!images) {
+				images = sd_malloc(bytes);
+				sd_dataset_materialize(&t->train, images);
+			}
+			up = t->backend.ops->dataset_upload(t->dev, images, t->train.labels, t->train.n,
+			                                    &err);
+		}
+		if (images != t->train.images)
+			free(images);
+		if (up == 0) {
+			t->dev_data = 1;
+			if (len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+				         "; training set on the device");
+		} else {
+			if (len + 3 < sizeof t->backend.reason)
+				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+				         "; batches gathered on the host (%s)", err);
+		}
+		free(err);
+	} else if (t->dev && t->augment != SD_AUGMENT_NONE) {
+		size_t len = strlen(t->backend.reason);
+		if (len + 3 < sizeof t->backend.reason)
+			snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
+			         "; batches gathered on the host (augment %s)", t->cfg.augment);
+	}
+}
+
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
 {
 	*out = NULL;
@@ -281,24 +359,7 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	t->cfg.model_bytes = NULL;   /* borrowed for this call only */
 	t->cfg.model_len = 0;
 	t->augment = aug;
-	const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
-	int rc;
-	if (!strcmp(cfg->dataset, "npy")) {
-		rc = sd_dataset_load_npy(&t->train, &t->test, dir, &opt, why);
-	} else if (!strcmp(cfg->dataset, "synthetic")) {
-		int nt = cfg->synthetic_samples / 5 > 0 ? cfg->synthetic_samples / 5 : 1;
-		rc = sd_dataset_synthetic(&t->train, cfg->synthetic_samples, cfg->synthetic_c,
-		                          cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed, why);
-		if (rc == 0)
-			rc = sd_dataset_synthetic_split(&t->test, SD_SPLIT_TEST, nt, cfg->synthetic_c,
-			                                cfg->synthetic_h, cfg->synthetic_w, 10, cfg->seed,
-			                                why);
-	} else {
-		rc = sd_dataset_load(&t->train, cfg->dataset, dir, SD_SPLIT_TRAIN, why);
-		if (rc == 0)
-			rc = sd_dataset_load(&t->test, cfg->dataset, dir, SD_SPLIT_TEST, why);
-	}
-	if (rc < 0) {
+	if (load_datasets(t, cfg, &opt, why) < 0) {
 		sd_trainer_destroy(t);
 		return -1;
 	}
@@ -356,51 +417,7 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		t->xbuf = t->backend.ops->host_alloc((size_t)maxb * img * sizeof(float));
 		t->ybuf = t->backend.ops->host_alloc((size_t)maxb);
 	}
-	/* The training set on the device, when it fits: a step then uploads
-	 * its sample indices instead of its images.  Not with augmentation,
-	 * which happens as the host gathers each batch. */
-	if (t->dev && t->backend.ops->dataset_upload && !env_off("SPOTDECK_CUDA_DEVICE_DATA") &&
-	    t->augment == SD_AUGMENT_NONE) {
-		char *err = NULL;
-		size_t len = strlen(t->backend.reason);
-		/* A mapped (npy) training set is converted to floats for the
-		 * upload; the upload synchronises, so the copy goes right after. */
-		float *images = t->train.images;
-		size_t bytes = (size_t)t->train.n * img * sizeof(float);
-		long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-		int up = -1;
-		if (!images && pages > 0 && page > 0 && bytes > (size_t)pages / 4 * (size_t)page) {
-			/* A mapped set may be larger than memory: it then stays
-			 * mapped and batches are gathered from it. */
-			sd_why(&err, "the mapped training set is %.0f MiB as floats, over a quarter "
-			       "of the host's memory", bytes / 1048576.0);
-		} else {
-			if (!images) {
-				images = sd_malloc(bytes);
-				sd_dataset_materialize(&t->train, images);
-			}
-			up = t->backend.ops->dataset_upload(t->dev, images, t->train.labels, t->train.n,
-			                                    &err);
-		}
-		if (images != t->train.images)
-			free(images);
-		if (up == 0) {
-			t->dev_data = 1;
-			if (len + 3 < sizeof t->backend.reason)
-				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
-				         "; training set on the device");
-		} else {
-			if (len + 3 < sizeof t->backend.reason)
-				snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
-				         "; batches gathered on the host (%s)", err);
-		}
-		free(err);
-	} else if (t->dev && t->augment != SD_AUGMENT_NONE) {
-		size_t len = strlen(t->backend.reason);
-		if (len + 3 < sizeof t->backend.reason)
-			snprintf(t->backend.reason + len, sizeof t->backend.reason - len,
-			         "; batches gathered on the host (augment %s)", t->cfg.augment);
-	}
+	place_training_set(t, img);
 	if (!t->xbuf || !t->ybuf) {
 		if (t->dev) {
 			t->backend.ops->host_free(t->xbuf);

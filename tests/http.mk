@@ -1,4 +1,4 @@
-# tests/http.mk: what the cloud providers (issue 13) stand on: HTTP on the
+# tests/http.mk: what the cloud providers stand on: HTTP on the
 # controller's loop (src/provider/http.c), checked against
 # tests/fake-cloud/faults.py by tests/test-http.sh, and the clouds' bodies.
 check_PROGRAMS += tests/test-http

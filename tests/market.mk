@@ -13,7 +13,7 @@ tests_test_catalog_SOURCES = tests/test-catalog.c tests/check.h
 tests_test_catalog_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_catalog_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
-# The replacement scorer (issue 9, item 4).
+# The replacement scorer.
 tests_test_replacement_SOURCES = tests/test-replacement.c tests/check.h
 tests_test_replacement_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_replacement_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
@@ -29,14 +29,14 @@ tests_bench_bench_market_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_bench_bench_market_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
 
 # A market price change moves the sim provider's price now and leaves the
-# catalog as loaded (issue 10's list).
+# catalog as loaded.
 check_PROGRAMS += tests/test-provider-price
 TESTS += tests/test-provider-price
 tests_test_provider_price_SOURCES = tests/test-provider-price.c tests/check.h
 tests_test_provider_price_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
 tests_test_provider_price_LDADD = $(SD_PROVIDER_LIBS) $(SD_PROTO_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
 
-# A provider from the test suite alone (issue 10): spotdeck's own main with
+# A provider from the test suite alone: spotdeck's own main with
 # tests/provider-script.c linked in, which registers the "script" provider;
 # test-provider-script.sh runs a headless job over it with a revocation.
 check_PROGRAMS += tests/spotdeck-script

@@ -1,4 +1,4 @@
-# tests/netns.mk: the multi-host test bed (issue 12): network namespaces
+# tests/netns.mk: the multi-host test bed: network namespaces
 # with a real sshd each, joined by a bridge on 198.18.0.0/15
 # (tests/netns/lib.sh, tests/netns/README).  Both need root and SKIP
 # without.  test-netns-forward-drop.sh runs the bed's test again inside a

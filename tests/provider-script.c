@@ -2,7 +2,7 @@
  * it registers itself (sd_provider_register, from a constructor) into a
  * copy of spotdeck built from src/main.c and this file (tests/spotdeck-script),
  * so that a run over it goes through the same fleet, journal and cockpit
- * code as `sim` with no change to src/ (issue 10).
+ * code as `sim` with no change to src/.
  *
  * Its machines are driven by files, so a test decides when things happen:
  *   job file: "provider": {"name": "script", "trigger_dir": DIR,

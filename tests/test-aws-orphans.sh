@@ -1,5 +1,5 @@
 #!/bin/sh
-# Orphans (issue 13): a controller killed while two Spot instances train
+# Orphans: a controller killed while two Spot instances train
 # for it leaves them running and billed at the fake EC2; `spotdeck --resume`
 # of the same run directory finds them by the run's tag (spotdeck-run, its
 # value kept in the run directory's aws-label), journals each as an orphan

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The aws provider end to end (issue 13) against tests/fake-cloud/ec2.py:
+# The aws provider end to end against tests/fake-cloud/ec2.py:
 # Spot instances launched through the EC2 Query API (SigV4 checked by the
 # fake), each a real sshd of its own on a loopback address (--vm-sshd) that
 # lets in the key the launch's cloud-config gave, the workers started in
@@ -29,8 +29,8 @@ from cloud_run import on_vms
 train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
              data_dir=fashion_subset(T, 12000))
 A, B, C = ("aws/us-east-1%s/t4/spot" % z for z in "abc")
-# SD_REAL_NOTICE=1 (make soak): 4 servers and a 2-minute notice, as issue 13
-# asks; 3 and 4 s here, to keep make check short.
+# SD_REAL_NOTICE=1 (make soak): 4 servers and a 2-minute notice, as EC2
+# gives; 3 and 4 s here, to keep make check short.
 REAL = os.environ.get("SD_REAL_NOTICE") == "1"
 CL = [A, A, B] + ([C] if REAL else [])
 N = len(CL)

@@ -89,7 +89,14 @@ static void test_server_messages(void)
 	CHECK(round_trip(parse("{\"type\":\"event\",\"event\":{\"type\":\"step\",\"step\":3}}"), 1,
 	                 &m, &why) == 0);
 	CHECK_INT(m.type, SD_CONTROL_EVENT);
-	CHECK_STR(cJSON_GetObjectItem(m.event, "type")->valuestring, "step");
+	CHECK_STR(cJSON_GetObjectItem(m.event.fields, "type")->valuestring, "step");
+	CHECK_INT(m.event.type, SD_EV_STEP);
+	sd_control_msg_free(&m);
+	/* A newer controller's event type is passed on, typed as unknown. */
+	CHECK(round_trip(parse("{\"type\":\"event\",\"event\":{\"type\":\"newer\",\"t\":2.5}}"), 1,
+	                 &m, &why) == 0);
+	CHECK_INT(m.event.type, SD_EV_COUNT);
+	CHECK(m.event.t == 2.5, "event.t %g, expected 2.5", m.event.t);
 	sd_control_msg_free(&m);
 	CHECK(round_trip(parse("{\"type\":\"reply\",\"id\":7,\"ok\":true}"), 1, &m, &why) == 0);
 	CHECK_INT(m.type, SD_CONTROL_REPLY);

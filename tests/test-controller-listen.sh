@@ -1,5 +1,5 @@
 #!/bin/sh
-# --listen and --advertise (issue 12): the controller binds the address
+# --listen and --advertise: the controller binds the address
 # given (not just 127.0.0.1), on the port given or an ephemeral one; this
 # host's workers dial it (loopback for a wildcard), run_start journals both
 # addresses, and bad values or a taken port give one-line errors.  Only

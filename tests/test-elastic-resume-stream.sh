@@ -1,6 +1,6 @@
 #!/bin/sh
 # A resumed run sends its latest checkpoint to the first worker in chunks
-# paced by the connection (issue 10): never the whole checkpoint queued at
+# paced by the connection: never the whole checkpoint queued at
 # once (it was hex-encoded and queued in one loop callback).  A CNN run's
 # checkpoint (several MiB, hex doubles it) is streamed: the journal's
 # checkpoint_streamed says how many bytes, in how many 256 KiB chunks, and

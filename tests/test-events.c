@@ -2,10 +2,13 @@
  * every type has a name, the names are distinct and map back to their type,
  * an unknown name maps to -1, and spotdeck(1)'s JOURNAL section documents
  * every type (a line ".B name", or name as a word of a ".BR" line), so an
- * event added to the enum without its fields in the manual fails here. */
+ * event added to the enum without its fields in the manual fails here.
+ * sd_event_from_json reads a journal line back to its type and time, an
+ * unknown type as SD_EV_COUNT, and refuses a line without a string type. */
 #include "config.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "src/proto/events.h"
@@ -58,6 +61,37 @@ int main(void)
 	CHECK_STR(sd_event_name(SD_EV_COUNT), "?");
 	/* The check itself: a prefix of a documented name is not documented. */
 	CHECK_INT(documented(man, "checkpoint_fail"), 0);
+	/* Every type read back from a journal line as the journal writes it. */
+	for (int t = 0; t < SD_EV_COUNT; t++) {
+		char line[160];
+		snprintf(line, sizeof line, "{\"type\":\"%s\",\"time\":1767000000,\"t\":%d.5}",
+		         sd_event_name((enum sd_event_type)t), t);
+		cJSON *obj = cJSON_Parse(line);
+		struct sd_event ev;
+		char *why = NULL;
+		CHECK_INT(sd_event_from_json(&ev, obj, &why), 0);
+		CHECK_INT(ev.type, t);
+		CHECK(ev.t == t + 0.5, "%s: t %g, expected %d.5", line, ev.t, t);
+		CHECK(ev.fields == obj, "%s: fields not borrowed", line);
+		free(why);
+		cJSON_Delete(obj);
+	}
+	const char *odd[] = { "{\"type\":\"from_a_newer_build\"}", "{\"type\":7,\"t\":1}", "{\"t\":1}", "[1]" };
+	int rc[] = { 0, -1, -1, -1 };
+	const char *err[] = { NULL, "event.type: expected a string", "event.type: expected a string",
+	                      "event: expected a JSON object" };
+	for (int i = 0; i < 4; i++) {
+		cJSON *obj = cJSON_Parse(odd[i]);
+		struct sd_event ev = { .type = SD_EV_STEP };
+		char *why = NULL;
+		CHECK_INT(sd_event_from_json(&ev, obj, &why), rc[i]);
+		if (err[i])
+			CHECK_STR(why ? why : "(none)", err[i]);
+		else
+			CHECK_INT(ev.type, SD_EV_COUNT);
+		free(why);
+		cJSON_Delete(obj);
+	}
 	printf("%d event types, %d undocumented\n", SD_EV_COUNT, undocumented);
 	return check_exit("test-events");
 }

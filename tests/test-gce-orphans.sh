@@ -1,5 +1,5 @@
 #!/bin/sh
-# Orphans (issue 13): a controller killed while two Spot VMs train for it
+# Orphans: a controller killed while two Spot VMs train for it
 # leaves them running and billed at the fake GCE; `spotdeck --resume` of
 # the same run directory finds them by the run's label (kept in the run
 # directory's gce-label), journals each as an orphan and deletes it; once

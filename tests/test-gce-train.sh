@@ -1,5 +1,5 @@
 #!/bin/sh
-# The gce provider end to end (issue 13) against tests/fake-cloud/gce.py:
+# The gce provider end to end against tests/fake-cloud/gce.py:
 # Spot VMs created through the Compute Engine API, each a real sshd of
 # its own on a loopback address (--vm-sshd), the workers started in them
 # over ssh with the run's token on stdin.  Three servers train cnn (a
@@ -27,8 +27,8 @@ train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, co
              data_dir=fashion_subset(T, 12000))
 
 A, B, E = "gce/us-central1-a/t4/spot", "gce/us-central1-b/t4/spot", "gce/europe-west4-a/t4/spot"
-# SD_REAL_NOTICE=1 (make soak): 4 servers and a 30 s notice, as issue 13
-# asks; 3 and 3 s here, to keep make check short.
+# SD_REAL_NOTICE=1 (make soak): 4 servers and a 30 s notice, as GCE
+# gives; 3 and 3 s here, to keep make check short.
 REAL = os.environ.get("SD_REAL_NOTICE") == "1"
 CL = [A, A, B] + ([E] if REAL else [])
 N = len(CL)

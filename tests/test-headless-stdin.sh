@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-headless-stdin.sh - over-long command lines on headless stdin
-# are refused whole (issue 9, item 3): one error line per refused line,
+# are refused whole: one error line per refused line,
 # nothing of the line runs - not its tail (10 MiB of junk ending in "help"
 # or "quit"), not its head (a 600-byte line that a cut at 511 bytes would
 # turn into "help") - and the lines after it run as usual.  A 511-byte line

@@ -1,18 +1,33 @@
 #!/bin/sh
-# tests/test-include-layers.sh - no #include points up a layer (issue 10):
+# tests/test-include-layers.sh - no #include points up a layer:
 # engine/ never includes src/ or ui/, ui/ never includes src/ or engine/,
 # the protocol and market code include no other part of src/, and so on, as
 # tests/layers.txt writes the graph once.  Every C, C++ and CUDA file under
 # engine/, ui/ and src/ must be in exactly one layer.  Before it reads the
 # real tree, the check runs on a small made-up tree with one include that
 # points up and one file in no layer, and must report both, so this test
-# cannot pass by checking nothing.
+# cannot pass by checking nothing.  Each header's include guard is its path:
+# SD_ then the path without src/, upper case, with '/', '.' and '-' as '_'
+# (src/provider/fleet.h: SD_PROVIDER_FLEET_H), so two headers never share
+# one; the made-up tree has a header with a wrong guard too.
 command -v python3 >/dev/null 2>&1 || { echo "SKIP: python3 not found" >&2; exit 77; }
 exec python3 - "${top_srcdir:-$(dirname "$0")/..}" <<'PY'
 import fnmatch, glob, os, re, sys, tempfile
 
 top = sys.argv[1]
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+GUARD = re.compile(r'^#ifndef\s+(\w+)\s*\n#define\s+(\w+)', re.M)
+
+
+def guard_problem(rel, text):
+    """One line saying what is wrong with header rel's include guard, or None."""
+    want = "SD_" + re.sub(r"[/.-]", "_", re.sub(r"^src/", "", rel)).upper()
+    m = GUARD.search(text)
+    if not m or m.group(1) != m.group(2):
+        return "%s: no include guard (#ifndef %s, #define %s)" % (rel, want, want)
+    if m.group(1) != want:
+        return "%s: include guard %s; the path makes it %s" % (rel, m.group(1), want)
+    return None
 SOURCES = ("*.c", "*.cc", "*.h", "*.cu")
 
 
@@ -60,6 +75,10 @@ def check(root, layers):
                             % (rel, len(mine), " ".join(mine) or "none"))
             continue
         with open(os.path.join(root, rel), errors="replace") as f:
+            text = f.read()
+        if rel.endswith(".h") and guard_problem(rel, text):
+            problems.append(guard_problem(rel, text))
+        with open(os.path.join(root, rel), errors="replace") as f:
             for n, line in enumerate(f, 1):
                 m = INCLUDE.match(line)
                 if not m or "/" not in m.group(1):
@@ -78,16 +97,20 @@ def check(root, layers):
 
 # 1. The check itself finds an include that points up, and a file in no layer.
 with tempfile.TemporaryDirectory() as t:
-    for rel, text in {"engine/a.h": "", "engine/b.c": '#include "engine/a.h"\n#include "ui/v.h"\n',
-                      "ui/v.h": '#include "config.h"\n', "src/stray.c": ""}.items():
+    for rel, text in {"engine/a.h": "#ifndef SD_ENGINE_A_H\n#define SD_ENGINE_A_H\n#endif\n",
+                      "engine/b.c": '#include "engine/a.h"\n#include "ui/v.h"\n',
+                      "ui/v.h": '#ifndef SD_UI_V_H\n#define SD_UI_V_H\n#include "config.h"\n#endif\n',
+                      "src/app/w.h": "#ifndef SD_W_H\n#define SD_W_H\n#endif\n",
+                      "src/stray.c": ""}.items():
         os.makedirs(os.path.dirname(os.path.join(t, rel)), exist_ok=True)
         with open(os.path.join(t, rel), "w") as f:
             f.write(text)
     lp = os.path.join(t, "layers.txt")
     with open(lp, "w") as f:
-        f.write("engine engine/* ->\nui ui/* ->\n")
+        f.write("engine engine/* ->\nui ui/* ->\napp src/app/* ->\n")
     got, _ = check(t, read_layers(lp))
-    want = ["engine/b.c:2: engine layer includes ui/v.h", "src/stray.c: in 0 layers"]
+    want = ["engine/b.c:2: engine layer includes ui/v.h", "src/stray.c: in 0 layers",
+            "src/app/w.h: include guard SD_W_H; the path makes it SD_APP_W_H"]
     for w in want:
         if not any(p.startswith(w) for p in got):
             sys.exit("FAIL: the check on a made-up tree missed '%s'; it reported: %s" % (w, got))
@@ -101,6 +124,6 @@ for p in problems:
     print("FAIL: " + p)
 if problems:
     sys.exit(1)
-print("ok: %d files in %d layers (%s); no include points up a layer"
+print("ok: %d files in %d layers (%s); no include points up a layer, every include guard is its path"
       % (n, len(layers), " ".join(l[0] for l in layers)))
 PY

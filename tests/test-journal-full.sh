@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-journal-full.sh - a journal that cannot be written (a full
-# disk) is said loudly, once, and the run goes on (issue 10's bug list):
+# disk) is said loudly, once, and the run goes on:
 # RUNDIR/journal.jsonl is a link to a file on a 256 KiB tmpfs, all of it
 # but one page taken by a filler file.  When the journal's page is full:
 #   stdout has one "error" event naming the journal and ENOSPC, and stderr

@@ -1,5 +1,5 @@
 /* tests/test-line-skip.c - sd_line_reader_skip (src/proto/protocol.h), the way a
- * command input refuses an over-long line whole (issue 9, item 3): fed in
+ * command input refuses an over-long line whole: fed in
  * chunks of every size, a stream of short lines and over-long ones gives
  * back exactly the short lines, in order, and one -1 per over-long line -
  * never a piece of a refused line, whether its newline came in the chunk

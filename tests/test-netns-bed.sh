@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/test-netns-bed.sh - the multi-host test bed of tests/netns/lib.sh
-# (issue 12): three network namespaces with a real sshd each.  Checks that
+# tests/test-netns-bed.sh - the multi-host test bed of tests/netns/lib.sh:
+# three network namespaces with a real sshd each.  Checks that
 # ssh from the root namespace lands in the right namespace with the right
 # address, that hosts reach each other and a listener of the root namespace
 # on the bed's address (how workers reach a controller), that netns_link

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-netns-forward-drop.sh - the test bed works on a Docker-like
-# machine (issue 12): br_netfilter loaded and the FORWARD chain's policy
+# machine: br_netfilter loaded and the FORWARD chain's policy
 # DROP, which drops frames bridged between two ports of a bridge in that
 # namespace.  The machine is simulated by a namespace of our own (its own
 # netfilter tables and bridge-nf sysctls), in which

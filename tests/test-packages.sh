@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-packages.sh - packages/debian.txt holds everything the README's
-# two commands need (issue 9, item 6): every program that the tests, the
+# two commands need: every program that the tests, the
 # build scripts and tools/install-deps.sh run is in a Debian package that
 # the list names, that one of them depends on, or that a bare Debian 12
 # (debootstrap minbase: the "required" packages and apt) has already.

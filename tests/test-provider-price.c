@@ -1,7 +1,7 @@
 /* tests/test-provider-price.c - a market price change (a trace's "price"
  * event) moves the sim provider's price now (as the fleet reports it), which new servers are billed
  * at, and leaves the catalog as loaded (documented read-only, and shared
- * with the cockpit and the planner's snapshot): issue 10's list.  And an
+ * with the cockpit and the planner's snapshot).  And an
  * acquire a provider refuses at once (the ssh provider's host cooling down)
  * leaves no server behind: no row, its id used by the next.  And the
  * fleet tells a provider whether a server's worker reported its cloud's
@@ -27,9 +27,23 @@
 static int nprice;
 static cJSON *last_revoked;
 
-static void on_journal(void *ctx, enum sd_event_type type, cJSON *ev)
+/* State events whose typed state and server agree with the journaled
+ * fields, and those that do not. */
+static int nstate_agree, nstate_disagree;
+
+static void on_journal(void *ctx, const struct sd_fleet_event *fe, cJSON *ev)
 {
 	uv_loop_t *loop = ctx;
+	enum sd_event_type type = fe->type;
+	if (type == SD_EV_STATE) {
+		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "state");
+		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
+		if (cJSON_IsString(st) && !strcmp(st->valuestring, sd_server_state_name(fe->state)) &&
+		    cJSON_IsString(sv) && fe->server && !strcmp(sv->valuestring, fe->server))
+			nstate_agree++;
+		else
+			nstate_disagree++;
+	}
 	if (type == SD_EV_PRICE) {
 		nprice++;
 		uv_stop(loop);
@@ -203,6 +217,10 @@ int main(void)
 	      n ? sd_server_state_name(si[0].state) : "?");
 	cJSON_Delete(last_revoked);
 	last_revoked = NULL;
+	/* Every state change reached the owner typed, as the journal says it
+	 * (requested .. revoked at least). */
+	CHECK(nstate_agree >= 2 && nstate_disagree == 0, "state events: %d typed as journaled, %d not",
+	      nstate_agree, nstate_disagree);
 	sd_fleet_close(p);
 	uv_walk(&loop, on_close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);

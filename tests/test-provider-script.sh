@@ -1,7 +1,7 @@
 #!/bin/sh
 # A provider registered from the test suite alone (tests/provider-script.c,
 # linked into tests/spotdeck-script with spotdeck's own main) runs a headless
-# job end to end through the same fleet and journal as `sim` (issue 10):
+# job end to end through the same fleet and journal as `sim`:
 # two K80s come up, a third offer's zone reports a stockout after the
 # request was accepted (the way GCE reports one inside its operation), one
 # server is revoked with a notice while the job trains, and the job

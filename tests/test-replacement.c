@@ -1,5 +1,5 @@
-/* tests/test-replacement.c - the replacement scorer (src/market/replacement.h; issue 9,
- * item 4): recent revocations and stockouts of a zone weigh against it for
+/* tests/test-replacement.c - the replacement scorer (src/market/replacement.h):
+ * recent revocations and stockouts of a zone weigh against it for
  * a while, by the catalog's batch and storm models, and the suggestion says
  * why.  On a small catalog of three identical K80 zones (so that only the
  * events decide): the zone that just revoked is passed over, then the zone

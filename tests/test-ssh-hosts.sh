@@ -1,5 +1,5 @@
 #!/bin/sh
-# The ssh provider across hosts (issue 12): four network namespaces with a
+# The ssh provider across hosts: four network namespaces with a
 # real sshd each (tests/netns/lib.sh), the controller in the root namespace
 # listening on the bed's address.  A cnn job on three hosts over ssh (on a
 # fifth of Fashion-MNIST) reaches the same test accuracy (+-0.02) as the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Hosts over ssh whose link dies or whose worker freezes (issue 12): three
+# Hosts over ssh whose link dies or whose worker freezes: three
 # network namespaces with a real sshd each (tests/netns/lib.sh), the workers
 # started on them by the ssh provider.  Cutting one host's link mid-training
 # (its bridge port down) must not hang the others: the survivors form a

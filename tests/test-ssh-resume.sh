@@ -1,6 +1,6 @@
 #!/bin/sh
 # The controller SIGKILLed while workers on two hosts train over the ssh
-# provider (issue 12): the workers on the hosts notice and end (nothing is
+# provider: the workers on the hosts notice and end (nothing is
 # left running there), and `spotdeck --resume RUNDIR` acquires the job's
 # hosts again and continues from the latest checkpoint on disk, both
 # workers training together with equal parameter checksums.  The job names

@@ -1,6 +1,6 @@
 #!/bin/sh
-# A worker's ssh session ends while the host stays up (issue 12: "the
-# worker keeps running if the ssh session ends"): two hosts over the ssh
+# A worker's ssh session ends while the host stays up, and the worker
+# keeps running: two hosts over the ssh
 # provider; the sshd processes serving h2's sessions are killed (its
 # listening sshd stays).  The local ssh exits with its own 255, the worker
 # (in a session of its own on the host) trains on: no failed server, the

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test-ui-attach.sh - the run outlives its terminal (issue 11): spotdeck
+# tests/test-ui-attach.sh - the run outlives its terminal: spotdeck
 # in tmux starts a background run with a cockpit attached; the tmux server is
 # killed (the terminal goes, SIGHUP) at step k: the run's process and its
 # workers live on with the same pids, no server is released, the journal's

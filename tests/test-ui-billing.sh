@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/test-ui-billing.sh - what the cockpit says servers cost (issue 9,
-# item 5), on the real spotdeck in tmux at 120x40: a transient K80, an
+# tests/test-ui-billing.sh - what the cockpit says servers cost, on the
+# real spotdeck in tmux at 120x40: a transient K80, an
 # on-demand P100 (whose price the catalog only estimates) and a local
 # worker train together, and the scripted market
 # (tests/ui-e2e/billing-trace.jsonl) raises the K80 offer's price after the

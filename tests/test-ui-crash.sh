@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/test-ui-crash.sh - a crash gives the terminal back (issue 10's
-# list): the real spotdeck's cockpit in tmux (the client of the background
+# tests/test-ui-crash.sh - a crash gives the terminal back: the
+# real spotdeck's cockpit in tmux (the client of the background
 # run, the first process with the run's command line) gets SIGSEGV, then
 # SIGFPE in a second run; each time spotdeck dies of that signal and leaves the pane
 # usable: the alternate screen off, the cursor visible, and the terminal

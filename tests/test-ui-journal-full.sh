@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-ui-journal-full.sh - the cockpit's side of a journal that
-# cannot be written (issue 10's list; tests/test-journal-full.sh has the
+# cannot be written (tests/test-journal-full.sh has the
 # headless side): RUNDIR/journal.jsonl is a link to a file on a one-page
 # tmpfs; once it is full, the status line says so, naming the journal,
 # spotdeck.log (the cockpit's stderr) says it once with ENOSPC, training goes on

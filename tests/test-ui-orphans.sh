@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-ui-orphans.sh - the cockpit asks about an earlier controller's
-# VMs (issue 13): a headless controller of a run on the fake GCE is killed
+# VMs: a headless controller of a run on the fake GCE is killed
 # while two Spot VMs train for it; the same run resumed in the cockpit (in
 # tmux, 120x40; the cockpit's default is provider.orphans "ask") opens a
 # dialog naming both VMs and makes nothing while it waits; y adopts them:

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-ui-provider-script.sh - the cockpit over a provider from the test
-# suite alone (issue 10): tests/spotdeck-script (spotdeck's main with
+# suite alone: tests/spotdeck-script (spotdeck's main with
 # tests/provider-script.c) in tmux at 120x40, two K80s and an offer whose
 # zone reports a stockout after the request.  The cluster pane shows the
 # two training at the catalog's price, without the "~" of an emulated speed

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-ui-suggest.sh - the replacement the cockpit suggests after a
-# revocation (issue 9, item 4), on the real spotdeck in tmux: a local worker
+# revocation, on the real spotdeck in tmux: a local worker
 # and two transient K80s train, in us-east1-c and europe-west1-b; the
 # scripted market (tests/ui-e2e/suggest-trace.jsonl) revokes the first,
 # then 6 s later the second.  After each revocation the status line

@@ -43,11 +43,42 @@ static void on_exit_cb(struct sd_controller *c, int status, void *ctx)
 	exited = status;
 }
 
-static void on_event_cb(const cJSON *ev, void *ctx)
+static void on_event_cb(const struct sd_event *ev, void *ctx)
 {
 	struct sd_view_model **vm = ctx;
 	if (*vm)
 		sd_view_model_on_event(*vm, ev);
+}
+
+/* A command of the program's own, through the controller's table: it
+ * counts its runs and the context it was given. */
+static int probe_runs;
+static void *probe_ctx;
+
+static int cmd_probe(void *ctx, int argc, char **argv, char **why)
+{
+	(void)argc;
+	(void)argv;
+	(void)why;
+	probe_runs++;
+	probe_ctx = ctx;
+	return 0;
+}
+
+static const struct sd_app_command app_commands[] = {
+	{ "probe", "", 0, 0, "count a run", cmd_probe },
+	{ NULL, NULL, 0, 0, NULL, NULL },
+};
+
+/* Runs line through the command table; returns its *why ("" for none),
+ * in buf. */
+static int command(struct sd_controller *c, const char *line, char *buf, size_t len)
+{
+	char *why = NULL;
+	int rc = sd_controller_command(c, line, &why);
+	snprintf(buf, len, "%s", why ? why : "");
+	free(why);
+	return rc;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -210,6 +241,7 @@ int main(void)
 		.emulate = 1,
 		.on_exit = on_exit_cb,
 		.on_event = on_event_cb,
+		.app_commands = app_commands,
 		.ctx = &vm,
 	};
 	if (sd_controller_create(&c, &loop, &job, &co, &why) < 0) {
@@ -226,11 +258,21 @@ int main(void)
 	check_offers(v, cat);
 	check_servers(v, cat);
 
-	if (sd_controller_command(c, "quit", &why) < 0) {
-		fprintf(stderr, "quit: %s\n", why);
-		free(why);
-		check_failures++;
-	}
+	/* One command table: a word is a command only whole ("quitx" does not
+	 * quit), and the program's own commands get the same usage checks. */
+	char err[256];
+	CHECK_INT(command(c, "quitx", err, sizeof err), -1);
+	CHECK_STR(err, "unknown command 'quitx' (try help)");
+	CHECK_INT(command(c, "probe", err, sizeof err), 0);
+	CHECK_INT(command(c, "probe now", err, sizeof err), -1);
+	CHECK_STR(err, "probe: takes no arguments");
+	CHECK_INT(command(c, "probex", err, sizeof err), -1);
+	CHECK(probe_runs == 1 && probe_ctx == &vm, "probe ran %d times, ctx %p (want 1, %p)", probe_runs,
+	      probe_ctx, (void *)&vm);
+	run_for(&loop, 100);
+	CHECK(exited < 0 && !sd_controller_operator_quit(c), "quitx ended the run (status %d)", exited);
+	CHECK_INT(command(c, "quit", err, sizeof err), 0);
+	CHECK_INT(sd_controller_operator_quit(c), 1);
 	for (int i = 0; i < 100 && exited < 0; i++)
 		run_for(&loop, 100);
 	/* The controller reports a quit before the job's end as status 1 (the

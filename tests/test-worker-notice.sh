@@ -261,7 +261,7 @@ check_worker_logs()
 # worker under notice: rank 0 checkpoints before it goes, and its local
 # server is released once the worker has left.  (One worker: two noticed at
 # once may vote at different boundaries, and then the second leaves between
-# generations without a checkpoint; see the report of issue 12.)
+# generations without a checkpoint, which this test does not cover.)
 flip("aws-clear")
 os.environ["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = FAKE
 r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=1, notice="aws"), workers=1, timeout=120)

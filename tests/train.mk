@@ -23,7 +23,7 @@ TESTS += tests/test-parity
 tests_test_parity_SOURCES = tests/test-parity.c
 tests_test_parity_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_parity_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
-# The grad-ready hook and the bucket plan of the overlapped all-reduce (issue 16).
+# The grad-ready hook and the bucket plan of the overlapped all-reduce.
 check_PROGRAMS += tests/test-grad-sync
 TESTS += tests/test-grad-sync
 tests_test_grad_sync_SOURCES = tests/test-grad-sync.c tests/check.h
@@ -35,7 +35,7 @@ TESTS += tests/test-sim-market.sh
 EXTRA_DIST += tests/test-sim-market.sh
 TESTS += tests/test-sim-trace.sh
 EXTRA_DIST += tests/test-sim-trace.sh
-# Over-long command lines on headless stdin (issue 9, item 3).
+# Over-long command lines on headless stdin.
 TESTS += tests/test-headless-stdin.sh
 EXTRA_DIST += tests/test-headless-stdin.sh
 # A swap whose replacement ends before it trains frees its slot.

@@ -351,12 +351,123 @@ static const char *no_color(void)
 	return e && *e ? e : NULL;
 }
 
+/* Curses on the terminal (c->tty_in for keys, stdout for output) and the
+ * input pad keys are read from.  0, or -1 with *why. */
+static int start_curses(struct sd_cockpit *c, char **why)
+{
+	use_tioctl(TRUE);
+	c->scr = newterm(NULL, stdout, c->tty_in);
+	if (!c->scr) {
+		const char *term = getenv("TERM");
+		set_why(why, "cannot drive terminal type '%s' (no terminfo entry?)", term ? term : "");
+		return -1;
+	}
+	set_term(c->scr);
+	cbreak();
+	noecho();
+	nonl();
+	intrflush(stdscr, FALSE);
+	leaveok(stdscr, TRUE);
+	curs_set(0);
+	set_escdelay(25);
+	c->input = newpad(1, 1);
+	if (!c->input) {
+		set_why(why, "curses: cannot create the input pad");
+		return -1;
+	}
+	keypad(c->input, TRUE);
+	nodelay(c->input, TRUE);
+	return 0;
+}
+
+/* What a fatal signal writes to give the terminal back (the handlers
+ * cannot call curses), and the handlers themselves. */
+static void arm_emergency(struct sd_cockpit *c)
+{
+	emergency_len = 0;
+	emergency_add("sgr0");
+	emergency_add("cnorm");
+	emergency_add("rmkx");
+	emergency_add("rmcup");
+	emergency_stderr = c->saved_stderr;
+	emergency_armed = 1;
+	fatal_handlers_install();
+}
+
+/* The loop's handles: keys, SIGWINCH, the refresh and render timers;
+ * c->open_handles counts those initialised, for the close on failure.
+ * 0, or -1 with *why. */
+static int start_handles(struct sd_cockpit *c, char **why)
+{
+	int rc;
+	if ((rc = uv_poll_init(c->loop, &c->keys, c->tty_fd)) != 0) {
+		set_why(why, "terminal input: %s", uv_strerror(rc));
+		return -1;
+	}
+	c->keys.data = c;
+	c->open_handles++;
+	uv_signal_init(c->loop, &c->winch);
+	c->winch.data = c;
+	c->open_handles++;
+	uv_timer_init(c->loop, &c->refresh);
+	c->refresh.data = c;
+	c->open_handles++;
+	uv_timer_init(c->loop, &c->render);
+	c->render.data = c;
+	c->open_handles++;
+	uv_poll_start(&c->keys, UV_READABLE | UV_DISCONNECT, on_keys);
+	uv_signal_start(&c->winch, on_winch, SIGWINCH);
+	uv_timer_start(&c->refresh, on_refresh, SD_COCKPIT_POLL_MS, SD_COCKPIT_POLL_MS);
+	return 0;
+}
+
+/* The first frame now, not a timer tick later. */
+static void first_frame(struct sd_cockpit *c)
+{
+	const struct sd_view *v = c->ops->view(c->ctx);
+	if (v) {
+		c->version = v->version;
+		c->have_version = 1;
+	}
+	sd_screen_update(c->screen, v, now_ms(c));
+	sd_screen_render(c->screen);
+	c->last_render = now_ms(c);
+}
+
+/* Undoes a create that failed once c existed with its terminal open: the
+ * terminal and stderr back, and c freed (through the handles' close
+ * callbacks when some were initialised). */
+static void create_failed(struct sd_cockpit *c)
+{
+	emergency_armed = 0;
+	fatal_handlers_remove();
+	if (c->scr) {
+		endwin();
+		fflush(stdout);
+	}
+	if (c->saved_stderr >= 0) {
+		dup2(c->saved_stderr, STDERR_FILENO);
+		close(c->saved_stderr);
+		c->saved_stderr = -1;
+		emergency_stderr = -1;
+	}
+	if (c->open_handles) {
+		/* Handles exist: free through their close callbacks. */
+		c->closing = 1;
+		uv_handle_t *hs[] = { (uv_handle_t *)&c->keys, (uv_handle_t *)&c->winch,
+		                      (uv_handle_t *)&c->refresh, (uv_handle_t *)&c->render };
+		for (int i = 0; i < c->open_handles; i++)
+			uv_close(hs[i], on_closed);
+		return;
+	}
+	free_cockpit(c);
+}
+
 int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_cockpit_ops *ops,
                       void *ctx, const struct sd_cockpit_opts *o, char **why)
 {
 	static const struct sd_cockpit_opts none;
 	struct sd_theme theme;
-	int rc;
 	if (!o)
 		o = &none;
 	*out = NULL;
@@ -424,37 +535,9 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 		if (c->saved_stderr >= 0)
 			dup2(fileno(c->log), STDERR_FILENO);
 	}
-	use_tioctl(TRUE);
-	c->scr = newterm(NULL, stdout, c->tty_in);
-	if (!c->scr) {
-		const char *term = getenv("TERM");
-		set_why(why, "cannot drive terminal type '%s' (no terminfo entry?)", term ? term : "");
+	if (start_curses(c, why) < 0)
 		goto fail;
-	}
-	set_term(c->scr);
-	cbreak();
-	noecho();
-	nonl();
-	intrflush(stdscr, FALSE);
-	leaveok(stdscr, TRUE);
-	curs_set(0);
-	set_escdelay(25);
-	c->input = newpad(1, 1);
-	if (!c->input) {
-		set_why(why, "curses: cannot create the input pad");
-		goto fail;
-	}
-	keypad(c->input, TRUE);
-	nodelay(c->input, TRUE);
-
-	emergency_len = 0;
-	emergency_add("sgr0");
-	emergency_add("cnorm");
-	emergency_add("rmkx");
-	emergency_add("rmcup");
-	emergency_stderr = c->saved_stderr;
-	emergency_armed = 1;
-	fatal_handlers_install();
+	arm_emergency(c);
 
 	struct sd_screen_cfg cfg = {
 		.command = ops->command,
@@ -469,62 +552,17 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 	if (sd_screen_create(&c->screen, &cfg, why) != 0)
 		goto fail;
 
-	if ((rc = uv_poll_init(loop, &c->keys, c->tty_fd)) != 0) {
-		set_why(why, "terminal input: %s", uv_strerror(rc));
+	if (start_handles(c, why) < 0)
 		goto fail;
-	}
-	c->keys.data = c;
-	c->open_handles++;
-	uv_signal_init(loop, &c->winch);
-	c->winch.data = c;
-	c->open_handles++;
-	uv_timer_init(loop, &c->refresh);
-	c->refresh.data = c;
-	c->open_handles++;
-	uv_timer_init(loop, &c->render);
-	c->render.data = c;
-	c->open_handles++;
-	uv_poll_start(&c->keys, UV_READABLE | UV_DISCONNECT, on_keys);
-	uv_signal_start(&c->winch, on_winch, SIGWINCH);
-	uv_timer_start(&c->refresh, on_refresh, SD_COCKPIT_POLL_MS, SD_COCKPIT_POLL_MS);
 
 	active = c;
 	clog_(c, "started: %dx%d, %s, theme %s", COLS, LINES, utf8 ? "UTF-8" : "ASCII", sd_screen_theme(c->screen));
-	/* The first frame now, not a timer tick later. */
-	const struct sd_view *v = ops->view(ctx);
-	if (v) {
-		c->version = v->version;
-		c->have_version = 1;
-	}
-	sd_screen_update(c->screen, v, now_ms(c));
-	sd_screen_render(c->screen);
-	c->last_render = now_ms(c);
+	first_frame(c);
 	*out = c;
 	return 0;
 
 fail:
-	emergency_armed = 0;
-	fatal_handlers_remove();
-	if (c->scr) {
-		endwin();
-		fflush(stdout);
-	}
-	if (c->saved_stderr >= 0) {
-		dup2(c->saved_stderr, STDERR_FILENO);
-		close(c->saved_stderr);
-		c->saved_stderr = -1;
-		emergency_stderr = -1;
-	}
-	if (c->open_handles) {
-		/* Handles exist: free through their close callbacks. */
-		c->closing = 1;
-		uv_handle_t *hs[] = { (uv_handle_t *)&c->keys, (uv_handle_t *)&c->winch,
-		                      (uv_handle_t *)&c->refresh, (uv_handle_t *)&c->render };
-		for (int i = 0; i < c->open_handles; i++)
-			uv_close(hs[i], on_closed);
-		return -1;
-	}
-	free_cockpit(c);
+	create_failed(c);
 	return -1;
 }
 
@@ -544,7 +582,3 @@ void sd_cockpit_notify_refused(struct sd_cockpit *c, const char *why)
 	request_render(c, 0);
 }
 
-const char *sd_cockpit_theme(const struct sd_cockpit *c)
-{
-	return c && c->screen ? sd_screen_theme(c->screen) : NULL;
-}

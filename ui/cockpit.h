@@ -87,7 +87,4 @@ void sd_cockpit_notify_revocation(struct sd_cockpit *c, const char *server);
  * words); shown as a note that outlives the run's next message. */
 void sd_cockpit_notify_refused(struct sd_cockpit *c, const char *why);
 
-/* The current theme's name (for tests and the journal). */
-const char *sd_cockpit_theme(const struct sd_cockpit *c);
-
 #endif

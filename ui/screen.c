@@ -504,14 +504,6 @@ const char *sd_screen_modal(const struct sd_screen *s)
 	return NULL;
 }
 
-void sd_screen_select_server(struct sd_screen *s, const char *id)
-{
-	struct sd_list *l = &s->panes[P_CLUSTER].list;
-	snprintf(l->sel_id, sizeof l->sel_id, "%s", id);
-	l->sel = -1;
-	s->panes[P_CLUSTER].dirty = 1;
-}
-
 /* ---- actions (the key table's run functions) ---- */
 
 static int open_modal(struct sd_screen *s, enum sd_modal_kind kind)

@@ -73,9 +73,6 @@ const char *sd_screen_theme(const struct sd_screen *s);
 /* Which dialog is open: NULL, "picker", "confirm", "help" or "whatif". */
 const char *sd_screen_modal(const struct sd_screen *s);
 
-/* Selects server ID in the cluster pane (tests, and a later "goto"). */
-void sd_screen_select_server(struct sd_screen *s, const char *id);
-
 /* ---- key actions, referenced by the key table (ui/keys.c) ---- */
 int sd_act_add(struct sd_screen *s, int key);
 int sd_act_swap(struct sd_screen *s, int key);

@@ -17,8 +17,8 @@
  * -1 with *why (engine/errors.h); kernels' launchers return the launch's
  * cudaError_t.  Everything a layer enqueues goes on env->stream.
  */
-#ifndef SD_ENGINE_CUDA_INTERNAL_H
-#define SD_ENGINE_CUDA_INTERNAL_H
+#ifndef SD_ENGINE_CUDA_CUDA_INTERNAL_H
+#define SD_ENGINE_CUDA_CUDA_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -140,8 +140,6 @@ int cu_conv_forward(const struct cu_env *env, struct cu_conv *c, float *y, const
 int cu_conv_backward(const struct cu_env *env, struct cu_conv *c, float *dx, int acc_dx,
                      float *dw, float *db, const float *dy, const float *x, const float *w,
                      char **why);
-/* Describes the algorithms chosen ("fwd 1 bwd-data 1 bwd-filter 1"). */
-void cu_conv_algos(const struct cu_conv *c, char *buf, size_t len);
 
 /* Spatial batch-norm (per channel over N, H, W) through cuDNN, momentum
  * 0.1 and epsilon 1e-5 as engine/model.c; cuDNN's running variance uses the

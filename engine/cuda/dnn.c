@@ -248,12 +248,6 @@ void cu_conv_fini(struct cu_conv *c)
 	memset(c, 0, sizeof *c);
 }
 
-void cu_conv_algos(const struct cu_conv *c, char *buf, size_t len)
-{
-	snprintf(buf, len, "fwd %d bwd-data %d bwd-filter %d", (int)c->fwd, (int)c->bwd_data,
-	         (int)c->bwd_filter);
-}
-
 int cu_conv_forward(const struct cu_env *env, struct cu_conv *c, float *y, const float *x,
                     const float *w, const float *b, char **why)
 {

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "src/app/attach.h"
+#include "src/app/run-setup.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -283,20 +284,56 @@ static const struct sd_view *cockpit_view(void *ctx)
 	return &a->mirror.v;
 }
 
-static int cockpit_command(void *ctx, const char *line, char **why)
+/* Whether the run may get LINE from here: not after it ended, nor from a
+ * read-only client.  0, or -1 with *why. */
+static int may_command(const struct att *a, char **why)
 {
-	struct att *a = ctx;
-	int quit = !strncmp(line, "quit", 4) && (line[4] == 0 || line[4] == ' ');
-	if (!strcmp(line, "detach") || (quit && (a->o->read_only || a->final_screen))) {
-		detach(a);
-		return 0;
-	}
 	if (a->final_screen)
 		return sd_why(why, "the run has ended: this is its final screen (q leaves)");
 	if (a->o->read_only)
 		return sd_why(why, "attached read-only: commands are refused (x or q leaves)");
-	if (quit)
-		a->quit_sent = 1;
+	return 0;
+}
+
+/* detach (key x): the client's own; the run goes on. */
+static int client_detach(struct att *a, const char *line, char **why)
+{
+	(void)line;
+	(void)why;
+	detach(a);
+	return 0;
+}
+
+/* quit (key q): the run's, except where this client cannot send it (read
+ * only, or the run already over): then q only leaves. */
+static int client_quit(struct att *a, const char *line, char **why)
+{
+	if (a->o->read_only || a->final_screen)
+		return client_detach(a, line, why);
+	a->quit_sent = 1;
+	send_command(a, line);
+	return 0;
+}
+
+/* The commands the client acts on itself, by their first word; every
+ * other line goes to the run's command table. */
+static const struct {
+	const char *name;
+	int (*run)(struct att *a, const char *line, char **why);
+} client_commands[] = {
+	{ "detach", client_detach },
+	{ "quit", client_quit },
+};
+
+static int cockpit_command(void *ctx, const char *line, char **why)
+{
+	struct att *a = ctx;
+	size_t n = strcspn(line, " \t");
+	for (size_t i = 0; i < sizeof client_commands / sizeof client_commands[0]; i++)
+		if (strlen(client_commands[i].name) == n && !strncmp(line, client_commands[i].name, n))
+			return client_commands[i].run(a, line, why);
+	if (may_command(a, why) < 0)
+		return -1;
 	send_command(a, line);
 	return 0;
 }
@@ -374,7 +411,7 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 		return;
 	case SD_CONTROL_EVENT:
 		if (a->o->headless) {
-			char *s = cJSON_PrintUnformatted(m->event);
+			char *s = cJSON_PrintUnformatted(m->event.fields);
 			if (s) {
 				fputs(s, stdout);
 				fputc('\n', stdout);
@@ -386,9 +423,8 @@ static void on_message(struct att *a, struct sd_control_msg *m)
 			}
 			free(s);
 		} else if (a->cockpit) {
-			const cJSON *t = cJSON_GetObjectItemCaseSensitive(m->event, "type");
-			const cJSON *srv = cJSON_GetObjectItemCaseSensitive(m->event, "server");
-			if (cJSON_IsString(t) && !strcmp(t->valuestring, "revoked"))
+			const cJSON *srv = cJSON_GetObjectItemCaseSensitive(m->event.fields, "server");
+			if (m->event.type == SD_EV_REVOKED)
 				sd_cockpit_notify_revocation(a->cockpit, cJSON_IsString(srv) ? srv->valuestring : "");
 		}
 		return;
@@ -750,13 +786,10 @@ int sd_attach_main(int argc, char **argv)
 	struct sd_attach_opts o;
 	memset(&o, 0, sizeof o);
 	o.cockpit.bell = 1;
-	char themes_home[PATH_MAX] = "";
-	const char *home = getenv("HOME");
-	if (home)
-		snprintf(themes_home, sizeof themes_home, "%s/.config/spotdeck/themes", home);
-	o.cockpit.theme_dirs[0] = themes_home;
-	o.cockpit.theme_dirs[1] = SD_DATADIR "/themes";
-	o.cockpit.theme_dirs[2] = SD_SRCDIR "/themes";
+	struct sd_theme_dirs td;
+	sd_theme_dirs_init(&td);
+	for (int i = 0; i < SD_THEME_DIRS_N; i++)
+		o.cockpit.theme_dirs[i] = td.dir[i];
 	opterr = 0;
 	optind = 1;
 	int c;

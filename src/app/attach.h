@@ -2,8 +2,8 @@
  * (src/app/control.h): `spotdeck attach` (a cockpit fed from the run's
  * messages, or with --headless the journal as JSON lines and commands from
  * stdin), `spotdeck ls` and `spotdeck kill`. */
-#ifndef SD_ATTACH_H
-#define SD_ATTACH_H
+#ifndef SD_APP_ATTACH_H
+#define SD_APP_ATTACH_H
 
 #include "ui/cockpit.h"
 

@@ -169,10 +169,12 @@ static int fill(struct sd_control_msg *m, const cJSON *root, const struct msg_sp
 		m->view = cJSON_GetObjectItemCaseSensitive(root, "view");
 		return 0;
 	case SD_CONTROL_EVENT: {
-		m->event = cJSON_GetObjectItemCaseSensitive(root, "event");
-		const cJSON *t = cJSON_GetObjectItemCaseSensitive(m->event, "type");
-		if (!cJSON_IsString(t) || !t->valuestring)
+		const cJSON *ev = cJSON_GetObjectItemCaseSensitive(root, "event");
+		char *bad = NULL;
+		if (sd_event_from_json(&m->event, ev, &bad) < 0) {
+			free(bad);
 			return sd_why(why, "event.event.type: expected a string");
+		}
 		return 0;
 	}
 	case SD_CONTROL_REPLY:

@@ -32,12 +32,14 @@
  * and at most 2^53; unknown extra fields are ignored), a protocol other
  * than SD_CONTROL_PROTOCOL in a hello, and a NUL (\u0000) in any string,
  * which C would read as the string's end. */
-#ifndef SD_CONTROL_PROTO_H
-#define SD_CONTROL_PROTO_H
+#ifndef SD_APP_CONTROL_PROTO_H
+#define SD_APP_CONTROL_PROTO_H
 
 #include <stddef.h>
 
 #include <cJSON.h>
+
+#include "src/proto/events.h"
 
 #define SD_CONTROL_PROTOCOL 1
 #define SD_CONTROL_CLIENT_LINE_MAX 4096         /* bytes, newline included */
@@ -78,7 +80,9 @@ struct sd_control_msg {
 	const char *error;              /* reply (!ok), error */
 	long status;                    /* bye */
 	const cJSON *view;              /* snapshot, status: an object */
-	const cJSON *event;             /* event: an object with a string "type" */
+	struct sd_event event;          /* event: typed (src/proto/events.h), its
+	                                 * fields the journal object; a type this
+	                                 * build does not know is SD_EV_COUNT */
 };
 
 /* Decodes one line (without its newline; len bytes, need not be

@@ -617,11 +617,6 @@ int sd_control_flushed(const struct sd_control *s)
 	return !s || !s->clients;
 }
 
-int sd_control_clients(const struct sd_control *s)
-{
-	return s ? s->nclients : 0;
-}
-
 void sd_control_close(struct sd_control *s)
 {
 	if (!s || s->closed)

@@ -10,8 +10,8 @@
  * and encoded once per SD_CONTROL_STATUS_MS tick for all clients, as the
  * changes since the last tick (src/app/view-codec.h), and only while a
  * cockpit is attached and the view's version moved. */
-#ifndef SD_CONTROL_H
-#define SD_CONTROL_H
+#ifndef SD_APP_CONTROL_H
+#define SD_APP_CONTROL_H
 
 #include <cJSON.h>
 #include <uv.h>
@@ -51,9 +51,6 @@ void sd_control_event(struct sd_control *s, const cJSON *ev);
  * written.  Returns at once; sd_control_flushed says when that is done. */
 void sd_control_end(struct sd_control *s, int status, const char *ended);
 int sd_control_flushed(const struct sd_control *s);
-
-/* Attached clients now (all kinds). */
-int sd_control_clients(const struct sd_control *s);
 
 /* Closes the listener and every client, removes the socket; the memory
  * goes once the loop has run the close callbacks.  Safe with NULL. */

@@ -63,169 +63,193 @@ static void answer_error(const struct sd_http_response *r, struct sd_ec2_error *
 
 static void next(struct doctor_aws *d);
 
-static void on_reply(void *arg, const struct sd_http_response *r)
+/* DescribeAvailabilityZones: the key works, and which of the job's zones are available. */
+static void on_zones(struct doctor_aws *d, const struct sd_http_response *r)
 {
-	struct doctor_aws *d = arg;
 	struct sd_ec2_error e;
 	char err[700];
-	switch (d->step) {
-	case ST_ZONES: {
-		struct sd_ec2_zone z[64];
-		int n = r->status == 200 ? sd_ec2_zones_parse(r->body, r->body_len, z, 64, err, sizeof err) : -1;
-		if (r->status == 0 && !strncmp(r->error, "credentials: ", 13)) {
-			/* No key in the chain, and the instance role's could not be had. */
-			say(d, "FAIL", "credentials", "%s", r->error + 13);
-			d->step = ST_END;
-			break;
-		}
-		if (r->status != 200) {
-			answer_error(r, &e);
-			say(d, "FAIL", "credentials", "key %s in %s: %s: %s", sd_aws_client_identity(d->aws), d->region,
-			    e.code, e.message);
-			d->step = ST_END;
-			break;
-		}
-		if (n < 0) {
-			say(d, "FAIL", "credentials", "DescribeAvailabilityZones: %s", err);
-			d->step = ST_END;
-			break;
-		}
-		if (n == 0) {
-			say(d, "FAIL", "credentials", "DescribeAvailabilityZones answered no zone: is endpoint EC2?");
-			d->step = ST_END;
-			break;
-		}
-		say(d, "ok", "credentials", "key %s (from %s) accepted in %s", sd_aws_client_identity(d->aws),
-		    sd_aws_client_where(d->aws), d->region);
-		int any = 0;
-		for (int i = 0; i < d->nzones; i++) {
-			const struct sd_ec2_zone *hit = NULL;
-			for (int k = 0; k < n; k++)
-				if (!strcmp(z[k].name, d->zones[i]))
-					hit = &z[k];
-			if (!hit)
-				say(d, "warn", "zone", "%s is not a zone of %s", d->zones[i], d->region);
-			else if (strcmp(hit->state, "available") != 0)
-				say(d, "warn", "zone", "%s is %s", d->zones[i], hit->state);
-			else
-				say(d, "ok", "zone", "%s is available", d->zones[i]);
-			d->zone_ok[i] = hit && !strcmp(hit->state, "available");
-			any |= d->zone_ok[i];
-		}
-		if (!any) {
-			say(d, "FAIL", "zones", "none of the %d zones is available in %s", d->nzones, d->region);
-			d->step = ST_END;
-		} else {
-			d->step = ST_LAUNCH;
-		}
-		break;
+	struct sd_ec2_zone z[64];
+	int n = r->status == 200 ? sd_ec2_zones_parse(r->body, r->body_len, z, 64, err, sizeof err) : -1;
+	if (r->no_credentials) {
+		/* No key in the chain, and the instance role's could not be had. */
+		say(d, "FAIL", "credentials", "%s", r->error + 13);
+		d->step = ST_END;
+		return;
 	}
-	case ST_LAUNCH: {
-		const char *zone = first_zone(d);
+	if (r->status != 200) {
 		answer_error(r, &e);
-		if (!strcmp(e.code, "DryRunOperation"))
-			say(d, "ok", "launch", "a Spot %s from %s in %s would be allowed (DryRun)", d->type, d->image, zone);
-		else if (!strcmp(e.code, "InvalidAMIID.NotFound") || !strcmp(e.code, "InvalidAMIID.Malformed"))
-			say(d, "FAIL", "image", "%s: %s: %s", d->image, e.code, e.message);
-		else if (!strcmp(sd_ec2_classify(e.code), "zone"))
-			say(d, "warn", "launch", "%s in %s: %s: %s", d->type, zone, e.code, e.message);
-		else if (r->status == 200)
-			say(d, "FAIL", "launch", "EC2 launched an instance for a DryRun (status 200): terminate it");
-		else
-			say(d, "FAIL", "launch", "a Spot %s in %s: %s: %s", d->type, zone, e.code, e.message);
-		d->quota_code = sd_ec2_spot_quota_code(d->type, &d->quota_name);
-		if (!d->quota_code) {
-			say(d, "warn", "quota", "%s: no Spot vCPU quota code known for its family; not checked", d->type);
-			d->step = ST_PRICES;
-		} else if (d->endpoint && !d->quotas_endpoint) {
-			/* EC2 elsewhere (a VPC endpoint, a fake): Amazon's own
-			 * Service Quotas host is not asked in its place. */
-			say(d, "warn", "quota", "not checked: provider.endpoint sends EC2 to %s and no "
-			    "provider.quotas_endpoint says where Service Quotas is", d->endpoint);
-			d->step = ST_PRICES;
-		} else {
-			d->step = ST_TYPE;
-		}
-		break;
+		say(d, "FAIL", "credentials", "key %s in %s: %s: %s", sd_aws_client_identity(d->aws), d->region,
+		    e.code, e.message);
+		d->step = ST_END;
+		return;
 	}
-	case ST_TYPE: {
-		struct sd_ec2_instance_type it[4];
-		int n = r->status == 200 ? sd_ec2_instance_types_parse(r->body, r->body_len, it, 4, err, sizeof err)
-					 : -1;
+	if (n < 0) {
+		say(d, "FAIL", "credentials", "DescribeAvailabilityZones: %s", err);
+		d->step = ST_END;
+		return;
+	}
+	if (n == 0) {
+		say(d, "FAIL", "credentials", "DescribeAvailabilityZones answered no zone: is endpoint EC2?");
+		d->step = ST_END;
+		return;
+	}
+	say(d, "ok", "credentials", "key %s (from %s) accepted in %s", sd_aws_client_identity(d->aws),
+	    sd_aws_client_where(d->aws), d->region);
+	int any = 0;
+	for (int i = 0; i < d->nzones; i++) {
+		const struct sd_ec2_zone *hit = NULL;
+		for (int k = 0; k < n; k++)
+			if (!strcmp(z[k].name, d->zones[i]))
+				hit = &z[k];
+		if (!hit)
+			say(d, "warn", "zone", "%s is not a zone of %s", d->zones[i], d->region);
+		else if (strcmp(hit->state, "available") != 0)
+			say(d, "warn", "zone", "%s is %s", d->zones[i], hit->state);
+		else
+			say(d, "ok", "zone", "%s is available", d->zones[i]);
+		d->zone_ok[i] = hit && !strcmp(hit->state, "available");
+		any |= d->zone_ok[i];
+	}
+	if (!any) {
+		say(d, "FAIL", "zones", "none of the %d zones is available in %s", d->nzones, d->region);
+		d->step = ST_END;
+	} else {
+		d->step = ST_LAUNCH;
+	}
+}
+
+/* RunInstances with DryRun: whether a Spot launch would be allowed; then which
+ * quota to check, if any. */
+static void on_launch(struct doctor_aws *d, const struct sd_http_response *r)
+{
+	struct sd_ec2_error e;
+	const char *zone = first_zone(d);
+	answer_error(r, &e);
+	if (!strcmp(e.code, "DryRunOperation"))
+		say(d, "ok", "launch", "a Spot %s from %s in %s would be allowed (DryRun)", d->type, d->image, zone);
+	else if (!strcmp(e.code, "InvalidAMIID.NotFound") || !strcmp(e.code, "InvalidAMIID.Malformed"))
+		say(d, "FAIL", "image", "%s: %s: %s", d->image, e.code, e.message);
+	else if (!strcmp(sd_ec2_classify(e.code), "zone"))
+		say(d, "warn", "launch", "%s in %s: %s: %s", d->type, zone, e.code, e.message);
+	else if (r->status == 200)
+		say(d, "FAIL", "launch", "EC2 launched an instance for a DryRun (status 200): terminate it");
+	else
+		say(d, "FAIL", "launch", "a Spot %s in %s: %s: %s", d->type, zone, e.code, e.message);
+	d->quota_code = sd_ec2_spot_quota_code(d->type, &d->quota_name);
+	if (!d->quota_code) {
+		say(d, "warn", "quota", "%s: no Spot vCPU quota code known for its family; not checked", d->type);
+		d->step = ST_PRICES;
+	} else if (d->endpoint && !d->quotas_endpoint) {
+		/* EC2 elsewhere (a VPC endpoint, a fake): Amazon's own
+		 * Service Quotas host is not asked in its place. */
+		say(d, "warn", "quota", "not checked: provider.endpoint sends EC2 to %s and no "
+		    "provider.quotas_endpoint says where Service Quotas is", d->endpoint);
+		d->step = ST_PRICES;
+	} else {
+		d->step = ST_TYPE;
+	}
+}
+
+/* DescribeInstanceTypes: the type's vCPUs, which the quota counts. */
+static void on_type(struct doctor_aws *d, const struct sd_http_response *r)
+{
+	struct sd_ec2_error e;
+	char err[700];
+	struct sd_ec2_instance_type it[4];
+	int n = r->status == 200 ? sd_ec2_instance_types_parse(r->body, r->body_len, it, 4, err, sizeof err)
+				 : -1;
+	if (r->status != 200) {
+		answer_error(r, &e);
+		snprintf(err, sizeof err, "%s: %s", e.code, e.message);
+	}
+	d->vcpus = n == 1 && !strcmp(it[0].type, d->type) ? it[0].vcpus : 0;
+	if (d->vcpus <= 0) {
+		say(d, "warn", "quota", "%s: its vCPUs unknown (DescribeInstanceTypes: %s); not checked", d->type,
+		    n < 0 ? err : "no such type in the answer");
+		d->step = ST_PRICES;
+	} else {
+		d->step = ST_QUOTA;
+	}
+}
+
+/* GetServiceQuota: the Spot vCPU quota against one server's vCPUs. */
+static void on_quota(struct doctor_aws *d, const struct sd_http_response *r)
+{
+	char err[700];
+	cJSON *j = r->body_len ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "Quota"), "Value");
+	if (r->status == 200 && cJSON_IsNumber(v)) {
+		double limit = v->valuedouble;
+		if (limit >= d->vcpus)
+			say(d, "ok", "quota", "%s (%s) allows %.0f vCPUs in %s; a Spot %s takes %d", d->quota_name,
+			    d->quota_code, limit, d->region, d->type, d->vcpus);
+		else
+			say(d, "FAIL", "quota", "%s (%s) allows %.0f vCPUs in %s, a Spot %s takes %d: ask for more "
+			    "in the Service Quotas console", d->quota_name, d->quota_code, limit, d->region, d->type,
+			    d->vcpus);
+	} else {
+		/* {"__type": "...#AccessDeniedException", "message": "..."} or the transport's words. */
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "__type");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
+		if (cJSON_IsString(t))
+			snprintf(err, sizeof err, "%s: %s", t->valuestring, cJSON_IsString(m) ? m->valuestring : "");
+		else if (r->status == 0)
+			snprintf(err, sizeof err, "%s", r->error);
+		else
+			snprintf(err, sizeof err, "HTTP %ld, no quota in the answer", r->status);
+		err[strcspn(err, "\r\n")] = '\0';
+		say(d, "warn", "quota", "%s: GetServiceQuota: %s; not checked", d->quota_code, err);
+	}
+	cJSON_Delete(j);
+	d->step = ST_PRICES;
+}
+
+/* DescribeSpotPriceHistory: each zone's latest Spot price. */
+static void on_prices(struct doctor_aws *d, const struct sd_http_response *r)
+{
+	struct sd_ec2_error e;
+	char err[700];
+	struct sd_ec2_spot_price p[128];
+	int n = r->status == 200 ? sd_ec2_spot_prices_parse(r->body, r->body_len, p, 128, NULL, 0, err,
+							   sizeof err) : -1;
+	if (n < 0) {
 		if (r->status != 200) {
 			answer_error(r, &e);
 			snprintf(err, sizeof err, "%s: %s", e.code, e.message);
 		}
-		d->vcpus = n == 1 && !strcmp(it[0].type, d->type) ? it[0].vcpus : 0;
-		if (d->vcpus <= 0) {
-			say(d, "warn", "quota", "%s: its vCPUs unknown (DescribeInstanceTypes: %s); not checked", d->type,
-			    n < 0 ? err : "no such type in the answer");
-			d->step = ST_PRICES;
-		} else {
-			d->step = ST_QUOTA;
-		}
-		break;
-	}
-	case ST_QUOTA: {
-		cJSON *j = r->body_len ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
-		const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "Quota"), "Value");
-		if (r->status == 200 && cJSON_IsNumber(v)) {
-			double limit = v->valuedouble;
-			if (limit >= d->vcpus)
-				say(d, "ok", "quota", "%s (%s) allows %.0f vCPUs in %s; a Spot %s takes %d", d->quota_name,
-				    d->quota_code, limit, d->region, d->type, d->vcpus);
-			else
-				say(d, "FAIL", "quota", "%s (%s) allows %.0f vCPUs in %s, a Spot %s takes %d: ask for more "
-				    "in the Service Quotas console", d->quota_name, d->quota_code, limit, d->region, d->type,
-				    d->vcpus);
-		} else {
-			/* {"__type": "...#AccessDeniedException", "message": "..."} or the transport's words. */
-			const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "__type");
-			const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
-			if (cJSON_IsString(t))
-				snprintf(err, sizeof err, "%s: %s", t->valuestring, cJSON_IsString(m) ? m->valuestring : "");
-			else if (r->status == 0)
-				snprintf(err, sizeof err, "%s", r->error);
-			else
-				snprintf(err, sizeof err, "HTTP %ld, no quota in the answer", r->status);
-			err[strcspn(err, "\r\n")] = '\0';
-			say(d, "warn", "quota", "%s: GetServiceQuota: %s; not checked", d->quota_code, err);
-		}
-		cJSON_Delete(j);
-		d->step = ST_PRICES;
-		break;
-	}
-	case ST_PRICES: {
-		struct sd_ec2_spot_price p[128];
-		int n = r->status == 200 ? sd_ec2_spot_prices_parse(r->body, r->body_len, p, 128, NULL, 0, err,
-								   sizeof err) : -1;
-		if (n < 0) {
-			if (r->status != 200) {
-				answer_error(r, &e);
-				snprintf(err, sizeof err, "%s: %s", e.code, e.message);
-			}
-			say(d, "warn", "prices", "DescribeSpotPriceHistory: %s", err);
-			d->step = ST_END;
-			break;
-		}
-		for (int i = 0; i < d->nzones; i++) {
-			const struct sd_ec2_spot_price *latest = NULL;
-			for (int k = 0; k < n; k++)
-				if (!strcmp(p[k].az, d->zones[i]) && !strcmp(p[k].type, d->type) &&
-				    (!latest || strcmp(p[k].timestamp, latest->timestamp) > 0))
-					latest = &p[k];
-			if (latest)
-				say(d, "ok", "prices", "%s: $%.4f/h for a Spot %s (as of %s)", d->zones[i],
-				    latest->usd_per_hour, d->type, latest->timestamp);
-			else
-				say(d, "warn", "prices", "%s: no Spot price for %s", d->zones[i], d->type);
-		}
+		say(d, "warn", "prices", "DescribeSpotPriceHistory: %s", err);
 		d->step = ST_END;
-		break;
+		return;
 	}
-	case ST_END:
-		break;
+	for (int i = 0; i < d->nzones; i++) {
+		const struct sd_ec2_spot_price *latest = NULL;
+		for (int k = 0; k < n; k++)
+			if (!strcmp(p[k].az, d->zones[i]) && !strcmp(p[k].type, d->type) &&
+			    (!latest || strcmp(p[k].timestamp, latest->timestamp) > 0))
+				latest = &p[k];
+		if (latest)
+			say(d, "ok", "prices", "%s: $%.4f/h for a Spot %s (as of %s)", d->zones[i],
+			    latest->usd_per_hour, d->type, latest->timestamp);
+		else
+			say(d, "warn", "prices", "%s: no Spot price for %s", d->zones[i], d->type);
 	}
+	d->step = ST_END;
+}
+
+/* What each step does with its reply; each sets the step that follows. */
+static void (*const on_step[])(struct doctor_aws *, const struct sd_http_response *) = {
+	[ST_ZONES] = on_zones,
+	[ST_LAUNCH] = on_launch,
+	[ST_TYPE] = on_type,
+	[ST_QUOTA] = on_quota,
+	[ST_PRICES] = on_prices,
+};
+
+static void on_reply(void *arg, const struct sd_http_response *r)
+{
+	struct doctor_aws *d = arg;
+	if (d->step < ST_END)
+		on_step[d->step](d, r);
 	next(d);
 }
 

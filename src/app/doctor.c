@@ -144,208 +144,256 @@ static int is_spot_gpu(const char *metric, const char *model)
 
 static void next(struct doctor *d);
 
+static void on_reply(void *arg, const struct sd_http_response *r);
+
+/* The token, then the project's GPUS_ALL_REGIONS quota. */
+static int on_project(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	char metric[96];
+	double limit = 0;
+	if (r->no_credentials) {
+		if (d->credentials && !strcmp(d->credentials, "gcloud"))
+			say(d, "FAIL", "credentials", "no token from gcloud: %s", r->error + 7);
+		else if (!d->credentials)
+			say(d, "FAIL", "credentials", "no key given (provider.credentials or "
+			    "$GOOGLE_APPLICATION_CREDENTIALS) and no metadata server (not on a GCE VM?): %s",
+			    r->error + 7);
+		else
+			say(d, "FAIL", "credentials", "no token for %s: %s", sd_gce_client_identity(d->gce),
+			    r->error + 7);
+		d->step = ST_END;
+		return 0;
+	}
+	say(d, "ok", "credentials", "a token for %s, %.0f s left", sd_gce_client_identity(d->gce),
+	    sd_gce_client_token_left(d->gce));
+	if (!j) {
+		why(r, w, sizeof w);
+		say(d, "FAIL", "project", "%s: %s", d->project, w);
+		d->step = ST_END;
+		return 0;
+	}
+	double left = quota_left(j, is_all_regions, NULL, metric, sizeof metric, &limit);
+	if (left < 0)
+		say(d, "warn", "project", "%s: no GPUS_ALL_REGIONS quota listed", d->project);
+	else if (left < d->count)
+		say(d, "FAIL", "project", "%s: GPUS_ALL_REGIONS has %.0f of %.0f left, a server needs %d "
+		    "(ask for more in the console's Quotas page)", d->project, left, limit, d->count);
+	else
+		say(d, "ok", "project", "%s: GPUS_ALL_REGIONS %.0f of %.0f left", d->project, left, limit);
+	d->step = ST_ZONE;
+	d->i = 0;
+	return 0;
+}
+
+/* A zone: UP or not. */
+static int on_zone(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	const char *st = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status")) : NULL;
+	if (!st) {
+		why(r, w, sizeof w);
+		say(d, "warn", "zone", "%s: %s", d->zones[d->i], w);
+		d->zone_ok[d->i] = 0;
+	} else if (strcmp(st, "UP") != 0) {
+		say(d, "warn", "zone", "%s is %s", d->zones[d->i], st);
+		d->zone_ok[d->i] = 0;
+	}
+	d->step = ST_MACHINE;
+	return 0;
+}
+
+/* The zone's machine type: its vCPUs and memory, for the prices. */
+static int on_machine(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	if (!j) {
+		why(r, w, sizeof w);
+		say(d, "warn", "zone", "%s: machine type %s: %s", d->zones[d->i], d->machine_type, w);
+		d->zone_ok[d->i] = 0;
+	} else if (!d->vcpus) {
+		const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "guestCpus");
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "memoryMb");
+		if (cJSON_IsNumber(c) && cJSON_IsNumber(m) && c->valuedouble >= 1 && m->valuedouble > 0) {
+			d->vcpus = (int)c->valuedouble;
+			d->memory_gib = m->valuedouble / 1024;
+		}
+	}
+	d->step = ST_GPU;
+	return 0;
+}
+
+/* The zone's accelerator type: how many a VM may take; after the last
+ * zone, whether any zone can run the job. */
+static int on_gpu(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	const cJSON *mx = j ? cJSON_GetObjectItemCaseSensitive(j, "maximumCardsPerInstance") : NULL;
+	if (!j) {
+		why(r, w, sizeof w);
+		say(d, "warn", "zone", "%s: GPU %s: %s", d->zones[d->i], d->accelerator, w);
+		d->zone_ok[d->i] = 0;
+	} else if (cJSON_IsNumber(mx) && mx->valuedouble < d->count) {
+		say(d, "warn", "zone", "%s: %s takes at most %.0f per VM, %d asked", d->zones[d->i],
+		    d->accelerator, mx->valuedouble, d->count);
+		d->zone_ok[d->i] = 0;
+	}
+	if (d->zone_ok[d->i])
+		say(d, "ok", "zone", "%s: UP, %s with %d x %s", d->zones[d->i], d->machine_type, d->count,
+		    d->accelerator);
+	d->i++;
+	d->step = d->i < d->nzones ? ST_ZONE : ST_REGION;
+	if (d->step == ST_REGION) {
+		int any = 0;
+		for (int z = 0; z < d->nzones; z++)
+			any |= d->zone_ok[z];
+		if (!any)
+			say(d, "FAIL", "zones", "none of the %d zones can run %s with %s", d->nzones,
+			    d->machine_type, d->accelerator);
+		d->i = 0;
+	}
+	return 0;
+}
+
+/* A region's Spot GPU quota; after the last region, whether a usable
+ * zone's region has quota. */
+static int on_region(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	char metric[96];
+	double limit = 0;
+	/* A region with no Spot metric listed, or that could not be read,
+	 * is not held against the run: only a quota seen short is. */
+	d->region_ok[d->i] = 1;
+	if (!j) {
+		why(r, w, sizeof w);
+		say(d, "warn", "region", "%s: %s", d->regions[d->i], w);
+	} else {
+		double l = quota_left(j, is_spot_gpu, d->model, metric, sizeof metric, &limit);
+		if (l < 0) {
+			say(d, "warn", "region", "%s: no PREEMPTIBLE_NVIDIA_%s_GPUS quota listed (Spot VMs "
+			    "then count against the regular GPU quota)", d->regions[d->i], d->model);
+		} else if (l < d->count) {
+			say(d, "warn", "region", "%s: %s has %.0f of %.0f left, a server needs %d",
+			    d->regions[d->i], metric, l, limit, d->count);
+			d->region_ok[d->i] = 0;
+		} else {
+			say(d, "ok", "region", "%s: %s %.0f of %.0f left", d->regions[d->i], metric, l, limit);
+		}
+	}
+	d->i++;
+	d->step = d->i < d->nregions ? ST_REGION : ST_IMAGE;
+	if (d->step == ST_IMAGE) {
+		int any = 0;
+		for (int z = 0; z < d->nzones; z++) {
+			char rg[64];
+			sd_gce_zone_region(d->zones[z], rg, sizeof rg);
+			for (int k = 0; k < d->nregions; k++)
+				any |= d->zone_ok[z] && d->region_ok[k] && !strcmp(rg, d->regions[k]);
+		}
+		if (!any)
+			say(d, "FAIL", "regions", "no usable zone's region has Spot GPU quota left for %d x %s "
+			    "(ask for more in the console's Quotas page)", d->count, d->accelerator);
+	}
+	return 0;
+}
+
+/* The boot image; then the price sheet for the regions. */
+static int on_image(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	const char *n = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name")) : NULL;
+	const char *gb = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "diskSizeGb")) : NULL;
+	if (!n) {
+		why(r, w, sizeof w);
+		say(d, "FAIL", "image", "%s: %s", d->image, w);
+	} else {
+		say(d, "ok", "image", "%s is %s (%s GB)", d->image, n, gb ? gb : "?");
+	}
+	d->step = ST_PRICES;
+	{
+		const char *rs[MAX_ZONES];
+		for (int k = 0; k < d->nregions; k++)
+			rs[k] = d->regions[k];
+		sd_gce_price_init(&d->sheet, d->machine_type, d->accelerator, rs, d->nregions);
+	}
+	return 0;
+}
+
+/* A page of the Billing Catalog: the next page is asked for while prices
+ * are missing, then each region's price. */
+static int on_prices(struct doctor *d, const struct sd_http_response *r, const cJSON *j)
+{
+	char w[700];
+	char tok[1024], url[4096], err[256];
+	if (!j || sd_gce_price_page(&d->sheet, r->body, r->body_len, tok, sizeof tok, err, sizeof err) < 0) {
+		if (j)
+			snprintf(w, sizeof w, "%s", err);
+		else
+			why(r, w, sizeof w);
+		say(d, "warn", "prices", "the Billing Catalog: %s", w);
+		d->step = ST_END;
+		return 0;
+	}
+	if (!sd_gce_price_complete(&d->sheet, -1) && tok[0] && d->sheet.pages < SD_GCE_PRICE_MAX_PAGES) {
+		if (sd_gce_price_page_url(d->billing_root, tok, url, sizeof url) < 0) {
+			say(d, "warn", "prices", "the Billing Catalog: a page token too long for a URL");
+		} else if (sd_gce_call(d->gce, "gce billing skus", "GET", url, NULL, 1, on_reply, d, err,
+				       sizeof err) < 0) {
+			say(d, "warn", "prices", "%s", err);
+		} else {
+			return 1;   /* its reply comes to on_reply again */
+		}
+		d->step = ST_END;
+		return 0;
+	}
+	const struct sd_gce_price_sheet *sh = &d->sheet;
+	for (int k = 0; k < d->nregions; k++) {
+		char sum[200];
+		double usd = sd_gce_price_vm(sh, k, d->vcpus, d->memory_gib, d->count, sum, sizeof sum);
+		if (!isnan(usd)) {
+			say(d, "ok", "prices", "%s: $%.4f/h a Spot %s with %d x %s (%s)", d->regions[k], usd,
+			    d->machine_type, d->count, d->model, sum);
+			continue;
+		}
+		char miss[160] = "";
+		if (sh->core[k].usd < 0)
+			snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s core", sh->family);
+		if (sh->ram[k].usd < 0)
+			snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s RAM", sh->family);
+		if (sh->gpu[k].usd < 0)
+			snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s GPU", sh->gpu_model);
+		if (!miss[0])
+			snprintf(miss, sizeof miss, ", the machine type's vCPUs and memory");
+		say(d, "warn", "prices", "%s: no Spot price for %s (%d pages, %d SKUs read); a run's servers "
+		    "there are not priced unless provider.usd_per_hour quotes one", d->regions[k], miss + 2,
+		    sh->pages, sh->skus);
+	}
+	d->step = ST_END;
+	return 0;
+}
+
+/* What each step does with its reply (j: the parsed body of a 200, else
+ * NULL): 0 when the step is over (next() asks the next one), 1 when it
+ * asked for another page itself. */
+static int (*const on_step[])(struct doctor *, const struct sd_http_response *, const cJSON *) = {
+	[ST_PROJECT] = on_project,
+	[ST_ZONE] = on_zone,
+	[ST_MACHINE] = on_machine,
+	[ST_GPU] = on_gpu,
+	[ST_REGION] = on_region,
+	[ST_IMAGE] = on_image,
+	[ST_PRICES] = on_prices,
+};
+
 static void on_reply(void *arg, const struct sd_http_response *r)
 {
 	struct doctor *d = arg;
-	char w[700], metric[96];
-	double limit = 0;
 	cJSON *j = r->status == 200 ? cJSON_ParseWithLength(r->body, r->body_len) : NULL;
-	switch (d->step) {
-	case ST_PROJECT:
-		if (r->status == 0 && !strncmp(r->error, "token: ", 7)) {
-			if (d->credentials && !strcmp(d->credentials, "gcloud"))
-				say(d, "FAIL", "credentials", "no token from gcloud: %s", r->error + 7);
-			else if (!d->credentials)
-				say(d, "FAIL", "credentials", "no key given (provider.credentials or "
-				    "$GOOGLE_APPLICATION_CREDENTIALS) and no metadata server (not on a GCE VM?): %s",
-				    r->error + 7);
-			else
-				say(d, "FAIL", "credentials", "no token for %s: %s", sd_gce_client_identity(d->gce),
-				    r->error + 7);
-			d->step = ST_END;
-			break;
-		}
-		say(d, "ok", "credentials", "a token for %s, %.0f s left", sd_gce_client_identity(d->gce),
-		    sd_gce_client_token_left(d->gce));
-		if (!j) {
-			why(r, w, sizeof w);
-			say(d, "FAIL", "project", "%s: %s", d->project, w);
-			d->step = ST_END;
-			break;
-		}
-		double left = quota_left(j, is_all_regions, NULL, metric, sizeof metric, &limit);
-		if (left < 0)
-			say(d, "warn", "project", "%s: no GPUS_ALL_REGIONS quota listed", d->project);
-		else if (left < d->count)
-			say(d, "FAIL", "project", "%s: GPUS_ALL_REGIONS has %.0f of %.0f left, a server needs %d "
-			    "(ask for more in the console's Quotas page)", d->project, left, limit, d->count);
-		else
-			say(d, "ok", "project", "%s: GPUS_ALL_REGIONS %.0f of %.0f left", d->project, left, limit);
-		d->step = ST_ZONE;
-		d->i = 0;
-		break;
-	case ST_ZONE: {
-		const char *st = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "status")) : NULL;
-		if (!st) {
-			why(r, w, sizeof w);
-			say(d, "warn", "zone", "%s: %s", d->zones[d->i], w);
-			d->zone_ok[d->i] = 0;
-		} else if (strcmp(st, "UP") != 0) {
-			say(d, "warn", "zone", "%s is %s", d->zones[d->i], st);
-			d->zone_ok[d->i] = 0;
-		}
-		d->step = ST_MACHINE;
-		break;
-	}
-	case ST_MACHINE:
-		if (!j) {
-			why(r, w, sizeof w);
-			say(d, "warn", "zone", "%s: machine type %s: %s", d->zones[d->i], d->machine_type, w);
-			d->zone_ok[d->i] = 0;
-		} else if (!d->vcpus) {
-			const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "guestCpus");
-			const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "memoryMb");
-			if (cJSON_IsNumber(c) && cJSON_IsNumber(m) && c->valuedouble >= 1 && m->valuedouble > 0) {
-				d->vcpus = (int)c->valuedouble;
-				d->memory_gib = m->valuedouble / 1024;
-			}
-		}
-		d->step = ST_GPU;
-		break;
-	case ST_GPU: {
-		const cJSON *mx = j ? cJSON_GetObjectItemCaseSensitive(j, "maximumCardsPerInstance") : NULL;
-		if (!j) {
-			why(r, w, sizeof w);
-			say(d, "warn", "zone", "%s: GPU %s: %s", d->zones[d->i], d->accelerator, w);
-			d->zone_ok[d->i] = 0;
-		} else if (cJSON_IsNumber(mx) && mx->valuedouble < d->count) {
-			say(d, "warn", "zone", "%s: %s takes at most %.0f per VM, %d asked", d->zones[d->i],
-			    d->accelerator, mx->valuedouble, d->count);
-			d->zone_ok[d->i] = 0;
-		}
-		if (d->zone_ok[d->i])
-			say(d, "ok", "zone", "%s: UP, %s with %d x %s", d->zones[d->i], d->machine_type, d->count,
-			    d->accelerator);
-		d->i++;
-		d->step = d->i < d->nzones ? ST_ZONE : ST_REGION;
-		if (d->step == ST_REGION) {
-			int any = 0;
-			for (int z = 0; z < d->nzones; z++)
-				any |= d->zone_ok[z];
-			if (!any)
-				say(d, "FAIL", "zones", "none of the %d zones can run %s with %s", d->nzones,
-				    d->machine_type, d->accelerator);
-			d->i = 0;
-		}
-		break;
-	}
-	case ST_REGION:
-		/* A region with no Spot metric listed, or that could not be read,
-		 * is not held against the run: only a quota seen short is. */
-		d->region_ok[d->i] = 1;
-		if (!j) {
-			why(r, w, sizeof w);
-			say(d, "warn", "region", "%s: %s", d->regions[d->i], w);
-		} else {
-			double l = quota_left(j, is_spot_gpu, d->model, metric, sizeof metric, &limit);
-			if (l < 0) {
-				say(d, "warn", "region", "%s: no PREEMPTIBLE_NVIDIA_%s_GPUS quota listed (Spot VMs "
-				    "then count against the regular GPU quota)", d->regions[d->i], d->model);
-			} else if (l < d->count) {
-				say(d, "warn", "region", "%s: %s has %.0f of %.0f left, a server needs %d",
-				    d->regions[d->i], metric, l, limit, d->count);
-				d->region_ok[d->i] = 0;
-			} else {
-				say(d, "ok", "region", "%s: %s %.0f of %.0f left", d->regions[d->i], metric, l, limit);
-			}
-		}
-		d->i++;
-		d->step = d->i < d->nregions ? ST_REGION : ST_IMAGE;
-		if (d->step == ST_IMAGE) {
-			int any = 0;
-			for (int z = 0; z < d->nzones; z++) {
-				char rg[64];
-				sd_gce_zone_region(d->zones[z], rg, sizeof rg);
-				for (int k = 0; k < d->nregions; k++)
-					any |= d->zone_ok[z] && d->region_ok[k] && !strcmp(rg, d->regions[k]);
-			}
-			if (!any)
-				say(d, "FAIL", "regions", "no usable zone's region has Spot GPU quota left for %d x %s "
-				    "(ask for more in the console's Quotas page)", d->count, d->accelerator);
-		}
-		break;
-	case ST_IMAGE: {
-		const char *n = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "name")) : NULL;
-		const char *gb = j ? cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "diskSizeGb")) : NULL;
-		if (!n) {
-			why(r, w, sizeof w);
-			say(d, "FAIL", "image", "%s: %s", d->image, w);
-		} else {
-			say(d, "ok", "image", "%s is %s (%s GB)", d->image, n, gb ? gb : "?");
-		}
-		d->step = ST_PRICES;
-		{
-			const char *rs[MAX_ZONES];
-			for (int k = 0; k < d->nregions; k++)
-				rs[k] = d->regions[k];
-			sd_gce_price_init(&d->sheet, d->machine_type, d->accelerator, rs, d->nregions);
-		}
-		break;
-	}
-	case ST_PRICES: {
-		char tok[1024], url[4096], err[256];
-		if (!j || sd_gce_price_page(&d->sheet, r->body, r->body_len, tok, sizeof tok, err, sizeof err) < 0) {
-			if (j)
-				snprintf(w, sizeof w, "%s", err);
-			else
-				why(r, w, sizeof w);
-			say(d, "warn", "prices", "the Billing Catalog: %s", w);
-			d->step = ST_END;
-			break;
-		}
-		if (!sd_gce_price_complete(&d->sheet, -1) && tok[0] && d->sheet.pages < SD_GCE_PRICE_MAX_PAGES) {
-			if (sd_gce_price_page_url(d->billing_root, tok, url, sizeof url) < 0) {
-				say(d, "warn", "prices", "the Billing Catalog: a page token too long for a URL");
-			} else if (sd_gce_call(d->gce, "gce billing skus", "GET", url, NULL, 1, on_reply, d, err,
-					       sizeof err) < 0) {
-				say(d, "warn", "prices", "%s", err);
-			} else {
-				cJSON_Delete(j);
-				return;
-			}
-			d->step = ST_END;
-			break;
-		}
-		const struct sd_gce_price_sheet *sh = &d->sheet;
-		for (int k = 0; k < d->nregions; k++) {
-			char sum[200];
-			double usd = sd_gce_price_vm(sh, k, d->vcpus, d->memory_gib, d->count, sum, sizeof sum);
-			if (!isnan(usd)) {
-				say(d, "ok", "prices", "%s: $%.4f/h a Spot %s with %d x %s (%s)", d->regions[k], usd,
-				    d->machine_type, d->count, d->model, sum);
-				continue;
-			}
-			char miss[160] = "";
-			if (sh->core[k].usd < 0)
-				snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s core", sh->family);
-			if (sh->ram[k].usd < 0)
-				snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s RAM", sh->family);
-			if (sh->gpu[k].usd < 0)
-				snprintf(miss + strlen(miss), sizeof miss - strlen(miss), ", %s GPU", sh->gpu_model);
-			if (!miss[0])
-				snprintf(miss, sizeof miss, ", the machine type's vCPUs and memory");
-			say(d, "warn", "prices", "%s: no Spot price for %s (%d pages, %d SKUs read); a run's servers "
-			    "there are not priced unless provider.usd_per_hour quotes one", d->regions[k], miss + 2,
-			    sh->pages, sh->skus);
-		}
-		d->step = ST_END;
-		break;
-	}
-	case ST_END:
-		break;
-	}
+	int pending = d->step < ST_END && on_step[d->step](d, r, j);
 	cJSON_Delete(j);
-	next(d);
+	if (!pending)
+		next(d);
 }
 
 /* Sends the request of the current step (or ends). */

@@ -269,7 +269,16 @@ static int check_out_dir(const char *path, char **why)
 	return 0;
 }
 
-int sd_export_main(int argc, char **argv)
+/* The command line: RUNDIR, --step (-1: the newest) and the outputs. */
+struct export_args {
+	const char *run_dir;
+	long step;
+	const char *onnx_out, *st_out;
+};
+
+/* Parses the command line into *ea.  -1 to go on, or the exit status
+ * (0 after --help, 2 after a usage error). */
+static int parse_export_args(int argc, char **argv, struct export_args *ea)
 {
 	static const struct option longopts[] = {
 		{ "step", required_argument, NULL, 's' },
@@ -278,8 +287,8 @@ int sd_export_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	long step = -1;
-	const char *onnx_out = NULL, *st_out = NULL;
+	memset(ea, 0, sizeof *ea);
+	ea->step = -1;
 	optind = 1;
 	opterr = 0;
 	int ch;
@@ -288,16 +297,16 @@ int sd_export_main(int argc, char **argv)
 		case 's': {
 			char *end;
 			errno = 0;
-			step = strtol(optarg, &end, 10);
-			if (errno || end == optarg || *end || step < 0)
+			ea->step = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end || ea->step < 0)
 				return usage_error("--step: expected a step number (0 or more)");
 			break;
 		}
 		case 'o':
-			onnx_out = optarg;
+			ea->onnx_out = optarg;
 			break;
 		case 't':
-			st_out = optarg;
+			ea->st_out = optarg;
 			break;
 		case 'h':
 			printf("usage: spotdeck export RUNDIR [--step N] [--onnx OUT.onnx] "
@@ -316,12 +325,138 @@ int sd_export_main(int argc, char **argv)
 	}
 	if (optind != argc - 1)
 		return usage_error(optind >= argc ? "missing RUNDIR" : "one RUNDIR only");
-	if (!onnx_out && !st_out)
+	if (!ea->onnx_out && !ea->st_out)
 		return usage_error("nothing to write: give --onnx OUT.onnx, --safetensors "
 		                   "OUT.safetensors or both");
-	if (onnx_out && st_out && !strcmp(onnx_out, st_out))
+	if (ea->onnx_out && ea->st_out && !strcmp(ea->onnx_out, ea->st_out))
 		return usage_error("--onnx and --safetensors name the same file");
-	const char *run_dir = argv[optind];
+	ea->run_dir = argv[optind];
+	return -1;
+}
+
+/* An ONNX job's checkpoint: its model file (found by the SHA-256 the
+ * checkpoint records; *bytes is the caller's to free) with the
+ * checkpoint's parameters and buffers, into *ex.  0, or -1 with *why. */
+static int export_onnx_job(const char *run_dir, struct sd_ckpt *ck, const char *ckpath, const char *model,
+                           const cJSON *jsha, uint8_t **bytes, struct sd_export *ex, char **why)
+{
+	char used[SD_PATH_MAX + 32];
+	if (!cJSON_IsString(jsha) || strlen(jsha->valuestring) != 64)
+		return sd_why(why, "%s: the checkpoint records no SHA-256 of its model file %s, so "
+		              "no copy of it can be trusted", ckpath, model);
+	size_t len;
+	if (model_file(run_dir, model, jsha->valuestring, bytes, &len, used, sizeof used, why) < 0)
+		return -1;
+	const struct sd_ckpt_section *sp = section(ck, ckpath, "params", (uint64_t)-1, why);
+	const struct sd_ckpt_section *sb = sp ? section(ck, ckpath, "buffers", (uint64_t)-1, why) : NULL;
+	if (!sb)
+		return -1;
+	return sd_onnx_export_file(*bytes, len, used, sp->data, sp->bytes / sizeof(float), sb->data,
+	                           sb->bytes / sizeof(float), ex, why);
+}
+
+/* A built-in model's checkpoint: the model built for the job's dataset
+ * (*tr, the caller's to destroy), the checkpoint's tensors loaded into it,
+ * exported into *ex.  0, or -1 with *why. */
+static int export_builtin_job(const struct sd_job *job, struct sd_ckpt *ck, const char *ckpath,
+                              const char *model, struct sd_trainer **tr, struct sd_export *ex, char **why)
+{
+	/* The trainer builds the model for the job's dataset, whose image
+	 * shape the checkpoint does not record. */
+	struct sd_train_config cfg = job->train;
+	snprintf(cfg.model, sizeof cfg.model, "%s", model);
+	snprintf(cfg.backend, sizeof cfg.backend, "cpu");
+	if (sd_trainer_create(tr, &cfg, why) < 0)
+		return -1;
+	struct sd_model *m = (*tr)->model;
+	const struct sd_ckpt_section *st = section(ck, ckpath, "tensors", (uint64_t)-1, why);
+	if (!st)
+		return -1;
+	if (!same_table(m, st))
+		return sd_why(why, "%s: tensor table differs from model %s on %s (checkpoint of "
+		              "another model?)", ckpath, model, cfg.dataset);
+	size_t np = sd_model_param_count(m), nb = sd_model_buffer_count(m);
+	const struct sd_ckpt_section *sp = section(ck, ckpath, "params", np * sizeof(float), why);
+	const struct sd_ckpt_section *sb = sp ? section(ck, ckpath, "buffers", nb * sizeof(float), why) : NULL;
+	if (!sb)
+		return -1;
+	memcpy(sd_model_params(m), sp->data, sp->bytes);
+	memcpy(sd_model_buffers(m), sb->data, sb->bytes);
+	return sd_onnx_export_model(m, PACKAGE_VERSION, ex, why);
+}
+
+/* Writes OUT.tmp as safetensors: the 8-byte little-endian header length,
+ * the header with md's metadata, the tensors; *data_bytes gets the
+ * tensors' bytes.  0, or -1 with *why. */
+static int write_safetensors(const char *out, const struct sd_export *ex, const char *const *md,
+                             size_t *data_bytes, char **why)
+{
+	size_t hlen;
+	char *header = safetensors_header(ex, md, &hlen);
+	int np = ex->ntensors + 2;
+	const void **part = sd_calloc((size_t)np, sizeof *part);
+	size_t *plen = sd_calloc((size_t)np, sizeof *plen);
+	uint8_t le[8];
+	for (int i = 0; i < 8; i++)
+		le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
+	part[0] = le;
+	plen[0] = 8;
+	part[1] = header;
+	plen[1] = hlen;
+	*data_bytes = 0;
+	for (int i = 0; i < ex->ntensors; i++) {
+		part[i + 2] = ex->tensors[i].data;
+		plen[i + 2] = ex->tensors[i].count * sizeof(float);
+		*data_bytes += plen[i + 2];
+	}
+	int wr = write_tmp(out, part, plen, np, why);
+	free(part);
+	free(plen);
+	free(header);
+	return wr;
+}
+
+/* Both outputs written as OUT.tmp: only now does either take its name.
+ * 0, or -1 with *why. */
+static int rename_outputs(const struct export_args *ea, char **why)
+{
+	const char *outs[2] = { ea->onnx_out, ea->st_out };
+	for (int i = 0; i < 2; i++) {
+		if (!outs[i])
+			continue;
+		char tmp[SD_PATH_MAX + 8];
+		snprintf(tmp, sizeof tmp, "%s.tmp", outs[i]);
+		if (rename(tmp, outs[i]) < 0) {
+			sd_why(why, "%s: rename from %s: %s", outs[i], tmp, strerror(errno));
+			unlink(tmp);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* The run directory is one, and the outputs' directories can be written. */
+static int check_paths(const struct export_args *ea, char **why)
+{
+	struct stat rst;
+	if (stat(ea->run_dir, &rst) < 0)
+		return sd_why(why, "%s: %s", ea->run_dir, errno == ENOENT ? "no such run directory" : strerror(errno));
+	if (!S_ISDIR(rst.st_mode))
+		return sd_why(why, "%s: not a directory (a run directory is one)", ea->run_dir);
+	if ((ea->onnx_out && check_out_dir(ea->onnx_out, why) < 0) ||
+	    (ea->st_out && check_out_dir(ea->st_out, why) < 0))
+		return -1;
+	return 0;
+}
+
+int sd_export_main(int argc, char **argv)
+{
+	struct export_args ea;
+	int rc = parse_export_args(argc, argv, &ea);
+	if (rc >= 0)
+		return rc;
+	rc = 1;
+	const char *run_dir = ea.run_dir;
 	char *why = NULL;
 	struct sd_ckpt ck;
 	memset(&ck, 0, sizeof ck);
@@ -331,23 +466,8 @@ int sd_export_main(int argc, char **argv)
 	memset(&ex, 0, sizeof ex);
 	cJSON *meta = NULL;
 	uint8_t *bytes = NULL;
-	char *header = NULL;
-	int rc = 1;
-	char ckpath[SD_PATH_MAX + 300], jobpath[SD_PATH_MAX + 32], used[SD_PATH_MAX + 32];
-	struct stat rst;
-	if (stat(run_dir, &rst) < 0) {
-		sd_why(&why, "%s: %s", run_dir,
-		       errno == ENOENT ? "no such run directory" : strerror(errno));
-		goto out;
-	}
-	if (!S_ISDIR(rst.st_mode)) {
-		sd_why(&why, "%s: not a directory (a run directory is one)", run_dir);
-		goto out;
-	}
-	if ((onnx_out && check_out_dir(onnx_out, &why) < 0) ||
-	    (st_out && check_out_dir(st_out, &why) < 0))
-		goto out;
-	if (find_checkpoint(run_dir, step, &ck, ckpath, sizeof ckpath, &why) < 0)
+	char ckpath[SD_PATH_MAX + 300], jobpath[SD_PATH_MAX + 32];
+	if (check_paths(&ea, &why) < 0 || find_checkpoint(run_dir, ea.step, &ck, ckpath, sizeof ckpath, &why) < 0)
 		goto out;
 	snprintf(jobpath, sizeof jobpath, "%s/job.json", run_dir);
 	if (sd_job_load(&job, jobpath, &why) < 0)
@@ -365,120 +485,41 @@ int sd_export_main(int argc, char **argv)
 		goto out;
 	}
 	const char *model = jm->valuestring;
-	if (sd_onnx_is_path(model)) {
-		if (!cJSON_IsString(jsha) || strlen(jsha->valuestring) != 64) {
-			sd_why(&why, "%s: the checkpoint records no SHA-256 of its model file %s, so "
-			       "no copy of it can be trusted", ckpath, model);
-			goto out;
-		}
-		size_t len;
-		if (model_file(run_dir, model, jsha->valuestring, &bytes, &len, used, sizeof used,
-		               &why) < 0)
-			goto out;
-		const struct sd_ckpt_section *sp = section(&ck, ckpath, "params", (uint64_t)-1, &why);
-		const struct sd_ckpt_section *sb =
-			sp ? section(&ck, ckpath, "buffers", (uint64_t)-1, &why) : NULL;
-		if (!sb)
-			goto out;
-		if (sd_onnx_export_file(bytes, len, used, sp->data, sp->bytes / sizeof(float),
-		                        sb->data, sb->bytes / sizeof(float), &ex, &why) < 0)
-			goto out;
-	} else {
-		/* The trainer builds the model for the job's dataset, whose image
-		 * shape the checkpoint does not record. */
-		struct sd_train_config cfg = job.train;
-		snprintf(cfg.model, sizeof cfg.model, "%s", model);
-		snprintf(cfg.backend, sizeof cfg.backend, "cpu");
-		if (sd_trainer_create(&tr, &cfg, &why) < 0)
-			goto out;
-		struct sd_model *m = tr->model;
-		const struct sd_ckpt_section *st = section(&ck, ckpath, "tensors", (uint64_t)-1, &why);
-		if (!st)
-			goto out;
-		if (!same_table(m, st)) {
-			sd_why(&why, "%s: tensor table differs from model %s on %s (checkpoint of "
-			       "another model?)", ckpath, model, cfg.dataset);
-			goto out;
-		}
-		size_t np = sd_model_param_count(m), nb = sd_model_buffer_count(m);
-		const struct sd_ckpt_section *sp =
-			section(&ck, ckpath, "params", np * sizeof(float), &why);
-		const struct sd_ckpt_section *sb =
-			sp ? section(&ck, ckpath, "buffers", nb * sizeof(float), &why) : NULL;
-		if (!sb)
-			goto out;
-		memcpy(sd_model_params(m), sp->data, sp->bytes);
-		memcpy(sd_model_buffers(m), sb->data, sb->bytes);
-		if (sd_onnx_export_model(m, PACKAGE_VERSION, &ex, &why) < 0)
-			goto out;
-	}
+	if (sd_onnx_is_path(model) ? export_onnx_job(run_dir, &ck, ckpath, model, jsha, &bytes, &ex, &why) < 0
+	                           : export_builtin_job(&job, &ck, ckpath, model, &tr, &ex, &why) < 0)
+		goto out;
 	char stepbuf[32];
 	snprintf(stepbuf, sizeof stepbuf, "%.0f", js->valuedouble);
-	if (onnx_out) {
+	if (ea.onnx_out) {
 		const void *part[1] = { ex.onnx };
 		size_t plen[1] = { ex.onnx_len };
-		if (write_tmp(onnx_out, part, plen, 1, &why) < 0)
+		if (write_tmp(ea.onnx_out, part, plen, 1, &why) < 0)
 			goto out;
 	}
 	size_t data_bytes = 0;
-	if (st_out) {
-		const char *md[] = { "format", "pt", "model", model, "step", stepbuf,
-		                     "dataset", jd->valuestring, "spotdeck_version", PACKAGE_VERSION,
-		                     NULL };
-		size_t hlen;
-		header = safetensors_header(&ex, md, &hlen);
-		int np = ex.ntensors + 2;
-		const void **part = sd_calloc((size_t)np, sizeof *part);
-		size_t *plen = sd_calloc((size_t)np, sizeof *plen);
-		uint8_t le[8];
-		for (int i = 0; i < 8; i++)
-			le[i] = (uint8_t)((uint64_t)hlen >> (8 * i));
-		part[0] = le;
-		plen[0] = 8;
-		part[1] = header;
-		plen[1] = hlen;
-		for (int i = 0; i < ex.ntensors; i++) {
-			part[i + 2] = ex.tensors[i].data;
-			plen[i + 2] = ex.tensors[i].count * sizeof(float);
-			data_bytes += plen[i + 2];
-		}
-		int wr = write_tmp(st_out, part, plen, np, &why);
-		free(part);
-		free(plen);
-		if (wr < 0) {
-			if (onnx_out) {
-				char tmp[SD_PATH_MAX + 8];
-				snprintf(tmp, sizeof tmp, "%s.tmp", onnx_out);
-				unlink(tmp);
-			}
-			goto out;
-		}
-	}
-	/* Both written: only now does either take its name. */
-	const char *outs[2] = { onnx_out, st_out };
-	for (int i = 0; i < 2; i++) {
-		if (!outs[i])
-			continue;
-		char tmp[SD_PATH_MAX + 8];
-		snprintf(tmp, sizeof tmp, "%s.tmp", outs[i]);
-		if (rename(tmp, outs[i]) < 0) {
-			sd_why(&why, "%s: rename from %s: %s", outs[i], tmp, strerror(errno));
+	const char *md[] = { "format", "pt", "model", model, "step", stepbuf, "dataset", jd->valuestring,
+	                     "spotdeck_version", PACKAGE_VERSION, NULL };
+	if (ea.st_out && write_safetensors(ea.st_out, &ex, md, &data_bytes, &why) < 0) {
+		if (ea.onnx_out) {
+			char tmp[SD_PATH_MAX + 8];
+			snprintf(tmp, sizeof tmp, "%s.tmp", ea.onnx_out);
 			unlink(tmp);
-			goto out;
 		}
+		goto out;
 	}
-	if (onnx_out)
-		printf("%s: %s at step %s, %d tensors, %zu bytes of ONNX\n", onnx_out, model,
+	if (rename_outputs(&ea, &why) < 0)
+		goto out;
+	if (ea.onnx_out)
+		printf("%s: %s at step %s, %d tensors, %zu bytes of ONNX\n", ea.onnx_out, model,
 		       stepbuf, ex.ntensors, ex.onnx_len);
-	if (st_out)
-		printf("%s: %s at step %s, %d tensors, %zu bytes of float32\n", st_out, model,
+	if (ea.st_out)
+		printf("%s: %s at step %s, %d tensors, %zu bytes of float32\n", ea.st_out, model,
 		       stepbuf, ex.ntensors, data_bytes);
 	rc = 0;
 out:
 	if (rc)
 		fprintf(stderr, "spotdeck export: %s\n", why ? why : "failed");
 	free(why);
-	free(header);
 	free(bytes);
 	cJSON_Delete(meta);
 	sd_export_free(&ex);

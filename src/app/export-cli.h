@@ -1,8 +1,8 @@
 /* src/app/export-cli.h - `spotdeck export`: a run's trained model as ONNX
  * and safetensors files (spotdeck-export(1)).  src/main.c hands it the
  * arguments after "spotdeck". */
-#ifndef SD_SRC_EXPORT_CLI_H
-#define SD_SRC_EXPORT_CLI_H
+#ifndef SD_APP_EXPORT_CLI_H
+#define SD_APP_EXPORT_CLI_H
 
 /* Runs `spotdeck export RUNDIR [--step N] [--onnx OUT] [--safetensors OUT]`;
  * argv[0] is "export".  Reads the run's newest intact checkpoint (or the

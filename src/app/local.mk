@@ -10,7 +10,11 @@ src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
 	src/app/control-proto.c src/app/control-proto.h \
 	src/app/control.c src/app/control.h src/app/attach.c src/app/attach.h \
 	src/app/doctor.c src/app/doctor.h src/app/doctor-internal.h src/app/doctor-aws.c \
-	src/app/export-cli.c src/app/export-cli.h
+	src/app/export-cli.c src/app/export-cli.h \
+	src/app/subcommand.h src/app/subcommands.c src/app/cmd-run.c src/app/cmd-attach.c \
+	src/app/cmd-ls.c src/app/cmd-kill.c src/app/cmd-plan.c src/app/cmd-doctor.c \
+	src/app/cmd-export.c src/app/run-setup.c src/app/run-setup.h src/app/run-options.c src/app/run-options.h \
+	src/app/background.c src/app/background.h
 src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) \
 	$(CRYPTO_CFLAGS)
 SD_APP_LIBS = src/app/libsdapp.a

@@ -1,7 +1,7 @@
 /* src/app/plan-cli.h - `spotdeck plan`: the what-if planner on the command line
  * (spotdeck-plan(1)).  src/main.c hands it the arguments after "spotdeck". */
-#ifndef SD_SRC_PLAN_CLI_H
-#define SD_SRC_PLAN_CLI_H
+#ifndef SD_APP_PLAN_CLI_H
+#define SD_APP_PLAN_CLI_H
 
 #include <stddef.h>
 

@@ -28,8 +28,8 @@
  * read back as the field's "unknown" (-1 for eta_s, test_accuracy and
  * recovery_s, else 0; 0 for a series sample).  Integers (long fields too)
  * round-trip up to 2^53. */
-#ifndef SD_VIEW_CODEC_H
-#define SD_VIEW_CODEC_H
+#ifndef SD_APP_VIEW_CODEC_H
+#define SD_APP_VIEW_CODEC_H
 
 #include <stdint.h>
 

@@ -218,124 +218,214 @@ static void suggest(struct sd_view_model *vm)
 	sd_replacement_explain(&in, &ch, v->suggestion_why, sizeof v->suggestion_why);
 }
 
-void sd_view_model_on_event(struct sd_view_model *vm, const cJSON *ev)
+/* Each event type the view follows has one handler here (the table
+ * below); ev is the journal object, t its "t". */
+typedef void (*event_fn)(struct sd_view_model *vm, const cJSON *ev, double t);
+
+/* A step: the series, and the recovery a step after a loss reports, given
+ * to the revocation it follows (or kept until that revocation arrives). */
+static void on_step(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	struct sd_view *v = &vm->v;
-	const char *type = str(ev, "type");
-	double t = num(ev, "t", 0);
-	v->version++;
-	if (!strcmp(type, "step")) {
-		sd_view_series_push(&v->throughput, t, (float)num(ev, "images_per_sec", 0));
-		sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
-		if (num(ev, "recovery_s", -1) >= 0) {
-			double rs = num(ev, "recovery_s", 0);
-			long lost = (long)num(ev, "steps_lost", 0);
-			const cJSON *who = cJSON_GetObjectItemCaseSensitive(ev, "lost_servers");
-			const cJSON *w;
-			cJSON_ArrayForEach(w, who) {
-				if (!cJSON_IsString(w))
-					continue;
-				int i = v->nrevocations - 1;
-				while (i >= 0 && (strcmp(vm->rev[i].server, w->valuestring) || vm->rev[i].recovery_s >= 0))
-					i--;
-				if (i >= 0) {
-					vm->rev[i].recovery_s = rs;
-					vm->rev[i].steps_lost = lost;
-				} else {
-					int e = vm->nearly++ % 16;
-					snprintf(vm->early[e].server, sizeof vm->early[e].server, "%s", w->valuestring);
-					vm->early[e].recovery_s = rs;
-					vm->early[e].steps_lost = lost;
-				}
-			}
+	sd_view_series_push(&v->throughput, t, (float)num(ev, "images_per_sec", 0));
+	sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
+	if (num(ev, "recovery_s", -1) < 0)
+		return;
+	double rs = num(ev, "recovery_s", 0);
+	long lost = (long)num(ev, "steps_lost", 0);
+	const cJSON *who = cJSON_GetObjectItemCaseSensitive(ev, "lost_servers");
+	const cJSON *w;
+	cJSON_ArrayForEach(w, who) {
+		if (!cJSON_IsString(w))
+			continue;
+		int i = v->nrevocations - 1;
+		while (i >= 0 && (strcmp(vm->rev[i].server, w->valuestring) || vm->rev[i].recovery_s >= 0))
+			i--;
+		if (i >= 0) {
+			vm->rev[i].recovery_s = rs;
+			vm->rev[i].steps_lost = lost;
+		} else {
+			int e = vm->nearly++ % 16;
+			snprintf(vm->early[e].server, sizeof vm->early[e].server, "%s", w->valuestring);
+			vm->early[e].recovery_s = rs;
+			vm->early[e].steps_lost = lost;
 		}
-	} else if (!strcmp(type, "epoch")) {
-		sd_view_series_push(&v->acc_hist, t, (float)num(ev, "test_accuracy", 0));
-	} else if (!strcmp(type, "revoked")) {
-		if (v->nrevocations == MAX_REVOCATIONS) {
-			memmove(vm->rev, vm->rev + 1, (MAX_REVOCATIONS - 1) * sizeof vm->rev[0]);
-			v->nrevocations--;
+	}
+}
+
+static void on_epoch(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	sd_view_series_push(&vm->v.acc_hist, t, (float)num(ev, "test_accuracy", 0));
+}
+
+static void on_revoked(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	struct sd_view *v = &vm->v;
+	if (v->nrevocations == MAX_REVOCATIONS) {
+		memmove(vm->rev, vm->rev + 1, (MAX_REVOCATIONS - 1) * sizeof vm->rev[0]);
+		v->nrevocations--;
+	}
+	struct sd_view_revocation *r = &vm->rev[v->nrevocations++];
+	memset(r, 0, sizeof *r);
+	r->t = t;
+	snprintf(r->server, sizeof r->server, "%s", str(ev, "server"));
+	snprintf(r->zone, sizeof r->zone, "%s", str(ev, "zone"));
+	snprintf(r->gpu, sizeof r->gpu, "%s", str(ev, "gpu"));
+	r->lifetime_s = num(ev, "lifetime_s", 0);
+	r->notice_s = num(ev, "notice_s", 0);
+	r->recovery_s = -1;
+	r->steps_lost = -1;   /* "-" until training goes on */
+	for (int i = 0; i < 16 && i < vm->nearly; i++)
+		if (!strcmp(vm->early[i].server, r->server)) {
+			r->recovery_s = vm->early[i].recovery_s;
+			r->steps_lost = vm->early[i].steps_lost;
+			vm->early[i].server[0] = '\0';
+			break;
 		}
-		struct sd_view_revocation *r = &vm->rev[v->nrevocations++];
-		memset(r, 0, sizeof *r);
-		r->t = t;
-		snprintf(r->server, sizeof r->server, "%s", str(ev, "server"));
-		snprintf(r->zone, sizeof r->zone, "%s", str(ev, "zone"));
-		snprintf(r->gpu, sizeof r->gpu, "%s", str(ev, "gpu"));
-		r->lifetime_s = num(ev, "lifetime_s", 0);
-		r->notice_s = num(ev, "notice_s", 0);
-		r->recovery_s = -1;
-		r->steps_lost = -1;   /* "-" until training goes on */
-		for (int i = 0; i < 16 && i < vm->nearly; i++)
-			if (!strcmp(vm->early[i].server, r->server)) {
-				r->recovery_s = vm->early[i].recovery_s;
-				r->steps_lost = vm->early[i].steps_lost;
-				vm->early[i].server[0] = '\0';
-				break;
-			}
-		if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
-			v->revocation_marks[v->nmarks++] = t;
-		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "capped")))
-			zone_event(vm, SD_REPLACEMENT_REVOKED, t, r->zone, str(ev, "offer"), -1);
-		snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", r->server);
-		if (v->elapsed_s < t)
-			v->elapsed_s = t;   /* the scorer's "now" before the next refresh */
-		suggest(vm);
-		snprintf(v->message, sizeof v->message, "%s revoked (%s %s) after %.0f s",
-		         r->server, r->gpu, r->zone, r->lifetime_s);
-	} else if (!strcmp(type, "notice")) {
-		snprintf(v->message, sizeof v->message, "%s: revocation notice, %.1f s left",
-		         str(ev, "server"), num(ev, "seconds", 0));
-	} else if (!strcmp(type, "stockout")) {
-		snprintf(v->message, sizeof v->message, "%s: stockout in %s (%s)", str(ev, "offer"),
-		         str(ev, "zone"), str(ev, "reason"));
-		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), str(ev, "offer"), -1);
-	} else if (!strcmp(type, "zone_exhausted")) {
-		/* A trace closed a whole zone for a known time. */
-		zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
-	} else if (!strcmp(type, "worker_lost")) {
-		snprintf(v->message, sizeof v->message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
-	} else if (!strcmp(type, "job_error")) {
-		snprintf(v->message, sizeof v->message, "%s cannot load the job: %s", str(ev, "server"),
-		         str(ev, "error"));
-	} else if (!strcmp(type, "acquired")) {
-		snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
-		/* The operator reacted: the suggestion has done its job. */
-		v->suggestion[0] = v->suggestion_for[0] = v->suggestion_why[0] = 0;
-	} else if (!strcmp(type, "checkpoint")) {
-		snprintf(v->message, sizeof v->message, "checkpoint at step %.0f (%s)", num(ev, "step", 0),
-		         str(ev, "reason"));
-	} else if (!strcmp(type, "command") && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
+	if (v->nmarks < (int)(sizeof v->revocation_marks / sizeof v->revocation_marks[0]))
+		v->revocation_marks[v->nmarks++] = t;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "capped")))
+		zone_event(vm, SD_REPLACEMENT_REVOKED, t, r->zone, str(ev, "offer"), -1);
+	snprintf(v->suggestion_for, sizeof v->suggestion_for, "%s", r->server);
+	if (v->elapsed_s < t)
+		v->elapsed_s = t;   /* the scorer's "now" before the next refresh */
+	suggest(vm);
+	snprintf(v->message, sizeof v->message, "%s revoked (%s %s) after %.0f s",
+	         r->server, r->gpu, r->zone, r->lifetime_s);
+}
+
+static void on_notice(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	snprintf(vm->v.message, sizeof vm->v.message, "%s: revocation notice, %.1f s left",
+	         str(ev, "server"), num(ev, "seconds", 0));
+}
+
+static void on_stockout(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	snprintf(vm->v.message, sizeof vm->v.message, "%s: stockout in %s (%s)", str(ev, "offer"),
+	         str(ev, "zone"), str(ev, "reason"));
+	zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), str(ev, "offer"), -1);
+}
+
+/* A trace closed a whole zone for a known time. */
+static void on_zone_exhausted(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	zone_event(vm, SD_REPLACEMENT_STOCKOUT, t, str(ev, "zone"), NULL, num(ev, "seconds", -1));
+}
+
+static void on_worker_lost(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	snprintf(vm->v.message, sizeof vm->v.message, "%s lost: %s", str(ev, "server"), str(ev, "reason"));
+}
+
+static void on_job_error(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	snprintf(vm->v.message, sizeof vm->v.message, "%s cannot load the job: %s", str(ev, "server"),
+	         str(ev, "error"));
+}
+
+static void on_acquired(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	struct sd_view *v = &vm->v;
+	(void)t;
+	snprintf(v->message, sizeof v->message, "%s requested: %s", str(ev, "server"), str(ev, "offer"));
+	/* The operator reacted: the suggestion has done its job. */
+	v->suggestion[0] = v->suggestion_for[0] = v->suggestion_why[0] = 0;
+}
+
+static void on_checkpoint(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	snprintf(vm->v.message, sizeof vm->v.message, "checkpoint at step %.0f (%s)", num(ev, "step", 0),
+	         str(ev, "reason"));
+}
+
+/* A command that failed shows its error; an orphans command that went
+ * through answered the question. */
+static void on_command(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	struct sd_view *v = &vm->v;
+	(void)t;
+	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
 		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
-	} else if (!strcmp(type, "command") && !strncmp(str(ev, "command"), "orphans ", 8)) {
-		v->orphans_question[0] = '\0';   /* answered */
+	} else if (!strncmp(str(ev, "command"), "orphans ", 8)) {
+		v->orphans_question[0] = '\0';
 		v->orphans_asked = 0;
-	} else if (!strcmp(type, "error")) {
-		/* reason, then what it concerns and the system's word, when given */
-		const char *path = str(ev, "path"), *srv = str(ev, "server"), *err = str(ev, "error");
-		const char *what = path[0] ? path : srv;
-		snprintf(v->message, sizeof v->message, "error: %s%s%s%s%s%s", str(ev, "reason"),
-		         what[0] ? " (" : "", what, what[0] ? ")" : "", err[0] ? ": " : "", err);
-	} else if (!strcmp(type, "journal_resumed")) {
-		snprintf(v->message, sizeof v->message, "journal writes again (%.0f events lost): %s",
-		         num(ev, "lost", 0), str(ev, "path"));
-	} else if (!strcmp(type, "orphan") && !strcmp(str(ev, "action"), "ask")) {
-		/* One event per VM: the question grows until answered. */
-		size_t n = strlen(v->orphans_question);
-		if (v->orphans_asked++ == 0)
-			n = (size_t)snprintf(v->orphans_question, sizeof v->orphans_question,
-			                     "an earlier controller of this run left VMs running (billed):");
-		if (n < sizeof v->orphans_question)
-			snprintf(v->orphans_question + n, sizeof v->orphans_question - n, "%s %s in %s",
-			         v->orphans_asked > 1 ? "," : "", str(ev, "instance"), str(ev, "zone"));
-		snprintf(v->message, sizeof v->message, "orphan %s in %s: the run waits for orphans adopt, delete or keep",
-		         str(ev, "instance"), str(ev, "zone"));
-	} else if (!strcmp(type, "orphan")) {
+	}
+}
+
+/* reason, then what it concerns and the system's word, when given */
+static void on_error(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	const char *path = str(ev, "path"), *srv = str(ev, "server"), *err = str(ev, "error");
+	const char *what = path[0] ? path : srv;
+	snprintf(vm->v.message, sizeof vm->v.message, "error: %s%s%s%s%s%s", str(ev, "reason"),
+	         what[0] ? " (" : "", what, what[0] ? ")" : "", err[0] ? ": " : "", err);
+}
+
+static void on_journal_resumed(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	snprintf(vm->v.message, sizeof vm->v.message, "journal writes again (%.0f events lost): %s",
+	         num(ev, "lost", 0), str(ev, "path"));
+}
+
+/* An orphan VM: asked about (one event per VM, the question grows until
+ * answered), or what became of it. */
+static void on_orphan(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	struct sd_view *v = &vm->v;
+	(void)t;
+	if (strcmp(str(ev, "action"), "ask")) {
 		snprintf(v->message, sizeof v->message, "orphan %s: %s%s%s", str(ev, "instance"), str(ev, "action"),
 		         str(ev, "server")[0] ? " by " : "", str(ev, "server"));
-	} else if (!strcmp(type, "done")) {
-		snprintf(v->message, sizeof v->message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
+		return;
 	}
+	size_t n = strlen(v->orphans_question);
+	if (v->orphans_asked++ == 0)
+		n = (size_t)snprintf(v->orphans_question, sizeof v->orphans_question,
+		                     "an earlier controller of this run left VMs running (billed):");
+	if (n < sizeof v->orphans_question)
+		snprintf(v->orphans_question + n, sizeof v->orphans_question - n, "%s %s in %s",
+		         v->orphans_asked > 1 ? "," : "", str(ev, "instance"), str(ev, "zone"));
+	snprintf(v->message, sizeof v->message, "orphan %s in %s: the run waits for orphans adopt, delete or keep",
+	         str(ev, "instance"), str(ev, "zone"));
+}
+
+static void on_done(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	(void)t;
+	snprintf(vm->v.message, sizeof vm->v.message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
+}
+
+/* The events the view follows; the others only bump its version. */
+static const event_fn on_event[SD_EV_COUNT] = {
+	[SD_EV_STEP] = on_step,
+	[SD_EV_EPOCH] = on_epoch,
+	[SD_EV_REVOKED] = on_revoked,
+	[SD_EV_NOTICE] = on_notice,
+	[SD_EV_STOCKOUT] = on_stockout,
+	[SD_EV_ZONE_EXHAUSTED] = on_zone_exhausted,
+	[SD_EV_WORKER_LOST] = on_worker_lost,
+	[SD_EV_JOB_ERROR] = on_job_error,
+	[SD_EV_ACQUIRED] = on_acquired,
+	[SD_EV_CHECKPOINT] = on_checkpoint,
+	[SD_EV_COMMAND] = on_command,
+	[SD_EV_ERROR] = on_error,
+	[SD_EV_JOURNAL_RESUMED] = on_journal_resumed,
+	[SD_EV_ORPHAN] = on_orphan,
+	[SD_EV_DONE] = on_done,
+};
+
+void sd_view_model_on_event(struct sd_view_model *vm, const struct sd_event *ev)
+{
+	vm->v.version++;
+	if ((unsigned)ev->type < SD_EV_COUNT && on_event[ev->type])
+		on_event[ev->type](vm, ev->fields, ev->t);
 }
 
 static struct hist *hist_for(struct sd_view_model *vm, const char *id)

@@ -15,8 +15,8 @@
  * 300 runs per row, seed 1.  The planning runs on the libuv thread pool;
  * the rows reach the view through sd_view_model_set_whatif.
  */
-#ifndef SD_SRC_WHATIF_H
-#define SD_SRC_WHATIF_H
+#ifndef SD_APP_WHATIF_H
+#define SD_APP_WHATIF_H
 
 #include <stddef.h>
 #include <uv.h>

@@ -4,6 +4,10 @@
 
 #include "src/controller/internal.h"
 
+/* The fleet's messages name the problem, not the command (the fleet has
+ * other callers): each command puts its own name before them. */
+#define FLEET_WHY (why && *why ? *why : "?")
+
 /* add [N | OFFER]: N local workers, or one server of a market offer. */
 static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 {
@@ -22,13 +26,16 @@ static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 	char id[16];
 	for (long i = 0; i < n; i++)
 		if (sd_fleet_acquire(c->fleet, offer, id, sizeof id, why) < 0)
-			return sd_why(why, "add %s", why && *why ? *why : "?");
+			return sd_why(why, "add %s", FLEET_WHY);
 	return 0;
 }
 
 static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 {
-	return sd_fleet_release(c->fleet, argv[1], "operator", why);
+	(void)argc;
+	if (sd_fleet_release(c->fleet, argv[1], "operator", why) < 0)
+		return sd_why(why, "drop %s: %s", argv[1], FLEET_WHY);
+	return 0;
 }
 
 /* swap SERVER OFFER: acquire the replacement now, drop SERVER once the
@@ -37,11 +44,10 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	(void)argc;
 	char id[16];
-	if (sd_fleet_swap(c->fleet, argv[1], argv[2], id, sizeof id, why) < 0) {
-		if (!sd_fleet_has_server(c->fleet, argv[1]))
-			return -1;   /* "swap: no server ..." */
-		return sd_why(why, "swap %s for %s", argv[1], why && *why ? *why : "?");
-	}
+	if (!sd_fleet_has_server(c->fleet, argv[1]))
+		return sd_why(why, "swap: no server '%s'", argv[1]);
+	if (sd_fleet_swap(c->fleet, argv[1], argv[2], id, sizeof id, why) < 0)
+		return sd_why(why, "swap %s for %s", argv[1], FLEET_WHY);
 	return 0;
 }
 
@@ -50,7 +56,9 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 static int cmd_orphans(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	(void)argc;
-	return sd_fleet_answer_orphans(c->fleet, argv[1], why);
+	if (sd_fleet_answer_orphans(c->fleet, argv[1], why) < 0)
+		return sd_why(why, "orphans: %s", FLEET_WHY);
+	return 0;
 }
 
 static int cmd_checkpoint(struct sd_controller *c, int argc, char **argv, char **why)
@@ -157,11 +165,48 @@ static int cmd_help(struct sd_controller *c, int argc, char **argv, char **why)
 		snprintf(line, sizeof line, "%s %s - %s", k->name, k->args, k->help);
 		cJSON_AddItemToArray(list, cJSON_CreateString(line));
 	}
+	for (const struct sd_app_command *k = c->opts.app_commands; k && k->name; k++) {
+		char line[160];
+		snprintf(line, sizeof line, "%s %s - %s", k->name, k->args, k->help);
+		cJSON_AddItemToArray(list, cJSON_CreateString(line));
+	}
 	ctl_journal(c, SD_EV_HELP, ev);
 	return 0;
 }
 
-int sd_controller_command(struct sd_controller *c, const char *line, char **why)
+/* The usage checks every command gets, whichever table holds it: 0, or -1
+ * with *why naming the command and its usage. */
+static int check_args(const char *name, const char *args, int min_args, int max_args, int argc, char **why)
+{
+	if (argc - 1 > max_args)
+		return max_args ? sd_why(why, "%s: too many arguments (usage: %s %s)", name, name, args)
+		                : sd_why(why, "%s: takes no arguments", name);
+	if (argc - 1 < min_args)
+		return sd_why(why, "%s: too few arguments (usage: %s %s)", name, name, args);
+	return 0;
+}
+
+/* Runs argv through the controller's table, then the program's. */
+static int dispatch(struct sd_controller *c, int argc, char **argv, char **why)
+{
+	for (const struct sd_command *k = sd_commands; k->name; k++)
+		if (!strcmp(k->name, argv[0])) {
+			if (check_args(k->name, k->args, k->min_args, k->max_args, argc, why) < 0)
+				return -1;
+			return k->run(c, argc, argv, why);
+		}
+	for (const struct sd_app_command *k = c->opts.app_commands; k && k->name; k++)
+		if (!strcmp(k->name, argv[0])) {
+			if (check_args(k->name, k->args, k->min_args, k->max_args, argc, why) < 0)
+				return -1;
+			return k->run(c->opts.ctx, argc, argv, why);
+		}
+	return sd_why(why, "unknown command '%s' (try help)", argv[0]);
+}
+
+/* Runs and journals one line; operator: typed by the operator (the cockpit,
+ * stdin, an attached client), not a trace's. */
+int ctl_command(struct sd_controller *c, const char *line, int operator, char **why)
 {
 	char buf[512];
 	snprintf(buf, sizeof buf, "%s", line);
@@ -171,21 +216,9 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 		argv[argc++] = tok;
 	if (!argc)
 		return 0;
-	const struct sd_command *k;
-	for (k = sd_commands; k->name; k++)
-		if (!strcmp(k->name, argv[0]))
-			break;
-	int rc;
-	if (!k->name) {
-		rc = sd_why(why, "unknown command '%s' (try help)", argv[0]);
-	} else if (argc - 1 > k->max_args) {
-		rc = k->max_args ? sd_why(why, "%s: too many arguments (usage: %s %s)", k->name, k->name, k->args)
-		                 : sd_why(why, "%s: takes no arguments", k->name);
-	} else if (argc - 1 < k->min_args) {
-		rc = sd_why(why, "%s: too few arguments (usage: %s %s)", k->name, k->name, k->args);
-	} else {
-		rc = k->run(c, argc, argv, why);
-	}
+	int rc = dispatch(c, argc, argv, why);
+	if (operator && rc == 0 && !strcmp(argv[0], "quit"))
+		c->operator_quit = 1;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "command", line);
 	cJSON_AddBoolToObject(ev, "ok", rc == 0);
@@ -193,4 +226,14 @@ int sd_controller_command(struct sd_controller *c, const char *line, char **why)
 		cJSON_AddStringToObject(ev, "error", *why);
 	ctl_journal(c, SD_EV_COMMAND, ev);
 	return rc;
+}
+
+int sd_controller_command(struct sd_controller *c, const char *line, char **why)
+{
+	return ctl_command(c, line, 1, why);
+}
+
+int sd_controller_operator_quit(const struct sd_controller *c)
+{
+	return c->operator_quit;
 }

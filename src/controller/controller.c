@@ -143,42 +143,28 @@ static void end_no_worker(struct sd_controller *c, const char *server, double st
 	}
 }
 
-static void hook_journal(void *ctx, enum sd_event_type type, cJSON *ev)
+static void hook_journal(void *ctx, const struct sd_fleet_event *fe, cJSON *ev)
 {
 	struct sd_controller *c = ctx;
+	enum sd_event_type type = fe->type;
 	char server[64] = "";
-	double status = -1;
-	int exited = type == SD_EV_SERVER_EXIT;
-	if (exited) {
-		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "exit_status");
-		const cJSON *sg = cJSON_GetObjectItemCaseSensitive(ev, "signal");
-		snprintf(server, sizeof server, "%s", cJSON_IsString(sv) ? sv->valuestring : "?");
-		status = cJSON_IsNumber(st) ? st->valuedouble : -1;
-		int sig = cJSON_IsNumber(sg) ? (int)sg->valuedouble : 0;
-		/* A failure, not a stop we asked for: a non-zero status or a crash
-		 * signal (revocations and drops end workers with TERM or KILL). */
-		exited = sig ? sig != SIGTERM && sig != SIGKILL : status != 0;
-	}
-	/* A worker that could not be started at all counts as one that exited. */
+	double status = type == SD_EV_SERVER_EXIT ? fe->exit_status : -1;   /* -1: none (a launch failure) */
+	/* A failure, not a stop we asked for: a non-zero status or a crash
+	 * signal (revocations and drops end workers with TERM or KILL).  A
+	 * worker that could not be started at all counts as one that exited. */
+	int exited = 0;
+	if (type == SD_EV_SERVER_EXIT)
+		exited = fe->signal ? fe->signal != SIGTERM && fe->signal != SIGKILL : fe->exit_status != 0;
 	char launch_error[256] = "";
-	if (type == SD_EV_ERROR) {
-		const cJSON *rs = cJSON_GetObjectItemCaseSensitive(ev, "reason");
-		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
-		const cJSON *er = cJSON_GetObjectItemCaseSensitive(ev, "error");
-		if (cJSON_IsString(rs) && !strcmp(rs->valuestring, SD_FLEET_LAUNCH_FAILED) && cJSON_IsString(sv)) {
-			snprintf(server, sizeof server, "%s", sv->valuestring);
-			snprintf(launch_error, sizeof launch_error, "%s", cJSON_IsString(er) ? er->valuestring : "?");
-			exited = 1;
-		}
+	if (type == SD_EV_ERROR && fe->launch_error) {
+		snprintf(launch_error, sizeof launch_error, "%s", fe->launch_error);
+		exited = 1;
 	}
+	if (exited)
+		snprintf(server, sizeof server, "%s", fe->server ? fe->server : "?");
 	char failed[64] = "";
-	if (type == SD_EV_STATE) {
-		const cJSON *sv = cJSON_GetObjectItemCaseSensitive(ev, "server");
-		const cJSON *st = cJSON_GetObjectItemCaseSensitive(ev, "state");
-		if (cJSON_IsString(sv) && cJSON_IsString(st) && !strcmp(st->valuestring, "failed"))
-			snprintf(failed, sizeof failed, "%s", sv->valuestring);
-	}
+	if (type == SD_EV_STATE && fe->state == SD_SERVER_FAILED && fe->server)
+		snprintf(failed, sizeof failed, "%s", fe->server);
 	ctl_journal(c, type, ev);
 	/* A failed server's worker may still be connected (a host whose ssh
 	 * session was lost and that the provider could not get back into):
@@ -229,7 +215,7 @@ static void hook_command(void *ctx, const char *line)
 		return;   /* e.g. the ssh provider acquiring a host again as the run ends */
 	char *why = NULL;
 	/* Journaled (with its error, if any) by the command table. */
-	sd_controller_command(ctx, line, &why);
+	ctl_command(c, line, 0, &why);
 	free(why);
 }
 
@@ -609,11 +595,6 @@ const struct sd_job *sd_controller_job(const struct sd_controller *c)
 struct sd_fleet *sd_controller_fleet(struct sd_controller *c)
 {
 	return c->fleet;
-}
-
-int sd_controller_port(const struct sd_controller *c)
-{
-	return c->port;
 }
 
 void sd_controller_close(struct sd_controller *c)

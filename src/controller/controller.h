@@ -38,15 +38,17 @@
  * half the timeout is never admitted to a new generation until it is heard
  * from again.  Nothing here depends on the workers' host (no pids): the
  * same holds across machines. */
-#ifndef SD_CONTROLLER_H
-#define SD_CONTROLLER_H
+#ifndef SD_CONTROLLER_CONTROLLER_H
+#define SD_CONTROLLER_CONTROLLER_H
 
 #include <cJSON.h>
 #include <uv.h>
 
 #include "src/proto/job.h"
+#include "src/proto/events.h"
 
 struct sd_controller;
+struct sd_app_command;
 struct sd_trace;
 
 /* See "Liveness" above. */
@@ -98,8 +100,16 @@ struct sd_controller_opts {
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);
 	/* Sees every journal event after it is written (the cockpit's view
-	 * model follows the run this way); ev is only borrowed. */
-	void (*on_event)(const cJSON *ev, void *ctx);
+	 * model follows the run this way), typed (events.h); ev and its
+	 * fields are only borrowed for the call. */
+	void (*on_event)(const struct sd_event *ev, void *ctx);
+	/* The program's own commands (the cockpit's what-if view, detach),
+	 * dispatched, checked, listed by help and journaled by the same table
+	 * as the controller's (sd_controller_command); run gets ctx.  An array
+	 * ended by an entry whose name is NULL, borrowed for the controller's
+	 * life; NULL: none.  A name the controller's table has is never
+	 * looked up here. */
+	const struct sd_app_command *app_commands;
 	void *ctx;
 };
 
@@ -149,10 +159,16 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
  * with *why when local workers cannot run here or one cannot be started. */
 int sd_controller_start(struct sd_controller *c, char **why);
 
-/* Runs one command line ("add", "drop s3", "checkpoint", "pause", "resume",
- * "quit", "help").  Returns 0, or -1 with *why for an unknown command or bad
- * arguments.  Every command is journaled. */
+/* Runs one command line the operator typed ("add", "drop s3", "checkpoint",
+ * "pause", "resume", "quit", "help", or one of opts.app_commands): its
+ * first word names the command exactly ("quitx" is no "quit").  Returns 0,
+ * or -1 with *why for an unknown command or bad arguments.  Every command
+ * is journaled. */
 int sd_controller_command(struct sd_controller *c, const char *line, char **why);
+
+/* Whether the operator's quit command ran (not a signal's quit, nor a
+ * trace's): the cockpit then ends with status 0. */
+int sd_controller_operator_quit(const struct sd_controller *c);
 
 /* SIGTERM, SIGINT or SIGHUP reached the program: journals {"type":"signal",
  * "signal":NAME} and quits as the quit command does (checkpoint, stop the
@@ -166,9 +182,6 @@ const struct sd_job *sd_controller_job(const struct sd_controller *c);
 /* Why the run had to stop (a worker could not load the job), or NULL. */
 const char *sd_controller_fatal(const struct sd_controller *c);
 struct sd_fleet *sd_controller_fleet(struct sd_controller *c);
-
-/* The TCP port workers connect to. */
-int sd_controller_port(const struct sd_controller *c);
 
 /* Closes every handle; call after on_exit, then run the loop until it is
  * empty and free with sd_controller_free. */
@@ -189,5 +202,15 @@ struct sd_command {
 	int (*run)(struct sd_controller *c, int argc, char **argv, char **why);
 };
 extern const struct sd_command sd_commands[];
+
+/* An entry of sd_controller_opts.app_commands: as struct sd_command, but
+ * run gets the program's context (opts.ctx) rather than the controller. */
+struct sd_app_command {
+	const char *name;
+	const char *args;
+	int min_args, max_args;
+	const char *help;
+	int (*run)(void *ctx, int argc, char **argv, char **why);
+};
 
 #endif

@@ -185,6 +185,7 @@ struct sd_controller {
 	int paused;
 	int finishing;           /* final step seen, waiting for the final checkpoint */
 	int quitting;            /* quit: waiting for the checkpoint */
+	int operator_quit;       /* the operator's quit command ran */
 	int final_taken;         /* quitting: the final checkpoint's first chunk came */
 	int closing;             /* sd_controller_close was called */
 	int ck_writing;          /* checkpoints being written on the thread pool */
@@ -230,6 +231,9 @@ int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *o
 /* journal.c: appends an event (consumed); one of up to two string fields;
  * at free, with the loop stopped, writes the lines no batch took. */
 void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev);
+/* sd_controller_command, with operator 0 for a line that no operator
+ * typed (a trace's command): it never counts as the operator's quit. */
+int ctl_command(struct sd_controller *c, const char *line, int operator, char **why);
 void ctl_journal_kv(struct sd_controller *c, enum sd_event_type type, const char *k1, const char *v1,
                     const char *k2, const char *v2);
 void ctl_journal_drain(struct sd_controller *c);

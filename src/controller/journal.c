@@ -27,15 +27,19 @@ static cJSON *event_new(struct sd_controller *c, enum sd_event_type type, cJSON 
 	return out;
 }
 
-/* Shows event out (printed as s) on stdout when echoing and to on_event. */
-static void event_publish(struct sd_controller *c, const cJSON *out, const char *s)
+/* Shows event out of type (printed as s) on stdout when echoing and to
+ * on_event, typed: the follower picks its handler by the enum. */
+static void event_publish(struct sd_controller *c, enum sd_event_type type, const cJSON *out, const char *s)
 {
 	if (c->opts.echo_journal) {
 		puts(s);
 		fflush(stdout);
 	}
-	if (c->opts.on_event)
-		c->opts.on_event(out, c->opts.ctx);
+	if (c->opts.on_event) {
+		const cJSON *t = cJSON_GetObjectItemCaseSensitive(out, "t");
+		struct sd_event ev = { .type = type, .t = cJSON_GetNumberValue(t), .fields = out };
+		c->opts.on_event(&ev, c->opts.ctx);
+	}
 }
 
 /* ---- the journal writer ----
@@ -167,7 +171,7 @@ static void journal_failed(struct sd_controller *c, int err)
 	char *s = cJSON_PrintUnformatted(out);
 	if (!s)
 		sd_oom();
-	event_publish(c, out, s);
+	event_publish(c, SD_EV_ERROR, out, s);
 	free(s);
 	cJSON_Delete(out);
 }
@@ -192,7 +196,7 @@ static void jw_done(uv_work_t *req, int status)
 		char *r = cJSON_PrintUnformatted(b->resumed);
 		if (!r)
 			sd_oom();
-		event_publish(c, b->resumed, r);
+		event_publish(c, SD_EV_JOURNAL_RESUMED, b->resumed, r);
 		free(r);
 	}
 	if (b->fail_after)
@@ -258,7 +262,7 @@ void ctl_journal(struct sd_controller *c, enum sd_event_type type, cJSON *ev)
 		c->jw_len += n + 1;
 		jw_start(c);
 	}
-	event_publish(c, out, s);
+	event_publish(c, type, out, s);
 	free(s);
 	cJSON_Delete(out);
 }

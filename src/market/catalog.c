@@ -888,22 +888,3 @@ const struct sd_offer *sd_catalog_find(const struct sd_catalog *c, const char *i
 	return NULL;
 }
 
-const char *sd_billing_unit_name(enum sd_billing_unit u)
-{
-	switch (u) {
-	case SD_BILL_PER_SECOND: return "per_second";
-	case SD_BILL_PER_MINUTE: return "per_minute";
-	case SD_BILL_PER_HOUR: return "per_hour";
-	}
-	return "?";
-}
-
-const char *sd_revocation_model_name(enum sd_revocation_model m)
-{
-	switch (m) {
-	case SD_REVOCATION_NONE: return "none";
-	case SD_REVOCATION_EMPIRICAL: return "empirical";
-	case SD_REVOCATION_MARKOV: return "markov";
-	}
-	return "?";
-}

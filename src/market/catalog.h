@@ -19,8 +19,8 @@
  * allocator hooks are global; distinct catalogs may be used from distinct
  * threads.
  */
-#ifndef SD_SRC_CATALOG_H
-#define SD_SRC_CATALOG_H
+#ifndef SD_MARKET_CATALOG_H
+#define SD_MARKET_CATALOG_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -190,9 +190,5 @@ void sd_catalog_free(struct sd_catalog *c);
 
 /* The offer with this id, or NULL. */
 const struct sd_offer *sd_catalog_find(const struct sd_catalog *c, const char *id);
-
-/* Short names for enums, as they appear in the file. */
-const char *sd_billing_unit_name(enum sd_billing_unit u);
-const char *sd_revocation_model_name(enum sd_revocation_model m);
 
 #endif

@@ -42,8 +42,8 @@
  * sd_lifetime_sample() draws a private path started from the stationary
  * distribution.  New requests for a transient offer fail during a storm.
  */
-#ifndef SD_SRC_MARKET_MODEL_H
-#define SD_SRC_MARKET_MODEL_H
+#ifndef SD_MARKET_MARKET_MODEL_H
+#define SD_MARKET_MARKET_MODEL_H
 
 #include <stdbool.h>
 #include <stdint.h>

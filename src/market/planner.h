@@ -73,8 +73,8 @@
  *
  * Units: seconds, USD, images; times are market seconds from the request.
  */
-#ifndef SD_SRC_PLANNER_H
-#define SD_SRC_PLANNER_H
+#ifndef SD_MARKET_PLANNER_H
+#define SD_MARKET_PLANNER_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -83,8 +83,8 @@
  * Units: seconds, USD.  Offers and events are the caller's; nothing here
  * allocates.
  */
-#ifndef SD_SRC_REPLACEMENT_H
-#define SD_SRC_REPLACEMENT_H
+#ifndef SD_MARKET_REPLACEMENT_H
+#define SD_MARKET_REPLACEMENT_H
 
 #include <stddef.h>
 

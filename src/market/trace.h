@@ -39,8 +39,8 @@
  *   SD_TRACE_COMMAND   the operator command `command` is run at t.
  * Fields a kind does not use are "" or 0.
  */
-#ifndef SD_SRC_TRACE_H
-#define SD_SRC_TRACE_H
+#ifndef SD_MARKET_TRACE_H
+#define SD_MARKET_TRACE_H
 
 #include <stddef.h>
 

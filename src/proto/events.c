@@ -3,6 +3,8 @@
 
 #include "src/proto/events.h"
 
+#include "engine/errors.h"
+
 #include <string.h>
 
 static const char *const names[SD_EV_COUNT] = {
@@ -69,4 +71,19 @@ int sd_event_lookup(const char *name)
 		if (names[i] && !strcmp(names[i], name))
 			return i;
 	return -1;
+}
+
+int sd_event_from_json(struct sd_event *ev, const cJSON *obj, char **why)
+{
+	if (!cJSON_IsObject(obj))
+		return sd_why(why, "event: expected a JSON object");
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(obj, "type");
+	if (!cJSON_IsString(type) || !type->valuestring)
+		return sd_why(why, "event.type: expected a string");
+	const cJSON *t = cJSON_GetObjectItemCaseSensitive(obj, "t");
+	int k = sd_event_lookup(type->valuestring);
+	ev->type = k < 0 ? SD_EV_COUNT : (enum sd_event_type)k;
+	ev->t = cJSON_IsNumber(t) ? t->valuedouble : 0;
+	ev->fields = obj;
+	return 0;
 }

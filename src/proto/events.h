@@ -2,12 +2,21 @@
  * (RUNDIR/journal.jsonl, one JSON object per line, and --headless's
  * stdout; spotdeck(1), JOURNAL, says each one's fields).  The controller
  * and the providers name an event by this enum, so a misspelt type does not
- * compile, and sd_event_name gives the "type" string scripts see.  Readers
- * of a journal (the view model, --trace, --resume) map a string back with
- * sd_event_lookup.  tests/test-events checks that the names are distinct and
- * that spotdeck(1) documents every one. */
+ * compile, and sd_event_name gives the "type" string scripts see.
+ *
+ * Between modules an event travels as a struct sd_event: its type is the
+ * enum, and whoever follows the run (the cockpit's view model, an attached
+ * cockpit) picks a handler by that enum, never by comparing the "type"
+ * string.  The JSON text is made in two places only: the journal writer
+ * (src/controller/journal.c) and the control socket (src/app/control.c).
+ * A reader of that text (the control socket's client, tests) gets the enum
+ * back with sd_event_from_json, which uses sd_event_lookup.
+ * tests/test-events checks that the names are distinct, that spotdeck(1)
+ * documents every one, and that sd_event_from_json reads them back. */
 #ifndef SD_PROTO_EVENTS_H
 #define SD_PROTO_EVENTS_H
+
+#include <cJSON.h>
 
 enum sd_event_type {
 	/* the run */
@@ -35,5 +44,20 @@ const char *sd_event_name(enum sd_event_type t);
 /* The event whose "type" is name, or -1 for a type this build does not
  * know (a newer journal's, say: readers skip it). */
 int sd_event_lookup(const char *name);
+
+/* One journal event as it is handed on after it was journaled.  type is
+ * SD_EV_COUNT for a type this build does not know (a newer controller's,
+ * seen through the control socket): handlers skip it. */
+struct sd_event {
+	enum sd_event_type type;
+	double t;                  /* seconds since the run started ("t"); 0 when absent */
+	const cJSON *fields;       /* the whole journal object, "type" and "t" included;
+	                            * borrowed for the call, never NULL */
+};
+
+/* Reads obj (a journal line's object) into *ev, borrowing obj.  0, or -1
+ * with *why (caller frees) when obj is not an object or has no string
+ * "type".  An unknown type is not an error: ev->type is SD_EV_COUNT. */
+int sd_event_from_json(struct sd_event *ev, const cJSON *obj, char **why);
 
 #endif

@@ -460,65 +460,110 @@ static int sd_job_set_normalize(struct sd_train_config *t, const char *name, con
 	return 0;
 }
 
+/* A string key: a path (K_STR), one of k->names (K_NAME; "model" also an
+ * ONNX file's path) or a learning-rate schedule (K_SCHEDULE), into base.
+ * 0 or -1 with *why. */
+static int sd_job_set_string(const struct sd_job_key *k, char *base, const char *name, const cJSON *v,
+                             const char *file, char **why)
+{
+	char shown[48], list[160];
+	if (!cJSON_IsString(v) || !v->valuestring)
+		return sd_why(why, "%s: %s: expected a string, got %s", file, name,
+		              sd_json_show(v, shown, sizeof shown));
+	const char *s = v->valuestring;
+	if (k->kind == K_STR) {
+		if (strlen(s) >= k->size)
+			return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
+			              k->size - 1);
+		/* Every K_STR key is a path: "~" means a home directory only
+		 * to a shell, which never reads a job file (and the path is
+		 * read on other hosts too). */
+		if (s[0] == '~') {
+			sd_key_show(s, shown, sizeof shown);
+			return sd_why(why, "%s: %s: '%s' starts with '~', which only a shell expands: "
+			              "write the whole path", file, name, shown);
+		}
+		snprintf(base, k->size, "%s", s);
+		return 0;
+	}
+	/* "model" also takes an ONNX file's path (engine/onnx.h), kept
+	 * as given here; sd_job_load resolves a relative one. */
+	if (k->names == sd_model_names && sd_onnx_is_path(s)) {
+		if (strlen(s) >= k->size)
+			return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
+			              k->size - 1);
+		snprintf(base, k->size, "%s", s);
+		return 0;
+	}
+	for (int i = 0; k->names[i]; i++) {
+		if (strcmp(s, k->names[i]) != 0)
+			continue;
+		if (k->kind == K_SCHEDULE) {
+			enum sd_lr_kind kind;
+			if (sd_lr_kind_parse(s, &kind) < 0)
+				break;
+			*(enum sd_lr_kind *)base = kind;
+		} else {
+			snprintf(base, k->size, "%s", s);
+		}
+		return 0;
+	}
+	sd_key_show(s, shown, sizeof shown);
+	return sd_why(why, "%s: %s: unknown %s '%s' (known: %s%s)", file, name, k->what,
+	              shown, sd_join_names(k->names, list, sizeof list),
+	              k->names == sd_model_names ? ", or an ONNX file's path ending in .onnx"
+	              : "");
+}
+
+/* "cluster": an array of at most SD_JOB_CLUSTER_MAX offer ids, printable
+ * ASCII without spaces, into j->cluster.  0 or -1 with *why. */
+static int sd_job_set_cluster(struct sd_job *j, const struct sd_job_key *k, const char *name, const cJSON *v,
+                              const char *file, char **why)
+{
+	char shown[48];
+	if (!cJSON_IsArray(v))
+		return sd_why(why, "%s: %s: expected an array of offer ids, got %s", file,
+		              name, sd_json_show(v, shown, sizeof shown));
+	int n = cJSON_GetArraySize(v);
+	if (n > SD_JOB_CLUSTER_MAX)
+		return sd_why(why, "%s: %s: at most %d offers, got %d", file, name,
+		              SD_JOB_CLUSTER_MAX, n);
+	int i = 0;
+	const cJSON *e;
+	cJSON_ArrayForEach(e, v) {
+		if (!cJSON_IsString(e) || !e->valuestring)
+			return sd_why(why, "%s: %s[%d]: expected an offer id string, got %s", file,
+			              name, i, sd_json_show(e, shown, sizeof shown));
+		const char *s = e->valuestring;
+		size_t len = strlen(s);
+		if (len == 0 || len >= k->size)
+			return sd_why(why, "%s: %s[%d]: an offer id is 1 to %zu bytes, got %zu",
+			              file, name, i, k->size - 1, len);
+		for (size_t c = 0; c < len; c++) {
+			if ((unsigned char)s[c] <= 0x20 || (unsigned char)s[c] >= 0x7f)
+				return sd_why(why, "%s: %s[%d]: offer id '%s' has a space or a "
+				              "non-printable character", file, name, i,
+				              sd_key_show(s, shown, sizeof shown));
+		}
+		snprintf(j->cluster[i], sizeof j->cluster[i], "%s", s);
+		i++;
+	}
+	j->ncluster = i;
+	return 0;
+}
+
 /* Sets key k of j from the JSON value v (not for K_PROVIDER); name is the
  * key's path for messages.  0 or -1 with *why. */
 static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *name,
                       const cJSON *v, const char *file, char **why)
 {
 	char *base = (char *)j + k->offset;
-	char shown[48], list[160];
 	double d;
 	switch (k->kind) {
 	case K_STR:
 	case K_NAME:
-	case K_SCHEDULE: {
-		if (!cJSON_IsString(v) || !v->valuestring)
-			return sd_why(why, "%s: %s: expected a string, got %s", file, name,
-			              sd_json_show(v, shown, sizeof shown));
-		const char *s = v->valuestring;
-		if (k->kind == K_STR) {
-			if (strlen(s) >= k->size)
-				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
-				              k->size - 1);
-			/* Every K_STR key is a path: "~" means a home directory only
-			 * to a shell, which never reads a job file (and the path is
-			 * read on other hosts too). */
-			if (s[0] == '~') {
-				sd_key_show(s, shown, sizeof shown);
-				return sd_why(why, "%s: %s: '%s' starts with '~', which only a shell expands: "
-				              "write the whole path", file, name, shown);
-			}
-			snprintf(base, k->size, "%s", s);
-			return 0;
-		}
-		/* "model" also takes an ONNX file's path (engine/onnx.h), kept
-		 * as given here; sd_job_load resolves a relative one. */
-		if (k->names == sd_model_names && sd_onnx_is_path(s)) {
-			if (strlen(s) >= k->size)
-				return sd_why(why, "%s: %s: longer than %zu bytes", file, name,
-				              k->size - 1);
-			snprintf(base, k->size, "%s", s);
-			return 0;
-		}
-		for (int i = 0; k->names[i]; i++) {
-			if (strcmp(s, k->names[i]) != 0)
-				continue;
-			if (k->kind == K_SCHEDULE) {
-				enum sd_lr_kind kind;
-				if (sd_lr_kind_parse(s, &kind) < 0)
-					break;
-				*(enum sd_lr_kind *)base = kind;
-			} else {
-				snprintf(base, k->size, "%s", s);
-			}
-			return 0;
-		}
-		sd_key_show(s, shown, sizeof shown);
-		return sd_why(why, "%s: %s: unknown %s '%s' (known: %s%s)", file, name, k->what,
-		              shown, sd_join_names(k->names, list, sizeof list),
-		              k->names == sd_model_names ? ", or an ONNX file's path ending in .onnx"
-		              : "");
-	}
+	case K_SCHEDULE:
+		return sd_job_set_string(k, base, name, v, file, why);
 	case K_INT:
 	case K_LONG:
 	case K_U64: {
@@ -548,37 +593,8 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			return sd_bad_number(k, name, v, file, why);
 		*(double *)base = d;
 		return 0;
-	case K_CLUSTER: {
-		if (!cJSON_IsArray(v))
-			return sd_why(why, "%s: %s: expected an array of offer ids, got %s", file,
-			              name, sd_json_show(v, shown, sizeof shown));
-		int n = cJSON_GetArraySize(v);
-		if (n > SD_JOB_CLUSTER_MAX)
-			return sd_why(why, "%s: %s: at most %d offers, got %d", file, name,
-			              SD_JOB_CLUSTER_MAX, n);
-		int i = 0;
-		const cJSON *e;
-		cJSON_ArrayForEach(e, v) {
-			if (!cJSON_IsString(e) || !e->valuestring)
-				return sd_why(why, "%s: %s[%d]: expected an offer id string, got %s", file,
-				              name, i, sd_json_show(e, shown, sizeof shown));
-			const char *s = e->valuestring;
-			size_t len = strlen(s);
-			if (len == 0 || len >= k->size)
-				return sd_why(why, "%s: %s[%d]: an offer id is 1 to %zu bytes, got %zu",
-				              file, name, i, k->size - 1, len);
-			for (size_t c = 0; c < len; c++) {
-				if ((unsigned char)s[c] <= 0x20 || (unsigned char)s[c] >= 0x7f)
-					return sd_why(why, "%s: %s[%d]: offer id '%s' has a space or a "
-					              "non-printable character", file, name, i,
-					              sd_key_show(s, shown, sizeof shown));
-			}
-			snprintf(j->cluster[i], sizeof j->cluster[i], "%s", s);
-			i++;
-		}
-		j->ncluster = i;
-		return 0;
-	}
+	case K_CLUSTER:
+		return sd_job_set_cluster(j, k, name, v, file, why);
 	case K_NORMALIZE:
 		return sd_job_set_normalize(&j->train, name, v, file, why);
 	case K_PROVIDER:

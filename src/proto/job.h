@@ -2,8 +2,8 @@
  * (JSON, documented in man/spotdeck-job.5).  The controller reads it, and
  * sends the whole job to every worker in welcome.job (protocol.h).
  */
-#ifndef SD_JOB_H
-#define SD_JOB_H
+#ifndef SD_PROTO_JOB_H
+#define SD_PROTO_JOB_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -15,7 +15,7 @@ tests_test_protocol_SOURCES = tests/test-protocol.c
 tests_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
-# The command input's way past an over-long line (issue 9, item 3).
+# The command input's way past an over-long line.
 check_PROGRAMS += tests/test-line-skip
 TESTS += tests/test-line-skip
 tests_test_line_skip_SOURCES = tests/test-line-skip.c tests/check.h
@@ -42,4 +42,5 @@ tests_fuzz_fuzz_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 check_PROGRAMS += tests/test-events
 TESTS += tests/test-events
 tests_test_events_SOURCES = tests/test-events.c tests/check.h
+tests_test_events_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_events_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

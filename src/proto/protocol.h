@@ -87,8 +87,8 @@
  * generation message rank < world_size; in a ckpt_chunk or model_chunk
  * offset <= total; a model_get's or model_chunk's sha256 is 64 hex digits.
  */
-#ifndef SD_PROTOCOL_H
-#define SD_PROTOCOL_H
+#ifndef SD_PROTO_PROTOCOL_H
+#define SD_PROTO_PROTOCOL_H
 
 #include <stddef.h>
 

@@ -119,7 +119,8 @@ static void flush_waiting(struct sd_aws_client *c, const char *error)
 		struct aws_call *next = w->next;
 		char err[600];
 		if (error || send_signed(c, w, err, sizeof err) < 0) {
-			struct sd_http_response r = {.body = "", .error = error ? error : err};
+			struct sd_http_response r = {.body = "", .error = error ? error : err,
+			                             .no_credentials = error != NULL};
 			w->cb(w->arg, &r);
 		}
 		free(w->body);
@@ -477,11 +478,6 @@ const char *sd_aws_client_identity(const struct sd_aws_client *c)
 const char *sd_aws_client_where(const struct sd_aws_client *c)
 {
 	return c->cr.where;
-}
-
-const char *sd_aws_client_region(const struct sd_aws_client *c)
-{
-	return c->region;
 }
 
 struct sd_http *sd_aws_client_http(const struct sd_aws_client *c)

@@ -77,7 +77,6 @@ const char *sd_aws_client_identity(const struct sd_aws_client *c);
 /* Where the key came from: "the environment", "/home/u/.aws/credentials
  * [default]", "the job". */
 const char *sd_aws_client_where(const struct sd_aws_client *c);
-const char *sd_aws_client_region(const struct sd_aws_client *c);
 /* The HTTP client C sends with (for its loop). */
 struct sd_http *sd_aws_client_http(const struct sd_aws_client *c);
 

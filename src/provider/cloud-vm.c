@@ -221,11 +221,6 @@ int sd_orphans_parse(const char *s)
 	return -1;
 }
 
-const char *sd_orphans_name(enum sd_orphans o)
-{
-	return o >= 0 && o < 4 ? orphans_names[o] : "?";
-}
-
 enum sd_orphans sd_cloud_orphans(const struct sd_provider_env *env, const cJSON *s)
 {
 	int o = sd_orphans_parse(env->orphans);
@@ -256,9 +251,9 @@ int sd_cloud_orphans_answer(struct sd_cloud_orphans *o, const char *what, const 
 {
 	int a = sd_orphans_parse(what);
 	if (a < 0 || a == SD_ORPHANS_ASK)
-		return sd_why(why, "orphans: \"%s\": expected adopt, delete or keep", what ? what : "");
+		return sd_why(why, "\"%s\": expected adopt, delete or keep", what ? what : "");
 	if (!o->asking)
-		return sd_why(why, "orphans: no question is open (the earlier controller's %s are settled)", vms);
+		return sd_why(why, "no question is open (the earlier controller's %s are settled)", vms);
 	o->asking = 0;
 	o->what = (enum sd_orphans)a;
 	return !o->reconciling;

@@ -65,7 +65,6 @@ double sd_cloud_wall_now(void);
 enum sd_orphans { SD_ORPHANS_DELETE, SD_ORPHANS_KEEP, SD_ORPHANS_ADOPT, SD_ORPHANS_ASK };
 /* "delete", "keep", "adopt", "ask" -> the enum; -1 for anything else. */
 int sd_orphans_parse(const char *s);
-const char *sd_orphans_name(enum sd_orphans o);
 /* The run's choice: ENV's --orphans, else provider.orphans in S, else ask
  * when a cockpit may answer (env->interactive), delete when not. */
 enum sd_orphans sd_cloud_orphans(const struct sd_provider_env *env, const cJSON *s);

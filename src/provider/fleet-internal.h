@@ -1,8 +1,8 @@
 /* src/provider/fleet-internal.h - the fleet's private state, shared by
  * fleet.c (states, money, journal, provider events) and launcher.c (the
  * spotdeck-worker processes on running machines).  Not for other layers. */
-#ifndef SD_FLEET_INTERNAL_H
-#define SD_FLEET_INTERNAL_H
+#ifndef SD_PROVIDER_FLEET_INTERNAL_H
+#define SD_PROVIDER_FLEET_INTERNAL_H
 
 #include <cJSON.h>
 #include <stdint.h>
@@ -116,5 +116,11 @@ void fl_launcher_close(struct server *s);
 /* A detached server's worker left its controller connection (it ended,
  * or was dropped): the server ends as if its process had exited. */
 void fl_launcher_worker_gone(struct sd_fleet *f, struct server *s);
+
+/* Hands an event with its journal fields (consumed) to the owner:
+ * fl_journal for one nobody decides on beyond its type, fl_emit with the
+ * typed members filled in. */
+void fl_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *fields);
+void fl_emit(struct sd_fleet *f, const struct sd_fleet_event *ev, cJSON *fields);
 
 #endif

@@ -13,6 +13,11 @@
 
 #include "engine/errors.h"
 
+/* The "reason" journaled when a running machine's worker could not be
+ * started at all (its "error" says why); the owner learns it from
+ * sd_fleet_event.launch_error, not from this text. */
+#define LAUNCH_FAILED "the worker could not be started"
+
 static const char *const state_names[] = { "requested", "provisioning", "booting", "joining",
                                            "training", "notice", "revoked", "released", "failed" };
 
@@ -87,7 +92,7 @@ static void swaps_server_gone(struct sd_fleet *f, struct server *s)
 		snprintf(reason, sizeof reason, "the replacement was %s before it trained", state_names[s->st]);
 		cJSON_AddStringToObject(ev, "reason", reason);
 		s->replaces[0] = '\0';
-		f->hooks.journal(f->ctx, SD_EV_SWAP_FAILED, ev);
+		fl_journal(f, SD_EV_SWAP_FAILED, ev);
 	}
 	for (struct server *n = f->servers; n; n = n->next)
 		if (!strcmp(n->replaces, s->id))
@@ -99,7 +104,8 @@ void fl_set_state(struct sd_fleet *f, struct server *s, enum sd_server_state st)
 	if (s->st == st)
 		return;
 	s->st = st;
-	f->hooks.journal(f->ctx, SD_EV_STATE, fl_server_event(f, s));
+	struct sd_fleet_event ev = { .type = SD_EV_STATE, .server = s->id, .state = st };
+	fl_emit(f, &ev, fl_server_event(f, s));
 	if (fl_gone(s))
 		swaps_server_gone(f, s);
 }
@@ -154,7 +160,7 @@ void fl_finish_server(struct sd_fleet *f, struct server *s, enum sd_server_state
 void fl_released(struct sd_fleet *f, struct server *s)
 {
 	fl_finish_server(f, s, SD_SERVER_RELEASED);
-	f->hooks.journal(f->ctx, SD_EV_RELEASED, fl_server_event(f, s));
+	fl_journal(f, SD_EV_RELEASED, fl_server_event(f, s));
 }
 
 /* The provider never had a machine for s (refused, or no capacity): it
@@ -188,7 +194,7 @@ static void on_notice(struct sd_fleet *f, struct server *s, const struct sd_prov
 	cJSON_AddBoolToObject(e, "capped", ev->capped);
 	if (ev->batch_size)
 		cJSON_AddNumberToObject(e, "batch_size", ev->batch_size);
-	f->hooks.journal(f->ctx, SD_EV_NOTICE, e);
+	fl_journal(f, SD_EV_NOTICE, e);
 	f->hooks.notice(f->ctx, s->id, secs);
 }
 
@@ -219,7 +225,7 @@ int sd_fleet_cloud_notice(struct sd_fleet *f, const char *server, double seconds
 				sd_oom();
 			cJSON_AddItemToObject(e, it->string, copy);
 		}
-	f->hooks.journal(f->ctx, SD_EV_NOTICE, e);
+	fl_journal(f, SD_EV_NOTICE, e);
 	return 1;
 }
 
@@ -248,7 +254,7 @@ static void on_revoked(struct sd_fleet *f, struct server *s, const struct sd_pro
 		cJSON_AddStringToObject(e, "detail", ev->message);
 	cJSON_AddNumberToObject(e, "billed_s",
 	                        fmax(s->t_end - s->t_request, s->offer->billing_minimum_seconds));
-	f->hooks.journal(f->ctx, SD_EV_REVOKED, e);
+	fl_journal(f, SD_EV_REVOKED, e);
 	fl_set_state(f, s, SD_SERVER_REVOKED);
 	/* The provider takes the machine: ACPI shutdown, then power off. */
 	if (!fl_launcher_shutdown(f, s))
@@ -263,7 +269,7 @@ static void on_stockout(struct sd_fleet *f, struct server *s, const struct sd_pr
 	cJSON_AddStringToObject(e, "zone", ev->zone ? ev->zone : s->offer->zone);
 	cJSON_AddStringToObject(e, "reason", ev->code ? ev->code : "ZONE_RESOURCE_POOL_EXHAUSTED");
 	cJSON_AddStringToObject(e, "detail", ev->message ? ev->message : "");
-	f->hooks.journal(f->ctx, SD_EV_STOCKOUT, e);
+	fl_journal(f, SD_EV_STOCKOUT, e);
 	if (f->acquiring == s)
 		snprintf(f->acquire_error, sizeof f->acquire_error,
 		         "%s: %s: the zone has no capacity for this offer now (%s)", s->offer->id,
@@ -278,7 +284,7 @@ static void on_failed(struct sd_fleet *f, struct server *s, const struct sd_prov
 	cJSON_AddStringToObject(e, "error", ev->message ? ev->message : "");
 	if (ev->settled_by)
 		cJSON_AddStringToObject(e, "settled_by", ev->settled_by);
-	f->hooks.journal(f->ctx, SD_EV_ERROR, e);
+	fl_journal(f, SD_EV_ERROR, e);
 	if (f->acquiring == s) {
 		snprintf(f->acquire_error, sizeof f->acquire_error, "%s: %s", s->offer->id,
 		         ev->message ? ev->message : ev->code ? ev->code : "failed");
@@ -311,7 +317,7 @@ static void on_billed(struct sd_fleet *f, struct server *s, const struct sd_prov
 	cJSON_AddNumberToObject(e, "usd_estimate", estimate);
 	if (ev->billing_source)
 		cJSON_AddStringToObject(e, "source", ev->billing_source);
-	f->hooks.journal(f->ctx, SD_EV_BILLED, e);
+	fl_journal(f, SD_EV_BILLED, e);
 }
 
 /* A server acquired before its offer had a price (the cloud's prices were
@@ -356,9 +362,10 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 		fl_set_state(f, s, SD_SERVER_BOOTING);
 		if (fl_launcher_spawn(f, s, ev->pace, &why) < 0) {
 			cJSON *e = fl_server_event(f, s);
-			cJSON_AddStringToObject(e, "reason", SD_FLEET_LAUNCH_FAILED);
+			cJSON_AddStringToObject(e, "reason", LAUNCH_FAILED);
 			cJSON_AddStringToObject(e, "error", why);
-			f->hooks.journal(f->ctx, SD_EV_ERROR, e);
+			struct sd_fleet_event fe = { .type = SD_EV_ERROR, .server = s->id, .launch_error = why };
+			fl_emit(f, &fe, e);
 			fl_finish_server(f, s, SD_SERVER_FAILED);
 		}
 		break;
@@ -380,9 +387,20 @@ void sd_fleet_report(struct sd_fleet *f, const struct sd_provider_event *ev)
 	free(why);
 }
 
+void fl_emit(struct sd_fleet *f, const struct sd_fleet_event *ev, cJSON *fields)
+{
+	f->hooks.journal(f->ctx, ev, fields);
+}
+
+void fl_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *fields)
+{
+	struct sd_fleet_event ev = { .type = type };
+	fl_emit(f, &ev, fields);
+}
+
 void sd_fleet_journal(struct sd_fleet *f, enum sd_event_type type, cJSON *ev)
 {
-	f->hooks.journal(f->ctx, type, ev);
+	fl_journal(f, type, ev);
 }
 
 void sd_fleet_command(struct sd_fleet *f, const char *line)
@@ -499,7 +517,7 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 	cJSON *ev = fl_server_event(f, s);
 	cJSON_AddBoolToObject(ev, "emulated", f->emulate);
 	cJSON_AddStringToObject(ev, "provider", f->ops->name);
-	f->hooks.journal(f->ctx, SD_EV_ACQUIRED, ev);
+	fl_journal(f, SD_EV_ACQUIRED, ev);
 	if (s->st == SD_SERVER_REQUESTED)
 		fl_set_state(f, s, SD_SERVER_PROVISIONING);
 	if (f->has_deferred) {
@@ -540,7 +558,7 @@ int sd_fleet_acquire(struct sd_fleet *f, const char *offer_id, char *server, siz
 		if (acquire_offer(f, s, why) < 0)
 			return -1;
 	} else {
-		f->hooks.journal(f->ctx, SD_EV_ACQUIRED, fl_server_event(f, s));
+		fl_journal(f, SD_EV_ACQUIRED, fl_server_event(f, s));
 		fl_set_state(f, s, SD_SERVER_BOOTING);
 		if (fl_launcher_spawn(f, s, 0, why) < 0) {
 			fl_finish_server(f, s, SD_SERVER_FAILED);
@@ -556,7 +574,7 @@ int sd_fleet_release(struct sd_fleet *f, const char *server, const char *reason,
 	(void)reason;
 	struct server *s = fl_find(f, server);
 	if (!s || fl_gone(s))
-		return sd_why(why, "drop %s: no such server", server);
+		return sd_why(why, "no such server");
 	s->releasing = 1;
 	if (!fl_worker_live(s)) {
 		/* Still provisioning: nothing runs yet, stop billing now. */
@@ -583,7 +601,7 @@ void sd_fleet_release_all(struct sd_fleet *f)
 int sd_fleet_answer_orphans(struct sd_fleet *f, const char *what, char **why)
 {
 	if (!f->p || !f->ops->answer_orphans)
-		return sd_why(why, "orphans: the %s provider asks nothing about orphans",
+		return sd_why(why, "the %s provider asks nothing about orphans",
 			      f->ops ? f->ops->name : "local");
 	return f->ops->answer_orphans(f->p, what, why);
 }
@@ -617,7 +635,7 @@ int sd_fleet_swap(struct sd_fleet *f, const char *old, const char *offer_id, cha
                   char **why)
 {
 	if (!sd_fleet_has_server(f, old))
-		return sd_why(why, "swap: no server '%s'", old);
+		return sd_why(why, "no server '%s'", old);
 	char id[16];
 	if (sd_fleet_acquire(f, offer_id, id, sizeof id, why) < 0)
 		return -1;
@@ -627,7 +645,7 @@ int sd_fleet_swap(struct sd_fleet *f, const char *old, const char *offer_id, cha
 	cJSON_AddStringToObject(ev, "server", old);
 	cJSON_AddStringToObject(ev, "replacement", id);
 	cJSON_AddStringToObject(ev, "offer", offer_id);
-	f->hooks.journal(f->ctx, SD_EV_SWAP, ev);
+	fl_journal(f, SD_EV_SWAP, ev);
 	snprintf(server, len, "%s", id);
 	return 0;
 }

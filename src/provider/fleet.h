@@ -16,8 +16,8 @@
  * a "state" event; acquisitions, notices, revocations, releases and
  * stockouts have their own events (spotdeck(1) JOURNAL).  All callbacks run
  * on the loop thread. */
-#ifndef SD_FLEET_H
-#define SD_FLEET_H
+#ifndef SD_PROVIDER_FLEET_H
+#define SD_PROVIDER_FLEET_H
 
 #include <cJSON.h>
 #include <stddef.h>
@@ -28,11 +28,6 @@
 #include "src/provider/provider.h"
 
 struct sd_fleet;
-
-/* The "reason" of the error event journaled when a running machine's worker
- * (or the command that starts it there, such as ssh) could not be started
- * at all; its "error" says why, and the server then fails. */
-#define SD_FLEET_LAUNCH_FAILED "the worker could not be started"
 
 enum sd_server_state {
 	SD_SERVER_REQUESTED,
@@ -50,9 +45,27 @@ const char *sd_server_state_name(enum sd_server_state st);
 /* Revoked, released or failed. */
 int sd_server_state_gone(enum sd_server_state st);
 
+/* What the fleet tells its owner about an event, typed: the owner decides
+ * on these members, never on the journal fields' strings. */
+struct sd_fleet_event {
+	enum sd_event_type type;
+	const char *server;            /* the server it concerns; NULL: none, or
+	                                * not needed for a decision */
+	/* SD_EV_STATE: the server's new state. */
+	enum sd_server_state state;
+	/* SD_EV_SERVER_EXIT: the worker process's exit status (-1 when a
+	 * signal ended it) and that signal (0: none). */
+	int exit_status, signal;
+	/* SD_EV_ERROR: the server's worker (or the command that starts it
+	 * there, such as ssh) could not be started at all, and why; the server
+	 * fails next.  launch_error is NULL for any other error. */
+	const char *launch_error;
+};
+
 struct sd_fleet_hooks {
-	/* Appends an event to the run's journal; takes ownership of ev. */
-	void (*journal)(void *ctx, enum sd_event_type type, cJSON *ev);
+	/* An event happened: journal fields (owned by the hook from then on)
+	 * under ev->type, and act on ev (borrowed for the call). */
+	void (*journal)(void *ctx, const struct sd_fleet_event *ev, cJSON *fields);
 	/* The server's worker must leave at its next step boundary: its server
 	 * goes in `seconds`. */
 	void (*notice)(void *ctx, const char *server, double seconds);

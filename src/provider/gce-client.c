@@ -113,9 +113,11 @@ static void flush_waiting(struct sd_gce_client *c, const char *error)
 	c->waiting_tail = &c->waiting;
 	while (g) {
 		struct gce_call *next = g->next;
-		if (error)
-			call_fail(g, 0, error, 0);
-		else
+		if (error) {
+			struct sd_http_response r = { .body = "", .error = error, .no_credentials = 1 };
+			g->cb(g->arg, &r);
+			call_free(g);
+		} else
 			send_now(g);
 		g = next;
 	}

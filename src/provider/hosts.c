@@ -293,24 +293,11 @@ static int sd_hosts_identity(const struct sd_hosts_pos *p, const char *value, ch
 	return 0;
 }
 
-/* Parses one line of the file (blanks, a comment or a host) into *h;
- * h->host is NULL when the line holds no host.  `line` is a writable NUL-terminated
- * copy. */
-static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct sd_host *h)
+/* The key=value words after the host (up to a '#'), into val by key.
+ * 0, or -1 after naming the word that is wrong. */
+static int sd_hosts_parse_keys(const struct sd_hosts_pos *p, char **save, const char *val[KEY_COUNT])
 {
-	memset(h, 0, sizeof *h);
-	char *save = NULL;
-	char *first = strtok_r(line, " \t", &save);
-	if (!first || first[0] == '#')
-		return 0;
-
-	char *first_user = NULL, *host = NULL, *first_port = NULL;
-	if (sd_hosts_parse_first(p, first, &first_user, &host, &first_port) != 0)
-		return -1;
-
-	const char *val[KEY_COUNT] = { 0 };
-	for (char *w = strtok_r(NULL, " \t", &save); w && w[0] != '#';
-	     w = strtok_r(NULL, " \t", &save)) {
+	for (char *w = strtok_r(NULL, " \t", save); w && w[0] != '#'; w = strtok_r(NULL, " \t", save)) {
 		char *eq = strchr(w, '=');
 		if (!eq)
 			return sd_hosts_why(p, w, "not key=value (after the host, every word is one)");
@@ -329,6 +316,77 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 			return sd_hosts_why(p, w, "empty value");
 		val[k] = eq + 1;
 	}
+	return 0;
+}
+
+/* h->name: name= (NULL: HOST, or HOST:PORT off port 22), which must be
+ * printable ASCII of at most SD_HOSTS_NAME_MAX characters.  0, or -1 after
+ * saying why. */
+static int sd_hosts_set_name(const struct sd_hosts_pos *p, struct sd_host *h, const char *name)
+{
+	if (name)
+		h->name = sd_hosts_strdup(name);
+	else if (h->port != SD_HOSTS_DEFAULT_PORT)
+		h->name = sd_hosts_host_port(h->host, h->port);
+	else
+		h->name = sd_hosts_strdup(h->host);
+	for (const char *c = h->name; *c; c++)
+		if ((unsigned char)*c >= 0x7f)
+			/* The offer id ssh/NAME is printable ASCII in a job's
+			 * cluster and in commands (control bytes never get here). */
+			return sd_hosts_why(p, "name", "\"%.*s\" has a character outside printable ASCII (offer ids are "
+			                    "ASCII): give the host an ASCII name=", SD_HOSTS_NAME_MAX, h->name);
+	if (strlen(h->name) > SD_HOSTS_NAME_MAX)
+		/* Its offer id, "ssh/NAME", names it in a job's cluster and in
+		 * commands, which hold 63 bytes. */
+		return sd_hosts_why(p, "name", "\"%.40s...\" is longer than %d characters (the offer id ssh/NAME must "
+		                    "fit 63): give the host a shorter name=", h->name, SD_HOSTS_NAME_MAX);
+	return 0;
+}
+
+/* h->comm_host: comm_host= (NULL: the host itself), an IPv6 address with or
+ * without brackets (no port here) or a host name.  0, or -1 after saying
+ * why. */
+static int sd_hosts_set_comm_host(const struct sd_hosts_pos *p, struct sd_host *h, const char *c)
+{
+	if (!c) {
+		h->comm_host = sd_hosts_strdup(h->host);
+		return 0;
+	}
+	size_t cl = strlen(c);
+	const char *problem = NULL;
+	if (c[0] == '[' && cl > 2 && c[cl - 1] == ']') {
+		h->comm_host = sd_hosts_strndup(c + 1, cl - 2);
+		if (!sd_hosts_is_ipv6(h->comm_host))
+			problem = "is not an IPv6 address";
+	} else {
+		h->comm_host = sd_hosts_strdup(c);
+		if (!sd_hosts_is_ipv6(c))
+			sd_hosts_check_name(c, &problem);
+	}
+	if (problem)
+		return sd_hosts_why(p, "comm_host", "\"%s\" %s", c, problem);
+	return 0;
+}
+
+/* Parses one line of the file (blanks, a comment or a host) into *h;
+ * h->host is NULL when the line holds no host.  `line` is a writable NUL-terminated
+ * copy. */
+static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct sd_host *h)
+{
+	memset(h, 0, sizeof *h);
+	char *save = NULL;
+	char *first = strtok_r(line, " \t", &save);
+	if (!first || first[0] == '#')
+		return 0;
+
+	char *first_user = NULL, *host = NULL, *first_port = NULL;
+	if (sd_hosts_parse_first(p, first, &first_user, &host, &first_port) != 0)
+		return -1;
+
+	const char *val[KEY_COUNT] = { 0 };
+	if (sd_hosts_parse_keys(p, &save, val) != 0)
+		return -1;
 
 	if (!val[KEY_GPU])
 		return sd_hosts_why(p, "gpu", "missing (required: the GPU label, e.g. gpu=A100-80GB)");
@@ -362,28 +420,8 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 		sd_hosts_why(p, "port", "\"%s\" is not a port number (1..65535)", port_text);
 		goto bad;
 	}
-	if (val[KEY_NAME]) {
-		h->name = sd_hosts_strdup(val[KEY_NAME]);
-	} else if (h->port != SD_HOSTS_DEFAULT_PORT) {
-		h->name = sd_hosts_host_port(h->host, h->port);
-	} else {
-		h->name = sd_hosts_strdup(h->host);
-	}
-	for (const char *c = h->name; *c; c++)
-		if ((unsigned char)*c >= 0x7f) {
-			/* The offer id ssh/NAME is printable ASCII in a job's
-			 * cluster and in commands (control bytes never get here). */
-			sd_hosts_why(p, "name", "\"%.*s\" has a character outside printable ASCII (offer ids are ASCII): "
-			             "give the host an ASCII name=", SD_HOSTS_NAME_MAX, h->name);
-			goto bad;
-		}
-	if (strlen(h->name) > SD_HOSTS_NAME_MAX) {
-		/* Its offer id, "ssh/NAME", names it in a job's cluster and in
-		 * commands, which hold 63 bytes. */
-		sd_hosts_why(p, "name", "\"%.40s...\" is longer than %d characters (the offer id ssh/NAME must fit "
-		             "63): give the host a shorter name=", h->name, SD_HOSTS_NAME_MAX);
+	if (sd_hosts_set_name(p, h, val[KEY_NAME]) != 0)
 		goto bad;
-	}
 	if (val[KEY_IDENTITY] && sd_hosts_identity(p, val[KEY_IDENTITY], &h->identity) != 0)
 		goto bad;
 	h->gpu = sd_hosts_strdup(val[KEY_GPU]);
@@ -413,28 +451,8 @@ static int sd_hosts_parse_line(const struct sd_hosts_pos *p, char *line, struct 
 		goto bad;
 	}
 	h->worker = sd_hosts_strdup(val[KEY_WORKER] ? val[KEY_WORKER] : SD_HOSTS_DEFAULT_WORKER);
-	if (val[KEY_COMM_HOST]) {
-		/* No port here, so an IPv6 address needs no brackets (but may
-		 * have them). */
-		const char *c = val[KEY_COMM_HOST];
-		size_t cl = strlen(c);
-		const char *problem = NULL;
-		if (c[0] == '[' && cl > 2 && c[cl - 1] == ']') {
-			h->comm_host = sd_hosts_strndup(c + 1, cl - 2);
-			if (!sd_hosts_is_ipv6(h->comm_host))
-				problem = "is not an IPv6 address";
-		} else {
-			h->comm_host = sd_hosts_strdup(c);
-			if (!sd_hosts_is_ipv6(c))
-				sd_hosts_check_name(c, &problem);
-		}
-		if (problem) {
-			sd_hosts_why(p, "comm_host", "\"%s\" %s", c, problem);
-			goto bad;
-		}
-	} else {
-		h->comm_host = sd_hosts_strdup(h->host);
-	}
+	if (sd_hosts_set_comm_host(p, h, val[KEY_COMM_HOST]) != 0)
+		goto bad;
 	return 0;
 bad:
 	sd_host_free(h);

@@ -107,6 +107,10 @@ struct sd_http_response {
 	int attempts;      /* attempts made, >= 1 (0 when cancelled before any) */
 	double elapsed_s;  /* from sd_http_send to now, back-offs included */
 	int cancelled;     /* 1: ended by sd_http_cancel or sd_http_close */
+	int no_credentials;   /* 1: never sent, as a cloud client (gce-client.h,
+	                       * aws-client.h) could get no credentials: no token,
+	                       * no key, no instance role; error says why, after
+	                       * "token: " or "credentials: " */
 };
 typedef void (*sd_http_cb)(void *arg, const struct sd_http_response *r);
 

@@ -139,7 +139,10 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 		s->never_held = 1;
 		cJSON_AddStringToObject(ev, "note", "the host was not reached; not billed");
 	}
-	f->hooks.journal(f->ctx, SD_EV_SERVER_EXIT, ev);
+	struct sd_fleet_event fe = {
+		.type = SD_EV_SERVER_EXIT, .server = s->id, .exit_status = sig ? -1 : (int)status, .signal = sig,
+	};
+	fl_emit(f, &fe, ev);
 	if (session_lost)
 		f->ops->lost(f->p, s->id, keep);
 	uv_timer_stop(&s->timer);
@@ -343,7 +346,7 @@ started:
 	cJSON_AddNumberToObject(ev, "pid", s->proc.pid);
 	if (pacestr[0])
 		cJSON_AddStringToObject(ev, "pace", pacestr);
-	f->hooks.journal(f->ctx, SD_EV_STARTED, ev);
+	fl_journal(f, SD_EV_STARTED, ev);
 	return 0;
 }
 

@@ -17,7 +17,7 @@ SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS) $(EX
 # The ssh provider's hosts file (hosts.h; man/spotdeck-hosts.5).
 src_provider_libsdprovider_a_SOURCES += src/provider/hosts.h src/provider/hosts.c
 # HTTP on the loop for the cloud providers (http.h: libcurl multi driven
-# by libuv, retries with back-off; issue 13).
+# by libuv, retries with back-off).
 src_provider_libsdprovider_a_SOURCES += src/provider/http.h src/provider/http.c
 # The Compute Engine v1 bodies of the gce provider (gce-api.h).
 src_provider_libsdprovider_a_SOURCES += src/provider/gce-api.h src/provider/gce-api.c

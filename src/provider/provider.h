@@ -39,8 +39,8 @@
  * Adding a provider: one file with a `const struct sd_provider_ops`, and
  * one line in registry.c (or sd_provider_register() before the run starts,
  * as tests/provider-script.c does from the test suite alone). */
-#ifndef SD_PROVIDER_H
-#define SD_PROVIDER_H
+#ifndef SD_PROVIDER_PROVIDER_H
+#define SD_PROVIDER_PROVIDER_H
 
 #include <cJSON.h>
 #include <stddef.h>

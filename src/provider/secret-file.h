@@ -6,9 +6,9 @@
  * so the mode checked is the mode of the file read (no window to swap the
  * file between check and read).  It is refused, with the file named and
  * the fix, when its group or others may read or write it, as OpenSSH
- * refuses such a private key ("UNPROTECTED PRIVATE KEY FILE") and as
- * issue 13 asks.  st_size is not trusted: at most MAX bytes are read, one
- * more to tell a larger file.  Every buffer that held the file's bytes is
+ * refuses such a private key ("UNPROTECTED PRIVATE KEY FILE"): a secret
+ * others may read is no longer a secret.  st_size is not trusted: at most
+ * MAX bytes are read, one more to tell a larger file.  Every buffer that held the file's bytes is
  * wiped with OPENSSL_cleanse before it is freed, on every path. */
 #ifndef SD_PROVIDER_SECRET_FILE_H
 #define SD_PROVIDER_SECRET_FILE_H

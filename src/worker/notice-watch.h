@@ -39,8 +39,8 @@
  * connection, whose sends are locked, and sets a flag).  A notice is
  * reported once per watch; warnings once per kind.
  */
-#ifndef SD_NOTICE_WATCH_H
-#define SD_NOTICE_WATCH_H
+#ifndef SD_WORKER_NOTICE_WATCH_H
+#define SD_WORKER_NOTICE_WATCH_H
 
 #include <stddef.h>
 

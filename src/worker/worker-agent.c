@@ -1139,8 +1139,8 @@ static int agent_watch(struct agent *a, const struct sd_agent_opts *o, char **wh
  * the gradient all-reduce's, Gloo's), to the CPUs of slot `slot`: the
  * slot-th run of `threads` CPUs among those the process may use.  Two
  * one-thread workers sharing two cores trained cnn at batch 64 about 10 %
- * faster each on a core of its own (3,883 -> 4,274 images/s, medians of 3,
- * issue 16): the synchronous step waits for the slower rank, and migrations
+ * faster each on a core of its own (3,883 -> 4,274 images/s, medians of
+ * 3): the synchronous step waits for the slower rank, and migrations
  * and the other worker's helper threads make the slower one slower.  The
  * controller gives its local workers distinct slots (launcher.c).  Says on
  * stderr (the worker's log) what it did. */

@@ -1,7 +1,7 @@
 /* src/worker/worker-agent.h - spotdeck-worker's agent mode: a training process that
  * takes its job and its place in each generation from the controller. */
-#ifndef SD_WORKER_AGENT_H
-#define SD_WORKER_AGENT_H
+#ifndef SD_WORKER_WORKER_AGENT_H
+#define SD_WORKER_WORKER_AGENT_H
 
 struct sd_agent_opts {
 	const char *host;        /* controller address */

@@ -1,5 +1,5 @@
 # tests/netns/lib.sh - a test bed of network namespaces, each running a real
-# OpenSSH sshd, for multi-host tests (issue 12).  POSIX sh, sourced by a test
+# OpenSSH sshd, for multi-host tests.  POSIX sh, sourced by a test
 # that runs as root:
 #
 #	. "$top_srcdir/tests/netns/lib.sh"
