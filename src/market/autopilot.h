@@ -92,8 +92,8 @@
  *
  * Units: seconds (market time), USD, images.
  */
-#ifndef SD_SRC_AUTOPILOT_H
-#define SD_SRC_AUTOPILOT_H
+#ifndef SD_MARKET_AUTOPILOT_H
+#define SD_MARKET_AUTOPILOT_H
 
 #include <stdbool.h>
 #include <stddef.h>
