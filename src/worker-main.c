@@ -63,10 +63,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: spotdeck-worker --standalone [options]\n"
-"       spotdeck-worker --connect HOST:PORT --token-file FILE [--server-id ID] [--threads N]\n"
+"       spotdeck-worker --connect HOST:PORT|unix:PATH --token-file FILE [--server-id ID] [--threads N]\n"
 "Train a model in this process and print JSON lines, or join a spotdeck\n"
 "controller's elastic training run (see spotdeck-worker(1)).\n"
-"  --connect HOST:PORT   controller to join (agent mode)\n"
+"  --connect HOST:PORT   controller to join (agent mode); unix:PATH: through a\n"
+"                        Unix socket (the ssh provider's forward to it)\n"
 "  --token-file FILE     the run's token (or set SPOTDECK_TOKEN)\n"
 "  --server-id ID        this server's id (default: the host name)\n"
 "  --notice CLOUD        watch the cloud's metadata service for a preemption\n"
@@ -353,8 +354,15 @@ static int parse_worker_option(int c, const char *arg, struct opts *o)
 		o->standalone = 1;
 		break;
 	case O_CONNECT:
-		if (strlen(arg) >= sizeof o->connect || !strrchr(arg, ':')) {
-			fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT, got '%s'\n", arg);
+		if (!strncmp(arg, "unix:", 5)) {
+			/* sun_path holds 107 bytes and a NUL. */
+			if (arg[5] != '/' || strlen(arg + 5) > 107) {
+				fprintf(stderr, "spotdeck-worker: --connect: unix:PATH needs an absolute path of at most "
+				        "107 bytes, got '%s'\n", arg);
+				return -1;
+			}
+		} else if (strlen(arg) >= sizeof o->connect || !strrchr(arg, ':')) {
+			fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT or unix:PATH, got '%s'\n", arg);
 			return -1;
 		}
 		strcpy(o->connect, arg);
@@ -707,11 +715,17 @@ static int run_agent(struct opts *o)
 	}
 	if (!o->server_id[0] && gethostname(o->server_id, sizeof o->server_id - 1) < 0)
 		strcpy(o->server_id, "worker");
-	char *colon = strrchr(o->connect, ':');
-	*colon = 0;
+	const char *host = o->connect, *port = NULL;
+	if (!strncmp(o->connect, "unix:", 5)) {
+		host = o->connect + 5;
+	} else {
+		char *colon = strrchr(o->connect, ':');
+		*colon = 0;
+		port = colon + 1;
+	}
 	struct sd_agent_opts ao = {
-		.host = o->connect,
-		.port = colon + 1,
+		.host = host,
+		.port = port,
 		.token = token,
 		.server_id = o->server_id,
 		.threads = o->threads,

@@ -400,6 +400,8 @@ static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg
 	f->env.loop = f->loop;
 	f->env.fleet = f;
 	f->env.advertise = f->advertise;
+	f->env.direct = f->direct;
+	f->env.connect = f->connect;
 	f->env.run_dir = f->run_dir;
 	cJSON *empty = NULL;
 	if (!f->env.settings)
@@ -435,6 +437,7 @@ int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_flee
 	snprintf(f->run_dir, sizeof f->run_dir, "%s", cfg->run_dir);
 	snprintf(f->connect, sizeof f->connect, "%s", cfg->connect ? cfg->connect : "");
 	snprintf(f->advertise, sizeof f->advertise, "%s", cfg->advertise ? cfg->advertise : f->connect);
+	f->direct = cfg->advertise != NULL;
 	f->emulate = cfg->env.emulate && cfg->provider && cfg->provider->emulated;
 	f->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
 	f->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;

@@ -1110,11 +1110,13 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	p->orph.what = sd_cloud_orphans(env, s);
-	/* Workers on VMs must reach the controller: loopback only serves a
-	 * fake cloud on this machine (tests/fake-cloud/gce.py --vm-sshd). */
-	if (env->advertise && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
-		sd_why(why, "%s: workers on GCE VMs cannot reach the controller at %s (loopback): start spotdeck "
-		       "with --listen 0.0.0.0:PORT --advertise ADDRESS:PORT, ADDRESS one the VMs reach", file,
+	/* Workers on VMs that dial the controller themselves (--advertise)
+	 * must reach it: loopback only serves a fake cloud on this machine
+	 * (tests/fake-cloud/gce.py --vm-sshd).  Without --advertise their
+	 * links come through the transport's ssh connections. */
+	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
+		sd_why(why, "%s: workers on GCE VMs cannot reach the controller at --advertise %s (loopback): give "
+		       "an address the VMs reach, or leave --advertise out to carry their links over ssh", file,
 		       env->advertise);
 		gce_free(p);
 		return -1;

@@ -68,6 +68,16 @@ struct sd_provider_env {
 	const char *settings_file;     /* for errors: "job.json" */
 	const char *advertise;         /* "HOST:PORT" workers on other hosts dial (the
 	                                * fleet fills it in; spotdeck --advertise) */
+	/* How workers on other hosts reach the controller (the fleet fills
+	 * both in).  direct 1 (spotdeck --advertise given): they dial
+	 * advertise themselves.  direct 0 (the default): a provider that
+	 * reaches its hosts over ssh carries each worker's link through its
+	 * own ssh connection (a remote forward to connect, "HOST:PORT" the
+	 * controller listens at as a process on this machine dials it), so
+	 * nothing on the hosts needs a route to the controller and the link
+	 * is encrypted.  The collectives go host to host either way. */
+	int direct;
+	const char *connect;
 	const char *run_dir;           /* the run's directory (the fleet fills it in): its
 	                                * token file names the run to a cloud (gce's label) */
 	const char *orphans;           /* spotdeck --orphans (overrides provider.orphans),
