@@ -203,14 +203,15 @@ expect_error "a bad port in the hosts file" "hosts:2: port: \"70000\" is not a p
 printf 'gpu1.example gpu=cpu market=spot identity=%s/no-such-key\n' "$T" >"$T/hosts"
 expect_error "an unreadable identity file" "hosts:1: identity: .*no-such-key.*No such file or directory" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
-# Hosts that cannot reach a controller on loopback (the default --listen,
-# or a wildcard advertised as loopback): refused before anything connects.
+# Hosts told to dial a controller on loopback themselves (--advertise
+# given: the direct link): refused before anything connects.  Without
+# --advertise the workers' links come through ssh, and loopback serves.
 printf 'gpu1.example gpu=cpu market=spot\n' >"$T/hosts"
-expect_error "hosts but a loopback controller" \
-	"hosts:1: host gpu1\.example cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\): start spotdeck with --listen" \
-	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
-expect_error "hosts, a wildcard, no --advertise" "cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\)" \
-	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0
+expect_error "hosts but a loopback controller advertised" \
+	"hosts:1: host gpu1\.example cannot reach the controller at --advertise 127\.0\.0\.1:7000 \(loopback\): give an address the hosts reach, or leave --advertise out to carry the workers' links over ssh" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --advertise 127.0.0.1:7000
+expect_error "hosts, a wildcard, loopback advertised" "cannot reach the controller at --advertise 127\.0\.0\.1:7000 \(loopback\)" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 127.0.0.1:7000
 EXPECT_RC=2 expect_error "a wildcard advertised" "^spotdeck: --advertise: 0\.0\.0\.0 is the wildcard address, which no worker can dial" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 0.0.0.0:7000
 EXPECT_RC=2 expect_error "an IPv6 wildcard advertised" "^spotdeck: --advertise: :: is the wildcard address, which no worker can dial" \
