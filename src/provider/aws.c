@@ -1121,6 +1121,11 @@ static void aws_lost(struct sd_provider *p, const char *server, int worker_alive
 	sd_provider_ssh.lost(p->ssh, server, worker_alive);
 }
 
+static int aws_link_in_session(const struct sd_provider *p)
+{
+	return sd_provider_ssh.link_in_session(p->ssh);
+}
+
 static const struct sd_catalog *aws_catalog(const struct sd_provider *p)
 {
 	return &p->cc.cat;
@@ -1321,6 +1326,7 @@ const struct sd_provider_ops sd_provider_aws = {
 	.launch = aws_launch,
 	.signal = aws_signal,
 	.lost = aws_lost,
+	.link_in_session = aws_link_in_session,
 	.judge = aws_judge,
 	.answer_orphans = aws_answer_orphans,
 	.close = aws_close,

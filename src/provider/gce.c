@@ -1243,6 +1243,11 @@ static void gce_lost(struct sd_provider *p, const char *server, int worker_alive
 	sd_provider_ssh.lost(p->ssh, server, worker_alive);
 }
 
+static int gce_link_in_session(const struct sd_provider *p)
+{
+	return sd_provider_ssh.link_in_session(p->ssh);
+}
+
 static const struct sd_catalog *gce_catalog(const struct sd_provider *p)
 {
 	return &p->cc.cat;
@@ -1410,6 +1415,7 @@ const struct sd_provider_ops sd_provider_gce = {
 	.launch = gce_launch,
 	.signal = gce_signal,
 	.lost = gce_lost,
+	.link_in_session = gce_link_in_session,
 	.judge = gce_judge,
 	.answer_orphans = gce_answer_orphans,
 	.close = gce_close,

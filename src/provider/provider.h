@@ -184,6 +184,12 @@ struct sd_provider_ops {
 	              char **why);
 	void (*signal)(struct sd_provider *p, const char *server, int sig);
 	void (*lost)(struct sd_provider *p, const char *server, int worker_alive);
+	/* 1 when each worker's controller link goes through its launch
+	 * command's own connection (ssh's remote forward, without spotdeck
+	 * --advertise): a lost session is then a lost link, and the fleet
+	 * never keeps a server for a worker that would train on.  0, or
+	 * NULL: the link is the worker's own. */
+	int (*link_in_session)(const struct sd_provider *p);
 	/* SERVER's worker ended (its process, or its controller connection
 	 * after its session had ended) while the server was neither released
 	 * nor under notice.  Returns 1 when the provider will itself report

@@ -879,6 +879,11 @@ static void ssh_lost(struct sd_provider *p, const char *server, int worker_alive
 		snprintf(j->server, sizeof j->server, "%s", server);
 }
 
+static int ssh_link_in_session(const struct sd_provider *p)
+{
+	return !p->direct;
+}
+
 static void ssh_release(struct sd_provider *p, const char *server)
 {
 	struct ssh_server *s = find_server(p, server);
@@ -1162,6 +1167,7 @@ const struct sd_provider_ops sd_provider_ssh = {
 	.launch = ssh_launch,
 	.signal = ssh_signal,
 	.lost = ssh_lost,
+	.link_in_session = ssh_link_in_session,
 	.close = ssh_close,
 	.free = ssh_free,
 };
