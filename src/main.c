@@ -551,8 +551,64 @@ static int parse_value(struct options *o, int c, const char *arg)
 
 /* Fills o from the command line.  Returns -1 to go on, or the exit status
  * (0 after --help/--version, 2 after a one-line error). */
+/* Subcommands: each gets the arguments from its name on. */
+static const struct {
+	const char *name;
+	int (*main)(int argc, char **argv);
+} subcommands[] = {
+	{ "plan", sd_plan_main },     { "attach", sd_attach_main },
+	{ "ls", sd_ls_main },         { "kill", sd_kill_main },
+	{ "doctor", sd_doctor_main }, { "export", sd_export_main },
+};
+
+/* The optimal string alignment distance between a and b (insertions,
+ * deletions, substitutions and swaps of two neighbours, each 1), up to 16
+ * bytes each; longer words are far from every subcommand name. */
+static int edit_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b);
+	if (n > 16 || m > 16)
+		return 99;
+	int d[17][17];
+	for (size_t i = 0; i <= n; i++)
+		d[i][0] = (int)i;
+	for (size_t j = 0; j <= m; j++)
+		d[0][j] = (int)j;
+	for (size_t i = 1; i <= n; i++)
+		for (size_t j = 1; j <= m; j++) {
+			int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < best)
+				best = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < best)
+				best = d[i][j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < best)
+				best = d[i - 2][j - 2] + 1;
+			d[i][j] = best;
+		}
+	return d[n][m];
+}
+
+/* The subcommand a mistyped word most likely meant ("exprot": export), or
+ * NULL when none is within 2 edits (1 for names of up to 3 letters). */
+static const char *near_subcommand(const char *word)
+{
+	const char *best = NULL;
+	int bestd = 3;
+	for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++) {
+		int dist = edit_distance(word, subcommands[i].name);
+		int limit = strlen(subcommands[i].name) <= 3 ? 1 : 2;
+		if (dist <= limit && dist < bestd) {
+			best = subcommands[i].name;
+			bestd = dist;
+		}
+	}
+	return best;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
+	/* getopt moves the words that are no options to the end. */
+	const char *first = argc > 1 ? argv[1] : NULL;
 	memset(o, 0, sizeof *o);
 	o->workers = -1;
 	o->alert = 1;
@@ -601,6 +657,9 @@ static int parse_options(int argc, char **argv, struct options *o)
 		else if (access(jl, F_OK) == 0)
 			fprintf(stderr, "spotdeck: unexpected argument '%s': a run directory comes after "
 			        "--resume or attach (spotdeck attach %s)\n", a, a);
+		else if (a == first && near_subcommand(a))
+			fprintf(stderr, "spotdeck: '%s' is not a subcommand; did you mean 'spotdeck %s'? (subcommands: "
+			        "plan, attach, ls, kill, doctor, export)\n", a, near_subcommand(a));
 		else
 			fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", a);
 		return 2;
@@ -976,15 +1035,6 @@ static int go_background(int *ready_fd, int *status)
  * to it (src/app/attach.h). */
 int main(int argc, char **argv)
 {
-	/* Subcommands: each gets the arguments from its name on. */
-	static const struct {
-		const char *name;
-		int (*main)(int argc, char **argv);
-	} subcommands[] = {
-		{ "plan", sd_plan_main },     { "attach", sd_attach_main },
-		{ "ls", sd_ls_main },         { "kill", sd_kill_main },
-		{ "doctor", sd_doctor_main }, { "export", sd_export_main },
-	};
 	for (size_t i = 0; argc > 1 && i < sizeof subcommands / sizeof subcommands[0]; i++)
 		if (!strcmp(argv[1], subcommands[i].name))
 			return subcommands[i].main(argc - 1, argv + 1);
