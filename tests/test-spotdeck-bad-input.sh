@@ -272,6 +272,11 @@ printf '{"model":"mlp","provider":{"name":"ssh","hosts":"%s"}}' "$T/hosts" >"$T/
 expect_error "local workers beside hosts" \
 	"^spotdeck: job: workers: 2: a local worker cannot train with ssh's hosts \(its collectives listen on loopback, which the hosts cannot reach\): set \"workers\": 0" \
 	$SPOTDECK --headless --job "$T/ssh4.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 198.18.0.1:7000
+# The same with the links through ssh (no --advertise), the controller on
+# loopback: that says nothing of where the hosts are.
+expect_error "local workers beside hosts linked through ssh" \
+	"^spotdeck: job: workers: 2: a local worker cannot train with ssh's hosts \(its collectives listen on loopback, which the hosts cannot reach\): set \"workers\": 0" \
+	$SPOTDECK --headless --job "$T/ssh4.json" --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "a bad hosts file left $T/r2"
 
 # An offer the catalog lacks: refused before any server or process starts.

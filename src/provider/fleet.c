@@ -515,7 +515,12 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 
 int sd_fleet_local_possible(const struct sd_fleet *f, char **why)
 {
-	if (f->ops && f->ops->launch && f->p && !sd_host_is_loopback(f->advertise, 1))
+	/* Local workers' collectives listen on loopback: only hosts on this
+	 * machine could reach them, which an advertised loopback address says
+	 * (direct links).  Links through ssh say nothing of where the hosts
+	 * are, and the controller listening on loopback is then the common
+	 * case (behind NAT), not a sign of local hosts. */
+	if (f->ops && f->ops->launch && f->p && (!f->direct || !sd_host_is_loopback(f->advertise, 1)))
 		return sd_why(why, "a local worker cannot train with %s's hosts (its collectives listen on loopback, "
 		              "which the hosts cannot reach)", f->ops->name);
 	return 0;
