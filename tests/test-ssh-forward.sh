@@ -15,7 +15,9 @@
 # the bridge (tests/netns/sniff.py) sees ssh and the hosts' collectives, but
 # no SYN from a host to the controller's machine, no other traffic between
 # them, and neither the worker protocol's JSON nor the run's token in any
-# payload.  SKIPs (77) where the bed or an nftables table cannot be made.
+# payload.  Last, a host whose sshd refuses forwarding (DisableForwarding)
+# fails the run's start with ssh's own words naming the forward's socket.
+# SKIPs (77) where the bed or an nftables table cannot be made.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -177,3 +179,25 @@ ok("on the bridge: %d frames (%d dropped by the kernel), %d ssh, %d host to host
    "during the run" %
    (c["frames"], c["drops"], c["ssh"], c["host_to_host"], bridge, dropped))
 PY
+
+# A host whose sshd allows no forwarding: the launch fails at once, and the
+# run's one error line is ssh's, naming the socket it could not make.
+echo "DisableForwarding yes" >>"$NETNS_DIR/h3/sshd_config"
+old=$(cat "$NETNS_DIR/h3/sshd.pid")
+kill "$old"
+i=0
+while [ -e "/proc/$old" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+rm -f "$NETNS_DIR/h3/sshd.pid"
+netns_exec 3 /usr/sbin/sshd -f "$NETNS_DIR/h3/sshd_config" -E "$NETNS_DIR/h3/sshd.log" || fail "sshd on h3 did not start again"
+i=0
+until netns_ssh -o ConnectTimeout=2 "$(netns_addr 3)" true 2>/dev/null; do
+	i=$((i + 1)); [ $i -lt 50 ] || fail "sshd on h3 does not answer after its restart"; sleep 0.1
+done
+printf '{"model":"mlp","epochs":1,"workers":0,"provider":{"name":"ssh","hosts":"%s","known_hosts":"%s"},"cluster":["ssh/h3"]}' \
+	"$NETNS_DIR/hosts" "$NETNS_DIR/known_hosts" >"$NETNS_DIR/noforward.json"
+"$top_builddir/spotdeck" --headless --job "$NETNS_DIR/noforward.json" --run-dir "$NETNS_DIR/run-noforward" \
+	</dev/null >"$NETNS_DIR/noforward.out" 2>"$NETNS_DIR/noforward.err"
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "with status 255: Error: remote port forwarding failed for listen path /tmp/spotdeck-[0-9a-f]*-s1-1\.sock$" \
+	"$NETNS_DIR/noforward.err" || { cat "$NETNS_DIR/noforward.err" >&2; fail "a host refusing the forward: exit $rc"; }
+ok "a host refusing the forward: $(cat "$NETNS_DIR/noforward.err")"
