@@ -46,11 +46,17 @@ static int run_agent(struct sd_worker_opts *o)
 	}
 	if (!o->server_id[0] && gethostname(o->server_id, sizeof o->server_id - 1) < 0)
 		strcpy(o->server_id, "worker");
-	char *colon = strrchr(o->connect, ':');
-	*colon = 0;
+	const char *host = o->connect, *port = NULL;
+	if (!strncmp(o->connect, "unix:", 5)) {
+		host = o->connect + 5;
+	} else {
+		char *colon = strrchr(o->connect, ':');
+		*colon = 0;
+		port = colon + 1;
+	}
 	struct sd_agent_opts ao = {
-		.host = o->connect,
-		.port = colon + 1,
+		.host = host,
+		.port = port,
 		.token = token,
 		.server_id = o->server_id,
 		.threads = o->threads,

@@ -10,8 +10,10 @@ EXTRA_DIST += tests/test-netns-bed.sh tests/test-netns-forward-drop.sh \
 # workers, a host that refuses the key, a host without the worker program;
 # a link cut and a frozen worker mid-training; the controller SIGKILLed
 # and resumed; a worker whose ssh session ends trains on; an ONNX model
-# whose file only the controller has trains on three hosts.
+# whose file only the controller has trains on three hosts; hosts that
+# cannot reach the controller train through the ssh forwards (a capture on
+# the bridge, tests/netns/sniff.py, sees no worker protocol in the clear).
 TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh tests/test-ssh-onnx.sh \
-	tests/test-ssh-session-lost.sh
+	tests/test-ssh-session-lost.sh tests/test-ssh-forward.sh
 EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh tests/test-ssh-onnx.sh \
-	tests/test-ssh-session-lost.sh
+	tests/test-ssh-session-lost.sh tests/test-ssh-forward.sh tests/netns/sniff.py

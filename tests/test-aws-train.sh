@@ -24,7 +24,7 @@ import sys, os, json, time
 sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
 from aws_run import T, control, live, provider
-from cloud_run import on_vms
+from cloud_run import on_vms, link_problems
 
 train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
              data_dir=fashion_subset(T, 12000))
@@ -78,6 +78,13 @@ if sorted(by_server) != sorted(acq):
     fail("instances named for %s; servers %s" % (sorted(by_server), sorted(acq)))
 ok("%d Spot instances run the workers, each in its own instance's ssh session at its address: %s" %
    (N, ", ".join("%s %s" % (vm, c[0]) for vm, c in sorted(workers.items()))))
+# No --advertise: each worker's controller link is the transport's ssh
+# forward, a Unix socket on its instance; the controller hears only ssh.
+port = [e for e in r.events if e.get("type") == "run_start"][0]["port"]
+bad = link_problems(set(insts), port)
+if bad:
+    fail("the workers' controller links: %s" % "; ".join(bad))
+ok("each worker's controller link is its instance's ssh forward (--connect unix:...), port %d hears only ssh" % port)
 
 # Interrupt the instance of the first server in us-east-1a, 4 s notice.
 victim = sorted(s for s in acq if acq[s]["offer"] == A)[0]

@@ -21,7 +21,7 @@ import sys, os, json, time, signal
 sys.path[:0] = [os.path.join(os.environ.get("top_srcdir", "."), d) for d in ("tests", "tests/fake-cloud")]
 from elastic import *
 from gce_run import T, control, live, provider
-from cloud_run import on_vms
+from cloud_run import on_vms, link_problems
 
 train = dict(epochs=2, global_batch=128, log_every=20, checkpoint_every=1000, comm_timeout=5,
              data_dir=fashion_subset(T, 12000))
@@ -70,6 +70,13 @@ for s in acq:
              v["networkInterfaces"][0]["networkIP"]))
     if v["labels"].get("spotdeck-run") is None or v["scheduling"]["provisioningModel"] != "SPOT":
         fail("%s's VM lacks the run label or the Spot model: %s %s" % (s, v["labels"], v["scheduling"]))
+# No --advertise: each worker's controller link is the transport's ssh
+# forward, a Unix socket on its VM; the controller hears only ssh.
+port = [e for e in r.events if e.get("type") == "run_start"][0]["port"]
+bad = link_problems(set(vms), port)
+if bad:
+    fail("the workers' controller links: %s" % "; ".join(bad))
+ok("each worker's controller link is its VM's ssh forward (--connect unix:...), port %d hears only ssh" % port)
 inserts = [q for q in control("/_control/log")["requests"]
            if q["method"] == "POST" and q["path"].endswith("/zones/us-central1-b/instances")]
 in_b = [n for n, v in vms.items() if v["zone"].endswith("/us-central1-b")]

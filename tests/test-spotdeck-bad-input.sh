@@ -3,6 +3,34 @@
 # and the field, a non-zero exit, no crash, and nothing lost or left behind:
 # a refused start leaves no run directory and no worker process, and an
 # earlier run's directory is never started over.
+#
+# The twenty mistakes a newcomer makes most, each answered by one line that
+# names what is wrong (where this test, or the one named, checks it):
+#   1. a job file named without --job                      (here)
+#   2. a run directory named without --resume or attach    (here)
+#   3. a mistyped subcommand ("exprot"): the near one named (here)
+#   4. a job file saved as UTF-16, with or without a BOM   (here)
+#   5. a "~" path in the job, which only a shell expands   (here)
+#   6. a directory given as the job file                   (here)
+#   7. --run-dir naming a file                             (here)
+#   8. --run-dir naming an earlier run's directory         (here)
+#   9. --resume of a directory that never held a run       (here)
+#  10. a hosts file with CRLF line ends: accepted, its
+#      lines read as without the CR                        (here)
+#  11. a hosts file's bad port / unreadable identity       (here)
+#  12. hosts told to dial a loopback --advertise           (here)
+#  13. --advertise of a wildcard address                   (here)
+#  14. a number beyond a double, a bad field type          (here)
+#  15. an npy dataset whose files do not fit               (here)
+#  16. a provider not in this build                        (here)
+#  17. local workers beside ssh hosts                      (here)
+#  18. export without --onnx/--safetensors, or of a run
+#      without checkpoints                                 (here)
+#  19. attach to a run that is not running                 (here)
+#  20. worker options out of range                         (test-worker-bad-input.sh)
+# Not yet answered: a relative data_dir under --detach whose dataset is
+# missing (the detached run fails after the start said it goes on, and its
+# directory is removed: only `spotdeck ls` shows nothing).
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 tmpdir
 SPOTDECK="$top_builddir/spotdeck"
@@ -152,6 +180,23 @@ EXPECT_RC=2 expect_error "a job file without --job" "unexpected argument '.*plai
 mkdir "$T/oldrun" && : >"$T/oldrun/journal.jsonl"
 EXPECT_RC=2 expect_error "a run directory without attach" "unexpected argument '.*oldrun': a run directory comes after --resume or attach" \
 	$SPOTDECK "$T/oldrun"
+mkdir "$T/jobdir"
+expect_error "a directory given as the job file" "jobdir: is a directory, not a job file" \
+	$SPOTDECK --headless --job "$T/jobdir" --run-dir "$T/r1"
+EXPECT_RC=2 expect_error "a mistyped subcommand" "^spotdeck: 'exprot' is not a subcommand; did you mean 'spotdeck export'\?" \
+	$SPOTDECK exprot "$T/oldrun"
+EXPECT_RC=2 expect_error "a swapped subcommand's letters" "^spotdeck: 'attahc' is not a subcommand; did you mean 'spotdeck attach'\?" \
+	$SPOTDECK attahc
+EXPECT_RC=2 expect_error "a word near no subcommand" "^spotdeck: unexpected argument 'frobnicate' \(see --help\)$" \
+	$SPOTDECK frobnicate
+EXPECT_RC=2 expect_error "export with nothing to write" "^spotdeck export: nothing to write: give --onnx OUT\.onnx, --safetensors OUT\.safetensors or both" \
+	$SPOTDECK export "$T/oldrun"
+mkdir "$T/oldrun/checkpoints"
+expect_error "export of a run without checkpoints" "^spotdeck export: .*oldrun/checkpoints: no checkpoint \(the run saved none yet\)$" \
+	$SPOTDECK export "$T/oldrun" --onnx "$T/out.onnx"
+[ ! -e "$T/out.onnx" ] || fail "export of a run without checkpoints wrote $T/out.onnx"
+expect_error "attach to a run that is not running" "^spotdeck: attach .*oldrun: the run is not running and left no final screen .*continue it with: spotdeck --resume .*oldrun$" \
+	$SPOTDECK attach "$T/oldrun"
 [ ! -e "$T/r1" ] || fail "a newcomer's mistake left $T/r1"
 
 printf '{"model":"mlp","provider":"azure"}' >"$T/azure.json"
@@ -200,17 +245,23 @@ printf 'gpu1.example gpu=cpu market=spot\ngpu2.example gpu=cpu market=spot port=
 printf '{"model":"mlp","workers":0,"provider":{"name":"ssh","hosts":"%s"},"cluster":["ssh/gpu1.example"]}' "$T/hosts" >"$T/ssh2.json"
 expect_error "a bad port in the hosts file" "hosts:2: port: \"70000\" is not a port number \(1\.\.65535\)" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
+# A hosts file written on Windows (CRLF): read as without the CRs, so the
+# error is the port's, on line 2, and names no "\r".
+printf 'gpu1.example gpu=cpu market=spot\r\ngpu2.example gpu=cpu market=spot port=70000\r\n' >"$T/hosts"
+expect_error "a hosts file with CRLF line ends" "hosts:2: port: \"70000\" is not a port number \(1\.\.65535\)$" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
 printf 'gpu1.example gpu=cpu market=spot identity=%s/no-such-key\n' "$T" >"$T/hosts"
 expect_error "an unreadable identity file" "hosts:1: identity: .*no-such-key.*No such file or directory" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
-# Hosts that cannot reach a controller on loopback (the default --listen,
-# or a wildcard advertised as loopback): refused before anything connects.
+# Hosts told to dial a controller on loopback themselves (--advertise
+# given: the direct link): refused before anything connects.  Without
+# --advertise the workers' links come through ssh, and loopback serves.
 printf 'gpu1.example gpu=cpu market=spot\n' >"$T/hosts"
-expect_error "hosts but a loopback controller" \
-	"hosts:1: host gpu1\.example cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\): start spotdeck with --listen" \
-	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2"
-expect_error "hosts, a wildcard, no --advertise" "cannot reach the controller at 127\.0\.0\.1:[0-9]+ \(loopback\)" \
-	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0
+expect_error "hosts but a loopback controller advertised" \
+	"hosts:1: host gpu1\.example cannot reach the controller at --advertise 127\.0\.0\.1:7000 \(loopback\): give an address the hosts reach, or leave --advertise out to carry the workers' links over ssh" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --advertise 127.0.0.1:7000
+expect_error "hosts, a wildcard, loopback advertised" "cannot reach the controller at --advertise 127\.0\.0\.1:7000 \(loopback\)" \
+	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 127.0.0.1:7000
 EXPECT_RC=2 expect_error "a wildcard advertised" "^spotdeck: --advertise: 0\.0\.0\.0 is the wildcard address, which no worker can dial" \
 	$SPOTDECK --headless --job "$T/ssh2.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 0.0.0.0:7000
 EXPECT_RC=2 expect_error "an IPv6 wildcard advertised" "^spotdeck: --advertise: :: is the wildcard address, which no worker can dial" \
@@ -221,6 +272,11 @@ printf '{"model":"mlp","provider":{"name":"ssh","hosts":"%s"}}' "$T/hosts" >"$T/
 expect_error "local workers beside hosts" \
 	"^spotdeck: job: workers: 2: a local worker cannot train with ssh's hosts \(its collectives listen on loopback, which the hosts cannot reach\): set \"workers\": 0" \
 	$SPOTDECK --headless --job "$T/ssh4.json" --run-dir "$T/r2" --listen 0.0.0.0:0 --advertise 198.18.0.1:7000
+# The same with the links through ssh (no --advertise), the controller on
+# loopback: that says nothing of where the hosts are.
+expect_error "local workers beside hosts linked through ssh" \
+	"^spotdeck: job: workers: 2: a local worker cannot train with ssh's hosts \(its collectives listen on loopback, which the hosts cannot reach\): set \"workers\": 0" \
+	$SPOTDECK --headless --job "$T/ssh4.json" --run-dir "$T/r2"
 [ ! -e "$T/r2" ] || fail "a bad hosts file left $T/r2"
 
 # An offer the catalog lacks: refused before any server or process starts.

@@ -4,8 +4,10 @@
 # listening on the bed's address.  A cnn job on three hosts over ssh (on a
 # fifth of Fashion-MNIST) reaches the same test accuracy (+-0.02) as the
 # same job on three local workers;
-# the workers really run in the namespaces (their peer addresses) and train
-# together (world size 3: Gloo host to host); a fourth host whose sshd
+# the workers really run in the namespaces (the namespace of each one's pid)
+# and train together (world size 3: Gloo host to host), their controller
+# links carried by the ssh connections (the controller sees them come from
+# its own address, the ssh client's); a fourth host whose sshd
 # refuses the key fails alone, with ssh's own words in the journal, and is
 # cooled down, and not billed though priced; a host without the worker
 # program fails with a message naming host and path (~/ expanded on the
@@ -60,9 +62,14 @@ if members != ["ssh/h1", "ssh/h2", "ssh/h3"]:
     fail("generation of 3 has %s, expected ssh/h1..h3" % members)
 for e in r.events:
     if e.get("type") == "worker_connected":
-        want = hosts[int(offer[e["server"]][-1]) - 1]
-        if e["peer"].rsplit(":", 1)[0] != want:
-            fail("%s (%s) connected from %s, not from its host %s" % (e["server"], offer[e["server"]], e["peer"], want))
+        i = int(offer[e["server"]][-1])
+        ns = subprocess.run(["ip", "netns", "identify", str(e["pid"])], capture_output=True, text=True).stdout.strip()
+        if ns != "%s-%d" % (os.environ["NETNS_PY_PREFIX"], i):
+            fail("%s (%s): worker pid %d runs in namespace %r, not in its host's %s-%d" %
+                 (e["server"], offer[e["server"]], e["pid"], ns, os.environ["NETNS_PY_PREFIX"], i))
+        if e["peer"].rsplit(":", 1)[0] != bridge:
+            fail("%s (%s) connected from %s, not through ssh's forward from %s" % (e["server"], offer[e["server"]],
+                 e["peer"], bridge))
 # Three hosts: their collectives go over Gloo, across the veths (each test
 # host has an identity of its own, tests/netns/lib.sh), never over the
 # shared memory of the machine they share.
@@ -78,7 +85,7 @@ if acq[[s for s in offer if offer[s] == "ssh/h1"][0]]["usd_per_hour"] != 0.10 or
     fail("prices: h1 %s (want 0.1), h2 %s (want null: unknown)" % (
         [acq[s]["usd_per_hour"] for s in offer if offer[s] == "ssh/h1"],
         [acq[s]["usd_per_hour"] for s in offer if offer[s] == "ssh/h2"]))
-ok("h1..h3 train together (world size 3) from their own addresses; h1 at $0.10/h, h2's price unknown (null)")
+ok("h1..h3 train together (world size 3) in their own namespaces, linked through ssh; h1 at $0.10/h, h2's price unknown (null)")
 # This run's ssh control directory, from the ControlPath of the ssh
 # clients spotdeck runs (its children) while h1..h3 train.
 def control_dir_of(ppid):

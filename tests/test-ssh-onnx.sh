@@ -16,8 +16,8 @@ netns_hosts_file
 mkdir "$NETNS_DIR/controller-only"
 "$top_builddir/tests/onnx-gen" "$NETNS_DIR/controller-only/model.onnx" 8 8 10 || fail "onnx-gen"
 
-NETNS_PY_HOSTS="$NETNS_HOSTS" python3 - <<'PY'
-import sys, os, hashlib
+NETNS_PY_HOSTS="$NETNS_HOSTS" NETNS_PY_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
+import sys, os, hashlib, subprocess
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 d = os.environ["NETNS_DIR"]
@@ -41,10 +41,13 @@ if sorted(sent) != members:
 for s, e in sent.items():
     if e["sha256"] != sha or e["bytes"] != size:
         fail("model_sent to %s: %s; expected sha256 %s, %d bytes" % (s, e, sha, size))
-hosts = sorted(os.environ["NETNS_PY_HOSTS"].split())
-peers = sorted(e["peer"].rsplit(":", 1)[0] for e in r.events if e.get("type") == "worker_connected")
-if peers != hosts:
-    fail("workers connected from %s, expected the hosts %s" % (peers, hosts))
+# The workers run on the three hosts (their pids' namespaces); their
+# links come through ssh.
+peers = sorted(subprocess.run(["ip", "netns", "identify", str(e["pid"])], capture_output=True,
+                              text=True).stdout.strip() for e in r.events if e.get("type") == "worker_connected")
+want = ["%s-%d" % (os.environ["NETNS_PY_PREFIX"], i) for i in (1, 2, 3)]
+if peers != want:
+    fail("workers run in the namespaces %s, expected the hosts' %s" % (peers, want))
 cs = r.wait(lambda e: e.get("type") == "checksum" and e["generation"] == g["generation"], "checksums")
 if len(cs["checksums"]) != 3 or len(set(cs["checksums"].values())) != 1:
     fail("checksums differ across the three hosts: %s" % cs["checksums"])
@@ -53,7 +56,7 @@ errs = [e for e in r.events if e.get("type") in ("job_error", "protocol_error")]
 if errs:
     fail("errors: %s" % errs)
 ok("the model (%d bytes, sha256 %s...), deleted on the controller's side after the start, went to %s "
-   "(hosts %s); generation %d of 3 trains with equal checksums (%s at step %d), step %d reached"
+   "(on %s); generation %d of 3 trains with equal checksums (%s at step %d), step %d reached"
    % (size, sha[:16], ", ".join(sorted(sent)), ", ".join(peers), g["generation"],
       list(cs["checksums"].values())[0], cs["step"], s["step"]))
 r.command("quit")

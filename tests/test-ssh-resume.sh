@@ -12,8 +12,8 @@
 netns_setup 2
 netns_hosts_file
 
-NETNS_PY_HOSTS="$NETNS_HOSTS" python3 - <<'PY'
-import sys, os, re, json, signal, time
+NETNS_PY_HOSTS="$NETNS_HOSTS" NETNS_PY_PREFIX="$NETNS_PREFIX" python3 - <<'PY'
+import sys, os, re, json, signal, subprocess, time
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 d = os.environ["NETNS_DIR"]
@@ -96,10 +96,16 @@ cs = r2.wait_since(m0, lambda e: e.get("type") == "checksum" and e["generation"]
                    "checksums of generation %d" % g["generation"])
 if len(cs["checksums"]) != 2 or len(set(cs["checksums"].values())) != 1:
     fail("checksums differ after the resume: %s" % cs["checksums"])
-peers = sorted(e.get("peer", "").rsplit(":", 1)[0] for e in r2.events if e.get("type") == "worker_connected")
-hosts = sorted(os.environ["NETNS_PY_HOSTS"].split())
-if peers != hosts:
-    fail("the resumed run's workers connected from %s, expected the hosts %s" % (peers, hosts))
+# The resumed run's workers run on the hosts (their pids' namespaces) and
+# reach it through ssh (the controller sees its own address).
+conn = [e for e in r2.events if e.get("type") == "worker_connected"]
+where = sorted(subprocess.run(["ip", "netns", "identify", str(e["pid"])], capture_output=True,
+                              text=True).stdout.strip() for e in conn)
+want = ["%s-%d" % (os.environ["NETNS_PY_PREFIX"], i) for i in (1, 2)]
+peers = set(e.get("peer", "").rsplit(":", 1)[0] for e in conn)
+if where != want or peers != {os.environ["NETNS_BRIDGE_ADDR"]}:
+    fail("the resumed run's workers run in %s, connected from %s; expected %s, through ssh from %s" %
+         (where, peers, want, os.environ["NETNS_BRIDGE_ADDR"]))
 s = r2.wait(lambda e: e.get("type") == "step" and e["step"] >= latest + 20, "20 steps after the resume")
 ok("--resume from / (the job's hosts file relative, saved as %s): hosts %s acquired again, generation %d of 2 from ckpt-%d, checksums equal (%s), "
    "step %d reached" % (saved["hosts"], ", ".join(offers), g["generation"], latest, list(cs["checksums"].values())[0], s["step"]))

@@ -8,6 +8,10 @@
 # of that server then still reaches the worker on its host (a new ssh
 # session, by its pid file): it leaves and the server is released.
 # A local worker (`add 1`) is refused: it could not reach the hosts.
+# That run gives --advertise (the workers' own, direct, links).  Without it
+# (the default) the session carried the worker's controller link (ssh's
+# remote forward), so the same kill is a lost link: the server fails, the
+# worker on h2 is stopped, and h2 is acquired again and rejoins.
 . "${top_srcdir:=$(cd "$(dirname "$0")/.." && pwd)}/tests/lib.sh"
 . "$top_srcdir/tests/netns/lib.sh"
 
@@ -20,6 +24,20 @@ sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 d = os.environ["NETNS_DIR"]
 
+def sessions_of(i):
+    """The sshd processes of host i's sessions: every sshd in its namespace
+    but the listener (its pid file)."""
+    listener = int(open(os.path.join(d, "h%d" % i, "sshd.pid")).read())
+    found = []
+    for p in subprocess.run(["ip", "netns", "pids", "%s-%d" % (os.environ["NETNS_PY_PREFIX"], i)],
+                            capture_output=True, text=True).stdout.split():
+        try:
+            if int(p) != listener and open("/proc/%s/comm" % p).read().strip() == "sshd":
+                found.append(int(p))
+        except (OSError, ValueError):
+            pass
+    return found
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -30,23 +48,19 @@ def alive(pid):
 j = job(model="mlp", epochs=100, checkpoint_every=0, log_every=5, comm_timeout=2, workers=0,
         cluster=["ssh/h1", "ssh/h2"])
 j["provider"] = {"name": "ssh", "hosts": d + "/hosts", "known_hosts": d + "/known_hosts"}
-r = Run(j, extra=("--listen", os.environ["NETNS_BRIDGE_ADDR"] + ":0"), timeout=300)
+# A free port on the bed's address, for --listen and --advertise alike.
+import socket
+probe = socket.socket()
+probe.bind((os.environ["NETNS_BRIDGE_ADDR"], 0))
+addr = "%s:%d" % probe.getsockname()
+probe.close()
+r = Run(j, extra=("--listen", addr, "--advertise", addr), timeout=300)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2")
 r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 2 and e["step"] >= g["step"] + 10, "10 steps of 2")
 victim = [e["server"] for e in r.events if e.get("type") == "acquired" and e["offer"] == "ssh/h2"][0]
 wpid = [e["pid"] for e in r.events if e.get("type") == "worker_connected" and e["server"] == victim][-1]
 
-# The sshd processes of h2's sessions: every sshd in its namespace but the
-# listener (its pid file).
-listener = int(open(os.path.join(d, "h2", "sshd.pid")).read())
-ns = "%s-2" % os.environ["NETNS_PY_PREFIX"]
-sessions = []
-for p in subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split():
-    try:
-        if int(p) != listener and open("/proc/%s/comm" % p).read().strip() == "sshd":
-            sessions.append(int(p))
-    except (OSError, ValueError):
-        pass
+sessions = sessions_of(2)
 if not sessions:
     fail("no sshd session process for %s on h2" % victim)
 mark = r.mark()
@@ -109,4 +123,39 @@ rc = r.finish()
 if rc != 1:
     fail("quit before the end exited %s, not 1; stderr: %s; last events: %s" %
          (rc, r.stderr_text[-2000:], json.dumps(r.events[-3:])))
+
+# Without --advertise: the link went through the killed session.
+r = Run(j, extra=("--listen", os.environ["NETNS_BRIDGE_ADDR"] + ":0"), timeout=300)
+g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 2, "a generation of 2 (ssh link)")
+r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 2 and e["step"] >= g["step"] + 10, "10 steps of 2")
+victim = [e["server"] for e in r.events if e.get("type") == "acquired" and e["offer"] == "ssh/h2"][0]
+wpid = [e["pid"] for e in r.events if e.get("type") == "worker_connected" and e["server"] == victim][-1]
+mark = r.mark()
+for p in sessions_of(2):
+    try:
+        os.kill(p, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+ex = r.wait_since(mark, lambda e: e.get("type") == "server_exit" and e["server"] == victim,
+                  "%s's server_exit" % victim, timeout=60)
+f = r.wait_since(mark, lambda e: e.get("type") == "state" and e.get("server") == victim and e.get("state") == "failed",
+                 "%s failed" % victim, timeout=60)
+deadline = time.time() + 20 * SCALE
+while alive(wpid) and time.time() < deadline:
+    time.sleep(0.2)
+if alive(wpid):
+    fail("%s's worker (pid %d) still runs on h2 after the session that carried its link ended" % (victim, wpid))
+a = r.wait_since(mark, lambda e: e.get("type") == "acquired" and e.get("offer") == "ssh/h2", "h2 acquired again",
+                 timeout=90)
+g2 = r.wait_since(mark, lambda e: e.get("type") == "generation" and e.get("world_size") == 2 and
+                  a["server"] in [m["server"] for m in e.get("members", [])], "%s in a generation of 2" % a["server"],
+                  timeout=90)
+if ex.get("exit_status") != 255 or "trains on" in ex.get("note", ""):
+    fail("server_exit %s; expected ssh's 255 and no note that the worker trains on" % ex)
+ok("ssh link: h2's sessions killed: server_exit 255 (%s); %s failed, its worker gone; h2 acquired again as %s, "
+   "in generation %d of 2" % (ex.get("note"), victim, a["server"], g2["generation"]))
+r.command("quit")
+r.wait(lambda e: e.get("type") == "checkpoint" and e.get("reason") == "final", "the final checkpoint")
+if r.finish() != 1:
+    fail("quit before the end (ssh link) did not exit 1")
 PY

@@ -60,8 +60,9 @@ static void usage(FILE *f)
 "                   the market's own revocations are then off\n"
 "  --demo           with --headless: the cockpit's embedded demo job\n"
 "  --listen ADDR:PORT  where workers connect (default 127.0.0.1, any port);\n"
-"                   0.0.0.0 or [::] for every interface; trusted networks only\n"
-"  --advertise HOST:PORT  what workers on other hosts dial (default: --listen's)\n"
+"                   ssh/gce/aws workers come through the provider's ssh\n"
+"  --advertise HOST:PORT  workers on other hosts dial this themselves, in the\n"
+"                   clear (large fleets; default: through ssh)\n"
 "  --orphans WHAT   gce/aws: the VMs an earlier controller of the run left:\n"
 "                   adopt, delete, keep, or ask in the cockpit (the default\n"
 "                   with a cockpit; delete without one)\n"
@@ -228,6 +229,8 @@ static int parse_value(struct options *o, int c, const char *arg)
  * (0 after --help/--version, 2 after a one-line error). */
 int sd_run_parse_options(int argc, char **argv, struct options *o)
 {
+	/* getopt moves the words that are no options to the end. */
+	const char *first = argc > 1 ? argv[1] : NULL;
 	memset(o, 0, sizeof *o);
 	o->workers = -1;
 	o->alert = 1;
@@ -276,6 +279,9 @@ int sd_run_parse_options(int argc, char **argv, struct options *o)
 		else if (access(jl, F_OK) == 0)
 			fprintf(stderr, "spotdeck: unexpected argument '%s': a run directory comes after "
 			        "--resume or attach (spotdeck attach %s)\n", a, a);
+		else if (a == first && sd_subcommand_near(a))
+			fprintf(stderr, "spotdeck: '%s' is not a subcommand; did you mean 'spotdeck %s'? (subcommands: "
+			        "%s)\n", a, sd_subcommand_near(a), sd_subcommand_names());
 		else
 			fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", a);
 		return 2;

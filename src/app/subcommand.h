@@ -31,4 +31,14 @@ const struct sd_subcommand *sd_subcommand_find(const char *name);
  * the run's --help). */
 void sd_subcommand_usage(FILE *f);
 
+/* The subcommand a mistyped word most likely meant ("exprot": "export"):
+ * the nearest name by optimal string alignment distance (insertions,
+ * deletions, substitutions and swaps of two neighbours, each 1), within 2
+ * edits (1 for names of up to 3 letters), or NULL.  Static storage. */
+const char *sd_subcommand_near(const char *word);
+
+/* The subcommands' names, comma-separated, in --help's order.  Static
+ * storage. */
+const char *sd_subcommand_names(void);
+
 #endif

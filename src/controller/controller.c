@@ -268,7 +268,7 @@ static int create_fleet(struct sd_controller *c, const struct sd_controller_opts
 		},
 		.worker_path = opts->worker_path,
 		.connect = c->connect,
-		.advertise = c->advertise,
+		.advertise = c->advertised ? c->advertise : NULL,
 		.run_dir = c->run_dir,
 		.last_server = c->resume_last_server,
 		.usd_before = c->resume_usd,
@@ -313,6 +313,7 @@ static int ctl_listen(struct sd_controller *c, const struct sd_controller_opts *
 	 * the last colon, so an IPv6 host needs no brackets. */
 	const char *local = !strcmp(host, "0.0.0.0") ? "127.0.0.1" : !strcmp(host, "::") ? "::1" : host;
 	snprintf(c->connect, sizeof c->connect, "%s:%d", local, c->port);
+	c->advertised = opts->advertise != NULL;
 	if (opts->advertise)
 		snprintf(c->advertise, sizeof c->advertise, "%s", opts->advertise);
 	else
@@ -476,6 +477,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	cJSON_AddNumberToObject(ev, "port", c->port);
 	cJSON_AddStringToObject(ev, "connect", c->connect);
 	cJSON_AddStringToObject(ev, "advertise", c->advertise);
+	cJSON_AddStringToObject(ev, "controller_link", c->advertised ? "direct" : "ssh");
 	cJSON_AddBoolToObject(ev, "resume", opts->resume);
 	if (c->latest_ckpt[0]) {
 		cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);

@@ -152,6 +152,8 @@ struct sd_controller {
 	int port;
 	char connect[300];           /* HOST:PORT this host's workers dial */
 	char advertise[300];         /* HOST:PORT other hosts' workers dial */
+	int advertised;              /* --advertise was given (or kept): they dial it
+	                              * themselves, not through their provider's ssh */
 	char kept_listen_addr[64];   /* a resume's listen.json (ctl_open_run_dir) */
 	int kept_listen_port;
 	char kept_advertise[300];

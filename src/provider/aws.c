@@ -1003,11 +1003,12 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	p->orph.what = sd_cloud_orphans(env, s);
-	if (env->advertise && sd_host_is_loopback(env->advertise, 1) &&
-	    !(p->endpoint && sd_url_is_loopback(p->endpoint))) {
-		sd_why(why, "%s: workers on EC2 instances cannot reach the controller at %s (loopback): start spotdeck "
-		       "with --listen 0.0.0.0:PORT --advertise ADDRESS:PORT, ADDRESS one the instances reach", file,
-		       env->advertise);
+	/* As gce.c: only workers that dial the controller themselves
+	 * (--advertise) need a route to it. */
+	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !(p->endpoint && sd_url_is_loopback(p->endpoint))) {
+		sd_why(why, "%s: workers on EC2 instances cannot reach the controller at --advertise %s (loopback): "
+		       "give an address the instances reach, or leave --advertise out to carry their links over ssh",
+		       file, env->advertise);
 		aws_free(p);
 		return -1;
 	}
@@ -1118,6 +1119,11 @@ static void aws_signal(struct sd_provider *p, const char *server, int sig)
 static void aws_lost(struct sd_provider *p, const char *server, int worker_alive)
 {
 	sd_provider_ssh.lost(p->ssh, server, worker_alive);
+}
+
+static int aws_link_in_session(const struct sd_provider *p)
+{
+	return sd_provider_ssh.link_in_session(p->ssh);
 }
 
 static const struct sd_catalog *aws_catalog(const struct sd_provider *p)
@@ -1320,6 +1326,7 @@ const struct sd_provider_ops sd_provider_aws = {
 	.launch = aws_launch,
 	.signal = aws_signal,
 	.lost = aws_lost,
+	.link_in_session = aws_link_in_session,
 	.judge = aws_judge,
 	.answer_orphans = aws_answer_orphans,
 	.close = aws_close,

@@ -72,6 +72,7 @@ struct sd_fleet {
 	char worker_path[4096], run_dir[4096];
 	char connect[300];               /* HOST:PORT local workers dial */
 	char advertise[300];             /* HOST:PORT remote workers dial */
+	int direct;                      /* --advertise given: they dial it themselves */
 	int emulate;
 	double grace_seconds;
 	struct sd_fleet_hooks hooks;

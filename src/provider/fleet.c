@@ -418,6 +418,8 @@ static int create_provider(struct sd_fleet *f, const struct sd_fleet_config *cfg
 	f->env.loop = f->loop;
 	f->env.fleet = f;
 	f->env.advertise = f->advertise;
+	f->env.direct = f->direct;
+	f->env.connect = f->connect;
 	f->env.run_dir = f->run_dir;
 	cJSON *empty = NULL;
 	if (!f->env.settings)
@@ -453,6 +455,7 @@ int sd_fleet_create(struct sd_fleet **out, uv_loop_t *loop, const struct sd_flee
 	snprintf(f->run_dir, sizeof f->run_dir, "%s", cfg->run_dir);
 	snprintf(f->connect, sizeof f->connect, "%s", cfg->connect ? cfg->connect : "");
 	snprintf(f->advertise, sizeof f->advertise, "%s", cfg->advertise ? cfg->advertise : f->connect);
+	f->direct = cfg->advertise != NULL;
 	f->emulate = cfg->env.emulate && cfg->provider && cfg->provider->emulated;
 	f->next_id = cfg->last_server > 0 ? cfg->last_server : 0;
 	f->usd_done = cfg->usd_before > 0 ? cfg->usd_before : 0;
@@ -530,7 +533,12 @@ static int acquire_offer(struct sd_fleet *f, struct server *s, char **why)
 
 int sd_fleet_local_possible(const struct sd_fleet *f, char **why)
 {
-	if (f->ops && f->ops->launch && f->p && !sd_host_is_loopback(f->advertise, 1))
+	/* Local workers' collectives listen on loopback: only hosts on this
+	 * machine could reach them, which an advertised loopback address says
+	 * (direct links).  Links through ssh say nothing of where the hosts
+	 * are, and the controller listening on loopback is then the common
+	 * case (behind NAT), not a sign of local hosts. */
+	if (f->ops && f->ops->launch && f->p && (!f->direct || !sd_host_is_loopback(f->advertise, 1)))
 		return sd_why(why, "a local worker cannot train with %s's hosts (its collectives listen on loopback, "
 		              "which the hosts cannot reach)", f->ops->name);
 	return 0;

@@ -82,7 +82,10 @@ struct sd_fleet_config {
 	const char *connect;        /* "HOST:PORT" this host's workers dial (the
 	                             * controller's listening address; copied) */
 	const char *advertise;      /* "HOST:PORT" workers on other hosts dial
-	                             * (copied; NULL: connect) */
+	                             * (copied); NULL: none was given, and a
+	                             * provider that reaches its hosts over ssh
+	                             * carries their links (sd_provider_env's
+	                             * direct) */
 	const char *run_dir;        /* token file and logs/ live there */
 	double grace_seconds;       /* SIGTERM -> SIGKILL (default 5) */
 	/* A resumed run's history: server ids continue after s<last_server>,

@@ -1110,11 +1110,13 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	p->orph.what = sd_cloud_orphans(env, s);
-	/* Workers on VMs must reach the controller: loopback only serves a
-	 * fake cloud on this machine (tests/fake-cloud/gce.py --vm-sshd). */
-	if (env->advertise && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
-		sd_why(why, "%s: workers on GCE VMs cannot reach the controller at %s (loopback): start spotdeck "
-		       "with --listen 0.0.0.0:PORT --advertise ADDRESS:PORT, ADDRESS one the VMs reach", file,
+	/* Workers on VMs that dial the controller themselves (--advertise)
+	 * must reach it: loopback only serves a fake cloud on this machine
+	 * (tests/fake-cloud/gce.py --vm-sshd).  Without --advertise their
+	 * links come through the transport's ssh connections. */
+	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
+		sd_why(why, "%s: workers on GCE VMs cannot reach the controller at --advertise %s (loopback): give "
+		       "an address the VMs reach, or leave --advertise out to carry their links over ssh", file,
 		       env->advertise);
 		gce_free(p);
 		return -1;
@@ -1239,6 +1241,11 @@ static void gce_signal(struct sd_provider *p, const char *server, int sig)
 static void gce_lost(struct sd_provider *p, const char *server, int worker_alive)
 {
 	sd_provider_ssh.lost(p->ssh, server, worker_alive);
+}
+
+static int gce_link_in_session(const struct sd_provider *p)
+{
+	return sd_provider_ssh.link_in_session(p->ssh);
 }
 
 static const struct sd_catalog *gce_catalog(const struct sd_provider *p)
@@ -1408,6 +1415,7 @@ const struct sd_provider_ops sd_provider_gce = {
 	.launch = gce_launch,
 	.signal = gce_signal,
 	.lost = gce_lost,
+	.link_in_session = gce_link_in_session,
 	.judge = gce_judge,
 	.answer_orphans = gce_answer_orphans,
 	.close = gce_close,

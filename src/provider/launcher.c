@@ -123,7 +123,10 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	 * provider probes it and stops what the session left (before the
 	 * fleet gives the server back below). */
 	int session_lost = s->remote && !sig && status == 255 && !s->releasing && !fl_gone(s) && f->ops->lost;
-	int keep = session_lost && s->st == SD_SERVER_TRAINING;
+	/* Unless the session carried the worker's controller link (ssh's
+	 * forward): then the worker lost its link with it and cannot train on. */
+	int link_lost = session_lost && f->ops->link_in_session && f->ops->link_in_session(f->p);
+	int keep = session_lost && s->st == SD_SERVER_TRAINING && !link_lost;
 	/* The note says what the controller knows of the worker: one it has
 	 * already dropped (a link cut silences the worker well before ssh's
 	 * keep-alives end the session) is not training, though it may still
@@ -133,6 +136,9 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 		                        "the ssh session ended; its worker had already left the group "
 		                        "and may connect again" :
 		                        "the ssh session ended; the worker trains on");
+	if (link_lost && s->st == SD_SERVER_TRAINING)
+		cJSON_AddStringToObject(ev, "note", "the ssh session ended, and with it the worker's controller link "
+		                        "it carried: the worker is stopped");
 	if (session_lost && s->st == SD_SERVER_BOOTING) {
 		/* Its worker never connected: the host was not reached (a key
 		 * refused, no route), and what was never used is not billed. */

@@ -68,6 +68,16 @@ struct sd_provider_env {
 	const char *settings_file;     /* for errors: "job.json" */
 	const char *advertise;         /* "HOST:PORT" workers on other hosts dial (the
 	                                * fleet fills it in; spotdeck --advertise) */
+	/* How workers on other hosts reach the controller (the fleet fills
+	 * both in).  direct 1 (spotdeck --advertise given): they dial
+	 * advertise themselves.  direct 0 (the default): a provider that
+	 * reaches its hosts over ssh carries each worker's link through its
+	 * own ssh connection (a remote forward to connect, "HOST:PORT" the
+	 * controller listens at as a process on this machine dials it), so
+	 * nothing on the hosts needs a route to the controller and the link
+	 * is encrypted.  The collectives go host to host either way. */
+	int direct;
+	const char *connect;
 	const char *run_dir;           /* the run's directory (the fleet fills it in): its
 	                                * token file names the run to a cloud (gce's label) */
 	const char *orphans;           /* spotdeck --orphans (overrides provider.orphans),
@@ -174,6 +184,12 @@ struct sd_provider_ops {
 	              char **why);
 	void (*signal)(struct sd_provider *p, const char *server, int sig);
 	void (*lost)(struct sd_provider *p, const char *server, int worker_alive);
+	/* 1 when each worker's controller link goes through its launch
+	 * command's own connection (ssh's remote forward, without spotdeck
+	 * --advertise): a lost session is then a lost link, and the fleet
+	 * never keeps a server for a worker that would train on.  0, or
+	 * NULL: the link is the worker's own. */
+	int (*link_in_session)(const struct sd_provider *p);
 	/* SERVER's worker ended (its process, or its controller connection
 	 * after its session had ended) while the server was neither released
 	 * nor under notice.  Returns 1 when the provider will itself report

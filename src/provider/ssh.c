@@ -11,6 +11,17 @@
  * and waits for it, so the local ssh process lives as long as the worker and
  * exits with its status (after a failure, with the last lines of the
  * worker's log on the host on its stderr: the run's own log has them).
+ * Unless spotdeck was given --advertise (the workers then dial it
+ * themselves), that same ssh carries the worker's controller link: a
+ * remote forward (-R) from a Unix socket on the host, /tmp/spotdeck-TAG-
+ * SERVER-N.sock (bound by sshd as the login user, mode 0600 by sshd's
+ * default StreamLocalBindMask; TAG is 64 random bits, so nobody can take
+ * the name first), to the controller's listening address on this machine;
+ * the worker is told --connect unix:PATH.  The forward lives in the host's
+ * shared control connection, so a dead connection is a dead link (the
+ * worker's socket reads EOF, the controller's connection from ssh closes)
+ * and the existing liveness rules follow; nothing on the host needs a
+ * route to the controller, and the link is encrypted by ssh.
  * signal() and release() send signals by that pid over ssh.  ssh runs with
  * BatchMode (never a prompt), one shared control connection per host
  * (ControlMaster, sockets in a private directory),
@@ -120,6 +131,9 @@ struct sd_provider {
 	uv_timer_t tick;               /* each second: hosts whose cool-down ended */
 	char control_dir[64];          /* "" until made */
 	char tag[17];                  /* this run's remote file names */
+	int direct;                    /* workers dial the controller themselves */
+	char forward_to[320];          /* -R's target: the controller, "HOST:PORT" or "[V6]:PORT" */
+	unsigned launches;             /* numbers each launch's forwarded socket */
 	struct ssh_server *servers;
 	struct ssh_job *jobs;
 	int closing;
@@ -646,25 +660,25 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- the operations ---- */
 
-/* Workers on the hosts must reach the controller: a loopback address is
- * refused unless every host is this one (the default --listen is
- * 127.0.0.1, the likeliest first mistake). */
+/* Workers that dial the controller themselves (--advertise) must reach
+ * it: a loopback address is refused unless every host is this one.
+ * Without --advertise their links come through ssh, and any controller
+ * address serves. */
 static int check_reachable(const struct sd_provider *p, const char *advertise, char **why)
 {
-	if (!advertise || !advertise[0])
+	if (!p->direct || !advertise || !advertise[0])
 		return 0;
 	if (!sd_host_is_loopback(advertise, 1))
 		return 0;
 	for (int i = 0; i < p->hosts.n; i++)
 		if (!sd_host_is_loopback(p->hosts.v[i].host, 0))
-			return sd_why(why, "%s:%d: host %s cannot reach the controller at %s (loopback): start spotdeck "
-			              "with --listen ADDRESS:PORT on an address the hosts reach, or --listen 0.0.0.0:PORT "
-			              "--advertise HOST:PORT", p->hosts.path, p->hosts.v[i].line, p->hosts.v[i].name,
-			              advertise);
+			return sd_why(why, "%s:%d: host %s cannot reach the controller at --advertise %s (loopback): give "
+			              "an address the hosts reach, or leave --advertise out to carry the workers' links over "
+			              "ssh", p->hosts.path, p->hosts.v[i].line, p->hosts.v[i].name, advertise);
 	return 0;
 }
 
-static void ssh_open(struct sd_provider *p, const cJSON *s);
+static void ssh_open(struct sd_provider *p, const struct sd_provider_env *env);
 
 static int ssh_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
 {
@@ -681,21 +695,34 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 		free(p);
 		return -1;
 	}
+	p->direct = env->direct;
 	if (check_reachable(p, env->advertise, why) < 0) {
 		sd_hosts_free(&p->hosts);
 		free(p);
 		return -1;
 	}
-	ssh_open(p, env->settings);
+	ssh_open(p, env);
 	build_catalog(p);
 	*out = p;
 	return 0;
 }
 
-/* The settings ssh itself reads, the run's tag, the control directory and
- * the tick: what a transport and a hosts file's provider share. */
-static void ssh_open(struct sd_provider *p, const cJSON *s)
+/* The settings ssh itself reads, the run's tag, the control directory, the
+ * forward's target and the tick: what a transport and a hosts file's
+ * provider share. */
+static void ssh_open(struct sd_provider *p, const struct sd_provider_env *env)
 {
+	const cJSON *s = env->settings;
+	p->direct = env->direct || !env->connect || !env->connect[0];
+	if (!p->direct) {
+		/* ssh's -R takes an IPv6 host in brackets; the controller's
+		 * connect address has none (the worker splits at the last ':'). */
+		const char *c = env->connect, *colon = strrchr(c, ':');
+		if (memchr(c, ':', (size_t)(colon - c)))
+			snprintf(p->forward_to, sizeof p->forward_to, "[%.*s]%s", (int)(colon - c), c, colon);
+		else
+			snprintf(p->forward_to, sizeof p->forward_to, "%s", c);
+	}
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, "host_key_checking");
 	snprintf(p->host_key_checking, sizeof p->host_key_checking, "%s",
 	         cJSON_IsString(v) ? v->valuestring : "accept-new");
@@ -761,15 +788,27 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 	if (!s || !s->live)
 		return sd_why(why, "%s: not a server of the ssh provider", server);
 	const struct sd_host *h = &p->hosts.v[s->host];
-	/* The worker's command line, its program replaced by the host's. */
+	/* The controller link through this ssh: a socket of this launch's own
+	 * (a forward lives as long as the host's control connection, and sshd
+	 * does not remove its socket file, so a name is never used twice). */
+	char sock[108] = "", fwd[sizeof sock + sizeof p->forward_to + 2] = "", conn[sizeof sock + 8] = "";
+	if (!p->direct) {
+		snprintf(sock, sizeof sock, "/tmp/spotdeck-%s-%s-%u.sock", p->tag, server, ++p->launches);
+		snprintf(fwd, sizeof fwd, "%s:%s", sock, p->forward_to);
+		snprintf(conn, sizeof conn, "unix:%s", sock);
+	}
+	/* The worker's command line, its program replaced by the host's (and
+	 * its controller by the forward's socket). */
 	char *qw = sh_path(h->worker), *qname = sh_quote(h->name), *qcomm = sh_quote(h->comm_host);
-	size_t cap = 256;
+	char *qsock = sh_quote(sock);
+	size_t cap = 256 + strlen(conn) * 4;
 	for (int i = 1; worker_argv[i]; i++)
 		cap += strlen(worker_argv[i]) * 4 + 3;
 	char *args = sd_malloc(cap);
 	args[0] = '\0';
 	for (int i = 1; worker_argv[i]; i++) {
-		char *q = sh_quote(worker_argv[i]);
+		int forwarded = conn[0] && i > 1 && !strcmp(worker_argv[i - 1], "--connect");
+		char *q = sh_quote(forwarded ? conn : worker_argv[i]);
 		strcat(args, " ");
 		strcat(args, q);
 		free(q);
@@ -786,17 +825,21 @@ static int ssh_launch(struct sd_provider *p, const char *server, char *const *wo
 		"export SPOTDECK_TOKEN; SPOTDECK_COMM_HOST=%s; export SPOTDECK_COMM_HOST; "
 		"setsid %s%s </dev/null >>\"$d/\"%s.log 2>&1 & "
 		"pid=$!; echo $pid >\"$d/\"%s.pid; unset SPOTDECK_TOKEN; wait $pid; st=$?; "
-		"rm -f \"$d/\"%s.pid; [ $st -eq 0 ] || tail -n 5 \"$d/\"%s.log >&2; exit $st",
+		"rm -f \"$d/\"%s.pid %s; [ $st -eq 0 ] || tail -n 5 \"$d/\"%s.log >&2; exit $st",
 		dir, qw, p->transport ? "provider.worker in the job file" : "worker= in the hosts file", qname, qw,
-		qcomm, qw, args, qid, qid, qid, qid);
+		qcomm, qw, args, qid, qid, qid, sock[0] ? qsock : "", qid);
+	free(qsock);
 	free(qw);
 	free(qname);
 	free(qcomm);
 	free(args);
 	free(dir);
 	free(qid);
+	/* A forward that cannot be made ends the launch (ssh exits 255 with
+	 * its reason): a worker without it could reach nothing. */
+	const char *const forward[] = { "-o", "ExitOnForwardFailure=yes", "-R", fwd, NULL };
 	char **a = sd_calloc(SSH_MAX_ARGS + 2, sizeof *a);
-	int n = ssh_argv(p, s->host, a, NULL);
+	int n = ssh_argv(p, s->host, a, fwd[0] ? forward : NULL);
 	a[n++] = script;
 	a[n] = NULL;
 	*argv = a;
@@ -834,6 +877,11 @@ static void ssh_lost(struct sd_provider *p, const char *server, int worker_alive
 	struct ssh_job *j = s && !p->hs[s->host].gone ? run_remote(p, s->host, "true", PROBE_ALIVE) : NULL;
 	if (j)
 		snprintf(j->server, sizeof j->server, "%s", server);
+}
+
+static int ssh_link_in_session(const struct sd_provider *p)
+{
+	return !p->direct;
 }
 
 static void ssh_release(struct sd_provider *p, const char *server)
@@ -954,7 +1002,7 @@ static void end_hosts(struct sd_provider *p)
 	wait_signals(p);
 	char *dir = remote_dir(p);
 	char *rm = xprintf("d=%s; for f in \"$d\"/*.pid; do test -r \"$f\" && kill -TERM \"$(cat \"$f\")\" "
-	                   "2>/dev/null; done; rm -rf \"$d\"", dir);
+	                   "2>/dev/null; done; rm -rf \"$d\" /tmp/spotdeck-%s-*.sock", dir, p->tag);
 	on_used_hosts(p, NULL, rm);
 	free(rm);
 	free(dir);
@@ -1034,7 +1082,7 @@ int sd_ssh_transport_create(struct sd_provider **out, const struct sd_provider_e
 	if (hooks)
 		p->hooks = *hooks;
 	p->hosts.path = xstrdup(label);
-	ssh_open(p, env->settings);
+	ssh_open(p, env);
 	*out = p;
 	return 0;
 }
@@ -1119,6 +1167,7 @@ const struct sd_provider_ops sd_provider_ssh = {
 	.launch = ssh_launch,
 	.signal = ssh_signal,
 	.lost = ssh_lost,
+	.link_in_session = ssh_link_in_session,
 	.close = ssh_close,
 	.free = ssh_free,
 };

@@ -27,6 +27,7 @@
 
 #include <cJSON.h>
 #include <errno.h>
+#include <sys/un.h>
 #include <math.h>
 #include <netdb.h>
 #include <omp.h>
@@ -78,7 +79,8 @@ struct ctl {
 	int eof;             /* the controller closed the connection */
 	int broken;          /* a send failed: the connection is gone */
 	long gen;            /* the generation being joined or trained, -1 none */
-	const char *host, *port;
+	const char *host, *port;   /* port NULL: host is a Unix socket's path */
+	char shown[300];     /* the controller's address for messages */
 };
 
 /* The heartbeat thread (see the top of the file). */
@@ -106,6 +108,10 @@ static void ctl_init(struct ctl *c, const char *host, const char *port)
 	c->gen = -1;
 	c->host = host;
 	c->port = port;
+	if (port)
+		snprintf(c->shown, sizeof c->shown, "%s:%s", host, port);
+	else
+		snprintf(c->shown, sizeof c->shown, "unix:%s", host);
 	pthread_mutex_init(&c->send_lock, NULL);
 	sd_line_reader_init(&c->rd, SD_PROTO_LINE_MAX);
 }
@@ -124,29 +130,51 @@ static void ctl_forget(struct ctl *c)
  * connection; what it queued is dropped. */
 static int ctl_connect(struct ctl *c, char **why)
 {
-	struct addrinfo hints, *res, *ai;
-	memset(&hints, 0, sizeof hints);
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	int rc = getaddrinfo(c->host, c->port, &hints, &res);
-	if (rc)
-		return sd_why(why, "controller %s:%s: %s", c->host, c->port, gai_strerror(rc));
 	int fd = -1, err = 0;
-	for (ai = res; ai; ai = ai->ai_next) {
-		int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (s < 0)
-			continue;
-		if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
-			fd = s;
-			break;
+	if (!c->port) {
+		/* A Unix socket: the end of the ssh provider's remote forward on
+		 * this host (sshd listens on it and carries each connection back
+		 * over the provider's ssh connection to the controller). */
+		struct sockaddr_un sun;
+		memset(&sun, 0, sizeof sun);
+		sun.sun_family = AF_UNIX;
+		if (strlen(c->host) >= sizeof sun.sun_path)
+			return sd_why(why, "controller %s: the path is longer than a Unix socket's %zu bytes", c->shown,
+			              sizeof sun.sun_path - 1);
+		memcpy(sun.sun_path, c->host, strlen(c->host) + 1);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return sd_why(why, "controller %s: socket: %s", c->shown, strerror(errno));
+		if (connect(fd, (struct sockaddr *)&sun, sizeof sun) < 0) {
+			err = errno;
+			close(fd);
+			return sd_why(why, "controller %s: cannot connect: %s%s", c->shown, strerror(err),
+			              err == ENOENT || err == ECONNREFUSED
+			              ? " (the ssh connection that forwards it to the controller is gone)" : "");
 		}
-		err = errno;
-		close(s);
+	} else {
+		struct addrinfo hints, *res, *ai;
+		memset(&hints, 0, sizeof hints);
+		hints.ai_family = AF_UNSPEC;
+		hints.ai_socktype = SOCK_STREAM;
+		int rc = getaddrinfo(c->host, c->port, &hints, &res);
+		if (rc)
+			return sd_why(why, "controller %s: %s", c->shown, gai_strerror(rc));
+		for (ai = res; ai; ai = ai->ai_next) {
+			int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+			if (s < 0)
+				continue;
+			if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0) {
+				fd = s;
+				break;
+			}
+			err = errno;
+			close(s);
+		}
+		freeaddrinfo(res);
+		if (fd < 0)
+			return sd_why(why, "controller %s: cannot connect: %s", c->shown, strerror(err));
 	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return sd_why(why, "controller %s:%s: cannot connect: %s", c->host, c->port,
-		              strerror(err));
 	pthread_mutex_lock(&c->send_lock);
 	if (c->fd >= 0)
 		close(c->fd);
@@ -1004,7 +1032,7 @@ static cJSON *agent_hello(struct agent *a, int rejoin, char **why)
 	if (rejoin)
 		cJSON_AddBoolToObject(hello, "rejoin", 1);
 	if (ctl_send(&a->ctl, hello) < 0) {
-		sd_why(why, "controller %s:%s: connection lost during hello", a->ctl.host, a->ctl.port);
+		sd_why(why, "controller %s: connection lost during hello", a->ctl.shown);
 		return NULL;
 	}
 	cJSON *welcome = NULL;

@@ -4,8 +4,9 @@
 #define SD_WORKER_WORKER_AGENT_H
 
 struct sd_agent_opts {
-	const char *host;        /* controller address */
-	const char *port;        /* controller TCP port */
+	const char *host;        /* controller address, or a Unix socket's path */
+	const char *port;        /* controller TCP port; NULL: host is a Unix
+	                          * socket's path (--connect unix:PATH) */
 	const char *token;       /* shared secret, sent in the hello */
 	const char *server_id;   /* this server's id in the cluster (e.g. "s3") */
 	int threads;             /* 0 = the job's threads_per_worker */

@@ -19,10 +19,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 "usage: spotdeck-worker --standalone [options]\n"
-"       spotdeck-worker --connect HOST:PORT --token-file FILE [--server-id ID] [--threads N]\n"
+"       spotdeck-worker --connect HOST:PORT|unix:PATH --token-file FILE [--server-id ID] [--threads N]\n"
 "Train a model in this process and print JSON lines, or join a spotdeck\n"
 "controller's elastic training run (see spotdeck-worker(1)).\n"
-"  --connect HOST:PORT   controller to join (agent mode)\n"
+"  --connect HOST:PORT   controller to join (agent mode); unix:PATH: through a\n"
+"                        Unix socket (the ssh provider's forward to it)\n"
 "  --token-file FILE     the run's token (or set SPOTDECK_TOKEN)\n"
 "  --server-id ID        this server's id (default: the host name)\n"
 "  --notice CLOUD        watch the cloud's metadata service for a preemption\n"
@@ -285,8 +286,15 @@ static int parse_worker_option(int c, const char *arg, struct sd_worker_opts *o)
 		o->standalone = 1;
 		break;
 	case O_CONNECT:
-		if (strlen(arg) >= sizeof o->connect || !strrchr(arg, ':')) {
-			fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT, got '%s'\n", arg);
+		if (!strncmp(arg, "unix:", 5)) {
+			/* sun_path holds 107 bytes and a NUL. */
+			if (arg[5] != '/' || strlen(arg + 5) > 107) {
+				fprintf(stderr, "spotdeck-worker: --connect: unix:PATH needs an absolute path of at most "
+				        "107 bytes, got '%s'\n", arg);
+				return -1;
+			}
+		} else if (strlen(arg) >= sizeof o->connect || !strrchr(arg, ':')) {
+			fprintf(stderr, "spotdeck-worker: --connect: expected HOST:PORT or unix:PATH, got '%s'\n", arg);
 			return -1;
 		}
 		strcpy(o->connect, arg);

@@ -59,7 +59,9 @@ A VM with an sshd of its own (the fakes' --vm-sshd):
   stop_sshd(proc, name)   power-off of a VM with an sshd (proc; nothing
       if None): SIGKILL to sshd's group and every process below it (the
       per-connection sshds set up sessions of their own), then
-      kill_marked(name).
+      kill_marked(name); first the Unix sockets those sshds listen on
+      (the ssh provider's forwards, made in this machine's /tmp, which a
+      real VM's /tmp would take with it) are removed.
   descendants(pid)   the pids of every process below pid, from /proc.
 """
 import os, secrets, signal, socket, subprocess, threading, time
@@ -277,6 +279,35 @@ def descendants(pid):
     return out
 
 
+def unlink_listening(pids):
+    """Removes the files of the Unix sockets under /tmp/spotdeck- that the
+    processes PIDS hold (by inode, /proc/net/unix against their fds)."""
+    paths = {}
+    try:
+        with open("/proc/net/unix") as f:
+            for line in f.read().splitlines()[1:]:
+                col = line.split()
+                if len(col) >= 8 and col[7].startswith("/tmp/spotdeck-"):
+                    paths[col[6]] = col[7]
+    except OSError:
+        return
+    for pid in pids:
+        try:
+            fds = os.listdir("/proc/%d/fd" % pid)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in paths:
+                try:
+                    os.unlink(paths.pop(link[8:-1]))
+                except OSError:
+                    pass
+
+
 def stop_sshd(proc, name):
     if proc is None:
         return
@@ -285,6 +316,7 @@ def stop_sshd(proc, name):
     # sessions' environment only).  Killed by descent, so that every TCP
     # connection to the VM ends as a powered-off machine's do.
     below = descendants(proc.pid)
+    unlink_listening([proc.pid] + list(below))
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
