@@ -21,7 +21,8 @@ for s in $names; do
 done
 ok "--help lists $n subcommands ($(echo $names)); each answers its --help and is in spotdeck(1)"
 
-EXPECT_RC=2 expect_error "a word that is no subcommand" "spotdeck: unexpected argument 'lsx' \(see --help\)" \
+EXPECT_RC=2 expect_error "a word that is no subcommand, one letter from one" \
+	"spotdeck: 'lsx' is not a subcommand; did you mean 'spotdeck ls'\? \(subcommands: attach, ls, kill, plan, doctor, export\)" \
 	"$SPOTDECK" lsx
 EXPECT_RC=2 expect_error "a subcommand's name with more after it" "spotdeck: unexpected argument 'attachment' \(see --help\)" \
 	"$SPOTDECK" attachment
