@@ -429,6 +429,64 @@ static int sd_load_cifar10(struct sd_dataset *ds, const char *dir, enum sd_split
 	return 0;
 }
 
+/* Opens one IDX file of dir and reads its header (sd_idx_header). */
+static int sd_idx_check(const char *dir, const char *base, uint32_t magic, int ndims, char **why)
+{
+	struct sd_idx f = { 0 };
+	uint32_t dims[3];
+	int rc = sd_idx_open(&f, dir, base, why);
+	if (rc == 0)
+		rc = sd_idx_header(&f, magic, ndims, dims, why);
+	if (rc == 0 && ndims == 3 && (dims[1] != 28 || dims[2] != 28))
+		rc = sd_why(why, "%s: wrong dimensions %ux%u, expected 28x28", f.path, dims[1], dims[2]);
+	sd_idx_close(&f);
+	return rc;
+}
+
+int sd_dataset_check(const char *name, const char *dir, char **why)
+{
+	if (!name || (strcmp(name, "fashion-mnist") && strcmp(name, "mnist") && strcmp(name, "cifar10")))
+		return 0;
+	if (!dir || !dir[0])
+		dir = sd_dataset_default_dir(name);
+	if (!dir)
+		return sd_why(why, "%s: no default data directory; pass --data-dir", name);
+	if (sd_check_dir(name, dir, why) < 0)
+		return -1;
+	if (strcmp(name, "cifar10") != 0) {
+		static const char *const base[4] = { "train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+		                                     "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte" };
+		for (int i = 0; i < 4; i++)
+			if (sd_idx_check(dir, base[i], i % 2 ? SD_IDX_MAGIC_LABELS : SD_IDX_MAGIC_IMAGES,
+			                 i % 2 ? 1 : 3, why) < 0)
+				return -1;
+		return 0;
+	}
+	static const char *const files[6] = { "data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+	                                      "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin" };
+	/* As sd_load_cifar10: the tarball's cifar-10-batches-bin/ or dir itself. */
+	char *sub = sd_path_join(dir, "cifar-10-batches-bin", "");
+	char *probe = sd_path_join(dir, files[0], "");
+	struct stat st;
+	const char *base = dir;
+	if (stat(probe, &st) != 0 && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+		base = sub;
+	free(probe);
+	int rc = 0;
+	for (int i = 0; i < 6 && rc == 0; i++) {
+		char *path = sd_path_join(base, files[i], "");
+		long long want = (long long)SD_CIFAR_RECORD * SD_CIFAR_RECORDS_PER_FILE;
+		if (stat(path, &st) != 0)
+			rc = sd_why(why, "%s: %s", path, strerror(errno));
+		else if ((long long)st.st_size != want)
+			rc = sd_why(why, "%s: %lld bytes, expected %lld (10000 records of %d bytes)", path,
+			            (long long)st.st_size, want, SD_CIFAR_RECORD);
+		free(path);
+	}
+	free(sub);
+	return rc;
+}
+
 int sd_dataset_load(struct sd_dataset *ds, const char *name, const char *dir,
                     enum sd_split split, char **why)
 {

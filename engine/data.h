@@ -122,6 +122,16 @@ const char *sd_dataset_default_dir(const char *name);
 int sd_dataset_load(struct sd_dataset *ds, const char *name, const char *dir,
                     enum sd_split split, char **why);
 
+/* Checks, without loading them, that dataset name's files are where its
+ * workers on this host would read them (dir NULL or "": the default dir):
+ * fashion-mnist and mnist: the four IDX files (plain or .gz) with their
+ * magic numbers and 28x28 images; cifar10: the six batch files of 10,000
+ * records each.  Other datasets (synthetic, npy) pass: they have no such
+ * files, or their own check (sd_dataset_load_npy).  Returns 0, or -1 with
+ * *why naming the directory or file and the problem, as sd_dataset_load
+ * would. */
+int sd_dataset_check(const char *name, const char *dir, char **why);
+
 /* Synthetic dataset: n samples of shape (c, h, w), classes classes, drawn
  * from seed.  Labels are uniform; each class has its own mean image, so the
  * data is learnable.  Returns 0 or -1 (*why) on a bad shape. */

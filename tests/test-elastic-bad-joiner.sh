@@ -53,7 +53,16 @@ if r.finish() != 1:
     fail("headless quit should exit 1")
 
 # Nobody can load it: the run still ends, with the reason, after every
-# worker failed to load it.
+# worker failed to load it.  spotdeck reads the files' headers before it
+# starts (a missing directory is refused there), so these files have good
+# headers and no images: only a worker, loading them, finds that out.
+import struct
+os.mkdir("nothere")
+for split, n in (("train", 600), ("t10k", 100)):
+    with open("nothere/%s-images-idx3-ubyte" % split, "wb") as f:
+        f.write(struct.pack(">IIII", 0x803, n, 28, 28))
+    with open("nothere/%s-labels-idx1-ubyte" % split, "wb") as f:
+        f.write(struct.pack(">II", 0x801, n) + bytes(n))
 r = Run(job(model="mlp", epochs=1, data_dir="nothere"), workers=3, timeout=120)
 try:
     r.p.wait(timeout=120)
@@ -63,7 +72,7 @@ except subprocess.TimeoutExpired:
 stderr = r.p.stderr.read()
 check_sanitizers(stderr, "spotdeck's stderr")
 rc = r.finish()
-if "nothere: no such directory" not in stderr:
+if "nothere/train-images-idx3-ubyte: truncated" not in stderr:
     fail("stderr does not say why the run ended: %r" % stderr)
 errs = sorted(e["server"] for e in r.events if e.get("type") == "job_error")
 if rc != 1:

@@ -28,9 +28,8 @@
 #      without checkpoints                                 (here)
 #  19. attach to a run that is not running                 (here)
 #  20. worker options out of range                         (test-worker-bad-input.sh)
-# Not yet answered: a relative data_dir under --detach whose dataset is
-# missing (the detached run fails after the start said it goes on, and its
-# directory is removed: only `spotdeck ls` shows nothing).
+#  21. a relative data_dir, missing, under --detach: refused before the
+#      run goes to the background, where nobody would see it (here)
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 tmpdir
 SPOTDECK="$top_builddir/spotdeck"
@@ -381,6 +380,14 @@ printf '{"model":"mlp","data_dir":"%s/nodata"}' "$T" >"$T/nodata.json"
 expect_error "job data directory missing" "nodata: no such directory.*data_dir in the job file" \
 	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --job "$T/nodata.json" --run-dir "$T/r7"
 [ ! -e "$T/r7" ] || fail "a job that never loaded left $T/r7"
+# The same, relative, under --detach: said before the run would go to the
+# background, with the job's field, and nothing is started.
+mkdir "$T/cwd"
+printf '{"model":"mlp","dataset":"fashion-mnist","data_dir":"fmnist"}' >"$T/cwd/rel.json"
+(cd "$T/cwd" && expect_error "a relative data_dir missing under --detach" \
+	"^spotdeck: rel\.json: data_dir: fmnist: no such directory \(install the Debian package dataset-fashion-mnist" \
+	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --detach --job rel.json --run-dir r8)
+[ ! -e "$T/cwd/r8" ] || fail "a detached start refused for its data left $T/cwd/r8"
 
 # One controller per run directory: --resume while the run is live is refused.
 printf '{"model":"mlp","epochs":2000,"checkpoint_every":50}' >"$T/long.json"

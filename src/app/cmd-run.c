@@ -23,6 +23,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "engine/data.h"
 #include "engine/errors.h"
 #include "engine/onnx.h"
 #include "engine/train.h"
@@ -359,6 +360,15 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 	 * it is started on. */
 	if (sd_train_check_data(&job->train, &why) < 0) {
 		fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
+		free(why);
+		return 1;
+	}
+	/* A built-in dataset's files, when the workers run on this host (a
+	 * provider without launch): a missing directory is this line, not a
+	 * run that fails on every worker after the start, which under
+	 * --detach nobody would see.  Hosts' and VMs' files are their own. */
+	if (!ops->launch && sd_dataset_check(job->train.dataset, job->train.data_dir, &why) < 0) {
+		fprintf(stderr, "spotdeck: %s: data_dir: %s\n", jp, why);
 		free(why);
 		return 1;
 	}
