@@ -69,6 +69,9 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_transpose(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_mul(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_sub(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_div(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_arith(struct lower *L, const Onnx__NodeProto *nd, enum sd_binop op);
 static int lower_squeeze(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd);
 static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b);
@@ -82,8 +85,9 @@ static const struct {
 	struct sd_onnx_op pub;
 	lower_fn fn;
 } ops[] = {
-	{ { "Conv", "convolution: square kernel, equal strides and pads, group 1, dilation 1" },
-	  lower_conv },
+	{ { "Conv", "convolution: any kernel, strides, pads, dilations and groups (depthwise "
+	    "included); square kernels with one stride and pad, no groups or dilation run the "
+	    "fast path" }, lower_conv },
 	{ { "BatchNormalization", "batch-norm with the node's momentum and epsilon" }, lower_bn },
 	{ { "Relu", "ReLU (in place)" }, lower_relu },
 	{ { "LeakyRelu", "leaky ReLU with the node's alpha" }, lower_act },
@@ -92,7 +96,8 @@ static const struct {
 	{ { "Clip", "clip to constant bounds (ReLU6 exports as Clip 0, 6)" }, lower_act },
 	{ { "MaxPool", "max pooling, square window, equal pads less than the window" },
 	  lower_pool },
-	{ { "AveragePool", "average pooling, square window, no padding" }, lower_pool },
+	{ { "AveragePool", "average pooling, square window, equal pads up to half the window, "
+	    "count_include_pad 0 or 1" }, lower_pool },
 	{ { "GlobalAveragePool", "global average pooling of a square map" }, lower_gap },
 	{ { "Flatten", "axis 1: nothing (same buffer)" }, lower_flatten },
 	{ { "Reshape", "to (N, -1) or the same shape: nothing; shape folded at load; of int64 "
@@ -100,16 +105,17 @@ static const struct {
 	{ { "Gemm", "linear (alpha = beta = 1, transA = 0)" }, lower_gemm },
 	{ { "MatMul", "linear by a constant weight, with the bias of a following Add" },
 	  lower_matmul },
-	{ { "Add", "residual add of two same-shape activations, or of an activation and a "
-	    "ResNet option-A shortcut (Slice/Pad below), or MatMul's bias; of int64 constants: "
-	    "folded at load" }, lower_add },
+	{ { "Add", "of two same-shape activations, of an activation and a ResNet option-A "
+	    "shortcut (Slice/Pad below), of an activation and a constant (as Mul), MatMul's bias; "
+	    "of int64 constants: folded at load" }, lower_add },
 	{ { "Slice", "of an activation: only x[:, :, ::s, ::s] as a ResNet option-A shortcut "
 	    "read by an Add (lowered into that add); of int64 constants (any steps): folded at "
 	    "load" }, lower_slice },
 	{ { "Pad", "of an activation: only zero channels equally on both sides as a ResNet "
 	    "option-A shortcut read by an Add (lowered into that add)" }, lower_pad },
 	{ { "Identity", "nothing" }, lower_identity },
-	{ { "Dropout", "nothing (dropout is not applied while training yet)" }, lower_identity },
+	{ { "Dropout", "inverted dropout with the node's ratio while training, nothing in "
+	    "inference" }, lower_dropout },
 	{ { "Constant", "a constant, folded at load" }, lower_constant },
 	{ { "Shape", "folded at load" }, lower_shape },
 	{ { "Gather", "of int64 constants, folded at load" }, lower_gather },
@@ -117,8 +123,12 @@ static const struct {
 	{ { "Squeeze", "of int64 constants, folded at load" }, lower_squeeze },
 	{ { "ConstantOfShape", "folded at load" }, lower_constant_of_shape },
 	{ { "Transpose", "of int64 constants, folded at load" }, lower_transpose },
-	{ { "Mul", "of int64 constants, folded at load" }, lower_mul },
-	{ { "Sub", "of int64 constants, folded at load" }, lower_sub },
+	{ { "Mul", "of two same-shape activations, or of an activation and a float constant "
+	    "(either side) that is a scalar or one value per channel, (1, C, 1, 1); an "
+	    "initializer constant is trained, a Constant node's is not; of int64 constants: folded "
+	    "at load" }, lower_mul },
+	{ { "Sub", "as Mul" }, lower_sub },
+	{ { "Div", "as Mul" }, lower_div },
 	{ { "Concat", "of activations along the channels, or of constants (folded at load)" },
 	  lower_concat },
 	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
@@ -565,6 +575,22 @@ static int new_act(struct lower *L, int c, int h, int w)
 
 /* ------------------------------------------------------------ lowering */
 
+/* A per-axis integer attribute: n values (def each when absent). */
+static int attr_ints(struct lower *L, const Onnx__NodeProto *nd, const char *name, size_t n,
+                     int64_t def, int64_t *v)
+{
+	const Onnx__AttributeProto *a = attr(nd, name);
+	for (size_t i = 0; i < n; i++)
+		v[i] = def;
+	if (!a)
+		return 0;
+	if (a->n_ints != n)
+		return fail(L, "attribute %s has %zu values, expected %zu", name, a->n_ints, n);
+	for (size_t i = 0; i < n; i++)
+		v[i] = a->ints[i];
+	return 0;
+}
+
 static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 {
 	int x = act_input(L, nd, 0), w = -1, b = -2;
@@ -575,52 +601,75 @@ static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 	const struct act a = L->m->acts[X->act];
 	if (X->rank != 4)
 		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
-	int64_t group, dil, stride, pad;
+	int64_t group, dil[2], st[2], pads[4], ks[2];
 	if (attr_int(L, nd, "group", 1, &group) < 0 ||
-	    attr_ints_same(L, nd, "dilations", 2, 1, &dil) < 0 ||
-	    attr_ints_same(L, nd, "strides", 2, 1, &stride) < 0 ||
-	    attr_ints_same(L, nd, "pads", 4, 0, &pad) < 0 || refuse_auto_pad(L, nd) < 0)
+	    attr_ints(L, nd, "dilations", 2, 1, dil) < 0 ||
+	    attr_ints(L, nd, "strides", 2, 1, st) < 0 ||
+	    attr_ints(L, nd, "pads", 4, 0, pads) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
-	if (group != 1)
-		return fail(L, "group %lld: grouped (and depthwise) convolutions are not supported by "
-		            "the engine's convolution", (long long)group);
-	if (dil != 1)
-		return fail(L, "dilation %lld: dilated convolutions are not supported by the engine's "
-		            "convolution", (long long)dil);
-	if (W->ndim != 4 || W->dims[1] != a.c || W->dims[2] != W->dims[3])
-		return fail(L, "weight %s is not (K, %d, R, R) for a %d-channel input", W->name, a.c,
+	if (group < 1 || group > a.c || a.c % group)
+		return fail(L, "group %lld does not divide the input's %d channels", (long long)group,
 		            a.c);
-	int64_t ks;
-	if (attr_ints_same(L, nd, "kernel_shape", 2, W->dims[2], &ks) < 0)
+	if (W->ndim != 4 || W->dims[1] * group != a.c)
+		return fail(L, "weight %s is not (K, %lld, KH, KW) for a %d-channel input in %lld "
+		            "groups", W->name, (long long)(a.c / group), a.c, (long long)group);
+	if (attr_ints(L, nd, "kernel_shape", 2, 0, ks) < 0)
 		return -1;
-	if (ks != W->dims[2])
-		return fail(L, "kernel_shape %lld does not match the weight's %lld", (long long)ks,
-		            (long long)W->dims[2]);
-	if (stride < 1 || stride > MAX_DIM || pad < 0 || pad > MAX_DIM || W->dims[0] > MAX_DIM ||
-	    W->dims[2] < 1 || W->dims[0] < 1)
-		return fail(L, "stride %lld, pad %lld, %lld filters: out of range", (long long)stride,
-		            (long long)pad, (long long)W->dims[0]);
-	int k = (int)W->dims[0], r = (int)W->dims[2];
+	if (attr(nd, "kernel_shape") && (ks[0] != W->dims[2] || ks[1] != W->dims[3]))
+		return fail(L, "kernel_shape %lldx%lld does not match the weight's %lldx%lld",
+		            (long long)ks[0], (long long)ks[1], (long long)W->dims[2],
+		            (long long)W->dims[3]);
+	for (int i = 0; i < 4; i++)
+		if (pads[i] < 0 || pads[i] > MAX_DIM || (i < 2 && (st[i] < 1 || st[i] > MAX_DIM ||
+		                                                   dil[i] < 1 || dil[i] > MAX_DIM)))
+			return fail(L, "strides %lldx%lld, dilations %lldx%lld, pads %lld %lld %lld "
+			            "%lld: out of range", (long long)st[0], (long long)st[1],
+			            (long long)dil[0], (long long)dil[1], (long long)pads[0],
+			            (long long)pads[1], (long long)pads[2], (long long)pads[3]);
+	if (W->dims[0] < 1 || W->dims[0] > MAX_DIM || W->dims[0] % group || W->dims[2] < 1 ||
+	    W->dims[3] < 1 || W->dims[2] > MAX_DIM || W->dims[3] > MAX_DIM)
+		return fail(L, "weight %s: %lld filters of %lldx%lld in %lld groups: out of range",
+		            W->name, (long long)W->dims[0], (long long)W->dims[2],
+		            (long long)W->dims[3], (long long)group);
+	int k = (int)W->dims[0], kh = (int)W->dims[2], kw = (int)W->dims[3];
 	if (b >= 0 && (L->vals[b].ndim != 1 || L->vals[b].dims[0] != k))
 		return fail(L, "bias %s is not (%d)", L->vals[b].name, k);
+	/* The engine's fast convolution (im2col or oneDNN, blocked layouts, the
+	 * CUDA executor) takes square kernels with one stride and one pad; the
+	 * rest runs the general one (layers.h sd_gconv_*). */
+	const int plain = group == 1 && dil[0] == 1 && dil[1] == 1 && kh == kw && st[0] == st[1] &&
+	                  pads[0] == pads[1] && pads[0] == pads[2] && pads[0] == pads[3];
 	struct sd_conv2d_shape s;
-	if (sd_conv2d_shape_init(&s, 1, a.c, a.h, a.w, k, r, (int)stride, (int)pad) < 0)
-		return fail(L, "a %dx%d kernel does not fit the %dx%d input with pad %d", r, r, a.h,
-		            a.w, (int)pad);
+	struct sd_gconv_shape gs = {
+		.n = 1, .c = a.c, .h = a.h, .w = a.w, .k = k, .kh = kh, .kw = kw,
+		.sh = (int)st[0], .sw = (int)st[1], .dh = (int)dil[0], .dw = (int)dil[1],
+		.pt = (int)pads[0], .pl = (int)pads[1], .pb = (int)pads[2], .pr = (int)pads[3],
+		.groups = (int)group,
+	};
+	if (sd_gconv_shape_init(&gs) < 0)
+		return fail(L, "a %dx%d kernel dilated %dx%d does not fit the %dx%d input padded "
+		            "%d %d %d %d", kh, kw, gs.dh, gs.dw, a.h, a.w, gs.pt, gs.pl, gs.pb, gs.pr);
+	if (plain && sd_conv2d_shape_init(&s, 1, a.c, a.h, a.w, k, kh, (int)st[0],
+	                                  (int)pads[0]) < 0)
+		return fail(L, "a %dx%d kernel does not fit the %dx%d input with pad %d", kh, kw, a.h,
+		            a.w, (int)pads[0]);
 	struct val *Y = output(L, nd, 1);
 	if (!Y)
 		return -1;
 	char nm[32];
 	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, k, s.oh, s.ow);
+	int out = new_act(L, k, gs.oh, gs.ow);
 	if (out < 0)
 		return -1;
 	Y = &L->vals[L->nvals - 1];
 	struct sd_model *m = L->m;
-	struct node *n = sd_graph_node(m, OP_CONV, L->vals[x].act, nm);
+	struct node *n = sd_graph_node(m, plain ? OP_CONV : OP_GCONV, L->vals[x].act, nm);
 	n->out = out;
-	n->conv = s;
-	n->w_off = sd_graph_tensor(m, nm, "weight", 4, k, a.c, r, r);
+	if (plain)
+		n->conv = s;
+	else
+		n->gconv = gs;
+	n->w_off = sd_graph_tensor(m, nm, "weight", 4, k, a.c / (int)group, kh, kw);
 	name_tensor(L, &L->vals[w]);
 	add_copy(L, 0, n->w_off, &L->vals[w], 0, 0);
 	if (b >= 0) {
@@ -628,7 +677,7 @@ static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 		name_tensor(L, &L->vals[b]);
 		add_copy(L, 0, n->b_off, &L->vals[b], 0, 0);
 	}
-	m->flops += (double)k * a.c * r * r * s.oh * s.ow;
+	m->flops += (double)k * (a.c / group) * kh * kw * gs.oh * gs.ow;
 	Y->kind = V_ACT;
 	Y->act = out;
 	Y->rank = 4;
@@ -797,17 +846,18 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	const struct act a = L->m->acts[L->vals[x].act];
 	if (L->vals[x].rank != 4)
 		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
-	int64_t k, s, pad, dil, ceil, order;
-	if (attr_ints_same(L, nd, "kernel_shape", 2, 0, &k) < 0 ||
+	int64_t k, s, pad, dil, ceil, order, count_pad = 0;
+	if ((!max && attr_int(L, nd, "count_include_pad", 0, &count_pad) < 0) ||
+	    attr_ints_same(L, nd, "kernel_shape", 2, 0, &k) < 0 ||
 	    attr_ints_same(L, nd, "strides", 2, 1, &s) < 0 ||
 	    attr_ints_same(L, nd, "pads", 4, 0, &pad) < 0 ||
 	    attr_ints_same(L, nd, "dilations", 2, 1, &dil) < 0 ||
 	    attr_int(L, nd, "ceil_mode", 0, &ceil) < 0 ||
 	    attr_int(L, nd, "storage_order", 0, &order) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
-	if (pad < 0 || (pad && (!max || pad >= k)))
+	if (pad < 0 || (pad && (max ? pad >= k : 2 * pad > k)))
 		return fail(L, "pads %lld: %s", (long long)pad, max ? "padding must be less than "
-		            "the window" : "average pooling with padding is not supported");
+		            "the window" : "padding must be at most half the window");
 	if (k < 1 || k > a.h + 2 * pad || k > a.w + 2 * pad || s < 1 || s > MAX_DIM)
 		return fail(L, "window %lld, stride %lld on a %dx%d input", (long long)k,
 		            (long long)s, a.h, a.w);
@@ -831,6 +881,7 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	n->k = (int)k;
 	n->s = (int)s;
 	n->pad = (int)pad;
+	n->count_pad = count_pad != 0;
 	Y = &L->vals[L->nvals - 1];
 	Y->kind = V_ACT;
 	Y->act = out;
@@ -1105,8 +1156,7 @@ static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
 	if (L->vals[a].kind == V_VIEW && L->vals[b].kind == V_ACT)
 		return add_view(L, nd, b, a);
 	if (L->vals[a].kind != V_ACT || L->vals[b].kind != V_ACT)
-		return fail(L, "adds a constant; the engine adds a constant (a bias) only right after "
-		            "a MatMul whose output nothing else reads");
+		return lower_arith(L, nd, SD_BIN_ADD);
 	struct sd_model *m = L->m;
 	int aa = L->vals[a].act, ba = L->vals[b].act;
 	const struct act A = m->acts[aa], B = m->acts[ba];
@@ -1607,8 +1657,12 @@ static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op)
 			ib += bd[k] == 1 ? 0 : idx[k] * bs[k];
 		}
 		int64_t x = A->i[ia], y = B->i[ib];
+		if (op == '/' && (y == 0 || (x == INT64_MIN && y == -1)))
+			return fail(L, "int64 division %lld / %lld", (long long)x, (long long)y);
+		/* Integer Div truncates toward zero (ONNX), as C's does. */
 		int ovf = op == '+' ? __builtin_add_overflow(x, y, &r)
 		          : op == '-' ? __builtin_sub_overflow(x, y, &r)
+		          : op == '/' ? (r = x / y, 0)
 		          : __builtin_mul_overflow(x, y, &r);
 		if (ovf)
 			return fail(L, "int64 overflow in %lld %c %lld", (long long)x, op, (long long)y);
@@ -1622,14 +1676,180 @@ static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op)
 	return 0;
 }
 
+/* Activation op activation of the same shape (Sub, Mul, Div; Add is
+ * lower_add's residual add): an OP_BINARY node reading both. */
+static int arith_acts(struct lower *L, const Onnx__NodeProto *nd, int a, int b, enum sd_binop op)
+{
+	struct sd_model *m = L->m;
+	const int aa = L->vals[a].act, ba = L->vals[b].act;
+	const struct act A = m->acts[aa], B = m->acts[ba];
+	if (A.c != B.c || A.h != B.h || A.w != B.w || L->vals[a].rank != L->vals[b].rank)
+		return fail(L, "combines a %dx%dx%d and a %dx%dx%d activation; two activations must "
+		            "have the same shape (a constant may broadcast)", A.c, A.h, A.w, B.c, B.h,
+		            B.w);
+	const int rank = L->vals[a].rank;
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(m, OP_BINARY, aa, nm);
+	n->in2 = ba;
+	m->acts[ba].consumers++;
+	n->out = out;
+	n->binop = op;
+	m->flops += (double)A.c * A.h * A.w;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = rank;
+	return 0;
+}
+
+/* Activation x op float constant k (k op x when k_first), k broadcast
+ * (ONNX's numpy rules) from a scalar or one value per channel.  A
+ * constant from an initializer is a model parameter (nn.Parameter and
+ * registered buffers both export as initializers) and is trained; one
+ * from a Constant node (a literal in forward) stays fixed. */
+static int arith_const(struct lower *L, const Onnx__NodeProto *nd, int x, int kv,
+                       enum sd_binop op, int k_first)
+{
+	struct sd_model *m = L->m;
+	const struct val *X = &L->vals[x], *K = &L->vals[kv];
+	if (K->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		return fail(L, "input %s is an int64 constant combined with an activation; only "
+		            "float32 constants are supported", K->name);
+	const struct act A = m->acts[X->act];
+	/* Per-channel: K's dimension aligned with C (rank 4: from the right,
+	 * (C, 1, 1) or (1, C, 1, 1); rank 2: the features, when they are
+	 * the channels of a 1x1 map) is C and every other one is 1. */
+	const int rank = X->rank, cdim = K->ndim - (rank == 4 ? 3 : 1);
+	int kc = 1;
+	if (K->ndim > rank)
+		kc = -1;
+	for (int d = 0; d < K->ndim && kc > 0; d++) {
+		if (K->dims[d] == 1)
+			continue;
+		if (d == cdim && K->dims[d] == A.c && (rank == 4 || (A.h == 1 && A.w == 1)))
+			kc = A.c;
+		else
+			kc = -1;
+	}
+	if (kc < 0 || K->count != (size_t)kc) {
+		char shape[96] = "";
+		size_t used = 0;
+		for (int d = 0; d < K->ndim && used < sizeof shape; d++)
+			used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld",
+			                         d ? ", " : "", (long long)K->dims[d]);
+		return fail(L, "constant %s of shape (%s) broadcast over a %dx%dx%d activation; "
+		            "supported: a scalar or one value per channel ((1, %d, 1, 1))", K->name,
+		            shape, A.c, A.h, A.w, A.c);
+	}
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(m, OP_BINARY, L->vals[x].act, nm);
+	n->out = out;
+	n->binop = op;
+	n->bin_kc = kc;
+	n->bin_k_first = k_first;
+	K = &L->vals[kv];
+	if (K->init) {
+		n->w_off = sd_graph_tensor(m, nm, "constant", 1, kc, 0, 0, 0);
+		name_tensor(L, K);
+		add_copy(L, 0, n->w_off, K, 0, 0);
+	} else {
+		n->bin_k = memcpy(sd_malloc((size_t)kc * sizeof(float)), K->f,
+		                  (size_t)kc * sizeof(float));
+	}
+	m->flops += (double)A.c * A.h * A.w;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = X->rank;
+	return 0;
+}
+
+/* Add (of a constant), Sub, Mul, Div: folded when both sides are int64
+ * constants (shape computations), else computed by an OP_BINARY node. */
+static int lower_arith(struct lower *L, const Onnx__NodeProto *nd, enum sd_binop op)
+{
+	static const char opc[] = { [SD_BIN_ADD] = '+', [SD_BIN_SUB] = '-', [SD_BIN_MUL] = '*',
+	                            [SD_BIN_DIV] = '/' };
+	int a = input(L, nd, 0, 0), b = -1;
+	if (a < 0 || (b = input(L, nd, 1, 0)) < 0)
+		return -1;
+	const struct val *A = &L->vals[a], *B = &L->vals[b];
+	if (A->kind == V_CONST && B->kind == V_CONST) {
+		if (A->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+		    B->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+			return arith_consts(L, nd, opc[op]);
+		return fail(L, "computes on two float constants, which the loader does not fold "
+		            "(export with do_constant_folding=True)");
+	}
+	if (A->kind == V_ACT && B->kind == V_ACT)
+		return arith_acts(L, nd, a, b, op);
+	if (A->kind == V_CONST)
+		return arith_const(L, nd, b, a, op, 1);
+	return arith_const(L, nd, a, b, op, 0);
+}
+
 static int lower_mul(struct lower *L, const Onnx__NodeProto *nd)
 {
-	return arith_consts(L, nd, '*');
+	return lower_arith(L, nd, SD_BIN_MUL);
 }
 
 static int lower_sub(struct lower *L, const Onnx__NodeProto *nd)
 {
-	return arith_consts(L, nd, '-');
+	return lower_arith(L, nd, SD_BIN_SUB);
+}
+
+static int lower_div(struct lower *L, const Onnx__NodeProto *nd)
+{
+	return lower_arith(L, nd, SD_BIN_DIV);
+}
+
+/* Dropout: while training, an OP_DROPOUT node with the node's ratio
+ * (input 1, 0.5 when absent); in inference the identity.  The masks come
+ * from the engine's generator (sd_model_set_noise), not from the node's
+ * seed attribute, so that a replayed step draws the same ones; the
+ * training_mode input is ignored: whether the engine trains decides. */
+static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	float p = 0.5f;
+	if (x < 0 || scalar_input(L, nd, 1, 0.5f, &p) < 0 ||
+	    (nd->n_input > 2 && *nd->input[2] && input(L, nd, 2, 0) < 0))
+		return -1;
+	if (!(p >= 0.0f && p < 1.0f))
+		return fail(L, "ratio %g; dropout needs 0 <= ratio < 1", (double)p);
+	if (p == 0.0f)
+		return alias(L, nd, x, L->vals[x].rank);
+	const struct act A = L->m->acts[L->vals[x].act];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_DROPOUT, L->vals[x].act, nm);
+	n->out = out;
+	n->drop_p = p;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
 }
 
 static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd)

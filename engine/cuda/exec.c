@@ -618,7 +618,8 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 		/* What the ONNX loader can build and the device code cannot run
 		 * yet: a linear without bias, a padded max-pool, a batch-norm
 		 * with other constants than dnn.c's (PyTorch's defaults, the
-		 * built-in models'), and the ops of the default case below.  The
+		 * built-in models'), a padded average-pool, and the ops of the
+		 * default case below.  The
 		 * trainer then stays on the CPU and says why. */
 		if (nd->op == OP_LINEAR && nd->b_off == SD_NO_TENSOR) {
 			free(set);
@@ -629,6 +630,11 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 			free(set);
 			return sd_why(why, "CUDA backend: model %s: max-pool node %s is padded, which "
 			              "the device code does not implement", m->name, nd->name);
+		}
+		if (nd->op == OP_AVGPOOL && nd->pad) {
+			free(set);
+			return sd_why(why, "CUDA backend: model %s: average-pool node %s is padded, "
+			              "which the device code does not implement", m->name, nd->name);
 		}
 		if (nd->op == OP_BN && (nd->bn_momentum != SD_BN_MOMENTUM || nd->bn_eps != SD_BN_EPS)) {
 			free(set);
@@ -663,8 +669,12 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 			break;
 		default:
 			free(set);
-			return sd_why(why, "CUDA backend: model %s has node %s of a kind (%d) it does "
-			              "not implement", m->name, nd->name, (int)nd->op);
+			return sd_why(why, "CUDA backend: model %s has node %s of a kind (%s) it does "
+			              "not implement", m->name, nd->name,
+			              nd->op == OP_ACT ? "activation" : nd->op == OP_CONCAT ? "concat"
+			              : nd->op == OP_GCONV ? "grouped, dilated or rectangular conv"
+			              : nd->op == OP_BINARY ? "elementwise arithmetic"
+			              : nd->op == OP_DROPOUT ? "dropout" : "unknown");
 		}
 	}
 	free(set);
