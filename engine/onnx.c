@@ -70,6 +70,7 @@ static int lower_transpose(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_mul(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_sub(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_div(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_reciprocal(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_arith(struct lower *L, const Onnx__NodeProto *nd, enum sd_binop op);
 static int lower_squeeze(struct lower *L, const Onnx__NodeProto *nd);
@@ -112,7 +113,9 @@ static const struct {
 	    "read by an Add (lowered into that add); of int64 constants (any steps): folded at "
 	    "load" }, lower_slice },
 	{ { "Pad", "of an activation: only zero channels equally on both sides as a ResNet "
-	    "option-A shortcut read by an Add (lowered into that add)" }, lower_pad },
+	    "option-A shortcut read by an Add (lowered into that add), or equal zero rows and "
+	    "columns read by an AveragePool (AvgPool2d(count_include_pad=True); lowered into it)" },
+	  lower_pad },
 	{ { "Identity", "nothing" }, lower_identity },
 	{ { "Dropout", "inverted dropout with the node's ratio while training, nothing in "
 	    "inference" }, lower_dropout },
@@ -129,6 +132,7 @@ static const struct {
 	    "at load" }, lower_mul },
 	{ { "Sub", "as Mul" }, lower_sub },
 	{ { "Div", "as Mul" }, lower_div },
+	{ { "Reciprocal", "1 / x of an activation" }, lower_reciprocal },
 	{ { "Concat", "of activations along the channels, or of constants (folded at load)" },
 	  lower_concat },
 	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
@@ -223,8 +227,9 @@ struct val {
 	const char *init;       /* initializer it came from, for tensor names */
 	int consumers;          /* node inputs and graph outputs reading it */
 	/* V_VIEW of activation act: subsampled by vs_h, vs_w, vpad zero
-	 * channels on each side; its shape vc x vh x vw. */
-	int vs_h, vs_w, vpad, vc, vh, vw;
+	 * channels on each side, or (never both) vsp zero rows and columns on
+	 * each side (read only by an AveragePool); its shape vc x vh x vw. */
+	int vs_h, vs_w, vpad, vsp, vc, vh, vw;
 };
 
 /* A parameter or buffer copy to make once the model's buffers exist. */
@@ -475,10 +480,12 @@ static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optio
 	}
 	int v = find_val(L, nd->input[i]);
 	if (v >= 0 && L->vals[v].kind == V_VIEW && strcmp(nd->op_type, "Slice") &&
-	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add"))
+	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add") &&
+	    !(L->vals[v].vsp && !strcmp(nd->op_type, "AveragePool")))
 		return fail(L, "input %s is a Slice or Pad of an activation; Slice and Pad of "
 		            "activations are supported only as a ResNet option-A shortcut read by an "
-		            "Add", nd->input[i]), -1;
+		            "Add, or as zero rows and columns read by an AveragePool", nd->input[i]),
+		       -1;
 	if (v >= 0)
 		return v;
 	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)
@@ -839,10 +846,19 @@ static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
 
 static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 {
-	int x = act_input(L, nd, 0);
+	const int max = !strcmp(nd->op_type, "MaxPool");
+	/* torch exports AvgPool2d(count_include_pad=True) with padding as an
+	 * explicit zero Pad of the rows and columns, then an unpadded
+	 * AveragePool: the two are one padded pooling whose divisor counts
+	 * the padding. */
+	int x = max ? act_input(L, nd, 0) : input(L, nd, 0, 0), view_pad = 0;
 	if (x < 0)
 		return -1;
-	const int max = !strcmp(nd->op_type, "MaxPool");
+	if (L->vals[x].kind == V_VIEW)
+		view_pad = L->vals[x].vsp;
+	else if (L->vals[x].kind != V_ACT)
+		return fail(L, "input %s is a constant; the engine computes this op on activations "
+		            "only", nd->input[0]);
 	const struct act a = L->m->acts[L->vals[x].act];
 	if (L->vals[x].rank != 4)
 		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
@@ -855,6 +871,13 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	    attr_int(L, nd, "ceil_mode", 0, &ceil) < 0 ||
 	    attr_int(L, nd, "storage_order", 0, &order) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
+	if (view_pad) {
+		if (pad)
+			return fail(L, "pads %lld after a Pad of its input: only one of them is "
+			            "supported", (long long)pad);
+		pad = view_pad;
+		count_pad = 1;
+	}
 	if (pad < 0 || (pad && (max ? pad >= k : 2 * pad > k)))
 		return fail(L, "pads %lld: %s", (long long)pad, max ? "padding must be less than "
 		            "the window" : "padding must be at most half the window");
@@ -1817,6 +1840,37 @@ static int lower_div(struct lower *L, const Onnx__NodeProto *nd)
 	return lower_arith(L, nd, SD_BIN_DIV);
 }
 
+/* Reciprocal (torch exports c / x as Reciprocal(x) * c): 1 / x, an
+ * OP_BINARY dividing a fixed 1 by the activation. */
+static int lower_reciprocal(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	const struct act A = L->m->acts[L->vals[x].act];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_BINARY, L->vals[x].act, nm);
+	n->out = out;
+	n->binop = SD_BIN_DIV;
+	n->bin_kc = 1;
+	n->bin_k_first = 1;
+	n->bin_k = sd_malloc(sizeof(float));
+	n->bin_k[0] = 1.0f;
+	L->m->flops += (double)A.c * A.h * A.w;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
+}
+
 /* Dropout: while training, an OP_DROPOUT node with the node's ratio
  * (input 1, 0.5 when absent); in inference the identity.  The masks come
  * from the engine's generator (sd_model_set_noise), not from the node's
@@ -2043,7 +2097,7 @@ static int slice_act(struct lower *L, const Onnx__NodeProto *nd, int x)
 	if (X->rank != 4)
 		return fail(L, "slices a flattened activation; Slice of activations is supported only "
 		            "as a ResNet option-A shortcut (x[:, :, ::s, ::s] feeding an Add)");
-	if (X->kind == V_VIEW && X->vpad)
+	if (X->kind == V_VIEW && (X->vpad || X->vsp))
 		return fail(L, "Slice after Pad; the ResNet option-A shortcut subsamples first, "
 		            "then pads the channels");
 	int64_t st[8], en[8], sp[8];
@@ -2106,6 +2160,8 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 		return -1;
 	const char *only = "Pad of activations is supported only as a ResNet option-A shortcut "
 	                   "(zero channels added equally on both sides, feeding an Add)";
+	if (L->vals[x].kind == V_VIEW && L->vals[x].vsp)
+		return fail(L, "pads rows and columns twice; supported once, read by an AveragePool");
 	if (L->vals[x].kind == V_CONST)
 		return fail(L, "pads a constant; %s", only);
 	if (L->vals[x].rank != 4)
@@ -2127,6 +2183,27 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 	const struct val *P = &L->vals[p];
 	if (P->count != 8)
 		return fail(L, "pads has %zu entries, expected 8 for (N, C, H, W)", P->count);
+	if (P->i[2] || P->i[3] || P->i[6] || P->i[7]) {
+		/* Rows and columns: only for an AveragePool (lower_pool). */
+		const int64_t sp = P->i[2];
+		if (P->i[0] || P->i[1] || P->i[4] || P->i[5] || P->i[3] != sp || P->i[6] != sp ||
+		    P->i[7] != sp || sp < 1 || sp > MAX_DIM || L->vals[x].kind != V_ACT)
+			return fail(L, "pads (%lld %lld %lld %lld %lld %lld %lld %lld); Pad of "
+			            "activations is supported only as a ResNet option-A shortcut (zero "
+			            "channels added equally on both sides, feeding an Add) or as equal zero "
+			            "rows and columns on every side read by an AveragePool",
+			            (long long)P->i[0], (long long)P->i[1], (long long)P->i[2],
+			            (long long)P->i[3], (long long)P->i[4], (long long)P->i[5],
+			            (long long)P->i[6], (long long)P->i[7]);
+		struct val *Y = output(L, nd, 1);
+		if (!Y)
+			return -1;
+		view_from(L, x, Y);
+		Y->vsp = (int)sp;
+		Y->vh += 2 * (int)sp;
+		Y->vw += 2 * (int)sp;
+		return 0;
+	}
 	for (int k = 0; k < 8; k++)
 		if (k % 4 != 1 && P->i[k] != 0)
 			return fail(L, "pads axis %d; %s", k % 4, only);
@@ -2149,6 +2226,9 @@ static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b)
 	const struct val *V = &L->vals[b];
 	struct sd_model *m = L->m;
 	int aa = L->vals[a].act, src = V->act;
+	if (V->vsp)
+		return fail(L, "adds zero-padded rows and columns (a Pad of the spatial axes); those "
+		            "are supported only as the input of an AveragePool");
 	const struct act A = m->acts[aa], S = m->acts[src];
 	if (L->vals[a].rank != 4 || A.c != V->vc || A.h != V->vh || A.w != V->vw)
 		return fail(L, "adds a %dx%dx%d activation and a %dx%dx%d shortcut; only the same "
