@@ -743,6 +743,11 @@ static void test_gconv(int n, int ch, int h, int w, int k, int kh, int kw, int s
 		check_report(0, "%s: shape rejected", name);
 		return;
 	}
+	/* The output size as PyTorch's Conv2d documents it. */
+	const int want_oh = (h + pt + pb - dil_h * (kh - 1) - 1) / sh + 1;
+	const int want_ow = (w + pl + pr - dil_w * (kw - 1) - 1) / sw + 1;
+	check_report(c.s.oh == want_oh && c.s.ow == want_ow, "%-36s output %dx%d (expected %dx%d)",
+	             name, c.s.oh, c.s.ow, want_oh, want_ow);
 	const size_t nx = (size_t)n * ch * h * w, nw = (size_t)k * (ch / groups) * kh * kw;
 	const size_t ny = (size_t)n * k * c.s.oh * c.s.ow;
 	c.x = falloc(nx);
