@@ -16,6 +16,9 @@
  * trained model's inference loss on the first step's batch.  Values as
  * %.9g, exact for float32.  Exit status 0, or 1 with the error on stderr.
  *
+ * The trained model is also written back as OUT.onnx (sd_onnx_export_file:
+ * the same file with the trained initializers), for the reference to read.
+ *
  * A model with dropout draws its masks from noise seed = the step number
  * (sd_model_set_noise) and writes them to OUT.masks: per step, per dropout
  * node in graph order, batch x (C x H x W) bytes 0 or 1 in NCHW order (what
@@ -35,6 +38,7 @@
 
 #include "engine/model-graph.h"
 #include "engine/model.h"
+#include "engine/onnx-export.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"
 
@@ -208,7 +212,6 @@ int main(int argc, char **argv)
 	struct sd_model *m;
 	if (sd_model_create_onnx(&m, bytes, len, argv[1], batch, &why) < 0)
 		return die("model", why);
-	free(bytes);
 	/* Which layout the executor chose (stderr, for the test's log). */
 	fprintf(stderr, "onnx-train: %s: activation layout blk %d\n", argv[1],
 	        sd_model_channel_block(m));
@@ -266,6 +269,17 @@ int main(int argc, char **argv)
 	}
 	if (masks && fclose(masks) != 0)
 		return die("masks", NULL);
+	struct sd_export ex;
+	if (sd_onnx_export_file(bytes, len, argv[1], sd_model_params(m), np, sd_model_buffers(m),
+	                        sd_model_buffer_count(m), &ex, &why) < 0)
+		return die("export", why);
+	char path[4096];
+	snprintf(path, sizeof path, "%s.onnx", argv[3]);
+	FILE *ef = fopen(path, "wb");
+	if (!ef || fwrite(ex.onnx, 1, ex.onnx_len, ef) != ex.onnx_len || fclose(ef) != 0)
+		return die(path, NULL);
+	sd_export_free(&ex);
+	free(bytes);
 	free(x0);
 	free(lab0);
 	fclose(out);

@@ -480,6 +480,17 @@ def compare(d, variant):
               f"torch {want:.7f} rel.diff {e:.1e} allowed {EARLY_TOL:.0e}"
               f"{'' if e <= EARLY_TOL else '  FAIL'}")
         fails += not e <= EARLY_TOL
+        # The way back: OUT.onnx (sd_onnx_export_file) passes onnx.checker
+        # and holds spotdeck's trained tensors, the constants included.
+        back = onnx.load(f"{d}/out.txt.onnx")
+        onnx.checker.check_model(back)
+        inits = {i.name: torch.tensor(onnx.numpy_helper.to_array(i).copy())
+                 for i in back.graph.initializer}
+        off = [k for k in params if k not in inits or
+               not torch.equal(inits[k].flatten().float(), tensors[k].float())]
+        print(f"  written back: {len(params)} trained tensors in the exported file"
+              f"{', differing: ' + ', '.join(off) if off else ', all equal'}")
+        fails += bool(off)
     print(f"  worst loss difference / allowed: {worst:.2f}")
     return 1 if fails else 0
 

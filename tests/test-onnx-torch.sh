@@ -24,7 +24,9 @@
 # spotdeck drew (onnx-train writes them): the same trajectory shows the
 # masks are applied with PyTorch's scaling and the gradient goes through
 # them.  The last two also check inference (dropout the identity) with
-# spotdeck's trained weights against PyTorch's eval().
+# spotdeck's trained weights against PyTorch's eval(), and that the file
+# written back (sd_onnx_export_file) passes onnx.checker and holds the
+# trained tensors, the trained arithmetic constants included.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
