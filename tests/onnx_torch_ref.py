@@ -576,6 +576,50 @@ class BadRead(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
 
+class BadGate(nn.Module):
+    """A squeeze-excitation gate: x times its own pooled (N, C, 1, 1) map,
+    two activations of different shapes."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(x))
+        y = y * torch.sigmoid(F.adaptive_avg_pool2d(y, 1))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadRows(nn.Module):
+    """A constant with one value per row, (1, 1, H, 1): neither a scalar
+    nor per channel."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.rows = nn.Parameter(torch.ones(1, 1, H, 1))
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(x)) * self.rows
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadRatio(nn.Module):
+    """nn.Dropout(1.0): every element dropped, nothing to train."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.d = nn.Dropout(1.0)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = self.d(F.relu(self.c(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
 def fold(d):
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
@@ -684,6 +728,10 @@ def resnets(d):
     for name, m in (("slice", BadSlice()), ("pad", BadPad()), ("read", BadRead())):
         torch.onnx.export(m.eval(), torch.randn(BATCH, C, H, W), f"{d}/bad-{name}.onnx",
                           opset_version=13, do_constant_folding=False)
+    for name, m in (("gate", BadGate()), ("rows", BadRows()), ("ratio", BadRatio())):
+        torch.onnx.export(m.train(), torch.randn(BATCH, C, H, W), f"{d}/badop-{name}.onnx",
+                          opset_version=13, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,25 @@ for bad in slice pad read; do
 	esac
 done
 ok "Slice and Pad that are no option-A shortcut are refused, saying so"
+# What the arithmetic and dropout do not take, each refused in one line that
+# names the node and says why: a squeeze-excitation gate (two activations of
+# different shapes), a constant per row, nn.Dropout(1.0).
+for bad in gate rows ratio; do
+	case $bad in
+	gate) want="two activations must have the same shape" ;;
+	rows) want="supported: a scalar or one value per channel" ;;
+	ratio) want="dropout needs 0 <= ratio < 1" ;;
+	esac
+	if out=$("$TRAIN" "$T/resnets/badop-$bad.onnx" - - 0 0 0 2>&1); then
+		fail "badop-$bad.onnx loads: $out"
+	fi
+	case $out in
+	*"badop-$bad.onnx: node "*"$want"*) echo "badop-$bad: $out" ;;
+	*) fail "badop-$bad.onnx: $out (expected \"$want\")" ;;
+	esac
+	[ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "badop-$bad: more than one line"
+done
+ok "a squeeze-excitation gate, a per-row constant and dropout 1.0 are refused, saying why"
 
 # The int64 evaluator against numpy: each fold-*.onnx computes a tensor
 # with Slice (negative and clamped steps), Transpose, Gather, Unsqueeze,
