@@ -113,9 +113,9 @@ static const struct {
 	    "read by an Add (lowered into that add); of int64 constants (any steps): folded at "
 	    "load" }, lower_slice },
 	{ { "Pad", "of an activation: only zero channels equally on both sides as a ResNet "
-	    "option-A shortcut read by an Add (lowered into that add), or equal zero rows and "
-	    "columns read by an AveragePool (AvgPool2d(count_include_pad=True); lowered into it)" },
-	  lower_pad },
+	    "option-A shortcut read by an Add (lowered into that add), or zero rows and columns "
+	    "read by a Conv (any amounts: added to its pads) or an AveragePool (equal amounts, "
+	    "as AvgPool2d(count_include_pad=True) exports; lowered into it)" }, lower_pad },
 	{ { "Identity", "nothing" }, lower_identity },
 	{ { "Dropout", "inverted dropout with the node's ratio while training, nothing in "
 	    "inference" }, lower_dropout },
@@ -227,9 +227,12 @@ struct val {
 	const char *init;       /* initializer it came from, for tensor names */
 	int consumers;          /* node inputs and graph outputs reading it */
 	/* V_VIEW of activation act: subsampled by vs_h, vs_w, vpad zero
-	 * channels on each side, or (never both) vsp zero rows and columns on
-	 * each side (read only by an AveragePool); its shape vc x vh x vw. */
-	int vs_h, vs_w, vpad, vsp, vc, vh, vw;
+	 * channels on each side, or (never both) zero rows and columns, vsp[]
+	 * = top, left, bottom, right (read only by a Conv, which takes them
+	 * into its pads, or by an AveragePool when all four are equal); vsp[0]
+	 * + vsp[1] + vsp[2] + vsp[3] > 0 marks the latter kind; its shape vc x
+	 * vh x vw. */
+	int vs_h, vs_w, vpad, vsp[4], vc, vh, vw;
 };
 
 /* A parameter or buffer copy to make once the model's buffers exist. */
@@ -470,6 +473,12 @@ static int refuse_auto_pad(struct lower *L, const Onnx__NodeProto *nd)
 	return 0;
 }
 
+/* A V_VIEW of zero rows and columns (a spatial Pad). */
+static int spatial_pad(const struct val *v)
+{
+	return v->kind == V_VIEW && v->vsp[0] + v->vsp[1] + v->vsp[2] + v->vsp[3] > 0;
+}
+
 /* Input i of the node (absent when missing or ""), or -1 after an error. */
 static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optional)
 {
@@ -481,11 +490,12 @@ static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optio
 	int v = find_val(L, nd->input[i]);
 	if (v >= 0 && L->vals[v].kind == V_VIEW && strcmp(nd->op_type, "Slice") &&
 	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add") &&
-	    !(L->vals[v].vsp && !strcmp(nd->op_type, "AveragePool")))
+	    !(spatial_pad(&L->vals[v]) && (!strcmp(nd->op_type, "AveragePool") ||
+	                                   !strcmp(nd->op_type, "Conv"))))
 		return fail(L, "input %s is a Slice or Pad of an activation; Slice and Pad of "
 		            "activations are supported only as a ResNet option-A shortcut read by an "
-		            "Add, or as zero rows and columns read by an AveragePool", nd->input[i]),
-		       -1;
+		            "Add, or as zero rows and columns read by a Conv or an AveragePool",
+		            nd->input[i]), -1;
 	if (v >= 0)
 		return v;
 	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)
@@ -600,7 +610,13 @@ static int attr_ints(struct lower *L, const Onnx__NodeProto *nd, const char *nam
 
 static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 {
-	int x = act_input(L, nd, 0), w = -1, b = -2;
+	/* An explicit zero Pad of the rows and columns before the Conv (what
+	 * padding='same' with an even kernel, or code ported from frameworks
+	 * with asymmetric 'same' padding, exports) is added to its pads. */
+	int x = input(L, nd, 0, 0), w = -1, b = -2;
+	if (x >= 0 && L->vals[x].kind != V_ACT && !spatial_pad(&L->vals[x]))
+		return fail(L, "input %s is a constant; the engine computes this op on activations "
+		            "only", nd->input[0]);
 	if (x < 0 || (w = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0 ||
 	    (b = const_input(L, nd, 2, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1)) == -1)
 		return -1;
@@ -614,6 +630,9 @@ static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 	    attr_ints(L, nd, "strides", 2, 1, st) < 0 ||
 	    attr_ints(L, nd, "pads", 4, 0, pads) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
+	/* ONNX pads: top, left, bottom, right, as vsp. */
+	for (int i = 0; i < 4 && X->kind == V_VIEW; i++)
+		pads[i] += X->vsp[i];
 	if (group < 1 || group > a.c || a.c % group)
 		return fail(L, "group %lld does not divide the input's %d channels", (long long)group,
 		            a.c);
@@ -854,9 +873,14 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	int x = max ? act_input(L, nd, 0) : input(L, nd, 0, 0), view_pad = 0;
 	if (x < 0)
 		return -1;
-	if (L->vals[x].kind == V_VIEW)
-		view_pad = L->vals[x].vsp;
-	else if (L->vals[x].kind != V_ACT)
+	if (L->vals[x].kind == V_VIEW) {
+		const int *sp = L->vals[x].vsp;
+		if (sp[1] != sp[0] || sp[2] != sp[0] || sp[3] != sp[0])
+			return fail(L, "input %s is padded by %d, %d, %d, %d rows and columns (top, left, "
+			            "bottom, right); average pooling takes equal pads only", nd->input[0],
+			            sp[0], sp[1], sp[2], sp[3]);
+		view_pad = sp[0];
+	} else if (L->vals[x].kind != V_ACT)
 		return fail(L, "input %s is a constant; the engine computes this op on activations "
 		            "only", nd->input[0]);
 	const struct act a = L->m->acts[L->vals[x].act];
@@ -2097,7 +2121,7 @@ static int slice_act(struct lower *L, const Onnx__NodeProto *nd, int x)
 	if (X->rank != 4)
 		return fail(L, "slices a flattened activation; Slice of activations is supported only "
 		            "as a ResNet option-A shortcut (x[:, :, ::s, ::s] feeding an Add)");
-	if (X->kind == V_VIEW && (X->vpad || X->vsp))
+	if (X->kind == V_VIEW && (X->vpad || spatial_pad(X)))
 		return fail(L, "Slice after Pad; the ResNet option-A shortcut subsamples first, "
 		            "then pads the channels");
 	int64_t st[8], en[8], sp[8];
@@ -2160,8 +2184,9 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 		return -1;
 	const char *only = "Pad of activations is supported only as a ResNet option-A shortcut "
 	                   "(zero channels added equally on both sides, feeding an Add)";
-	if (L->vals[x].kind == V_VIEW && L->vals[x].vsp)
-		return fail(L, "pads rows and columns twice; supported once, read by an AveragePool");
+	if (spatial_pad(&L->vals[x]))
+		return fail(L, "pads rows and columns twice; supported once, read by a Conv or an "
+		            "AveragePool");
 	if (L->vals[x].kind == V_CONST)
 		return fail(L, "pads a constant; %s", only);
 	if (L->vals[x].rank != 4)
@@ -2184,14 +2209,17 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 	if (P->count != 8)
 		return fail(L, "pads has %zu entries, expected 8 for (N, C, H, W)", P->count);
 	if (P->i[2] || P->i[3] || P->i[6] || P->i[7]) {
-		/* Rows and columns: only for an AveragePool (lower_pool). */
-		const int64_t sp = P->i[2];
-		if (P->i[0] || P->i[1] || P->i[4] || P->i[5] || P->i[3] != sp || P->i[6] != sp ||
-		    P->i[7] != sp || sp < 1 || sp > MAX_DIM || L->vals[x].kind != V_ACT)
+		/* Rows and columns: only for a Conv or an AveragePool, which
+		 * take them into their own padding (lower_conv, lower_pool). */
+		const int64_t sp[4] = { P->i[2], P->i[3], P->i[6], P->i[7] };
+		int bad = P->i[0] || P->i[1] || P->i[4] || P->i[5] || L->vals[x].kind != V_ACT;
+		for (int k = 0; k < 4; k++)
+			bad |= sp[k] < 0 || sp[k] > MAX_DIM;
+		if (bad)
 			return fail(L, "pads (%lld %lld %lld %lld %lld %lld %lld %lld); Pad of "
 			            "activations is supported only as a ResNet option-A shortcut (zero "
-			            "channels added equally on both sides, feeding an Add) or as equal zero "
-			            "rows and columns on every side read by an AveragePool",
+			            "channels added equally on both sides, feeding an Add) or as zero rows "
+			            "and columns read by a Conv or an AveragePool",
 			            (long long)P->i[0], (long long)P->i[1], (long long)P->i[2],
 			            (long long)P->i[3], (long long)P->i[4], (long long)P->i[5],
 			            (long long)P->i[6], (long long)P->i[7]);
@@ -2199,9 +2227,10 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 		if (!Y)
 			return -1;
 		view_from(L, x, Y);
-		Y->vsp = (int)sp;
-		Y->vh += 2 * (int)sp;
-		Y->vw += 2 * (int)sp;
+		for (int k = 0; k < 4; k++)
+			Y->vsp[k] = (int)sp[k];
+		Y->vh += (int)(sp[0] + sp[2]);
+		Y->vw += (int)(sp[1] + sp[3]);
 		return 0;
 	}
 	for (int k = 0; k < 8; k++)
@@ -2226,9 +2255,9 @@ static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b)
 	const struct val *V = &L->vals[b];
 	struct sd_model *m = L->m;
 	int aa = L->vals[a].act, src = V->act;
-	if (V->vsp)
+	if (spatial_pad(V))
 		return fail(L, "adds zero-padded rows and columns (a Pad of the spatial axes); those "
-		            "are supported only as the input of an AveragePool");
+		            "are supported only as the input of a Conv or an AveragePool");
 	const struct act A = m->acts[aa], S = m->acts[src];
 	if (L->vals[a].rank != 4 || A.c != V->vc || A.h != V->vh || A.w != V->vw)
 		return fail(L, "adds a %dx%dx%d activation and a %dx%dx%d shortcut; only the same "

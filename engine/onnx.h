@@ -65,7 +65,9 @@
  *                          half of it; average pooling with either
  *                          count_include_pad; a zero Pad of H and W read by
  *                          an AveragePool, torch's count_include_pad=True
- *                          export, is folded into it)
+ *                          export, is folded into it; a zero Pad of H and
+ *                          W read by a Conv, any amounts, is added to the
+ *                          Conv's pads)
  *   Add, Sub, Mul, Div of two same-shape activations, or of an activation
  *                          and a float constant (either side) that is a
  *                          scalar or one value per channel; Reciprocal

@@ -174,7 +174,8 @@ class Cifar(nn.Module):
 
 class General(nn.Module):
     """The general convolutions and the arithmetic: a depthwise dilated
-    conv, a grouped 1x3 conv, a 3x1 conv with strides (2, 1); Mul by a
+    conv, a grouped 1x3 conv, a 3x1 conv with strides (2, 1), a 2x2 conv
+    after an asymmetric F.pad (exported as Pad + Conv); Mul by a
     per-channel parameter (on the left), Sub and Mul of two activations
     (x * sigmoid(y)), Div by and Sub from a literal, Add of a scalar
     parameter, Add of a literal, a literal divided by an activation; padded
@@ -186,6 +187,7 @@ class General(nn.Module):
         self.dw = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8)
         self.g2 = nn.Conv2d(8, 8, (1, 3), padding=(0, 1), groups=2)
         self.rect = nn.Conv2d(8, 8, (3, 1), stride=(2, 1), padding=(1, 0), bias=False)
+        self.even = nn.Conv2d(8, 8, 2)
         self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 8).reshape(1, 8, 1, 1))
         self.shift = nn.Parameter(torch.full((1,), 0.1))
         self.fc = nn.Linear(8 * (H // 2 - 1) * (W // 2 + 1), CLASSES)
@@ -196,6 +198,7 @@ class General(nn.Module):
         x = x * torch.sigmoid(y)
         x = 1.0 - x / 4.0
         x = self.g2(x) + self.shift
+        x = self.even(F.pad(x, (0, 1, 0, 1)))   # 'same' for an even kernel: Pad + Conv
         x = 2.0 / (torch.sigmoid(x) + 1.0)
         x = F.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
         x = F.avg_pool2d(self.rect(x), 2, 2, 1, count_include_pad=True)
@@ -551,7 +554,8 @@ class BadSlice(nn.Module):
 
 
 class BadPad(nn.Module):
-    """A spatial zero pad feeding a convolution: no shortcut."""
+    """A spatial zero pad feeding a max pooling: no shortcut, no Conv or
+    AveragePool to take it into its padding."""
 
     def __init__(self):
         super().__init__()
@@ -559,7 +563,7 @@ class BadPad(nn.Module):
         self.fc = nn.Linear(8, CLASSES)
 
     def forward(self, x):
-        y = F.relu(self.c(F.pad(x, (1, 1, 1, 1))))
+        y = F.max_pool2d(F.pad(F.relu(self.c(x)), (1, 1, 1, 1)), 2)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
 

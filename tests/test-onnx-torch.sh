@@ -16,7 +16,8 @@
 # torch_resnet.py's CIFAR ResNet with one block per stage, whose option-A
 # shortcuts export as Slice (steps 2) and Pad with folded int64 pads; and
 # a CNN with the general convolutions (depthwise dilated, grouped 1x3, 3x1
-# with strides (2, 1)), Add/Sub/Mul/Div of activations and of scalar and
+# with strides (2, 1), 2x2 after an asymmetric F.pad: Pad + Conv),
+# Add/Sub/Mul/Div of activations and of scalar and
 # per-channel constants on either side (trained parameters and literals),
 # Reciprocal, and padded average pooling with count_include_pad False and
 # True (the latter exported as Pad + AveragePool); and a CNN with two
