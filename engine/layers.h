@@ -265,4 +265,78 @@ void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w
 void sd_global_avgpool_forward(float *y, const float *x, int n, int c, int hw, int blk);
 void sd_global_avgpool_backward(float *dx, const float *dy, int n, int c, int hw, int blk);
 
+/* ------------------------------------------------------- general layers
+ * (engine/layers-general.c): what ONNX models use beyond the built-in
+ * networks.  Same conventions as above: NCHW, outputs overwritten,
+ * parameter gradients accumulated, nothing allocated, the same bits for a
+ * fixed thread count.
+ */
+
+/* A convolution in all generality (ONNX Conv): groups (the c input and k
+ * output channels split into `groups` equal parts, part q of the output
+ * reading only part q of the input; groups = c = k is depthwise), a kh x kw
+ * kernel dilated by (dh, dw), strides (sh, sw), zero padding pt (top), pl
+ * (left), pb (bottom), pr (right).  Weight (k, c / groups, kh, kw). */
+struct sd_gconv_shape {
+	int n, c, h, w;             /* input (N, C, H, W) */
+	int k, kh, kw;              /* output channels, kernel */
+	int sh, sw, dh, dw;         /* strides, dilations */
+	int pt, pl, pb, pr;         /* pads */
+	int groups;
+	int oh, ow;                 /* filled by sd_gconv_shape_init */
+};
+/* Fills oh = (h + pt + pb - (kh - 1) dh - 1) / sh + 1 and ow likewise.
+ * Returns 0, or -1 when a field is out of range, c or k is not a multiple
+ * of groups, or the dilated kernel does not fit the padded input. */
+int sd_gconv_shape_init(struct sd_gconv_shape *s);
+/* Floats of scratch memory forward and backward need (independent of n). */
+size_t sd_gconv_workspace_floats(const struct sd_gconv_shape *s);
+/* x: (n, c, h, w)  w: (k, c / groups, kh, kw)  b: (k) or NULL  y: (n, k, oh, ow). */
+void sd_gconv_forward(float *y, const float *x, const float *w, const float *b,
+                      const struct sd_gconv_shape *s, float *ws);
+/* dx overwritten (may be NULL); dw, db (may be NULL) +=. */
+void sd_gconv_backward(float *dx, float *dw, float *db, const float *dy, const float *x,
+                       const float *w, const struct sd_gconv_shape *s, float *ws);
+
+/* Average pooling, window k x k, stride s, pad zero rows and columns on
+ * every side (pad <= k / 2, as PyTorch's AvgPool2d requires), floor
+ * rounding: oh = (h + 2 pad - k) / s + 1.  The divisor is k^2 when
+ * count_pad is set (PyTorch's count_include_pad=True, ONNX's
+ * count_include_pad=1), else the number of input elements in the window. */
+void sd_avgpool_pad_forward(float *y, const float *x, int n, int c, int h, int w, int k, int s,
+                            int pad, int count_pad);
+void sd_avgpool_pad_backward(float *dx, const float *dy, int n, int c, int h, int w, int k,
+                             int s, int pad, int count_pad);
+
+/* Elementwise arithmetic (ONNX Add, Sub, Mul, Div): y = u op v. */
+enum sd_binop { SD_BIN_ADD, SD_BIN_SUB, SD_BIN_MUL, SD_BIN_DIV };
+/* Two tensors of count elements: y = a op b (a may equal b). */
+void sd_binary_forward(float *y, const float *a, const float *b, size_t count, enum sd_binop op);
+/* da, db overwritten with the gradients of a and b (either may be NULL). */
+void sd_binary_backward(float *da, float *db, const float *dy, const float *a, const float *b,
+                        size_t count, enum sd_binop op);
+/* A tensor x (n, c, hw) and a constant k broadcast over it, kc values: one
+ * (a scalar) or c (one per channel).  y = x op k, or y = k op x when
+ * k_first. */
+void sd_binary_const_forward(float *y, const float *x, const float *k, int kc, int n, int c,
+                             int hw, enum sd_binop op, int k_first);
+/* dx overwritten (may be NULL); dk (kc values) += the constant's gradient
+ * (NULL for a constant that is not trained), summed in double. */
+void sd_binary_const_backward(float *dx, float *dk, const float *dy, const float *x,
+                              const float *k, int kc, int n, int c, int hw, enum sd_binop op,
+                              int k_first);
+
+/* Inverted dropout (Srivastava et al. 2014, as torch.nn.Dropout in
+ * training): each element is zeroed with probability p, the others scaled
+ * by 1 / (1 - p) (computed in float, as PyTorch does): y = x mask / (1 - p).
+ * x, y: (n, per); mask: (n, per), 1 kept, 0 dropped.  Sample i's mask is
+ * the first `per` uniforms of the PCG32 stream (seed, first_stream + i)
+ * (engine/rng.h), an element dropped when its uniform is below p: so a
+ * sample's mask depends on (seed, its stream) only, not on the batch it
+ * runs in or the thread count.  0 <= p < 1. */
+void sd_dropout_forward(float *y, uint8_t *mask, const float *x, int n, size_t per, float p,
+                        uint64_t seed, uint64_t first_stream);
+/* dx = dy mask / (1 - p), overwritten (may equal dy). */
+void sd_dropout_backward(float *dx, const float *dy, const uint8_t *mask, size_t count, float p);
+
 #endif

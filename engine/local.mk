@@ -6,7 +6,7 @@ engine_libsdengine_a_SOURCES = \
 	engine/errors.c engine/errors.h \
 	engine/rng.c engine/rng.h \
 	engine/blas.c engine/blas.h \
-	engine/layers.c engine/layers.h engine/layers-blocked.c \
+	engine/layers.c engine/layers.h engine/layers-blocked.c engine/layers-general.c \
 	engine/data.c engine/data.h engine/npy.c engine/npy.h \
 	engine/checkpoint.c engine/checkpoint.h \
 	engine/model.c engine/model.h engine/model-graph.h \

@@ -31,7 +31,13 @@
 
 enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD,
              OP_ACT,    /* layers.h's sd_act_*, out of place; CPU only so far */
-             OP_CONCAT  /* channels of in, then of in2 (same h, w); CPU only */ };
+             OP_CONCAT, /* channels of in, then of in2 (same h, w); CPU only */
+             OP_GCONV,  /* convolution with groups, dilation, rectangular kernel or
+                         * strides, asymmetric pads (layers.h sd_gconv_*); CPU only */
+             OP_BINARY, /* elementwise in op in2, or in op a broadcast constant;
+                         * CPU only */
+             OP_DROPOUT /* inverted dropout while training, identity in eval;
+                         * CPU only */ };
 
 /* Nodes the CPU executor runs a batch-norm together with (model.c, "node
  * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
@@ -59,7 +65,9 @@ struct node {
 	size_t w_off, b_off;            /* OP_LINEAR and OP_CONV may lack b_off */
 	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
 	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
-	int pad;                        /* OP_MAXPOOL: padding (ONNX models only) */
+	int pad;                        /* OP_MAXPOOL, OP_AVGPOOL: padding (ONNX models
+	                                 * only) */
+	int count_pad;                  /* OP_AVGPOOL: padding counts in the divisor */
 	int k, s;                       /* pooling window and stride; OP_ADD: the
 	                                 * shortcut's subsampling stride */
 	int fc_in, fc_out;              /* OP_LINEAR */
@@ -72,6 +80,18 @@ struct node {
 	int32_t *argmax;                /* OP_MAXPOOL */
 	enum sd_fuse fuse;              /* OP_BN: what the CPU runs with it */
 	int fused_from;                 /* tail of a fused group: head index + 1, else 0 */
+	struct sd_gconv_shape gconv;    /* OP_GCONV; n is set per call */
+	/* OP_BINARY: out = in op in2 (in2 >= 0: same shape), or with in2 -1
+	 * out = in op k (k_first: k op in), k broadcast from bin_kc values (1
+	 * or the channels): the trained tensor at w_off, or the node's own
+	 * fixed copy bin_k when w_off is SD_NO_TENSOR. */
+	enum sd_binop binop;
+	int bin_kc, bin_k_first;
+	float *bin_k;
+	/* OP_DROPOUT: the probability of dropping, and the last training
+	 * forward's mask (max_batch samples). */
+	float drop_p;
+	uint8_t *drop_mask;
 };
 
 struct sd_model {
@@ -103,6 +123,8 @@ struct sd_model {
 	int npoints;
 	sd_grad_ready_fn on_ready;
 	void *on_ready_ctx;
+	/* Random draws of the next training batch (sd_model_set_noise). */
+	uint64_t noise_seed, noise_first;
 };
 
 /* Batch-norm constants of the built-in models (PyTorch's defaults); a

@@ -278,7 +278,7 @@ static void choose_layout(struct sd_model *m, int max_batch)
 		case OP_MAXPOOL:
 			return;
 		case OP_AVGPOOL:
-			if (n->k != in->h || n->k != in->w || n->s != 1)
+			if (n->k != in->h || n->k != in->w || n->s != 1 || n->pad)
 				return;
 			break;
 		case OP_BN:
@@ -301,7 +301,20 @@ static void choose_layout(struct sd_model *m, int max_batch)
 			break;
 		case OP_CONCAT:
 			/* Copies NCHW planes. */
+		case OP_GCONV:
+			/* im2col of NCHW planes only. */
 			return;
+		case OP_BINARY:
+			/* Elementwise in any layout, except a per-channel
+			 * constant (it indexes NCHW channels) and the image. */
+			if (n->in == 0 || n->in2 == 0 || (n->in2 < 0 && n->bin_kc > 1))
+				return;
+			break;
+		case OP_DROPOUT:
+			/* Elementwise; samples stay contiguous in every layout. */
+			if (n->in == 0)
+				return;
+			break;
 		}
 	}
 	if (!blk)
@@ -468,6 +481,12 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 				: sd_conv2d_workspace_floats(&s);
 			if (f > m->ws_floats)
 				m->ws_floats = f;
+		} else if (n->op == OP_GCONV) {
+			size_t f = sd_gconv_workspace_floats(&n->gconv);
+			if (f > m->ws_floats)
+				m->ws_floats = f;
+		} else if (n->op == OP_DROPOUT) {
+			n->drop_mask = sd_malloc(act_floats(&m->acts[n->in]) * (size_t)max_batch);
 		} else if (n->op == OP_MAXPOOL) {
 			n->argmax = sd_malloc(act_floats(&m->acts[n->out]) * max_batch * sizeof(int32_t));
 		}
@@ -497,6 +516,8 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].bn_mean);
 		free(m->nodes[i].bn_invstd);
 		free(m->nodes[i].argmax);
+		free(m->nodes[i].bin_k);
+		free(m->nodes[i].drop_mask);
 	}
 	free(m->acts);
 	free(m->nodes);
@@ -517,7 +538,8 @@ void sd_model_destroy(struct sd_model *m)
 static const char *const op_names[] = {
 	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
 	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add", [OP_ACT] = "activation",
-	[OP_CONCAT] = "concat",
+	[OP_CONCAT] = "concat", [OP_GCONV] = "conv", [OP_BINARY] = "arith",
+	[OP_DROPOUT] = "dropout",
 };
 
 void sd_model_profile_start(struct sd_model *m, int cpu_clock)
@@ -570,14 +592,23 @@ void sd_model_init(struct sd_model *m, uint64_t seed)
 	memset(m->params, 0, m->nparams * sizeof(float));
 	for (int i = 0; i < m->nnodes; i++) {
 		struct node *n = &m->nodes[i];
-		if (n->op == OP_CONV || n->op == OP_LINEAR) {
+		if (n->op == OP_CONV || n->op == OP_LINEAR || n->op == OP_GCONV) {
 			/* He-normal: std = sqrt(2 / fan_in) keeps ReLU activations' variance. */
-			int fan_in = n->op == OP_CONV ? n->conv.c * n->conv.r * n->conv.r : n->fc_in;
-			size_t count = n->op == OP_CONV
-				? (size_t)n->conv.k * fan_in : (size_t)n->fc_out * fan_in;
+			int fan_in = n->op == OP_CONV ? n->conv.c * n->conv.r * n->conv.r
+			             : n->op == OP_GCONV
+			             ? n->gconv.c / n->gconv.groups * n->gconv.kh * n->gconv.kw
+			             : n->fc_in;
+			size_t count = n->op == OP_CONV ? (size_t)n->conv.k * fan_in
+			               : n->op == OP_GCONV ? (size_t)n->gconv.k * fan_in
+			               : (size_t)n->fc_out * fan_in;
 			float std = sqrtf(2.0f / (float)fan_in);
 			for (size_t j = 0; j < count; j++)
 				m->params[n->w_off + j] = std * sd_rng_normal(&rng);
+		} else if (n->op == OP_BINARY && n->w_off != NONE) {
+			/* A trained constant starts neutral: 0 to add, 1 to scale. */
+			float v = n->binop == SD_BIN_MUL || n->binop == SD_BIN_DIV ? 1.0f : 0.0f;
+			for (int j = 0; j < n->bin_kc; j++)
+				m->params[n->w_off + j] = v;
 		} else if (n->op == OP_BN) {
 			int c = m->acts[n->in].c;
 			for (int j = 0; j < c; j++) {
@@ -638,6 +669,38 @@ static void shortcut_backward(float *db, const float *dy, const struct act *ab,
  * The head (the batch-norm) runs the group forward and the tail (the relu)
  * runs it backward; the nodes in between are skipped.  A fused group never
  * writes the batch-norm's own output buffer: nothing reads it. */
+
+/* The constant of an OP_BINARY node with one: trained or fixed. */
+static const float *bin_k(const struct sd_model *m, const struct node *n)
+{
+	return n->w_off == NONE ? n->bin_k : m->params + n->w_off;
+}
+
+/* The seed of dropout node i's masks in this batch: the batch's seed
+ * (sd_model_set_noise) mixed with the node's index (splitmix64's
+ * finaliser, Steele et al. 2014), so two dropout nodes draw different
+ * masks for the same sample. */
+static uint64_t noise_seed(const struct sd_model *m, int i)
+{
+	uint64_t z = m->noise_seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+void sd_model_set_noise(struct sd_model *m, uint64_t seed, uint64_t first_sample)
+{
+	m->noise_seed = seed;
+	m->noise_first = first_sample;
+}
+
+int sd_model_has_dropout(const struct sd_model *m)
+{
+	for (int i = 0; i < m->nnodes; i++)
+		if (m->nodes[i].op == OP_DROPOUT)
+			return 1;
+	return 0;
+}
 
 /* Residual of an add node: the shortcut input itself when the shapes agree,
  * else its option-A subsampled, channel-padded copy in m->res. */
@@ -721,6 +784,28 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		}
 		return 1;
 	}
+	case OP_GCONV: {
+		struct sd_gconv_shape s = n->gconv;
+		s.n = nb;
+		sd_gconv_forward(out->val, in->val, p + n->w_off, n->b_off == NONE ? NULL : p + n->b_off,
+		                 &s, m->ws);
+		return 1;
+	}
+	case OP_BINARY:
+		if (n->in2 >= 0)
+			sd_binary_forward(out->val, in->val, m->acts[n->in2].val, act_floats(in) * nb,
+			                  n->binop);
+		else
+			sd_binary_const_forward(out->val, in->val, bin_k(m, n), n->bin_kc, nb, in->c,
+			                        in->h * in->w, n->binop, n->bin_k_first);
+		return 1;
+	case OP_DROPOUT:
+		if (train)
+			sd_dropout_forward(out->val, n->drop_mask, in->val, nb, act_floats(in), n->drop_p,
+			                   noise_seed(m, i), m->noise_first);
+		else
+			memcpy(out->val, in->val, act_floats(in) * nb * sizeof(float));
+		return 1;
 	case OP_MAXPOOL:
 		if (n->pad)
 			sd_maxpool_pad_forward(out->val, n->argmax, in->val, nb, in->c, in->h, in->w,
@@ -732,6 +817,9 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 	case OP_AVGPOOL:
 		if (blk > 1)
 			sd_global_avgpool_forward(out->val, in->val, nb, in->c, in->h * in->w, in->blk);
+		else if (n->pad)
+			sd_avgpool_pad_forward(out->val, in->val, nb, in->c, in->h, in->w, n->k, n->s,
+			                       n->pad, n->count_pad);
 		else
 			sd_avgpool_forward(out->val, in->val, nb, in->c, in->h, in->w, n->k, n->s);
 		return 1;
@@ -893,6 +981,46 @@ static int backward_node(struct sd_model *m, int i, int nb)
 			grad_commit(m, in, cnt);
 		}
 		break;
+	case OP_GCONV: {
+		struct sd_gconv_shape s = n->gconv;
+		s.n = nb;
+		float *dx = need_dx ? grad_target(m, in) : NULL;
+		sd_gconv_backward(dx, g + n->w_off, n->b_off == NONE ? NULL : g + n->b_off, out->grad,
+		                  in->val, p + n->w_off, &s, m->ws);
+		if (need_dx)
+			grad_commit(m, in, cnt);
+		break;
+	}
+	case OP_BINARY:
+		if (n->in2 >= 0) {
+			/* Two activations (possibly the same one, x * x): each
+			 * gradient is committed before the next is written. */
+			struct act *b = &m->acts[n->in2];
+			if (need_dx) {
+				sd_binary_backward(grad_target(m, in), NULL, out->grad, in->val, b->val, cnt,
+				                   n->binop);
+				grad_commit(m, in, cnt);
+			}
+			if (n->in2 != 0) {
+				sd_binary_backward(NULL, grad_target(m, b), out->grad, in->val, b->val, cnt,
+				                   n->binop);
+				grad_commit(m, b, cnt);
+			}
+		} else {
+			float *dx = need_dx ? grad_target(m, in) : NULL;
+			sd_binary_const_backward(dx, n->w_off == NONE ? NULL : g + n->w_off, out->grad,
+			                         in->val, bin_k(m, n), n->bin_kc, nb, in->c,
+			                         in->h * in->w, n->binop, n->bin_k_first);
+			if (need_dx)
+				grad_commit(m, in, cnt);
+		}
+		break;
+	case OP_DROPOUT:
+		if (need_dx) {
+			sd_dropout_backward(grad_target(m, in), out->grad, n->drop_mask, cnt, n->drop_p);
+			grad_commit(m, in, cnt);
+		}
+		break;
 	case OP_MAXPOOL: {
 		float *dx = grad_target(m, in);
 		if (n->pad)
@@ -908,6 +1036,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		float *dx = grad_target(m, in);
 		if (blk > 1)
 			sd_global_avgpool_backward(dx, out->grad, nb, in->c, in->h * in->w, in->blk);
+		else if (n->pad)
+			sd_avgpool_pad_backward(dx, out->grad, nb, in->c, in->h, in->w, n->k, n->s,
+			                        n->pad, n->count_pad);
 		else
 			sd_avgpool_backward(dx, out->grad, nb, in->c, in->h, in->w, n->k, n->s);
 		grad_commit(m, in, cnt);

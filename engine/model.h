@@ -121,6 +121,16 @@ const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count
 int sd_model_train_batch(struct sd_model *m, const float *x, const uint8_t *labels,
                          int n, float grad_scale, double *loss_sum, int *correct,
                          char **why);
+/* The random draws of the following training passes (dropout's masks, the
+ * only ones so far): sample i of a batch draws from a stream determined by
+ * (seed, first_sample + i) alone, so a step replayed or resumed, or split
+ * over other workers, draws the same masks when the trainer passes a seed
+ * made of the run's seed and the step, and first_sample = the position of
+ * the batch's first sample in the step's global batch (engine/train.c).
+ * Inference passes draw nothing. */
+void sd_model_set_noise(struct sd_model *m, uint64_t seed, uint64_t first_sample);
+/* 1 when the model has a dropout node (its training passes draw). */
+int sd_model_has_dropout(const struct sd_model *m);
 /* Inference pass (batch-norm with running statistics); no gradients. */
 int sd_model_eval_batch(struct sd_model *m, const float *x, const uint8_t *labels,
                         int n, double *loss_sum, int *correct, char **why);

@@ -427,8 +427,12 @@ static int g_node_of(struct gen *G, const struct node *n)
 	}
 	case OP_ACT:
 	case OP_CONCAT:
-		return g_fail(G, n, "activations and concatenations come only from ONNX files; "
-		                    "export the model with its file (sd_onnx_export_file)");
+	case OP_GCONV:
+	case OP_BINARY:
+	case OP_DROPOUT:
+		return g_fail(G, n, "activations, concatenations, general convolutions, "
+		                    "arithmetic and dropout come only from ONNX files; export the "
+		                    "model with its file (sd_onnx_export_file)");
 	}
 	/* Batch-norm and ReLU keep their input's rank; the rest make maps. */
 	G->rank[n->out] = n->op == OP_BN || n->op == OP_RELU ? G->rank[n->in] : 4;

@@ -28,7 +28,8 @@
  *     "s1.b1.bn1.gamma", ...) and the batch-norm running statistics
  *     "NODE.running_mean" and "NODE.running_var" ("bn1.running_mean").
  *     Activations and elementwise ops only ONNX files bring (OP_ACT,
- *     OP_CONCAT) are refused: no built-in model has them.
+ *     OP_CONCAT, OP_GCONV, OP_BINARY, OP_DROPOUT) are refused: no built-in
+ *     model has them.
  *
  *   sd_onnx_export_file: a model trained from an ONNX file: the SAME file
  *     (graph, nodes, names, opsets, metadata) with each initializer the

@@ -69,6 +69,10 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_transpose(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_mul(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_sub(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_div(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_reciprocal(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_arith(struct lower *L, const Onnx__NodeProto *nd, enum sd_binop op);
 static int lower_squeeze(struct lower *L, const Onnx__NodeProto *nd);
 static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd);
 static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b);
@@ -82,8 +86,9 @@ static const struct {
 	struct sd_onnx_op pub;
 	lower_fn fn;
 } ops[] = {
-	{ { "Conv", "convolution: square kernel, equal strides and pads, group 1, dilation 1" },
-	  lower_conv },
+	{ { "Conv", "convolution: any kernel, strides, pads, dilations and groups (depthwise "
+	    "included); square kernels with one stride and pad, no groups or dilation run the "
+	    "fast path" }, lower_conv },
 	{ { "BatchNormalization", "batch-norm with the node's momentum and epsilon" }, lower_bn },
 	{ { "Relu", "ReLU (in place)" }, lower_relu },
 	{ { "LeakyRelu", "leaky ReLU with the node's alpha" }, lower_act },
@@ -92,7 +97,8 @@ static const struct {
 	{ { "Clip", "clip to constant bounds (ReLU6 exports as Clip 0, 6)" }, lower_act },
 	{ { "MaxPool", "max pooling, square window, equal pads less than the window" },
 	  lower_pool },
-	{ { "AveragePool", "average pooling, square window, no padding" }, lower_pool },
+	{ { "AveragePool", "average pooling, square window, equal pads up to half the window, "
+	    "count_include_pad 0 or 1" }, lower_pool },
 	{ { "GlobalAveragePool", "global average pooling of a square map" }, lower_gap },
 	{ { "Flatten", "axis 1: nothing (same buffer)" }, lower_flatten },
 	{ { "Reshape", "to (N, -1) or the same shape: nothing; shape folded at load; of int64 "
@@ -100,16 +106,19 @@ static const struct {
 	{ { "Gemm", "linear (alpha = beta = 1, transA = 0)" }, lower_gemm },
 	{ { "MatMul", "linear by a constant weight, with the bias of a following Add" },
 	  lower_matmul },
-	{ { "Add", "residual add of two same-shape activations, or of an activation and a "
-	    "ResNet option-A shortcut (Slice/Pad below), or MatMul's bias; of int64 constants: "
-	    "folded at load" }, lower_add },
+	{ { "Add", "of two same-shape activations, of an activation and a ResNet option-A "
+	    "shortcut (Slice/Pad below), of an activation and a constant (as Mul), MatMul's bias; "
+	    "of int64 constants: folded at load" }, lower_add },
 	{ { "Slice", "of an activation: only x[:, :, ::s, ::s] as a ResNet option-A shortcut "
 	    "read by an Add (lowered into that add); of int64 constants (any steps): folded at "
 	    "load" }, lower_slice },
 	{ { "Pad", "of an activation: only zero channels equally on both sides as a ResNet "
-	    "option-A shortcut read by an Add (lowered into that add)" }, lower_pad },
+	    "option-A shortcut read by an Add (lowered into that add), or zero rows and columns "
+	    "read by a Conv (any amounts: added to its pads) or an AveragePool (equal amounts, "
+	    "as AvgPool2d(count_include_pad=True) exports; lowered into it)" }, lower_pad },
 	{ { "Identity", "nothing" }, lower_identity },
-	{ { "Dropout", "nothing (dropout is not applied while training yet)" }, lower_identity },
+	{ { "Dropout", "inverted dropout with the node's ratio while training, nothing in "
+	    "inference" }, lower_dropout },
 	{ { "Constant", "a constant, folded at load" }, lower_constant },
 	{ { "Shape", "folded at load" }, lower_shape },
 	{ { "Gather", "of int64 constants, folded at load" }, lower_gather },
@@ -117,8 +126,13 @@ static const struct {
 	{ { "Squeeze", "of int64 constants, folded at load" }, lower_squeeze },
 	{ { "ConstantOfShape", "folded at load" }, lower_constant_of_shape },
 	{ { "Transpose", "of int64 constants, folded at load" }, lower_transpose },
-	{ { "Mul", "of int64 constants, folded at load" }, lower_mul },
-	{ { "Sub", "of int64 constants, folded at load" }, lower_sub },
+	{ { "Mul", "of two same-shape activations, or of an activation and a float constant "
+	    "(either side) that is a scalar or one value per channel, (1, C, 1, 1); an "
+	    "initializer constant is trained, a Constant node's is not; of int64 constants: folded "
+	    "at load" }, lower_mul },
+	{ { "Sub", "as Mul" }, lower_sub },
+	{ { "Div", "as Mul" }, lower_div },
+	{ { "Reciprocal", "1 / x of an activation" }, lower_reciprocal },
 	{ { "Concat", "of activations along the channels, or of constants (folded at load)" },
 	  lower_concat },
 	{ { "Cast", "of constants to float32 or int64, folded at load" }, lower_cast },
@@ -213,8 +227,12 @@ struct val {
 	const char *init;       /* initializer it came from, for tensor names */
 	int consumers;          /* node inputs and graph outputs reading it */
 	/* V_VIEW of activation act: subsampled by vs_h, vs_w, vpad zero
-	 * channels on each side; its shape vc x vh x vw. */
-	int vs_h, vs_w, vpad, vc, vh, vw;
+	 * channels on each side, or (never both) zero rows and columns, vsp[]
+	 * = top, left, bottom, right (read only by a Conv, which takes them
+	 * into its pads, or by an AveragePool when all four are equal); vsp[0]
+	 * + vsp[1] + vsp[2] + vsp[3] > 0 marks the latter kind; its shape vc x
+	 * vh x vw. */
+	int vs_h, vs_w, vpad, vsp[4], vc, vh, vw;
 };
 
 /* A parameter or buffer copy to make once the model's buffers exist. */
@@ -455,6 +473,12 @@ static int refuse_auto_pad(struct lower *L, const Onnx__NodeProto *nd)
 	return 0;
 }
 
+/* A V_VIEW of zero rows and columns (a spatial Pad). */
+static int spatial_pad(const struct val *v)
+{
+	return v->kind == V_VIEW && v->vsp[0] + v->vsp[1] + v->vsp[2] + v->vsp[3] > 0;
+}
+
 /* Input i of the node (absent when missing or ""), or -1 after an error. */
 static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optional)
 {
@@ -465,10 +489,13 @@ static int input(struct lower *L, const Onnx__NodeProto *nd, size_t i, int optio
 	}
 	int v = find_val(L, nd->input[i]);
 	if (v >= 0 && L->vals[v].kind == V_VIEW && strcmp(nd->op_type, "Slice") &&
-	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add"))
+	    strcmp(nd->op_type, "Pad") && strcmp(nd->op_type, "Add") &&
+	    !(spatial_pad(&L->vals[v]) && (!strcmp(nd->op_type, "AveragePool") ||
+	                                   !strcmp(nd->op_type, "Conv"))))
 		return fail(L, "input %s is a Slice or Pad of an activation; Slice and Pad of "
 		            "activations are supported only as a ResNet option-A shortcut read by an "
-		            "Add", nd->input[i]), -1;
+		            "Add, or as zero rows and columns read by a Conv or an AveragePool",
+		            nd->input[i]), -1;
 	if (v >= 0)
 		return v;
 	for (size_t k = (size_t)L->node_idx; k < L->g->n_node; k++)
@@ -565,9 +592,31 @@ static int new_act(struct lower *L, int c, int h, int w)
 
 /* ------------------------------------------------------------ lowering */
 
+/* A per-axis integer attribute: n values (def each when absent). */
+static int attr_ints(struct lower *L, const Onnx__NodeProto *nd, const char *name, size_t n,
+                     int64_t def, int64_t *v)
+{
+	const Onnx__AttributeProto *a = attr(nd, name);
+	for (size_t i = 0; i < n; i++)
+		v[i] = def;
+	if (!a)
+		return 0;
+	if (a->n_ints != n)
+		return fail(L, "attribute %s has %zu values, expected %zu", name, a->n_ints, n);
+	for (size_t i = 0; i < n; i++)
+		v[i] = a->ints[i];
+	return 0;
+}
+
 static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 {
-	int x = act_input(L, nd, 0), w = -1, b = -2;
+	/* An explicit zero Pad of the rows and columns before the Conv (what
+	 * padding='same' with an even kernel, or code ported from frameworks
+	 * with asymmetric 'same' padding, exports) is added to its pads. */
+	int x = input(L, nd, 0, 0), w = -1, b = -2;
+	if (x >= 0 && L->vals[x].kind != V_ACT && !spatial_pad(&L->vals[x]))
+		return fail(L, "input %s is a constant; the engine computes this op on activations "
+		            "only", nd->input[0]);
 	if (x < 0 || (w = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0 ||
 	    (b = const_input(L, nd, 2, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1)) == -1)
 		return -1;
@@ -575,52 +624,78 @@ static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 	const struct act a = L->m->acts[X->act];
 	if (X->rank != 4)
 		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
-	int64_t group, dil, stride, pad;
+	int64_t group, dil[2], st[2], pads[4], ks[2];
 	if (attr_int(L, nd, "group", 1, &group) < 0 ||
-	    attr_ints_same(L, nd, "dilations", 2, 1, &dil) < 0 ||
-	    attr_ints_same(L, nd, "strides", 2, 1, &stride) < 0 ||
-	    attr_ints_same(L, nd, "pads", 4, 0, &pad) < 0 || refuse_auto_pad(L, nd) < 0)
+	    attr_ints(L, nd, "dilations", 2, 1, dil) < 0 ||
+	    attr_ints(L, nd, "strides", 2, 1, st) < 0 ||
+	    attr_ints(L, nd, "pads", 4, 0, pads) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
-	if (group != 1)
-		return fail(L, "group %lld: grouped (and depthwise) convolutions are not supported by "
-		            "the engine's convolution", (long long)group);
-	if (dil != 1)
-		return fail(L, "dilation %lld: dilated convolutions are not supported by the engine's "
-		            "convolution", (long long)dil);
-	if (W->ndim != 4 || W->dims[1] != a.c || W->dims[2] != W->dims[3])
-		return fail(L, "weight %s is not (K, %d, R, R) for a %d-channel input", W->name, a.c,
+	/* ONNX pads: top, left, bottom, right, as vsp. */
+	for (int i = 0; i < 4 && X->kind == V_VIEW; i++)
+		pads[i] += X->vsp[i];
+	if (group < 1 || group > a.c || a.c % group)
+		return fail(L, "group %lld does not divide the input's %d channels", (long long)group,
 		            a.c);
-	int64_t ks;
-	if (attr_ints_same(L, nd, "kernel_shape", 2, W->dims[2], &ks) < 0)
+	if (W->ndim != 4 || W->dims[1] * group != a.c)
+		return fail(L, "weight %s is not (K, %lld, KH, KW) for a %d-channel input in %lld "
+		            "groups", W->name, (long long)(a.c / group), a.c, (long long)group);
+	if (attr_ints(L, nd, "kernel_shape", 2, 0, ks) < 0)
 		return -1;
-	if (ks != W->dims[2])
-		return fail(L, "kernel_shape %lld does not match the weight's %lld", (long long)ks,
-		            (long long)W->dims[2]);
-	if (stride < 1 || stride > MAX_DIM || pad < 0 || pad > MAX_DIM || W->dims[0] > MAX_DIM ||
-	    W->dims[2] < 1 || W->dims[0] < 1)
-		return fail(L, "stride %lld, pad %lld, %lld filters: out of range", (long long)stride,
-		            (long long)pad, (long long)W->dims[0]);
-	int k = (int)W->dims[0], r = (int)W->dims[2];
+	if (attr(nd, "kernel_shape") && (ks[0] != W->dims[2] || ks[1] != W->dims[3]))
+		return fail(L, "kernel_shape %lldx%lld does not match the weight's %lldx%lld",
+		            (long long)ks[0], (long long)ks[1], (long long)W->dims[2],
+		            (long long)W->dims[3]);
+	for (int i = 0; i < 4; i++)
+		if (pads[i] < 0 || pads[i] > MAX_DIM || (i < 2 && (st[i] < 1 || st[i] > MAX_DIM ||
+		                                                   dil[i] < 1 || dil[i] > MAX_DIM)))
+			return fail(L, "strides %lldx%lld, dilations %lldx%lld, pads %lld %lld %lld "
+			            "%lld: out of range", (long long)st[0], (long long)st[1],
+			            (long long)dil[0], (long long)dil[1], (long long)pads[0],
+			            (long long)pads[1], (long long)pads[2], (long long)pads[3]);
+	if (W->dims[0] < 1 || W->dims[0] > MAX_DIM || W->dims[0] % group || W->dims[2] < 1 ||
+	    W->dims[3] < 1 || W->dims[2] > MAX_DIM || W->dims[3] > MAX_DIM)
+		return fail(L, "weight %s: %lld filters of %lldx%lld in %lld groups: out of range",
+		            W->name, (long long)W->dims[0], (long long)W->dims[2],
+		            (long long)W->dims[3], (long long)group);
+	int k = (int)W->dims[0], kh = (int)W->dims[2], kw = (int)W->dims[3];
 	if (b >= 0 && (L->vals[b].ndim != 1 || L->vals[b].dims[0] != k))
 		return fail(L, "bias %s is not (%d)", L->vals[b].name, k);
+	/* The engine's fast convolution (im2col or oneDNN, blocked layouts, the
+	 * CUDA executor) takes square kernels with one stride and one pad; the
+	 * rest runs the general one (layers.h sd_gconv_*). */
+	const int plain = group == 1 && dil[0] == 1 && dil[1] == 1 && kh == kw && st[0] == st[1] &&
+	                  pads[0] == pads[1] && pads[0] == pads[2] && pads[0] == pads[3];
 	struct sd_conv2d_shape s;
-	if (sd_conv2d_shape_init(&s, 1, a.c, a.h, a.w, k, r, (int)stride, (int)pad) < 0)
-		return fail(L, "a %dx%d kernel does not fit the %dx%d input with pad %d", r, r, a.h,
-		            a.w, (int)pad);
+	struct sd_gconv_shape gs = {
+		.n = 1, .c = a.c, .h = a.h, .w = a.w, .k = k, .kh = kh, .kw = kw,
+		.sh = (int)st[0], .sw = (int)st[1], .dh = (int)dil[0], .dw = (int)dil[1],
+		.pt = (int)pads[0], .pl = (int)pads[1], .pb = (int)pads[2], .pr = (int)pads[3],
+		.groups = (int)group,
+	};
+	if (sd_gconv_shape_init(&gs) < 0)
+		return fail(L, "a %dx%d kernel dilated %dx%d does not fit the %dx%d input padded "
+		            "%d %d %d %d", kh, kw, gs.dh, gs.dw, a.h, a.w, gs.pt, gs.pl, gs.pb, gs.pr);
+	if (plain && sd_conv2d_shape_init(&s, 1, a.c, a.h, a.w, k, kh, (int)st[0],
+	                                  (int)pads[0]) < 0)
+		return fail(L, "a %dx%d kernel does not fit the %dx%d input with pad %d", kh, kw, a.h,
+		            a.w, (int)pads[0]);
 	struct val *Y = output(L, nd, 1);
 	if (!Y)
 		return -1;
 	char nm[32];
 	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, k, s.oh, s.ow);
+	int out = new_act(L, k, gs.oh, gs.ow);
 	if (out < 0)
 		return -1;
 	Y = &L->vals[L->nvals - 1];
 	struct sd_model *m = L->m;
-	struct node *n = sd_graph_node(m, OP_CONV, L->vals[x].act, nm);
+	struct node *n = sd_graph_node(m, plain ? OP_CONV : OP_GCONV, L->vals[x].act, nm);
 	n->out = out;
-	n->conv = s;
-	n->w_off = sd_graph_tensor(m, nm, "weight", 4, k, a.c, r, r);
+	if (plain)
+		n->conv = s;
+	else
+		n->gconv = gs;
+	n->w_off = sd_graph_tensor(m, nm, "weight", 4, k, a.c / (int)group, kh, kw);
 	name_tensor(L, &L->vals[w]);
 	add_copy(L, 0, n->w_off, &L->vals[w], 0, 0);
 	if (b >= 0) {
@@ -628,7 +703,7 @@ static int lower_conv(struct lower *L, const Onnx__NodeProto *nd)
 		name_tensor(L, &L->vals[b]);
 		add_copy(L, 0, n->b_off, &L->vals[b], 0, 0);
 	}
-	m->flops += (double)k * a.c * r * r * s.oh * s.ow;
+	m->flops += (double)k * (a.c / group) * kh * kw * gs.oh * gs.ow;
 	Y->kind = V_ACT;
 	Y->act = out;
 	Y->rank = 4;
@@ -790,24 +865,46 @@ static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
 
 static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 {
-	int x = act_input(L, nd, 0);
+	const int max = !strcmp(nd->op_type, "MaxPool");
+	/* torch exports AvgPool2d(count_include_pad=True) with padding as an
+	 * explicit zero Pad of the rows and columns, then an unpadded
+	 * AveragePool: the two are one padded pooling whose divisor counts
+	 * the padding. */
+	int x = max ? act_input(L, nd, 0) : input(L, nd, 0, 0), view_pad = 0;
 	if (x < 0)
 		return -1;
-	const int max = !strcmp(nd->op_type, "MaxPool");
+	if (L->vals[x].kind == V_VIEW) {
+		const int *sp = L->vals[x].vsp;
+		if (sp[1] != sp[0] || sp[2] != sp[0] || sp[3] != sp[0])
+			return fail(L, "input %s is padded by %d, %d, %d, %d rows and columns (top, left, "
+			            "bottom, right); average pooling takes equal pads only", nd->input[0],
+			            sp[0], sp[1], sp[2], sp[3]);
+		view_pad = sp[0];
+	} else if (L->vals[x].kind != V_ACT)
+		return fail(L, "input %s is a constant; the engine computes this op on activations "
+		            "only", nd->input[0]);
 	const struct act a = L->m->acts[L->vals[x].act];
 	if (L->vals[x].rank != 4)
 		return fail(L, "input %s is not 4-D (N, C, H, W)", nd->input[0]);
-	int64_t k, s, pad, dil, ceil, order;
-	if (attr_ints_same(L, nd, "kernel_shape", 2, 0, &k) < 0 ||
+	int64_t k, s, pad, dil, ceil, order, count_pad = 0;
+	if ((!max && attr_int(L, nd, "count_include_pad", 0, &count_pad) < 0) ||
+	    attr_ints_same(L, nd, "kernel_shape", 2, 0, &k) < 0 ||
 	    attr_ints_same(L, nd, "strides", 2, 1, &s) < 0 ||
 	    attr_ints_same(L, nd, "pads", 4, 0, &pad) < 0 ||
 	    attr_ints_same(L, nd, "dilations", 2, 1, &dil) < 0 ||
 	    attr_int(L, nd, "ceil_mode", 0, &ceil) < 0 ||
 	    attr_int(L, nd, "storage_order", 0, &order) < 0 || refuse_auto_pad(L, nd) < 0)
 		return -1;
-	if (pad < 0 || (pad && (!max || pad >= k)))
+	if (view_pad) {
+		if (pad)
+			return fail(L, "pads %lld after a Pad of its input: only one of them is "
+			            "supported", (long long)pad);
+		pad = view_pad;
+		count_pad = 1;
+	}
+	if (pad < 0 || (pad && (max ? pad >= k : 2 * pad > k)))
 		return fail(L, "pads %lld: %s", (long long)pad, max ? "padding must be less than "
-		            "the window" : "average pooling with padding is not supported");
+		            "the window" : "padding must be at most half the window");
 	if (k < 1 || k > a.h + 2 * pad || k > a.w + 2 * pad || s < 1 || s > MAX_DIM)
 		return fail(L, "window %lld, stride %lld on a %dx%d input", (long long)k,
 		            (long long)s, a.h, a.w);
@@ -831,6 +928,7 @@ static int lower_pool(struct lower *L, const Onnx__NodeProto *nd)
 	n->k = (int)k;
 	n->s = (int)s;
 	n->pad = (int)pad;
+	n->count_pad = count_pad != 0;
 	Y = &L->vals[L->nvals - 1];
 	Y->kind = V_ACT;
 	Y->act = out;
@@ -1105,8 +1203,7 @@ static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
 	if (L->vals[a].kind == V_VIEW && L->vals[b].kind == V_ACT)
 		return add_view(L, nd, b, a);
 	if (L->vals[a].kind != V_ACT || L->vals[b].kind != V_ACT)
-		return fail(L, "adds a constant; the engine adds a constant (a bias) only right after "
-		            "a MatMul whose output nothing else reads");
+		return lower_arith(L, nd, SD_BIN_ADD);
 	struct sd_model *m = L->m;
 	int aa = L->vals[a].act, ba = L->vals[b].act;
 	const struct act A = m->acts[aa], B = m->acts[ba];
@@ -1607,8 +1704,12 @@ static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op)
 			ib += bd[k] == 1 ? 0 : idx[k] * bs[k];
 		}
 		int64_t x = A->i[ia], y = B->i[ib];
+		if (op == '/' && (y == 0 || (x == INT64_MIN && y == -1)))
+			return fail(L, "int64 division %lld / %lld", (long long)x, (long long)y);
+		/* Integer Div truncates toward zero (ONNX), as C's does. */
 		int ovf = op == '+' ? __builtin_add_overflow(x, y, &r)
 		          : op == '-' ? __builtin_sub_overflow(x, y, &r)
+		          : op == '/' ? (r = x / y, 0)
 		          : __builtin_mul_overflow(x, y, &r);
 		if (ovf)
 			return fail(L, "int64 overflow in %lld %c %lld", (long long)x, op, (long long)y);
@@ -1622,14 +1723,211 @@ static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op)
 	return 0;
 }
 
+/* Activation op activation of the same shape (Sub, Mul, Div; Add is
+ * lower_add's residual add): an OP_BINARY node reading both. */
+static int arith_acts(struct lower *L, const Onnx__NodeProto *nd, int a, int b, enum sd_binop op)
+{
+	struct sd_model *m = L->m;
+	const int aa = L->vals[a].act, ba = L->vals[b].act;
+	const struct act A = m->acts[aa], B = m->acts[ba];
+	if (A.c != B.c || A.h != B.h || A.w != B.w || L->vals[a].rank != L->vals[b].rank)
+		return fail(L, "combines a %dx%dx%d and a %dx%dx%d activation; two activations must "
+		            "have the same shape (a constant may broadcast)", A.c, A.h, A.w, B.c, B.h,
+		            B.w);
+	const int rank = L->vals[a].rank;
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(m, OP_BINARY, aa, nm);
+	n->in2 = ba;
+	m->acts[ba].consumers++;
+	n->out = out;
+	n->binop = op;
+	m->flops += (double)A.c * A.h * A.w;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = rank;
+	return 0;
+}
+
+/* Activation x op float constant k (k op x when k_first), k broadcast
+ * (ONNX's numpy rules) from a scalar or one value per channel.  A
+ * constant from an initializer is a model parameter (nn.Parameter and
+ * registered buffers both export as initializers) and is trained; one
+ * from a Constant node (a literal in forward) stays fixed. */
+static int arith_const(struct lower *L, const Onnx__NodeProto *nd, int x, int kv,
+                       enum sd_binop op, int k_first)
+{
+	struct sd_model *m = L->m;
+	const struct val *X = &L->vals[x], *K = &L->vals[kv];
+	if (K->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		return fail(L, "input %s is an int64 constant combined with an activation; only "
+		            "float32 constants are supported", K->name);
+	const struct act A = m->acts[X->act];
+	/* Per-channel: K's dimension aligned with C (rank 4: from the right,
+	 * (C, 1, 1) or (1, C, 1, 1); rank 2: the features, when they are
+	 * the channels of a 1x1 map) is C and every other one is 1. */
+	const int rank = X->rank, cdim = K->ndim - (rank == 4 ? 3 : 1);
+	int kc = 1;
+	if (K->ndim > rank)
+		kc = -1;
+	for (int d = 0; d < K->ndim && kc > 0; d++) {
+		if (K->dims[d] == 1)
+			continue;
+		if (d == cdim && K->dims[d] == A.c && (rank == 4 || (A.h == 1 && A.w == 1)))
+			kc = A.c;
+		else
+			kc = -1;
+	}
+	if (kc < 0 || K->count != (size_t)kc) {
+		char shape[96] = "";
+		size_t used = 0;
+		for (int d = 0; d < K->ndim && used < sizeof shape; d++)
+			used += (size_t)snprintf(shape + used, sizeof shape - used, "%s%lld",
+			                         d ? ", " : "", (long long)K->dims[d]);
+		return fail(L, "constant %s of shape (%s) broadcast over a %dx%dx%d activation; "
+		            "supported: a scalar or one value per channel ((1, %d, 1, 1))", K->name,
+		            shape, A.c, A.h, A.w, A.c);
+	}
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(m, OP_BINARY, L->vals[x].act, nm);
+	n->out = out;
+	n->binop = op;
+	n->bin_kc = kc;
+	n->bin_k_first = k_first;
+	K = &L->vals[kv];
+	if (K->init) {
+		n->w_off = sd_graph_tensor(m, nm, "constant", 1, kc, 0, 0, 0);
+		name_tensor(L, K);
+		add_copy(L, 0, n->w_off, K, 0, 0);
+	} else {
+		n->bin_k = memcpy(sd_malloc((size_t)kc * sizeof(float)), K->f,
+		                  (size_t)kc * sizeof(float));
+	}
+	m->flops += (double)A.c * A.h * A.w;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = X->rank;
+	return 0;
+}
+
+/* Add (of a constant), Sub, Mul, Div: folded when both sides are int64
+ * constants (shape computations), else computed by an OP_BINARY node. */
+static int lower_arith(struct lower *L, const Onnx__NodeProto *nd, enum sd_binop op)
+{
+	static const char opc[] = { [SD_BIN_ADD] = '+', [SD_BIN_SUB] = '-', [SD_BIN_MUL] = '*',
+	                            [SD_BIN_DIV] = '/' };
+	int a = input(L, nd, 0, 0), b = -1;
+	if (a < 0 || (b = input(L, nd, 1, 0)) < 0)
+		return -1;
+	const struct val *A = &L->vals[a], *B = &L->vals[b];
+	if (A->kind == V_CONST && B->kind == V_CONST) {
+		if (A->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+		    B->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+			return arith_consts(L, nd, opc[op]);
+		return fail(L, "computes on two float constants, which the loader does not fold "
+		            "(export with do_constant_folding=True)");
+	}
+	if (A->kind == V_ACT && B->kind == V_ACT)
+		return arith_acts(L, nd, a, b, op);
+	if (A->kind == V_CONST)
+		return arith_const(L, nd, b, a, op, 1);
+	return arith_const(L, nd, a, b, op, 0);
+}
+
 static int lower_mul(struct lower *L, const Onnx__NodeProto *nd)
 {
-	return arith_consts(L, nd, '*');
+	return lower_arith(L, nd, SD_BIN_MUL);
 }
 
 static int lower_sub(struct lower *L, const Onnx__NodeProto *nd)
 {
-	return arith_consts(L, nd, '-');
+	return lower_arith(L, nd, SD_BIN_SUB);
+}
+
+static int lower_div(struct lower *L, const Onnx__NodeProto *nd)
+{
+	return lower_arith(L, nd, SD_BIN_DIV);
+}
+
+/* Reciprocal (torch exports c / x as Reciprocal(x) * c): 1 / x, an
+ * OP_BINARY dividing a fixed 1 by the activation. */
+static int lower_reciprocal(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	const struct act A = L->m->acts[L->vals[x].act];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_BINARY, L->vals[x].act, nm);
+	n->out = out;
+	n->binop = SD_BIN_DIV;
+	n->bin_kc = 1;
+	n->bin_k_first = 1;
+	n->bin_k = sd_malloc(sizeof(float));
+	n->bin_k[0] = 1.0f;
+	L->m->flops += (double)A.c * A.h * A.w;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
+}
+
+/* Dropout: while training, an OP_DROPOUT node with the node's ratio
+ * (input 1, 0.5 when absent); in inference the identity.  The masks come
+ * from the engine's generator (sd_model_set_noise), not from the node's
+ * seed attribute, so that a replayed step draws the same ones; the
+ * training_mode input is ignored: whether the engine trains decides. */
+static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	float p = 0.5f;
+	if (x < 0 || scalar_input(L, nd, 1, 0.5f, &p) < 0 ||
+	    (nd->n_input > 2 && *nd->input[2] && input(L, nd, 2, 0) < 0))
+		return -1;
+	if (!(p >= 0.0f && p < 1.0f))
+		return fail(L, "ratio %g; dropout needs 0 <= ratio < 1", (double)p);
+	if (p == 0.0f)
+		return alias(L, nd, x, L->vals[x].rank);
+	const struct act A = L->m->acts[L->vals[x].act];
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A.c, A.h, A.w);
+	if (out < 0)
+		return -1;
+	struct node *n = sd_graph_node(L->m, OP_DROPOUT, L->vals[x].act, nm);
+	n->out = out;
+	n->drop_p = p;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = L->vals[x].rank;
+	return 0;
 }
 
 static int lower_constant_of_shape(struct lower *L, const Onnx__NodeProto *nd)
@@ -1823,7 +2121,7 @@ static int slice_act(struct lower *L, const Onnx__NodeProto *nd, int x)
 	if (X->rank != 4)
 		return fail(L, "slices a flattened activation; Slice of activations is supported only "
 		            "as a ResNet option-A shortcut (x[:, :, ::s, ::s] feeding an Add)");
-	if (X->kind == V_VIEW && X->vpad)
+	if (X->kind == V_VIEW && (X->vpad || spatial_pad(X)))
 		return fail(L, "Slice after Pad; the ResNet option-A shortcut subsamples first, "
 		            "then pads the channels");
 	int64_t st[8], en[8], sp[8];
@@ -1886,6 +2184,9 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 		return -1;
 	const char *only = "Pad of activations is supported only as a ResNet option-A shortcut "
 	                   "(zero channels added equally on both sides, feeding an Add)";
+	if (spatial_pad(&L->vals[x]))
+		return fail(L, "pads rows and columns twice; supported once, read by a Conv or an "
+		            "AveragePool");
 	if (L->vals[x].kind == V_CONST)
 		return fail(L, "pads a constant; %s", only);
 	if (L->vals[x].rank != 4)
@@ -1907,6 +2208,31 @@ static int lower_pad(struct lower *L, const Onnx__NodeProto *nd)
 	const struct val *P = &L->vals[p];
 	if (P->count != 8)
 		return fail(L, "pads has %zu entries, expected 8 for (N, C, H, W)", P->count);
+	if (P->i[2] || P->i[3] || P->i[6] || P->i[7]) {
+		/* Rows and columns: only for a Conv or an AveragePool, which
+		 * take them into their own padding (lower_conv, lower_pool). */
+		const int64_t sp[4] = { P->i[2], P->i[3], P->i[6], P->i[7] };
+		int bad = P->i[0] || P->i[1] || P->i[4] || P->i[5] || L->vals[x].kind != V_ACT;
+		for (int k = 0; k < 4; k++)
+			bad |= sp[k] < 0 || sp[k] > MAX_DIM;
+		if (bad)
+			return fail(L, "pads (%lld %lld %lld %lld %lld %lld %lld %lld); Pad of "
+			            "activations is supported only as a ResNet option-A shortcut (zero "
+			            "channels added equally on both sides, feeding an Add) or as zero rows "
+			            "and columns read by a Conv or an AveragePool",
+			            (long long)P->i[0], (long long)P->i[1], (long long)P->i[2],
+			            (long long)P->i[3], (long long)P->i[4], (long long)P->i[5],
+			            (long long)P->i[6], (long long)P->i[7]);
+		struct val *Y = output(L, nd, 1);
+		if (!Y)
+			return -1;
+		view_from(L, x, Y);
+		for (int k = 0; k < 4; k++)
+			Y->vsp[k] = (int)sp[k];
+		Y->vh += (int)(sp[0] + sp[2]);
+		Y->vw += (int)(sp[1] + sp[3]);
+		return 0;
+	}
 	for (int k = 0; k < 8; k++)
 		if (k % 4 != 1 && P->i[k] != 0)
 			return fail(L, "pads axis %d; %s", k % 4, only);
@@ -1929,6 +2255,9 @@ static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b)
 	const struct val *V = &L->vals[b];
 	struct sd_model *m = L->m;
 	int aa = L->vals[a].act, src = V->act;
+	if (spatial_pad(V))
+		return fail(L, "adds zero-padded rows and columns (a Pad of the spatial axes); those "
+		            "are supported only as the input of a Conv or an AveragePool");
 	const struct act A = m->acts[aa], S = m->acts[src];
 	if (L->vals[a].rank != 4 || A.c != V->vc || A.h != V->vh || A.w != V->vw)
 		return fail(L, "adds a %dx%dx%d activation and a %dx%dx%d shortcut; only the same "

@@ -36,14 +36,18 @@
  *     batch there.
  *
  * Ops outside the built-in models' (LeakyRelu, Sigmoid, Tanh, Clip, padded
- * MaxPool, Concat of activations, a linear without bias) and batch-norm
- * constants other than PyTorch's defaults run on the CPU only: the CUDA
- * executor refuses such a graph and the trainer stays on the CPU.
+ * pooling, Concat of activations, a linear without bias, the general
+ * convolutions, arithmetic, Reciprocal, Dropout) run on the CPU only: the
+ * CUDA executor refuses such a graph and the trainer stays on the CPU.
+ * (Batch-norm runs on either with the node's own momentum and epsilon.)
  *
  * How ops lower (the table in onnx.c says the same per op):
- *   Conv                -> conv (square kernel, equal strides, equal pads,
- *                          group 1, dilation 1: what the engine's
- *                          convolution implements; anything else refused)
+ *   Conv                -> conv where the kernel is square, the strides
+ *                          and the pads equal, group and dilation 1 (the
+ *                          engine's fast convolution, oneDNN or im2col);
+ *                          any other kernel, strides, pads, dilations or
+ *                          groups (depthwise included) -> the general
+ *                          convolution (layers.h sd_gconv_*, CPU only)
  *   BatchNormalization  -> batch-norm, always in training mode while
  *                          training.  ONNX's momentum m means running =
  *                          m running + (1 - m) batch, so the node runs with
@@ -56,8 +60,24 @@
  *                          reader)
  *   LeakyRelu, Sigmoid, Tanh, Clip (constant bounds; ReLU6) -> layers.h's
  *                          sd_act_* (out of place; CPU only)
- *   MaxPool, AveragePool, GlobalAveragePool -> pooling (max pooling may be
- *                          padded, average pooling not)
+ *   MaxPool, AveragePool, GlobalAveragePool -> pooling (both may be
+ *                          padded, by less than the window and by at most
+ *                          half of it; average pooling with either
+ *                          count_include_pad; a zero Pad of H and W read by
+ *                          an AveragePool, torch's count_include_pad=True
+ *                          export, is folded into it; a zero Pad of H and
+ *                          W read by a Conv, any amounts, is added to the
+ *                          Conv's pads)
+ *   Add, Sub, Mul, Div of two same-shape activations, or of an activation
+ *                          and a float constant (either side) that is a
+ *                          scalar or one value per channel; Reciprocal
+ *                          -> arithmetic nodes (layers.h sd_binary_*); a
+ *                          constant from an initializer is a trained
+ *                          parameter named after it, one from a Constant
+ *                          node stays fixed
+ *   Dropout             -> dropout with the node's ratio while training
+ *                          (layers.h sd_dropout_*, masks from
+ *                          sd_model_set_noise), the identity in inference
  *   Gemm, MatMul (+ Add of a bias) -> linear; the weight is stored (out, in);
  *                          tensors are named after their initializers
  *   Add of two activations of the same shape -> the residual add
@@ -78,9 +98,8 @@
  *                          the batch or channel axis or starting elsewhere
  *                          than 0, or a Pad of N, H or W is refused.
  *   Concat of activations along the channels -> concat nodes (CPU only)
- *   Flatten, Reshape to (N, -1) or to the same shape, Identity, Dropout
+ *   Flatten, Reshape to (N, -1) or to the same shape, Identity
  *                       -> nothing (the next node reads the same buffer).
- *                          Dropout is NOT applied while training yet.
  *
  * Errors: every function returns 0, or -1 with *why (caller frees) set to
  * one line naming the file, the node (its name and op) when there is one,

@@ -461,6 +461,17 @@ int sd_trainer_epoch_of(const struct sd_trainer *t, long step)
 	return (int)(step / t->steps_per_epoch);
 }
 
+/* The seed of step `step`'s random draws: splitmix64 (Steele et al. 2014)
+ * of the run's seed and the step, so neighbouring steps get unrelated
+ * streams. */
+static uint64_t step_seed(uint64_t seed, long step)
+{
+	uint64_t z = seed ^ (0x9e3779b97f4a7c15ULL * ((uint64_t)step + 1));
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
 int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
                           double *loss_sum, int *correct, char **why)
 {
@@ -501,6 +512,10 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 	}
 	sd_dataset_gather_train(&t->train, t->perm, pos, count, t->augment, t->cfg.seed, epoch,
 	                        t->xbuf, t->ybuf);
+	/* Dropout's masks: a function of (run seed, step, the sample's place
+	 * in the global batch), so a replayed or resumed step, or the same
+	 * step split over another number of workers, draws the same masks. */
+	sd_model_set_noise(t->model, step_seed(t->cfg.seed, step), (uint64_t)offset);
 	return sd_model_train_batch(t->model, t->xbuf, t->ybuf, count,
 	                            1.0f / (float)t->cfg.global_batch, loss_sum, correct, why);
 }

@@ -6,6 +6,13 @@ tests_test_gradcheck_SOURCES = tests/test-gradcheck.c tests/check.h
 tests_test_gradcheck_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_gradcheck_LDADD = $(SD_ENGINE_LIBS)
 
+# Dropout: its statistics, masks a function of (seed, sample), inference
+# the identity, replays the same, and a model with it learns.
+check_PROGRAMS += tests/test-dropout
+TESTS += tests/test-dropout
+tests_test_dropout_SOURCES = tests/test-dropout.c tests/check.h
+tests_test_dropout_LDADD = $(SD_ENGINE_LIBS)
+
 tests_test_layers_SOURCES = tests/test-layers.c tests/check.h
 tests_test_layers_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_layers_LDADD = $(SD_ENGINE_LIBS)

@@ -10,7 +10,9 @@ into PyTorch, evaluated on the run's test set.
   - resnet20 (built-in, 30 steps): the graph with batch-norm and the
     option-A shortcuts (Slice + Pad) scores the run's accuracy, through the
     evaluator (a Slice starting at row 1 instead of 0 scores 2 points off);
-    the mlp (30 steps) likewise.
+    the mlp (30 steps) likewise.  The exported resnet20 loads back into
+    spotdeck (tests/onnx-train) as exactly the built-in resnet20's node list
+    and trains 5 steps.
   - an ONNX model torch.onnx.export wrote (a CNN with batch-norm, trained by
     spotdeck for 100 steps): the exported file is the same graph (same
     nodes) with the trained initializers; the torch module with
@@ -243,6 +245,37 @@ def load(module, m):
     return module.eval()
 
 
+def reload_trains(path, x, y, tmp):
+    """The exported resnet20 read back by spotdeck's own loader
+    (tests/onnx-train): its option-A shortcuts lower onto the built-in
+    shortcut add, so the node list is the built-in resnet20's (same as
+    resnet20: ...), and it trains: 5 SGD steps on test images give finite
+    losses."""
+    train = os.path.join(os.environ.get("top_builddir", "."), "tests", "onnx-train")
+    p = subprocess.run([train, path, "-", "resnet20", "0", "0", "0"], capture_output=True,
+                       text=True)
+    if p.returncode != 0 or "same as resnet20" not in p.stdout:
+        fail("the exported resnet20 does not load back as resnet20: %s %s" % (p.stdout, p.stderr))
+    print("exported resnet20 loaded back:", p.stdout.strip().split("\n")[-1])
+    steps, batch = 5, 16
+    batches = os.path.join(tmp, "reload.bin")
+    with open(batches, "wb") as f:
+        f.write(b"SDOB" + struct.pack("<5i", steps, batch, *x.shape[1:]))
+        for s in range(steps):
+            f.write(x[s * batch:(s + 1) * batch].numpy().astype("<f4").tobytes())
+            f.write(y[s * batch:(s + 1) * batch].numpy().astype("<i4").tobytes())
+    out = os.path.join(tmp, "reload.txt")
+    p = subprocess.run([train, path, batches, out, "0.01", "0.9", "0.0005"], capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        fail("the exported resnet20 does not train: %s" % p.stderr)
+    losses = [float(line.split()[2]) for line in open(out) if line.startswith("loss ")]
+    if len(losses) != steps or not all(np.isfinite(losses)):
+        fail("the exported resnet20 trained to losses %s" % losses)
+    ok("the exported resnet20 trains when loaded back: losses %s"
+       % " ".join("%.4f" % v for v in losses))
+
+
 def bad(args, code, pattern, outputs):
     p = subprocess.run([SPOTDECK, "export"] + args, capture_output=True, text=True)
     lines = p.stderr.splitlines()
@@ -307,6 +340,7 @@ def main():
     if "Slice" not in ops or "Pad" not in ops:
         fail("resnet20's graph has no option-A shortcut: %s" % ops)
     same_accuracy("resnet20 through the ONNX graph", accuracy(lambda b: run_eval(m.graph, b), x, y), acc)
+    reload_trains(out + "-out.onnx", x, y, tmp)
 
     # The mlp: a Flatten of the input itself, two Gemms.
     r = elastic.Run(elastic.job(model="mlp", data_dir=data_small, checkpoint_every=100),

@@ -37,7 +37,7 @@ tests_gpu_fake_spotdeck_cuda_so_LDFLAGS = $(AM_LDFLAGS) -shared
 tests_gpu_fake_spotdeck_cuda_so_LDADD = $(OPENBLAS_LIBS) -lm
 # The engine's layers need their blocked kernels and the convolution path the
 # engine itself was built with, so the stand-in rounds as the CPU trainer does.
-tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/layers-blocked.c
+tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/layers-blocked.c engine/layers-general.c
 if HAVE_DNNL
 tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/conv-dnnl.c
 tests_gpu_fake_spotdeck_cuda_so_CPPFLAGS += $(DNNL_CFLAGS)

@@ -12,8 +12,17 @@
  * OUT (text): "loss STEP MEAN_LOSS" per step; then per parameter tensor
  * "tensor NAME COUNT" and a line of its values; then "buffers COUNT" and a
  * line of the batch-norm running statistics (per batch-norm node in graph
- * order, the mean then the variance).  Values as %.9g, exact for float32.
- * Exit status 0, or 1 with the error on stderr.
+ * order, the mean then the variance); then "eval_loss MEAN_LOSS": the
+ * trained model's inference loss on the first step's batch.  Values as
+ * %.9g, exact for float32.  Exit status 0, or 1 with the error on stderr.
+ *
+ * The trained model is also written back as OUT.onnx (sd_onnx_export_file:
+ * the same file with the trained initializers), for the reference to read.
+ *
+ * A model with dropout draws its masks from noise seed = the step number
+ * (sd_model_set_noise) and writes them to OUT.masks: per step, per dropout
+ * node in graph order, batch x (C x H x W) bytes 0 or 1 in NCHW order (what
+ * PyTorch multiplies by), so the reference can train with the same masks.
  *
  * With BATCHES "-" it only loads the model and prints one line: "input CxHxW
  * classes K params P buffers B nodes N engine_nodes E".  With BATCHES "-"
@@ -29,6 +38,7 @@
 
 #include "engine/model-graph.h"
 #include "engine/model.h"
+#include "engine/onnx-export.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"
 
@@ -42,7 +52,8 @@ static int die(const char *what, char *why)
 static const char *op_name(enum sd_op op)
 {
 	static const char *const names[] = { "conv", "batchnorm", "relu", "maxpool", "avgpool",
-	                                     "linear", "add", "activation", "concat" };
+	                                     "linear", "add", "activation", "concat", "gconv",
+	                                     "arith", "dropout" };
 	return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
@@ -125,6 +136,27 @@ static int same_as_builtin(struct sd_model *m, const char *name)
 	return bad;
 }
 
+/* The dropout masks of the last training batch (nb samples), in NCHW. */
+static int write_masks(FILE *f, const struct sd_model *m, int nb)
+{
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		if (n->op != OP_DROPOUT)
+			continue;
+		const struct act *a = &m->acts[n->in];
+		const int blk = a->blk, hw = a->h * a->w;
+		for (int s = 0; s < nb; s++)
+			for (int c = 0; c < a->c; c++)
+				for (int p = 0; p < hw; p++) {
+					size_t at = (((size_t)s * (a->c / blk) + c / blk) * hw + p) * blk +
+					            c % blk;
+					if (fputc(n->drop_mask[at], f) == EOF)
+						return -1;
+				}
+	}
+	return 0;
+}
+
 static void print_floats(FILE *f, const float *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -180,7 +212,6 @@ int main(int argc, char **argv)
 	struct sd_model *m;
 	if (sd_model_create_onnx(&m, bytes, len, argv[1], batch, &why) < 0)
 		return die("model", why);
-	free(bytes);
 	/* Which layout the executor chose (stderr, for the test's log). */
 	fprintf(stderr, "onnx-train: %s: activation layout blk %d\n", argv[1],
 	        sd_model_channel_block(m));
@@ -192,15 +223,33 @@ int main(int argc, char **argv)
 	FILE *out = fopen(argv[3], "w");
 	if (!vel || !x || !lab32 || !lab || !out)
 		return die("memory or output", NULL);
+	FILE *masks = NULL;
+	float *x0 = NULL;
+	uint8_t *lab0 = malloc((size_t)batch);
+	if (!lab0 || !(x0 = malloc((size_t)batch * per * sizeof(float))))
+		return die("memory", NULL);
+	if (sd_model_has_dropout(m)) {
+		char path[4096];
+		snprintf(path, sizeof path, "%s.masks", argv[3]);
+		if (!(masks = fopen(path, "wb")))
+			return die(path, NULL);
+	}
 	for (int s = 0; s < steps; s++) {
 		if (fread(x, sizeof(float), (size_t)batch * per, bf) != (size_t)batch * per ||
 		    fread(lab32, sizeof(int32_t), (size_t)batch, bf) != (size_t)batch)
 			return die(argv[2], NULL);
 		for (int i = 0; i < batch; i++)
 			lab[i] = (uint8_t)lab32[i];
+		if (s == 0) {
+			memcpy(x0, x, (size_t)batch * per * sizeof(float));
+			memcpy(lab0, lab, (size_t)batch);
+		}
 		double loss;
+		sd_model_set_noise(m, (uint64_t)s + 1, 0);
 		if (sd_model_train_batch(m, x, lab, batch, 1.0f / (float)batch, &loss, NULL, &why) < 0)
 			return die("train", why);
+		if (masks && write_masks(masks, m, batch) < 0)
+			return die("masks", NULL);
 		sd_sgd_step(sd_model_params(m), vel, sd_model_grads(m), np, lr, mom, wd);
 		fprintf(out, "loss %d %.12g\n", s + 1, loss / batch);
 	}
@@ -212,6 +261,27 @@ int main(int argc, char **argv)
 	}
 	fprintf(out, "buffers %zu\n", sd_model_buffer_count(m));
 	print_floats(out, sd_model_buffers(m), sd_model_buffer_count(m));
+	double eval_loss;
+	if (steps > 0) {
+		if (sd_model_eval_batch(m, x0, lab0, batch, &eval_loss, NULL, &why) < 0)
+			return die("eval", why);
+		fprintf(out, "eval_loss %.12g\n", eval_loss / batch);
+	}
+	if (masks && fclose(masks) != 0)
+		return die("masks", NULL);
+	struct sd_export ex;
+	if (sd_onnx_export_file(bytes, len, argv[1], sd_model_params(m), np, sd_model_buffers(m),
+	                        sd_model_buffer_count(m), &ex, &why) < 0)
+		return die("export", why);
+	char path[4096];
+	snprintf(path, sizeof path, "%s.onnx", argv[3]);
+	FILE *ef = fopen(path, "wb");
+	if (!ef || fwrite(ex.onnx, 1, ex.onnx_len, ef) != ex.onnx_len || fclose(ef) != 0)
+		return die(path, NULL);
+	sd_export_free(&ex);
+	free(bytes);
+	free(x0);
+	free(lab0);
 	fclose(out);
 	fclose(bf);
 	free(vel);

@@ -26,6 +26,14 @@
                                           mode, with and without constant
                                           folding; an MLP through MatMul + Add
 
+VARIANT "general": the general convolutions (depthwise dilated, grouped
+1x3, 3x1 with strides (2, 1)), Add/Sub/Mul/Div with activations, scalar
+and per-channel constants on either side, Reciprocal, padded average
+pooling both ways, eval mode.  VARIANT "dropout": two nn.Dropout (after a
+conv and after a linear layer), training mode; PyTorch trains in compare,
+with the masks spotdeck drew (OUT.masks), so the trajectories must agree
+as for the other variants.  Both also check inference with spotdeck's
+trained weights against PyTorch's eval() (eval_loss in OUT).
 VARIANT "resnet": tests/bench/torch_resnet.py's CIFAR ResNet with one block
 per stage (16, 32, 64 channels), whose "option A" shortcuts export as Slice
 with steps 2 and a Pad fed by folded int64 computations, training mode.
@@ -164,7 +172,82 @@ class Cifar(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
+class General(nn.Module):
+    """The general convolutions and the arithmetic: a depthwise dilated
+    conv, a grouped 1x3 conv, a 3x1 conv with strides (2, 1), a 2x2 conv
+    after an asymmetric F.pad (exported as Pad + Conv); Mul by a
+    per-channel parameter (on the left), Sub and Mul of two activations
+    (x * sigmoid(y)), Div by and Sub from a literal, Add of a scalar
+    parameter, Add of a literal, a literal divided by an activation; padded
+    average pooling with count_include_pad False and True."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(C, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8)
+        self.g2 = nn.Conv2d(8, 8, (1, 3), padding=(0, 1), groups=2)
+        self.rect = nn.Conv2d(8, 8, (3, 1), stride=(2, 1), padding=(1, 0), bias=False)
+        self.even = nn.Conv2d(8, 8, 2)
+        self.scale = nn.Parameter(torch.linspace(0.5, 1.5, 8).reshape(1, 8, 1, 1))
+        self.shift = nn.Parameter(torch.full((1,), 0.1))
+        self.fc = nn.Linear(8 * (H // 2 - 1) * (W // 2 + 1), CLASSES)
+
+    def forward(self, x):
+        x = F.relu(self.c1(x))
+        y = self.scale * self.dw(x) - x
+        x = x * torch.sigmoid(y)
+        x = 1.0 - x / 4.0
+        x = self.g2(x) + self.shift
+        x = self.even(F.pad(x, (0, 1, 0, 1)))   # 'same' for an even kernel: Pad + Conv
+        x = 2.0 / (torch.sigmoid(x) + 1.0)
+        x = F.avg_pool2d(x, 3, 1, 1, count_include_pad=False)
+        x = F.avg_pool2d(self.rect(x), 2, 2, 1, count_include_pad=True)
+        return self.fc(torch.flatten(x, 1))
+
+
+class Masked(nn.Module):
+    """Dropout with given masks: what torch.nn.Dropout computes in training,
+    input * (mask / (1 - p)), with the mask of each call taken in turn from
+    a list (spotdeck's, from onnx-train's OUT.masks)."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+        self.masks = None
+
+    def forward(self, x):
+        if not self.training or self.masks is None:
+            return x
+        return x * (self.masks.pop(0).reshape(x.shape).float().div_(1 - self.p))
+
+
+class Drop(nn.Module):
+    """Dropout after a convolution (4-D) and after the first linear layer
+    (2-D), exported in training mode so that the Dropout nodes stay."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(C, 8, 3, padding=1)
+        self.d1 = nn.Dropout(0.3)
+        self.fc1 = nn.Linear(8 * (H // 2) * (W // 2), 32)
+        self.d2 = nn.Dropout(0.5)
+        self.fc2 = nn.Linear(32, CLASSES)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.d1(F.relu(self.c1(x))), 2)
+        return self.fc2(self.d2(F.relu(self.fc1(torch.flatten(x, 1)))))
+
+    def use_masks(self):
+        """The same network with Masked in place of the Dropouts."""
+        self.d1, self.d2 = Masked(0.3), Masked(0.5)
+        return [self.d1, self.d2]
+
+
 def make_model(variant):
+    if variant == "general":
+        return General()
+    if variant == "dropout":
+        return Drop()
     if variant == "resnet":
         return torch_resnet.ResNet(1, CLASSES)
     if variant == "cifar":
@@ -215,7 +298,7 @@ def prepare(d, variant):
     model = make_model(variant)
     init = {k: v.clone() for k, v in model.state_dict().items()}
     example = torch.randn(BATCH, C, H, W)
-    if bn:
+    if bn or variant == "dropout":
         model.train()
         torch.onnx.export(model, example, f"{d}/model.onnx", opset_version=13,
                           training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
@@ -238,6 +321,11 @@ def prepare(d, variant):
         for s in range(STEPS):
             f.write(xs[s].numpy().astype("<f4").tobytes())
             f.write(ys[s].numpy().astype("<i4").tobytes())
+    if variant == "dropout":
+        # Trained in compare, with spotdeck's masks.
+        torch.save({"init": init}, f"{d}/ref.pt")
+        print(f"LR={LR} MOMENTUM={MOMENTUM} WEIGHT_DECAY={WEIGHT_DECAY}")
+        return
     model.load_state_dict(init)
     ref = {"plain": train(model, xs, ys), "nudged": []}
     for k in range(NUDGED):
@@ -246,6 +334,43 @@ def prepare(d, variant):
         ref["nudged"].append(train(model, xs, ys))
     torch.save(ref, f"{d}/ref.pt")
     print(f"LR={LR} MOMENTUM={MOMENTUM} WEIGHT_DECAY={WEIGHT_DECAY}")
+
+
+def train_masked(d):
+    """The dropout variant's reference: PyTorch trains (plain and nudged)
+    with the masks spotdeck drew, read from OUT.masks (tests/onnx-train.c)."""
+    init = torch.load(f"{d}/ref.pt")["init"]
+    model = Drop()
+    drops = model.use_masks()
+    raw = open(f"{d}/out.txt.masks", "rb").read()
+    sizes = [BATCH * 8 * H * W, BATCH * 32]
+    if len(raw) != STEPS * sum(sizes):
+        sys.exit(f"{d}/out.txt.masks: {len(raw)} bytes, expected {STEPS * sum(sizes)}")
+    masks = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+
+    def load():
+        at = 0
+        lists = [[], []]
+        for _ in range(STEPS):
+            for j, n in enumerate(sizes):
+                lists[j].append(masks[at:at + n])
+                at += n
+        for dr, lst in zip(drops, lists):
+            dr.masks = lst
+
+    xs, ys = batches()
+    model.load_state_dict(init)
+    load()
+    ref = {"plain": train(model, xs, ys), "nudged": []}
+    for k in range(NUDGED):
+        model.load_state_dict(init)
+        nudge(model, k)
+        load()
+        ref["nudged"].append(train(model, xs, ys))
+    kept = masks.double().mean().item()
+    print(f"  masks: {masks.numel()} elements, {kept:.3f} kept (expected "
+          f"{(sizes[0] * 0.7 + sizes[1] * 0.5) / sum(sizes):.3f})")
+    return ref
 
 
 def read_out(path):
@@ -283,7 +408,7 @@ def bn_buffer_names(d):
 
 
 def compare(d, variant):
-    ref = torch.load(f"{d}/ref.pt")
+    ref = train_masked(d) if variant == "dropout" else torch.load(f"{d}/ref.pt")
     losses, state = ref["plain"]
     ours, tensors, buffers = read_out(f"{d}/out.txt")
     fails = 0
@@ -340,6 +465,35 @@ def compare(d, variant):
         moved = rel(ref_b, init_b)
         print(f"  (running statistics moved {moved:.1e} from the file's in {STEPS} steps)")
         fails += moved < 1e-3
+    if variant in ("dropout", "general"):
+        # Inference with spotdeck's trained tensors: PyTorch's eval() loss on
+        # the first batch (dropout the identity) is spotdeck's.
+        model = make_model(variant)
+        with torch.no_grad():
+            for k, p in model.named_parameters():
+                p.copy_(tensors[k].reshape(p.shape))
+        model.eval()
+        xs, ys = batches()
+        with torch.no_grad():
+            want = F.cross_entropy(model(xs[0]), ys[0]).item()
+        got = [float(line.split()[1]) for line in open(f"{d}/out.txt")
+               if line.startswith("eval_loss ")]
+        e = abs(got[0] - want) / abs(want) if got else float("inf")
+        print(f"  inference with spotdeck's weights: loss spotdeck {got[0] if got else 'none'} "
+              f"torch {want:.7f} rel.diff {e:.1e} allowed {EARLY_TOL:.0e}"
+              f"{'' if e <= EARLY_TOL else '  FAIL'}")
+        fails += not e <= EARLY_TOL
+        # The way back: OUT.onnx (sd_onnx_export_file) passes onnx.checker
+        # and holds spotdeck's trained tensors, the constants included.
+        back = onnx.load(f"{d}/out.txt.onnx")
+        onnx.checker.check_model(back)
+        inits = {i.name: torch.tensor(onnx.numpy_helper.to_array(i).copy())
+                 for i in back.graph.initializer}
+        off = [k for k in params if k not in inits or
+               not torch.equal(inits[k].flatten().float(), tensors[k].float())]
+        print(f"  written back: {len(params)} trained tensors in the exported file"
+              f"{', differing: ' + ', '.join(off) if off else ', all equal'}")
+        fails += bool(off)
     print(f"  worst loss difference / allowed: {worst:.2f}")
     return 1 if fails else 0
 
@@ -400,7 +554,8 @@ class BadSlice(nn.Module):
 
 
 class BadPad(nn.Module):
-    """A spatial zero pad feeding a convolution: no shortcut."""
+    """A spatial zero pad feeding a max pooling: no shortcut, no Conv or
+    AveragePool to take it into its padding."""
 
     def __init__(self):
         super().__init__()
@@ -408,7 +563,7 @@ class BadPad(nn.Module):
         self.fc = nn.Linear(8, CLASSES)
 
     def forward(self, x):
-        y = F.relu(self.c(F.pad(x, (1, 1, 1, 1))))
+        y = F.max_pool2d(F.pad(F.relu(self.c(x)), (1, 1, 1, 1)), 2)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
 
@@ -422,6 +577,50 @@ class BadRead(nn.Module):
 
     def forward(self, x):
         y = F.relu(self.c(x[:, :, ::2, ::2]))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadGate(nn.Module):
+    """A squeeze-excitation gate: x times its own pooled (N, C, 1, 1) map,
+    two activations of different shapes."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(x))
+        y = y * torch.sigmoid(F.adaptive_avg_pool2d(y, 1))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadRows(nn.Module):
+    """A constant with one value per row, (1, 1, H, 1): neither a scalar
+    nor per channel."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.rows = nn.Parameter(torch.ones(1, 1, H, 1))
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = F.relu(self.c(x)) * self.rows
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
+
+
+class BadRatio(nn.Module):
+    """nn.Dropout(1.0): every element dropped, nothing to train."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(C, 8, 3, padding=1)
+        self.d = nn.Dropout(1.0)
+        self.fc = nn.Linear(8, CLASSES)
+
+    def forward(self, x):
+        y = self.d(F.relu(self.c(x)))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1))
 
 
@@ -533,6 +732,10 @@ def resnets(d):
     for name, m in (("slice", BadSlice()), ("pad", BadPad()), ("read", BadRead())):
         torch.onnx.export(m.eval(), torch.randn(BATCH, C, H, W), f"{d}/bad-{name}.onnx",
                           opset_version=13, do_constant_folding=False)
+    for name, m in (("gate", BadGate()), ("rows", BadRows()), ("ratio", BadRatio())):
+        torch.onnx.export(m.train(), torch.randn(BATCH, C, H, W), f"{d}/badop-{name}.onnx",
+                          opset_version=13, training=torch.onnx.TrainingMode.TRAINING,
+                          do_constant_folding=False)
 
 
 if __name__ == "__main__":

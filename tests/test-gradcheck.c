@@ -35,6 +35,16 @@
  * elements per tensor); at the model shapes the oneDNN path must really run
  * (no silent fallback to im2col).
  *
+ * The general layers of ONNX models (engine/layers-general.c): convolutions
+ * with groups (depthwise included), dilation, rectangular kernels and
+ * strides and asymmetric pads, whose forward is also compared with the
+ * definition (exactly, on the grid); padded average pooling with both
+ * divisors (and its corner window against the definition); Add, Sub, Mul
+ * and Div of two activations and of an activation and a scalar or
+ * per-channel constant on either side, the constant's gradient included
+ * (Div smooth: divisors kept in [0.5, 2.5], eps 1e-2); dropout's gradient
+ * through a fixed mask.
+ *
  * Also checked: parameter gradients ACCUMULATE (a buffer holding P gets
  * P + 2 G after two calls, within 1e-4 relative), dx is overwritten (it is
  * pre-filled with NaN), and dx = NULL gives the same parameter gradients.
@@ -642,6 +652,276 @@ static void test_pool(int max, int n, int ch, int h, int w, int k, int s)
 	test_pool_pad(max, n, ch, h, w, k, s, 0);
 }
 
+/* ---------------------------------------------- padded average pooling */
+
+struct avgpad_ctx {
+	int n, c, h, w, k, s, pad, count_pad, oh, ow;
+	float *x, *y, *g;
+};
+
+static double avgpad_loss(void *p)
+{
+	struct avgpad_ctx *c = p;
+	sd_avgpool_pad_forward(c->y, c->x, c->n, c->c, c->h, c->w, c->k, c->s, c->pad,
+	                       c->count_pad);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->c * c->oh * c->ow);
+}
+
+/* Also against the definition at two windows: the corner (padding in it)
+ * and the first full one, where both divisors agree. */
+static void test_avgpool_pad(int n, int ch, int h, int w, int k, int s, int pad, int count_pad)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "avgpool n%d c%d %dx%d k%d s%d pad%d %s", n, ch, h, w, k, s,
+	         pad, count_pad ? "count-pad" : "no-count-pad");
+	struct avgpad_ctx c = { n, ch, h, w, k, s, pad, count_pad, (h + 2 * pad - k) / s + 1,
+		                (w + 2 * pad - k) / s + 1, NULL, NULL, NULL };
+	const size_t nx = (size_t)n * ch * h * w, ny = (size_t)n * ch * c.oh * c.ow;
+	c.x = falloc(nx);
+	c.y = falloc(ny);
+	c.g = falloc(ny);
+	fill_grid(c.x, nx, 2);
+	fill_grid(c.g, ny, 1);
+	float *dx = falloc(nx);
+	fill_nan(dx, nx);
+	avgpad_loss(&c);
+	/* Window (0, 0) covers rows and columns 0 .. k - pad - 1. */
+	double corner = 0.0;
+	for (int i = 0; i < k - pad; i++)
+		for (int j = 0; j < k - pad; j++)
+			corner += c.x[(size_t)i * w + j];
+	corner /= count_pad ? (double)k * k : (double)(k - pad) * (k - pad);
+	check_report(fabs(c.y[0] - corner) <= 1e-6 * (1.0 + fabs(corner)),
+	             "%-36s corner window %.7g, by definition %.7g", name, (double)c.y[0], corner);
+	sd_avgpool_pad_backward(dx, c.g, n, ch, h, w, k, s, pad, count_pad);
+	struct case_ops ops = { avgpad_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_GRID);
+	free(c.x), free(c.y), free(c.g), free(dx);
+}
+
+/* ---------------------------------------------------- general convolution */
+
+struct gconv_ctx {
+	struct sd_gconv_shape s;
+	float *x, *w, *b, *y, *g, *ws;
+};
+
+static double gconv_loss(void *p)
+{
+	struct gconv_ctx *c = p;
+	sd_gconv_forward(c->y, c->x, c->w, c->b, &c->s, c->ws);
+	return dot_f64(c->y, c->g, (size_t)c->s.n * c->s.k * c->s.oh * c->s.ow);
+}
+
+/* The definition, one output element at a time (double sums). */
+static double gconv_direct(const struct gconv_ctx *c, int n, int o, int oy, int ox)
+{
+	const struct sd_gconv_shape *s = &c->s;
+	const int cg = s->c / s->groups, q = o / (s->k / s->groups);
+	double acc = c->b ? c->b[o] : 0.0;
+	for (int ci = 0; ci < cg; ci++)
+		for (int i = 0; i < s->kh; i++)
+			for (int j = 0; j < s->kw; j++) {
+				int y = oy * s->sh - s->pt + i * s->dh, x = ox * s->sw - s->pl + j * s->dw;
+				if (y < 0 || y >= s->h || x < 0 || x >= s->w)
+					continue;
+				acc += (double)c->w[(((size_t)o * cg + ci) * s->kh + i) * s->kw + j] *
+				       c->x[(((size_t)n * s->c + q * cg + ci) * s->h + y) * s->w + x];
+			}
+	return acc;
+}
+
+static void test_gconv(int n, int ch, int h, int w, int k, int kh, int kw, int sh, int sw,
+                       int dil_h, int dil_w, int pt, int pl, int pb, int pr, int groups, int bias)
+{
+	char name[96];
+	struct gconv_ctx c = { .s = { n, ch, h, w, k, kh, kw, sh, sw, dil_h, dil_w, pt, pl, pb, pr,
+	                              groups, 0, 0 } };
+	snprintf(name, sizeof(name), "gconv c%d %dx%d k%d %dx%d s%d,%d d%d,%d p%d%d%d%d g%d%s", ch,
+	         h, w, k, kh, kw, sh, sw, dil_h, dil_w, pt, pl, pb, pr, groups, bias ? "" : " nobias");
+	if (sd_gconv_shape_init(&c.s)) {
+		check_report(0, "%s: shape rejected", name);
+		return;
+	}
+	/* The output size as PyTorch's Conv2d documents it. */
+	const int want_oh = (h + pt + pb - dil_h * (kh - 1) - 1) / sh + 1;
+	const int want_ow = (w + pl + pr - dil_w * (kw - 1) - 1) / sw + 1;
+	check_report(c.s.oh == want_oh && c.s.ow == want_ow, "%-36s output %dx%d (expected %dx%d)",
+	             name, c.s.oh, c.s.ow, want_oh, want_ow);
+	const size_t nx = (size_t)n * ch * h * w, nw = (size_t)k * (ch / groups) * kh * kw;
+	const size_t ny = (size_t)n * k * c.s.oh * c.s.ow;
+	c.x = falloc(nx);
+	c.w = falloc(nw);
+	c.b = bias ? falloc(k) : NULL;
+	c.y = falloc(ny);
+	c.g = falloc(ny);
+	c.ws = falloc(sd_gconv_workspace_floats(&c.s));
+	fill_grid(c.x, nx, 2);
+	fill_grid(c.w, nw, 1);
+	if (bias)
+		fill_grid(c.b, k, 1);
+	fill_grid(c.g, ny, 1);
+	gconv_loss(&c);
+	/* Forward against the definition: on the grid every sum is exact. */
+	double worst = 0.0;
+	for (int i = 0; i < n; i++)
+		for (int o = 0; o < k; o++)
+			for (int oy = 0; oy < c.s.oh; oy++)
+				for (int ox = 0; ox < c.s.ow; ox++) {
+					double want = gconv_direct(&c, i, o, oy, ox);
+					double got = c.y[(((size_t)i * k + o) * c.s.oh + oy) * c.s.ow + ox];
+					if (!(fabs(got - want) <= worst))
+						worst = isnan(got) ? INFINITY : fabs(got - want);
+				}
+	check_report(worst == 0.0, "%-36s forward vs definition: max abs diff %.2e (exact)", name,
+	             worst);
+	float *dx = falloc(nx), *dw = falloc(nw), *db = bias ? falloc(k) : NULL;
+	fill_nan(dx, nx);
+	sd_gconv_backward(dx, dw, db, c.g, c.x, c.w, &c.s, c.ws);
+	struct case_ops ops = { gconv_loss, &c };
+	check_grad(name, "x", c.x, nx, dx, &ops, EPS_GRID);
+	check_grad(name, "w", c.w, nw, dw, &ops, EPS_GRID);
+	if (bias)
+		check_grad(name, "b", c.b, k, db, &ops, EPS_GRID);
+	float *w0 = falloc(nw), *w2 = falloc(nw), *dwn = falloc(nw);
+	sd_gconv_backward(NULL, dwn, NULL, c.g, c.x, c.w, &c.s, c.ws);
+	check_same(name, "dw with dx=NULL", dw, dwn, nw);
+	fill_normal(w0, nw);
+	memcpy(w2, w0, sizeof(float) * nw);
+	sd_gconv_backward(NULL, w2, NULL, c.g, c.x, c.w, &c.s, c.ws);
+	sd_gconv_backward(dx, w2, NULL, c.g, c.x, c.w, &c.s, c.ws);
+	check_accumulates(name, "w", w0, dw, w2, nw);
+	free(w0), free(w2), free(dwn);
+	free(c.x), free(c.w), free(c.b), free(c.y), free(c.g), free(c.ws);
+	free(dx), free(dw), free(db);
+}
+
+/* ------------------------------------------------ elementwise arithmetic */
+
+static const char *const binop_names[] = { "add", "sub", "mul", "div" };
+
+struct bin_ctx {
+	int n, c, hw, kc, k_first;
+	enum sd_binop op;
+	float *a, *b, *k, *y, *g;   /* b: the second activation, or NULL (then k) */
+};
+
+static double bin_loss(void *p)
+{
+	struct bin_ctx *c = p;
+	const size_t count = (size_t)c->n * c->c * c->hw;
+	if (c->b)
+		sd_binary_forward(c->y, c->a, c->b, count, c->op);
+	else
+		sd_binary_const_forward(c->y, c->a, c->k, c->kc, c->n, c->c, c->hw, c->op,
+		                        c->k_first);
+	return dot_f64(c->y, c->g, count);
+}
+
+/* Divisors are kept in [0.5, 2.5] in magnitude and Div is smooth (eps
+ * 1e-2, N(0,1) data elsewhere); the others are exact on the grid.  kc 0:
+ * two activations; 1 or c: a constant broadcast from that many values. */
+static void test_binary(enum sd_binop op, int n, int ch, int hw, int kc, int k_first)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "%s n%d c%d hw%d %s%s", binop_names[op], n, ch, hw,
+	         kc == 0 ? "act-act" : kc == 1 ? "scalar" : "per-channel",
+	         kc && k_first ? " const-first" : "");
+	const size_t count = (size_t)n * ch * hw, nk = kc ? (size_t)kc : 1;
+	struct bin_ctx c = { n, ch, hw, kc, k_first, op, falloc(count), kc ? NULL : falloc(count),
+		             falloc(nk), falloc(count), falloc(count) };
+	const int smooth = op == SD_BIN_DIV;
+	fill_grid(c.a, count, 2);
+	if (c.b)
+		fill_grid(c.b, count, 2);
+	fill_grid(c.k, nk, 2);
+	fill_grid(c.g, count, 1);
+	/* The divisor away from zero. */
+	if (smooth) {
+		float *div = kc ? (k_first ? c.a : c.k) : c.b;
+		size_t nd = kc && !k_first ? nk : count;
+		for (size_t i = 0; i < nd; i++)
+			div[i] = (div[i] < 0 ? -1.0f : 1.0f) * (0.5f + fabsf(div[i]) / 2.0f);
+	}
+	float *da = falloc(count), *db = falloc(count), *dk = falloc(nk);
+	fill_nan(da, count);
+	fill_nan(db, count);
+	bin_loss(&c);
+	struct case_ops ops = { bin_loss, &c };
+	const float eps = smooth ? EPS_SMOOTH : EPS_GRID;
+	if (c.b) {
+		sd_binary_backward(da, db, c.g, c.a, c.b, count, op);
+		check_grad(name, "a", c.a, count, da, &ops, eps);
+		check_grad(name, "b", c.b, count, db, &ops, eps);
+		/* The same activation on both sides (x op x): the sum of both. */
+		float *sa = falloc(count), *sb = falloc(count), *sum = falloc(count), *b = c.b;
+		c.b = c.a;
+		sd_binary_backward(sa, sb, c.g, c.a, c.a, count, op);
+		for (size_t i = 0; i < count; i++)
+			sum[i] = sa[i] + sb[i];
+		if (op != SD_BIN_SUB && op != SD_BIN_DIV)   /* x - x, x / x: constant */
+			check_grad(name, "x(x op x)", c.a, count, sum, &ops, eps);
+		free(sa), free(sb), free(sum), free(b);
+	} else {
+		sd_binary_const_backward(da, dk, c.g, c.a, c.k, kc, n, ch, hw, op, k_first);
+		check_grad(name, "x", c.a, count, da, &ops, eps);
+		check_grad(name, "k", c.k, nk, dk, &ops, eps);
+		/* dk accumulates; dx = NULL leaves it the same. */
+		float *k0 = falloc(nk), *k2 = falloc(nk);
+		fill_normal(k0, nk);
+		memcpy(k2, k0, nk * sizeof(float));
+		sd_binary_const_backward(NULL, k2, c.g, c.a, c.k, kc, n, ch, hw, op, k_first);
+		sd_binary_const_backward(da, k2, c.g, c.a, c.k, kc, n, ch, hw, op, k_first);
+		check_accumulates(name, "k", k0, dk, k2, nk);
+		free(k0), free(k2);
+	}
+	free(c.a), free(c.k), free(c.y), free(c.g), free(da), free(db), free(dk);
+}
+
+/* --------------------------------------------------------------- dropout */
+
+struct drop_ctx {
+	int n;
+	size_t per;
+	float p;
+	float *x, *y, *g;
+	uint8_t *mask;
+};
+
+static double drop_loss(void *p)
+{
+	struct drop_ctx *c = p;
+	/* The same seed every call: the same mask, so L is linear in x. */
+	sd_dropout_forward(c->y, c->mask, c->x, c->n, c->per, c->p, 99, 5);
+	return dot_f64(c->y, c->g, (size_t)c->n * c->per);
+}
+
+static void test_dropout(int n, size_t per, float p)
+{
+	char name[96];
+	snprintf(name, sizeof(name), "dropout n%d per%zu p%g", n, per, (double)p);
+	const size_t count = (size_t)n * per;
+	struct drop_ctx c = { n, per, p, falloc(count), falloc(count), falloc(count),
+		              malloc(count) };
+	if (!c.mask)
+		exit(1);
+	fill_grid(c.x, count, 2);
+	fill_grid(c.g, count, 1);
+	float *dx = falloc(count);
+	fill_nan(dx, count);
+	drop_loss(&c);
+	sd_dropout_backward(dx, c.g, c.mask, count, p);
+	struct case_ops ops = { drop_loss, &c };
+	/* 1 / (1 - p) is exact on the grid only for p = 0.5. */
+	check_grad(name, "x", c.x, count, dx, &ops, p == 0.5f ? EPS_GRID : EPS_SMOOTH);
+	float *inplace = falloc(count);
+	memcpy(inplace, c.g, sizeof(float) * count);
+	sd_dropout_backward(inplace, inplace, c.mask, count, p);
+	check_same(name, "in-place backward", dx, inplace, count);
+	free(inplace), free(dx);
+	free(c.x), free(c.y), free(c.g), free(c.mask);
+}
+
 /* -------------------------------------------------------- softmax + xent */
 
 struct xent_ctx {
@@ -757,6 +1037,38 @@ int main(int argc, char **argv)
 	test_pool(0, 2, 2, 7, 7, 3, 1);   /* overlapping windows */
 	test_pool(0, 2, 3, 5, 5, 2, 2);
 	test_pool(0, 3, 4, 8, 8, 8, 1);   /* global average pooling */
+
+	/* Padded average pooling, both divisors: PyTorch's AvgPool2d(3, 1, 1)
+	 * and AvgPool2d(2, 2, 1), odd planes. */
+	for (int cp = 0; cp <= 1; cp++) {
+		test_avgpool_pad(2, 3, 6, 6, 3, 1, 1, cp);
+		test_avgpool_pad(2, 2, 7, 5, 2, 2, 1, cp);
+		test_avgpool_pad(1, 2, 5, 5, 5, 2, 2, cp);
+	}
+
+	/* General convolutions: depthwise, grouped, dilated, rectangular
+	 * kernels and strides, asymmetric pads, and the plain case (which
+	 * the fast path runs in models) for the definition check. */
+	test_gconv(2, 4, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4, 1);   /* depthwise */
+	test_gconv(2, 4, 7, 7, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4, 0);   /* depthwise x2, strided */
+	test_gconv(2, 4, 6, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1);   /* 2 groups */
+	test_gconv(2, 3, 9, 9, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1, 1);   /* dilation 2 */
+	test_gconv(1, 2, 8, 7, 3, 3, 2, 1, 2, 2, 1, 1, 0, 2, 1, 1, 1);   /* all of it */
+	test_gconv(2, 3, 5, 6, 4, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1, 0);   /* 1x3 */
+	test_gconv(2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);   /* plain */
+
+	/* Arithmetic: each op between two activations, and with a scalar and
+	 * a per-channel constant on either side. */
+	for (int op = SD_BIN_ADD; op <= SD_BIN_DIV; op++) {
+		test_binary((enum sd_binop)op, 2, 3, 5, 0, 0);
+		for (int kf = 0; kf <= 1; kf++) {
+			test_binary((enum sd_binop)op, 2, 3, 5, 1, kf);
+			test_binary((enum sd_binop)op, 2, 3, 5, 3, kf);
+		}
+	}
+
+	test_dropout(3, 200, 0.5f);
+	test_dropout(2, 333, 0.3f);
 
 	test_xent(4, 10, 1.0f);
 	test_xent(3, 7, 5.0f);

@@ -14,7 +14,20 @@
 # channel-blocked layout with batch-norm, add and ReLU fused where oneDNN is
 # there (onnx-train says which layout in the log); and tests/bench/
 # torch_resnet.py's CIFAR ResNet with one block per stage, whose option-A
-# shortcuts export as Slice (steps 2) and Pad with folded int64 pads.
+# shortcuts export as Slice (steps 2) and Pad with folded int64 pads; and
+# a CNN with the general convolutions (depthwise dilated, grouped 1x3, 3x1
+# with strides (2, 1), 2x2 after an asymmetric F.pad: Pad + Conv),
+# Add/Sub/Mul/Div of activations and of scalar and
+# per-channel constants on either side (trained parameters and literals),
+# Reciprocal, and padded average pooling with count_include_pad False and
+# True (the latter exported as Pad + AveragePool); and a CNN with two
+# nn.Dropout exported in training mode, which PyTorch trains with the masks
+# spotdeck drew (onnx-train writes them): the same trajectory shows the
+# masks are applied with PyTorch's scaling and the gradient goes through
+# them.  The last two also check inference (dropout the identity) with
+# spotdeck's trained weights against PyTorch's eval(), and that the file
+# written back (sd_onnx_export_file) passes onnx.checker and holds the
+# trained tensors, the trained arithmetic constants included.
 . "${top_srcdir:-$(dirname "$0")/..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -23,7 +36,7 @@ PY=/usr/bin/python3
 tmpdir
 REF="$top_srcdir/tests/onnx_torch_ref.py"
 TRAIN="$top_builddir/tests/onnx-train"
-for variant in train eval acts stem cifar resnet; do
+for variant in train eval acts stem cifar resnet general dropout; do
 	mkdir "$T/$variant"
 	set -- $("$PY" "$REF" prepare "$T/$variant" "$variant" 2>"$T/$variant/prepare.err" | tail -n 1) ||
 		fail "$variant: export: $(tail -n 3 "$T/$variant/prepare.err")"
@@ -43,9 +56,10 @@ done
 # with and without constant folding, loads: the CNN above with dropout and
 # log_softmax added, and an MLP through MatMul + Add.  Their sizes:
 #   training mode: convs 8x3x3x3 + 8x8x3x3, batch-norms 2 x (8 + 8), fc 8x10
-#     + 10 = 914 parameters, 2 x (8 + 8) = 32 running statistics, 10 engine
-#     nodes (conv bn relu maxpool conv bn add relu avgpool linear);
-#   eval mode: each batch-norm folded into its conv, which gains a bias:
+#     + 10 = 914 parameters, 2 x (8 + 8) = 32 running statistics, 11 engine
+#     nodes (conv bn relu maxpool conv bn add relu avgpool dropout linear);
+#   eval mode: each batch-norm folded into its conv, which gains a bias, and
+#     the dropout left out by torch:
 #     216 + 8 + 576 + 8 + 90 = 898 parameters, no statistics, 8 nodes;
 #   MLP: 192x16 + 16 + 16x10 + 10 = 3258 parameters, 3 nodes.
 mkdir "$T/exports"
@@ -56,7 +70,7 @@ for f in "$T"/exports/*.onnx; do
 	name=$(basename "$f" .onnx)
 	line=$("$TRAIN" "$f" - - 0 0 0) || fail "$name does not load"
 	case $name in
-	cnn-*-train-*) want="input 3x8x8 classes 10 params 914 buffers 32 " end=" engine_nodes 10" ;;
+	cnn-*-train-*) want="input 3x8x8 classes 10 params 914 buffers 32 " end=" engine_nodes 11" ;;
 	cnn-*-eval-*) want="input 3x8x8 classes 10 params 898 buffers 0 " end=" engine_nodes 8" ;;
 	mlp-*) want="input 3x8x8 classes 10 params 3258 buffers 0 " end=" engine_nodes 3" ;;
 	esac
@@ -104,6 +118,25 @@ for bad in slice pad read; do
 	esac
 done
 ok "Slice and Pad that are no option-A shortcut are refused, saying so"
+# What the arithmetic and dropout do not take, each refused in one line that
+# names the node and says why: a squeeze-excitation gate (two activations of
+# different shapes), a constant per row, nn.Dropout(1.0).
+for bad in gate rows ratio; do
+	case $bad in
+	gate) want="two activations must have the same shape" ;;
+	rows) want="supported: a scalar or one value per channel" ;;
+	ratio) want="dropout needs 0 <= ratio < 1" ;;
+	esac
+	if out=$("$TRAIN" "$T/resnets/badop-$bad.onnx" - - 0 0 0 2>&1); then
+		fail "badop-$bad.onnx loads: $out"
+	fi
+	case $out in
+	*"badop-$bad.onnx: node "*"$want"*) echo "badop-$bad: $out" ;;
+	*) fail "badop-$bad.onnx: $out (expected \"$want\")" ;;
+	esac
+	[ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] || fail "badop-$bad: more than one line"
+done
+ok "a squeeze-excitation gate, a per-row constant and dropout 1.0 are refused, saying why"
 
 # The int64 evaluator against numpy: each fold-*.onnx computes a tensor
 # with Slice (negative and clamped steps), Transpose, Gather, Unsqueeze,

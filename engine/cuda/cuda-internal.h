@@ -141,14 +141,17 @@ int cu_conv_backward(const struct cu_env *env, struct cu_conv *c, float *dx, int
                      float *dw, float *db, const float *dy, const float *x, const float *w,
                      char **why);
 
-/* Spatial batch-norm (per channel over N, H, W) through cuDNN, momentum
- * 0.1 and epsilon 1e-5 as engine/model.c; cuDNN's running variance uses the
- * unbiased estimate, as the CPU's. */
+/* Spatial batch-norm (per channel over N, H, W) through cuDNN with the
+ * node's momentum (the batch's weight in the running averages, as
+ * engine/layers.h's and cuDNN's exponentialAverageFactor) and epsilon (the
+ * built-in models': 0.1 and 1e-5; an ONNX model's: its own); cuDNN's running
+ * variance uses the unbiased estimate, as the CPU's. */
 struct cu_bn {
 	int n, c, hw;
+	double momentum, eps;
 	cudnnTensorDescriptor_t x, p;
 };
-int cu_bn_init(struct cu_bn *b, int n, int c, int hw, char **why);
+int cu_bn_init(struct cu_bn *b, int n, int c, int hw, double momentum, double eps, char **why);
 void cu_bn_fini(struct cu_bn *b);
 int cu_bn_forward_train(const struct cu_env *env, const struct cu_bn *b, float *y,
                         float *save_mean, float *save_invstd, float *running_mean,

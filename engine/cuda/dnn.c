@@ -300,16 +300,17 @@ int cu_conv_backward(const struct cu_env *env, struct cu_conv *c, float *dx, int
 
 /* ---- batch-norm --------------------------------------------------------- */
 
-/* engine/model.c's constants (PyTorch's BatchNorm2d defaults). */
-#define BN_MOMENTUM 0.1
-#define BN_EPS 1e-5
-
-int cu_bn_init(struct cu_bn *b, int n, int c, int hw, char **why)
+int cu_bn_init(struct cu_bn *b, int n, int c, int hw, double momentum, double eps, char **why)
 {
 	memset(b, 0, sizeof *b);
 	b->n = n;
 	b->c = c;
 	b->hw = hw;
+	b->momentum = momentum;
+	b->eps = eps;
+	if (!(eps >= CUDNN_BN_MIN_EPSILON) || !(momentum >= 0.0 && momentum <= 1.0))
+		return sd_why(why, "batch-norm epsilon %g or momentum %g outside what cuDNN takes",
+		              eps, momentum);
 	DNN_TRY(cudnnCreateTensorDescriptor(&b->x));
 	DNN_TRY(cudnnCreateTensorDescriptor(&b->p));
 	/* (n, c, hw, 1): batch-norm only cares about the channel axis. */
@@ -337,7 +338,7 @@ int cu_bn_forward_train(const struct cu_env *env, const struct cu_bn *b, float *
 	 * reduce with atomics. */
 	DNN_TRY(cudnnBatchNormalizationForwardTraining(
 		env->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, b->x, x, b->x, y, b->p, gamma, beta,
-		BN_MOMENTUM, running_mean, running_var, BN_EPS, save_mean, save_invstd));
+		b->momentum, running_mean, running_var, b->eps, save_mean, save_invstd));
 	return 0;
 }
 
@@ -347,7 +348,7 @@ int cu_bn_forward_eval(const struct cu_env *env, const struct cu_bn *b, float *y
 {
 	DNN_TRY(cudnnBatchNormalizationForwardInference(
 		env->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, b->x, x, b->x, y, b->p, gamma, beta,
-		running_mean, running_var, BN_EPS));
+		running_mean, running_var, b->eps));
 	return 0;
 }
 
@@ -358,7 +359,7 @@ int cu_bn_backward(const struct cu_env *env, const struct cu_bn *b, float *dx, i
 {
 	DNN_TRY(cudnnBatchNormalizationBackward(
 		env->dnn, CUDNN_BATCHNORM_SPATIAL, &one, acc_dx ? &one : &zero, &one, &zero, b->x, x,
-		b->x, dy, b->x, dx, b->p, gamma, dgamma, dbeta, BN_EPS, save_mean, save_invstd));
+		b->x, dy, b->x, dx, b->p, gamma, dgamma, dbeta, b->eps, save_mean, save_invstd));
 	return 0;
 }
 

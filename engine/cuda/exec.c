@@ -137,7 +137,8 @@ static int plan_init(struct sd_dev_model *d, struct plan *p, int n, int train, i
 			break;
 		}
 		case OP_BN:
-			rc = cu_bn_init(&p->bn[i], n, in->c, in->h * in->w, why);
+			rc = cu_bn_init(&p->bn[i], n, in->c, in->h * in->w, nd->bn_momentum, nd->bn_eps,
+			                why);
 			break;
 		case OP_MAXPOOL:
 		case OP_AVGPOOL:
@@ -617,8 +618,8 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 		const struct node *nd = &m->nodes[i];
 		/* What the ONNX loader can build and the device code cannot run
 		 * yet: a linear without bias, a padded max-pool, a batch-norm
-		 * with other constants than dnn.c's (PyTorch's defaults, the
-		 * built-in models'), and the ops of the default case below.  The
+		 * a padded average-pool, and the ops of the default case below.
+		 * (Batch-norm runs with each node's own momentum and epsilon.)  The
 		 * trainer then stays on the CPU and says why. */
 		if (nd->op == OP_LINEAR && nd->b_off == SD_NO_TENSOR) {
 			free(set);
@@ -630,12 +631,10 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 			return sd_why(why, "CUDA backend: model %s: max-pool node %s is padded, which "
 			              "the device code does not implement", m->name, nd->name);
 		}
-		if (nd->op == OP_BN && (nd->bn_momentum != SD_BN_MOMENTUM || nd->bn_eps != SD_BN_EPS)) {
+		if (nd->op == OP_AVGPOOL && nd->pad) {
 			free(set);
-			return sd_why(why, "CUDA backend: model %s: batch-norm node %s has momentum %g "
-			              "and epsilon %g; the device code implements only %g and %g",
-			              m->name, nd->name, (double)nd->bn_momentum, (double)nd->bn_eps,
-			              (double)SD_BN_MOMENTUM, (double)SD_BN_EPS);
+			return sd_why(why, "CUDA backend: model %s: average-pool node %s is padded, "
+			              "which the device code does not implement", m->name, nd->name);
 		}
 		switch (nd->op) {
 		case OP_CONV:
@@ -663,8 +662,12 @@ static int plan_accumulation(struct sd_dev_model *d, char **why)
 			break;
 		default:
 			free(set);
-			return sd_why(why, "CUDA backend: model %s has node %s of a kind (%d) it does "
-			              "not implement", m->name, nd->name, (int)nd->op);
+			return sd_why(why, "CUDA backend: model %s has node %s of a kind (%s) it does "
+			              "not implement", m->name, nd->name,
+			              nd->op == OP_ACT ? "activation" : nd->op == OP_CONCAT ? "concat"
+			              : nd->op == OP_GCONV ? "grouped, dilated or rectangular conv"
+			              : nd->op == OP_BINARY ? "elementwise arithmetic"
+			              : nd->op == OP_DROPOUT ? "dropout" : "unknown");
 		}
 	}
 	free(set);

@@ -11,6 +11,7 @@
 
 #include "engine/cuda/cuda-internal.h"
 #include "engine/errors.h"
+#include "engine/model-graph.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -201,7 +202,7 @@ static int t_bn_forward_train(float *y, float *mean, float *invstd, float *runni
 	NEED(drv = dev(&B, running_var, F(c), why));
 	NEED(dg = dev(&B, gamma, F(c), why));
 	NEED(db = dev(&B, beta, F(c), why));
-	RUN(cu_bn_init(&bn, n, c, hw, why));
+	RUN(cu_bn_init(&bn, n, c, hw, SD_BN_MOMENTUM, SD_BN_EPS, why));
 	RUN(cu_bn_forward_train(&tenv, &bn, dy, dm, ds, drm, drv, dx, dg, db, why));
 	RUN(back(y, dy, F(cnt), why));
 	RUN(back(mean, dm, F(c), why));
@@ -230,7 +231,7 @@ static int t_bn_forward_eval(float *y, const float *x, const float *gamma, const
 	NEED(drv = dev(&B, running_var, F(c), why));
 	NEED(dg = dev(&B, gamma, F(c), why));
 	NEED(db = dev(&B, beta, F(c), why));
-	RUN(cu_bn_init(&bn, n, c, hw, why));
+	RUN(cu_bn_init(&bn, n, c, hw, SD_BN_MOMENTUM, SD_BN_EPS, why));
 	RUN(cu_bn_forward_eval(&tenv, &bn, dy, dx, dg, db, drm, drv, why));
 	RUN(back(y, dy, F(cnt), why));
 	rc = 0;
@@ -257,7 +258,7 @@ static int t_bn_backward(float *dx, float *dgamma, float *dbeta, const float *dy
 	NEED(dg = dev(&B, gamma, F(c), why));
 	NEED(ddg = dev(&B, NULL, F(c), why));
 	NEED(ddb = dev(&B, NULL, F(c), why));
-	RUN(cu_bn_init(&bn, n, c, hw, why));
+	RUN(cu_bn_init(&bn, n, c, hw, SD_BN_MOMENTUM, SD_BN_EPS, why));
 	RUN(cu_bn_backward(&tenv, &bn, ddx, acc_dx, ddg, ddb, ddy, dxx, dm, ds, dg, why));
 	RUN(back(dx, ddx, F(cnt), why));
 	RUN(back(dgamma, ddg, F(c), why));

@@ -557,6 +557,12 @@ static int cmd_trajectory(const char *model, int steps, int batch)
 {
 	need_gpu();
 	struct sd_trainer *g = make_trainer(model, batch, "cuda");
+	if (!g->dev) {
+		/* A graph the device code refuses trains on the CPU: comparing
+		 * that with the CPU would prove nothing. */
+		printf("FAIL: %s does not run on the GPU: %s\n", model, g->backend.reason);
+		return 1;
+	}
 	struct sd_trainer *c = make_trainer(model, batch, "cpu");
 	struct sd_trainer *n[NUDGED];
 	printf("%s, batch %d, %d steps: GPU (%s) against the CPU; yardstick: %d CPU runs nudged "
@@ -909,6 +915,10 @@ static int cmd_throughput(const char *model, int batch, int steps)
 {
 	need_gpu();
 	struct sd_trainer *t = make_trainer(model, batch, "cuda");
+	if (!t->dev) {
+		fprintf(stderr, "gpu-check: %s does not run on the GPU: %s\n", model, t->backend.reason);
+		return 1;
+	}
 	int warm = steps < 20 ? 1 : 20;   /* plans, graphs, algorithm search */
 	double *l = calloc(steps + warm, sizeof *l);
 	if (run_steps(t, warm, l) < 0)

@@ -11,7 +11,10 @@
 # process and across two); NCCL at world size 1 (and N with N GPUs); an
 # elastic run of 2 workers on one GPU with one SIGKILLed; throughput of
 # resnet32 (batch 128) and cnn (batch 64) against PyTorch on the same GPU and
-# precision.  Prints "N passed, N failed" and exits non-zero on any failure;
+# precision; and a model from a file: examples/cifar-resnet18's ResNet-18
+# exported to ONNX (by this host's PyTorch), its trajectory on the GPU
+# against the CPU executor and its throughput against PyTorch training the
+# same network.  Prints "N passed, N failed" and exits non-zero on any failure;
 # exits 77 with a SKIP line when there is no NVIDIA GPU.  The whole log goes
 # to $OUT/gpu-run.log when OUT is set (the device tool's folder), else to
 # BUNDLE/gpu-run.log.  Each check has its own time limit; all of them
@@ -265,23 +268,28 @@ peer_dev=cuda
 [ -n "$fake" ] && peer_dev=cpu
 have_torch=0
 "$py" -c 'import torch' 2>/dev/null && have_torch=1
+# throughput MODEL BATCH [PEER KEY]: spotdeck's MODEL (a built-in name or an
+# ONNX file) against torch_peer.py's PEER (default MODEL; $peer_args are
+# passed on), results kept under KEY (default MODEL).
 throughput() {
-	local model=$1 batch=$2
-	sd "$B/bin/gpu-check" throughput "$model" "$batch" "$tsteps" > "$tmp/sd-$model" || return 1
+	local model=$1 batch=$2 peer=${3:-$1} key=${4:-$1}
+	sd "$B/bin/gpu-check" throughput "$model" "$batch" "$tsteps" > "$tmp/sd-$key" || return 1
 	SPOTDECK_CUDA_CONV_ALGO=find sd "$B/bin/gpu-check" throughput "$model" "$batch" "$tsteps" \
-		> "$tmp/sdf-$model" || return 1
-	cat "$tmp/sd-$model" "$tmp/sdf-$model"
+		> "$tmp/sdf-$key" || return 1
+	cat "$tmp/sd-$key" "$tmp/sdf-$key"
 	if [ "$have_torch" = 1 ]; then
-		"$py" "$repo/tests/gpu/torch_peer.py" --model "$model" --batch "$batch" \
+		# shellcheck disable=SC2086  # peer_args: words on purpose
+		"$py" "$repo/tests/gpu/torch_peer.py" --model "$peer" ${peer_args:-} --batch "$batch" \
 			--steps "$tsteps" --warmup "$((tsteps < 20 ? 1 : 20))" --device "$peer_dev" \
-			> "$tmp/pt-$model" || return 1
+			> "$tmp/pt-$key" || return 1
 		if [ "$quick" = 1 ]; then
-			cp "$tmp/pt-$model" "$tmp/ptb-$model"   # the same code path, once
+			cp "$tmp/pt-$key" "$tmp/ptb-$key"   # the same code path, once
 		else
-			"$py" "$repo/tests/gpu/torch_peer.py" --model "$model" --batch "$batch" \
-				--steps "$tsteps" --device "$peer_dev" --benchmark > "$tmp/ptb-$model" || return 1
+			# shellcheck disable=SC2086
+			"$py" "$repo/tests/gpu/torch_peer.py" --model "$peer" ${peer_args:-} --batch "$batch" \
+				--steps "$tsteps" --device "$peer_dev" --benchmark > "$tmp/ptb-$key" || return 1
 		fi
-		cat "$tmp/pt-$model" "$tmp/ptb-$model"
+		cat "$tmp/pt-$key" "$tmp/ptb-$key"
 	fi
 	local cmp
 	cmp=$(cat <<'PY'
@@ -313,7 +321,7 @@ if fake:
 sys.exit(0 if r1 >= 1.0 and r2 >= 1.0 else 1)
 PY
 )
-	"$py" -c "$cmp" "$tmp" "$model" "$([ -n "$fake" ] && echo 1 || echo 0)" "$have_torch"
+	"$py" -c "$cmp" "$tmp" "$key" "$([ -n "$fake" ] && echo 1 || echo 0)" "$have_torch"
 }
 export peer_dev have_torch quick
 export -f throughput
@@ -326,5 +334,42 @@ else
 	check "throughput: resnet32 batch 128 against PyTorch (fp32)" 200 throughput resnet32 128
 	tsteps=1000
 	check "throughput: cnn batch 64 against PyTorch (fp32)" 150 throughput cnn 64
+fi
+
+# A model from a file: examples/cifar-resnet18's ResNet-18, exported to ONNX
+# here (the example script, with this host's PyTorch; a handful of samples,
+# since only its model.onnx is used), trained on the GPU against the CPU
+# executor on the same synthetic 3x32x32 batches, then its throughput against
+# PyTorch training the same network (torch_peer.py --model resnet18).
+if [ "$quick" = 1 ]; then
+	r18_width=8; r18_batch=8; r18_steps=2; r18_tbatch=8; r18_tsteps=3
+else
+	r18_width=64; r18_batch=32; r18_steps=5; r18_tbatch=128; r18_tsteps=100
+fi
+export_r18() {
+	if [ "$have_torch" != 1 ]; then
+		echo "no PyTorch in $py: the ONNX file cannot be made"
+		return 77
+	fi
+	"$py" "$repo/examples/cifar-resnet18/export.py" --out "$tmp/r18" --width "$r18_width" \
+		--train-samples 64 --test-samples 16 --epochs 1 > "$tmp/r18.log" 2>&1 ||
+		{ cat "$tmp/r18.log"; return 1; }
+	tail -n 1 "$tmp/r18.log"
+}
+export r18_width
+export -f export_r18
+check "onnx: examples/cifar-resnet18 exported (width $r18_width)" 120 export_r18
+if [ -n "$fake" ]; then
+	# The stand-in plugin (tests/gpu/fake/hostdev.h) rebuilds the built-in
+	# models by name; it cannot run a graph from a file.
+	check "onnx on the device" 5 sh -c 'echo "stand-in plugin runs built-in models only"; exit 77'
+elif [ -f "$tmp/r18/model.onnx" ]; then
+	check "trajectory: ONNX ResNet-18, $r18_steps steps at batch $r18_batch, GPU against CPU" 240 \
+		sd "$B/bin/gpu-check" trajectory "$tmp/r18/model.onnx" "$r18_steps" "$r18_batch"
+	tsteps=$r18_tsteps
+	peer_args="--width $r18_width"
+	export peer_args
+	check "throughput: ONNX ResNet-18 batch $r18_tbatch against PyTorch (fp32)" 200 \
+		throughput "$tmp/r18/model.onnx" "$r18_tbatch" resnet18 onnx-resnet18
 fi
 finish

@@ -26,7 +26,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 p = argparse.ArgumentParser()
-p.add_argument("--model", choices=["cnn", "resnet32"], required=True)
+p.add_argument("--model", choices=["cnn", "resnet32", "resnet18"], required=True)
+p.add_argument("--width", type=int, default=64, help="resnet18: channels of the first stage")
 p.add_argument("--batch", type=int, required=True)
 p.add_argument("--steps", type=int, default=200)
 p.add_argument("--warmup", type=int, default=20)
@@ -86,7 +87,53 @@ class ResNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-if a.model == "cnn":
+class Block18(nn.Module):
+    """examples/cifar-resnet18/export.py's basic block (1x1 conv + batch-norm
+    shortcut where the shape changes): the network spotdeck trains from that
+    script's ONNX file."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.short = nn.Sequential()
+        if stride != 1 or cin != cout:
+            self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                       nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + self.short(x))
+
+
+class ResNet18(nn.Module):
+    """examples/cifar-resnet18/export.py's CIFAR ResNet-18."""
+
+    def __init__(self, w, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, w, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(w)
+        layers, cin = [], w
+        for stage, stride in enumerate((1, 2, 2, 2)):
+            cout = w << stage
+            layers += [Block18(cin, cout, stride), Block18(cout, cout, 1)]
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, classes)
+
+    def forward(self, x):
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = self.layers(x)
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+if a.model == "resnet18":
+    shape = (3, 32, 32)
+    model = ResNet18(a.width)
+elif a.model == "cnn":
     shape = (1, 28, 28)
     model = nn.Sequential(
         nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
