@@ -715,6 +715,34 @@ static const float *residual(struct sd_model *m, const struct node *n, int nb)
 
 /* Runs node i (and the nodes fused into it) forward; returns how many nodes
  * that covered. */
+/* Batch-norm in the blocked layout, with the ReLU or add + ReLU fused
+ * after it (see the FUSE_* comment above).  Returns the nodes it ran. */
+static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
+{
+	const struct node *n = &m->nodes[i];
+	const struct act *in = &m->acts[n->in];
+	const float *p = m->params;
+	/* y and r of the group. */
+	float *y = m->acts[n->out].val;
+	const float *r = NULL;
+	if (n->fuse == FUSE_ADD_RELU) {
+		const struct node *add = &m->nodes[i + 1];
+		y = m->acts[add->out].val;
+		r = residual(m, add, nb);
+	}
+	const int relu = n->fuse != FUSE_NONE;
+	if (train)
+		sd_batchnorm_act_forward_train(y, n->bn_mean, n->bn_invstd, m->buffers + n->rm_off,
+		                               m->buffers + n->rv_off, in->val, r, p + n->w_off, p + n->b_off,
+		                               nb, in->c, in->h * in->w, m->blk, relu, n->bn_momentum,
+		                               n->bn_eps);
+	else
+		sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off, m->buffers + n->rm_off,
+		                              m->buffers + n->rv_off, nb, in->c, in->h * in->w, m->blk, relu,
+		                              n->bn_eps);
+	return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+}
+
 static int forward_node(struct sd_model *m, int i, int nb, int train)
 {
 	struct node *n = &m->nodes[i];
@@ -734,29 +762,8 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		return 1;
 	}
 	case OP_BN:
-		if (blk > 1) {
-			/* y and r of the group: see the FUSE_* comment above. */
-			float *y = out->val;
-			const float *r = NULL;
-			if (n->fuse == FUSE_ADD_RELU) {
-				const struct node *add = &m->nodes[i + 1];
-				y = m->acts[add->out].val;
-				r = residual(m, add, nb);
-			}
-			const int relu = n->fuse != FUSE_NONE;
-			if (train)
-				sd_batchnorm_act_forward_train(y, n->bn_mean, n->bn_invstd,
-				                               m->buffers + n->rm_off,
-				                               m->buffers + n->rv_off, in->val, r,
-				                               p + n->w_off, p + n->b_off, nb, in->c,
-				                               in->h * in->w, blk, relu, n->bn_momentum, n->bn_eps);
-			else
-				sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off,
-				                              m->buffers + n->rm_off,
-				                              m->buffers + n->rv_off, nb, in->c,
-				                              in->h * in->w, blk, relu, n->bn_eps);
-			return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
-		}
+		if (blk > 1)
+			return forward_bn_fused(m, i, nb, train);
 		if (train)
 			sd_batchnorm_forward_train(out->val, n->bn_mean, n->bn_invstd,
 			                           m->buffers + n->rm_off, m->buffers + n->rv_off,
@@ -910,6 +917,73 @@ static int backward_group(struct sd_model *m, int i, int nb)
 
 /* Runs node i backward (for the tail of a fused group, the whole group);
  * returns the index of the first node it covered. */
+/* Concat's backward: each part's gradient is its slice of the output's. */
+static void backward_concat(struct sd_model *m, const struct node *n, int nb, int need_dx)
+{
+	struct act *in = &m->acts[n->in], *out = &m->acts[n->out], *b = &m->acts[n->in2];
+	const size_t fa = act_floats(in), fb = act_floats(b);
+	if (need_dx) {
+		float *da = grad_target(m, in);
+		for (int e = 0; e < nb; e++)
+			memcpy(da + (size_t)e * fa, out->grad + (size_t)e * (fa + fb), fa * sizeof(float));
+		grad_commit(m, in, fa * nb);
+	}
+	if (n->in2 != 0) {
+		float *db = grad_target(m, b);
+		for (int e = 0; e < nb; e++)
+			memcpy(db + (size_t)e * fb, out->grad + (size_t)e * (fa + fb) + fa, fb * sizeof(float));
+		grad_commit(m, b, fb * nb);
+	}
+}
+
+/* Elementwise arithmetic's backward, of two activations or of one and a
+ * constant (whose gradient is its parameter's when it trains). */
+static void backward_binary(struct sd_model *m, const struct node *n, int nb, int need_dx)
+{
+	struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
+	size_t cnt = act_floats(in) * nb;
+	if (n->in2 >= 0) {
+		/* Two activations (possibly the same one, x * x): each
+		 * gradient is committed before the next is written. */
+		struct act *b = &m->acts[n->in2];
+		if (need_dx) {
+			sd_binary_backward(grad_target(m, in), NULL, out->grad, in->val, b->val, cnt, n->binop);
+			grad_commit(m, in, cnt);
+		}
+		if (n->in2 != 0) {
+			sd_binary_backward(NULL, grad_target(m, b), out->grad, in->val, b->val, cnt, n->binop);
+			grad_commit(m, b, cnt);
+		}
+		return;
+	}
+	float *dx = need_dx ? grad_target(m, in) : NULL;
+	sd_binary_const_backward(dx, n->w_off == NONE ? NULL : m->grads + n->w_off, out->grad, in->val,
+	                         bin_k(m, n), n->bin_kc, nb, in->c, in->h * in->w, n->binop,
+	                         n->bin_k_first);
+	if (need_dx)
+		grad_commit(m, in, cnt);
+}
+
+/* The residual add's backward: the main branch's gradient is the output's;
+ * the shortcut's is zeroed on its first write, then scatter-added (a
+ * strided or channel-padded shortcut). */
+static void backward_add(struct sd_model *m, const struct node *n, int nb)
+{
+	struct act *in = &m->acts[n->in], *out = &m->acts[n->out], *b = &m->acts[n->in2];
+	size_t cnt = act_floats(in) * nb;
+	float *dx = grad_target(m, in);
+	memcpy(dx, out->grad, cnt * sizeof(float));
+	grad_commit(m, in, cnt);
+	size_t bcnt = act_floats(b) * nb;
+	float *db = grad_target(m, b);
+	memset(db, 0, bcnt * sizeof(float));
+	if (m->blk > 1)
+		sd_shortcut_backward(db, out->grad, nb, out->c, out->h, out->w, b->c, b->h, b->w, n->s, m->blk);
+	else
+		shortcut_backward(db, out->grad, in, b, nb, n->s);
+	grad_commit(m, b, bcnt);
+}
+
 static int backward_node(struct sd_model *m, int i, int nb)
 {
 	struct node *n = &m->nodes[i];
@@ -954,26 +1028,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		/* In place: in == out, so the gradient is already in in->grad. */
 		sd_relu_backward(in->grad, in->grad, in->val, cnt);
 		break;
-	case OP_CONCAT: {
-		/* Each part's gradient is its slice of the output's. */
-		struct act *b = &m->acts[n->in2];
-		const size_t fa = act_floats(in), fb = act_floats(b);
-		if (need_dx) {
-			float *da = grad_target(m, in);
-			for (int e = 0; e < nb; e++)
-				memcpy(da + (size_t)e * fa, out->grad + (size_t)e * (fa + fb),
-				       fa * sizeof(float));
-			grad_commit(m, in, cnt);
-		}
-		if (n->in2 != 0) {
-			float *db = grad_target(m, b);
-			for (int e = 0; e < nb; e++)
-				memcpy(db + (size_t)e * fb, out->grad + (size_t)e * (fa + fb) + fa,
-				       fb * sizeof(float));
-			grad_commit(m, b, fb * nb);
-		}
+	case OP_CONCAT:
+		backward_concat(m, n, nb, need_dx);
 		break;
-	}
 	case OP_ACT:
 		if (need_dx) {
 			sd_act_backward(grad_target(m, in), out->grad, in->val, out->val, cnt, n->act,
@@ -992,28 +1049,7 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		break;
 	}
 	case OP_BINARY:
-		if (n->in2 >= 0) {
-			/* Two activations (possibly the same one, x * x): each
-			 * gradient is committed before the next is written. */
-			struct act *b = &m->acts[n->in2];
-			if (need_dx) {
-				sd_binary_backward(grad_target(m, in), NULL, out->grad, in->val, b->val, cnt,
-				                   n->binop);
-				grad_commit(m, in, cnt);
-			}
-			if (n->in2 != 0) {
-				sd_binary_backward(NULL, grad_target(m, b), out->grad, in->val, b->val, cnt,
-				                   n->binop);
-				grad_commit(m, b, cnt);
-			}
-		} else {
-			float *dx = need_dx ? grad_target(m, in) : NULL;
-			sd_binary_const_backward(dx, n->w_off == NONE ? NULL : g + n->w_off, out->grad,
-			                         in->val, bin_k(m, n), n->bin_kc, nb, in->c,
-			                         in->h * in->w, n->binop, n->bin_k_first);
-			if (need_dx)
-				grad_commit(m, in, cnt);
-		}
+		backward_binary(m, n, nb, need_dx);
 		break;
 	case OP_DROPOUT:
 		if (need_dx) {
@@ -1052,24 +1088,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 			grad_commit(m, in, cnt);
 		break;
 	}
-	case OP_ADD: {
-		/* Main branch: identity. */
-		float *dx = grad_target(m, in);
-		memcpy(dx, out->grad, cnt * sizeof(float));
-		grad_commit(m, in, cnt);
-		/* Shortcut branch: zero-initialise on first write, then scatter-add. */
-		struct act *b = &m->acts[n->in2];
-		size_t bcnt = act_floats(b) * nb;
-		float *db = grad_target(m, b);
-		memset(db, 0, bcnt * sizeof(float));
-		if (blk > 1)
-			sd_shortcut_backward(db, out->grad, nb, out->c, out->h, out->w, b->c, b->h, b->w,
-			                     n->s, blk);
-		else
-			shortcut_backward(db, out->grad, in, b, nb, n->s);
-		grad_commit(m, b, bcnt);
+	case OP_ADD:
+		backward_add(m, n, nb);
 		break;
-	}
 	}
 	return i;
 }
