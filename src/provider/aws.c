@@ -77,7 +77,6 @@
 #include "src/provider/secret-file.h"
 #include "src/provider/ssh.h"
 
-#define AWS_MAX_ZONES 32
 #define CLOSE_TERMINATE_WAIT_S 60.0
 #define CLOSE_RELIST_S 1.0        /* between the close's lists while a launch is unseen */
 #define CLOSE_RELIST_FOR_S 15.0   /* and for how long */
@@ -89,73 +88,40 @@
  * pass or two late.  Two minutes as for gce.c. */
 #define PREEMPT_WAIT_S 120.0
 
-enum vm_state {
-	VM_CREATING, VM_WAIT_SSH, VM_RUNNING, VM_DELETING, VM_GONE,
-	VM_WAITING,   /* acquired while the start-up list or the orphans question is open */
-	VM_HELD,      /* an earlier controller's running instance, kept for a server to adopt */
-};
-
 struct aws_server {
-	char id[16];
-	char name[64];                 /* the Name tag */
+	struct sd_cloud_vm v;          /* first: what every cloud's VM has (cloud-vm.h) */
 	char iid[32];                  /* the instance id, "" until RunInstances answers */
-	int zone;                      /* index in p->zones */
-	int host;                      /* the transport's host, -1 before RUNNING */
-	enum vm_state st;
-	int released;
-	int reported_end;
-	int missing;                   /* backstop passes that did not list it */
-	int reviewing;                 /* seen shut down or unlisted with nothing yet saying why */
-	double review_since;           /* ... since then (fleet seconds) */
-	int suspect;                   /* its worker ended or its host stopped answering:
-	                                * the next list started after it says why */
-	int suspect_listing;           /* the list in flight was started after that */
-	char suspect_code[24], suspect_msg[300];
 	double running_at, stopped_at; /* seen running / powered off (epoch s), 0 unknown */
 	const char *stop_source;
-	int billed;
 	int lost_launch;               /* its launch failed after EC2 may have made one (an answer
 	                                * lost, retries spent): the backstop looks for it by name */
-	int adopted;                   /* taken over from an earlier controller: billed from then */
-	char addr[48], comm_addr[48];  /* VM_HELD: its public (or private) and private address */
-	char state[24];                /* VM_HELD: its state when listed */
-	struct sd_provider *p;
-	struct aws_server *next;
 };
 
-struct sd_provider {
-	uv_loop_t *loop;
-	struct sd_fleet *fleet;
-	struct sd_http *http;
+struct aws_provider {
+	struct sd_cloud c;             /* first: what every cloud has (cloud-vm.h) */
 	struct sd_aws_client *aws;
-	struct sd_provider *ssh;
 	/* settings */
-	char *region, *endpoint, *profile, *instance_type, *image, *ssh_user, *identity, *worker, *max_price;
-	int ssh_port;
-	double poll_s, boot_poll_s, boot_timeout_s, block_s, quoted_usd;
-	double preempt_wait_s;         /* how long an unexplained end is looked at again (PREEMPT_WAIT_S) */
+	char *region, *endpoint, *profile, *instance_type, *image, *max_price;
+	double boot_poll_s, quoted_usd;
 	double price_poll_s;           /* DescribeSpotPriceHistory again after this long */
 	double prices_asked_at;        /* wall clock of the last ask, 0: never */
 	int prices_pending;
-	char *zones[AWS_MAX_ZONES];
-	int nzones;
-	double zone_blocked_until[AWS_MAX_ZONES];
-	double cloud_blocked_until;
 	char *user_data;               /* the cloud-config with the ssh key */
-	char tag[17];
-	int no_run_dir;                /* the tag is not kept: nothing is an orphan */
-	struct sd_cloud_orphans orph;  /* the start-up list's orphans (cloud-vm.h) */
 	char gpu[16];
 	int gpu_count;
-	struct sd_cloud_catalog cc;    /* the offers */
 	char price_source[160];
-	/* servers */
-	struct aws_server *servers;
-	int final_pending;
-	uv_timer_t backstop;
-	int listing;
-	int closing;
 };
+
+/* The aws provider's server list holds struct aws_server (vm_size). */
+static struct aws_server *aws_vm(struct sd_cloud_vm *v)
+{
+	return (struct aws_server *)(void *)v;
+}
+
+static struct aws_provider *prov(const struct aws_server *s)
+{
+	return (struct aws_provider *)(void *)s->v.cloud;
+}
 
 /* The GPU of the EC2 accelerated-computing families spotdeck trains on
  * (AWS, "Amazon EC2 instance types: Accelerated computing", GPU and count
@@ -221,9 +187,9 @@ static int aws_check(const cJSON *s, const char *file, char **why)
 		return sd_why(why, "%s: provider.image: \"%.64s\" is not an AMI id (ami- and hex digits)", file,
 		              img->valuestring);
 	const cJSON *zs = cJSON_GetObjectItemCaseSensitive(s, "zones"), *z;
-	if (!cJSON_IsArray(zs) || cJSON_GetArraySize(zs) < 1 || cJSON_GetArraySize(zs) > AWS_MAX_ZONES)
+	if (!cJSON_IsArray(zs) || cJSON_GetArraySize(zs) < 1 || cJSON_GetArraySize(zs) > SD_CLOUD_MAX_ZONES)
 		return sd_why(why, "%s: provider.zones: expected a list of 1 to %d Availability Zones", file,
-		              AWS_MAX_ZONES);
+		              SD_CLOUD_MAX_ZONES);
 	cJSON_ArrayForEach(z, zs) {
 		if (!cJSON_IsString(z) || !name_ok(z->valuestring, 31) ||
 		    strncmp(z->valuestring, r->valuestring, strlen(r->valuestring)) != 0 ||
@@ -267,10 +233,10 @@ static int aws_check(const cJSON *s, const char *file, char **why)
  * identity's public half (cloud-init's ssh_authorized_keys; its
  * documentation, "Module reference: SSH").  The private half must be
  * readable by its owner alone (as ssh itself demands). */
-static int load_user_data(struct sd_provider *p, const char *file, char **why)
+static int load_user_data(struct aws_provider *p, const char *file, char **why)
 {
 	char *key = NULL, err[600];
-	if (sd_ssh_public_key(p->identity, &key, err, sizeof err) < 0)
+	if (sd_ssh_public_key(p->c.identity, &key, err, sizeof err) < 0)
 		return sd_why(why, "%s: provider.identity: %s (ssh-keygen -t ed25519 -f FILE makes a key pair)", file, err);
 	size_t n = strlen(key) + 64;
 	p->user_data = sd_malloc(n);
@@ -284,45 +250,29 @@ static int load_user_data(struct sd_provider *p, const char *file, char **why)
 
 static void on_http_attempt(void *arg, const struct sd_http_attempt *a)
 {
-	struct sd_provider *p = arg;
-	if (!p->closing)
-		sd_cloud_journal_attempt(p->fleet, "aws", a);
+	struct aws_provider *p = arg;
+	if (!p->c.closing)
+		sd_cloud_journal_attempt(p->c.fleet, "aws", a);
 }
 
 /* ---- servers ---- */
 
-static struct aws_server *find_server(const struct sd_provider *p, const char *id)
+static void bill(struct aws_provider *p, struct aws_server *s)
 {
-	for (struct aws_server *s = p->servers; s; s = s->next)
-		if (!strcmp(s->id, id))
-			return s;
-	return NULL;
-}
-
-static void report(struct sd_provider *p, struct aws_server *s, enum sd_provider_event_kind kind, const char *code,
-                   const char *message)
-{
-	if (kind == SD_PROVIDER_REVOKED || kind == SD_PROVIDER_FAILED || kind == SD_PROVIDER_STOCKOUT)
-		s->reported_end = 1;
-	sd_cloud_report(p->fleet, s->id, p->zones[s->zone], kind, code, message, s->name);
-}
-
-static void bill(struct sd_provider *p, struct aws_server *s)
-{
-	if (s->billed || !s->id[0] || !(s->running_at > 0) || !(s->stopped_at >= s->running_at))
+	if (s->v.billed || !s->v.id[0] || !(s->running_at > 0) || !(s->stopped_at >= s->running_at))
 		return;
-	s->billed = 1;
+	s->v.billed = 1;
 	char source[200];
-	snprintf(source, sizeof source, "aws: instance %s, %s to %s", s->iid, s->adopted ? "its adoption" : "seen running",
+	snprintf(source, sizeof source, "aws: instance %s, %s to %s", s->iid, s->v.adopted ? "its adoption" : "seen running",
 	         s->stop_source);
 	struct sd_provider_event ev = {
 		.kind = SD_PROVIDER_BILLED,
-		.server = s->id,
-		.time = sd_fleet_now(p->fleet),
+		.server = s->v.id,
+		.time = sd_fleet_now(p->c.fleet),
 		.run_seconds = s->stopped_at - s->running_at,
 		.billing_source = source,
 	};
-	sd_fleet_report(p->fleet, &ev);
+	sd_fleet_report(p->c.fleet, &ev);
 }
 
 static void stopped(struct aws_server *s, double at, const char *source)
@@ -336,76 +286,56 @@ static void stopped(struct aws_server *s, double at, const char *source)
 static void on_terminated(void *arg, const struct sd_ec2_vm_result *r)
 {
 	struct aws_server *s = arg;
-	struct sd_provider *p = s->p;
+	struct aws_provider *p = prov(s);
 	if (r->ok) {
-		s->st = VM_GONE;
+		s->v.st = SD_VM_GONE;
 		stopped(s, r->ended_at, "TerminateInstances' answer");
 		bill(p, s);
-	} else if (!p->closing) {
+	} else if (!p->c.closing) {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddStringToObject(ev, "provider", "aws");
-		if (s->id[0])
-			cJSON_AddStringToObject(ev, "server", s->id);
+		if (s->v.id[0])
+			cJSON_AddStringToObject(ev, "server", s->v.id);
 		cJSON_AddStringToObject(ev, "instance", s->iid);
 		cJSON_AddStringToObject(ev, "reason", "the instance could not be terminated; spotdeck tries again at the end");
 		cJSON_AddStringToObject(ev, "error", r->message);
-		sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
-		s->st = VM_RUNNING;
+		sd_fleet_journal(p->c.fleet, SD_EV_ERROR, ev);
+		s->v.st = SD_VM_RUNNING;
 	} else {
-		s->st = VM_RUNNING;   /* cut short by close: sent again there */
+		s->v.st = SD_VM_RUNNING;   /* cut short by close: sent again there */
 	}
 }
 
-static void terminate_vm(struct sd_provider *p, struct aws_server *s)
+static void terminate_vm(struct aws_provider *p, struct aws_server *s)
 {
-	if (s->host >= 0)
-		sd_ssh_host_gone(p->ssh, s->host);
-	if (s->st == VM_WAITING) {
-		s->st = VM_GONE;   /* never launched */
+	if (s->v.host >= 0)
+		sd_ssh_host_gone(p->c.ssh, s->v.host);
+	if (s->v.st == SD_VM_WAITING) {
+		s->v.st = SD_VM_GONE;   /* never launched */
 		return;
 	}
-	if (s->st == VM_HELD)
-		s->st = VM_RUNNING;
-	if (s->st == VM_CREATING || s->st == VM_DELETING || s->st == VM_GONE || !s->iid[0])
+	if (s->v.st == SD_VM_HELD)
+		s->v.st = SD_VM_RUNNING;
+	if (s->v.st == SD_VM_CREATING || s->v.st == SD_VM_DELETING || s->v.st == SD_VM_GONE || !s->iid[0])
 		return;   /* a launch in flight terminates when it ends */
-	s->st = VM_DELETING;
+	s->v.st = SD_VM_DELETING;
 	char err[256];
 	if (sd_ec2_vm_terminate(p->aws, s->iid, on_terminated, s, err, sizeof err) < 0)
-		s->st = VM_RUNNING;
-}
-
-static void on_ssh_ready(void *arg, int host, int ok, const char *said)
-{
-	struct aws_server *s = arg;
-	struct sd_provider *p = s->p;
-	(void)host;
-	if (s->released || s->reported_end || s->st != VM_WAIT_SSH)
-		return;
-	if (ok) {
-		s->st = VM_RUNNING;
-		report(p, s, SD_PROVIDER_RUNNING, NULL, NULL);
-		return;
-	}
-	char msg[700];
-	snprintf(msg, sizeof msg, "instance %s runs but its sshd did not let us in within %.0f s: %s", s->iid,
-	         p->boot_timeout_s, said && said[0] ? said : "no answer");
-	s->st = VM_RUNNING;
-	report(p, s, SD_PROVIDER_FAILED, "SSH_UNREACHABLE", msg);
-	terminate_vm(p, s);
+		s->v.st = SD_VM_RUNNING;
 }
 
 /* An error's scope (sd_ec2_classify) blocks a zone, every zone (the
  * region: all offers are in one), or the cloud, for provider.block_s. */
-static void block(struct sd_provider *p, int zone, const char *scope)
+static void block(struct aws_provider *p, int zone, const char *scope)
 {
-	double until = sd_fleet_now(p->fleet) + p->block_s;
+	double until = sd_fleet_now(p->c.fleet) + p->c.block_s;
 	if (!strcmp(scope, "zone"))
-		p->zone_blocked_until[zone] = until;
+		p->c.zone_blocked_until[zone] = until;
 	else if (!strcmp(scope, "region"))
-		for (int i = 0; i < p->nzones; i++)
-			p->zone_blocked_until[i] = until;
+		for (int i = 0; i < p->c.nzones; i++)
+			p->c.zone_blocked_until[i] = until;
 	else if (!strcmp(scope, "cloud"))
-		p->cloud_blocked_until = until;
+		p->c.cloud_blocked_until = until;
 }
 
 static int capacity_code(const char *code)
@@ -414,91 +344,66 @@ static int capacity_code(const char *code)
 	       !strcmp(code, "UnfulfillableCapacity") || !strcmp(code, "Server.InsufficientInstanceCapacity");
 }
 
-static void boot_done(struct sd_provider *p, struct aws_server *s, const char *addr, const char *comm_addr);
-
 static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 {
 	struct aws_server *s = arg;
-	struct sd_provider *p = s->p;
+	struct aws_provider *p = prov(s);
 	if (r->vm.id[0])
 		snprintf(s->iid, sizeof s->iid, "%s", r->vm.id);
-	if (p->closing) {
+	if (p->c.closing) {
 		if (r->ok)
-			s->st = VM_RUNNING;   /* close terminates it */
+			s->v.st = SD_VM_RUNNING;   /* close terminates it */
 		return;
 	}
 	if (!r->ok) {
-		s->st = VM_GONE;
-		block(p, s->zone, r->block);
-		if (!s->released) {
+		s->v.st = SD_VM_GONE;
+		block(p, s->v.zone, r->block);
+		if (!s->v.released) {
 			char msg[700];
 			int scoped = strcmp(r->block, "none") && strcmp(r->block, "retry");
 			snprintf(msg, sizeof msg, "%s%s%s", r->message, scoped ? "; blocked: " : "", scoped ? r->block : "");
-			report(p, s, capacity_code(r->code) ? SD_PROVIDER_STOCKOUT : SD_PROVIDER_FAILED, r->code, msg);
+			sd_cloud_vm_report(&p->c, &s->v, capacity_code(r->code) ? SD_PROVIDER_STOCKOUT : SD_PROVIDER_FAILED, r->code, msg);
 		}
 		/* EC2's own refusal (an error answer to RunInstances) made nothing.
 		 * After anything else (an instance that stopped while booting, a
 		 * lost answer) one may exist: terminated by id now, or by the
 		 * run's tag at close. */
 		if (s->iid[0]) {
-			s->st = VM_RUNNING;
+			s->v.st = SD_VM_RUNNING;
 			terminate_vm(p, s);
 		} else {
 			s->lost_launch = !strcmp(r->block, "retry") || !strcmp(r->block, "none");
 		}
 		return;
 	}
-	s->st = VM_WAIT_SSH;
+	s->v.st = SD_VM_WAIT_SSH;
 	s->running_at = r->running_at;
-	if (s->released) {
+	if (s->v.released) {
 		terminate_vm(p, s);
 		return;
 	}
 	const char *addr = r->vm.public_ip[0] ? r->vm.public_ip : r->vm.private_ip;
-	boot_done(p, s, addr, r->vm.private_ip[0] ? r->vm.private_ip : addr);
+	sd_cloud_boot_done(&p->c, &s->v, addr, r->vm.private_ip[0] ? r->vm.private_ip : addr);
 }
 
 /* S's instance runs at ADDR (COMM_ADDR: where other workers reach it): it
  * is PROVISIONED, and RUNNING once its sshd lets us in. */
-static void boot_done(struct sd_provider *p, struct aws_server *s, const char *addr, const char *comm_addr)
-{
-	s->st = VM_WAIT_SSH;
-	report(p, s, SD_PROVIDER_PROVISIONED, NULL, NULL);
-	struct sd_host h = {
-		.name = s->name,
-		.host = (char *)addr,
-		.user = p->ssh_user,
-		.port = p->ssh_port,
-		.identity = p->identity,
-		.gpu = p->gpu,
-		.gpu_count = p->gpu_count,
-		.transient = 1,
-		.usd_per_hour = p->cc.prices[s->zone],
-		.slots = 1,
-		.worker = p->worker,
-		.comm_host = (char *)comm_addr,
-	};
-	s->host = sd_ssh_host_add(p->ssh, &h);
-	sd_ssh_attach(p->ssh, s->id, s->host);
-	sd_ssh_wait_ready(p->ssh, s->host, p->boot_timeout_s, on_ssh_ready, s);
-}
-
 /* ---- the backstop: the run's instances listed every poll_s ---- */
 
 /* IN carries the Name of server S whose launch failed with no instance id:
  * EC2 made it after all (the answer was lost).  It bills, so it goes now,
  * not at the end of the run. */
-static void end_lost_launch(struct sd_provider *p, struct aws_server *s, const struct sd_ec2_instance *in)
+static void end_lost_launch(struct aws_provider *p, struct aws_server *s, const struct sd_ec2_instance *in)
 {
 	s->lost_launch = 0;
 	snprintf(s->iid, sizeof s->iid, "%s", in->id);
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "provider", "aws");
-	cJSON_AddStringToObject(ev, "server", s->id);
+	cJSON_AddStringToObject(ev, "server", s->v.id);
 	cJSON_AddStringToObject(ev, "instance", in->id);
 	cJSON_AddStringToObject(ev, "reason", "the launch's answers were lost but EC2 made the instance: terminated");
-	sd_fleet_journal(p->fleet, SD_EV_ERROR, ev);
-	s->st = VM_RUNNING;
+	sd_fleet_journal(p->c.fleet, SD_EV_ERROR, ev);
+	s->v.st = SD_VM_RUNNING;
 	terminate_vm(p, s);
 }
 
@@ -506,21 +411,21 @@ static void end_lost_launch(struct sd_provider *p, struct aws_server *s, const s
  * (REVOKED or FAILED, with what settled it), and only then is it
  * terminated (a stopped one would bill its volume; a terminated one:
  * idempotent). */
-static void verdict(struct sd_provider *p, struct aws_server *s, enum sd_provider_event_kind kind,
+static void verdict(struct aws_provider *p, struct aws_server *s, enum sd_provider_event_kind kind,
                     const char *settled_by, const char *code, const char *message)
 {
-	s->reported_end = 1;
-	s->reviewing = 0;
+	s->v.reported_end = 1;
+	s->v.reviewing = 0;
 	struct sd_provider_event ev = {
 		.kind = kind,
-		.server = s->id,
-		.time = sd_fleet_now(p->fleet),
+		.server = s->v.id,
+		.time = sd_fleet_now(p->c.fleet),
 		.code = code,
 		.message = message,
-		.zone = p->zones[s->zone],
+		.zone = p->c.zones[s->v.zone],
 		.settled_by = settled_by,
 	};
-	sd_fleet_report(p->fleet, &ev);
+	sd_fleet_report(p->c.fleet, &ev);
 	terminate_vm(p, s);
 }
 
@@ -534,54 +439,55 @@ static int spot_reason(const char *code)
 /* S's instance is shut down with no stateReason yet, or not listed
  * (STATE NULL): the worker's notice settles it; else it is looked at again
  * until preempt_wait_s has passed since it was first seen so. */
-static void review(struct sd_provider *p, struct aws_server *s, const char *state)
+static void review(struct aws_provider *p, struct aws_server *s, const char *state)
 {
 	const char *source;
 	char msg[700];
-	if (sd_fleet_cloud_noticed(p->fleet, s->id, &source)) {
+	if (sd_fleet_cloud_noticed(p->c.fleet, s->v.id, &source)) {
 		snprintf(msg, sizeof msg, "instance %s is %s; its worker had reported the cloud's interruption notice%s%s",
 		         s->iid, state ? state : "no longer listed", source[0] ? " from " : "", source);
 		verdict(p, s, SD_PROVIDER_REVOKED, "notice", NULL, msg);
 		return;
 	}
-	double now = sd_fleet_now(p->fleet);
-	if (!s->reviewing) {
-		s->reviewing = 1;
-		s->review_since = now;
+	double now = sd_fleet_now(p->c.fleet);
+	if (!s->v.reviewing) {
+		s->v.reviewing = 1;
+		s->v.review_since = now;
 	}
-	if (now - s->review_since < p->preempt_wait_s)
+	if (now - s->v.review_since < p->c.preempt_wait_s)
 		return;
 	snprintf(msg, sizeof msg, "instance %s is %s, and for %.0f s neither a stateReason nor a notice from its worker "
 	         "said it was a Spot interruption%s%s", s->iid, state ? state : "no longer listed",
-	         now - s->review_since, s->suspect_msg[0] ? "; " : "", s->suspect_msg);
+	         now - s->v.review_since, s->v.suspect_msg[0] ? "; " : "", s->v.suspect_msg);
 	if (!state)
-		s->st = VM_GONE;   /* nothing left to terminate */
+		s->v.st = SD_VM_GONE;   /* nothing left to terminate */
 	verdict(p, s, SD_PROVIDER_FAILED, "timeout", "VM_GONE", msg);
 }
 
 static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 {
-	struct sd_provider *p = arg;
+	struct aws_provider *p = arg;
 	if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING)
-		for (struct aws_server *s = p->servers; s; s = s->next)
-			if (s->lost_launch && !s->iid[0] && s->id[0] && !strcmp(s->name, in->name)) {
+		for (struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next))
+			if (s->lost_launch && !s->iid[0] && s->v.id[0] && !strcmp(s->v.name, in->name)) {
 				end_lost_launch(p, s, in);
 				return;
 			}
-	for (struct aws_server *s = p->servers; s; s = s->next) {
+	for (struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next)) {
 		if (strcmp(s->iid, in->id))
 			continue;
-		s->missing = 0;
+		s->v.missing = 0;
 		if (in->state_code == SD_EC2_PENDING || in->state_code == SD_EC2_RUNNING) {
-			s->reviewing = 0;
-			if (s->suspect && s->suspect_listing && (s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end)
+			s->v.reviewing = 0;
+			if (s->v.suspect && s->v.suspect_listing && (s->v.st == SD_VM_RUNNING || s->v.st == SD_VM_WAIT_SSH) &&
+			    !s->v.released && !s->v.reported_end)
 				/* It runs: a worker that ended there, or a host that
 				 * stopped answering ssh, is the server's failure. */
-				verdict(p, s, SD_PROVIDER_FAILED, NULL, s->suspect_code, s->suspect_msg);
+				verdict(p, s, SD_PROVIDER_FAILED, NULL, s->v.suspect_code, s->v.suspect_msg);
 			continue;
 		}
 		stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
-		if (s->released || s->reported_end || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH))
+		if (s->v.released || s->v.reported_end || (s->v.st != SD_VM_RUNNING && s->v.st != SD_VM_WAIT_SSH))
 			continue;
 		char msg[700];
 		if (spot_reason(in->reason_code)) {
@@ -590,7 +496,7 @@ static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 			verdict(p, s, SD_PROVIDER_REVOKED, "state_reason", NULL, msg);
 		} else if (!in->reason_code[0]) {
 			review(p, s, in->state);
-		} else if (sd_fleet_cloud_noticed(p->fleet, s->id, NULL)) {
+		} else if (sd_fleet_cloud_noticed(p->c.fleet, s->v.id, NULL)) {
 			/* Another reason, but the run had the notice: EC2 took it
 			 * (the worker's IMDS said so first). */
 			review(p, s, in->state);
@@ -604,34 +510,34 @@ static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 
 static void on_listed(void *arg, int n, const char *error)
 {
-	struct sd_provider *p = arg;
+	struct aws_provider *p = arg;
 	(void)n;
-	p->listing = 0;
-	if (p->closing || error)
+	p->c.listing = 0;
+	if (p->c.closing || error)
 		return;   /* an incomplete list is never taken for the truth */
-	for (struct aws_server *s = p->servers; s; s = s->next) {
+	for (struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next)) {
 		/* Terminated instances stay listed for about an hour: one not
 		 * listed twice in a row is gone (the first may be eventual
 		 * consistency), and judged as one with no stateReason. */
-		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end &&
-		    s->missing >= 2) {
+		if ((s->v.st == SD_VM_RUNNING || s->v.st == SD_VM_WAIT_SSH) && !s->v.released && !s->v.reported_end &&
+		    s->v.missing >= 2) {
 			stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
 			review(p, s, NULL);
 		}
 	}
 }
 
-static void ask_prices(struct sd_provider *p);
+static void ask_prices(struct aws_provider *p);
 
-static void start_list(struct sd_provider *p)
+static void start_list(struct aws_provider *p)
 {
-	if (p->closing || p->listing)
+	if (p->c.closing || p->c.listing)
 		return;
 	int any = 0;
-	for (struct aws_server *s = p->servers; s; s = s->next) {
-		if ((s->st == VM_RUNNING || s->st == VM_WAIT_SSH) && !s->released && !s->reported_end) {
-			s->missing++;   /* until the list shows it */
-			s->suspect_listing = s->suspect;
+	for (struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next)) {
+		if ((s->v.st == SD_VM_RUNNING || s->v.st == SD_VM_WAIT_SSH) && !s->v.released && !s->v.reported_end) {
+			s->v.missing++;   /* until the list shows it */
+			s->v.suspect_listing = s->v.suspect;
 			any = 1;
 		}
 		any |= s->lost_launch;
@@ -639,15 +545,15 @@ static void start_list(struct sd_provider *p)
 	if (!any)
 		return;
 	char err[256];
-	p->listing = 1;
-	if (sd_ec2_vm_list(p->aws, p->tag, on_listed_vm, on_listed, p, err, sizeof err) < 0)
-		p->listing = 0;
+	p->c.listing = 1;
+	if (sd_ec2_vm_list(p->aws, p->c.tag, on_listed_vm, on_listed, p, err, sizeof err) < 0)
+		p->c.listing = 0;
 }
 
 static void on_backstop(uv_timer_t *t)
 {
-	struct sd_provider *p = t->data;
-	if (p->closing)
+	struct aws_provider *p = t->data;
+	if (p->c.closing)
 		return;
 	/* Spot prices move: asked again every price_poll_s. */
 	if (isnan(p->quoted_usd) && !p->prices_pending && sd_cloud_wall_now() - p->prices_asked_at >= p->price_poll_s)
@@ -655,58 +561,7 @@ static void on_backstop(uv_timer_t *t)
 	start_list(p);
 }
 
-/* SERVER's worker ended, or its host stopped answering ssh, while it
- * trained without a notice: a crash, or an interruption its worker never
- * heard of.  The list, asked now, says which (on_listed_vm). */
-static void suspect(struct sd_provider *p, struct aws_server *s, const char *code, const char *message)
-{
-	if (s->suspect)
-		return;
-	s->suspect = 1;
-	snprintf(s->suspect_code, sizeof s->suspect_code, "%s", code);
-	snprintf(s->suspect_msg, sizeof s->suspect_msg, "%s", message);
-	start_list(p);
-}
-
-static void on_transport_unreachable(void *ctx, const char *server, const char *message)
-{
-	struct sd_provider *p = ctx;
-	struct aws_server *s = find_server(p, server);
-	if (s && !s->released && !s->reported_end)
-		suspect(p, s, "HOST_UNREACHABLE", message);
-}
-
-static int aws_judge(struct sd_provider *p, const char *server)
-{
-	struct aws_server *s = find_server(p, server);
-	if (!s || s->released || s->reported_end || p->closing || (s->st != VM_RUNNING && s->st != VM_WAIT_SSH) ||
-	    !s->iid[0])
-		return 0;
-	char msg[200];
-	snprintf(msg, sizeof msg, "the worker on instance %s ended", s->iid);
-	suspect(p, s, "WORKER_ENDED", msg);
-	return 1;
-}
-
 /* ---- start-up reconciliation ---- */
-
-static int zone_index(const struct sd_provider *p, const char *zone)
-{
-	for (int i = 0; i < p->nzones; i++)
-		if (!strcmp(p->zones[i], zone))
-			return i;
-	return -1;
-}
-
-static void unlink_server(struct sd_provider *p, struct aws_server *s)
-{
-	for (struct aws_server **q = &p->servers; *q; q = &(*q)->next)
-		if (*q == s) {
-			*q = s->next;
-			free(s);
-			return;
-		}
-}
 
 /* An instance of this run's tag that no server of this controller owns
  * and that is not terminated: a previous controller of the run left it.
@@ -715,148 +570,61 @@ static void unlink_server(struct sd_provider *p, struct aws_server *s)
  * is terminated, or with "keep" only journaled. */
 static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 {
-	struct sd_provider *p = arg;
-	if (p->closing || p->no_run_dir || in->state_code == SD_EC2_TERMINATED ||
+	struct aws_provider *p = arg;
+	if (p->c.closing || p->c.no_run_dir || in->state_code == SD_EC2_TERMINATED ||
 	    in->state_code == SD_EC2_SHUTTING_DOWN)
 		return;
 	/* One of ours whose RunInstances answer has not come yet is known by
 	 * its Name tag. */
-	for (const struct aws_server *s = p->servers; s; s = s->next)
-		if (!strcmp(s->iid, in->id) || (s->id[0] && !strcmp(s->name, in->name)))
+	for (const struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next))
+		if (!strcmp(s->iid, in->id) || (s->v.id[0] && !strcmp(s->v.name, in->name)))
 			return;
-	int zi = zone_index(p, in->az);
+	int zi = sd_cloud_zone_index(&p->c, in->az);
 	int hold = zi >= 0 && in->state_code == SD_EC2_RUNNING && (in->public_ip[0] || in->private_ip[0]) &&
-	           sd_cloud_orphans_hold(&p->orph);
-	int del = !hold && p->orph.what != SD_ORPHANS_KEEP;
-	if (!hold || p->orph.what == SD_ORPHANS_ASK)
-		sd_cloud_journal_orphan(p->fleet, "aws", in->id, in->az, in->state,
+	           sd_cloud_orphans_hold(&p->c.orph);
+	int del = !hold && p->c.orph.what != SD_ORPHANS_KEEP;
+	if (!hold || p->c.orph.what == SD_ORPHANS_ASK)
+		sd_cloud_journal_orphan(p->c.fleet, "aws", in->id, in->az, in->state,
 		                        hold ? "ask" : del ? "delete" : "keep", NULL);
 	/* Kept ones are remembered as gone, so that the sweep at close leaves
 	 * them too. */
-	struct aws_server *s = sd_calloc(1, sizeof *s);
+	struct aws_server *s = aws_vm(sd_cloud_vm_new(&p->c, NULL, 0));
 	snprintf(s->iid, sizeof s->iid, "%s", in->id);
-	snprintf(s->name, sizeof s->name, "%s", in->name);
-	s->zone = zi >= 0 ? zi : 0;
-	s->host = -1;
-	s->p = p;
-	s->next = p->servers;
-	p->servers = s;
+	snprintf(s->v.name, sizeof s->v.name, "%s", in->name);
+	s->v.zone = zi >= 0 ? zi : 0;
 	if (hold) {
-		s->st = VM_HELD;
-		snprintf(s->addr, sizeof s->addr, "%s", in->public_ip[0] ? in->public_ip : in->private_ip);
-		snprintf(s->comm_addr, sizeof s->comm_addr, "%s", in->private_ip[0] ? in->private_ip : s->addr);
-		snprintf(s->state, sizeof s->state, "%s", in->state);
+		s->v.st = SD_VM_HELD;
+		snprintf(s->v.addr, sizeof s->v.addr, "%s", in->public_ip[0] ? in->public_ip : in->private_ip);
+		snprintf(s->v.comm_addr, sizeof s->v.comm_addr, "%s", in->private_ip[0] ? in->private_ip : s->v.addr);
+		snprintf(s->v.status, sizeof s->v.status, "%s", in->state);
 		return;
 	}
-	s->released = 1;
-	s->st = del ? VM_RUNNING : VM_GONE;
+	s->v.released = 1;
+	s->v.st = del ? SD_VM_RUNNING : SD_VM_GONE;
 	if (del)
 		terminate_vm(p, s);
 }
 
-static int start_launch(struct sd_provider *p, struct aws_server *s, char *err, size_t errlen);
-
-/* S (acquired while the list or the question was open) takes over held
- * instance H of its zone: no launch; it is billed from now (before, the
- * earlier controller's journal counted it), and trains once its sshd
- * answers. */
-static void adopt(struct sd_provider *p, struct aws_server *s, struct aws_server *h)
-{
-	snprintf(s->iid, sizeof s->iid, "%s", h->iid);
-	snprintf(s->name, sizeof s->name, "%s", h->name);
-	char addr[48], comm[48];
-	snprintf(addr, sizeof addr, "%s", h->addr);
-	snprintf(comm, sizeof comm, "%s", h->comm_addr);
-	sd_cloud_journal_orphan(p->fleet, "aws", h->iid, p->zones[h->zone], h->state, "adopt", s->id);
-	unlink_server(p, h);
-	s->adopted = 1;
-	s->running_at = sd_cloud_wall_now();
-	boot_done(p, s, addr, comm);
-}
-
-/* The start-up list has answered and no question is open: every waiting
- * acquisition adopts a held instance of its zone (orphans "adopt") or
- * launches its own; the held ones no server took are terminated (or
- * kept). */
-static void settle(struct sd_provider *p)
-{
-	int again = 1;
-	while (again) {   /* the list changes under adopt: walk it again */
-		again = 0;
-		for (struct aws_server *s = p->servers; s; s = s->next) {
-			if (s->st != VM_WAITING)
-				continue;
-			struct aws_server *h = NULL;
-			for (struct aws_server *t = p->servers; p->orph.what == SD_ORPHANS_ADOPT && t; t = t->next)
-				if (t->st == VM_HELD && t->zone == s->zone)
-					h = t;
-			if (h) {
-				adopt(p, s, h);
-				again = 1;
-				break;
-			}
-			char err[512];
-			if (start_launch(p, s, err, sizeof err) < 0) {
-				s->st = VM_GONE;
-				report(p, s, SD_PROVIDER_FAILED, "RunInstances", err);
-			}
-		}
-	}
-	for (struct aws_server *s = p->servers; s; s = s->next) {
-		if (s->st != VM_HELD)
-			continue;
-		int keep = p->orph.what == SD_ORPHANS_KEEP;
-		sd_cloud_journal_orphan(p->fleet, "aws", s->iid, p->zones[s->zone], s->state, keep ? "keep" : "delete",
-		                        NULL);
-		s->released = 1;
-		s->st = VM_RUNNING;
-		if (keep)
-			s->st = VM_GONE;   /* left alone, by the sweep at close too */
-		else
-			terminate_vm(p, s);
-	}
-}
-
-static void on_reconciled(void *arg, int n, const char *error)
-{
-	struct sd_provider *p = arg;
-	(void)n;
-	int now = sd_cloud_orphans_listed(&p->orph);
-	if (p->closing)
-		return;
-	if (error)
-		sd_cloud_journal_error(p->fleet, "aws", "the run's instances could not be listed at start: orphans of "
-		                       "an earlier controller, if any, are left", error);
-	if (now)   /* else by the answer (aws_answer_orphans) */
-		settle(p);
-}
-
-static int aws_answer_orphans(struct sd_provider *p, const char *what, char **why)
-{
-	int now = sd_cloud_orphans_answer(&p->orph, what, "instances", why);
-	if (now > 0)
-		settle(p);
-	return now < 0 ? -1 : 0;
-}
+static int start_launch(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen);
 
 /* ---- prices ---- */
 
 static void on_prices(void *arg, const struct sd_http_response *r)
 {
-	struct sd_provider *p = arg;
+	struct aws_provider *p = arg;
 	char err[256];
-	if (r->cancelled || p->closing)
+	if (r->cancelled || p->c.closing)
 		return;
 	p->prices_pending = 0;
-	struct sd_ec2_spot_price sp[AWS_MAX_ZONES * 8];
+	struct sd_ec2_spot_price sp[SD_CLOUD_MAX_ZONES * 8];
 	int n = r->status == 200 ? sd_ec2_spot_prices_parse(r->body, r->body_len, sp, (int)(sizeof sp / sizeof sp[0]),
 	                                                     NULL, 0, err, sizeof err)
 	                         : -1;
 	if (n < 0) {
 		int any = 0;
-		for (int zi = 0; zi < p->nzones; zi++)
-			any |= !isnan(p->cc.prices[zi]);
-		sd_cloud_journal_error(p->fleet, "aws", any ? "the Spot prices were not refreshed: the last ones stay"
+		for (int zi = 0; zi < p->c.nzones; zi++)
+			any |= !isnan(p->c.cc.prices[zi]);
+		sd_cloud_journal_error(p->c.fleet, "aws", any ? "the Spot prices were not refreshed: the last ones stay"
 		                                            : "no Spot prices: servers are not priced",
 		                       r->status == 200 ? err : r->status ? "HTTP error" : r->error);
 		return;
@@ -864,19 +632,19 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 	/* Each AZ's price now: its newest item (EC2 lists the price in effect
 	 * at StartTime and every change since; ISO 8601 stamps in one form
 	 * order as text). */
-	int newest[AWS_MAX_ZONES];
-	for (int zi = 0; zi < AWS_MAX_ZONES; zi++)
+	int newest[SD_CLOUD_MAX_ZONES];
+	for (int zi = 0; zi < SD_CLOUD_MAX_ZONES; zi++)
 		newest[zi] = -1;
 	for (int k = 0; k < n; k++) {
-		int zi = zone_index(p, sp[k].az);
+		int zi = sd_cloud_zone_index(&p->c, sp[k].az);
 		if (zi >= 0 && !strcmp(sp[k].type, p->instance_type) && sp[k].usd_per_hour > 0 &&
 		    (newest[zi] < 0 || strcmp(sp[k].timestamp, sp[newest[zi]].timestamp) > 0))
 			newest[zi] = k;
 	}
-	for (int zi = 0; zi < p->nzones; zi++) {
+	for (int zi = 0; zi < p->c.nzones; zi++) {
 		if (newest[zi] < 0)
 			continue;
-		double was = p->cc.prices[zi], now = sp[newest[zi]].usd_per_hour;
+		double was = p->c.cc.prices[zi], now = sp[newest[zi]].usd_per_hour;
 		if (was == now)
 			continue;
 		cJSON *ev = cJSON_CreateObject();
@@ -884,11 +652,11 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 			cJSON_AddNumberToObject(ev, "was", was);
 		cJSON_AddStringToObject(ev, "since", sp[newest[zi]].timestamp);
 		cJSON_AddStringToObject(ev, "source", "DescribeSpotPriceHistory, Linux/UNIX");
-		sd_cloud_set_price(&p->cc, p->fleet, zi, now, ev);
+		sd_cloud_set_price(&p->c.cc, p->c.fleet, zi, now, ev);
 	}
 }
 
-static void ask_prices(struct sd_provider *p)
+static void ask_prices(struct aws_provider *p)
 {
 	char now[32], err[256];
 	time_t t = time(NULL);
@@ -907,18 +675,18 @@ static void ask_prices(struct sd_provider *p)
  * gpuInfo), unless the job gives provider.gpu_count: a p5.48xlarge has 8. */
 static void on_type(void *arg, const struct sd_http_response *r)
 {
-	struct sd_provider *p = arg;
+	struct aws_provider *p = arg;
 	char err[256];
 	struct sd_ec2_instance_type t;
-	if (r->cancelled || p->closing || r->status != 200 ||
+	if (r->cancelled || p->c.closing || r->status != 200 ||
 	    sd_ec2_instance_types_parse(r->body, r->body_len, &t, 1, err, sizeof err) != 1 || t.gpus < 1)
 		return;   /* the default (1) stays; a run does not stop for it */
 	p->gpu_count = t.gpus;
-	for (int i = 0; i < p->cc.cat.noffers; i++)
-		p->cc.offers[i].gpu_count = t.gpus;
+	for (int i = 0; i < p->c.cc.cat.noffers; i++)
+		p->c.cc.offers[i].gpu_count = t.gpus;
 }
 
-static void ask_type(struct sd_provider *p)
+static void ask_type(struct aws_provider *p)
 {
 	char err[256];
 	struct sd_sigv4_pair prm[] = { {"InstanceType.1", p->instance_type} };
@@ -927,7 +695,7 @@ static void ask_type(struct sd_provider *p)
 
 /* ---- catalog ---- */
 
-static void build_catalog(struct sd_provider *p)
+static void build_catalog(struct aws_provider *p)
 {
 	snprintf(p->gpu, sizeof p->gpu, "%s", type_gpu(p->instance_type));
 	if (isnan(p->quoted_usd))
@@ -950,59 +718,62 @@ static void build_catalog(struct sd_provider *p)
 		.catalog_file = p->region,   /* the cockpit: "real market: aws REGION" */
 		.catalog_name = "aws spot instances",
 	};
-	sd_cloud_catalog_build(&p->cc, &spec, p->zones, p->nzones);
+	sd_cloud_catalog_build(&p->c.cc, &spec, p->c.zones, p->c.nzones);
 }
 
 /* ---- the operations ---- */
 
-static void aws_free(struct sd_provider *p);
+static void aws_free(struct aws_provider *p);
 
-static struct sd_aws_client *new_client(struct sd_provider *p, struct sd_http *http, char *err, size_t errlen)
+static struct sd_aws_client *new_client(struct aws_provider *p, struct sd_http *http, char *err, size_t errlen)
 {
 	struct sd_aws_client_config cfg = { .region = p->region, .endpoint = p->endpoint, .profile = p->profile };
 	return sd_aws_client_new(http, &cfg, err, errlen);
 }
+
+static const struct sd_cloud_ops aws_cloud;
 
 static int aws_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
 {
 	*out = NULL;
 	const cJSON *s = env->settings;
 	const char *file = env->settings_file ? env->settings_file : "job";
-	struct sd_provider *p = sd_calloc(1, sizeof *p);
-	p->loop = env->loop;
-	p->fleet = env->fleet;
+	struct aws_provider *p = sd_calloc(1, sizeof *p);
+	p->c.ops = &aws_cloud;
+	p->c.loop = env->loop;
+	p->c.fleet = env->fleet;
 	p->region = sd_setting_str(s, "region", NULL);
 	p->endpoint = sd_setting_str(s, "endpoint", NULL);
 	p->profile = sd_setting_str(s, "profile", NULL);
 	p->instance_type = sd_setting_str(s, "instance_type", "g4dn.xlarge");
 	p->image = sd_setting_str(s, "image", NULL);
-	p->ssh_user = sd_setting_str(s, "ssh_user", "ubuntu");
-	p->identity = sd_expand_home(sd_setting_str(s, "identity", "~/.ssh/id_ed25519"));
-	p->worker = sd_setting_str(s, "worker", "spotdeck-worker");
+	p->c.ssh_user = sd_setting_str(s, "ssh_user", "ubuntu");
+	p->c.identity = sd_expand_home(sd_setting_str(s, "identity", "~/.ssh/id_ed25519"));
+	p->c.worker = sd_setting_str(s, "worker", "spotdeck-worker");
 	p->max_price = sd_setting_str(s, "max_price", NULL);
-	p->ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
+	p->c.ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
 	p->gpu_count = (int)sd_setting_num(s, "gpu_count", 1);
-	p->poll_s = sd_setting_num(s, "poll_s", 20);
+	p->c.poll_s = sd_setting_num(s, "poll_s", 20);
 	p->boot_poll_s = sd_setting_num(s, "boot_poll_s", 2);
-	p->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
+	p->c.boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
 	p->price_poll_s = sd_setting_num(s, "price_poll_s", 300);
-	p->block_s = sd_setting_num(s, "block_s", 600);
-	p->preempt_wait_s = sd_setting_num(s, "preempt_wait_s", PREEMPT_WAIT_S);
+	p->c.block_s = sd_setting_num(s, "block_s", 600);
+	p->c.preempt_wait_s = sd_setting_num(s, "preempt_wait_s", PREEMPT_WAIT_S);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
 	const cJSON *z;
 	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
-		if (p->nzones < AWS_MAX_ZONES)
-			p->zones[p->nzones++] = sd_strdup0(z->valuestring);
-	if (!p->region || !p->image || p->nzones == 0 || !type_gpu(p->instance_type)) {
+		if (p->c.nzones < SD_CLOUD_MAX_ZONES)
+			p->c.zones[p->c.nzones++] = sd_strdup0(z->valuestring);
+	if (!p->region || !p->image || p->c.nzones == 0 || !type_gpu(p->instance_type)) {
 		aws_free(p);
 		return sd_why(why, "%s: provider.region, provider.image and provider.zones are required", file);
 	}
 	if (load_user_data(p, file, why) < 0 ||
-	    sd_cloud_run_label(env->run_dir, "aws-label", p->tag, &p->no_run_dir, why) < 0) {
+	    sd_cloud_run_label(env->run_dir, "aws-label", p->c.tag, &p->c.no_run_dir, why) < 0) {
 		aws_free(p);
 		return -1;
 	}
-	p->orph.what = sd_cloud_orphans(env, s);
+	p->c.orph.what = sd_cloud_orphans(env, s);
 	/* As gce.c: only workers that dial the controller themselves
 	 * (--advertise) need a route to it. */
 	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !(p->endpoint && sd_url_is_loopback(p->endpoint))) {
@@ -1013,135 +784,54 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		return -1;
 	}
 	char err[512];
-	p->http = sd_http_new(p->loop, NULL, on_http_attempt, p, err, sizeof err);
-	if (!p->http) {
+	p->c.http = sd_http_new(p->c.loop, NULL, on_http_attempt, p, err, sizeof err);
+	if (!p->c.http) {
 		aws_free(p);
 		return sd_why(why, "aws: %s", err);
 	}
-	p->aws = new_client(p, p->http, err, sizeof err);
+	p->aws = new_client(p, p->c.http, err, sizeof err);
 	if (!p->aws) {
 		aws_free(p);
 		return sd_why(why, "%s: provider: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = p, .unreachable = on_transport_unreachable };
-	if (sd_ssh_transport_create(&p->ssh, env, "aws", &hooks, why) < 0) {
+	struct sd_ssh_hooks hooks = { .ctx = &p->c, .unreachable = sd_cloud_on_unreachable };
+	if (sd_ssh_transport_create(&p->c.ssh, env, "aws", &hooks, why) < 0) {
 		aws_free(p);
 		return -1;
 	}
 	build_catalog(p);
-	sd_cloud_catalog_model_journaled(&p->cc, env->catalog_path, p->fleet, "aws");
+	sd_cloud_catalog_model_journaled(&p->c.cc, env->catalog_path, p->c.fleet, "aws");
 	if (isnan(p->quoted_usd))
 		ask_prices(p);
 	if (!cJSON_GetObjectItemCaseSensitive(s, "gpu_count"))
 		ask_type(p);
-	uv_timer_init(p->loop, &p->backstop);
-	p->backstop.data = p;
-	uv_timer_start(&p->backstop, on_backstop, (uint64_t)(p->poll_s * 1000), (uint64_t)(p->poll_s * 1000));
-	uv_unref((uv_handle_t *)&p->backstop);
+	uv_timer_init(p->c.loop, &p->c.backstop);
+	p->c.backstop.data = p;
+	uv_timer_start(&p->c.backstop, on_backstop, (uint64_t)(p->c.poll_s * 1000), (uint64_t)(p->c.poll_s * 1000));
+	uv_unref((uv_handle_t *)&p->c.backstop);
 	char lerr[256];
-	p->orph.reconciling = 1;
-	if (sd_ec2_vm_list(p->aws, p->tag, on_reconcile_vm, on_reconciled, p, lerr, sizeof lerr) < 0)
-		on_reconciled(p, -1, lerr);
-	*out = p;
-	return 0;
-}
-
-static int aws_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
-{
-	int zi = offer->index;
-	if (zi < 0 || zi >= p->nzones || offer != &p->cc.offers[zi])
-		return sd_why(why, "%s: not an offer of the aws provider", offer->id);
-	double now = sd_fleet_now(p->fleet);
-	if (now < p->cloud_blocked_until)
-		return sd_why(why, "%s: aws is blocked for %.0f s more after an account-wide error", offer->id,
-		              p->cloud_blocked_until - now);
-	if (now < p->zone_blocked_until[zi])
-		return sd_why(why, "%s: %s is blocked for %.0f s more (it ran out, or the region's quota did)",
-		              offer->id, p->zones[zi], p->zone_blocked_until[zi] - now);
-	struct aws_server *s = sd_calloc(1, sizeof *s);
-	snprintf(s->id, sizeof s->id, "%s", server);
-	snprintf(s->name, sizeof s->name, "sd-%s-%s", p->tag, server);
-	s->zone = zi;
-	s->host = -1;
-	s->p = p;
-	s->next = p->servers;
-	p->servers = s;
-	if (p->orph.reconciling || p->orph.asking) {
-		s->st = VM_WAITING;   /* settle() adopts a held instance for it or launches one */
-		return 0;
-	}
-	char err[512];
-	if (start_launch(p, s, err, sizeof err) < 0) {
-		p->servers = s->next;
-		free(s);
-		return sd_why(why, "%s: %s", offer->id, err);
-	}
+	p->c.orph.reconciling = 1;
+	if (sd_ec2_vm_list(p->aws, p->c.tag, on_reconcile_vm, sd_cloud_on_reconciled, &p->c, lerr, sizeof lerr) < 0)
+		sd_cloud_on_reconciled(&p->c, -1, lerr);
+	*out = (struct sd_provider *)(void *)p;
 	return 0;
 }
 
 /* Launches S's instance (Name sd-TAG-SERVER) in its zone. */
-static int start_launch(struct sd_provider *p, struct aws_server *s, char *err, size_t errlen)
+static int start_launch(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen)
 {
-	int zi = s->zone;
-	s->st = VM_CREATING;
+	int zi = s->v.zone;
+	s->v.st = SD_VM_CREATING;
 	struct sd_ec2_instance_spec spec = {
-		.az = p->zones[zi],
-		.name = s->name,
+		.az = p->c.zones[zi],
+		.name = s->v.name,
 		.type = p->instance_type,
 		.image = p->image,
 		.user_data = p->user_data,
-		.run = p->tag,
+		.run = p->c.tag,
 		.max_price = p->max_price,
 	};
 	return sd_ec2_vm_launch(p->aws, &spec, p->boot_poll_s, on_launched, s, err, errlen);
-}
-
-static void aws_release(struct sd_provider *p, const char *server)
-{
-	struct aws_server *s = find_server(p, server);
-	if (!s || s->released)
-		return;
-	s->released = 1;
-	sd_provider_ssh.release(p->ssh, server);
-	terminate_vm(p, s);
-}
-
-static int aws_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why)
-{
-	return sd_provider_ssh.launch(p->ssh, server, worker_argv, argv, why);
-}
-
-static void aws_signal(struct sd_provider *p, const char *server, int sig)
-{
-	sd_provider_ssh.signal(p->ssh, server, sig);
-}
-
-static void aws_lost(struct sd_provider *p, const char *server, int worker_alive)
-{
-	sd_provider_ssh.lost(p->ssh, server, worker_alive);
-}
-
-static int aws_link_in_session(const struct sd_provider *p)
-{
-	return sd_provider_ssh.link_in_session(p->ssh);
-}
-
-static const struct sd_catalog *aws_catalog(const struct sd_provider *p)
-{
-	return &p->cc.cat;
-}
-
-static const double *aws_prices(const struct sd_provider *p)
-{
-	return p->cc.prices;
-}
-
-static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
-{
-	int n = 0;
-	for (const struct aws_server *s = p->servers; s; s = s->next)
-		n += s->zone == o->index && !s->released && !s->reported_end && s->st != VM_GONE && s->st != VM_HELD;
-	return n;
 }
 
 /* ---- the end: every instance of the run not known gone is terminated on
@@ -1149,7 +839,7 @@ static int aws_live(const struct sd_provider *p, const struct sd_offer *o)
  * tag lists (a launch whose answer never came) ---- */
 
 struct final {
-	struct sd_provider *p;
+	struct aws_provider *p;
 	struct sd_aws_client *aws;
 	int unseen;   /* launches in flight at close whose instance no list showed yet */
 };
@@ -1158,53 +848,49 @@ struct final {
  * answers were lost: EC2 may have made an instance we have no id for. */
 static int launch_unknown(const struct aws_server *s)
 {
-	return !s->iid[0] && s->name[0] && (s->st == VM_CREATING || s->lost_launch);
+	return !s->iid[0] && s->v.name[0] && (s->v.st == SD_VM_CREATING || s->lost_launch);
 }
 
 static void on_final_terminated(void *arg, const struct sd_ec2_vm_result *r)
 {
 	struct aws_server *s = arg;
-	s->p->final_pending--;
+	prov(s)->c.final_pending--;
 	if (r->ok) {
-		s->st = VM_GONE;
+		s->v.st = SD_VM_GONE;
 		stopped(s, r->ended_at, "TerminateInstances' answer");
-		bill(s->p, s);
+		bill(prov(s), s);
 	}
 }
 
 static void on_final_listed_vm(void *arg, const struct sd_ec2_instance *in)
 {
 	struct final *fin = arg;
-	struct sd_provider *p = fin->p;
+	struct aws_provider *p = fin->p;
 	if (in->state_code == SD_EC2_TERMINATED || in->state_code == SD_EC2_SHUTTING_DOWN)
 		return;
 	struct aws_server *s;
-	for (s = p->servers; s; s = s->next)
+	for (s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next))
 		if (!strcmp(s->iid, in->id))
 			break;
 	if (!s)   /* the instance of a launch whose answer the close cut off */
-		for (s = p->servers; s; s = s->next)
-			if (launch_unknown(s) && !strcmp(s->name, in->name)) {
+		for (s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next))
+			if (launch_unknown(s) && !strcmp(s->v.name, in->name)) {
 				snprintf(s->iid, sizeof s->iid, "%s", in->id);
 				s->lost_launch = 0;
 				fin->unseen--;
 				break;
 			}
-	if (s && (s->st == VM_GONE || s->st == VM_DELETING))
+	if (s && (s->v.st == SD_VM_GONE || s->v.st == SD_VM_DELETING))
 		return;   /* gone, or its terminate is on its way */
 	if (!s) {
-		s = sd_calloc(1, sizeof *s);
+		s = aws_vm(sd_cloud_vm_new(&p->c, NULL, 0));
 		snprintf(s->iid, sizeof s->iid, "%s", in->id);
-		s->host = -1;
-		s->p = p;
-		s->released = 1;
-		s->next = p->servers;
-		p->servers = s;
+		s->v.released = 1;
 	}
 	char err[256];
-	s->st = VM_DELETING;
+	s->v.st = SD_VM_DELETING;
 	if (sd_ec2_vm_terminate(fin->aws, s->iid, on_final_terminated, s, err, sizeof err) == 0)
-		p->final_pending++;
+		p->c.final_pending++;
 }
 
 static void on_final_listed(void *arg, int n, const char *error)
@@ -1212,10 +898,10 @@ static void on_final_listed(void *arg, int n, const char *error)
 	struct final *fin = arg;
 	(void)n;
 	(void)error;
-	fin->p->final_pending--;
+	fin->p->c.final_pending--;
 }
 
-static void terminate_left(struct sd_provider *p)
+static void terminate_left(struct aws_provider *p)
 {
 	uv_loop_t loop;
 	if (uv_loop_init(&loop) < 0)
@@ -1225,14 +911,14 @@ static void terminate_left(struct sd_provider *p)
 	static const struct sd_http_policy close_policy = { .timeout_s = 20 };
 	struct sd_http *http = sd_http_new(&loop, &close_policy, NULL, NULL, err, sizeof err);
 	struct final fin = { .p = p, .aws = http ? new_client(p, http, err, sizeof err) : NULL };
-	p->final_pending = 0;
-	for (struct aws_server *s = p->servers; fin.aws && s; s = s->next)
-		if (s->st != VM_GONE && s->iid[0] &&
+	p->c.final_pending = 0;
+	for (struct aws_server *s = aws_vm(p->c.servers); fin.aws && s; s = aws_vm(s->v.next))
+		if (s->v.st != SD_VM_GONE && s->iid[0] &&
 		    sd_ec2_vm_terminate(fin.aws, s->iid, on_final_terminated, s, err, sizeof err) == 0) {
-			s->st = VM_DELETING;
-			p->final_pending++;
+			s->v.st = SD_VM_DELETING;
+			p->c.final_pending++;
 		}
-	for (struct aws_server *s = p->servers; s; s = s->next)
+	for (struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next))
 		fin.unseen += launch_unknown(s);
 	/* The list counts as one call pending until it has answered.  A launch
 	 * cut off by the close may still make its instance after a list (EC2
@@ -1247,17 +933,17 @@ static void terminate_left(struct sd_provider *p)
 			int never = 1;   /* a pause on this loop: nothing counts it done */
 			sd_cloud_run_until(&loop, &never, CLOSE_RELIST_S);
 		}
-		if (sd_ec2_vm_list(fin.aws, p->tag, on_final_listed_vm, on_final_listed, &fin, err, sizeof err) < 0)
+		if (sd_ec2_vm_list(fin.aws, p->c.tag, on_final_listed_vm, on_final_listed, &fin, err, sizeof err) < 0)
 			break;
-		p->final_pending++;
-		sd_cloud_run_until(&loop, &p->final_pending, CLOSE_TERMINATE_WAIT_S);
+		p->c.final_pending++;
+		sd_cloud_run_until(&loop, &p->c.final_pending, CLOSE_TERMINATE_WAIT_S);
 	}
 	/* What could not be terminated may still run, and bill: said. */
 	cJSON *left = cJSON_CreateArray();
-	for (struct aws_server *s = p->servers; s; s = s->next)
-		if (s->st != VM_GONE && s->iid[0])
+	for (struct aws_server *s = aws_vm(p->c.servers); s; s = aws_vm(s->v.next))
+		if (s->v.st != SD_VM_GONE && s->iid[0])
 			cJSON_AddItemToArray(left, cJSON_CreateString(s->iid));
-	sd_cloud_journal_left(p->fleet, "aws", p->tag, left, fin.aws ? NULL : err);
+	sd_cloud_journal_left(p->c.fleet, "aws", p->c.tag, left, fin.aws ? NULL : err);
 	if (fin.aws)
 		sd_ec2_vm_cancel_waiting(fin.aws);
 	if (http)
@@ -1268,47 +954,131 @@ static void terminate_left(struct sd_provider *p)
 	uv_loop_close(&loop);
 }
 
-static void aws_close(struct sd_provider *p)
+static void aws_close(struct aws_provider *p)
 {
-	sd_provider_ssh.close(p->ssh);
-	p->closing = 1;
-	uv_timer_stop(&p->backstop);
-	uv_close((uv_handle_t *)&p->backstop, NULL);
+	sd_provider_ssh.close(p->c.ssh);
+	p->c.closing = 1;
+	uv_timer_stop(&p->c.backstop);
+	uv_close((uv_handle_t *)&p->c.backstop, NULL);
 	sd_ec2_vm_cancel_waiting(p->aws);
-	sd_http_close(p->http, NULL, NULL);
-	p->http = NULL;
+	sd_http_close(p->c.http, NULL, NULL);
+	p->c.http = NULL;
 	terminate_left(p);
 }
 
-static void aws_free(struct sd_provider *p)
+static void aws_free(struct aws_provider *p)
 {
 	if (!p)
 		return;
-	if (p->ssh)
-		sd_provider_ssh.free(p->ssh);
+	if (p->c.ssh)
+		sd_provider_ssh.free(p->c.ssh);
 	if (p->aws)
 		sd_aws_client_free(p->aws);
-	if (p->http)
-		sd_http_close(p->http, NULL, NULL);
-	while (p->servers) {
-		struct aws_server *n = p->servers->next;
-		free(p->servers);
-		p->servers = n;
+	if (p->c.http)
+		sd_http_close(p->c.http, NULL, NULL);
+	while (p->c.servers) {
+		struct sd_cloud_vm *n = p->c.servers->next;
+		free(p->c.servers);
+		p->c.servers = n;
 	}
-	for (int i = 0; i < p->nzones; i++)
-		free(p->zones[i]);
-	sd_cloud_catalog_free(&p->cc);
+	for (int i = 0; i < p->c.nzones; i++)
+		free(p->c.zones[i]);
+	sd_cloud_catalog_free(&p->c.cc);
 	free(p->region);
 	free(p->endpoint);
 	free(p->profile);
 	free(p->instance_type);
 	free(p->image);
-	free(p->ssh_user);
-	free(p->identity);
-	free(p->worker);
+	free(p->c.ssh_user);
+	free(p->c.identity);
+	free(p->c.worker);
 	free(p->max_price);
 	free(p->user_data);
 	free(p);
+}
+
+/* ---- the lifecycle's calls into EC2 (cloud-vm.h) ---- */
+
+static struct aws_provider *aws_of(struct sd_cloud *c)
+{
+	return (struct aws_provider *)(void *)c;
+}
+
+static const char *aws_ref(const struct sd_cloud_vm *v)
+{
+	return ((const struct aws_server *)(const void *)v)->iid;
+}
+
+static int aws_known(const struct sd_cloud_vm *v)
+{
+	return aws_ref(v)[0] != 0;
+}
+
+/* The Name tag is set at once: the start-up list knows a waiting server's
+ * instance by it. */
+static void aws_acquired(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	snprintf(v->name, sizeof v->name, "sd-%s-%s", c->tag, v->id);
+}
+
+static int aws_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
+{
+	return start_launch(aws_of(c), aws_vm(v), err, errlen);
+}
+
+static void aws_remove(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	terminate_vm(aws_of(c), aws_vm(v));
+}
+
+static void aws_list(struct sd_cloud *c)
+{
+	start_list(aws_of(c));
+}
+
+static void aws_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)
+{
+	struct aws_server *s = aws_vm(v);
+	snprintf(s->iid, sizeof s->iid, "%s", aws_ref(h));
+	s->running_at = sd_cloud_wall_now();
+}
+
+static void aws_host(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h)
+{
+	const struct aws_provider *p = (const struct aws_provider *)(const void *)c;
+	h->gpu = (char *)p->gpu;
+	h->gpu_count = p->gpu_count;
+	h->usd_per_hour = c->cc.prices[v->zone];
+}
+
+static const struct sd_cloud_ops aws_cloud = {
+	.name = "aws",
+	.vm_word = "instance",
+	.vms_word = "instances",
+	.insert_call = "RunInstances",
+	.whole_scope = "an account-wide error",
+	.zone_word = "",
+	.quota_owner = "the region's",
+	.vm_size = sizeof(struct aws_server),
+	.keep_forgets = 0,   /* the close's sweep by tag must leave kept instances alone */
+	.ref = aws_ref,
+	.known = aws_known,
+	.acquired = aws_acquired,
+	.insert = aws_insert,
+	.remove = aws_remove,
+	.list = aws_list,
+	.adopt = aws_adopt,
+	.host = aws_host,
+};
+
+static void aws_close_op(struct sd_provider *p)
+{
+	aws_close((struct aws_provider *)(void *)p);
+}
+
+static void aws_free_op(struct sd_provider *p)
+{
+	aws_free((struct aws_provider *)(void *)p);
 }
 
 const struct sd_provider_ops sd_provider_aws = {
@@ -1318,17 +1088,17 @@ const struct sd_provider_ops sd_provider_aws = {
 	.check = aws_check,
 	.path_settings = path_settings,
 	.create = aws_create,
-	.acquire = aws_acquire,
-	.release = aws_release,
-	.catalog = aws_catalog,
-	.prices = aws_prices,
-	.live = aws_live,
-	.launch = aws_launch,
-	.signal = aws_signal,
-	.lost = aws_lost,
-	.link_in_session = aws_link_in_session,
-	.judge = aws_judge,
-	.answer_orphans = aws_answer_orphans,
-	.close = aws_close,
-	.free = aws_free,
+	.acquire = sd_cloud_acquire,
+	.release = sd_cloud_release,
+	.catalog = sd_cloud_catalog,
+	.prices = sd_cloud_prices,
+	.live = sd_cloud_live,
+	.launch = sd_cloud_launch,
+	.signal = sd_cloud_signal,
+	.lost = sd_cloud_lost,
+	.link_in_session = sd_cloud_link_in_session,
+	.judge = sd_cloud_judge,
+	.answer_orphans = sd_cloud_answer_orphans,
+	.close = aws_close_op,
+	.free = aws_free_op,
 };

@@ -440,3 +440,304 @@ void sd_cloud_journal_left(struct sd_fleet *fleet, const char *provider, const c
 		cJSON_AddStringToObject(ev, "error", error);
 	sd_fleet_journal(fleet, SD_EV_ERROR, ev);
 }
+
+/* ---- one VM lifecycle for every cloud ---- */
+
+/* A cloud's create() hands out its state, which begins with a struct
+ * sd_cloud, as the opaque struct sd_provider (cloud-vm.h). */
+static struct sd_cloud *cloud_of(struct sd_provider *p)
+{
+	return (struct sd_cloud *)(void *)p;
+}
+
+static const struct sd_cloud *const_cloud_of(const struct sd_provider *p)
+{
+	return (const struct sd_cloud *)(const void *)p;
+}
+
+struct sd_cloud_vm *sd_cloud_find(const struct sd_cloud *c, const char *server)
+{
+	for (struct sd_cloud_vm *v = c->servers; v; v = v->next)
+		if (!strcmp(v->id, server))
+			return v;
+	return NULL;
+}
+
+int sd_cloud_zone_index(const struct sd_cloud *c, const char *zone)
+{
+	for (int i = 0; i < c->nzones; i++)
+		if (!strcmp(c->zones[i], zone))
+			return i;
+	return -1;
+}
+
+void sd_cloud_unlink(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	for (struct sd_cloud_vm **q = &c->servers; *q; q = &(*q)->next)
+		if (*q == v) {
+			*q = v->next;
+			free(v);
+			return;
+		}
+}
+
+void sd_cloud_vm_report(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+			const char *code, const char *message)
+{
+	if (kind == SD_PROVIDER_REVOKED || kind == SD_PROVIDER_FAILED || kind == SD_PROVIDER_STOCKOUT)
+		v->reported_end = 1;
+	sd_cloud_report(c->fleet, v->id, c->zones[v->zone], kind, code, message, v->name);
+}
+
+struct sd_cloud_vm *sd_cloud_vm_new(struct sd_cloud *c, const char *id, int zone)
+{
+	struct sd_cloud_vm *v = sd_calloc(1, c->ops->vm_size);
+	if (id)
+		snprintf(v->id, sizeof v->id, "%s", id);
+	v->zone = zone;
+	v->host = -1;
+	v->cloud = c;
+	v->next = c->servers;
+	c->servers = v;
+	return v;
+}
+
+void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *addr, const char *comm_addr)
+{
+	v->st = SD_VM_WAIT_SSH;
+	sd_cloud_vm_report(c, v, SD_PROVIDER_PROVISIONED, NULL, NULL);
+	struct sd_host h = {
+		.name = v->name,
+		.host = (char *)addr,
+		.user = c->ssh_user,
+		.port = c->ssh_port,
+		.identity = c->identity,
+		.transient = 1,
+		.slots = 1,
+		.worker = c->worker,
+		.comm_host = (char *)comm_addr,
+	};
+	c->ops->host(c, v, &h);
+	v->host = sd_ssh_host_add(c->ssh, &h);
+	sd_ssh_attach(c->ssh, v->id, v->host);
+	sd_ssh_wait_ready(c->ssh, v->host, c->boot_timeout_s, sd_cloud_on_ssh_ready, v);
+}
+
+void sd_cloud_on_ssh_ready(void *arg, int host, int ok, const char *said)
+{
+	struct sd_cloud_vm *v = arg;
+	struct sd_cloud *c = v->cloud;
+	(void)host;
+	if (v->released || v->reported_end || v->st != SD_VM_WAIT_SSH)
+		return;
+	if (ok) {
+		v->st = SD_VM_RUNNING;
+		sd_cloud_vm_report(c, v, SD_PROVIDER_RUNNING, NULL, NULL);
+		return;
+	}
+	char msg[700];
+	snprintf(msg, sizeof msg, "%s %s runs but its sshd did not let us in within %.0f s: %s", c->ops->vm_word,
+	         c->ops->ref(v), c->boot_timeout_s, said && said[0] ? said : "no answer");
+	v->st = SD_VM_RUNNING;
+	sd_cloud_vm_report(c, v, SD_PROVIDER_FAILED, "SSH_UNREACHABLE", msg);
+	c->ops->remove(c, v);
+}
+
+/* V's worker ended, or its host stopped answering ssh, while it trained
+ * without a notice: a crash, or an interruption its worker never heard
+ * of.  The list, asked now, says which. */
+static void suspect(struct sd_cloud *c, struct sd_cloud_vm *v, const char *code, const char *message)
+{
+	if (v->suspect)
+		return;
+	v->suspect = 1;
+	snprintf(v->suspect_code, sizeof v->suspect_code, "%s", code);
+	snprintf(v->suspect_msg, sizeof v->suspect_msg, "%s", message);
+	c->ops->list(c);
+}
+
+void sd_cloud_on_unreachable(void *ctx, const char *server, const char *message)
+{
+	struct sd_cloud *c = ctx;
+	struct sd_cloud_vm *v = sd_cloud_find(c, server);
+	if (v && !v->released && !v->reported_end)
+		suspect(c, v, "HOST_UNREACHABLE", message);
+}
+
+int sd_cloud_judge(struct sd_provider *p, const char *server)
+{
+	struct sd_cloud *c = cloud_of(p);
+	struct sd_cloud_vm *v = sd_cloud_find(c, server);
+	if (!v || v->released || v->reported_end || c->closing || (v->st != SD_VM_RUNNING && v->st != SD_VM_WAIT_SSH) ||
+	    !c->ops->known(v))
+		return 0;
+	char msg[200];
+	snprintf(msg, sizeof msg, "the worker on %s %s ended", c->ops->vm_word, c->ops->ref(v));
+	suspect(c, v, "WORKER_ENDED", msg);
+	return 1;
+}
+
+/* V (acquired while the list or the question was open) takes over held VM
+ * H of its zone: no insert; it is billed from now (before, the earlier
+ * controller's journal counted it), and trains once its sshd answers. */
+static void adopt(struct sd_cloud *c, struct sd_cloud_vm *v, struct sd_cloud_vm *h)
+{
+	c->ops->adopt(v, h);
+	snprintf(v->name, sizeof v->name, "%s", h->name);
+	char addr[48], comm[48];
+	snprintf(addr, sizeof addr, "%s", h->addr);
+	snprintf(comm, sizeof comm, "%s", h->comm_addr);
+	sd_cloud_journal_orphan(c->fleet, c->ops->name, c->ops->ref(h), c->zones[h->zone], h->status, "adopt", v->id);
+	sd_cloud_unlink(c, h);
+	v->adopted = 1;
+	sd_cloud_boot_done(c, v, addr, comm);
+}
+
+void sd_cloud_settle(struct sd_cloud *c)
+{
+	int again = 1;
+	while (again) {   /* the list changes under adopt: walk it again */
+		again = 0;
+		for (struct sd_cloud_vm *v = c->servers; v; v = v->next) {
+			if (v->st != SD_VM_WAITING)
+				continue;
+			struct sd_cloud_vm *h = NULL;
+			for (struct sd_cloud_vm *t = c->servers; c->orph.what == SD_ORPHANS_ADOPT && t; t = t->next)
+				if (t->st == SD_VM_HELD && t->zone == v->zone)
+					h = t;
+			if (h) {
+				adopt(c, v, h);
+				again = 1;
+				break;
+			}
+			char err[512];
+			if (c->ops->insert(c, v, err, sizeof err) < 0) {
+				v->st = SD_VM_GONE;
+				sd_cloud_vm_report(c, v, SD_PROVIDER_FAILED, c->ops->insert_call, err);
+			}
+		}
+	}
+	for (struct sd_cloud_vm *v = c->servers, *n; v; v = n) {
+		n = v->next;
+		if (v->st != SD_VM_HELD)
+			continue;
+		int keep = c->orph.what == SD_ORPHANS_KEEP;
+		sd_cloud_journal_orphan(c->fleet, c->ops->name, c->ops->ref(v), c->zones[v->zone], v->status,
+		                        keep ? "keep" : "delete", NULL);
+		if (keep && c->ops->keep_forgets) {
+			sd_cloud_unlink(c, v);
+			continue;
+		}
+		v->released = 1;
+		v->st = SD_VM_RUNNING;
+		if (keep)
+			v->st = SD_VM_GONE;   /* left alone, by the sweep at close too */
+		else
+			c->ops->remove(c, v);
+	}
+}
+
+void sd_cloud_on_reconciled(void *arg, int n, const char *error)
+{
+	struct sd_cloud *c = arg;
+	(void)n;
+	int now = sd_cloud_orphans_listed(&c->orph);
+	if (c->closing)
+		return;
+	if (error) {
+		char reason[200];
+		snprintf(reason, sizeof reason,
+		         "the run's %s could not be listed at start: orphans of an earlier controller, if any, are left",
+		         c->ops->vms_word);
+		sd_cloud_journal_error(c->fleet, c->ops->name, reason, error);
+	}
+	if (now)   /* else by the answer (sd_cloud_answer_orphans) */
+		sd_cloud_settle(c);
+}
+
+int sd_cloud_answer_orphans(struct sd_provider *p, const char *what, char **why)
+{
+	struct sd_cloud *c = cloud_of(p);
+	int now = sd_cloud_orphans_answer(&c->orph, what, c->ops->vms_word, why);
+	if (now > 0)
+		sd_cloud_settle(c);
+	return now < 0 ? -1 : 0;
+}
+
+int sd_cloud_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
+{
+	struct sd_cloud *c = cloud_of(p);
+	int zi = offer->index;
+	if (zi < 0 || zi >= c->nzones || offer != &c->cc.offers[zi])
+		return sd_why(why, "%s: not an offer of the %s provider", offer->id, c->ops->name);
+	double now = sd_fleet_now(c->fleet);
+	if (now < c->cloud_blocked_until)
+		return sd_why(why, "%s: %s is blocked for %.0f s more after %s", offer->id, c->ops->name,
+		              c->cloud_blocked_until - now, c->ops->whole_scope);
+	if (now < c->zone_blocked_until[zi])
+		return sd_why(why, "%s: %s%s is blocked for %.0f s more (it ran out, or %s quota did)", offer->id,
+		              c->ops->zone_word, c->zones[zi], c->zone_blocked_until[zi] - now, c->ops->quota_owner);
+	struct sd_cloud_vm *v = sd_cloud_vm_new(c, server, zi);
+	if (c->ops->acquired)
+		c->ops->acquired(c, v);
+	if (c->orph.reconciling || c->orph.asking) {
+		v->st = SD_VM_WAITING;   /* sd_cloud_settle adopts a held VM for it or makes one */
+		return 0;
+	}
+	char err[512];
+	if (c->ops->insert(c, v, err, sizeof err) < 0) {
+		c->servers = v->next;
+		free(v);
+		return sd_why(why, "%s: %s", offer->id, err);
+	}
+	return 0;
+}
+
+void sd_cloud_release(struct sd_provider *p, const char *server)
+{
+	struct sd_cloud *c = cloud_of(p);
+	struct sd_cloud_vm *v = sd_cloud_find(c, server);
+	if (!v || v->released)
+		return;
+	v->released = 1;
+	sd_provider_ssh.release(c->ssh, server);
+	c->ops->remove(c, v);
+}
+
+const struct sd_catalog *sd_cloud_catalog(const struct sd_provider *p)
+{
+	return &const_cloud_of(p)->cc.cat;
+}
+
+const double *sd_cloud_prices(const struct sd_provider *p)
+{
+	return const_cloud_of(p)->cc.prices;
+}
+
+int sd_cloud_live(const struct sd_provider *p, const struct sd_offer *o)
+{
+	int n = 0;
+	for (const struct sd_cloud_vm *v = const_cloud_of(p)->servers; v; v = v->next)
+		n += v->zone == o->index && !v->released && !v->reported_end && v->st != SD_VM_GONE && v->st != SD_VM_HELD;
+	return n;
+}
+
+int sd_cloud_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why)
+{
+	return sd_provider_ssh.launch(cloud_of(p)->ssh, server, worker_argv, argv, why);
+}
+
+void sd_cloud_signal(struct sd_provider *p, const char *server, int sig)
+{
+	sd_provider_ssh.signal(cloud_of(p)->ssh, server, sig);
+}
+
+void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive)
+{
+	sd_provider_ssh.lost(cloud_of(p)->ssh, server, worker_alive);
+}
+
+int sd_cloud_link_in_session(const struct sd_provider *p)
+{
+	return sd_provider_ssh.link_in_session(const_cloud_of(p)->ssh);
+}
