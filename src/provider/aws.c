@@ -257,71 +257,24 @@ static void on_http_attempt(void *arg, const struct sd_http_attempt *a)
 
 /* ---- servers ---- */
 
-static void bill(struct aws_provider *p, struct aws_server *s)
-{
-	if (s->v.billed || !s->v.id[0] || !(s->running_at > 0) || !(s->stopped_at >= s->running_at))
-		return;
-	s->v.billed = 1;
-	char source[200];
-	snprintf(source, sizeof source, "aws: instance %s, %s to %s", s->iid, s->v.adopted ? "its adoption" : "seen running",
-	         s->stop_source);
-	struct sd_provider_event ev = {
-		.kind = SD_PROVIDER_BILLED,
-		.server = s->v.id,
-		.time = sd_fleet_now(p->c.fleet),
-		.run_seconds = s->stopped_at - s->running_at,
-		.billing_source = source,
-	};
-	sd_fleet_report(p->c.fleet, &ev);
-}
-
-static void stopped(struct aws_server *s, double at, const char *source)
-{
-	if (s->stopped_at > 0 || !(at > 0))
-		return;
-	s->stopped_at = at;
-	s->stop_source = source;
-}
-
 static void on_terminated(void *arg, const struct sd_ec2_vm_result *r)
 {
 	struct aws_server *s = arg;
 	struct aws_provider *p = prov(s);
-	if (r->ok) {
-		s->v.st = SD_VM_GONE;
-		stopped(s, r->ended_at, "TerminateInstances' answer");
-		bill(p, s);
-	} else if (!p->c.closing) {
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "provider", "aws");
-		if (s->v.id[0])
-			cJSON_AddStringToObject(ev, "server", s->v.id);
-		cJSON_AddStringToObject(ev, "instance", s->iid);
-		cJSON_AddStringToObject(ev, "reason", "the instance could not be terminated; spotdeck tries again at the end");
-		cJSON_AddStringToObject(ev, "error", r->message);
-		sd_fleet_journal(p->c.fleet, SD_EV_ERROR, ev);
-		s->v.st = SD_VM_RUNNING;
-	} else {
+	if (r->ok)
+		sd_cloud_deleted(&p->c, &s->v, r->ended_at, "TerminateInstances' answer");
+	else if (!p->c.closing)
+		sd_cloud_delete_failed(&p->c, &s->v, r->message);
+	else
 		s->v.st = SD_VM_RUNNING;   /* cut short by close: sent again there */
-	}
 }
 
-static void terminate_vm(struct aws_provider *p, struct aws_server *s)
+/* The TerminateInstances of S's instance (sd_cloud_delete's). */
+static int terminate_vm(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen)
 {
-	if (s->v.host >= 0)
-		sd_ssh_host_gone(p->c.ssh, s->v.host);
-	if (s->v.st == SD_VM_WAITING) {
-		s->v.st = SD_VM_GONE;   /* never launched */
-		return;
-	}
-	if (s->v.st == SD_VM_HELD)
-		s->v.st = SD_VM_RUNNING;
-	if (s->v.st == SD_VM_CREATING || s->v.st == SD_VM_DELETING || s->v.st == SD_VM_GONE || !s->iid[0])
-		return;   /* a launch in flight terminates when it ends */
-	s->v.st = SD_VM_DELETING;
-	char err[256];
-	if (sd_ec2_vm_terminate(p->aws, s->iid, on_terminated, s, err, sizeof err) < 0)
-		s->v.st = SD_VM_RUNNING;
+	if (!s->iid[0])
+		return 1;   /* a launch in flight terminates when it ends */
+	return sd_ec2_vm_terminate(p->aws, s->iid, on_terminated, s, err, errlen) < 0 ? -1 : 0;
 }
 
 /* An error's scope (sd_ec2_classify) blocks a zone, every zone (the
@@ -370,16 +323,16 @@ static void on_launched(void *arg, const struct sd_ec2_vm_result *r)
 		 * run's tag at close. */
 		if (s->iid[0]) {
 			s->v.st = SD_VM_RUNNING;
-			terminate_vm(p, s);
+			sd_cloud_delete(&p->c, &s->v);
 		} else {
 			s->lost_launch = !strcmp(r->block, "retry") || !strcmp(r->block, "none");
 		}
 		return;
 	}
 	s->v.st = SD_VM_WAIT_SSH;
-	s->running_at = r->running_at;
+	s->v.started_at = r->running_at;
 	if (s->v.released) {
-		terminate_vm(p, s);
+		sd_cloud_delete(&p->c, &s->v);
 		return;
 	}
 	const char *addr = r->vm.public_ip[0] ? r->vm.public_ip : r->vm.private_ip;
@@ -404,29 +357,7 @@ static void end_lost_launch(struct aws_provider *p, struct aws_server *s, const 
 	cJSON_AddStringToObject(ev, "reason", "the launch's answers were lost but EC2 made the instance: terminated");
 	sd_fleet_journal(p->c.fleet, SD_EV_ERROR, ev);
 	s->v.st = SD_VM_RUNNING;
-	terminate_vm(p, s);
-}
-
-/* The verdict on S, whose instance shut down or went: journaled first
- * (REVOKED or FAILED, with what settled it), and only then is it
- * terminated (a stopped one would bill its volume; a terminated one:
- * idempotent). */
-static void verdict(struct aws_provider *p, struct aws_server *s, enum sd_provider_event_kind kind,
-                    const char *settled_by, const char *code, const char *message)
-{
-	s->v.reported_end = 1;
-	s->v.reviewing = 0;
-	struct sd_provider_event ev = {
-		.kind = kind,
-		.server = s->v.id,
-		.time = sd_fleet_now(p->c.fleet),
-		.code = code,
-		.message = message,
-		.zone = p->c.zones[s->v.zone],
-		.settled_by = settled_by,
-	};
-	sd_fleet_report(p->c.fleet, &ev);
-	terminate_vm(p, s);
+	sd_cloud_delete(&p->c, &s->v);
 }
 
 /* A Spot interruption in EC2's own words: the instance was terminated,
@@ -446,22 +377,18 @@ static void review(struct aws_provider *p, struct aws_server *s, const char *sta
 	if (sd_fleet_cloud_noticed(p->c.fleet, s->v.id, &source)) {
 		snprintf(msg, sizeof msg, "instance %s is %s; its worker had reported the cloud's interruption notice%s%s",
 		         s->iid, state ? state : "no longer listed", source[0] ? " from " : "", source);
-		verdict(p, s, SD_PROVIDER_REVOKED, "notice", NULL, msg);
+		sd_cloud_verdict(&p->c, &s->v, SD_PROVIDER_REVOKED, "notice", NULL, msg);
 		return;
 	}
-	double now = sd_fleet_now(p->c.fleet);
-	if (!s->v.reviewing) {
-		s->v.reviewing = 1;
-		s->v.review_since = now;
-	}
-	if (now - s->v.review_since < p->c.preempt_wait_s)
+	double since;
+	if (!sd_cloud_review_due(&p->c, &s->v, &since))
 		return;
 	snprintf(msg, sizeof msg, "instance %s is %s, and for %.0f s neither a stateReason nor a notice from its worker "
 	         "said it was a Spot interruption%s%s", s->iid, state ? state : "no longer listed",
-	         now - s->v.review_since, s->v.suspect_msg[0] ? "; " : "", s->v.suspect_msg);
+	         since, s->v.suspect_msg[0] ? "; " : "", s->v.suspect_msg);
 	if (!state)
 		s->v.st = SD_VM_GONE;   /* nothing left to terminate */
-	verdict(p, s, SD_PROVIDER_FAILED, "timeout", "VM_GONE", msg);
+	sd_cloud_verdict(&p->c, &s->v, SD_PROVIDER_FAILED, "timeout", "VM_GONE", msg);
 }
 
 static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
@@ -483,17 +410,17 @@ static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 			    !s->v.released && !s->v.reported_end)
 				/* It runs: a worker that ended there, or a host that
 				 * stopped answering ssh, is the server's failure. */
-				verdict(p, s, SD_PROVIDER_FAILED, NULL, s->v.suspect_code, s->v.suspect_msg);
+				sd_cloud_verdict(&p->c, &s->v, SD_PROVIDER_FAILED, NULL, s->v.suspect_code, s->v.suspect_msg);
 			continue;
 		}
-		stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
+		sd_cloud_stopped(&s->v, sd_cloud_wall_now(), "the backstop's DescribeInstances");
 		if (s->v.released || s->v.reported_end || (s->v.st != SD_VM_RUNNING && s->v.st != SD_VM_WAIT_SSH))
 			continue;
 		char msg[700];
 		if (spot_reason(in->reason_code)) {
 			snprintf(msg, sizeof msg, "instance %s is %s: %s", s->iid, in->state,
 			         in->reason[0] ? in->reason : in->reason_code);
-			verdict(p, s, SD_PROVIDER_REVOKED, "state_reason", NULL, msg);
+			sd_cloud_verdict(&p->c, &s->v, SD_PROVIDER_REVOKED, "state_reason", NULL, msg);
 		} else if (!in->reason_code[0]) {
 			review(p, s, in->state);
 		} else if (sd_fleet_cloud_noticed(p->c.fleet, s->v.id, NULL)) {
@@ -503,7 +430,7 @@ static void on_listed_vm(void *arg, const struct sd_ec2_instance *in)
 		} else {
 			snprintf(msg, sizeof msg, "instance %s is %s without a Spot interruption: %s", s->iid, in->state,
 			         in->reason[0] ? in->reason : in->reason_code);
-			verdict(p, s, SD_PROVIDER_FAILED, "state_reason", in->reason_code, msg);
+			sd_cloud_verdict(&p->c, &s->v, SD_PROVIDER_FAILED, "state_reason", in->reason_code, msg);
 		}
 	}
 }
@@ -521,7 +448,7 @@ static void on_listed(void *arg, int n, const char *error)
 		 * consistency), and judged as one with no stateReason. */
 		if ((s->v.st == SD_VM_RUNNING || s->v.st == SD_VM_WAIT_SSH) && !s->v.released && !s->v.reported_end &&
 		    s->v.missing >= 2) {
-			stopped(s, sd_cloud_wall_now(), "the backstop's DescribeInstances");
+			sd_cloud_stopped(&s->v, sd_cloud_wall_now(), "the backstop's DescribeInstances");
 			review(p, s, NULL);
 		}
 	}
@@ -602,7 +529,7 @@ static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 	s->v.released = 1;
 	s->v.st = del ? SD_VM_RUNNING : SD_VM_GONE;
 	if (del)
-		terminate_vm(p, s);
+		sd_cloud_delete(&p->c, &s->v);
 }
 
 static int start_launch(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen);
@@ -723,8 +650,6 @@ static void build_catalog(struct aws_provider *p)
 
 /* ---- the operations ---- */
 
-static void aws_free(struct aws_provider *p);
-
 static struct sd_aws_client *new_client(struct aws_provider *p, struct sd_http *http, char *err, size_t errlen)
 {
 	struct sd_aws_client_config cfg = { .region = p->region, .endpoint = p->endpoint, .profile = p->profile };
@@ -739,64 +664,46 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 	const cJSON *s = env->settings;
 	const char *file = env->settings_file ? env->settings_file : "job";
 	struct aws_provider *p = sd_calloc(1, sizeof *p);
-	p->c.ops = &aws_cloud;
-	p->c.loop = env->loop;
-	p->c.fleet = env->fleet;
+	sd_cloud_init(&p->c, &aws_cloud, env, PREEMPT_WAIT_S);
 	p->region = sd_setting_str(s, "region", NULL);
 	p->endpoint = sd_setting_str(s, "endpoint", NULL);
 	p->profile = sd_setting_str(s, "profile", NULL);
 	p->instance_type = sd_setting_str(s, "instance_type", "g4dn.xlarge");
 	p->image = sd_setting_str(s, "image", NULL);
-	p->c.ssh_user = sd_setting_str(s, "ssh_user", "ubuntu");
-	p->c.identity = sd_expand_home(sd_setting_str(s, "identity", "~/.ssh/id_ed25519"));
-	p->c.worker = sd_setting_str(s, "worker", "spotdeck-worker");
 	p->max_price = sd_setting_str(s, "max_price", NULL);
-	p->c.ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
 	p->gpu_count = (int)sd_setting_num(s, "gpu_count", 1);
-	p->c.poll_s = sd_setting_num(s, "poll_s", 20);
 	p->boot_poll_s = sd_setting_num(s, "boot_poll_s", 2);
-	p->c.boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
 	p->price_poll_s = sd_setting_num(s, "price_poll_s", 300);
-	p->c.block_s = sd_setting_num(s, "block_s", 600);
-	p->c.preempt_wait_s = sd_setting_num(s, "preempt_wait_s", PREEMPT_WAIT_S);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
-	const cJSON *z;
-	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
-		if (p->c.nzones < SD_CLOUD_MAX_ZONES)
-			p->c.zones[p->c.nzones++] = sd_strdup0(z->valuestring);
 	if (!p->region || !p->image || p->c.nzones == 0 || !type_gpu(p->instance_type)) {
-		aws_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return sd_why(why, "%s: provider.region, provider.image and provider.zones are required", file);
 	}
 	if (load_user_data(p, file, why) < 0 ||
 	    sd_cloud_run_label(env->run_dir, "aws-label", p->c.tag, &p->c.no_run_dir, why) < 0) {
-		aws_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	p->c.orph.what = sd_cloud_orphans(env, s);
 	/* As gce.c: only workers that dial the controller themselves
 	 * (--advertise) need a route to it. */
-	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !(p->endpoint && sd_url_is_loopback(p->endpoint))) {
-		sd_why(why, "%s: workers on EC2 instances cannot reach the controller at --advertise %s (loopback): "
-		       "give an address the instances reach, or leave --advertise out to carry their links over ssh",
-		       file, env->advertise);
-		aws_free(p);
+	if (sd_cloud_check_advertise(&p->c, env, p->endpoint && sd_url_is_loopback(p->endpoint), file, why) < 0) {
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	char err[512];
 	p->c.http = sd_http_new(p->c.loop, NULL, on_http_attempt, p, err, sizeof err);
 	if (!p->c.http) {
-		aws_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return sd_why(why, "aws: %s", err);
 	}
 	p->aws = new_client(p, p->c.http, err, sizeof err);
 	if (!p->aws) {
-		aws_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return sd_why(why, "%s: provider: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = &p->c, .unreachable = sd_cloud_on_unreachable };
-	if (sd_ssh_transport_create(&p->c.ssh, env, "aws", &hooks, why) < 0) {
-		aws_free(p);
+	if (sd_cloud_open_transport(&p->c, env, why) < 0) {
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	build_catalog(p);
@@ -805,14 +712,7 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 		ask_prices(p);
 	if (!cJSON_GetObjectItemCaseSensitive(s, "gpu_count"))
 		ask_type(p);
-	uv_timer_init(p->c.loop, &p->c.backstop);
-	p->c.backstop.data = p;
-	uv_timer_start(&p->c.backstop, on_backstop, (uint64_t)(p->c.poll_s * 1000), (uint64_t)(p->c.poll_s * 1000));
-	uv_unref((uv_handle_t *)&p->c.backstop);
-	char lerr[256];
-	p->c.orph.reconciling = 1;
-	if (sd_ec2_vm_list(p->aws, p->c.tag, on_reconcile_vm, sd_cloud_on_reconciled, &p->c, lerr, sizeof lerr) < 0)
-		sd_cloud_on_reconciled(&p->c, -1, lerr);
+	sd_cloud_start(&p->c, on_backstop);
 	*out = (struct sd_provider *)(void *)p;
 	return 0;
 }
@@ -855,11 +755,8 @@ static void on_final_terminated(void *arg, const struct sd_ec2_vm_result *r)
 {
 	struct aws_server *s = arg;
 	prov(s)->c.final_pending--;
-	if (r->ok) {
-		s->v.st = SD_VM_GONE;
-		stopped(s, r->ended_at, "TerminateInstances' answer");
-		bill(prov(s), s);
-	}
+	if (r->ok)
+		sd_cloud_deleted(&prov(s)->c, &s->v, r->ended_at, "TerminateInstances' answer");
 }
 
 static void on_final_listed_vm(void *arg, const struct sd_ec2_instance *in)
@@ -954,49 +851,6 @@ static void terminate_left(struct aws_provider *p)
 	uv_loop_close(&loop);
 }
 
-static void aws_close(struct aws_provider *p)
-{
-	sd_provider_ssh.close(p->c.ssh);
-	p->c.closing = 1;
-	uv_timer_stop(&p->c.backstop);
-	uv_close((uv_handle_t *)&p->c.backstop, NULL);
-	sd_ec2_vm_cancel_waiting(p->aws);
-	sd_http_close(p->c.http, NULL, NULL);
-	p->c.http = NULL;
-	terminate_left(p);
-}
-
-static void aws_free(struct aws_provider *p)
-{
-	if (!p)
-		return;
-	if (p->c.ssh)
-		sd_provider_ssh.free(p->c.ssh);
-	if (p->aws)
-		sd_aws_client_free(p->aws);
-	if (p->c.http)
-		sd_http_close(p->c.http, NULL, NULL);
-	while (p->c.servers) {
-		struct sd_cloud_vm *n = p->c.servers->next;
-		free(p->c.servers);
-		p->c.servers = n;
-	}
-	for (int i = 0; i < p->c.nzones; i++)
-		free(p->c.zones[i]);
-	sd_cloud_catalog_free(&p->c.cc);
-	free(p->region);
-	free(p->endpoint);
-	free(p->profile);
-	free(p->instance_type);
-	free(p->image);
-	free(p->c.ssh_user);
-	free(p->c.identity);
-	free(p->c.worker);
-	free(p->max_price);
-	free(p->user_data);
-	free(p);
-}
-
 /* ---- the lifecycle's calls into EC2 (cloud-vm.h) ---- */
 
 static struct aws_provider *aws_of(struct sd_cloud *c)
@@ -1026,9 +880,38 @@ static int aws_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size
 	return start_launch(aws_of(c), aws_vm(v), err, errlen);
 }
 
-static void aws_remove(struct sd_cloud *c, struct sd_cloud_vm *v)
+static int aws_reconcile(struct sd_cloud *c, char *err, size_t errlen)
 {
-	terminate_vm(aws_of(c), aws_vm(v));
+	return sd_ec2_vm_list(aws_of(c)->aws, c->tag, on_reconcile_vm, sd_cloud_on_reconciled, c, err, errlen);
+}
+
+static void aws_cancel(struct sd_cloud *c)
+{
+	sd_ec2_vm_cancel_waiting(aws_of(c)->aws);
+}
+
+static void aws_sweep(struct sd_cloud *c)
+{
+	terminate_left(aws_of(c));
+}
+
+static void aws_free_api(struct sd_cloud *c)
+{
+	struct aws_provider *p = aws_of(c);
+	if (p->aws)
+		sd_aws_client_free(p->aws);
+	free(p->region);
+	free(p->endpoint);
+	free(p->profile);
+	free(p->instance_type);
+	free(p->image);
+	free(p->max_price);
+	free(p->user_data);
+}
+
+static int aws_remove(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
+{
+	return terminate_vm(aws_of(c), aws_vm(v), err, errlen);
 }
 
 static void aws_list(struct sd_cloud *c)
@@ -1040,7 +923,7 @@ static void aws_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)
 {
 	struct aws_server *s = aws_vm(v);
 	snprintf(s->iid, sizeof s->iid, "%s", aws_ref(h));
-	s->running_at = sd_cloud_wall_now();
+	s->v.started_at = sd_cloud_wall_now();
 }
 
 static void aws_host(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h)
@@ -1059,6 +942,11 @@ static const struct sd_cloud_ops aws_cloud = {
 	.whole_scope = "an account-wide error",
 	.zone_word = "",
 	.quota_owner = "the region's",
+	.delete_verb = "terminated",
+	.billed_from = "seen running",
+	.place = "EC2 instances",
+	.default_ssh_user = "ubuntu",
+	.default_identity = "~/.ssh/id_ed25519",
 	.vm_size = sizeof(struct aws_server),
 	.keep_forgets = 0,   /* the close's sweep by tag must leave kept instances alone */
 	.ref = aws_ref,
@@ -1069,17 +957,11 @@ static const struct sd_cloud_ops aws_cloud = {
 	.list = aws_list,
 	.adopt = aws_adopt,
 	.host = aws_host,
+	.reconcile = aws_reconcile,
+	.cancel = aws_cancel,
+	.sweep = aws_sweep,
+	.free_api = aws_free_api,
 };
-
-static void aws_close_op(struct sd_provider *p)
-{
-	aws_close((struct aws_provider *)(void *)p);
-}
-
-static void aws_free_op(struct sd_provider *p)
-{
-	aws_free((struct aws_provider *)(void *)p);
-}
 
 const struct sd_provider_ops sd_provider_aws = {
 	.name = "aws",
@@ -1088,17 +970,5 @@ const struct sd_provider_ops sd_provider_aws = {
 	.check = aws_check,
 	.path_settings = path_settings,
 	.create = aws_create,
-	.acquire = sd_cloud_acquire,
-	.release = sd_cloud_release,
-	.catalog = sd_cloud_catalog,
-	.prices = sd_cloud_prices,
-	.live = sd_cloud_live,
-	.launch = sd_cloud_launch,
-	.signal = sd_cloud_signal,
-	.lost = sd_cloud_lost,
-	.link_in_session = sd_cloud_link_in_session,
-	.judge = sd_cloud_judge,
-	.answer_orphans = sd_cloud_answer_orphans,
-	.close = aws_close_op,
-	.free = aws_free_op,
+	SD_CLOUD_PROVIDER_OPS,
 };

@@ -14,6 +14,7 @@
 #include "engine/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/provider.h"
+#include "src/provider/secret-file.h"
 
 int sd_setting_check_str(const cJSON *s, const char *key, const char *file, char **why)
 {
@@ -540,7 +541,7 @@ void sd_cloud_on_ssh_ready(void *arg, int host, int ok, const char *said)
 	         c->ops->ref(v), c->boot_timeout_s, said && said[0] ? said : "no answer");
 	v->st = SD_VM_RUNNING;
 	sd_cloud_vm_report(c, v, SD_PROVIDER_FAILED, "SSH_UNREACHABLE", msg);
-	c->ops->remove(c, v);
+	sd_cloud_delete(c, v);
 }
 
 /* V's worker ended, or its host stopped answering ssh, while it trained
@@ -633,7 +634,7 @@ void sd_cloud_settle(struct sd_cloud *c)
 		if (keep)
 			v->st = SD_VM_GONE;   /* left alone, by the sweep at close too */
 		else
-			c->ops->remove(c, v);
+			sd_cloud_delete(c, v);
 	}
 }
 
@@ -701,7 +702,7 @@ void sd_cloud_release(struct sd_provider *p, const char *server)
 		return;
 	v->released = 1;
 	sd_provider_ssh.release(c->ssh, server);
-	c->ops->remove(c, v);
+	sd_cloud_delete(c, v);
 }
 
 const struct sd_catalog *sd_cloud_catalog(const struct sd_provider *p)
@@ -740,4 +741,192 @@ void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive)
 int sd_cloud_link_in_session(const struct sd_provider *p)
 {
 	return sd_provider_ssh.link_in_session(const_cloud_of(p)->ssh);
+}
+
+void sd_cloud_delete(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	if (v->host >= 0)
+		sd_ssh_host_gone(c->ssh, v->host);
+	if (v->st == SD_VM_WAITING) {
+		v->st = SD_VM_GONE;   /* never made */
+		return;
+	}
+	if (v->st == SD_VM_HELD)
+		v->st = SD_VM_RUNNING;
+	if (v->st == SD_VM_CREATING || v->st == SD_VM_DELETING || v->st == SD_VM_GONE)
+		return;   /* an insert in flight deletes when it ends */
+	enum sd_cloud_vm_state was = v->st;
+	v->st = SD_VM_DELETING;
+	char err[256];
+	int r = c->ops->remove(c, v, err, sizeof err);
+	if (r < 0)
+		v->st = SD_VM_RUNNING;
+	else if (r > 0)
+		v->st = was;
+}
+
+void sd_cloud_stopped(struct sd_cloud_vm *v, double at, const char *source)
+{
+	if (v->stopped_at > 0 || !(at > 0))
+		return;
+	v->stopped_at = at;
+	v->stop_source = source;
+}
+
+void sd_cloud_bill(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	if (v->billed || !v->id[0] || !(v->started_at > 0) || !(v->stopped_at >= v->started_at))
+		return;
+	v->billed = 1;
+	char source[200];
+	snprintf(source, sizeof source, "%s: instance %s, %s to %s", c->ops->name, c->ops->ref(v),
+	         v->adopted ? "its adoption" : c->ops->billed_from, v->stop_source);
+	struct sd_provider_event ev = {
+		.kind = SD_PROVIDER_BILLED,
+		.server = v->id,
+		.time = sd_fleet_now(c->fleet),
+		.run_seconds = v->stopped_at - v->started_at,
+		.billing_source = source,
+	};
+	sd_fleet_report(c->fleet, &ev);
+}
+
+void sd_cloud_deleted(struct sd_cloud *c, struct sd_cloud_vm *v, double ended_at, const char *source)
+{
+	v->st = SD_VM_GONE;
+	sd_cloud_stopped(v, ended_at, source);
+	sd_cloud_bill(c, v);
+}
+
+void sd_cloud_delete_failed(struct sd_cloud *c, struct sd_cloud_vm *v, const char *message)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", c->ops->name);
+	if (v->id[0])
+		cJSON_AddStringToObject(ev, "server", v->id);
+	cJSON_AddStringToObject(ev, "instance", c->ops->ref(v));
+	char reason[160];
+	snprintf(reason, sizeof reason, "the %s could not be %s; spotdeck tries again at the end", c->ops->vm_word,
+	         c->ops->delete_verb);
+	cJSON_AddStringToObject(ev, "reason", reason);
+	cJSON_AddStringToObject(ev, "error", message);
+	sd_fleet_journal(c->fleet, SD_EV_ERROR, ev);
+	v->st = SD_VM_RUNNING;
+}
+
+void sd_cloud_verdict(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+		      const char *settled_by, const char *code, const char *message)
+{
+	v->reported_end = 1;
+	v->reviewing = 0;
+	struct sd_provider_event ev = {
+		.kind = kind,
+		.server = v->id,
+		.time = sd_fleet_now(c->fleet),
+		.code = code,
+		.message = message,
+		.zone = c->zones[v->zone],
+		.settled_by = settled_by,
+	};
+	sd_fleet_report(c->fleet, &ev);
+	sd_cloud_delete(c, v);
+}
+
+int sd_cloud_review_due(struct sd_cloud *c, struct sd_cloud_vm *v, double *since)
+{
+	double now = sd_fleet_now(c->fleet);
+	if (!v->reviewing) {
+		v->reviewing = 1;
+		v->review_since = now;
+	}
+	*since = now - v->review_since;
+	return *since >= c->preempt_wait_s;
+}
+
+void sd_cloud_init(struct sd_cloud *c, const struct sd_cloud_ops *ops, const struct sd_provider_env *env,
+		   double preempt_wait_s)
+{
+	const cJSON *s = env->settings;
+	c->ops = ops;
+	c->loop = env->loop;
+	c->fleet = env->fleet;
+	c->ssh_user = sd_setting_str(s, "ssh_user", ops->default_ssh_user);
+	c->identity = sd_expand_home(sd_setting_str(s, "identity", ops->default_identity));
+	c->worker = sd_setting_str(s, "worker", "spotdeck-worker");
+	c->ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
+	c->poll_s = sd_setting_num(s, "poll_s", 20);
+	c->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
+	c->block_s = sd_setting_num(s, "block_s", 600);
+	c->preempt_wait_s = sd_setting_num(s, "preempt_wait_s", preempt_wait_s);
+	const cJSON *z;
+	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
+		if (c->nzones < SD_CLOUD_MAX_ZONES)
+			c->zones[c->nzones++] = sd_strdup0(z->valuestring);
+}
+
+int sd_cloud_check_advertise(const struct sd_cloud *c, const struct sd_provider_env *env, int api_loopback,
+			     const char *file, char **why)
+{
+	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !api_loopback)
+		return sd_why(why, "%s: workers on %s cannot reach the controller at --advertise %s (loopback): give "
+		              "an address the %s reach, or leave --advertise out to carry their links over ssh", file,
+		              c->ops->place, env->advertise, c->ops->vms_word);
+	return 0;
+}
+
+int sd_cloud_open_transport(struct sd_cloud *c, const struct sd_provider_env *env, char **why)
+{
+	struct sd_ssh_hooks hooks = { .ctx = c, .unreachable = sd_cloud_on_unreachable };
+	return sd_ssh_transport_create(&c->ssh, env, c->ops->name, &hooks, why);
+}
+
+void sd_cloud_start(struct sd_cloud *c, uv_timer_cb backstop)
+{
+	uv_timer_init(c->loop, &c->backstop);
+	c->backstop.data = c;
+	uv_timer_start(&c->backstop, backstop, (uint64_t)(c->poll_s * 1000), (uint64_t)(c->poll_s * 1000));
+	uv_unref((uv_handle_t *)&c->backstop);
+	char err[256];
+	c->orph.reconciling = 1;
+	if (c->ops->reconcile(c, err, sizeof err) < 0)
+		sd_cloud_on_reconciled(c, -1, err);
+}
+
+void sd_cloud_close(struct sd_provider *p)
+{
+	struct sd_cloud *c = cloud_of(p);
+	sd_provider_ssh.close(c->ssh);
+	c->closing = 1;
+	uv_timer_stop(&c->backstop);
+	uv_close((uv_handle_t *)&c->backstop, NULL);
+	/* The loop may not run again: what is in flight here ends now, and
+	 * every VM not known gone is deleted on a loop of our own. */
+	c->ops->cancel(c);
+	sd_http_close(c->http, NULL, NULL);
+	c->http = NULL;
+	c->ops->sweep(c);
+}
+
+void sd_cloud_free(struct sd_provider *p)
+{
+	struct sd_cloud *c = cloud_of(p);
+	if (!c)
+		return;
+	if (c->ssh)
+		sd_provider_ssh.free(c->ssh);
+	c->ops->free_api(c);
+	if (c->http)
+		sd_http_close(c->http, NULL, NULL);
+	while (c->servers) {
+		struct sd_cloud_vm *n = c->servers->next;
+		free(c->servers);
+		c->servers = n;
+	}
+	for (int i = 0; i < c->nzones; i++)
+		free(c->zones[i]);
+	sd_cloud_catalog_free(&c->cc);
+	free(c->ssh_user);
+	free(c->identity);
+	free(c->worker);
+	free(c);
 }

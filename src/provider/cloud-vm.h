@@ -201,6 +201,8 @@ struct sd_cloud_vm {
 	char suspect_code[24], suspect_msg[300];
 	int adopted;                   /* taken over from an earlier controller: billed from then */
 	int billed;                    /* BILLED reported */
+	double started_at, stopped_at; /* seen running / powered off (epoch s), 0 unknown */
+	const char *stop_source;       /* where stopped_at comes from */
 	char addr[48], comm_addr[48];  /* SD_VM_HELD: its public (or private) and private address */
 	char status[24];               /* SD_VM_HELD: the cloud's word for its state when listed */
 	struct sd_cloud *cloud;
@@ -216,6 +218,10 @@ struct sd_cloud_ops {
 	const char *whole_scope;       /* "a project-wide error": what blocks the whole cloud */
 	const char *zone_word;         /* "zone " or "": before a zone's name in a message */
 	const char *quota_owner;       /* "its region's": whose quota a zone's block may be */
+	const char *delete_verb;       /* "deleted", "terminated" */
+	const char *billed_from;       /* what started_at is, in a BILLED event: "lastStartTimestamp" */
+	const char *place;             /* "GCE VMs": where workers run, in messages */
+	const char *default_ssh_user, *default_identity;   /* provider.ssh_user, provider.identity */
 	size_t vm_size;                /* the size of the cloud's server struct */
 	/* At close, the orphans a "keep" answer leaves are forgotten (1: the
 	 * close deletes only the VMs it knows) or remembered as gone (0: the
@@ -230,8 +236,20 @@ struct sd_cloud_ops {
 	void (*acquired)(struct sd_cloud *c, struct sd_cloud_vm *v);
 	/* Starts V's insert; 0, or -1 with ERR. */
 	int (*insert)(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen);
-	/* Deletes V's VM once (nothing when it is gone or being deleted). */
-	void (*remove)(struct sd_cloud *c, struct sd_cloud_vm *v);
+	/* Sends the delete of V's VM: 0, 1 when V has nothing the cloud can
+	 * delete yet (its insert's answer will), or -1 with ERR. */
+	int (*remove)(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen);
+	/* Starts the start-up list of the run's VMs, its end to
+	 * sd_cloud_on_reconciled: 0, or -1 with ERR. */
+	int (*reconcile)(struct sd_cloud *c, char *err, size_t errlen);
+	/* At close: ends what the cloud's API has in flight (the loop may not
+	 * run again), then (SWEEP) deletes on a private loop every VM of the
+	 * run not known gone. */
+	void (*cancel)(struct sd_cloud *c);
+	void (*sweep)(struct sd_cloud *c);
+	/* Frees the cloud's API client and settings (not the state itself);
+	 * called with the transport gone and the HTTP client still open. */
+	void (*free_api)(struct sd_cloud *c);
 	/* Starts a list of the run's VMs (the backstop's), unless one runs. */
 	void (*list)(struct sd_cloud *c);
 	/* V takes over held VM H: copies what the cloud keeps of H. */
@@ -299,6 +317,49 @@ void sd_cloud_on_reconciled(void *arg, int n, const char *error);
  * with "keep", left alone. */
 void sd_cloud_settle(struct sd_cloud *c);
 
+/* Deletes V's VM once: nothing while it is gone or being deleted; one
+ * never made (waiting) is gone; one inserting is deleted when its insert
+ * ends. */
+void sd_cloud_delete(struct sd_cloud *c, struct sd_cloud_vm *v);
+/* V's delete succeeded (ENDED_AT: the cloud's time of it, 0 unknown, from
+ * SOURCE): V is gone and billed. */
+void sd_cloud_deleted(struct sd_cloud *c, struct sd_cloud_vm *v, double ended_at, const char *source);
+/* V's delete failed with MESSAGE while the run goes on: an error event,
+ * and the close tries again. */
+void sd_cloud_delete_failed(struct sd_cloud *c, struct sd_cloud_vm *v, const char *message);
+/* V powered off AT (epoch s, from SOURCE) unless a time is known already. */
+void sd_cloud_stopped(struct sd_cloud_vm *v, double at, const char *source);
+/* Once V's start and power-off times are both known: the fleet's
+ * estimate of its cost is replaced by what the cloud bills (BILLED). */
+void sd_cloud_bill(struct sd_cloud *c, struct sd_cloud_vm *v);
+/* The verdict on V, whose VM stopped or went: journaled first (KIND
+ * REVOKED or FAILED, SETTLED_BY what settled it), and only then is the VM
+ * deleted, so that nothing about it is lost if the controller dies in
+ * between. */
+void sd_cloud_verdict(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+		      const char *settled_by, const char *code, const char *message);
+/* V was seen stopped or gone with nothing saying why: 1 once that has
+ * lasted provider.preempt_wait_s since it was first seen so (*SINCE: how
+ * long), 0 while it is looked at again. */
+int sd_cloud_review_due(struct sd_cloud *c, struct sd_cloud_vm *v, double *since);
+
+/* The settings every cloud reads alike (sd_cloud_check_vm_settings),
+ * OPS and ENV's loop and fleet, into C; PREEMPT_WAIT_S: the cloud's
+ * default for provider.preempt_wait_s. */
+void sd_cloud_init(struct sd_cloud *c, const struct sd_cloud_ops *ops, const struct sd_provider_env *env,
+		   double preempt_wait_s);
+/* Workers that dial the controller themselves (--advertise) must reach
+ * it: loopback serves only a fake cloud on this machine (API_LOOPBACK).
+ * 0, or -1 with WHY naming FILE.  Without --advertise their links come
+ * through the transport's ssh connections. */
+int sd_cloud_check_advertise(const struct sd_cloud *c, const struct sd_provider_env *env, int api_loopback,
+			     const char *file, char **why);
+/* Opens the ssh transport: 0, or -1 with WHY. */
+int sd_cloud_open_transport(struct sd_cloud *c, const struct sd_provider_env *env, char **why);
+/* Starts the backstop (BACKSTOP every provider.poll_s, its data the
+ * cloud's state) and the start-up list of the run's VMs. */
+void sd_cloud_start(struct sd_cloud *c, uv_timer_cb backstop);
+
 /* The struct sd_provider_ops members every cloud shares: provider.h
  * documents them. */
 int sd_cloud_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why);
@@ -312,5 +373,15 @@ void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive);
 int sd_cloud_link_in_session(const struct sd_provider *p);
 int sd_cloud_judge(struct sd_provider *p, const char *server);
 int sd_cloud_answer_orphans(struct sd_provider *p, const char *what, char **why);
+void sd_cloud_close(struct sd_provider *p);
+void sd_cloud_free(struct sd_provider *p);
+/* Those members, for a cloud's struct sd_provider_ops initializer: a
+ * cloud supplies its name, description, check, path_settings and create. */
+#define SD_CLOUD_PROVIDER_OPS                                                                       \
+	.acquire = sd_cloud_acquire, .release = sd_cloud_release, .catalog = sd_cloud_catalog,        \
+	.prices = sd_cloud_prices, .live = sd_cloud_live, .launch = sd_cloud_launch,                   \
+	.signal = sd_cloud_signal, .lost = sd_cloud_lost, .link_in_session = sd_cloud_link_in_session, \
+	.judge = sd_cloud_judge, .answer_orphans = sd_cloud_answer_orphans, .close = sd_cloud_close,   \
+	.free = sd_cloud_free
 
 #endif

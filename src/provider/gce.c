@@ -213,37 +213,11 @@ static void on_http_attempt(void *arg, const struct sd_http_attempt *a)
 
 /* ---- servers ---- */
 
-/* Once GCE's own RUNNING and power-off times of s's VM are both known:
- * the fleet's estimate of its cost is replaced by what GCE bills (per
- * second, with the minimum). */
-static void bill(struct gce_provider *p, struct gce_server *s)
-{
-	if (s->v.billed || !s->v.id[0] || !(s->started_at > 0) || !(s->stopped_at >= s->started_at))
-		return;
-	s->v.billed = 1;
-	char source[160];
-	snprintf(source, sizeof source, "gce: instance %s, %s to %s", s->v.name,
-	         s->v.adopted ? "its adoption" : "lastStartTimestamp", s->stop_source);
-	struct sd_provider_event ev = {
-		.kind = SD_PROVIDER_BILLED,
-		.server = s->v.id,
-		.time = sd_fleet_now(p->c.fleet),
-		.run_seconds = s->stopped_at - s->started_at,
-		.billing_source = source,
-	};
-	sd_fleet_report(p->c.fleet, &ev);
-}
-
 /* s's delete succeeded: its power-off time, if the list did not give it,
  * is the delete's endTime, and it is billed. */
 static void deleted(struct gce_server *s, const struct sd_gce_vm_result *r)
 {
-	s->v.st = SD_VM_GONE;
-	if (!(s->stopped_at > 0) && r->ended_at > 0) {
-		s->stopped_at = r->ended_at;
-		s->stop_source = "the delete operation's endTime";
-	}
-	bill(prov(s), s);
+	sd_cloud_deleted(&prov(s)->c, &s->v, r->ended_at, "the delete operation's endTime");
 }
 
 static void on_deleted(void *arg, const struct sd_gce_vm_result *r)
@@ -257,35 +231,14 @@ static void on_deleted(void *arg, const struct sd_gce_vm_result *r)
 		memcpy(s->delete_rid, r->request_id, sizeof s->delete_rid);
 	} else {
 		/* Left for the end of the run: close() deletes what is not gone. */
-		cJSON *ev = cJSON_CreateObject();
-		cJSON_AddStringToObject(ev, "provider", "gce");
-		if (s->v.id[0])
-			cJSON_AddStringToObject(ev, "server", s->v.id);
-		cJSON_AddStringToObject(ev, "instance", s->v.name);
-		cJSON_AddStringToObject(ev, "reason", "the VM could not be deleted; spotdeck tries again at the end");
-		cJSON_AddStringToObject(ev, "error", r->message);
-		sd_fleet_journal(p->c.fleet, SD_EV_ERROR, ev);
-		s->v.st = SD_VM_RUNNING;
+		sd_cloud_delete_failed(&p->c, &s->v, r->message);
 	}
 }
 
-/* Deletes s's VM (once). */
-static void delete_vm(struct gce_provider *p, struct gce_server *s)
+/* The delete of S's VM (sd_cloud_delete's). */
+static int delete_vm(struct gce_provider *p, struct gce_server *s, char *err, size_t errlen)
 {
-	if (s->v.host >= 0)
-		sd_ssh_host_gone(p->c.ssh, s->v.host);
-	if (s->v.st == SD_VM_WAITING) {
-		s->v.st = SD_VM_GONE;   /* never made */
-		return;
-	}
-	if (s->v.st == SD_VM_HELD)
-		s->v.st = SD_VM_RUNNING;
-	if (s->v.st == SD_VM_CREATING || s->v.st == SD_VM_DELETING || s->v.st == SD_VM_GONE)
-		return;   /* a create in flight deletes when it ends */
-	s->v.st = SD_VM_DELETING;
-	char err[256];
-	if (sd_gce_vm_delete(p->gce, p->c.zones[s->v.zone], s->v.name, on_deleted, s, err, sizeof err) < 0)
-		s->v.st = SD_VM_RUNNING;
+	return sd_gce_vm_delete(p->gce, p->c.zones[s->v.zone], s->v.name, on_deleted, s, err, errlen) < 0 ? -1 : 0;
 }
 
 static void block(struct gce_provider *p, int zone, enum sd_gce_block b)
@@ -343,21 +296,21 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 		              r->block == SD_GCE_BLOCK_CLOUD;
 		if (!refused || !strcmp(r->code, "TERMINATED") || !strcmp(r->code, "NOT_FOUND")) {
 			s->v.st = SD_VM_RUNNING;
-			delete_vm(p, s);
+			sd_cloud_delete(&p->c, &s->v);
 		}
 		return;
 	}
 	s->v.st = SD_VM_WAIT_SSH;
-	s->started_at = r->vm.started_at;
+	s->v.started_at = r->vm.started_at;
 	if (s->v.released) {
-		delete_vm(p, s);
+		sd_cloud_delete(&p->c, &s->v);
 		return;
 	}
 	const char *addr = r->vm.nat_ip[0] ? r->vm.nat_ip : r->vm.network_ip;
 	if (!addr[0]) {
 		s->v.st = SD_VM_RUNNING;
 		sd_cloud_vm_report(&p->c, &s->v, SD_PROVIDER_FAILED, "NO_ADDRESS", "the VM runs but has no IP address");
-		delete_vm(p, s);
+		sd_cloud_delete(&p->c, &s->v);
 		return;
 	}
 	sd_cloud_boot_done(&p->c, &s->v, addr, r->vm.network_ip[0] ? r->vm.network_ip : addr);
@@ -375,21 +328,9 @@ static void on_created(void *arg, const struct sd_gce_vm_result *r)
 static void verdict(struct gce_provider *p, struct gce_server *s, enum sd_provider_event_kind kind,
                     const char *settled_by, const char *code, const char *message)
 {
-	s->v.reported_end = 1;
-	s->v.reviewing = 0;
-	if (!(s->stopped_at > 0) && kind == SD_PROVIDER_REVOKED)
+	if (!(s->v.stopped_at > 0) && kind == SD_PROVIDER_REVOKED)
 		s->want_stop_since = sd_fleet_now(p->c.fleet);
-	struct sd_provider_event ev = {
-		.kind = kind,
-		.server = s->v.id,
-		.time = sd_fleet_now(p->c.fleet),
-		.code = code,
-		.message = message,
-		.zone = p->c.zones[s->v.zone],
-		.settled_by = settled_by,
-	};
-	sd_fleet_report(p->c.fleet, &ev);
-	delete_vm(p, s);
+	sd_cloud_verdict(&p->c, &s->v, kind, settled_by, code, message);
 }
 
 /* What the run knows of S's VM, which the list shows stopped (STATUS) or
@@ -417,9 +358,9 @@ static void on_fate(void *arg, int preempted, double ended_at, const char *error
 		(void)error;   /* asked again on the next pass (the bound still runs) */
 		return;
 	}
-	if (preempted && ended_at > 0 && !(s->stopped_at > 0)) {
-		s->stopped_at = ended_at;
-		s->stop_source = "the compute.instances.preempted operation's endTime";
+	if (preempted && ended_at > 0 && !(s->v.stopped_at > 0)) {
+		s->v.stopped_at = ended_at;
+		s->v.stop_source = "the compute.instances.preempted operation's endTime";
 	}
 	if (preempted) {
 		char msg[300];
@@ -432,17 +373,13 @@ static void on_fate(void *arg, int preempted, double ended_at, const char *error
 	/* No operation names it yet: Google does not say how soon one
 	 * appears, so the zone's operations are asked again on every pass
 	 * until preempt_wait_s has passed since the VM was first seen so. */
-	double now = sd_fleet_now(p->c.fleet);
-	if (!s->v.reviewing) {
-		s->v.reviewing = 1;
-		s->v.review_since = now;
-	}
-	if (now - s->v.review_since < p->c.preempt_wait_s)
+	double since;
+	if (!sd_cloud_review_due(&p->c, &s->v, &since))
 		return;
 	char msg[700];
 	snprintf(msg, sizeof msg, "VM %s is %s, and for %.0f s neither a compute.instances.preempted operation nor a "
 	         "notice from its worker said it was preempted: it crashed or someone deleted it%s%s", s->v.name,
-	         s->listed_status[0] ? s->listed_status : "gone", now - s->v.review_since,
+	         s->listed_status[0] ? s->listed_status : "gone", since,
 	         s->v.suspect_msg[0] ? "; " : "", s->v.suspect_msg);
 	verdict(p, s, SD_PROVIDER_FAILED, "timeout", "VM_GONE", msg);
 }
@@ -457,9 +394,9 @@ static void on_listed_vm(void *arg, const struct sd_gce_instance *in)
 		if (!strcmp(in->status, "RUNNING")) {
 			s->v.missing = 0;
 			s->v.reviewing = 0;   /* running again: whatever stopped it is over */
-		} else if (in->stopped_at > 0 && !(s->stopped_at > 0)) {
-			s->stopped_at = in->stopped_at;   /* powered off: preempted, crashed, stopped */
-			s->stop_source = "lastStopTimestamp";
+		} else if (in->stopped_at > 0 && !(s->v.stopped_at > 0)) {
+			s->v.stopped_at = in->stopped_at;   /* powered off: preempted, crashed, stopped */
+			s->v.stop_source = "lastStopTimestamp";
 		}
 	}
 }
@@ -523,14 +460,14 @@ static void on_stop_time(void *arg, int preempted, double ended_at, const char *
 	s->asking_fate = 0;
 	if (prov(s)->c.closing || !(s->want_stop_since > 0))
 		return;
-	if (s->stopped_at > 0 || (preempted > 0 && ended_at > 0)) {
-		if (!(s->stopped_at > 0)) {
-			s->stopped_at = ended_at;
-			s->stop_source = "the compute.instances.preempted operation's endTime";
+	if (s->v.stopped_at > 0 || (preempted > 0 && ended_at > 0)) {
+		if (!(s->v.stopped_at > 0)) {
+			s->v.stopped_at = ended_at;
+			s->v.stop_source = "the compute.instances.preempted operation's endTime";
 		}
 		s->want_stop_since = 0;
 		if (s->v.st == SD_VM_GONE)
-			bill(prov(s), s);   /* else when its delete ends */
+			sd_cloud_bill(&prov(s)->c, &s->v);   /* else when its delete ends */
 	}
 }
 
@@ -593,7 +530,7 @@ static void on_reconcile_vm(void *arg, const struct sd_gce_instance *in)
 	}
 	s->v.released = 1;
 	s->v.st = SD_VM_RUNNING;
-	delete_vm(p, s);
+	sd_cloud_delete(&p->c, &s->v);
 }
 
 static int start_create(struct gce_provider *p, struct gce_server *s, char *err, size_t errlen);
@@ -826,8 +763,6 @@ static void build_catalog(struct gce_provider *p)
  * may take that long. */
 static const struct sd_http_policy http_policy = { .timeout_s = 150 };
 
-static void gce_free(struct gce_provider *p);
-
 static const struct sd_cloud_ops gce_cloud;
 
 static int gce_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
@@ -836,9 +771,7 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	const cJSON *s = env->settings;
 	const char *file = env->settings_file ? env->settings_file : "job";
 	struct gce_provider *p = sd_calloc(1, sizeof *p);
-	p->c.ops = &gce_cloud;
-	p->c.loop = env->loop;
-	p->c.fleet = env->fleet;
+	sd_cloud_init(&p->c, &gce_cloud, env, PREEMPT_WAIT_S);
 	p->project = sd_setting_str(s, "project", NULL);
 	const char *envcred = getenv("GOOGLE_APPLICATION_CREDENTIALS");
 	p->credentials = sd_expand_home(sd_setting_str(s, "credentials", envcred && *envcred ? envcred : NULL));
@@ -847,36 +780,24 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	p->accelerator = sd_setting_str(s, "accelerator", "nvidia-tesla-t4");
 	p->image = sd_setting_str(s, "image", GCE_DEFAULT_IMAGE);
 	p->api_root = sd_setting_str(s, "api_root", SD_GCE_COMPUTE_ROOT);
-	p->c.ssh_user = sd_setting_str(s, "ssh_user", "spotdeck");
-	p->c.identity = sd_expand_home(sd_setting_str(s, "identity", "~/.ssh/google_compute_engine"));
-	p->c.worker = sd_setting_str(s, "worker", "spotdeck-worker");
 	p->accelerator_count = (int)sd_setting_num(s, "accelerator_count", 1);
 	p->disk_gb = (int)sd_setting_num(s, "disk_gb", 50);
-	p->c.ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
-	p->c.poll_s = sd_setting_num(s, "poll_s", 20);
-	p->c.boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
-	p->c.block_s = sd_setting_num(s, "block_s", 600);
-	p->c.preempt_wait_s = sd_setting_num(s, "preempt_wait_s", PREEMPT_WAIT_S);
 	p->quoted_usd = sd_setting_num(s, "usd_per_hour", NAN);
 	p->price_cache_s = sd_setting_num(s, "price_cache_s", 86400);
 	/* The real catalog goes with the real Compute Engine only: a fake's
 	 * api_root (a test) names its own catalog, or none is read. */
 	p->billing_root = sd_setting_str(s, "billing_root", strcmp(p->api_root, SD_GCE_COMPUTE_ROOT) ? NULL
 	                                                     : SD_GCE_BILLING_ROOT);
-	const cJSON *z;
-	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
-		if (p->c.nzones < SD_CLOUD_MAX_ZONES)
-			p->c.zones[p->c.nzones++] = sd_strdup0(z->valuestring);
 	if (!p->project || p->c.nzones == 0) {
-		gce_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return sd_why(why, "%s: provider.project and provider.zones are required", file);
 	}
 	if (load_ssh_key(p, file, why) < 0) {
-		gce_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	if (sd_cloud_run_label(env->run_dir, "gce-label", p->c.tag, &p->c.no_run_dir, why) < 0) {
-		gce_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	p->c.orph.what = sd_cloud_orphans(env, s);
@@ -884,17 +805,14 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	 * must reach it: loopback only serves a fake cloud on this machine
 	 * (tests/fake-cloud/gce.py --vm-sshd).  Without --advertise their
 	 * links come through the transport's ssh connections. */
-	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !sd_url_is_loopback(p->api_root)) {
-		sd_why(why, "%s: workers on GCE VMs cannot reach the controller at --advertise %s (loopback): give "
-		       "an address the VMs reach, or leave --advertise out to carry their links over ssh", file,
-		       env->advertise);
-		gce_free(p);
+	if (sd_cloud_check_advertise(&p->c, env, sd_url_is_loopback(p->api_root), file, why) < 0) {
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	char err[512];
 	p->c.http = sd_http_new(p->c.loop, &http_policy, on_http_attempt, p, err, sizeof err);
 	if (!p->c.http) {
-		gce_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return sd_why(why, "gce: %s", err);
 	}
 	struct sd_gce_client_config cfg = { .project = p->project, .compute_root = p->api_root,
@@ -905,27 +823,18 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 	}
 	p->gce = sd_gce_client_new(p->c.http, &cfg, err, sizeof err);
 	if (!p->gce) {
-		gce_free(p);
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return sd_why(why, "%s: provider.credentials: %s", file, err);
 	}
-	struct sd_ssh_hooks hooks = { .ctx = &p->c, .unreachable = sd_cloud_on_unreachable };
-	if (sd_ssh_transport_create(&p->c.ssh, env, "gce", &hooks, why) < 0) {
-		gce_free(p);
+	if (sd_cloud_open_transport(&p->c, env, why) < 0) {
+		sd_cloud_free((struct sd_provider *)(void *)p);
 		return -1;
 	}
 	build_catalog(p);
 	sd_cloud_catalog_model_journaled(&p->c.cc, env->catalog_path, p->c.fleet, "gce");
 	if (isnan(p->quoted_usd))
 		ask_prices(p);
-	uv_timer_init(p->c.loop, &p->c.backstop);
-	p->c.backstop.data = p;
-	uv_timer_start(&p->c.backstop, on_backstop, (uint64_t)(p->c.poll_s * 1000), (uint64_t)(p->c.poll_s * 1000));
-	uv_unref((uv_handle_t *)&p->c.backstop);
-	char lerr[256];
-	p->c.orph.reconciling = 1;
-	if (sd_gce_vm_list(p->gce, (const char *const *)p->c.zones, p->c.nzones, p->c.tag, on_reconcile_vm,
-	                   sd_cloud_on_reconciled, &p->c, lerr, sizeof lerr) < 0)
-		sd_cloud_on_reconciled(&p->c, -1, lerr);
+	sd_cloud_start(&p->c, on_backstop);
 	*out = (struct sd_provider *)(void *)p;
 	return 0;
 }
@@ -1042,54 +951,6 @@ static void delete_left(struct gce_provider *p)
 	uv_loop_close(&loop);
 }
 
-static void gce_close(struct gce_provider *p)
-{
-	sd_provider_ssh.close(p->c.ssh);
-	p->c.closing = 1;
-	uv_timer_stop(&p->c.backstop);
-	uv_close((uv_handle_t *)&p->c.backstop, NULL);
-	/* The loop may not run again: what is in flight here ends now, and
-	 * every VM not known gone is deleted on a loop of our own. */
-	sd_gce_vm_cancel_waiting(p->gce);
-	sd_http_close(p->c.http, NULL, NULL);
-	p->c.http = NULL;
-	delete_left(p);
-}
-
-static void gce_free(struct gce_provider *p)
-{
-	if (!p)
-		return;
-	if (p->c.ssh)
-		sd_provider_ssh.free(p->c.ssh);
-	if (p->gce)
-		sd_gce_client_free(p->gce);
-	if (p->c.http)
-		sd_http_close(p->c.http, NULL, NULL);
-	while (p->c.servers) {
-		struct sd_cloud_vm *n = p->c.servers->next;
-		free(p->c.servers);
-		p->c.servers = n;
-	}
-	for (int i = 0; i < p->c.nzones; i++)
-		free(p->c.zones[i]);
-	sd_cloud_catalog_free(&p->c.cc);
-	free(p->project);
-	free(p->credentials);
-	free(p->gcloud);
-	free(p->machine_type);
-	free(p->accelerator);
-	free(p->image);
-	free(p->api_root);
-	free(p->billing_root);
-	free(p->sheet);
-	free(p->c.ssh_user);
-	free(p->c.identity);
-	free(p->c.worker);
-	free(p->ssh_keys);
-	free(p);
-}
-
 /* ---- the lifecycle's calls into Compute Engine (cloud-vm.h) ---- */
 
 static struct gce_provider *gce_of(struct sd_cloud *c)
@@ -1112,9 +973,42 @@ static int gce_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size
 	return start_create(gce_of(c), gce_vm(v), err, errlen);
 }
 
-static void gce_remove(struct sd_cloud *c, struct sd_cloud_vm *v)
+static int gce_reconcile(struct sd_cloud *c, char *err, size_t errlen)
 {
-	delete_vm(gce_of(c), gce_vm(v));
+	return sd_gce_vm_list(gce_of(c)->gce, (const char *const *)c->zones, c->nzones, c->tag, on_reconcile_vm,
+	                      sd_cloud_on_reconciled, c, err, errlen);
+}
+
+static void gce_cancel(struct sd_cloud *c)
+{
+	sd_gce_vm_cancel_waiting(gce_of(c)->gce);
+}
+
+static void gce_sweep(struct sd_cloud *c)
+{
+	delete_left(gce_of(c));
+}
+
+static void gce_free_api(struct sd_cloud *c)
+{
+	struct gce_provider *p = gce_of(c);
+	if (p->gce)
+		sd_gce_client_free(p->gce);
+	free(p->project);
+	free(p->credentials);
+	free(p->gcloud);
+	free(p->machine_type);
+	free(p->accelerator);
+	free(p->image);
+	free(p->api_root);
+	free(p->billing_root);
+	free(p->sheet);
+	free(p->ssh_keys);
+}
+
+static int gce_remove(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
+{
+	return delete_vm(gce_of(c), gce_vm(v), err, errlen);
 }
 
 static void gce_list(struct sd_cloud *c)
@@ -1126,7 +1020,7 @@ static void gce_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)
 {
 	struct gce_server *s = gce_vm(v);
 	snprintf(s->target, sizeof s->target, "%s", ((const struct gce_server *)(const void *)h)->target);
-	s->started_at = sd_cloud_wall_now();
+	s->v.started_at = sd_cloud_wall_now();
 }
 
 static void gce_host(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h)
@@ -1145,6 +1039,11 @@ static const struct sd_cloud_ops gce_cloud = {
 	.whole_scope = "a project-wide error",
 	.zone_word = "zone ",
 	.quota_owner = "its region's",
+	.delete_verb = "deleted",
+	.billed_from = "lastStartTimestamp",
+	.place = "GCE VMs",
+	.default_ssh_user = "spotdeck",
+	.default_identity = "~/.ssh/google_compute_engine",
 	.vm_size = sizeof(struct gce_server),
 	.keep_forgets = 1,   /* the close deletes the VMs it knows by name: none is listed then */
 	.ref = gce_ref,
@@ -1154,17 +1053,11 @@ static const struct sd_cloud_ops gce_cloud = {
 	.list = gce_list,
 	.adopt = gce_adopt,
 	.host = gce_host,
+	.reconcile = gce_reconcile,
+	.cancel = gce_cancel,
+	.sweep = gce_sweep,
+	.free_api = gce_free_api,
 };
-
-static void gce_close_op(struct sd_provider *p)
-{
-	gce_close((struct gce_provider *)(void *)p);
-}
-
-static void gce_free_op(struct sd_provider *p)
-{
-	gce_free((struct gce_provider *)(void *)p);
-}
 
 const struct sd_provider_ops sd_provider_gce = {
 	.name = "gce",
@@ -1173,17 +1066,5 @@ const struct sd_provider_ops sd_provider_gce = {
 	.check = gce_check,
 	.path_settings = path_settings,
 	.create = gce_create,
-	.acquire = sd_cloud_acquire,
-	.release = sd_cloud_release,
-	.catalog = sd_cloud_catalog,
-	.prices = sd_cloud_prices,
-	.live = sd_cloud_live,
-	.launch = sd_cloud_launch,
-	.signal = sd_cloud_signal,
-	.lost = sd_cloud_lost,
-	.link_in_session = sd_cloud_link_in_session,
-	.judge = sd_cloud_judge,
-	.answer_orphans = sd_cloud_answer_orphans,
-	.close = gce_close_op,
-	.free = gce_free_op,
+	SD_CLOUD_PROVIDER_OPS,
 };
