@@ -14,7 +14,7 @@
 #include "engine/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/provider.h"
-#include "src/provider/secret-file.h"
+#include "src/provider/http/secret-file.h"
 
 int sd_setting_check_str(const cJSON *s, const char *key, const char *file, char **why)
 {

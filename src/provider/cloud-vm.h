@@ -8,9 +8,9 @@
 
 #include <cJSON.h>
 
-#include "src/provider/http.h"
+#include "src/provider/http/http.h"
 #include "src/provider/provider.h"
-#include "src/provider/ssh.h"
+#include "src/provider/ssh/ssh.h"
 
 /* provider.KEY of settings S, if present, must be a non-empty string of at
  * most 1000 bytes: 0, or -1 with WHY "FILE: provider.KEY: expected ...". */
