@@ -45,7 +45,7 @@ struct machine {
 	struct machine *next;
 };
 
-struct sd_provider {
+struct sim_provider {
 	uv_loop_t *loop;
 	struct sd_fleet *fleet;
 	struct sd_catalog *cat;          /* as loaded: read-only */
@@ -63,12 +63,12 @@ struct sd_provider {
 	int nstockouts;
 };
 
-static double mnow(const struct sd_provider *p)
+static double mnow(const struct sim_provider *p)
 {
 	return sd_fleet_now(p->fleet);
 }
 
-static struct machine *find(const struct sd_provider *p, const char *id)
+static struct machine *find(const struct sim_provider *p, const char *id)
 {
 	for (struct machine *m = p->machines; m; m = m->next)
 		if (!strcmp(m->id, id))
@@ -76,7 +76,7 @@ static struct machine *find(const struct sd_provider *p, const char *id)
 	return NULL;
 }
 
-static struct machine *find_market(const struct sd_provider *p, sd_server_id mid)
+static struct machine *find_market(const struct sim_provider *p, sd_server_id mid)
 {
 	for (struct machine *m = p->machines; m; m = m->next)
 		if (m->mid == mid)
@@ -84,19 +84,19 @@ static struct machine *find_market(const struct sd_provider *p, sd_server_id mid
 	return NULL;
 }
 
-static void forget_market(struct sd_provider *p, struct machine *m)
+static void forget_market(struct sim_provider *p, struct machine *m)
 {
 	if (m->mid && p->market)
 		sd_market_release(p->market, m->mid);
 	m->mid = 0;
 }
 
-static void report(struct sd_provider *p, struct sd_provider_event *ev)
+static void report(struct sim_provider *p, struct sd_provider_event *ev)
 {
 	sd_fleet_report(p->fleet, ev);
 }
 
-static void notice_machine(struct sd_provider *p, struct machine *m, double t, double ends_at,
+static void notice_machine(struct sim_provider *p, struct machine *m, double t, double ends_at,
                            int capped, int batch_size)
 {
 	m->noticed = 1;
@@ -105,7 +105,7 @@ static void notice_machine(struct sd_provider *p, struct machine *m, double t, d
 	report(p, &ev);
 }
 
-static void revoke_machine(struct sd_provider *p, struct machine *m, double t, double launched,
+static void revoke_machine(struct sim_provider *p, struct machine *m, double t, double launched,
                            int capped)
 {
 	m->gone = 1;
@@ -116,7 +116,7 @@ static void revoke_machine(struct sd_provider *p, struct machine *m, double t, d
 
 static void on_market_event(void *ctx, const struct sd_market_event *ev)
 {
-	struct sd_provider *p = ctx;
+	struct sim_provider *p = ctx;
 	if (ev->kind == SD_MARKET_STORM_BEGIN || ev->kind == SD_MARKET_STORM_END) {
 		cJSON *e = cJSON_CreateObject();
 		cJSON_AddStringToObject(e, "offer", ev->offer->id);
@@ -153,16 +153,16 @@ static void on_market_event(void *ctx, const struct sd_market_event *ev)
 	}
 }
 
-static void arm_market(struct sd_provider *p);
+static void arm_market(struct sim_provider *p);
 
 static void on_market_timer(uv_timer_t *t)
 {
-	struct sd_provider *p = t->data;
+	struct sim_provider *p = t->data;
 	sd_market_advance(p->market, mnow(p), on_market_event, p);
 	arm_market(p);
 }
 
-static void arm_market(struct sd_provider *p)
+static void arm_market(struct sim_provider *p)
 {
 	if (!p->market || p->closing)
 		return;
@@ -188,7 +188,7 @@ static int cmp_action(const void *a, const void *b)
 	return (int)x->kind - (int)y->kind;
 }
 
-static void build_actions(struct sd_provider *p, const struct sd_trace *tr)
+static void build_actions(struct sim_provider *p, const struct sd_trace *tr)
 {
 	double max_notice = 0;
 	for (int i = 0; i < p->cat->noffers; i++)
@@ -217,7 +217,7 @@ static void build_actions(struct sd_provider *p, const struct sd_trace *tr)
 	qsort(p->actions, (size_t)p->nactions, sizeof *p->actions, cmp_action);
 }
 
-static void trace_skipped(struct sd_provider *p, const struct action *a, const char *why)
+static void trace_skipped(struct sim_provider *p, const struct action *a, const char *why)
 {
 	cJSON *e = cJSON_CreateObject();
 	cJSON_AddNumberToObject(e, "line", a->ev->line);
@@ -226,7 +226,7 @@ static void trace_skipped(struct sd_provider *p, const struct action *a, const c
 	sd_fleet_journal(p->fleet, SD_EV_TRACE_SKIPPED, e);
 }
 
-static void close_zone(struct sd_provider *p, const struct action *a)
+static void close_zone(struct sim_provider *p, const struct action *a)
 {
 	const struct sd_trace_event *e = a->ev;
 	struct stockout *so = NULL;
@@ -246,7 +246,7 @@ static void close_zone(struct sd_provider *p, const struct action *a)
 	sd_fleet_journal(p->fleet, SD_EV_ZONE_EXHAUSTED, j);
 }
 
-static void change_price(struct sd_provider *p, const struct action *a)
+static void change_price(struct sim_provider *p, const struct action *a)
 {
 	const struct sd_offer *o = sd_catalog_find(p->cat, a->ev->offer);
 	if (!o) {
@@ -262,7 +262,7 @@ static void change_price(struct sd_provider *p, const struct action *a)
 	sd_fleet_journal(p->fleet, SD_EV_PRICE, j);
 }
 
-static void run_action(struct sd_provider *p, const struct action *a)
+static void run_action(struct sim_provider *p, const struct action *a)
 {
 	const struct sd_trace_event *e = a->ev;
 	struct machine *m = NULL;
@@ -295,11 +295,11 @@ static void run_action(struct sd_provider *p, const struct action *a)
 	}
 }
 
-static void arm_trace(struct sd_provider *p);
+static void arm_trace(struct sim_provider *p);
 
 static void on_trace_timer(uv_timer_t *t)
 {
-	struct sd_provider *p = t->data;
+	struct sim_provider *p = t->data;
 	double now = mnow(p);
 	while (!p->closing && p->next_action < p->nactions &&
 	       p->actions[p->next_action].t <= now + 1e-9) {
@@ -312,7 +312,7 @@ static void on_trace_timer(uv_timer_t *t)
 	arm_trace(p);
 }
 
-static void arm_trace(struct sd_provider *p)
+static void arm_trace(struct sim_provider *p)
 {
 	if (p->closing || p->next_action >= p->nactions)
 		return;
@@ -320,7 +320,7 @@ static void arm_trace(struct sd_provider *p)
 	uv_timer_start(&p->trace_timer, on_trace_timer, delay > 0 ? (uint64_t)ceil(delay * 1000) : 0, 0);
 }
 
-static int zone_exhausted(const struct sd_provider *p, const char *zone)
+static int zone_exhausted(const struct sim_provider *p, const char *zone)
 {
 	for (int i = 0; i < p->nstockouts; i++)
 		if (!strcmp(p->stockouts[i].zone, zone) && mnow(p) < p->stockouts[i].until)
@@ -335,7 +335,7 @@ static int sim_create(struct sd_provider **out, const struct sd_provider_env *en
 	*out = NULL;
 	if (!env->catalog_path)
 		return sd_why(why, "provider sim: no market catalog given");
-	struct sd_provider *p = sd_calloc(1, sizeof *p);
+	struct sim_provider *p = sd_calloc(1, sizeof *p);
 	p->loop = env->loop;
 	p->fleet = env->fleet;
 	p->emulate = env->emulate;
@@ -372,13 +372,14 @@ static int sim_create(struct sd_provider **out, const struct sd_provider_env *en
 		build_actions(p, env->trace);
 		arm_trace(p);
 	}
-	*out = p;
+	*out = (struct sd_provider *)(void *)p;
 	return 0;
 }
 
-static int sim_acquire(struct sd_provider *p, const char *server, const struct sd_offer *o,
+static int sim_acquire(struct sd_provider *base, const char *server, const struct sd_offer *o,
                        char **why)
 {
+	struct sim_provider *p = (struct sim_provider *)(void *)base;
 	(void)why;
 	struct machine *m = sd_calloc(1, sizeof *m);
 	snprintf(m->id, sizeof m->id, "%s", server);
@@ -405,8 +406,9 @@ static int sim_acquire(struct sd_provider *p, const char *server, const struct s
 	return 0;
 }
 
-static void sim_release(struct sd_provider *p, const char *server)
+static void sim_release(struct sd_provider *base, const char *server)
 {
+	struct sim_provider *p = (struct sim_provider *)(void *)base;
 	struct machine *m = find(p, server);
 	if (!m)
 		return;
@@ -415,31 +417,36 @@ static void sim_release(struct sd_provider *p, const char *server)
 	arm_market(p);
 }
 
-static const struct sd_catalog *sim_catalog(const struct sd_provider *p)
+static const struct sd_catalog *sim_catalog(const struct sd_provider *base)
 {
+	const struct sim_provider *p = (const struct sim_provider *)(const void *)base;
 	return p->cat;
 }
 
-static const double *sim_prices(const struct sd_provider *p)
+static const double *sim_prices(const struct sd_provider *base)
 {
+	const struct sim_provider *p = (const struct sim_provider *)(const void *)base;
 	return p->price;
 }
 
-static int sim_live(const struct sd_provider *p, const struct sd_offer *o)
+static int sim_live(const struct sd_provider *base, const struct sd_offer *o)
 {
+	const struct sim_provider *p = (const struct sim_provider *)(const void *)base;
 	return sd_market_live(p->market, o);
 }
 
-static void sim_close(struct sd_provider *p)
+static void sim_close(struct sd_provider *base)
 {
+	struct sim_provider *p = (struct sim_provider *)(void *)base;
 	p->closing = 1;
 	uv_timer_stop(&p->market_timer);
 	uv_close((uv_handle_t *)&p->market_timer, NULL);
 	uv_close((uv_handle_t *)&p->trace_timer, NULL);
 }
 
-static void sim_free(struct sd_provider *p)
+static void sim_free(struct sd_provider *base)
 {
+	struct sim_provider *p = (struct sim_provider *)(void *)base;
 	while (p->machines) {
 		struct machine *m = p->machines;
 		p->machines = m->next;
