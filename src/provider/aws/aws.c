@@ -118,6 +118,11 @@ static struct aws_server *aws_vm(struct sd_cloud_vm *v)
 	return (struct aws_server *)(void *)v;
 }
 
+static struct aws_provider *aws_of(struct sd_cloud *c)
+{
+	return (struct aws_provider *)(void *)c;
+}
+
 static struct aws_provider *prov(const struct aws_server *s)
 {
 	return (struct aws_provider *)(void *)s->v.cloud;
@@ -270,8 +275,10 @@ static void on_terminated(void *arg, const struct sd_ec2_vm_result *r)
 }
 
 /* The TerminateInstances of S's instance (sd_cloud_delete's). */
-static int terminate_vm(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen)
+static int aws_remove(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
 {
+	struct aws_provider *p = aws_of(c);
+	struct aws_server *s = aws_vm(v);
 	if (!s->iid[0])
 		return 1;   /* a launch in flight terminates when it ends */
 	return sd_ec2_vm_terminate(p->aws, s->iid, on_terminated, s, err, errlen) < 0 ? -1 : 0;
@@ -456,8 +463,9 @@ static void on_listed(void *arg, int n, const char *error)
 
 static void ask_prices(struct aws_provider *p);
 
-static void start_list(struct aws_provider *p)
+static void aws_list(struct sd_cloud *c)
 {
+	struct aws_provider *p = aws_of(c);
 	if (p->c.closing || p->c.listing)
 		return;
 	int any = 0;
@@ -485,7 +493,7 @@ static void on_backstop(uv_timer_t *t)
 	/* Spot prices move: asked again every price_poll_s. */
 	if (isnan(p->quoted_usd) && !p->prices_pending && sd_cloud_wall_now() - p->prices_asked_at >= p->price_poll_s)
 		ask_prices(p);
-	start_list(p);
+	aws_list(&p->c);
 }
 
 /* ---- start-up reconciliation ---- */
@@ -532,7 +540,7 @@ static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 		sd_cloud_delete(&p->c, &s->v);
 }
 
-static int start_launch(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen);
+static int aws_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen);
 
 /* ---- prices ---- */
 
@@ -718,8 +726,10 @@ static int aws_create(struct sd_provider **out, const struct sd_provider_env *en
 }
 
 /* Launches S's instance (Name sd-TAG-SERVER) in its zone. */
-static int start_launch(struct aws_provider *p, struct aws_server *s, char *err, size_t errlen)
+static int aws_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
 {
+	struct aws_provider *p = aws_of(c);
+	struct aws_server *s = aws_vm(v);
 	int zi = s->v.zone;
 	s->v.st = SD_VM_CREATING;
 	struct sd_ec2_instance_spec spec = {
@@ -798,8 +808,9 @@ static void on_final_listed(void *arg, int n, const char *error)
 	fin->p->c.final_pending--;
 }
 
-static void terminate_left(struct aws_provider *p)
+static void aws_sweep(struct sd_cloud *c)
 {
+	struct aws_provider *p = aws_of(c);
 	uv_loop_t loop;
 	if (uv_loop_init(&loop) < 0)
 		return;
@@ -853,11 +864,6 @@ static void terminate_left(struct aws_provider *p)
 
 /* ---- the lifecycle's calls into EC2 (cloud-vm.h) ---- */
 
-static struct aws_provider *aws_of(struct sd_cloud *c)
-{
-	return (struct aws_provider *)(void *)c;
-}
-
 static const char *aws_ref(const struct sd_cloud_vm *v)
 {
 	return ((const struct aws_server *)(const void *)v)->iid;
@@ -875,11 +881,6 @@ static void aws_acquired(struct sd_cloud *c, struct sd_cloud_vm *v)
 	snprintf(v->name, sizeof v->name, "sd-%s-%s", c->tag, v->id);
 }
 
-static int aws_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
-{
-	return start_launch(aws_of(c), aws_vm(v), err, errlen);
-}
-
 static int aws_reconcile(struct sd_cloud *c, char *err, size_t errlen)
 {
 	return sd_ec2_vm_list(aws_of(c)->aws, c->tag, on_reconcile_vm, sd_cloud_on_reconciled, c, err, errlen);
@@ -888,11 +889,6 @@ static int aws_reconcile(struct sd_cloud *c, char *err, size_t errlen)
 static void aws_cancel(struct sd_cloud *c)
 {
 	sd_ec2_vm_cancel_waiting(aws_of(c)->aws);
-}
-
-static void aws_sweep(struct sd_cloud *c)
-{
-	terminate_left(aws_of(c));
 }
 
 static void aws_free_api(struct sd_cloud *c)
@@ -907,16 +903,6 @@ static void aws_free_api(struct sd_cloud *c)
 	free(p->image);
 	free(p->max_price);
 	free(p->user_data);
-}
-
-static int aws_remove(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
-{
-	return terminate_vm(aws_of(c), aws_vm(v), err, errlen);
-}
-
-static void aws_list(struct sd_cloud *c)
-{
-	start_list(aws_of(c));
 }
 
 static void aws_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)

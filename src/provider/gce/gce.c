@@ -128,6 +128,11 @@ static struct gce_server *gce_vm(struct sd_cloud_vm *v)
 	return (struct gce_server *)(void *)v;
 }
 
+static struct gce_provider *gce_of(struct sd_cloud *c)
+{
+	return (struct gce_provider *)(void *)c;
+}
+
 static struct gce_provider *prov(const struct gce_server *s)
 {
 	return (struct gce_provider *)(void *)s->v.cloud;
@@ -236,8 +241,10 @@ static void on_deleted(void *arg, const struct sd_gce_vm_result *r)
 }
 
 /* The delete of S's VM (sd_cloud_delete's). */
-static int delete_vm(struct gce_provider *p, struct gce_server *s, char *err, size_t errlen)
+static int gce_remove(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
 {
+	struct gce_provider *p = gce_of(c);
+	struct gce_server *s = gce_vm(v);
 	return sd_gce_vm_delete(p->gce, p->c.zones[s->v.zone], s->v.name, on_deleted, s, err, errlen) < 0 ? -1 : 0;
 }
 
@@ -429,8 +436,9 @@ static void on_listed(void *arg, int n, const char *error)
 	}
 }
 
-static void start_list(struct gce_provider *p)
+static void gce_list(struct sd_cloud *c)
 {
+	struct gce_provider *p = gce_of(c);
 	if (p->c.closing || p->c.listing)
 		return;
 	int any = 0;
@@ -474,7 +482,7 @@ static void on_stop_time(void *arg, int preempted, double ended_at, const char *
 static void on_backstop(uv_timer_t *t)
 {
 	struct gce_provider *p = t->data;
-	start_list(p);
+	gce_list(&p->c);
 	/* Asked at every pass for preempt_wait_s; after that the fleet's
 	 * estimate of its cost stands. */
 	double now = sd_fleet_now(p->c.fleet);
@@ -533,7 +541,7 @@ static void on_reconcile_vm(void *arg, const struct sd_gce_instance *in)
 	sd_cloud_delete(&p->c, &s->v);
 }
 
-static int start_create(struct gce_provider *p, struct gce_server *s, char *err, size_t errlen);
+static int gce_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen);
 
 /* ---- prices: the Cloud Billing Catalog (gce-price.h) ---- */
 
@@ -840,13 +848,15 @@ static int gce_create(struct sd_provider **out, const struct sd_provider_env *en
 }
 
 /* Inserts S's VM, sd-TAG-SERVER in its zone. */
-static int start_create(struct gce_provider *p, struct gce_server *s, char *err, size_t errlen)
+static int gce_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
 {
+	struct gce_provider *p = gce_of(c);
+	struct gce_server *s = gce_vm(v);
 	int zi = s->v.zone;
 	/* sd-TAG-SERVER: lower case, digits and '-' (server ids are s1, s2, ...). */
 	snprintf(s->v.name, sizeof s->v.name, "sd-%s-%s", p->c.tag, s->v.id);
-	for (char *c = s->v.name; *c; c++)
-		*c = (char)tolower((unsigned char)*c);
+	for (char *ch = s->v.name; *ch; ch++)
+		*ch = (char)tolower((unsigned char)*ch);
 	s->v.st = SD_VM_CREATING;
 	struct sd_gce_instance_spec spec = {
 		.project = p->project,
@@ -881,8 +891,9 @@ static void on_final_deleted(void *arg, const struct sd_gce_vm_result *r)
 		deleted(s, r);
 }
 
-static void delete_left(struct gce_provider *p)
+static void gce_sweep(struct sd_cloud *c)
 {
+	struct gce_provider *p = gce_of(c);
 	int left = 0;
 	for (struct gce_server *s = gce_vm(p->c.servers); s; s = gce_vm(s->v.next)) {
 		if (s->v.st == SD_VM_WAITING)
@@ -953,11 +964,6 @@ static void delete_left(struct gce_provider *p)
 
 /* ---- the lifecycle's calls into Compute Engine (cloud-vm.h) ---- */
 
-static struct gce_provider *gce_of(struct sd_cloud *c)
-{
-	return (struct gce_provider *)(void *)c;
-}
-
 static const char *gce_ref(const struct sd_cloud_vm *v)
 {
 	return v->name;
@@ -966,11 +972,6 @@ static const char *gce_ref(const struct sd_cloud_vm *v)
 static int gce_known(const struct sd_cloud_vm *v)
 {
 	return ((const struct gce_server *)(const void *)v)->target[0] != 0;
-}
-
-static int gce_insert(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
-{
-	return start_create(gce_of(c), gce_vm(v), err, errlen);
 }
 
 static int gce_reconcile(struct sd_cloud *c, char *err, size_t errlen)
@@ -982,11 +983,6 @@ static int gce_reconcile(struct sd_cloud *c, char *err, size_t errlen)
 static void gce_cancel(struct sd_cloud *c)
 {
 	sd_gce_vm_cancel_waiting(gce_of(c)->gce);
-}
-
-static void gce_sweep(struct sd_cloud *c)
-{
-	delete_left(gce_of(c));
 }
 
 static void gce_free_api(struct sd_cloud *c)
@@ -1004,16 +1000,6 @@ static void gce_free_api(struct sd_cloud *c)
 	free(p->billing_root);
 	free(p->sheet);
 	free(p->ssh_keys);
-}
-
-static int gce_remove(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen)
-{
-	return delete_vm(gce_of(c), gce_vm(v), err, errlen);
-}
-
-static void gce_list(struct sd_cloud *c)
-{
-	start_list(gce_of(c));
 }
 
 static void gce_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)
