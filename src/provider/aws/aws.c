@@ -1,5 +1,8 @@
 /* src/provider/aws/aws.c - the aws provider: Spot instances on EC2, each
  * running one worker that the controller starts and stops over OpenSSH.
+ * The life below is cloud-vm.c's, the same for every cloud; this file is
+ * EC2's part of it (its struct sd_cloud_ops: RunInstances, Terminate-
+ * Instances, DescribeInstances by tag, Spot prices, the close's sweep).
  *
  * Offers: one per Availability Zone of provider.zones (all of
  * provider.region), "aws/AZ/MODEL/spot" (MODEL from the instance type's
@@ -501,8 +504,8 @@ static void on_backstop(uv_timer_t *t)
 /* An instance of this run's tag that no server of this controller owns
  * and that is not terminated: a previous controller of the run left it.
  * With orphans "adopt" or "ask" a running one with an address in one of
- * the offers' zones is held for a server of this run (settle); any other
- * is terminated, or with "keep" only journaled. */
+ * the offers' zones is held for a server of this run (sd_cloud_settle);
+ * any other is terminated, or with "keep" only journaled. */
 static void on_reconcile_vm(void *arg, const struct sd_ec2_instance *in)
 {
 	struct aws_provider *p = arg;

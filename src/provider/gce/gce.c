@@ -1,5 +1,9 @@
 /* src/provider/gce/gce.c - the gce provider: Spot VMs on Compute Engine, each
  * running one worker that the controller starts and stops over OpenSSH.
+ * The life below is cloud-vm.c's, the same for every cloud; this file is
+ * Compute Engine's part of it (its struct sd_cloud_ops: instances.insert
+ * and .delete, the list by label, the preempted operations, the Billing
+ * Catalog's prices, the close's deletes).
  *
  * Offers: one per zone of the job's provider.zones, "gce/ZONE/MODEL/spot"
  * (MODEL from provider.accelerator: nvidia-tesla-t4 -> t4), all of the
@@ -505,8 +509,8 @@ static void on_backstop(uv_timer_t *t)
 /* A VM carrying this run's label that no server of this controller owns:
  * a previous controller of the run (killed, or its machine lost) left it.
  * With orphans "adopt" or "ask" a RUNNING one with an address is held for
- * a server of this run (settle); any other is deleted, or with "keep" only
- * journaled. */
+ * a server of this run (sd_cloud_settle); any other is deleted, or with
+ * "keep" only journaled. */
 static void on_reconcile_vm(void *arg, const struct sd_gce_instance *in)
 {
 	struct gce_provider *p = arg;
