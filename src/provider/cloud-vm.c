@@ -701,7 +701,7 @@ void sd_cloud_release(struct sd_provider *p, const char *server)
 	if (!v || v->released)
 		return;
 	v->released = 1;
-	sd_provider_ssh.release(c->ssh, server);
+	sd_ssh_release(c->ssh, server);
 	sd_cloud_delete(c, v);
 }
 
@@ -725,22 +725,22 @@ int sd_cloud_live(const struct sd_provider *p, const struct sd_offer *o)
 
 int sd_cloud_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why)
 {
-	return sd_provider_ssh.launch(cloud_of(p)->ssh, server, worker_argv, argv, why);
+	return sd_ssh_launch(cloud_of(p)->ssh, server, worker_argv, argv, why);
 }
 
 void sd_cloud_signal(struct sd_provider *p, const char *server, int sig)
 {
-	sd_provider_ssh.signal(cloud_of(p)->ssh, server, sig);
+	sd_ssh_signal(cloud_of(p)->ssh, server, sig);
 }
 
 void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive)
 {
-	sd_provider_ssh.lost(cloud_of(p)->ssh, server, worker_alive);
+	sd_ssh_lost(cloud_of(p)->ssh, server, worker_alive);
 }
 
 int sd_cloud_link_in_session(const struct sd_provider *p)
 {
-	return sd_provider_ssh.link_in_session(const_cloud_of(p)->ssh);
+	return sd_ssh_link_in_session(const_cloud_of(p)->ssh);
 }
 
 void sd_cloud_delete(struct sd_cloud *c, struct sd_cloud_vm *v)
@@ -895,7 +895,7 @@ void sd_cloud_start(struct sd_cloud *c, uv_timer_cb backstop)
 void sd_cloud_close(struct sd_provider *p)
 {
 	struct sd_cloud *c = cloud_of(p);
-	sd_provider_ssh.close(c->ssh);
+	sd_ssh_transport_close(c->ssh);
 	c->closing = 1;
 	uv_timer_stop(&c->backstop);
 	uv_close((uv_handle_t *)&c->backstop, NULL);
@@ -913,7 +913,7 @@ void sd_cloud_free(struct sd_provider *p)
 	if (!c)
 		return;
 	if (c->ssh)
-		sd_provider_ssh.free(c->ssh);
+		sd_ssh_transport_free(c->ssh);
 	c->ops->free_api(c);
 	if (c->http)
 		sd_http_close(c->http, NULL, NULL);

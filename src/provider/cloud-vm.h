@@ -268,7 +268,7 @@ struct sd_cloud {
 	uv_loop_t *loop;
 	struct sd_fleet *fleet;
 	struct sd_http *http;
-	struct sd_provider *ssh;       /* the transport (ssh.h) */
+	struct sd_ssh_transport *ssh;  /* the transport (ssh.h) */
 	double poll_s, boot_timeout_s, block_s;
 	double preempt_wait_s;         /* how long an unexplained end is looked at again */
 	char *ssh_user, *identity, *worker;   /* the transport's host settings */

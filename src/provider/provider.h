@@ -53,7 +53,7 @@
 #include "src/proto/events.h"
 
 /* A provider's own state: opaque here, each provider's create() hands out
- * its own struct (struct ssh_provider, struct gce_provider, ...) under
+ * its own struct (struct sim_provider, struct gce_provider, ...) under
  * this name, and its operations convert it back. */
 struct sd_provider;
 struct sd_fleet;

@@ -100,7 +100,7 @@ enum { PROBE_LOST = 1, PROBE_COMEBACK = 2, PROBE_ALIVE = 3, PROBE_READY = 4 };
 /* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
 struct ssh_job {
 	uv_process_t proc;
-	struct ssh_provider *p;        /* NULL once the provider closed */
+	struct sd_ssh_transport *p;        /* NULL once the provider closed */
 	int host;
 	int probe;                     /* PROBE_LOST, PROBE_COMEBACK, PROBE_ALIVE or 0 */
 	char server[16];               /* PROBE_ALIVE: whose session ended */
@@ -115,7 +115,9 @@ struct ssh_job {
 	struct ssh_job *next;
 };
 
-struct ssh_provider {
+/* The ssh machinery: what the ssh provider (a hosts file's hosts, each an
+ * offer) and a cloud's transport (ssh.h: hosts come and go) both are. */
+struct sd_ssh_transport {
 	uv_loop_t *loop;
 	struct sd_fleet *fleet;
 	struct sd_hosts hosts;
@@ -191,7 +193,7 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 
 /* ---- the catalog: one offer per host ---- */
 
-static void build_catalog(struct ssh_provider *p)
+static void build_catalog(struct sd_ssh_transport *p)
 {
 	int n = p->hosts.n;
 	p->offers = sd_calloc((size_t)n, sizeof *p->offers);
@@ -298,7 +300,7 @@ static char *xprintf(const char *fmt, ...)
 
 /* argv of `ssh OPTIONS [EXTRA] -- HOST` into a (malloc'd strings; extra:
  * more options, NULL-terminated, or NULL); returns the count. */
-static int ssh_argv(struct ssh_provider *p, int hi, char **a, const char *const *extra)
+static int ssh_argv(struct sd_ssh_transport *p, int hi, char **a, const char *const *extra)
 {
 	const struct sd_host *h = &p->hosts.v[hi];
 	int n = 0;
@@ -345,7 +347,7 @@ static int ssh_argv(struct ssh_provider *p, int hi, char **a, const char *const 
 	return n;
 }
 
-static struct ssh_server *find_server(const struct ssh_provider *p, const char *id)
+static struct ssh_server *find_server(const struct sd_ssh_transport *p, const char *id)
 {
 	for (struct ssh_server *s = p->servers; s; s = s->next)
 		if (!strcmp(s->id, id))
@@ -356,14 +358,14 @@ static struct ssh_server *find_server(const struct ssh_provider *p, const char *
 /* The remote directory of this run's files on a host: the token never
  * lands there (it stays in the worker's environment); the pid and the
  * worker's own log do. */
-static char *remote_dir(const struct ssh_provider *p)
+static char *remote_dir(const struct sd_ssh_transport *p)
 {
 	return xprintf("\"${TMPDIR:-/tmp}/spotdeck-$(id -u)-%s\"", p->tag);
 }
 
 /* The remote sh line that sends signal `name` to server's worker by its
  * pid file, if there is one (malloc'd; ends in "; "). */
-static char *kill_line(const struct ssh_provider *p, const char *server, const char *name)
+static char *kill_line(const struct sd_ssh_transport *p, const char *server, const char *name)
 {
 	char *dir = remote_dir(p), *qid = sh_quote(server);
 	char *line = xprintf("f=%s/%s.pid; test -r \"$f\" && kill -%s \"$(cat \"$f\")\" 2>/dev/null; ", dir, qid, name);
@@ -372,7 +374,7 @@ static char *kill_line(const struct ssh_provider *p, const char *server, const c
 	return line;
 }
 
-static void cool_down(struct ssh_provider *p, int hi, const char *why, const char *said)
+static void cool_down(struct sd_ssh_transport *p, int hi, const char *why, const char *said)
 {
 	struct ssh_host_state *st = &p->hs[hi];
 	double now = sd_fleet_now(p->fleet);
@@ -394,7 +396,7 @@ static void cool_down(struct ssh_provider *p, int hi, const char *why, const cha
 
 /* A host that had lost servers answers ssh: journaled, and its servers are
  * acquired again through the command table (as an operator's add). */
-static void host_back(struct ssh_provider *p, int hi)
+static void host_back(struct sd_ssh_transport *p, int hi)
 {
 	struct ssh_host_state *st = &p->hs[hi];
 	double now = sd_fleet_now(p->fleet);
@@ -439,7 +441,7 @@ static void on_err_closed(uv_handle_t *h)
 /* Both the process and its stderr are done: act on the probe. */
 static void job_done(struct ssh_job *j)
 {
-	struct ssh_provider *p = j->p;
+	struct sd_ssh_transport *p = j->p;
 	if (p) {
 		for (struct ssh_job **pp = &p->jobs; *pp; pp = &(*pp)->next)
 			if (*pp == j) {
@@ -569,7 +571,7 @@ static void on_job_exit(uv_process_t *proc, int64_t status, int sig)
 /* Runs `ssh HOST remote` in the background; its exit is only looked at for
  * probes.  Returns its job (owned by p), or NULL if ssh could not be
  * started (nothing follows). */
-static struct ssh_job *run_remote(struct ssh_provider *p, int hi, const char *remote, int probe)
+static struct ssh_job *run_remote(struct sd_ssh_transport *p, int hi, const char *remote, int probe)
 {
 	char *a[SSH_MAX_ARGS + 2];
 	int n = ssh_argv(p, hi, a, NULL);
@@ -616,7 +618,7 @@ static struct ssh_job *run_remote(struct ssh_provider *p, int hi, const char *re
  * probed again (the probe's end acts: host_back or a longer cool-down). */
 static void on_tick(uv_timer_t *t)
 {
-	struct ssh_provider *p = t->data;
+	struct sd_ssh_transport *p = t->data;
 	if (p->closing)
 		return;
 	double now = sd_fleet_now(p->fleet);
@@ -664,7 +666,7 @@ static void on_tick(uv_timer_t *t)
  * it: a loopback address is refused unless every host is this one.
  * Without --advertise their links come through ssh, and any controller
  * address serves. */
-static int check_reachable(const struct ssh_provider *p, const char *advertise, char **why)
+static int check_reachable(const struct sd_ssh_transport *p, const char *advertise, char **why)
 {
 	if (!p->direct || !advertise || !advertise[0])
 		return 0;
@@ -678,7 +680,7 @@ static int check_reachable(const struct ssh_provider *p, const char *advertise, 
 	return 0;
 }
 
-static void ssh_open(struct ssh_provider *p, const struct sd_provider_env *env);
+static void ssh_open(struct sd_ssh_transport *p, const struct sd_provider_env *env);
 
 static int ssh_create(struct sd_provider **out, const struct sd_provider_env *env, char **why)
 {
@@ -687,7 +689,7 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 	const cJSON *h = cJSON_GetObjectItemCaseSensitive(s, "hosts");
 	if (!cJSON_IsString(h))
 		return sd_why(why, "%s: provider.hosts: missing", env->settings_file ? env->settings_file : "job");
-	struct ssh_provider *p = sd_calloc(1, sizeof *p);
+	struct sd_ssh_transport *p = sd_calloc(1, sizeof *p);
 	p->loop = env->loop;
 	p->fleet = env->fleet;
 	snprintf(p->label, sizeof p->label, "ssh");
@@ -710,7 +712,7 @@ static int ssh_create(struct sd_provider **out, const struct sd_provider_env *en
 /* The settings ssh itself reads, the run's tag, the control directory, the
  * forward's target and the tick: what a transport and a hosts file's
  * provider share. */
-static void ssh_open(struct ssh_provider *p, const struct sd_provider_env *env)
+static void ssh_open(struct sd_ssh_transport *p, const struct sd_provider_env *env)
 {
 	const cJSON *s = env->settings;
 	p->direct = env->direct || !env->connect || !env->connect[0];
@@ -754,7 +756,7 @@ static void ssh_open(struct ssh_provider *p, const struct sd_provider_env *env)
 
 static int ssh_acquire(struct sd_provider *base, const char *server, const struct sd_offer *offer, char **why)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
+	struct sd_ssh_transport *p = (struct sd_ssh_transport *)(void *)base;
 	int hi = offer->index;
 	if (hi < 0 || hi >= p->hosts.n || offer != &p->offers[hi])
 		return sd_why(why, "%s: not an offer of the ssh provider", offer->id);
@@ -770,7 +772,7 @@ static int ssh_acquire(struct sd_provider *base, const char *server, const struc
 		       ? sd_why(why, "%s: host %s's one slot is in use", offer->id, p->hosts.v[hi].name)
 		       : sd_why(why, "%s: all %d slots of host %s are in use", offer->id, p->hosts.v[hi].slots,
 		                p->hosts.v[hi].name);
-	sd_ssh_attach(base, server, hi);
+	sd_ssh_attach(p, server, hi);
 	struct sd_provider_event ev = {
 		.kind = SD_PROVIDER_RUNNING,
 		.server = server,
@@ -781,10 +783,9 @@ static int ssh_acquire(struct sd_provider *base, const char *server, const struc
 	return 0;
 }
 
-static int ssh_launch(struct sd_provider *base, const char *server, char *const *worker_argv, char ***argv,
+int sd_ssh_launch(struct sd_ssh_transport *p, const char *server, char *const *worker_argv, char ***argv,
                       char **why)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	*argv = NULL;
 	struct ssh_server *s = find_server(p, server);
 	if (!s || !s->live)
@@ -850,7 +851,7 @@ static int ssh_launch(struct sd_provider *base, const char *server, char *const 
 
 /* Sends signal `name` to the worker of server on its host, by its pid file;
  * probe: journal the host if ssh cannot get in. */
-static void kill_remote(struct ssh_provider *p, const char *server, const char *name, int probe)
+static void kill_remote(struct sd_ssh_transport *p, const char *server, const char *name, int probe)
 {
 	struct ssh_server *s = find_server(p, server);
 	if (!s || p->hs[s->host].gone)
@@ -861,15 +862,13 @@ static void kill_remote(struct ssh_provider *p, const char *server, const char *
 	free(line);
 }
 
-static void ssh_signal(struct sd_provider *base, const char *server, int sig)
+void sd_ssh_signal(struct sd_ssh_transport *p, const char *server, int sig)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	kill_remote(p, server, sig == SIGKILL ? "KILL" : sig == SIGINT ? "INT" : "TERM", 0);
 }
 
-static void ssh_lost(struct sd_provider *base, const char *server, int worker_alive)
+void sd_ssh_lost(struct sd_ssh_transport *p, const char *server, int worker_alive)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	if (!worker_alive) {
 		/* The session is gone: is the host?  A probe that also stops a
 		 * worker the lost session may have left behind. */
@@ -883,15 +882,13 @@ static void ssh_lost(struct sd_provider *base, const char *server, int worker_al
 		snprintf(j->server, sizeof j->server, "%s", server);
 }
 
-static int ssh_link_in_session(const struct sd_provider *base)
+int sd_ssh_link_in_session(const struct sd_ssh_transport *p)
 {
-	const struct ssh_provider *p = (const struct ssh_provider *)(const void *)base;
 	return !p->direct;
 }
 
-static void ssh_release(struct sd_provider *base, const char *server)
+void sd_ssh_release(struct sd_ssh_transport *p, const char *server)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	struct ssh_server *s = find_server(p, server);
 	if (s)
 		s->live = 0;
@@ -899,13 +896,13 @@ static void ssh_release(struct sd_provider *base, const char *server)
 
 static const struct sd_catalog *ssh_catalog(const struct sd_provider *base)
 {
-	const struct ssh_provider *p = (const struct ssh_provider *)(const void *)base;
+	const struct sd_ssh_transport *p = (const struct sd_ssh_transport *)(const void *)base;
 	return &p->cat;
 }
 
 static int ssh_live(const struct sd_provider *base, const struct sd_offer *o)
 {
-	const struct ssh_provider *p = (const struct ssh_provider *)(const void *)base;
+	const struct sd_ssh_transport *p = (const struct sd_ssh_transport *)(const void *)base;
 	int n = 0;
 	for (const struct ssh_server *s = p->servers; s; s = s->next)
 		n += s->live && s->host == o->index;
@@ -920,7 +917,7 @@ static int ssh_live(const struct sd_provider *base, const struct sd_offer *o)
 /* Whether a signal's ssh to host hi is still on its way (it reads the pid
  * files the run's remote directory holds).  One that ended while the loop
  * did not run is seen without reaping it (WNOWAIT: libuv reaps its own). */
-static int signalling(const struct ssh_provider *p, int hi)
+static int signalling(const struct sd_ssh_transport *p, int hi)
 {
 	for (const struct ssh_job *j = p->jobs; j; j = j->next) {
 		if (j->host != hi || j->probe || j->exited)
@@ -934,7 +931,7 @@ static int signalling(const struct ssh_provider *p, int hi)
 }
 
 /* Waits (CLOSE_WAIT_S at most) for the signals on their way to hosts. */
-static void wait_signals(const struct ssh_provider *p)
+static void wait_signals(const struct sd_ssh_transport *p)
 {
 	struct timespec pause = { 0, 10 * 1000 * 1000 };
 	for (int waited_ms = 0; waited_ms < CLOSE_WAIT_S * 1000; waited_ms += 10) {
@@ -953,7 +950,7 @@ static void wait_signals(const struct ssh_provider *p)
  * (posix_spawnp + waitpid: the loop may not run again, and libuv reaps only
  * its own children), and waits for all of them, CLOSE_WAIT_S at most, then
  * kills what is left. */
-static void on_used_hosts(struct ssh_provider *p, const char *const *extra, const char *command)
+static void on_used_hosts(struct sd_ssh_transport *p, const char *const *extra, const char *command)
 {
 	pid_t *pids = sd_calloc((size_t)p->hosts.n, sizeof *pids);
 	int npids = 0;
@@ -1005,7 +1002,7 @@ static void on_used_hosts(struct ssh_provider *p, const char *const *extra, cons
  * CLOSE_WAIT_S (a loaded host, slow logins) is not skipped: the same line
  * first sends SIGTERM to every worker whose pid file is left, so none
  * outlives the run, and then the directory goes. */
-static void end_hosts(struct ssh_provider *p)
+static void end_hosts(struct sd_ssh_transport *p)
 {
 	wait_signals(p);
 	char *dir = remote_dir(p);
@@ -1019,9 +1016,8 @@ static void end_hosts(struct ssh_provider *p)
 		on_used_hosts(p, exit_master, NULL);
 }
 
-static void ssh_close(struct sd_provider *base)
+void sd_ssh_transport_close(struct sd_ssh_transport *p)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	end_hosts(p);
 	p->closing = 1;
 	uv_timer_stop(&p->tick);
@@ -1043,9 +1039,8 @@ static void ssh_close(struct sd_provider *base)
 	p->jobs = NULL;
 }
 
-static void ssh_free(struct sd_provider *base)
+void sd_ssh_transport_free(struct sd_ssh_transport *p)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	if (!p)
 		return;
 	if (p->control_dir[0]) {
@@ -1080,11 +1075,11 @@ static void ssh_free(struct sd_provider *base)
 
 /* ---- the transport (ssh.h) ---- */
 
-int sd_ssh_transport_create(struct sd_provider **out, const struct sd_provider_env *env, const char *label,
+int sd_ssh_transport_create(struct sd_ssh_transport **out, const struct sd_provider_env *env, const char *label,
                             const struct sd_ssh_hooks *hooks, char **why)
 {
 	(void)why;
-	struct ssh_provider *p = sd_calloc(1, sizeof *p);
+	struct sd_ssh_transport *p = sd_calloc(1, sizeof *p);
 	p->loop = env->loop;
 	p->fleet = env->fleet;
 	p->transport = 1;
@@ -1093,7 +1088,7 @@ int sd_ssh_transport_create(struct sd_provider **out, const struct sd_provider_e
 		p->hooks = *hooks;
 	p->hosts.path = xstrdup(label);
 	ssh_open(p, env);
-	*out = (struct sd_provider *)(void *)p;
+	*out = p;
 	return 0;
 }
 
@@ -1110,9 +1105,8 @@ static char *dup_or_null(const char *s)
 	return s ? xstrdup(s) : NULL;
 }
 
-int sd_ssh_host_add(struct sd_provider *base, const struct sd_host *h)
+int sd_ssh_host_add(struct sd_ssh_transport *p, const struct sd_host *h)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	int i = p->hosts.n;
 	p->hosts.v = grow(p->hosts.v, (size_t)(i + 1) * sizeof *p->hosts.v);
 	p->hs = grow(p->hs, (size_t)(i + 1) * sizeof *p->hs);
@@ -1132,9 +1126,8 @@ int sd_ssh_host_add(struct sd_provider *base, const struct sd_host *h)
 	return i;
 }
 
-void sd_ssh_attach(struct sd_provider *base, const char *server, int host)
+void sd_ssh_attach(struct sd_ssh_transport *p, const char *server, int host)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	struct ssh_server *s = find_server(p, server);
 	if (!s) {
 		s = sd_calloc(1, sizeof *s);
@@ -1146,24 +1139,60 @@ void sd_ssh_attach(struct sd_provider *base, const char *server, int host)
 	s->live = 1;
 }
 
-void sd_ssh_host_gone(struct sd_provider *base, int host)
+void sd_ssh_host_gone(struct sd_ssh_transport *p, int host)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	if (host >= 0 && host < p->hosts.n) {
 		p->hs[host].gone = 1;
 		p->hs[host].ready_cb = NULL;
 	}
 }
 
-void sd_ssh_wait_ready(struct sd_provider *base, int host, double timeout_s, sd_ssh_ready_cb done, void *arg)
+void sd_ssh_wait_ready(struct sd_ssh_transport *p, int host, double timeout_s, sd_ssh_ready_cb done, void *arg)
 {
-	struct ssh_provider *p = (struct ssh_provider *)(void *)base;
 	struct ssh_host_state *st = &p->hs[host];
 	double now = sd_fleet_now(p->fleet);
 	st->ready_cb = done;
 	st->ready_arg = arg;
 	st->ready_until = now + timeout_s;
 	st->ready_next = now;
+}
+
+/* The ssh provider is a transport with a hosts file's offers: its
+ * operations are the transport's. */
+static int ssh_launch(struct sd_provider *base, const char *server, char *const *worker_argv, char ***argv,
+                      char **why)
+{
+	return sd_ssh_launch((struct sd_ssh_transport *)(void *)base, server, worker_argv, argv, why);
+}
+
+static void ssh_signal(struct sd_provider *base, const char *server, int sig)
+{
+	sd_ssh_signal((struct sd_ssh_transport *)(void *)base, server, sig);
+}
+
+static void ssh_lost(struct sd_provider *base, const char *server, int worker_alive)
+{
+	sd_ssh_lost((struct sd_ssh_transport *)(void *)base, server, worker_alive);
+}
+
+static int ssh_link_in_session(const struct sd_provider *base)
+{
+	return sd_ssh_link_in_session((const struct sd_ssh_transport *)(const void *)base);
+}
+
+static void ssh_release(struct sd_provider *base, const char *server)
+{
+	sd_ssh_release((struct sd_ssh_transport *)(void *)base, server);
+}
+
+static void ssh_close(struct sd_provider *base)
+{
+	sd_ssh_transport_close((struct sd_ssh_transport *)(void *)base);
+}
+
+static void ssh_free(struct sd_provider *base)
+{
+	sd_ssh_transport_free((struct sd_ssh_transport *)(void *)base);
 }
 
 const struct sd_provider_ops sd_provider_ssh = {
