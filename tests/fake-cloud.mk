@@ -8,7 +8,7 @@ EXTRA_DIST += tests/test-fake-gce.sh tests/fake-cloud/gce.py tests/fake-cloud/fa
 # zones, image, prices, and the ways a run could not start.
 TESTS += tests/test-gce-doctor.sh
 EXTRA_DIST += tests/test-gce-doctor.sh tests/fake-cloud/gce-env.sh
-# A Spot VM's life on Compute Engine (src/provider/gce-vm.c) against the fake.
+# A Spot VM's life on Compute Engine (src/provider/gce/gce-vm.c) against the fake.
 check_PROGRAMS += tests/test-gce-vm
 TESTS += tests/test-gce-vm.sh
 EXTRA_DIST += tests/test-gce-vm.sh

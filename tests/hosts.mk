@@ -1,4 +1,4 @@
-# tests/hosts.mk: the ssh provider's hosts file (src/provider/hosts.c,
+# tests/hosts.mk: the ssh provider's hosts file (src/provider/ssh/hosts.c,
 # spotdeck-hosts(5)): its unit test and its fuzz target.
 HOSTS_TESTS = tests/test-hosts tests/fuzz/fuzz-hosts
 check_PROGRAMS += $(HOSTS_TESTS)

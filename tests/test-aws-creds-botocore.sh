@@ -1,5 +1,5 @@
 #!/bin/sh
-# The AWS credential chain (src/provider/aws-creds.c) against botocore's,
+# The AWS credential chain (src/provider/aws/aws-creds.c) against botocore's,
 # the chain of the AWS CLI and boto3: for the same files and variables,
 # both must pick the same key id and session token, or both find none.
 # Cases: each file alone, profiles from either file, the environment over

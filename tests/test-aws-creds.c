@@ -1,4 +1,4 @@
-/* tests/test-aws-creds.c - the AWS credential chain (src/provider/aws-creds.c):
+/* tests/test-aws-creds.c - the AWS credential chain (src/provider/aws/aws-creds.c):
  * which source wins, the profile's section in each file, and every refusal
  * with the file, line or variable it names.
  *
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "src/provider/aws-creds.h"
+#include "src/provider/aws/aws-creds.h"
 #include "tests/check.h"
 #include "tests/tmpdir.h"
 

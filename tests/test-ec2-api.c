@@ -1,10 +1,10 @@
-/* tests/test-ec2-api.c - the EC2 Query API answers (src/provider/ec2-api.h)
+/* tests/test-aws-api.c - the EC2 Query API answers (src/provider/aws/aws-api.h)
  * in the shapes AWS documents them (cloud-apis.md section 2.3): the error
  * document, RunInstances, DescribeInstances with a Spot interruption and
  * paging, TerminateInstances, DescribeSpotPriceHistory, zones; bad XML and
  * too many items refused; error codes in their failover scopes. */
 #include "config.h"
-#include "src/provider/ec2-api.h"
+#include "src/provider/aws/aws-api.h"
 
 #include "tests/check.h"
 

@@ -1,10 +1,10 @@
-/* tests/test-gce-api.c - Compute Engine v1 bodies (src/provider/gce-api.h):
+/* tests/test-gce-api.c - Compute Engine v1 bodies (src/provider/gce/gce-api.h):
  * the insert body has the Spot block the reference gives, and the bodies
  * Google documents (an Operation that ran out of zone resources, the 403
  * quota error, instances and lists) read back as the provider needs them,
  * and each error lands in the failover scope SkyPilot gives it. */
 #include "config.h"
-#include "src/provider/gce-api.h"
+#include "src/provider/gce/gce-api.h"
 
 #include "tests/check.h"
 

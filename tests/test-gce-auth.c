@@ -12,7 +12,7 @@
  * with OpenSSL's EVP_DigestVerify against a key generated here. */
 #include "config.h"
 
-#include "src/provider/gce-auth.h"
+#include "src/provider/gce/gce-auth.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

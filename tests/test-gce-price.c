@@ -1,12 +1,12 @@
 /* tests/test-gce-price.c - a Spot VM's price from Billing Catalog pages
- * (src/provider/gce-price.h), in the SKU shapes of cloud-apis.md section
+ * (src/provider/gce/gce-price.h), in the SKU shapes of cloud-apis.md section
  * 1.5: the core, RAM and GPU SKUs of the VM taken, and not the OnDemand,
  * custom, workstation, 80GB, other-currency or other-region ones listed
  * before them; a region priced only with every rate; units + nanos; the
  * page token escaped; a page that is not one refused; the cache's entries
  * found by their whole key, aged out, and replaced. */
 #include "config.h"
-#include "src/provider/gce-price.h"
+#include "src/provider/gce/gce-price.h"
 
 #include "tests/check.h"
 

@@ -1,4 +1,4 @@
-/* tests/test-gce-vm.c - a Spot VM's life (src/provider/gce-vm.h) against the
+/* tests/test-gce-vm.c - a Spot VM's life (src/provider/gce/gce-vm.h) against the
  * fake Compute Engine (tests/fake-cloud/gce.py at argv[1], the key file
  * argv[2]): a VM created to RUNNING with its address and label; a zone's
  * stockout inside the Operation and a 403 quota, each with its failover
@@ -7,7 +7,8 @@
  * told from a crash; deletes, also of what is already gone.
  * Run by tests/test-gce-vm.sh. */
 #include "config.h"
-#include "src/provider/gce-vm.h"
+#include "src/provider/gce/gce-vm.h"
+#include "src/provider/http/http.h"
 
 #include "tests/check.h"
 
@@ -330,8 +331,8 @@ static void test_list_fate_delete(void)
 	check_report(1, "delete waits for its Operation; deleting what is gone succeeds");
 
 	char a[37], b[37];
-	CHECK_INT(sd_gce_request_id(a), 0);
-	CHECK_INT(sd_gce_request_id(b), 0);
+	CHECK_INT(sd_http_request_id(a), 0);
+	CHECK_INT(sd_http_request_id(b), 0);
 	CHECK(strlen(a) == 36 && a[14] == '4' && strchr("89ab", a[19]) && strcmp(a, b) != 0, "uuids %s %s", a, b);
 }
 

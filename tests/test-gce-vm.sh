@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/test-gce-vm.sh: a Spot VM's life on Compute Engine
-# (src/provider/gce-vm.c) against tests/fake-cloud/gce.py; the checks are
+# (src/provider/gce/gce-vm.c) against tests/fake-cloud/gce.py; the checks are
 # tests/test-gce-vm's.
 . "$(dirname "$0")/lib.sh"
 tmpdir

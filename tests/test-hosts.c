@@ -1,4 +1,4 @@
-/* tests/test-hosts.c - the ssh provider's hosts file (src/provider/hosts.c):
+/* tests/test-hosts.c - the ssh provider's hosts file (src/provider/ssh/hosts.c):
  * a file with every field and every default loads to exact values (IPv6,
  * "~/" expanded with a HOME the test chooses, an unknown price as NAN), and
  * each malformed file is refused with the exact one-line message.  All of
@@ -6,7 +6,7 @@
  * (the cockpit calls setlocale), where "price=0.95" must still be 0.95. */
 #include "config.h"
 
-#include "src/provider/hosts.h"
+#include "src/provider/ssh/hosts.h"
 
 #include <locale.h>
 #include <math.h>

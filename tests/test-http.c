@@ -1,4 +1,4 @@
-/* tests/test-http.c - the HTTP client on the loop (src/provider/http.h)
+/* tests/test-http.c - the HTTP client on the loop (src/provider/http/http.h)
  * against tests/fake-cloud/faults.py, whose URL is argv[1]: answers,
  * retries (which, how many, how long), no second send of a request that
  * is not idempotent, timeouts, refused connections, cancelling, closing
@@ -6,7 +6,7 @@
  * body limit, and the redaction of credentials in the attempt log.
  * Run by tests/test-http.sh. */
 #include "config.h"
-#include "src/provider/http.h"
+#include "src/provider/http/http.h"
 
 #include "tests/check.h"
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/test-http.sh: the controller's HTTP client (src/provider/http.h)
+# tests/test-http.sh: the controller's HTTP client (src/provider/http/http.h)
 # against tests/fake-cloud/faults.py, a local server that answers late,
 # wrongly or not at all on request; tests/test-http does the checking.
 . "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Our SigV4 (src/provider/sigv4.c) against botocore's, the signer of the AWS
+# Our SigV4 (src/provider/http/sigv4.c) against botocore's, the signer of the AWS
 # CLI and boto3: the same EC2 requests (RunInstances with spot options,
 # DescribeInstances with tag filters, TerminateInstances,
 # DescribeSpotPriceHistory; POST bodies and GET query strings; with and

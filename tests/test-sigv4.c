@@ -1,4 +1,4 @@
-/* tests/test-sigv4.c - AWS Signature Version 4 (src/provider/sigv4.c).
+/* tests/test-sigv4.c - AWS Signature Version 4 (src/provider/http/sigv4.c).
  *
  * Without arguments: the unit checks.  The expected values come from
  * outside this code: the AWS documentation's example request (cloud-apis.md
@@ -24,7 +24,7 @@
  *   authorization: VALUE
  * or "error: MESSAGE" when sd_sigv4_sign refuses it, then an empty line. */
 #include "config.h"
-#include "src/provider/sigv4.h"
+#include "src/provider/http/sigv4.h"
 #include "tests/check.h"
 #include <stdint.h>
 

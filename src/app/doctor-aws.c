@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "src/app/doctor-internal.h"
-#include "src/provider/aws-client.h"
-#include "src/provider/secret-file.h"
-#include "src/provider/ec2-api.h"
+#include "src/provider/aws/aws-client.h"
+#include "src/provider/http/secret-file.h"
+#include "src/provider/aws/aws-api.h"
 
 #define MAX_ZONES 32
 

@@ -6,7 +6,7 @@
 
 #include <cJSON.h>
 
-#include "src/provider/http.h"
+#include "src/provider/http/http.h"
 
 /* Prints "LEVEL CHECK: ..." (LEVEL ok, warn or FAIL) to stdout; a FAIL
  * sets *FAILED. */

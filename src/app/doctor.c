@@ -20,11 +20,11 @@
 #include "engine/onnx.h"
 #include "engine/train.h"
 #include "src/proto/job.h"
-#include "src/provider/gce-api.h"
-#include "src/provider/gce-client.h"
-#include "src/provider/gce-price.h"
-#include "src/provider/http.h"
-#include "src/provider/secret-file.h"
+#include "src/provider/gce/gce-api.h"
+#include "src/provider/gce/gce-client.h"
+#include "src/provider/gce/gce-price.h"
+#include "src/provider/http/http.h"
+#include "src/provider/http/secret-file.h"
 
 /* The default boot image: Google's Deep Learning VM family with CUDA
  * (images.getFromFamily resolves it to today's image). */

@@ -14,6 +14,7 @@
 #include "engine/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/provider.h"
+#include "src/provider/http/secret-file.h"
 
 int sd_setting_check_str(const cJSON *s, const char *key, const char *file, char **why)
 {
@@ -439,4 +440,493 @@ void sd_cloud_journal_left(struct sd_fleet *fleet, const char *provider, const c
 	if (error)
 		cJSON_AddStringToObject(ev, "error", error);
 	sd_fleet_journal(fleet, SD_EV_ERROR, ev);
+}
+
+/* ---- one VM lifecycle for every cloud ---- */
+
+/* A cloud's create() hands out its state, which begins with a struct
+ * sd_cloud, as the opaque struct sd_provider (cloud-vm.h). */
+static struct sd_cloud *cloud_of(struct sd_provider *p)
+{
+	return (struct sd_cloud *)(void *)p;
+}
+
+static const struct sd_cloud *const_cloud_of(const struct sd_provider *p)
+{
+	return (const struct sd_cloud *)(const void *)p;
+}
+
+struct sd_cloud_vm *sd_cloud_find(const struct sd_cloud *c, const char *server)
+{
+	for (struct sd_cloud_vm *v = c->servers; v; v = v->next)
+		if (!strcmp(v->id, server))
+			return v;
+	return NULL;
+}
+
+int sd_cloud_zone_index(const struct sd_cloud *c, const char *zone)
+{
+	for (int i = 0; i < c->nzones; i++)
+		if (!strcmp(c->zones[i], zone))
+			return i;
+	return -1;
+}
+
+void sd_cloud_unlink(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	for (struct sd_cloud_vm **q = &c->servers; *q; q = &(*q)->next)
+		if (*q == v) {
+			*q = v->next;
+			free(v);
+			return;
+		}
+}
+
+void sd_cloud_vm_report(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+			const char *code, const char *message)
+{
+	if (kind == SD_PROVIDER_REVOKED || kind == SD_PROVIDER_FAILED || kind == SD_PROVIDER_STOCKOUT)
+		v->reported_end = 1;
+	sd_cloud_report(c->fleet, v->id, c->zones[v->zone], kind, code, message, v->name);
+}
+
+struct sd_cloud_vm *sd_cloud_vm_new(struct sd_cloud *c, const char *id, int zone)
+{
+	struct sd_cloud_vm *v = sd_calloc(1, c->ops->vm_size);
+	if (id)
+		snprintf(v->id, sizeof v->id, "%s", id);
+	v->zone = zone;
+	v->host = -1;
+	v->cloud = c;
+	v->next = c->servers;
+	c->servers = v;
+	return v;
+}
+
+void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *addr, const char *comm_addr)
+{
+	v->st = SD_VM_WAIT_SSH;
+	sd_cloud_vm_report(c, v, SD_PROVIDER_PROVISIONED, NULL, NULL);
+	struct sd_host h = {
+		.name = v->name,
+		.host = (char *)addr,
+		.user = c->ssh_user,
+		.port = c->ssh_port,
+		.identity = c->identity,
+		.transient = 1,
+		.slots = 1,
+		.worker = c->worker,
+		.comm_host = (char *)comm_addr,
+	};
+	c->ops->host(c, v, &h);
+	v->host = sd_ssh_host_add(c->ssh, &h);
+	sd_ssh_attach(c->ssh, v->id, v->host);
+	sd_ssh_wait_ready(c->ssh, v->host, c->boot_timeout_s, sd_cloud_on_ssh_ready, v);
+}
+
+void sd_cloud_on_ssh_ready(void *arg, int host, int ok, const char *said)
+{
+	struct sd_cloud_vm *v = arg;
+	struct sd_cloud *c = v->cloud;
+	(void)host;
+	if (v->released || v->reported_end || v->st != SD_VM_WAIT_SSH)
+		return;
+	if (ok) {
+		v->st = SD_VM_RUNNING;
+		sd_cloud_vm_report(c, v, SD_PROVIDER_RUNNING, NULL, NULL);
+		return;
+	}
+	char msg[700];
+	snprintf(msg, sizeof msg, "%s %s runs but its sshd did not let us in within %.0f s: %s", c->ops->vm_word,
+	         c->ops->ref(v), c->boot_timeout_s, said && said[0] ? said : "no answer");
+	v->st = SD_VM_RUNNING;
+	sd_cloud_vm_report(c, v, SD_PROVIDER_FAILED, "SSH_UNREACHABLE", msg);
+	sd_cloud_delete(c, v);
+}
+
+/* V's worker ended, or its host stopped answering ssh, while it trained
+ * without a notice: a crash, or an interruption its worker never heard
+ * of.  The list, asked now, says which. */
+static void suspect(struct sd_cloud *c, struct sd_cloud_vm *v, const char *code, const char *message)
+{
+	if (v->suspect)
+		return;
+	v->suspect = 1;
+	snprintf(v->suspect_code, sizeof v->suspect_code, "%s", code);
+	snprintf(v->suspect_msg, sizeof v->suspect_msg, "%s", message);
+	c->ops->list(c);
+}
+
+void sd_cloud_on_unreachable(void *ctx, const char *server, const char *message)
+{
+	struct sd_cloud *c = ctx;
+	struct sd_cloud_vm *v = sd_cloud_find(c, server);
+	if (v && !v->released && !v->reported_end)
+		suspect(c, v, "HOST_UNREACHABLE", message);
+}
+
+int sd_cloud_judge(struct sd_provider *p, const char *server)
+{
+	struct sd_cloud *c = cloud_of(p);
+	struct sd_cloud_vm *v = sd_cloud_find(c, server);
+	if (!v || v->released || v->reported_end || c->closing || (v->st != SD_VM_RUNNING && v->st != SD_VM_WAIT_SSH) ||
+	    !c->ops->known(v))
+		return 0;
+	char msg[200];
+	snprintf(msg, sizeof msg, "the worker on %s %s ended", c->ops->vm_word, c->ops->ref(v));
+	suspect(c, v, "WORKER_ENDED", msg);
+	return 1;
+}
+
+/* V (acquired while the list or the question was open) takes over held VM
+ * H of its zone: no insert; it is billed from now (before, the earlier
+ * controller's journal counted it), and trains once its sshd answers. */
+static void adopt(struct sd_cloud *c, struct sd_cloud_vm *v, struct sd_cloud_vm *h)
+{
+	c->ops->adopt(v, h);
+	snprintf(v->name, sizeof v->name, "%s", h->name);
+	char addr[48], comm[48];
+	snprintf(addr, sizeof addr, "%s", h->addr);
+	snprintf(comm, sizeof comm, "%s", h->comm_addr);
+	sd_cloud_journal_orphan(c->fleet, c->ops->name, c->ops->ref(h), c->zones[h->zone], h->status, "adopt", v->id);
+	sd_cloud_unlink(c, h);
+	v->adopted = 1;
+	sd_cloud_boot_done(c, v, addr, comm);
+}
+
+void sd_cloud_settle(struct sd_cloud *c)
+{
+	int again = 1;
+	while (again) {   /* the list changes under adopt: walk it again */
+		again = 0;
+		for (struct sd_cloud_vm *v = c->servers; v; v = v->next) {
+			if (v->st != SD_VM_WAITING)
+				continue;
+			struct sd_cloud_vm *h = NULL;
+			for (struct sd_cloud_vm *t = c->servers; c->orph.what == SD_ORPHANS_ADOPT && t; t = t->next)
+				if (t->st == SD_VM_HELD && t->zone == v->zone)
+					h = t;
+			if (h) {
+				adopt(c, v, h);
+				again = 1;
+				break;
+			}
+			char err[512];
+			if (c->ops->insert(c, v, err, sizeof err) < 0) {
+				v->st = SD_VM_GONE;
+				sd_cloud_vm_report(c, v, SD_PROVIDER_FAILED, c->ops->insert_call, err);
+			}
+		}
+	}
+	for (struct sd_cloud_vm *v = c->servers, *n; v; v = n) {
+		n = v->next;
+		if (v->st != SD_VM_HELD)
+			continue;
+		int keep = c->orph.what == SD_ORPHANS_KEEP;
+		sd_cloud_journal_orphan(c->fleet, c->ops->name, c->ops->ref(v), c->zones[v->zone], v->status,
+		                        keep ? "keep" : "delete", NULL);
+		if (keep && c->ops->keep_forgets) {
+			sd_cloud_unlink(c, v);
+			continue;
+		}
+		v->released = 1;
+		v->st = SD_VM_RUNNING;
+		if (keep)
+			v->st = SD_VM_GONE;   /* left alone, by the sweep at close too */
+		else
+			sd_cloud_delete(c, v);
+	}
+}
+
+void sd_cloud_on_reconciled(void *arg, int n, const char *error)
+{
+	struct sd_cloud *c = arg;
+	(void)n;
+	int now = sd_cloud_orphans_listed(&c->orph);
+	if (c->closing)
+		return;
+	if (error) {
+		char reason[200];
+		snprintf(reason, sizeof reason,
+		         "the run's %s could not be listed at start: orphans of an earlier controller, if any, are left",
+		         c->ops->vms_word);
+		sd_cloud_journal_error(c->fleet, c->ops->name, reason, error);
+	}
+	if (now)   /* else by the answer (sd_cloud_answer_orphans) */
+		sd_cloud_settle(c);
+}
+
+int sd_cloud_answer_orphans(struct sd_provider *p, const char *what, char **why)
+{
+	struct sd_cloud *c = cloud_of(p);
+	int now = sd_cloud_orphans_answer(&c->orph, what, c->ops->vms_word, why);
+	if (now > 0)
+		sd_cloud_settle(c);
+	return now < 0 ? -1 : 0;
+}
+
+int sd_cloud_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why)
+{
+	struct sd_cloud *c = cloud_of(p);
+	int zi = offer->index;
+	if (zi < 0 || zi >= c->nzones || offer != &c->cc.offers[zi])
+		return sd_why(why, "%s: not an offer of the %s provider", offer->id, c->ops->name);
+	double now = sd_fleet_now(c->fleet);
+	if (now < c->cloud_blocked_until)
+		return sd_why(why, "%s: %s is blocked for %.0f s more after %s", offer->id, c->ops->name,
+		              c->cloud_blocked_until - now, c->ops->whole_scope);
+	if (now < c->zone_blocked_until[zi])
+		return sd_why(why, "%s: %s%s is blocked for %.0f s more (it ran out, or %s quota did)", offer->id,
+		              c->ops->zone_word, c->zones[zi], c->zone_blocked_until[zi] - now, c->ops->quota_owner);
+	struct sd_cloud_vm *v = sd_cloud_vm_new(c, server, zi);
+	if (c->ops->acquired)
+		c->ops->acquired(c, v);
+	if (c->orph.reconciling || c->orph.asking) {
+		v->st = SD_VM_WAITING;   /* sd_cloud_settle adopts a held VM for it or makes one */
+		return 0;
+	}
+	char err[512];
+	if (c->ops->insert(c, v, err, sizeof err) < 0) {
+		c->servers = v->next;
+		free(v);
+		return sd_why(why, "%s: %s", offer->id, err);
+	}
+	return 0;
+}
+
+void sd_cloud_release(struct sd_provider *p, const char *server)
+{
+	struct sd_cloud *c = cloud_of(p);
+	struct sd_cloud_vm *v = sd_cloud_find(c, server);
+	if (!v || v->released)
+		return;
+	v->released = 1;
+	sd_ssh_release(c->ssh, server);
+	sd_cloud_delete(c, v);
+}
+
+const struct sd_catalog *sd_cloud_catalog(const struct sd_provider *p)
+{
+	return &const_cloud_of(p)->cc.cat;
+}
+
+const double *sd_cloud_prices(const struct sd_provider *p)
+{
+	return const_cloud_of(p)->cc.prices;
+}
+
+int sd_cloud_live(const struct sd_provider *p, const struct sd_offer *o)
+{
+	int n = 0;
+	for (const struct sd_cloud_vm *v = const_cloud_of(p)->servers; v; v = v->next)
+		n += v->zone == o->index && !v->released && !v->reported_end && v->st != SD_VM_GONE && v->st != SD_VM_HELD;
+	return n;
+}
+
+int sd_cloud_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why)
+{
+	return sd_ssh_launch(cloud_of(p)->ssh, server, worker_argv, argv, why);
+}
+
+void sd_cloud_signal(struct sd_provider *p, const char *server, int sig)
+{
+	sd_ssh_signal(cloud_of(p)->ssh, server, sig);
+}
+
+void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive)
+{
+	sd_ssh_lost(cloud_of(p)->ssh, server, worker_alive);
+}
+
+int sd_cloud_link_in_session(const struct sd_provider *p)
+{
+	return sd_ssh_link_in_session(const_cloud_of(p)->ssh);
+}
+
+void sd_cloud_delete(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	if (v->host >= 0)
+		sd_ssh_host_gone(c->ssh, v->host);
+	if (v->st == SD_VM_WAITING) {
+		v->st = SD_VM_GONE;   /* never made */
+		return;
+	}
+	if (v->st == SD_VM_HELD)
+		v->st = SD_VM_RUNNING;
+	if (v->st == SD_VM_CREATING || v->st == SD_VM_DELETING || v->st == SD_VM_GONE)
+		return;   /* an insert in flight deletes when it ends */
+	enum sd_cloud_vm_state was = v->st;
+	v->st = SD_VM_DELETING;
+	char err[256];
+	int r = c->ops->remove(c, v, err, sizeof err);
+	if (r < 0)
+		v->st = SD_VM_RUNNING;
+	else if (r > 0)
+		v->st = was;
+}
+
+void sd_cloud_stopped(struct sd_cloud_vm *v, double at, const char *source)
+{
+	if (v->stopped_at > 0 || !(at > 0))
+		return;
+	v->stopped_at = at;
+	v->stop_source = source;
+}
+
+void sd_cloud_bill(struct sd_cloud *c, struct sd_cloud_vm *v)
+{
+	if (v->billed || !v->id[0] || !(v->started_at > 0) || !(v->stopped_at >= v->started_at))
+		return;
+	v->billed = 1;
+	char source[200];
+	snprintf(source, sizeof source, "%s: instance %s, %s to %s", c->ops->name, c->ops->ref(v),
+	         v->adopted ? "its adoption" : c->ops->billed_from, v->stop_source);
+	struct sd_provider_event ev = {
+		.kind = SD_PROVIDER_BILLED,
+		.server = v->id,
+		.time = sd_fleet_now(c->fleet),
+		.run_seconds = v->stopped_at - v->started_at,
+		.billing_source = source,
+	};
+	sd_fleet_report(c->fleet, &ev);
+}
+
+void sd_cloud_deleted(struct sd_cloud *c, struct sd_cloud_vm *v, double ended_at, const char *source)
+{
+	v->st = SD_VM_GONE;
+	sd_cloud_stopped(v, ended_at, source);
+	sd_cloud_bill(c, v);
+}
+
+void sd_cloud_delete_failed(struct sd_cloud *c, struct sd_cloud_vm *v, const char *message)
+{
+	cJSON *ev = cJSON_CreateObject();
+	cJSON_AddStringToObject(ev, "provider", c->ops->name);
+	if (v->id[0])
+		cJSON_AddStringToObject(ev, "server", v->id);
+	cJSON_AddStringToObject(ev, "instance", c->ops->ref(v));
+	char reason[160];
+	snprintf(reason, sizeof reason, "the %s could not be %s; spotdeck tries again at the end", c->ops->vm_word,
+	         c->ops->delete_verb);
+	cJSON_AddStringToObject(ev, "reason", reason);
+	cJSON_AddStringToObject(ev, "error", message);
+	sd_fleet_journal(c->fleet, SD_EV_ERROR, ev);
+	v->st = SD_VM_RUNNING;
+}
+
+void sd_cloud_verdict(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+		      const char *settled_by, const char *code, const char *message)
+{
+	v->reported_end = 1;
+	v->reviewing = 0;
+	struct sd_provider_event ev = {
+		.kind = kind,
+		.server = v->id,
+		.time = sd_fleet_now(c->fleet),
+		.code = code,
+		.message = message,
+		.zone = c->zones[v->zone],
+		.settled_by = settled_by,
+	};
+	sd_fleet_report(c->fleet, &ev);
+	sd_cloud_delete(c, v);
+}
+
+int sd_cloud_review_due(struct sd_cloud *c, struct sd_cloud_vm *v, double *since)
+{
+	double now = sd_fleet_now(c->fleet);
+	if (!v->reviewing) {
+		v->reviewing = 1;
+		v->review_since = now;
+	}
+	*since = now - v->review_since;
+	return *since >= c->preempt_wait_s;
+}
+
+void sd_cloud_init(struct sd_cloud *c, const struct sd_cloud_ops *ops, const struct sd_provider_env *env,
+		   double preempt_wait_s)
+{
+	const cJSON *s = env->settings;
+	c->ops = ops;
+	c->loop = env->loop;
+	c->fleet = env->fleet;
+	c->ssh_user = sd_setting_str(s, "ssh_user", ops->default_ssh_user);
+	c->identity = sd_expand_home(sd_setting_str(s, "identity", ops->default_identity));
+	c->worker = sd_setting_str(s, "worker", "spotdeck-worker");
+	c->ssh_port = (int)sd_setting_num(s, "ssh_port", 22);
+	c->poll_s = sd_setting_num(s, "poll_s", 20);
+	c->boot_timeout_s = sd_setting_num(s, "boot_timeout_s", 300);
+	c->block_s = sd_setting_num(s, "block_s", 600);
+	c->preempt_wait_s = sd_setting_num(s, "preempt_wait_s", preempt_wait_s);
+	const cJSON *z;
+	cJSON_ArrayForEach(z, cJSON_GetObjectItemCaseSensitive(s, "zones"))
+		if (c->nzones < SD_CLOUD_MAX_ZONES)
+			c->zones[c->nzones++] = sd_strdup0(z->valuestring);
+}
+
+int sd_cloud_check_advertise(const struct sd_cloud *c, const struct sd_provider_env *env, int api_loopback,
+			     const char *file, char **why)
+{
+	if (env->direct && sd_host_is_loopback(env->advertise, 1) && !api_loopback)
+		return sd_why(why, "%s: workers on %s cannot reach the controller at --advertise %s (loopback): give "
+		              "an address the %s reach, or leave --advertise out to carry their links over ssh", file,
+		              c->ops->place, env->advertise, c->ops->vms_word);
+	return 0;
+}
+
+int sd_cloud_open_transport(struct sd_cloud *c, const struct sd_provider_env *env, char **why)
+{
+	struct sd_ssh_hooks hooks = { .ctx = c, .unreachable = sd_cloud_on_unreachable };
+	return sd_ssh_transport_create(&c->ssh, env, c->ops->name, &hooks, why);
+}
+
+void sd_cloud_start(struct sd_cloud *c, uv_timer_cb backstop)
+{
+	uv_timer_init(c->loop, &c->backstop);
+	c->backstop.data = c;
+	uv_timer_start(&c->backstop, backstop, (uint64_t)(c->poll_s * 1000), (uint64_t)(c->poll_s * 1000));
+	uv_unref((uv_handle_t *)&c->backstop);
+	char err[256];
+	c->orph.reconciling = 1;
+	if (c->ops->reconcile(c, err, sizeof err) < 0)
+		sd_cloud_on_reconciled(c, -1, err);
+}
+
+void sd_cloud_close(struct sd_provider *p)
+{
+	struct sd_cloud *c = cloud_of(p);
+	sd_ssh_transport_close(c->ssh);
+	c->closing = 1;
+	uv_timer_stop(&c->backstop);
+	uv_close((uv_handle_t *)&c->backstop, NULL);
+	/* The loop may not run again: what is in flight here ends now, and
+	 * every VM not known gone is deleted on a loop of our own. */
+	c->ops->cancel(c);
+	sd_http_close(c->http, NULL, NULL);
+	c->http = NULL;
+	c->ops->sweep(c);
+}
+
+void sd_cloud_free(struct sd_provider *p)
+{
+	struct sd_cloud *c = cloud_of(p);
+	if (!c)
+		return;
+	if (c->ssh)
+		sd_ssh_transport_free(c->ssh);
+	c->ops->free_api(c);
+	if (c->http)
+		sd_http_close(c->http, NULL, NULL);
+	while (c->servers) {
+		struct sd_cloud_vm *n = c->servers->next;
+		free(c->servers);
+		c->servers = n;
+	}
+	for (int i = 0; i < c->nzones; i++)
+		free(c->zones[i]);
+	sd_cloud_catalog_free(&c->cc);
+	free(c->ssh_user);
+	free(c->identity);
+	free(c->worker);
+	free(c);
 }

@@ -1,14 +1,16 @@
 /* src/provider/cloud-vm.h - what the cloud providers (gce.c, aws.c) share
  * around their VMs: reading their job settings, journaling each HTTP
- * attempt, and the run's label that marks every VM of a run.  No cloud
- * API here. */
+ * attempt, the run's label that marks every VM of a run, and one VM
+ * lifecycle behind a small table of the cloud's API calls
+ * (struct sd_cloud_ops).  No cloud API here. */
 #ifndef SD_PROVIDER_CLOUD_VM_H
 #define SD_PROVIDER_CLOUD_VM_H
 
 #include <cJSON.h>
 
-#include "src/provider/http.h"
+#include "src/provider/http/http.h"
 #include "src/provider/provider.h"
+#include "src/provider/ssh/ssh.h"
 
 /* provider.KEY of settings S, if present, must be a non-empty string of at
  * most 1000 bytes: 0, or -1 with WHY "FILE: provider.KEY: expected ...". */
@@ -155,5 +157,231 @@ void sd_cloud_run_until(uv_loop_t *loop, const int *pending, double seconds);
 /* 1 when URL's host ("http://127.0.0.1:PORT/...") is a loopback address or
  * localhost: the API of a fake cloud on this machine. */
 int sd_url_is_loopback(const char *url);
+
+/* ---- one VM lifecycle for every cloud ----
+ *
+ * A cloud provider (gce.c, aws.c) keeps its state in a struct that begins
+ * with a struct sd_cloud, and each of its servers in one that begins with
+ * a struct sd_cloud_vm; what is the same on every cloud (acquiring into a
+ * blocked zone, the wait for sshd, the orphans of an earlier controller
+ * and their adoption, a worker that ended or a host ssh cannot reach, the
+ * calls passed on to the ssh transport) is done here, and the cloud's API
+ * calls are reached through its struct sd_cloud_ops.  struct sd_provider
+ * stays opaque: a cloud's create() hands out its own state under that
+ * name, so the ops below that take one convert it back. */
+
+/* Where a cloud's VM stands. */
+enum sd_cloud_vm_state {
+	SD_VM_CREATING,   /* its insert (RunInstances, instances.insert) is in flight */
+	SD_VM_WAIT_SSH,   /* the cloud calls it running: its sshd is waited for */
+	SD_VM_RUNNING,
+	SD_VM_DELETING,
+	SD_VM_GONE,
+	SD_VM_WAITING,    /* acquired while the start-up list or the orphans question is open */
+	SD_VM_HELD,       /* an earlier controller's running VM, kept for a server to adopt */
+};
+
+struct sd_cloud;
+
+/* What every cloud's server has; the first member of the cloud's own. */
+struct sd_cloud_vm {
+	char id[16];                   /* the fleet's server id, "" for an orphan */
+	char name[64];                 /* the VM's name (GCE) or Name tag (EC2) */
+	int zone;                      /* index in the cloud's zones */
+	int host;                      /* the transport's host, -1 before RUNNING */
+	enum sd_cloud_vm_state st;
+	int released;                  /* the fleet gave it back (or the provider ended it) */
+	int reported_end;              /* REVOKED, FAILED or STOCKOUT reported */
+	int missing;                   /* backstop passes that did not list it */
+	int reviewing;                 /* seen stopped or gone with nothing yet saying why */
+	double review_since;           /* ... since then (fleet seconds) */
+	int suspect;                   /* its worker ended or its host stopped answering:
+	                                * the next list started after it says why */
+	int suspect_listing;           /* the list in flight was started after that */
+	char suspect_code[24], suspect_msg[300];
+	int adopted;                   /* taken over from an earlier controller: billed from then */
+	int billed;                    /* BILLED reported */
+	double started_at, stopped_at; /* seen running / powered off (epoch s), 0 unknown */
+	const char *stop_source;       /* where stopped_at comes from */
+	char addr[48], comm_addr[48];  /* SD_VM_HELD: its public (or private) and private address */
+	char status[24];               /* SD_VM_HELD: the cloud's word for its state when listed */
+	struct sd_cloud *cloud;
+	struct sd_cloud_vm *next;
+};
+
+/* What a cloud does with its API; every hook is required unless said. */
+struct sd_cloud_ops {
+	const char *name;              /* the provider's name: "gce" */
+	const char *vm_word;           /* "VM", "instance": in messages */
+	const char *vms_word;          /* "VMs", "instances" */
+	const char *insert_call;       /* the code of a FAILED event when an insert cannot start */
+	const char *whole_scope;       /* "a project-wide error": what blocks the whole cloud */
+	const char *zone_word;         /* "zone " or "": before a zone's name in a message */
+	const char *quota_owner;       /* "its region's": whose quota a zone's block may be */
+	const char *delete_verb;       /* "deleted", "terminated" */
+	const char *billed_from;       /* what started_at is, in a BILLED event: "lastStartTimestamp" */
+	const char *place;             /* "GCE VMs": where workers run, in messages */
+	const char *default_ssh_user, *default_identity;   /* provider.ssh_user, provider.identity */
+	size_t vm_size;                /* the size of the cloud's server struct */
+	/* At close, the orphans a "keep" answer leaves are forgotten (1: the
+	 * close deletes only the VMs it knows) or remembered as gone (0: the
+	 * close's sweep by label must leave them). */
+	int keep_forgets;
+	/* How V is named in messages and orphan events (the instance id on
+	 * EC2, the VM's name on GCE); "" until the cloud has one. */
+	const char *(*ref)(const struct sd_cloud_vm *v);
+	/* 1 when the cloud has answered V's insert with a VM it can name. */
+	int (*known)(const struct sd_cloud_vm *v);
+	/* Optional: V was just acquired (its id and zone set). */
+	void (*acquired)(struct sd_cloud *c, struct sd_cloud_vm *v);
+	/* Starts V's insert; 0, or -1 with ERR. */
+	int (*insert)(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen);
+	/* Sends the delete of V's VM: 0, 1 when V has nothing the cloud can
+	 * delete yet (its insert's answer will), or -1 with ERR. */
+	int (*remove)(struct sd_cloud *c, struct sd_cloud_vm *v, char *err, size_t errlen);
+	/* Starts the start-up list of the run's VMs, its end to
+	 * sd_cloud_on_reconciled: 0, or -1 with ERR. */
+	int (*reconcile)(struct sd_cloud *c, char *err, size_t errlen);
+	/* At close: ends what the cloud's API has in flight (the loop may not
+	 * run again), then (SWEEP) deletes on a private loop every VM of the
+	 * run not known gone. */
+	void (*cancel)(struct sd_cloud *c);
+	void (*sweep)(struct sd_cloud *c);
+	/* Frees the cloud's API client and settings (not the state itself);
+	 * called with the transport gone and the HTTP client still open. */
+	void (*free_api)(struct sd_cloud *c);
+	/* Starts a list of the run's VMs (the backstop's), unless one runs. */
+	void (*list)(struct sd_cloud *c);
+	/* V takes over held VM H: copies what the cloud keeps of H. */
+	void (*adopt)(struct sd_cloud_vm *v, const struct sd_cloud_vm *h);
+	/* What the transport's host for V states beyond what struct sd_cloud
+	 * has: its GPU (model and count) and price (H's gpu, gpu_count and
+	 * usd_per_hour). */
+	void (*host)(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h);
+};
+
+#define SD_CLOUD_MAX_ZONES 32
+
+/* What every cloud provider's state has; the first member of the cloud's. */
+struct sd_cloud {
+	const struct sd_cloud_ops *ops;
+	uv_loop_t *loop;
+	struct sd_fleet *fleet;
+	struct sd_http *http;
+	struct sd_ssh_transport *ssh;  /* the transport (ssh.h) */
+	double poll_s, boot_timeout_s, block_s;
+	double preempt_wait_s;         /* how long an unexplained end is looked at again */
+	char *ssh_user, *identity, *worker;   /* the transport's host settings */
+	int ssh_port;
+	char *zones[SD_CLOUD_MAX_ZONES];
+	int nzones;
+	double zone_blocked_until[SD_CLOUD_MAX_ZONES];
+	double cloud_blocked_until;
+	char tag[17];                  /* the run's label */
+	int no_run_dir;                /* the label is not kept: nothing is an orphan */
+	struct sd_cloud_orphans orph;  /* the start-up list's orphans */
+	struct sd_cloud_catalog cc;    /* the offers */
+	struct sd_cloud_vm *servers;
+	int final_pending;             /* close: deletes not yet answered */
+	uv_timer_t backstop;
+	int listing;
+	int closing;
+};
+
+/* The server SERVER of C, NULL when none. */
+struct sd_cloud_vm *sd_cloud_find(const struct sd_cloud *c, const char *server);
+/* ZONE's index in C's zones, -1 when it is not one. */
+int sd_cloud_zone_index(const struct sd_cloud *c, const char *zone);
+/* Takes V out of C's servers and frees it. */
+void sd_cloud_unlink(struct sd_cloud *c, struct sd_cloud_vm *v);
+/* A provider event of KIND about V (an end is remembered as reported). */
+void sd_cloud_vm_report(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+			const char *code, const char *message);
+/* A new server of C (the cloud's vm_size, zeroed) in ZONE, at the head of
+ * its servers; ID NULL for an orphan. */
+struct sd_cloud_vm *sd_cloud_vm_new(struct sd_cloud *c, const char *id, int zone);
+/* V's VM runs at ADDR (COMM_ADDR: the address its peers use, NULL: ADDR):
+ * PROVISIONED is reported and the transport waits for its sshd. */
+void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *addr, const char *comm_addr);
+/* The transport's answer to the wait for V's sshd (ssh.h's ready
+ * callback; ARG is V). */
+void sd_cloud_on_ssh_ready(void *arg, int host, int ok, const char *said);
+/* The transport cannot reach SERVER's host any more (CTX is the cloud). */
+void sd_cloud_on_unreachable(void *ctx, const char *server, const char *message);
+/* The start-up list has ended (ARG is the cloud; N listed, ERROR NULL or
+ * why it failed): the waiting acquisitions settle unless a question is
+ * open. */
+void sd_cloud_on_reconciled(void *arg, int n, const char *error);
+/* Every waiting acquisition adopts a held VM of its zone (orphans
+ * "adopt") or makes its own; the held VMs no server took are deleted or,
+ * with "keep", left alone. */
+void sd_cloud_settle(struct sd_cloud *c);
+
+/* Deletes V's VM once: nothing while it is gone or being deleted; one
+ * never made (waiting) is gone; one inserting is deleted when its insert
+ * ends. */
+void sd_cloud_delete(struct sd_cloud *c, struct sd_cloud_vm *v);
+/* V's delete succeeded (ENDED_AT: the cloud's time of it, 0 unknown, from
+ * SOURCE): V is gone and billed. */
+void sd_cloud_deleted(struct sd_cloud *c, struct sd_cloud_vm *v, double ended_at, const char *source);
+/* V's delete failed with MESSAGE while the run goes on: an error event,
+ * and the close tries again. */
+void sd_cloud_delete_failed(struct sd_cloud *c, struct sd_cloud_vm *v, const char *message);
+/* V powered off AT (epoch s, from SOURCE) unless a time is known already. */
+void sd_cloud_stopped(struct sd_cloud_vm *v, double at, const char *source);
+/* Once V's start and power-off times are both known: the fleet's
+ * estimate of its cost is replaced by what the cloud bills (BILLED). */
+void sd_cloud_bill(struct sd_cloud *c, struct sd_cloud_vm *v);
+/* The verdict on V, whose VM stopped or went: journaled first (KIND
+ * REVOKED or FAILED, SETTLED_BY what settled it), and only then is the VM
+ * deleted, so that nothing about it is lost if the controller dies in
+ * between. */
+void sd_cloud_verdict(struct sd_cloud *c, struct sd_cloud_vm *v, enum sd_provider_event_kind kind,
+		      const char *settled_by, const char *code, const char *message);
+/* V was seen stopped or gone with nothing saying why: 1 once that has
+ * lasted provider.preempt_wait_s since it was first seen so (*SINCE: how
+ * long), 0 while it is looked at again. */
+int sd_cloud_review_due(struct sd_cloud *c, struct sd_cloud_vm *v, double *since);
+
+/* The settings every cloud reads alike (sd_cloud_check_vm_settings),
+ * OPS and ENV's loop and fleet, into C; PREEMPT_WAIT_S: the cloud's
+ * default for provider.preempt_wait_s. */
+void sd_cloud_init(struct sd_cloud *c, const struct sd_cloud_ops *ops, const struct sd_provider_env *env,
+		   double preempt_wait_s);
+/* Workers that dial the controller themselves (--advertise) must reach
+ * it: loopback serves only a fake cloud on this machine (API_LOOPBACK).
+ * 0, or -1 with WHY naming FILE.  Without --advertise their links come
+ * through the transport's ssh connections. */
+int sd_cloud_check_advertise(const struct sd_cloud *c, const struct sd_provider_env *env, int api_loopback,
+			     const char *file, char **why);
+/* Opens the ssh transport: 0, or -1 with WHY. */
+int sd_cloud_open_transport(struct sd_cloud *c, const struct sd_provider_env *env, char **why);
+/* Starts the backstop (BACKSTOP every provider.poll_s, its data the
+ * cloud's state) and the start-up list of the run's VMs. */
+void sd_cloud_start(struct sd_cloud *c, uv_timer_cb backstop);
+
+/* The struct sd_provider_ops members every cloud shares: provider.h
+ * documents them. */
+int sd_cloud_acquire(struct sd_provider *p, const char *server, const struct sd_offer *offer, char **why);
+void sd_cloud_release(struct sd_provider *p, const char *server);
+const struct sd_catalog *sd_cloud_catalog(const struct sd_provider *p);
+const double *sd_cloud_prices(const struct sd_provider *p);
+int sd_cloud_live(const struct sd_provider *p, const struct sd_offer *o);
+int sd_cloud_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why);
+void sd_cloud_signal(struct sd_provider *p, const char *server, int sig);
+void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive);
+int sd_cloud_link_in_session(const struct sd_provider *p);
+int sd_cloud_judge(struct sd_provider *p, const char *server);
+int sd_cloud_answer_orphans(struct sd_provider *p, const char *what, char **why);
+void sd_cloud_close(struct sd_provider *p);
+void sd_cloud_free(struct sd_provider *p);
+/* Those members, for a cloud's struct sd_provider_ops initializer: a
+ * cloud supplies its name, description, check, path_settings and create. */
+#define SD_CLOUD_PROVIDER_OPS                                                                       \
+	.acquire = sd_cloud_acquire, .release = sd_cloud_release, .catalog = sd_cloud_catalog,        \
+	.prices = sd_cloud_prices, .live = sd_cloud_live, .launch = sd_cloud_launch,                   \
+	.signal = sd_cloud_signal, .lost = sd_cloud_lost, .link_in_session = sd_cloud_link_in_session, \
+	.judge = sd_cloud_judge, .answer_orphans = sd_cloud_answer_orphans, .close = sd_cloud_close,   \
+	.free = sd_cloud_free
 
 #endif

@@ -38,7 +38,10 @@
  *
  * Adding a provider: one file with a `const struct sd_provider_ops`, and
  * one line in registry.c (or sd_provider_register() before the run starts,
- * as tests/provider-script.c does from the test suite alone). */
+ * as tests/provider-script.c does from the test suite alone).  A cloud of
+ * Spot VMs reached over ssh is less: its API calls behind a struct
+ * sd_cloud_ops, the lifecycle being cloud-vm.h's (gce.c and aws.c are
+ * two such). */
 #ifndef SD_PROVIDER_PROVIDER_H
 #define SD_PROVIDER_PROVIDER_H
 
@@ -49,7 +52,10 @@
 #include "src/market/catalog.h"
 #include "src/proto/events.h"
 
-struct sd_provider;   /* a provider's own state, defined in its file */
+/* A provider's own state: opaque here, each provider's create() hands out
+ * its own struct (struct sim_provider, struct gce_provider, ...) under
+ * this name, and its operations convert it back. */
+struct sd_provider;
 struct sd_fleet;
 struct sd_trace;
 

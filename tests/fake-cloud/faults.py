@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An HTTP server that misbehaves on request, for the controller's HTTP
-client (src/provider/http.h): the transport under the fake GCE and EC2
+client (src/provider/http/http.h): the transport under the fake GCE and EC2
 endpoints, exercised alone.  Python standard library only.  Binds
 127.0.0.1 on an ephemeral port and prints the port on its first stdout
 line; serves each connection on its own thread (hundreds at once).

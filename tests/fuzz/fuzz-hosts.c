@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz-hosts.c - fuzzes the hosts-file parser (src/provider/hosts.c)
+/* tests/fuzz/fuzz-hosts.c - fuzzes the hosts-file parser (src/provider/ssh/hosts.c)
  * and checks what it does with each input:
  *   - refused: one line that starts with the file name, and *out empty;
  *   - accepted: every value within its documented range, no blank or control
@@ -8,7 +8,7 @@
  *
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -D_GNU_SOURCE -I. \
- *     tests/fuzz/fuzz-hosts.c src/provider/hosts.c engine/errors.c -lm -o fuzz-hosts
+ *     tests/fuzz/fuzz-hosts.c src/provider/ssh/hosts.c engine/errors.c -lm -o fuzz-hosts
  * Without it (as `make check` builds it) main() runs the files named on the
  * command line, or, with none, a built-in corpus of valid files with 20,000
  * deterministic mutations each (bit flips, bytes, truncations, inserted
@@ -23,7 +23,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "src/provider/hosts.h"
+#include "src/provider/ssh/hosts.h"
 #include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
