@@ -55,6 +55,7 @@ static cJSON *ap_event(struct sd_controller *c, const char *what)
 /* Switches it off, journaling why; the run goes on. */
 static void ap_off(struct sd_controller *c, const char *reason)
 {
+	c->ap.epoch++;
 	c->ap.on = 0;
 	c->ap.pending = 0;
 	cJSON *ev = ap_event(c, "off");
@@ -64,6 +65,7 @@ static void ap_off(struct sd_controller *c, const char *reason)
 
 static void ap_on(struct sd_controller *c)
 {
+	c->ap.epoch++;
 	c->ap.on = 1;
 	c->ap.replan = 1;
 	c->ap.held_line[0] = 0;
@@ -172,61 +174,117 @@ static void add_figures(cJSON *ev, const struct sd_autopilot_action *a)
 	cJSON_AddNumberToObject(ev, "time_after", a->time_after);
 }
 
-/* Fills the policy's state and decides; -1 with *why from the policy. */
-static int ap_run_policy(struct sd_controller *c, struct sd_autopilot_action *act, int max, char **why)
+/* One decision handed to the thread pool: the policy's Monte Carlo
+ * figures take milliseconds to seconds (more at a storm's hazard), and
+ * nothing on the loop may block.  Everything the policy reads is copied
+ * in; the catalog is the fleet's and lives as long as the controller. */
+struct ap_work {
+	uv_work_t req;
+	struct sd_controller *c;
+	struct sd_autopilot_objective obj;
+	struct sd_autopilot_state st;
+	struct sd_autopilot_params pp;
+	struct sd_autopilot_server sv[SD_PLAN_MAX_SERVERS];
+	struct sd_autopilot_revocation rv[CTL_AP_REVS_MAX];
+	double *prices;
+	struct sd_autopilot_action act[8];
+	int na;
+	char *why;
+	long epoch;     /* ap->epoch when it was asked */
+};
+
+/* Fills the policy's state from what the controller knows now. */
+static void ap_fill(struct sd_controller *c, struct ap_work *w)
 {
 	struct ctl_autopilot *ap = &c->ap;
 	const struct sd_catalog *cat = ap_catalog(c);
-	struct sd_autopilot_server sv[SD_PLAN_MAX_SERVERS];
 	double speed_factor;
-	int ns = build_servers(c, sv, SD_PLAN_MAX_SERVERS, &speed_factor);
+	int ns = build_servers(c, w->sv, SD_PLAN_MAX_SERVERS, &speed_factor);
 	double now = now_s(c);
-	struct sd_autopilot_revocation rv[CTL_AP_REVS_MAX];
 	for (int i = 0; i < ap->nrevs; i++)
-		rv[i] = (struct sd_autopilot_revocation){ ap->revs[i].o, fmax(0, now - ap->revs[i].t), ap->revs[i].refused };
+		w->rv[i] = (struct sd_autopilot_revocation){ ap->revs[i].o, fmax(0, now - ap->revs[i].t),
+		                                             ap->revs[i].refused };
+	w->prices = sd_calloc((size_t)cat->noffers, sizeof *w->prices);
+	memcpy(w->prices, sd_fleet_prices(c->fleet), sizeof *w->prices * (size_t)cat->noffers);
 	double batch = c->job.train.global_batch;
-	struct sd_autopilot_state st = {
-		.cat = cat, .usd_per_hour = sd_fleet_prices(c->fleet),
+	w->st = (struct sd_autopilot_state){
+		.cat = cat, .usd_per_hour = w->prices,
 		.images_total = batch * (double)c->total_steps,
 		.images_done = fmin(batch * (double)c->total_steps, batch * (double)c->step),
 		.speed_factor = speed_factor, .elapsed_seconds = now, .spent_usd = sd_fleet_usd_spent(c->fleet),
-		.servers = sv, .nservers = ns, .revocations = rv, .nrevocations = ap->nrevs,
+		.servers = w->sv, .nservers = ns, .revocations = w->rv, .nrevocations = ap->nrevs,
 		.manual_cap = ap->manual_cap, .hazard_scale = c->job.hazard_scale > 0 ? c->job.hazard_scale : 1,
 	};
-	struct sd_autopilot_params pp;
-	sd_autopilot_params_init(&pp);
+	w->obj = ap->obj;
+	sd_autopilot_params_init(&w->pp);
 	/* The sim provider's boot knob shortens boots; a worker's join on the
 	 * controller's host is its boot's share too (an estimate: the catalog's
 	 * join is a cloud VM's). */
 	double boot_scale = c->job.boot_scale > 0 ? c->job.boot_scale : 1;
-	pp.join_seconds = SD_PLAN_JOIN_SECONDS * fmin(1, boot_scale);
-	pp.runs = 200;   /* the figures' Monte Carlo: a few ms a decision */
-	pp.seed = c->job.market_seed + (uint64_t)c->step;
-	return sd_autopilot_decide(&ap->obj, &st, &pp, act, max, why);
+	w->pp.join_seconds = SD_PLAN_JOIN_SECONDS * fmin(1, boot_scale);
+	w->pp.runs = 100;   /* the figures' Monte Carlo, 50 runs before and 50 after */
+	w->pp.seed = c->job.market_seed + (uint64_t)c->step;
 }
 
-/* One decision: journaled, and its first action announced. */
+static void ap_work_run(uv_work_t *req)
+{
+	struct ap_work *w = req->data;
+	w->na = sd_autopilot_decide(&w->obj, &w->st, &w->pp, w->act, 8, &w->why);
+}
+
+static void ap_decided(struct sd_controller *c, struct ap_work *w);
+
+static void ap_work_done(uv_work_t *req, int status)
+{
+	struct ap_work *w = req->data;
+	struct sd_controller *c = w->c;
+	c->ap.deciding = 0;
+	if (status == 0 && c->ap.on && !c->exiting && !c->closing)
+		ap_decided(c, w);
+	free(w->prices);
+	free(w->why);
+	free(w);
+}
+
+/* One decision: the policy on the thread pool, then ap_decided. */
 static void ap_decide(struct sd_controller *c)
 {
 	struct ctl_autopilot *ap = &c->ap;
-	double now = now_s(c);
 	ap->replan = 0;
-	ap->last_decide = now;
+	ap->last_decide = now_s(c);
 	if (!ap_catalog(c) || !sd_fleet_prices(c->fleet)) {
 		ap_off(c, "no market to decide on: the provider has no catalog or prices");
 		return;
 	}
-	struct sd_autopilot_action act[8];
-	char *why = NULL;
-	int na = ap_run_policy(c, act, 8, &why);
-	if (na < 0) {
+	struct ap_work *w = sd_calloc(1, sizeof *w);
+	w->c = c;
+	w->req.data = w;
+	ap_fill(c, w);
+	w->epoch = ap->epoch;
+	ap->deciding = 1;
+	if (uv_queue_work(c->loop, &w->req, ap_work_run, ap_work_done) < 0) {
+		ap_work_run(&w->req);
+		ap_work_done(&w->req, 0);
+	}
+}
+
+/* The decision came back: journaled, and its first action announced. */
+static void ap_decided(struct sd_controller *c, struct ap_work *w)
+{
+	struct ctl_autopilot *ap = &c->ap;
+	double now = now_s(c);
+	if (w->na < 0) {
 		char reason[400];
-		snprintf(reason, sizeof reason, "policy error: %s", why ? why : "?");
-		free(why);
+		snprintf(reason, sizeof reason, "policy error: %s", w->why ? w->why : "?");
 		ap_off(c, reason);
 		return;
 	}
-	const struct sd_autopilot_action *a = &act[0];
+	/* The operator acted, or changed the goal, while it decided: the next
+	 * tick decides again on the new picture. */
+	if (w->epoch != ap->epoch)
+		return;
+	const struct sd_autopilot_action *a = &w->act[0];
+	int na = w->na;
 	ap->p_on_time = isfinite(a->p_after) ? a->p_after : -1;
 	char line[160];
 	action_line(a, line, sizeof line);
@@ -291,6 +349,8 @@ static void on_ap_timer(uv_timer_t *t)
 			ap_carry_out(c);
 		return;
 	}
+	if (ap->deciding)
+		return;
 	if (!ap->replan && ap->last_decide >= 0 && now - ap->last_decide < ap->obj.every_seconds)
 		return;
 	/* The work's size comes with the first worker's join. */
@@ -364,6 +424,7 @@ void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJS
  * the picture before, so it is dropped and decided again. */
 static void cancel_pending(struct sd_controller *c, const char *why)
 {
+	c->ap.epoch++;
 	if (!c->ap.pending)
 		return;
 	c->ap.pending = 0;

@@ -122,6 +122,9 @@ struct ctl_autopilot {
 	struct sd_autopilot_objective obj;
 	uv_timer_t timer;             /* the tick that decides and carries out */
 	int replan;                   /* the picture changed: decide at the next tick */
+	int deciding;                 /* a decision is on the thread pool */
+	long epoch;                   /* bumped by the operator's moves and on/off: a
+	                               * decision asked before is dropped */
 	double last_decide;           /* run time of the last decision, -1 none */
 	double p_on_time;             /* P(done by the deadline) of the last decision, -1 none */
 	int pending;                  /* an action is announced */
