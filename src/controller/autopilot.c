@@ -344,6 +344,13 @@ static void on_ap_timer(uv_timer_t *t)
 	if (!ap->on || c->exiting || c->quitting || c->finishing || c->closing)
 		return;
 	double now = now_s(c);
+	/* Paused, the operator is in the middle of something: nothing moves,
+	 * and an announced action runs no sooner than 5 s after resume. */
+	if (c->paused) {
+		if (ap->pending)
+			ap->pending_at = fmax(ap->pending_at, now + CTL_AP_ANNOUNCE_S);
+		return;
+	}
 	if (ap->pending) {
 		if (now >= ap->pending_at)
 			ap_carry_out(c);
