@@ -686,8 +686,43 @@ static void test_provider(void)
 	free(why);
 }
 
+/* The "autopilot" object is kept as its compact text for the controller
+ * (which parses it with the catalog), written back as the object, compared
+ * by sd_job_equal; anything but an object (or null: none) is refused. */
+static void test_autopilot(void)
+{
+	struct sd_job j, back;
+	char *why = NULL;
+	const char *text = "{\"autopilot\": {\"deadline\": \"6h\", \"max_servers\": 4,\n \"allow\": [\"gce/*/k80/spot\"]}}";
+	CHECK_INT(sd_job_parse(&j, text, strlen(text), "job.json", &why), 0);
+	CHECK_STR(j.autopilot, "{\"deadline\":\"6h\",\"max_servers\":4,\"allow\":[\"gce/*/k80/spot\"]}");
+	cJSON *obj = sd_job_to_json(&j);
+	const cJSON *ap = cJSON_GetObjectItemCaseSensitive(obj, "autopilot");
+	CHECK_INT(cJSON_IsObject(ap), 1);
+	CHECK_INT(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(ap, "max_servers")) == 4, 1);
+	CHECK_INT(sd_job_from_json(&back, obj, "journal", &why), 0);
+	CHECK_INT(sd_job_equal(&j, &back), 1);
+	back.autopilot[0] = 0;
+	CHECK_INT(sd_job_equal(&j, &back), 0);
+	cJSON_Delete(obj);
+	/* None: absent from the JSON written. */
+	sd_job_defaults(&j);
+	obj = sd_job_to_json(&j);
+	CHECK_INT(cJSON_HasObjectItem(obj, "autopilot"), 0);
+	cJSON_Delete(obj);
+	text = "{\"autopilot\": null}";
+	CHECK_INT(sd_job_parse(&j, text, strlen(text), "job.json", &why), 0);
+	CHECK_STR(j.autopilot, "");
+	text = "{\"autopilot\": \"6h\"}";
+	CHECK_INT(sd_job_parse(&j, text, strlen(text), "job.json", &why), -1);
+	CHECK_STR(why, "job.json: autopilot: expected an object, got \"6h\"");
+	free(why);
+	why = NULL;
+}
+
 int main(void)
 {
+	test_autopilot();
 	test_data_keys();
 	test_defaults();
 	test_full();

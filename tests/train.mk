@@ -41,6 +41,8 @@ EXTRA_DIST += tests/test-headless-stdin.sh
 # A swap whose replacement ends before it trains frees its slot.
 TESTS += tests/test-swap-pending.sh
 EXTRA_DIST += tests/test-swap-pending.sh
+TESTS += tests/test-autopilot-live.sh
+EXTRA_DIST += tests/test-autopilot-live.sh
 # A journal that cannot be written (full disk) is said once; the run goes on.
 TESTS += tests/test-journal-full.sh
 EXTRA_DIST += tests/test-journal-full.sh

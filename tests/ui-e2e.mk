@@ -13,6 +13,10 @@ EXTRA_DIST += tests/test-ui-orphans.sh
 # 9, item 4).
 TESTS += tests/test-ui-suggest.sh
 EXTRA_DIST += tests/test-ui-suggest.sh tests/ui-e2e/suggest-job.json tests/ui-e2e/suggest-trace.jsonl
+# The live autopilot: its announced action, A holding it, and an
+# operator's drop it does not undo.
+TESTS += tests/test-ui-autopilot.sh
+EXTRA_DIST += tests/test-ui-autopilot.sh tests/ui-e2e/autopilot-job.json
 # A journal that cannot be written: the status line says so.
 TESTS += tests/test-ui-journal-full.sh
 EXTRA_DIST += tests/test-ui-journal-full.sh

@@ -19,6 +19,8 @@ const struct sd_key sd_keys[] = {
 	{ 'c', SD_CTX_MAIN, "c", "checkpoint now", "ckpt", NULL, 7, sd_act_checkpoint },
 	{ 'p', SD_CTX_MAIN, "p", "pause or resume training", "pause", "resume", 6, sd_act_pause },
 	{ 'r', SD_CTX_MAIN, "r", "accept the suggested replacement", NULL, NULL, 0, sd_act_accept },
+	{ 'A', SD_CTX_MAIN, "A", "autopilot: hold its announced action, else switch it on or off", NULL, NULL, 0,
+	  sd_act_autopilot },
 	{ 't', SD_CTX_MAIN, "t", "next colour theme", "theme", NULL, 8, sd_act_theme },
 	{ 'w', SD_CTX_MAIN, "w", "what if: plan the rest on another cluster", "what-if", NULL, 9, sd_act_whatif },
 	{ '?', SD_CTX_MAIN, "?", "this help", "help", NULL, 2, sd_act_help },

@@ -69,6 +69,13 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 		ID(SD_STYLE_WARN, "read-only");
 	if (v->ended[0])
 		RUN(SD_STYLE_WARN, "ENDED: %.100s", v->ended);
+	if (v->autopilot_goal[0] && !v->autopilot_on)
+		RUN(SD_STYLE_HEADER, "autopilot: off");
+	else if (v->autopilot_goal[0] && v->autopilot_p >= 0)
+		RUN(SD_STYLE_HEADER, "autopilot: %.*s, P(on time) %.2f", (int)sizeof v->autopilot_goal,
+		    v->autopilot_goal, v->autopilot_p);
+	else if (v->autopilot_goal[0])
+		RUN(SD_STYLE_HEADER, "autopilot: %.*s", (int)sizeof v->autopilot_goal, v->autopilot_goal);
 
 	if (v->total_steps > 0)
 		RUN(SD_STYLE_HEADER, "step %ld/%ld", v->step, v->total_steps);
@@ -182,6 +189,9 @@ static uint64_t header_signature(const struct sd_pane *p, const struct sd_view *
 	h = sd_hash(h, &v->clients, sizeof v->clients);
 	h = sd_hash(h, &v->read_only, sizeof v->read_only);
 	h = sd_hash(h, v->ended, strlen(v->ended));
+	h = sd_hash(h, &v->autopilot_on, sizeof v->autopilot_on);
+	h = sd_hash(h, v->autopilot_goal, strnlen(v->autopilot_goal, sizeof v->autopilot_goal));
+	h = sd_hash(h, &v->autopilot_p, sizeof v->autopilot_p);
 	return sd_hash(h, &em, sizeof em);
 }
 

@@ -6,6 +6,8 @@
  * room. */
 #include "config.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +43,12 @@ static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct
 		 * the few seconds a note lasts. */
 		snprintf(msg, sizeof msg, "%s", d->note);
 		mstyle = d->note_style;
+	} else if (v->autopilot_pending[0]) {
+		/* The autopilot's move, while the operator can still hold it. */
+		double in = v->autopilot_pending_at - v->elapsed_s;
+		snprintf(msg, sizeof msg, "autopilot: %.*s in %.0f s - A to hold", (int)sizeof v->autopilot_pending,
+		         v->autopilot_pending, in > 0 ? ceil(in) : 0);
+		mstyle = SD_STYLE_WARN;
 	} else if (v->suggestion[0]) {
 		if (v->suggestion_for[0])
 			snprintf(msg, sizeof msg, "r: replace %.*s with %.*s", (int)sizeof v->suggestion_for,
@@ -77,7 +85,7 @@ static void status_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	int want = mw < p->w / 2 ? mw : p->w / 2;
 	/* A suggestion and its reason are worth more than the hints (the
 	 * help lists the keys): they may take all the room but two hints. */
-	if (mstyle == SD_STYLE_WARN && v->suggestion[0] && !(d->note && d->note[0]))
+	if (mstyle == SD_STYLE_WARN && (v->suggestion[0] || v->autopilot_pending[0]) && !(d->note && d->note[0]))
 		want = mw;
 	while (n > 2 && total + want + 2 > p->w) {
 		n--;
@@ -107,6 +115,12 @@ static uint64_t status_signature(const struct sd_pane *p, const struct sd_view *
 	h = sd_hash(h, v->suggestion_for, strnlen(v->suggestion_for, sizeof v->suggestion_for));
 	h = sd_hash(h, v->suggestion_why, strnlen(v->suggestion_why, sizeof v->suggestion_why));
 	h = sd_hash(h, &v->simulated, sizeof v->simulated);
+	h = sd_hash(h, v->autopilot_pending, strnlen(v->autopilot_pending, sizeof v->autopilot_pending));
+	if (v->autopilot_pending[0]) {
+		/* Its countdown moves every second. */
+		long in = (long)ceil(v->autopilot_pending_at - v->elapsed_s);
+		h = sd_hash(h, &in, sizeof in);
+	}
 	return sd_hash(h, &v->paused, sizeof v->paused);
 }
 

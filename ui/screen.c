@@ -627,6 +627,15 @@ int sd_act_pause(struct sd_screen *s, int key)
 	return run_command(s, s->v->paused ? "resume" : "pause");
 }
 
+/* A: the announced action is held; without one the autopilot is switched
+ * off, or on (the controller says when it has no goal yet). */
+int sd_act_autopilot(struct sd_screen *s, int key)
+{
+	if (s->v->autopilot_pending[0])
+		return run_command(s, "autopilot hold");
+	return run_command(s, s->v->autopilot_on ? "autopilot off" : "autopilot on");
+}
+
 int sd_act_accept(struct sd_screen *s, int key)
 {
 	if (!s->v->suggestion[0]) {

@@ -79,6 +79,7 @@ int sd_act_swap(struct sd_screen *s, int key);
 int sd_act_drop(struct sd_screen *s, int key);
 int sd_act_checkpoint(struct sd_screen *s, int key);
 int sd_act_pause(struct sd_screen *s, int key);
+int sd_act_autopilot(struct sd_screen *s, int key);
 int sd_act_theme(struct sd_screen *s, int key);
 int sd_act_help(struct sd_screen *s, int key);
 int sd_act_whatif(struct sd_screen *s, int key);

@@ -151,6 +151,13 @@ struct sd_view {
 	 * us-central1-a, ..."); "" when none is open. */
 	char orphans_question[400];
 	int orphans_asked;          /* how many it names */
+	/* The autopilot (src/controller/autopilot.c): the header shows its goal
+	 * and P(on time), the status line the action it announced. */
+	int autopilot_on;
+	char autopilot_goal[48];    /* "deadline 06:00" (local time), "budget $40.00"; "" never set */
+	double autopilot_p;         /* P(done by the deadline) of its last decision; < 0 none */
+	char autopilot_pending[160];  /* the announced command ("swap s3 OFFER"), "" none */
+	double autopilot_pending_at;  /* elapsed_s when it runs */
 };
 
 /* Appends a sample to a series (drops the oldest when full). */

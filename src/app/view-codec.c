@@ -373,6 +373,11 @@ cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since)
 	PUT_STR(ep, o, v, ended);
 	PUT_STR(ep, o, v, orphans_question);
 	PUT_NUM(ep, o, v, orphans_asked);
+	PUT_NUM(ep, o, v, autopilot_on);
+	PUT_STR(ep, o, v, autopilot_goal);
+	PUT_NUM(ep, o, v, autopilot_p);
+	PUT_STR(ep, o, v, autopilot_pending);
+	PUT_NUM(ep, o, v, autopilot_pending_at);
 
 	int noffers = v->offers ? count(v->noffers, INT_MAX) : 0;
 	int nrev = v->revocations ? count(v->nrevocations, INT_MAX) : 0;
@@ -731,7 +736,10 @@ static int get_scalars(const cJSON *o, struct sd_view *nv, char **why)
 	    get_ulong(o, p, "whatif_version", &v->whatif_version, why) < 0 ||
 	    GET_STR(o, p, v, whatif_note) < 0 || GET_INT(o, p, v, clients) < 0 ||
 	    GET_INT(o, p, v, read_only) < 0 || GET_STR(o, p, v, ended) < 0 ||
-	    GET_STR(o, p, v, orphans_question) < 0 || GET_INT(o, p, v, orphans_asked) < 0)
+	    GET_STR(o, p, v, orphans_question) < 0 || GET_INT(o, p, v, orphans_asked) < 0 ||
+	    GET_INT(o, p, v, autopilot_on) < 0 || GET_STR(o, p, v, autopilot_goal) < 0 ||
+	    GET_NUM(o, p, v, autopilot_p) < 0 || GET_STR(o, p, v, autopilot_pending) < 0 ||
+	    GET_NUM(o, p, v, autopilot_pending_at) < 0)
 		return -1;
 
 	const cJSON *seed = need(o, p, "seed", why);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/errors.h"
 #include "src/market/market-model.h"
@@ -98,6 +99,7 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	snprintf(v->job, sizeof v->job, "%.40s on %s, global batch %d", model,
 	         j->train.dataset, j->train.global_batch);
 	snprintf(v->provider, sizeof v->provider, "%s", j->provider);
+	v->autopilot_p = -1;   /* no decision yet */
 	vm->speed_factor = 1;
 	struct sd_plan_job pj;
 	char *why = NULL;
@@ -349,6 +351,8 @@ static void on_command(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	struct sd_view *v = &vm->v;
 	(void)t;
+	if (!strcmp(str(ev, "by"), "autopilot"))
+		v->autopilot_pending[0] = 0;   /* the announced action ran */
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
 		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
 	} else if (!strncmp(str(ev, "command"), "orphans ", 8)) {
@@ -396,6 +400,34 @@ static void on_orphan(struct sd_view_model *vm, const cJSON *ev, double t)
 	         str(ev, "instance"), str(ev, "zone"));
 }
 
+/* The autopilot's goal, decisions and announced action; the command it ran
+ * (or the operator's hold) clears the announcement. */
+static void on_autopilot(struct sd_view_model *vm, const cJSON *ev, double t)
+{
+	struct sd_view *v = &vm->v;
+	const char *what = str(ev, "what"), *goal = str(ev, "goal");
+	v->autopilot_on = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "on"));
+	if (!strcmp(goal, "deadline")) {
+		time_t at = (time_t)num(ev, "deadline_at", 0);
+		struct tm tm;
+		char hm[8] = "?";
+		if (at > 0 && localtime_r(&at, &tm))
+			strftime(hm, sizeof hm, "%H:%M", &tm);
+		snprintf(v->autopilot_goal, sizeof v->autopilot_goal, "deadline %s", hm);
+	} else if (!strcmp(goal, "budget")) {
+		snprintf(v->autopilot_goal, sizeof v->autopilot_goal, "budget $%.2f", num(ev, "budget_usd", 0));
+	}
+	if (!strcmp(what, "decided") && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ev, "p_after")))
+		v->autopilot_p = num(ev, "p_after", -1);
+	if (!strcmp(what, "pending")) {
+		snprintf(v->autopilot_pending, sizeof v->autopilot_pending, "%s", str(ev, "action"));
+		v->autopilot_pending_at = t + num(ev, "in_s", 0);
+	} else if (!strcmp(what, "held") || !strcmp(what, "off")) {
+		v->autopilot_pending[0] = 0;
+		snprintf(v->message, sizeof v->message, "autopilot %s: %s", what, str(ev, "reason"));
+	}
+}
+
 static void on_done(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	(void)t;
@@ -419,6 +451,7 @@ static const event_fn on_event[SD_EV_COUNT] = {
 	[SD_EV_JOURNAL_RESUMED] = on_journal_resumed,
 	[SD_EV_ORPHAN] = on_orphan,
 	[SD_EV_DONE] = on_done,
+	[SD_EV_AUTOPILOT] = on_autopilot,
 };
 
 void sd_view_model_on_event(struct sd_view_model *vm, const struct sd_event *ev)

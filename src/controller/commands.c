@@ -1,5 +1,8 @@
 /* src/controller/commands.c - the operator's command table (add, drop, swap,
- * checkpoint, pause, resume, quit, help). */
+ * checkpoint, pause, resume, quit, autopilot, help).  The autopilot runs its
+ * actions through this table too; c->cmd_by says who runs the command being
+ * dispatched, so the operator's add, swap and drop are told to the
+ * autopilot, which never undoes them. */
 #include "config.h"
 
 #include "src/controller/internal.h"
@@ -24,17 +27,23 @@ static int cmd_add(struct sd_controller *c, int argc, char **argv, char **why)
 		}
 	}
 	char id[16];
-	for (long i = 0; i < n; i++)
+	for (long i = 0; i < n; i++) {
 		if (sd_fleet_acquire(c->fleet, offer, id, sizeof id, why) < 0)
 			return sd_why(why, "add %s", FLEET_WHY);
+		if (!strcmp(c->cmd_by, "operator"))
+			ctl_ap_operator_added(c, id);
+	}
 	return 0;
 }
 
 static int cmd_drop(struct sd_controller *c, int argc, char **argv, char **why)
 {
 	(void)argc;
-	if (sd_fleet_release(c->fleet, argv[1], "operator", why) < 0)
+	bool operator = !strcmp(c->cmd_by, "operator");
+	if (sd_fleet_release(c->fleet, argv[1], operator ? "operator" : c->cmd_by, why) < 0)
 		return sd_why(why, "drop %s: %s", argv[1], FLEET_WHY);
+	if (operator)
+		ctl_ap_operator_dropped(c, argv[1]);
 	return 0;
 }
 
@@ -48,6 +57,8 @@ static int cmd_swap(struct sd_controller *c, int argc, char **argv, char **why)
 		return sd_why(why, "swap: no server '%s'", argv[1]);
 	if (sd_fleet_swap(c->fleet, argv[1], argv[2], id, sizeof id, why) < 0)
 		return sd_why(why, "swap %s for %s", argv[1], FLEET_WHY);
+	if (!strcmp(c->cmd_by, "operator"))
+		ctl_ap_operator_added(c, id);
 	return 0;
 }
 
@@ -152,6 +163,9 @@ const struct sd_command sd_commands[] = {
 	{ "quit", "", 0, 0, "stop the workers and exit", ctl_cmd_quit },
 	{ "orphans", "adopt|delete|keep", 1, 1, "what becomes of the VMs an earlier controller of the run left",
 	  cmd_orphans },
+	{ "autopilot", "on|off|hold|deadline DURATION|budget USD", 1, 2,
+	  "the autopilot: switch it, hold its announced action, or give its goal (it switches on)",
+	  ctl_cmd_autopilot },
 	{ "help", "", 0, 0, "list the commands", cmd_help },
 	{ NULL, NULL, 0, 0, NULL, NULL },
 };
@@ -208,6 +222,11 @@ static int dispatch(struct sd_controller *c, int argc, char **argv, char **why)
  * stdin, an attached client), not a trace's. */
 int ctl_command(struct sd_controller *c, const char *line, int operator, char **why)
 {
+	return ctl_command_by(c, line, operator ? "operator" : "trace", why);
+}
+
+int ctl_command_by(struct sd_controller *c, const char *line, const char *by, char **why)
+{
 	char buf[512];
 	snprintf(buf, sizeof buf, "%s", line);
 	char *argv[8];
@@ -216,12 +235,16 @@ int ctl_command(struct sd_controller *c, const char *line, int operator, char **
 		argv[argc++] = tok;
 	if (!argc)
 		return 0;
+	const char *was = c->cmd_by;
+	c->cmd_by = by;
 	int rc = dispatch(c, argc, argv, why);
-	if (operator && rc == 0 && !strcmp(argv[0], "quit"))
+	c->cmd_by = was;
+	if (!strcmp(by, "operator") && rc == 0 && !strcmp(argv[0], "quit"))
 		c->operator_quit = 1;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "command", line);
 	cJSON_AddBoolToObject(ev, "ok", rc == 0);
+	cJSON_AddStringToObject(ev, "by", by);
 	if (rc < 0 && why && *why)
 		cJSON_AddStringToObject(ev, "error", *why);
 	ctl_journal(c, SD_EV_COMMAND, ev);

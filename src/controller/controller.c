@@ -165,10 +165,11 @@ static void hook_journal(void *ctx, const struct sd_fleet_event *fe, cJSON *ev)
 	char failed[64] = "";
 	if (type == SD_EV_STATE && fe->state == SD_SERVER_FAILED && fe->server)
 		snprintf(failed, sizeof failed, "%s", fe->server);
-	ctl_journal(c, type, ev);
 	/* A failed server's worker may still be connected (a host whose ssh
 	 * session was lost and that the provider could not get back into):
 	 * it must not train on, unbilled and out of reach of drop. */
+	ctl_ap_on_event(c, type, ev);
+	ctl_journal(c, type, ev);
 	if (failed[0] && sd_fleet_server_failed(c->fleet, failed, 1))
 		for (struct conn *k = c->conns, *next; k; k = next) {
 			next = k->next;
@@ -466,7 +467,11 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	uv_timer_init(loop, &c->live_timer);
 	c->live_timer.data = c;
 	c->handles_open = 4;
-	if (create_fleet(c, opts, why) < 0 || check_cluster(c, why) < 0)
+	uv_timer_init(loop, &c->ap.timer);
+	c->ap.timer.data = c;
+	c->handles_open = 5;
+	c->cmd_by = "operator";
+	if (create_fleet(c, opts, why) < 0 || check_cluster(c, why) < 0 || ctl_ap_init(c, why) < 0)
 		goto fail;
 	if (opts->resume)
 		ctl_find_latest_checkpoint(c);
@@ -503,7 +508,8 @@ fail:
 	if (c->handles_open) {
 		/* Handles in c are closing: the last callback frees c. */
 		uv_handle_t *h[] = { (uv_handle_t *)&c->server, (uv_handle_t *)&c->gen_timer,
-		                     (uv_handle_t *)&c->grace_timer, (uv_handle_t *)&c->live_timer };
+		                     (uv_handle_t *)&c->grace_timer, (uv_handle_t *)&c->live_timer,
+		                     (uv_handle_t *)&c->ap.timer };
 		c->handles_closing = c->handles_open;
 		for (int i = 0; i < c->handles_open; i++)
 			uv_close(h[i], on_create_failed_closed);
@@ -531,6 +537,7 @@ int sd_controller_start(struct sd_controller *c, char **why)
 		sd_fleet_acquire(c->fleet, c->job.cluster[i], id, sizeof id, &err);
 		free(err);
 	}
+	ctl_ap_start(c);
 	return 0;
 }
 
@@ -609,6 +616,7 @@ void sd_controller_close(struct sd_controller *c)
 	uv_close((uv_handle_t *)&c->gen_timer, NULL);
 	uv_close((uv_handle_t *)&c->grace_timer, NULL);
 	uv_close((uv_handle_t *)&c->live_timer, NULL);
+	ctl_ap_close(c);
 }
 
 void sd_controller_free(struct sd_controller *c)

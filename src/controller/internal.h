@@ -21,6 +21,8 @@
  *     latest checkpoint to a resuming rank 0.
  *   commands.c: the operator's command table (add, drop, swap, checkpoint,
  *     pause, resume, quit, help); pending swaps are the fleet's.
+ *   autopilot.c: the live autopilot: the policy's state from the run,
+ *     its decisions journaled, its actions announced then run as commands.
  *   controller.c: the controller's life: create, start, the fleet's hooks,
  *     run end, status for the view, close and free.
  */
@@ -49,6 +51,7 @@
 #include "engine/errors.h"
 #include "engine/onnx.h"
 #include "engine/train.h"
+#include "src/market/autopilot.h"
 #include "src/proto/events.h"
 #include "src/proto/protocol.h"
 #include "src/provider/fleet.h"
@@ -103,6 +106,39 @@ struct conn {
 	int model_chunks;
 	size_t model_max_queued;   /* the most stream_inflight was meanwhile */
 	struct conn *next;
+};
+
+/* The live autopilot (autopilot.c): its objective, the action it announced,
+ * and what it must respect (the operator's servers, the operator's last
+ * drop) or remember (recent revocations and refusals per offer). */
+#define CTL_AP_MANUAL_MAX 64
+#define CTL_AP_REVS_MAX 64
+/* Seconds between an action's announcement and its execution: time for
+ * the operator to read the status line and hold it (A). */
+#define CTL_AP_ANNOUNCE_S 5.0
+struct ctl_autopilot {
+	int on;
+	int have_obj;                 /* obj holds a goal (the job's or a command's) */
+	struct sd_autopilot_objective obj;
+	uv_timer_t timer;             /* the tick that decides and carries out */
+	int replan;                   /* the picture changed: decide at the next tick */
+	int deciding;                 /* a decision is on the thread pool */
+	long epoch;                   /* bumped by the operator's moves and on/off: a
+	                               * decision asked before is dropped */
+	double last_decide;           /* run time of the last decision, -1 none */
+	double p_on_time;             /* P(done by the deadline) of the last decision, -1 none */
+	int pending;                  /* an action is announced */
+	char pending_line[160];       /* its command ("swap s3 OFFER") */
+	char pending_reason[256];
+	double pending_at;            /* run time it runs at */
+	char held_line[160];          /* the operator held it: not announced again */
+	double held_until;            /* before this run time */
+	char manual[CTL_AP_MANUAL_MAX][16];  /* servers the operator added or swapped in */
+	int nmanual;
+	int manual_cap;               /* -1, or no adds above this many servers (the operator's drop) */
+	struct { const struct sd_offer *o; double t; int refused; } revs[CTL_AP_REVS_MAX];
+	int nrevs, revs_head;         /* a ring of the latest */
+	char last_nothing[192];       /* the last "nothing" reason journaled, not repeated */
 };
 
 struct kv {
@@ -193,7 +229,7 @@ struct sd_controller {
 	int ck_writing;          /* checkpoints being written on the thread pool */
 	char fatal[1024];        /* why the run cannot go on, "" if it can */
 	int lock_fd;             /* RUNDIR/lock, flock()ed while this controller runs */
-	int handles_open;        /* create: server, gen_timer, grace_timer, live_timer inited so far */
+	int handles_open;        /* create: server, gen_timer, grace_timer, live_timer, ap.timer inited so far */
 	int handles_closing;     /* a failed create: close callbacks still to come */
 	int resume_last_server;  /* resume: the highest sN the journal names */
 	double resume_usd;       /* resume: what the journal's servers cost */
@@ -216,6 +252,8 @@ struct sd_controller {
 	size_t model_len;
 	char model_sha256[65];
 	size_t latest_len;
+	struct ctl_autopilot ap;
+	const char *cmd_by;      /* who runs the command being dispatched: "operator", "trace", "autopilot" */
 	/* checksums of the current step from each rank */
 	long sum_step;
 	cJSON *sums;
@@ -286,6 +324,22 @@ void ctl_on_ckpt_chunk(struct sd_controller *c, struct conn *k, const cJSON *m);
 /* commands.c */
 int ctl_cmd_quit(struct sd_controller *c, int argc, char **argv, char **why);
 void ctl_quit_request_final(struct sd_controller *c);
+
+/* commands.c: the same with who runs it ("operator", "trace",
+ * "autopilot"), journaled as the command event's "by". */
+int ctl_command_by(struct sd_controller *c, const char *line, const char *by, char **why);
+
+/* autopilot.c: setup from the job (0, or -1 with *why naming the job
+ * file's field), its timer started and closed with the controller's, the
+ * fleet events that change its picture (fields borrowed), the operator's
+ * add, swap and drop it must respect, and its command. */
+int ctl_ap_init(struct sd_controller *c, char **why);
+void ctl_ap_start(struct sd_controller *c);
+void ctl_ap_close(struct sd_controller *c);
+void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJSON *fields);
+void ctl_ap_operator_added(struct sd_controller *c, const char *server);
+void ctl_ap_operator_dropped(struct sd_controller *c, const char *server);
+int ctl_cmd_autopilot(struct sd_controller *c, int argc, char **argv, char **why);
 
 /* controller.c */
 void ctl_finish(struct sd_controller *c, int status);

@@ -535,6 +535,333 @@ static bool better_cost(const struct est *a, const struct est *b)
 	return a->cost < b->cost - 1e-9 || (fabs(a->cost - b->cost) <= 1e-9 && a->p > b->p);
 }
 
+/* One decision's working state: the candidate cluster `v` (n servers,
+ * room for `cap`), a scratch copy `w`, the estimate `cur` of `v`, and the
+ * best action found in this turn with its estimate `be`, the index `bi`
+ * into `v` of the server it swaps or drops, and why (`what`). */
+struct turn {
+	struct ctx *c;
+	struct cand *v, *w;
+	int n, cap;
+	struct est cur, be;
+	struct sd_autopilot_action best;
+	int bi;
+	const char *what;
+};
+
+static bool goal_is_deadline(const struct turn *t)
+{
+	return t->c->obj->goal == SD_AUTOPILOT_DEADLINE;
+}
+
+/* The servers that stay (those under notice are going: plan without them)
+ * as candidates; counts the ready ones and the ready ones under notice. */
+static void turn_seed(struct turn *t, int *ready, int *ready_noticed)
+{
+	const struct sd_autopilot_state *st = t->c->st;
+	*ready = *ready_noticed = 0;
+	t->n = 0;
+	for (int i = 0; i < st->nservers; i++) {
+		const struct sd_autopilot_server *s = &st->servers[i];
+		const struct offer_info *f = &t->c->info[s->offer->index];
+		*ready += s->ready;
+		*ready_noticed += s->ready && s->notice;
+		if (s->notice)
+			continue;
+		t->v[t->n++] = (struct cand){ .o = s->offer, .id = s->id, .manual = s->manual, .age = s->age_seconds,
+		                              .speed = s->images_per_sec > 0 ? s->images_per_sec : f->speed,
+		                              .wait = s->ready ? 0 : fmax(1, f->boot + t->c->pp->join_seconds -
+		                                                                     s->age_seconds) };
+	}
+}
+
+/* First rule: leave a zone in a revocation burst, for the cheapest offer
+ * elsewhere. */
+static void propose_burst_swap(struct turn *t)
+{
+	struct ctx *c = t->c;
+	const struct sd_catalog *cat = c->st->cat;
+	for (int i = 0; i < t->n && t->bi < 0; i++) {
+		if (!c->info[t->v[i].o->index].burst || !may_touch(c, &t->v[i], true) || !first_of_offer(c, t->v, i, true))
+			continue;
+		for (int k = 0; k < cat->noffers; k++) {
+			const struct sd_offer *o = &cat->offers[k];
+			if (o->zone_index == t->v[i].o->zone_index || !can_take(c, t->v, t->n, i, o))
+				continue;
+			memcpy(t->w, t->v, sizeof *t->v * (size_t)t->n);
+			t->w[i] = planned(c, o);
+			t->w[i].extra_usd = c->info[t->v[i].o->index].price * t->w[i].wait / 3600;
+			struct est e;
+			estimate(c, t->w, t->n, &e);
+			if (t->best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &t->be)) {
+				t->be = e;
+				t->best.kind = SD_AUTOPILOT_SWAP;
+				t->best.offer = o;
+				t->best.server = t->v[i].id;
+				t->bi = i;
+			}
+		}
+		if (t->bi >= 0)
+			t->what = "its zone is in a revocation burst";
+	}
+}
+
+/* Behind a deadline: look ahead for the fewest servers of each offer that
+ * would reach the confidence, and what they would cost; one server of the
+ * cheapest such offer now, the rest at the next turns (re-chosen then). */
+static void propose_add_lookahead(struct turn *t)
+{
+	struct ctx *c = t->c;
+	const struct sd_catalog *cat = c->st->cat;
+	for (int k = 0; k < cat->noffers; k++) {
+		const struct sd_offer *o = &cat->offers[k];
+		int m = t->n;
+		struct est e = t->cur;
+		while (m < t->cap && can_take(c, t->v, m, -1, o)) {
+			t->v[m] = planned(c, o);
+			m++;
+			estimate(c, t->v, m, &e);
+			if (e.p >= c->obj->confidence)
+				break;
+		}
+		if (m > t->n && e.p >= c->obj->confidence &&
+		    (t->best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &t->be))) {
+			t->be = e;
+			t->best.kind = SD_AUTOPILOT_ADD;
+			t->best.offer = o;
+		}
+	}
+	if (t->best.kind == SD_AUTOPILOT_ADD) {
+		t->v[t->n] = planned(c, t->best.offer);
+		estimate(c, t->v, t->n + 1, &t->be);
+		t->what = t->n > 0 ? "the deadline slips" : "to meet the deadline";
+	}
+}
+
+/* Behind, and no lookahead reached the goal: the one server that helps
+ * most (deadline: reaching the confidence first, then cost; budget: the
+ * fastest run the budget allows). */
+static void propose_add_faster(struct turn *t, double budget_left)
+{
+	struct ctx *c = t->c;
+	const struct sd_catalog *cat = c->st->cat;
+	bool deadline = goal_is_deadline(t), reached = false;
+	for (int k = 0; k < cat->noffers; k++) {
+		const struct sd_offer *o = &cat->offers[k];
+		if (!can_take(c, t->v, t->n, -1, o))
+			continue;
+		t->v[t->n] = planned(c, o);
+		struct est e;
+		estimate(c, t->v, t->n + 1, &e);
+		if (!(e.t < t->cur.t * 0.995))
+			continue;
+		bool ok;
+		if (deadline) {
+			bool r = e.p >= c->obj->confidence;
+			ok = t->best.kind == SD_AUTOPILOT_NOTHING || (r && !reached) ||
+			     (r == reached && better_cost(&e, &t->be));
+			if (ok)
+				reached = r;
+		} else {
+			ok = e.cost <= budget_left * 0.95 && (t->best.kind == SD_AUTOPILOT_NOTHING || e.t < t->be.t - 1e-9);
+		}
+		if (ok) {
+			t->be = e;
+			t->best.kind = SD_AUTOPILOT_ADD;
+			t->best.offer = o;
+		}
+	}
+	if (t->best.kind == SD_AUTOPILOT_ADD)
+		t->what = deadline ? (t->n > 0 ? "the deadline slips" : "to meet the deadline")
+		                   : "the budget allows a faster run";
+}
+
+/* Savings: drops and swaps that keep the goal and pay twice. */
+static void propose_saving(struct turn *t, double budget_left)
+{
+	struct ctx *c = t->c;
+	const struct sd_catalog *cat = c->st->cat;
+	bool deadline = goal_is_deadline(t);
+	bool over = !deadline && t->cur.cost > budget_left;
+	for (int i = 0; i < t->n; i++) {
+		if (!may_touch(c, &t->v[i], false) || !first_of_offer(c, t->v, i, false))
+			continue;
+		/* Drop. */
+		memcpy(t->w, t->v, sizeof *t->v * (size_t)t->n);
+		t->w[i] = t->w[t->n - 1];
+		struct est e;
+		estimate(c, t->w, t->n - 1, &e);
+		bool keeps = deadline ? e.p >= c->obj->confidence : (over || e.t <= t->cur.t * 1.02);
+		if (keeps && e.cost < t->be.cost && (over || worth(&t->cur, &e, c->st, 0))) {
+			t->be = e;
+			t->best.kind = SD_AUTOPILOT_DROP;
+			t->best.server = t->v[i].id;
+			t->best.offer = NULL;
+			t->bi = i;
+			t->what = over ? "over the budget" : "the goal holds without it";
+		}
+		/* Swap. */
+		for (int k = 0; k < cat->noffers; k++) {
+			const struct sd_offer *o = &cat->offers[k];
+			if (o == t->v[i].o || !can_take(c, t->v, t->n, i, o))
+				continue;
+			memcpy(t->w, t->v, sizeof *t->v * (size_t)t->n);
+			t->w[i] = planned(c, o);
+			/* The old server is billed until the new one joins. */
+			t->w[i].extra_usd = c->info[t->v[i].o->index].price * t->w[i].wait / 3600;
+			estimate(c, t->w, t->n, &e);
+			double cost_of_swap = t->w[i].extra_usd;
+			keeps = deadline ? e.p >= c->obj->confidence : (over || e.t <= t->cur.t * 1.02);
+			/* Hysteresis: the saving, the swap's cost already in it,
+			 * must cover that cost once more. */
+			if (keeps && worth(&t->cur, &e, c->st, cost_of_swap) && e.cost < t->be.cost) {
+				t->be = e;
+				t->best.kind = SD_AUTOPILOT_SWAP;
+				t->best.server = t->v[i].id;
+				t->best.offer = o;
+				t->bi = i;
+				t->what = over ? "over the budget" : "cheaper, the saving pays for the swap twice";
+			}
+		}
+	}
+}
+
+/* Writes the chosen action's figures and reason, then applies it to the
+ * candidate cluster so the next turn plans from there. */
+static void turn_commit(struct turn *t, struct sd_autopilot_action *out)
+{
+	struct ctx *c = t->c;
+	struct sd_autopilot_action *b = &t->best;
+	b->p_before = t->cur.p;
+	b->p_after = t->be.p;
+	b->cost_before = t->cur.cost;
+	b->cost_after = t->be.cost;
+	b->time_before = t->cur.t;
+	b->time_after = t->be.t;
+	char fig[160];
+	fmt_figures(c->obj, b, fig, sizeof fig);
+	if (b->kind == SD_AUTOPILOT_ADD)
+		snprintf(b->reason, sizeof b->reason, "add %s: %s; %s", b->offer->id, t->what, fig);
+	else if (b->kind == SD_AUTOPILOT_SWAP)
+		snprintf(b->reason, sizeof b->reason, "swap s%d %s -> %s: %s; %s", b->server, t->v[t->bi].o->id,
+		         b->offer->id, t->what, fig);
+	else
+		snprintf(b->reason, sizeof b->reason, "drop s%d %s: %s; %s", b->server, t->v[t->bi].o->id, t->what, fig);
+	*out = *b;
+	if (b->kind == SD_AUTOPILOT_ADD) {
+		t->v[t->n++] = planned(c, b->offer);
+	} else if (b->kind == SD_AUTOPILOT_SWAP) {
+		double extra = c->info[t->v[t->bi].o->index].price *
+		               (c->info[b->offer->index].boot + c->pp->join_seconds) / 3600;
+		t->v[t->bi] = planned(c, b->offer);
+		t->v[t->bi].extra_usd = extra;
+	} else {
+		t->v[t->bi] = t->v[--t->n];
+	}
+	t->cur = t->be;
+}
+
+/* The single "nothing" action, with the figures of the cluster as it is. */
+static void nothing_action(const struct turn *t, struct sd_autopilot_action *out)
+{
+	const struct sd_autopilot_objective *obj = t->c->obj;
+	const struct est *cur = &t->cur;
+	*out = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_NOTHING, .server = -1, .p_before = cur->p,
+	                                     .p_after = cur->p, .cost_before = cur->cost, .cost_after = cur->cost,
+	                                     .time_before = cur->t, .time_after = cur->t };
+	char fig[160];
+	fmt_figures(obj, out, fig, sizeof fig);
+	snprintf(out->reason, sizeof out->reason, "nothing: %s; %s",
+	         goal_is_deadline(t) ? (cur->p >= obj->confidence ? "on track, no saving pays for itself"
+	                                                          : "behind, but no allowed offer would help")
+	                             : "no faster cluster within the budget, no saving pays for itself",
+	         fig);
+}
+
+/* Replaces the closed-form figures of the decision's actions by the
+ * planner's Monte Carlo ones for the whole decision (cluster before all
+ * actions, cluster after them). */
+static void simulated_figures(const struct turn *t, struct sd_autopilot_action *out, int na)
+{
+	const struct sd_autopilot_state *st = t->c->st;
+	struct cand *before = sd_calloc((size_t)t->cap, sizeof *before);
+	int nb = 0;
+	for (int i = 0; i < st->nservers; i++) {
+		const struct sd_autopilot_server *s = &st->servers[i];
+		if (s->notice)
+			continue;
+		before[nb++] = (struct cand){ .o = s->offer, .wait = s->ready ? 0 : 1 };
+	}
+	struct est e0, e1;
+	if (monte_carlo(t->c, before, nb, &e0, NULL) == 0 && monte_carlo(t->c, t->v, t->n, &e1, NULL) == 0) {
+		for (int i = 0; i < na; i++) {
+			if (out[i].kind == SD_AUTOPILOT_CHECKPOINT)
+				continue;
+			out[i].p_before = e0.p;
+			out[i].p_after = e1.p;
+			out[i].cost_before = e0.cost;
+			out[i].cost_after = e1.cost;
+			out[i].time_before = e0.t;
+			out[i].time_after = e1.t;
+			char fig[160];
+			fmt_figures(t->c->obj, &out[i], fig, sizeof fig);
+			char *semi = strrchr(out[i].reason, ';');
+			if (semi)
+				snprintf(semi, sizeof out[i].reason - (size_t)(semi - out[i].reason), "; %s (simulated)", fig);
+		}
+	}
+	free(before);
+}
+
+/* The actions of one decision, in order of the rules: a checkpoint when
+ * every training server is under notice, then per turn the first rule
+ * that finds something (leave a burst zone, add when behind, save). */
+static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max)
+{
+	const struct sd_autopilot_objective *obj = t->c->obj;
+	int ready, ready_noticed;
+	turn_seed(t, &ready, &ready_noticed);
+	estimate(t->c, t->v, t->n, &t->cur);
+	int na = 0;
+	if (ready > 0 && ready_noticed == ready && max > na) {
+		const struct est *cur = &t->cur;
+		out[na] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_CHECKPOINT, .server = -1,
+		                                        .p_before = cur->p, .p_after = cur->p, .cost_before = cur->cost,
+		                                        .cost_after = cur->cost, .time_before = cur->t,
+		                                        .time_after = cur->t };
+		snprintf(out[na].reason, sizeof out[na].reason,
+		         "checkpoint now: every training server is under notice, the work since the last checkpoint "
+		         "would be lost");
+		na++;
+	}
+	bool deadline = goal_is_deadline(t);
+	double budget_left = obj->budget_usd;
+	while (na < max && na < SD_AUTOPILOT_MAX_ACTIONS) {
+		t->best = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_NOTHING, .server = -1 };
+		t->be = t->cur;
+		t->bi = -1;
+		t->what = "";
+		propose_burst_swap(t);
+		bool behind = deadline ? t->cur.p < obj->confidence : t->cur.cost <= budget_left * 0.95 || t->n == 0;
+		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind && deadline)
+			propose_add_lookahead(t);
+		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind)
+			propose_add_faster(t, budget_left);
+		if (t->best.kind == SD_AUTOPILOT_NOTHING)
+			propose_saving(t, budget_left);
+		if (t->best.kind == SD_AUTOPILOT_NOTHING)
+			break;
+		turn_commit(t, &out[na++]);
+	}
+	if (na == 0) {
+		nothing_action(t, &out[0]);
+		na = 1;
+	} else if (t->c->pp->runs > 0 && out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT) {
+		simulated_figures(t, out, na);
+	}
+	return na;
+}
+
 int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct sd_autopilot_state *st,
                         const struct sd_autopilot_params *params, struct sd_autopilot_action *out, int max,
                         char **why)
@@ -553,255 +880,12 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 	c.info = sd_calloc((size_t)st->cat->noffers, sizeof *c.info);
 	c.zone_count = sd_calloc((size_t)st->cat->nzones + 1, sizeof *c.zone_count);
 	info_init(&c);
-	int cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1;
-	struct cand *v = sd_calloc((size_t)cap, sizeof *v), *w = sd_calloc((size_t)cap, sizeof *w);
-	int n = 0;
-	int ready = 0, ready_noticed = 0;
-	for (int i = 0; i < st->nservers; i++) {
-		const struct sd_autopilot_server *s = &st->servers[i];
-		const struct offer_info *f = &c.info[s->offer->index];
-		ready += s->ready;
-		ready_noticed += s->ready && s->notice;
-		if (s->notice)
-			continue;  /* it is going: plan without it */
-		v[n++] = (struct cand){ .o = s->offer, .id = s->id, .manual = s->manual, .age = s->age_seconds,
-		                        .speed = s->images_per_sec > 0 ? s->images_per_sec : f->speed,
-		                        .wait = s->ready ? 0 : fmax(1, f->boot + params->join_seconds - s->age_seconds) };
-	}
-	struct est first;
-	estimate(&c, v, n, &first);
-	struct est cur = first;
-	int na = 0;
-	if (ready > 0 && ready_noticed == ready && max > na) {
-		out[na] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_CHECKPOINT, .server = -1,
-		                                        .p_before = cur.p, .p_after = cur.p, .cost_before = cur.cost,
-		                                        .cost_after = cur.cost, .time_before = cur.t, .time_after = cur.t };
-		snprintf(out[na].reason, sizeof out[na].reason,
-		         "checkpoint now: every training server is under notice, the work since the last checkpoint "
-		         "would be lost");
-		na++;
-	}
-	bool deadline = obj->goal == SD_AUTOPILOT_DEADLINE;
-	double budget_left = obj->budget_usd;
-	while (na < max && na < SD_AUTOPILOT_MAX_ACTIONS) {
-		struct sd_autopilot_action best = { .kind = SD_AUTOPILOT_NOTHING, .server = -1 };
-		struct est be = cur;
-		int bi = -1;          /* the server swapped or dropped, index into v */
-		const char *what = "";
-
-		/* 2. Leave a zone in a burst. */
-		for (int i = 0; i < n && bi < 0; i++) {
-			if (!c.info[v[i].o->index].burst || !may_touch(&c, &v[i], true) || !first_of_offer(&c, v, i, true))
-				continue;
-			for (int k = 0; k < st->cat->noffers; k++) {
-				const struct sd_offer *o = &st->cat->offers[k];
-				if (o->zone_index == v[i].o->zone_index)
-					continue;
-				if (!can_take(&c, v, n, i, o))
-					continue;
-				memcpy(w, v, sizeof *v * (size_t)n);
-				w[i] = planned(&c, o);
-				w[i].extra_usd = c.info[v[i].o->index].price * w[i].wait / 3600;
-				struct est e;
-				estimate(&c, w, n, &e);
-				if (best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &be)) {
-					be = e;
-					best.kind = SD_AUTOPILOT_SWAP;
-					best.offer = o;
-					best.server = v[i].id;
-					bi = i;
-				}
-			}
-			if (bi >= 0)
-				what = "its zone is in a revocation burst";
-		}
-
-		/* 3. Behind: add. */
-		bool behind = deadline ? cur.p < obj->confidence : cur.cost <= budget_left * 0.95 || n == 0;
-		if (best.kind == SD_AUTOPILOT_NOTHING && behind && deadline) {
-			/* Look ahead: the fewest servers of each offer that would
-			 * reach the confidence, and what they would cost; one
-			 * server of the cheapest such offer now, the rest at the
-			 * next turns (re-chosen then). */
-			for (int k = 0; k < st->cat->noffers; k++) {
-				const struct sd_offer *o = &st->cat->offers[k];
-				int m = n;
-				struct est e = cur;
-				while (m < cap && can_take(&c, v, m, -1, o)) {
-					v[m] = planned(&c, o);
-					m++;
-					estimate(&c, v, m, &e);
-					if (e.p >= obj->confidence)
-						break;
-				}
-				if (m > n && e.p >= obj->confidence &&
-				    (best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &be))) {
-					be = e;
-					best.kind = SD_AUTOPILOT_ADD;
-					best.offer = o;
-				}
-			}
-			if (best.kind == SD_AUTOPILOT_ADD) {
-				v[n] = planned(&c, best.offer);
-				estimate(&c, v, n + 1, &be);
-				what = n > 0 ? "the deadline slips" : "to meet the deadline";
-			}
-		}
-		if (best.kind == SD_AUTOPILOT_NOTHING && behind) {
-			bool reached = false;
-			for (int k = 0; k < st->cat->noffers; k++) {
-				const struct sd_offer *o = &st->cat->offers[k];
-				if (!can_take(&c, v, n, -1, o))
-					continue;
-				v[n] = planned(&c, o);
-				struct est e;
-				estimate(&c, v, n + 1, &e);
-				if (!(e.t < cur.t * 0.995))
-					continue;
-				bool ok;
-				if (deadline) {
-					bool r = e.p >= obj->confidence;
-					ok = best.kind == SD_AUTOPILOT_NOTHING || (r && !reached) ||
-					     (r == reached && better_cost(&e, &be));
-					if (ok)
-						reached = r;
-				} else {
-					ok = e.cost <= budget_left * 0.95 &&
-					     (best.kind == SD_AUTOPILOT_NOTHING || e.t < be.t - 1e-9);
-				}
-				if (ok) {
-					be = e;
-					best.kind = SD_AUTOPILOT_ADD;
-					best.offer = o;
-				}
-			}
-			if (best.kind == SD_AUTOPILOT_ADD)
-				what = deadline ? (n > 0 ? "the deadline slips" : "to meet the deadline")
-				                : "the budget allows a faster run";
-		}
-
-		/* 4. Savings: drops and swaps that keep the goal and pay twice. */
-		if (best.kind == SD_AUTOPILOT_NOTHING) {
-			bool over = !deadline && cur.cost > budget_left;
-			for (int i = 0; i < n; i++) {
-				if (!may_touch(&c, &v[i], false) || !first_of_offer(&c, v, i, false))
-					continue;
-				/* Drop. */
-				memcpy(w, v, sizeof *v * (size_t)n);
-				w[i] = w[n - 1];
-				struct est e;
-				estimate(&c, w, n - 1, &e);
-				bool keeps = deadline ? e.p >= obj->confidence : (over || e.t <= cur.t * 1.02);
-				if (keeps && e.cost < be.cost && (over || worth(&cur, &e, st, 0))) {
-					be = e;
-					best.kind = SD_AUTOPILOT_DROP;
-					best.server = v[i].id;
-					best.offer = NULL;
-					bi = i;
-					what = over ? "over the budget" : "the goal holds without it";
-				}
-				/* Swap. */
-				for (int k = 0; k < st->cat->noffers; k++) {
-					const struct sd_offer *o = &st->cat->offers[k];
-					if (o == v[i].o || !can_take(&c, v, n, i, o))
-						continue;
-					memcpy(w, v, sizeof *v * (size_t)n);
-					w[i] = planned(&c, o);
-					/* The old server is billed until the new one joins. */
-					w[i].extra_usd = c.info[v[i].o->index].price * w[i].wait / 3600;
-					estimate(&c, w, n, &e);
-					double cost_of_swap = w[i].extra_usd;
-					keeps = deadline ? e.p >= obj->confidence : (over || e.t <= cur.t * 1.02);
-					/* Hysteresis: the saving, the swap's cost already in
-					 * it, must cover that cost once more. */
-					if (keeps && worth(&cur, &e, st, cost_of_swap) && e.cost < be.cost) {
-						be = e;
-						best.kind = SD_AUTOPILOT_SWAP;
-						best.server = v[i].id;
-						best.offer = o;
-						bi = i;
-						what = over ? "over the budget" : "cheaper, the saving pays for the swap twice";
-					}
-				}
-			}
-		}
-		if (best.kind == SD_AUTOPILOT_NOTHING)
-			break;
-		best.p_before = cur.p;
-		best.p_after = be.p;
-		best.cost_before = cur.cost;
-		best.cost_after = be.cost;
-		best.time_before = cur.t;
-		best.time_after = be.t;
-		char fig[160];
-		fmt_figures(obj, &best, fig, sizeof fig);
-		if (best.kind == SD_AUTOPILOT_ADD)
-			snprintf(best.reason, sizeof best.reason, "add %s: %s; %s", best.offer->id, what, fig);
-		else if (best.kind == SD_AUTOPILOT_SWAP)
-			snprintf(best.reason, sizeof best.reason, "swap s%d %s -> %s: %s; %s", best.server, v[bi].o->id,
-			         best.offer->id, what, fig);
-		else
-			snprintf(best.reason, sizeof best.reason, "drop s%d %s: %s; %s", best.server, v[bi].o->id, what,
-			         fig);
-		out[na++] = best;
-		/* Apply it to the candidate state. */
-		if (best.kind == SD_AUTOPILOT_ADD) {
-			v[n++] = planned(&c, best.offer);
-		} else if (best.kind == SD_AUTOPILOT_SWAP) {
-			double extra = c.info[v[bi].o->index].price * (c.info[best.offer->index].boot + params->join_seconds) /
-			               3600;
-			v[bi] = planned(&c, best.offer);
-			v[bi].extra_usd = extra;
-		} else {
-			v[bi] = v[--n];
-		}
-		cur = be;
-	}
-	if (na == 0) {
-		out[0] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_NOTHING, .server = -1, .p_before = cur.p,
-		                                       .p_after = cur.p, .cost_before = cur.cost,
-		                                       .cost_after = cur.cost, .time_before = cur.t,
-		                                       .time_after = cur.t };
-		char fig[160];
-		fmt_figures(obj, &out[0], fig, sizeof fig);
-		snprintf(out[0].reason, sizeof out[0].reason, "nothing: %s; %s",
-		         deadline ? (cur.p >= obj->confidence ? "on track, no saving pays for itself"
-		                                              : "behind, but no allowed offer would help")
-		                  : "no faster cluster within the budget, no saving pays for itself", fig);
-		na = 1;
-	} else if (params->runs > 0 && out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT) {
-		/* The planner's figures for the whole decision. */
-		struct cand *before = sd_calloc((size_t)cap, sizeof *before);
-		int nb = 0;
-		for (int i = 0; i < st->nservers; i++) {
-			const struct sd_autopilot_server *s = &st->servers[i];
-			if (s->notice)
-				continue;
-			before[nb++] = (struct cand){ .o = s->offer, .wait = s->ready ? 0 : 1 };
-		}
-		struct est e0, e1;
-		if (monte_carlo(&c, before, nb, &e0, NULL) == 0 && monte_carlo(&c, v, n, &e1, NULL) == 0) {
-			for (int i = 0; i < na; i++) {
-				if (out[i].kind == SD_AUTOPILOT_CHECKPOINT)
-					continue;
-				out[i].p_before = e0.p;
-				out[i].p_after = e1.p;
-				out[i].cost_before = e0.cost;
-				out[i].cost_after = e1.cost;
-				out[i].time_before = e0.t;
-				out[i].time_after = e1.t;
-				char fig[160];
-				fmt_figures(obj, &out[i], fig, sizeof fig);
-				char *semi = strrchr(out[i].reason, ';');
-				if (semi)
-					snprintf(semi, sizeof out[i].reason - (size_t)(semi - out[i].reason), "; %s (simulated)",
-					         fig);
-			}
-		}
-		free(before);
-	}
-	free(v);
-	free(w);
+	struct turn t = { .c = &c, .cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1 };
+	t.v = sd_calloc((size_t)t.cap, sizeof *t.v);
+	t.w = sd_calloc((size_t)t.cap, sizeof *t.w);
+	int na = decide_turns(&t, out, max);
+	free(t.v);
+	free(t.w);
 	free(c.info);
 	free(c.zone_count);
 	return na;

@@ -707,11 +707,12 @@ static bool c_is_autopilot(const struct sim *s)
 	return s->cfg->replace == SD_PLAN_REPLACE_AUTOPILOT;
 }
 
-static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long run, struct run_out *out,
-                        char **why)
+/* Starts run `run` of the simulation: its own market (seeded from the
+ * options' seed and the run number, so every policy sees the same markets)
+ * and a cleared state.  Returns -1 with *why when the market cannot be made. */
+static int sim_reset(struct sim *s, const struct sd_plan_options *opt, long run, struct sd_rng *rng, char **why)
 {
-	struct sd_rng rng;
-	sd_rng_seed(&rng, mix64(opt->seed) ^ 0x706c616eull, (uint64_t)run);
+	sd_rng_seed(rng, mix64(opt->seed) ^ 0x706c616eull, (uint64_t)run);
 	struct sd_market_knobs k;
 	sd_market_knobs_init(&k);
 	k.seed = mix64(opt->seed * 0x100000001b3ull + (uint64_t)run);
@@ -720,7 +721,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	k.boot_scale = opt->boot_scale >= 0 ? opt->boot_scale : 1;
 	k.notice_scale = opt->notice_scale > 0 ? opt->notice_scale : 1;
 	k.start_hour_of_day = opt->start_hour >= 0 && opt->start_hour < 24 ? opt->start_hour
-	                      : 24.0 * sd_rng_u32(&rng) / 4294967296.0;
+	                      : 24.0 * sd_rng_u32(rng) / 4294967296.0;
 	if (sd_market_new(&s->m, s->cat, &k, why) < 0)
 		return -1;
 	s->nsrv = s->nretry = 0;
@@ -739,9 +740,14 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	s->next_decide = 0;
 	s->replan = c_is_autopilot(s);
 	s->in_policy = s->ap_waiting = false;
+	return 0;
+}
 
+/* Requests the configuration's servers at time 0. */
+static void sim_request_initial(struct sim *s, struct sd_rng *rng)
+{
 	const struct sd_plan_config *c = s->cfg;
-	int zone = c->placement == SD_PLAN_PLACE_ONE_ZONE ? (int)sd_rng_below(&rng, (uint32_t)c->noffers) : 0;
+	int zone = c->placement == SD_PLAN_PLACE_ONE_ZONE ? (int)sd_rng_below(rng, (uint32_t)c->noffers) : 0;
 	for (int i = 0; i < c->servers; i++) {
 		const struct sd_offer *o = c->offers[c->placement == SD_PLAN_PLACE_ONE_ZONE ? zone : i % c->noffers];
 		if (!request(s, o, true, i == 0)) {
@@ -751,7 +757,66 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 	}
 	if (s->nsrv > 0)
 		s->srv[0].chief = true;  /* the first server that could be had */
+}
 
+/* The time of the next thing that changes the run's rate or membership,
+ * no later than t_fin (the end of training at the current rate). */
+static double sim_next_time(const struct sim *s, double t_fin)
+{
+	double t_next = fmin(t_fin, sd_market_next_event_time(s->m));
+	if (s->pause_until > s->t)
+		t_next = fmin(t_next, s->pause_until);
+	for (int i = 0; i < s->nsrv; i++)
+		if (s->srv[i].state == S_JOINING)
+			t_next = fmin(t_next, s->srv[i].ready_at);
+	for (int i = 0; i < s->nretry; i++)
+		t_next = fmin(t_next, s->retry[i].at);
+	if (c_is_autopilot(s))
+		t_next = fmin(t_next, fmax(s->next_decide, s->t));
+	return t_next;
+}
+
+/* Workers that finished joining start training; requests due again are
+ * made again. */
+static void sim_joins_and_retries(struct sim *s)
+{
+	for (int i = 0; i < s->nsrv; i++) {
+		struct psrv *p = &s->srv[i];
+		if (p->state != S_JOINING || p->ready_at > s->t)
+			continue;
+		p->state = S_TRAINING;
+		if (p->initial)
+			s->pending_initial--;
+		s->ntrain++;
+		s->workers += p->o->gpu_count;
+		s->ips += offer_ips(s, p->o);
+		regroup(s);
+		if (c_is_autopilot(s)) {
+			/* A swap is done when the new server trains. */
+			if (p->replaces >= 0)
+				autopilot_release(s, &s->srv[p->replaces]);
+			s->replan = true;
+		}
+	}
+	for (int i = 0; i < s->nretry; i++) {
+		if (s->retry[i].at > s->t)
+			continue;
+		struct retry rt = s->retry[i];
+		s->retry[i--] = s->retry[--s->nretry];
+		const struct sd_offer *o = pick_replacement(s, rt.from, rt.want);
+		if (!request(s, o, false, false))
+			push_retry(s, s->t + s->cfg->retry_seconds, rt.from, rt.want);
+	}
+}
+
+static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long run, struct run_out *out,
+                        char **why)
+{
+	struct sd_rng rng;
+	if (sim_reset(s, opt, run, &rng, why) < 0)
+		return -1;
+	sim_request_initial(s, &rng);
+	const struct sd_plan_config *c = s->cfg;
 	long guard = 0;
 	while (!s->failed && !s->finished) {
 		if (++guard > 10000000) {
@@ -773,16 +838,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 		}
 		double r = current_rate(s);
 		double t_fin = r > 0 ? s->t + (s->total - s->done) / r : INFINITY;
-		double t_next = fmin(t_fin, sd_market_next_event_time(s->m));
-		if (s->pause_until > s->t)
-			t_next = fmin(t_next, s->pause_until);
-		for (int i = 0; i < s->nsrv; i++)
-			if (s->srv[i].state == S_JOINING)
-				t_next = fmin(t_next, s->srv[i].ready_at);
-		for (int i = 0; i < s->nretry; i++)
-			t_next = fmin(t_next, s->retry[i].at);
-		if (c_is_autopilot(s))
-			t_next = fmin(t_next, fmax(s->next_decide, s->t));
+		double t_next = sim_next_time(s, t_fin);
 		if (!(t_next <= SD_PLAN_HORIZON_SECONDS)) {
 			advance_to(s, SD_PLAN_HORIZON_SECONDS);
 			s->failed = true;
@@ -795,35 +851,7 @@ static int simulate_one(struct sim *s, const struct sd_plan_options *opt, long r
 			break;
 		}
 		advance_to(s, t_next);
-		/* Workers that finished joining. */
-		for (int i = 0; i < s->nsrv; i++) {
-			struct psrv *p = &s->srv[i];
-			if (p->state != S_JOINING || p->ready_at > s->t)
-				continue;
-			p->state = S_TRAINING;
-			if (p->initial)
-				s->pending_initial--;
-			s->ntrain++;
-			s->workers += p->o->gpu_count;
-			s->ips += offer_ips(s, p->o);
-			regroup(s);
-			if (c_is_autopilot(s)) {
-				/* A swap is done when the new server trains. */
-				if (p->replaces >= 0)
-					autopilot_release(s, &s->srv[p->replaces]);
-				s->replan = true;
-			}
-		}
-		/* Requests due again. */
-		for (int i = 0; i < s->nretry; i++) {
-			if (s->retry[i].at > s->t)
-				continue;
-			struct retry rt = s->retry[i];
-			s->retry[i--] = s->retry[--s->nretry];
-			const struct sd_offer *o = pick_replacement(s, rt.from, rt.want);
-			if (!request(s, o, false, false))
-				push_retry(s, s->t + c->retry_seconds, rt.from, rt.want);
-		}
+		sim_joins_and_retries(s);
 		sd_market_advance(s->m, s->t, on_market, s);
 	}
 	out->completed = s->finished;

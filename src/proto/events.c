@@ -58,6 +58,7 @@ static const char *const names[SD_EV_COUNT] = {
 	[SD_EV_CHECKPOINT_INVALID] = "checkpoint_invalid",
 	[SD_EV_CHECKPOINT_STREAMED] = "checkpoint_streamed",
 	[SD_EV_MODEL_SENT] = "model_sent",
+	[SD_EV_AUTOPILOT] = "autopilot",
 };
 
 const char *sd_event_name(enum sd_event_type t)

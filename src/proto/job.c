@@ -43,6 +43,8 @@ enum sd_key_kind {
 	               * object {"name": ..., ...}, or the bare name (older files) */
 	K_NORMALIZE,  /* train.norm_channels, norm_mean[], norm_std[]: an object
 	               * {"mean": [...], "std": [...]}, or null for none */
+	K_OBJECT,     /* char[size]: a JSON object kept as its compact text for
+	               * a layer above to read ("" when absent or null) */
 };
 
 /* Intervals for K_FLOAT / K_DOUBLE: whether each end is excluded. */
@@ -119,6 +121,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	  NULL },
 	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, IN_PROVIDER, NULL, NULL },
 	{ "cluster", K_CLUSTER, OFF(cluster), SZ(cluster[0]), 0, SD_JOB_CLUSTER_MAX, 0, NULL, NULL },
+	{ "autopilot", K_OBJECT, OFF(autopilot), SZ(autopilot), 0, 0, 0, NULL, NULL },
 };
 
 #define SD_JOB_NKEYS (sizeof sd_job_keys / sizeof sd_job_keys[0])
@@ -552,6 +555,31 @@ static int sd_job_set_cluster(struct sd_job *j, const struct sd_job_key *k, cons
 	return 0;
 }
 
+/* Keeps the object v as its compact text in base (k->size bytes); null
+ * is none.  Only the shape is checked here: the layer that reads it (the
+ * controller, for "autopilot") checks its keys and names them. */
+static int sd_job_set_object(const struct sd_job_key *k, char *base, const char *name, const cJSON *v,
+                             const char *file, char **why)
+{
+	char shown[48];
+	if (cJSON_IsNull(v)) {
+		base[0] = '\0';
+		return 0;
+	}
+	if (!cJSON_IsObject(v))
+		return sd_why(why, "%s: %s: expected an object, got %s", file, name, sd_json_show(v, shown, sizeof shown));
+	char *text = cJSON_PrintUnformatted(v);
+	if (!text)
+		sd_oom();
+	int rc = 0;
+	if (strlen(text) >= k->size)
+		rc = sd_why(why, "%s: %s: longer than %zu bytes as compact JSON", file, name, k->size - 1);
+	else
+		snprintf(base, k->size, "%s", text);
+	free(text);
+	return rc;
+}
+
 /* Sets key k of j from the JSON value v (not for K_PROVIDER); name is the
  * key's path for messages.  0 or -1 with *why. */
 static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *name,
@@ -597,6 +625,8 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 		return sd_job_set_cluster(j, k, name, v, file, why);
 	case K_NORMALIZE:
 		return sd_job_set_normalize(&j->train, name, v, file, why);
+	case K_OBJECT:
+		return sd_job_set_object(k, base, name, v, file, why);
 	case K_PROVIDER:
 		break;
 	}
@@ -975,6 +1005,16 @@ static void sd_job_add_key(cJSON *obj, const struct sd_job *j, const struct sd_j
 		}
 		break;
 	}
+	case K_OBJECT: {
+		/* Absent stays absent: a job without it reads back the same. */
+		size_t n = strnlen(base, k->size);
+		if (n == 0 || n == k->size)
+			return;
+		item = cJSON_ParseWithLength(base, n);
+		if (!item)
+			return;
+		break;
+	}
 	case K_PROVIDER:
 		return;
 	}
@@ -1094,6 +1134,7 @@ int sd_job_equal(const struct sd_job *a, const struct sd_job *b)
 					return 0;
 			break;
 		case K_PROVIDER:
+		case K_OBJECT:
 			if (strncmp(x, y, k->size) != 0)
 				return 0;
 			break;

@@ -55,6 +55,12 @@ struct sd_job {
 	 * typed keys, so a key here must not be "name" or a typed key. */
 	char provider_settings[2048];
 	char cluster[SD_JOB_CLUSTER_MAX][64]; int ncluster;   /* initial offers to acquire, offer ids, optional */
+	/* The "autopilot" object (spotdeck-job(5)) as compact JSON text, "" for
+	 * none.  Only its shape (an object) is checked here: the objective's
+	 * keys need the market catalog, so the controller parses it with
+	 * sd_autopilot_objective_parse when the run starts, and its errors
+	 * name the field ("job.json: autopilot.max_servers: ..."). */
+	char autopilot[2048];
 };
 
 /* Fills j with the defaults (the engine's sd_train_config_defaults for the
