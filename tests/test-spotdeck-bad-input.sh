@@ -184,6 +184,12 @@ expect_error "a directory given as the job file" "jobdir: is a directory, not a 
 	$SPOTDECK --headless --job "$T/jobdir" --run-dir "$T/r1"
 EXPECT_RC=2 expect_error "a mistyped subcommand" "^spotdeck: 'exprot' is not a subcommand; did you mean 'spotdeck export'\?" \
 	$SPOTDECK exprot "$T/oldrun"
+EXPECT_RC=2 expect_error "a mistyped subcommand with its options after it" \
+	"^spotdeck: 'expot' is not a subcommand; did you mean 'spotdeck export'\?" \
+	$SPOTDECK expot "$T/oldrun" --onnx "$T/out.onnx"
+EXPECT_RC=2 expect_error "a mistyped attach with --read-only" \
+	"^spotdeck: 'atach' is not a subcommand; did you mean 'spotdeck attach'\?" \
+	$SPOTDECK atach --read-only "$T/oldrun"
 EXPECT_RC=2 expect_error "a swapped subcommand's letters" "^spotdeck: 'attahc' is not a subcommand; did you mean 'spotdeck attach'\?" \
 	$SPOTDECK attahc
 EXPECT_RC=2 expect_error "a word near no subcommand" "^spotdeck: unexpected argument 'frobnicate' \(see --help\)$" \
