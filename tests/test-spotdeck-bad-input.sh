@@ -170,6 +170,17 @@ expect_error "a job file in UTF-16" "u16\.json: the file is in UTF-16 or UTF-32,
 printf '{\000"\000m\000"\000' >"$T/u16nobom.json"
 expect_error "a job file in UTF-16 without a BOM" "u16nobom\.json: the file is in UTF-16 or UTF-32" \
 	$SPOTDECK --headless --job "$T/u16nobom.json" --run-dir "$T/r1"
+# spotdeck doctor reads the same job file: the same line, not a bare
+# "not one JSON value"; and a byte-order mark that the run accepts passes
+# on to the doctor's own checks (here: the provider object is missing).
+EXPECT_RC=2 expect_error "doctor on a job file in UTF-16" \
+	"^spotdeck doctor: .*u16\.json: the file is in UTF-16 or UTF-32, not UTF-8" $SPOTDECK doctor "$T/u16.json"
+printf '{"model": "mlp",}' >"$T/comma.json"
+EXPECT_RC=2 expect_error "doctor on a trailing comma" \
+	"^spotdeck doctor: .*comma\.json: invalid JSON at line 1, column [0-9]+" $SPOTDECK doctor "$T/comma.json"
+printf '\357\273\277{"model":"mlp"}' >"$T/bom.json"
+EXPECT_RC=2 expect_error "doctor on a job file with a byte-order mark" \
+	"^spotdeck doctor: .*bom\.json: no \"provider\" object$" $SPOTDECK doctor "$T/bom.json"
 printf '{"model":"mlp","data_dir":"~/datasets/fmnist"}' >"$T/tilde.json"
 expect_error "a ~ path in the job" "tilde\.json: data_dir: '~/datasets/fmnist' starts with '~', which only a shell expands" \
 	$SPOTDECK --headless --job "$T/tilde.json" --run-dir "$T/r1"
