@@ -363,7 +363,8 @@ static void test_objective_errors(void)
 	bad("{\"deadline\": -5}", "autopilot.deadline: expected a positive number of seconds");
 	bad("{\"budget\": \"lots\"}", "autopilot.budget: expected a positive amount of USD");
 	bad("{\"deadline\": 60, \"max_servers\": 0}", "autopilot.max_servers: expected an integer from 1 to 256");
-	bad("{\"deadline\": 60, \"max_servers\": 2.5}", "autopilot.max_servers");
+	bad("{\"deadline\": 60, \"max_servers\": 2.5}", "autopilot.max_servers: expected an integer from 1 to 256, got 2.5");
+	bad("{\"deadline\": 60, \"max_servers\": \"4\"}", "autopilot.max_servers: expected an integer from 1 to 256, got another type");
 	bad("{\"deadline\": 60, \"confidence\": 1.5}", "autopilot.confidence");
 	bad("{\"deadline\": 60, \"allow\": [\"gce/v100\"]}", "autopilot.allow[0]: expected a pattern");
 	bad("{\"deadline\": 60, \"allow\": [\"gce/*/p100/spot\", \"aws/*/v100/spot\"]}",
@@ -372,7 +373,8 @@ static void test_objective_errors(void)
 	bad("{\"deadline\": 60, \"max_usd_per_hour\": -1}", "autopilot.max_usd_per_hour");
 	bad("{\"deadline\": 60, \"every\": true}", "autopilot.every: expected a duration");
 	bad("[1, 2]", "autopilot: expected an object");
-	bad("{\"deadline\": ", "autopilot: invalid JSON");
+	bad("{\"deadline\": ", "autopilot: invalid JSON: the text ends early");
+	bad("{\"deadline\": 60 \"budget\": 4}", "autopilot: invalid JSON near '\"budget\": 4}'");
 }
 
 /* The planner runs the same policy in its simulated runs. */

@@ -15,6 +15,7 @@
 #   7. --run-dir naming a file                             (here)
 #   8. --run-dir naming an earlier run's directory         (here)
 #   9. --resume of a directory that never held a run       (here)
+#      or of a run that finished                           (here)
 #  10. a hosts file with CRLF line ends: accepted, its
 #      lines read as without the CR                        (here)
 #  11. a hosts file's bad port / unreadable identity       (here)
@@ -170,6 +171,17 @@ expect_error "a job file in UTF-16" "u16\.json: the file is in UTF-16 or UTF-32,
 printf '{\000"\000m\000"\000' >"$T/u16nobom.json"
 expect_error "a job file in UTF-16 without a BOM" "u16nobom\.json: the file is in UTF-16 or UTF-32" \
 	$SPOTDECK --headless --job "$T/u16nobom.json" --run-dir "$T/r1"
+# spotdeck doctor reads the same job file: the same line, not a bare
+# "not one JSON value"; and a byte-order mark that the run accepts passes
+# on to the doctor's own checks (here: the provider object is missing).
+EXPECT_RC=2 expect_error "doctor on a job file in UTF-16" \
+	"^spotdeck doctor: .*u16\.json: the file is in UTF-16 or UTF-32, not UTF-8" $SPOTDECK doctor "$T/u16.json"
+printf '{"model": "mlp",}' >"$T/comma.json"
+EXPECT_RC=2 expect_error "doctor on a trailing comma" \
+	"^spotdeck doctor: .*comma\.json: invalid JSON at line 1, column [0-9]+" $SPOTDECK doctor "$T/comma.json"
+printf '\357\273\277{"model":"mlp"}' >"$T/bom.json"
+EXPECT_RC=2 expect_error "doctor on a job file with a byte-order mark" \
+	"^spotdeck doctor: .*bom\.json: no \"provider\" object$" $SPOTDECK doctor "$T/bom.json"
 printf '{"model":"mlp","data_dir":"~/datasets/fmnist"}' >"$T/tilde.json"
 expect_error "a ~ path in the job" "tilde\.json: data_dir: '~/datasets/fmnist' starts with '~', which only a shell expands" \
 	$SPOTDECK --headless --job "$T/tilde.json" --run-dir "$T/r1"
@@ -184,6 +196,12 @@ expect_error "a directory given as the job file" "jobdir: is a directory, not a 
 	$SPOTDECK --headless --job "$T/jobdir" --run-dir "$T/r1"
 EXPECT_RC=2 expect_error "a mistyped subcommand" "^spotdeck: 'exprot' is not a subcommand; did you mean 'spotdeck export'\?" \
 	$SPOTDECK exprot "$T/oldrun"
+EXPECT_RC=2 expect_error "a mistyped subcommand with its options after it" \
+	"^spotdeck: 'expot' is not a subcommand; did you mean 'spotdeck export'\?" \
+	$SPOTDECK expot "$T/oldrun" --onnx "$T/out.onnx"
+EXPECT_RC=2 expect_error "a mistyped attach with --read-only" \
+	"^spotdeck: 'atach' is not a subcommand; did you mean 'spotdeck attach'\?" \
+	$SPOTDECK atach --read-only "$T/oldrun"
 EXPECT_RC=2 expect_error "a swapped subcommand's letters" "^spotdeck: 'attahc' is not a subcommand; did you mean 'spotdeck attach'\?" \
 	$SPOTDECK attahc
 EXPECT_RC=2 expect_error "a word near no subcommand" "^spotdeck: unexpected argument 'frobnicate' \(see --help\)$" \
@@ -328,6 +346,19 @@ printf '{"model":"mlp","dataset":"synthetic","workers":0}\n' >"$T/notrun/job.jso
 expect_error "--resume of a directory with no journal" "--resume .*notrun: not a spotdeck run directory \(no journal\.jsonl" \
 	$SPOTDECK --headless --resume "$T/notrun"
 [ "$(ls "$T/notrun")" = "job.json" ] || fail "files added to a directory that is not a run: $(ls "$T/notrun")"
+
+# --resume of a run that finished: refused at once, naming the step it was
+# done at and how to get the model out (it used to start workers that had no
+# step left to take and waited for ever).
+printf '{"model":"mlp","dataset":"synthetic","synthetic_samples":256,"synthetic_c":1,"synthetic_h":8,"synthetic_w":8,"epochs":1,"global_batch":64,"workers":1}\n' >"$T/tiny.json"
+timeout $((20 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --job "$T/tiny.json" --run-dir "$T/finished" </dev/null >"$T/out" 2>"$T/err" ||
+	{ cat "$T/err" >&2; fail "the tiny run to resume did not finish"; }
+grep -q '"type":"done".*"steps":4,' "$T/finished/journal.jsonl" || fail "the tiny run has no done event at step 4"
+sum=$(cat "$T/finished/journal.jsonl" | cksum)
+expect_error "--resume of a finished run" \
+	"^spotdeck: --resume .*finished: the run finished \(done at step 4, test accuracy 0\.[0-9]{4}\): nothing is left to train; spotdeck export .*finished --onnx OUT\.onnx gets the model out$" \
+	timeout $((10 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --headless --resume "$T/finished"
+[ "$(cat "$T/finished/journal.jsonl" | cksum)" = "$sum" ] || fail "the refused resume wrote to the finished run's journal"
 
 # --resume of a run whose kept listening address (listen.json) is bad:
 # refused, naming the file and field; the run's files stay as they were.

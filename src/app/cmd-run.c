@@ -247,6 +247,41 @@ static void open_stdin(struct app *a)
 
 /* A new run's provider settings that name files, made absolute (provider.h,
  * path_settings) and written back into job.  0, or -1 with *why. */
+/* Whether the run whose journal is at path finished: a "done" event in it.
+ * Fills what with "step N, test accuracy A" for the message.  A resumed
+ * finished run would only start workers that have no step left to take
+ * and wait for ever, so --resume refuses one. */
+static int run_finished(const char *path, char *what, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	char *line = NULL;
+	size_t cap = 0;
+	int done = 0;
+	while (!done && getline(&line, &cap, f) > 0) {
+		/* The journal's writer puts the type first: only those lines are
+		 * parsed, not every step of a long run. */
+		static const char prefix[] = "{\"type\":\"done\"";
+		if (strncmp(line, prefix, sizeof prefix - 1) != 0)
+			continue;
+		cJSON *ev = cJSON_Parse(line);
+		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(ev, "steps");
+		const cJSON *acc = cJSON_GetObjectItemCaseSensitive(ev, "test_accuracy");
+		if (cJSON_IsNumber(steps)) {
+			done = 1;
+			if (cJSON_IsNumber(acc))
+				snprintf(what, len, "step %.0f, test accuracy %.4f", steps->valuedouble, acc->valuedouble);
+			else
+				snprintf(what, len, "step %.0f", steps->valuedouble);
+		}
+		cJSON_Delete(ev);
+	}
+	free(line);
+	fclose(f);
+	return done;
+}
+
 static int absolute_path_settings(const struct sd_provider_ops *ops, cJSON *settings, struct sd_job *job,
                                   const char *jp, char **why)
 {
@@ -308,6 +343,12 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 		if (access(jn, F_OK) != 0) {
 			fprintf(stderr, "spotdeck: --resume %s: not a spotdeck run directory (no journal.jsonl: %s)\n",
 			        o->resume, strerror(errno));
+			return 1;
+		}
+		char what[96];
+		if (run_finished(jn, what, sizeof what)) {
+			fprintf(stderr, "spotdeck: --resume %s: the run finished (done at %s): nothing is left to train; "
+			        "spotdeck export %s --onnx OUT.onnx gets the model out\n", o->resume, what, o->resume);
 			return 1;
 		}
 		/* The run's own job decides its catalog and knobs. */

@@ -491,11 +491,23 @@ const cJSON *sd_doctor_job(const char *file, cJSON **json)
 		return NULL;
 	}
 	text[n] = '\0';
+	/* The byte-order mark some editors write is not JSON, but the run
+	 * reads such a file: so does the doctor. */
+	const char *start = n >= 3 && !memcmp(text, "\xef\xbb\xbf", 3) ? text + 3 : text;
 	const char *end = NULL;
-	cJSON *j = cJSON_ParseWithOpts(text, &end, 1);
+	cJSON *j = cJSON_ParseWithOpts(start, &end, 1);
 	if (!j) {
-		fprintf(stderr, "spotdeck doctor: %s: not one JSON value (near byte %ld)\n", file,
-			(long)(end ? end - text : 0));
+		/* The job parser names what is wrong as the run would (a UTF-16
+		 * file, the line and column of a JSON mistake): the same line
+		 * from both commands. */
+		struct sd_job job;
+		char *why = NULL;
+		if (sd_job_parse(&job, text, n, file, &why) < 0)
+			fprintf(stderr, "spotdeck doctor: %s\n", why);
+		else
+			fprintf(stderr, "spotdeck doctor: %s: not one JSON value (near byte %ld)\n", file,
+			        (long)(end ? end - text : 0));
+		free(why);
 		return NULL;
 	}
 	*json = j;

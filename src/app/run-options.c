@@ -225,6 +225,28 @@ static int parse_value(struct options *o, int c, const char *arg)
 	return 0;
 }
 
+/* Says what a word that is no option is likely to be: a job file named
+ * without --job, a run directory without --resume or attach, or a
+ * mistyped subcommand when it came first.  Returns 2, the exit status. */
+static int stray_word(const char *a, const char *first)
+{
+	size_t n = strlen(a);
+	char jl[PATH_MAX];
+	snprintf(jl, sizeof jl, "%s/journal.jsonl", a);
+	if (n > 5 && !strcmp(a + n - 5, ".json"))
+		fprintf(stderr, "spotdeck: unexpected argument '%s': a job file comes after --job "
+		        "(spotdeck --job %s)\n", a, a);
+	else if (access(jl, F_OK) == 0)
+		fprintf(stderr, "spotdeck: unexpected argument '%s': a run directory comes after "
+		        "--resume or attach (spotdeck attach %s)\n", a, a);
+	else if (a == first && sd_subcommand_near(a))
+		fprintf(stderr, "spotdeck: '%s' is not a subcommand; did you mean 'spotdeck %s'? (subcommands: "
+		        "%s)\n", a, sd_subcommand_near(a), sd_subcommand_names());
+	else
+		fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", a);
+	return 2;
+}
+
 /* Fills o from the command line.  Returns -1 to go on, or the exit status
  * (0 after --help/--version, 2 after a one-line error). */
 int sd_run_parse_options(int argc, char **argv, struct options *o)
@@ -238,6 +260,11 @@ int sd_run_parse_options(int argc, char **argv, struct options *o)
 	o->hazard = o->boot = o->notice = -1;
 	o->seed = -1;
 	opterr = 0;
+	/* A mistyped subcommand followed by its options ("spotdeck expot r1
+	 * --onnx x.onnx") would otherwise be reported as an unknown option of
+	 * the run, which hides the real mistake: look at the first word first. */
+	if (first && first[0] != '-' && sd_subcommand_near(first))
+		return stray_word(first, first);
 	int c;
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		switch (c) {
@@ -266,26 +293,8 @@ int sd_run_parse_options(int argc, char **argv, struct options *o)
 			return 2;
 		}
 	}
-	if (optind < argc) {
-		/* The likeliest stray word: a job file named without --job, or a
-		 * run directory without --resume or attach. */
-		const char *a = argv[optind];
-		size_t n = strlen(a);
-		char jl[PATH_MAX];
-		snprintf(jl, sizeof jl, "%s/journal.jsonl", a);
-		if (n > 5 && !strcmp(a + n - 5, ".json"))
-			fprintf(stderr, "spotdeck: unexpected argument '%s': a job file comes after --job "
-			        "(spotdeck --job %s)\n", a, a);
-		else if (access(jl, F_OK) == 0)
-			fprintf(stderr, "spotdeck: unexpected argument '%s': a run directory comes after "
-			        "--resume or attach (spotdeck attach %s)\n", a, a);
-		else if (a == first && sd_subcommand_near(a))
-			fprintf(stderr, "spotdeck: '%s' is not a subcommand; did you mean 'spotdeck %s'? (subcommands: "
-			        "%s)\n", a, sd_subcommand_near(a), sd_subcommand_names());
-		else
-			fprintf(stderr, "spotdeck: unexpected argument '%s' (see --help)\n", a);
-		return 2;
-	}
+	if (optind < argc)
+		return stray_word(argv[optind], first);
 	if (o->detach + o->foreground + o->headless > 1) {
 		fprintf(stderr, "spotdeck: choose one of --detach, --foreground and --headless\n");
 		return 2;

@@ -124,8 +124,11 @@ int sd_autopilot_objective_parse(struct sd_autopilot_objective *out, const void 
 	if (v) {
 		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
 		    v->valuedouble > SD_PLAN_MAX_SERVERS)
-			return sd_why(why, "%s: autopilot.max_servers: expected an integer from 1 to %d, got %s", name,
-			              SD_PLAN_MAX_SERVERS, cJSON_IsNumber(v) ? "a number out of range" : "another type");
+			return cJSON_IsNumber(v)
+			       ? sd_why(why, "%s: autopilot.max_servers: expected an integer from 1 to %d, got %g", name,
+			                SD_PLAN_MAX_SERVERS, v->valuedouble)
+			       : sd_why(why, "%s: autopilot.max_servers: expected an integer from 1 to %d, got another type",
+			                name, SD_PLAN_MAX_SERVERS);
 		out->max_servers = (int)v->valuedouble;
 	}
 	v = cJSON_GetObjectItemCaseSensitive(o, "max_usd_per_hour");
@@ -150,8 +153,13 @@ int sd_autopilot_objective_parse_text(struct sd_autopilot_objective *out, const 
 	cJSON *root = cJSON_Parse(text);
 	if (!root) {
 		sd_autopilot_objective_init(out);
-		return sd_why(why, "%s: autopilot: invalid JSON near '%.20s'", name ? name : "job",
-		              cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() : "");
+		/* Quoting the text at the error says nothing when the error is
+		 * that the text ended (a missing brace or quote): say that. */
+		const char *at = cJSON_GetErrorPtr();
+		if (!at || !*at)
+			return sd_why(why, "%s: autopilot: invalid JSON: the text ends early (a missing '}', ']' or "
+			              "'\"'?)", name ? name : "job");
+		return sd_why(why, "%s: autopilot: invalid JSON near '%.20s'", name ? name : "job", at);
 	}
 	int rc = sd_autopilot_objective_parse(out, root, cat, name, why);
 	cJSON_Delete(root);
