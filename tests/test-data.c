@@ -733,6 +733,61 @@ static void test_synthetic_and_gather(void)
 	free(why);
 }
 
+/* sd_dataset_check: the headers only, so a missing or misnamed file, a
+ * wrong magic or image size fails it, and a file whose images are cut
+ * short (only a load finds that) passes it. */
+static void expect_check(const char *name, const char *dir, const char *phrase, int line)
+{
+	char *why = NULL;
+	int rc = sd_dataset_check(name, dir, &why);
+	int ok = phrase ? rc == -1 && why && strstr(why, phrase) && !strchr(why, '\n') : rc == 0 && !why;
+	if (!ok) {
+		fprintf(stderr, "%s:%d: FAIL: check of %s in %s: rc %d, message '%s'; expected %s%s\n", __FILE__,
+		        line, name, dir, rc, why ? why : "(null)", phrase ? "-1 with " : "0", phrase ? phrase : "");
+		check_failures++;
+	} else {
+		printf("  ok: check of %s in %s: %s\n", name, dir, why ? why : "passes");
+	}
+	free(why);
+}
+
+static void test_check(void)
+{
+	char *dir = fixture_dir("check");
+	struct idx_spec s = good_spec(5);
+	write_idx_pair(dir, &s);
+	s.prefix = "t10k";
+	s.gz = 0;
+	write_idx_pair(dir, &s);
+	expect_check("fashion-mnist", dir, NULL, __LINE__);
+	expect_check("mnist", dir, NULL, __LINE__);
+	/* Datasets without such files pass whatever the directory. */
+	expect_check("synthetic", "/nonexistent", NULL, __LINE__);
+	char *gone = path_join(tmpdir, "check-gone");
+	expect_check("fashion-mnist", gone, "check-gone: no such directory (install the Debian package", __LINE__);
+	expect_check("cifar10", gone, "check-gone: no such directory (data_dir in the job file", __LINE__);
+	free(gone);
+	/* The test labels missing; then a label file where the images go. */
+	char *lab = path_join(dir, "t10k-labels-idx1-ubyte");
+	char *img = path_join(dir, "t10k-images-idx3-ubyte");
+	rename(lab, img);
+	expect_check("fashion-mnist", dir, "t10k-images-idx3-ubyte: wrong magic 0x00000801", __LINE__);
+	unlink(img);
+	expect_check("fashion-mnist", dir, "t10k-images-idx3-ubyte.gz: no such file", __LINE__);
+	/* Good headers over images cut short: a header check passes them. */
+	s.img_bytes = 100;
+	write_idx_pair(dir, &s);
+	expect_check("fashion-mnist", dir, NULL, __LINE__);
+	s.rows = 27;
+	write_idx_pair(dir, &s);
+	expect_check("fashion-mnist", dir, "t10k-images-idx3-ubyte: wrong dimensions 27x28", __LINE__);
+	/* cifar10: six batch files of 10,000 records. */
+	expect_check("cifar10", dir, "data_batch_1.bin: No such file or directory", __LINE__);
+	free(lab);
+	free(img);
+	free(dir);
+}
+
 int main(void)
 {
 	/* Progress lines and failures interleave in the log in order. */
@@ -741,6 +796,8 @@ int main(void)
 	printf("idx fixtures\n");
 	test_idx_good();
 	test_idx_bad();
+	printf("the start's check of the files\n");
+	test_check();
 	printf("cifar10 fixtures\n");
 	test_cifar();
 	printf("fashion-mnist\n");
