@@ -590,6 +590,28 @@ static int new_act(struct lower *L, int c, int h, int w)
 	return sd_graph_act(L->m, c, h, w);
 }
 
+/* A node of op reading activation in and making nd's output: a new
+ * activation of A's shape, set as nd's output value (of rank rank).  The
+ * caller fills the op's own fields.  NULL after an error (L's message). */
+static struct node *act_node(struct lower *L, const Onnx__NodeProto *nd, enum sd_op op, int in,
+                             const struct act *A, int rank)
+{
+	if (!output(L, nd, 1))
+		return NULL;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	int out = new_act(L, A->c, A->h, A->w);
+	if (out < 0)
+		return NULL;
+	struct node *n = sd_graph_node(L->m, op, in, nm);
+	n->out = out;
+	struct val *Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->rank = rank;
+	return n;
+}
+
 /* ------------------------------------------------------------ lowering */
 
 /* A per-axis integer attribute: n values (def each when absent). */
@@ -843,23 +865,12 @@ static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
 	if (!isfinite(a) && kind == SD_ACT_LEAKY_RELU)
 		return fail(L, "alpha %g", (double)a);
 	const struct act A = L->m->acts[L->vals[x].act];
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
+	struct node *n = act_node(L, nd, OP_ACT, L->vals[x].act, &A, L->vals[x].rank);
+	if (!n)
 		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
-		return -1;
-	struct node *n = sd_graph_node(L->m, OP_ACT, L->vals[x].act, nm);
-	n->out = out;
 	n->act = kind;
 	n->act_a = a;
 	n->act_b = b;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = L->vals[x].rank;
 	return 0;
 }
 
@@ -1213,11 +1224,6 @@ static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
 	if (aa == ba)
 		return fail(L, "adds an activation to itself");
 	int rank = L->vals[a].rank;
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
-		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
 	/* The branch the previous node just computed goes first, so that the
 	 * CPU executor can fuse batch-norm -> add -> ReLU (model.c). */
 	if (m->nnodes && m->nodes[m->nnodes - 1].out == ba) {
@@ -1225,18 +1231,12 @@ static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
 		aa = ba;
 		ba = t;
 	}
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
+	struct node *n = act_node(L, nd, OP_ADD, aa, &A, rank);
+	if (!n)
 		return -1;
-	struct node *n = sd_graph_node(m, OP_ADD, aa, nm);
 	n->in2 = ba;
 	m->acts[ba].consumers++;
-	n->out = out;
 	n->s = 1;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = rank;
 	return 0;
 }
 
@@ -1735,24 +1735,13 @@ static int arith_acts(struct lower *L, const Onnx__NodeProto *nd, int a, int b, 
 		            "have the same shape (a constant may broadcast)", A.c, A.h, A.w, B.c, B.h,
 		            B.w);
 	const int rank = L->vals[a].rank;
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
+	struct node *n = act_node(L, nd, OP_BINARY, aa, &A, rank);
+	if (!n)
 		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
-		return -1;
-	struct node *n = sd_graph_node(m, OP_BINARY, aa, nm);
 	n->in2 = ba;
 	m->acts[ba].consumers++;
-	n->out = out;
 	n->binop = op;
 	m->flops += (double)A.c * A.h * A.w;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = rank;
 	return 0;
 }
 
@@ -1795,22 +1784,15 @@ static int arith_const(struct lower *L, const Onnx__NodeProto *nd, int x, int kv
 		            "supported: a scalar or one value per channel ((1, %d, 1, 1))", K->name,
 		            shape, A.c, A.h, A.w, A.c);
 	}
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
+	struct node *n = act_node(L, nd, OP_BINARY, L->vals[x].act, &A, X->rank);
+	if (!n)
 		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
-		return -1;
-	struct node *n = sd_graph_node(m, OP_BINARY, L->vals[x].act, nm);
-	n->out = out;
 	n->binop = op;
 	n->bin_kc = kc;
 	n->bin_k_first = k_first;
 	K = &L->vals[kv];
 	if (K->init) {
-		n->w_off = sd_graph_tensor(m, nm, "constant", 1, kc, 0, 0, 0);
+		n->w_off = sd_graph_tensor(m, n->name, "constant", 1, kc, 0, 0, 0);
 		name_tensor(L, K);
 		add_copy(L, 0, n->w_off, K, 0, 0);
 	} else {
@@ -1818,10 +1800,6 @@ static int arith_const(struct lower *L, const Onnx__NodeProto *nd, int x, int kv
 		                  (size_t)kc * sizeof(float));
 	}
 	m->flops += (double)A.c * A.h * A.w;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = X->rank;
 	return 0;
 }
 
@@ -1872,26 +1850,15 @@ static int lower_reciprocal(struct lower *L, const Onnx__NodeProto *nd)
 	if (x < 0)
 		return -1;
 	const struct act A = L->m->acts[L->vals[x].act];
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
+	struct node *n = act_node(L, nd, OP_BINARY, L->vals[x].act, &A, L->vals[x].rank);
+	if (!n)
 		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
-		return -1;
-	struct node *n = sd_graph_node(L->m, OP_BINARY, L->vals[x].act, nm);
-	n->out = out;
 	n->binop = SD_BIN_DIV;
 	n->bin_kc = 1;
 	n->bin_k_first = 1;
 	n->bin_k = sd_malloc(sizeof(float));
 	n->bin_k[0] = 1.0f;
 	L->m->flops += (double)A.c * A.h * A.w;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = L->vals[x].rank;
 	return 0;
 }
 
@@ -1912,21 +1879,10 @@ static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd)
 	if (p == 0.0f)
 		return alias(L, nd, x, L->vals[x].rank);
 	const struct act A = L->m->acts[L->vals[x].act];
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
+	struct node *n = act_node(L, nd, OP_DROPOUT, L->vals[x].act, &A, L->vals[x].rank);
+	if (!n)
 		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
-		return -1;
-	struct node *n = sd_graph_node(L->m, OP_DROPOUT, L->vals[x].act, nm);
-	n->out = out;
 	n->drop_p = p;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = L->vals[x].rank;
 	return 0;
 }
 
@@ -2267,23 +2223,12 @@ static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b)
 		            "takes one stride that divides both sides", S.h, S.w, V->vs_h, V->vs_w);
 	if (aa == src)
 		return fail(L, "adds an activation to a view of itself");
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
+	struct node *n = act_node(L, nd, OP_ADD, aa, &A, 4);
+	if (!n)
 		return -1;
-	char nm[32];
-	engine_name(L, nd, nm, sizeof nm);
-	int out = new_act(L, A.c, A.h, A.w);
-	if (out < 0)
-		return -1;
-	struct node *n = sd_graph_node(m, OP_ADD, aa, nm);
 	n->in2 = src;
 	m->acts[src].consumers++;
-	n->out = out;
 	n->s = L->vals[b].vs_h;
-	Y = &L->vals[L->nvals - 1];
-	Y->kind = V_ACT;
-	Y->act = out;
-	Y->rank = 4;
 	return 0;
 }
 
