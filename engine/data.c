@@ -382,6 +382,23 @@ static int sd_load_cifar_file(struct sd_dataset *ds, const char *path, size_t fi
 	return 0;
 }
 
+/* Where a CIFAR-10 split's files are: the official tarball unpacks into
+ * cifar-10-batches-bin/, so the directory above it is accepted too (dir
+ * itself when it holds first, or has no such subdirectory).  Malloc'd. */
+static char *sd_cifar_base(const char *dir, const char *first)
+{
+	char *sub = sd_path_join(dir, "cifar-10-batches-bin", "");
+	char *probe = sd_path_join(dir, first, "");
+	struct stat st;
+	int in_sub = stat(probe, &st) != 0 && stat(sub, &st) == 0 && S_ISDIR(st.st_mode);
+	free(probe);
+	if (in_sub)
+		return sub;
+	free(sub);
+	char *copy = sd_malloc(strlen(dir) + 1);
+	return strcpy(copy, dir);
+}
+
 static int sd_load_cifar10(struct sd_dataset *ds, const char *dir, enum sd_split split,
                            char **why)
 {
@@ -393,15 +410,7 @@ static int sd_load_cifar10(struct sd_dataset *ds, const char *dir, enum sd_split
 	const char *const *files = split == SD_SPLIT_TRAIN ? train : test;
 	int nfiles = split == SD_SPLIT_TRAIN ? 5 : 1;
 
-	/* The official tarball unpacks into cifar-10-batches-bin/; accept the
-	 * directory above it too so either can be passed. */
-	char *sub = sd_path_join(dir, "cifar-10-batches-bin", "");
-	char *probe = sd_path_join(dir, files[0], "");
-	struct stat st;
-	const char *base = dir;
-	if (stat(probe, &st) != 0 && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-		base = sub;
-	free(probe);
+	char *base = sd_cifar_base(dir, files[0]);
 
 	size_t n = (size_t)nfiles * SD_CIFAR_RECORDS_PER_FILE;
 	ds->images = sd_malloc(n * SD_CIFAR_PIXELS * sizeof(float));
@@ -416,11 +425,11 @@ static int sd_load_cifar10(struct sd_dataset *ds, const char *dir, enum sd_split
 		                            table, why);
 		free(path);
 		if (rc < 0) {
-			free(sub);
+			free(base);
 			return -1;
 		}
 	}
-	free(sub);
+	free(base);
 	ds->n = (int)n;
 	ds->c = 3;
 	ds->h = 32;
@@ -464,14 +473,8 @@ int sd_dataset_check(const char *name, const char *dir, char **why)
 	}
 	static const char *const files[6] = { "data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
 	                                      "data_batch_4.bin", "data_batch_5.bin", "test_batch.bin" };
-	/* As sd_load_cifar10: the tarball's cifar-10-batches-bin/ or dir itself. */
-	char *sub = sd_path_join(dir, "cifar-10-batches-bin", "");
-	char *probe = sd_path_join(dir, files[0], "");
+	char *base = sd_cifar_base(dir, files[0]);
 	struct stat st;
-	const char *base = dir;
-	if (stat(probe, &st) != 0 && stat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-		base = sub;
-	free(probe);
 	int rc = 0;
 	for (int i = 0; i < 6 && rc == 0; i++) {
 		char *path = sd_path_join(base, files[i], "");
@@ -483,7 +486,7 @@ int sd_dataset_check(const char *name, const char *dir, char **why)
 			            (long long)st.st_size, want, SD_CIFAR_RECORD);
 		free(path);
 	}
-	free(sub);
+	free(base);
 	return rc;
 }
 
