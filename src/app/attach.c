@@ -516,6 +516,16 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 	}
 }
 
+/* Whether line is the quit command alone (between blanks). */
+static int is_quit(const char *line)
+{
+	line += strspn(line, " ");
+	if (strncmp(line, "quit", 4) != 0)
+		return 0;
+	line += 4;
+	return line[strspn(line, " ")] == 0;
+}
+
 /* One line of stdin: sent as a command, or refused here with a line on
  * stderr (read-only, control characters) so the run never sees it. */
 static void stdin_line(struct att *a, const char *line, size_t len)
@@ -538,7 +548,10 @@ static void stdin_line(struct att *a, const char *line, size_t len)
 		fprintf(stderr, "spotdeck: attached read-only: '%s' refused\n", line);
 		return;
 	}
-	if (!strncmp(line, "quit", 4))
+	/* The quit command takes no arguments: "quit" (blanks around it
+	 * allowed, as the command table splits words) quits; "quitx" and
+	 * "quit now" are refused by the run and quit nothing. */
+	if (is_quit(line))
 		a->quit_sent = 1;
 	send_command(a, line);
 }
