@@ -415,9 +415,12 @@ expect_error "job data directory missing" "nodata: no such directory.*data_dir i
 # background, with the job's field, and nothing is started.
 mkdir "$T/cwd"
 printf '{"model":"mlp","dataset":"fashion-mnist","data_dir":"fmnist"}' >"$T/cwd/rel.json"
-(cd "$T/cwd" && expect_error "a relative data_dir missing under --detach" \
+# (Not in a subshell: a fail there would end only the subshell.)
+cd "$T/cwd"
+expect_error "a relative data_dir missing under --detach" \
 	"^spotdeck: rel\.json: data_dir: fmnist: no such directory \(install the Debian package dataset-fashion-mnist" \
-	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --detach --job rel.json --run-dir r8)
+	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --detach --job rel.json --run-dir r8
+cd - >/dev/null
 [ ! -e "$T/cwd/r8" ] || fail "a detached start refused for its data left $T/cwd/r8"
 
 # One controller per run directory: --resume while the run is live is refused.
