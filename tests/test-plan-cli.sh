@@ -120,6 +120,9 @@ expect_error "bad objective" "^spotdeck plan: --autopilot: autopilot\.max_server
 	$PLAN --policy autopilot --autopilot '{"deadline": "2h", "max_servers": 0}'
 expect_error "objective without the autopilot" "^spotdeck plan: --autopilot: only with --policy autopilot$" \
 	$PLAN --autopilot '{"deadline": "2h"}'
+expect_error "two different deadlines" \
+	"^spotdeck plan: --deadline \(7200 s\) and --autopilot's deadline \(21600 s\) differ: give it once$" \
+	$PLAN --policy autopilot --deadline 2h --autopilot '{"deadline": "6h"}'
 $PLAN --gpus k80 --sizes 1 --spot --deadline 2h --policy autopilot --json >"$T/ap.json" || fail "--policy autopilot"
 $PLAN --gpus k80 --sizes 1 --spot --deadline 2h --replace same --json >"$T/same.json" || fail "--replace same"
 python3 - "$T/ap.json" "$T/same.json" <<'PY' || fail "policy JSON checks"

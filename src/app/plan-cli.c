@@ -1007,7 +1007,17 @@ static int load_objective(struct plan *p, const struct cli *c, char **why)
 	if (c->autopilot) {
 		if (sd_autopilot_objective_parse_text(&p->autopilot, c->autopilot, p->cat, "--autopilot", why) < 0)
 			return -1;
-		/* The table's P(on time) is the objective's deadline. */
+		/* The table's P(on time) is the objective's deadline: one given
+		 * twice, differently, would leave the reader guessing which the
+		 * autopilot aimed at. */
+		if (p->autopilot.goal == SD_AUTOPILOT_DEADLINE && p->opt.deadline_seconds > 0 &&
+		    p->opt.deadline_seconds != p->autopilot.deadline_seconds)
+			return sd_why(why, "--deadline (%.0f s) and --autopilot's deadline (%.0f s) differ: give it once",
+			              p->opt.deadline_seconds, p->autopilot.deadline_seconds);
+		if (p->autopilot.goal == SD_AUTOPILOT_BUDGET && p->opt.budget_usd > 0 &&
+		    p->opt.budget_usd != p->autopilot.budget_usd)
+			return sd_why(why, "--budget ($%.2f) and --autopilot's budget ($%.2f) differ: give it once",
+			              p->opt.budget_usd, p->autopilot.budget_usd);
 		if (p->autopilot.goal == SD_AUTOPILOT_DEADLINE && !(p->opt.deadline_seconds > 0))
 			p->opt.deadline_seconds = p->autopilot.deadline_seconds;
 		if (p->autopilot.goal == SD_AUTOPILOT_BUDGET && !(p->opt.budget_usd > 0))
