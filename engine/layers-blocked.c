@@ -33,9 +33,6 @@
 #define SD_BN_GROUPS 8
 #define SD_BN_PARTIALS (2 * SD_BN_CHANNELS_MAX)
 
-/* Below this many elements a parallel region costs more than it saves. */
-#define SD_BLK_OMP_MIN 32768
-
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define SD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
@@ -66,7 +63,7 @@ static int sd_block_of(int count, int parts, int i)
 void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, int blk)
 {
 	const int ncb = c / blk;
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float *d = dst + sd_plane(i, cb, ncb, hw, blk);
@@ -80,7 +77,7 @@ void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, in
 void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, int blk)
 {
 	const int ncb = c / blk;
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		const float *s = src + sd_plane(i, cb, ncb, hw, blk);
@@ -370,7 +367,7 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
 	/* Partial sums: task (cb, g) writes its 2 blk doubles. */
-	#pragma omp parallel for schedule(static) if (total >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < tasks; t++) {
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
@@ -400,7 +397,7 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 	float scale_c[SD_BN_CHANNELS_MAX];
 	for (int ch = 0; ch < c; ch++)
 		scale_c[ch] = invstd[ch] * gamma[ch];
-	#pragma omp parallel for schedule(static) if (total >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float mu[16], scale[16], shift[16];
@@ -422,7 +419,7 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 	float scale_c[SD_BN_CHANNELS_MAX];
 	for (int ch = 0; ch < c; ch++)
 		scale_c[ch] = (float)(gamma[ch] / sqrt((double)running_var[ch] + eps));
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float mu[16], scale[16], shift[16];
@@ -444,7 +441,7 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
 	float k1[SD_BN_CHANNELS_MAX], mdy[SD_BN_CHANNELS_MAX], mdyx[SD_BN_CHANNELS_MAX];
-	#pragma omp parallel for schedule(static) if (total >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < tasks; t++) {
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
@@ -471,7 +468,7 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 		mdy[ch] = (float)(s / (double)m);
 		mdyx[ch] = (float)(q / (double)m);
 	}
-	#pragma omp parallel for schedule(static) if (total >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float mu[16], is[16], a[16], b[16], d[16];
@@ -499,7 +496,7 @@ void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, i
                          int wb, int s, int blk)
 {
 	const int pad = (c - cb) / 2;
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * h * w >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * h * w >= SD_LAYERS_OMP_MIN)
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++) {
 			const int bc = ch - pad;
@@ -517,7 +514,7 @@ void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w
 	const int pad = (c - cb) / 2;
 	/* One thread per sample: with s = 1 no two outputs share an input, and
 	 * with s > 1 the sampled positions are distinct too. */
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * h * w >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * h * w >= SD_LAYERS_OMP_MIN)
 	for (int i = 0; i < n; i++)
 		for (int bc = 0; bc < cb; bc++)
 			for (int yy = 0; yy < h; yy++)
@@ -532,7 +529,7 @@ void sd_global_avgpool_forward(float *y, const float *x, int n, int c, int hw, i
 {
 	const int ncb = c / blk;
 	const double inv = 1.0 / hw;
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		const float *xp = x + sd_plane(i, cb, ncb, hw, blk);
@@ -549,7 +546,7 @@ void sd_global_avgpool_backward(float *dx, const float *dy, int n, int c, int hw
 {
 	const int ncb = c / blk;
 	const float inv = (float)(1.0 / hw);
-	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_BLK_OMP_MIN)
+	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
 		float *dp = dx + sd_plane(i, cb, ncb, hw, blk);

@@ -178,7 +178,7 @@ void sd_avgpool_pad_forward(float *y, const float *x, int n, int c, int h, int w
 	const int oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
 	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
 	const int planes = n * c;
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= 32768)
+	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_LAYERS_OMP_MIN)
 	for (int pl = 0; pl < planes; pl++) {
 		const float *xp = x + (size_t)pl * hw;
 		float *yp = y + (size_t)pl * ohw;
@@ -207,7 +207,7 @@ void sd_avgpool_pad_backward(float *dx, const float *dy, int n, int c, int h, in
 	const int oh = (h + 2 * pad - k) / s + 1, ow = (w + 2 * pad - k) / s + 1;
 	const size_t hw = (size_t)h * w, ohw = (size_t)oh * ow;
 	const int planes = n * c;
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= 32768)
+	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_LAYERS_OMP_MIN)
 	for (int pl = 0; pl < planes; pl++) {
 		float *dp = dx + (size_t)pl * hw;
 		const float *gp = dy + (size_t)pl * ohw;
@@ -262,7 +262,7 @@ static inline float binop_dv(enum sd_binop op, float g, float u, float v)
 
 void sd_binary_forward(float *y, const float *a, const float *b, size_t count, enum sd_binop op)
 {
-	#pragma omp parallel for schedule(static) if (count >= 32768)
+	#pragma omp parallel for schedule(static) if (count >= SD_LAYERS_OMP_MIN)
 	for (size_t e = 0; e < count; e++)
 		y[e] = binop(op, a[e], b[e]);
 }
@@ -270,7 +270,7 @@ void sd_binary_forward(float *y, const float *a, const float *b, size_t count, e
 void sd_binary_backward(float *da, float *db, const float *dy, const float *a, const float *b,
                         size_t count, enum sd_binop op)
 {
-	#pragma omp parallel for schedule(static) if (count >= 32768)
+	#pragma omp parallel for schedule(static) if (count >= SD_LAYERS_OMP_MIN)
 	for (size_t e = 0; e < count; e++) {
 		const float g = dy[e];
 		if (da)
@@ -284,7 +284,7 @@ void sd_binary_const_forward(float *y, const float *x, const float *k, int kc, i
                              int hw, enum sd_binop op, int k_first)
 {
 	const int planes = n * c;
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= 32768)
+	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_LAYERS_OMP_MIN)
 	for (int pl = 0; pl < planes; pl++) {
 		const float kv = k[kc == 1 ? 0 : pl % c];
 		const float *xp = x + (size_t)pl * hw;
@@ -321,7 +321,7 @@ void sd_binary_const_backward(float *dx, float *dk, const float *dy, const float
 {
 	const int planes = n * c;
 	if (dx) {
-		#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= 32768)
+		#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_LAYERS_OMP_MIN)
 		for (int pl = 0; pl < planes; pl++) {
 			const float kv = k[kc == 1 ? 0 : pl % c];
 			const float *gp = dy + (size_t)pl * hw, *xp = x + (size_t)pl * hw;
@@ -340,7 +340,7 @@ void sd_binary_const_backward(float *dx, float *dk, const float *dy, const float
 		dk[0] += (float)const_grad(dy, x, k[0], n, c, hw, 0, c, op, k_first);
 		return;
 	}
-	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= 32768)
+	#pragma omp parallel for schedule(static) if ((size_t)planes * hw >= SD_LAYERS_OMP_MIN)
 	for (int ch = 0; ch < c; ch++)
 		dk[ch] += (float)const_grad(dy, x, k[ch], n, c, hw, ch, ch + 1, op, k_first);
 }
@@ -351,7 +351,7 @@ void sd_dropout_forward(float *y, uint8_t *mask, const float *x, int n, size_t p
                         uint64_t seed, uint64_t first_stream)
 {
 	const float scale = 1.0f / (1.0f - p);
-	#pragma omp parallel for schedule(static) if ((size_t)n * per >= 32768)
+	#pragma omp parallel for schedule(static) if ((size_t)n * per >= SD_LAYERS_OMP_MIN)
 	for (int i = 0; i < n; i++) {
 		struct sd_rng r;
 		sd_rng_seed(&r, seed, first_stream + (uint64_t)i);
@@ -367,7 +367,7 @@ void sd_dropout_forward(float *y, uint8_t *mask, const float *x, int n, size_t p
 void sd_dropout_backward(float *dx, const float *dy, const uint8_t *mask, size_t count, float p)
 {
 	const float scale = 1.0f / (1.0f - p);
-	#pragma omp parallel for schedule(static) if (count >= 32768)
+	#pragma omp parallel for schedule(static) if (count >= SD_LAYERS_OMP_MIN)
 	for (size_t e = 0; e < count; e++)
 		dx[e] = mask[e] ? dy[e] * scale : 0.0f;
 }

@@ -61,12 +61,9 @@ static int sd_have_avx512(void)
 }
 #endif
 
-/* Below this many elements a parallel region costs more than it saves. */
-#define SD_OMP_MIN 32768
-
 static int sd_par(size_t work)
 {
-	return work >= SD_OMP_MIN;
+	return work >= SD_LAYERS_OMP_MIN;
 }
 
 /* Most sample groups (and workspace slots) a convolution uses. */

@@ -16,6 +16,11 @@
 #ifndef SD_ENGINE_LAYERS_H
 #define SD_ENGINE_LAYERS_H
 
+/* Elements below which a layer's OpenMP parallel region costs more than it
+ * saves (measured on the CPU kernels of layers.c, layers-blocked.c and
+ * layers-general.c, which all use it). */
+#define SD_LAYERS_OMP_MIN 32768
+
 #include <stddef.h>
 #include <stdint.h>
 
