@@ -6,7 +6,7 @@ dist_pkgdata_DATA += data/gce-2019.json data/gce-2019-02.json data/market-2026.j
 dist_pkgdata_DATA += data/LICENSE-Apache-2.0.txt data/LICENSE-MIT-bamboo.txt
 EXTRA_DIST += data/README.md tools/build-catalog.py tools/build-scaling.py
 # The seeds' measurements the calibration test compares the catalogs with
-# (tests/test-market-calibration.c): copies of ../shared/data/seeds/derived/,
+# (tests/market/test-market-calibration.c): copies of ../shared/data/seeds/derived/,
 # Apache-2.0 like the rest (data/LICENSE-Apache-2.0.txt).  Shipped, not
 # installed.
 EXTRA_DIST += data/cmdare_lifetime_cdf_by_region.csv data/cmdare_revocations_by_hour_of_day.csv

@@ -1,6 +1,6 @@
 /* engine/backend-plugin.h - what a compute backend plugin provides, PRIVATE
  * to the engine (engine/backend.c loads it, engine/train.c drives it) and to
- * the programs that test it (tests/gpu/gpu-check.c, tests/test-backend.c).
+ * the programs that test it (tests/gpu/gpu-check.c, tests/engine/test-backend.c).
  *
  * The CUDA backend is a shared object, spotdeck-cuda.so (engine/cuda/), that
  * the engine dlopen()s at run time only after it has found an NVIDIA driver

@@ -74,7 +74,7 @@ const char *sd_backend_plugin_path(void);
 
 /* Tests only: makes sd_backend_plugin() return ops (and the driver and
  * device checks pass as if one device were visible) until called with NULL.
- * tests/test-backend.c uses it to run the trainer's device paths over a
+ * tests/engine/test-backend.c uses it to run the trainer's device paths over a
  * host-memory stand-in. */
 void sd_backend_set_test_ops(const struct sd_backend_ops *ops);
 

@@ -20,7 +20,7 @@
  * each dataset's training set, one pair per channel.
  *   Fashion-MNIST 0.2860 / 0.3530: computed over the 60000 training images of
  *     Zalando's release (github.com/zalandoresearch/fashion-mnist);
- *     tests/test-data.c re-checks them against the installed files.
+ *     tests/engine/test-data.c re-checks them against the installed files.
  *   MNIST 0.1307 / 0.3081: the training-set values used by PyTorch's
  *     reference example (github.com/pytorch/examples, mnist/main.py).
  *   CIFAR-10 (0.4914, 0.4822, 0.4465) / (0.2470, 0.2435, 0.2616): per-channel

@@ -357,7 +357,7 @@ void sd_theme_builtin(struct sd_theme *t, int mono)
 		const char *spec = mono ? builtin_mono[i] : builtin_color[i];
 		char err[160];
 		int rc = parse_value(&t->st[i], spec, strlen(spec), err, sizeof err);
-		/* The built-in specs are constants checked by tests/test-ui-theme. */
+		/* The built-in specs are constants checked by tests/ui/test-ui-theme. */
 		if (rc != 0)
 			t->st[i] = (struct sd_theme_style){ SD_COLOR_DEFAULT, SD_COLOR_DEFAULT, 0, 0 };
 		t->st[i].line = 0;

@@ -82,7 +82,7 @@ static void demo_job(struct sd_job *j)
 	j->boot_scale = 0.1;
 	j->notice_scale = 0.2;
 	/* Seed 5: with these knobs the market revokes a first K80 after 28 s
-	 * and two more within two minutes (tests/test-ui-cockpit.sh relies on it). */
+	 * and two more within two minutes (tests/app/test-ui-cockpit.sh relies on it). */
 	j->market_seed = 5;
 	static const char *const cluster[] = { "gce/us-east1-c/k80/spot", "gce/us-central1-c/k80/spot",
 	                                       "gce/us-west1-b/k80/spot", "gce/europe-west1-b/k80/spot" };

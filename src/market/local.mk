@@ -17,12 +17,12 @@ SD_MARKET_LIBS = src/market/libsdmarket.a $(CJSON_LIBS)
 # A program that reads traces only links the same library.
 SD_TRACE_LIBS = $(SD_MARKET_LIBS)
 
-check_PROGRAMS += tests/test-trace tests/fuzz/fuzz-trace
-TESTS += tests/test-trace tests/fuzz/fuzz-trace
+check_PROGRAMS += tests/market/test-trace tests/fuzz/fuzz-trace
+TESTS += tests/market/test-trace tests/fuzz/fuzz-trace
 
-tests_test_trace_SOURCES = tests/test-trace.c
-tests_test_trace_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_test_trace_LDADD = $(SD_TRACE_LIBS) $(SD_ENGINE_LIBS)
+tests_market_test_trace_SOURCES = tests/market/test-trace.c
+tests_market_test_trace_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_market_test_trace_LDADD = $(SD_TRACE_LIBS) $(SD_ENGINE_LIBS)
 
 # A plain program replaying deterministic mutations under `make check`; see
 # the file for the libFuzzer build.

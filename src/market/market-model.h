@@ -30,7 +30,7 @@
  * move towards the clock hours with high w.  Within the chosen hour the
  * density is again proportional to w of the clock hour.  The weights in the
  * shipped catalog were fitted by tools/build-catalog.py so that the
- * resulting clock-hour histogram matches (b); tests/test-market-calibration
+ * resulting clock-hour histogram matches (b); tests/market/test-market-calibration
  * checks both.
  *
  * The lifetime model for SD_REVOCATION_MARKOV offers

@@ -11,7 +11,7 @@
  * (src/controller/journal.c) and the control socket (src/app/control.c).
  * A reader of that text (the control socket's client, tests) gets the enum
  * back with sd_event_from_json, which uses sd_event_lookup.
- * tests/test-events checks that the names are distinct, that spotdeck(1)
+ * tests/proto/test-events checks that the names are distinct, that spotdeck(1)
  * documents every one, and that sd_event_from_json reads them back. */
 #ifndef SD_PROTO_EVENTS_H
 #define SD_PROTO_EVENTS_H

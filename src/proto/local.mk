@@ -8,23 +8,23 @@ src_proto_libsdproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLA
 # What a program using the protocol or the job file links (with $(SD_ENGINE_LIBS)).
 SD_PROTO_LIBS = src/proto/libsdproto.a $(CJSON_LIBS)
 
-check_PROGRAMS += tests/test-protocol tests/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
-TESTS += tests/test-protocol tests/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
+check_PROGRAMS += tests/proto/test-protocol tests/proto/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
+TESTS += tests/proto/test-protocol tests/proto/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
 
-tests_test_protocol_SOURCES = tests/test-protocol.c
-tests_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+tests_proto_test_protocol_SOURCES = tests/proto/test-protocol.c
+tests_proto_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_proto_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
 # The command input's way past an over-long line.
-check_PROGRAMS += tests/test-line-skip
-TESTS += tests/test-line-skip
-tests_test_line_skip_SOURCES = tests/test-line-skip.c tests/check.h
-tests_test_line_skip_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_test_line_skip_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+check_PROGRAMS += tests/proto/test-line-skip
+TESTS += tests/proto/test-line-skip
+tests_proto_test_line_skip_SOURCES = tests/proto/test-line-skip.c tests/check.h
+tests_proto_test_line_skip_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_proto_test_line_skip_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
-tests_test_job_SOURCES = tests/test-job.c
-tests_test_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
-tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+tests_proto_test_job_SOURCES = tests/proto/test-job.c
+tests_proto_test_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
+tests_proto_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
 # The fuzzers run as tests over built-in corpora with deterministic
 # mutations.  For coverage-guided runs build them with clang, e.g.
@@ -39,8 +39,8 @@ tests_fuzz_fuzz_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 tests_fuzz_fuzz_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
 # The journal's event types: named, distinct, documented in spotdeck(1).
-check_PROGRAMS += tests/test-events
-TESTS += tests/test-events
-tests_test_events_SOURCES = tests/test-events.c tests/check.h
-tests_test_events_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_test_events_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+check_PROGRAMS += tests/proto/test-events
+TESTS += tests/proto/test-events
+tests_proto_test_events_SOURCES = tests/proto/test-events.c tests/check.h
+tests_proto_test_events_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_proto_test_events_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

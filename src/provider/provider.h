@@ -38,7 +38,7 @@
  *
  * Adding a provider: one file with a `const struct sd_provider_ops`, and
  * one line in registry.c (or sd_provider_register() before the run starts,
- * as tests/provider-script.c does from the test suite alone).  A cloud of
+ * as tests/provider/provider-script.c does from the test suite alone).  A cloud of
  * Spot VMs reached over ssh is less: its API calls behind a struct
  * sd_cloud_ops, the lifecycle being cloud-vm.h's (gce.c and aws.c are
  * two such). */

@@ -83,7 +83,7 @@ int sd_notice_watch_ack(struct sd_notice_watch *w, char **why);
 /* Stops the threads (an in-flight long-poll is aborted) and frees w; NULL ok. */
 void sd_notice_watch_stop(struct sd_notice_watch *w);
 
-/* Parsers, split out for tests/test-notice-watch.c.  Each returns 1 when the
+/* Parsers, split out for tests/worker/test-notice-watch.c.  Each returns 1 when the
  * document says "notice", 0 when it does not, -1 with *why when it is not
  * what the cloud documents. */
 /* AWS spot/instance-action body: {"action": str, "time": str}; fills

@@ -2,7 +2,7 @@
  * costs (engine/data.c: gunzip, IDX checks, normalisation to float32),
  * against a peer measured in the same run: zlib's gzread of the same two
  * files into memory, the decompression any loader pays.  Median of 5 loads
- * each.  Target: loading <= 3x the peer (the figure tests/test-data used to
+ * each.  Target: loading <= 3x the peer (the figure tests/engine/test-data used to
  * bound at 10 s on any machine).
  *
  * Usage: bench-data [DIR]   (default /usr/share/datasets/fashion-mnist)

@@ -14,7 +14,7 @@ time.
 With --export PATH it instead writes this network to PATH as ONNX
 (torch.onnx.export, opset 13, TrainingMode.TRAINING, the batch a dynamic
 axis), the file tests/bench/onnx-vs-builtin trains in the engine; the
-shortcut exports as Slice (steps s) and Pad.  tests/onnx_torch_ref.py
+shortcut exports as Slice (steps s) and Pad.  tests/engine/onnx_torch_ref.py
 imports Block and ResNet from here, so the tests and the bench use the same
 network."""
 import argparse, json, time

@@ -1,4 +1,4 @@
-"""What the aws provider's end-to-end tests share (tests/test-aws-*.sh,
+"""What the aws provider's end-to-end tests share (tests/provider/aws/test-aws-*.sh,
 after tests/fake-cloud/ec2-vms.sh): the fake's control endpoints and the
 job's provider object for it.  Imported with tests/ and tests/fake-cloud/
 on sys.path."""

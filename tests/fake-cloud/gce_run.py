@@ -1,4 +1,4 @@
-"""What the gce provider's end-to-end tests share (tests/test-gce-*.sh,
+"""What the gce provider's end-to-end tests share (tests/provider/gce/test-gce-*.sh,
 after tests/fake-cloud/gce-vms.sh): the fake's control endpoints and the
 job's provider object for it.  Imported with tests/ and tests/fake-cloud/
 on sys.path."""

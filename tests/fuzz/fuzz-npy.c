@@ -27,7 +27,7 @@
 
 #include "engine/npy.h"
 #include "tests/check.h"
-#include "tests/npy-write.h"
+#include "tests/engine/npy-write.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
 {
 	if (argc > 1)
 		return fuzz_run_files("fuzz-npy", argc, argv);
-	/* The corpus, built as numpy.save writes files (tests/npy-write.h). */
+	/* The corpus, built as numpy.save writes files (tests/engine/npy-write.h). */
 	static const struct {
 		int version;
 		const char *descr, *shape;

@@ -17,7 +17,7 @@
  * (20 s of it, 51,000 runs from a PyTorch export, found nothing.)
  * Without it (as `make check` builds it) main() runs the files named on the
  * command line (with --mutate N first: N mutations of each), or, with
- * none, the tiny model of tests/onnx-gen.h and each of its broken forms
+ * none, the tiny model of tests/engine/onnx-gen.h and each of its broken forms
  * with deterministic mutations (bit flips, bytes, truncations, inserted
  * protobuf fragments, duplicated and deleted chunks). */
 #include "config.h"
@@ -31,7 +31,7 @@
 #include "engine/model.h"
 #include "engine/onnx.h"
 #include "tests/check.h"
-#include "tests/onnx-gen.h"
+#include "tests/engine/onnx-gen.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

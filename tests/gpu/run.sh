@@ -21,7 +21,7 @@
 # together stay under 10 minutes.
 #
 # Environment: SD_GPU_RUN_FAKE=DIR runs the same script without a GPU against
-# a stand-in driver and plugin from DIR (tests/test-gpu-run.sh, make check);
+# a stand-in driver and plugin from DIR (tests/engine/test-gpu-run.sh, make check);
 # SD_GPU_QUICK=1 makes the runs short (same checks, fewer steps);
 # SD_PYTHON picks the Python (default python3, the one with torch on the GPU
 # host).

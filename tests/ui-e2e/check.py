@@ -1,4 +1,4 @@
-"""tests/ui-e2e/check.py - what tests/test-ui-cockpit.sh asks of the journal
+"""tests/ui-e2e/check.py - what tests/app/test-ui-cockpit.sh asks of the journal
 of a real spotdeck run and of a captured screen.
 
   check.py pane SCREEN TITLE       print the inside of the box whose top edge

@@ -4,7 +4,7 @@
  *
  * Source: AWS, "Create a signed AWS API request" (Signature Version 4), as
  * summed up in shared/reference/cloud-apis.md section 2.1, and checked
- * against botocore's SigV4Auth (tests/test-sigv4-botocore.sh).  In short:
+ * against botocore's SigV4Auth (tests/provider/http/test-sigv4-botocore.sh).  In short:
  *
  *   CanonicalRequest = METHOD \n CanonicalURI \n CanonicalQuery \n
  *                      CanonicalHeaders \n SignedHeaders \n hex(SHA256(body))

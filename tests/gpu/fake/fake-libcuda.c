@@ -1,6 +1,6 @@
 /* tests/gpu/fake/fake-libcuda.c - a stand-in for NVIDIA's driver library
  * (libcuda.so.1) with the five functions engine/backend.c asks of it, so
- * tests/test-gpu-run.sh can run tests/gpu/run.sh on a host without a GPU.
+ * tests/engine/test-gpu-run.sh can run tests/gpu/run.sh on a host without a GPU.
  * It shows SD_FAKE_GPUS devices (default 1) named "NVIDIA FK100 (fake N)".  Nothing but
  * that test puts it on the library path. */
 #include <stdio.h>

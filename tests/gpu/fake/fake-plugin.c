@@ -3,7 +3,7 @@
  * a second host copy of the model run by engine/layers.c, the single-layer
  * entry points call the CPU layers with the plugin's conventions (parameter
  * gradients overwritten, dx += on request).  With tests/gpu/fake's libcuda,
- * it lets tests/test-gpu-run.sh drive tests/gpu/run.sh, gpu-check and the
+ * it lets tests/engine/test-gpu-run.sh drive tests/gpu/run.sh, gpu-check and the
  * elastic workers' device paths end to end on a host without a GPU.  It
  * computes exactly what the CPU does, so every comparison it takes part in
  * passes with zero error: it checks the scripts and the plumbing, never a GPU. */

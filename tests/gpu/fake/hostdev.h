@@ -1,6 +1,6 @@
 /* tests/gpu/fake/hostdev.h - a "device" model that lives in host memory: the
  * executor half of engine/backend.h's model ops, run by the CPU layers, for
- * the two stand-ins that need one (tests/test-backend.c's in-process
+ * the two stand-ins that need one (tests/engine/test-backend.c's in-process
  * backend and tests/gpu/fake/fake-plugin.c, the plugin run.sh's self-test
  * loads).  Each includes this once; the functions are static so that each
  * stand-in keeps its own, and unused ones cost nothing.

@@ -1,0 +1,35 @@
+# tests/controller/local.mk: the controller (src/controller/): elastic generations, faults, resume, journal, the live autopilot.
+# The example ResNet-18 through a killed worker and a killed controller.
+TESTS += tests/controller/test-elastic-onnx-resnet.sh
+EXTRA_DIST += tests/controller/test-elastic-onnx-resnet.sh
+TESTS += tests/controller/test-elastic-accuracy.sh tests/controller/test-elastic-fault.sh \
+	tests/controller/test-elastic-pin.sh tests/controller/test-elastic-min-workers.sh
+EXTRA_DIST += tests/controller/test-elastic-accuracy.sh tests/controller/test-elastic-fault.sh \
+	tests/controller/soak-kill.sh tests/controller/test-elastic-pin.sh \
+	tests/controller/test-elastic-min-workers.sh
+
+TESTS += tests/controller/test-elastic-onnx.sh tests/controller/test-elastic-ops.sh \
+	tests/controller/test-elastic-resume.sh tests/controller/test-elastic-resume-stream.sh \
+	tests/controller/test-elastic-protocol.sh tests/controller/test-controller-listen.sh
+EXTRA_DIST += tests/controller/test-elastic-onnx.sh tests/controller/test-elastic-ops.sh \
+	tests/controller/test-elastic-resume.sh tests/controller/test-elastic-resume-stream.sh \
+	tests/controller/test-elastic-protocol.sh tests/controller/test-controller-listen.sh
+# A swap whose replacement ends before it trains frees its slot.
+TESTS += tests/controller/test-swap-pending.sh
+EXTRA_DIST += tests/controller/test-swap-pending.sh
+TESTS += tests/controller/test-autopilot-live.sh
+EXTRA_DIST += tests/controller/test-autopilot-live.sh
+# A journal that cannot be written (full disk) is said once; the run goes on.
+TESTS += tests/controller/test-journal-full.sh
+EXTRA_DIST += tests/controller/test-journal-full.sh
+# A silent worker, a bad joiner, the journal's steps.
+TESTS += tests/controller/test-elastic-silent.sh tests/controller/test-elastic-bad-joiner.sh \
+	tests/controller/test-elastic-journal.sh tests/controller/test-elastic-adopted-step.sh \
+	tests/controller/test-elastic-buckets.sh
+EXTRA_DIST += tests/controller/test-elastic-silent.sh tests/controller/test-elastic-bad-joiner.sh \
+	tests/controller/test-elastic-journal.sh tests/controller/test-elastic-adopted-step.sh \
+	tests/controller/test-elastic-buckets.sh
+# Each generation's slices tile the global batch and every sample of an
+# epoch is trained once across re-forms (the workers' SD_TEST_SAMPLE_LOG).
+TESTS += tests/controller/test-elastic-samples.sh
+EXTRA_DIST += tests/controller/test-elastic-samples.sh

@@ -1,9 +1,0 @@
-#!/bin/sh
-# tests/test-gce-vm.sh: a Spot VM's life on Compute Engine
-# (src/provider/gce/gce-vm.c) against tests/fake-cloud/gce.py; the checks are
-# tests/test-gce-vm's.
-. "$(dirname "$0")/lib.sh"
-tmpdir
-GCE_FAKE_ARGS="--boot-s 0.3 --op-s 0.2"
-. "$top_srcdir/tests/fake-cloud/gce-env.sh"
-"$top_builddir/tests/test-gce-vm" "$BASE" "$KEY"

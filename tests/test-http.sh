@@ -1,8 +1,0 @@
-#!/bin/sh
-# tests/test-http.sh: the controller's HTTP client (src/provider/http/http.h)
-# against tests/fake-cloud/faults.py, a local server that answers late,
-# wrongly or not at all on request; tests/test-http does the checking.
-. "$(dirname "$0")/lib.sh"
-tmpdir
-fake_start faults.py python3 "$top_srcdir/tests/fake-cloud/faults.py"
-"$top_builddir/tests/test-http" "http://127.0.0.1:$FAKE_PORT"

@@ -1,0 +1,16 @@
+# tests/worker/local.mk: the worker program (src/worker/): standalone training runs, bad input, notices, the model transfer.
+TESTS += tests/worker/test-onnx-worker.sh tests/worker/test-worker-model-xfer.sh
+EXTRA_DIST += tests/worker/test-onnx-worker.sh tests/worker/test-worker-model-xfer.sh
+
+TESTS += tests/worker/test-train-accuracy.sh tests/worker/test-train-determinism.sh \
+	tests/worker/test-worker-bad-input.sh tests/worker/test-train-npy.sh
+EXTRA_DIST += tests/worker/test-train-accuracy.sh tests/worker/test-train-determinism.sh \
+	tests/worker/test-worker-bad-input.sh tests/worker/test-train-npy.sh
+
+# The worker's cloud preemption-notice watcher against a fake of
+# the three metadata services.
+TESTS += tests/worker/test-worker-notice.sh
+EXTRA_DIST += tests/worker/test-worker-notice.sh
+# A worker that re-executes itself for OpenBLAS's kernel keeps its name.
+TESTS += tests/worker/test-worker-exec-name.sh
+EXTRA_DIST += tests/worker/test-worker-exec-name.sh
