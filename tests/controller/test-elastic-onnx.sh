@@ -18,7 +18,7 @@ exec python3 - <<'PY'
 import sys, os, hashlib, subprocess, tempfile
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
-GEN = os.path.join(BUILD, "tests", "onnx-gen")
+GEN = os.path.join(BUILD, "tests", "engine", "onnx-gen")
 d = tempfile.mkdtemp(prefix="spotdeck-onnx.")
 import elastic
 elastic._tmpdirs.append(d)   # removed at exit, as the runs' own

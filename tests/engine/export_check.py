@@ -43,7 +43,7 @@ except ImportError as e:
           file=sys.stderr)
     sys.exit(77)
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import elastic  # noqa: E402
 from elastic import fail, ok  # noqa: E402
 
@@ -251,7 +251,7 @@ def reload_trains(path, x, y, tmp):
     shortcut add, so the node list is the built-in resnet20's (same as
     resnet20: ...), and it trains: 5 SGD steps on test images give finite
     losses."""
-    train = os.path.join(os.environ.get("top_builddir", "."), "tests", "onnx-train")
+    train = os.path.join(os.environ.get("top_builddir", "."), "tests", "engine", "onnx-train")
     p = subprocess.run([train, path, "-", "resnet20", "0", "0", "0"], capture_output=True,
                        text=True)
     if p.returncode != 0 or "same as resnet20" not in p.stdout:

@@ -77,7 +77,7 @@ except ImportError as e:  # the caller turns this into a SKIP
     print(f"SKIP: /usr/bin/python3 cannot import {e.name} (Debian: python3-torch, python3-onnx)",
           file=sys.stderr)
     sys.exit(77)
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
 import torch_resnet  # noqa: E402  (the bench's network: Block, ResNet)
 
 STEPS, BATCH, C, H, W, CLASSES = 30, 8, 3, 8, 8, 10
