@@ -1,6 +1,6 @@
 #!/bin/sh
-# tests/app/test-control-socket.sh - a background run's control socket (issue
-# 11) from scripts: `spotdeck --detach` starts a run and returns; the run
+# tests/app/test-control-socket.sh - a background run's control socket
+# from scripts: `spotdeck --detach` starts a run and returns; the run
 # directory is 0700 and control.sock 0600; `spotdeck ls` lists it; lines
 # that are too long, not JSON or of an unknown type get an error and a
 # hang-up while the run trains on; a client of another uid is refused (as

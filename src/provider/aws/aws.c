@@ -12,8 +12,7 @@
  * quotes one; a server acquired before the answer takes the price when it
  * boots (fleet.c).
  *
- * How the worker reaches an instance (issue 13 asked for the choice to be
- * made and documented): the AMI has spotdeck-worker installed
+ * How the worker reaches an instance: the AMI has spotdeck-worker installed
  * (provider.worker, default "spotdeck-worker" on the remote PATH) and
  * cloud-init, as the Deep Learning AMIs and Ubuntu's do; the launch's
  * UserData is a cloud-config whose ssh_authorized_keys holds the public

@@ -16,8 +16,7 @@
  * price the catalog does not give stays unknown (the fleet bills nothing
  * it cannot price).
  *
- * How the worker reaches a VM (issue 13 asked for the choice to be made
- * and documented): the VM's image has spotdeck-worker installed
+ * How the worker reaches a VM: the VM's image has spotdeck-worker installed
  * (provider.worker, default "spotdeck-worker" on the remote PATH), and the
  * controller reaches the VM over ssh with the person's own key pair
  * (provider.identity, default ~/.ssh/google_compute_engine, the key
