@@ -17,4 +17,4 @@ ui_libsdui_a_SOURCES = \
 	ui/theme.c ui/theme.h
 
 # What a program that opens the cockpit links.
-SD_UI_LIBS = ui/libsdui.a $(NCURSES_LIBS) $(UV_LIBS) -lm
+SD_UI_LIBS = ui/libsdui.a $(NCURSES_LIBS) $(UV_LIBS) $(SD_BASE_LIBS) -lm

@@ -1,7 +1,7 @@
 /* src/app/control.h - the background run's control socket: cockpits and
  * scripts attach to a run through RUNDIR/control.sock (a Unix domain stream
  * socket, mode 0600 in a 0700 run directory; a peer of another uid is
- * refused by SO_PEERCRED).  The messages are src/app/control-proto.h's.
+ * refused by SO_PEERCRED).  The messages are src/run/control-proto.h's.
  *
  * The server runs on the run's libuv loop and never blocks it: every
  * client has its own write queue, and a client whose queue grows past

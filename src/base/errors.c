@@ -1,5 +1,5 @@
-/* engine/errors.c - see errors.h. */
-#include "engine/errors.h"
+/* src/base/errors.c - see errors.h. */
+#include "src/base/errors.h"
 
 #include <errno.h>
 #include <stdarg.h>

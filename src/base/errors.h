@@ -1,8 +1,8 @@
-/* engine/errors.h - one-line error messages handed back to callers.
+/* src/base/errors.h - one-line error messages handed back to callers.
  * Functions that can fail take a `char **why`; on failure they store a
  * malloc'd message there (caller frees) and return a negative value. */
-#ifndef SD_ENGINE_ERRORS_H
-#define SD_ENGINE_ERRORS_H
+#ifndef SD_BASE_ERRORS_H
+#define SD_BASE_ERRORS_H
 
 #include <stddef.h>
 

@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "engine/checkpoint.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/onnx.h"
 #include "engine/train.h"
 #include "src/market/autopilot.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/market/market-model.h"
 
 /* ---- arena ------------------------------------------------------------ */

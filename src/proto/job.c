@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"

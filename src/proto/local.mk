@@ -29,7 +29,7 @@ tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 # The fuzzers run as tests over built-in corpora with deterministic
 # mutations.  For coverage-guided runs build them with clang, e.g.
 #   clang -DSD_LIBFUZZER -fsanitize=fuzzer,address,undefined -I. -I/usr/include/cjson \
-#     tests/fuzz/fuzz-protocol.c src/proto/protocol.c engine/errors.c -lcjson -lm
+#     tests/fuzz/fuzz-protocol.c src/proto/protocol.c src/base/errors.c -lcjson -lm
 tests_fuzz_fuzz_protocol_SOURCES = tests/fuzz/fuzz-protocol.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/train.h"
 
 /* ---- line framer ---- */

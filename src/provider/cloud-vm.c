@@ -11,7 +11,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/provider.h"
 #include "src/provider/http/secret-file.h"

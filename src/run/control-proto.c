@@ -1,15 +1,15 @@
-/* src/app/control-proto.c - the control socket's messages (see
+/* src/run/control-proto.c - the control socket's messages (see
  * control-proto.h): one table of the fields each type must carry, checked
  * before anything reads them. */
 #include "config.h"
 
-#include "src/app/control-proto.h"
+#include "src/run/control-proto.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 enum field_kind { K_INT, K_NUM, K_STR, K_BOOL, K_OBJ };
 

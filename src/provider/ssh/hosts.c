@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #define SD_HOSTS_DEFAULT_PORT 22
 #define SD_HOSTS_DEFAULT_WORKER "spotdeck-worker"

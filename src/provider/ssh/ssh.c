@@ -61,7 +61,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/ssh/hosts.h"
 #include "src/provider/provider.h"
