@@ -6,7 +6,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "src/base/errors.h"
+#include "src/base/json.h"
 #include "engine/train.h"
 
 /* ---- line framer ---- */
@@ -225,68 +225,51 @@ int sd_msg_type_parse(const char *name, enum sd_msg_type *t)
 	return -1;
 }
 
-/* Whether item is a number with an integral value inside int64_t. */
-static int sd_json_is_int64(const cJSON *item)
-{
-	if (!cJSON_IsNumber(item))
-		return 0;
-	double d = item->valuedouble;
-	/* -2^63 is exact as a double; 2^63 is the first value out of range. */
-	return d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
-}
-
-/* Copies s into out (size outsz) for an error message: at most 40 bytes,
- * anything but printable ASCII as '?', "..." when cut. */
-static void sd_quote_for_message(char *out, size_t outsz, const char *s)
-{
-	size_t n = 0, i = 0;
-	for (; s[i] && n + 4 < outsz && i < 40; i++)
-		out[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	if (s[i] && n + 4 <= outsz) {
-		memcpy(out + n, "...", 3);
-		n += 3;
-	}
-	out[n] = '\0';
-}
+/* Integers of the protocol fit int64_t: -2^63 is exact as a double, 2^63
+ * is the first value out of range. */
+static const struct sd_json_rule sd_int64_rule = {
+	SD_JSON_INT, SD_JSON_BOUNDED | SD_JSON_OPEN_HI, -9223372036854775808.0, 9223372036854775808.0
+};
 
 /* Checks one field of a message of type name; 0 or -1 with *why. */
 static int sd_msg_check_field(const cJSON *obj, const char *type, const struct sd_field *f,
                               char **why)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, f->name);
-	if (!v)
+	static const enum sd_json_kind kinds[] = {
+		[F_INT] = SD_JSON_INT, [F_NUM] = SD_JSON_NUM, [F_STR] = SD_JSON_STR,
+		[F_OBJ] = SD_JSON_OBJ, [F_ARR] = SD_JSON_ARR,
+	};
+	static const char *const expected[] = {
+		[F_INT] = "an integer", [F_NUM] = "a number", [F_STR] = "a string",
+		[F_OBJ] = "an object", [F_ARR] = "an array",
+	};
+	struct sd_json_rule r = sd_int64_rule;
+	r.kind = kinds[f->kind];
+	if (r.kind != SD_JSON_INT)
+		r.flags = 0;
+	else if (f->flags & F_NONNEG)
+		r.lo = 0;
+	double d = 0;
+	switch (sd_json_field(obj, f->name, &r, NULL, &d)) {
+	case SD_JSON_OK:
+		return 0;
+	case SD_JSON_MISSING:
 		return sd_why(why, "%s: missing field '%s'", type, f->name);
-	switch (f->kind) {
-	case F_INT:
-		if (!cJSON_IsNumber(v))
-			return sd_why(why, "%s: field '%s' must be an integer", type, f->name);
-		if (!sd_json_is_int64(v))
-			return sd_why(why, "%s: field '%s' must be an integer, got %.17g",
-			              type, f->name, v->valuedouble);
-		if ((f->flags & F_NONNEG) && v->valuedouble < 0)
+	case SD_JSON_WRONG_TYPE:
+		return sd_why(why, "%s: field '%s' must be %s", type, f->name, expected[f->kind]);
+	case SD_JSON_NOT_FINITE:
+		return sd_why(why, "%s: field '%s' must be a finite number", type, f->name);
+	case SD_JSON_OUT_OF_RANGE:
+		/* Only a negative value inside int64_t is "negative"; anything
+		 * beyond int64_t is no integer of ours at all. */
+		if (d < 0 && d >= sd_int64_rule.lo)
 			return sd_why(why, "%s: field '%s' must not be negative, got %lld",
-			              type, f->name, (long long)v->valuedouble);
-		return 0;
-	case F_NUM:
-		if (!cJSON_IsNumber(v))
-			return sd_why(why, "%s: field '%s' must be a number", type, f->name);
-		if (!isfinite(v->valuedouble))
-			return sd_why(why, "%s: field '%s' must be a finite number", type, f->name);
-		return 0;
-	case F_STR:
-		if (!cJSON_IsString(v) || !v->valuestring)
-			return sd_why(why, "%s: field '%s' must be a string", type, f->name);
-		return 0;
-	case F_OBJ:
-		if (!cJSON_IsObject(v))
-			return sd_why(why, "%s: field '%s' must be an object", type, f->name);
-		return 0;
-	case F_ARR:
-		if (!cJSON_IsArray(v))
-			return sd_why(why, "%s: field '%s' must be an array", type, f->name);
-		return 0;
+			              type, f->name, (long long)d);
+		break;
+	case SD_JSON_NOT_INTEGRAL:
+		break;
 	}
-	return sd_why(why, "%s: field '%s' has an unknown kind", type, f->name);
+	return sd_why(why, "%s: field '%s' must be an integer, got %.17g", type, f->name, d);
 }
 
 /* Whether s is a SHA-256 in hex: 64 hex digits. */
@@ -385,7 +368,7 @@ int sd_msg_decode(const char *line, size_t len, enum sd_msg_type *type, cJSON **
 	enum sd_msg_type t;
 	if (sd_msg_type_parse(ty->valuestring, &t) < 0) {
 		char shown[48];
-		sd_quote_for_message(shown, sizeof shown, ty->valuestring);
+		sd_text_show(ty->valuestring, shown, sizeof shown);
 		cJSON_Delete(root);
 		return sd_why(why, "unknown message type '%s'", shown);
 	}
@@ -435,7 +418,7 @@ cJSON *sd_msg_new(enum sd_msg_type t)
 long long sd_msg_int(const cJSON *obj, const char *field, long long dflt)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
-	if (!sd_json_is_int64(v))
+	if (sd_json_check(v, &sd_int64_rule, NULL) != SD_JSON_OK)
 		return dflt;
 	return (long long)v->valuedouble;
 }
