@@ -1,5 +1,6 @@
 # ui/: the ncurses cockpit (panes, dialogs, charts, themes, key table) as a
-# library the spotdeck program links; it reads ui/view.h and nothing of src/.
+# library the spotdeck program links; it reads ui/view.h and, of src/, only
+# src/base/ (one-line errors).
 noinst_LIBRARIES += ui/libsdui.a
 ui_libsdui_a_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(UV_CFLAGS)
 ui_libsdui_a_SOURCES = \
