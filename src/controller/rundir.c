@@ -7,6 +7,8 @@
 #include "src/controller/internal.h"
 
 #include "engine/onnx.h"
+#include "src/base/token.h"
+#include "src/base/file.h"
 
 /* Wall-clock time, Unix seconds: only for the journal's "time" and for
  * the down time of a resumed run, never to measure a duration here. */
@@ -33,34 +35,6 @@ double ctl_mono_s(void)
 double ctl_run_time_s(const struct sd_controller *c)
 {
 	return (c->wall0 - c->t0) + (ctl_mono_s() - c->mono0);
-}
-
-int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why)
-{
-	char tmp[SD_PATH_MAX + 96];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return sd_why(why, "%s: %s", tmp, strerror(errno));
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, (const char *)data + off, len - off);
-		if (n <= 0) {
-			close(fd);
-			unlink(tmp);
-			return sd_why(why, "%s: write: %s", tmp, strerror(errno));
-		}
-		off += (size_t)n;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		unlink(tmp);
-		return sd_why(why, "%s: fsync: %s", tmp, strerror(errno));
-	}
-	if (rename(tmp, path) < 0) {
-		unlink(tmp);
-		return sd_why(why, "%s: rename: %s", path, strerror(errno));
-	}
-	return 0;
 }
 
 static int mkdir_p(const char *path, char **why)
@@ -211,7 +185,7 @@ static int write_json_atomic(const char *path, cJSON *j, char **why)
 	cJSON_Delete(j);
 	if (!text)
 		sd_oom();
-	int rc = ctl_write_file_atomic(path, text, strlen(text), why);
+	int rc = sd_write_file_atomic(path, text, strlen(text), why);
 	free(text);
 	return rc;
 }
@@ -290,7 +264,7 @@ static int keep_model_file(struct sd_controller *c, const struct sd_controller_o
 		free(unread);
 		return 0;
 	}
-	int rc = ctl_write_file_atomic(path, bytes, len, why);
+	int rc = sd_write_file_atomic(path, bytes, len, why);
 	free(bytes);
 	return rc;
 }

@@ -13,7 +13,7 @@ src_market_libsdmarket_a_SOURCES = \
 	src/market/planner.c src/market/planner.h \
 	src/market/trace.c src/market/trace.h \
 	src/market/autopilot.c src/market/autopilot.h
-SD_MARKET_LIBS = src/market/libsdmarket.a $(CJSON_LIBS)
+SD_MARKET_LIBS = src/market/libsdmarket.a $(SD_BASE_LIBS)
 # A program that reads traces only links the same library.
 SD_TRACE_LIBS = $(SD_MARKET_LIBS)
 

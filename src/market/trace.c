@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "src/base/errors.h"
+#include "src/base/file.h"
 #include "src/base/json.h"
 
 struct ctx {

@@ -6,7 +6,7 @@ src_proto_libsdproto_a_SOURCES = src/proto/protocol.c src/proto/protocol.h src/p
 	src/proto/events.c src/proto/events.h
 src_proto_libsdproto_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 # What a program using the protocol or the job file links (with $(SD_ENGINE_LIBS)).
-SD_PROTO_LIBS = src/proto/libsdproto.a $(CJSON_LIBS)
+SD_PROTO_LIBS = src/proto/libsdproto.a $(SD_BASE_LIBS)
 
 check_PROGRAMS += tests/test-protocol tests/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job
 TESTS += tests/test-protocol tests/test-job tests/fuzz/fuzz-protocol tests/fuzz/fuzz-job

@@ -16,6 +16,7 @@
 
 #include "src/base/errors.h"
 #include "src/proto/protocol.h"
+#include "src/base/token.h"
 
 int sd_fleet_running(const struct sd_fleet *f)
 {

@@ -8,7 +8,7 @@ src_worker_libsdworker_a_SOURCES = src/worker/worker-agent.c src/worker/worker-a
 	src/worker/worker-options.c src/worker/worker-options.h
 src_worker_libsdworker_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
 # The notice watcher speaks HTTP to the metadata service through libcurl.
-SD_WORKER_LIBS = src/worker/libsdworker.a $(CURL_LIBS)
+SD_WORKER_LIBS = src/worker/libsdworker.a $(CURL_LIBS) $(SD_BASE_LIBS)
 
 check_PROGRAMS += tests/test-notice-watch
 TESTS += tests/test-notice-watch

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "src/base/errors.h"
+#include "src/base/file.h"
 
 #define SD_HOSTS_DEFAULT_PORT 22
 #define SD_HOSTS_DEFAULT_WORKER "spotdeck-worker"
