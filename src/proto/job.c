@@ -27,8 +27,8 @@
 #include "engine/optim.h"
 
 /* Integers travel as JSON numbers, which cJSON holds as doubles: above 2^53
- * not every integer has one, so no integer setting may exceed it. */
-#define SD_JSON_INT_MAX 9007199254740992.0
+ * (SD_JSON_INT_EXACT) not every integer has one, so no integer setting may
+ * exceed it. */
 
 enum sd_key_kind {
 	K_STR,        /* char[size], any string shorter than size */
@@ -93,7 +93,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "weight_decay", K_FLOAT, OFF(train.weight_decay), 0, 0, 1, 0, NULL, NULL },
 	{ "schedule", K_SCHEDULE, OFF(train.schedule), 0, 0, 0, 0, sd_schedule_names, "schedule" },
 	{ "warmup_steps", K_LONG, OFF(train.warmup_steps), 0, 0, 1000000000, 0, NULL, NULL },
-	{ "seed", K_U64, OFF(train.seed), 0, 0, SD_JSON_INT_MAX, 0, NULL, NULL },
+	{ "seed", K_U64, OFF(train.seed), 0, 0, SD_JSON_INT_EXACT, 0, NULL, NULL },
 	{ "eval_batch", K_INT, OFF(train.eval_batch), 0, 1, 1048576, 0, NULL, NULL },
 	{ "synthetic_samples", K_INT, OFF(train.synthetic_samples), 0, 1, 10000000, 0, NULL, NULL },
 	{ "synthetic_c", K_INT, OFF(train.synthetic_c), 0, 1, 64, 0, NULL, NULL },
@@ -120,7 +120,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "boot_scale", K_DOUBLE, OFF(boot_scale), 0, 0, 1000, IN_PROVIDER, NULL, NULL },
 	{ "notice_scale", K_DOUBLE, OFF(notice_scale), 0, 0, 1000, OPEN_LO | IN_PROVIDER, NULL,
 	  NULL },
-	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, IN_PROVIDER, NULL, NULL },
+	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_EXACT, IN_PROVIDER, NULL, NULL },
 	{ "cluster", K_CLUSTER, OFF(cluster), SZ(cluster[0]), 0, SD_JOB_CLUSTER_MAX, 0, NULL, NULL },
 	{ "autopilot", K_OBJECT, OFF(autopilot), SZ(autopilot), 0, 0, 0, NULL, NULL },
 };
