@@ -17,3 +17,15 @@ src_base_libsdbase_a_SOURCES = \
 	src/base/hex.c src/base/hex.h \
 	src/base/token.c src/base/token.h
 SD_BASE_LIBS = src/base/libsdbase.a $(CJSON_LIBS)
+
+# Its tests link src/base alone, so base needs nothing above it: the shared
+# JSON validator and describer, and the command input's way past an
+# over-long line.
+check_PROGRAMS += tests/test-base-json tests/test-line-skip
+TESTS += tests/test-base-json tests/test-line-skip
+tests_test_base_json_SOURCES = tests/test-base-json.c tests/check.h
+tests_test_base_json_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_test_base_json_LDADD = $(SD_BASE_LIBS) -lm
+tests_test_line_skip_SOURCES = tests/test-line-skip.c tests/check.h
+tests_test_line_skip_CPPFLAGS = $(AM_CPPFLAGS)
+tests_test_line_skip_LDADD = $(SD_BASE_LIBS)

@@ -15,13 +15,6 @@ tests_test_protocol_SOURCES = tests/test-protocol.c
 tests_test_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_test_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
-# The command input's way past an over-long line.
-check_PROGRAMS += tests/test-line-skip
-TESTS += tests/test-line-skip
-tests_test_line_skip_SOURCES = tests/test-line-skip.c tests/check.h
-tests_test_line_skip_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_test_line_skip_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
-
 tests_test_job_SOURCES = tests/test-job.c
 tests_test_job_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(OPENBLAS_CFLAGS)
 tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
@@ -29,7 +22,7 @@ tests_test_job_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 # The fuzzers run as tests over built-in corpora with deterministic
 # mutations.  For coverage-guided runs build them with clang, e.g.
 #   clang -DSD_LIBFUZZER -fsanitize=fuzzer,address,undefined -I. -I/usr/include/cjson \
-#     tests/fuzz/fuzz-protocol.c src/proto/protocol.c src/base/errors.c -lcjson -lm
+#     tests/fuzz/fuzz-protocol.c src/proto/protocol.c src/base/*.c -lcjson -lm
 tests_fuzz_fuzz_protocol_SOURCES = tests/fuzz/fuzz-protocol.c tests/fuzz/mutate.h
 tests_fuzz_fuzz_protocol_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_fuzz_fuzz_protocol_LDADD = $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

@@ -1,7 +1,19 @@
 # src/run/: what one run is on disk and on its socket, under the
-# controller and the app that use it: the control socket's protocol
+# controller that writes it and the app that serves and reads it: the
+# directory's lock (run-lock.h), the journal file's opening and whole-line
+# appends (journal-file.h), the control socket's protocol
 # (control-proto.h).  Includes proto/ and base/.
 noinst_LIBRARIES += src/run/libsdrun.a
 src_run_libsdrun_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-src_run_libsdrun_a_SOURCES = src/run/control-proto.c src/run/control-proto.h
+src_run_libsdrun_a_SOURCES = src/run/control-proto.c src/run/control-proto.h \
+	src/run/run-lock.c src/run/run-lock.h \
+	src/run/journal-file.c src/run/journal-file.h
 SD_RUN_LIBS = src/run/libsdrun.a $(SD_BASE_LIBS)
+
+# The lock, the journal file and base's atomic write, on a scratch
+# directory.
+check_PROGRAMS += tests/test-run-files
+TESTS += tests/test-run-files
+tests_test_run_files_SOURCES = tests/test-run-files.c tests/check.h tests/tmpdir.h
+tests_test_run_files_CPPFLAGS = $(AM_CPPFLAGS)
+tests_test_run_files_LDADD = $(SD_RUN_LIBS)

@@ -1,0 +1,44 @@
+/* src/run/journal-file.c - see journal-file.h. */
+#include "config.h"
+
+#include "src/run/journal-file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/base/errors.h"
+
+int sd_journal_open(const char *path, int torn, int *fd, off_t *size, char **why)
+{
+	*fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	struct stat st;
+	if (*fd < 0 || fstat(*fd, &st) < 0)
+		return sd_why(why, "%s: %s", path, strerror(errno));
+	*size = st.st_size;
+	if (torn && write(*fd, "\n", 1) == 1)
+		(*size)++;   /* the killed run's last line stays on its own */
+	return 0;
+}
+
+int sd_journal_append(int fd, off_t *size, const char *buf, size_t len)
+{
+	size_t done = 0;
+	while (done < len) {
+		ssize_t n = write(fd, buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? errno : EIO;
+			if (done > 0 && ftruncate(fd, *size) < 0) {
+				/* The torn line stays; a reader skips it as it does a crash's. */
+			}
+			return err;
+		}
+		done += (size_t)n;
+	}
+	*size += (off_t)done;
+	return 0;
+}
