@@ -2,8 +2,9 @@
 # model and simulation core, market traces (scripted revocations, stockouts,
 # prices and commands of a deterministic simulated-market run), the
 # replacement scorer and the cost/speed planner.  Shared by the simulator
-# provider, the what-if dialog and `spotdeck plan`; includes only engine/
-# (errors, rng).  Programs link $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS).
+# provider, the what-if dialog and `spotdeck plan`; includes only base/
+# (errors, rng, JSON checks), not the engine.  Programs link
+# $(SD_MARKET_LIBS).
 noinst_LIBRARIES += src/market/libsdmarket.a
 src_market_libsdmarket_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 src_market_libsdmarket_a_SOURCES = \

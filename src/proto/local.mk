@@ -1,6 +1,6 @@
 # src/proto/: the control-plane wire protocol (protocol.*) and the job file
-# (job.*), with their unit tests and fuzzers.  Includes only engine/ (errors,
-# and the training settings a job file carries).
+# (job.*), with their unit tests and fuzzers.  Includes base/ and engine/
+# (the training settings a job file carries).
 noinst_LIBRARIES += src/proto/libsdproto.a
 src_proto_libsdproto_a_SOURCES = src/proto/protocol.c src/proto/protocol.h src/proto/job.c src/proto/job.h \
 	src/proto/events.c src/proto/events.h
