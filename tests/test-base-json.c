@@ -165,8 +165,31 @@ static void test_text(void)
 	CHECK_STR(sd_json_quote("say \"hi\"\\", buf, sizeof buf), "\"say \\x22hi\\x22\\x5c\"");
 }
 
+static void test_parse(void)
+{
+	size_t at = 7;
+	cJSON *v = sd_json_parse_whole("{\"a\": [1, 2]}  \n", 16, &at);
+	CHECK(cJSON_IsObject(v));
+	CHECK_INT(at, 16);
+	cJSON_Delete(v);
+	/* Only the first len bytes count: what follows them is not read. */
+	v = sd_json_parse_whole("[1]xyz", 3, &at);
+	CHECK(cJSON_IsArray(v));
+	cJSON_Delete(v);
+	/* Text after the value is refused, where it starts. */
+	CHECK(sd_json_parse_whole("{} {}", 5, &at) == NULL);
+	CHECK_INT(at, 3);
+	CHECK(sd_json_parse_whole("[1, 2", 5, &at) == NULL);
+	CHECK_INT(at, 5);
+	CHECK(sd_json_parse_whole("{\"a\": tru}", 10, &at) == NULL);
+	CHECK(at >= 6 && at <= 10, "at %zu", at);
+	CHECK(sd_json_parse_whole("", 0, &at) == NULL);
+	CHECK_INT(at, 0);
+}
+
 int main(void)
 {
+	test_parse();
 	test_kinds();
 	test_bounds();
 	test_field();

@@ -59,6 +59,22 @@ enum sd_json_problem sd_json_field(const cJSON *obj, const char *name, const str
 	return sd_json_check(v, r, num);
 }
 
+cJSON *sd_json_parse_whole(const char *text, size_t len, size_t *at)
+{
+	char *copy = len < SD_JSON_PARSE_OOM ? malloc(len + 1) : NULL;
+	if (!copy) {
+		*at = SD_JSON_PARSE_OOM;
+		return NULL;
+	}
+	memcpy(copy, text, len);
+	copy[len] = '\0';
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	*at = root ? len : end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
+	free(copy);
+	return root;
+}
+
 /* Copies at most SHOW_MAX bytes of s into buf (size n), anything but
  * printable ASCII as '?', "..." when cut. */
 static void show_printable(const char *s, char *buf, size_t n)

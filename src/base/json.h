@@ -67,6 +67,16 @@ enum sd_json_problem sd_json_check_number(double d, const struct sd_json_rule *r
 enum sd_json_problem sd_json_field(const cJSON *obj, const char *name, const struct sd_json_rule *r,
                                    const cJSON **item, double *num);
 
+/* Parses text (len bytes; a NUL byte inside is the caller's to refuse
+ * first, with its own message) as one JSON value followed by nothing but
+ * whitespace.  Returns the value (caller frees with cJSON_Delete), or NULL
+ * with *at the 0-based offset of the byte where the text stops being JSON
+ * (len when it ends early), or SD_JSON_PARSE_OOM when no copy of the text
+ * could be allocated (cJSON checks what follows the value only in a
+ * NUL-terminated copy). */
+#define SD_JSON_PARSE_OOM ((size_t)-1)
+cJSON *sd_json_parse_whole(const char *text, size_t len, size_t *at);
+
 /* How sd_json_describe shows a value. */
 enum sd_json_show {
 	/* The JSON text as cJSON prints it: a job file's settings are short,

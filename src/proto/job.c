@@ -814,22 +814,16 @@ int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *fil
 		return sd_why(why, "%s: invalid JSON at line %zu, column %zu (a NUL byte)", file,
 		              line, col);
 	}
-	/* cJSON checks that nothing follows the value only when the terminating
-	 * NUL is inside the length it is given: parse a terminated copy. */
-	char *copy = sd_malloc(len + 1);
-	memcpy(copy, text, len);
-	copy[len] = '\0';
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	size_t at;
+	cJSON *root = sd_json_parse_whole(text, len, &at);
 	if (!root) {
-		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
+		if (at == SD_JSON_PARSE_OOM)
+			sd_oom();
 		size_t line, col;
-		sd_text_position(copy, at, &line, &col);
-		free(copy);
+		sd_text_position(text, at, &line, &col);
 		return sd_why(why, "%s: invalid JSON at line %zu, column %zu%s", file, line, col,
 		              at >= len ? " (the text ends early)" : "");
 	}
-	free(copy);
 	int rc = sd_job_from_json(j, root, file, why);
 	cJSON_Delete(root);
 	return rc;

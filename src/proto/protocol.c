@@ -232,21 +232,15 @@ int sd_msg_decode(const char *line, size_t len, enum sd_msg_type *type, cJSON **
 	const char *nul = memchr(line, '\0', len);
 	if (nul)
 		return sd_why(why, "invalid JSON at byte %zu", (size_t)(nul - line) + 1);
-	/* cJSON wants the terminating NUL inside the length it is given to check
-	 * that nothing follows the value, so parse a terminated copy. */
-	char *copy = sd_malloc(len + 1);
-	memcpy(copy, line, len);
-	copy[len] = '\0';
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	size_t at;
+	cJSON *root = sd_json_parse_whole(line, len, &at);
 	if (!root) {
-		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
-		free(copy);
+		if (at == SD_JSON_PARSE_OOM)
+			sd_oom();
 		if (at >= len)
 			return sd_why(why, "invalid JSON at byte %zu (line ends early)", at + 1);
 		return sd_why(why, "invalid JSON at byte %zu", at + 1);
 	}
-	free(copy);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return sd_why(why, "message is not a JSON object");

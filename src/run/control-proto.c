@@ -217,19 +217,13 @@ int sd_control_decode(const char *line, size_t len, int from_server, struct sd_c
 			return sd_why(why, "a NUL character (\\u0000) in a string at byte %zu", i + 1);
 		i++;
 	}
-	char *copy = malloc(len + 1);
-	if (!copy)
-		return sd_why(why, "out of memory for a line of %zu bytes", len);
-	memcpy(copy, line, len);
-	copy[len] = '\0';
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	size_t at;
+	cJSON *root = sd_json_parse_whole(line, len, &at);
 	if (!root) {
-		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
-		free(copy);
+		if (at == SD_JSON_PARSE_OOM)
+			return sd_why(why, "out of memory for a line of %zu bytes", len);
 		return sd_why(why, "not JSON (at byte %zu)", at + 1);
 	}
-	free(copy);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return sd_why(why, "not a JSON object");
