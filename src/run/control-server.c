@@ -1,7 +1,7 @@
-/* src/app/control.c - see control.h. */
+/* src/run/control-server.c - see control-server.h. */
 #include "config.h"
 
-#include "src/app/control.h"
+#include "src/run/control-server.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -17,8 +17,7 @@
 
 #include "src/base/errors.h"
 #include "src/run/control-proto.h"
-#include "src/app/view-codec.h"
-#include "src/proto/protocol.h"
+#include "src/base/line-reader.h"
 
 /* One line queued to one or more clients: written by each, freed by the last. */
 struct wbuf {
@@ -34,7 +33,7 @@ struct wreq {
 
 struct client {
 	uv_pipe_t pipe;
-	struct sd_control *s;
+	struct sd_control_server *s;
 	struct client *next;
 	struct sd_line_reader rd;
 	int hello;                  /* its hello arrived */
@@ -47,11 +46,11 @@ struct client {
 	long uid, pid;              /* the peer, for the log */
 };
 
-struct sd_control {
+struct sd_control_server {
 	uv_loop_t *loop;
 	uv_pipe_t listener;
 	uv_timer_t tick;
-	struct sd_control_opts o;
+	struct sd_control_server_opts o;
 	char job[128];
 	char path[sizeof ((struct sockaddr_un *)0)->sun_path];
 	char run_dir[PATH_MAX];
@@ -61,17 +60,13 @@ struct sd_control {
 	int pending_handles;        /* listener, tick, clients not closed yet */
 	int closed;
 	int ended;
-	struct sd_view_mark *mark;  /* large: on the heap */
 	size_t queue_max;           /* SD_CONTROL_QUEUE_MAX, or the environment's */
-	unsigned long last_version;
 };
 
-static void maybe_free(struct sd_control *s)
+static void maybe_free(struct sd_control_server *s)
 {
-	if (s->closed && s->pending_handles == 0) {
-		free(s->mark);
+	if (s->closed && s->pending_handles == 0)
 		free(s);
-	}
 }
 
 static void log_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -112,7 +107,7 @@ static void wbuf_unref(struct wbuf *b)
 static void on_client_closed(uv_handle_t *h)
 {
 	struct client *cl = h->data;
-	struct sd_control *s = cl->s;
+	struct sd_control_server *s = cl->s;
 	for (struct client **p = &s->clients; *p; p = &(*p)->next) {
 		if (*p == cl) {
 			*p = cl->next;
@@ -131,7 +126,7 @@ static void client_gone(struct client *cl)
 	if (cl->gone)
 		return;
 	cl->gone = 1;
-	struct sd_control *s = cl->s;
+	struct sd_control_server *s = cl->s;
 	if (!cl->live)
 		return;
 	s->nclients--;
@@ -219,21 +214,23 @@ static void client_error(struct client *cl, const char *why)
 	client_hang_up(cl);
 }
 
-static cJSON *hello_obj(struct sd_control *s, const struct sd_view *v, int read_only)
+static cJSON *hello_obj(struct sd_control_server *s, int read_only)
 {
+	struct sd_control_summary sum = { 0 };
+	s->o.summary(s->o.ctx, &sum);
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "type", "hello");
 	cJSON_AddNumberToObject(o, "protocol", SD_CONTROL_PROTOCOL);
 	cJSON_AddNumberToObject(o, "pid", (double)getpid());
 	cJSON_AddStringToObject(o, "run_dir", s->run_dir);
-	cJSON_AddStringToObject(o, "job", v && v->job[0] ? v->job : s->job);
+	cJSON_AddStringToObject(o, "job", sum.job && sum.job[0] ? sum.job : s->job);
 	cJSON_AddStringToObject(o, "started", s->started);
 	cJSON_AddNumberToObject(o, "clients", s->nclients);
 	cJSON_AddBoolToObject(o, "read_only", read_only);
-	cJSON_AddNumberToObject(o, "step", v ? (double)v->step : 0);
-	cJSON_AddNumberToObject(o, "total_steps", v ? (double)v->total_steps : 0);
-	cJSON_AddNumberToObject(o, "world_size", v ? v->world_size : 0);
-	cJSON_AddNumberToObject(o, "usd_spent", v ? v->usd_spent : 0);
+	cJSON_AddNumberToObject(o, "step", (double)sum.step);
+	cJSON_AddNumberToObject(o, "total_steps", (double)sum.total_steps);
+	cJSON_AddNumberToObject(o, "world_size", sum.world_size);
+	cJSON_AddNumberToObject(o, "usd_spent", sum.usd_spent);
 	cJSON_AddStringToObject(o, "ended", "");
 	return o;
 }
@@ -248,7 +245,7 @@ static cJSON *view_msg(const char *type, cJSON *view)
 
 static void on_command(struct client *cl, const struct sd_control_msg *m)
 {
-	struct sd_control *s = cl->s;
+	struct sd_control_server *s = cl->s;
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "type", "reply");
 	cJSON_AddNumberToObject(r, "id", (double)m->id);
@@ -269,7 +266,7 @@ static void on_command(struct client *cl, const struct sd_control_msg *m)
 
 static void on_client_hello(struct client *cl, const struct sd_control_msg *m)
 {
-	struct sd_control *s = cl->s;
+	struct sd_control_server *s = cl->s;
 	if (m->protocol != SD_CONTROL_PROTOCOL) {
 		char why[96];
 		snprintf(why, sizeof why, "protocol %d unsupported: this run speaks %d", m->protocol,
@@ -292,8 +289,7 @@ static void on_client_hello(struct client *cl, const struct sd_control_msg *m)
 	if (s->o.clients_changed)
 		s->o.clients_changed(s->o.ctx, s->nclients);
 	if (m->want == SD_WANT_COCKPIT) {
-		const struct sd_view *v = s->o.view(s->o.ctx);
-		cJSON *view = sd_view_encode(v, NULL);
+		cJSON *view = s->o.view(s->o.ctx, 0);
 		if (view)
 			send_obj(cl, view_msg("snapshot", view));
 	}
@@ -356,7 +352,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 
 static void on_connection(uv_stream_t *server, int status)
 {
-	struct sd_control *s = server->data;
+	struct sd_control_server *s = server->data;
 	if (status < 0 || s->closed)
 		return;
 	struct client *cl = calloc(1, sizeof *cl);
@@ -392,26 +388,21 @@ static void on_connection(uv_stream_t *server, int status)
 		client_error(cl, why);
 		return;
 	}
-	send_obj(cl, hello_obj(s, s->o.view(s->o.ctx), 0));
+	send_obj(cl, hello_obj(s, 0));
 	uv_read_start((uv_stream_t *)&cl->pipe, on_alloc, on_read);
 }
 
 /* One status line for every live cockpit, when the view moved. */
-static void broadcast_status(struct sd_control *s)
+static void broadcast_status(struct sd_control_server *s)
 {
 	int cockpits = 0;
 	for (struct client *cl = s->clients; cl; cl = cl->next)
 		cockpits += !cl->gone && cl->live && cl->want == SD_WANT_COCKPIT;
 	if (!cockpits)
 		return;
-	const struct sd_view *v = s->o.view(s->o.ctx);
-	if (v->version == s->last_version && s->mark->valid)
-		return;
-	s->last_version = v->version;
-	cJSON *view = sd_view_encode(v, s->mark);
+	cJSON *view = s->o.view(s->o.ctx, 1);
 	if (!view)
 		return;
-	sd_view_mark_set(s->mark, v);
 	cJSON *msg = view_msg("status", view);
 	struct wbuf *b = wbuf_from(msg);
 	cJSON_Delete(msg);
@@ -428,7 +419,7 @@ static void on_tick(uv_timer_t *t)
 	broadcast_status(t->data);
 }
 
-void sd_control_event(struct sd_control *s, const cJSON *ev)
+void sd_control_server_event(struct sd_control_server *s, const cJSON *ev)
 {
 	if (!s || s->closed)
 		return;
@@ -465,23 +456,18 @@ static int socket_live(const char *path)
 
 static void on_handle_closed(uv_handle_t *h)
 {
-	struct sd_control *s = h->data;
+	struct sd_control_server *s = h->data;
 	s->pending_handles--;
 	maybe_free(s);
 }
 
-int sd_control_listen(struct sd_control **out, uv_loop_t *loop, const struct sd_control_opts *o,
+int sd_control_server_listen(struct sd_control_server **out, uv_loop_t *loop, const struct sd_control_server_opts *o,
                       char **why)
 {
 	*out = NULL;
-	struct sd_control *s = calloc(1, sizeof *s);
-	if (s)
-		s->mark = calloc(1, sizeof *s->mark);
-	if (!s || !s->mark) {
-		if (s)
-			free(s);
+	struct sd_control_server *s = calloc(1, sizeof *s);
+	if (!s)
 		return sd_why(why, "control socket: out of memory");
-	}
 	s->loop = loop;
 	s->o = *o;
 	s->queue_max = SD_CONTROL_QUEUE_MAX;
@@ -496,14 +482,12 @@ int sd_control_listen(struct sd_control **out, uv_loop_t *loop, const struct sd_
 	strftime(s->started, sizeof s->started, "%Y-%m-%dT%H:%M:%SZ", &tm);
 	int n = snprintf(s->path, sizeof s->path, "%s/control.sock", o->run_dir);
 	if (n < 0 || (size_t)n >= sizeof s->path) {
-		free(s->mark);
 		free(s);
 		return sd_why(why, "%s/control.sock: longer than %zu bytes, the limit of a Unix socket's "
 		               "path; choose a shorter --run-dir", o->run_dir, sizeof s->path - 1);
 	}
 	if (chmod(o->run_dir, 0700) < 0) {
 		int e = errno;
-		free(s->mark);
 		free(s);
 		return sd_why(why, "%s: chmod 0700: %s", o->run_dir, strerror(e));
 	}
@@ -512,7 +496,6 @@ int sd_control_listen(struct sd_control **out, uv_loop_t *loop, const struct sd_
 		if (socket_live(s->path)) {
 			char msg[PATH_MAX + 96];
 			snprintf(msg, sizeof msg, "%s: a live run answers there already", s->path);
-			free(s->mark);
 			free(s);
 			return sd_why(why, "%s", msg);
 		}
@@ -549,14 +532,14 @@ int sd_control_listen(struct sd_control **out, uv_loop_t *loop, const struct sd_
 	return 0;
 }
 
-static void remove_pidfile(const struct sd_control *s)
+static void remove_pidfile(const struct sd_control_server *s)
 {
 	char pidpath[PATH_MAX + 32];
 	snprintf(pidpath, sizeof pidpath, "%s/spotdeck.pid", s->run_dir);
 	unlink(pidpath);
 }
 
-void sd_control_end(struct sd_control *s, int status, const char *ended)
+void sd_control_server_end(struct sd_control_server *s, int status, const char *ended)
 {
 	if (!s || s->ended)
 		return;
@@ -564,8 +547,7 @@ void sd_control_end(struct sd_control *s, int status, const char *ended)
 	s->ended = 1;
 	uv_timer_stop(&s->tick);
 	/* The final screen, for a cockpit that attaches after the end. */
-	const struct sd_view *v = s->o.view(s->o.ctx);
-	cJSON *view = sd_view_encode(v, NULL);
+	cJSON *view = s->o.view(s->o.ctx, 0);
 	if (view) {
 		cJSON_ReplaceItemInObject(view, "ended", cJSON_CreateString(ended));
 		cJSON_ReplaceItemInObject(view, "clients", cJSON_CreateNumber(0));
@@ -612,12 +594,12 @@ void sd_control_end(struct sd_control *s, int status, const char *ended)
 	remove_pidfile(s);
 }
 
-int sd_control_flushed(const struct sd_control *s)
+int sd_control_server_flushed(const struct sd_control_server *s)
 {
 	return !s || !s->clients;
 }
 
-void sd_control_close(struct sd_control *s)
+void sd_control_server_close(struct sd_control_server *s)
 {
 	if (!s || s->closed)
 		return;
