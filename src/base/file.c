@@ -51,6 +51,25 @@ int sd_read_file(const char *path, size_t max_bytes, char **buf, size_t *len, ch
 	return 0;
 }
 
+int sd_write_all(int fd, const void *buf, size_t len, size_t *done)
+{
+	size_t off = 0;
+	int err = 0;
+	while (off < len) {
+		ssize_t n = write(fd, (const char *)buf + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			err = n < 0 ? errno : EIO;
+			break;
+		}
+		off += (size_t)n;
+	}
+	if (done)
+		*done = off;
+	return err;
+}
+
 int sd_write_file_atomic(const char *path, const void *data, size_t len, char **why)
 {
 	char tmp[PATH_MAX + 96];
@@ -58,15 +77,11 @@ int sd_write_file_atomic(const char *path, const void *data, size_t len, char **
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return sd_why(why, "%s: %s", tmp, strerror(errno));
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, (const char *)data + off, len - off);
-		if (n <= 0) {
-			close(fd);
-			unlink(tmp);
-			return sd_why(why, "%s: write: %s", tmp, strerror(errno));
-		}
-		off += (size_t)n;
+	int err = sd_write_all(fd, data, len, NULL);
+	if (err) {
+		close(fd);
+		unlink(tmp);
+		return sd_why(why, "%s: write: %s", tmp, strerror(err));
 	}
 	if (fsync(fd) < 0 || close(fd) < 0) {
 		unlink(tmp);

@@ -12,6 +12,11 @@
  * than N MiB" (N = max_bytes >> 20) and nothing allocated. */
 int sd_read_file(const char *path, size_t max_bytes, char **buf, size_t *len, char **why);
 
+/* Writes len bytes of buf to fd, again after EINTR and short writes.
+ * Returns 0, or the errno of the failure (EIO for a write of 0 bytes) with
+ * *done (if not NULL) the bytes written before it. */
+int sd_write_all(int fd, const void *buf, size_t len, size_t *done);
+
 /* Writes len bytes of data to path atomically: into PATH.tmp.PID, fsync'd,
  * then renamed over path (POSIX rename(2) replaces the target in one step).
  * Returns 0, or -1 with *why naming the temporary file or path and what

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "src/base/errors.h"
+#include "src/base/file.h"
 #include "src/base/hex.h"
 
 int sd_token_equal(const char *expected, const char *given)
@@ -150,23 +151,13 @@ int sd_token_create_file(const char *path, char **token, char **why)
 	size_t n = strlen(t);
 	t[n] = '\n';   /* written with its newline, then terminated again */
 	int ok = fchmod(fd, 0600) == 0;
-	size_t done = 0;
-	while (ok && done < n + 1) {
-		ssize_t w = write(fd, t + done, n + 1 - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			ok = 0;
-			break;
-		}
-		done += (size_t)w;
-	}
+	int err = ok ? sd_write_all(fd, t, n + 1, NULL) : errno;
+	ok = ok && !err;
 	t[n] = '\0';
-	if (ok && fsync(fd) < 0)
+	if (ok && fsync(fd) < 0) {
 		ok = 0;
-	int err = errno;
+		err = errno;
+	}
 	if (close(fd) < 0 && ok) {
 		ok = 0;
 		err = errno;

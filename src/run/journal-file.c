@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "src/base/errors.h"
+#include "src/base/file.h"
 
 int sd_journal_open(const char *path, int torn, int *fd, off_t *size, char **why)
 {
@@ -26,18 +27,12 @@ int sd_journal_open(const char *path, int torn, int *fd, off_t *size, char **why
 int sd_journal_append(int fd, off_t *size, const char *buf, size_t len)
 {
 	size_t done = 0;
-	while (done < len) {
-		ssize_t n = write(fd, buf + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int err = n < 0 ? errno : EIO;
-			if (done > 0 && ftruncate(fd, *size) < 0) {
-				/* The torn line stays; a reader skips it as it does a crash's. */
-			}
-			return err;
+	int err = sd_write_all(fd, buf, len, &done);
+	if (err) {
+		if (done > 0 && ftruncate(fd, *size) < 0) {
+			/* The torn line stays; a reader skips it as it does a crash's. */
 		}
-		done += (size_t)n;
+		return err;
 	}
 	*size += (off_t)done;
 	return 0;
