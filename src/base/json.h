@@ -1,11 +1,11 @@
 /* src/base/json.h - JSON values (cJSON, Debian libcjson-dev) checked against
  * a small rule, and shown in one-line error messages.
  *
- * Every reader of JSON input (the worker protocol, the control socket's
- * messages, the job file, market catalogs and traces, hosts files) checks
- * values with sd_json_check and words the problem it returns in its own
- * message, so the rule "what is an integer" is written once while each
- * file keeps the one-line errors its users and tests know.
+ * The readers of JSON input (the worker protocol, the control socket's
+ * messages, the job file, market catalogs and traces) check values with
+ * sd_json_check and word the problem it returns in their own messages, so
+ * the rule "what is an integer, in which bounds" is written once while
+ * each file keeps the one-line errors its users and tests know.
  *
  * Numbers: cJSON holds every JSON number as a double, so an "integer" is a
  * number with no fraction; 1e999 parses as inf.  Integers that must be

@@ -262,28 +262,28 @@ enum num_kind {
 static int check_number(struct ctx *c, const cJSON *v, enum num_kind kind, double lo, double hi, double *out)
 {
 	char buf[80];
-	bool ok = cJSON_IsNumber(v) && isfinite(v->valuedouble);
-	double x = ok ? v->valuedouble : 0;
+	struct sd_json_rule r = { kind == NUM_INT ? SD_JSON_INT : SD_JSON_NUM, SD_JSON_BOUNDED, lo, hi };
+	if (kind == NUM_POSITIVE || kind == NUM_NONNEG)
+		r.lo = 0;
+	if (kind == NUM_POSITIVE)
+		r.flags |= SD_JSON_OPEN_LO;
+	double x = 0;
+	if (sd_json_check(v, &r, &x) == SD_JSON_OK) {
+		*out = x;
+		return 0;
+	}
+	const char *got = sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf);
 	switch (kind) {
 	case NUM_POSITIVE:
-		if (!ok || !(x > 0) || x > hi)
-			return fail(c, "expected a positive number up to %g, got %s", hi, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
-		break;
+		return fail(c, "expected a positive number up to %g, got %s", hi, got);
 	case NUM_NONNEG:
-		if (!ok || x < 0 || x > hi)
-			return fail(c, "expected a non-negative number up to %g, got %s", hi, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
-		break;
+		return fail(c, "expected a non-negative number up to %g, got %s", hi, got);
 	case NUM_RANGE:
-		if (!ok || x < lo || x > hi)
-			return fail(c, "expected a number from %g to %g, got %s", lo, hi, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
-		break;
+		return fail(c, "expected a number from %g to %g, got %s", lo, hi, got);
 	case NUM_INT:
-		if (!ok || x < lo || x > hi || x != floor(x))
-			return fail(c, "expected an integer from %.0f to %.0f, got %s", lo, hi, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 		break;
 	}
-	*out = x;
-	return 0;
+	return fail(c, "expected an integer from %.0f to %.0f, got %s", lo, hi, got);
 }
 
 static int get_number(struct ctx *c, const cJSON *obj, const char *key, bool required,

@@ -78,8 +78,10 @@ static int get_number(const struct ctx *c, const cJSON *obj, const char *key, bo
 			return fail(c, key, "missing (expected %s)", expect);
 		return 0;
 	}
-	double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-	if (!isfinite(x) || x < 0 || (positive && x <= 0)) {
+	const struct sd_json_rule r = { SD_JSON_NUM, SD_JSON_BOUNDED | (positive ? SD_JSON_OPEN_LO : 0), 0,
+	                                INFINITY };
+	double x = 0;
+	if (sd_json_check(v, &r, &x) != SD_JSON_OK) {
 		char buf[80];
 		return fail(c, key, "expected %s, got %s", expect, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	}
