@@ -3,7 +3,7 @@
  * layout is in checkpoint.h. */
 #include "engine/checkpoint.h"
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,7 @@
 
 #include "engine/comm-backend.h"
 extern "C" {
-#include "engine/errors.h"
+#include "src/base/errors.h"
 }
 
 #include <algorithm>

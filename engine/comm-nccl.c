@@ -28,7 +28,7 @@
 #include "config.h"
 
 #include "engine/comm-backend.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

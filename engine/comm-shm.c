@@ -39,7 +39,7 @@
 #include "config.h"
 
 #include "engine/comm-backend.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <dirent.h>
 #include <errno.h>

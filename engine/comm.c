@@ -5,7 +5,7 @@
 #include "engine/comm.h"
 #include "engine/backend.h"
 #include "engine/comm-backend.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -28,7 +28,7 @@
  *
  * Errors: every function that can fail returns 0 on success or one of the
  * negative `enum sd_comm_error` codes, and stores a malloc'd one-line message
- * in *why (caller frees; see engine/errors.h; why may be NULL).  Nothing here
+ * in *why (caller frees; see src/base/errors.h; why may be NULL).  Nothing here
  * exits, aborts the process or lets a C++ exception escape.
  *
  * Threads: a communicator must be used by one thread at a time.  Distinct

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 /* Plans kept.  Beyond this the least recently used one that no call is
  * running is dropped: an elastic worker meets a new batch-slice size at

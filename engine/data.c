@@ -3,8 +3,8 @@
  * the formats. */
 #include "engine/data.h"
 
-#include "engine/errors.h"
-#include "engine/rng.h"
+#include "src/base/errors.h"
+#include "src/base/rng.h"
 
 #include <errno.h>
 #include <limits.h>

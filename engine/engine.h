@@ -2,8 +2,8 @@
  * that use all of it (the worker).  Each part has its own header. */
 #ifndef SD_ENGINE_ENGINE_H
 #define SD_ENGINE_ENGINE_H
-#include "engine/errors.h"
-#include "engine/rng.h"
+#include "src/base/errors.h"
+#include "src/base/rng.h"
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/data.h"

@@ -15,7 +15,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/rng.h"
+#include "src/base/rng.h"
 
 /* ---------------------------------------------------- general convolution */
 

@@ -45,7 +45,7 @@
 #include <string.h>
 
 #include "engine/conv-dnnl.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 /* The build targets baseline x86-64 (SSE2), so a few row kernels where wide
  * masked vectors pay off have an AVX-512 twin chosen at run time; every

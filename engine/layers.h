@@ -336,7 +336,7 @@ void sd_binary_const_backward(float *dx, float *dk, const float *dy, const float
  * by 1 / (1 - p) (computed in float, as PyTorch does): y = x mask / (1 - p).
  * x, y: (n, per); mask: (n, per), 1 kept, 0 dropped.  Sample i's mask is
  * the first `per` uniforms of the PCG32 stream (seed, first_stream + i)
- * (engine/rng.h), an element dropped when its uniform is below p: so a
+ * (src/base/rng.h), an element dropped when its uniform is below p: so a
  * sample's mask depends on (seed, its stream) only, not on the batch it
  * runs in or the thread count.  0 <= p < 1. */
 void sd_dropout_forward(float *y, uint8_t *mask, const float *x, int n, size_t per, float p,

@@ -3,8 +3,6 @@ noinst_LIBRARIES += engine/libsdengine.a
 engine_libsdengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(ZLIB_CFLAGS) $(CJSON_CFLAGS) \
 	$(DNNL_CFLAGS) $(PROTOBUF_C_CFLAGS) $(CRYPTO_CFLAGS)
 engine_libsdengine_a_SOURCES = \
-	engine/errors.c engine/errors.h \
-	engine/rng.c engine/rng.h \
 	engine/blas.c engine/blas.h \
 	engine/layers.c engine/layers.h engine/layers-blocked.c engine/layers-general.c \
 	engine/data.c engine/data.h engine/npy.c engine/npy.h \
@@ -23,7 +21,7 @@ else
 engine_libsdengine_a_SOURCES += engine/conv-dnnl-none.c
 endif
 # Libraries every program linking the engine needs.
-SD_ENGINE_LIBS = engine/libsdengine.a $(OPENBLAS_LIBS) $(DNNL_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) \
+SD_ENGINE_LIBS = engine/libsdengine.a $(SD_BASE_LIBS) $(OPENBLAS_LIBS) $(DNNL_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) \
 	$(PROTOBUF_C_LIBS) $(CRYPTO_LIBS) -lm
 
 # The ONNX decoder: protoc-c compiles Debian's ONNX schema ($(ONNX_PROTO),

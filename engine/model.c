@@ -8,10 +8,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/layers.h"
 #include "engine/model-graph.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 
 const char *const sd_model_names[] = { "mlp", "cnn", "resnet20", "resnet32", NULL };
 

@@ -2,7 +2,7 @@
  * format and what is accepted. */
 #include "engine/npy.h"
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <errno.h>
 #include <fcntl.h>

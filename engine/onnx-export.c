@@ -14,7 +14,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model-graph.h"
 #include "engine/model.h"
 #include "onnx/onnx.pb-c.h"

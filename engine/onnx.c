@@ -20,7 +20,7 @@
 
 #include <protobuf-c/protobuf-c.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/layers.h"
 #include "engine/model-graph.h"
 #include "engine/model.h"

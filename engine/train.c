@@ -10,9 +10,9 @@
 #include <zlib.h>
 
 #include "engine/checkpoint.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/onnx.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 
 #define CKPT_FORMAT "spotdeck-train/1"
 

@@ -1,16 +1,20 @@
 # src/: the two programs' mains, over the layers in the folders below (each
 # with its own local.mk and library; tests/layers.txt says which may include
 # which, tests/test-include-layers.sh checks it).  From the bottom:
+#   base/        errors, allocation, PRNG, JSON helpers (included from
+#                Makefile.am before engine/, which uses it too)
 #   proto/       wire protocol and job file
 #   market/      catalogs, market model, traces, replacement scorer, planner
 #   worker/      the worker agent (spotdeck-worker)
 #   provider/    where servers come from (the simulator today)
+#   run/         a run's directory, lock and control socket protocol
 #   controller/  the elastic controller
 #   app/         view model, what-if, `spotdeck plan`
 include src/proto/local.mk
 include src/market/local.mk
 include src/worker/local.mk
 include src/provider/local.mk
+include src/run/local.mk
 include src/controller/local.mk
 include src/app/local.mk
 

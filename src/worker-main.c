@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/onnx.h"
 #include "src/proto/protocol.h"
+#include "src/base/token.h"
 #include "src/worker/notice-watch.h"
 #include "src/worker/standalone.h"
 #include "src/worker/worker-options.h"

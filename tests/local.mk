@@ -3,8 +3,10 @@
 # engine/, tests/provider/gce/ for src/provider/gce/, and so on; each
 # folder keeps its own local.mk.  What they share stays here: check.h,
 # tmpdir.h, lib.sh, tmux-lib.sh, the fixtures and the fakes.
+include tests/base/local.mk
 include tests/engine/local.mk
 include tests/ui/local.mk
+include tests/proto/local.mk
 include tests/market/local.mk
 include tests/worker/local.mk
 include tests/provider/local.mk
@@ -13,6 +15,7 @@ include tests/provider/ssh/local.mk
 include tests/provider/http/local.mk
 include tests/provider/gce/local.mk
 include tests/provider/aws/local.mk
+include tests/run/local.mk
 include tests/controller/local.mk
 include tests/app/local.mk
 include tests/bench/local.mk

@@ -1,12 +1,14 @@
 #!/bin/sh
 # tests/test-include-layers.sh - no #include points up a layer:
-# engine/ never includes src/ or ui/, ui/ never includes src/ or engine/,
-# the protocol and market code include no other part of src/, and so on, as
-# tests/layers.txt writes the graph once.  Every C, C++ and CUDA file under
+# src/base/ includes nothing of ours, engine/ never includes src/ (but
+# src/base/) or ui/, ui/ never includes engine/ or src/ (but src/base/),
+# the protocol and market code include no other part of src/, src/run/ no
+# controller or app, and so on, as tests/layers.txt writes the graph once.  Every C, C++ and CUDA file under
 # engine/, ui/ and src/ must be in exactly one layer.  Before it reads the
 # real tree, the check runs on a small made-up tree with one include that
-# points up and one file in no layer, and must report both, so this test
-# cannot pass by checking nothing.  Each header's include guard is its path:
+# points up, one file in no layer and a base file that includes a layer
+# (base includes none), and must report them, so this test cannot pass by
+# checking nothing.  Each header's include guard is its path:
 # SD_ then the path without src/, upper case, with '/', '.' and '-' as '_'
 # (src/provider/fleet.h: SD_PROVIDER_FLEET_H), so two headers never share
 # one; the made-up tree has a header with a wrong guard too.
@@ -101,15 +103,18 @@ with tempfile.TemporaryDirectory() as t:
                       "engine/b.c": '#include "engine/a.h"\n#include "ui/v.h"\n',
                       "ui/v.h": '#ifndef SD_UI_V_H\n#define SD_UI_V_H\n#include "config.h"\n#endif\n',
                       "src/app/w.h": "#ifndef SD_W_H\n#define SD_W_H\n#endif\n",
-                      "src/stray.c": ""}.items():
+                      "src/stray.c": "",
+                      "src/base/e.c": '#include "src/base/e.h"\n#include "engine/a.h"\n',
+                      "src/base/e.h": "#ifndef SD_BASE_E_H\n#define SD_BASE_E_H\n#endif\n"}.items():
         os.makedirs(os.path.dirname(os.path.join(t, rel)), exist_ok=True)
         with open(os.path.join(t, rel), "w") as f:
             f.write(text)
     lp = os.path.join(t, "layers.txt")
     with open(lp, "w") as f:
-        f.write("engine engine/* ->\nui ui/* ->\napp src/app/* ->\n")
+        f.write("base src/base/* ->\nengine engine/* -> base\nui ui/* -> base\napp src/app/* ->\n")
     got, _ = check(t, read_layers(lp))
     want = ["engine/b.c:2: engine layer includes ui/v.h", "src/stray.c: in 0 layers",
+            "src/base/e.c:2: base layer includes engine/a.h",
             "src/app/w.h: include guard SD_W_H; the path makes it SD_APP_W_H"]
     for w in want:
         if not any(p.startswith(w) for p in got):

@@ -24,6 +24,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "src/base/errors.h"
 #include "ui/cockpit.h"
 #include "ui/pane.h"
 #include "ui/screen.h"
@@ -69,18 +70,6 @@ static struct termios emergency_termios;
 static char emergency_seq[512];
 static size_t emergency_len;
 static int emergency_stderr = -1;
-
-static void set_why(char **why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_why(char **why, const char *fmt, ...)
-{
-	if (!why)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	if (vasprintf(why, fmt, ap) < 0)
-		*why = NULL;
-	va_end(ap);
-}
 
 static void clog_(struct sd_cockpit *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void clog_(struct sd_cockpit *c, const char *fmt, ...)
@@ -359,7 +348,7 @@ static int start_curses(struct sd_cockpit *c, char **why)
 	c->scr = newterm(NULL, stdout, c->tty_in);
 	if (!c->scr) {
 		const char *term = getenv("TERM");
-		set_why(why, "cannot drive terminal type '%s' (no terminfo entry?)", term ? term : "");
+		sd_why(why, "cannot drive terminal type '%s' (no terminfo entry?)", term ? term : "");
 		return -1;
 	}
 	set_term(c->scr);
@@ -372,7 +361,7 @@ static int start_curses(struct sd_cockpit *c, char **why)
 	set_escdelay(25);
 	c->input = newpad(1, 1);
 	if (!c->input) {
-		set_why(why, "curses: cannot create the input pad");
+		sd_why(why, "curses: cannot create the input pad");
 		return -1;
 	}
 	keypad(c->input, TRUE);
@@ -401,7 +390,7 @@ static int start_handles(struct sd_cockpit *c, char **why)
 {
 	int rc;
 	if ((rc = uv_poll_init(c->loop, &c->keys, c->tty_fd)) != 0) {
-		set_why(why, "terminal input: %s", uv_strerror(rc));
+		sd_why(why, "terminal input: %s", uv_strerror(rc));
 		return -1;
 	}
 	c->keys.data = c;
@@ -472,16 +461,16 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 		o = &none;
 	*out = NULL;
 	if (active) {
-		set_why(why, "a cockpit is already running");
+		sd_why(why, "a cockpit is already running");
 		return -1;
 	}
 	if (!isatty(STDOUT_FILENO)) {
-		set_why(why, "not a terminal: standard output is not a terminal (use --headless)");
+		sd_why(why, "not a terminal: standard output is not a terminal (use --headless)");
 		return -1;
 	}
 	struct sd_cockpit *c = calloc(1, sizeof *c);
 	if (!c) {
-		set_why(why, "out of memory");
+		sd_why(why, "out of memory");
 		return -1;
 	}
 	c->loop = loop;
@@ -490,7 +479,7 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 	c->saved_stderr = -1;
 	c->tty_fd = open("/dev/tty", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (c->tty_fd < 0) {
-		set_why(why, "not a terminal: /dev/tty: %s", strerror(errno));
+		sd_why(why, "not a terminal: /dev/tty: %s", strerror(errno));
 		free(c);
 		return -1;
 	}
@@ -517,7 +506,7 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 	if (o->log_path) {
 		c->log = fopen(o->log_path, "a");
 		if (!c->log) {
-			set_why(why, "%s: %s", o->log_path, strerror(errno));
+			sd_why(why, "%s: %s", o->log_path, strerror(errno));
 			close(c->tty_fd);
 			free(c);
 			return -1;
@@ -526,7 +515,7 @@ int sd_cockpit_create(struct sd_cockpit **out, uv_loop_t *loop, const struct sd_
 	}
 	c->tty_in = fdopen(c->tty_fd, "r");
 	if (!c->tty_in || tcgetattr(STDOUT_FILENO, &emergency_termios) != 0) {
-		set_why(why, "not a terminal: %s", strerror(errno));
+		sd_why(why, "not a terminal: %s", strerror(errno));
 		goto fail;
 	}
 	if (c->log) {

@@ -1,5 +1,6 @@
 # ui/: the ncurses cockpit (panes, dialogs, charts, themes, key table) as a
-# library the spotdeck program links; it reads ui/view.h and nothing of src/.
+# library the spotdeck program links; it reads ui/view.h and, of src/, only
+# src/base/ (one-line errors).
 noinst_LIBRARIES += ui/libsdui.a
 ui_libsdui_a_CPPFLAGS = $(AM_CPPFLAGS) $(NCURSES_CFLAGS) $(UV_CFLAGS)
 ui_libsdui_a_SOURCES = \
@@ -17,4 +18,4 @@ ui_libsdui_a_SOURCES = \
 	ui/theme.c ui/theme.h
 
 # What a program that opens the cockpit links.
-SD_UI_LIBS = ui/libsdui.a $(NCURSES_LIBS) $(UV_LIBS) -lm
+SD_UI_LIBS = ui/libsdui.a $(NCURSES_LIBS) $(UV_LIBS) $(SD_BASE_LIBS) -lm

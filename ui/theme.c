@@ -11,6 +11,8 @@
 
 #include "ui/theme.h"
 
+#include "src/base/errors.h"
+
 const char *const sd_style_names[SD_STYLE_COUNT] = {
 	[SD_STYLE_NORMAL] = "normal",
 	[SD_STYLE_BORDER] = "border",
@@ -107,19 +109,6 @@ static const struct { const char *name; unsigned bit; } attr_names[] = {
 };
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
-
-/* Sets *why to a freshly allocated message (caller frees). */
-static void set_why(char **why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_why(char **why, const char *fmt, ...)
-{
-	if (!why)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	if (vasprintf(why, fmt, ap) < 0)
-		*why = NULL;
-	va_end(ap);
-}
 
 /* Copies N bytes of S into OUT for quoting in a one-line message: at most
  * 40 characters, anything unprintable as '?'. */
@@ -382,7 +371,7 @@ int sd_theme_parse(struct sd_theme *t, const char *text, size_t len, const char 
 	memcpy(t->name, base, bl);
 	t->name[bl] = '\0';
 	if (len > SD_THEME_MAX_BYTES) {
-		set_why(why, "%s: larger than %d KiB", file, SD_THEME_MAX_BYTES / 1024);
+		sd_why(why, "%s: larger than %d KiB", file, SD_THEME_MAX_BYTES / 1024);
 		return -1;
 	}
 	size_t pos = 0;
@@ -399,7 +388,7 @@ int sd_theme_parse(struct sd_theme *t, const char *text, size_t len, const char 
 		if (n > 0 && line[n - 1] == '\r')
 			n--;
 		if (n > SD_THEME_MAX_LINE) {
-			set_why(why, "%s:%u: line longer than %d bytes", file, lineno, SD_THEME_MAX_LINE);
+			sd_why(why, "%s:%u: line longer than %d bytes", file, lineno, SD_THEME_MAX_LINE);
 			return -1;
 		}
 		size_t i = 0;
@@ -416,11 +405,11 @@ int sd_theme_parse(struct sd_theme *t, const char *text, size_t len, const char 
 		while (i < n && (line[i] == ' ' || line[i] == '\t'))
 			i++;
 		if (kl == 0) {
-			set_why(why, "%s:%u: missing key before '='", file, lineno);
+			sd_why(why, "%s:%u: missing key before '='", file, lineno);
 			return -1;
 		}
 		if (i >= n || line[i] != '=') {
-			set_why(why, "%s:%u: key '%s': missing '=' (expected 'key = value')",
+			sd_why(why, "%s:%u: key '%s': missing '=' (expected 'key = value')",
 			        file, lineno, quote(q, sizeof q, key, kl));
 			return -1;
 		}
@@ -430,7 +419,7 @@ int sd_theme_parse(struct sd_theme *t, const char *text, size_t len, const char 
 		for (size_t j = 0; j < n; j++) {
 			unsigned char ch = (unsigned char)line[j];
 			if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-				set_why(why, "%s:%u: key '%s': control character 0x%02x",
+				sd_why(why, "%s:%u: key '%s': control character 0x%02x",
 				        file, lineno, quote(q, sizeof q, key, kl), ch);
 				return -1;
 			}
@@ -447,20 +436,20 @@ int sd_theme_parse(struct sd_theme *t, const char *text, size_t len, const char 
 		}
 		int idx = style_index(key, kl);
 		if (idx < 0) {
-			set_why(why, "%s:%u: unknown key '%s' (keys: normal, border, title, focus, header, label, "
+			sd_why(why, "%s:%u: unknown key '%s' (keys: normal, border, title, focus, header, label, "
 			        "dim, ok, warn, crit, spot, ondemand, selection, chart, chart-alt, marker, "
 			        "emulated, simulated, status, key, dialog, highlight)",
 			        file, lineno, quote(q, sizeof q, key, kl));
 			return -1;
 		}
 		if (t->st[idx].line != 0) {
-			set_why(why, "%s:%u: key '%s': duplicate (first set on line %u)",
+			sd_why(why, "%s:%u: key '%s': duplicate (first set on line %u)",
 			        file, lineno, sd_style_names[idx], t->st[idx].line);
 			return -1;
 		}
 		struct sd_theme_style st;
 		if (parse_value(&st, line + i, vend - i, err, sizeof err) != 0) {
-			set_why(why, "%s:%u: key '%s': %s", file, lineno, sd_style_names[idx], err);
+			sd_why(why, "%s:%u: key '%s': %s", file, lineno, sd_style_names[idx], err);
 			return -1;
 		}
 		st.line = (uint16_t)(lineno > 65535 ? 65535 : lineno);
@@ -474,20 +463,20 @@ static char *read_file(const char *path, size_t *len, char **why)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
-		set_why(why, "%s: %s", path, strerror(errno));
+		sd_why(why, "%s: %s", path, strerror(errno));
 		return NULL;
 	}
 	char *buf = malloc(SD_THEME_MAX_BYTES + 2);
 	if (!buf) {
 		fclose(f);
-		set_why(why, "%s: out of memory", path);
+		sd_why(why, "%s: out of memory", path);
 		return NULL;
 	}
 	size_t n = fread(buf, 1, SD_THEME_MAX_BYTES + 1, f);
 	int err = ferror(f);
 	fclose(f);
 	if (err) {
-		set_why(why, "%s: read error", path);
+		sd_why(why, "%s: read error", path);
 		free(buf);
 		return NULL;
 	}
@@ -500,7 +489,7 @@ int sd_theme_load(struct sd_theme *t, const char *name, const char *const *dirs,
 {
 	char path[1024];
 	if (!name || !*name) {
-		set_why(why, "theme name is empty");
+		sd_why(why, "theme name is empty");
 		return -1;
 	}
 	if (strchr(name, '/') || ends_with(name, ".theme")) {
@@ -532,7 +521,7 @@ int sd_theme_load(struct sd_theme *t, const char *name, const char *const *dirs,
 					break;
 				off += (size_t)w;
 			}
-			set_why(why, "theme '%s': not found (looked in %s)", name, off ? looked : "no directories");
+			sd_why(why, "theme '%s': not found (looked in %s)", name, off ? looked : "no directories");
 			return -1;
 		}
 	}

@@ -14,7 +14,7 @@
  *   plugin.c     the ops table, devices, versions, page-locked memory
  *
  * Every tensor is float32 NCHW as in engine/layers.h.  Functions return 0 or
- * -1 with *why (engine/errors.h); kernels' launchers return the launch's
+ * -1 with *why (src/base/errors.h); kernels' launchers return the launch's
  * cudaError_t.  Everything a layer enqueues goes on env->stream.
  */
 #ifndef SD_ENGINE_CUDA_CUDA_INTERNAL_H

@@ -24,7 +24,7 @@
 #include "config.h"
 
 #include "engine/cuda/cuda-internal.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -36,7 +36,7 @@
 #include "config.h"
 
 #include "engine/cuda/cuda-internal.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model-graph.h"
 
 #include <stdio.h>

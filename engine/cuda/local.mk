@@ -11,7 +11,7 @@ cudaplugindir = $(pkglibdir)
 cudaplugin_PROGRAMS = engine/cuda/spotdeck-cuda.so
 engine_cuda_spotdeck_cuda_so_SOURCES = \
 	engine/cuda/plugin.c engine/cuda/exec.c engine/cuda/dnn.c engine/cuda/selftest.c \
-	engine/cuda/cuda-internal.h engine/cuda/kernels.cu engine/errors.c
+	engine/cuda/cuda-internal.h engine/cuda/kernels.cu src/base/errors.c
 # -isystem: the CUDA headers' own warnings are not ours to fix.
 engine_cuda_spotdeck_cuda_so_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_HOME)/include
 engine_cuda_spotdeck_cuda_so_CFLAGS = $(AM_CFLAGS) -fPIC -fvisibility=hidden

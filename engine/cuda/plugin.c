@@ -11,7 +11,7 @@
 #include "engine/backend-plugin.h"
 #include "engine/comm-backend.h"
 #include "engine/cuda/cuda-internal.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model-graph.h"
 
 #include <stdio.h>

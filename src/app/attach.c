@@ -21,8 +21,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "engine/errors.h"
-#include "src/app/control-proto.h"
+#include "src/base/errors.h"
+#include "src/run/control-proto.h"
 #include "src/app/view-codec.h"
 #include "src/proto/protocol.h"
 

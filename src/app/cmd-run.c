@@ -24,7 +24,7 @@
 #include <uv.h>
 
 #include "engine/data.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/onnx.h"
 #include "engine/train.h"
 #include "src/controller/controller.h"

@@ -24,7 +24,7 @@
 #include <openssl/evp.h>
 
 #include "engine/checkpoint.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model.h"
 #include "engine/onnx-export.h"
 #include "engine/onnx.h"

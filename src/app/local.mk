@@ -7,7 +7,6 @@ src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
 	src/app/plan-cli.c src/app/plan-cli.h \
 	src/app/whatif.c src/app/whatif.h src/app/whatif-run.c \
 	src/app/view-codec.c src/app/view-codec.h \
-	src/app/control-proto.c src/app/control-proto.h \
 	src/app/control.c src/app/control.h src/app/attach.c src/app/attach.h \
 	src/app/doctor.c src/app/doctor.h src/app/doctor-internal.h src/app/doctor-aws.c \
 	src/app/export-cli.c src/app/export-cli.h \
@@ -17,4 +16,4 @@ src_app_libsdapp_a_SOURCES = src/app/view-model.c src/app/view-model.h \
 	src/app/background.c src/app/background.h
 src_app_libsdapp_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) \
 	$(CRYPTO_CFLAGS)
-SD_APP_LIBS = src/app/libsdapp.a
+SD_APP_LIBS = src/app/libsdapp.a $(SD_RUN_LIBS)

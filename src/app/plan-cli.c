@@ -19,7 +19,7 @@
 
 #include <cJSON.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
 #include "src/market/catalog.h"

@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "src/run/run-lock.h"
+
 void sd_theme_dirs_init(struct sd_theme_dirs *td)
 {
 	memset(td, 0, sizeof *td);
@@ -88,13 +90,9 @@ void sd_run_dir_discard(const char *dir)
 {
 	/* Never under a run that another spotdeck started there meanwhile
 	 * (this start made the directory but lost the race for its lock). */
-	char lock[PATH_MAX + 16];
-	snprintf(lock, sizeof lock, "%s/lock", dir);
-	int fd = open(lock, O_RDWR | O_CLOEXEC);
-	if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		close(fd);
+	int fd;
+	if (sd_run_lock_busy(dir, &fd))
 		return;
-	}
 	nftw(dir, discard_entry, 8, FTW_DEPTH | FTW_PHYS);
 	if (fd >= 0)
 		close(fd);

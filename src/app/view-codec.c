@@ -19,7 +19,7 @@
 
 #include <zlib.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 /* ---- encoding -------------------------------------------------------------- */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/market/market-model.h"
 #include "src/market/replacement.h"
 #include "src/market/planner.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/app/plan-cli.h"
 #include "src/provider/fleet.h"
 #include "src/app/whatif.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 /* ---- commands -------------------------------------------------------------- */
 

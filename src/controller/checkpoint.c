@@ -5,6 +5,8 @@
 
 #include "src/controller/internal.h"
 
+#include "src/base/file.h"
+
 /* Keeps the newest keep checkpoint files (ckpt-STEP.sdckpt) of dir.  Runs
  * on a thread-pool thread, after a checkpoint is in place: it touches only
  * the directory, never the controller. */
@@ -58,7 +60,7 @@ static void ckpt_write_work(uv_work_t *req)
 	/* Verify before publishing: a torn or corrupt stream never becomes latest. */
 	char incoming[SD_PATH_MAX + 96];
 	snprintf(incoming, sizeof incoming, "%s.incoming", w->path);
-	w->rc = ctl_write_file_atomic(incoming, w->data, w->len, &w->why);
+	w->rc = sd_write_file_atomic(incoming, w->data, w->len, &w->why);
 	struct sd_ckpt ck;
 	if (w->rc == 0 && (w->rc = sd_ckpt_read(incoming, &ck, &w->why)) == 0)
 		sd_ckpt_free(&ck);

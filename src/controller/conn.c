@@ -5,6 +5,8 @@
 
 #include "src/controller/internal.h"
 
+#include "src/base/token.h"
+
 struct write_req {
 	uv_write_t req;
 	char *data;

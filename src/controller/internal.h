@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "engine/checkpoint.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/onnx.h"
 #include "engine/train.h"
 #include "src/market/autopilot.h"
@@ -264,7 +264,6 @@ struct sd_controller {
 double ctl_wall_s(void);
 double ctl_mono_s(void);
 double ctl_run_time_s(const struct sd_controller *c);
-int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why);
 void ctl_find_latest_checkpoint(struct sd_controller *c);
 int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *opts, char **why);
 

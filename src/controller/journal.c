@@ -6,6 +6,8 @@
 
 #include "src/controller/internal.h"
 
+#include "src/run/journal-file.h"
+
 /* A journal event: type, time (Unix seconds), t (seconds since the run
  * started), then ev's fields (ev is consumed; NULL: none).  Caller frees. */
 static cJSON *event_new(struct sd_controller *c, enum sd_event_type type, cJSON *ev)
@@ -71,22 +73,7 @@ struct jw_batch {
  * 0 or an errno.  Runs on the thread pool. */
 static int journal_append(struct sd_controller *c, const char *buf, size_t len)
 {
-	size_t done = 0;
-	while (done < len) {
-		ssize_t n = write(c->journal_fd, buf + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int err = n < 0 ? errno : EIO;
-			if (done > 0 && ftruncate(c->journal_fd, c->journal_size) < 0) {
-				/* The torn line stays; a reader skips it as it does a crash's. */
-			}
-			return err;
-		}
-		done += (size_t)n;
-	}
-	c->journal_size += (off_t)done;
-	return 0;
+	return sd_journal_append(c->journal_fd, &c->journal_size, buf, len);
 }
 
 /* journal_resumed for the line (len bytes, its newline included) it

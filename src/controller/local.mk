@@ -9,4 +9,4 @@ src_controller_libsdcontroller_a_SOURCES = src/controller/controller.h src/contr
 	src/controller/generation.c src/controller/checkpoint.c src/controller/commands.c \
 	src/controller/autopilot.c
 src_controller_libsdcontroller_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
-SD_CONTROLLER_LIBS = src/controller/libsdcontroller.a
+SD_CONTROLLER_LIBS = src/controller/libsdcontroller.a $(SD_RUN_LIBS)

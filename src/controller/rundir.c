@@ -7,6 +7,10 @@
 #include "src/controller/internal.h"
 
 #include "engine/onnx.h"
+#include "src/base/token.h"
+#include "src/base/file.h"
+#include "src/run/journal-file.h"
+#include "src/run/run-lock.h"
 
 /* Wall-clock time, Unix seconds: only for the journal's "time" and for
  * the down time of a resumed run, never to measure a duration here. */
@@ -33,34 +37,6 @@ double ctl_mono_s(void)
 double ctl_run_time_s(const struct sd_controller *c)
 {
 	return (c->wall0 - c->t0) + (ctl_mono_s() - c->mono0);
-}
-
-int ctl_write_file_atomic(const char *path, const void *data, size_t len, char **why)
-{
-	char tmp[SD_PATH_MAX + 96];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return sd_why(why, "%s: %s", tmp, strerror(errno));
-	size_t off = 0;
-	while (off < len) {
-		ssize_t n = write(fd, (const char *)data + off, len - off);
-		if (n <= 0) {
-			close(fd);
-			unlink(tmp);
-			return sd_why(why, "%s: write: %s", tmp, strerror(errno));
-		}
-		off += (size_t)n;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		unlink(tmp);
-		return sd_why(why, "%s: fsync: %s", tmp, strerror(errno));
-	}
-	if (rename(tmp, path) < 0) {
-		unlink(tmp);
-		return sd_why(why, "%s: rename: %s", path, strerror(errno));
-	}
-	return 0;
 }
 
 static int mkdir_p(const char *path, char **why)
@@ -211,7 +187,7 @@ static int write_json_atomic(const char *path, cJSON *j, char **why)
 	cJSON_Delete(j);
 	if (!text)
 		sd_oom();
-	int rc = ctl_write_file_atomic(path, text, strlen(text), why);
+	int rc = sd_write_file_atomic(path, text, strlen(text), why);
 	free(text);
 	return rc;
 }
@@ -290,7 +266,7 @@ static int keep_model_file(struct sd_controller *c, const struct sd_controller_o
 		free(unread);
 		return 0;
 	}
-	int rc = ctl_write_file_atomic(path, bytes, len, why);
+	int rc = sd_write_file_atomic(path, bytes, len, why);
 	free(bytes);
 	return rc;
 }
@@ -303,26 +279,8 @@ int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *o
 	/* One controller per run directory: a second one (a --resume while the
 	 * first still runs) would interleave journals and prune the other's
 	 * checkpoints.  The lock goes with the process, even on SIGKILL. */
-	snprintf(path, sizeof path, "%s/lock", c->run_dir);
-	c->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (c->lock_fd < 0) {
-		sd_why(why, "%s: %s", path, strerror(errno));
+	if (sd_run_lock(c->run_dir, &c->lock_fd, why) < 0)
 		return -1;
-	}
-	if (flock(c->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		char pid[32] = "";
-		ssize_t n = pread(c->lock_fd, pid, sizeof pid - 1, 0);
-		pid[n > 0 ? n : 0] = 0;
-		pid[strcspn(pid, "\n")] = 0;
-		sd_why(why, "%s: in use by another spotdeck (pid %s); stop it first", c->run_dir,
-		       pid[0] ? pid : "?");
-		return -1;
-	}
-	char pidline[32];
-	int pl = snprintf(pidline, sizeof pidline, "%ld\n", (long)getpid());
-	if (ftruncate(c->lock_fd, 0) < 0 || pwrite(c->lock_fd, pidline, (size_t)pl, 0) != pl) {
-		/* The pid is only a courtesy for the message above. */
-	}
 	snprintf(path, sizeof path, "%s/checkpoints", c->run_dir);
 	if (mkdir_p(path, why) < 0)
 		return -1;
@@ -345,14 +303,7 @@ int ctl_open_run_dir(struct sd_controller *c, const struct sd_controller_opts *o
 		return -1;
 	snprintf(c->journal_path, sizeof c->journal_path, "%s/journal.jsonl", c->run_dir);
 	int torn = opts->resume && continue_journal(c, c->journal_path);
-	c->journal_fd = open(c->journal_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-	struct stat jst;
-	if (c->journal_fd < 0 || fstat(c->journal_fd, &jst) < 0) {
-		sd_why(why, "%s: %s", c->journal_path, strerror(errno));
+	if (sd_journal_open(c->journal_path, torn, &c->journal_fd, &c->journal_size, why) < 0)
 		return -1;
-	}
-	c->journal_size = jst.st_size;
-	if (torn && write(c->journal_fd, "\n", 1) == 1)
-		c->journal_size++;   /* the killed run's last line stays on its own */
 	return 0;
 }

@@ -11,7 +11,7 @@
 
 #include <cJSON.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/market/market-model.h"
 #include "src/market/replacement.h"
 

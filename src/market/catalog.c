@@ -17,7 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/json.h"
 #include "src/market/market-model.h"
 
 /* ---- arena ------------------------------------------------------------ */
@@ -113,45 +114,6 @@ static int fail(struct ctx *c, const char *fmt, ...)
 	return sd_why(c->why, "%s: %s", c->file, msg);
 }
 
-/* A short, printable description of a JSON value for "got ..." texts. */
-static const char *describe(const cJSON *v, char *buf, size_t n)
-{
-	if (!v)
-		return "nothing";
-	if (cJSON_IsString(v)) {
-		size_t o = 0;
-		const unsigned char *s = (const unsigned char *)v->valuestring;
-		buf[o++] = '"';
-		for (size_t i = 0; s[i] && o + 8 < n; i++) {
-			if (i >= 40) {
-				memcpy(buf + o, "...", 3);
-				o += 3;
-				break;
-			}
-			if (s[i] < 0x20 || s[i] == 0x7f || s[i] == '"' || s[i] == '\\')
-				o += (size_t)snprintf(buf + o, n - o, "\\x%02x", s[i]);
-			else
-				buf[o++] = (char)s[i];
-		}
-		buf[o++] = '"';
-		buf[o] = '\0';
-		return buf;
-	}
-	if (cJSON_IsNumber(v)) {
-		snprintf(buf, n, "%.10g", v->valuedouble);
-		return buf;
-	}
-	if (cJSON_IsBool(v))
-		return cJSON_IsTrue(v) ? "true" : "false";
-	if (cJSON_IsNull(v))
-		return "null";
-	if (cJSON_IsArray(v))
-		return "an array";
-	if (cJSON_IsObject(v))
-		return "an object";
-	return "an unknown value";
-}
-
 /* Rejects keys not in `allowed` (NULL-terminated, at most 32) and keys given
  * twice. */
 static int check_keys(struct ctx *c, const cJSON *obj, const char *const *allowed, const char *why_unknown)
@@ -165,7 +127,7 @@ static int check_keys(struct ctx *c, const cJSON *obj, const char *const *allowe
 			char buf[128];
 			static char empty[1];
 			cJSON tmp = { .type = cJSON_String, .valuestring = it->string ? it->string : empty };
-			return fail(c, "unknown key %s%s", describe(&tmp, buf, sizeof buf), why_unknown ? why_unknown : "");
+			return fail(c, "unknown key %s%s", sd_json_describe(&tmp, SD_JSON_BY_KIND, buf, sizeof buf), why_unknown ? why_unknown : "");
 		}
 		if (seen & (1u << k))
 			return fail(c, "key \"%s\" appears twice", allowed[k]);
@@ -188,7 +150,7 @@ static int need_object(struct ctx *c, const cJSON *v)
 {
 	char buf[80];
 	if (!cJSON_IsObject(v))
-		return fail(c, "expected an object, got %s", describe(v, buf, sizeof buf));
+		return fail(c, "expected an object, got %s", sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	return 0;
 }
 
@@ -220,7 +182,7 @@ static int get_array(struct ctx *c, const cJSON *obj, const char *key, bool requ
 	}
 	size_t old = path_key(c, key);
 	if (!cJSON_IsArray(*out))
-		return fail(c, "expected an array, got %s", describe(*out, buf, sizeof buf));
+		return fail(c, "expected an array, got %s", sd_json_describe(*out, SD_JSON_BY_KIND, buf, sizeof buf));
 	int n = 0;
 	for (const cJSON *it = (*out)->child; it; it = it->next)
 		if (++n > max)
@@ -262,7 +224,7 @@ static int get_string(struct ctx *c, const cJSON *obj, const char *key, bool req
 	}
 	size_t old = path_key(c, key);
 	if (!cJSON_IsString(v) || !v->valuestring)
-		return fail(c, "expected a string, got %s", describe(v, buf, sizeof buf));
+		return fail(c, "expected a string, got %s", sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	const char *s = v->valuestring;
 	size_t n = strlen(s);
 	if (n == 0)
@@ -274,16 +236,16 @@ static int get_string(struct ctx *c, const cJSON *obj, const char *key, bool req
 			unsigned char ch = (unsigned char)s[i];
 			if (ch <= ' ' || ch == 0x7f || ch == '"' || ch == '\\')
 				return fail(c, "expected a name without spaces, quotes or control characters, got %s",
-				            describe(v, buf, sizeof buf));
+				            sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 		}
 	} else {
 		for (size_t i = 0; i < n; i++)
 			if ((unsigned char)s[i] < 0x20 && s[i] != '\t')
-				return fail(c, "control character in string %s", describe(v, buf, sizeof buf));
+				return fail(c, "control character in string %s", sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	}
 	if (kind == STR_SOURCE && !is_source(s))
 		return fail(c, "expected a source starting with measured:, quoted:, documented:, fitted: or "
-		            "estimated:, got %s", describe(v, buf, sizeof buf));
+		            "estimated:, got %s", sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	*out = arena_strdup(&c->arena, s);
 	path_pop(c, old);
 	return 0;
@@ -300,28 +262,28 @@ enum num_kind {
 static int check_number(struct ctx *c, const cJSON *v, enum num_kind kind, double lo, double hi, double *out)
 {
 	char buf[80];
-	bool ok = cJSON_IsNumber(v) && isfinite(v->valuedouble);
-	double x = ok ? v->valuedouble : 0;
+	struct sd_json_rule r = { kind == NUM_INT ? SD_JSON_INT : SD_JSON_NUM, SD_JSON_BOUNDED, lo, hi };
+	if (kind == NUM_POSITIVE || kind == NUM_NONNEG)
+		r.lo = 0;
+	if (kind == NUM_POSITIVE)
+		r.flags |= SD_JSON_OPEN_LO;
+	double x = 0;
+	if (sd_json_check(v, &r, &x) == SD_JSON_OK) {
+		*out = x;
+		return 0;
+	}
+	const char *got = sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf);
 	switch (kind) {
 	case NUM_POSITIVE:
-		if (!ok || !(x > 0) || x > hi)
-			return fail(c, "expected a positive number up to %g, got %s", hi, describe(v, buf, sizeof buf));
-		break;
+		return fail(c, "expected a positive number up to %g, got %s", hi, got);
 	case NUM_NONNEG:
-		if (!ok || x < 0 || x > hi)
-			return fail(c, "expected a non-negative number up to %g, got %s", hi, describe(v, buf, sizeof buf));
-		break;
+		return fail(c, "expected a non-negative number up to %g, got %s", hi, got);
 	case NUM_RANGE:
-		if (!ok || x < lo || x > hi)
-			return fail(c, "expected a number from %g to %g, got %s", lo, hi, describe(v, buf, sizeof buf));
-		break;
+		return fail(c, "expected a number from %g to %g, got %s", lo, hi, got);
 	case NUM_INT:
-		if (!ok || x < lo || x > hi || x != floor(x))
-			return fail(c, "expected an integer from %.0f to %.0f, got %s", lo, hi, describe(v, buf, sizeof buf));
 		break;
 	}
-	*out = x;
-	return 0;
+	return fail(c, "expected an integer from %.0f to %.0f, got %s", lo, hi, got);
 }
 
 static int get_number(struct ctx *c, const cJSON *obj, const char *key, bool required,
@@ -360,7 +322,7 @@ static int get_bool(struct ctx *c, const cJSON *obj, const char *key, bool requi
 	}
 	size_t old = path_key(c, key);
 	if (!cJSON_IsBool(v))
-		return fail(c, "expected true or false, got %s", describe(v, buf, sizeof buf));
+		return fail(c, "expected true or false, got %s", sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	*out = cJSON_IsTrue(v);
 	path_pop(c, old);
 	return 0;
@@ -387,7 +349,7 @@ static int get_enum(struct ctx *c, const cJSON *obj, const char *key, bool requi
 		size_t l = strlen(list);
 		snprintf(list + l, sizeof list - l, "%s\"%s\"", i ? (names[i + 1] ? ", " : " or ") : "", names[i]);
 	}
-	return fail(c, "expected %s, got %s", list, describe(v, buf, sizeof buf));
+	return fail(c, "expected %s, got %s", list, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 }
 
 /* An array of exactly 24 non-negative numbers (clock hours 0-23). */
@@ -400,7 +362,7 @@ static int get_hours24(struct ctx *c, const cJSON *obj, const char *key, double 
 		return 0;
 	size_t old = path_key(c, key);
 	if (!cJSON_IsArray(arr))
-		return fail(c, "expected an array of 24 numbers (clock hours 0-23), got %s", describe(arr, buf, sizeof buf));
+		return fail(c, "expected an array of 24 numbers (clock hours 0-23), got %s", sd_json_describe(arr, SD_JSON_BY_KIND, buf, sizeof buf));
 	int n = cJSON_GetArraySize(arr);
 	if (n != 24)
 		return fail(c, "expected 24 numbers (clock hours 0-23), got %d", n);
@@ -445,7 +407,7 @@ static int parse_batch(struct ctx *c, const cJSON *obj, struct sd_batch *b)
 	for (const cJSON *it = arr->child; it; it = it->next, i++) {
 		size_t o2 = path_index(c, i);
 		if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2)
-			return fail(c, "expected [size, weight], got %s", describe(it, buf, sizeof buf));
+			return fail(c, "expected [size, weight], got %s", sd_json_describe(it, SD_JSON_BY_KIND, buf, sizeof buf));
 		double size = 0, w = 0;
 		size_t o3 = path_index(c, 0);
 		if (check_number(c, it->child, NUM_INT, 2, 1024, &size) < 0)
@@ -492,7 +454,7 @@ static int parse_cdf(struct ctx *c, const cJSON *obj, struct sd_revocation *r)
 	for (const cJSON *it = arr->child; it; it = it->next, i++) {
 		size_t o2 = path_index(c, i);
 		if (!cJSON_IsArray(it) || cJSON_GetArraySize(it) != 2)
-			return fail(c, "expected [hours, fraction revoked], got %s", describe(it, buf, sizeof buf));
+			return fail(c, "expected [hours, fraction revoked], got %s", sd_json_describe(it, SD_JSON_BY_KIND, buf, sizeof buf));
 		double h = 0, f = 0;
 		size_t o3 = path_index(c, 0);
 		if (check_number(c, it->child, NUM_POSITIVE, 0, r->max_lifetime_hours, &h) < 0)

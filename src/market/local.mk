@@ -2,8 +2,9 @@
 # model and simulation core, market traces (scripted revocations, stockouts,
 # prices and commands of a deterministic simulated-market run), the
 # replacement scorer and the cost/speed planner.  Shared by the simulator
-# provider, the what-if dialog and `spotdeck plan`; includes only engine/
-# (errors, rng).  Programs link $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS).
+# provider, the what-if dialog and `spotdeck plan`; includes only base/
+# (errors, rng, JSON checks), not the engine.  Programs link
+# $(SD_MARKET_LIBS).
 noinst_LIBRARIES += src/market/libsdmarket.a
 src_market_libsdmarket_a_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 src_market_libsdmarket_a_SOURCES = \
@@ -13,19 +14,6 @@ src_market_libsdmarket_a_SOURCES = \
 	src/market/planner.c src/market/planner.h \
 	src/market/trace.c src/market/trace.h \
 	src/market/autopilot.c src/market/autopilot.h
-SD_MARKET_LIBS = src/market/libsdmarket.a $(CJSON_LIBS)
+SD_MARKET_LIBS = src/market/libsdmarket.a $(SD_BASE_LIBS)
 # A program that reads traces only links the same library.
 SD_TRACE_LIBS = $(SD_MARKET_LIBS)
-
-check_PROGRAMS += tests/market/test-trace tests/fuzz/fuzz-trace
-TESTS += tests/market/test-trace tests/fuzz/fuzz-trace
-
-tests_market_test_trace_SOURCES = tests/market/test-trace.c
-tests_market_test_trace_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_market_test_trace_LDADD = $(SD_TRACE_LIBS) $(SD_ENGINE_LIBS)
-
-# A plain program replaying deterministic mutations under `make check`; see
-# the file for the libFuzzer build.
-tests_fuzz_fuzz_trace_SOURCES = tests/fuzz/fuzz-trace.c
-tests_fuzz_fuzz_trace_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
-tests_fuzz_fuzz_trace_LDADD = $(SD_TRACE_LIBS) $(SD_ENGINE_LIBS)

@@ -48,7 +48,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "src/market/catalog.h"
 
 /* Launch-time sub-bins per hour used by the time-of-day fit

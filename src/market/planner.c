@@ -12,8 +12,8 @@
 
 #include <cJSON.h>
 
-#include "engine/errors.h"
-#include "engine/rng.h"
+#include "src/base/errors.h"
+#include "src/base/rng.h"
 #include "src/market/market-model.h"
 #include "src/market/autopilot.h"
 

@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/file.h"
+#include "src/base/json.h"
 
 struct ctx {
 	const char *file;
@@ -39,52 +41,6 @@ static int fail(const struct ctx *c, const char *field, const char *fmt, ...)
 	return sd_why(c->why, "%s:%d: %s", c->file, c->line, msg);
 }
 
-/* Writes s into buf (size n >= 16) with quotes, shortened to 40 bytes, bytes
- * that could break the one-line message escaped as \xNN. */
-static const char *quote(const char *s, char *buf, size_t n)
-{
-	size_t o = 0;
-	buf[o++] = '"';
-	for (size_t i = 0; s[i] && o + 8 < n; i++) {
-		unsigned char ch = (unsigned char)s[i];
-		if (i == 40) {
-			memcpy(buf + o, "...", 3);
-			o += 3;
-			break;
-		}
-		if (ch < 0x20 || ch == 0x7f || ch == '"' || ch == '\\')
-			o += (size_t)snprintf(buf + o, n - o, "\\x%02x", ch);
-		else
-			buf[o++] = (char)ch;
-	}
-	buf[o++] = '"';
-	buf[o] = '\0';
-	return buf;
-}
-
-/* A short, one-line description of a JSON value for "got ..." texts. */
-static const char *describe(const cJSON *v, char *buf, size_t n)
-{
-	if (cJSON_IsString(v))
-		return quote(v->valuestring ? v->valuestring : "", buf, n);
-	if (cJSON_IsNumber(v)) {
-		if (!isfinite(v->valuedouble))   /* 1e999 parses as inf */
-			snprintf(buf, n, "%s (beyond a double's range)", v->valuedouble < 0 ? "-inf" : "inf");
-		else
-			snprintf(buf, n, "%.10g", v->valuedouble);
-		return buf;
-	}
-	if (cJSON_IsBool(v))
-		return cJSON_IsTrue(v) ? "true" : "false";
-	if (cJSON_IsNull(v))
-		return "null";
-	if (cJSON_IsArray(v))
-		return "an array";
-	if (cJSON_IsObject(v))
-		return "an object";
-	return "an unknown value";
-}
-
 /* A key as the FIELD of a message: bare when it is a plain identifier,
  * otherwise quoted and escaped like a value. */
 static const char *key_name(const char *key, char *buf, size_t n)
@@ -98,7 +54,7 @@ static const char *key_name(const char *key, char *buf, size_t n)
 	}
 	if (plain)
 		return key;
-	return quote(key, buf, n);
+	return sd_json_quote(key, buf, n);
 }
 
 /* The first member called `key` (case-sensitive), or NULL. */
@@ -122,10 +78,12 @@ static int get_number(const struct ctx *c, const cJSON *obj, const char *key, bo
 			return fail(c, key, "missing (expected %s)", expect);
 		return 0;
 	}
-	double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-	if (!isfinite(x) || x < 0 || (positive && x <= 0)) {
+	const struct sd_json_rule r = { SD_JSON_NUM, SD_JSON_BOUNDED | (positive ? SD_JSON_OPEN_LO : 0), 0,
+	                                INFINITY };
+	double x = 0;
+	if (sd_json_check(v, &r, &x) != SD_JSON_OK) {
 		char buf[80];
-		return fail(c, key, "expected %s, got %s", expect, describe(v, buf, sizeof buf));
+		return fail(c, key, "expected %s, got %s", expect, sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	}
 	*out = x + 0.0;  /* -0 becomes 0 */
 	return 0;
@@ -142,17 +100,17 @@ static int get_string(const struct ctx *c, const cJSON *obj, const char *key, bo
 	if (!v)
 		return fail(c, key, "missing (expected a non-empty string)");
 	if (!cJSON_IsString(v) || !v->valuestring || !v->valuestring[0])
-		return fail(c, key, "expected a non-empty string, got %s", describe(v, buf, sizeof buf));
+		return fail(c, key, "expected a non-empty string, got %s", sd_json_describe(v, SD_JSON_BY_KIND, buf, sizeof buf));
 	const char *s = v->valuestring;
 	size_t len = strlen(s);
 	if (len >= cap)
-		return fail(c, key, "%zu bytes long, at most %zu fit: %s", len, cap - 1, quote(s, buf, sizeof buf));
+		return fail(c, key, "%zu bytes long, at most %zu fit: %s", len, cap - 1, sd_json_quote(s, buf, sizeof buf));
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch < 0x20 || ch == 0x7f)
-			return fail(c, key, "contains a control character: %s", quote(s, buf, sizeof buf));
+			return fail(c, key, "contains a control character: %s", sd_json_quote(s, buf, sizeof buf));
 		if (ident && ch == ' ')
-			return fail(c, key, "contains a space: %s", quote(s, buf, sizeof buf));
+			return fail(c, key, "contains a space: %s", sd_json_quote(s, buf, sizeof buf));
 	}
 	memcpy(dst, s, len + 1);
 	return 0;
@@ -203,14 +161,14 @@ static int parse_event(const struct ctx *c, const cJSON *obj, const cJSON *evv, 
 {
 	char buf[80];
 	if (!cJSON_IsString(evv) || !evv->valuestring)
-		return fail(c, "event", "expected a string, got %s", describe(evv, buf, sizeof buf));
+		return fail(c, "event", "expected a string, got %s", sd_json_describe(evv, SD_JSON_BY_KIND, buf, sizeof buf));
 	int kind;
 	for (kind = 0; kind < 4; kind++)
 		if (!strcmp(evv->valuestring, kind_names[kind]))
 			break;
 	if (kind == 4) {
-		/* The name goes in single quotes; quote() escapes anything odd. */
-		quote(evv->valuestring, buf, sizeof buf);
+		/* The name goes in single quotes; sd_json_quote() escapes anything odd. */
+		sd_json_quote(evv->valuestring, buf, sizeof buf);
 		buf[strlen(buf) - 1] = '\0';
 		return fail(c, "event", "unknown event '%s' (known: revoke, stockout, price, command)", buf + 1);
 	}
@@ -249,14 +207,14 @@ static int parse_journal(const struct ctx *c, const cJSON *obj, const cJSON *typ
 {
 	char buf[80];
 	if (!cJSON_IsString(type) || !type->valuestring)
-		return fail(c, "type", "expected a string, got %s", describe(type, buf, sizeof buf));
+		return fail(c, "type", "expected a string, got %s", sd_json_describe(type, SD_JSON_BY_KIND, buf, sizeof buf));
 	const char *ty = type->valuestring;
 	if (!strcmp(ty, "command")) {
 		const cJSON *ok = member(obj, "ok");
 		if (!ok)
 			return fail(c, "ok", "missing (expected true or false)");
 		if (!cJSON_IsBool(ok))
-			return fail(c, "ok", "expected true or false, got %s", describe(ok, buf, sizeof buf));
+			return fail(c, "ok", "expected true or false, got %s", sd_json_describe(ok, SD_JSON_BY_KIND, buf, sizeof buf));
 		/* Failed commands are replayed too: a refused add still took a
 		 * server id and journaled a stockout, and must do so again. */
 		ev->kind = SD_TRACE_COMMAND;
@@ -311,7 +269,7 @@ static int parse_line(const struct ctx *c, const char *line, struct sd_trace_eve
 	int rc;
 	char buf[80];
 	if (!cJSON_IsObject(obj)) {
-		rc = fail(c, NULL, "expected a JSON object, got %s", describe(obj, buf, sizeof buf));
+		rc = fail(c, NULL, "expected a JSON object, got %s", sd_json_describe(obj, SD_JSON_BY_KIND, buf, sizeof buf));
 	} else {
 		memset(ev, 0, sizeof *ev);
 		ev->line = c->line;

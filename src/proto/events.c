@@ -3,7 +3,7 @@
 
 #include "src/proto/events.h"
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #include <string.h>
 

@@ -8,7 +8,7 @@
  * enum, and whoever follows the run (the cockpit's view model, an attached
  * cockpit) picks a handler by that enum, never by comparing the "type"
  * string.  The JSON text is made in two places only: the journal writer
- * (src/controller/journal.c) and the control socket (src/app/control.c).
+ * (src/controller/journal.c) and the control socket (src/run/control-server.c).
  * A reader of that text (the control socket's client, tests) gets the enum
  * back with sd_event_from_json, which uses sd_event_lookup.
  * tests/proto/test-events checks that the names are distinct, that spotdeck(1)

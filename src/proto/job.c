@@ -20,14 +20,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/json.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"
 
 /* Integers travel as JSON numbers, which cJSON holds as doubles: above 2^53
- * not every integer has one, so no integer setting may exceed it. */
-#define SD_JSON_INT_MAX 9007199254740992.0
+ * (SD_JSON_INT_EXACT) not every integer has one, so no integer setting may
+ * exceed it. */
 
 enum sd_key_kind {
 	K_STR,        /* char[size], any string shorter than size */
@@ -92,7 +93,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "weight_decay", K_FLOAT, OFF(train.weight_decay), 0, 0, 1, 0, NULL, NULL },
 	{ "schedule", K_SCHEDULE, OFF(train.schedule), 0, 0, 0, 0, sd_schedule_names, "schedule" },
 	{ "warmup_steps", K_LONG, OFF(train.warmup_steps), 0, 0, 1000000000, 0, NULL, NULL },
-	{ "seed", K_U64, OFF(train.seed), 0, 0, SD_JSON_INT_MAX, 0, NULL, NULL },
+	{ "seed", K_U64, OFF(train.seed), 0, 0, SD_JSON_INT_EXACT, 0, NULL, NULL },
 	{ "eval_batch", K_INT, OFF(train.eval_batch), 0, 1, 1048576, 0, NULL, NULL },
 	{ "synthetic_samples", K_INT, OFF(train.synthetic_samples), 0, 1, 10000000, 0, NULL, NULL },
 	{ "synthetic_c", K_INT, OFF(train.synthetic_c), 0, 1, 64, 0, NULL, NULL },
@@ -119,7 +120,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "boot_scale", K_DOUBLE, OFF(boot_scale), 0, 0, 1000, IN_PROVIDER, NULL, NULL },
 	{ "notice_scale", K_DOUBLE, OFF(notice_scale), 0, 0, 1000, OPEN_LO | IN_PROVIDER, NULL,
 	  NULL },
-	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_MAX, IN_PROVIDER, NULL, NULL },
+	{ "market_seed", K_U64, OFF(market_seed), 0, 0, SD_JSON_INT_EXACT, IN_PROVIDER, NULL, NULL },
 	{ "cluster", K_CLUSTER, OFF(cluster), SZ(cluster[0]), 0, SD_JOB_CLUSTER_MAX, 0, NULL, NULL },
 	{ "autopilot", K_OBJECT, OFF(autopilot), SZ(autopilot), 0, 0, 0, NULL, NULL },
 };
@@ -283,45 +284,6 @@ static void sd_json_add_float(cJSON *obj, const char *name, float f)
 
 /* ---- error messages ---- */
 
-const char *sd_json_show(const cJSON *item, char *buf, size_t size)
-{
-	/* cJSON prints a number beyond double's range (1e400 parses as inf) as
-	 * "null", which would tell the user something they did not type. */
-	if (cJSON_IsNumber(item) && !isfinite(item->valuedouble)) {
-		snprintf(buf, size, "%s (beyond a double's range)", item->valuedouble < 0 ? "-inf" : "inf");
-		return buf;
-	}
-	char *s = cJSON_PrintUnformatted(item);
-	if (!s) {
-		snprintf(buf, size, "?");
-		return buf;
-	}
-	size_t n = 0, i = 0;
-	for (; s[i] && i < 40 && n + 4 < size; i++)
-		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	if (s[i] && n + 4 <= size) {
-		memcpy(buf + n, "...", 3);
-		n += 3;
-	}
-	buf[n] = '\0';
-	free(s);
-	return buf;
-}
-
-/* A key name for an error message, the same way. */
-static const char *sd_key_show(const char *s, char *buf, size_t size)
-{
-	size_t n = 0, i = 0;
-	for (; s[i] && i < 40 && n + 4 < size; i++)
-		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	if (s[i] && n + 4 <= size) {
-		memcpy(buf + n, "...", 3);
-		n += 3;
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
 /* Levenshtein distance of a and b, capped: anything over 3 is 4. */
 static int sd_edit_distance(const char *a, const char *b)
 {
@@ -368,7 +330,7 @@ static int sd_bad_int(const struct sd_job_key *k, const char *name, const cJSON 
                       int is_int, const char *file, char **why)
 {
 	char shown[48];
-	sd_json_show(v, shown, sizeof shown);
+	sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown);
 	if (is_int && d > k->hi)
 		return sd_why(why, "%s: %s: expected an integer from %.0f to %.0f, got %s", file,
 		              name, k->lo, k->hi, shown);
@@ -386,21 +348,23 @@ static int sd_bad_number(const struct sd_job_key *k, const char *name, const cJS
                          const char *file, char **why)
 {
 	char shown[48];
-	sd_json_show(v, shown, sizeof shown);
+	sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown);
 	return sd_why(why, "%s: %s: expected a number in %c%g, %g%c, got %s", file, name,
 	              (k->flags & OPEN_LO) ? '(' : '[', k->lo, k->hi,
 	              (k->flags & OPEN_HI) ? ')' : ']', shown);
 }
 
-static int sd_in_interval(const struct sd_job_key *k, double d)
+/* Whether d is a value of key k: in its interval (ends open as its flags
+ * say), and integral for the integer kinds. */
+static enum sd_json_problem sd_job_check_number(const struct sd_job_key *k, double d)
 {
-	if (!(d >= k->lo && d <= k->hi))   /* also false for NaN */
-		return 0;
-	if ((k->flags & OPEN_LO) && d == k->lo)
-		return 0;
-	if ((k->flags & OPEN_HI) && d == k->hi)
-		return 0;
-	return 1;
+	int integer = k->kind == K_INT || k->kind == K_LONG || k->kind == K_U64;
+	struct sd_json_rule r = { integer ? SD_JSON_INT : SD_JSON_NUM, SD_JSON_BOUNDED, k->lo, k->hi };
+	if (k->flags & OPEN_LO)
+		r.flags |= SD_JSON_OPEN_LO;
+	if (k->flags & OPEN_HI)
+		r.flags |= SD_JSON_OPEN_HI;
+	return sd_json_check_number(d, &r);
 }
 
 /* ---- parsing ---- */
@@ -420,13 +384,13 @@ static int sd_job_set_normalize(struct sd_train_config *t, const char *name, con
 	}
 	if (!cJSON_IsObject(v))
 		return sd_why(why, "%s: %s: expected {\"mean\": [...], \"std\": [...]} or null, "
-		              "got %s", file, name, sd_json_show(v, shown, sizeof shown));
+		              "got %s", file, name, sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 	const cJSON *e;
 	cJSON_ArrayForEach(e, v) {
 		const char *k = e->string ? e->string : "";
 		if (strcmp(k, "mean") != 0 && strcmp(k, "std") != 0)
 			return sd_why(why, "%s: %s.%s: unknown key (normalize has mean and std)", file,
-			              name, sd_key_show(k, shown, sizeof shown));
+			              name, sd_text_show(k, shown, sizeof shown));
 	}
 	const cJSON *arr[2] = { cJSON_GetObjectItemCaseSensitive(v, "mean"),
 	                        cJSON_GetObjectItemCaseSensitive(v, "std") };
@@ -440,7 +404,7 @@ static int sd_job_set_normalize(struct sd_train_config *t, const char *name, con
 		if (n[a] < 1 || n[a] > SD_DATA_MAX_CHANNELS)
 			return sd_why(why, "%s: %s.%s: expected an array of 1 to %d numbers (one per "
 			              "channel), got %s", file, name, what[a], SD_DATA_MAX_CHANNELS,
-			              sd_json_show(arr[a], shown, sizeof shown));
+			              sd_json_describe(arr[a], SD_JSON_AS_TEXT, shown, sizeof shown));
 		int i = 0;
 		cJSON_ArrayForEach(e, arr[a]) {
 			double d;
@@ -448,7 +412,7 @@ static int sd_job_set_normalize(struct sd_train_config *t, const char *name, con
 			    (a == 1 && !((float)d > 0)))
 				return sd_why(why, "%s: %s.%s[%d]: expected a %s number, got %s", file, name,
 				              what[a], i, a == 1 ? "positive" : "finite",
-				              sd_json_show(e, shown, sizeof shown));
+				              sd_json_describe(e, SD_JSON_AS_TEXT, shown, sizeof shown));
 			vals[a][i++] = (float)d;
 		}
 	}
@@ -472,7 +436,7 @@ static int sd_job_set_string(const struct sd_job_key *k, char *base, const char 
 	char shown[48], list[160];
 	if (!cJSON_IsString(v) || !v->valuestring)
 		return sd_why(why, "%s: %s: expected a string, got %s", file, name,
-		              sd_json_show(v, shown, sizeof shown));
+		              sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 	const char *s = v->valuestring;
 	if (k->kind == K_STR) {
 		if (strlen(s) >= k->size)
@@ -482,7 +446,7 @@ static int sd_job_set_string(const struct sd_job_key *k, char *base, const char 
 		 * to a shell, which never reads a job file (and the path is
 		 * read on other hosts too). */
 		if (s[0] == '~') {
-			sd_key_show(s, shown, sizeof shown);
+			sd_text_show(s, shown, sizeof shown);
 			return sd_why(why, "%s: %s: '%s' starts with '~', which only a shell expands: "
 			              "write the whole path", file, name, shown);
 		}
@@ -511,7 +475,7 @@ static int sd_job_set_string(const struct sd_job_key *k, char *base, const char 
 		}
 		return 0;
 	}
-	sd_key_show(s, shown, sizeof shown);
+	sd_text_show(s, shown, sizeof shown);
 	return sd_why(why, "%s: %s: unknown %s '%s' (known: %s%s)", file, name, k->what,
 	              shown, sd_join_names(k->names, list, sizeof list),
 	              k->names == sd_model_names ? ", or an ONNX file's path ending in .onnx"
@@ -526,7 +490,7 @@ static int sd_job_set_cluster(struct sd_job *j, const struct sd_job_key *k, cons
 	char shown[48];
 	if (!cJSON_IsArray(v))
 		return sd_why(why, "%s: %s: expected an array of offer ids, got %s", file,
-		              name, sd_json_show(v, shown, sizeof shown));
+		              name, sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 	int n = cJSON_GetArraySize(v);
 	if (n > SD_JOB_CLUSTER_MAX)
 		return sd_why(why, "%s: %s: at most %d offers, got %d", file, name,
@@ -536,7 +500,7 @@ static int sd_job_set_cluster(struct sd_job *j, const struct sd_job_key *k, cons
 	cJSON_ArrayForEach(e, v) {
 		if (!cJSON_IsString(e) || !e->valuestring)
 			return sd_why(why, "%s: %s[%d]: expected an offer id string, got %s", file,
-			              name, i, sd_json_show(e, shown, sizeof shown));
+			              name, i, sd_json_describe(e, SD_JSON_AS_TEXT, shown, sizeof shown));
 		const char *s = e->valuestring;
 		size_t len = strlen(s);
 		if (len == 0 || len >= k->size)
@@ -546,7 +510,7 @@ static int sd_job_set_cluster(struct sd_job *j, const struct sd_job_key *k, cons
 			if ((unsigned char)s[c] <= 0x20 || (unsigned char)s[c] >= 0x7f)
 				return sd_why(why, "%s: %s[%d]: offer id '%s' has a space or a "
 				              "non-printable character", file, name, i,
-				              sd_key_show(s, shown, sizeof shown));
+				              sd_text_show(s, shown, sizeof shown));
 		}
 		snprintf(j->cluster[i], sizeof j->cluster[i], "%s", s);
 		i++;
@@ -567,7 +531,7 @@ static int sd_job_set_object(const struct sd_job_key *k, char *base, const char 
 		return 0;
 	}
 	if (!cJSON_IsObject(v))
-		return sd_why(why, "%s: %s: expected an object, got %s", file, name, sd_json_show(v, shown, sizeof shown));
+		return sd_why(why, "%s: %s: expected an object, got %s", file, name, sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 	char *text = cJSON_PrintUnformatted(v);
 	if (!text)
 		sd_oom();
@@ -595,10 +559,12 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 	case K_INT:
 	case K_LONG:
 	case K_U64: {
-		if (sd_json_number(v, &d) < 0 || d != floor(d))
-			return sd_bad_int(k, name, v, 0, 0, file, why);
-		if (d < k->lo || d > k->hi)
+		enum sd_json_problem p = sd_json_number(v, &d) < 0 ? SD_JSON_WRONG_TYPE
+		                                                   : sd_job_check_number(k, d);
+		if (p == SD_JSON_OUT_OF_RANGE)
 			return sd_bad_int(k, name, v, d, 1, file, why);
+		if (p != SD_JSON_OK)
+			return sd_bad_int(k, name, v, 0, 0, file, why);
 		if (k->kind == K_INT)
 			*(int *)base = (int)d;
 		else if (k->kind == K_LONG)
@@ -611,13 +577,13 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 		/* Checked after rounding to float, so 0.99999999 is refused as
 		 * the momentum 1 it would become. */
 		if (sd_json_number(v, &d) < 0 || fabs(d) > FLT_MAX ||
-		    !sd_in_interval(k, (double)(float)d))
+		    sd_job_check_number(k, (double)(float)d) != SD_JSON_OK)
 			return sd_bad_number(k, name, v, file, why);
 		*(float *)base = (float)d;
 		return 0;
 	}
 	case K_DOUBLE:
-		if (sd_json_number(v, &d) < 0 || !sd_in_interval(k, d))
+		if (sd_json_number(v, &d) < 0 || sd_job_check_number(k, d) != SD_JSON_OK)
 			return sd_bad_number(k, name, v, file, why);
 		*(double *)base = d;
 		return 0;
@@ -655,7 +621,7 @@ static int sd_job_set_provider_name(struct sd_job *j, const char *name, const cJ
 	if (!cJSON_IsString(v) || !v->valuestring || !sd_provider_name_ok(v->valuestring))
 		return sd_why(why, "%s: %s: expected a provider name ([a-z0-9-], 1 to %zu bytes), "
 		              "got %s", file, name, SZ(provider) - 1,
-		              sd_json_show(v, shown, sizeof shown));
+		              sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 	snprintf(j->provider, sizeof j->provider, "%s", v->valuestring);
 	return 0;
 }
@@ -710,7 +676,7 @@ static int sd_job_provider_from_json(struct sd_job *j, const cJSON *v, struct sd
 			seen->in_provider[i] = 1;
 		} else if (cJSON_GetObjectItemCaseSensitive(settings, key)) {
 			rc = sd_why(why, "%s: provider.%s: given twice", file,
-			            sd_key_show(key, shown, sizeof shown));
+			            sd_text_show(key, shown, sizeof shown));
 		} else {
 			cJSON *copy = cJSON_Duplicate(e, 1);
 			if (!copy || !cJSON_AddItemToObject(settings, key, copy))
@@ -749,7 +715,7 @@ static int sd_job_set_provider(struct sd_job *j, const cJSON *v, struct sd_job_s
 	if (cJSON_IsString(v))
 		return sd_job_set_provider_name(j, "provider", v, file, why);
 	return sd_why(why, "%s: provider: expected an object {\"name\": ...} or a provider name, "
-	              "got %s", file, sd_json_show(v, shown, sizeof shown));
+	              "got %s", file, sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 }
 
 /* "FILE: KEY: unknown key" with the nearest known key, if one is close. */
@@ -765,7 +731,7 @@ static int sd_job_unknown_key(const char *name, const char *file, char **why)
 			best = sd_job_keys[k].name;
 		}
 	}
-	sd_key_show(name, shown, sizeof shown);
+	sd_text_show(name, shown, sizeof shown);
 	if (best)
 		return sd_why(why, "%s: %s: unknown key (did you mean '%s'?)", file, shown, best);
 	return sd_why(why, "%s: %s: unknown key (see spotdeck-job(5))", file, shown);
@@ -778,7 +744,7 @@ int sd_job_from_json(struct sd_job *out, const cJSON *obj, const char *file, cha
 	char shown[48];
 	if (!cJSON_IsObject(obj))
 		return sd_why(why, "%s: expected a JSON object at the top level, got %s", file,
-		              obj ? sd_json_show(obj, shown, sizeof shown) : "nothing");
+		              obj ? sd_json_describe(obj, SD_JSON_AS_TEXT, shown, sizeof shown) : "nothing");
 	struct sd_job *j = sd_malloc(sizeof *j);
 	sd_job_defaults(j);
 	struct sd_job_seen seen;
@@ -848,22 +814,16 @@ int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *fil
 		return sd_why(why, "%s: invalid JSON at line %zu, column %zu (a NUL byte)", file,
 		              line, col);
 	}
-	/* cJSON checks that nothing follows the value only when the terminating
-	 * NUL is inside the length it is given: parse a terminated copy. */
-	char *copy = sd_malloc(len + 1);
-	memcpy(copy, text, len);
-	copy[len] = '\0';
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	size_t at;
+	cJSON *root = sd_json_parse_whole(text, len, &at);
 	if (!root) {
-		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
+		if (at == SD_JSON_PARSE_OOM)
+			sd_oom();
 		size_t line, col;
-		sd_text_position(copy, at, &line, &col);
-		free(copy);
+		sd_text_position(text, at, &line, &col);
 		return sd_why(why, "%s: invalid JSON at line %zu, column %zu%s", file, line, col,
 		              at >= len ? " (the text ends early)" : "");
 	}
-	free(copy);
 	int rc = sd_job_from_json(j, root, file, why);
 	cJSON_Delete(root);
 	return rc;

@@ -100,11 +100,6 @@ int sd_job_from_json(struct sd_job *j, const cJSON *obj, const char *file_for_er
  * NULL if the text is not a JSON object (only a program that wrote the field
  * itself can make it so). */
 cJSON *sd_job_provider_settings(const struct sd_job *j);
-/* The JSON text of item for an error message ("got VALUE"): at most 40
- * bytes of printable ASCII, "..." when cut, a number beyond a double's
- * range named so.  Writes at most size bytes (48 is enough); returns buf. */
-const char *sd_json_show(const cJSON *item, char *buf, size_t size);
-
 /* 1 if a and b hold the same settings (provider_settings compared as text). */
 int sd_job_equal(const struct sd_job *a, const struct sd_job *b);
 

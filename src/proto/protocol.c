@@ -6,122 +6,17 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/json.h"
 #include "engine/train.h"
-
-/* ---- line framer ---- */
-
-void sd_line_reader_init(struct sd_line_reader *r, size_t max_line)
-{
-	memset(r, 0, sizeof *r);
-	r->max = max_line ? max_line : SD_PROTO_LINE_MAX;
-}
-
-void sd_line_reader_free(struct sd_line_reader *r)
-{
-	free(r->buf);
-	size_t max = r->max;
-	memset(r, 0, sizeof *r);
-	r->max = max;
-}
-
-void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len)
-{
-	if (r->skipping && len > 0) {
-		/* The rest of a refused line: gone up to its newline. */
-		const char *nl = memchr(data, '\n', len);
-		if (!nl)
-			return;
-		r->skipping = 0;
-		len -= (size_t)(nl + 1 - data);
-		data = nl + 1;
-	}
-	if (r->overflow || len == 0)
-		return;
-	/* Drop the lines already returned before growing, so the buffer holds at
-	 * most one pending line plus what the caller feeds between calls. */
-	if (r->head > 0) {
-		memmove(r->buf, r->buf + r->head, r->len - r->head);
-		r->len -= r->head;
-		r->scan -= r->head;
-		r->head = 0;
-	}
-	if (len > SIZE_MAX - r->len - 1)
-		sd_oom();
-	size_t need = r->len + len + 1;   /* + 1: room to NUL-terminate a line */
-	if (need > r->cap) {
-		size_t cap = r->cap ? r->cap : 4096;
-		while (cap < need)
-			cap = cap > SIZE_MAX / 2 ? need : cap * 2;
-		char *buf = realloc(r->buf, cap);
-		if (!buf)
-			sd_oom();
-		r->buf = buf;
-		r->cap = cap;
-	}
-	memcpy(r->buf + r->len, data, len);
-	r->len += len;
-}
-
-int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len, char **why)
-{
-	if (r->overflow)
-		return sd_why(why, "line longer than %zu bytes", r->max);
-	if (r->scan < r->head)
-		r->scan = r->head;
-	char *nl = r->scan < r->len ? memchr(r->buf + r->scan, '\n', r->len - r->scan) : NULL;
-	if (!nl) {
-		r->scan = r->len;
-		/* No newline yet: max or more pending bytes can only end as a line of
-		 * more than max bytes with its newline. */
-		if (r->len - r->head >= r->max) {
-			r->overflow = 1;
-			return sd_why(why, "line longer than %zu bytes", r->max);
-		}
-		return 0;
-	}
-	size_t start = r->head;
-	size_t end = (size_t)(nl - r->buf);   /* index of the '\n' */
-	if (end - start + 1 > r->max) {
-		r->overflow = 1;
-		return sd_why(why, "line longer than %zu bytes", r->max);
-	}
-	r->head = end + 1;
-	r->scan = r->head;
-	if (end > start && r->buf[end - 1] == '\r')
-		end--;
-	r->buf[end] = '\0';
-	*line = r->buf + start;
-	*len = end - start;
-	return 1;
-}
-
-void sd_line_reader_skip(struct sd_line_reader *r)
-{
-	if (!r->overflow)
-		return;
-	r->overflow = 0;
-	/* The over-long line starts at head; if its newline is buffered, the
-	 * bytes after it are the next lines. */
-	char *nl = r->head < r->len ? memchr(r->buf + r->head, '\n', r->len - r->head) : NULL;
-	if (nl) {
-		r->head = (size_t)(nl + 1 - r->buf);
-	} else {
-		r->head = r->len;
-		r->skipping = 1;
-	}
-	r->scan = r->head;
-}
 
 /* ---- messages ---- */
 
@@ -225,68 +120,51 @@ int sd_msg_type_parse(const char *name, enum sd_msg_type *t)
 	return -1;
 }
 
-/* Whether item is a number with an integral value inside int64_t. */
-static int sd_json_is_int64(const cJSON *item)
-{
-	if (!cJSON_IsNumber(item))
-		return 0;
-	double d = item->valuedouble;
-	/* -2^63 is exact as a double; 2^63 is the first value out of range. */
-	return d == floor(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
-}
-
-/* Copies s into out (size outsz) for an error message: at most 40 bytes,
- * anything but printable ASCII as '?', "..." when cut. */
-static void sd_quote_for_message(char *out, size_t outsz, const char *s)
-{
-	size_t n = 0, i = 0;
-	for (; s[i] && n + 4 < outsz && i < 40; i++)
-		out[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	if (s[i] && n + 4 <= outsz) {
-		memcpy(out + n, "...", 3);
-		n += 3;
-	}
-	out[n] = '\0';
-}
+/* Integers of the protocol fit int64_t: -2^63 is exact as a double, 2^63
+ * is the first value out of range. */
+static const struct sd_json_rule sd_int64_rule = {
+	SD_JSON_INT, SD_JSON_BOUNDED | SD_JSON_OPEN_HI, -9223372036854775808.0, 9223372036854775808.0
+};
 
 /* Checks one field of a message of type name; 0 or -1 with *why. */
 static int sd_msg_check_field(const cJSON *obj, const char *type, const struct sd_field *f,
                               char **why)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, f->name);
-	if (!v)
+	static const enum sd_json_kind kinds[] = {
+		[F_INT] = SD_JSON_INT, [F_NUM] = SD_JSON_NUM, [F_STR] = SD_JSON_STR,
+		[F_OBJ] = SD_JSON_OBJ, [F_ARR] = SD_JSON_ARR,
+	};
+	static const char *const expected[] = {
+		[F_INT] = "an integer", [F_NUM] = "a number", [F_STR] = "a string",
+		[F_OBJ] = "an object", [F_ARR] = "an array",
+	};
+	struct sd_json_rule r = sd_int64_rule;
+	r.kind = kinds[f->kind];
+	if (r.kind != SD_JSON_INT)
+		r.flags = 0;
+	else if (f->flags & F_NONNEG)
+		r.lo = 0;
+	double d = 0;
+	switch (sd_json_field(obj, f->name, &r, NULL, &d)) {
+	case SD_JSON_OK:
+		return 0;
+	case SD_JSON_MISSING:
 		return sd_why(why, "%s: missing field '%s'", type, f->name);
-	switch (f->kind) {
-	case F_INT:
-		if (!cJSON_IsNumber(v))
-			return sd_why(why, "%s: field '%s' must be an integer", type, f->name);
-		if (!sd_json_is_int64(v))
-			return sd_why(why, "%s: field '%s' must be an integer, got %.17g",
-			              type, f->name, v->valuedouble);
-		if ((f->flags & F_NONNEG) && v->valuedouble < 0)
+	case SD_JSON_WRONG_TYPE:
+		return sd_why(why, "%s: field '%s' must be %s", type, f->name, expected[f->kind]);
+	case SD_JSON_NOT_FINITE:
+		return sd_why(why, "%s: field '%s' must be a finite number", type, f->name);
+	case SD_JSON_OUT_OF_RANGE:
+		/* Only a negative value inside int64_t is "negative"; anything
+		 * beyond int64_t is no integer of ours at all. */
+		if (d < 0 && d >= sd_int64_rule.lo)
 			return sd_why(why, "%s: field '%s' must not be negative, got %lld",
-			              type, f->name, (long long)v->valuedouble);
-		return 0;
-	case F_NUM:
-		if (!cJSON_IsNumber(v))
-			return sd_why(why, "%s: field '%s' must be a number", type, f->name);
-		if (!isfinite(v->valuedouble))
-			return sd_why(why, "%s: field '%s' must be a finite number", type, f->name);
-		return 0;
-	case F_STR:
-		if (!cJSON_IsString(v) || !v->valuestring)
-			return sd_why(why, "%s: field '%s' must be a string", type, f->name);
-		return 0;
-	case F_OBJ:
-		if (!cJSON_IsObject(v))
-			return sd_why(why, "%s: field '%s' must be an object", type, f->name);
-		return 0;
-	case F_ARR:
-		if (!cJSON_IsArray(v))
-			return sd_why(why, "%s: field '%s' must be an array", type, f->name);
-		return 0;
+			              type, f->name, (long long)d);
+		break;
+	case SD_JSON_NOT_INTEGRAL:
+		break;
 	}
-	return sd_why(why, "%s: field '%s' has an unknown kind", type, f->name);
+	return sd_why(why, "%s: field '%s' must be an integer, got %.17g", type, f->name, d);
 }
 
 /* Whether s is a SHA-256 in hex: 64 hex digits. */
@@ -354,21 +232,15 @@ int sd_msg_decode(const char *line, size_t len, enum sd_msg_type *type, cJSON **
 	const char *nul = memchr(line, '\0', len);
 	if (nul)
 		return sd_why(why, "invalid JSON at byte %zu", (size_t)(nul - line) + 1);
-	/* cJSON wants the terminating NUL inside the length it is given to check
-	 * that nothing follows the value, so parse a terminated copy. */
-	char *copy = sd_malloc(len + 1);
-	memcpy(copy, line, len);
-	copy[len] = '\0';
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	size_t at;
+	cJSON *root = sd_json_parse_whole(line, len, &at);
 	if (!root) {
-		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
-		free(copy);
+		if (at == SD_JSON_PARSE_OOM)
+			sd_oom();
 		if (at >= len)
 			return sd_why(why, "invalid JSON at byte %zu (line ends early)", at + 1);
 		return sd_why(why, "invalid JSON at byte %zu", at + 1);
 	}
-	free(copy);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return sd_why(why, "message is not a JSON object");
@@ -385,7 +257,7 @@ int sd_msg_decode(const char *line, size_t len, enum sd_msg_type *type, cJSON **
 	enum sd_msg_type t;
 	if (sd_msg_type_parse(ty->valuestring, &t) < 0) {
 		char shown[48];
-		sd_quote_for_message(shown, sizeof shown, ty->valuestring);
+		sd_text_show(ty->valuestring, shown, sizeof shown);
 		cJSON_Delete(root);
 		return sd_why(why, "unknown message type '%s'", shown);
 	}
@@ -435,7 +307,7 @@ cJSON *sd_msg_new(enum sd_msg_type t)
 long long sd_msg_int(const cJSON *obj, const char *field, long long dflt)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);
-	if (!sd_json_is_int64(v))
+	if (sd_json_check(v, &sd_int64_rule, NULL) != SD_JSON_OK)
 		return dflt;
 	return (long long)v->valuedouble;
 }
@@ -456,224 +328,6 @@ const char *sd_msg_str(const cJSON *obj, const char *field, const char *dflt)
 	return v->valuestring;
 }
 
-/* ---- hex ---- */
-
-char *sd_hex_encode(const void *data, size_t len)
-{
-	static const char digits[] = "0123456789abcdef";
-	if (len > (SIZE_MAX - 1) / 2)
-		sd_oom();
-	const unsigned char *p = data;
-	char *hex = sd_malloc(2 * len + 1);
-	for (size_t i = 0; i < len; i++) {
-		hex[2 * i] = digits[p[i] >> 4];
-		hex[2 * i + 1] = digits[p[i] & 15];
-	}
-	hex[2 * len] = '\0';
-	return hex;
-}
-
-static int sd_hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-void *sd_hex_decode(const char *hex, size_t *len)
-{
-	size_t n = strlen(hex);
-	if (n % 2)
-		return NULL;
-	unsigned char *out = sd_malloc(n / 2);
-	for (size_t i = 0; i < n / 2; i++) {
-		int hi = sd_hex_digit(hex[2 * i]), lo = sd_hex_digit(hex[2 * i + 1]);
-		if (hi < 0 || lo < 0) {
-			free(out);
-			return NULL;
-		}
-		out[i] = (unsigned char)(hi << 4 | lo);
-	}
-	*len = n / 2;
-	return out;
-}
-
-/* ---- tokens ---- */
-
-int sd_token_equal(const char *expected, const char *given)
-{
-	/* Walk expected's length whatever given holds: once given's NUL is
-	 * reached the index stops there (arithmetically, not by a branch), so
-	 * neither the number of iterations nor the memory touched depends on
-	 * where the first difference is or on how long given is. */
-	size_t n = strlen(expected);
-	volatile unsigned diff = 0;
-	size_t j = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char g = (unsigned char)given[j];
-		diff |= g ^ (unsigned char)expected[i];
-		j += (size_t)(g != 0);
-	}
-	diff |= (unsigned char)given[j];   /* given must end where expected does */
-	return diff == 0;
-}
-
-static int sd_token_check(const char *token, size_t n, const char *path, char **why)
-{
-	if (n < SD_TOKEN_MIN || n > SD_TOKEN_MAX)
-		return sd_why(why, "%s: the token must be %d to %d characters, got %zu",
-		              path, SD_TOKEN_MIN, SD_TOKEN_MAX, n);
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)token[i];
-		if (c <= 0x20 || c >= 0x7f)
-			return sd_why(why, "%s: the token has a space or a non-printable character "
-			              "at position %zu (printable ASCII without spaces only)", path, i + 1);
-	}
-	return 0;
-}
-
-int sd_token_read_file(const char *path, char **token, char **why)
-{
-	*token = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sd_why(why, "%s: cannot open the token file: %s", path, strerror(errno));
-	/* The first line is all that matters; one byte more than the longest
-	 * token plus a CRLF and some trailing blanks tells "too long" apart. */
-	char buf[SD_TOKEN_MAX + 64];
-	size_t n = 0;
-	while (n < sizeof buf) {
-		ssize_t got = read(fd, buf + n, sizeof buf - n);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0) {
-			int err = errno;
-			close(fd);
-			return sd_why(why, "%s: cannot read the token file: %s", path, strerror(err));
-		}
-		if (got == 0)
-			break;
-		n += (size_t)got;
-		if (memchr(buf, '\n', n))
-			break;
-	}
-	close(fd);
-	char *nl = memchr(buf, '\n', n);
-	if (nl)
-		n = (size_t)(nl - buf);
-	while (n > 0 && (buf[n - 1] == ' ' || buf[n - 1] == '\t' || buf[n - 1] == '\r' ||
-	                 buf[n - 1] == '\v' || buf[n - 1] == '\f'))
-		n--;
-	if (memchr(buf, '\0', n))
-		return sd_why(why, "%s: the token has a NUL byte", path);
-	if (sd_token_check(buf, n, path, why) < 0)
-		return -1;
-	char *t = sd_malloc(n + 1);
-	memcpy(t, buf, n);
-	t[n] = '\0';
-	*token = t;
-	return 0;
-}
-
-/* Fills buf with len random bytes from the kernel; 0 or -1 with errno. */
-static int sd_random_bytes(void *buf, size_t len)
-{
-	unsigned char *p = buf;
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = getrandom(p + got, len - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			break;
-		got += (size_t)r;
-	}
-	if (got == len)
-		return 0;
-	/* Kernels before 3.17 lack getrandom(). */
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	got = 0;
-	while (got < len) {
-		ssize_t r = read(fd, p + got, len - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			int err = r < 0 ? errno : EIO;
-			close(fd);
-			errno = err;
-			return -1;
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	return 0;
-}
-
-int sd_token_create_file(const char *path, char **token, char **why)
-{
-	*token = NULL;
-	unsigned char raw[16];
-	if (sd_random_bytes(raw, sizeof raw) < 0)
-		return sd_why(why, "%s: cannot get random bytes for a token: %s", path,
-		              strerror(errno));
-	char *t = sd_hex_encode(raw, sizeof raw);
-	size_t plen = strlen(path);
-	char *tmp = sd_malloc(plen + sizeof ".XXXXXX");
-	memcpy(tmp, path, plen);
-	memcpy(tmp + plen, ".XXXXXX", sizeof ".XXXXXX");
-	/* mkstemp creates the file with mode 0600 (glibc), and fchmod makes sure
-	 * of it whatever the umask. */
-	int fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		int err = errno;
-		free(tmp);
-		free(t);
-		return sd_why(why, "%s: cannot create the token file: %s", path, strerror(err));
-	}
-	size_t n = strlen(t);
-	t[n] = '\n';   /* written with its newline, then terminated again */
-	int ok = fchmod(fd, 0600) == 0;
-	size_t done = 0;
-	while (ok && done < n + 1) {
-		ssize_t w = write(fd, t + done, n + 1 - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = EIO;
-			ok = 0;
-			break;
-		}
-		done += (size_t)w;
-	}
-	t[n] = '\0';
-	if (ok && fsync(fd) < 0)
-		ok = 0;
-	int err = errno;
-	if (close(fd) < 0 && ok) {
-		ok = 0;
-		err = errno;
-	}
-	if (ok && rename(tmp, path) < 0) {
-		ok = 0;
-		err = errno;
-	}
-	if (!ok) {
-		unlink(tmp);
-		free(tmp);
-		free(t);
-		return sd_why(why, "%s: cannot write the token file: %s", path, strerror(err));
-	}
-	free(tmp);
-	*token = t;
-	return 0;
-}
 
 int sd_model_rx_begin(struct sd_model_rx *rx, const char *sha256, long long total, char **why)
 {

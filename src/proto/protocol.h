@@ -94,6 +94,9 @@
 
 #include <cJSON.h>
 
+#include "src/base/hex.h"
+#include "src/base/line-reader.h"
+
 /* 2: a step's metrics ride in the gradient all-reduce (worker-agent.c's
  * gen_allreduce), so workers of version 1 and 2 cannot share a generation.
  * 3: the gradients go in buckets that overlap backward, the metrics with
@@ -106,32 +109,6 @@
 #define SD_PROTO_VERSION 4
 #define SD_PROTO_LINE_MAX (1u << 20)   /* bytes per line incl. newline; longer = protocol error */
 #define SD_PROTO_KEY_MAX 256           /* bytes per kv_* key */
-
-/* Line framer: feed arbitrary byte chunks, get complete lines.
- * Fields: buf holds bytes [head, len) not yet returned as lines; scan is where
- * the search for the next '\n' resumes (bytes [head, scan) hold none), so a
- * long line fed byte by byte is scanned once, not once per byte; max is the
- * longest line allowed, newline included; overflow is set once a line went
- * over max, after which everything fed is dropped; skipping is set by
- * sd_line_reader_skip while the rest of an over-long line is discarded. */
-struct sd_line_reader { char *buf; size_t len, cap, max; int overflow, skipping; size_t head, scan; };
-void sd_line_reader_init(struct sd_line_reader *r, size_t max_line);
-void sd_line_reader_free(struct sd_line_reader *r);
-/* Appends bytes; then call sd_line_reader_next repeatedly. */
-void sd_line_reader_feed(struct sd_line_reader *r, const char *data, size_t len);
-/* Returns 1 and sets *line and *len (pointing into r's buffer, valid until the next
- * feed/next call; the '\n' is not included, a trailing '\r' is stripped, and
- * line[len] is '\0') when a complete line is available; 0 when more bytes are
- * needed; -1 when the pending line exceeds max (then the connection must be
- * closed: *why says "line longer than N bytes"); every later call returns -1
- * too. */
-int sd_line_reader_next(struct sd_line_reader *r, const char **line, size_t *len, char **why);
-/* For a reader that outlives a bad line (a command input, not a protocol
- * connection): after sd_line_reader_next returned -1, drops the over-long
- * line whole - what is buffered of it and everything fed up to and
- * including its newline - so that the next call returns the line after it.
- * Nothing of the refused line is ever returned, and it costs one -1 only. */
-void sd_line_reader_skip(struct sd_line_reader *r);
 
 enum sd_msg_type { SD_MSG_HELLO, SD_MSG_WELCOME, SD_MSG_KV_SET, SD_MSG_KV_GET, SD_MSG_KV_VALUE, SD_MSG_GENERATION, SD_MSG_JOINED, SD_MSG_STEP, SD_MSG_COMM_FAILED, SD_MSG_LEAVING, SD_MSG_CKPT_CHUNK, SD_MSG_STOP, SD_MSG_ERROR, SD_MSG_LOG, SD_MSG_NOTICE, SD_MSG_CHECKPOINT, SD_MSG_PAUSE, SD_MSG_READY, SD_MSG_HEARTBEAT, SD_MSG_ABORT, SD_MSG_CLOUD_NOTICE, SD_MSG_CLOUD_WARNING, SD_MSG_MODEL_GET, SD_MSG_MODEL_CHUNK, SD_MSG__COUNT };
 /* The wire name ("hello", "kv_set", ...); "?" for a value out of range. */
@@ -164,13 +141,6 @@ long long sd_msg_int(const cJSON *obj, const char *field, long long dflt);
 double sd_msg_num(const cJSON *obj, const char *field, double dflt);
 const char *sd_msg_str(const cJSON *obj, const char *field, const char *dflt);
 
-/* Hex codec for binary payloads (store values, checkpoint chunks).  encode:
- * malloc'd NUL-terminated lowercase hex of 2 * len chars.  decode (upper or
- * lower case): returns malloc'd bytes (non-NULL even for "") and *len, or
- * NULL on odd length / non-hex char.  Both abort via sd_oom on OOM. */
-char *sd_hex_encode(const void *data, size_t len);
-void *sd_hex_decode(const char *hex, size_t *len);
-
 /* The model file's bytes at the worker's end of model_chunk: assembled in
  * order and checked against the welcome's SHA-256 and size.  Bytes per
  * chunk the controller sends (hex doubles them: a line stays well under
@@ -194,20 +164,5 @@ int sd_model_rx_begin(struct sd_model_rx *rx, const char *sha256, long long tota
 int sd_model_rx_chunk(struct sd_model_rx *rx, const cJSON *chunk, char **why);
 /* Frees rx->buf and clears rx. */
 void sd_model_rx_free(struct sd_model_rx *rx);
-
-/* Constant-time comparison of two NUL-terminated tokens (time depends only on
- * the length of `expected`); returns 1 if equal. */
-int sd_token_equal(const char *expected, const char *given);
-#define SD_TOKEN_MIN 16
-#define SD_TOKEN_MAX 256
-/* Reads a token file: first line, trailing whitespace stripped, must be
- * SD_TOKEN_MIN..SD_TOKEN_MAX printable non-space ASCII chars.  Returns 0 and a
- * malloc'd *token, or -1 with *why naming the file. */
-int sd_token_read_file(const char *path, char **token, char **why);
-/* Writes a fresh random token (32 hex chars from getrandom(), /dev/urandom
- * where that is missing) and a newline to path with mode 0600, atomically
- * (a temporary file renamed over path); returns 0 and the malloc'd *token,
- * or -1 with *why naming the file. */
-int sd_token_create_file(const char *path, char **token, char **why);
 
 #endif

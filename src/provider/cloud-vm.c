@@ -11,7 +11,8 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/json.h"
 #include "src/proto/job.h"
 #include "src/provider/provider.h"
 #include "src/provider/http/secret-file.h"
@@ -32,7 +33,7 @@ int sd_setting_check_num(const cJSON *s, const char *key, double lo, double hi, 
 	if (v && (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi) ||
 		  (integer && v->valuedouble != floor(v->valuedouble))))
 		return sd_why(why, "%s: provider.%s: expected %s from %g to %g, got %s", file, key,
-			      integer ? "a whole number" : "a number", lo, hi, sd_json_show(v, shown, sizeof shown));
+			      integer ? "a whole number" : "a number", lo, hi, sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown));
 	return 0;
 }
 

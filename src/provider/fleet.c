@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 /* The "reason" journaled when a running machine's worker could not be
  * started at all (its "error" says why); the owner learns it from

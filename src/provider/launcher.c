@@ -14,8 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/proto/protocol.h"
+#include "src/base/token.h"
 
 int sd_fleet_running(const struct sd_fleet *f)
 {

@@ -20,7 +20,7 @@ src_provider_libsdprovider_a_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLA
 	$(CRYPTO_CFLAGS) $(EXPAT_CFLAGS) $(INIH_CFLAGS)
 # libcurl, libcrypto, expat, inih: the cloud providers' HTTP, tokens,
 # signatures, EC2's XML and the AWS credentials files.
-SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS) $(EXPAT_LIBS) $(INIH_LIBS)
+SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS) $(EXPAT_LIBS) $(INIH_LIBS) $(SD_BASE_LIBS)
 
 # ---- sim/: the simulated market ----
 src_provider_libsdprovider_a_SOURCES += src/provider/sim/sim.c

@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include <stdlib.h>
 #include <string.h>
 

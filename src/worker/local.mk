@@ -8,10 +8,4 @@ src_worker_libsdworker_a_SOURCES = src/worker/worker-agent.c src/worker/worker-a
 	src/worker/worker-options.c src/worker/worker-options.h
 src_worker_libsdworker_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
 # The notice watcher speaks HTTP to the metadata service through libcurl.
-SD_WORKER_LIBS = src/worker/libsdworker.a $(CURL_LIBS)
-
-check_PROGRAMS += tests/worker/test-notice-watch
-TESTS += tests/worker/test-notice-watch
-tests_worker_test_notice_watch_SOURCES = tests/worker/test-notice-watch.c
-tests_worker_test_notice_watch_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
-tests_worker_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+SD_WORKER_LIBS = src/worker/libsdworker.a $(CURL_LIBS) $(SD_BASE_LIBS)

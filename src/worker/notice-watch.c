@@ -20,7 +20,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 
 #define BODY_MAX (64 * 1024)   /* bytes kept of an answer; the documents are small */
 #define GCE_LONGPOLL_S 60      /* timeout_sec of a GCE long-poll */

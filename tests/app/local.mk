@@ -57,8 +57,8 @@ TESTS += tests/app/test-ui-attach.sh tests/app/test-control-socket.sh
 EXTRA_DIST += tests/app/test-ui-attach.sh tests/app/test-control-socket.sh
 # The control socket of a background run: the
 # view codec, the message decoder and its fuzz target.
-check_PROGRAMS += tests/app/test-view-codec tests/app/test-control-proto
-TESTS += tests/app/test-view-codec tests/app/test-control-proto
+check_PROGRAMS += tests/app/test-view-codec tests/run/test-control-proto
+TESTS += tests/app/test-view-codec tests/run/test-control-proto
 CONTROL_TEST_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 
 tests_app_test_view_codec_SOURCES = tests/app/test-view-codec.c tests/ui-fixture.c tests/ui-fixture.h \
@@ -66,9 +66,9 @@ tests_app_test_view_codec_SOURCES = tests/app/test-view-codec.c tests/ui-fixture
 tests_app_test_view_codec_CPPFLAGS = $(CONTROL_TEST_CPPFLAGS)
 tests_app_test_view_codec_LDADD = $(SD_APP_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
-tests_app_test_control_proto_SOURCES = tests/app/test-control-proto.c tests/check.h
-tests_app_test_control_proto_CPPFLAGS = $(CONTROL_TEST_CPPFLAGS)
-tests_app_test_control_proto_LDADD = $(SD_APP_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+tests_run_test_control_proto_SOURCES = tests/run/test-control-proto.c tests/check.h
+tests_run_test_control_proto_CPPFLAGS = $(CONTROL_TEST_CPPFLAGS)
+tests_run_test_control_proto_LDADD = $(SD_APP_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
 
 # The view model fed by a real controller, fleet and sim provider (no
 # worker starts), every figure checked against the catalog file.

@@ -16,7 +16,7 @@
  * machine disturbs least. */
 #include "engine/blas.h"
 #include "engine/layers.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/bench/timing.h"
 
 #include <cblas.h>

@@ -14,7 +14,7 @@
  * PyTorch is made on 2 cores).  -o and -b set OpenMP or OpenBLAS alone, to
  * see how the two thread pools get along. */
 #include "engine/layers.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/bench/bench.h"
 #include "tests/bench/timing.h"
 

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/bench/bench.h"
 #include "src/market/catalog.h"
 #include "src/market/market-model.h"

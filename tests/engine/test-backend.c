@@ -37,7 +37,7 @@
 #include "engine/backend.h"
 #include "engine/comm.h"
 #include "engine/comm-backend.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/model-graph.h"
 #include "engine/optim.h"
 #include "engine/train.h"

@@ -24,7 +24,7 @@
 #include "engine/model-graph.h"
 #include "engine/model.h"
 #include "engine/optim.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/check.h"
 
 #include <math.h>

@@ -52,7 +52,7 @@
  */
 #include "engine/blas.h"
 #include "engine/layers.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/check.h"
 
 #include <math.h>

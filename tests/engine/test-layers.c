@@ -30,7 +30,7 @@
  */
 #include "engine/blas.h"
 #include "engine/layers.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/check.h"
 
 #include <cblas.h>

@@ -26,7 +26,7 @@
 #include "engine/onnx-export.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "onnx/onnx.pb-c.h"
 #include "tests/check.h"
 #include "tests/engine/onnx-gen.h"

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 
 #include "engine/optim.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "tests/check.h"
 
 #define N 257          /* not a multiple of any vector width */

@@ -3,7 +3,7 @@
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -I. \
  *     -I/usr/include/cjson tests/fuzz/fuzz-catalog.c src/market/catalog.c \
- *     src/market/market-model.c engine/errors.c engine/rng.c -lcjson -lm -o fuzz-catalog
+ *     src/market/market-model.c src/base/errors.c src/base/rng.c -lcjson -lm -o fuzz-catalog
  *   ./fuzz-catalog data/
  * Without it (as `make check` builds it) main() runs the target over the
  * files named on the command line, or, with none, over 2000 deterministic
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "src/market/catalog.h"
 #include "src/market/market-model.h"
 

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz-control.c - fuzzes the control socket's message decoder
- * (src/app/control-proto.c) from both directions and the view codec's
+ * (src/run/control-proto.c) from both directions and the view codec's
  * mirror (src/app/view-codec.c) with the views of snapshot and status
  * messages, and checks what they accept: an accepted line re-encodes to one
  * line that decodes to the same type; a refusal is one non-empty line; a
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/app/control-proto.h"
+#include "src/run/control-proto.h"
 #include "src/app/view-codec.h"
 #include "tests/check.h"
 #include "tests/ui-fixture.h"

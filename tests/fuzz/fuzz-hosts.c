@@ -8,7 +8,7 @@
  *
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -D_GNU_SOURCE -I. \
- *     tests/fuzz/fuzz-hosts.c src/provider/ssh/hosts.c engine/errors.c -lm -o fuzz-hosts
+ *     tests/fuzz/fuzz-hosts.c src/provider/ssh/hosts.c src/base/errors.c -lm -o fuzz-hosts
  * Without it (as `make check` builds it) main() runs the files named on the
  * command line, or, with none, a built-in corpus of valid files with 20,000
  * deterministic mutations each (bit flips, bytes, truncations, inserted

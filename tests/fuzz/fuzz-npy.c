@@ -12,7 +12,7 @@
  *
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -D_GNU_SOURCE -I. \
- *     tests/fuzz/fuzz-npy.c engine/npy.c engine/errors.c -o fuzz-npy
+ *     tests/fuzz/fuzz-npy.c engine/npy.c src/base/errors.c -o fuzz-npy
  * Without it (as `make check` builds it) main() runs the files named on the
  * command line, or, with none, a built-in corpus of valid .npy files
  * (versions 1.0, 2.0 and 3.0, several dtypes and shapes, built as numpy.save

@@ -9,7 +9,7 @@
  * With libFuzzer (after a build, which generates onnx/onnx.pb-c.c; the
  * engine's sources are compiled in, so that they are instrumented):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -fopenmp -DSD_LIBFUZZER \
- *     -D_GNU_SOURCE -I. tests/fuzz/fuzz-onnx.c engine/errors.c engine/rng.c \
+ *     -D_GNU_SOURCE -I. tests/fuzz/fuzz-onnx.c src/base/errors.c src/base/rng.c \
  *     engine/blas.c engine/layers.c engine/layers-blocked.c engine/model.c \
  *     engine/onnx.c engine/conv-dnnl.c onnx/onnx.pb-c.c \
  *     -lopenblas -ldnnl -lprotobuf-c -lm -o fuzz-onnx

@@ -17,6 +17,7 @@
 
 #include "src/proto/job.h"
 #include "src/proto/protocol.h"
+#include "src/base/token.h"
 #include "tests/check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

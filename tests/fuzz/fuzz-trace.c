@@ -2,7 +2,7 @@
  *
  * With libFuzzer:
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -DSD_LIBFUZZER -D_GNU_SOURCE -I. \
- *     -I/usr/include/cjson tests/fuzz/fuzz-trace.c src/market/trace.c engine/errors.c \
+ *     -I/usr/include/cjson tests/fuzz/fuzz-trace.c src/market/trace.c src/base/errors.c \
  *     -lcjson -lm -o fuzz-trace
  *   ./fuzz-trace
  * Without it (as `make check` builds it) main() runs the target over the

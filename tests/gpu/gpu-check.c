@@ -48,10 +48,10 @@ X
 #include "engine/backend.h"
 #include "engine/comm-backend.h"
 #include "engine/comm.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/layers.h"
 #include "engine/model-graph.h"
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "engine/train.h"
 
 void openblas_set_num_threads(int num_threads);

@@ -39,3 +39,16 @@ TESTS += tests/market/test-autopilot
 tests_market_test_autopilot_SOURCES = tests/market/test-autopilot.c tests/check.h
 tests_market_test_autopilot_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_market_test_autopilot_LDADD = $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS)
+
+check_PROGRAMS += tests/market/test-trace tests/fuzz/fuzz-trace
+TESTS += tests/market/test-trace tests/fuzz/fuzz-trace
+
+tests_market_test_trace_SOURCES = tests/market/test-trace.c
+tests_market_test_trace_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_market_test_trace_LDADD = $(SD_TRACE_LIBS) $(SD_ENGINE_LIBS)
+
+# A plain program replaying deterministic mutations under `make check`; see
+# the file for the libFuzzer build.
+tests_fuzz_fuzz_trace_SOURCES = tests/fuzz/fuzz-trace.c
+tests_fuzz_fuzz_trace_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_fuzz_fuzz_trace_LDADD = $(SD_TRACE_LIBS) $(SD_ENGINE_LIBS)

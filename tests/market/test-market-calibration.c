@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/rng.h"
+#include "src/base/rng.h"
 #include "src/market/catalog.h"
 #include "src/market/market-model.h"
 #include "tests/check.h"

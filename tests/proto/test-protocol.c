@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "src/proto/protocol.h"
+#include "src/base/token.h"
 
 #include <errno.h>
 #include <math.h>

@@ -23,7 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/provider/provider.h"
 
 struct machine {

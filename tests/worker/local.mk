@@ -14,3 +14,9 @@ EXTRA_DIST += tests/worker/test-worker-notice.sh
 # A worker that re-executes itself for OpenBLAS's kernel keeps its name.
 TESTS += tests/worker/test-worker-exec-name.sh
 EXTRA_DIST += tests/worker/test-worker-exec-name.sh
+
+check_PROGRAMS += tests/worker/test-notice-watch
+TESTS += tests/worker/test-notice-watch
+tests_worker_test_notice_watch_SOURCES = tests/worker/test-notice-watch.c
+tests_worker_test_notice_watch_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
+tests_worker_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)

@@ -68,7 +68,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/aws/aws-client.h"
 #include "src/provider/cloud-vm.h"

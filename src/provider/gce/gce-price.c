@@ -3,6 +3,8 @@
 #include "config.h"
 #include "src/provider/gce/gce-price.h"
 
+#include "src/base/file.h"
+
 #include <cJSON.h>
 #include <ctype.h>
 #include <errno.h>
@@ -222,31 +224,11 @@ static int same_key(const cJSON *e, const struct sd_gce_price_key *key)
 /* The cache's entries array (NULL when the file is missing or not ours). */
 static cJSON *cache_load(const char *path)
 {
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
+	/* A cache past 16 MiB is not one of ours. */
 	char *buf = NULL;
-	size_t cap = 0, n = 0;
-	for (;;) {
-		if (n + 4096 > cap) {
-			cap = cap ? cap * 2 : 16384;
-			if (cap > (16u << 20)) {   /* not a cache of ours */
-				n = 0;
-				break;
-			}
-			char *nb = realloc(buf, cap);
-			if (!nb) {
-				n = 0;
-				break;
-			}
-			buf = nb;
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		n += r;
-		if (r == 0)
-			break;
-	}
-	fclose(f);
+	size_t n = 0;
+	if (sd_read_file(path, 16u << 20, &buf, &n, NULL) < 0)
+		return NULL;
 	cJSON *j = n ? cJSON_ParseWithLength(buf, n) : NULL;
 	free(buf);
 	if (j && !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(j, "entries"))) {

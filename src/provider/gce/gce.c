@@ -67,7 +67,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/proto/job.h"
 #include "src/provider/cloud-vm.h"
 #include "src/provider/gce/gce-api.h"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/market/market-model.h"
 #include "src/market/trace.h"
 

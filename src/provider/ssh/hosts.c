@@ -19,7 +19,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/file.h"
 
 #define SD_HOSTS_DEFAULT_PORT 22
 #define SD_HOSTS_DEFAULT_WORKER "spotdeck-worker"

@@ -61,7 +61,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/json.h"
 #include "src/proto/job.h"
 #include "src/provider/ssh/hosts.h"
 #include "src/provider/provider.h"
@@ -172,7 +173,7 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 	if (k && (!cJSON_IsString(k) || (strcmp(k->valuestring, "accept-new") && strcmp(k->valuestring, "yes") &&
 	                                 strcmp(k->valuestring, "no"))))
 		return sd_why(why, "%s: provider.host_key_checking: expected \"accept-new\", \"yes\" or \"no\", got %s",
-		              file, sd_json_show(k, shown, sizeof shown));
+		              file, sd_json_describe(k, SD_JSON_AS_TEXT, shown, sizeof shown));
 	const cJSON *kh = cJSON_GetObjectItemCaseSensitive(s, "known_hosts");
 	if (kh && (!cJSON_IsString(kh) || !kh->valuestring[0] || strlen(kh->valuestring) >= 4096))
 		return sd_why(why, "%s: provider.known_hosts: expected a file path", file);
@@ -180,11 +181,11 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 	if (t && (!cJSON_IsNumber(t) || !(t->valuedouble >= 1 && t->valuedouble <= 300) ||
 	          t->valuedouble != floor(t->valuedouble)))
 		return sd_why(why, "%s: provider.connect_timeout: expected whole seconds from 1 to 300, got %s", file,
-		              sd_json_show(t, shown, sizeof shown));
+		              sd_json_describe(t, SD_JSON_AS_TEXT, shown, sizeof shown));
 	const cJSON *cd = cJSON_GetObjectItemCaseSensitive(s, "cooldown_s");
 	if (cd && (!cJSON_IsNumber(cd) || !(cd->valuedouble >= 1 && cd->valuedouble <= COOLDOWN_MAX_S)))
 		return sd_why(why, "%s: provider.cooldown_s: expected seconds from 1 to %.0f, got %s", file,
-		              COOLDOWN_MAX_S, sd_json_show(cd, shown, sizeof shown));
+		              COOLDOWN_MAX_S, sd_json_describe(cd, SD_JSON_AS_TEXT, shown, sizeof shown));
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "ssh");
 	if (p && (!cJSON_IsString(p) || !p->valuestring[0] || strlen(p->valuestring) >= 256))
 		return sd_why(why, "%s: provider.ssh: expected the ssh program (a name or a path)", file);

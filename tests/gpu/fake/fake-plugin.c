@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "engine/backend-plugin.h"
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "engine/layers.h"
 #include "engine/model-graph.h"
 #include "engine/optim.h"

@@ -8,7 +8,7 @@
  * Shapes: blocks are the model's own contiguous buffers (params and grads of
  * nparams floats, buffers of nbuffers) plus a velocity of nparams floats; the
  * "device-resident" training set is data_n images of c*h*w floats and labels.
- * Allocation failures abort (test code).  Needs engine/errors.h,
+ * Allocation failures abort (test code).  Needs src/base/errors.h,
  * engine/model-graph.h and engine/optim.h included first. */
 #ifndef SD_TESTS_HOSTDEV_H
 #define SD_TESTS_HOSTDEV_H

@@ -14,7 +14,7 @@
 
 #include <uv.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
 #include "src/provider/fleet.h"
 #include "src/provider/provider.h"
 #include "src/market/trace.h"

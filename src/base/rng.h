@@ -1,10 +1,10 @@
-/* engine/rng.h - deterministic random numbers for initialisation, shuffling
+/* src/base/rng.h - deterministic random numbers for initialisation, shuffling
  * and synthetic data.  PCG32 (O'Neill 2014, "PCG: a family of simple fast
  * space-efficient statistically good algorithms", pcg-random.org, the
  * XSH-RR 64/32 variant).  The whole state is two uint64 values, so a
  * checkpoint stores it and a resumed run draws the same numbers. */
-#ifndef SD_ENGINE_RNG_H
-#define SD_ENGINE_RNG_H
+#ifndef SD_BASE_RNG_H
+#define SD_BASE_RNG_H
 
 #include <stdint.h>
 

@@ -1,4 +1,4 @@
-/* tests/proto/test-line-skip.c - sd_line_reader_skip (src/proto/protocol.h), the way a
+/* tests/base/test-line-skip.c - sd_line_reader_skip (src/base/line-reader.h), the way a
  * command input refuses an over-long line whole: fed in
  * chunks of every size, a stream of short lines and over-long ones gives
  * back exactly the short lines, in order, and one -1 per over-long line -
@@ -6,7 +6,7 @@
  * that overflowed, in a later chunk, or right at the limit. */
 #include "config.h"
 
-#include "src/proto/protocol.h"
+#include "src/base/line-reader.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* engine/rng.c - PCG32 XSH-RR, see rng.h for the reference. */
-#include "engine/rng.h"
+/* src/base/rng.c - PCG32 XSH-RR, see rng.h for the reference. */
+#include "src/base/rng.h"
 
 #include <math.h>
 

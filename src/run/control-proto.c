@@ -1,15 +1,15 @@
-/* src/app/control-proto.c - the control socket's messages (see
+/* src/run/control-proto.c - the control socket's messages (see
  * control-proto.h): one table of the fields each type must carry, checked
  * before anything reads them. */
 #include "config.h"
 
-#include "src/app/control-proto.h"
+#include "src/run/control-proto.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/errors.h"
+#include "src/base/errors.h"
+#include "src/base/json.h"
 
 enum field_kind { K_INT, K_NUM, K_STR, K_BOOL, K_OBJ };
 
@@ -53,20 +53,6 @@ static const struct msg_spec specs[] = {
 
 #define NSPECS (sizeof specs / sizeof specs[0])
 
-/* s for an error message: at most 40 bytes, anything but printable ASCII
- * as '?', "..." when cut. */
-static void quote(char *out, size_t outsz, const char *s)
-{
-	size_t n = 0, i = 0;
-	for (; s[i] && n + 4 < outsz && i < 40; i++)
-		out[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	if (s[i] && n + 4 <= outsz) {
-		memcpy(out + n, "...", 3);
-		n += 3;
-	}
-	out[n] = '\0';
-}
-
 static const struct msg_spec *find_spec(const char *type, int from_server, int *other_way)
 {
 	*other_way = 0;
@@ -82,33 +68,28 @@ static const struct msg_spec *find_spec(const char *type, int from_server, int *
 
 static int check_field(const cJSON *root, const char *type, const struct field *f, char **why)
 {
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, f->name);
-	if (!v)
-		return f->optional ? 0 : sd_why(why, "%s: missing field '%s'", type, f->name);
-	switch (f->kind) {
-	case K_INT:
-		if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-		    v->valuedouble < 0 || v->valuedouble > 9007199254740992.0)
-			return sd_why(why, "%s.%s: expected an integer >= 0", type, f->name);
+	/* Integers are sent as JSON numbers: every one here is >= 0 and at
+	 * most 2^53 (a double holds those exactly). */
+	static const struct sd_json_rule rules[] = {
+		[K_INT] = { SD_JSON_INT, SD_JSON_BOUNDED, 0, SD_JSON_INT_EXACT },
+		[K_NUM] = { SD_JSON_NUM, 0, 0, 0 },
+		[K_STR] = { SD_JSON_STR, 0, 0, 0 },
+		[K_BOOL] = { SD_JSON_BOOL, 0, 0, 0 },
+		[K_OBJ] = { SD_JSON_OBJ, 0, 0, 0 },
+	};
+	static const char *const expected[] = {
+		[K_INT] = "an integer >= 0", [K_NUM] = "a finite number", [K_STR] = "a string",
+		[K_BOOL] = "true or false", [K_OBJ] = "an object",
+	};
+	struct sd_json_rule r = rules[f->kind];
+	if (f->optional)
+		r.flags |= SD_JSON_OPTIONAL;
+	enum sd_json_problem p = sd_json_field(root, f->name, &r, NULL, NULL);
+	if (p == SD_JSON_OK)
 		return 0;
-	case K_NUM:
-		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-			return sd_why(why, "%s.%s: expected a finite number", type, f->name);
-		return 0;
-	case K_STR:
-		if (!cJSON_IsString(v) || !v->valuestring)
-			return sd_why(why, "%s.%s: expected a string", type, f->name);
-		return 0;
-	case K_BOOL:
-		if (!cJSON_IsBool(v))
-			return sd_why(why, "%s.%s: expected true or false", type, f->name);
-		return 0;
-	case K_OBJ:
-		if (!cJSON_IsObject(v))
-			return sd_why(why, "%s.%s: expected an object", type, f->name);
-		return 0;
-	}
-	return sd_why(why, "%s.%s: unknown kind", type, f->name);
+	if (p == SD_JSON_MISSING)
+		return sd_why(why, "%s: missing field '%s'", type, f->name);
+	return sd_why(why, "%s.%s: expected %s", type, f->name, expected[f->kind]);
 }
 
 static long get_long(const cJSON *root, const char *name)
@@ -158,7 +139,7 @@ static int fill(struct sd_control_msg *m, const cJSON *root, const struct msg_sp
 				m->want = SD_WANT_INFO;
 			else {
 				char shown[48];
-				quote(shown, sizeof shown, want);
+				sd_text_show(want, shown, sizeof shown);
 				return sd_why(why, "hello.want: '%s' is none of cockpit, journal, info",
 				              shown);
 			}
@@ -236,19 +217,13 @@ int sd_control_decode(const char *line, size_t len, int from_server, struct sd_c
 			return sd_why(why, "a NUL character (\\u0000) in a string at byte %zu", i + 1);
 		i++;
 	}
-	char *copy = malloc(len + 1);
-	if (!copy)
-		return sd_why(why, "out of memory for a line of %zu bytes", len);
-	memcpy(copy, line, len);
-	copy[len] = '\0';
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+	size_t at;
+	cJSON *root = sd_json_parse_whole(line, len, &at);
 	if (!root) {
-		size_t at = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : len;
-		free(copy);
+		if (at == SD_JSON_PARSE_OOM)
+			return sd_why(why, "out of memory for a line of %zu bytes", len);
 		return sd_why(why, "not JSON (at byte %zu)", at + 1);
 	}
-	free(copy);
 	if (!cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		return sd_why(why, "not a JSON object");
@@ -262,7 +237,7 @@ int sd_control_decode(const char *line, size_t len, int from_server, struct sd_c
 	const struct msg_spec *spec = find_spec(ty->valuestring, from_server, &other_way);
 	if (!spec) {
 		char shown[48];
-		quote(shown, sizeof shown, ty->valuestring);
+		sd_text_show(ty->valuestring, shown, sizeof shown);
 		cJSON_Delete(root);
 		if (other_way)
 			return sd_why(why, "type '%s' is sent by the %s, not the %s", shown,

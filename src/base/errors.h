@@ -1,8 +1,9 @@
-/* engine/errors.h - one-line error messages handed back to callers.
+/* src/base/errors.h - one-line error messages handed back to callers, and
+ * the allocation that reports out-of-memory instead of returning NULL.
  * Functions that can fail take a `char **why`; on failure they store a
  * malloc'd message there (caller frees) and return a negative value. */
-#ifndef SD_ENGINE_ERRORS_H
-#define SD_ENGINE_ERRORS_H
+#ifndef SD_BASE_ERRORS_H
+#define SD_BASE_ERRORS_H
 
 #include <stddef.h>
 
@@ -16,12 +17,5 @@ void sd_oom(void) __attribute__((noreturn));
 /* malloc/calloc that call sd_oom() instead of returning NULL. */
 void *sd_malloc(size_t bytes);
 void *sd_calloc(size_t count, size_t size);
-
-/* Reads the whole file at path, at most max_bytes of it, in chunks (a pipe
- * or a file that grows is read the same way; st_size is not trusted).
- * Returns 0 with *buf (malloc'd, caller frees; NUL-terminated after *len
- * bytes), or -1 with *why "PATH: cannot read: REASON" or "PATH: larger
- * than N MiB" (N = max_bytes >> 20) and nothing allocated. */
-int sd_read_file(const char *path, size_t max_bytes, char **buf, size_t *len, char **why);
 
 #endif

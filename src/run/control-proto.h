@@ -1,4 +1,4 @@
-/* src/app/control-proto.h - the messages of a run's control socket
+/* src/run/control-proto.h - the messages of a run's control socket
  * (RUNDIR/control.sock; src/app/control.h is the server, src/app/attach.c
  * the client; doc/control-protocol.md the description for people).
  *
@@ -32,8 +32,8 @@
  * and at most 2^53; unknown extra fields are ignored), a protocol other
  * than SD_CONTROL_PROTOCOL in a hello, and a NUL (\u0000) in any string,
  * which C would read as the string's end. */
-#ifndef SD_APP_CONTROL_PROTO_H
-#define SD_APP_CONTROL_PROTO_H
+#ifndef SD_RUN_CONTROL_PROTO_H
+#define SD_RUN_CONTROL_PROTO_H
 
 #include <stddef.h>
 

@@ -1,5 +1,5 @@
-/* tests/app/test-control-proto.c - the control socket's messages
- * (src/app/control-proto.c): every type goes through sd_control_line and
+/* tests/run/test-control-proto.c - the control socket's messages
+ * (src/run/control-proto.c): every type goes through sd_control_line and
  * back with its fields; each side refuses the other side's types; the line
  * limits hold to the byte; command lines are bounded and printable; ids are
  * integers >= 0; unknown types, bad JSON and missing or mistyped fields get
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/app/control-proto.h"
+#include "src/run/control-proto.h"
 #include "tests/check.h"
 
 /* obj as a line, decoded as coming from the server (from_server) or a
