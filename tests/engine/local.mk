@@ -127,3 +127,10 @@ endif
 # compute on the CPU (tests/gpu/fake/: never installed, never packed).
 TESTS += tests/engine/test-gpu-run.sh
 EXTRA_DIST += tests/engine/test-gpu-run.sh
+
+# Token files for language models (engine/tokens.c): llm.c's and nanoGPT's
+# formats, the refusals, and the training and evaluation windows.
+check_PROGRAMS += tests/engine/test-tokens
+TESTS += tests/engine/test-tokens
+tests_engine_test_tokens_SOURCES = tests/engine/test-tokens.c tests/check.h tests/tmpdir.h
+tests_engine_test_tokens_LDADD = $(SD_ENGINE_LIBS) -lm
