@@ -286,6 +286,8 @@ struct sd_cloud {
 	uv_timer_t backstop;
 	int listing;
 	int closing;
+	sd_provider_closed_cb closed;  /* the close's done, called after the sweep */
+	void *closed_arg;
 };
 
 /* The server SERVER of C, NULL when none. */
@@ -373,7 +375,7 @@ void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive);
 int sd_cloud_link_in_session(const struct sd_provider *p);
 int sd_cloud_judge(struct sd_provider *p, const char *server);
 int sd_cloud_answer_orphans(struct sd_provider *p, const char *what, char **why);
-void sd_cloud_close(struct sd_provider *p);
+void sd_cloud_close(struct sd_provider *p, sd_provider_closed_cb done, void *arg);
 void sd_cloud_free(struct sd_provider *p);
 /* Those members, for a cloud's struct sd_provider_ops initializer: a
  * cloud supplies its name, description, check, path_settings and create. */

@@ -48,17 +48,13 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "engine/errors.h"
@@ -100,13 +96,13 @@ enum { PROBE_LOST = 1, PROBE_COMEBACK = 2, PROBE_ALIVE = 3, PROBE_READY = 4 };
 /* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
 struct ssh_job {
 	uv_process_t proc;
-	struct sd_ssh_transport *p;        /* NULL once the provider closed */
+	struct sd_ssh_transport *p;
 	int host;
 	int probe;                     /* PROBE_LOST, PROBE_COMEBACK, PROBE_ALIVE or 0 */
 	char server[16];               /* PROBE_ALIVE: whose session ended */
 	uv_pipe_t err;                 /* probe: ssh's stderr, for the journal */
 	int err_open, exited;
-	int closing;                   /* handles still closing since the provider closed */
+	int closing;                   /* handles still closing after a failed start */
 	int64_t status;
 	int sig;
 	char said[512];                /* what it wrote there (the start of it) */
@@ -138,7 +134,10 @@ struct sd_ssh_transport {
 	unsigned launches;             /* numbers each launch's forwarded socket */
 	struct ssh_server *servers;
 	struct ssh_job *jobs;
-	int closing;
+	int closing;                   /* the close's step (CLOSE_*); CLOSE_NONE while open */
+	uv_timer_t grace;              /* a close step's limit: its ssh still running are killed */
+	sd_ssh_closed_cb closed;       /* sd_ssh_transport_close's done, and its argument */
+	void *closed_arg;
 	/* A transport (ssh.h): hosts come and go, no offers of its own. */
 	int transport;
 	char label[16];                /* "ssh", or the cloud provider's name */
@@ -418,6 +417,8 @@ static void host_back(struct sd_ssh_transport *p, int hi)
 		sd_fleet_command(p->fleet, line);
 }
 
+static void close_next(struct sd_ssh_transport *p);
+
 static void on_job_closed(uv_handle_t *h)
 {
 	free(h->data);
@@ -525,11 +526,14 @@ static void job_done(struct ssh_job *j)
 			}
 		}
 	}
-	if (j->err_open) {
+	if (j->err_open)
 		uv_close((uv_handle_t *)&j->err, on_err_closed);
-		return;
-	}
-	uv_close((uv_handle_t *)&j->proc, on_job_closed);
+	else
+		uv_close((uv_handle_t *)&j->proc, on_job_closed);
+	/* The close's step waited for this one: the next step, if it was the
+	 * last. */
+	if (p && p->closing && !p->jobs)
+		close_next(p);
 }
 
 static void on_err_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
@@ -563,19 +567,26 @@ static void on_job_exit(uv_process_t *proc, int64_t status, int sig)
 	j->status = status;
 	j->sig = sig;
 	if (j->closing)
-		return;   /* its handles are closing already (ssh_close) */
-	if (j->err_open != 1)
-		job_done(j);   /* no stderr pipe, or it ended already */
+		return;   /* its handles are closing already (a failed start) */
+	/* No stderr pipe, or it ended already; while the transport closes,
+	 * nobody reads what ssh said, and a process ssh left behind (a
+	 * master going to the background) may hold the pipe open. */
+	if (j->err_open != 1 || (j->p && j->p->closing))
+		job_done(j);
 }
 
-/* Runs `ssh HOST remote` in the background; its exit is only looked at for
- * probes.  Returns its job (owned by p), or NULL if ssh could not be
- * started (nothing follows). */
-static struct ssh_job *run_remote(struct sd_ssh_transport *p, int hi, const char *remote, int probe)
+/* Runs `ssh [EXTRA] HOST [REMOTE]` in the background (extra: options,
+ * NULL-terminated, or NULL; remote: the remote command line, or NULL for
+ * none, as with -O exit); its exit is only looked at for probes and by the
+ * close's steps.  Returns its job (owned by p), or NULL if ssh could not
+ * be started (nothing follows). */
+static struct ssh_job *run_ssh(struct sd_ssh_transport *p, int hi, const char *const *extra, const char *remote,
+                              int probe)
 {
 	char *a[SSH_MAX_ARGS + 2];
-	int n = ssh_argv(p, hi, a, NULL);
-	a[n++] = xstrdup(remote);
+	int n = ssh_argv(p, hi, a, extra);
+	if (remote)
+		a[n++] = xstrdup(remote);
 	a[n] = NULL;
 	struct ssh_job *j = sd_calloc(1, sizeof *j);
 	j->p = p;
@@ -612,6 +623,11 @@ static struct ssh_job *run_remote(struct sd_ssh_transport *p, int hi, const char
 	j->next = p->jobs;
 	p->jobs = j;
 	return j;
+}
+
+static struct ssh_job *run_remote(struct sd_ssh_transport *p, int hi, const char *remote, int probe)
+{
+	return run_ssh(p, hi, NULL, remote, probe);
 }
 
 /* Each second: a host that lost servers and whose cool-down ended is
@@ -752,6 +768,8 @@ static void ssh_open(struct sd_ssh_transport *p, const struct sd_provider_env *e
 	p->tick.data = p;
 	uv_timer_start(&p->tick, on_tick, 1000, 1000);
 	uv_unref((uv_handle_t *)&p->tick);   /* it never keeps the loop alive */
+	uv_timer_init(p->loop, &p->grace);
+	p->grace.data = p;
 }
 
 static int ssh_acquire(struct sd_provider *base, const char *server, const struct sd_offer *offer, char **why)
@@ -787,6 +805,8 @@ int sd_ssh_launch(struct sd_ssh_transport *p, const char *server, char *const *w
                       char **why)
 {
 	*argv = NULL;
+	if (p->closing)
+		return sd_why(why, "%s: the ssh transport is closing", server);
 	struct ssh_server *s = find_server(p, server);
 	if (!s || !s->live)
 		return sd_why(why, "%s: not a server of the ssh provider", server);
@@ -854,7 +874,7 @@ int sd_ssh_launch(struct sd_ssh_transport *p, const char *server, char *const *w
 static void kill_remote(struct sd_ssh_transport *p, const char *server, const char *name, int probe)
 {
 	struct ssh_server *s = find_server(p, server);
-	if (!s || p->hs[s->host].gone)
+	if (!s || p->hs[s->host].gone || p->closing)
 		return;
 	char *line = kill_line(p, server, name), *cmd = xprintf("%sexit 0", line);
 	run_remote(p, s->host, cmd, probe);
@@ -877,7 +897,7 @@ void sd_ssh_lost(struct sd_ssh_transport *p, const char *server, int worker_aliv
 	}
 	/* Its worker trains on: only ask whether the host still answers. */
 	struct ssh_server *s = find_server(p, server);
-	struct ssh_job *j = s && !p->hs[s->host].gone ? run_remote(p, s->host, "true", PROBE_ALIVE) : NULL;
+	struct ssh_job *j = s && !p->hs[s->host].gone && !p->closing ? run_remote(p, s->host, "true", PROBE_ALIVE) : NULL;
 	if (j)
 		snprintf(j->server, sizeof j->server, "%s", server);
 }
@@ -909,134 +929,107 @@ static int ssh_live(const struct sd_provider *base, const struct sd_offer *o)
 	return n;
 }
 
-/* The most ssh_close waits for each phase.  Over live shared connections
- * each takes milliseconds; 3 s was too short once on a 2-core machine at
- * load 7 (a host's directory stayed). */
+/* The most each step of the close waits for its ssh before killing them.
+ * Over live shared connections each takes milliseconds; 3 s was too short
+ * once on a 2-core machine at load 7 (a host's directory stayed).  The
+ * environment's SPOTDECK_SSH_CLOSE_WAIT_S (seconds, 0.1 to 60) replaces
+ * it, for tests. */
 #define CLOSE_WAIT_S 10.0
 
-/* Whether a signal's ssh to host hi is still on its way (it reads the pid
- * files the run's remote directory holds).  One that ended while the loop
- * did not run is seen without reaping it (WNOWAIT: libuv reaps its own). */
-static int signalling(const struct sd_ssh_transport *p, int hi)
+/* The close's steps, in order: signals still on their way are delivered
+ * (and probes nobody will read are ended); the run's directory on each
+ * host goes; the shared connections end; done. */
+enum { CLOSE_NONE, CLOSE_SIGNALS, CLOSE_CLEAN, CLOSE_MASTERS, CLOSE_DONE };
+
+static double close_wait_s(void)
 {
-	for (const struct ssh_job *j = p->jobs; j; j = j->next) {
-		if (j->host != hi || j->probe || j->exited)
-			continue;
-		siginfo_t si;
-		memset(&si, 0, sizeof si);
-		if (waitid(P_PID, (id_t)j->proc.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0)
-			return 1;
-	}
-	return 0;
+	const char *e = getenv("SPOTDECK_SSH_CLOSE_WAIT_S");
+	char *end;
+	double v = e && e[0] ? strtod(e, &end) : NAN;
+	return e && e[0] && !*end && v >= 0.1 && v <= 60 ? v : CLOSE_WAIT_S;
 }
 
-/* Waits (CLOSE_WAIT_S at most) for the signals on their way to hosts. */
-static void wait_signals(const struct sd_ssh_transport *p)
+/* A step's grace period is over: its ssh still running are killed, and
+ * their exits (which follow at once) end the step. */
+static void on_grace(uv_timer_t *t)
 {
-	struct timespec pause = { 0, 10 * 1000 * 1000 };
-	for (int waited_ms = 0; waited_ms < CLOSE_WAIT_S * 1000; waited_ms += 10) {
-		int busy = 0;
-		for (int i = 0; i < p->hosts.n && !busy; i++)
-			busy = p->hs[i].used && signalling(p, i);
-		if (!busy)
-			return;
-		nanosleep(&pause, NULL);
-	}
+	struct sd_ssh_transport *p = t->data;
+	for (struct ssh_job *j = p->jobs; j; j = j->next)
+		if (!j->exited)
+			uv_process_kill(&j->proc, SIGKILL);
 }
 
-/* Runs ssh on every host used (extra: options, before the host; command:
+/* Starts ssh on every host used (extra: options, before the host; command:
  * the remote command line or NULL; a host cooling down is skipped when a
- * command is given), outside the loop
- * (posix_spawnp + waitpid: the loop may not run again, and libuv reaps only
- * its own children), and waits for all of them, CLOSE_WAIT_S at most, then
- * kills what is left. */
+ * command is given, a host that is gone always). */
 static void on_used_hosts(struct sd_ssh_transport *p, const char *const *extra, const char *command)
 {
-	pid_t *pids = sd_calloc((size_t)p->hosts.n, sizeof *pids);
-	int npids = 0;
 	double now = sd_fleet_now(p->fleet);
-	for (int i = 0; i < p->hosts.n; i++) {
-		if (!p->hs[i].used || p->hs[i].gone || (command && p->hs[i].cool_until > now))
-			continue;
-		char *a[SSH_MAX_ARGS + 4];
-		int n = ssh_argv(p, i, a, extra);
-		if (command)
-			a[n++] = xstrdup(command);
-		a[n] = NULL;
-		posix_spawn_file_actions_t fa;
-		posix_spawn_file_actions_init(&fa);
-		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-		posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-		pid_t pid;
-		if (posix_spawnp(&pid, a[0], &fa, NULL, a, environ) == 0)
-			pids[npids++] = pid;
-		posix_spawn_file_actions_destroy(&fa);
-		for (int k = 0; k < n; k++)
-			free(a[k]);
-	}
-	struct timespec pause = { 0, 10 * 1000 * 1000 };
-	int left = npids;
-	for (int waited_ms = 0; left > 0 && waited_ms < CLOSE_WAIT_S * 1000; waited_ms += 10) {
-		for (int k = 0; k < npids; k++)
-			if (pids[k] > 0 && waitpid(pids[k], NULL, WNOHANG) != 0) {
-				pids[k] = 0;
-				left--;
-			}
-		if (left > 0)
-			nanosleep(&pause, NULL);
-	}
-	for (int k = 0; k < npids; k++)
-		if (pids[k] > 0) {
-			kill(pids[k], SIGKILL);
-			waitpid(pids[k], NULL, 0);
-		}
-	free(pids);
+	for (int i = 0; i < p->hosts.n; i++)
+		if (p->hs[i].used && !p->hs[i].gone && !(command && p->hs[i].cool_until > now))
+			run_ssh(p, i, extra, command, 0);
 }
 
 /* The run is over: its directory on each host goes (the workers' logs; a
- * failed worker's last lines are in the run's own log already), then the
- * shared connections end (`ssh -O exit`), waited for before ssh_free
- * removes their sockets: a master whose socket went first would linger for
- * ControlPersist (60 s).  A host whose signal is still on its way after
- * CLOSE_WAIT_S (a loaded host, slow logins) is not skipped: the same line
- * first sends SIGTERM to every worker whose pid file is left, so none
- * outlives the run, and then the directory goes. */
-static void end_hosts(struct sd_ssh_transport *p)
+ * failed worker's last lines are in the run's own log already).  A host
+ * whose signal was still on its way when the grace period ended (a loaded
+ * host, slow logins) is not skipped: the same line first sends SIGTERM to
+ * every worker whose pid file is left, so none outlives the run, and then
+ * the directory goes. */
+static void clean_hosts(struct sd_ssh_transport *p)
 {
-	wait_signals(p);
 	char *dir = remote_dir(p);
 	char *rm = xprintf("d=%s; for f in \"$d\"/*.pid; do test -r \"$f\" && kill -TERM \"$(cat \"$f\")\" "
 	                   "2>/dev/null; done; rm -rf \"$d\" /tmp/spotdeck-%s-*.sock", dir, p->tag);
 	on_used_hosts(p, NULL, rm);
 	free(rm);
 	free(dir);
-	static const char *const exit_master[] = { "-O", "exit", NULL };
-	if (p->control_dir[0])
-		on_used_hosts(p, exit_master, NULL);
 }
 
-void sd_ssh_transport_close(struct sd_ssh_transport *p)
+/* Goes on to the close's next step once the ssh of this one have all
+ * exited (p->jobs is empty): starts its ssh under the grace period, or
+ * moves on again when it has none; after the last, the done callback.
+ * The shared connections end (`ssh -O exit`) before done, so that
+ * transport_free removes no socket of a live master: a master whose
+ * socket went first would linger for ControlPersist (60 s). */
+static void close_next(struct sd_ssh_transport *p)
 {
-	end_hosts(p);
-	p->closing = 1;
+	static const char *const exit_master[] = { "-O", "exit", NULL };
+	while (!p->jobs && p->closing < CLOSE_DONE) {
+		uv_timer_stop(&p->grace);
+		p->closing++;
+		if (p->closing == CLOSE_CLEAN)
+			clean_hosts(p);
+		else if (p->closing == CLOSE_MASTERS && p->control_dir[0])
+			on_used_hosts(p, exit_master, NULL);
+		if (p->jobs)
+			uv_timer_start(&p->grace, on_grace, (uint64_t)(close_wait_s() * 1000), 0);
+	}
+	if (p->closing == CLOSE_DONE && !p->jobs && p->closed) {
+		sd_ssh_closed_cb cb = p->closed;
+		p->closed = NULL;
+		uv_close((uv_handle_t *)&p->grace, NULL);
+		cb(p->closed_arg);
+	}
+}
+
+void sd_ssh_transport_close(struct sd_ssh_transport *p, sd_ssh_closed_cb done, void *arg)
+{
+	p->closing = CLOSE_SIGNALS;
+	p->closed = done;
+	p->closed_arg = arg;
 	uv_timer_stop(&p->tick);
 	uv_close((uv_handle_t *)&p->tick, NULL);
-	/* Jobs in flight: their handles close now (the loop may not run
-	 * until they exit), freeing each; a signal's ssh runs on to deliver
-	 * it, a probe's is ended (nobody reads its answer). */
-	for (struct ssh_job *j = p->jobs, *next; j; j = next) {
-		next = j->next;
-		j->p = NULL;
+	/* A probe's answer is read by nobody now: it ends.  A signal's ssh
+	 * runs on to deliver it (it reads the pid files the run's directory
+	 * holds), under the grace period. */
+	for (struct ssh_job *j = p->jobs; j; j = j->next)
 		if (j->probe && !j->exited)
 			uv_process_kill(&j->proc, SIGTERM);
-		/* Both at once: the loop's last walk closes whatever is open. */
-		j->closing = 1 + (j->err_open != 0);
-		if (j->err_open)
-			uv_close((uv_handle_t *)&j->err, on_job_half_closed);
-		uv_close((uv_handle_t *)&j->proc, on_job_half_closed);
-	}
-	p->jobs = NULL;
+	if (p->jobs)
+		uv_timer_start(&p->grace, on_grace, (uint64_t)(close_wait_s() * 1000), 0);
+	else
+		close_next(p);
 }
 
 void sd_ssh_transport_free(struct sd_ssh_transport *p)
@@ -1185,9 +1178,9 @@ static void ssh_release(struct sd_provider *base, const char *server)
 	sd_ssh_release((struct sd_ssh_transport *)(void *)base, server);
 }
 
-static void ssh_close(struct sd_provider *base)
+static void ssh_close(struct sd_provider *base, sd_provider_closed_cb done, void *arg)
 {
-	sd_ssh_transport_close((struct sd_ssh_transport *)(void *)base);
+	sd_ssh_transport_close((struct sd_ssh_transport *)(void *)base, done, arg);
 }
 
 static void ssh_free(struct sd_provider *base)

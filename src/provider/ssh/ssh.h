@@ -66,16 +66,22 @@ void sd_ssh_wait_ready(struct sd_ssh_transport *p, int host, double timeout_s, s
 
 /* The provider operations of provider.h on P's servers: the worker's
  * launch command line, a signal to it, its session lost, the server given
- * back, whether the controller link rides the ssh session; close (the
- * run's directory on every host used goes, the shared connections end)
- * and free. */
+ * back, whether the controller link rides the ssh session; close and
+ * free.  Close never blocks the loop: signals on their way are delivered,
+ * then the run's directory on every host used goes, then the shared
+ * connections end, each step's ssh killed after a grace period of 10 s
+ * (SPOTDECK_SSH_CLOSE_WAIT_S replaces it); DONE(ARG) is called once every
+ * ssh the transport started has exited (from inside close when there is
+ * none).  After close, launch is refused and signal and lost do nothing;
+ * free after DONE, once the loop ran the close callbacks. */
+typedef void (*sd_ssh_closed_cb)(void *arg);
 int sd_ssh_launch(struct sd_ssh_transport *p, const char *server, char *const *worker_argv, char ***argv,
                   char **why);
 void sd_ssh_signal(struct sd_ssh_transport *p, const char *server, int sig);
 void sd_ssh_lost(struct sd_ssh_transport *p, const char *server, int worker_alive);
 void sd_ssh_release(struct sd_ssh_transport *p, const char *server);
 int sd_ssh_link_in_session(const struct sd_ssh_transport *p);
-void sd_ssh_transport_close(struct sd_ssh_transport *p);
+void sd_ssh_transport_close(struct sd_ssh_transport *p, sd_ssh_closed_cb done, void *arg);
 void sd_ssh_transport_free(struct sd_ssh_transport *p);
 
 #endif
