@@ -1,5 +1,5 @@
 /* tests/test-ssh-close.c - the ssh provider's close runs on the loop
- * (src/provider/ssh/ssh.c): a fleet over the ssh provider whose ssh
+ * (src/provider/ssh/transport.c): a fleet over the ssh provider whose ssh
  * program is a stand-in script (provider.ssh) that logs every call and
  * acts like a slow host: the signal that stops a worker takes 0.6 s, the
  * removal of the run's files hangs (it is killed after the grace period,
@@ -29,7 +29,7 @@
 
 #include "src/provider/fleet.h"
 #include "src/provider/provider.h"
-#include "src/provider/ssh/ssh.h"
+#include "src/provider/ssh/transport.h"
 #include "tests/check.h"
 #include "tests/tmpdir.h"
 

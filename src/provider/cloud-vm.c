@@ -507,18 +507,15 @@ void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *a
 {
 	v->st = SD_VM_WAIT_SSH;
 	sd_cloud_vm_report(c, v, SD_PROVIDER_PROVISIONED, NULL, NULL);
-	struct sd_host h = {
+	struct sd_ssh_host h = {
 		.name = v->name,
-		.host = (char *)addr,
+		.host = addr,
 		.user = c->ssh_user,
 		.port = c->ssh_port,
 		.identity = c->identity,
-		.transient = 1,
-		.slots = 1,
 		.worker = c->worker,
-		.comm_host = (char *)comm_addr,
+		.comm_host = comm_addr,
 	};
-	c->ops->host(c, v, &h);
 	v->host = sd_ssh_host_add(c->ssh, &h);
 	sd_ssh_attach(c->ssh, v->id, v->host);
 	sd_ssh_wait_ready(c->ssh, v->host, c->boot_timeout_s, sd_cloud_on_ssh_ready, v);

@@ -10,7 +10,7 @@
 
 #include "src/provider/http/http.h"
 #include "src/provider/provider.h"
-#include "src/provider/ssh/ssh.h"
+#include "src/provider/ssh/transport.h"
 
 /* provider.KEY of settings S, if present, must be a non-empty string of at
  * most 1000 bytes: 0, or -1 with WHY "FILE: provider.KEY: expected ...". */
@@ -254,10 +254,6 @@ struct sd_cloud_ops {
 	void (*list)(struct sd_cloud *c);
 	/* V takes over held VM H: copies what the cloud keeps of H. */
 	void (*adopt)(struct sd_cloud_vm *v, const struct sd_cloud_vm *h);
-	/* What the transport's host for V states beyond what struct sd_cloud
-	 * has: its GPU (model and count) and price (H's gpu, gpu_count and
-	 * usd_per_hour). */
-	void (*host)(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h);
 };
 
 #define SD_CLOUD_MAX_ZONES 32
@@ -268,7 +264,7 @@ struct sd_cloud {
 	uv_loop_t *loop;
 	struct sd_fleet *fleet;
 	struct sd_http *http;
-	struct sd_ssh_transport *ssh;  /* the transport (ssh.h) */
+	struct sd_ssh_transport *ssh;  /* the transport (transport.h) */
 	double poll_s, boot_timeout_s, block_s;
 	double preempt_wait_s;         /* how long an unexplained end is looked at again */
 	char *ssh_user, *identity, *worker;   /* the transport's host settings */
@@ -305,7 +301,7 @@ struct sd_cloud_vm *sd_cloud_vm_new(struct sd_cloud *c, const char *id, int zone
 /* V's VM runs at ADDR (COMM_ADDR: the address its peers use, NULL: ADDR):
  * PROVISIONED is reported and the transport waits for its sshd. */
 void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *addr, const char *comm_addr);
-/* The transport's answer to the wait for V's sshd (ssh.h's ready
+/* The transport's answer to the wait for V's sshd (transport.h's ready
  * callback; ARG is V). */
 void sd_cloud_on_ssh_ready(void *arg, int host, int ok, const char *said);
 /* The transport cannot reach SERVER's host any more (CTX is the cloud). */
