@@ -15,5 +15,9 @@ EXTRA_DIST += tests/test-netns-bed.sh tests/test-netns-forward-drop.sh \
 # the bridge, tests/netns/sniff.py, sees no worker protocol in the clear).
 TESTS += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh tests/test-ssh-onnx.sh \
 	tests/test-ssh-session-lost.sh tests/test-ssh-forward.sh
+# The end of an ssh run on a slow host: spotdeck answers while the
+# provider cleans the host, and exits once it is done, leaving no ssh.
+TESTS += tests/test-ssh-close-run.sh
+EXTRA_DIST += tests/test-ssh-close-run.sh
 EXTRA_DIST += tests/test-ssh-hosts.sh tests/test-ssh-link-cut.sh tests/test-ssh-resume.sh tests/test-ssh-onnx.sh \
 	tests/test-ssh-session-lost.sh tests/test-ssh-forward.sh tests/netns/sniff.py
