@@ -27,8 +27,6 @@
 #include "src/provider/ssh/hosts.h"
 #include "src/provider/ssh/transport.h"
 
-#define COOLDOWN_MAX_S 960.0    /* the longest cool-down transport.c allows */
-
 /* The ssh provider's own state: the hosts file, its offers, and the
  * transport that reaches the hosts (host i of the file is the
  * transport's host i and the catalog's offer i). */
@@ -78,9 +76,9 @@ static int ssh_check(const cJSON *s, const char *file, char **why)
 		return sd_why(why, "%s: provider.connect_timeout: expected whole seconds from 1 to 300, got %s", file,
 		              sd_json_show(t, shown, sizeof shown));
 	const cJSON *cd = cJSON_GetObjectItemCaseSensitive(s, "cooldown_s");
-	if (cd && (!cJSON_IsNumber(cd) || !(cd->valuedouble >= 1 && cd->valuedouble <= COOLDOWN_MAX_S)))
+	if (cd && (!cJSON_IsNumber(cd) || !(cd->valuedouble >= 1 && cd->valuedouble <= SD_SSH_COOLDOWN_MAX_S)))
 		return sd_why(why, "%s: provider.cooldown_s: expected seconds from 1 to %.0f, got %s", file,
-		              COOLDOWN_MAX_S, sd_json_show(cd, shown, sizeof shown));
+		              SD_SSH_COOLDOWN_MAX_S, sd_json_show(cd, shown, sizeof shown));
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "ssh");
 	if (p && (!cJSON_IsString(p) || !p->valuestring[0] || strlen(p->valuestring) >= 256))
 		return sd_why(why, "%s: provider.ssh: expected the ssh program (a name or a path)", file);

@@ -48,7 +48,6 @@
 #include "src/provider/ssh/transport.h"
 
 #define COOLDOWN_FIRST_S 30.0   /* the default of the setting cooldown_s */
-#define COOLDOWN_MAX_S 960.0    /* the longest cool-down */
 #define SSH_MAX_ARGS 40
 
 struct ssh_server {
@@ -263,7 +262,7 @@ static void cool_down(struct sd_ssh_transport *p, int hi, const char *why, const
 {
 	struct ssh_host_state *st = &p->hs[hi];
 	double now = sd_fleet_now(p->fleet);
-	st->backoff_s = st->backoff_s > 0 ? fmin(COOLDOWN_MAX_S, 2 * st->backoff_s) : p->cooldown_s;
+	st->backoff_s = st->backoff_s > 0 ? fmin(SD_SSH_COOLDOWN_MAX_S, 2 * st->backoff_s) : p->cooldown_s;
 	st->cool_until = now + st->backoff_s;
 	if (st->down_since <= 0)
 		st->down_since = now;

@@ -34,6 +34,11 @@
 
 #include "src/provider/provider.h"
 
+/* The longest cool-down of a host that cannot be reached (16 min), and so
+ * the largest first one (the setting cooldown_s) a user may allow: the
+ * cool-down doubles on each failure up to it. */
+#define SD_SSH_COOLDOWN_MAX_S 960.0
+
 /* A host as the transport reaches it.  Strings are copied by
  * sd_ssh_host_add. */
 struct sd_ssh_host {
