@@ -76,7 +76,8 @@ struct ssh_host_state {
  * host that lost servers, after its cool-down. */
 enum { PROBE_LOST = 1, PROBE_COMEBACK = 2, PROBE_ALIVE = 3, PROBE_READY = 4 };
 
-/* A fire-and-forget ssh (signals, probes, -O exit); freed on exit. */
+/* A background ssh (a signal, a probe, a step of the close); freed once it
+ * exited and its handles closed. */
 struct ssh_job {
 	uv_process_t proc;
 	struct sd_ssh_transport *p;
@@ -554,8 +555,7 @@ static void on_tick(uv_timer_t *t)
 /* ---- the transport ---- */
 
 /* The settings ssh itself reads, the run's tag, the control directory, the
- * forward's target and the tick: what a transport and a hosts file's
- * provider share. */
+ * forward's target, the tick and the close's grace timer. */
 static void ssh_open(struct sd_ssh_transport *p, const struct sd_provider_env *env)
 {
 	const cJSON *s = env->settings;
