@@ -62,6 +62,7 @@ struct app {
 	struct sd_control *control;   /* the background run's control socket */
 	char ended[160];        /* how the run ended, for attached clients */
 	uv_timer_t flush_timer; /* wakes the loop while they read the end */
+	int ctl_closing;        /* 1: sd_controller_close called; 2: its provider is done */
 };
 
 /* The embedded default the cockpit opens with: cnn on Fashion-MNIST on four
@@ -430,11 +431,34 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 	return 0;
 }
 
+static void on_ctl_closed(void *arg)
+{
+	struct app *a = arg;
+	a->ctl_closing = 2;
+}
+
+/* Closes the controller and waits for its provider to be done, which can
+ * take seconds (the ssh provider ends the workers left on its hosts and
+ * removes the run's files there, each ssh under a grace period).  The
+ * loop runs on meanwhile: the cockpit draws, the control socket answers
+ * (commands are refused), a signal is heard.  Once only. */
+static void close_controller(struct app *a)
+{
+	if (a->ctl_closing)
+		return;
+	a->ctl_closing = 1;
+	sd_controller_close(a->ctl, on_ctl_closed, a);
+	/* uv_run returns 0 once nothing is left to wait for: a provider that
+	 * never calls back cannot hang the exit. */
+	while (a->ctl_closing != 2 && uv_run(a->loop, UV_RUN_ONCE))
+		;
+}
+
 /* Closes the controller's and our handles, runs the loop until they are
  * closed, and frees the controller and the view model. */
 static void close_all(struct app *a)
 {
-	sd_controller_close(a->ctl);
+	close_controller(a);
 	sd_control_close(a->control);
 	uv_walk(a->loop, on_closed_walk, NULL);
 	uv_run(a->loop, UV_RUN_DEFAULT);
@@ -526,6 +550,7 @@ static void run_to_end(struct app *a, const char *jp, int fresh_dir, int ready_f
 		uv_run(a->loop, UV_RUN_DEFAULT);
 	}
 	a->user_quit = sd_controller_operator_quit(a->ctl);
+	close_controller(a);
 	if (a->cockpit)
 		sd_cockpit_destroy(a->cockpit);
 	if (start_why)   /* it names the job file or the worker program */

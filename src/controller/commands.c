@@ -237,7 +237,11 @@ int ctl_command_by(struct sd_controller *c, const char *line, const char *by, ch
 		return 0;
 	const char *was = c->cmd_by;
 	c->cmd_by = by;
-	int rc = dispatch(c, argc, argv, why);
+	/* While the provider gives its machines back (sd_controller_close)
+	 * the loop runs on and the control socket still reads lines, but
+	 * there is no run left for a command to act on. */
+	int rc = c->closing ? sd_why(why, "%s: the run has ended; its machines are being given back", argv[0])
+	                    : dispatch(c, argc, argv, why);
 	c->cmd_by = was;
 	if (!strcmp(by, "operator") && rc == 0 && !strcmp(argv[0], "quit"))
 		c->operator_quit = 1;

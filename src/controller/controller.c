@@ -606,12 +606,12 @@ struct sd_fleet *sd_controller_fleet(struct sd_controller *c)
 	return c->fleet;
 }
 
-void sd_controller_close(struct sd_controller *c)
+void sd_controller_close(struct sd_controller *c, void (*done)(void *arg), void *arg)
 {
 	c->closing = 1;   /* checkpoint writes in flight finish and are journaled */
 	while (c->conns)
 		ctl_conn_close(c->conns, NULL);
-	sd_fleet_close(c->fleet);
+	sd_fleet_close(c->fleet, done, arg);
 	uv_close((uv_handle_t *)&c->server, NULL);
 	uv_close((uv_handle_t *)&c->gen_timer, NULL);
 	uv_close((uv_handle_t *)&c->grace_timer, NULL);

@@ -183,9 +183,13 @@ const struct sd_job *sd_controller_job(const struct sd_controller *c);
 const char *sd_controller_fatal(const struct sd_controller *c);
 struct sd_fleet *sd_controller_fleet(struct sd_controller *c);
 
-/* Closes every handle; call after on_exit, then run the loop until it is
- * empty and free with sd_controller_free. */
-void sd_controller_close(struct sd_controller *c);
+/* Closes every handle and starts the fleet's close (fleet.h), which may
+ * take seconds while the provider cleans its hosts; call after on_exit.
+ * DONE(ARG) (NULL: none) is called once the provider is done, perhaps
+ * before this returns: keep the loop running until then (commands are
+ * refused meanwhile), then run it until it is empty and free with
+ * sd_controller_free. */
+void sd_controller_close(struct sd_controller *c, void (*done)(void *arg), void *arg);
 void sd_controller_free(struct sd_controller *c);
 
 /* One entry of the command table shared by the headless input and the UI

@@ -10,6 +10,7 @@
 #include <cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -118,22 +119,58 @@ static int get_string(const struct ctx *c, const cJSON *obj, const char *key, bo
 
 /* ---- trace events ----------------------------------------------------- */
 
-static const char *const kind_names[] = { "revoke", "stockout", "price", "command" };
-
-/* The keys each kind accepts besides "t" and "event", in the order the
- * messages list them. */
-static const char *const kind_keys[][3] = {
-	[SD_TRACE_REVOKE] = { "server", "notice", NULL },
-	[SD_TRACE_STOCKOUT] = { "zone", "seconds", NULL },
-	[SD_TRACE_PRICE] = { "offer", "usd_per_hour", NULL },
-	[SD_TRACE_COMMAND] = { "command", NULL, NULL },
+/* What each kind of event is called and reads, in a trace and in a
+ * journal: a kind is looked up once by its name (the trace's "event" or the
+ * journal's "type"), and its fields come from this table, not from a chain
+ * of string compares.  Every kind reads one string (an identifier, except
+ * an operator command, which has spaces) and at most one number; the
+ * journal names its time and some numbers differently. */
+struct kind_spec {
+	const char *event;             /* the trace's "event" */
+	const char *type;              /* the journal's "type" that replays as it */
+	const char *journal_t;         /* the journal's key for its time */
+	const char *str;               /* its string key (the same in both) */
+	bool ident;                    /* the string is an identifier (no spaces) */
+	size_t str_at, str_cap;        /* where it goes in sd_trace_event */
+	const char *num, *journal_num; /* its number's key in each; NULL: none */
+	bool num_required, num_positive;
+	size_t num_at;
+	double num_absent;             /* the number when an optional one is absent */
+	bool journal_ok;               /* a journal line must carry "ok" (true or false) */
 };
+
+#define STR_FIELD(f) offsetof(struct sd_trace_event, f), sizeof(((struct sd_trace_event *)0)->f)
+#define NUM_FIELD(f) offsetof(struct sd_trace_event, f)
+
+static const struct kind_spec kinds[] = {
+	[SD_TRACE_REVOKE] = { "revoke", "revoked", "market_time", "server", true, STR_FIELD(server), "notice",
+	                      "notice_s", false, false, NUM_FIELD(seconds), -1, false },
+	[SD_TRACE_STOCKOUT] = { "stockout", "zone_exhausted", "market_time", "zone", true, STR_FIELD(zone),
+	                        "seconds", "seconds", true, false, NUM_FIELD(seconds), 0, false },
+	[SD_TRACE_PRICE] = { "price", "price", "market_time", "offer", true, STR_FIELD(offer), "usd_per_hour",
+	                     "usd_per_hour", true, true, NUM_FIELD(usd_per_hour), 0, false },
+	/* Failed commands are replayed too: a refused add still took a server
+	 * id and journaled a stockout, and must do so again. */
+	[SD_TRACE_COMMAND] = { "command", "command", "t", "command", false, STR_FIELD(command), NULL, NULL,
+	                       false, false, 0, 0, true },
+};
+#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+
+/* The kind whose trace name (journal 0) or journal type (journal 1) is
+ * NAME, or -1. */
+static int kind_lookup(const char *name, bool journal)
+{
+	for (int k = 0; k < NKINDS; k++)
+		if (!strcmp(name, journal ? kinds[k].type : kinds[k].event))
+			return k;
+	return -1;
+}
 
 /* Rejects keys the kind does not know and keys given twice (cJSON keeps
  * both, and silently using one of them would hide a mistake). */
 static int check_keys(const struct ctx *c, const cJSON *obj, enum sd_trace_kind kind)
 {
-	const char *allowed[5] = { "t", "event", kind_keys[kind][0], kind_keys[kind][1], kind_keys[kind][2] };
+	const char *allowed[5] = { "t", "event", kinds[kind].str, kinds[kind].num, NULL };
 	unsigned seen = 0;
 	for (const cJSON *it = obj->child; it; it = it->next) {
 		const char *key = it->string ? it->string : "";
@@ -148,7 +185,7 @@ static int check_keys(const struct ctx *c, const cJSON *obj, enum sd_trace_kind 
 			for (int k = 0; k < 5 && allowed[k]; k++)
 				o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", k ? ", " : "", allowed[k]);
 			return fail(c, key_name(key, buf, sizeof buf), "unknown key in a %s event (known: %s)",
-			            kind_names[kind], known);
+			            kinds[kind].event, known);
 		}
 		if (seen & (1u << i))
 			return fail(c, key, "given twice");
@@ -157,98 +194,67 @@ static int check_keys(const struct ctx *c, const cJSON *obj, enum sd_trace_kind 
 	return 0;
 }
 
+/* Reads kind's time, string and number into *ev, under the trace's names
+ * or (journal) the journal's. */
+static int read_fields(const struct ctx *c, const cJSON *obj, enum sd_trace_kind kind, bool journal,
+                       struct sd_trace_event *ev)
+{
+	const struct kind_spec *k = &kinds[kind];
+	ev->kind = kind;
+	const char *num = journal ? k->journal_num : k->num;
+	double *dst = (double *)(void *)((char *)ev + k->num_at);
+	if (num)
+		*dst = k->num_absent;
+	if (get_number(c, obj, journal ? k->journal_t : "t", true, false, &ev->t) < 0 ||
+	    get_string(c, obj, k->str, k->ident, (char *)ev + k->str_at, k->str_cap) < 0)
+		return -1;
+	if (num && get_number(c, obj, num, k->num_required, k->num_positive, dst) < 0)
+		return -1;
+	return 0;
+}
+
 static int parse_event(const struct ctx *c, const cJSON *obj, const cJSON *evv, struct sd_trace_event *ev)
 {
 	char buf[80];
 	if (!cJSON_IsString(evv) || !evv->valuestring)
 		return fail(c, "event", "expected a string, got %s", sd_json_describe(evv, SD_JSON_BY_KIND, buf, sizeof buf));
-	int kind;
-	for (kind = 0; kind < 4; kind++)
-		if (!strcmp(evv->valuestring, kind_names[kind]))
-			break;
-	if (kind == 4) {
+	int kind = kind_lookup(evv->valuestring, false);
+	if (kind < 0) {
 		/* The name goes in single quotes; sd_json_quote() escapes anything odd. */
 		sd_json_quote(evv->valuestring, buf, sizeof buf);
 		buf[strlen(buf) - 1] = '\0';
-		return fail(c, "event", "unknown event '%s' (known: revoke, stockout, price, command)", buf + 1);
+		char known[96];
+		size_t o = 0;
+		for (int k = 0; k < NKINDS; k++)
+			o += (size_t)snprintf(known + o, sizeof known - o, "%s%s", k ? ", " : "", kinds[k].event);
+		return fail(c, "event", "unknown event '%s' (known: %s)", buf + 1, known);
 	}
-	ev->kind = (enum sd_trace_kind)kind;
-	if (check_keys(c, obj, ev->kind) < 0 || get_number(c, obj, "t", true, false, &ev->t) < 0)
+	if (check_keys(c, obj, (enum sd_trace_kind)kind) < 0)
 		return -1;
-	switch (ev->kind) {
-	case SD_TRACE_REVOKE:
-		ev->seconds = -1;
-		if (get_string(c, obj, "server", true, ev->server, sizeof ev->server) < 0 ||
-		    get_number(c, obj, "notice", false, false, &ev->seconds) < 0)
-			return -1;
-		break;
-	case SD_TRACE_STOCKOUT:
-		if (get_string(c, obj, "zone", true, ev->zone, sizeof ev->zone) < 0 ||
-		    get_number(c, obj, "seconds", true, false, &ev->seconds) < 0)
-			return -1;
-		break;
-	case SD_TRACE_PRICE:
-		if (get_string(c, obj, "offer", true, ev->offer, sizeof ev->offer) < 0 ||
-		    get_number(c, obj, "usd_per_hour", true, true, &ev->usd_per_hour) < 0)
-			return -1;
-		break;
-	case SD_TRACE_COMMAND:
-		if (get_string(c, obj, "command", false, ev->command, sizeof ev->command) < 0)
-			return -1;
-		break;
-	}
-	return 0;
+	return read_fields(c, obj, (enum sd_trace_kind)kind, false, ev);
 }
 
 /* ---- journal lines ---------------------------------------------------- */
 
-/* Turns a journal line into an event (1) or skips it (0). */
+/* Turns a journal line into an event (1) or skips it (0): every type the
+ * table does not name (including "stockout", a consequence of the market
+ * rather than a cause). */
 static int parse_journal(const struct ctx *c, const cJSON *obj, const cJSON *type, struct sd_trace_event *ev)
 {
 	char buf[80];
 	if (!cJSON_IsString(type) || !type->valuestring)
 		return fail(c, "type", "expected a string, got %s", sd_json_describe(type, SD_JSON_BY_KIND, buf, sizeof buf));
-	const char *ty = type->valuestring;
-	if (!strcmp(ty, "command")) {
+	int kind = kind_lookup(type->valuestring, true);
+	if (kind < 0)
+		return 0;
+	if (kinds[kind].journal_ok) {
 		const cJSON *ok = member(obj, "ok");
 		if (!ok)
 			return fail(c, "ok", "missing (expected true or false)");
 		if (!cJSON_IsBool(ok))
 			return fail(c, "ok", "expected true or false, got %s", sd_json_describe(ok, SD_JSON_BY_KIND, buf, sizeof buf));
-		/* Failed commands are replayed too: a refused add still took a
-		 * server id and journaled a stockout, and must do so again. */
-		ev->kind = SD_TRACE_COMMAND;
-		if (get_number(c, obj, "t", true, false, &ev->t) < 0 ||
-		    get_string(c, obj, "command", false, ev->command, sizeof ev->command) < 0)
-			return -1;
-		return 1;
 	}
-	if (!strcmp(ty, "revoked")) {
-		ev->kind = SD_TRACE_REVOKE;
-		ev->seconds = -1;
-		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
-		    get_string(c, obj, "server", true, ev->server, sizeof ev->server) < 0 ||
-		    get_number(c, obj, "notice_s", false, false, &ev->seconds) < 0)
-			return -1;
-		return 1;
-	}
-	if (!strcmp(ty, "zone_exhausted")) {
-		ev->kind = SD_TRACE_STOCKOUT;
-		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
-		    get_string(c, obj, "zone", true, ev->zone, sizeof ev->zone) < 0 ||
-		    get_number(c, obj, "seconds", true, false, &ev->seconds) < 0)
-			return -1;
-		return 1;
-	}
-	if (!strcmp(ty, "price")) {
-		ev->kind = SD_TRACE_PRICE;
-		if (get_number(c, obj, "market_time", true, false, &ev->t) < 0 ||
-		    get_string(c, obj, "offer", true, ev->offer, sizeof ev->offer) < 0 ||
-		    get_number(c, obj, "usd_per_hour", true, true, &ev->usd_per_hour) < 0)
-			return -1;
-		return 1;
-	}
-	return 0;
+	return read_fields(c, obj, (enum sd_trace_kind)kind, true, ev) < 0 ? -1 : 1;
 }
 
 /* ---- lines and the file ----------------------------------------------- */

@@ -508,18 +508,15 @@ void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *a
 {
 	v->st = SD_VM_WAIT_SSH;
 	sd_cloud_vm_report(c, v, SD_PROVIDER_PROVISIONED, NULL, NULL);
-	struct sd_host h = {
+	struct sd_ssh_host h = {
 		.name = v->name,
-		.host = (char *)addr,
+		.host = addr,
 		.user = c->ssh_user,
 		.port = c->ssh_port,
 		.identity = c->identity,
-		.transient = 1,
-		.slots = 1,
 		.worker = c->worker,
-		.comm_host = (char *)comm_addr,
+		.comm_host = comm_addr,
 	};
-	c->ops->host(c, v, &h);
 	v->host = sd_ssh_host_add(c->ssh, &h);
 	sd_ssh_attach(c->ssh, v->id, v->host);
 	sd_ssh_wait_ready(c->ssh, v->host, c->boot_timeout_s, sd_cloud_on_ssh_ready, v);
@@ -893,19 +890,32 @@ void sd_cloud_start(struct sd_cloud *c, uv_timer_cb backstop)
 		sd_cloud_on_reconciled(c, -1, err);
 }
 
-void sd_cloud_close(struct sd_provider *p)
+/* The transport has left the VMs (the run's files gone, its connections
+ * ended): every VM not known gone is deleted, on a loop of the cloud's
+ * own, and the fleet hears that the close is done. */
+static void on_transport_closed(void *arg)
+{
+	struct sd_cloud *c = arg;
+	c->ops->sweep(c);
+	c->closed(c->closed_arg);
+}
+
+void sd_cloud_close(struct sd_provider *p, sd_provider_closed_cb done, void *arg)
 {
 	struct sd_cloud *c = cloud_of(p);
-	sd_ssh_transport_close(c->ssh);
 	c->closing = 1;
+	c->closed = done;
+	c->closed_arg = arg;
 	uv_timer_stop(&c->backstop);
 	uv_close((uv_handle_t *)&c->backstop, NULL);
-	/* The loop may not run again: what is in flight here ends now, and
-	 * every VM not known gone is deleted on a loop of our own. */
+	/* What is in flight here ends now (nothing the API answers later is
+	 * acted on), then the transport's close runs on the loop, and the
+	 * VMs are deleted only after it: ssh to a deleted VM would wait out
+	 * its whole grace period. */
 	c->ops->cancel(c);
 	sd_http_close(c->http, NULL, NULL);
 	c->http = NULL;
-	c->ops->sweep(c);
+	sd_ssh_transport_close(c->ssh, on_transport_closed, c);
 }
 
 void sd_cloud_free(struct sd_provider *p)

@@ -10,7 +10,7 @@
 
 #include "src/provider/http/http.h"
 #include "src/provider/provider.h"
-#include "src/provider/ssh/ssh.h"
+#include "src/provider/ssh/transport.h"
 
 /* provider.KEY of settings S, if present, must be a non-empty string of at
  * most 1000 bytes: 0, or -1 with WHY "FILE: provider.KEY: expected ...". */
@@ -254,10 +254,6 @@ struct sd_cloud_ops {
 	void (*list)(struct sd_cloud *c);
 	/* V takes over held VM H: copies what the cloud keeps of H. */
 	void (*adopt)(struct sd_cloud_vm *v, const struct sd_cloud_vm *h);
-	/* What the transport's host for V states beyond what struct sd_cloud
-	 * has: its GPU (model and count) and price (H's gpu, gpu_count and
-	 * usd_per_hour). */
-	void (*host)(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h);
 };
 
 #define SD_CLOUD_MAX_ZONES 32
@@ -268,7 +264,7 @@ struct sd_cloud {
 	uv_loop_t *loop;
 	struct sd_fleet *fleet;
 	struct sd_http *http;
-	struct sd_ssh_transport *ssh;  /* the transport (ssh.h) */
+	struct sd_ssh_transport *ssh;  /* the transport (transport.h) */
 	double poll_s, boot_timeout_s, block_s;
 	double preempt_wait_s;         /* how long an unexplained end is looked at again */
 	char *ssh_user, *identity, *worker;   /* the transport's host settings */
@@ -286,6 +282,8 @@ struct sd_cloud {
 	uv_timer_t backstop;
 	int listing;
 	int closing;
+	sd_provider_closed_cb closed;  /* the close's done, called after the sweep */
+	void *closed_arg;
 };
 
 /* The server SERVER of C, NULL when none. */
@@ -303,7 +301,7 @@ struct sd_cloud_vm *sd_cloud_vm_new(struct sd_cloud *c, const char *id, int zone
 /* V's VM runs at ADDR (COMM_ADDR: the address its peers use, NULL: ADDR):
  * PROVISIONED is reported and the transport waits for its sshd. */
 void sd_cloud_boot_done(struct sd_cloud *c, struct sd_cloud_vm *v, const char *addr, const char *comm_addr);
-/* The transport's answer to the wait for V's sshd (ssh.h's ready
+/* The transport's answer to the wait for V's sshd (transport.h's ready
  * callback; ARG is V). */
 void sd_cloud_on_ssh_ready(void *arg, int host, int ok, const char *said);
 /* The transport cannot reach SERVER's host any more (CTX is the cloud). */
@@ -373,7 +371,7 @@ void sd_cloud_lost(struct sd_provider *p, const char *server, int worker_alive);
 int sd_cloud_link_in_session(const struct sd_provider *p);
 int sd_cloud_judge(struct sd_provider *p, const char *server);
 int sd_cloud_answer_orphans(struct sd_provider *p, const char *what, char **why);
-void sd_cloud_close(struct sd_provider *p);
+void sd_cloud_close(struct sd_provider *p, sd_provider_closed_cb done, void *arg);
 void sd_cloud_free(struct sd_provider *p);
 /* Those members, for a cloud's struct sd_provider_ops initializer: a
  * cloud supplies its name, description, check, path_settings and create. */

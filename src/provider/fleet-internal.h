@@ -84,6 +84,10 @@ struct sd_fleet {
 	int next_id;
 	double usd_done;                 /* money of servers whose billing stopped */
 	int closing;
+	void (*closed)(void *arg);     /* sd_fleet_close's done, and its argument */
+	void *closed_arg;
+	int closing_procs;               /* processes killed by the close, not yet exited */
+	int provider_closed;             /* the provider's close is done */
 	struct server *acquiring;        /* inside ops->acquire for this one */
 	struct sd_provider_event acquire_deferred;   /* PROVISIONED or RUNNING reported
 	                                              * inside it, applied after */
@@ -114,6 +118,8 @@ void fl_launcher_terminate_later(struct sd_fleet *f, struct server *s);
 void fl_launcher_server_done(struct server *s);
 /* SIGKILL and close every handle of s (the fleet closes). */
 void fl_launcher_close(struct server *s);
+/* A process fl_launcher_close killed has exited (the close may be done). */
+void fl_close_proc_exited(struct sd_fleet *f);
 /* A detached server's worker left its controller connection (it ended,
  * or was dropped): the server ends as if its process had exited. */
 void fl_launcher_worker_gone(struct sd_fleet *f, struct server *s);

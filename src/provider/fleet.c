@@ -768,15 +768,47 @@ double sd_fleet_offer_usd_per_hour(const struct sd_fleet *f, const struct sd_off
 	return sd_fleet_prices(f)[o->index];
 }
 
-void sd_fleet_close(struct sd_fleet *f)
+/* The close is done once the provider is and every process the close
+ * killed has exited: done is called, once. */
+static void close_done_maybe(struct sd_fleet *f)
+{
+	if (f->provider_closed && f->closing_procs == 0 && f->closed) {
+		void (*done)(void *) = f->closed;
+		f->closed = NULL;
+		done(f->closed_arg);
+	}
+}
+
+void fl_close_proc_exited(struct sd_fleet *f)
+{
+	f->closing_procs--;
+	close_done_maybe(f);
+}
+
+static void on_provider_closed(void *arg)
+{
+	struct sd_fleet *f = arg;
+	f->provider_closed = 1;
+	close_done_maybe(f);
+}
+
+void sd_fleet_close(struct sd_fleet *f, void (*done)(void *arg), void *arg)
 {
 	f->closing = 1;
-	if (f->p)
-		f->ops->close(f->p);
+	f->closed = done;
+	f->closed_arg = arg;
+	/* The local processes first (a worker here, or the ssh session of one
+	 * on a host, which runs on in its own session there): the provider's
+	 * close, which may take seconds on the loop, then sees no exit of
+	 * theirs, and what it ends on the hosts has no session left. */
 	for (struct server *s = f->servers; s; s = s->next) {
 		stop_billing(f, s, sd_fleet_now(f));
 		fl_launcher_close(s);
 	}
+	if (f->p)
+		f->ops->close(f->p, on_provider_closed, f);
+	else
+		on_provider_closed(f);
 }
 
 void sd_fleet_free(struct sd_fleet *f)

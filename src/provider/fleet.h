@@ -214,10 +214,14 @@ const double *sd_fleet_prices(const struct sd_fleet *f);
 /* The same for one offer of sd_fleet_catalog(f); NAN for any other. */
 double sd_fleet_offer_usd_per_hour(const struct sd_fleet *f, const struct sd_offer *o);
 
-/* SIGKILLs processes still running and closes every handle (the
- * provider's too); run the loop until the close callbacks ran, then
+/* SIGKILLs the local processes still running and starts the provider's
+ * close (provider.h), which may take seconds (ssh cleans its hosts) and
+ * never blocks the loop.  DONE(ARG) (NULL: none) is called once the
+ * provider is done and every killed process has exited (no child of the
+ * fleet is left), perhaps before this returns; run the
+ * loop until then, and then until the close callbacks ran, before
  * sd_fleet_free. */
-void sd_fleet_close(struct sd_fleet *f);
+void sd_fleet_close(struct sd_fleet *f, void (*done)(void *arg), void *arg);
 void sd_fleet_free(struct sd_fleet *f);
 
 #endif

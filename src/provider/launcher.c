@@ -109,6 +109,12 @@ static void on_proc_exit(uv_process_t *proc, int64_t status, int sig)
 	struct server *s = proc->data;
 	struct sd_fleet *f = s->f;
 	s->proc_live = 0;
+	if (f->closing) {
+		/* Killed by fl_launcher_close: the run is over, nothing to tell. */
+		uv_close((uv_handle_t *)proc, NULL);
+		fl_close_proc_exited(f);
+		return;
+	}
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", s->id);
 	/* A process ended by a signal has no exit status (null), not 0. */
@@ -359,8 +365,14 @@ started:
 
 void fl_launcher_close(struct server *s)
 {
-	if (s->proc_live)
-		uv_process_kill(&s->proc, SIGKILL);
+	/* A process still running is killed and waited for: its exit
+	 * (on_proc_exit, which sees the fleet closing) closes its handle and
+	 * may end the close, so that no child of ours outlives it (a handle
+	 * closed first leaves a zombie nobody reaps). */
+	if (s->proc_live && uv_process_kill(&s->proc, SIGKILL) == 0) {
+		s->f->closing_procs++;
+		s->proc_open = 0;
+	}
 	if (s->proc_open) {
 		s->proc_open = 0;
 		uv_close((uv_handle_t *)&s->proc, NULL);

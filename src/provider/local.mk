@@ -26,10 +26,11 @@ SD_PROVIDER_LIBS = src/provider/libsdprovider.a $(CURL_LIBS) $(CRYPTO_LIBS) $(EX
 src_provider_libsdprovider_a_SOURCES += src/provider/sim/sim.c
 
 # ---- ssh/: hosts over OpenSSH ----
-# The ssh provider and transport (ssh.h), and its hosts file (hosts.h;
-# man/spotdeck-hosts.5).
-src_provider_libsdprovider_a_SOURCES += src/provider/ssh/ssh.h src/provider/ssh/ssh.c \
-	src/provider/ssh/hosts.h src/provider/ssh/hosts.c
+# The ssh transport (transport.h: workers on other hosts over ssh, for the
+# ssh provider and the clouds alike), and on top of it the ssh provider
+# (ssh.c) and its hosts file (hosts.h; man/spotdeck-hosts.5).
+src_provider_libsdprovider_a_SOURCES += src/provider/ssh/transport.h src/provider/ssh/transport.c
+src_provider_libsdprovider_a_SOURCES += src/provider/ssh/ssh.c src/provider/ssh/hosts.h src/provider/ssh/hosts.c
 
 # ---- http/: how the clouds reach their APIs ----
 # HTTP on the loop (http.h: libcurl multi driven by libuv, retries with

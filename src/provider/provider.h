@@ -134,6 +134,9 @@ struct sd_provider_event {
 	const char *billing_source;    /* where it comes from, for the journal */
 };
 
+/* A provider's close has finished (struct sd_provider_ops.close). */
+typedef void (*sd_provider_closed_cb)(void *arg);
+
 struct sd_provider_ops {
 	const char *name;              /* "sim"; the job file's provider.name */
 	const char *description;       /* one line for --help and errors */
@@ -210,9 +213,17 @@ struct sd_provider_ops {
 	 * 0, or -1 with *why (no question is open, or WHAT is none of those).
 	 * NULL: the provider never asks. */
 	int (*answer_orphans)(struct sd_provider *p, const char *what, char **why);
-	/* Stops timers and closes handles (the loop runs their callbacks
-	 * before free); no event is reported after close. */
-	void (*close)(struct sd_provider *p);
+	/* Starts the provider's end without blocking the loop: stops its
+	 * timers, ends what is in flight, and gives back what needs it (ssh:
+	 * the run's files on each host, then its shared connections, each
+	 * ssh killed once its grace period is over; a cloud: then its VMs).
+	 * DONE(ARG) is called exactly once, when every child process the
+	 * provider started has exited: from the loop, or from inside close
+	 * when nothing is left to wait for.  The caller keeps the loop running
+	 * until then (the cockpit draws, the control socket answers), and
+	 * then until the handles' close callbacks ran, before free.  No event
+	 * is reported after close. */
+	void (*close)(struct sd_provider *p, sd_provider_closed_cb done, void *arg);
 	void (*free)(struct sd_provider *p);
 };
 

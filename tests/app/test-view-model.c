@@ -97,6 +97,11 @@ static void run_for(uv_loop_t *loop, int ms)
 	uv_run(loop, UV_RUN_NOWAIT);
 }
 
+static void on_closed(void *arg)
+{
+	++*(int *)arg;
+}
+
 static void close_walk(uv_handle_t *h, void *arg)
 {
 	(void)arg;
@@ -279,7 +284,9 @@ int main(void)
 	 * program decides what its own exit status is). */
 	CHECK(exited == 1, "controller status %d after quit (%s)", exited,
 	      sd_controller_fatal(c) ? sd_controller_fatal(c) : "no fatal error");
-	sd_controller_close(c);
+	int closed = 0;
+	sd_controller_close(c, on_closed, &closed);
+	CHECK(closed == 1, "the controller's close said it was done %d times (want 1)", closed);
 	uv_walk(&loop, close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	sd_controller_free(c);

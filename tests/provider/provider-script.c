@@ -175,9 +175,10 @@ static const struct sd_catalog *script_catalog(const struct sd_provider *p)
 	return p->cat;
 }
 
-static void script_close(struct sd_provider *p)
+static void script_close(struct sd_provider *p, sd_provider_closed_cb done, void *arg)
 {
 	uv_close((uv_handle_t *)&p->tick, NULL);
+	done(arg);
 }
 
 static void script_free(struct sd_provider *p)

@@ -19,9 +19,9 @@
  * half of provider.identity (default ~/.ssh/id_ed25519), which cloud-init
  * gives the AMI's default user (provider.ssh_user, default "ubuntu").  No
  * EC2 key pair is made, so nothing is left in the account.  The worker is
- * then started as on the ssh provider's hosts (ssh.h): the run's token on
- * ssh's stdin, never on a command line, in UserData or on the instance's
- * disk.  The worker reads the interruption notice from the instance's
+ * then started as on the ssh provider's hosts, by the ssh transport
+ * (transport.h): the run's token on ssh's stdin, never on a command line,
+ * in UserData or on the instance's disk.  The worker reads the interruption notice from the instance's
  * IMDSv2 (the job's "notice": "aws").
  *
  * A server's life:
@@ -77,7 +77,7 @@
 #include "src/provider/http/http.h"
 #include "src/provider/provider.h"
 #include "src/provider/http/secret-file.h"
-#include "src/provider/ssh/ssh.h"
+#include "src/provider/ssh/transport.h"
 
 #define CLOSE_TERMINATE_WAIT_S 60.0
 #define CLOSE_RELIST_S 1.0        /* between the close's lists while a launch is unseen */
@@ -158,7 +158,7 @@ static const char *const setting_keys[] = {
 	"region", "zones", "instance_type", "image", "endpoint", "profile", "quotas_endpoint", "ssh_user",
 	"identity", "worker", "ssh_port", "poll_s", "boot_poll_s", "boot_timeout_s", "block_s", "usd_per_hour",
 	"max_price", "gpu_count", "orphans", "price_poll_s", "preempt_wait_s",
-	/* the transport's (ssh.h) */
+	/* the transport's (transport.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
 
@@ -914,14 +914,6 @@ static void aws_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)
 	s->v.started_at = sd_cloud_wall_now();
 }
 
-static void aws_host(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h)
-{
-	const struct aws_provider *p = (const struct aws_provider *)(const void *)c;
-	h->gpu = (char *)p->gpu;
-	h->gpu_count = p->gpu_count;
-	h->usd_per_hour = c->cc.prices[v->zone];
-}
-
 static const struct sd_cloud_ops aws_cloud = {
 	.name = "aws",
 	.vm_word = "instance",
@@ -944,7 +936,6 @@ static const struct sd_cloud_ops aws_cloud = {
 	.remove = aws_remove,
 	.list = aws_list,
 	.adopt = aws_adopt,
-	.host = aws_host,
 	.reconcile = aws_reconcile,
 	.cancel = aws_cancel,
 	.sweep = aws_sweep,

@@ -23,9 +23,9 @@
  * `gcloud compute ssh` makes): its public half goes into the instance's
  * ssh-keys metadata for provider.ssh_user, as gcloud does, and the guest
  * environment installs it.  The worker is then started exactly as on the
- * ssh provider's hosts (ssh.h): the run's token on ssh's stdin, never on a
- * command line or in metadata, so it dies with the ssh session's process
- * and never lands on the VM's disk.  The worker watches the VM's own
+ * ssh provider's hosts, by the ssh transport (transport.h): the run's
+ * token on ssh's stdin, never on a command line or in metadata, so it dies
+ * with the ssh session's process and never lands on the VM's disk.  The worker watches the VM's own
  * metadata server for the preemption notice (the job's "notice": "gce").
  *
  * A server's life:
@@ -77,7 +77,7 @@
 #include "src/provider/http/http.h"
 #include "src/provider/provider.h"
 #include "src/provider/http/secret-file.h"
-#include "src/provider/ssh/ssh.h"
+#include "src/provider/ssh/transport.h"
 
 #define GCE_DEFAULT_IMAGE "projects/deeplearning-platform-release/global/images/family/common-cu124"
 #define CLOSE_DELETE_WAIT_S 60.0
@@ -147,7 +147,7 @@ static const char *const setting_keys[] = {
 	"project", "zones", "credentials", "gcloud", "machine_type", "accelerator", "accelerator_count", "image",
 	"api_root", "billing_root", "disk_gb", "ssh_user", "identity", "worker", "ssh_port", "poll_s",
 	"boot_timeout_s", "block_s", "usd_per_hour", "orphans", "price_cache_s", "preempt_wait_s",
-	/* the transport's (ssh.h) */
+	/* the transport's (transport.h) */
 	"host_key_checking", "known_hosts", "connect_timeout", "ssh", NULL
 };
 
@@ -1012,14 +1012,6 @@ static void gce_adopt(struct sd_cloud_vm *v, const struct sd_cloud_vm *h)
 	s->v.started_at = sd_cloud_wall_now();
 }
 
-static void gce_host(const struct sd_cloud *c, const struct sd_cloud_vm *v, struct sd_host *h)
-{
-	const struct gce_provider *p = (const struct gce_provider *)(const void *)c;
-	h->gpu = (char *)c->cc.offers[v->zone].gpu;
-	h->gpu_count = p->accelerator_count;
-	h->usd_per_hour = p->quoted_usd;
-}
-
 static const struct sd_cloud_ops gce_cloud = {
 	.name = "gce",
 	.vm_word = "VM",
@@ -1041,7 +1033,6 @@ static const struct sd_cloud_ops gce_cloud = {
 	.remove = gce_remove,
 	.list = gce_list,
 	.adopt = gce_adopt,
-	.host = gce_host,
 	.reconcile = gce_reconcile,
 	.cancel = gce_cancel,
 	.sweep = gce_sweep,

@@ -435,13 +435,16 @@ static int sim_live(const struct sd_provider *base, const struct sd_offer *o)
 	return sd_market_live(p->market, o);
 }
 
-static void sim_close(struct sd_provider *base)
+/* The simulator's machines are local processes the fleet owns: nothing
+ * of its own to wait for. */
+static void sim_close(struct sd_provider *base, sd_provider_closed_cb done, void *arg)
 {
 	struct sim_provider *p = (struct sim_provider *)(void *)base;
 	p->closing = 1;
 	uv_timer_stop(&p->market_timer);
 	uv_close((uv_handle_t *)&p->market_timer, NULL);
 	uv_close((uv_handle_t *)&p->trace_timer, NULL);
+	done(arg);
 }
 
 static void sim_free(struct sd_provider *base)

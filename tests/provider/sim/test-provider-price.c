@@ -86,13 +86,18 @@ static int refuser_acquire(struct sd_provider *p, const char *server, const stru
 }
 static void refuser_release(struct sd_provider *p, const char *server) { (void)p, (void)server; }
 static const struct sd_catalog *refuser_catalog(const struct sd_provider *p) { return &p->cat; }
-static void refuser_close(struct sd_provider *p) { (void)p; }
+static void refuser_close(struct sd_provider *p, sd_provider_closed_cb done, void *arg) { (void)p, done(arg); }
 static void refuser_free(struct sd_provider *p) { free(p); }
 static const struct sd_provider_ops refuser = {
 	.name = "refuser", .description = "refuses twice", .emulated = 0, .create = refuser_create,
 	.acquire = refuser_acquire, .release = refuser_release, .catalog = refuser_catalog,
 	.close = refuser_close, .free = refuser_free,
 };
+
+static void on_closed(void *arg)
+{
+	++*(int *)arg;
+}
 
 static void on_close_walk(uv_handle_t *h, void *arg)
 {
@@ -160,7 +165,9 @@ int main(void)
 	             n ? si[0].id : "?", n ? si[0].usd_per_hour : -1, NEW_PRICE);
 	CHECK(o->usd_per_hour == loaded);
 
-	sd_fleet_close(p);
+	int closed = 0;
+	sd_fleet_close(p, on_closed, &closed);
+	CHECK(closed == 1, "the fleet's close said it was done %d times (want 1)", closed);
 	uv_walk(&loop, on_close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	sd_fleet_free(p);
@@ -221,7 +228,9 @@ int main(void)
 	 * (requested .. revoked at least). */
 	CHECK(nstate_agree >= 2 && nstate_disagree == 0, "state events: %d typed as journaled, %d not",
 	      nstate_agree, nstate_disagree);
-	sd_fleet_close(p);
+	closed = 0;
+	sd_fleet_close(p, on_closed, &closed);
+	CHECK(closed == 1, "the fleet's close said it was done %d times (want 1)", closed);
 	uv_walk(&loop, on_close_walk, NULL);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	sd_fleet_free(p);

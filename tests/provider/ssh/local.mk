@@ -26,3 +26,15 @@ TESTS += tests/provider/ssh/test-ssh-hosts.sh tests/provider/ssh/test-ssh-link-c
 EXTRA_DIST += tests/provider/ssh/test-ssh-hosts.sh tests/provider/ssh/test-ssh-link-cut.sh \
 	tests/provider/ssh/test-ssh-resume.sh tests/provider/ssh/test-ssh-onnx.sh \
 	tests/provider/ssh/test-ssh-session-lost.sh tests/provider/ssh/test-ssh-forward.sh
+
+# The ssh provider's close on the loop, with a stand-in ssh program.
+check_PROGRAMS += tests/provider/ssh/test-ssh-close
+TESTS += tests/provider/ssh/test-ssh-close
+tests_provider_ssh_test_ssh_close_SOURCES = tests/provider/ssh/test-ssh-close.c tests/check.h tests/tmpdir.h
+tests_provider_ssh_test_ssh_close_CPPFLAGS = $(AM_CPPFLAGS) $(UV_CFLAGS) $(CJSON_CFLAGS)
+tests_provider_ssh_test_ssh_close_LDADD = $(SD_PROVIDER_LIBS) $(SD_PROTO_LIBS) $(SD_TRACE_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
+
+# The end of an ssh run on a slow host: spotdeck answers while the
+# provider cleans the host, and exits once it is done, leaving no ssh.
+TESTS += tests/provider/ssh/test-ssh-close-run.sh
+EXTRA_DIST += tests/provider/ssh/test-ssh-close-run.sh
