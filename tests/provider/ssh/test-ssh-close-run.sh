@@ -15,7 +15,8 @@ netns_hosts_file
 cat >"$NETNS_DIR/slow-ssh" <<EOF
 #!/bin/sh
 case "\$*" in
-*"rm -rf"*) date +%s.%N >"$NETNS_DIR/clean-start"; sleep 4; date +%s.%N >"$NETNS_DIR/clean-end" ;;
+*"rm -rf"*) date +%s.%N >"$NETNS_DIR/clean-start.tmp"; mv "$NETNS_DIR/clean-start.tmp" "$NETNS_DIR/clean-start"
+    sleep 4; date +%s.%N >"$NETNS_DIR/clean-end.tmp"; mv "$NETNS_DIR/clean-end.tmp" "$NETNS_DIR/clean-end" ;;
 esac
 exec ssh "\$@"
 EOF
