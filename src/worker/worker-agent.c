@@ -764,6 +764,10 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 		rc = sd_comm_broadcast(comm, sv.params, np * sizeof(float), source, why);
 	if (rc == 0)
 		rc = sd_comm_broadcast(comm, sv.velocity, np * sizeof(float), source, why);
+	/* AdamW's second moment travels like the momentum: every rank holds
+	 * the whole optimizer state.  Its step count is the step itself. */
+	if (rc == 0 && sv.second)
+		rc = sd_comm_broadcast(comm, sv.second, np * sizeof(float), source, why);
 	if (rc == 0 && nb)
 		rc = sd_comm_broadcast(comm, sv.buffers, nb * sizeof(float), source, why);
 	if (rc == 0)
