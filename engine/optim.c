@@ -134,6 +134,25 @@ int sd_optim_kind_parse(const char *name, enum sd_optim_kind *out)
 	return 0;
 }
 
+double sd_optim_step(const struct sd_optim_settings *o, float *params, float *state1,
+                     float *state2, float *grads, size_t count, float lr, long done)
+{
+	double norm = 0;
+	if (o->clip_grad_norm > 0) {
+		double sumsq = sd_sumsq(grads, count);
+		norm = sqrt(sumsq);
+		sd_grad_scale(grads, count, sd_clip_coef(sumsq, o->clip_grad_norm));
+	}
+	if (o->kind == SD_OPTIM_ADAMW) {
+		struct sd_adamw_scalars k;
+		sd_adamw_scalars(&k, lr, o->beta1, o->beta2, o->eps, o->weight_decay, done + 1);
+		sd_adamw_step(params, state1, state2, grads, count, &k);
+	} else {
+		sd_sgd_step(params, state1, grads, count, lr, o->momentum, o->weight_decay);
+	}
+	return norm;
+}
+
 float sd_lr_at(const struct sd_lr_schedule *s, long step)
 {
 	if (s->warmup_steps > 0 && step < s->warmup_steps)

@@ -86,6 +86,24 @@ enum sd_optim_kind { SD_OPTIM_SGD, SD_OPTIM_ADAMW };
 /* Parses "sgd" or "adamw"; returns 0 or -1. */
 int sd_optim_kind_parse(const char *name, enum sd_optim_kind *out);
 
+/* A run's optimizer. */
+struct sd_optim_settings {
+	enum sd_optim_kind kind;
+	float momentum;          /* SGD */
+	float weight_decay;      /* SGD: L2 in the gradient; AdamW: decoupled */
+	float beta1, beta2, eps; /* AdamW */
+	float clip_grad_norm;    /* > 0: clip to this global L2 norm; 0: off */
+};
+
+/* One whole optimizer step on the CPU: with clip_grad_norm > 0 the
+ * gradients are clipped first (scaled in place, as clip_grad_norm_ does),
+ * then SGD (state1: the velocity; state2 unused) or AdamW (state1: m,
+ * state2: v) with learning rate lr.  done: the updates before this one, so
+ * AdamW's t is done + 1.  Returns the gradients' global L2 norm before
+ * clipping, or 0 when clipping is off (then it is not computed). */
+double sd_optim_step(const struct sd_optim_settings *o, float *params, float *state1,
+                     float *state2, float *grads, size_t count, float lr, long done);
+
 enum sd_lr_kind { SD_LR_CONSTANT, SD_LR_STEP, SD_LR_COSINE };
 
 struct sd_lr_schedule {

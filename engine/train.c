@@ -388,7 +388,11 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		return -1;
 	struct sd_trainer *t = sd_calloc(1, sizeof *t);
 	t->cfg = *cfg;
-	t->optim = optim;
+	t->opt = (struct sd_optim_settings){
+		.kind = optim, .momentum = cfg->momentum, .weight_decay = cfg->weight_decay,
+		.beta1 = cfg->betas[0], .beta2 = cfg->betas[1], .eps = cfg->eps,
+		.clip_grad_norm = cfg->clip_grad_norm,
+	};
 	t->cfg.model_bytes = NULL;   /* borrowed for this call only */
 	t->cfg.model_len = 0;
 	t->augment = aug;
@@ -417,7 +421,7 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	}
 	size_t np = sd_model_param_count(t->model);
 	t->velocity = sd_calloc(np, sizeof(float));
-	if (t->optim == SD_OPTIM_ADAMW)
+	if (t->opt.kind == SD_OPTIM_ADAMW)
 		t->second = sd_calloc(np, sizeof(float));
 	enum sd_backend_request req;
 	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0) {
@@ -564,7 +568,7 @@ static int dev_clip(struct sd_trainer *t, char **why)
 	if (o->grad_sumsq(t->dev, &sumsq, why) < 0)
 		return -1;
 	t->last_grad_norm = sqrt(sumsq);
-	float coef = sd_clip_coef(sumsq, t->cfg.clip_grad_norm);
+	float coef = sd_clip_coef(sumsq, t->opt.clip_grad_norm);
 	return coef == 1.0f ? 0 : o->grad_scale(t->dev, coef, why);
 }
 
@@ -572,15 +576,17 @@ static int dev_clip(struct sd_trainer *t, char **why)
 static int dev_apply(struct sd_trainer *t, float lr, char **why)
 {
 	const struct sd_backend_ops *o = t->backend.ops;
-	if (t->cfg.clip_grad_norm > 0 && dev_clip(t, why) < 0)
+	const struct sd_optim_settings *s = &t->opt;
+	if (s->clip_grad_norm > 0 && dev_clip(t, why) < 0)
 		return -1;
-	if (t->optim == SD_OPTIM_ADAMW) {
+	if (s->kind == SD_OPTIM_ADAMW) {
+		/* AdamW's step count after this update, as sd_optim_step's:
+		 * the run's steps so far plus this one (train.h). */
 		struct sd_adamw_scalars k;
-		sd_adamw_scalars(&k, lr, t->cfg.betas[0], t->cfg.betas[1], t->cfg.eps,
-		                 t->cfg.weight_decay, t->step + 1);
+		sd_adamw_scalars(&k, lr, s->beta1, s->beta2, s->eps, s->weight_decay, t->step + 1);
 		return o->adamw_step(t->dev, &k, why);
 	}
-	return o->sgd_step(t->dev, lr, t->cfg.momentum, t->cfg.weight_decay, why);
+	return o->sgd_step(t->dev, lr, s->momentum, s->weight_decay, why);
 }
 
 void sd_trainer_apply(struct sd_trainer *t)
@@ -595,23 +601,9 @@ void sd_trainer_apply(struct sd_trainer *t)
 		t->step++;
 		return;
 	}
-	float *p = sd_model_params(t->model), *g = sd_model_grads(t->model);
-	size_t np = sd_model_param_count(t->model);
-	if (t->cfg.clip_grad_norm > 0) {
-		double sumsq = sd_sumsq(g, np);
-		t->last_grad_norm = sqrt(sumsq);
-		sd_grad_scale(g, np, sd_clip_coef(sumsq, t->cfg.clip_grad_norm));
-	}
-	if (t->optim == SD_OPTIM_ADAMW) {
-		/* AdamW's step count after this update: the run's steps so far
-		 * plus this one (train.h: every step is AdamW's). */
-		struct sd_adamw_scalars k;
-		sd_adamw_scalars(&k, lr, t->cfg.betas[0], t->cfg.betas[1], t->cfg.eps,
-		                 t->cfg.weight_decay, t->step + 1);
-		sd_adamw_step(p, t->velocity, t->second, g, np, &k);
-	} else {
-		sd_sgd_step(p, t->velocity, g, np, lr, t->cfg.momentum, t->cfg.weight_decay);
-	}
+	t->last_grad_norm = sd_optim_step(&t->opt, sd_model_params(t->model), t->velocity, t->second,
+	                                  sd_model_grads(t->model), sd_model_param_count(t->model),
+	                                  lr, t->step);
 	t->step++;
 }
 
@@ -799,7 +791,7 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	cJSON_AddStringToObject(meta, "seed", seed);
 	/* SGD's checkpoints stay as they were (no "optimizer": SGD), so
 	 * older readers still load them. */
-	if (t->optim == SD_OPTIM_ADAMW) {
+	if (t->opt.kind == SD_OPTIM_ADAMW) {
 		cJSON_AddStringToObject(meta, "optimizer", "adamw");
 		cJSON_AddNumberToObject(meta, "adamw_step", (double)t->step);
 	}
@@ -821,7 +813,7 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	sec[2].data = sd_model_params(m);
 	sec[2].bytes = sd_model_param_count(m) * sizeof(float);
 	snprintf(sec[3].name, sizeof sec[3].name, "%s",
-	         t->optim == SD_OPTIM_ADAMW ? "adamw_m" : "momentum");
+	         t->opt.kind == SD_OPTIM_ADAMW ? "adamw_m" : "momentum");
 	sec[3].data = t->velocity;
 	sec[3].bytes = sd_model_param_count(m) * sizeof(float);
 	snprintf(sec[4].name, sizeof sec[4].name, "buffers");
@@ -917,13 +909,13 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 	/* The optimizer's state is only of use to the same optimizer. */
 	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(meta, "optimizer");
 	const char *opt_was = cJSON_IsString(opt) ? opt->valuestring : "sgd";
-	const char *opt_now = t->optim == SD_OPTIM_ADAMW ? "adamw" : "sgd";
+	const char *opt_now = t->opt.kind == SD_OPTIM_ADAMW ? "adamw" : "sgd";
 	if (strcmp(opt_was, opt_now)) {
 		sd_why(why, "%s: checkpoint holds the state of optimizer %s, this run uses %s",
 		       path, opt_was, opt_now);
 		goto out;
 	}
-	if (t->optim == SD_OPTIM_ADAMW) {
+	if (t->opt.kind == SD_OPTIM_ADAMW) {
 		const cJSON *as = cJSON_GetObjectItemCaseSensitive(meta, "adamw_step");
 		if (!cJSON_IsNumber(as) || as->valuedouble != step->valuedouble) {
 			sd_why(why, "%s: AdamW's step count is not the checkpoint's step %.0f",
@@ -932,7 +924,7 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 		}
 	}
 	size_t np = sd_model_param_count(t->model), nb = sd_model_buffer_count(t->model);
-	const char *first = t->optim == SD_OPTIM_ADAMW ? "adamw_m" : "momentum";
+	const char *first = t->opt.kind == SD_OPTIM_ADAMW ? "adamw_m" : "momentum";
 	const struct sd_ckpt_section *sp = need(&c, path, "params", np * sizeof(float), why);
 	const struct sd_ckpt_section *sv = sp ? need(&c, path, first, np * sizeof(float), why) : NULL;
 	const struct sd_ckpt_section *s2 = sv;

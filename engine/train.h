@@ -108,7 +108,7 @@ struct sd_trainer {
 	struct sd_train_config cfg;
 	struct sd_dataset train, test;
 	struct sd_model *model;
-	enum sd_optim_kind optim; /* cfg.optimizer */
+	struct sd_optim_settings opt; /* cfg's optimizer settings */
 	float *velocity;          /* SGD's momentum buffer or AdamW's first
 	                           * moment, param_count floats */
 	float *second;            /* AdamW's second moment, param_count floats;
