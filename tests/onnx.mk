@@ -3,8 +3,8 @@
 check_PROGRAMS += tests/onnx-train
 tests_onnx_train_SOURCES = tests/onnx-train.c
 tests_onnx_train_LDADD = $(SD_ENGINE_LIBS)
-TESTS += tests/test-onnx-torch.sh
-EXTRA_DIST += tests/test-onnx-torch.sh tests/onnx_torch_ref.py
+TESTS += tests/test-onnx-torch.sh tests/test-adamw-torch.sh
+EXTRA_DIST += tests/test-onnx-torch.sh tests/test-adamw-torch.sh tests/onnx_torch_ref.py
 
 # The ONNX writer read back by the engine's own loader (no Python needed).
 check_PROGRAMS += tests/test-onnx-export
