@@ -1,8 +1,8 @@
 # tests/train.mk: the worker's training runs (standalone mode).
 TESTS += tests/test-train-accuracy.sh tests/test-train-determinism.sh tests/test-worker-bad-input.sh \
-	tests/test-train-npy.sh
+	tests/test-train-npy.sh tests/test-train-adamw.sh
 EXTRA_DIST += tests/lib.sh tests/test-train-accuracy.sh tests/test-train-determinism.sh \
-	tests/test-worker-bad-input.sh tests/test-train-npy.sh
+	tests/test-worker-bad-input.sh tests/test-train-npy.sh tests/test-train-adamw.sh
 
 # Benchmarks: built by `make check`/`make bench`, run by `make bench` only.
 noinst_PROGRAMS += tests/bench/bench-sgemm
