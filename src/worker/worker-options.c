@@ -156,6 +156,53 @@ bad:
 	return -1;
 }
 
+/* The optimizer's options (--optimizer, --betas, --eps, --clip-grad-norm):
+ * 0, -1 after an error message, or 1 when c is none of them. */
+static int parse_optimizer_option(int c, const char *arg, struct sd_train_config *cfg)
+{
+	switch (c) {
+	case O_OPTIMIZER: {
+		enum sd_optim_kind k;
+		if (sd_optim_kind_parse(arg, &k) < 0 || strlen(arg) >= sizeof cfg->optimizer) {
+			fprintf(stderr, "spotdeck-worker: --optimizer: expected sgd or adamw, got '%s'\n",
+			        arg);
+			return -1;
+		}
+		strcpy(cfg->optimizer, arg);
+		break;
+	}
+	case O_BETAS: {
+		char *end, *end2 = NULL;
+		errno = 0;
+		double b1 = strtod(arg, &end);
+		double b2 = *end == ',' ? strtod(end + 1, &end2) : -1;
+		if (errno || end == arg || *end != ',' || *end2 || !(b1 >= 0 && b1 < 1) ||
+		    !(b2 >= 0 && b2 < 1)) {
+			fprintf(stderr, "spotdeck-worker: --betas: expected B1,B2 each in [0, 1), "
+			        "got '%s'\n", arg);
+			return -1;
+		}
+		cfg->betas[0] = (float)b1;
+		cfg->betas[1] = (float)b2;
+		break;
+	}
+	case O_EPS:
+		return parse_float("eps", arg, 0, 1, &cfg->eps);
+	case O_CLIP:
+		if (parse_float("clip-grad-norm", arg, 0, 1e6, &cfg->clip_grad_norm) < 0)
+			return -1;
+		if (!(cfg->clip_grad_norm > 0)) {
+			fprintf(stderr, "spotdeck-worker: --clip-grad-norm: must be positive, got '%s'\n",
+			        arg);
+			return -1;
+		}
+		break;
+	default:
+		return 1;
+	}
+	return 0;
+}
+
 /* The options that go into the training configuration (the engine's
  * struct sd_train_config): model, data, optimizer, backend.  Returns 0,
  * -1 after printing what is wrong with the value, or 1 when c is none of
@@ -194,42 +241,6 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 		return parse_float("momentum", arg, 0, 0.9999, &cfg->momentum);
 	case O_WD:
 		return parse_float("weight-decay", arg, 0, 1, &cfg->weight_decay);
-	case O_OPTIMIZER: {
-		enum sd_optim_kind k;
-		if (sd_optim_kind_parse(arg, &k) < 0 || strlen(arg) >= sizeof cfg->optimizer) {
-			fprintf(stderr, "spotdeck-worker: --optimizer: expected sgd or adamw, got '%s'\n",
-			        arg);
-			return -1;
-		}
-		strcpy(cfg->optimizer, arg);
-		break;
-	}
-	case O_BETAS: {
-		char *end, *end2 = NULL;
-		errno = 0;
-		double b1 = strtod(arg, &end);
-		double b2 = *end == ',' ? strtod(end + 1, &end2) : -1;
-		if (errno || end == arg || *end != ',' || *end2 || !(b1 >= 0 && b1 < 1) ||
-		    !(b2 >= 0 && b2 < 1)) {
-			fprintf(stderr, "spotdeck-worker: --betas: expected B1,B2 each in [0, 1), "
-			        "got '%s'\n", arg);
-			return -1;
-		}
-		cfg->betas[0] = (float)b1;
-		cfg->betas[1] = (float)b2;
-		break;
-	}
-	case O_EPS:
-		return parse_float("eps", arg, 0, 1, &cfg->eps);
-	case O_CLIP:
-		if (parse_float("clip-grad-norm", arg, 0, 1e6, &cfg->clip_grad_norm) < 0)
-			return -1;
-		if (!(cfg->clip_grad_norm > 0)) {
-			fprintf(stderr, "spotdeck-worker: --clip-grad-norm: must be positive, got '%s'\n",
-			        arg);
-			return -1;
-		}
-		break;
 	case O_SCHEDULE:
 		if (sd_lr_kind_parse(arg, &cfg->schedule) < 0) {
 			fprintf(stderr, "spotdeck-worker: --schedule: expected constant, step or cosine, got '%s'\n", arg);
@@ -287,7 +298,7 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 		cfg->classes = (int)v;
 		break;
 	default:
-		return 1;
+		return parse_optimizer_option(c, arg, cfg);
 	}
 	return 0;
 }
