@@ -39,6 +39,11 @@ for cs in seen:
         fail("step %d: checksums differ after the newcomer joined: %s" % (cs["step"], cs["checksums"]))
 ok("added %s joined at step %d with AdamW's moments; checksums equal at steps %s"
    % (new, j["step"], [c["step"] for c in seen]))
+# The journal's step events carry the summed gradients' norm before the clip.
+norms = [e["grad_norm"] for e in r.events if e.get("type") == "step" and "grad_norm" in e]
+if len(norms) < 5 or min(norms) <= 0:
+    fail("step events without a positive grad_norm: %s" % norms[:5])
+ok("step events carry grad_norm: %d of them, %.3g to %.3g" % (len(norms), min(norms), max(norms)))
 r.command("quit")
 r.finish()
 PY
