@@ -3,14 +3,16 @@
  * the batches, and checks what this prints against PyTorch's run).
  *
  *   onnx-train MODEL.onnx BATCHES OUT LR MOMENTUM WEIGHT_DECAY
- *              [OPTIMIZER BETA1 BETA2 EPS CLIP]
+ *              [OPTIMIZER BETA1 BETA2 EPS CLIP [WARMUP]]
  *
  * BATCHES (little-endian): "SDOB", int32 steps, batch, c, h, w, then per
  * step float32 x[batch][c][h][w] and int32 labels[batch].  Each step is one
  * sd_model_train_batch (gradients of the mean loss) and one sd_optim_step
  * from the file's initial weights: SGD (PyTorch's convention) unless
  * OPTIMIZER is given ("sgd" or "adamw", with AdamW's betas and eps, and
- * CLIP the clip_grad_norm, 0 for none), at a constant learning rate LR.
+ * CLIP the clip_grad_norm, 0 for none), at a constant learning rate LR, or
+ * with WARMUP the trainer's schedule (sd_lr_at): WARMUP steps of linear
+ * warm-up to LR, then a cosine down to 0 at the last step.
  *
  * OUT (text): "loss STEP MEAN_LOSS" per step (and, with CLIP > 0, "norm
  * STEP GRADIENT_NORM": the global norm before clipping); then per parameter tensor
@@ -170,15 +172,20 @@ static void print_floats(FILE *f, const float *v, size_t n)
 
 int main(int argc, char **argv)
 {
-	if (argc != 7 && argc != 12) {
+	if (argc != 7 && argc != 12 && argc != 13) {
 		fprintf(stderr, "usage: onnx-train MODEL.onnx BATCHES OUT LR MOMENTUM WEIGHT_DECAY "
-		        "[OPTIMIZER BETA1 BETA2 EPS CLIP]\n");
+		        "[OPTIMIZER BETA1 BETA2 EPS CLIP [WARMUP]]\n");
 		return 2;
 	}
 	float lr = strtof(argv[4], NULL);
 	struct sd_optim_settings opt = { .kind = SD_OPTIM_SGD, .momentum = strtof(argv[5], NULL),
 	                                 .weight_decay = strtof(argv[6], NULL) };
-	if (argc == 12) {
+	struct sd_lr_schedule sched = { .kind = SD_LR_CONSTANT, .base_lr = lr };
+	if (argc == 13) {
+		sched.kind = SD_LR_COSINE;
+		sched.warmup_steps = strtol(argv[12], NULL, 10);
+	}
+	if (argc >= 12) {
 		if (sd_optim_kind_parse(argv[7], &opt.kind) < 0) {
 			fprintf(stderr, "onnx-train: optimizer: expected sgd or adamw, got '%s'\n", argv[7]);
 			return 2;
@@ -225,6 +232,7 @@ int main(int argc, char **argv)
 	    fread(hdr, sizeof hdr[0], 5, bf) != 5)
 		return die(argv[2], NULL);
 	int steps = hdr[0], batch = hdr[1];
+	sched.total_steps = steps;
 	size_t per = (size_t)hdr[2] * hdr[3] * hdr[4];
 	struct sd_model *m;
 	if (sd_model_create_onnx(&m, bytes, len, argv[1], batch, &why) < 0)
@@ -269,7 +277,7 @@ int main(int argc, char **argv)
 		if (masks && write_masks(masks, m, batch) < 0)
 			return die("masks", NULL);
 		double norm = sd_optim_step(&opt, sd_model_params(m), vel, second, sd_model_grads(m), np,
-		                            lr, s);
+		                            sd_lr_at(&sched, s), s);
 		fprintf(out, "loss %d %.12g\n", s + 1, loss / batch);
 		if (opt.clip_grad_norm > 0)
 			fprintf(out, "norm %d %.12g\n", s + 1, norm);
