@@ -19,8 +19,11 @@
  * The scalars (1 - lr wd, lr / (1 - beta1^t), sqrt(1 - beta2^t)) are computed
  * in double and rounded to float once, as PyTorch computes them in Python
  * floats and hands them to float kernels; every per-element operation is one
- * rounded float operation in the order written (no fused multiply-add), so
- * the CUDA kernel (engine/cuda/kernels.cu) gives the same bits.
+ * rounded float operation in the order written, so the CUDA kernel
+ * (engine/cuda/kernels.cu, which rounds each with __fmul_rn and the like)
+ * gives the same bits.  That holds while the C compiler fuses no multiply
+ * and add: true of x86-64's baseline, which has no FMA instruction, as for
+ * SGD; a build for a target with FMA would need -ffp-contract=off.
  *
  * Gradient clipping (torch.nn.utils.clip_grad_norm_ with norm_type 2): the
  * L2 norm of all the model's gradients together, and when it exceeds
