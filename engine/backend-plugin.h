@@ -32,13 +32,14 @@
 #include <stdint.h>
 
 #include "engine/layers.h"
+#include "engine/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* Bumped whenever this header or engine/model-graph.h changes shape. */
-#define SD_BACKEND_ABI 2u
+#define SD_BACKEND_ABI 3u
 /* The symbol the plugin exports: const struct sd_backend_ops *(void). */
 #define SD_BACKEND_ENTRY "sd_backend_plugin_entry"
 
@@ -55,8 +56,12 @@ struct sd_backend_device {
 	int multiprocessors;
 };
 
-/* The four state blocks a device model holds (see above). */
-enum sd_dev_block { SD_DEV_PARAMS, SD_DEV_GRADS, SD_DEV_VELOCITY, SD_DEV_BUFFERS };
+/* The state blocks a device model holds (see above).  SD_DEV_VELOCITY is
+ * SGD's momentum or AdamW's first moment; SD_DEV_SECOND, AdamW's second
+ * moment (param_count floats), is allocated (zeroed) at its first use, so
+ * an SGD model never pays for it. */
+enum sd_dev_block { SD_DEV_PARAMS, SD_DEV_GRADS, SD_DEV_VELOCITY, SD_DEV_BUFFERS, SD_DEV_SECOND };
+#define SD_DEV_NBLOCKS 5
 
 /* Opaque device copy of one model, with everything needed to run it. */
 struct sd_dev_model;
@@ -111,6 +116,11 @@ struct sd_backend_layer_ops {
 	                    const uint8_t *labels, int n, int classes, float scale, char **why);
 	int (*sgd_step)(float *params, float *velocity, const float *grads, size_t count,
 	                float lr, float momentum, float weight_decay, char **why);
+	/* sd_adamw_step: the same bits. */
+	int (*adamw_step)(float *params, float *m, float *v, const float *grads, size_t count,
+	                  const struct sd_adamw_scalars *s, char **why);
+	/* sd_sumsq of x[0..count): the same bits (the same order). */
+	int (*sumsq)(const float *x, size_t count, double *out, char **why);
 };
 
 struct sd_backend_ops {
@@ -161,6 +171,13 @@ struct sd_backend_ops {
 	 * A failure shows here or at the next call that waits. */
 	int (*sgd_step)(struct sd_dev_model *d, float lr, float momentum, float weight_decay,
 	                char **why);
+	/* sd_adamw_step over the params, grads, velocity (first moment) and
+	 * second-moment blocks; queued like sgd_step. */
+	int (*adamw_step)(struct sd_dev_model *d, const struct sd_adamw_scalars *s, char **why);
+	/* Gradient clipping: *sumsq = sd_sumsq of the gradient block (waits
+	 * for it); grad_scale multiplies the block by coef (queued). */
+	int (*grad_sumsq)(struct sd_dev_model *d, double *sumsq, char **why);
+	int (*grad_scale)(struct sd_dev_model *d, float coef, char **why);
 	/* How the model runs: "cuDNN conv algorithms by heuristics, CUDA graphs on, fp32". */
 	const char *(*model_describe)(struct sd_dev_model *d);
 

@@ -19,7 +19,8 @@
  * complete file, never a torn one.
  *
  * The container knows nothing about models: the model layer stores sections
- * such as "meta", "tensors", "params", "momentum", "buffers" and checks that
+ * such as "meta", "tensors", "params", "momentum" (SGD) or "adamw_m" and
+ * "adamw_v" (AdamW), "buffers" and checks that
  * they match the model it is loading into.
  */
 #ifndef SD_ENGINE_CHECKPOINT_H

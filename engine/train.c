@@ -2,6 +2,7 @@
 #include "engine/train.h"
 
 #include <cJSON.h>
+#include <math.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,12 @@ void sd_train_config_defaults(struct sd_train_config *c)
 	c->epochs = 3;
 	c->global_batch = 64;
 	c->lr = 0.05f;
+	snprintf(c->optimizer, sizeof c->optimizer, "sgd");
 	c->momentum = 0.9f;
+	/* torch.optim.AdamW's defaults. */
+	c->betas[0] = 0.9f;
+	c->betas[1] = 0.999f;
+	c->eps = 1e-8f;
 	c->weight_decay = 5e-4f;
 	c->schedule = SD_LR_COSINE;
 	c->warmup_steps = 100;
@@ -117,7 +123,8 @@ static int dev_upload_state(struct sd_trainer *t, char **why)
 	const struct sd_backend_ops *o = t->backend.ops;
 	if (o->model_upload(t->dev, SD_DEV_PARAMS, sd_model_params(t->model), why) < 0 ||
 	    o->model_upload(t->dev, SD_DEV_VELOCITY, t->velocity, why) < 0 ||
-	    o->model_upload(t->dev, SD_DEV_BUFFERS, sd_model_buffers(t->model), why) < 0)
+	    o->model_upload(t->dev, SD_DEV_BUFFERS, sd_model_buffers(t->model), why) < 0 ||
+	    (t->second && o->model_upload(t->dev, SD_DEV_SECOND, t->second, why) < 0))
 		return -1;
 	return 0;
 }
@@ -131,7 +138,8 @@ int sd_trainer_sync_host(const struct sd_trainer *t, char **why)
 	 * change the trainer's state, hence the const. */
 	if (o->model_download(t->dev, SD_DEV_PARAMS, sd_model_params(t->model), why) < 0 ||
 	    o->model_download(t->dev, SD_DEV_VELOCITY, t->velocity, why) < 0 ||
-	    o->model_download(t->dev, SD_DEV_BUFFERS, sd_model_buffers(t->model), why) < 0)
+	    o->model_download(t->dev, SD_DEV_BUFFERS, sd_model_buffers(t->model), why) < 0 ||
+	    (t->second && o->model_download(t->dev, SD_DEV_SECOND, t->second, why) < 0))
 		return -1;
 	return 0;
 }
@@ -339,6 +347,27 @@ static void place_training_set(struct sd_trainer *t, size_t img)
 	}
 }
 
+int sd_train_check_optimizer(const struct sd_train_config *cfg, enum sd_optim_kind *kind,
+                             char **why)
+{
+	enum sd_optim_kind k;
+	if (sd_optim_kind_parse(cfg->optimizer, &k) < 0)
+		return sd_why(why, "optimizer: expected sgd or adamw, got '%s'", cfg->optimizer);
+	/* AdamW's ranges are torch.optim.AdamW's own checks. */
+	for (int i = 0; i < 2; i++)
+		if (!(cfg->betas[i] >= 0 && cfg->betas[i] < 1))
+			return sd_why(why, "betas: beta%d must be in [0, 1), got %g", i + 1,
+			              cfg->betas[i]);
+	if (!(cfg->eps >= 0))
+		return sd_why(why, "eps: must be 0 or more, got %g", cfg->eps);
+	if (!(cfg->clip_grad_norm >= 0) || isinf(cfg->clip_grad_norm))
+		return sd_why(why, "clip_grad_norm: must be a positive number (0: off), got %g",
+		              cfg->clip_grad_norm);
+	if (kind)
+		*kind = k;
+	return 0;
+}
+
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
 {
 	*out = NULL;
@@ -350,12 +379,20 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		return sd_why(why, "lr: must be positive, got %g", cfg->lr);
 	if (cfg->eval_batch <= 0)
 		return sd_why(why, "eval batch: must be positive, got %d", cfg->eval_batch);
+	enum sd_optim_kind optim;
+	if (sd_train_check_optimizer(cfg, &optim, why) < 0)
+		return -1;
 	struct sd_data_options opt;
 	enum sd_augment aug;
 	if (sd_train_data_options(cfg, &opt, &aug, why) < 0)
 		return -1;
 	struct sd_trainer *t = sd_calloc(1, sizeof *t);
 	t->cfg = *cfg;
+	t->opt = (struct sd_optim_settings){
+		.kind = optim, .momentum = cfg->momentum, .weight_decay = cfg->weight_decay,
+		.beta1 = cfg->betas[0], .beta2 = cfg->betas[1], .eps = cfg->eps,
+		.clip_grad_norm = cfg->clip_grad_norm,
+	};
 	t->cfg.model_bytes = NULL;   /* borrowed for this call only */
 	t->cfg.model_len = 0;
 	t->augment = aug;
@@ -384,6 +421,8 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	}
 	size_t np = sd_model_param_count(t->model);
 	t->velocity = sd_calloc(np, sizeof(float));
+	if (t->opt.kind == SD_OPTIM_ADAMW)
+		t->second = sd_calloc(np, sizeof(float));
 	enum sd_backend_request req;
 	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0) {
 		sd_why(why, "backend: expected auto, cpu or cuda, got '%s'", cfg->backend);
@@ -451,6 +490,7 @@ void sd_trainer_destroy(struct sd_trainer *t)
 	}
 	sd_model_destroy(t->model);
 	free(t->velocity);
+	free(t->second);
 	free(t->perm);
 	free(t->dev_error);
 	free(t);
@@ -520,20 +560,50 @@ int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count
 	                            1.0f / (float)t->cfg.global_batch, loss_sum, correct, why);
 }
 
+/* clip_grad_norm_ on the device's gradient block. */
+static int dev_clip(struct sd_trainer *t, char **why)
+{
+	const struct sd_backend_ops *o = t->backend.ops;
+	double sumsq = 0;
+	if (o->grad_sumsq(t->dev, &sumsq, why) < 0)
+		return -1;
+	t->last_grad_norm = sqrt(sumsq);
+	float coef = sd_clip_coef(sumsq, t->opt.clip_grad_norm);
+	return coef == 1.0f ? 0 : o->grad_scale(t->dev, coef, why);
+}
+
+/* The update on the device, queued. */
+static int dev_apply(struct sd_trainer *t, float lr, char **why)
+{
+	const struct sd_backend_ops *o = t->backend.ops;
+	const struct sd_optim_settings *s = &t->opt;
+	if (s->clip_grad_norm > 0 && dev_clip(t, why) < 0)
+		return -1;
+	if (s->kind == SD_OPTIM_ADAMW) {
+		/* AdamW's step count after this update, as sd_optim_step's:
+		 * the run's steps so far plus this one (train.h). */
+		struct sd_adamw_scalars k;
+		sd_adamw_scalars(&k, lr, s->beta1, s->beta2, s->eps, s->weight_decay, t->step + 1);
+		return o->adamw_step(t->dev, &k, why);
+	}
+	return o->sgd_step(t->dev, lr, s->momentum, s->weight_decay, why);
+}
+
 void sd_trainer_apply(struct sd_trainer *t)
 {
 	float lr = sd_lr_at(&t->lr, t->step);
 	if (t->dev) {
 		char *err = NULL;
-		if (!t->dev_error && t->backend.ops->sgd_step(t->dev, lr, t->cfg.momentum,
-		                                               t->cfg.weight_decay, &err) < 0)
+		if (!t->dev_error && dev_apply(t, lr, &err) < 0)
 			t->dev_error = err;
 		else
 			free(err);
-	} else {
-		sd_sgd_step(sd_model_params(t->model), t->velocity, sd_model_grads(t->model),
-		            sd_model_param_count(t->model), lr, t->cfg.momentum, t->cfg.weight_decay);
+		t->step++;
+		return;
 	}
+	t->last_grad_norm = sd_optim_step(&t->opt, sd_model_params(t->model), t->velocity, t->second,
+	                                  sd_model_grads(t->model), sd_model_param_count(t->model),
+	                                  lr, t->step);
 	t->step++;
 }
 
@@ -571,12 +641,18 @@ int sd_trainer_comm_begin(struct sd_trainer *t, enum sd_state_part part, int on_
 		v->params = o->model_block(t->dev, SD_DEV_PARAMS);
 		v->velocity = o->model_block(t->dev, SD_DEV_VELOCITY);
 		v->buffers = o->model_block(t->dev, SD_DEV_BUFFERS);
+		if (t->second) {
+			v->second = o->model_block(t->dev, SD_DEV_SECOND);
+			if (!v->second)
+				return sd_why(why, "AdamW's second moment: no room on the device");
+		}
 		return 0;
 	}
 	v->grads = sd_model_grads(t->model);
 	v->grad_tail = SD_MODEL_GRAD_TAIL;
 	v->params = sd_model_params(t->model);
 	v->velocity = t->velocity;
+	v->second = t->second;
 	v->buffers = sd_model_buffers(t->model);
 	if (!t->dev)
 		return 0;
@@ -713,13 +789,19 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	char seed[32];
 	snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->cfg.seed);
 	cJSON_AddStringToObject(meta, "seed", seed);
+	/* SGD's checkpoints stay as they were (no "optimizer": SGD), so
+	 * older readers still load them. */
+	if (t->opt.kind == SD_OPTIM_ADAMW) {
+		cJSON_AddStringToObject(meta, "optimizer", "adamw");
+		cJSON_AddNumberToObject(meta, "adamw_step", (double)t->step);
+	}
 	char *meta_text = cJSON_PrintUnformatted(meta);
 	cJSON_Delete(meta);
 	if (!meta_text)
 		sd_oom();
 	char *table = tensor_table(t->model);
 	struct sd_model *m = t->model;
-	struct sd_ckpt_section sec[5];
+	struct sd_ckpt_section sec[6];
 	memset(sec, 0, sizeof sec);
 	snprintf(sec[0].name, sizeof sec[0].name, "meta");
 	sec[0].data = meta_text;
@@ -730,13 +812,21 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	snprintf(sec[2].name, sizeof sec[2].name, "params");
 	sec[2].data = sd_model_params(m);
 	sec[2].bytes = sd_model_param_count(m) * sizeof(float);
-	snprintf(sec[3].name, sizeof sec[3].name, "momentum");
+	snprintf(sec[3].name, sizeof sec[3].name, "%s",
+	         t->opt.kind == SD_OPTIM_ADAMW ? "adamw_m" : "momentum");
 	sec[3].data = t->velocity;
 	sec[3].bytes = sd_model_param_count(m) * sizeof(float);
 	snprintf(sec[4].name, sizeof sec[4].name, "buffers");
 	sec[4].data = sd_model_buffers(m);
 	sec[4].bytes = sd_model_buffer_count(m) * sizeof(float);
-	int rc = sd_ckpt_write(path, sec, 5, why);
+	int nsec = 5;
+	if (t->second) {
+		snprintf(sec[5].name, sizeof sec[5].name, "adamw_v");
+		sec[5].data = t->second;
+		sec[5].bytes = sd_model_param_count(m) * sizeof(float);
+		nsec = 6;
+	}
+	int rc = sd_ckpt_write(path, sec, nsec, why);
 	free(meta_text);
 	free(table);
 	return rc;
@@ -816,14 +906,37 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 		       path, t->cfg.model);
 		goto out;
 	}
+	/* The optimizer's state is only of use to the same optimizer. */
+	const cJSON *opt = cJSON_GetObjectItemCaseSensitive(meta, "optimizer");
+	const char *opt_was = cJSON_IsString(opt) ? opt->valuestring : "sgd";
+	const char *opt_now = t->opt.kind == SD_OPTIM_ADAMW ? "adamw" : "sgd";
+	if (strcmp(opt_was, opt_now)) {
+		sd_why(why, "%s: checkpoint holds the state of optimizer %s, this run uses %s",
+		       path, opt_was, opt_now);
+		goto out;
+	}
+	if (t->opt.kind == SD_OPTIM_ADAMW) {
+		const cJSON *as = cJSON_GetObjectItemCaseSensitive(meta, "adamw_step");
+		if (!cJSON_IsNumber(as) || as->valuedouble != step->valuedouble) {
+			sd_why(why, "%s: AdamW's step count is not the checkpoint's step %.0f",
+			       path, step->valuedouble);
+			goto out;
+		}
+	}
 	size_t np = sd_model_param_count(t->model), nb = sd_model_buffer_count(t->model);
+	const char *first = t->opt.kind == SD_OPTIM_ADAMW ? "adamw_m" : "momentum";
 	const struct sd_ckpt_section *sp = need(&c, path, "params", np * sizeof(float), why);
-	const struct sd_ckpt_section *sv = sp ? need(&c, path, "momentum", np * sizeof(float), why) : NULL;
-	const struct sd_ckpt_section *sb = sv ? need(&c, path, "buffers", nb * sizeof(float), why) : NULL;
+	const struct sd_ckpt_section *sv = sp ? need(&c, path, first, np * sizeof(float), why) : NULL;
+	const struct sd_ckpt_section *s2 = sv;
+	if (sv && t->second)
+		s2 = need(&c, path, "adamw_v", np * sizeof(float), why);
+	const struct sd_ckpt_section *sb = s2 ? need(&c, path, "buffers", nb * sizeof(float), why) : NULL;
 	if (!sb)
 		goto out;
 	memcpy(sd_model_params(t->model), sp->data, sp->bytes);
 	memcpy(t->velocity, sv->data, sv->bytes);
+	if (t->second)
+		memcpy(t->second, s2->data, s2->bytes);
 	memcpy(sd_model_buffers(t->model), sb->data, sb->bytes);
 	if (dev_upload_state(t, why) < 0)
 		goto out;

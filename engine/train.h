@@ -34,8 +34,13 @@ struct sd_train_config {
 	int epochs;              /* 3 */
 	int global_batch;        /* 64 (samples per optimizer step, all workers) */
 	float lr;                /* 0.05, peak learning rate */
-	float momentum;          /* 0.9 */
-	float weight_decay;      /* 5e-4 */
+	char optimizer[8];       /* "sgd" (default) or "adamw" (engine/optim.h) */
+	float momentum;          /* 0.9, SGD only */
+	float weight_decay;      /* 5e-4: SGD's L2 term, AdamW's decoupled decay */
+	float betas[2];          /* AdamW's beta1, beta2: 0.9, 0.999 */
+	float eps;               /* AdamW's epsilon: 1e-8 */
+	float clip_grad_norm;    /* 0 = off; else the gradients' largest global
+	                          * L2 norm (torch.nn.utils.clip_grad_norm_) */
 	enum sd_lr_kind schedule;     /* cosine */
 	long warmup_steps;       /* 100 */
 	uint64_t seed;           /* 1 */
@@ -74,6 +79,12 @@ void sd_train_config_defaults(struct sd_train_config *c);
  * or setting and the problem. */
 int sd_train_check_data(const struct sd_train_config *cfg, char **why);
 
+/* Checks cfg's optimizer settings: the optimizer's name (its kind into
+ * *kind unless NULL), AdamW's betas in [0, 1) and eps >= 0, clip_grad_norm
+ * >= 0 (0: off).  Returns 0, or -1 with *why naming the setting. */
+int sd_train_check_optimizer(const struct sd_train_config *cfg, enum sd_optim_kind *kind,
+                             char **why);
+
 /* Checks the ONNX model of cfg (cfg->model ending in ".onnx"; bytes[0..len)
  * its file's contents, or NULL to read cfg->model) against the job's data
  * without loading the data: the whole graph (sd_onnx_check), then its input
@@ -97,7 +108,16 @@ struct sd_trainer {
 	struct sd_train_config cfg;
 	struct sd_dataset train, test;
 	struct sd_model *model;
-	float *velocity;          /* momentum buffer, param_count floats */
+	struct sd_optim_settings opt; /* cfg's optimizer settings */
+	float *velocity;          /* SGD's momentum buffer or AdamW's first
+	                           * moment, param_count floats */
+	float *second;            /* AdamW's second moment, param_count floats;
+	                           * NULL for SGD.  AdamW's step count is
+	                           * `step`: every step of a run is one of its
+	                           * optimizer's (a checkpoint of the other
+	                           * optimizer is refused) */
+	double last_grad_norm;    /* clip_grad_norm set: the global gradient
+	                           * norm of the last step, before clipping */
 	int32_t *perm;            /* permutation of perm_epoch */
 	int perm_epoch;
 	long step;                /* optimizer steps completed */
@@ -150,8 +170,13 @@ int sd_trainer_epoch_of(const struct sd_trainer *t, long step);
 int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
                           double *loss_sum, int *correct, char **why);
 
-/* SGD update with the learning rate of step t->step, then t->step++.  On a
- * device the update is queued; a failure is reported by the next call. */
+/* The optimizer's update (SGD or AdamW, cfg.optimizer) with the learning
+ * rate of step t->step, then t->step++.  With cfg.clip_grad_norm set the
+ * gradients are first clipped to that global L2 norm (engine/optim.h), from
+ * the gradient buffer as it is: after the elastic worker's all-reduce,
+ * every worker computes the same norm.  On a device the update is queued
+ * (the norm waits for the device); a failure is reported by the next
+ * call. */
 void sd_trainer_apply(struct sd_trainer *t);
 
 /* One whole step on this process alone (local_grad over the full global batch
@@ -176,6 +201,8 @@ int sd_trainer_eval_batch(struct sd_trainer *t, const float *x, const uint8_t *l
 enum sd_state_part { SD_STATE_GRADS = 1, SD_STATE_MODEL = 2 };
 struct sd_state_view {
 	float *params, *velocity, *buffers;   /* SD_STATE_MODEL */
+	float *second;                        /* AdamW's second moment
+	                                       * (param_count), else NULL */
 	float *grads;                         /* SD_STATE_GRADS */
 	size_t param_count, buffer_count;
 	/* SD_STATE_GRADS: floats after the param_count gradients in grads that
@@ -202,10 +229,13 @@ int sd_trainer_sync_host(const struct sd_trainer *t, char **why);
  * that read fails, with the error kept for the next call that reports one). */
 uint32_t sd_trainer_param_checksum(const struct sd_trainer *t);
 
-/* Writes a checkpoint of parameters, momentum, batch-norm buffers, step,
+/* Writes a checkpoint of parameters, the optimizer's state (SGD: section
+ * "momentum"; AdamW: sections "adamw_m" and "adamw_v", and "optimizer":
+ * "adamw" and its step count in the meta), batch-norm buffers, step,
  * epoch, data cursor and RNG state to path (atomically; see checkpoint.h). */
 int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why);
-/* Restores a checkpoint written for the same model, dataset and global batch;
+/* Restores a checkpoint written for the same model, dataset, global batch
+ * and optimizer (a checkpoint without "optimizer" in its meta is SGD's);
  * anything else is refused with a message naming the file and the mismatch. */
 int sd_trainer_load(struct sd_trainer *t, const char *path, char **why);
 

@@ -29,6 +29,8 @@
 extern "C" {
 #endif
 
+#include "engine/optim.h"
+
 /* ---- kernels.cu ---------------------------------------------------------- */
 
 /* The step's metrics as the loss kernel leaves them on the device. */
@@ -74,6 +76,17 @@ cudaError_t cu_gather(cudaStream_t st, float *x, uint8_t *y, const float *data,
  * it gives the same bits as sd_sgd_step. */
 cudaError_t cu_sgd(cudaStream_t st, float *params, float *velocity, const float *grads,
                    size_t count, float lr, float momentum, float weight_decay);
+/* sd_adamw_step, each operation rounded as the CPU's: the same bits.  The
+ * scalars are engine/optim.h's struct sd_adamw_scalars, by value. */
+cudaError_t cu_adamw(cudaStream_t st, float *params, float *m, float *v, const float *grads,
+                     size_t count, struct sd_adamw_scalars s);
+/* *out (device memory) = sd_sumsq(x, count), in its order: one block of 256
+ * threads per SD_SUMSQ_BLOCK elements into partial (device memory, at least
+ * ceil(count / SD_SUMSQ_BLOCK) doubles), then one block folds those. */
+cudaError_t cu_sumsq(cudaStream_t st, double *out, double *partial, const float *x,
+                     size_t count);
+/* x[0..count) *= coef. */
+cudaError_t cu_scale(cudaStream_t st, float *x, size_t count, float coef);
 
 #ifdef __cplusplus
 }
@@ -215,6 +228,9 @@ int cu_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float gr
 int cu_eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
                   double *loss_sum, int *correct, char **why);
 int cu_sgd_step(struct sd_dev_model *d, float lr, float momentum, float weight_decay, char **why);
+int cu_adamw_step(struct sd_dev_model *d, const struct sd_adamw_scalars *s, char **why);
+int cu_grad_sumsq(struct sd_dev_model *d, double *sumsq, char **why);
+int cu_grad_scale(struct sd_dev_model *d, float coef, char **why);
 const char *cu_model_describe(struct sd_dev_model *d);
 
 /* Environment switches read once per model (documented in

@@ -64,8 +64,12 @@ struct sd_dev_model {
 	cudaStream_t copy;
 	cudaEvent_t uploaded, done;
 	int done_recorded;
-	float *blocks[4];         /* enum sd_dev_block: params, grads, velocity, buffers */
-	size_t block_floats[4];
+	float *blocks[SD_DEV_NBLOCKS];   /* enum sd_dev_block: params, grads, velocity,
+	                                  * buffers, AdamW's second moment (allocated at
+	                                  * its first use: NULL until then) */
+	size_t block_floats[SD_DEV_NBLOCKS];
+	double *sumsq;            /* gradient clipping: 1 + per-block partial sums
+	                           * (allocated at the first use) */
 	float **val, **grad;      /* per activation */
 	uint8_t *labels;
 	float *data;              /* the training set on the device (or NULL) */
@@ -495,12 +499,69 @@ int cu_sgd_step(struct sd_dev_model *d, float lr, float momentum, float weight_d
 	return 0;
 }
 
+/* AdamW's second moment, allocated and zeroed at its first use (an SGD
+ * model never has one). */
+static int second_block(struct sd_dev_model *d, char **why)
+{
+	if (d->blocks[SD_DEV_SECOND])
+		return 0;
+	size_t n = d->block_floats[SD_DEV_PARAMS];
+	size_t bytes = (n ? n : 1) * sizeof(float);
+	float *p = NULL;
+	if (cudaMalloc((void **)&p, bytes) != cudaSuccess) {
+		cudaGetLastError();
+		return sd_why(why, "CUDA model %s: cannot allocate %.0f MiB for AdamW's second moment",
+		              d->m->name, bytes / 1048576.0);
+	}
+	cudaError_t e = cudaMemsetAsync(p, 0, bytes, d->env.stream);
+	if (e != cudaSuccess) {
+		cudaFree(p);
+		return cu_fail_cuda(why, "cudaMemsetAsync (AdamW state)", e);
+	}
+	d->blocks[SD_DEV_SECOND] = p;
+	d->block_floats[SD_DEV_SECOND] = n;
+	return 0;
+}
+
+int cu_adamw_step(struct sd_dev_model *d, const struct sd_adamw_scalars *s, char **why)
+{
+	if (second_block(d, why) < 0)
+		return -1;
+	CU_TRY(cu_adamw(d->env.stream, d->blocks[SD_DEV_PARAMS], d->blocks[SD_DEV_VELOCITY],
+	                d->blocks[SD_DEV_SECOND], d->blocks[SD_DEV_GRADS],
+	                d->block_floats[SD_DEV_PARAMS], *s));
+	return 0;
+}
+
+int cu_grad_sumsq(struct sd_dev_model *d, double *sumsq, char **why)
+{
+	size_t n = d->block_floats[SD_DEV_GRADS];
+	size_t nb = (n + SD_SUMSQ_BLOCK - 1) / SD_SUMSQ_BLOCK;
+	if (!d->sumsq && cudaMalloc((void **)&d->sumsq, (1 + nb) * sizeof(double)) != cudaSuccess) {
+		d->sumsq = NULL;
+		return cu_fail_cuda(why, "cudaMalloc (gradient norm)", cudaGetLastError());
+	}
+	CU_TRY(cu_sumsq(d->env.stream, d->sumsq, d->sumsq + 1, d->blocks[SD_DEV_GRADS], n));
+	CU_TRY(cudaMemcpyAsync(sumsq, d->sumsq, sizeof(double), cudaMemcpyDeviceToHost,
+	                       d->env.stream));
+	CU_TRY(cudaStreamSynchronize(d->env.stream));
+	return 0;
+}
+
+int cu_grad_scale(struct sd_dev_model *d, float coef, char **why)
+{
+	CU_TRY(cu_scale(d->env.stream, d->blocks[SD_DEV_GRADS], d->block_floats[SD_DEV_GRADS], coef));
+	return 0;
+}
+
 /* ---- blocks ------------------------------------------------------------- */
 
 static int check_block(struct sd_dev_model *d, enum sd_dev_block b, char **why)
 {
-	if ((int)b < 0 || (int)b > SD_DEV_BUFFERS)
+	if ((int)b < 0 || (int)b >= SD_DEV_NBLOCKS)
 		return sd_why(why, "CUDA model: no block %d", (int)b);
+	if (b == SD_DEV_SECOND)
+		return second_block(d, why);
 	return 0;
 }
 
@@ -530,8 +591,13 @@ int cu_model_download(struct sd_dev_model *d, enum sd_dev_block b, float *host, 
 
 float *cu_model_block(struct sd_dev_model *d, enum sd_dev_block b)
 {
-	if ((int)b < 0 || (int)b > SD_DEV_BUFFERS)
+	if ((int)b < 0 || (int)b >= SD_DEV_NBLOCKS)
 		return NULL;
+	char *err = NULL;
+	if (b == SD_DEV_SECOND && second_block(d, &err) < 0) {
+		free(err);
+		return NULL;
+	}
 	/* Callers (NCCL) use it from other streams: finish ours first. */
 	cudaStreamSynchronize(d->env.stream);
 	return d->blocks[b];
@@ -575,8 +641,9 @@ void cu_model_destroy(struct sd_dev_model *d)
 	free(d->bn_invstd);
 	free(d->acc_in);
 	free(d->acc_in2);
-	for (int b = 0; b < 4; b++)
+	for (int b = 0; b < SD_DEV_NBLOCKS; b++)
 		cudaFree(d->blocks[b]);
+	cudaFree(d->sumsq);
 	cudaFree(d->labels);
 	cudaFree(d->data);
 	cudaFree(d->data_labels);

@@ -243,6 +243,82 @@ __device__ __forceinline__ void sgd_one(float &p, float &v, float g, float lr, f
 	p = __fsub_rn(p, __fmul_rn(lr, v));
 }
 
+// One AdamW element in engine/optim.c's order, each operation rounded
+// alone; sqrt and division are IEEE-rounded in CUDA by default (nvcc's
+// -prec-sqrt/-prec-div are on without --use_fast_math), like sqrtf and /.
+__device__ __forceinline__ void adamw_one(float &p, float &m, float &v, float g,
+                                          const struct sd_adamw_scalars &k)
+{
+	p = __fmul_rn(p, k.decay);
+	m = __fadd_rn(__fmul_rn(m, k.beta1), __fmul_rn(k.one_minus_beta1, g));
+	v = __fadd_rn(__fmul_rn(v, k.beta2), __fmul_rn(__fmul_rn(k.one_minus_beta2, g), g));
+	float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), k.bc2_sqrt), k.eps);
+	p = __fadd_rn(p, __fdiv_rn(__fmul_rn(k.neg_step_size, m), denom));
+}
+
+__global__ void adamw_kernel(float *p, float *m, float *v, const float *g, size_t n,
+                             struct sd_adamw_scalars k)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x) {
+		float pp = p[i], mm = m[i], vv = v[i];
+		adamw_one(pp, mm, vv, g[i], k);
+		p[i] = pp;
+		m[i] = mm;
+		v[i] = vv;
+	}
+}
+
+// sd_sumsq's order (engine/optim.h): 256 threads, thread j summing
+// elements j, j + 256, ... of its block sequentially, then the pairwise
+// fold.  __dadd_rn/__dmul_rn keep nvcc from fusing into FMA.
+__device__ __forceinline__ double fold256(double *s, int j)
+{
+	for (int w = 128; w >= 1; w /= 2) {
+		__syncthreads();
+		if (j < w)
+			s[j] = __dadd_rn(s[j], s[j + w]);
+	}
+	__syncthreads();
+	return s[0];
+}
+
+__global__ void sumsq_blocks_kernel(double *partial, const float *x, size_t n)
+{
+	__shared__ double s[256];
+	const int j = threadIdx.x;
+	const size_t lo = (size_t)blockIdx.x * SD_SUMSQ_BLOCK;
+	double acc = 0.0;
+	for (size_t i = lo + j; i < lo + SD_SUMSQ_BLOCK && i < n; i += 256) {
+		double d = (double)x[i];
+		acc = __dadd_rn(acc, __dmul_rn(d, d));
+	}
+	s[j] = acc;
+	double total = fold256(s, j);
+	if (j == 0)
+		partial[blockIdx.x] = total;
+}
+
+__global__ void sumsq_fold_kernel(double *out, const double *partial, size_t nb)
+{
+	__shared__ double s[256];
+	const int j = threadIdx.x;
+	double acc = 0.0;
+	for (size_t b = j; b < nb; b += 256)
+		acc = __dadd_rn(acc, partial[b]);
+	s[j] = acc;
+	double total = fold256(s, j);
+	if (j == 0)
+		*out = total;
+}
+
+__global__ void scale_kernel(float *x, size_t n, float coef)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		x[i] = __fmul_rn(x[i], coef);
+}
+
 __global__ void sgd_kernel(float *p, float *v, const float *g, size_t n, float lr, float mom,
                            float wd)
 {
@@ -394,5 +470,35 @@ extern "C" cudaError_t cu_sgd(cudaStream_t st, float *params, float *velocity,
 	else
 		sgd_kernel<<<blocks_for(count), kThreads, 0, st>>>(params, velocity, grads, count, lr,
 		                                                    momentum, weight_decay);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_adamw(cudaStream_t st, float *params, float *m, float *v,
+                                const float *grads, size_t count, struct sd_adamw_scalars s)
+{
+	if (!count)
+		return cudaSuccess;
+	adamw_kernel<<<blocks_for(count), kThreads, 0, st>>>(params, m, v, grads, count, s);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_sumsq(cudaStream_t st, double *out, double *partial, const float *x,
+                                size_t count)
+{
+	size_t nb = (count + SD_SUMSQ_BLOCK - 1) / SD_SUMSQ_BLOCK;
+	if (nb == 0)
+		return cudaMemsetAsync(out, 0, sizeof(double), st);
+	if (nb > 0x7fffffffu)
+		return cudaErrorInvalidValue;
+	sumsq_blocks_kernel<<<(unsigned)nb, 256, 0, st>>>(partial, x, count);
+	sumsq_fold_kernel<<<1, 256, 0, st>>>(out, partial, nb);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t cu_scale(cudaStream_t st, float *x, size_t count, float coef)
+{
+	if (!count)
+		return cudaSuccess;
+	scale_kernel<<<blocks_for(count), kThreads, 0, st>>>(x, count, coef);
 	return cudaGetLastError();
 }

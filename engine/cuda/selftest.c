@@ -439,6 +439,37 @@ static int t_sgd_step(float *params, float *velocity, const float *grads, size_t
 	END;
 }
 
+static int t_adamw_step(float *params, float *m, float *v, const float *grads, size_t count,
+                        const struct sd_adamw_scalars *s, char **why)
+{
+	BEGIN;
+	float *dp, *dm, *dv, *dg;
+	NEED(dp = dev(&B, params, F(count), why));
+	NEED(dm = dev(&B, m, F(count), why));
+	NEED(dv = dev(&B, v, F(count), why));
+	NEED(dg = dev(&B, grads, F(count), why));
+	KERNEL(cu_adamw(tenv.stream, dp, dm, dv, dg, count, *s));
+	RUN(back(params, dp, F(count), why));
+	RUN(back(m, dm, F(count), why));
+	RUN(back(v, dv, F(count), why));
+	rc = 0;
+	END;
+}
+
+static int t_sumsq(const float *x, size_t count, double *out, char **why)
+{
+	BEGIN;
+	size_t nb = (count + SD_SUMSQ_BLOCK - 1) / SD_SUMSQ_BLOCK;
+	float *dx;
+	double *dsum;
+	NEED(dx = dev(&B, x, F(count), why));
+	NEED(dsum = (double *)dev(&B, NULL, (1 + nb) * sizeof(double), why));
+	KERNEL(cu_sumsq(tenv.stream, dsum, dsum + 1, dx, count));
+	RUN(back(out, dsum, sizeof(double), why));
+	rc = 0;
+	END;
+}
+
 const struct sd_backend_layer_ops cu_layer_ops = {
 	.linear_forward = t_linear_forward,
 	.linear_backward = t_linear_backward,
@@ -457,4 +488,6 @@ const struct sd_backend_layer_ops cu_layer_ops = {
 	.shortcut_backward = t_shortcut_backward,
 	.softmax_xent = t_softmax_xent,
 	.sgd_step = t_sgd_step,
+	.adamw_step = t_adamw_step,
+	.sumsq = t_sumsq,
 };

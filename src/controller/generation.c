@@ -425,6 +425,10 @@ static void journal_step(struct sd_controller *c, const cJSON *m, int current)
 		cJSON_AddNumberToObject(ev, "compute_ms", sd_msg_num(m, "compute_ms", 0));
 		cJSON_AddNumberToObject(ev, "comm_ms", sd_msg_num(m, "comm_ms", 0));
 		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));
+		/* Only with clip_grad_norm set: the summed gradients' norm. */
+		const cJSON *gn = cJSON_GetObjectItemCaseSensitive(m, "grad_norm");
+		if (cJSON_IsNumber(gn))
+			cJSON_AddNumberToObject(ev, "grad_norm", gn->valuedouble);
 		if (recovered) {
 			cJSON_AddNumberToObject(ev, "recovery_s", ctl_mono_s() - c->lost_at);
 			/* The step in flight when a worker died, plus any completed

@@ -37,6 +37,7 @@ enum sd_key_kind {
 	K_LONG,       /* long in [lo, hi] */
 	K_U64,        /* uint64_t in [lo, hi] */
 	K_FLOAT,      /* float in the interval lo..hi */
+	K_FLOAT2,     /* float[2]: a JSON array of two numbers, each in lo..hi */
 	K_DOUBLE,     /* double in the interval lo..hi */
 	K_SCHEDULE,   /* enum sd_lr_kind */
 	K_CLUSTER,    /* cluster[] + ncluster */
@@ -54,6 +55,9 @@ enum sd_key_kind {
 /* A key of the provider object (written there; older files have it at the
  * top level, which is still read). */
 #define IN_PROVIDER 4u
+/* A K_FLOAT whose unset value 0 means "off": absent from the files written,
+ * and refused when given (the interval excludes it). */
+#define ZERO_OFF 8u
 
 struct sd_job_key {
 	const char *name;
@@ -74,6 +78,8 @@ static const char *const sd_dataset_names[] = {
 static const char *const sd_layout_names[] = { "NCHW", "NHWC", NULL };
 static const char *const sd_augment_names[] = { "none", "crop4+flip", NULL };
 static const char *const sd_schedule_names[] = { "constant", "step", "cosine", NULL };
+/* engine/optim.h: sd_optim_kind_parse. */
+static const char *const sd_optimizer_names[] = { "sgd", "adamw", NULL };
 /* The clouds whose preemption notice a worker can watch
  * (src/worker/notice-watch.h keeps the same names). */
 static const char *const sd_notice_names[] = { "none", "auto", "gce", "aws", "azure", NULL };
@@ -89,8 +95,16 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "epochs", K_INT, OFF(train.epochs), 0, 1, 100000, 0, NULL, NULL },
 	{ "global_batch", K_INT, OFF(train.global_batch), 0, 1, 1048576, 0, NULL, NULL },
 	{ "lr", K_FLOAT, OFF(train.lr), 0, 0, 100, OPEN_LO, NULL, NULL },
+	{ "optimizer", K_NAME, OFF(train.optimizer), SZ(train.optimizer), 0, 0, 0,
+	  sd_optimizer_names, "optimizer" },
 	{ "momentum", K_FLOAT, OFF(train.momentum), 0, 0, 1, OPEN_HI, NULL, NULL },
 	{ "weight_decay", K_FLOAT, OFF(train.weight_decay), 0, 0, 1, 0, NULL, NULL },
+	/* AdamW's: torch.optim.AdamW refuses betas outside [0, 1) and a
+	 * negative eps. */
+	{ "betas", K_FLOAT2, OFF(train.betas), 0, 0, 1, OPEN_HI, NULL, NULL },
+	{ "eps", K_FLOAT, OFF(train.eps), 0, 0, 1, 0, NULL, NULL },
+	{ "clip_grad_norm", K_FLOAT, OFF(train.clip_grad_norm), 0, 0, 1e6, OPEN_LO | ZERO_OFF, NULL,
+	  NULL },
 	{ "schedule", K_SCHEDULE, OFF(train.schedule), 0, 0, 0, 0, sd_schedule_names, "schedule" },
 	{ "warmup_steps", K_LONG, OFF(train.warmup_steps), 0, 0, 1000000000, 0, NULL, NULL },
 	{ "seed", K_U64, OFF(train.seed), 0, 0, SD_JSON_INT_EXACT, 0, NULL, NULL },
@@ -587,6 +601,26 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			return sd_bad_number(k, name, v, file, why);
 		*(double *)base = d;
 		return 0;
+	case K_FLOAT2: {
+		float pair[2];
+		int ok = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
+		for (int i = 0; ok && i < 2; i++) {
+			const cJSON *e = cJSON_GetArrayItem(v, i);
+			/* Rounded to float first, as K_FLOAT. */
+			ok = sd_json_number(e, &d) == 0 && fabs(d) <= FLT_MAX &&
+			     sd_job_check_number(k, (double)(float)d) == SD_JSON_OK;
+			pair[i] = (float)d;
+		}
+		if (!ok) {
+			char shown[48];
+			sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown);
+			return sd_why(why, "%s: %s: expected two numbers in %c%g, %g%c, got %s", file,
+			              name, (k->flags & OPEN_LO) ? '(' : '[', k->lo, k->hi,
+			              (k->flags & OPEN_HI) ? ')' : ']', shown);
+		}
+		memcpy(base, pair, sizeof pair);
+		return 0;
+	}
 	case K_CLUSTER:
 		return sd_job_set_cluster(j, k, name, v, file, why);
 	case K_NORMALIZE:
@@ -927,8 +961,18 @@ static void sd_job_add_key(cJSON *obj, const struct sd_job *j, const struct sd_j
 		sd_json_add_double(obj, k->name, (double)*(const uint64_t *)base);
 		return;
 	case K_FLOAT:
+		if ((k->flags & ZERO_OFF) && *(const float *)base == 0)
+			return;
 		sd_json_add_float(obj, k->name, *(const float *)base);
 		return;
+	case K_FLOAT2: {
+		const float *f = (const float *)base;
+		item = cJSON_CreateArray();
+		if (!item || !cJSON_AddItemToArray(item, sd_json_float_item(f[0])) ||
+		    !cJSON_AddItemToArray(item, sd_json_float_item(f[1])))
+			sd_oom();
+		break;
+	}
 	case K_DOUBLE:
 		sd_json_add_double(obj, k->name, *(const double *)base);
 		return;
@@ -1072,6 +1116,11 @@ int sd_job_equal(const struct sd_job *a, const struct sd_job *b)
 			break;
 		case K_FLOAT:
 			if (*(const float *)x != *(const float *)y)
+				return 0;
+			break;
+		case K_FLOAT2:
+			if (((const float *)x)[0] != ((const float *)y)[0] ||
+			    ((const float *)x)[1] != ((const float *)y)[1])
 				return 0;
 			break;
 		case K_DOUBLE:

@@ -141,6 +141,9 @@ static void emit_step(const struct sd_trainer *t, double loss, double acc)
 	cJSON_AddNumberToObject(ev, "loss", loss);
 	cJSON_AddNumberToObject(ev, "train_accuracy", acc);
 	cJSON_AddNumberToObject(ev, "lr", sd_lr_at(&t->lr, t->step - 1));
+	/* With clipping on: the gradients' norm before it, to choose the clip by. */
+	if (t->opt.clip_grad_norm > 0)
+		cJSON_AddNumberToObject(ev, "grad_norm", t->last_grad_norm);
 	emit(ev);
 }
 

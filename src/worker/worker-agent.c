@@ -764,6 +764,10 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 		rc = sd_comm_broadcast(comm, sv.params, np * sizeof(float), source, why);
 	if (rc == 0)
 		rc = sd_comm_broadcast(comm, sv.velocity, np * sizeof(float), source, why);
+	/* AdamW's second moment travels like the momentum: every rank holds
+	 * the whole optimizer state.  Its step count is the step itself. */
+	if (rc == 0 && sv.second)
+		rc = sd_comm_broadcast(comm, sv.second, np * sizeof(float), source, why);
 	if (rc == 0 && nb)
 		rc = sd_comm_broadcast(comm, sv.buffers, nb * sizeof(float), source, why);
 	if (rc == 0)
@@ -880,6 +884,8 @@ static cJSON *step_msg(struct agent *a, struct gen *g, const double metrics[4], 
 	if (a->pace > 0 && a->pace < 1)
 		cJSON_AddBoolToObject(m, "emulated", 1);
 	cJSON_AddNumberToObject(m, "lr", sd_lr_at(&t->lr, t->step - 1));
+	if (t->opt.clip_grad_norm > 0)
+		cJSON_AddNumberToObject(m, "grad_norm", t->last_grad_norm);
 	if (g->first || (a->job.log_every > 0 && t->step % a->job.log_every == 0) || epoch_end) {
 		char sum[16];
 		snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));

@@ -48,8 +48,13 @@ static void usage(FILE *f)
 "  --epochs N            passes over the training set (default 3)\n"
 "  --batch N             global batch, samples per step (default 64)\n"
 "  --lr X                peak learning rate (default 0.05)\n"
+"  --optimizer NAME      sgd or adamw (default sgd)\n"
 "  --momentum X          SGD momentum (default 0.9)\n"
-"  --weight-decay X      L2 weight decay (default 5e-4)\n"
+"  --weight-decay X      SGD's L2 weight decay, AdamW's decoupled one\n"
+"                        (default 5e-4)\n"
+"  --betas B1,B2         AdamW's betas, each in [0, 1) (default 0.9,0.999)\n"
+"  --eps X               AdamW's epsilon (default 1e-8)\n"
+"  --clip-grad-norm X    clip the gradients to global L2 norm X (default: off)\n"
 "  --schedule NAME       constant, step or cosine (default cosine)\n"
 "  --warmup N            warm-up steps (default 100)\n"
 "  --threads N           compute threads (default: all cores)\n"
@@ -110,7 +115,7 @@ enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
        O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT, O_LAYOUT, O_NORMALIZE, O_CLASSES,
-       O_AUGMENT, O_ONNXOPS };
+       O_AUGMENT, O_ONNXOPS, O_OPTIMIZER, O_BETAS, O_EPS, O_CLIP };
 
 /* --normalize MEAN[,MEAN...]/STD[,STD...]: one mean and one std per channel,
  * as the job file's "normalize" (spotdeck-job(5)). */
@@ -149,6 +154,53 @@ bad:
 	fprintf(stderr, "spotdeck-worker: --normalize: expected MEAN[,MEAN...]/STD[,STD...] with as "
 	        "many positive stds as means (at most %d), got '%s'\n", SD_DATA_MAX_CHANNELS, arg);
 	return -1;
+}
+
+/* The optimizer's options (--optimizer, --betas, --eps, --clip-grad-norm):
+ * 0, -1 after an error message, or 1 when c is none of them. */
+static int parse_optimizer_option(int c, const char *arg, struct sd_train_config *cfg)
+{
+	switch (c) {
+	case O_OPTIMIZER: {
+		enum sd_optim_kind k;
+		if (sd_optim_kind_parse(arg, &k) < 0 || strlen(arg) >= sizeof cfg->optimizer) {
+			fprintf(stderr, "spotdeck-worker: --optimizer: expected sgd or adamw, got '%s'\n",
+			        arg);
+			return -1;
+		}
+		strcpy(cfg->optimizer, arg);
+		break;
+	}
+	case O_BETAS: {
+		char *end, *end2 = NULL;
+		errno = 0;
+		double b1 = strtod(arg, &end);
+		double b2 = *end == ',' ? strtod(end + 1, &end2) : -1;
+		if (errno || end == arg || *end != ',' || *end2 || !(b1 >= 0 && b1 < 1) ||
+		    !(b2 >= 0 && b2 < 1)) {
+			fprintf(stderr, "spotdeck-worker: --betas: expected B1,B2 each in [0, 1), "
+			        "got '%s'\n", arg);
+			return -1;
+		}
+		cfg->betas[0] = (float)b1;
+		cfg->betas[1] = (float)b2;
+		break;
+	}
+	case O_EPS:
+		return parse_float("eps", arg, 0, 1, &cfg->eps);
+	case O_CLIP:
+		if (parse_float("clip-grad-norm", arg, 0, 1e6, &cfg->clip_grad_norm) < 0)
+			return -1;
+		if (!(cfg->clip_grad_norm > 0)) {
+			fprintf(stderr, "spotdeck-worker: --clip-grad-norm: must be positive, got '%s'\n",
+			        arg);
+			return -1;
+		}
+		break;
+	default:
+		return 1;
+	}
+	return 0;
 }
 
 /* The options that go into the training configuration (the engine's
@@ -246,7 +298,7 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 		cfg->classes = (int)v;
 		break;
 	default:
-		return 1;
+		return parse_optimizer_option(c, arg, cfg);
 	}
 	return 0;
 }
@@ -356,6 +408,10 @@ int sd_worker_parse_options(int argc, char **argv, struct sd_worker_opts *o)
 		{ "lr", required_argument, 0, O_LR },
 		{ "momentum", required_argument, 0, O_MOMENTUM },
 		{ "weight-decay", required_argument, 0, O_WD },
+		{ "optimizer", required_argument, 0, O_OPTIMIZER },
+		{ "betas", required_argument, 0, O_BETAS },
+		{ "eps", required_argument, 0, O_EPS },
+		{ "clip-grad-norm", required_argument, 0, O_CLIP },
 		{ "schedule", required_argument, 0, O_SCHEDULE },
 		{ "warmup", required_argument, 0, O_WARMUP },
 		{ "threads", required_argument, 0, O_THREADS },

@@ -33,3 +33,7 @@ EXTRA_DIST += tests/controller/test-elastic-silent.sh tests/controller/test-elas
 # epoch is trained once across re-forms (the workers' SD_TEST_SAMPLE_LOG).
 TESTS += tests/controller/test-elastic-samples.sh
 EXTRA_DIST += tests/controller/test-elastic-samples.sh
+
+# A worker joining an AdamW run gets both moments; checksums stay equal.
+TESTS += tests/controller/test-elastic-adamw.sh
+EXTRA_DIST += tests/controller/test-elastic-adamw.sh

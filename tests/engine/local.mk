@@ -134,3 +134,8 @@ check_PROGRAMS += tests/engine/test-tokens
 TESTS += tests/engine/test-tokens
 tests_engine_test_tokens_SOURCES = tests/engine/test-tokens.c tests/check.h tests/tmpdir.h
 tests_engine_test_tokens_LDADD = $(SD_ENGINE_LIBS) -lm
+
+# AdamW with gradient-norm clipping and the warm-up + cosine schedule on an
+# exported MLP against PyTorch 1.13, within the drift of 1-ulp nudged runs.
+TESTS += tests/engine/test-adamw-torch.sh
+EXTRA_DIST += tests/engine/test-adamw-torch.sh

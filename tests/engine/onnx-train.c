@@ -3,13 +3,19 @@
  * the batches, and checks what this prints against PyTorch's run).
  *
  *   onnx-train MODEL.onnx BATCHES OUT LR MOMENTUM WEIGHT_DECAY
+ *              [OPTIMIZER BETA1 BETA2 EPS CLIP [WARMUP]]
  *
  * BATCHES (little-endian): "SDOB", int32 steps, batch, c, h, w, then per
  * step float32 x[batch][c][h][w] and int32 labels[batch].  Each step is one
- * sd_model_train_batch (gradients of the mean loss) and one sd_sgd_step
- * (PyTorch's SGD convention) from the file's initial weights.
+ * sd_model_train_batch (gradients of the mean loss) and one sd_optim_step
+ * from the file's initial weights: SGD (PyTorch's convention) unless
+ * OPTIMIZER is given ("sgd" or "adamw", with AdamW's betas and eps, and
+ * CLIP the clip_grad_norm, 0 for none), at a constant learning rate LR, or
+ * with WARMUP the trainer's schedule (sd_lr_at): WARMUP steps of linear
+ * warm-up to LR, then a cosine down to 0 at the last step.
  *
- * OUT (text): "loss STEP MEAN_LOSS" per step; then per parameter tensor
+ * OUT (text): "loss STEP MEAN_LOSS" per step (and, with CLIP > 0, "norm
+ * STEP GRADIENT_NORM": the global norm before clipping); then per parameter tensor
  * "tensor NAME COUNT" and a line of its values; then "buffers COUNT" and a
  * line of the batch-norm running statistics (per batch-norm node in graph
  * order, the mean then the variance); then "eval_loss MEAN_LOSS": the
@@ -166,11 +172,29 @@ static void print_floats(FILE *f, const float *v, size_t n)
 
 int main(int argc, char **argv)
 {
-	if (argc != 7) {
-		fprintf(stderr, "usage: onnx-train MODEL.onnx BATCHES OUT LR MOMENTUM WEIGHT_DECAY\n");
+	if (argc != 7 && argc != 12 && argc != 13) {
+		fprintf(stderr, "usage: onnx-train MODEL.onnx BATCHES OUT LR MOMENTUM WEIGHT_DECAY "
+		        "[OPTIMIZER BETA1 BETA2 EPS CLIP [WARMUP]]\n");
 		return 2;
 	}
-	float lr = strtof(argv[4], NULL), mom = strtof(argv[5], NULL), wd = strtof(argv[6], NULL);
+	float lr = strtof(argv[4], NULL);
+	struct sd_optim_settings opt = { .kind = SD_OPTIM_SGD, .momentum = strtof(argv[5], NULL),
+	                                 .weight_decay = strtof(argv[6], NULL) };
+	struct sd_lr_schedule sched = { .kind = SD_LR_CONSTANT, .base_lr = lr };
+	if (argc == 13) {
+		sched.kind = SD_LR_COSINE;
+		sched.warmup_steps = strtol(argv[12], NULL, 10);
+	}
+	if (argc >= 12) {
+		if (sd_optim_kind_parse(argv[7], &opt.kind) < 0) {
+			fprintf(stderr, "onnx-train: optimizer: expected sgd or adamw, got '%s'\n", argv[7]);
+			return 2;
+		}
+		opt.beta1 = strtof(argv[8], NULL);
+		opt.beta2 = strtof(argv[9], NULL);
+		opt.eps = strtof(argv[10], NULL);
+		opt.clip_grad_norm = strtof(argv[11], NULL);
+	}
 	char *why = NULL;
 	uint8_t *bytes;
 	size_t len;
@@ -208,6 +232,7 @@ int main(int argc, char **argv)
 	    fread(hdr, sizeof hdr[0], 5, bf) != 5)
 		return die(argv[2], NULL);
 	int steps = hdr[0], batch = hdr[1];
+	sched.total_steps = steps;
 	size_t per = (size_t)hdr[2] * hdr[3] * hdr[4];
 	struct sd_model *m;
 	if (sd_model_create_onnx(&m, bytes, len, argv[1], batch, &why) < 0)
@@ -217,11 +242,12 @@ int main(int argc, char **argv)
 	        sd_model_channel_block(m));
 	size_t np = sd_model_param_count(m);
 	float *vel = calloc(np ? np : 1, sizeof(float));
+	float *second = calloc(np ? np : 1, sizeof(float));
 	float *x = malloc((size_t)batch * per * sizeof(float));
 	int32_t *lab32 = malloc((size_t)batch * sizeof(int32_t));
 	uint8_t *lab = malloc((size_t)batch);
 	FILE *out = fopen(argv[3], "w");
-	if (!vel || !x || !lab32 || !lab || !out)
+	if (!vel || !second || !x || !lab32 || !lab || !out)
 		return die("memory or output", NULL);
 	FILE *masks = NULL;
 	float *x0 = NULL;
@@ -250,8 +276,11 @@ int main(int argc, char **argv)
 			return die("train", why);
 		if (masks && write_masks(masks, m, batch) < 0)
 			return die("masks", NULL);
-		sd_sgd_step(sd_model_params(m), vel, sd_model_grads(m), np, lr, mom, wd);
+		double norm = sd_optim_step(&opt, sd_model_params(m), vel, second, sd_model_grads(m), np,
+		                            sd_lr_at(&sched, s), s);
 		fprintf(out, "loss %d %.12g\n", s + 1, loss / batch);
+		if (opt.clip_grad_norm > 0)
+			fprintf(out, "norm %d %.12g\n", s + 1, norm);
 	}
 	int nt;
 	const struct sd_tensor_info *t = sd_model_tensors(m, &nt);
@@ -285,6 +314,7 @@ int main(int argc, char **argv)
 	fclose(out);
 	fclose(bf);
 	free(vel);
+	free(second);
 	free(x);
 	free(lab32);
 	free(lab);

@@ -49,9 +49,17 @@ exported with training=TrainingMode.TRAINING, which keeps the batch-norms
 the same network without batch-norm (convolutions with bias,
 torch.flatten) exported in eval mode with do_constant_folding=False.
 
-Both sides train STEPS steps of SGD (LR, MOMENTUM, WEIGHT_DECAY; PyTorch's
-convention, which engine/optim.h follows) from the exported weights on the
-same batches in the same order.  PyTorch trains NUDGED more times from its
+VARIANT "adamw": an MLP (Flatten, Linear 192x32, ReLU, Linear 32x10), eval
+mode, trained with torch.optim.AdamW (ADAMW: lr, betas, eps, decoupled
+weight decay; foreach=False, the 1.13 default this engine follows) after
+torch.nn.utils.clip_grad_norm_ to CLIP each step, its learning rate on the
+trainer's schedule (WARMUP steps of warm-up, then a cosine; LambdaLR); the global gradient norms
+before clipping are compared too, and the clip must have acted on some
+steps and not on others, or the check would not show it works.
+
+The other variants train STEPS steps of SGD (LR, MOMENTUM, WEIGHT_DECAY;
+PyTorch's convention, which engine/optim.h follows) from the exported
+weights on the same batches in the same order.  PyTorch trains NUDGED more times from its
 initial weights moved by 1 ulp (torch.nextafter: up, down, alternating),
 the yardstick of tests/gpu/gpu-check.c: how far this model's training
 carries a rounding difference.  spotdeck must match PyTorch within
@@ -63,6 +71,7 @@ carries a rounding difference.  spotdeck must match PyTorch within
 Exit status 0 when all hold, 1 otherwise, 77 (with "SKIP: ...") when
 torch or onnx cannot be imported.
 """
+import math
 import os
 import struct
 import sys
@@ -82,6 +91,14 @@ import torch_resnet  # noqa: E402  (the bench's network: Block, ResNet)
 
 STEPS, BATCH, C, H, W, CLASSES = 30, 8, 3, 8, 8, 10
 LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
+# The adamw variant's: GPT-style betas and decay, and a clip norm between
+# the MLP's small and large gradient norms on these batches (measured, with
+# the schedule below: 1.9 to 2.8 over the 30 steps).
+ADAMW = {"lr": 0.01, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.1}
+CLIP = 2.2
+# And the trainer's schedule (engine/optim.h sd_lr_at): linear warm-up over
+# WARMUP steps, then a cosine to 0 at step STEPS.
+WARMUP = 5
 NUDGED, DRIFT_FACTOR, FLOOR = 3, 10.0, 1e-5
 EARLY_STEPS, EARLY_TOL = 5, 1e-5
 
@@ -243,7 +260,19 @@ class Drop(nn.Module):
         return [self.d1, self.d2]
 
 
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(C * H * W, 32)
+        self.fc2 = nn.Linear(32, CLASSES)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+
 def make_model(variant):
+    if variant == "adamw":
+        return MLP()
     if variant == "general":
         return General()
     if variant == "dropout":
@@ -264,17 +293,39 @@ def batches():
     return xs, ys
 
 
-def train(model, xs, ys):
-    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+def train(model, xs, ys, adamw=False):
+    sched = None
+    if adamw:
+        opt = torch.optim.AdamW(model.parameters(), foreach=False, **ADAMW)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / WARMUP if s < WARMUP else
+                                                  0.5 * (1 + math.cos(math.pi * (s - WARMUP) /
+                                                                      (STEPS - WARMUP))))
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM,
+                              weight_decay=WEIGHT_DECAY)
     model.train()
-    losses = []
+    losses, norms = [], []
     for s in range(STEPS):
         opt.zero_grad()
         loss = F.cross_entropy(model(xs[s]), ys[s])
         loss.backward()
+        if adamw:
+            norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP).item())
         opt.step()
+        if sched:
+            sched.step()
         losses.append(loss.item())
-    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    return losses, {k: v.detach().clone() for k, v in model.state_dict().items()}, norms
+
+
+def settings(variant):
+    """The line the test script reads: onnx-train's settings."""
+    line = f"LR={LR} MOMENTUM={MOMENTUM} WEIGHT_DECAY={WEIGHT_DECAY}"
+    if variant == "adamw":
+        line = (f"LR={ADAMW['lr']} MOMENTUM=0 WEIGHT_DECAY={ADAMW['weight_decay']} "
+                f"OPTIMIZER=adamw BETA1={ADAMW['betas'][0]} BETA2={ADAMW['betas'][1]} "
+                f"EPS={ADAMW['eps']} CLIP={CLIP} WARMUP={WARMUP}")
+    return line
 
 
 def nudge(model, k):
@@ -326,14 +377,15 @@ def prepare(d, variant):
         torch.save({"init": init}, f"{d}/ref.pt")
         print(f"LR={LR} MOMENTUM={MOMENTUM} WEIGHT_DECAY={WEIGHT_DECAY}")
         return
+    adamw = variant == "adamw"
     model.load_state_dict(init)
-    ref = {"plain": train(model, xs, ys), "nudged": []}
+    ref = {"plain": train(model, xs, ys, adamw), "nudged": []}
     for k in range(NUDGED):
         model.load_state_dict(init)
         nudge(model, k)
-        ref["nudged"].append(train(model, xs, ys))
+        ref["nudged"].append(train(model, xs, ys, adamw))
     torch.save(ref, f"{d}/ref.pt")
-    print(f"LR={LR} MOMENTUM={MOMENTUM} WEIGHT_DECAY={WEIGHT_DECAY}")
+    print(settings(variant))
 
 
 def train_masked(d):
@@ -373,7 +425,7 @@ def train_masked(d):
     return ref
 
 
-def read_out(path):
+def read_out(path, norms=None):
     losses, tensors, buffers = [], {}, None
     with open(path) as f:
         lines = f.read().split("\n")
@@ -385,6 +437,8 @@ def read_out(path):
             continue
         if w[0] == "loss":
             losses.append(float(w[2]))
+        elif w[0] == "norm" and norms is not None:
+            norms.append(float(w[2]))
         elif w[0] == "tensor":
             tensors[w[1]] = torch.tensor([float(v) for v in lines[i + 1].split()])
             i += 1
@@ -407,11 +461,40 @@ def bn_buffer_names(d):
     return names
 
 
+def compare_norms(ref, ours):
+    """The gradient norms before clipping, step by step, within the same
+    band as the losses; and the clip acted on some steps, not all."""
+    norms = ref["plain"][2]
+    if len(ours) != STEPS:
+        print(f"FAIL: spotdeck reported {len(ours)} gradient norms, expected {STEPS}")
+        return 1
+    fails, drift = 0, 0.0
+    for s in range(STEPS):
+        e = abs(ours[s] - norms[s]) / norms[s]
+        drift = max(drift, max(abs(n[2][s] - norms[s]) / norms[s] for n in ref["nudged"]))
+        allowed = EARLY_TOL if s < EARLY_STEPS else max(FLOOR, DRIFT_FACTOR * drift)
+        if e > allowed:
+            print(f"  step {s + 1:2d}  gradient norm spotdeck {ours[s]:.7f}  torch "
+                  f"{norms[s]:.7f}  rel.diff {e:.1e}  allowed {allowed:.1e}  FAIL")
+            fails += 1
+    clipped = sum(n > CLIP for n in norms)
+    print(f"  gradient norms: {STEPS} steps as torch's ({min(norms):.3f} to {max(norms):.3f}), "
+          f"{clipped} clipped to {CLIP}")
+    if clipped == 0 or clipped == STEPS:
+        print(f"FAIL: the clip norm {CLIP} acted on {clipped} of {STEPS} steps: choose one "
+              "between the smallest and the largest norm")
+        fails += 1
+    return fails
+
+
 def compare(d, variant):
     ref = train_masked(d) if variant == "dropout" else torch.load(f"{d}/ref.pt")
-    losses, state = ref["plain"]
-    ours, tensors, buffers = read_out(f"{d}/out.txt")
+    losses, state = ref["plain"][:2]
+    our_norms = []
+    ours, tensors, buffers = read_out(f"{d}/out.txt", our_norms)
     fails = 0
+    if variant == "adamw":
+        fails += compare_norms(ref, our_norms)
     if len(ours) != STEPS:
         print(f"FAIL: spotdeck reported {len(ours)} steps, expected {STEPS}")
         return 1

@@ -127,6 +127,9 @@ static const struct sd_backend_ops hostdev = {
 	.train_indexed = hd_train_indexed,
 	.eval_batch = hostdev_eval,
 	.sgd_step = hostdev_sgd,
+	.adamw_step = hostdev_adamw,
+	.grad_sumsq = hostdev_grad_sumsq,
+	.grad_scale = hostdev_grad_scale,
 	.model_describe = hd_describe,
 	.host_alloc = hd_host_alloc,
 	.host_free = hd_host_free,
@@ -134,6 +137,11 @@ static const struct sd_backend_ops hostdev = {
 };
 
 /* ---- helpers ------------------------------------------------------------ */
+
+/* The optimizer the trainers below use: SGD, or AdamW with gradient
+ * clipping (test_adamw). */
+static int use_adamw;
+#define ADAMW_CLIP 0.5f
 
 static void config(struct sd_train_config *c, const char *model, const char *backend)
 {
@@ -150,6 +158,13 @@ static void config(struct sd_train_config *c, const char *model, const char *bac
 	c->warmup_steps = 2;
 	c->lr = 0.1f;
 	c->seed = 7;
+	if (use_adamw) {
+		snprintf(c->optimizer, sizeof c->optimizer, "adamw");
+		c->lr = 0.003f;
+		c->betas[1] = 0.95f;
+		c->weight_decay = 0.1f;
+		c->clip_grad_norm = ADAMW_CLIP;
+	}
 }
 
 static struct sd_trainer *trainer(const char *model, const char *backend)
@@ -264,11 +279,19 @@ static void test_trainer(const char *model, int device_data)
 	CHECK_INT(dev->pinned, 1);
 	/* The initial state went up at creation: same checksum read back. */
 	CHECK_INT(sd_trainer_param_checksum(dev), sd_trainer_param_checksum(cpu));
+	int clipped = 0;
 	for (int s = 0; s < 6; s++) {
 		double a = step(dev), b = step(cpu);
 		CHECK(a == b, "%s step %d: loss %.17g on the device, %.17g on the CPU", model, s, a, b);
+		/* The device's norm (its own reduction) is the CPU's, bit for bit. */
+		CHECK(dev->last_grad_norm == cpu->last_grad_norm,
+		      "%s step %d: gradient norm %.17g on the device, %.17g on the CPU", model, s,
+		      dev->last_grad_norm, cpu->last_grad_norm);
+		clipped += cpu->last_grad_norm > ADAMW_CLIP;
 	}
 	CHECK_INT(hd_steps, 6);
+	/* With AdamW + clipping the clip must act, or the test shows nothing. */
+	CHECK(!use_adamw || clipped > 0, "%s: the clip at %g never acted", model, ADAMW_CLIP);
 	CHECK_INT(sd_trainer_param_checksum(dev), sd_trainer_param_checksum(cpu));
 	/* The host mirror of the BN buffers is refreshed by sync_host only. */
 	char *why = NULL;
@@ -277,6 +300,9 @@ static void test_trainer(const char *model, int device_data)
 	CHECK(!memcmp(sd_model_buffers(dev->model), sd_model_buffers(cpu->model), nb * sizeof(float)),
 	      "%s: batch-norm buffers differ", model);
 	CHECK(!memcmp(dev->velocity, cpu->velocity, np * sizeof(float)), "%s: momentum differs", model);
+	CHECK(!use_adamw || (dev->second && cpu->second &&
+	                     !memcmp(dev->second, cpu->second, np * sizeof(float))),
+	      "%s: AdamW's second moment differs", model);
 	double l1, a1, l2, a2;
 	CHECK_INT(sd_trainer_evaluate(dev, &l1, &a1, &why), 0);
 	CHECK_INT(sd_trainer_evaluate(cpu, &l2, &a2, &why), 0);
@@ -308,6 +334,7 @@ static void test_trainer(const char *model, int device_data)
 	CHECK_INT(sd_trainer_comm_begin(dev, SD_STATE_MODEL, 1, &v, &why), 0);
 	CHECK(v.params == dev->dev->m->params && v.velocity == dev->dev->velocity &&
 	      v.buffers == dev->dev->m->buffers);
+	CHECK(use_adamw ? v.second == dev->dev->second : v.second == NULL);
 	CHECK_STR(sd_trainer_nccl_device(dev), "GPU-hostdev");
 	CHECK(sd_trainer_nccl_device(cpu) == NULL);
 	CHECK_INT(sd_trainer_comm_begin(cpu, SD_STATE_GRADS, 1, &v, &why), -1);
@@ -326,8 +353,9 @@ static void test_trainer(const char *model, int device_data)
 	sd_trainer_destroy(cpu);
 	CHECK_INT(hd_allocs, 0);
 	check_report(check_failures == before,
-	             "trainer %s (batches %s): device steps, SGD, eval, checksums, Gloo staging = CPU bits",
-	             model, device_data ? "gathered on the device" : "from the host");
+	             "trainer %s (batches %s): device steps, %s, eval, checksums, Gloo staging = CPU bits",
+	             model, device_data ? "gathered on the device" : "from the host",
+	             use_adamw ? "AdamW + clip_grad_norm" : "SGD");
 }
 
 static void test_fallback(void)
@@ -659,6 +687,12 @@ int main(void)
 	test_fallback();
 	test_checkpoint("cnn");
 	test_checkpoint("resnet20");
+	/* AdamW and clipping through the device ops: the same bits as the
+	 * CPU, in steps and in checkpoints. */
+	use_adamw = 1;
+	test_trainer("cnn", 1);
+	test_checkpoint("cnn");
+	use_adamw = 0;
 	test_comm_choice();
 	return check_exit("test-backend");
 }

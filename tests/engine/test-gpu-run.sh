@@ -70,7 +70,7 @@ rc=$?
 last=$(tail -1 "$T/run2")
 echo "$last" | grep -Eq '^[0-9]+ passed, 0 failed$' || { cat "$T/run2"; fail "last line: $last"; }
 n=$(echo "$last" | cut -d' ' -f1)
-# probe, layers, 2 trajectories, 3 determinism checks, elastic; throughput
+# probe, layers, 3 trajectories (one with AdamW), 3 determinism checks, elastic; throughput
 # too where this host's python has torch (else it SKIPs, saying so).
 [ "$n" -ge 8 ] || { cat "$T/run2"; fail "only $n checks passed"; }
 grep -Eq '^  (ok  |SKIP) throughput' "$T/run2" || { cat "$T/run2"; fail "no throughput result"; }

@@ -104,6 +104,8 @@ static const char *const corpus[] = {
 	"{\"dataset\":\"npy\",\"data_dir\":\"/data/mine\",\"layout\":\"NHWC\",\"classes\":100,"
 	"\"augment\":\"crop4+flip\",\"normalize\":{\"mean\":[0.4914,0.4822,0.4465],"
 	"\"std\":[0.247,0.2435,0.2616]}}",
+	"{\"optimizer\":\"adamw\",\"betas\":[0.9,0.95],\"eps\":1e-8,\"weight_decay\":0.1,"
+	"\"clip_grad_norm\":1.0,\"lr\":0.0006}",
 };
 
 #define NCORPUS (sizeof corpus / sizeof corpus[0])
@@ -123,6 +125,8 @@ static const char *const tokens[] = {
 	",\"epochs\":2", "\xc3\xa9", "\"name\":", "{\"name\":\"sim\"}", "\"zone\":",
 	"1.0000000000000002", "\"normalize\":", "\"mean\":", "\"std\":", "\"layout\":",
 	"\"NCHW\"", "\"classes\":", "256", "257", "\"augment\":", "\"crop4+flip\"",
+	"\"optimizer\":", "\"adamw\"", "\"betas\":", "[0.9,0.999]", "[1,0]", "\"eps\":",
+	"\"clip_grad_norm\":",
 };
 
 #define NTOKENS (sizeof tokens / sizeof tokens[0])

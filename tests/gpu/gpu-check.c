@@ -17,6 +17,10 @@
  *                         differences: see DRIFT_FACTOR)
  *   determinism MODEL N   N steps twice on the GPU in this process: the same
  *                         losses and parameters, bit for bit
+ *                         With SD_GPU_CHECK_ADAMW=1 in the environment, the
+ *                         model commands train with AdamW (lr 1e-3, betas
+ *                         0.9/0.95, weight decay 0.1) after clip_grad_norm 1
+ *                         on both sides, instead of SGD.
  *   losses MODEL N        N steps on the GPU; prints losses and checksum (run.sh
  *                         compares two processes' output)
  *   nccl                  NCCL through engine/comm.h's backend at world size 1,
@@ -403,6 +407,45 @@ static void check_sgd(size_t count)
 	free(p); free(v); free(g); free(pr); free(vr);
 }
 
+static void check_adamw(size_t count, long step)
+{
+	const struct sd_backend_layer_ops *L = ops->layers;
+	float *p = rnd(count, 81, 1), *m = rnd(count, 82, 0.01f), *g = rnd(count, 84, 0.01f);
+	/* A second moment is a running mean of squares: positive. */
+	float *v = rnd(count, 83, 1e-4f);
+	for (size_t i = 0; i < count; i++)
+		v[i] = fabsf(v[i]);
+	float *pr = copy_of(p, count), *mr = copy_of(m, count), *vr = copy_of(v, count);
+	struct sd_adamw_scalars k;
+	sd_adamw_scalars(&k, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, step);
+	sd_adamw_step(pr, mr, vr, g, count, &k);
+	char *why = NULL;
+	must(L->adamw_step(p, m, v, g, count, &k, &why), "adamw", why);
+	char what[64];
+	snprintf(what, sizeof what, "AdamW update, step %ld (bitwise)", step);
+	report(what, fmax(rel_err(p, pr, count), fmax(rel_err(m, mr, count), rel_err(v, vr, count))),
+	       TOL_EXACT);
+	free(p); free(m); free(v); free(g); free(pr); free(mr); free(vr);
+}
+
+/* The clip norm's sum of squares: the CPU's order, so the same bits. */
+static void check_sumsq(size_t count)
+{
+	const struct sd_backend_layer_ops *L = ops->layers;
+	float *x = rnd(count, 91, 1);
+	/* Magnitudes over 2^-20..2^20, so that the order shows in the bits. */
+	for (size_t i = 0; i < count; i++)
+		x[i] = ldexpf(x[i], (int)(i * 2654435761u % 41) - 20);
+	double want = sd_sumsq(x, count), got = -1;
+	char *why = NULL;
+	must(L->sumsq(x, count, &got, &why), "sumsq", why);
+	char what[64];
+	snprintf(what, sizeof what, "gradient sum of squares, %zu (bitwise)", count);
+	report(what, memcmp(&got, &want, sizeof got) ? fabs(got - want) / want + 1e-300 : 0,
+	       TOL_EXACT);
+	free(x);
+}
+
 static int cmd_layers(void)
 {
 	need_gpu();
@@ -431,6 +474,11 @@ static int cmd_layers(void)
 	check_softmax(128, 10);
 	check_sgd(464152);
 	check_sgd(1001);
+	check_adamw(464152, 1);
+	check_adamw(1001, 37);
+	check_sumsq(464152);
+	check_sumsq(1100003);   /* more than 256 blocks */
+	check_sumsq(4095);
 	return failures ? 1 : 0;
 }
 
@@ -447,6 +495,14 @@ static void model_config(struct sd_train_config *c, const char *model, int batch
 	c->seed = 3;
 	/* Many epochs: the schedule never ends inside a throughput run. */
 	c->epochs = 10000;
+	const char *adamw = getenv("SD_GPU_CHECK_ADAMW");
+	if (adamw && !strcmp(adamw, "1")) {
+		snprintf(c->optimizer, sizeof c->optimizer, "adamw");
+		c->lr = 1e-3f;
+		c->betas[1] = 0.95f;
+		c->weight_decay = 0.1f;
+		c->clip_grad_norm = 1.0f;
+	}
 	if (!strcmp(model, "cnn")) {
 		c->synthetic_c = 1;
 		c->synthetic_h = c->synthetic_w = 28;

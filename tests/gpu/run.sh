@@ -232,6 +232,10 @@ check "layers: forward and backward against the CPU" 120 sd "$B/bin/gpu-check" l
 for m in $models; do
 	check "trajectory: $m, $steps steps, GPU against CPU" 150 sd "$B/bin/gpu-check" trajectory "$m" "$steps" $qbatch
 done
+# AdamW after clip_grad_norm: the update and the norm are the CPU's bits
+# (the layers check), so the trajectory drifts only as SGD's does.
+check "trajectory: cnn with AdamW + clip_grad_norm, $steps steps, GPU against CPU" 150 \
+	sd env SD_GPU_CHECK_ADAMW=1 "$B/bin/gpu-check" trajectory cnn "$steps" $qbatch
 for m in $models; do
 	check "determinism: $m twice in one process" 90 sd "$B/bin/gpu-check" determinism "$m" "$steps" $qbatch
 done

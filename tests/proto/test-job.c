@@ -190,6 +190,56 @@ static void check_round_trip(const struct sd_job *j, const char *what)
 	free(why);
 }
 
+/* The optimizer's keys: read, written only when set (clip_grad_norm), read
+ * back the same, and each one matters to sd_job_equal. */
+static void test_optimizer(void)
+{
+	static const char text[] = "{\"optimizer\": \"adamw\", \"betas\": [0.85, 0.95], "
+	                           "\"eps\": 1e-6, \"weight_decay\": 0.1, \"clip_grad_norm\": 1.5}";
+	struct sd_job j, d;
+	char *why = NULL;
+	CHECK_INT(sd_job_parse(&j, text, sizeof text - 1, "adamw.json", &why), 0);
+	CHECK_STR(j.train.optimizer, "adamw");
+	CHECK(j.train.betas[0] == 0.85f && j.train.betas[1] == 0.95f);
+	CHECK(j.train.eps == 1e-6f && j.train.weight_decay == 0.1f);
+	CHECK(j.train.clip_grad_norm == 1.5f);
+	check_round_trip(&j, "adamw job");
+	cJSON *obj = sd_job_to_json(&j);
+	char *out = cJSON_PrintUnformatted(obj);
+	CHECK(strstr(out, "\"optimizer\":\"adamw\"") && strstr(out, "\"betas\":[0.85,0.95]") &&
+	      strstr(out, "\"eps\":1e-06") && strstr(out, "\"clip_grad_norm\":1.5"), "%s", out);
+	free(out);
+	cJSON_Delete(obj);
+
+	/* The defaults: SGD, torch's AdamW betas and eps, no clipping, which
+	 * is left out of the file written (0 is not a valid clip norm). */
+	sd_job_defaults(&d);
+	CHECK_STR(d.train.optimizer, "sgd");
+	CHECK(d.train.betas[0] == 0.9f && d.train.betas[1] == 0.999f && d.train.eps == 1e-8f);
+	CHECK(d.train.clip_grad_norm == 0);
+	obj = sd_job_to_json(&d);
+	out = cJSON_PrintUnformatted(obj);
+	CHECK(!strstr(out, "clip_grad_norm"), "%s", out);
+	free(out);
+	cJSON_Delete(obj);
+
+	struct sd_job k = j;
+	k.train.betas[1] = nextafterf(0.95f, 1.0f);
+	CHECK(!sd_job_equal(&j, &k));
+	check_round_trip(&k, "adamw job, beta2 one ulp off");
+	k = j;
+	k.train.betas[0] = 0.9f;
+	CHECK(!sd_job_equal(&j, &k));
+	k = j;
+	k.train.clip_grad_norm = 0;
+	CHECK(!sd_job_equal(&j, &k));
+	check_round_trip(&k, "adamw job without clipping");
+	k = j;
+	snprintf(k.train.optimizer, sizeof k.train.optimizer, "sgd");
+	CHECK(!sd_job_equal(&j, &k));
+	free(why);
+}
+
 static void test_full(void)
 {
 	struct sd_job j;
@@ -528,6 +578,28 @@ static const struct bad_job bad_jobs[] = {
 	{ "", "job.json: invalid JSON at line 1, column 1 (the text ends early)" },
 	{ "{} {}", "job.json: invalid JSON at line 1, column 4" },
 	{ "{\"data_dir\": 7}", "job.json: data_dir: expected a string, got 7" },
+	/* The optimizer's settings: torch.optim.AdamW's ranges. */
+	{ "{\"optimizer\": \"adam\"}",
+	  "job.json: optimizer: unknown optimizer 'adam' (known: sgd, adamw)" },
+	{ "{\"betas\": [0.9, 1]}", "job.json: betas: expected two numbers in [0, 1), got [0.9,1]" },
+	{ "{\"betas\": [-0.1, 0.99]}",
+	  "job.json: betas: expected two numbers in [0, 1), got [-0.1,0.99]" },
+	{ "{\"betas\": [0.9]}", "job.json: betas: expected two numbers in [0, 1), got [0.9]" },
+	{ "{\"betas\": [0.9, 0.99, 0.9]}",
+	  "job.json: betas: expected two numbers in [0, 1), got [0.9,0.99,0.9]" },
+	{ "{\"betas\": 0.9}", "job.json: betas: expected two numbers in [0, 1), got 0.9" },
+	{ "{\"betas\": [0.9, \"x\"]}",
+	  "job.json: betas: expected two numbers in [0, 1), got [0.9,\"x\"]" },
+	/* 0.99999999 is the float 1. */
+	{ "{\"betas\": [0.9, 0.99999999]}",
+	  "job.json: betas: expected two numbers in [0, 1), got [0.9,0.99999999]" },
+	{ "{\"eps\": -1e-8}", "job.json: eps: expected a number in [0, 1], got -1e-08" },
+	{ "{\"clip_grad_norm\": 0}",
+	  "job.json: clip_grad_norm: expected a number in (0, 1e+06], got 0" },
+	{ "{\"clip_grad_norm\": -1}",
+	  "job.json: clip_grad_norm: expected a number in (0, 1e+06], got -1" },
+	{ "{\"clip_grad_norm\": \"1\"}",
+	  "job.json: clip_grad_norm: expected a number in (0, 1e+06], got \"1\"" },
 };
 
 static void test_bad_jobs(void)
@@ -726,6 +798,7 @@ int main(void)
 	test_data_keys();
 	test_defaults();
 	test_full();
+	test_optimizer();
 	test_bad_jobs();
 	test_provider();
 	return check_exit("test-job");

@@ -20,3 +20,8 @@ TESTS += tests/worker/test-notice-watch
 tests_worker_test_notice_watch_SOURCES = tests/worker/test-notice-watch.c
 tests_worker_test_notice_watch_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(CURL_CFLAGS)
 tests_worker_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_ENGINE_LIBS)
+
+# AdamW + clipping in the standalone trainer: resumed bit for bit, the
+# other optimizer's checkpoint refused.
+TESTS += tests/worker/test-train-adamw.sh
+EXTRA_DIST += tests/worker/test-train-adamw.sh

@@ -23,6 +23,16 @@ head -c 3073 /dev/zero >"$T/cifar/data_batch_1.bin"
 expect_error "short CIFAR-10 file" "data_batch_1\.bin: wrong length: 1 records, expected 10000" \
 	$W --dataset cifar10 --data-dir "$T/cifar"
 
+# The optimizer's options: one line naming the option and the value, and
+# the usage error's exit status 2.
+EXPECT_RC=2 expect_error "unknown optimizer" "--optimizer: expected sgd or adamw, got 'adam'" $W --optimizer adam
+EXPECT_RC=2 expect_error "beta2 of 1" "--betas: expected B1,B2 each in \[0, 1\), got '0\.9,1'" $W --betas 0.9,1
+EXPECT_RC=2 expect_error "one beta" "--betas: expected B1,B2 each in \[0, 1\), got '0\.9'" $W --betas 0.9
+EXPECT_RC=2 expect_error "negative eps" "--eps: expected a number in \[0, 1\], got '-1e-8'" $W --eps -1e-8
+EXPECT_RC=2 expect_error "clip norm 0" "--clip-grad-norm: must be positive, got '0'" $W --clip-grad-norm 0
+EXPECT_RC=2 expect_error "negative clip norm" "--clip-grad-norm: expected a number in \[0, 1e\+06\], got '-1'" \
+	$W --clip-grad-norm -1
+
 $W --model mlp --checkpoint-dir "$T/ck" >/dev/null 2>"$T/err" || { cat "$T/err"; fail "mlp run"; }
 expect_error "checkpoint from another model" "latest\.sdckpt: checkpoint is of model 'mlp', this run trains 'cnn'" \
 	$W --model cnn --resume "$T/ck"

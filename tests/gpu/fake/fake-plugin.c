@@ -261,6 +261,19 @@ static int l_sgd(float *p, float *v, const float *g, size_t n, float lr, float m
 	return 0;
 }
 
+static int l_adamw(float *p, float *m, float *v, const float *g, size_t n,
+                   const struct sd_adamw_scalars *s, char **why)
+{
+	sd_adamw_step(p, m, v, g, n, s);
+	return 0;
+}
+
+static int l_sumsq(const float *x, size_t n, double *out, char **why)
+{
+	*out = sd_sumsq(x, n);
+	return 0;
+}
+
 static const struct sd_backend_layer_ops layers = {
 	.linear_forward = l_linear_forward, .linear_backward = l_linear_backward,
 	.conv2d_forward = l_conv_forward, .conv2d_backward = l_conv_backward,
@@ -269,7 +282,7 @@ static const struct sd_backend_layer_ops layers = {
 	.maxpool_forward = l_max_forward, .maxpool_backward = l_max_backward,
 	.avgpool_forward = l_avg_forward, .avgpool_backward = l_avg_backward,
 	.shortcut_forward = l_short_forward, .shortcut_backward = l_short_backward,
-	.softmax_xent = l_softmax, .sgd_step = l_sgd,
+	.softmax_xent = l_softmax, .sgd_step = l_sgd, .adamw_step = l_adamw, .sumsq = l_sumsq,
 };
 
 static const struct sd_backend_ops fake_ops = {
@@ -290,6 +303,9 @@ static const struct sd_backend_ops fake_ops = {
 	.train_indexed = train_indexed,
 	.eval_batch = hostdev_eval,
 	.sgd_step = hostdev_sgd,
+	.adamw_step = hostdev_adamw,
+	.grad_sumsq = hostdev_grad_sumsq,
+	.grad_scale = hostdev_grad_scale,
 	.model_describe = describe,
 	.host_alloc = host_alloc,
 	.host_free = host_free,

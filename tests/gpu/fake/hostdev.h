@@ -6,7 +6,8 @@
  * stand-in keeps its own, and unused ones cost nothing.
  *
  * Shapes: blocks are the model's own contiguous buffers (params and grads of
- * nparams floats, buffers of nbuffers) plus a velocity of nparams floats; the
+ * nparams floats, buffers of nbuffers) plus a velocity and AdamW's second
+ * moment of nparams floats each; the
  * "device-resident" training set is data_n images of c*h*w floats and labels.
  * Allocation failures abort (test code).  Needs src/base/errors.h,
  * engine/model-graph.h and engine/optim.h included first. */
@@ -23,6 +24,7 @@ struct sd_dev_model {
 	int data_n;
 	struct sd_model *m;       /* the "device" copy: its params, grads, buffers */
 	float *velocity;
+	float *second;            /* AdamW's second moment */
 	int max_batch;
 };
 
@@ -38,6 +40,7 @@ static inline int hostdev_create(struct sd_dev_model **out, const struct sd_mode
 	memset(d->m->params, 0, d->m->nparams * sizeof(float));
 	memset(d->m->buffers, 0, (d->m->nbuffers ? d->m->nbuffers : 1) * sizeof(float));
 	d->velocity = calloc(m->nparams ? m->nparams : 1, sizeof(float));
+	d->second = calloc(m->nparams ? m->nparams : 1, sizeof(float));
 	d->max_batch = max_batch;
 	*out = d;
 	return 0;
@@ -47,6 +50,7 @@ static inline void hostdev_destroy(struct sd_dev_model *d)
 {
 	sd_model_destroy(d->m);
 	free(d->velocity);
+	free(d->second);
 	free(d->data);
 	free(d->data_labels);
 	free(d);
@@ -61,6 +65,7 @@ static inline float *hostdev_block_len(struct sd_dev_model *d, enum sd_dev_block
 	case SD_DEV_GRADS: return d->m->grads;
 	case SD_DEV_VELOCITY: return d->velocity;
 	case SD_DEV_BUFFERS: return d->m->buffers;
+	case SD_DEV_SECOND: return d->second;
 	}
 	return NULL;
 }
@@ -154,6 +159,25 @@ static inline int hostdev_eval(struct sd_dev_model *d, const float *x, const uin
 static inline int hostdev_sgd(struct sd_dev_model *d, float lr, float momentum, float wd, char **why)
 {
 	sd_sgd_step(d->m->params, d->velocity, d->m->grads, d->m->nparams, lr, momentum, wd);
+	return 0;
+}
+
+static inline int hostdev_adamw(struct sd_dev_model *d, const struct sd_adamw_scalars *s,
+                                char **why)
+{
+	sd_adamw_step(d->m->params, d->velocity, d->second, d->m->grads, d->m->nparams, s);
+	return 0;
+}
+
+static inline int hostdev_grad_sumsq(struct sd_dev_model *d, double *sumsq, char **why)
+{
+	*sumsq = sd_sumsq(d->m->grads, d->m->nparams);
+	return 0;
+}
+
+static inline int hostdev_grad_scale(struct sd_dev_model *d, float coef, char **why)
+{
+	sd_grad_scale(d->m->grads, d->m->nparams, coef);
 	return 0;
 }
 
