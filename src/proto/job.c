@@ -58,6 +58,11 @@ enum sd_key_kind {
 /* A K_FLOAT whose unset value 0 means "off": absent from the files written,
  * and refused when given (the interval excludes it). */
 #define ZERO_OFF 8u
+/* A setting of one optimizer only: refused in a job whose "optimizer" is
+ * the other one (it would be ignored), and left out of the files written
+ * for it. */
+#define SGD_ONLY 16u
+#define ADAMW_ONLY 32u
 
 struct sd_job_key {
 	const char *name;
@@ -97,12 +102,12 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "lr", K_FLOAT, OFF(train.lr), 0, 0, 100, OPEN_LO, NULL, NULL },
 	{ "optimizer", K_NAME, OFF(train.optimizer), SZ(train.optimizer), 0, 0, 0,
 	  sd_optimizer_names, "optimizer" },
-	{ "momentum", K_FLOAT, OFF(train.momentum), 0, 0, 1, OPEN_HI, NULL, NULL },
+	{ "momentum", K_FLOAT, OFF(train.momentum), 0, 0, 1, OPEN_HI | SGD_ONLY, NULL, NULL },
 	{ "weight_decay", K_FLOAT, OFF(train.weight_decay), 0, 0, 1, 0, NULL, NULL },
 	/* AdamW's: torch.optim.AdamW refuses betas outside [0, 1) and a
 	 * negative eps. */
-	{ "betas", K_FLOAT2, OFF(train.betas), 0, 0, 1, OPEN_HI, NULL, NULL },
-	{ "eps", K_FLOAT, OFF(train.eps), 0, 0, 1, 0, NULL, NULL },
+	{ "betas", K_FLOAT2, OFF(train.betas), 0, 0, 1, OPEN_HI | ADAMW_ONLY, NULL, NULL },
+	{ "eps", K_FLOAT, OFF(train.eps), 0, 0, 1, ADAMW_ONLY, NULL, NULL },
 	{ "clip_grad_norm", K_FLOAT, OFF(train.clip_grad_norm), 0, 0, 1e6, OPEN_LO | ZERO_OFF, NULL,
 	  NULL },
 	{ "schedule", K_SCHEDULE, OFF(train.schedule), 0, 0, 0, 0, sd_schedule_names, "schedule" },
@@ -683,6 +688,26 @@ static int sd_job_both_forms(const struct sd_job_key *k, const char *file, char 
 
 /* Reads the provider object v into j: "name", the IN_PROVIDER keys, and
  * every other key into j->provider_settings. */
+/* The flag (SGD_ONLY or ADAMW_ONLY) of the settings the job's optimizer
+ * does not read. */
+static unsigned sd_job_other_optimizer(const struct sd_job *j)
+{
+	return strcmp(j->train.optimizer, "adamw") == 0 ? SGD_ONLY : ADAMW_ONLY;
+}
+
+/* A setting of the other optimizer is refused: the run would ignore it. */
+static int sd_job_check_optimizer_keys(const struct sd_job *j, const struct sd_job_seen *seen,
+                                       const char *file, char **why)
+{
+	unsigned other = sd_job_other_optimizer(j);
+	for (size_t i = 0; i < SD_JOB_NKEYS; i++)
+		if (seen->top[i] && (sd_job_keys[i].flags & other))
+			return sd_why(why, "%s: %s: a setting of the %s optimizer, but \"optimizer\" is "
+			              "\"%s\"", file, sd_job_keys[i].name,
+			              other == SGD_ONLY ? "sgd" : "adamw", j->train.optimizer);
+	return 0;
+}
+
 static int sd_job_provider_from_json(struct sd_job *j, const cJSON *v, struct sd_job_seen *seen,
                                      const char *file, char **why)
 {
@@ -802,6 +827,8 @@ int sd_job_from_json(struct sd_job *out, const cJSON *obj, const char *file, cha
 			break;
 		seen.top[i] = 1;
 	}
+	if (rc == 0)
+		rc = sd_job_check_optimizer_keys(j, &seen, file, why);
 	if (rc == 0)
 		memcpy(out, j, sizeof *j);
 	free(j);
@@ -1076,7 +1103,7 @@ cJSON *sd_job_to_json(const struct sd_job *j)
 		sd_oom();
 	for (size_t i = 0; i < SD_JOB_NKEYS; i++) {
 		const struct sd_job_key *k = &sd_job_keys[i];
-		if (k->flags & IN_PROVIDER)
+		if (k->flags & (IN_PROVIDER | sd_job_other_optimizer(j)))
 			continue;
 		if (k->kind != K_PROVIDER)
 			sd_job_add_key(obj, j, k);

@@ -208,6 +208,8 @@ static void test_optimizer(void)
 	char *out = cJSON_PrintUnformatted(obj);
 	CHECK(strstr(out, "\"optimizer\":\"adamw\"") && strstr(out, "\"betas\":[0.85,0.95]") &&
 	      strstr(out, "\"eps\":1e-06") && strstr(out, "\"clip_grad_norm\":1.5"), "%s", out);
+	/* SGD's momentum is not written for an AdamW job, which would refuse it. */
+	CHECK(!strstr(out, "momentum"), "%s", out);
 	free(out);
 	cJSON_Delete(obj);
 
@@ -220,6 +222,8 @@ static void test_optimizer(void)
 	obj = sd_job_to_json(&d);
 	out = cJSON_PrintUnformatted(obj);
 	CHECK(!strstr(out, "clip_grad_norm"), "%s", out);
+	CHECK(strstr(out, "\"momentum\"") && !strstr(out, "betas") && !strstr(out, "\"eps\""), "%s",
+	      out);
 	free(out);
 	cJSON_Delete(obj);
 
@@ -594,6 +598,16 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"betas\": [0.9, 0.99999999]}",
 	  "job.json: betas: expected two numbers in [0, 1), got [0.9,0.99999999]" },
 	{ "{\"eps\": -1e-8}", "job.json: eps: expected a number in [0, 1], got -1e-08" },
+	/* The other optimizer's settings would be ignored: refused, whichever
+	 * key comes first. */
+	{ "{\"optimizer\": \"adamw\", \"momentum\": 0.9}",
+	  "job.json: momentum: a setting of the sgd optimizer, but \"optimizer\" is \"adamw\"" },
+	{ "{\"momentum\": 0.9, \"optimizer\": \"adamw\"}",
+	  "job.json: momentum: a setting of the sgd optimizer, but \"optimizer\" is \"adamw\"" },
+	{ "{\"eps\": 1e-6}",
+	  "job.json: eps: a setting of the adamw optimizer, but \"optimizer\" is \"sgd\"" },
+	{ "{\"optimizer\": \"sgd\", \"betas\": [0.9, 0.99]}",
+	  "job.json: betas: a setting of the adamw optimizer, but \"optimizer\" is \"sgd\"" },
 	{ "{\"clip_grad_norm\": 0}",
 	  "job.json: clip_grad_norm: expected a number in (0, 1e+06], got 0" },
 	{ "{\"clip_grad_norm\": -1}",
