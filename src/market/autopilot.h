@@ -216,6 +216,10 @@ struct sd_autopilot_action {
 	double p_before, p_after;  /* P(done by the deadline); NAN for BUDGET */
 	double cost_before, cost_after;  /* expected total cost of the run, USD */
 	double time_before, time_after;  /* expected remaining time, seconds */
+	bool waiting;              /* NOTHING: it waits for a zone's revocation burst
+	                            * to pass (a cheaper offer there) while a dearer
+	                            * one can still be had at the next look; the
+	                            * caller decides again by then */
 	char reason[256];          /* "add gce/us-east1-c/p100/spot: the deadline slips;
 	                            * P(done by deadline) 0.71 -> 0.96, expected cost
 	                            * $31 -> $34" */
