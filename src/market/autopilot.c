@@ -25,6 +25,7 @@ void sd_autopilot_objective_init(struct sd_autopilot_objective *o)
 	o->max_servers = 8;
 	o->every_seconds = SD_AUTOPILOT_EVERY_SECONDS;
 	o->hold_seconds = SD_AUTOPILOT_HOLD_SECONDS;
+	o->max_price_age_seconds = SD_AUTOPILOT_MAX_PRICE_AGE_SECONDS;
 }
 
 /* A duration field: a number of seconds or a string such as "6h". */
@@ -87,14 +88,14 @@ int sd_autopilot_objective_parse(struct sd_autopilot_objective *out, const void 
 	if (!cJSON_IsObject(o))
 		return sd_why(why, "%s: autopilot: expected an object such as {\"deadline\": \"6h\"}", name);
 	static const char *const known[] = { "deadline", "budget", "confidence", "allow", "max_servers",
-	                                     "max_usd_per_hour", "every", "hold" };
+	                                     "max_usd_per_hour", "every", "hold", "max_price_age" };
 	for (const cJSON *it = o->child; it; it = it->next) {
 		bool ok = false;
 		for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++)
 			ok = it->string && !strcmp(it->string, known[k]);
 		if (!ok)
 			return sd_why(why, "%s: autopilot.%s: unknown field (known: deadline, budget, confidence, allow, "
-			              "max_servers, max_usd_per_hour, every, hold)", name, it->string ? it->string : "?");
+			              "max_servers, max_usd_per_hour, every, hold, max_price_age)", name, it->string ? it->string : "?");
 	}
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "deadline");
 	const cJSON *bd = cJSON_GetObjectItemCaseSensitive(o, "budget");
@@ -143,6 +144,9 @@ int sd_autopilot_objective_parse(struct sd_autopilot_objective *out, const void 
 		return -1;
 	v = cJSON_GetObjectItemCaseSensitive(o, "hold");
 	if (v && parse_seconds(v, name, "hold", &out->hold_seconds, why) < 0)
+		return -1;
+	v = cJSON_GetObjectItemCaseSensitive(o, "max_price_age");
+	if (v && parse_seconds(v, name, "max_price_age", &out->max_price_age_seconds, why) < 0)
 		return -1;
 	return 0;
 }
@@ -434,6 +438,17 @@ static bool first_of_offer(const struct ctx *c, const struct cand *v, int i, boo
 	return true;
 }
 
+/* Whether moving v[i] (a drop, or a swap: the old server leaves) would
+ * lose too much work: it is the last training server and the work since
+ * the last checkpoint is more than SD_AUTOPILOT_MAX_LOST_SHARE of the job. */
+static bool loses_work(const struct ctx *c, const struct cand *v, int n, int i)
+{
+	for (int j = 0; j < n; j++)
+		if (j != i && v[j].wait <= 0)
+			return false;
+	return c->st->checkpoint_lost_images > SD_AUTOPILOT_MAX_LOST_SHARE * c->st->images_total;
+}
+
 static struct cand planned(const struct ctx *c, const struct sd_offer *o)
 {
 	const struct offer_info *f = &c->info[o->index];
@@ -577,6 +592,7 @@ struct turn {
 	int bi;
 	const char *what;
 	char wait_why[224];  /* non-empty: it waits for a burst to pass, and why */
+	int guarded;         /* a server not moved for want of a checkpoint, -1 none */
 };
 
 static bool goal_is_deadline(const struct turn *t)
@@ -923,6 +939,16 @@ static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max
 		         "would be lost");
 		na++;
 	}
+	if (obj->max_price_age_seconds > 0 && t->c->st->price_age_seconds > obj->max_price_age_seconds) {
+		/* Every figure rests on the prices: none is decided on stale ones. */
+		nothing_action(t, &out[0]);
+		char fig[160];
+		fmt_figures(obj, &out[0], fig, sizeof fig);
+		snprintf(out[0].reason, sizeof out[0].reason,
+		         "nothing: holding, the newest price is %.0f min old (limit %.0f min); %s",
+		         floor(t->c->st->price_age_seconds / 60), floor(obj->max_price_age_seconds / 60), fig);
+		return 1;
+	}
 	bool deadline = goal_is_deadline(t);
 	double budget_left = obj->budget_usd;
 	while (na < max && na < SD_AUTOPILOT_MAX_ACTIONS) {
@@ -940,9 +966,28 @@ static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max
 			propose_add_faster(t, budget_left);
 		if (t->best.kind == SD_AUTOPILOT_NOTHING)
 			propose_saving(t, budget_left);
+		if ((t->best.kind == SD_AUTOPILOT_DROP || t->best.kind == SD_AUTOPILOT_SWAP) &&
+		    loses_work(t->c, t->v, t->n, t->bi)) {
+			t->guarded = t->best.server;
+			break;
+		}
 		if (t->best.kind == SD_AUTOPILOT_NOTHING)
 			break;
 		turn_commit(t, &out[na++]);
+	}
+	if (t->guarded >= 0 && na < max && (na == 0 || out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT)) {
+		/* A move that would lose the work since the last checkpoint:
+		 * none is made; a checkpoint first, the move at a later look. */
+		const struct est *cur = &t->cur;
+		out[na] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_CHECKPOINT, .server = -1,
+		                                        .p_before = cur->p, .p_after = cur->p, .cost_before = cur->cost,
+		                                        .cost_after = cur->cost, .time_before = cur->t,
+		                                        .time_after = cur->t };
+		snprintf(out[na].reason, sizeof out[na].reason,
+		         "checkpoint now: s%d is the last training server and moving it would lose %.0f images "
+		         "trained since the last checkpoint; not moved until one is written",
+		         t->guarded, t->c->st->checkpoint_lost_images);
+		na++;
 	}
 	if (na == 0 || (t->wait_why[0] && na < max)) {
 		/* Nothing more, or a wait the caller must know of. */
@@ -972,7 +1017,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 	c.info = sd_calloc((size_t)st->cat->noffers, sizeof *c.info);
 	c.zone_count = sd_calloc((size_t)st->cat->nzones + 1, sizeof *c.zone_count);
 	info_init(&c);
-	struct turn t = { .c = &c, .cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1 };
+	struct turn t = { .c = &c, .cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1, .guarded = -1 };
 	t.v = sd_calloc((size_t)t.cap, sizeof *t.v);
 	t.w = sd_calloc((size_t)t.cap, sizeof *t.w);
 	int na = decide_turns(&t, out, max);

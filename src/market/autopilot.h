@@ -112,6 +112,13 @@
  * (estimates: a few times the 79 s join, so that a swap has time to pay). */
 #define SD_AUTOPILOT_EVERY_SECONDS 600.0
 #define SD_AUTOPILOT_HOLD_SECONDS 1800.0
+/* Prices older than this are stale: the autopilot holds (an estimate: spot
+ * prices move at most hourly on the providers of the catalogs). */
+#define SD_AUTOPILOT_MAX_PRICE_AGE_SECONDS 3600.0
+/* A drop or swap of the last training server may lose at most this share
+ * of the job's work (what it trained since the last checkpoint); more,
+ * and the autopilot asks for a checkpoint first (an estimate). */
+#define SD_AUTOPILOT_MAX_LOST_SHARE 0.02
 #define SD_AUTOPILOT_MAX_ALLOW 16
 #define SD_AUTOPILOT_MAX_ACTIONS 64
 
@@ -128,16 +135,20 @@ struct sd_autopilot_objective {
 	double max_usd_per_hour;   /* burn cap of the whole cluster, 0: none */
 	double every_seconds;      /* re-plan at least this often, > 0 */
 	double hold_seconds;       /* no swap or drop of a server younger, >= 0 */
+	double max_price_age_seconds;  /* hold (do nothing) when the newest price
+	                            * is older, > 0 (default 1 h) */
 };
 
 /* Defaults: DEADLINE with no deadline yet (0), confidence 0.95, every
- * offer, 8 servers, no burn cap, every 10 min, hold 30 min. */
+ * offer, 8 servers, no burn cap, every 10 min, hold 30 min, prices up to
+ * SD_AUTOPILOT_MAX_PRICE_AGE_SECONDS old. */
 void sd_autopilot_objective_init(struct sd_autopilot_objective *o);
 
 /* Reads the job file's "autopilot" object (spotdeck-job(5)):
  *   {"deadline": "6h" | seconds, "budget": USD (exactly one of the two),
  *    "confidence": 0.95, "allow": ["gce/ * /v100/spot", ...],
- *    "max_servers": 8, "max_usd_per_hour": 10, "every": "10m", "hold": "30m"}
+ *    "max_servers": 8, "max_usd_per_hour": 10, "every": "10m", "hold": "30m",
+ *    "max_price_age": "1h"}
  * Unknown keys are errors (a misspelt limit must not be ignored).  Returns
  * 0, or -1 with a one-line, caller-freed message in *why naming `name`
  * (the file) and the field: "job.json: autopilot.max_servers: expected an
@@ -184,6 +195,11 @@ struct sd_autopilot_state {
 	int nrevocations;
 	int manual_cap;                /* -1: none; else no adds above this many servers */
 	double hazard_scale;           /* model seconds per market second, > 0 (1) */
+	double price_age_seconds;      /* age of the newest price in usd_per_hour; 0: fresh */
+	double checkpoint_lost_images; /* work lost if the last training server left now:
+	                                * images since the last checkpoint (all done
+	                                * work when there is none); 0: none lost (a
+	                                * leaving server checkpoints) */
 };
 
 /* How it estimates, and its Monte Carlo figures. */
