@@ -17,6 +17,9 @@ EXTRA_DIST += tests/test-ui-suggest.sh tests/ui-e2e/suggest-job.json tests/ui-e2
 # operator's drop it does not undo.
 TESTS += tests/test-ui-autopilot.sh
 EXTRA_DIST += tests/test-ui-autopilot.sh tests/ui-e2e/autopilot-job.json
+# The revocation pane marks the autopilot's replacements.
+TESTS += tests/test-ui-autopilot-revocations.sh
+EXTRA_DIST += tests/test-ui-autopilot-revocations.sh tests/ui-e2e/autopilot-revocations-job.json
 # A journal that cannot be written: the status line says so.
 TESTS += tests/test-ui-journal-full.sh
 EXTRA_DIST += tests/test-ui-journal-full.sh
