@@ -437,6 +437,11 @@ static void on_autopilot(struct sd_view_model *vm, const cJSON *ev, double t)
 	}
 	if (!strcmp(what, "decided") && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ev, "p_after")))
 		v->autopilot_p = num(ev, "p_after", -1);
+	/* A hold on stale prices is news the status line says (other
+	 * "nothing" decisions are not). */
+	if (!strcmp(what, "decided") && !strncmp(str(ev, "reason"), "nothing: holding", 16))
+		snprintf(v->message, sizeof v->message, "autopilot %.*s", (int)strcspn(str(ev, "reason"), ";"),
+		         str(ev, "reason"));
 	if (!strcmp(what, "pending")) {
 		snprintf(v->autopilot_pending, sizeof v->autopilot_pending, "%s", str(ev, "action"));
 		v->autopilot_pending_at = t + num(ev, "in_s", 0);
