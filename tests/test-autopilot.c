@@ -263,11 +263,11 @@ static void test_holds_on_stale_prices(void)
 {
 	struct sd_autopilot_objective o = deadline(3600);
 	struct sd_autopilot_state st = state(P100_EAST, 1, 0.5, 1800);
-	st.price_age_seconds = 2 * 3600 + 60;
+	st.price_age_seconds = 3600 + 90;
 	int n = decide(&o, &st);
 	CHECK_INT(n, 1);
 	CHECK_INT(act[0].kind, SD_AUTOPILOT_NOTHING);
-	CHECK(strstr(act[0].reason, "holding, the newest price is 121 min old (limit 60 min)") != NULL, "%s",
+	CHECK(strstr(act[0].reason, "holding, the newest price is 61 min old (limit 60 min)") != NULL, "%s",
 	      act[0].reason);
 	st.price_age_seconds = 3500;
 	n = decide(&o, &st);
