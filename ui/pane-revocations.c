@@ -136,9 +136,15 @@ static void rev_draw(struct sd_pane *p, const struct sd_view *v, const struct sd
 		log_rows = ih - 1;
 	}
 	int xs[RC_N], ws[RC_N];
-	sd_cols_fit(rev_cols, RC_N, iw, xs, ws);
+	/* The autopilot's column only once it replaced something: the
+	 * other columns keep their room until then. */
+	int ncols = RC_REPL;
+	for (int i = 0; i < n && ncols == RC_REPL; i++)
+		if (v->revocations[i].replaced_by[0])
+			ncols = RC_N;
+	sd_cols_fit(rev_cols, ncols, iw, xs, ws);
 	wattrset(w, d->a[SD_STYLE_LABEL]);
-	sd_cols_title(w, d->g, 1, x, rev_cols, RC_N, xs, ws);
+	sd_cols_title(w, d->g, 1, x, rev_cols, ncols, xs, ws);
 	int sel = sd_list_resolve(&p->list, v, n, sd_revocation_id, log_rows);
 	for (int r = 0; r < log_rows && p->list.top + r < n; r++) {
 		int i = p->list.top + r;
@@ -170,7 +176,7 @@ static void rev_draw(struct sd_pane *p, const struct sd_view *v, const struct sd
 			     rv->recovery_s < 1e5 ? rv->recovery_s : 1e5);
 		else
 			CELL(RC_RECOV, SD_STYLE_WARN, "...");
-		if (rv->replaced_by[0])
+		if (ncols == RC_N && rv->replaced_by[0])
 			CELL(RC_REPL, SD_STYLE_OK, "A %.*s", (int)sizeof rv->replaced_by, rv->replaced_by);
 #undef CELL
 	}
