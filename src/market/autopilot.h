@@ -63,7 +63,15 @@
  *   3. DEADLINE, P < confidence: for each offer, the fewest more servers
  *      of it that reach the confidence, and their C; add one server of
  *      the offer with the lowest such C (the next turn of the loop adds
- *      the next, re-chosen).  If no offer reaches it, the one with the
+ *      the next, re-chosen).  A server a refusing pool has not granted yet
+ *      is not billed (C counts its wait at no cost).  When the cheapest
+ *      offer by that lookahead cannot be had now (its pool refuses, or
+ *      its zone is in a burst that passes at a known time) and the chosen
+ *      offer would still reach the confidence if requested only
+ *      every_seconds from now, the cheap one is waited for instead: asked
+ *      again (an ADD that may be refused) or, for a burst, a NOTHING with
+ *      `waiting` set and the burst's end in its reason.  If no offer
+ *      reaches it, the one with the
  *      lowest C among those that shorten T.  BUDGET, C within the budget:
  *      add the offer that shortens T most with C still within 95 % of it.
  *   4. Otherwise look for savings: a drop or a swap that keeps P >=
@@ -78,7 +86,12 @@
  * Never: more than max_servers (nor more than manual_cap while the
  * operator's last add or drop holds), an hourly burn above the cap, an
  * offer outside allow, an offer with no room (available 0), a zone in a
- * burst, or touching a server the operator added or swapped (manual).
+ * burst, or touching a server the operator added or swapped (manual);
+ * any decision on prices older than max_price_age_seconds (a lone NOTHING
+ * "holding, the newest price is N min old"); a drop or swap of the last
+ * training server while checkpoint_lost_images exceeds
+ * SD_AUTOPILOT_MAX_LOST_SHARE of the job (a CHECKPOINT instead, saying
+ * so; the move waits for a later look).
  *
  * The figures: with params->runs > 0 the decision's before/after figures
  * (P(done by deadline), expected cost, median time) come from the planner's
