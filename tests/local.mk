@@ -70,3 +70,4 @@ EXTRA_DIST += tests/fake-cloud/gce-env.sh
 EXTRA_DIST += tests/fake-cloud/gce-vms.sh tests/fake-cloud/gce_run.py
 EXTRA_DIST += tests/fake-cloud/ec2.py
 EXTRA_DIST += tests/fake-cloud/ec2-vms.sh tests/fake-cloud/aws_run.py tests/fake-cloud/cloud_run.py
+EXTRA_DIST += tests/ui-e2e/autopilot-revocations-job.json

@@ -1,6 +1,6 @@
 /* ui/pane-revocations.c - revocations: the log (newest first: when, which
  * server, zone, GPU, its lifetime, the notice it got, steps lost, seconds
- * to recover) and statistics per GPU and per zone (count, mean lifetime). */
+ * to recover, the offer the autopilot replaced it with, marked "A ") and statistics per GPU and per zone (count, mean lifetime). */
 #include "config.h"
 
 #include <math.h>
@@ -10,7 +10,7 @@
 #include "ui/format.h"
 #include "ui/pane.h"
 
-enum { RC_TIME, RC_SERVER, RC_GPU, RC_LIFE, RC_LOST, RC_ZONE, RC_RECOV, RC_NOTICE, RC_N };
+enum { RC_TIME, RC_SERVER, RC_GPU, RC_LIFE, RC_LOST, RC_ZONE, RC_RECOV, RC_NOTICE, RC_REPL, RC_N };
 
 static const struct sd_col rev_cols[RC_N] = {
 	[RC_TIME] = { "time", 7, 0, 0, 1, 0, 0 },
@@ -23,6 +23,8 @@ static const struct sd_col rev_cols[RC_N] = {
 	[RC_ZONE] = { "zone", 13, 6, 1, 0, 0, 0 },
 	[RC_RECOV] = { "recov", 6, 4, 0, 1, 0, 0 },
 	[RC_NOTICE] = { "notice", 6, 5, 0, 1, 0, 0 },
+	/* Which replacements the autopilot made: "A " and the offer it chose. */
+	[RC_REPL] = { "replaced by", 30, 2, 0, 0, 0, 0 },
 };
 
 #define MAX_GROUPS 32
@@ -134,9 +136,15 @@ static void rev_draw(struct sd_pane *p, const struct sd_view *v, const struct sd
 		log_rows = ih - 1;
 	}
 	int xs[RC_N], ws[RC_N];
-	sd_cols_fit(rev_cols, RC_N, iw, xs, ws);
+	/* The autopilot's column only once it replaced something: the
+	 * other columns keep their room until then. */
+	int ncols = RC_REPL;
+	for (int i = 0; i < n && ncols == RC_REPL; i++)
+		if (v->revocations[i].replaced_by[0])
+			ncols = RC_N;
+	sd_cols_fit(rev_cols, ncols, iw, xs, ws);
 	wattrset(w, d->a[SD_STYLE_LABEL]);
-	sd_cols_title(w, d->g, 1, x, rev_cols, RC_N, xs, ws);
+	sd_cols_title(w, d->g, 1, x, rev_cols, ncols, xs, ws);
 	int sel = sd_list_resolve(&p->list, v, n, sd_revocation_id, log_rows);
 	for (int r = 0; r < log_rows && p->list.top + r < n; r++) {
 		int i = p->list.top + r;
@@ -168,6 +176,8 @@ static void rev_draw(struct sd_pane *p, const struct sd_view *v, const struct sd
 			     rv->recovery_s < 1e5 ? rv->recovery_s : 1e5);
 		else
 			CELL(RC_RECOV, SD_STYLE_WARN, "...");
+		if (ncols == RC_N && rv->replaced_by[0])
+			CELL(RC_REPL, SD_STYLE_OK, "A %.*s", (int)sizeof rv->replaced_by, rv->replaced_by);
 #undef CELL
 	}
 	if (stat_rows > 0) {

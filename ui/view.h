@@ -74,6 +74,9 @@ struct sd_view_revocation {
 	double notice_s;            /* notice given before the kill */
 	long steps_lost;
 	double recovery_s;          /* -1 until training continued */
+	char replaced_by[64];       /* the offer of the server the autopilot added or
+	                             * swapped in after it, "" none (the pane marks
+	                             * the autopilot's replacements) */
 };
 
 /* One row of the what-if view (key w; src/app/whatif.c): a cluster the run

@@ -247,6 +247,7 @@ struct cli {
 	int json;
 	int progress;              /* --progress 1, --quiet -1 */
 	const char *autopilot;     /* --autopilot JSON */
+	double speed_factor;       /* --speed-factor, 0: the job's FLOP ratio */
 };
 
 static bool zone_allowed(const struct cli *c, const struct sd_offer *o)
@@ -631,6 +632,9 @@ static void usage(FILE *f)
 "  --join SECONDS       a booted server's worker joining (default 78.74, TF cold start)\n"
 "  --recovery SECONDS   re-forming training after a change (default 19.04, TF warm start)\n"
 "  --efficiency E       measured all-reduce scaling efficiency, 0 < E <= 1\n"
+"  --speed-factor F     the job's speed over the catalog's ResNet-32 (default: their FLOP ratio)\n"
+"  --hazard-scale X, --boot-scale X, --notice-scale X\n"
+"                       the sim market's knobs, as a job's provider gives them (default 1)\n"
 "  --deadline DURATION  show P(done within it), e.g. 45m, 2h, 1h30m\n"
 "  --budget USD         show P(cost within it)\n"
 "  --runs N             simulated runs per configuration (default 2000)\n"
@@ -676,7 +680,8 @@ static int fail(const char *fmt, ...)
 
 enum { O_JOB = 256, O_CATALOG, O_SCALING, O_GPUS, O_SIZES, O_ZONES, O_SPOT, O_OD, O_BOTH, O_PLACE, O_REPLACE,
        O_PS, O_CHIEF, O_ACCT, O_CKPT, O_JOIN, O_RECOVERY, O_EFF, O_DEADLINE, O_BUDGET, O_RUNS, O_SEED,
-       O_HOUR, O_JSON, O_STEPS, O_PROGRESS, O_QUIET, O_HELP, O_POLICY, O_AUTOPILOT };
+       O_HOUR, O_JSON, O_STEPS, O_PROGRESS, O_QUIET, O_HELP, O_POLICY, O_AUTOPILOT, O_HAZARD, O_BOOT,
+       O_NOTICE, O_SPEED };
 
 static const struct option longopts[] = {
 	{ "job", required_argument, 0, O_JOB }, { "catalog", required_argument, 0, O_CATALOG },
@@ -694,6 +699,8 @@ static const struct option longopts[] = {
 	{ "steps", required_argument, 0, O_STEPS }, { "progress", no_argument, 0, O_PROGRESS },
 	{ "quiet", no_argument, 0, O_QUIET }, { "help", no_argument, 0, O_HELP },
 	{ "policy", required_argument, 0, O_POLICY }, { "autopilot", required_argument, 0, O_AUTOPILOT },
+	{ "hazard-scale", required_argument, 0, O_HAZARD }, { "boot-scale", required_argument, 0, O_BOOT },
+	{ "notice-scale", required_argument, 0, O_NOTICE }, { "speed-factor", required_argument, 0, O_SPEED },
 	{ 0, 0, 0, 0 },
 };
 
@@ -832,6 +839,27 @@ static int parse_run_option(int o, const char *arg, struct cli *c, struct sd_pla
 			return fail("--runs: '%s': expected 1 to 10000000 runs", arg);
 		opt->runs = (int)v;
 		break;
+	case O_HAZARD:
+	case O_BOOT:
+	case O_NOTICE:
+	case O_SPEED: {
+		/* The sim market's knobs (spotdeck-job(5)), so that a live sim
+		 * run can be planned as it runs; the speed factor, so that its
+		 * measured speed can. */
+		static const char *const names[] = { "hazard-scale", "boot-scale", "notice-scale", "speed-factor" };
+		double d;
+		if (parse_double(arg, &d) < 0 || !(d > 0) || d > 1e6)
+			return fail("--%s: '%s': expected a positive number", names[o - O_HAZARD], arg);
+		if (o == O_HAZARD)
+			opt->hazard_scale = d;
+		else if (o == O_BOOT)
+			opt->boot_scale = d;
+		else if (o == O_NOTICE)
+			opt->notice_scale = d;
+		else
+			c->speed_factor = d;
+		break;
+	}
 	case O_SEED:
 		if (parse_long(arg, 0, LONG_MAX, &v) < 0)
 			return fail("--seed: '%s': expected a whole number >= 0", arg);
@@ -908,7 +936,11 @@ static int load_job(struct plan *p, struct cli *c, struct sd_job *job, char **wh
 	}
 	if (!c->checkpoint_steps && job->checkpoint_every > 0)
 		c->checkpoint_steps = job->checkpoint_every;
-	return sd_plan_job_from_train(&p->job, &job->train, c->steps, why);
+	if (sd_plan_job_from_train(&p->job, &job->train, c->steps, why) < 0)
+		return -1;
+	if (c->speed_factor > 0)
+		p->job.speed_factor = c->speed_factor;
+	return 0;
 }
 
 /* The market catalog (--catalog, the job's, or gce-2019.json) and the

@@ -243,6 +243,7 @@ static cJSON *revocation_json(struct enc *e, const struct sd_view_revocation *r)
 	PUT_NUM(e, o, r, notice_s);
 	PUT_NUM(e, o, r, steps_lost);
 	PUT_NUM(e, o, r, recovery_s);
+	PUT_STR(e, o, r, replaced_by);
 	return o;
 }
 
@@ -625,7 +626,8 @@ static int get_revocation(const cJSON *o, const char *p, struct sd_view_revocati
 	if (GET_NUM(o, p, r, t) < 0 || GET_STR(o, p, r, server) < 0 ||
 	    GET_STR(o, p, r, zone) < 0 || GET_STR(o, p, r, gpu) < 0 ||
 	    GET_NUM(o, p, r, lifetime_s) < 0 || GET_NUM(o, p, r, notice_s) < 0 ||
-	    GET_LONG(o, p, r, steps_lost) < 0 || GET_NUM_U(o, p, r, recovery_s, -1) < 0)
+	    GET_LONG(o, p, r, steps_lost) < 0 || GET_NUM_U(o, p, r, recovery_s, -1) < 0 ||
+	    GET_STR(o, p, r, replaced_by) < 0)
 		return -1;
 	return 0;
 }

@@ -345,14 +345,32 @@ static void on_checkpoint(struct sd_view_model *vm, const cJSON *ev, double t)
 	         str(ev, "reason"));
 }
 
+/* An add or swap the autopilot ran: the replacement of the oldest
+ * revocation since its last replacement (revocations before that one are
+ * not its to replace), if any; the offer is the command's last word
+ * ("add OFFER", "swap sN OFFER"). */
+static void mark_replacement(struct sd_view_model *vm, const char *command, int ok)
+{
+	if (!ok || (strncmp(command, "add ", 4) && strncmp(command, "swap ", 5)))
+		return;
+	const char *offer = strrchr(command, ' ') + 1;
+	int last = vm->v.nrevocations - 1;
+	while (last >= 0 && !vm->rev[last].replaced_by[0])
+		last--;
+	if (last + 1 < vm->v.nrevocations)
+		snprintf(vm->rev[last + 1].replaced_by, sizeof vm->rev[last + 1].replaced_by, "%s", offer);
+}
+
 /* A command that failed shows its error; an orphans command that went
  * through answered the question. */
 static void on_command(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	struct sd_view *v = &vm->v;
 	(void)t;
-	if (!strcmp(str(ev, "by"), "autopilot"))
+	if (!strcmp(str(ev, "by"), "autopilot")) {
 		v->autopilot_pending[0] = 0;   /* the announced action ran */
+		mark_replacement(vm, str(ev, "command"), cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok")));
+	}
 	if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "ok"))) {
 		snprintf(v->message, sizeof v->message, "%s", str(ev, "error"));
 	} else if (!strncmp(str(ev, "command"), "orphans ", 8)) {
@@ -419,6 +437,11 @@ static void on_autopilot(struct sd_view_model *vm, const cJSON *ev, double t)
 	}
 	if (!strcmp(what, "decided") && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(ev, "p_after")))
 		v->autopilot_p = num(ev, "p_after", -1);
+	/* A hold on stale prices is news the status line says (other
+	 * "nothing" decisions are not). */
+	if (!strcmp(what, "decided") && !strncmp(str(ev, "reason"), "nothing: holding", 16))
+		snprintf(v->message, sizeof v->message, "autopilot %.*s", (int)strcspn(str(ev, "reason"), ";"),
+		         str(ev, "reason"));
 	if (!strcmp(what, "pending")) {
 		snprintf(v->autopilot_pending, sizeof v->autopilot_pending, "%s", str(ev, "action"));
 		v->autopilot_pending_at = t + num(ev, "in_s", 0);

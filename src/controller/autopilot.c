@@ -215,6 +215,11 @@ static void ap_fill(struct sd_controller *c, struct ap_work *w)
 		.servers = w->sv, .nservers = ns, .revocations = w->rv, .nrevocations = ap->nrevs,
 		.manual_cap = ap->manual_cap, .hazard_scale = c->job.hazard_scale > 0 ? c->job.hazard_scale : 1,
 	};
+	/* What the last training server would take with it: the steps since
+	 * the last checkpoint, or every step without one. */
+	long since = c->latest_ckpt[0] ? c->step - c->latest_ckpt_step : c->step;
+	w->st.checkpoint_lost_images = batch * (double)(since > 0 ? since : 0);
+	w->st.price_age_seconds = sd_fleet_price_age(c->fleet);
 	w->obj = ap->obj;
 	sd_autopilot_params_init(&w->pp);
 	/* The sim provider's boot knob shortens boots; a worker's join on the

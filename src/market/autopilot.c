@@ -25,6 +25,7 @@ void sd_autopilot_objective_init(struct sd_autopilot_objective *o)
 	o->max_servers = 8;
 	o->every_seconds = SD_AUTOPILOT_EVERY_SECONDS;
 	o->hold_seconds = SD_AUTOPILOT_HOLD_SECONDS;
+	o->max_price_age_seconds = SD_AUTOPILOT_MAX_PRICE_AGE_SECONDS;
 }
 
 /* A duration field: a number of seconds or a string such as "6h". */
@@ -87,14 +88,14 @@ int sd_autopilot_objective_parse(struct sd_autopilot_objective *out, const void 
 	if (!cJSON_IsObject(o))
 		return sd_why(why, "%s: autopilot: expected an object such as {\"deadline\": \"6h\"}", name);
 	static const char *const known[] = { "deadline", "budget", "confidence", "allow", "max_servers",
-	                                     "max_usd_per_hour", "every", "hold" };
+	                                     "max_usd_per_hour", "every", "hold", "max_price_age" };
 	for (const cJSON *it = o->child; it; it = it->next) {
 		bool ok = false;
 		for (size_t k = 0; k < sizeof known / sizeof known[0] && !ok; k++)
 			ok = it->string && !strcmp(it->string, known[k]);
 		if (!ok)
 			return sd_why(why, "%s: autopilot.%s: unknown field (known: deadline, budget, confidence, allow, "
-			              "max_servers, max_usd_per_hour, every, hold)", name, it->string ? it->string : "?");
+			              "max_servers, max_usd_per_hour, every, hold, max_price_age)", name, it->string ? it->string : "?");
 	}
 	const cJSON *dl = cJSON_GetObjectItemCaseSensitive(o, "deadline");
 	const cJSON *bd = cJSON_GetObjectItemCaseSensitive(o, "budget");
@@ -143,6 +144,9 @@ int sd_autopilot_objective_parse(struct sd_autopilot_objective *out, const void 
 		return -1;
 	v = cJSON_GetObjectItemCaseSensitive(o, "hold");
 	if (v && parse_seconds(v, name, "hold", &out->hold_seconds, why) < 0)
+		return -1;
+	v = cJSON_GetObjectItemCaseSensitive(o, "max_price_age");
+	if (v && parse_seconds(v, name, "max_price_age", &out->max_price_age_seconds, why) < 0)
 		return -1;
 	return 0;
 }
@@ -201,6 +205,7 @@ struct offer_info {
 	double speed;      /* images/s of a server at the catalog's speed */
 	double refuse_wait;/* expected wait until it takes requests again (refusals), s */
 	bool burst;        /* its zone is in a revocation burst */
+	double burst_left; /* burst: market seconds until it passes */
 	bool allowed;      /* allow patterns, room left */
 };
 
@@ -214,6 +219,7 @@ struct cand {
 	double age;
 	double extra_usd;  /* paid on top (the old server of a swap until this joins) */
 	double wait_sd;    /* spread of the wait (a refusal's length is exponential) */
+	double unbilled;   /* the part of the wait its pool refuses: nothing is billed */
 };
 
 struct ctx {
@@ -222,6 +228,7 @@ struct ctx {
 	const struct sd_autopilot_params *pp;
 	struct offer_info *info;
 	int *zone_count;   /* per catalog zone, scratch of estimate() (all 0 between calls) */
+	bool past_burst;   /* can_take looks past bursts (the wait for one to pass) */
 	double eff_cache[SD_PLAN_MAX_SERVERS * 8 + 2];
 	int neff;
 };
@@ -264,6 +271,7 @@ static void estimate(struct ctx *c, const struct cand *v, int n, struct est *e)
 	double join = c->pp->join_seconds, rec = c->pp->recovery_seconds;
 	int workers = 0;
 	double burn = 0, extra = 0, lam_sum = 0, avail_speed = 0;
+	double unbilled_usd = 0;
 	for (int i = 0; i < n; i++) {
 		workers += v[i].o->gpu_count;
 		burn += c->info[v[i].o->index].price;
@@ -322,7 +330,11 @@ static void estimate(struct ctx *c, const struct cand *v, int n, struct est *e)
 		c->zone_count[v[i].o->zone_index] = 0;
 	e->t = t;
 	e->sigma = sqrt(var);
-	e->cost = st->spent_usd + burn * t / 3600 + extra;
+	/* A server is billed from the moment its request is granted: not
+	 * while its pool refuses. */
+	for (int i = 0; i < n; i++)
+		unbilled_usd += c->info[v[i].o->index].price * fmin(v[i].unbilled, t) / 3600;
+	e->cost = st->spent_usd + burn * t / 3600 - unbilled_usd + extra;
 	double left = c->obj->deadline_seconds - st->elapsed_seconds;
 	e->p = c->obj->goal == SD_AUTOPILOT_DEADLINE ? phi((left - t) / e->sigma) : NAN;
 }
@@ -365,10 +377,23 @@ static void info_init(struct ctx *c)
 		}
 		/* A burst: two revocations in the zone within the window. */
 		int recent = 0;
-		for (int i = 0; i < st->nrevocations; i++)
-			recent += !st->revocations[i].refused && st->revocations[i].offer->zone_index == o->zone_index &&
-			          st->revocations[i].age_seconds * hz <= SD_AUTOPILOT_BURST_SECONDS;
+		double young[2] = { INFINITY, INFINITY };  /* the two newest ages in the window */
+		for (int i = 0; i < st->nrevocations; i++) {
+			const struct sd_autopilot_revocation *r = &st->revocations[i];
+			if (r->refused || r->offer->zone_index != o->zone_index ||
+			    r->age_seconds * hz > SD_AUTOPILOT_BURST_SECONDS)
+				continue;
+			recent++;
+			if (r->age_seconds < young[0]) {
+				young[1] = young[0];
+				young[0] = r->age_seconds;
+			} else if (r->age_seconds < young[1]) {
+				young[1] = r->age_seconds;
+			}
+		}
 		f->burst = recent >= 2 && o->transient;  /* on-demand servers are not revoked */
+		/* It passes when the second newest revocation leaves the window. */
+		f->burst_left = f->burst ? fmax(0, SD_AUTOPILOT_BURST_SECONDS / hz - young[1]) : 0;
 		f->allowed = sd_autopilot_allows(c->obj, o) && !(st->available && st->available[k] == 0) &&
 		             f->price > 0;
 	}
@@ -380,7 +405,7 @@ static void info_init(struct ctx *c)
 static bool can_take(const struct ctx *c, const struct cand *v, int n, int skip, const struct sd_offer *o)
 {
 	const struct offer_info *f = &c->info[o->index];
-	if (!f->allowed || f->burst)
+	if (!f->allowed || (f->burst && !c->past_burst))
 		return false;
 	int after = skip >= 0 ? n : n + 1;
 	if (after > c->obj->max_servers || (c->st->manual_cap >= 0 && after > c->st->manual_cap && skip < 0))
@@ -413,11 +438,22 @@ static bool first_of_offer(const struct ctx *c, const struct cand *v, int i, boo
 	return true;
 }
 
+/* Whether moving v[i] (a drop, or a swap: the old server leaves) would
+ * lose too much work: it is the last training server and the work since
+ * the last checkpoint is more than SD_AUTOPILOT_MAX_LOST_SHARE of the job. */
+static bool loses_work(const struct ctx *c, const struct cand *v, int n, int i)
+{
+	for (int j = 0; j < n; j++)
+		if (j != i && v[j].wait <= 0)
+			return false;
+	return c->st->checkpoint_lost_images > SD_AUTOPILOT_MAX_LOST_SHARE * c->st->images_total;
+}
+
 static struct cand planned(const struct ctx *c, const struct sd_offer *o)
 {
 	const struct offer_info *f = &c->info[o->index];
 	return (struct cand){ .o = o, .speed = f->speed, .wait = f->boot + c->pp->join_seconds + f->refuse_wait,
-	                      .wait_sd = f->refuse_wait, .id = -1 };
+	                      .wait_sd = f->refuse_wait, .unbilled = f->refuse_wait, .id = -1 };
 }
 
 static void fmt_usd(double v, char *out, size_t len)
@@ -555,6 +591,8 @@ struct turn {
 	struct sd_autopilot_action best;
 	int bi;
 	const char *what;
+	char wait_why[224];  /* non-empty: it waits for a burst to pass, and why */
+	int guarded;         /* a server not moved for want of a checkpoint, -1 none */
 };
 
 static bool goal_is_deadline(const struct turn *t)
@@ -614,36 +652,91 @@ static void propose_burst_swap(struct turn *t)
 	}
 }
 
+/* The fewest more servers of o (up to the cap) that reach the confidence,
+ * appended to t->v[t->n..), each planned `delay` seconds late; their
+ * count in *m, the cluster's estimate in *e. */
+static void lookahead(struct turn *t, const struct sd_offer *o, double delay, int *m, struct est *e)
+{
+	struct ctx *c = t->c;
+	*m = t->n;
+	*e = t->cur;
+	while (*m < t->cap && can_take(c, t->v, *m, -1, o)) {
+		t->v[*m] = planned(c, o);
+		t->v[*m].wait += delay;
+		t->v[*m].unbilled += delay;  /* requested only then */
+		(*m)++;
+		estimate(c, t->v, *m, e);
+		if (e->p >= c->obj->confidence)
+			break;
+	}
+}
+
 /* Behind a deadline: look ahead for the fewest servers of each offer that
  * would reach the confidence, and what they would cost; one server of the
- * cheapest such offer now, the rest at the next turns (re-chosen then). */
+ * cheapest such offer now, the rest at the next turns (re-chosen then).
+ *
+ * An offer that cannot be had now costs nothing while it cannot: a pool
+ * that refuses requests, or one in a zone whose revocation burst will pass
+ * (at a known time).  Waiting for the cheapest of those is free as long as
+ * the offer chosen above can still be had later: when that offer would
+ * still reach the confidence if requested only at the next planned look
+ * (every_seconds from now), the refusing pool is asked again (an add that
+ * may be refused), or, for a burst, nothing is done until it passes; the
+ * dearer offer is taken at the last look that leaves it enough time. */
 static void propose_add_lookahead(struct turn *t)
 {
 	struct ctx *c = t->c;
 	const struct sd_catalog *cat = c->st->cat;
+	const struct sd_offer *cheap = NULL;
+	struct est cheap_e = { 0 };
 	for (int k = 0; k < cat->noffers; k++) {
 		const struct sd_offer *o = &cat->offers[k];
-		int m = t->n;
-		struct est e = t->cur;
-		while (m < t->cap && can_take(c, t->v, m, -1, o)) {
-			t->v[m] = planned(c, o);
-			m++;
-			estimate(c, t->v, m, &e);
-			if (e.p >= c->obj->confidence)
-				break;
-		}
-		if (m > t->n && e.p >= c->obj->confidence &&
+		const struct offer_info *f = &c->info[k];
+		int m;
+		struct est e;
+		c->past_burst = f->burst;
+		lookahead(t, o, f->burst_left, &m, &e);
+		c->past_burst = false;
+		if (m == t->n)
+			continue;
+		if (!f->burst && e.p >= c->obj->confidence &&
 		    (t->best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &t->be))) {
 			t->be = e;
 			t->best.kind = SD_AUTOPILOT_ADD;
 			t->best.offer = o;
 		}
+		if ((f->refuse_wait > 0 || f->burst) && (!cheap || e.cost < cheap_e.cost)) {
+			cheap = o;
+			cheap_e = e;
+		}
 	}
-	if (t->best.kind == SD_AUTOPILOT_ADD) {
-		t->v[t->n] = planned(c, t->best.offer);
-		estimate(c, t->v, t->n + 1, &t->be);
-		t->what = t->n > 0 ? "the deadline slips" : "to meet the deadline";
+	if (t->best.kind != SD_AUTOPILOT_ADD)
+		return;
+	t->what = t->n > 0 ? "the deadline slips" : "to meet the deadline";
+	if (cheap && cheap != t->best.offer && cheap_e.cost < t->be.cost - 1e-9) {
+		int m;
+		struct est late;
+		lookahead(t, t->best.offer, c->obj->every_seconds, &m, &late);
+		if (late.p >= c->obj->confidence) {
+			const struct offer_info *f = &c->info[cheap->index];
+			if (f->burst) {
+				/* Nothing to do but wait: say so. */
+				snprintf(t->wait_why, sizeof t->wait_why,
+				         "waiting %.0f min for the revocation burst in %s to pass (%s is cheaper), %s still "
+				         "meets the deadline if taken at the next look",
+				         ceil(f->burst_left / 60), cheap->zone, cheap->id, t->best.offer->id);
+				t->best.kind = SD_AUTOPILOT_NOTHING;
+				t->best.offer = NULL;
+				t->be = t->cur;
+				return;
+			}
+			t->best.offer = cheap;
+			t->what = "waiting for the cheaper pool, which refuses: the dearer offer still meets the "
+			          "deadline if taken at the next look";
+		}
 	}
+	t->v[t->n] = planned(c, t->best.offer);
+	estimate(c, t->v, t->n + 1, &t->be);
 }
 
 /* Behind, and no lookahead reached the goal: the one server that helps
@@ -779,11 +872,15 @@ static void nothing_action(const struct turn *t, struct sd_autopilot_action *out
 	                                     .time_before = cur->t, .time_after = cur->t };
 	char fig[160];
 	fmt_figures(obj, out, fig, sizeof fig);
-	snprintf(out->reason, sizeof out->reason, "nothing: %s; %s",
-	         goal_is_deadline(t) ? (cur->p >= obj->confidence ? "on track, no saving pays for itself"
-	                                                          : "behind, but no allowed offer would help")
-	                             : "no faster cluster within the budget, no saving pays for itself",
+	out->waiting = t->wait_why[0] != 0;
+	char why[sizeof t->wait_why + sizeof fig + 16];
+	snprintf(why, sizeof why, "nothing: %s; %s",
+	         out->waiting ? t->wait_why
+	         : goal_is_deadline(t) ? (cur->p >= obj->confidence ? "on track, no saving pays for itself"
+	                                                            : "behind, but no allowed offer would help")
+	                               : "no faster cluster within the budget, no saving pays for itself",
 	         fig);
+	snprintf(out->reason, sizeof out->reason, "%.255s", why);
 }
 
 /* Replaces the closed-form figures of the decision's actions by the
@@ -842,6 +939,16 @@ static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max
 		         "would be lost");
 		na++;
 	}
+	if (obj->max_price_age_seconds > 0 && t->c->st->price_age_seconds > obj->max_price_age_seconds) {
+		/* Every figure rests on the prices: none is decided on stale ones. */
+		nothing_action(t, &out[0]);
+		char fig[160];
+		fmt_figures(obj, &out[0], fig, sizeof fig);
+		snprintf(out[0].reason, sizeof out[0].reason,
+		         "nothing: holding, the newest price is %.0f min old (limit %.0f min); %s",
+		         floor(t->c->st->price_age_seconds / 60), floor(obj->max_price_age_seconds / 60), fig);
+		return 1;
+	}
 	bool deadline = goal_is_deadline(t);
 	double budget_left = obj->budget_usd;
 	while (na < max && na < SD_AUTOPILOT_MAX_ACTIONS) {
@@ -853,17 +960,39 @@ static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max
 		bool behind = deadline ? t->cur.p < obj->confidence : t->cur.cost <= budget_left * 0.95 || t->n == 0;
 		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind && deadline)
 			propose_add_lookahead(t);
+		if (t->wait_why[0])
+			break;
 		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind)
 			propose_add_faster(t, budget_left);
 		if (t->best.kind == SD_AUTOPILOT_NOTHING)
 			propose_saving(t, budget_left);
+		if ((t->best.kind == SD_AUTOPILOT_DROP || t->best.kind == SD_AUTOPILOT_SWAP) &&
+		    loses_work(t->c, t->v, t->n, t->bi)) {
+			t->guarded = t->best.server;
+			break;
+		}
 		if (t->best.kind == SD_AUTOPILOT_NOTHING)
 			break;
 		turn_commit(t, &out[na++]);
 	}
-	if (na == 0) {
-		nothing_action(t, &out[0]);
-		na = 1;
+	if (t->guarded >= 0 && na < max && (na == 0 || out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT)) {
+		/* A move that would lose the work since the last checkpoint:
+		 * none is made; a checkpoint first, the move at a later look. */
+		const struct est *cur = &t->cur;
+		out[na] = (struct sd_autopilot_action){ .kind = SD_AUTOPILOT_CHECKPOINT, .server = -1,
+		                                        .p_before = cur->p, .p_after = cur->p, .cost_before = cur->cost,
+		                                        .cost_after = cur->cost, .time_before = cur->t,
+		                                        .time_after = cur->t };
+		snprintf(out[na].reason, sizeof out[na].reason,
+		         "checkpoint now: s%d is the last training server and moving it would lose %.0f images "
+		         "trained since the last checkpoint; not moved until one is written",
+		         t->guarded, t->c->st->checkpoint_lost_images);
+		na++;
+	}
+	if (na == 0 || (t->wait_why[0] && na < max)) {
+		/* Nothing more, or a wait the caller must know of. */
+		nothing_action(t, &out[na]);
+		na++;
 	} else if (t->c->pp->runs > 0 && out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT) {
 		simulated_figures(t, out, na);
 	}
@@ -888,7 +1017,7 @@ int sd_autopilot_decide(const struct sd_autopilot_objective *obj, const struct s
 	c.info = sd_calloc((size_t)st->cat->noffers, sizeof *c.info);
 	c.zone_count = sd_calloc((size_t)st->cat->nzones + 1, sizeof *c.zone_count);
 	info_init(&c);
-	struct turn t = { .c = &c, .cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1 };
+	struct turn t = { .c = &c, .cap = SD_PLAN_MAX_SERVERS + SD_AUTOPILOT_MAX_ACTIONS + 1, .guarded = -1 };
 	t.v = sd_calloc((size_t)t.cap, sizeof *t.v);
 	t.w = sd_calloc((size_t)t.cap, sizeof *t.w);
 	int na = decide_turns(&t, out, max);

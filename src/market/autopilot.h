@@ -63,7 +63,15 @@
  *   3. DEADLINE, P < confidence: for each offer, the fewest more servers
  *      of it that reach the confidence, and their C; add one server of
  *      the offer with the lowest such C (the next turn of the loop adds
- *      the next, re-chosen).  If no offer reaches it, the one with the
+ *      the next, re-chosen).  A server a refusing pool has not granted yet
+ *      is not billed (C counts its wait at no cost).  When the cheapest
+ *      offer by that lookahead cannot be had now (its pool refuses, or
+ *      its zone is in a burst that passes at a known time) and the chosen
+ *      offer would still reach the confidence if requested only
+ *      every_seconds from now, the cheap one is waited for instead: asked
+ *      again (an ADD that may be refused) or, for a burst, a NOTHING with
+ *      `waiting` set and the burst's end in its reason.  If no offer
+ *      reaches it, the one with the
  *      lowest C among those that shorten T.  BUDGET, C within the budget:
  *      add the offer that shortens T most with C still within 95 % of it.
  *   4. Otherwise look for savings: a drop or a swap that keeps P >=
@@ -78,7 +86,12 @@
  * Never: more than max_servers (nor more than manual_cap while the
  * operator's last add or drop holds), an hourly burn above the cap, an
  * offer outside allow, an offer with no room (available 0), a zone in a
- * burst, or touching a server the operator added or swapped (manual).
+ * burst, or touching a server the operator added or swapped (manual);
+ * any decision on prices older than max_price_age_seconds (a lone NOTHING
+ * "holding, the newest price is N min old"); a drop or swap of the last
+ * training server while checkpoint_lost_images exceeds
+ * SD_AUTOPILOT_MAX_LOST_SHARE of the job (a CHECKPOINT instead, saying
+ * so; the move waits for a later look).
  *
  * The figures: with params->runs > 0 the decision's before/after figures
  * (P(done by deadline), expected cost, median time) come from the planner's
@@ -112,6 +125,13 @@
  * (estimates: a few times the 79 s join, so that a swap has time to pay). */
 #define SD_AUTOPILOT_EVERY_SECONDS 600.0
 #define SD_AUTOPILOT_HOLD_SECONDS 1800.0
+/* Prices older than this are stale: the autopilot holds (an estimate: spot
+ * prices move at most hourly on the providers of the catalogs). */
+#define SD_AUTOPILOT_MAX_PRICE_AGE_SECONDS 3600.0
+/* A drop or swap of the last training server may lose at most this share
+ * of the job's work (what it trained since the last checkpoint); more,
+ * and the autopilot asks for a checkpoint first (an estimate). */
+#define SD_AUTOPILOT_MAX_LOST_SHARE 0.02
 #define SD_AUTOPILOT_MAX_ALLOW 16
 #define SD_AUTOPILOT_MAX_ACTIONS 64
 
@@ -128,16 +148,20 @@ struct sd_autopilot_objective {
 	double max_usd_per_hour;   /* burn cap of the whole cluster, 0: none */
 	double every_seconds;      /* re-plan at least this often, > 0 */
 	double hold_seconds;       /* no swap or drop of a server younger, >= 0 */
+	double max_price_age_seconds;  /* hold (do nothing) when the newest price
+	                            * is older, > 0 (default 1 h) */
 };
 
 /* Defaults: DEADLINE with no deadline yet (0), confidence 0.95, every
- * offer, 8 servers, no burn cap, every 10 min, hold 30 min. */
+ * offer, 8 servers, no burn cap, every 10 min, hold 30 min, prices up to
+ * SD_AUTOPILOT_MAX_PRICE_AGE_SECONDS old. */
 void sd_autopilot_objective_init(struct sd_autopilot_objective *o);
 
 /* Reads the job file's "autopilot" object (spotdeck-job(5)):
  *   {"deadline": "6h" | seconds, "budget": USD (exactly one of the two),
  *    "confidence": 0.95, "allow": ["gce/ * /v100/spot", ...],
- *    "max_servers": 8, "max_usd_per_hour": 10, "every": "10m", "hold": "30m"}
+ *    "max_servers": 8, "max_usd_per_hour": 10, "every": "10m", "hold": "30m",
+ *    "max_price_age": "1h"}
  * Unknown keys are errors (a misspelt limit must not be ignored).  Returns
  * 0, or -1 with a one-line, caller-freed message in *why naming `name`
  * (the file) and the field: "job.json: autopilot.max_servers: expected an
@@ -184,6 +208,11 @@ struct sd_autopilot_state {
 	int nrevocations;
 	int manual_cap;                /* -1: none; else no adds above this many servers */
 	double hazard_scale;           /* model seconds per market second, > 0 (1) */
+	double price_age_seconds;      /* age of the newest price in usd_per_hour; 0: fresh */
+	double checkpoint_lost_images; /* work lost if the last training server left now:
+	                                * images since the last checkpoint (all done
+	                                * work when there is none); 0: none lost (a
+	                                * leaving server checkpoints) */
 };
 
 /* How it estimates, and its Monte Carlo figures. */
@@ -216,6 +245,10 @@ struct sd_autopilot_action {
 	double p_before, p_after;  /* P(done by the deadline); NAN for BUDGET */
 	double cost_before, cost_after;  /* expected total cost of the run, USD */
 	double time_before, time_after;  /* expected remaining time, seconds */
+	bool waiting;              /* NOTHING: it waits for a zone's revocation burst
+	                            * to pass (a cheaper offer there) while a dearer
+	                            * one can still be had at the next look; the
+	                            * caller decides again by then */
 	char reason[256];          /* "add gce/us-east1-c/p100/spot: the deadline slips;
 	                            * P(done by deadline) 0.71 -> 0.96, expected cost
 	                            * $31 -> $34" */

@@ -680,6 +680,11 @@ static int autopilot_step(struct sim *s, char **why)
 		case SD_AUTOPILOT_NOTHING:
 			break;
 		}
+		if (a->kind == SD_AUTOPILOT_NOTHING && a->waiting) {
+			/* It waits for a burst to pass: the run goes on with
+			 * nothing coming until its next look. */
+			s->ap_waiting = true;
+		}
 		if (refused) {
 			/* The actions after it were planned on it: decide again
 			 * when a request may be retried, knowing of the refusal. */

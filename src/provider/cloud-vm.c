@@ -713,6 +713,12 @@ const double *sd_cloud_prices(const struct sd_provider *p)
 	return const_cloud_of(p)->cc.prices;
 }
 
+double sd_cloud_price_age(const struct sd_provider *p)
+{
+	double at = const_cloud_of(p)->cc.priced_at;
+	return at > 0 ? fmax(0, sd_cloud_wall_now() - at) : 0;
+}
+
 int sd_cloud_live(const struct sd_provider *p, const struct sd_offer *o)
 {
 	int n = 0;

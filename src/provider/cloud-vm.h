@@ -102,6 +102,8 @@ struct sd_cloud_catalog {
 	struct sd_offer *offers;      /* cat.offers */
 	char **ids;                   /* "PROVIDER/ZONE/MODEL/spot" */
 	double *prices;               /* what prices() returns: USD an hour, NAN unknown */
+	double priced_at;             /* wall time of the last refresh of prices that
+	                               * succeeded; 0: prices that do not go stale */
 	char model[16];               /* the GPU's name in lower case, in offer ids */
 	char **regions;               /* per offer, when the spec gives none */
 	struct sd_catalog *market;    /* the calibrated market the revocation models come from */
@@ -364,6 +366,8 @@ int sd_cloud_acquire(struct sd_provider *p, const char *server, const struct sd_
 void sd_cloud_release(struct sd_provider *p, const char *server);
 const struct sd_catalog *sd_cloud_catalog(const struct sd_provider *p);
 const double *sd_cloud_prices(const struct sd_provider *p);
+/* Seconds since the cloud catalog's priced_at (0 when that is 0). */
+double sd_cloud_price_age(const struct sd_provider *p);
 int sd_cloud_live(const struct sd_provider *p, const struct sd_offer *o);
 int sd_cloud_launch(struct sd_provider *p, const char *server, char *const *worker_argv, char ***argv, char **why);
 void sd_cloud_signal(struct sd_provider *p, const char *server, int sig);
@@ -377,7 +381,8 @@ void sd_cloud_free(struct sd_provider *p);
  * cloud supplies its name, description, check, path_settings and create. */
 #define SD_CLOUD_PROVIDER_OPS                                                                       \
 	.acquire = sd_cloud_acquire, .release = sd_cloud_release, .catalog = sd_cloud_catalog,        \
-	.prices = sd_cloud_prices, .live = sd_cloud_live, .launch = sd_cloud_launch,                   \
+	.prices = sd_cloud_prices, .price_age = sd_cloud_price_age, .live = sd_cloud_live,           \
+	.launch = sd_cloud_launch,                                                                     \
 	.signal = sd_cloud_signal, .lost = sd_cloud_lost, .link_in_session = sd_cloud_link_in_session, \
 	.judge = sd_cloud_judge, .answer_orphans = sd_cloud_answer_orphans, .close = sd_cloud_close,   \
 	.free = sd_cloud_free

@@ -760,6 +760,11 @@ const double *sd_fleet_prices(const struct sd_fleet *f)
 	return p ? p : f->catalog_prices;
 }
 
+double sd_fleet_price_age(const struct sd_fleet *f)
+{
+	return f->p && f->ops->price_age ? f->ops->price_age(f->p) : 0;
+}
+
 double sd_fleet_offer_usd_per_hour(const struct sd_fleet *f, const struct sd_offer *o)
 {
 	const struct sd_catalog *cat = sd_fleet_catalog(f);

@@ -211,6 +211,10 @@ int sd_fleet_simulated(const struct sd_fleet *f);
  * and changing only on the loop thread; NULL without a catalog.  A new
  * server is billed at its offer's price here when acquired. */
 const double *sd_fleet_prices(const struct sd_fleet *f);
+/* Seconds since those prices were last confirmed by the market (the
+ * provider's price_age; 0 for prices that do not go stale or without a
+ * provider): the autopilot holds when it passes its limit. */
+double sd_fleet_price_age(const struct sd_fleet *f);
 /* The same for one offer of sd_fleet_catalog(f); NAN for any other. */
 double sd_fleet_offer_usd_per_hour(const struct sd_fleet *f, const struct sd_offer *o);
 

@@ -170,6 +170,11 @@ struct sd_provider_ops {
 	/* USD/hour now per catalog offer (by sd_offer.index), changing only on
 	 * the loop thread; NULL: the catalog's prices. */
 	const double *(*prices)(const struct sd_provider *p);
+	/* Seconds since prices() was last confirmed by the market (a refresh
+	 * that succeeded), growing while refreshes fail; 0 for prices that do
+	 * not go stale (the catalog's, a quoted one, a cloud's monthly price
+	 * sheet).  May be NULL: 0. */
+	double (*price_age)(const struct sd_provider *p);
 	/* Machines of offer o held now (-1: unknown). May be NULL. */
 	int (*live)(const struct sd_provider *p, const struct sd_offer *o);
 	/* Machines whose worker runs on another host (NULL: the fleet runs

@@ -78,3 +78,7 @@ tests_app_test_view_model_SOURCES = tests/app/test-view-model.c tests/check.h te
 tests_app_test_view_model_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS) $(UV_CFLAGS) $(NCURSES_CFLAGS)
 tests_app_test_view_model_LDADD = $(SD_APP_LIBS) $(SD_CONTROLLER_LIBS) $(SD_PROVIDER_LIBS) $(SD_UI_LIBS) \
 	$(SD_PROTO_LIBS) $(SD_MARKET_LIBS) $(SD_ENGINE_LIBS) $(UV_LIBS)
+
+# The revocation pane marks the autopilot's replacements.
+TESTS += tests/app/test-ui-autopilot-revocations.sh
+EXTRA_DIST += tests/app/test-ui-autopilot-revocations.sh

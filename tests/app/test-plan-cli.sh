@@ -142,3 +142,27 @@ $PLAN --gpus k80 --sizes 1 --spot --policy autopilot --autopilot '{"deadline": "
 grep -q "policy autopilot" "$T/ap2" || { cat "$T/ap2"; fail "the header does not name the policy"; }
 grep -q "P(<2h00m)" "$T/ap2" || { cat "$T/ap2"; fail "the objective's deadline is not the table's"; }
 ok "--policy autopilot: $(grep 'K80 spot' "$T/ap2" | tr -s ' ')"
+
+# The sim market's knobs and a measured speed: a hazard 30 times the
+# market's revokes more, boots scaled down shorten the run, and a speed
+# factor of 2 halves the training time.
+expect_error "bad hazard scale" "^spotdeck plan: --hazard-scale: '0': expected a positive number$" \
+	$PLAN --hazard-scale 0
+for k in "" "--hazard-scale 30" "--speed-factor 2" "--boot-scale 0.03"; do
+	# shellcheck disable=SC2086 # the knob and its value are two words
+	$PLAN --gpus k80 --sizes 4 --spot --runs 400 --replace same --json $k >"$T/knob${k:+-${k#--}}.json" ||
+		fail "plan $k"
+done
+python3 - "$T" <<'PY' || fail "sim knobs"
+import json, sys
+d = sys.argv[1]
+r = {k: json.load(open("%s/knob%s.json" % (d, k)))["configurations"][0]
+     for k in ("", "-hazard-scale 30", "-speed-factor 2", "-boot-scale 0.03")}
+base, hz, sp, bt = r[""], r["-hazard-scale 30"], r["-speed-factor 2"], r["-boot-scale 0.03"]
+assert hz["revocations_mean"] > 3 * base["revocations_mean"], (hz["revocations_mean"], base["revocations_mean"])
+t0, t2 = base["time_s"]["median"], sp["time_s"]["median"]
+assert 0.45 < t2 / t0 < 0.6, (t0, t2)
+assert bt["time_s"]["median"] < t0 - 30, (bt["time_s"]["median"], t0)
+print("ok: revocations a run %.2f -> %.2f at hazard 30; median %.0f s -> %.0f s at speed 2, %.0f s with boots x0.03"
+      % (base["revocations_mean"], hz["revocations_mean"], t0, t2, bt["time_s"]["median"]))
+PY

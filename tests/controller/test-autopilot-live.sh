@@ -1,24 +1,30 @@
 #!/bin/sh
 # tests/controller/test-autopilot-live.sh - the live autopilot on the sim market keeps
-# a run going with no operator command: two K80 spot servers, a hazard
-# scale that revokes them within seconds (300: an hour of the market in
-# 12 s), the job's "autopilot" with a 5-minute deadline.  The run must
+# a run going with no operator command: three K80 spot servers on the sim
+# market at the hazard scale the issue names (30: an hour of the market in
+# 2 minutes), the job's "autopilot" with a 10-minute deadline.  Market
+# seed 250 revokes all three first servers within 80 s of market time (at
+# 0, 19 and 78 s for servers requested at once; found by launching them on
+# the market model with seeds 1 to 400, the only seed that does), and 24
+# epochs of the MLP keep the run going past that, so that 3 revocations do
+# not hang on how fast this machine trains.  The run must
 # finish (a "done" event) after at least 3 revocations, with no command by
 # the operator; every command it ran says by: autopilot, and each came
 # after its "decided" and "pending" events (same action, announced at
 # least 4.5 s before: the announcement is there to be read and held),
 # whose reason names the action and the planner's figures (P(done by
-# deadline) before and after, expected cost), also given as numbers.
+# deadline) before and after, expected cost), also given as numbers (with
+# no server left, a move has no cost or time before it: "-" and null).
 # Then the same job with a bad autopilot key stops before any server is
 # rented, with one line naming the field.
 exec python3 - <<'PY'
-import sys, os, json
+import sys, os, json, re
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 cluster = ["gce/us-east1-c/k80/spot", "gce/us-central1-c/k80/spot", "gce/europe-west1-b/k80/spot"]
-J = job(model="mlp", epochs=16, workers=0, checkpoint_every=100, log_every=50,
-        hazard_scale=600, boot_scale=0.03, notice_scale=0.1, market_seed=5, cluster=cluster,
-        autopilot={"deadline": "5m", "every": "20s", "hold": "10s",
+J = job(model="mlp", epochs=24, workers=0, checkpoint_every=100, log_every=50,
+        hazard_scale=30, boot_scale=0.03, notice_scale=0.1, market_seed=250, cluster=cluster,
+        autopilot={"deadline": "10m", "every": "20s", "hold": "10s",
                    "allow": ["gce/*/*/spot"], "max_servers": 3})
 r = Run(J)
 done = r.wait(lambda e: e.get("type") in ("done", "error") or
@@ -46,9 +52,12 @@ for c in cmds:
     if c["t"] - p["t"] < 4.5:
         fail("%s ran %.1f s after its announcement, expected 5 s" % (c["command"], c["t"] - p["t"]))
     want = c["command"].split()[0] + " "
-    if not d["reason"].startswith(want) or "P(done by deadline)" not in d["reason"] or "expected cost $" not in d["reason"]:
+    if not d["reason"].startswith(want) or "P(done by deadline)" not in d["reason"] or \
+       not re.search(r"expected cost (\$[0-9.]+|-) -> \$[0-9.]+", d["reason"]):
         fail("%s: reason without its action or figures: %s" % (c["command"], d["reason"]))
     for k in ("p_before", "p_after", "cost_before", "cost_after", "time_before", "time_after"):
+        if d.get(k) is None and k.endswith("_before") and "expected cost - ->" in d["reason"]:
+            continue
         if not isinstance(d.get(k), (int, float)):
             fail("%s: decided event without %s: %s" % (c["command"], k, json.dumps(d)))
     if not (0 <= d["p_before"] <= 1 and 0 <= d["p_after"] <= 1 and d["cost_after"] > 0):

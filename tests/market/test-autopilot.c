@@ -188,6 +188,138 @@ static void test_leaves_burst_zone(void)
 	CHECK_INT(count(n, SD_AUTOPILOT_SWAP), 0);
 }
 
+/* Prices with the east P100 pool far cheaper than the rest: the offer
+ * worth waiting for. */
+static double *cheap_east_prices(void)
+{
+	double *price = calloc((size_t)cat->noffers, sizeof *price);
+	for (int i = 0; i < cat->noffers; i++)
+		price[i] = cat->offers[i].usd_per_hour;
+	price[offer(P100_EAST)->index] = 0.2;
+	return price;
+}
+
+/* The cheap pool's zone is in a revocation burst and no server is left:
+ * with time to spare it waits for the burst to pass (nothing, saying so,
+ * flagged as a wait) rather than paying for a dearer pool; when the
+ * deadline has no room for the wait, it adds the dearer pool at once. */
+static void test_waits_for_burst(void)
+{
+	double *price = cheap_east_prices();
+	const struct sd_offer *east = offer(P100_EAST);
+	struct sd_autopilot_revocation rv[2] = { { east, 300, false }, { east, 240, false } };
+	struct sd_autopilot_objective o = deadline(6 * 3600);
+	struct sd_autopilot_state st = state(P100_EAST, 0, 0.1, 900);
+	st.images_total = 3 * SEEDS_JOB;
+	st.usd_per_hour = price;
+	st.revocations = rv;
+	st.nrevocations = 2;
+	int n = decide(&o, &st);
+	CHECK_INT(n, 1);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_NOTHING);
+	CHECK(act[0].waiting, "%s", act[0].reason);
+	/* The burst passes an hour after the older of the two revocations. */
+	CHECK(strstr(act[0].reason, "waiting 55 min for the revocation burst in us-east1-c") != NULL, "%s",
+	      act[0].reason);
+	/* 25 minutes to the deadline: no time to wait, the dearer pool now. */
+	o = deadline(900 + 25 * 60);
+	n = decide(&o, &st);
+	CHECK(count(n, SD_AUTOPILOT_ADD) >= 1, "%s", act[0].reason);
+	for (int i = 0; i < n; i++)
+		CHECK(!act[i].waiting, "%s", act[i].reason);
+	for (int i = 0; i < n; i++)
+		CHECK(!act[i].offer || act[i].offer->zone_index != east->zone_index, "%s", act[i].reason);
+	free(price);
+}
+
+/* The cheap pool refused a request a minute ago: with time to spare it is
+ * asked again (its wait is not billed), not a dearer one; with no time to
+ * spare the dearer one is taken. */
+static void test_waits_for_refusing_pool(void)
+{
+	double *price = cheap_east_prices();
+	const struct sd_offer *east = offer(P100_EAST);
+	struct sd_autopilot_revocation rv[1] = { { east, 60, true } };
+	struct sd_autopilot_objective o = deadline(900 + 90 * 60);
+	struct sd_autopilot_state st = state(P100_EAST, 0, 0.0, 900);
+	st.images_total = 3 * SEEDS_JOB;
+	st.usd_per_hour = price;
+	st.revocations = rv;
+	st.nrevocations = 1;
+	int n = decide(&o, &st);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_ADD);
+	CHECK(act[0].offer == east, "%s", act[0].reason);
+	CHECK(strstr(act[0].reason, "which refuses") != NULL, "%s", act[0].reason);
+	o = deadline(900 + 45 * 60);
+	n = decide(&o, &st);
+	CHECK(count(n, SD_AUTOPILOT_ADD) >= 1, "%s", act[0].reason);
+	CHECK(act[0].kind == SD_AUTOPILOT_ADD && act[0].offer != east, "%s", act[0].reason);
+	free(price);
+}
+
+/* Prices older than the objective's limit: it holds, says so, and moves
+ * nothing even when the deadline slips; within the limit it adds. */
+static void test_holds_on_stale_prices(void)
+{
+	struct sd_autopilot_objective o = deadline(3600);
+	struct sd_autopilot_state st = state(P100_EAST, 1, 0.5, 1800);
+	st.price_age_seconds = 3600 + 90;
+	int n = decide(&o, &st);
+	CHECK_INT(n, 1);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_NOTHING);
+	CHECK(strstr(act[0].reason, "holding, the newest price is 61 min old (limit 60 min)") != NULL, "%s",
+	      act[0].reason);
+	st.price_age_seconds = 3500;
+	n = decide(&o, &st);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_ADD);
+	/* The limit is the job's. */
+	char *why = NULL;
+	CHECK_INT(sd_autopilot_objective_parse_text(&o, "{\"deadline\": \"1h\", \"max_price_age\": \"3h\"}", cat,
+	                                            "job.json", &why), 0);
+	CHECK(o.max_price_age_seconds == 3 * 3600, "%g", o.max_price_age_seconds);
+	o.deadline_seconds = 3600;
+	st.price_age_seconds = 2 * 3600 + 60;
+	n = decide(&o, &st);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_ADD);
+	CHECK_INT(sd_autopilot_objective_parse_text(&o, "{\"deadline\": \"1h\", \"max_price_age\": 0}", cat,
+	                                            "job.json", &why), -1);
+	CHECK(why && strstr(why, "autopilot.max_price_age") != NULL, "%s", why ? why : "");
+	free(why);
+}
+
+/* The last training server in a burst zone, with much work since the last
+ * checkpoint: not swapped out (the work would be lost), a checkpoint asked
+ * for instead, saying why; with the work saved, swapped. */
+static void test_checkpoint_guard(void)
+{
+	const struct sd_offer *east = offer(P100_EAST);
+	struct sd_autopilot_revocation rv[2] = { { east, 300, false }, { east, 240, false } };
+	struct sd_autopilot_objective o = deadline(6 * 3600);
+	struct sd_autopilot_state st = state(P100_EAST, 1, 0.3, 3600);
+	st.images_total = 3 * SEEDS_JOB;
+	st.revocations = rv;
+	st.nrevocations = 2;
+	st.checkpoint_lost_images = 0.05 * st.images_total;
+	int n = decide(&o, &st);
+	CHECK_INT(count(n, SD_AUTOPILOT_SWAP), 0);
+	CHECK_INT(count(n, SD_AUTOPILOT_DROP), 0);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_CHECKPOINT);
+	CHECK(strstr(act[0].reason, "s0 is the last training server and moving it would lose 1228800 images") != NULL,
+	      "%s", act[0].reason);
+	/* 1 % of the job since the checkpoint: within the limit, it moves. */
+	st.checkpoint_lost_images = 0.01 * st.images_total;
+	n = decide(&o, &st);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_SWAP);
+	/* Another server trains beside it: nothing is lost, it moves. */
+	st = state(P100_EAST, 2, 0.3, 3600);
+	st.images_total = 3 * SEEDS_JOB;
+	st.revocations = rv;
+	st.nrevocations = 2;
+	st.checkpoint_lost_images = 0.05 * st.images_total;
+	n = decide(&o, &st);
+	CHECK(count(n, SD_AUTOPILOT_SWAP) >= 1, "%s", act[0].reason);
+}
+
 /* Every limit while the deadline is hopeless, so the autopilot wants more. */
 static void test_limits(void)
 {
@@ -459,6 +591,10 @@ int main(void)
 	test_adds_when_deadline_slips();
 	test_swap_only_when_it_pays();
 	test_leaves_burst_zone();
+	test_waits_for_burst();
+	test_waits_for_refusing_pool();
+	test_holds_on_stale_prices();
+	test_checkpoint_guard();
 	test_limits();
 	test_no_flapping();
 	test_checkpoint();

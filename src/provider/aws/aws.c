@@ -566,6 +566,8 @@ static void on_prices(void *arg, const struct sd_http_response *r)
 		                       r->status == 200 ? err : r->status ? "HTTP error" : r->error);
 		return;
 	}
+	/* The prices are the market's as of now, changed or not. */
+	p->c.cc.priced_at = sd_cloud_wall_now();
 	/* Each AZ's price now: its newest item (EC2 lists the price in effect
 	 * at StartTime and every change since; ISO 8601 stamps in one form
 	 * order as text). */
