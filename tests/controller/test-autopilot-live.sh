@@ -34,7 +34,8 @@ if done["type"] != "done":
 ev = r.events
 revs = [e for e in ev if e["type"] == "revoked" and not e.get("capped")]
 if len(revs) < 3:
-    fail("%d revocations before the end, expected at least 3 (the market's seed changed?)" % len(revs))
+    fail("%d revocations before the end, expected at least 3 (the market's seed changed?); the run: %s"
+         % (len(revs), "; ".join("%.1f %s %s" % (e["t"], e["type"], e.get("server") or e.get("command") or e.get("action") or "") for e in ev if e["type"] in ("acquired", "revoked", "command", "released", "done") or (e["type"] == "autopilot" and e.get("what") == "decided"))))
 cmds = [e for e in ev if e["type"] == "command"]
 if not cmds:
     fail("the autopilot ran no command")
