@@ -42,6 +42,12 @@ tests_bench_bench_conv_SOURCES = tests/bench/bench-conv.c tests/bench/timing.h
 tests_bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_conv_LDADD = $(SD_ENGINE_LIBS)
 
+# The fused batch-norm kernels at the resnet32 shapes, forward and backward,
+# against a plain copy: run it by hand (tests/bench/bench-bn [-t threads] [-c]).
+noinst_PROGRAMS += tests/bench/bench-bn
+tests_bench_bench_bn_SOURCES = tests/bench/bench-bn.c tests/bench/timing.h
+tests_bench_bench_bn_LDADD = $(SD_ENGINE_LIBS)
+
 # Whole models on both convolution paths: gradients, training, determinism
 # and checkpoints across paths (SKIPs without oneDNN).
 check_PROGRAMS += tests/test-conv-paths
