@@ -70,9 +70,9 @@ static int sd_block_of(int count, int parts, int i)
 	return (int)((long)count * i / parts);
 }
 
-/* Inside "omp parallel": the loop over tasks [0, count) that "omp for
- * schedule(static)" would give this thread (a contiguous run, in thread
- * order), run from its end: "cache order" above. */
+/* Inside "omp parallel": this thread's share of tasks [0, count), a
+ * contiguous run in thread order as "omp for schedule(static)" would give
+ * (to within one task), run from its end: "cache order" above. */
 #define SD_TASKS_BACKWARDS(t, count)                                               \
 	for (int t##_me = omp_get_thread_num(), t##_nt = omp_get_num_threads(),     \
 	         t = sd_block_of((count), t##_nt, t##_me + 1) - 1;                  \
@@ -163,7 +163,7 @@ static void sd_fold(double *out, const float *lanes, int blk)
  * squared deviations) are merged in double, from the group's last sample
  * to its first, with Chan's pairwise update.  A float sum of n values is good to about n 2^-24
  * relative at worst; with 4 (sums) or 2 (deviations) accumulators per lane
- * n is at most hw / 4 per accumulator. */
+ * n is at most hw / 2 per accumulator. */
 
 /* s = per-lane sums of x over count floats. */
 static inline __attribute__((always_inline)) void
