@@ -9,16 +9,28 @@
  * and its backward reads dy, y and x twice and writes dx and the residual's
  * gradient once.
  *
- * Reproducibility: statistics are summed per fixed group of samples (the
- * groups depend on the batch and the channel count, never on the thread
- * count) in double precision, and the groups are added in order; every
+ * Reproducibility: statistics are summed per plane (one sample, one
+ * channel block) in float, the planes merged in double per fixed group of
+ * samples (the groups depend on the batch and the channel count, never on
+ * the thread count) in a fixed order, and the groups merged in order; every
  * other output element is written by one thread.  So the results are the
  * same bits for any number of OpenMP threads.
  *
- * Speed: the build targets baseline x86-64, so the per-element loops are
- * also compiled for AVX2 and AVX-512 and the best one the CPU has runs
- * (GCC's target_clones, which picks by CPU feature).  The clones compute
- * the same operations in the same order.
+ * Speed: these passes are bound by memory, so each reads its tensors once
+ * with whole-register vectors (16 floats) and few operations per element:
+ * float sums in registers, double only once per plane.  The build targets
+ * baseline x86-64, so the per-element loops are also compiled for AVX2 and
+ * AVX-512 and the best one the CPU has runs (GCC's target_clones, which
+ * picks by CPU feature).  The clones compute the same operations in the
+ * same order.
+ *
+ * Cache order: the statistics pass of each thread walks its samples from
+ * the last to the first, and the pass after it from the first to the last.
+ * The tensor's producer (a convolution, or the statistics pass itself)
+ * wrote or read it from first to last, so each pass starts on the samples
+ * still in the core's own cache (a ResNet's planes are 1 to 8 MiB, the
+ * core's L2 about 2 MiB).  Only the order of whole planes changes; the
+ * merges are in the same fixed order whatever the thread count.
  */
 #include "engine/layers.h"
 
@@ -58,6 +70,14 @@ static int sd_block_of(int count, int parts, int i)
 	return (int)((long)count * i / parts);
 }
 
+/* Inside "omp parallel": this thread's share of tasks [0, count), a
+ * contiguous run in thread order as "omp for schedule(static)" would give
+ * (to within one task), run from its end: "cache order" above. */
+#define SD_TASKS_BACKWARDS(t, count)                                               \
+	for (int t##_me = omp_get_thread_num(), t##_nt = omp_get_num_threads(),     \
+	         t = sd_block_of((count), t##_nt, t##_me + 1) - 1;                  \
+	     t >= sd_block_of((count), t##_nt, t##_me); t--)
+
 /* ------------------------------------------------------------- layouts */
 
 void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, int blk)
@@ -88,177 +108,232 @@ void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, 
 	}
 }
 
-/* ------------------------------------------------ vectors of 4 lanes
+/* ------------------------------------------------ vectors of 16 lanes
  *
- * The loops below run over whole pixels: blk channel lanes (8 or 16) of
- * floats, in groups of 4 (G = blk / 4 groups).  NCHW planes (blk 1) run
- * over 8 consecutive pixels of one channel at a time, G = 2, every lane
- * the same channel.  GCC's vector extensions keep the lanes in registers on
- * every target (two SSE2 halves, one AVX2 register, or part of an AVX-512
- * one); sums are in double, 4 lanes per vector. */
-typedef float sd_v4f __attribute__((vector_size(16)));
-typedef int sd_v4i __attribute__((vector_size(16)));
-typedef double sd_v4d __attribute__((vector_size(32)));
+ * The batch-norm loops run over one plane (one sample, one channel block:
+ * hw blk floats) 16 floats at a time: one pixel of 16 channels (blk 16), two
+ * pixels of 8 channels (blk 8: lane j is channel j % 8) or 16 pixels of one
+ * channel (NCHW, blk 1: every lane the same channel).  GCC's vector
+ * extensions keep the 16 lanes in one AVX-512 register, two AVX2 ones or
+ * four SSE2 ones: each clone does the same operations in the same order.
+ * A plane's length is a multiple of 16 except in NCHW and in blk 8 with an
+ * odd hw; that tail runs element by element, each element on the lane it
+ * would have had in a whole vector.  Loads and stores are macros: a function
+ * taking or returning a 64-byte vector would change ABI between clones. */
+#define SD_VL 16
+typedef float sd_vf __attribute__((vector_size(SD_VL * sizeof(float))));
+typedef int sd_vi __attribute__((vector_size(SD_VL * sizeof(int))));
 
-static inline sd_v4f sd_ld(const float *p)
-{
-	sd_v4f v;
-	memcpy(&v, p, sizeof v);
-	return v;
-}
-
-static inline void sd_st(float *p, sd_v4f v)
-{
-	memcpy(p, &v, sizeof v);
-}
-
-/* 4 floats widened to doubles (a macro: a function returning a 32-byte
- * vector would have a different ABI in the AVX clones). */
-#define sd_wide(v) __builtin_convertvector((v), sd_v4d)
-
+#define SD_LD(p) __extension__({ sd_vf v_; memcpy(&v_, (p), sizeof v_); v_; })
+#define SD_ST(p, v) do { sd_vf v_ = (v); memcpy((p), &v_, sizeof v_); } while (0)
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
-static inline sd_v4f sd_mask_pos(sd_v4f v, sd_v4f keep)
+#define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
+
+/* The channel (within its block) of lane j in layout blk. */
+static inline int sd_lane_ch(int j, int blk)
 {
-	const sd_v4f zero = { 0.0f, 0.0f, 0.0f, 0.0f };
-	return (sd_v4f)((sd_v4i)v & (keep > zero));
+	return blk == 16 ? j : blk == 8 ? j % 8 : 0;
 }
 
-/* Pixels of layout blk handled per vector step, and groups of 4 in it. */
-static inline int sd_step(int blk)
+/* Per-lane constants of channel block cb: lane j gets the value of its
+ * channel. */
+static void sd_lanes(float *dst, const float *per_channel, int cb, int blk)
 {
-	return blk == 1 ? 8 : blk;
+	for (int j = 0; j < SD_VL; j++)
+		dst[j] = per_channel[cb * blk + sd_lane_ch(j, blk)];
 }
 
-/* ------------------------------------------------ batch-norm statistics */
+/* The 16 lane values added per channel of the block, in lane order, in
+ * double: out gets blk values. */
+static void sd_fold(double *out, const float *lanes, int blk)
+{
+	for (int ch = 0; ch < blk; ch++)
+		out[ch] = 0.0;
+	for (int j = 0; j < SD_VL; j++)
+		out[sd_lane_ch(j, blk)] += lanes[j];
+}
 
-/* Sums of x and x^2 over count floats of one plane, per lane group
- * (G groups of 4 lanes; count a multiple of 4 G except in NCHW, whose tail
- * goes to lane 0 upwards). */
+/* ------------------------------------------------ batch-norm statistics
+ *
+ * Mean and variance in blocks: each plane (hw values per channel, at most
+ * a few thousand) is summed in float, then its squared deviations from its
+ * own mean are summed in float while the plane is still in the core's
+ * cache (the corrected two-pass algorithm, Chan, Golub & LeVeque 1983:
+ * no cancellation whatever the mean), and the planes' (count, mean, sum of
+ * squared deviations) are merged in double, from the group's last sample
+ * to its first, with Chan's pairwise update.  A float sum of n values is good to about n 2^-24
+ * relative at worst; with 4 (sums) or 2 (deviations) accumulators per lane
+ * n is at most hw / 2 per accumulator. */
+
+/* s = per-lane sums of x over count floats. */
 static inline __attribute__((always_inline)) void
-sd_sums_g(const float *restrict x, size_t count, int G, sd_v4d *restrict s, sd_v4d *restrict q)
+sd_plane_sum(float *restrict s, const float *restrict x, size_t count)
 {
+	sd_vf a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
 	size_t i = 0;
-	const size_t step = 4 * (size_t)G;
-	for (; i + step <= count; i += step)
-		for (int k = 0; k < G; k++) {
-			sd_v4d v = sd_wide(sd_ld(x + i + 4 * k));
-			s[k] += v;
-			q[k] += v * v;
-		}
+	for (; i + 4 * SD_VL <= count; i += 4 * SD_VL) {
+		a0 += SD_LD(x + i);
+		a1 += SD_LD(x + i + SD_VL);
+		a2 += SD_LD(x + i + 2 * SD_VL);
+		a3 += SD_LD(x + i + 3 * SD_VL);
+	}
+	for (; i + SD_VL <= count; i += SD_VL)
+		a0 += SD_LD(x + i);
+	SD_ST(s, (a0 + a1) + (a2 + a3));
+	for (int j = 0; i < count; i++, j++)
+		s[j] += x[i];
+}
+
+/* d, q = per-lane sums of (x - m) and (x - m)^2 over count floats; m: 16
+ * lanes. */
+static inline __attribute__((always_inline)) void
+sd_plane_dev(float *restrict d, float *restrict q, const float *restrict x, size_t count,
+             const float *restrict m)
+{
+	const sd_vf mv = SD_LD(m);
+	sd_vf d0 = { 0 }, d1 = { 0 }, q0 = { 0 }, q1 = { 0 };
+	size_t i = 0;
+	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
+		sd_vf u0 = SD_LD(x + i) - mv, u1 = SD_LD(x + i + SD_VL) - mv;
+		d0 += u0;
+		q0 += u0 * u0;
+		d1 += u1;
+		q1 += u1 * u1;
+	}
+	for (; i + SD_VL <= count; i += SD_VL) {
+		sd_vf u = SD_LD(x + i) - mv;
+		d0 += u;
+		q0 += u * u;
+	}
+	SD_ST(d, d0 + d1);
+	SD_ST(q, q0 + q1);
 	for (int j = 0; i < count; i++, j++) {
-		double v = x[i];
-		s[j / 4][j % 4] += v;
-		q[j / 4][j % 4] += v * v;
+		float u = x[i] - m[j];
+		d[j] += u;
+		q[j] += u * u;
 	}
 }
 
-/* The lanes of G groups folded into blk per-channel sums (NCHW: all 8
- * lanes are the one channel). */
-static void sd_fold(double *out, const sd_v4d *acc, int G, int blk)
-{
-	if (blk == 1) {
-		out[0] = ((acc[0][0] + acc[0][1]) + (acc[0][2] + acc[0][3])) +
-		         ((acc[1][0] + acc[1][1]) + (acc[1][2] + acc[1][3]));
-		return;
-	}
-	for (int k = 0; k < G; k++)
-		for (int j = 0; j < 4; j++)
-			out[4 * k + j] = acc[k][j];
-}
-
-/* Sums of x and x^2 per channel lane of channel block cb over samples
- * [i0, i1): s, q: blk doubles each, overwritten. */
+/* Mean and sum of squared deviations of each channel of block cb over
+ * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
 SD_CLONES
-static void sd_bn_sums(double *s, double *q, const float *x, int i0, int i1, int cb, int ncb,
-                       int hw, int blk)
+static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
+                        int ncb, int hw, int blk)
 {
-	sd_v4d as[4] = { 0 }, aq[4] = { 0 };
-	const int G = sd_step(blk) / 4;
 	const size_t cnt = (size_t)hw * blk;
-	for (int i = i0; i < i1; i++) {
+	const double nb = (double)hw;
+	float lanes[SD_VL], ml[SD_VL], dl[SD_VL], ql[SD_VL], mc[16];
+	double ps[16], pd[16], pq[16];
+	for (int ch = 0; ch < blk; ch++)
+		mean[ch] = m2[ch] = 0.0;
+	for (int i = i1 - 1; i >= i0; i--) {
 		const float *xp = x + sd_plane(i, cb, ncb, hw, blk);
-		if (G == 4)
-			sd_sums_g(xp, cnt, 4, as, aq);
-		else
-			sd_sums_g(xp, cnt, 2, as, aq);
+		sd_plane_sum(lanes, xp, cnt);
+		sd_fold(ps, lanes, blk);
+		for (int ch = 0; ch < blk; ch++)
+			mc[ch] = (float)(ps[ch] / nb);
+		for (int j = 0; j < SD_VL; j++)
+			ml[j] = mc[sd_lane_ch(j, blk)];
+		sd_plane_dev(dl, ql, xp, cnt, ml);
+		sd_fold(pd, dl, blk);
+		sd_fold(pq, ql, blk);
+		const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
+		for (int ch = 0; ch < blk; ch++) {
+			/* The plane's own mean and squared deviations (the sum of
+			 * the deviations corrects for mc's rounding), merged. */
+			const double mb = (double)mc[ch] + pd[ch] / nb;
+			double m2b = pq[ch] - pd[ch] * pd[ch] / nb;
+			if (m2b < 0.0)
+				m2b = 0.0;
+			const double delta = mb - mean[ch];
+			mean[ch] += delta * (nb / nn);
+			m2[ch] += m2b + delta * delta * (na * nb / nn);
+		}
 	}
-	sd_fold(s, as, G, blk);
-	sd_fold(q, aq, G, blk);
 }
 
-/* dz = relu ? (y > 0 ? dy : 0) : dy; sums of dz and dz (x - mean) per lane
- * group, as sd_sums_g.  mean: 4 G lanes. */
+/* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
+ * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes. */
 static inline __attribute__((always_inline)) void
-sd_bwd_sums_g(const float *restrict dy, const float *restrict y, const float *restrict x,
-              size_t count, int G, const float *restrict mean, int relu, sd_v4d *restrict s,
-              sd_v4d *restrict q)
+sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
+                  const float *restrict y, const float *restrict x, size_t count,
+                  const float *restrict mean, int relu)
 {
-	sd_v4d m[4];
-	for (int k = 0; k < G; k++)
-		m[k] = sd_wide(sd_ld(mean + 4 * k));
+	const sd_vf mv = SD_LD(mean);
+	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
-	const size_t step = 4 * (size_t)G;
-	for (; i + step <= count; i += step)
-		for (int k = 0; k < G; k++) {
-			sd_v4f g = sd_ld(dy + i + 4 * k);
-			if (relu)
-				g = sd_mask_pos(g, sd_ld(y + i + 4 * k));
-			sd_v4d gd = sd_wide(g);
-			s[k] += gd;
-			q[k] += gd * (sd_wide(sd_ld(x + i + 4 * k)) - m[k]);
+	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
+		sd_vf g0 = SD_LD(dy + i), g1 = SD_LD(dy + i + SD_VL);
+		if (relu) {
+			g0 = SD_MASK_POS(g0, SD_LD(y + i));
+			g1 = SD_MASK_POS(g1, SD_LD(y + i + SD_VL));
 		}
+		s0 += g0;
+		q0 += g0 * (SD_LD(x + i) - mv);
+		s1 += g1;
+		q1 += g1 * (SD_LD(x + i + SD_VL) - mv);
+	}
+	for (; i + SD_VL <= count; i += SD_VL) {
+		sd_vf g = SD_LD(dy + i);
+		if (relu)
+			g = SD_MASK_POS(g, SD_LD(y + i));
+		s0 += g;
+		q0 += g * (SD_LD(x + i) - mv);
+	}
+	SD_ST(s, s0 + s1);
+	SD_ST(q, q0 + q1);
 	for (int j = 0; i < count; i++, j++) {
 		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-		s[j / 4][j % 4] += g;
-		q[j / 4][j % 4] += (double)g * ((double)x[i] - mean[j]);
+		s[j] += g;
+		q[j] += g * (x[i] - mean[j]);
 	}
 }
 
+/* Sums of dz and dz (x - mean) per channel of block cb over samples
+ * [i0, i1): s, q: blk doubles each, overwritten; each plane in float,
+ * the planes added in double from the last sample to the first. */
 SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
                            const float *x, const float *mean_lanes, int relu, int i0, int i1,
                            int cb, int ncb, int hw, int blk)
 {
-	sd_v4d as[4] = { 0 }, aq[4] = { 0 };
-	const int G = sd_step(blk) / 4;
 	const size_t cnt = (size_t)hw * blk;
-	for (int i = i0; i < i1; i++) {
+	float sl[SD_VL], ql[SD_VL];
+	double ps[16], pq[16];
+	for (int ch = 0; ch < blk; ch++)
+		s[ch] = q[ch] = 0.0;
+	for (int i = i1 - 1; i >= i0; i--) {
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		if (G == 4)
-			sd_bwd_sums_g(dy + off, y + off, x + off, cnt, 4, mean_lanes, relu, as, aq);
-		else if (relu)
-			sd_bwd_sums_g(dy + off, y + off, x + off, cnt, 2, mean_lanes, 1, as, aq);
+		if (relu)
+			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 1);
 		else
-			sd_bwd_sums_g(dy + off, y + off, x + off, cnt, 2, mean_lanes, 0, as, aq);
+			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 0);
+		sd_fold(ps, sl, blk);
+		sd_fold(pq, ql, blk);
+		for (int ch = 0; ch < blk; ch++) {
+			s[ch] += ps[ch];
+			q[ch] += pq[ch];
+		}
 	}
-	sd_fold(s, as, G, blk);
-	sd_fold(q, aq, G, blk);
 }
 
 /* -------------------------------------------------- batch-norm passes */
 
 /* y = act((x - mean) scale + shift (+ r)) over one plane of count floats;
- * mean, scale, shift: 4 G lanes. */
+ * mean, scale, shift: 16 lanes. */
 static inline __attribute__((always_inline)) void
-sd_bn_apply_g(float *restrict y, const float *restrict x, const float *restrict r, size_t count,
-              int G, const float *restrict mean, const float *restrict scale,
+sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict r, size_t count,
+              const float *restrict mean, const float *restrict scale,
               const float *restrict shift, int relu)
 {
-	sd_v4f mu[4], sc[4], sh[4];
-	for (int k = 0; k < G; k++) {
-		mu[k] = sd_ld(mean + 4 * k);
-		sc[k] = sd_ld(scale + 4 * k);
-		sh[k] = sd_ld(shift + 4 * k);
-	}
+	const sd_vf mu = SD_LD(mean), sc = SD_LD(scale), sh = SD_LD(shift);
 	size_t i = 0;
-	const size_t step = 4 * (size_t)G;
-	for (; i + step <= count; i += step)
-		for (int k = 0; k < G; k++) {
-			sd_v4f v = (sd_ld(x + i + 4 * k) - mu[k]) * sc[k] + sh[k];
-			if (r)
-				v += sd_ld(r + i + 4 * k);
-			sd_st(y + i + 4 * k, relu ? sd_mask_pos(v, v) : v);
-		}
+	for (; i + SD_VL <= count; i += SD_VL) {
+		sd_vf v = (SD_LD(x + i) - mu) * sc + sh;
+		if (r)
+			v += SD_LD(r + i);
+		SD_ST(y + i, relu ? SD_MASK_POS(v, v) : v);
+	}
 	for (int j = 0; i < count; i++, j++) {
 		float v = (x[i] - mean[j]) * scale[j] + shift[j];
 		if (r)
@@ -268,54 +343,37 @@ sd_bn_apply_g(float *restrict y, const float *restrict x, const float *restrict 
 }
 
 SD_CLONES
-static void sd_bn_apply(float *y, const float *x, const float *r, size_t count, int blk,
+static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
                         const float *mean, const float *scale, const float *shift, int relu)
 {
-	/* Specialised per (lane groups, residual, relu): no test in the loop. */
-	if (sd_step(blk) == 16) {
-		if (r)
-			relu ? sd_bn_apply_g(y, x, r, count, 4, mean, scale, shift, 1)
-			     : sd_bn_apply_g(y, x, r, count, 4, mean, scale, shift, 0);
-		else
-			relu ? sd_bn_apply_g(y, x, NULL, count, 4, mean, scale, shift, 1)
-			     : sd_bn_apply_g(y, x, NULL, count, 4, mean, scale, shift, 0);
-	} else {
-		if (r)
-			relu ? sd_bn_apply_g(y, x, r, count, 2, mean, scale, shift, 1)
-			     : sd_bn_apply_g(y, x, r, count, 2, mean, scale, shift, 0);
-		else
-			relu ? sd_bn_apply_g(y, x, NULL, count, 2, mean, scale, shift, 1)
-			     : sd_bn_apply_g(y, x, NULL, count, 2, mean, scale, shift, 0);
-	}
+	/* Specialised per (residual, relu): no test in the loop. */
+	if (r)
+		relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1)
+		     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0);
+	else
+		relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1)
+		     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0);
 }
 
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
 static inline __attribute__((always_inline)) void
-sd_bn_bwd_apply_g(float *restrict dx, float *restrict dr, const float *restrict dy,
-                  const float *restrict y, const float *restrict x, size_t count, int G,
+sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
+                  const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu)
 {
-	sd_v4f mu[4], iv[4], a[4], b[4], d[4];
-	for (int k = 0; k < G; k++) {
-		mu[k] = sd_ld(mean + 4 * k);
-		iv[k] = sd_ld(is + 4 * k);
-		a[k] = sd_ld(k1 + 4 * k);
-		b[k] = sd_ld(mdy + 4 * k);
-		d[k] = sd_ld(mdyx + 4 * k);
-	}
+	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
+	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
-	const size_t step = 4 * (size_t)G;
-	for (; i + step <= count; i += step)
-		for (int k = 0; k < G; k++) {
-			sd_v4f g = sd_ld(dy + i + 4 * k);
-			if (relu)
-				g = sd_mask_pos(g, sd_ld(y + i + 4 * k));
-			sd_v4f xh = (sd_ld(x + i + 4 * k) - mu[k]) * iv[k];
-			sd_st(dx + i + 4 * k, a[k] * (g - b[k] - xh * d[k]));
-			if (dr)
-				sd_st(dr + i + 4 * k, g);
-		}
+	for (; i + SD_VL <= count; i += SD_VL) {
+		sd_vf g = SD_LD(dy + i);
+		if (relu)
+			g = SD_MASK_POS(g, SD_LD(y + i));
+		sd_vf xh = (SD_LD(x + i) - mu) * iv;
+		SD_ST(dx + i, a * (g - b - xh * d));
+		if (dr)
+			SD_ST(dr + i, g);
+	}
 	for (int j = 0; i < count; i++, j++) {
 		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 		float xh = (x[i] - mean[j]) * is[j];
@@ -327,34 +385,15 @@ sd_bn_bwd_apply_g(float *restrict dx, float *restrict dr, const float *restrict 
 
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
-                            const float *x, size_t count, int blk, const float *mean,
-                            const float *is, const float *k1, const float *mdy,
-                            const float *mdyx, int relu)
+                            const float *x, size_t count, const float *mean, const float *is,
+                            const float *k1, const float *mdy, const float *mdyx, int relu)
 {
-	const int G = sd_step(blk) / 4;
-	if (G == 4) {
-		if (dr)
-			relu ? sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 1)
-			     : sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 0);
-		else
-			relu ? sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 1)
-			     : sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 4, mean, is, k1, mdy, mdyx, 0);
-	} else {
-		if (dr)
-			relu ? sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 1)
-			     : sd_bn_bwd_apply_g(dx, dr, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 0);
-		else
-			relu ? sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 1)
-			     : sd_bn_bwd_apply_g(dx, NULL, dy, y, x, count, 2, mean, is, k1, mdy, mdyx, 0);
-	}
-}
-
-/* Per-lane constants of channel block cb: sd_step(blk) lanes, lane j the
- * channel cb blk + j (NCHW: every lane channel cb). */
-static void sd_lanes(float *dst, const float *per_channel, int cb, int blk)
-{
-	for (int j = 0; j < sd_step(blk); j++)
-		dst[j] = per_channel[cb * blk + (blk == 1 ? 0 : j)];
+	if (dr)
+		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1)
+		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0);
+	else
+		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1)
+		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0);
 }
 
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
@@ -366,26 +405,28 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
-	/* Partial sums: task (cb, g) writes its 2 blk doubles. */
-	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
-	for (int t = 0; t < tasks; t++) {
+	/* Per group: task (cb, g) writes the mean and squared deviations of
+	 * its blk channels over its samples. */
+	#pragma omp parallel if (total >= SD_LAYERS_OMP_MIN)
+	SD_TASKS_BACKWARDS(t, tasks) {
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
-		sd_bn_sums(s, s + blk, x, sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb,
-		           ncb, hw, blk);
+		sd_bn_stats(s, s + blk, x, sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb,
+		            ncb, hw, blk);
 	}
 	for (int ch = 0; ch < c; ch++) {
 		const int cb = ch / blk, j = ch % blk;
-		double s = 0.0, q = 0.0;
+		/* The groups merged in order, as the planes were. */
+		double mu = 0.0, ss = 0.0, na = 0.0;
 		for (int g = 0; g < groups; g++) {
 			const double *pg = part + ((size_t)cb * groups + g) * 2 * blk;
-			s += pg[j];
-			q += pg[blk + j];
+			const double nb = (double)(sd_block_of(n, groups, g + 1) -
+			                           sd_block_of(n, groups, g)) * hw;
+			const double nn = na + nb, delta = pg[j] - mu;
+			mu += delta * (nb / nn);
+			ss += pg[blk + j] + delta * delta * (na * nb / nn);
+			na = nn;
 		}
-		double mu = s / (double)m;
-		double ss = q - s * mu;   /* sum of squared deviations */
-		if (ss < 0.0)
-			ss = 0.0;
 		double var = ss / (double)m;
 		double is = 1.0 / sqrt(var + (double)eps);
 		mean[ch] = (float)mu;
@@ -400,13 +441,13 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
-		float mu[16], scale[16], shift[16];
+		float mu[SD_VL], scale[SD_VL], shift[SD_VL];
 		sd_lanes(mu, mean, cb, blk);
 		sd_lanes(scale, scale_c, cb, blk);
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, blk, mu, scale,
-		            shift, relu);
+		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
+		            relu);
 	}
 }
 
@@ -422,13 +463,13 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 	#pragma omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
-		float mu[16], scale[16], shift[16];
+		float mu[SD_VL], scale[SD_VL], shift[SD_VL];
 		sd_lanes(mu, running_mean, cb, blk);
 		sd_lanes(scale, scale_c, cb, blk);
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, blk, mu, scale,
-		            shift, relu);
+		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
+		            relu);
 	}
 }
 
@@ -441,11 +482,11 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
 	float k1[SD_BN_CHANNELS_MAX], mdy[SD_BN_CHANNELS_MAX], mdyx[SD_BN_CHANNELS_MAX];
-	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
-	for (int t = 0; t < tasks; t++) {
+	#pragma omp parallel if (total >= SD_LAYERS_OMP_MIN)
+	SD_TASKS_BACKWARDS(t, tasks) {
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
-		float mu[16];
+		float mu[SD_VL];
 		sd_lanes(mu, mean, cb, blk);
 		sd_bn_bwd_sums(s, s + blk, dy, y, x, mu, relu, sd_block_of(n, groups, g),
 		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk);
@@ -471,7 +512,7 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
-		float mu[16], is[16], a[16], b[16], d[16];
+		float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL];
 		sd_lanes(mu, mean, cb, blk);
 		sd_lanes(is, invstd, cb, blk);
 		sd_lanes(a, k1, cb, blk);
@@ -479,7 +520,7 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 		sd_lanes(d, mdyx, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		sd_bn_bwd_apply(dx + off, dr ? dr + off : NULL, dy + off, y + off, x + off,
-		                (size_t)hw * blk, blk, mu, is, a, b, d, relu);
+		                (size_t)hw * blk, mu, is, a, b, d, relu);
 	}
 }
 

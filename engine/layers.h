@@ -230,9 +230,11 @@ int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int x
  * memory after the statistics: y = act(bn(x) + r), act = ReLU when relu is
  * set, else identity; r (same shape as x) may be NULL.  Statistics and the
  * running-average update as sd_batchnorm_forward_train, except that mean and
- * variance come from one pass of double-precision sums of x and x^2 (the
- * cancellation of E[x^2] - E[x]^2 costs about 1e-16 (1 + mean^2 / var)
- * relative in double: nothing at float32 precision).
+ * variance are computed per plane (one sample's hw pixels of a channel) in
+ * float with the two-pass algorithm, whose sums of squared deviations have
+ * no cancellation, and the planes merged in double (Chan's pairwise update):
+ * about 1e-7 relative, as the double-precision reference in
+ * tests/engine/test-layers checks.
  * x, y, r: (n, c, hw) in layout blk; gamma, beta, mean, invstd, running_*: (c). */
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
                                     float *running_mean, float *running_var,

@@ -74,3 +74,9 @@ tests_bench_bench_ui_LDADD = $(SD_UI_LIBS)
 EXTRA_DIST += tests/bench/cockpit-bench tests/bench/attach-bench
 # The cockpit's keypress to screen with 200 EC2 requests in flight (make bench).
 EXTRA_DIST += tests/bench/cloud-cockpit-bench
+
+# The fused batch-norm kernels at the resnet32 shapes, forward and backward,
+# against a plain copy: run it by hand (tests/bench/bench-bn [-t threads] [-c]).
+noinst_PROGRAMS += tests/bench/bench-bn
+tests_bench_bench_bn_SOURCES = tests/bench/bench-bn.c tests/bench/timing.h
+tests_bench_bench_bn_LDADD = $(SD_ENGINE_LIBS)

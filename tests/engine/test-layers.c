@@ -784,13 +784,18 @@ static void to_blk_d(double *dst, const double *src, int n, int c, int hw, int b
 				dst[blk_at(i, ch, p, c, hw, blk)] = src[((size_t)i * c + ch) * hw + p];
 }
 
+/* The mean of test_bn_act's x: 3 as after a convolution; far larger than
+ * the standard deviation (2) in the check that the statistics have no
+ * cancellation (E[x^2] - E[x]^2 in float would lose every digit at 1000). */
+static float bn_x_mean = 3.0f;
+
 /* The fused batch-norm (+ residual) (+ ReLU) of layers-blocked.c against the
  * textbook formulas in double, in NCHW, then placed in layout blk. */
 static void test_bn_act(int n, int c, int hw, int blk, int relu, int residual)
 {
 	char name[128];
-	snprintf(name, sizeof(name), "bn-act n%d c%d hw%d blk%d%s%s", n, c, hw, blk,
-	         residual ? " +res" : "", relu ? " relu" : "");
+	snprintf(name, sizeof(name), "bn-act n%d c%d hw%d blk%d%s%s mean %g", n, c, hw, blk,
+	         residual ? " +res" : "", relu ? " relu" : "", (double)bn_x_mean);
 	const size_t nx = (size_t)n * c * hw, m = (size_t)n * hw;
 	const float momentum = 0.1f, eps = 1e-5f;
 	float *x = falloc(nx), *r = falloc(nx), *y = falloc(nx), *gamma = falloc(c), *beta = falloc(c);
@@ -802,7 +807,7 @@ static void test_bn_act(int n, int c, int hw, int blk, int relu, int residual)
 	double *rdxb = dalloc(nx), *rdrb = dalloc(nx), *rdg = dalloc(c), *rdb = dalloc(c);
 	fill_normal(x, nx, 1.0f);
 	for (size_t i = 0; i < nx; i++)
-		x[i] = 3.0f + 2.0f * x[i];   /* mean far from 0, as after a convolution */
+		x[i] = bn_x_mean + 2.0f * x[i];   /* mean far from 0, as after a convolution */
 	fill_normal(r, nx, 1.0f);
 	fill_normal(dy, nx, 1.0f);
 	for (int i = 0; i < c; i++) {
@@ -1092,6 +1097,10 @@ int main(int argc, char **argv)
 		test_bn_act(16, 16, 1024, blk, 1, 1);
 		test_bn_act(16, 32, 256, blk, 1, 1);
 		test_bn_act(32, 64, 64, blk, 1, 1);
+		bn_x_mean = 1000.0f;
+		test_bn_act(16, 16, 1024, blk, 1, 1);
+		test_bn_act(8, 32, 1, blk, 0, 0);
+		bn_x_mean = 3.0f;
 		test_shortcut_pool(3, 32, 5, 5, 16, 2, blk);
 		test_shortcut_pool(16, 32, 16, 16, 16, 2, blk);
 		test_shortcut_pool(16, 64, 8, 8, 32, 2, blk);
