@@ -20,6 +20,16 @@ tests_bench_bench_conv_SOURCES = tests/bench/bench-conv.c tests/bench/timing.h
 tests_bench_bench_conv_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_conv_LDADD = $(SD_ENGINE_LIBS)
 
+# oneDNN bf16 convolutions against oneDNN fp32 at every resnet32 shape,
+# with the f32<->bf16 reorders a real step pays; run by hand (taskset -c 0
+# tests/bench/bench-conv-bf16 -t 1), it is not a test.  Needs oneDNN.
+if HAVE_DNNL
+noinst_PROGRAMS += tests/bench/bench-conv-bf16
+tests_bench_bench_conv_bf16_SOURCES = tests/bench/bench-conv-bf16.c tests/bench/timing.h
+tests_bench_bench_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
+tests_bench_bench_conv_bf16_LDADD = $(DNNL_LIBS)
+endif
+
 # Long soak (not a test): resnet20 on Fashion-MNIST padded to 32x32, 3 epochs
 # per convolution path, accuracies compared (tests/bench/soak-accuracy).
 noinst_PROGRAMS += tests/bench/soak-accuracy
