@@ -85,3 +85,8 @@ unsigned long sd_conv2d_dnnl_failures(void)
 {
 	return 0;
 }
+
+int sd_conv2d_dnnl_bf16_available(void)
+{
+	return 0;
+}

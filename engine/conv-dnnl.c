@@ -63,6 +63,7 @@ struct sd_dnnl_key {
 	int threads;        /* omp_get_max_threads() when built */
 	int xblk, yblk;     /* layout of our x and y buffers: 1 NCHW, 8 or 16 nChw8c/16c */
 	int native;         /* the kernels work on our layouts (else oneDNN picks, we reorder) */
+	int bf16;           /* bf16 x, w, dy into the kernels (SD_CONV_BF16), else float32 */
 };
 
 struct sd_dnnl_plan {
@@ -180,8 +181,10 @@ static int sd_arg_init(struct sd_dnnl_arg *a, const_dnnl_primitive_desc_t pd, dn
 
 /* Records a pass's kernel name and, for a JIT kernel, builds it.  oneDNN's
  * "ref:any" (naive loops) and "gemm:jit" (its own im2col + GEMM) kernels are
- * slower than our im2col path and are not used. */
-static void sd_pass_init(struct sd_dnnl_pass *p, const_dnnl_primitive_desc_t pd)
+ * slower than our im2col path and are not used.  A bf16 plan also takes
+ * "brgconv" (oneDNN's AMX and AVX512-BF16 block-GEMM convolution kernels,
+ * JIT-compiled as well); a float32 plan keeps the kernels it always had. */
+static void sd_pass_init(struct sd_dnnl_pass *p, const_dnnl_primitive_desc_t pd, int bf16)
 {
 	const char *impl = NULL;
 	if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
@@ -191,7 +194,8 @@ static void sd_pass_init(struct sd_dnnl_pass *p, const_dnnl_primitive_desc_t pd)
 	const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
 	if (sp)
 		p->scratch_md = *sp;
-	p->jit = !strncmp(impl, "jit", 3) && dnnl_primitive_create(&p->prim, pd) == dnnl_success;
+	int jit = !strncmp(impl, "jit", 3) || (bf16 && !strncmp(impl, "brg", 3));
+	p->jit = jit && dnnl_primitive_create(&p->prim, pd) == dnnl_success;
 }
 
 static void sd_plan_free(struct sd_dnnl_plan *p)
@@ -231,16 +235,27 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	 * always agrees with our output size. */
 	dnnl_dims_t strides = { s->stride, s->stride }, pad = { s->pad, s->pad };
 	/* src_p, w_p, dst_p: our buffers' layouts; *_any: what the kernels are
-	 * asked to take (their pick, or ours when the plan is native). */
-	const int native = p->key.native;
-	dnnl_memory_desc_t src_any, w_any, dst_any, src_p, w_p, dst_p;
+	 * asked to take (their pick, or ours when the plan is native).  A bf16
+	 * plan asks for bf16 inputs (x, w, dy) and float32 outputs (y, dx, dw)
+	 * in layouts of oneDNN's choosing: our float32 buffers are converted
+	 * anyway, and its bf16 kernels want their own layouts (native or not;
+	 * the outputs are reordered where their pick is not ours).  In float32
+	 * the input and output descriptors are the same ones. */
+	const int bf16 = p->key.bf16, native = p->key.native && !bf16;
+	const dnnl_data_type_t in_t = bf16 ? dnnl_bf16 : dnnl_f32;
+	dnnl_memory_desc_t src_any, w_any, dst_any, src_p, w_p, dst_p, dsrc_any, dw_any, ddst_any;
 	dnnl_memory_desc_init_by_tag(&src_p, 4, src_d, dnnl_f32, sd_act_tag(p->key.xblk));
 	dnnl_memory_desc_init_by_tag(&w_p, 4, w_d, dnnl_f32, dnnl_oihw);
 	dnnl_memory_desc_init_by_tag(&dst_p, 4, dst_d, dnnl_f32, sd_act_tag(p->key.yblk));
-	dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, dnnl_f32,
+	dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, in_t,
 	                             native ? sd_act_tag(p->key.xblk) : dnnl_format_tag_any);
-	dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, in_t, dnnl_format_tag_any);
 	dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_d, dnnl_f32,
+	                             native ? sd_act_tag(p->key.yblk) : dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&dsrc_any, 4, src_d, dnnl_f32,
+	                             native ? sd_act_tag(p->key.xblk) : dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&dw_any, 4, w_d, dnnl_f32, dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&ddst_any, 4, dst_d, in_t,
 	                             native ? sd_act_tag(p->key.yblk) : dnnl_format_tag_any);
 	dnnl_memory_desc_init_by_tag(&p->bias_md, 1, b_d, dnnl_f32, dnnl_a);
 	const dnnl_memory_desc_t *bmd = p->bias ? &p->bias_md : NULL;
@@ -259,17 +274,18 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	                                       pad) != dnnl_success ||
 	    dnnl_primitive_desc_create(&fpd, &fd, attr, sd_dnnl_engine, NULL) != dnnl_success)
 		goto out;
-	sd_pass_init(&p->fwd, fpd);
+	sd_pass_init(&p->fwd, fpd, bf16);
 	if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any,
-	                                                &w_any, bmd, &dst_any, strides, pad,
+	                                                &dw_any, bmd, &ddst_any, strides, pad,
 	                                                pad) != dnnl_success ||
 	    dnnl_primitive_desc_create(&wpd, &wd, attr, sd_dnnl_engine, fpd) != dnnl_success)
 		goto out;
-	sd_pass_init(&p->bwd_w, wpd);
-	if (dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &src_any, &w_any,
-	                                             &dst_any, strides, pad, pad) == dnnl_success &&
+	sd_pass_init(&p->bwd_w, wpd, bf16);
+	if (dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &dsrc_any,
+	                                             &w_any, &ddst_any, strides, pad,
+	                                             pad) == dnnl_success &&
 	    dnnl_primitive_desc_create(&bpd, &bd, attr, sd_dnnl_engine, fpd) == dnnl_success)
-		sd_pass_init(&p->bwd_d, bpd);
+		sd_pass_init(&p->bwd_d, bpd, bf16);
 	if (!p->fwd.jit || !p->bwd_w.jit)
 		goto out;
 
@@ -336,20 +352,20 @@ static int sd_plan_matches(const struct sd_dnnl_plan *p, const struct sd_dnnl_ke
 	return q->n == s->n && q->c == s->c && q->h == s->h && q->w == s->w && q->k == s->k &&
 	       q->r == s->r && q->stride == s->stride && q->pad == s->pad &&
 	       p->key.bias == k->bias && p->key.threads == k->threads && p->key.xblk == k->xblk &&
-	       p->key.yblk == k->yblk && p->key.native == k->native;
+	       p->key.yblk == k->yblk && p->key.native == k->native && p->key.bf16 == k->bf16;
 }
 
-/* The plan for shape s and the layouts (xblk, yblk, native; see struct
- * sd_dnnl_key) at the current OpenMP thread count, built on first use; NULL
- * without a CPU engine.  Release it with sd_plan_put. */
+/* The plan for shape s, the layouts (xblk, yblk, native) and the precision
+ * (bf16; see struct sd_dnnl_key) at the current OpenMP thread count, built
+ * on first use; NULL without a CPU engine.  Release it with sd_plan_put. */
 static struct sd_dnnl_plan *sd_plan_get_key(const struct sd_conv2d_shape *s, int bias, int xblk,
-                                            int yblk, int native)
+                                            int yblk, int native, int bf16)
 {
 	pthread_once(&sd_dnnl_once, sd_dnnl_init);
 	if (!sd_dnnl_engine)
 		return NULL;
 	struct sd_dnnl_key key = { .s = *s, .bias = bias, .threads = omp_get_max_threads(),
-		                   .xblk = xblk, .yblk = yblk, .native = native };
+		                   .xblk = xblk, .yblk = yblk, .native = native, .bf16 = bf16 };
 	pthread_mutex_lock(&sd_dnnl_lock);
 	for (int i = 0; i < SD_DNNL_PLANS_MAX; i++) {
 		struct sd_dnnl_plan *p = sd_dnnl_plans[i];
@@ -404,10 +420,51 @@ static struct sd_dnnl_plan *sd_plan_get_key(const struct sd_conv2d_shape *s, int
 	return p;
 }
 
-/* The plan of the NCHW API: oneDNN picks the layouts, we reorder. */
+static void sd_plan_put(struct sd_dnnl_plan *p);
+
+/* 1 when calls now run bf16 plans: asked for, and oneDNN has bf16 kernels
+ * here (elsewhere they would be its reference loops, and the call runs as
+ * in float32 instead). */
+static int sd_bf16_now(void)
+{
+	return sd_conv2d_get_precision() == SD_CONV_BF16 && sd_conv2d_dnnl_bf16_available();
+}
+
+/* The plan of the NCHW API in the current precision: oneDNN picks the
+ * layouts, we reorder. */
 static struct sd_dnnl_plan *sd_plan_get(const struct sd_conv2d_shape *s, int bias)
 {
-	return sd_plan_get_key(s, bias, 1, 1, 0);
+	return sd_plan_get_key(s, bias, 1, 1, 0, sd_bf16_now());
+}
+
+int sd_conv2d_dnnl_bf16_available(void)
+{
+	pthread_once(&sd_dnnl_once, sd_dnnl_init);
+	if (!sd_dnnl_engine)
+		return 0;
+	/* ISA values are bit sets, each including the ones below it; amx
+	 * includes avx512_core_bf16. */
+	unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+	return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
+	       (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
+/* Workspace floats of the usable plans of (s, bias, layouts) in both
+ * precisions: a model sizes its workspace once, and its precision may be
+ * set after that. */
+static size_t sd_plans_floats(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,
+                              int native)
+{
+	size_t f = 0;
+	for (int bf16 = 0; bf16 <= sd_conv2d_dnnl_bf16_available(); bf16++) {
+		struct sd_dnnl_plan *p = sd_plan_get_key(s, bias, xblk, yblk, native, bf16);
+		if (!p)
+			continue;
+		if (p->ok)
+			f = sd_max(f, sd_max(p->fwd_floats, p->bwd_floats));
+		sd_plan_put(p);
+	}
+	return f;
 }
 
 static void sd_plan_put(struct sd_dnnl_plan *p)
@@ -419,29 +476,27 @@ static void sd_plan_put(struct sd_dnnl_plan *p)
 		sd_plan_free(p);
 }
 
+static struct sd_dnnl_plan *sd_plan_usable(struct sd_dnnl_plan *p, int need_dx);
+
 int sd_conv2d_dnnl_supported(const struct sd_conv2d_shape *s, int bias)
 {
-	struct sd_dnnl_plan *p = sd_plan_get(s, bias);
+	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, bias), 0);
 	if (!p)
 		return 0;
-	int ok = p->ok;
 	sd_plan_put(p);
-	return ok;
+	return 1;
 }
 
 size_t sd_conv2d_dnnl_workspace_floats(const struct sd_conv2d_shape *s, int bias)
 {
-	struct sd_dnnl_plan *p = sd_plan_get(s, bias);
-	if (!p)
-		return 0;
-	size_t f = p->ok ? sd_max(p->fwd_floats, p->bwd_floats) : 0;
-	sd_plan_put(p);
-	return f;
+	return sd_plans_floats(s, bias, 1, 1, 0);
 }
 
 void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *buf, size_t len)
 {
-	struct sd_dnnl_plan *p = sd_plan_get(s, bias);
+	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, bias), 0);
+	if (!p)
+		p = sd_plan_get(s, bias);   /* unusable: its kernel names say why */
 	if (!p) {
 		snprintf(buf, len, "no oneDNN CPU engine");
 		return;
@@ -637,12 +692,19 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	return rc;
 }
 
-/* A usable plan for the call, or NULL (released) when there is none. */
+/* A usable plan for the call, or NULL (released) when there is none.  A
+ * bf16 plan without the kernels the call needs gives way to the float32
+ * plan of the same key, so bf16 never sends a call to im2col that float32
+ * would run on oneDNN. */
 static struct sd_dnnl_plan *sd_plan_usable(struct sd_dnnl_plan *p, int need_dx)
 {
 	if (p && (!p->ok || (need_dx && !p->bwd_d.jit))) {
+		struct sd_dnnl_key k = p->key;
 		sd_plan_put(p);
-		return NULL;
+		if (!k.bf16)
+			return NULL;
+		return sd_plan_usable(sd_plan_get_key(&k.s, k.bias, k.xblk, k.yblk, k.native, 0),
+		                      need_dx);
 	}
 	return p;
 }
@@ -666,7 +728,9 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
 
 int sd_conv2d_dnnl_block(const struct sd_conv2d_shape *s)
 {
-	struct sd_dnnl_plan *p = sd_plan_get(s, 0);
+	/* The float32 plan's pick in either precision, so that a model's
+	 * layouts do not depend on its precision. */
+	struct sd_dnnl_plan *p = sd_plan_get_key(s, 0, 1, 1, 0, 0);
 	if (!p)
 		return 0;
 	int blk = 0;
@@ -692,7 +756,7 @@ static struct sd_dnnl_plan *sd_plan_blocked(const struct sd_conv2d_shape *s, int
 	if ((xblk != 1 && xblk != 8 && xblk != 16) || (yblk != 8 && yblk != 16) ||
 	    (xblk > 1 && s->c % xblk) || s->k % yblk)
 		return NULL;
-	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1), need_dx);
+	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1, sd_bf16_now()), need_dx);
 }
 
 int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
@@ -707,12 +771,10 @@ int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, 
 size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, int bias,
                                                int xblk, int yblk)
 {
-	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, 0);
-	if (!p)
+	if ((xblk != 1 && xblk != 8 && xblk != 16) || (yblk != 8 && yblk != 16) ||
+	    (xblk > 1 && s->c % xblk) || s->k % yblk)
 		return 0;
-	size_t f = sd_max(p->fwd_floats, p->bwd_floats);
-	sd_plan_put(p);
-	return f;
+	return sd_plans_floats(s, bias, xblk, yblk, 1);
 }
 
 int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,

@@ -91,6 +91,12 @@ void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *bu
  * then ran im2col): 0 unless something is broken; the tests check it. */
 unsigned long sd_conv2d_dnnl_failures(void);
 
+/* 1 when oneDNN runs bf16 convolutions with bf16 instructions here (its
+ * effective ISA is avx512_core_bf16 or avx512_core_amx), else 0.  Plans are
+ * built in the precision sd_conv2d_get_precision says when they are first
+ * asked for (one plan per shape and precision). */
+int sd_conv2d_dnnl_bf16_available(void);
+
 /* oneDNN's version ("2.6.3"), or NULL when the build has no oneDNN. */
 const char *sd_conv2d_dnnl_version(void);
 

@@ -707,6 +707,45 @@ enum sd_conv_path sd_conv2d_get_path(void)
 	return (enum sd_conv_path)sd_conv_path_set;
 }
 
+/* The precision set by sd_conv2d_set_precision; float32 until then.  Read
+ * by engine/conv-dnnl.c when it picks a plan. */
+static enum sd_conv_precision sd_conv_precision_set = SD_CONV_FP32;
+
+static const char *const sd_conv_precision_names[] = {
+	[SD_CONV_FP32] = "fp32", [SD_CONV_BF16] = "bf16",
+};
+
+void sd_conv2d_set_precision(enum sd_conv_precision p)
+{
+	sd_conv_precision_set = p;
+}
+
+enum sd_conv_precision sd_conv2d_get_precision(void)
+{
+	return sd_conv_precision_set;
+}
+
+const char *sd_conv2d_precision_name(enum sd_conv_precision p)
+{
+	return (unsigned)p < sizeof sd_conv_precision_names / sizeof sd_conv_precision_names[0]
+	       ? sd_conv_precision_names[p] : "?";
+}
+
+int sd_conv2d_parse_precision(const char *name, enum sd_conv_precision *out, char **why)
+{
+	for (int p = SD_CONV_FP32; p <= SD_CONV_BF16; p++)
+		if (!strcmp(name, sd_conv_precision_names[p])) {
+			*out = (enum sd_conv_precision)p;
+			return 0;
+		}
+	return sd_why(why, "precision '%s': expected fp32 or bf16", name);
+}
+
+int sd_conv2d_bf16_available(void)
+{
+	return sd_conv2d_dnnl_bf16_available();
+}
+
 unsigned long sd_conv2d_fallbacks(void)
 {
 	return sd_conv2d_dnnl_failures();

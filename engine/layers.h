@@ -92,6 +92,33 @@ int sd_conv2d_check_env(char **why);
  * whose input gradient oneDNN has no JIT kernel for (3 input channels) runs
  * im2col whatever this says. */
 enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias);
+/* Convolution precision, process-wide like the path.
+ *   SD_CONV_FP32  float32 everywhere (the default).
+ *   SD_CONV_BF16  the oneDNN path's primitives read bfloat16 x, w and dy
+ *                 (8 significant bits; converted from our float32 buffers in
+ *                 the workspace each call) and write float32 y, dx, dw and
+ *                 db: every product is exact in float32 and summed in
+ *                 float32, so an output differs from float32's by at most
+ *                 about 2^-7 of the sum of its terms' magnitudes (the two
+ *                 operands' rounding, 2^-8 each; tests/engine/test-conv-bf16
+ *                 derives it).  Weights, gradients, batch-norm statistics
+ *                 and everything outside the convolutions stay float32, and
+ *                 so do convolutions on the im2col path.  Only where oneDNN
+ *                 has bf16 kernels for this CPU (AVX512-BF16 or AMX:
+ *                 sd_conv2d_bf16_available); elsewhere a call runs as in
+ *                 float32.  tests/bench/bench-conv-bf16 measures it.
+ * Call between convolutions, not during one; bits are reproducible as in
+ * float32 (same input, thread count and CPU, same bits). */
+enum sd_conv_precision { SD_CONV_FP32, SD_CONV_BF16 };
+void sd_conv2d_set_precision(enum sd_conv_precision p);
+enum sd_conv_precision sd_conv2d_get_precision(void);
+/* "fp32", "bf16". */
+const char *sd_conv2d_precision_name(enum sd_conv_precision p);
+/* Parses a precision name; returns 0, or -1 with *why naming the bad value. */
+int sd_conv2d_parse_precision(const char *name, enum sd_conv_precision *out, char **why);
+/* 1 when this build has oneDNN and oneDNN dispatches to an ISA with bf16
+ * instructions on this CPU (avx512_core_bf16 or avx512_core_amx), else 0. */
+int sd_conv2d_bf16_available(void);
 /* oneDNN calls that had kernels for their shape and failed anyway, so that
  * im2col ran in their place (same results, less speed): 0 unless something
  * is broken.  The tests check that it stays 0. */

@@ -42,6 +42,7 @@ void sd_train_config_defaults(struct sd_train_config *c)
 	c->synthetic_w = 32;
 	snprintf(c->backend, sizeof c->backend, "auto");
 	c->device = -1;
+	snprintf(c->precision, sizeof c->precision, "fp32");
 	snprintf(c->layout, sizeof c->layout, "NCHW");
 	snprintf(c->augment, sizeof c->augment, "none");
 }
@@ -382,6 +383,16 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	enum sd_optim_kind optim;
 	if (sd_train_check_optimizer(cfg, &optim, why) < 0)
 		return -1;
+	enum sd_conv_precision prec = SD_CONV_FP32;
+	if (cfg->precision[0] && sd_conv2d_parse_precision(cfg->precision, &prec, NULL) < 0)
+		return sd_why(why, "precision: expected fp32 or bf16, got '%s'", cfg->precision);
+	if (prec == SD_CONV_BF16 && !strcmp(cfg->backend, "cuda"))
+		return sd_why(why, "precision: bf16 runs on the cpu backend only, backend is cuda");
+	if (prec == SD_CONV_BF16 && !sd_conv2d_bf16_available())
+		return sd_why(why, "precision: bf16 needs oneDNN with bf16 kernels (a CPU with "
+		              "AVX512-BF16 or AMX); %s", sd_conv2d_onednn_version()
+		              ? "this CPU has neither" : "this build has no oneDNN");
+	sd_conv2d_set_precision(prec);
 	struct sd_data_options opt;
 	enum sd_augment aug;
 	if (sd_train_data_options(cfg, &opt, &aug, why) < 0)

@@ -48,6 +48,16 @@ struct sd_train_config {
 	int synthetic_samples;   /* dataset "synthetic": training samples (10000) */
 	int synthetic_c, synthetic_h, synthetic_w;   /* its image shape (3x32x32) */
 	char backend[8];         /* "auto", "cpu" or "cuda" (engine/backend.h) */
+	char precision[8];       /* "fp32" (default; "" means it too) or "bf16":
+	                          * the CPU's oneDNN convolutions read bf16
+	                          * inputs (engine/layers.h enum
+	                          * sd_conv2d_precision; weights, gradients,
+	                          * optimizer state, batch-norm statistics and
+	                          * checkpoints stay fp32).  Process-wide: set by
+	                          * sd_trainer_create.  bf16 is refused where
+	                          * oneDNN has no bf16 kernels (no AVX512-BF16 or
+	                          * AMX) and with backend "cuda"; on a CUDA device
+	                          * that backend "auto" picked it does nothing. */
 	int device;              /* CUDA device index, -1 = SPOTDECK_CUDA_DEVICE or 0 */
 	/* Dataset "npy" (engine/data.h): how to read the user's arrays. */
 	char layout[8];          /* "NCHW" (default) or "NHWC": x's axis order */

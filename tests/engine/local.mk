@@ -139,3 +139,12 @@ tests_engine_test_tokens_LDADD = $(SD_ENGINE_LIBS) -lm
 # exported MLP against PyTorch 1.13, within the drift of 1-ulp nudged runs.
 TESTS += tests/engine/test-adamw-torch.sh
 EXTRA_DIST += tests/engine/test-adamw-torch.sh
+
+# The bf16 precision of the oneDNN convolutions against float32 within a
+# derived bound, and a short bf16 training run within a measured band;
+# SKIPs where oneDNN has no bf16 kernels.
+check_PROGRAMS += tests/engine/test-conv-bf16
+TESTS += tests/engine/test-conv-bf16
+tests_engine_test_conv_bf16_SOURCES = tests/engine/test-conv-bf16.c tests/check.h
+tests_engine_test_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_engine_test_conv_bf16_LDADD = $(SD_ENGINE_LIBS)

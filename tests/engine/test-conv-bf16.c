@@ -1,0 +1,318 @@
+/* tests/engine/test-conv-bf16.c - the bf16 precision of the oneDNN
+ * convolution path (engine/layers.h, SD_CONV_BF16) against the float32
+ * im2col path, element by element, within a derived bound; and a short
+ * training run in bf16 against float32.
+ *
+ * The bound.  bf16 keeps 8 significant bits, so rounding a float32 to bf16
+ * (round to nearest even) moves it by at most u = 2^-8 of itself.  A bf16
+ * call rounds both operands of every product (x and w forward, dy and w for
+ * the input gradient, x and dy for the weight gradient); the product of two
+ * bf16 numbers is exact in float32 and oneDNN sums the K products in float32
+ * (AMX and AVX512-BF16 accumulate in float32), as the im2col reference does
+ * in its own order.  So for an output o = sum_i a_i b_i of K terms:
+ *     |o_bf16 - o_ref| <= ((1 + u)^2 - 1) S + 2 K 2^-24 S,   S = sum |a_i b_i|
+ * (the operands' rounding, then each float32 summation's gamma_K ~ K 2^-24).
+ * S is computed by the reference path itself on |a| and |b|.  K is c r r
+ * forward (plus one for the bias), k r r for the input gradient, n oh ow for
+ * the weight and bias gradients.  With c r r = 144 that is 2^-7 + 1.7e-5:
+ * about 1e-2 relative per dot product, as expected of bf16.
+ *
+ * Also checked, so that the bound cannot pass by bf16 not running: the
+ * kernels oneDNN names are bf16 ones and each output's worst error is at
+ * least VISIBLE times that of the float32 precision on the same path (which
+ * is checked against the float32 part of the bound, 2 K 2^-24 S); and no
+ * oneDNN call fell back to im2col.
+ *
+ * Training: resnet20 and cnn on synthetic data, STEPS steps from the same
+ * seed in float32 and in bf16 on the oneDNN path.  The band is measured, not
+ * guessed: the spread of the float32 run against itself with its training
+ * images rounded to bf16 (one bf16 rounding of the data, what bf16 does to
+ * the first convolution's input), times BAND_FACTOR for the rounding of
+ * every later convolution's inputs; every step's mean loss in bf16 must
+ * stay within it of float32's, and the bf16 run must differ from float32's
+ * at all.
+ * SKIPs (77) where oneDNN has no bf16 kernels on this CPU. */
+#include <math.h>
+#include <stdint.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/layers.h"
+#include "tests/check.h"
+
+#define U_BF16 0x1p-8
+#define EPS_F32 0x1p-24
+#define STEPS 8
+/* bf16's worst error over float32's on the same oneDNN path, at least: a
+ * float32 kernel run in its place gives about 1x; bf16 gives 500x and more. */
+#define VISIBLE 64.0
+#define BATCH 32
+/* Rounding every convolution's inputs each step moves the loss more than
+ * one rounding of the data.  Measured here (AMX, 2 threads, lr 0.01): the
+ * bf16 run's worst step drifted 2.1x the data-rounding spread for resnet20
+ * and 1.9x for the cnn (0.7x and 1.0x at lr 0.05); 4 leaves room for other
+ * CPUs' kernels.  A wrong kernel moves the loss by far more. */
+#define BAND_FACTOR 4.0
+
+static float *fill(size_t n, unsigned seed, float scale)
+{
+	float *p = calloc(n ? n : 1, sizeof *p);
+	if (!p)
+		exit(1);
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 1664525u + 1013904223u;
+		p[i] = scale * ((float)(seed >> 8) / 16777216.0f - 0.5f);
+	}
+	return p;
+}
+
+static float *absdup(const float *a, size_t n)
+{
+	float *p = fill(n, 0, 0.0f);
+	for (size_t i = 0; i < n; i++)
+		p[i] = fabsf(a[i]);
+	return p;
+}
+
+/* Worst |got - ref| / (S bound_factor) and worst |got - ref| / S over n. */
+static void worst(const float *got, const float *ref, const float *s, size_t n, double factor,
+                  double *over, double *rel)
+{
+	*over = *rel = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		double e = fabs((double)got[i] - ref[i]), S = s[i] > 1e-30f ? s[i] : 1e-30;
+		if (e / (S * factor) > *over)
+			*over = e / (S * factor);
+		if (e / S > *rel)
+			*rel = e / S;
+	}
+}
+
+struct pass_result {
+	double over, rel;
+};
+
+/* Forward and backward of shape s on the oneDNN path in the current
+ * precision (blocked layout blk when blk > 1, else NCHW), results in NCHW. */
+static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const float *x,
+                    const float *w, const float *b, const float *dy, float *y, float *dx,
+                    float *dw, float *db)
+{
+	const size_t nx = (size_t)s->n * s->c * s->h * s->w, ny = (size_t)s->n * s->k * s->oh * s->ow;
+	size_t wsn = blk > 1 ? sd_conv2d_workspace_floats_blocked(s, blk, blk)
+	                     : sd_conv2d_workspace_floats(s);
+	float *ws = fill(wsn, 0, 0.0f);
+	sd_conv2d_set_path(SD_CONV_ONEDNN);
+	if (blk > 1) {
+		float *xb = fill(nx, 0, 0), *yb = fill(ny, 0, 0), *dyb = fill(ny, 0, 0), *dxb = fill(nx, 0, 0);
+		sd_layout_to_blocked(xb, x, s->n, s->c, s->h * s->w, blk);
+		sd_layout_to_blocked(dyb, dy, s->n, s->k, s->oh * s->ow, blk);
+		sd_conv2d_forward_blocked(yb, xb, w, b, s, blk, blk, ws);
+		sd_conv2d_backward_blocked(first ? NULL : dxb, dw, db, dyb, xb, w, s, blk, blk, ws);
+		sd_layout_from_blocked(y, yb, s->n, s->k, s->oh * s->ow, blk);
+		sd_layout_from_blocked(dx, dxb, s->n, s->c, s->h * s->w, blk);
+		free(xb), free(yb), free(dyb), free(dxb);
+	} else {
+		sd_conv2d_forward(y, x, w, b, s, ws);
+		sd_conv2d_backward(first ? NULL : dx, dw, db, dy, x, w, s, ws);
+	}
+	free(ws);
+}
+
+/* The float32 im2col reference of the same calls. */
+static void run_ref(const struct sd_conv2d_shape *s, int first, const float *x, const float *w,
+                    const float *b, const float *dy, float *y, float *dx, float *dw, float *db)
+{
+	float *ws = fill(sd_conv2d_workspace_floats(s), 0, 0.0f);
+	sd_conv2d_set_path(SD_CONV_IM2COL);
+	sd_conv2d_forward(y, x, w, b, s, ws);
+	sd_conv2d_backward(first ? NULL : dx, dw, db, dy, x, w, s, ws);
+	free(ws);
+}
+
+static void check_shape(int c, int hw, int k, int r, int stride, int bias, int first, int blk)
+{
+	struct sd_conv2d_shape s;
+	if (sd_conv2d_shape_init(&s, 8, c, hw, hw, k, r, stride, r / 2) < 0)
+		exit(1);
+	const size_t nx = (size_t)s.n * c * hw * hw, nw = (size_t)k * c * r * r,
+	             ny = (size_t)s.n * k * s.oh * s.ow;
+	float *x = fill(nx, 1, 4.0f), *w = fill(nw, 2, 0.5f), *b = bias ? fill(k, 3, 1.0f) : NULL;
+	float *dy = fill(ny, 4, 2.0f);
+	float *ax = absdup(x, nx), *aw = absdup(w, nw), *ab = bias ? absdup(b, k) : NULL;
+	float *ady = absdup(dy, ny);
+	/* The reference, and the sums of magnitudes S of every output. */
+	float *ry = fill(ny, 0, 0), *rdx = fill(nx, 0, 0), *rdw = fill(nw, 0, 0), *rdb = fill(k, 0, 0);
+	float *sy = fill(ny, 0, 0), *sdx = fill(nx, 0, 0), *sdw = fill(nw, 0, 0), *sdb = fill(k, 0, 0);
+	run_ref(&s, first, x, w, b, dy, ry, rdx, rdw, bias ? rdb : NULL);
+	run_ref(&s, first, ax, aw, ab, ady, sy, sdx, sdw, bias ? sdb : NULL);
+	const double kf = (double)c * r * r + 1, kd = (double)k * r * r,
+	             kw = (double)s.n * s.oh * s.ow;
+	const double op = (1 + U_BF16) * (1 + U_BF16) - 1;
+	char label[96];
+	snprintf(label, sizeof label, "n%d c%d %dx%d k%d r%d s%d%s%s, %s", s.n, c, hw, hw, k, r,
+	         stride, bias ? " bias" : "", first ? " (no dx)" : "",
+	         blk > 1 ? "blocked" : "NCHW");
+	struct pass_result fp32_res[4];
+	for (int prec = SD_CONV_FP32; prec <= SD_CONV_BF16; prec++) {
+		sd_conv2d_set_precision((enum sd_conv_precision)prec);
+		float *y = fill(ny, 0, 0), *dx = fill(nx, 0, 0), *dw = fill(nw, 0, 0), *db = fill(k, 0, 0);
+		run_dnn(&s, blk, first, x, w, b, dy, y, dx, dw, bias ? db : NULL);
+		/* bf16: the operands' rounding plus two float32 sums; float32:
+		 * the two sums alone. */
+		const double o = prec == SD_CONV_BF16 ? op : 0.0;
+		struct pass_result res[4];
+		worst(y, ry, sy, ny, o + 2 * kf * EPS_F32, &res[0].over, &res[0].rel);
+		worst(dw, rdw, sdw, nw, o + 2 * kw * EPS_F32, &res[1].over, &res[1].rel);
+		res[2] = res[3] = (struct pass_result){ 0, 0 };
+		if (!first)
+			worst(dx, rdx, sdx, nx, o + 2 * kd * EPS_F32, &res[2].over, &res[2].rel);
+		if (bias)
+			worst(db, rdb, sdb, k, o + 2 * kw * EPS_F32, &res[3].over, &res[3].rel);
+		const char *names[4] = { "y", "dw", "dx", "db" };
+		for (int i = 0; i < 4; i++) {
+			if ((i == 2 && first) || (i == 3 && !bias))
+				continue;
+			check_report(res[i].over <= 1.0,
+			             "%-40s %s %-2s worst error %.2e of its sum of |terms|, %.2f of the bound",
+			             label, sd_conv2d_precision_name((enum sd_conv_precision)prec), names[i],
+			             res[i].rel, res[i].over);
+		}
+		if (prec == SD_CONV_FP32) {
+			memcpy(fp32_res, res, sizeof res);
+		} else {
+			int visible = 1;
+			for (int i = 0; i < 4; i++)
+				visible &= res[i].rel >= VISIBLE * fp32_res[i].rel;
+			check_report(visible,
+			             "%-40s bf16 rounding is visible: worst errors y %.0fx, dw %.0fx "
+			             "float32's (>= %.0fx)", label, res[0].rel / fp32_res[0].rel,
+			             res[1].rel / fp32_res[1].rel, VISIBLE);
+			char impl[160];
+			sd_conv2d_describe(&s, bias, impl, sizeof impl);
+			check_report(strstr(impl, "bf16") != NULL, "%-40s bf16 kernels: %s", label, impl);
+		}
+		free(y), free(dx), free(dw), free(db);
+	}
+	sd_conv2d_set_precision(SD_CONV_FP32);
+	free(x), free(w), free(b), free(dy), free(ax), free(aw), free(ab), free(ady);
+	free(ry), free(rdx), free(rdw), free(rdb), free(sy), free(sdx), free(sdw), free(sdb);
+}
+
+/* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
+static float to_bf16(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &b, sizeof x);
+	return x;
+}
+
+static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
+{
+	struct sd_train_config cfg;
+	sd_train_config_defaults(&cfg);
+	snprintf(cfg.precision, sizeof cfg.precision, "%s", sd_conv2d_precision_name(prec));
+	snprintf(cfg.model, sizeof cfg.model, "%s", model);
+	snprintf(cfg.dataset, sizeof cfg.dataset, "synthetic");
+	cfg.global_batch = BATCH;
+	cfg.eval_batch = 64;
+	cfg.synthetic_samples = 8 * BATCH;
+	int resnet = !strncmp(model, "resnet", 6);
+	cfg.synthetic_c = resnet ? 3 : 1;
+	cfg.synthetic_h = cfg.synthetic_w = resnet ? 32 : 28;
+	cfg.warmup_steps = 2;
+	/* Below the default 0.05, at which the cnn's loss on synthetic data
+	 * jumps to hundreds in step 3: a chaotic run makes any band wide. */
+	cfg.lr = 0.01f;
+	cfg.seed = 11;
+	char *why = NULL;
+	struct sd_trainer *t;
+	if (sd_trainer_create(&t, &cfg, &why) < 0) {
+		fprintf(stderr, "test-conv-bf16: %s\n", why);
+		exit(1);
+	}
+	if (round_data) {
+		const size_t n = (size_t)t->train.n * t->train.c * t->train.h * t->train.w;
+		for (size_t i = 0; i < n; i++)
+			t->train.images[i] = to_bf16(t->train.images[i]);
+	}
+	return t;
+}
+
+/* STEPS mean losses of a fresh trainer in precision prec. */
+static void losses(const char *model, enum sd_conv_precision prec, int round_data, double *out)
+{
+	sd_conv2d_set_path(SD_CONV_ONEDNN);
+	struct sd_trainer *t = make(model, prec, round_data);
+	check_report(sd_conv2d_get_precision() == prec, "%-9s trainer set precision %s", model,
+	             sd_conv2d_precision_name(prec));
+	for (int i = 0; i < STEPS; i++) {
+		char *why = NULL;
+		if (sd_trainer_step(t, &out[i], NULL, &why) < 0) {
+			fprintf(stderr, "test-conv-bf16: %s\n", why);
+			exit(1);
+		}
+	}
+	sd_trainer_destroy(t);
+	sd_conv2d_set_precision(SD_CONV_FP32);
+}
+
+static void check_training(const char *model)
+{
+	double f[STEPS], p[STEPS], h[STEPS];
+	losses(model, SD_CONV_FP32, 0, f);
+	losses(model, SD_CONV_FP32, 1, p);
+	losses(model, SD_CONV_BF16, 0, h);
+	double band = 0.0, worst_ratio = 0.0, moved = 0.0;
+	for (int i = 0; i < STEPS; i++)
+		if (fabs(p[i] - f[i]) / f[i] > band)
+			band = fabs(p[i] - f[i]) / f[i];
+	band *= BAND_FACTOR;
+	for (int i = 0; i < STEPS; i++) {
+		double d = fabs(h[i] - f[i]) / f[i];
+		if (d > moved)
+			moved = d;
+		if (d / band > worst_ratio)
+			worst_ratio = d / band;
+		printf("%-9s step %d loss fp32 %.6f  fp32 on bf16-rounded data %.6f  bf16 %.6f\n", model, i + 1,
+		       f[i], p[i], h[i]);
+	}
+	check_report(worst_ratio <= 1.0,
+	             "%-9s %d steps: bf16 loss within %.2e of fp32 (worst %.2e; band = %.0f x the "
+	             "data-rounding spread)", model, STEPS, band, moved, BAND_FACTOR);
+	check_report(moved > 0.0, "%-9s bf16 losses differ from fp32's (%.2e)", model, moved);
+}
+
+int main(void)
+{
+	if (!sd_conv2d_bf16_available()) {
+		fprintf(stderr, "SKIP: oneDNN has no bf16 kernels here (%s)\n",
+		        sd_conv2d_onednn_version() ? "CPU without AVX512-BF16 or AMX"
+		                                   : "built without oneDNN");
+		return 77;
+	}
+	omp_set_num_threads(2);
+	unsigned long fallbacks = sd_conv2d_fallbacks();
+	check_shape(3, 32, 16, 3, 1, 0, 1, 1);
+	check_shape(16, 32, 16, 3, 1, 0, 0, 1);
+	check_shape(32, 16, 64, 3, 2, 0, 0, 1);
+	check_shape(64, 8, 64, 3, 1, 0, 0, 1);
+	check_shape(32, 14, 64, 5, 1, 1, 0, 1);
+	struct sd_conv2d_shape bs;
+	sd_conv2d_shape_init(&bs, 8, 16, 32, 32, 32, 3, 2, 1);
+	int blk = sd_conv2d_block(&bs);
+	if (blk > 1)
+		check_shape(16, 32, 32, 3, 2, 0, 0, blk);
+	else
+		check_skip("no channel-blocked oneDNN layout for the blocked check");
+	check_training("resnet20");
+	check_training("cnn");
+	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
+	             sd_conv2d_fallbacks() - fallbacks);
+	return check_exit("test-conv-bf16");
+}
