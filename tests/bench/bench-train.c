@@ -3,7 +3,7 @@
  * step) of one model on synthetic data, timed over warm steps only.
  *
  * usage: bench-train [--model NAME] [--batch N] [--threads N] [--warmup N]
- *                    [--steps N] [--profile | --profile-cpu]
+ *                    [--steps N] [--precision fp32|bf16] [--profile | --profile-cpu]
  *
  * Prints one JSON line: images_per_sec (timed steps only), images per
  * second of the process's CPU time (see below), the median step,
@@ -17,7 +17,9 @@
  * Synthetic CIFAR shapes (3x32x32, 10 classes) for the resnets, 1x28x28 for
  * mlp and cnn.  NAME may be an ONNX file (PATH.onnx, engine/onnx.h): the
  * synthetic images then take the file's input shape (10 classes, as the
- * synthetic data set has), as spotdeck-worker would train it. */
+ * synthetic data set has), as spotdeck-worker would train it.  --precision
+ * is the trainer's (engine/train.h): bf16 runs the oneDNN convolutions on
+ * bf16 inputs where the CPU has bf16 kernels, and fails where it has not. */
 #include "engine/blas.h"
 #include "engine/layers.h"
 #include "engine/model.h"
@@ -42,14 +44,14 @@ static int cmp_double(const void *a, const void *b)
 static int usage(void)
 {
 	fprintf(stderr, "usage: bench-train [--model NAME] [--batch N] [--threads N] [--warmup N] "
-	        "[--steps N] [--profile | --profile-cpu]\n");
+	        "[--steps N] [--precision fp32|bf16] [--profile | --profile-cpu]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
 	sd_blas_select_kernel(argv);
-	const char *model = "resnet32";
+	const char *model = "resnet32", *precision = "fp32";
 	int batch = 128, threads = 2, warmup = 3, steps = 10, profile = 0, cpu_clock = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -71,6 +73,8 @@ int main(int argc, char **argv)
 			warmup = atoi(v);
 		else if (!strcmp(a, "--steps"))
 			steps = atoi(v);
+		else if (!strcmp(a, "--precision"))
+			precision = v;
 		else
 			return usage();
 	}
@@ -82,6 +86,7 @@ int main(int argc, char **argv)
 	struct sd_train_config cfg;
 	sd_train_config_defaults(&cfg);
 	snprintf(cfg.model, sizeof cfg.model, "%s", model);
+	snprintf(cfg.precision, sizeof cfg.precision, "%s", precision);
 	snprintf(cfg.dataset, sizeof cfg.dataset, "synthetic");
 	cfg.global_batch = batch;
 	cfg.eval_batch = batch;
@@ -168,12 +173,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%-16s %-11s %9.2f %9.2f  (step median %.2f ms)\n", "total", "", tf, tb,
 		        med * 1e3);
 	}
-	printf("{\"engine\": \"spotdeck\", \"model\": \"%s\", \"batch\": %d, \"threads\": %d, "
-	       "\"steps\": %d, \"warmup\": %d, \"images_per_sec\": %.2f, \"images_per_cpu_sec\": %.2f, "
+	printf("{\"engine\": \"spotdeck\", \"model\": \"%s\", \"precision\": \"%s\", "
+	       "\"batch\": %d, \"threads\": %d, \"steps\": %d, \"warmup\": %d, \"images_per_sec\": %.2f, \"images_per_cpu_sec\": %.2f, "
 	       "\"step_ms_median\": %.3f, "
 	       "\"flops_per_image\": %.0f, \"busy_other\": %.3f, \"blas_kernel\": \"%s\", "
 	       "\"conv_path\": \"%s\", \"layout_block\": %d, \"onednn\": \"%s\"}\n",
-	       model, batch, threads, steps, warmup, (double)steps * batch / wall, cpu_ips, med * 1e3,
+	       model, precision, batch, threads, steps, warmup, (double)steps * batch / wall, cpu_ips, med * 1e3,
 	       sd_model_flops_per_sample(t->model), other, sd_blas_kernel(),
 	       sd_conv2d_path_name(sd_conv2d_get_path()), sd_model_channel_block(t->model),
 	       sd_conv2d_onednn_version() ? sd_conv2d_onednn_version() : "none");
