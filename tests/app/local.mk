@@ -6,6 +6,12 @@ EXTRA_DIST += tests/app/test-export.sh
 # The examples a newcomer starts from (examples/) export, check and train.
 TESTS += tests/app/test-examples.sh
 EXTRA_DIST += tests/app/test-examples.sh
+# The char-level GPT example (examples/char-gpt/): its token files hold the
+# corpus's bytes, its export passes onnx.checker, its PyTorch reference
+# (tests/bench/gpt-torch) trains.
+TESTS += tests/app/test-char-gpt-example.sh
+EXTRA_DIST += tests/app/test-char-gpt-example.sh examples/char-gpt/prepare.py \
+	examples/char-gpt/model.py examples/char-gpt/export.py examples/char-gpt/ops.py
 TESTS += tests/app/test-spotdeck-bad-input.sh
 EXTRA_DIST += tests/app/test-spotdeck-bad-input.sh
 # Over-long command lines on headless stdin.

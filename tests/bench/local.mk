@@ -52,7 +52,7 @@ tests_bench_bench_sgemm_LDADD = $(SD_ENGINE_LIBS)
 EXTRA_DIST += tests/bench/engine-vs-torch tests/bench/torch_cnn.py tests/bench/run-all.sh \
 	tests/bench/elastic-bench tests/bench/scaling.py tests/bench/ddp-vs-torch \
 	tests/bench/torch_ddp_cnn.py tests/bench/torch_common.py tests/bench/liveness-bench \
-	tests/bench/onnx-vs-builtin
+	tests/bench/onnx-vs-builtin tests/bench/gpt-torch
 noinst_PROGRAMS += tests/bench/bench-market
 
 tests_bench_bench_market_SOURCES = tests/bench/bench-market.c tests/bench/bench.h
