@@ -5,9 +5,10 @@
 # 2 minutes), the job's "autopilot" with a 10-minute deadline.  Market
 # seed 250 revokes all three first servers within 80 s of market time (at
 # 0, 19 and 78 s for servers requested at once; found by launching them on
-# the market model with seeds 1 to 400, the only seed that does), and 24
-# epochs of the MLP keep the run going past that, so that 3 revocations do
-# not hang on how fast this machine trains.  The run must
+# the market model with seeds 1 to 400, the only seed that does), and 60
+# epochs of the MLP keep the run going past that (over 2 minutes on an
+# idle machine; 24 ended at 63 s, before the third), so that 3 revocations
+# do not hang on how fast this machine trains.  The run must
 # finish (a "done" event) after at least 3 revocations, with no command by
 # the operator; every command it ran says by: autopilot, and each came
 # after its "decided" and "pending" events (same action, announced at
@@ -22,13 +23,13 @@ import sys, os, json, re
 sys.path.insert(0, os.path.join(os.environ.get("top_srcdir", "."), "tests"))
 from elastic import *
 cluster = ["gce/us-east1-c/k80/spot", "gce/us-central1-c/k80/spot", "gce/europe-west1-b/k80/spot"]
-J = job(model="mlp", epochs=24, workers=0, checkpoint_every=100, log_every=50,
+J = job(model="mlp", epochs=60, workers=0, checkpoint_every=100, log_every=50,
         hazard_scale=30, boot_scale=0.03, notice_scale=0.1, market_seed=250, cluster=cluster,
         autopilot={"deadline": "10m", "every": "20s", "hold": "10s",
                    "allow": ["gce/*/*/spot"], "max_servers": 3})
-r = Run(J)
+r = Run(J, timeout=900)
 done = r.wait(lambda e: e.get("type") in ("done", "error") or
-              (e.get("type") == "autopilot" and e.get("what") == "off"), "the run's end", timeout=240)
+              (e.get("type") == "autopilot" and e.get("what") == "off"), "the run's end", timeout=900)
 if done["type"] != "done":
     fail("the run did not finish by itself: %s" % json.dumps(done)[:300])
 ev = r.events
