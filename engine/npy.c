@@ -3,6 +3,7 @@
 #include "engine/npy.h"
 
 #include "src/base/errors.h"
+#include "src/base/file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -315,33 +316,10 @@ void sd_npy_close(struct sd_npy_file *f)
 int sd_npy_open(struct sd_npy_file *f, const char *path, char **why)
 {
 	memset(f, 0, sizeof *f);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return sd_why(why, "%s: no such file", path);
-		return sd_why(why, "%s: cannot open: %s", path, strerror(errno));
-	}
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		return sd_why(why, "%s: cannot stat: %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return sd_why(why, "%s: not a regular file", path);
-	}
-	size_t len = (size_t)st.st_size;
-	void *map = NULL;
-	if (len > 0) {
-		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			int e = errno;
-			close(fd);
-			return sd_why(why, "%s: cannot map: %s", path, strerror(e));
-		}
-	}
-	close(fd);
+	void *map;
+	size_t len;
+	if (sd_map_file(path, &map, &len, why) < 0)
+		return -1;
 	if (sd_npy_parse(map, len, path, &f->h, why) < 0) {
 		if (map)
 			munmap(map, len);

@@ -2,15 +2,12 @@
  * formats and the sources. */
 #include "engine/tokens.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "src/base/errors.h"
+#include "src/base/file.h"
 #include "src/base/rng.h"
 
 #define SD_TOKENS_HEADER_BYTES (SD_TOKENS_LLMC_HEADER_INTS * 4)
@@ -72,33 +69,10 @@ static int sd_tokens_frame(struct sd_tokens *t, const unsigned char *map, size_t
 int sd_tokens_open(struct sd_tokens *t, const char *path, char **why)
 {
 	memset(t, 0, sizeof *t);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			return sd_why(why, "%s: no such file", path);
-		return sd_why(why, "%s: cannot open: %s", path, strerror(errno));
-	}
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		int e = errno;
-		close(fd);
-		return sd_why(why, "%s: cannot stat: %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return sd_why(why, "%s: not a regular file", path);
-	}
-	size_t len = (size_t)st.st_size;
-	void *map = NULL;
-	if (len > 0) {
-		map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-		if (map == MAP_FAILED) {
-			int e = errno;
-			close(fd);
-			return sd_why(why, "%s: cannot map: %s", path, strerror(e));
-		}
-	}
-	close(fd);
+	void *map;
+	size_t len;
+	if (sd_map_file(path, &map, &len, why) < 0)
+		return -1;
 	if (sd_tokens_frame(t, map, len, path, why) < 0) {
 		if (map)
 			munmap(map, len);

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "src/base/errors.h"
@@ -91,5 +93,40 @@ int sd_write_file_atomic(const char *path, const void *data, size_t len, char **
 		unlink(tmp);
 		return sd_why(why, "%s: rename: %s", path, strerror(errno));
 	}
+	return 0;
+}
+
+int sd_map_file(const char *path, void **map, size_t *len, char **why)
+{
+	*map = NULL;
+	*len = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return sd_why(why, "%s: no such file", path);
+		return sd_why(why, "%s: cannot open: %s", path, strerror(errno));
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		return sd_why(why, "%s: cannot stat: %s", path, strerror(e));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return sd_why(why, "%s: not a regular file", path);
+	}
+	size_t n = (size_t)st.st_size;
+	if (n > 0) {
+		void *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			int e = errno;
+			close(fd);
+			return sd_why(why, "%s: cannot map: %s", path, strerror(e));
+		}
+		*map = m;
+	}
+	close(fd);
+	*len = n;
 	return 0;
 }

@@ -23,4 +23,10 @@ int sd_write_all(int fd, const void *buf, size_t len, size_t *done);
  * failed ("write", "fsync", "rename"); the temporary file is removed. */
 int sd_write_file_atomic(const char *path, const void *data, size_t len, char **why);
 
+/* Maps the regular file at path read-only and private (pages are read when
+ * touched).  Returns 0 with *map (NULL for an empty file) and *len (the
+ * caller munmaps a non-empty map), or -1 with *why "PATH: no such file",
+ * "PATH: cannot open|stat|map: REASON" or "PATH: not a regular file". */
+int sd_map_file(const char *path, void **map, size_t *len, char **why);
+
 #endif
