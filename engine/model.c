@@ -1161,3 +1161,26 @@ int sd_model_eval_batch(struct sd_model *m, const float *x, const uint8_t *label
 		*loss_sum = loss;
 	return 0;
 }
+
+/* ---- language models ---- */
+
+/* Not lowered yet (issue 36): no graph has a token input so far. */
+int sd_model_seq_len(const struct sd_model *m)
+{
+	(void)m;
+	return 0;
+}
+
+int sd_model_train_tokens(struct sd_model *m, const int32_t *x, const int32_t *y, int n,
+                          float grad_scale, double *loss_sum, char **why)
+{
+	(void)x, (void)y, (void)n, (void)grad_scale, (void)loss_sum;
+	return sd_why(why, "%s: not a language model (its input is not token ids)", m->name);
+}
+
+int sd_model_eval_tokens(struct sd_model *m, const int32_t *x, const int32_t *y, int n,
+                         double *loss_sum, char **why)
+{
+	(void)x, (void)y, (void)n, (void)loss_sum;
+	return sd_why(why, "%s: not a language model (its input is not token ids)", m->name);
+}

@@ -135,4 +135,28 @@ int sd_model_has_dropout(const struct sd_model *m);
 int sd_model_eval_batch(struct sd_model *m, const float *x, const uint8_t *labels,
                         int n, double *loss_sum, int *correct, char **why);
 
+/* Language models: a graph whose input is a batch of token-id sequences
+ * (engine/onnx.c lowers one from an ONNX file whose input is an int64
+ * (batch, T) tensor, e.g. examples/char-gpt/) and whose output is
+ * (batch, T, vocab) logits.  sd_model_seq_len: T, the sequence length
+ * (block size) the model was built for; 0 for an image model, which the
+ * two calls below refuse.  The vocabulary is the model's classes.
+ * x, y: (n, T) int32 token ids, row-major, each below the vocabulary:
+ * the model reads x and is scored on y (y = x shifted by one,
+ * engine/tokens.h sd_tokens_window).  The loss is next-token cross-entropy
+ * at every position.
+ * sd_model_train_tokens: zeroes the gradients, runs forward and backward,
+ * and leaves sum over the n * T positions of dloss/dparam * grad_scale in
+ * the gradients; pass grad_scale = 1 / (global_batch * T) for the mean
+ * over positions (nanoGPT's and llm.c's loss).  *loss_sum (may be NULL)
+ * gets the cross-entropy summed over the n * T positions.
+ * sd_model_eval_tokens: the inference pass (dropout off), *loss_sum alike.
+ * Both return 0, or -1 with *why when n exceeds max_batch, the model is
+ * not a language model, or an id is out of range. */
+int sd_model_seq_len(const struct sd_model *m);
+int sd_model_train_tokens(struct sd_model *m, const int32_t *x, const int32_t *y, int n,
+                          float grad_scale, double *loss_sum, char **why);
+int sd_model_eval_tokens(struct sd_model *m, const int32_t *x, const int32_t *y, int n,
+                         double *loss_sum, char **why);
+
 #endif
