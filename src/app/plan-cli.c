@@ -22,6 +22,7 @@
 #include "src/base/errors.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
+#include "engine/tokens.h"
 #include "src/market/catalog.h"
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
@@ -99,7 +100,8 @@ int sd_plan_data_path(const char *name, char *out, size_t len)
 /* Training-set sizes and image shapes of the engine's datasets (the
  * releases' own figures: Fashion-MNIST and MNIST 60,000 28x28 grey images,
  * CIFAR-10 50,000 32x32 colour images); npy's come from its files' headers
- * (and a bad file is said as spotdeck says it).  Returns 0, -1 for a
+ * (and a bad file is said as spotdeck says it), tokens' from train.bin's
+ * windows per epoch.  Returns 0, -1 for a
  * dataset of unknown size, -2 with *why for a bad npy dataset. */
 static int dataset_shape(const struct sd_train_config *t, long *samples, int *c, int *h, int *w,
                          char **why)
@@ -119,6 +121,19 @@ static int dataset_shape(const struct sd_train_config *t, long *samples, int *c,
 		*samples = tr.n, *c = tr.c, *h = tr.h, *w = tr.w;
 		sd_dataset_free(&tr);
 		sd_dataset_free(&te);
+		return 0;
+	}
+	if (!strcmp(t->dataset, "tokens")) {
+		/* A language model's samples are windows of block_size tokens
+		 * (engine/tokens.h); its shape is its ONNX file's. */
+		char path[SD_PATH_MAX + 16];
+		struct sd_tokens tok;
+		snprintf(path, sizeof path, "%s/train.bin", t->data_dir);
+		if (t->block_size <= 0 || sd_tokens_open(&tok, path, why) < 0)
+			return t->block_size <= 0 ? -1 : -2;
+		*samples = (long)sd_tokens_epoch_windows(&tok, t->block_size);
+		*c = *h = *w = 0;
+		sd_tokens_close(&tok);
 		return 0;
 	}
 	if (!strcmp(t->dataset, "fashion-mnist") || !strcmp(t->dataset, "mnist")) {

@@ -445,6 +445,24 @@ static void journal_step(struct sd_controller *c, const cJSON *m, int current)
 		}
 		ctl_journal(c, SD_EV_STEP, ev);
 	}
+	if (cJSON_GetObjectItemCaseSensitive(m, "val_loss")) {
+		/* A language model's evaluation: validation loss per token and
+		 * its perplexity, no accuracy. */
+		double vl = sd_msg_num(m, "val_loss", 0);
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddNumberToObject(ev, "epoch", sd_msg_num(m, "epoch", 0));
+		cJSON_AddNumberToObject(ev, "step", (double)step);
+		cJSON_AddNumberToObject(ev, "val_loss", vl);
+		cJSON_AddNumberToObject(ev, "perplexity", exp(vl));
+		c->last_val_loss = vl;
+		c->last_epoch = (int)sd_msg_num(m, "epoch", 0) + 1;
+		ctl_journal(c, SD_EV_EPOCH, ev);
+		if (c->total_steps > 0 && step >= c->total_steps) {
+			c->final_loss = vl;
+			c->finishing = 1;
+			ctl_maybe_finish(c);
+		}
+	}
 	if (cJSON_GetObjectItemCaseSensitive(m, "test_accuracy")) {
 		cJSON *ev = cJSON_CreateObject();
 		cJSON_AddNumberToObject(ev, "epoch", sd_msg_num(m, "epoch", 0));
