@@ -25,3 +25,8 @@ tests_worker_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_E
 # other optimizer's checkpoint refused.
 TESTS += tests/worker/test-train-adamw.sh
 EXTRA_DIST += tests/worker/test-train-adamw.sh
+
+# Dataset tokens' bad input (token files, block_size, the model's kind,
+# vocabulary and time dimension): one line each before anything starts.
+TESTS += tests/worker/test-tokens-bad-input.sh
+EXTRA_DIST += tests/worker/test-tokens-bad-input.sh
