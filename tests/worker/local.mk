@@ -30,3 +30,10 @@ EXTRA_DIST += tests/worker/test-train-adamw.sh
 # vocabulary and time dimension): one line each before anything starts.
 TESTS += tests/worker/test-tokens-bad-input.sh
 EXTRA_DIST += tests/worker/test-tokens-bad-input.sh
+
+# A language model's windows per step, whatever the rank split.
+check_PROGRAMS += tests/worker/test-lm-windows
+TESTS += tests/worker/test-lm-windows
+tests_worker_test_lm_windows_SOURCES = tests/worker/test-lm-windows.c tests/check.h tests/tmpdir.h
+tests_worker_test_lm_windows_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_worker_test_lm_windows_LDADD = $(SD_ENGINE_LIBS) -lm
