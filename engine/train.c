@@ -726,19 +726,24 @@ uint64_t sd_train_lm_window_start(const struct sd_tokens *train, int block, uint
 	return sd_tokens_train_start(train, block, seed, epoch, pos);
 }
 
+void sd_train_lm_batch(const struct sd_tokens *train, int block, uint64_t seed,
+                       long steps_per_epoch, int global_batch, long step, int offset, int count,
+                       uint64_t *starts, int32_t *x, int32_t *y)
+{
+	for (int i = 0; i < count; i++) {
+		starts[i] = sd_train_lm_window_start(train, block, seed, steps_per_epoch, global_batch,
+		                                     step, offset + i);
+		sd_tokens_window(train, starts[i], block, x + (size_t)i * block, y + (size_t)i * block);
+	}
+}
+
 /* sd_trainer_local_grad of a language model (train.h). */
 static int lm_local_grad(struct sd_trainer *t, long step, int offset, int count,
                          double *loss_sum, int *correct, char **why)
 {
 	int T = t->cfg.block_size;
-	for (int i = 0; i < count; i++) {
-		uint64_t start = sd_train_lm_window_start(&t->tok_train, T, t->cfg.seed,
-		                                          t->steps_per_epoch, t->cfg.global_batch,
-		                                          step, offset + i);
-		t->last_starts[i] = start;
-		sd_tokens_window(&t->tok_train, start, T, t->tok_x + (size_t)i * T,
-		                 t->tok_y + (size_t)i * T);
-	}
+	sd_train_lm_batch(&t->tok_train, T, t->cfg.seed, t->steps_per_epoch, t->cfg.global_batch,
+	                  step, offset, count, t->last_starts, t->tok_x, t->tok_y);
 	t->last_samples = NULL;
 	t->last_count = count;
 	t->last_step = step;

@@ -120,6 +120,12 @@ int sd_train_check_data(const struct sd_train_config *cfg, char **why);
  * block T, steps_per_epoch S >= 1, global batch B, index in [0, B). */
 uint64_t sd_train_lm_window_start(const struct sd_tokens *train, int block, uint64_t seed,
                                   long steps_per_epoch, int global_batch, long step, int index);
+/* The slice [offset, offset + count) of that global batch, as one worker
+ * trains it: each window's first token into starts[0 .. count), its tokens
+ * into x and y ((count, block) int32 each, sd_tokens_window). */
+void sd_train_lm_batch(const struct sd_tokens *train, int block, uint64_t seed,
+                       long steps_per_epoch, int global_batch, long step, int offset, int count,
+                       uint64_t *starts, int32_t *x, int32_t *y);
 
 /* Checks cfg's optimizer settings: the optimizer's name (its kind into
  * *kind unless NULL), AdamW's betas in [0, 1) and eps >= 0, clip_grad_norm
