@@ -5,7 +5,8 @@
 # spotdeck --headless.  The first step's loss is the uniform guess's ln 64
 # (the export's initial weights give near-uniform logits), the loss falls
 # on a corpus with structure, the journal's run_start says the unit is
-# tokens, and every evaluation (epoch events) and the done event carry
+# tokens (and each step's tokens_per_sec is block_size times its windows
+# per second), and every evaluation (epoch events) and the done event carry
 # val_loss and perplexity = exp(val_loss) instead of an accuracy.
 # Needs the engine to lower a GPT (sd_model_seq_len > 0) and /usr/bin/python3
 # with torch and onnx (SKIP without them).
@@ -58,6 +59,10 @@ if not start or start[0].get("unit") != "tokens":
 # 8000 tokens / 16 = 500 windows per epoch, / 16 = 31 steps, 2 epochs.
 if not done or done[0]["steps"] != 62:
     sys.exit("FAIL: no done event after 62 steps: %s" % done)
+for e in steps:
+    if not math.isclose(e.get("tokens_per_sec", -1), 16 * e["images_per_sec"], rel_tol=1e-9):
+        sys.exit("FAIL: step %d: tokens_per_sec %r, not 16 x %r windows/s"
+                 % (e["step"], e.get("tokens_per_sec"), e["images_per_sec"]))
 first = steps[0]["loss"]
 if abs(first - math.log(64)) > 0.3:
     sys.exit("FAIL: first loss %.4f, expected about ln 64 = %.4f" % (first, math.log(64)))
