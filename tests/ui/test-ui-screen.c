@@ -574,7 +574,8 @@ static void test_chart_max(struct ui_fixture *f)
 }
 
 /* A language model's run (unit_tokens): tokens/s where an image run says
- * img/s (header, charts, cluster and market columns, $/Mtok), the
+ * img/s (header, charts, cluster and market columns, $/Mtok, the add
+ * picker's title), the
  * validation loss and its perplexity where it shows accuracy. */
 static void test_language_model(struct ui_fixture *f)
 {
@@ -603,6 +604,12 @@ static void test_language_model(struct ui_fixture *f)
 		CHECK(on_screen(lm[i]), "'%s' missing from a language model's screen", lm[i]);
 	CHECK(!on_screen("img/s") && !on_screen("acc ") && !on_screen("$/Mimg"),
 	      "a language model's screen still speaks of images or accuracy:\n%s", grab());
+	/* The add picker ranks offers by dollars per million tokens. */
+	sd_screen_key(s, 'a');
+	render(s, &f->view);
+	CHECK(on_screen("offers by $ per million tokens"), "a: the picker does not speak of tokens");
+	sd_screen_key(s, 27);
+	render(s, &f->view);
 	/* No evaluation yet: a dash, not a number. */
 	f->view.val_loss = -1;
 	f->view.version++;
