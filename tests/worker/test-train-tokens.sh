@@ -45,11 +45,12 @@ cat >"$T/job.json" <<EOF
  "warmup_steps": 0, "schedule": "constant", "eval_batch": 16, "log_every": 1,
  "workers": 2, "min_workers": 2, "provider": {"name": "sim", "boot_scale": 0.01}}
 EOF
-timeout 300 "$top_builddir/spotdeck" --headless --job "$T/job.json" --run-dir "$T/run" \
+mkdir "$T/samples"
+SD_TEST_SAMPLE_LOG="$T/samples" timeout 300 "$top_builddir/spotdeck" --headless --job "$T/job.json" --run-dir "$T/run" \
 	</dev/null >"$T/journal" 2>"$T/err"
 rc=$?
 [ "$rc" -eq 0 ] || { tail -5 "$T/err" >&2; fail "spotdeck --headless on tokens: exit status $rc"; }
-$PY - "$T/journal" <<'PYEOF' || exit 1
+$PY - "$T/journal" "$T/samples" <<'PYEOF' || exit 1
 import json, math, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 kind = lambda k: [e for e in ev if e.get("type") == k]
@@ -79,6 +80,29 @@ for e in evals + done:
 if not evals[-1]["val_loss"] < 0.7 * math.log(64) or done[0]["val_loss"] != evals[-1]["val_loss"]:
     sys.exit("FAIL: val_loss %r after 2 epochs (ln 64 = %.3f), done says %r"
              % (evals[-1]["val_loss"], math.log(64), done[0]["val_loss"]))
+# The workers' windows (SD_TEST_SAMPLE_LOG: generation, step, rank, world,
+# offset, count, then each window's first token): in every step the two
+# slices tile the global batch of 16 and take 16 different windows (a rank
+# that numbered its windows from 0 would repeat the other's).
+import glob
+rec = {}
+for f in glob.glob(sys.argv[2] + "/*.samples"):
+    for line in open(f):
+        g, step, rank, world, off, cnt, *starts = map(int, line.split())
+        rec.setdefault(step, {})[(g, off)] = (cnt, starts)
+if sorted(rec) != list(range(62)):
+    sys.exit("FAIL: sample records for steps %s, expected 0 to 61" % sorted(rec))
+for step, slices in rec.items():
+    g = max(k[0] for k in slices)
+    parts = sorted((off, cnt, st) for (gg, off), (cnt, st) in slices.items() if gg == g)
+    pos, wins = 0, []
+    for off, cnt, st in parts:
+        if off != pos or len(st) != cnt:
+            sys.exit("FAIL: step %d: slices %s do not tile the batch" % (step, parts))
+        pos += cnt
+        wins += st
+    if pos != 16 or len(set(wins)) < 15:
+        sys.exit("FAIL: step %d: %d samples, %d different windows: %s" % (step, pos, len(set(wins)), wins))
 print("ok: loss %.3f -> %.3f, val_loss %.3f (perplexity %.2f) after 62 steps on 2 workers"
       % (first, last, done[0]["val_loss"], done[0]["perplexity"]))
 PYEOF
