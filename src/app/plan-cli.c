@@ -58,6 +58,8 @@ struct plan {
 	struct sim_entry *sims;
 	int nsims;
 	struct sd_autopilot_objective autopilot;  /* --policy autopilot's objective */
+	int tokens_per_sample;      /* a language model's block_size: its samples are
+	                             * windows of that many tokens; 0 for images */
 	/* progress */
 	long done_runs, total_runs;
 	struct timespec t0, last;
@@ -476,8 +478,13 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 		         j->batch_per_worker);
 	else
 		snprintf(what, sizeof what, "ResNet-32 on CIFAR-10, 64,000 steps of 128: the seeds' job");
-	printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6, what,
-	       p->opt.runs, (unsigned long long)p->opt.seed);
+	if (p->tokens_per_sample > 0)   /* a language model's samples are windows of tokens */
+		printf("spotdeck plan: %.4g M tokens in windows of %d (%s), %d runs per row, seed %llu\n",
+		       j->images * p->tokens_per_sample / 1e6, p->tokens_per_sample, what, p->opt.runs,
+		       (unsigned long long)p->opt.seed);
+	else
+		printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6,
+		       what, p->opt.runs, (unsigned long long)p->opt.seed);
 	char ps[32] = "";
 	if (c0->parallel == SD_PLAN_PARAMETER_SERVER)
 		snprintf(ps, sizeof ps, " with %d PS", c0->parameter_servers);
@@ -953,6 +960,8 @@ static int load_job(struct plan *p, struct cli *c, struct sd_job *job, char **wh
 		c->checkpoint_steps = job->checkpoint_every;
 	if (sd_plan_job_from_train(&p->job, &job->train, c->steps, why) < 0)
 		return -1;
+	if (!strcmp(job->train.dataset, "tokens"))
+		p->tokens_per_sample = job->train.block_size;
 	if (c->speed_factor > 0)
 		p->job.speed_factor = c->speed_factor;
 	return 0;
