@@ -755,7 +755,7 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 			source = r;
 	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
 	free(steps);
-	struct sd_state_view sv;
+	struct sd_state_view sv = { 0 };
 	if (rc == 0)
 		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, g->on_device, &sv, why);
 	size_t np = sv.param_count, nb = sv.buffer_count;
