@@ -2,7 +2,9 @@
  * hand-built states over data/gce-2019.json: it adds when the deadline
  * slips, swaps to a cheaper offer only when the saving covers the swap,
  * leaves a zone in a revocation burst, swaps back to a cheaper pool that
- * reopens (and only once when it reopens and closes at every look),
+ * reopens (and only once when it reopens and closes at every look), lets
+ * a run be late rather than rescue it in a rare refusal state (on
+ * data/market-2026.json),
  * respects every limit, does not flap
  * on a price oscillating around its swap threshold, checkpoints when every
  * server is under notice, is deterministic, and reads its objective with
@@ -394,6 +396,57 @@ static void test_swaps_back_to_reopened_pool(void)
 	free(price);
 }
 
+/* On data/market-2026.json (calm/storm pools): the cheap Azure T4 pool has
+ * refused every request, once a minute, for the run's first 4 h, with all
+ * the 3x job left and 70 minutes to its deadline (no time to wait: only
+ * dearer offers make it).  A storm that long is rarer than the
+ * 5 % of runs the confidence leaves late (the storm's 20 % share x
+ * exp(-4 h / 2 h) = 2.7 %): no rescue by dearer offers, the T4 pool asked
+ * again, saying why.  After 20 minutes of refusals (16 %) it rescues. */
+static void test_no_rescue_in_rare_state(void)
+{
+	char path[4096], *why = NULL;
+	const char *top = getenv("top_srcdir");
+	snprintf(path, sizeof path, "%s/data/market-2026.json", top ? top : SD_SRCDIR);
+	struct sd_catalog *m26 = NULL;
+	if (sd_catalog_load(&m26, path, &why) < 0) {
+		CHECK(0, "%s", why);
+		free(why);
+		return;
+	}
+	const struct sd_offer *t4 = sd_catalog_find(m26, "azure/eastus-1/t4/spot");
+	CHECK(t4 != NULL);
+	if (!t4) {
+		sd_catalog_free(m26);
+		return;
+	}
+	struct sd_autopilot_revocation rv[241];
+	int nr = 0;
+	for (int a = 60; a <= 4 * 3600; a += 60)
+		rv[nr++] = (struct sd_autopilot_revocation){ t4, a, true };
+	struct sd_autopilot_objective o = deadline(4 * 3600 + 70 * 60);
+	o.every_seconds = 3600;   /* the next look too late to wait for it */
+	struct sd_autopilot_state st = { .cat = m26, .images_total = 3 * SEEDS_JOB, .images_done = 0,
+	                                 .speed_factor = 1, .elapsed_seconds = 4 * 3600, .spent_usd = 0,
+	                                 .servers = srv, .nservers = 0, .revocations = rv, .nrevocations = nr,
+	                                 .manual_cap = -1, .hazard_scale = 1 };
+	int n = decide(&o, &st);
+	CHECK(n >= 1 && act[0].kind == SD_AUTOPILOT_ADD && act[0].offer == t4, "%s", act[0].reason);
+	CHECK(strstr(act[0].reason, "late, and no rescue") != NULL, "%s", act[0].reason);
+	for (int i = 0; i < n; i++)
+		CHECK(act[i].kind != SD_AUTOPILOT_ADD || act[i].offer == t4, "%s", act[i].reason);
+	/* Twenty minutes of refusals: not rare, a rescue by other offers. */
+	st.nrevocations = 20;
+	st.elapsed_seconds = 4 * 3600;
+	n = decide(&o, &st);
+	int other = 0;
+	for (int i = 0; i < n; i++)
+		other += act[i].kind == SD_AUTOPILOT_ADD && act[i].offer != t4;
+	CHECK(other >= 1, "%s", act[0].reason);
+	CHECK(strstr(act[0].reason, "late, and no rescue") == NULL, "%s", act[0].reason);
+	sd_catalog_free(m26);
+}
+
 /* Prices older than the objective's limit: it holds, says so, and moves
  * nothing even when the deadline slips; within the limit it adds. */
 static void test_holds_on_stale_prices(void)
@@ -731,6 +784,7 @@ int main(void)
 	test_waits_for_burst();
 	test_waits_for_refusing_pool();
 	test_swaps_back_to_reopened_pool();
+	test_no_rescue_in_rare_state();
 	test_holds_on_stale_prices();
 	test_checkpoint_guard();
 	test_limits();
