@@ -19,6 +19,9 @@ TESTS += tests/controller/test-swap-pending.sh
 EXTRA_DIST += tests/controller/test-swap-pending.sh
 TESTS += tests/controller/test-autopilot-live.sh
 EXTRA_DIST += tests/controller/test-autopilot-live.sh
+# The live autopilot's time and cost within the planner's p10-p90 band.
+TESTS += tests/controller/test-autopilot-band.sh
+EXTRA_DIST += tests/controller/test-autopilot-band.sh
 # A journal that cannot be written (full disk) is said once; the run goes on.
 TESTS += tests/controller/test-journal-full.sh
 EXTRA_DIST += tests/controller/test-journal-full.sh
