@@ -36,8 +36,37 @@ enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD,
                          * strides, asymmetric pads (layers.h sd_gconv_*); CPU only */
              OP_BINARY, /* elementwise in op in2, or in op a broadcast constant;
                          * CPU only */
-             OP_DROPOUT /* inverted dropout while training, identity in eval;
-                         * CPU only */ };
+             OP_DROPOUT, /* inverted dropout while training, identity in eval;
+                          * CPU only */
+             OP_SEQ     /* a language-model op (enum sd_seq_op, engine/model-seq.c)
+                         * on any-rank activations; CPU only */ };
+
+/* The language-model ops (OP_SEQ nodes), run by engine/model-seq.c.  Their
+ * activations are rank >= 1 per sample (struct act's dims); "rows" is the
+ * product of every per-sample dimension but the last. */
+enum sd_seq_op {
+	SEQ_EMBED,     /* out (T, C) = table (V, C) at w_off, rows picked by the token ids
+	                * in `in` (seq_idx NULL) or by the constant seq_idx (T) (positions,
+	                * the same for every sample); backward adds dy into the picked rows */
+	SEQ_LINEAR,    /* out (rows, N) = in (rows, K) W^T + b, W (N, K) at w_off, b at
+	                * b_off or none (layers.h sd_linear_*, nb * rows at once) */
+	SEQ_BMM,       /* out (G, M, N) = in (G, M, K) @ in2 (G, K, N): G = the
+	                * per-sample batch dims (the heads), cblas_sgemm each */
+	SEQ_LAYERNORM, /* over the last axis (C), eps, gamma w_off, beta b_off (either may be
+	                * absent), saving mean and 1/std per row */
+	SEQ_SOFTMAX,   /* over the last axis */
+	SEQ_MASKFILL,  /* out = seq_mask ? seq_fill : in (the causal mask, per-sample
+	                * bytes); masked positions get no gradient */
+	SEQ_TRANSPOSE, /* per-sample dims permuted (seq_perm, over per-sample axes) */
+	SEQ_SLICE,     /* out (rows, seq_n) = in (rows, seq_k)[:, seq_off : seq_off + seq_n]
+	                * (Split along the last axis) */
+	SEQ_ERF,       /* elementwise erf */
+	SEQ_BIAS,      /* in op k, k broadcast from bin_kc values (1 or the last axis):
+	                * OP_BINARY's constant case with the last axis as channels */
+};
+
+/* The most per-sample dimensions an activation may have. */
+#define SD_ACT_MAX_RANK 6
 
 /* Nodes the CPU executor runs a batch-norm together with (model.c, "node
  * execution").  Fusion only marks nodes: the ReLU and add nodes stay in the
@@ -45,9 +74,17 @@ enum sd_op { OP_CONV, OP_BN, OP_RELU, OP_MAXPOOL, OP_AVGPOOL, OP_LINEAR, OP_ADD,
  * (the CUDA one) runs every node as before. */
 enum sd_fuse { FUSE_NONE, FUSE_RELU, FUSE_ADD_RELU };
 
-/* One activation: a (max_batch, c, h, w) buffer and its gradient. */
+/* One activation: a (max_batch, c, h, w) buffer and its gradient.  An
+ * image activation has rank 0 and lives in (c, h, w).  A language model's
+ * has rank >= 1 and per-sample dims[0 .. rank) (batch excluded: (T, C) for
+ * a (B, T, C) tensor, (H, T, T) for attention scores), row-major, with c =
+ * their product and h = w = 1, so code that counts floats per sample
+ * (c * h * w) works on both.  A language model's input activation holds
+ * the (T) token ids of each sample as float (exact: ids are below 2^24). */
 struct act {
 	int c, h, w;
+	int rank;
+	int dims[SD_ACT_MAX_RANK];
 	int blk;            /* CPU layout of val/grad: 1 NCHW, 8 or 16 channel-blocked
 	                     * (layers.h); other executors keep their own buffers */
 	float *val;
@@ -92,6 +129,15 @@ struct node {
 	 * forward's mask (max_batch samples). */
 	float drop_p;
 	uint8_t *drop_mask;
+	/* OP_SEQ (enum sd_seq_op above): rows and the last axis sizes of the
+	 * op; SEQ_BMM: seq_g batches of (seq_m, seq_k) @ (seq_k, seq_n). */
+	enum sd_seq_op seq;
+	int seq_rows, seq_g, seq_m, seq_k, seq_n, seq_off;
+	int seq_rank, seq_dims[SD_ACT_MAX_RANK], seq_perm[SD_ACT_MAX_RANK];
+	int32_t *seq_idx;               /* SEQ_EMBED's constant indices, owned */
+	uint8_t *seq_mask;              /* SEQ_MASKFILL, per sample, owned */
+	float seq_fill, seq_eps;
+	float *seq_mean, *seq_rstd;     /* SEQ_LAYERNORM, max_batch * rows each */
 };
 
 struct sd_model {
@@ -125,7 +171,28 @@ struct sd_model {
 	void *on_ready_ctx;
 	/* Random draws of the next training batch (sd_model_set_noise). */
 	uint64_t noise_seed, noise_first;
+	/* Language models: the sequence length T (the input holds T token ids
+	 * per sample, the last activation (T, classes) logits); 0 for images. */
+	int seq_len;
 };
+
+/* engine/model-seq.c: OP_SEQ node i forward (train: 1 while training) and
+ * backward (need_dx: the input's gradient is wanted); the cross-entropy
+ * at every position of a language model's logits (n * T rows of classes),
+ * its gradient * scale into the logits' gradient when dlogits is not NULL;
+ * returns the summed loss, or -1 with *why for an id out of range. */
+void sd_seq_forward(struct sd_model *m, int i, int nb, int train);
+void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx);
+void sd_seq_finish(struct sd_model *m);
+/* Softmax cross-entropy of rows rows of V logits against ids y, summed
+ * in double; dlogits (may be NULL) = (softmax - onehot) * scale. */
+double sd_seq_xent(const float *logits, float *dlogits, const int32_t *y, size_t rows, int V,
+                   float scale);
+/* Gradient protocol of model.c's backward, for model-seq.c: where a
+ * node writes its input's gradient (overwriting), then commit it (adds
+ * when another reader already wrote one). */
+float *sd_graph_grad_target(struct sd_model *m, struct act *a);
+void sd_graph_grad_commit(struct sd_model *m, struct act *a, size_t count);
 
 /* Batch-norm constants of the built-in models (PyTorch's defaults); a
  * model loaded from ONNX takes each node's own (engine/onnx.c). */
@@ -147,6 +214,8 @@ struct sd_model {
  * last activation is not (classes, 1, 1). */
 struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_batch);
 int sd_graph_act(struct sd_model *m, int c, int h, int w);
+/* A language-model activation of rank per-sample dims (c = their product). */
+int sd_graph_seq_act(struct sd_model *m, int rank, const int *dims);
 struct node *sd_graph_node(struct sd_model *m, enum sd_op op, int in, const char *name);
 size_t sd_graph_tensor(struct sd_model *m, const char *node, const char *what, int ndim,
                        int d0, int d1, int d2, int d3);

@@ -140,7 +140,7 @@ int sd_onnx_is_path(const char *name);
  * larger than SD_ONNX_MAX_BYTES or an empty one. */
 int sd_onnx_read_file(const char *path, uint8_t **bytes, size_t *len, char **why);
 
-#define SD_ONNX_OPS_MAX 40
+#define SD_ONNX_OPS_MAX 64
 struct sd_onnx_info {
 	int c, h, w;            /* one sample of the input */
 	int classes;            /* logits per sample */

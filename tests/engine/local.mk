@@ -148,3 +148,12 @@ TESTS += tests/engine/test-conv-bf16
 tests_engine_test_conv_bf16_SOURCES = tests/engine/test-conv-bf16.c tests/check.h
 tests_engine_test_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_conv_bf16_LDADD = $(SD_ENGINE_LIBS)
+
+# The char-level GPT's ONNX export (examples/char-gpt, a small config, opsets
+# 14 and 17) computes PyTorch's loss, gradients, eval loss and SGD
+# trajectory (SKIPs without torch and onnx).
+check_PROGRAMS += tests/engine/test-gpt-onnx
+tests_engine_test_gpt_onnx_SOURCES = tests/engine/test-gpt-onnx.c
+tests_engine_test_gpt_onnx_LDADD = $(SD_ENGINE_LIBS)
+TESTS += tests/engine/test-gpt-torch.sh
+EXTRA_DIST += tests/engine/test-gpt-torch.sh tests/engine/test-gpt-torch.py
