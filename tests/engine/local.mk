@@ -156,4 +156,4 @@ check_PROGRAMS += tests/engine/test-gpt-onnx
 tests_engine_test_gpt_onnx_SOURCES = tests/engine/test-gpt-onnx.c
 tests_engine_test_gpt_onnx_LDADD = $(SD_ENGINE_LIBS)
 TESTS += tests/engine/test-gpt-torch.sh
-EXTRA_DIST += tests/engine/test-gpt-torch.sh tests/engine/test-gpt-torch.py
+EXTRA_DIST += tests/engine/test-gpt-torch.sh tests/engine/gpt_torch_ref.py

@@ -1,12 +1,12 @@
 /* tests/engine/test-gpt-onnx.c - the engine side of
  * tests/engine/test-gpt-torch.sh: loads a GPT's ONNX export
- * (tests/engine/test-gpt-torch.py wrote it with the reference numbers) and
+ * (tests/engine/gpt_torch_ref.py wrote it with the reference numbers) and
  * compares what sd_model_train_tokens / sd_model_eval_tokens compute with
  * PyTorch's.
  *
  *   test-gpt-onnx MODEL.onnx DIR
  *
- * DIR holds ref.txt and tokens.i32 (test-gpt-torch.py's docstring).  The
+ * DIR holds ref.txt and tokens.i32 (gpt_torch_ref.py's docstring).  The
  * model's parameters are the file's initializers, i.e. the torch model's
  * initial weights.  Checked, with the measured value printed each time:
  *   - the first batch's mean training loss: relative difference <= 1e-5;

@@ -9,14 +9,14 @@
 # parameter's gradient by name, the tied embedding / output projection as
 # one tensor (max |diff| / max |torch| per tensor, bound in
 # tests/engine/test-gpt-onnx.c), the eval-mode loss, and 30 steps of SGD
-# within PyTorch's 1-ulp drift band (tests/engine/test-gpt-torch.py).
+# within PyTorch's 1-ulp drift band (tests/engine/gpt_torch_ref.py).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
 "$PY" -c 'import torch, onnx' 2>/dev/null ||
 	{ echo "SKIP: /usr/bin/python3 cannot import torch and onnx (Debian: python3-torch, python3-onnx)" >&2; exit 77; }
 tmpdir
-"$PY" "$top_srcdir/tests/engine/test-gpt-torch.py" "$T" 2>"$T/ref.err" ||
+"$PY" "$top_srcdir/tests/engine/gpt_torch_ref.py" "$T" 2>"$T/ref.err" ||
 	fail "PyTorch reference: $(tail -n 3 "$T/ref.err")"
 for opset in 14 17; do
 	echo "opset $opset:"

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""The reference side of tests/engine/test-gpt-torch.sh: a small
+examples/char-gpt GPT (2 layers, 2 heads, 32 channels, block 16, vocabulary
+64, dropout 0) from a fixed seed, exported by export.py's export() at
+opsets 14 and 17 in training mode without constant folding, and what
+PyTorch computes with it on fixed token windows:
+
+    gpt_torch_ref.py OUTDIR
+
+writes OUTDIR/gpt14.onnx, OUTDIR/gpt17.onnx, OUTDIR/tokens.i32 (STEPS x
+BATCH x (BLOCK + 1) int32 windows: x = window[:-1], y = window[1:]) and
+OUTDIR/ref.txt, read by tests/engine/gpt-onnx.c:
+    config STEPS BATCH BLOCK VOCAB LR
+    loss MEAN            the first window batch's mean cross-entropy (train mode)
+    eval_loss MEAN       the same in eval mode, no gradient
+    grad NAME COUNT      per parameter (named_parameters: the tied
+    v v v ...            wte.weight once), its gradient of the mean loss
+    step S MEAN ALLOWED  SGD at LR (plain, no momentum), one batch per step:
+                         the loss before step S's update, and the relative
+                         difference the engine's may have from it
+All values %.9g of float32 (torch's own precision: this is the run the
+engine must match).  ALLOWED is the yardstick of
+tests/engine/onnx_torch_ref.py: PyTorch trains NUDGED more times from its
+initial weights moved by 1 ulp (up, down, alternating), and step S allows
+max(FLOOR, DRIFT_FACTOR x the nudged runs' largest relative loss drift up
+to step S): how far this model's training carries a rounding difference."""
+import copy, os, sys
+import torch
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "..", "..", "examples", "char-gpt"))
+sys.path.insert(0, os.path.join(here, "..", "..", "examples"))
+from export import export          # noqa: E402
+from model import GPT, GPTConfig, loss_nats   # noqa: E402
+
+STEPS, BATCH, LR = 30, 4, 0.2
+NUDGED, DRIFT_FACTOR, FLOOR = 3, 10.0, 1e-5
+CONFIG = GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
+
+
+def train(model, windows):
+    """STEPS steps of SGD at LR, one batch of windows each: the losses."""
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses = []
+    for s in range(STEPS):
+        x, y = windows[s, :, :-1], windows[s, :, 1:]
+        opt.zero_grad()
+        loss = loss_nats(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def nudge(model, k):
+    """Every parameter 1 ulp up (k 0), down (1) or alternating (2)."""
+    with torch.no_grad():
+        for p in model.parameters():
+            up = torch.nextafter(p, torch.full_like(p, float("inf")))
+            down = torch.nextafter(p, torch.full_like(p, float("-inf")))
+            if k == 0:
+                p.copy_(up)
+            elif k == 1:
+                p.copy_(down)
+            else:
+                alt = (torch.arange(p.numel()) % 2 == 0).reshape(p.shape)
+                p.copy_(torch.where(alt, up, down))
+
+
+def main():
+    out = sys.argv[1]
+    torch.manual_seed(1234)
+    torch.set_num_threads(1)
+    model = GPT(CONFIG)
+    for opset in (14, 17):
+        export(model, os.path.join(out, "gpt%d.onnx" % opset), opset, True, False)
+    g = torch.Generator().manual_seed(99)
+    T, V = CONFIG.block_size, CONFIG.vocab_size
+    # Skewed ids (a few frequent ones, as text has) so the loss moves.
+    windows = (torch.randint(0, V, (STEPS, BATCH, T + 1), generator=g) *
+               torch.randint(0, 2, (STEPS, BATCH, T + 1), generator=g)) % V
+    windows.to(torch.int32).numpy().tofile(os.path.join(out, "tokens.i32"))
+    lines = ["config %d %d %d %d %.9g" % (STEPS, BATCH, T, V, LR)]
+    x, y = windows[0, :, :-1], windows[0, :, 1:]
+    model.train()
+    model.zero_grad()
+    loss = loss_nats(model(x), y)
+    loss.backward()
+    lines.append("loss %.9g" % loss.item())
+    for name, p in model.named_parameters():
+        lines.append("grad %s %d" % (name, p.numel()))
+        lines.append(" ".join("%.9g" % v for v in p.grad.flatten().tolist()))
+    model.eval()
+    with torch.no_grad():
+        lines.append("eval_loss %.9g" % loss_nats(model(x), y).item())
+    model.train()
+    start = copy.deepcopy(model.state_dict())
+    plain = train(model, windows)
+    nudged = []
+    for k in range(NUDGED):
+        model.load_state_dict(start)
+        nudge(model, k)
+        nudged.append(train(model, windows))
+    drift = 0.0
+    for s in range(STEPS):
+        drift = max([drift] + [abs(n[s] - plain[s]) / abs(plain[s]) for n in nudged])
+        lines.append("step %d %.9g %.3g" % (s, plain[s], max(FLOOR, DRIFT_FACTOR * drift)))
+    with open(os.path.join(out, "ref.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
