@@ -4,13 +4,19 @@
  * device.  Nothing outside engine/ includes this.
  *
  * A model is a list of nodes over activations.  Activation 0 is the input
- * image batch, the last activation is the logits.  Forward runs the nodes in
+ * image batch (a language model's: its token ids, as float), the last
+ * activation is the logits (a language model's: (T, classes) per sample).  Forward runs the nodes in
  * list order, backward in reverse.  An activation read by more than one node
  * (a ResNet block's input: the main branch and the shortcut) gets the sum of
  * their gradients; ReLU works in place (its output is its input activation).
  * Parameter tensors are views into ONE parameter buffer at the offsets of
  * engine/model.h's tensor table, and each parameter tensor belongs to exactly
- * one node; batch-norm running statistics are views into the buffers block.
+ * one node, except a language model's tied one (the token embedding and the
+ * output projection: SEQ_EMBED and SEQ_LINEAR nodes with the same w_off),
+ * whose gradient both nodes add into (the gradient buffer is zeroed before
+ * each pass; the tensor is final once the embedding, the first node, has
+ * run backward, which the ready points say); batch-norm running statistics
+ * are views into the buffers block.
  *
  * Whoever adds an operation here must teach both executors about it: the
  * CUDA one refuses a graph with an op it does not know (the trainer then
