@@ -7,7 +7,8 @@ PyTorch computes with it on fixed token windows:
 
     gpt_torch_ref.py OUTDIR
 
-writes OUTDIR/gpt14.onnx, OUTDIR/gpt17.onnx, OUTDIR/tokens.i32 (STEPS x
+writes OUTDIR/gpt14.onnx .. gpt17.onnx, gpt14-fold.onnx (constants folded)
+and gpt17-eval.onnx (eval mode), OUTDIR/tokens.i32 (STEPS x
 BATCH x (BLOCK + 1) int32 windows: x = window[:-1], y = window[1:]) and
 OUTDIR/ref.txt, read by tests/engine/gpt-onnx.c:
     config STEPS BATCH BLOCK VOCAB LR
@@ -72,8 +73,14 @@ def main():
     torch.manual_seed(1234)
     torch.set_num_threads(1)
     model = GPT(CONFIG)
-    for opset in (14, 17):
+    for opset in (14, 15, 16, 17):
         export(model, os.path.join(out, "gpt%d.onnx" % opset), opset, True, False)
+    # Forward only: constant folding unties the output projection (a
+    # transposed copy of wte under another name) and eval mode merges equal
+    # initializers, so neither trains as the model does; both compute its
+    # loss.
+    export(model, os.path.join(out, "gpt14-fold.onnx"), 14, True, True)
+    export(model, os.path.join(out, "gpt17-eval.onnx"), 17, False, False)
     g = torch.Generator().manual_seed(99)
     T, V = CONFIG.block_size, CONFIG.vocab_size
     # Skewed ids (a few frequent ones, as text has) so the loss moves.

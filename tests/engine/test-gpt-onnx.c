@@ -4,8 +4,12 @@
  * compares what sd_model_train_tokens / sd_model_eval_tokens compute with
  * PyTorch's.
  *
- *   test-gpt-onnx MODEL.onnx DIR
+ *   test-gpt-onnx [--forward] MODEL.onnx DIR
  *
+ * With --forward only the two losses are checked (an export that does
+ * not train as the model does: constant folding unties the embedding, eval
+ * mode merges equal initializers).  A token id outside the vocabulary is
+ * refused with a message naming it, in every mode.
  * DIR holds ref.txt and tokens.i32 (gpt_torch_ref.py's docstring).  The
  * model's parameters are the file's initializers, i.e. the torch model's
  * initial weights.  Checked, with the measured value printed each time:
@@ -61,8 +65,11 @@ static struct sd_model *load(const char *path, int batch)
 
 int main(int argc, char **argv)
 {
+	const int forward_only = argc == 4 && !strcmp(argv[1], "--forward");
+	argv += forward_only;
+	argc -= forward_only;
 	if (argc != 3) {
-		fprintf(stderr, "usage: test-gpt-onnx MODEL.onnx DIR\n");
+		fprintf(stderr, "usage: test-gpt-onnx [--forward] MODEL.onnx DIR\n");
 		return 1;
 	}
 	char path[4096];
@@ -124,6 +131,42 @@ int main(int argc, char **argv)
 	double rel = fabs(loss - ref_loss) / fabs(ref_loss);
 	check(rel <= LOSS_TOL, "loss %.9g torch %.9g rel %.3g (bound %g)", loss, ref_loss, rel,
 	      LOSS_TOL);
+
+	/* An id outside the vocabulary: refused, naming it. */
+	const int32_t keep = x[1];
+	x[1] = V;
+	double none;
+	int rc = sd_model_train_tokens(m, x, y, batch, 1.0f, &none, &why);
+	x[1] = keep;
+	char want_msg[64];
+	snprintf(want_msg, sizeof want_msg, "token id %d at position 1", V);
+	if (rc == 0 || !why || !strstr(why, want_msg)) {
+		fprintf(stderr, "test-gpt-onnx: id %d not refused as expected: %s\n", V,
+		        why ? why : "(accepted)");
+		failures++;
+	} else {
+		printf("refused: %s\n", why);
+	}
+	free(why);
+	why = NULL;
+	if (forward_only) {
+		/* Skip to the eval loss. */
+		char word[64];
+		while (fscanf(ref, "%63s", word) == 1 && strcmp(word, "eval_loss"))
+			;
+		double ref_ev;
+		if (fscanf(ref, "%lf", &ref_ev) != 1 ||
+		    sd_model_eval_tokens(m, x, y, batch, &loss, &why) < 0) {
+			fprintf(stderr, "test-gpt-onnx: eval: %s\n", why ? why : "no eval_loss");
+			return 1;
+		}
+		loss /= positions;
+		rel = fabs(loss - ref_ev) / fabs(ref_ev);
+		check(rel <= LOSS_TOL, "eval loss %.9g torch %.9g rel %.3g (bound %g)", loss, ref_ev,
+		      rel, LOSS_TOL);
+		sd_model_destroy(m);
+		return failures ? 1 : 0;
+	}
 
 	/* Gradients by name. */
 	const float *g = sd_model_grads(m);

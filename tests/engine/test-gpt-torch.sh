@@ -1,15 +1,19 @@
 #!/bin/sh
 # The char-level GPT of examples/char-gpt (a small config: 2 layers, 2
 # heads, 32 channels, block 16, vocabulary 64, dropout 0), exported by
-# export.py at opset 14 (the LayerNorm chain: ReduceMean, Sub, Pow, Sqrt,
-# Div, Mul, Add) and at opset 17 (LayerNormalization), in training mode
+# export.py at opsets 14, 15, 16 (the LayerNorm chain: ReduceMean, Sub, Pow,
+# Sqrt, Div, Mul, Add) and 17 (LayerNormalization), in training mode
 # without constant folding, computes in spotdeck what it computes in
 # PyTorch from the same initial weights (the file's initializers) on the
 # same token windows: the mean next-token loss (1e-5 relative), every
 # parameter's gradient by name, the tied embedding / output projection as
 # one tensor (max |diff| / max |torch| per tensor, bound in
 # tests/engine/test-gpt-onnx.c), the eval-mode loss, and 30 steps of SGD
-# within PyTorch's 1-ulp drift band (tests/engine/gpt_torch_ref.py).
+# within PyTorch's 1-ulp drift band (tests/engine/gpt_torch_ref.py).  A
+# constant-folded export (the tie lost: the output projection is a
+# transposed copy) and an eval-mode one (equal initializers merged) load
+# and compute the same training-mode and eval-mode losses.  A token id
+# outside the vocabulary is refused with a line naming it.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -18,9 +22,15 @@ PY=/usr/bin/python3
 tmpdir
 "$PY" "$top_srcdir/tests/engine/gpt_torch_ref.py" "$T" 2>"$T/ref.err" ||
 	fail "PyTorch reference: $(tail -n 3 "$T/ref.err")"
-for opset in 14 17; do
+for opset in 14 15 16 17; do
 	echo "opset $opset:"
 	"$top_builddir/tests/engine/test-gpt-onnx" "$T/gpt$opset.onnx" "$T" ||
 		fail "opset $opset: spotdeck differs from PyTorch"
 	ok "opset $opset: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
+done
+for variant in 14-fold 17-eval; do
+	echo "$variant:"
+	"$top_builddir/tests/engine/test-gpt-onnx" --forward "$T/gpt$variant.onnx" "$T" ||
+		fail "$variant: spotdeck's loss differs from PyTorch's"
+	ok "$variant: training and eval loss as PyTorch's"
 done
