@@ -144,6 +144,8 @@ struct node {
 	uint8_t *seq_mask;              /* SEQ_MASKFILL, per sample, owned */
 	float seq_fill, seq_eps;
 	float *seq_mean, *seq_rstd;     /* SEQ_LAYERNORM, max_batch * rows each */
+	uint32_t *seq_src;              /* SEQ_TRANSPOSE: per output element of a
+	                                 * sample, its input element */
 };
 
 struct sd_model {

@@ -23,6 +23,7 @@
 #include "engine/model-graph.h"
 
 static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
+static void transpose_map(const struct node *n, size_t per, uint32_t *src);
 
 void sd_seq_finish(struct sd_model *m)
 {
@@ -30,6 +31,11 @@ void sd_seq_finish(struct sd_model *m)
 		struct node *n = &m->nodes[i];
 		if (n->op != OP_SEQ)
 			continue;
+		if (n->seq == SEQ_TRANSPOSE) {
+			const size_t per = act_floats(&m->acts[n->in]);
+			n->seq_src = sd_malloc(per * sizeof *n->seq_src);
+			transpose_map(n, per, n->seq_src);
+		}
 		if (n->seq == SEQ_LAYERNORM) {
 			size_t r = (size_t)m->max_batch * n->seq_rows;
 			n->seq_mean = sd_malloc(r * sizeof(float));
@@ -147,8 +153,8 @@ static void softmax_backward(float *dx, const float *dy, const float *y, size_t 
 	}
 }
 
-/* Per-sample offset in the input of output element o of a transpose. */
-static void transpose_map(const struct node *n, size_t per, size_t *src)
+/* Per-sample offset in the input of each output element of a transpose. */
+static void transpose_map(const struct node *n, size_t per, uint32_t *src)
 {
 	const int r = n->seq_rank;
 	size_t ist[SD_ACT_MAX_RANK], od[SD_ACT_MAX_RANK], idx[SD_ACT_MAX_RANK] = { 0 };
@@ -163,7 +169,7 @@ static void transpose_map(const struct node *n, size_t per, size_t *src)
 		size_t off = 0;
 		for (int k = 0; k < r; k++)
 			off += idx[k] * ist[n->seq_perm[k]];
-		src[o] = off;
+		src[o] = (uint32_t)off;
 		for (int k = r - 1; k >= 0; k--) {
 			if (++idx[k] < od[k])
 				break;
@@ -228,15 +234,13 @@ void sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 	}
 	case SEQ_TRANSPOSE: {
 		const size_t per = act_floats(in);
-		size_t *src = sd_malloc(per * sizeof *src);
-		transpose_map(n, per, src);
+		const uint32_t *src = n->seq_src;
 		for (int b = 0; b < nb; b++) {
 			const float *x = in->val + (size_t)b * per;
 			float *y = out->val + (size_t)b * per;
 			for (size_t o = 0; o < per; o++)
 				y[o] = x[src[o]];
 		}
-		free(src);
 		break;
 	}
 	case SEQ_SLICE:
@@ -324,12 +328,10 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 	case SEQ_TRANSPOSE:
 		if (dx) {
 			const size_t per = act_floats(in);
-			size_t *src = sd_malloc(per * sizeof *src);
-			transpose_map(n, per, src);
+			const uint32_t *src = n->seq_src;
 			for (int b = 0; b < nb; b++)
 				for (size_t o = 0; o < per; o++)
 					dx[(size_t)b * per + src[o]] = dy[(size_t)b * per + o];
-			free(src);
 		}
 		break;
 	case SEQ_SLICE:
