@@ -69,6 +69,11 @@ enum sd_seq_op {
 	SEQ_ERF,       /* elementwise erf */
 	SEQ_BIAS,      /* in op k, k broadcast from bin_kc values (1 or the last axis):
 	                * OP_BINARY's constant case with the last axis as channels */
+	SEQ_ATTENTION, /* causal self-attention in one node: y (H, T, D) = softmax(q k^T
+	                * seq_scale + causal mask) v, q = in, k = in2, v = in3, each
+	                * (H, T, D); the softmax probabilities kept in activation
+	                * seq_aux[0]'s buffer, backward's scratch in seq_aux[1]'s.
+	                * sd_seq_fuse_attention makes it out of the unfused nodes. */
 };
 
 /* The most per-sample dimensions an activation may have. */
@@ -139,6 +144,10 @@ struct node {
 	 * op; SEQ_BMM: seq_g batches of (seq_m, seq_k) @ (seq_k, seq_n). */
 	enum sd_seq_op seq;
 	int seq_rows, seq_g, seq_m, seq_k, seq_n, seq_off;
+	int in3, seq_aux[2];            /* SEQ_ATTENTION; seq_span: the nodes its group
+	                                 * covers, itself included */
+	int seq_span;
+	float seq_scale;
 	int seq_rank, seq_dims[SD_ACT_MAX_RANK], seq_perm[SD_ACT_MAX_RANK];
 	int32_t *seq_idx;               /* SEQ_EMBED's constant indices, owned */
 	uint8_t *seq_mask;              /* SEQ_MASKFILL, per sample, owned */
@@ -184,14 +193,28 @@ struct sd_model {
 	int seq_len;
 };
 
-/* engine/model-seq.c: OP_SEQ node i forward (train: 1 while training) and
+/* engine/model-seq.c: OP_SEQ node i forward (train: 1 while training;
+ * returns the nodes it covered: 1, or a fused group's) and
  * backward (need_dx: the input's gradient is wanted); the cross-entropy
  * at every position of a language model's logits (n * T rows of classes),
  * its gradient * scale into the logits' gradient when dlogits is not NULL;
  * returns the summed loss, or -1 with *why for an id out of range. */
-void sd_seq_forward(struct sd_model *m, int i, int nb, int train);
+int sd_seq_forward(struct sd_model *m, int i, int nb, int train);
 void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx);
 void sd_seq_finish(struct sd_model *m);
+/* Recognises the attention pattern of a GPT's export in m's node list -
+ * SEQ_BMM (q, k^T) -> SEQ_BIAS (* or / by a fixed scalar) -> SEQ_MASKFILL
+ * (-inf above the diagonal) -> SEQ_SOFTMAX -> SEQ_BMM (., v), each
+ * intermediate read by the next alone, k^T made by a SEQ_TRANSPOSE read by
+ * that product alone - and turns each into one SEQ_ATTENTION node: the
+ * first node becomes it, the last is marked the tail of its group
+ * (fused_from), and the transpose of k is changed to give k (H, T, D).
+ * The nodes in between stay in the list, skipped (the executor runs the
+ * group as one, as it runs a fused batch-norm group).  Returns how many it
+ * fused.  Call before sd_graph_finish. */
+int sd_seq_fuse_attention(struct sd_model *m);
+/* The group of OP_SEQ nodes whose tail is node i backward; its head. */
+int sd_seq_backward_group(struct sd_model *m, int i, int nb);
 /* Softmax cross-entropy of rows rows of V logits against ids y, summed
  * in double; dlogits (may be NULL) = (softmax - onehot) * scale. */
 double sd_seq_xent(const float *logits, float *dlogits, const int32_t *y, size_t rows, int V,

@@ -24,6 +24,12 @@
 
 static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
 static void transpose_map(const struct node *n, size_t per, uint32_t *src);
+static void attention_causal_forward(float *y, float *probs, const float *q, const float *k,
+                                     const float *v, int b, int h, int t, int d, float scale);
+static void attention_causal_backward(float *dq, float *dk, float *dv, const float *dy,
+                                      const float *q, const float *k, const float *v,
+                                      const float *probs, float *ws, int b, int h, int t, int d,
+                                      float scale);
 
 void sd_seq_finish(struct sd_model *m)
 {
@@ -153,6 +159,74 @@ static void softmax_backward(float *dx, const float *dy, const float *y, size_t 
 	}
 }
 
+/* Causal self-attention, forward and backward, with engine/layers-seq.h's
+ * (branch help-kern) signatures and conventions, to be replaced by those
+ * kernels: q, k, v, y (b, h, t, d); probs (b, h, t, t) written, 0 above the
+ * diagonal; backward overwrites dq, dk, dv, ws is b h t t floats.
+ *   S = q k^T scale, P = softmax over j <= i, y = P v;
+ *   dv = P^T dy, dP = dy v^T, dS = P (dP - rowsum(P dP)) scale,
+ *   dq = dS k, dk = dS^T q. */
+static void attention_causal_forward(float *y, float *probs, const float *q, const float *k,
+                                     const float *v, int b, int h, int t, int d, float scale)
+{
+	const size_t td = (size_t)t * d, tt = (size_t)t * t;
+	for (size_t bh = 0; bh < (size_t)b * h; bh++) {
+		float *P = probs + bh * tt;
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, 1.0f, q + bh * td, d,
+		            k + bh * td, d, 0.0f, P, t);
+		for (int i = 0; i < t; i++) {
+			float *row = P + (size_t)i * t;
+			float mx = row[0] * scale;
+			for (int j = 0; j <= i; j++) {
+				row[j] *= scale;
+				mx = row[j] > mx ? row[j] : mx;
+			}
+			double s = 0;
+			for (int j = 0; j <= i; j++) {
+				row[j] = expf(row[j] - mx);
+				s += row[j];
+			}
+			const float inv = (float)(1.0 / s);
+			for (int j = 0; j <= i; j++)
+				row[j] *= inv;
+			for (int j = i + 1; j < t; j++)
+				row[j] = 0.0f;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, P, t, v + bh * td,
+		            d, 0.0f, y + bh * td, d);
+	}
+}
+
+static void attention_causal_backward(float *dq, float *dk, float *dv, const float *dy,
+                                      const float *q, const float *k, const float *v,
+                                      const float *probs, float *ws, int b, int h, int t, int d,
+                                      float scale)
+{
+	const size_t td = (size_t)t * d, tt = (size_t)t * t;
+	for (size_t bh = 0; bh < (size_t)b * h; bh++) {
+		const float *P = probs + bh * tt, *g = dy + bh * td;
+		float *dS = ws + bh * tt;
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, t, 1.0f, P, t, g, d, 0.0f,
+		            dv + bh * td, d);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, 1.0f, g, d, v + bh * td, d,
+		            0.0f, dS, t);
+		for (int i = 0; i < t; i++) {
+			const float *pr = P + (size_t)i * t;
+			float *row = dS + (size_t)i * t;
+			double s = 0;
+			for (int j = 0; j <= i; j++)
+				s += (double)pr[j] * row[j];
+			const float sf = (float)s;
+			for (int j = 0; j < t; j++)
+				row[j] = j <= i ? pr[j] * (row[j] - sf) * scale : 0.0f;
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, dS, t, k + bh * td,
+		            d, 0.0f, dq + bh * td, d);
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, t, 1.0f, dS, t, q + bh * td, d,
+		            0.0f, dk + bh * td, d);
+	}
+}
+
 /* Per-sample offset in the input of each output element of a transpose. */
 static void transpose_map(const struct node *n, size_t per, uint32_t *src)
 {
@@ -183,7 +257,7 @@ static const float *bias_k(const struct sd_model *m, const struct node *n)
 	return n->w_off == SD_NO_TENSOR ? n->bin_k : m->params + n->w_off;
 }
 
-void sd_seq_forward(struct sd_model *m, int i, int nb, int train)
+int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 {
 	(void)train;
 	struct node *n = &m->nodes[i];
@@ -258,7 +332,13 @@ void sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		sd_binary_const_forward(out->val, in->val, bias_k(m, n), n->bin_kc, (int)rows, n->seq_n,
 		                        1, n->binop, n->bin_k_first);
 		break;
+	case SEQ_ATTENTION:
+		attention_causal_forward(out->val, m->acts[n->seq_aux[0]].val, in->val,
+		                         m->acts[n->in2].val, m->acts[n->in3].val, nb, n->seq_g,
+		                         n->seq_m, n->seq_k, n->seq_scale);
+		return n->seq_span;
 	}
+	return 1;
 }
 
 void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
@@ -354,7 +434,101 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		                         bias_k(m, n), n->bin_kc, (int)rows, n->seq_n, 1, n->binop,
 		                         n->bin_k_first);
 		break;
+	case SEQ_ATTENTION: {
+		/* q, k and v are read by this node alone (sd_seq_fuse_attention
+		 * checks), so each target is its own gradient buffer. */
+		struct act *k = &m->acts[n->in2], *v = &m->acts[n->in3];
+		const size_t each = act_floats(in) * nb;
+		float *dk = sd_graph_grad_target(m, k), *dv = sd_graph_grad_target(m, v);
+		attention_causal_backward(dx, dk, dv, dy, in->val, k->val, v->val,
+		                          m->acts[n->seq_aux[0]].val, m->acts[n->seq_aux[1]].val, nb,
+		                          n->seq_g, n->seq_m, n->seq_k, n->seq_scale);
+		sd_graph_grad_commit(m, k, each);
+		sd_graph_grad_commit(m, v, each);
+		break;
+	}
 	}
 	if (dx)
 		sd_graph_grad_commit(m, in, cnt);
+}
+
+int sd_seq_backward_group(struct sd_model *m, int i, int nb)
+{
+	const int head = m->nodes[i].fused_from - 1;
+	struct node *h = &m->nodes[head];
+	sd_seq_backward(m, head, nb, h->in != 0);
+	return head;
+}
+
+/* The node making activation a, or -1. */
+static int producer(const struct sd_model *m, int a)
+{
+	for (int i = 0; i < m->nnodes; i++)
+		if (m->nodes[i].out == a)
+			return i;
+	return -1;
+}
+
+int sd_seq_fuse_attention(struct sd_model *m)
+{
+	int fused = 0;
+	for (int i = 0; i + 4 < m->nnodes; i++) {
+		struct node *mm = &m->nodes[i], *sc = mm + 1, *mk = mm + 2, *sm = mm + 3, *av = mm + 4;
+		if (mm->op != OP_SEQ || mm->seq != SEQ_BMM || sc->op != OP_SEQ || sc->seq != SEQ_BIAS ||
+		    mk->op != OP_SEQ || mk->seq != SEQ_MASKFILL || sm->op != OP_SEQ ||
+		    sm->seq != SEQ_SOFTMAX || av->op != OP_SEQ || av->seq != SEQ_BMM)
+			continue;
+		/* A chain, each link read by the next alone. */
+		if (sc->in != mm->out || mk->in != sc->out || sm->in != mk->out || av->in != sm->out ||
+		    m->acts[mm->in].consumers != 1 || m->acts[av->in2].consumers != 1 ||
+		    mm->in == 0 || mm->in == mm->in2 || mm->in == av->in2 || mm->in2 == av->in2 ||
+		    m->acts[mm->out].consumers != 1 || m->acts[sc->out].consumers != 1 ||
+		    m->acts[mk->out].consumers != 1 || m->acts[sm->out].consumers != 1)
+			continue;
+		/* Shapes: (G, T, D) (G, D, T) -> (G, T, T); (G, T, T) (G, T, D). */
+		const int G = mm->seq_g, T = mm->seq_m, D = mm->seq_k;
+		if (mm->seq_n != T || av->seq_g != G || av->seq_m != T || av->seq_k != T ||
+		    av->seq_n != D)
+			continue;
+		/* The scale: a fixed scalar multiplying or dividing. */
+		if (sc->w_off != SD_NO_TENSOR || sc->bin_kc != 1 ||
+		    !(sc->binop == SD_BIN_MUL || (sc->binop == SD_BIN_DIV && !sc->bin_k_first)))
+			continue;
+		const float scale = sc->binop == SD_BIN_MUL ? sc->bin_k[0] : 1.0f / sc->bin_k[0];
+		/* The mask: -inf exactly above the diagonal of every (T, T). */
+		int causal = isinf(mk->seq_fill) && mk->seq_fill < 0;
+		for (size_t e = 0; causal && e < (size_t)G * T * T; e++) {
+			size_t r = (e / T) % T, c = e % T;
+			causal = mk->seq_mask[e] == (c > r);
+		}
+		if (!causal)
+			continue;
+		/* k^T from a transpose read by this product alone: make it give k. */
+		int kt = producer(m, mm->in2);
+		struct node *tr = kt >= 0 ? &m->nodes[kt] : NULL;
+		struct act *ka = &m->acts[mm->in2];
+		if (!tr || tr->op != OP_SEQ || tr->seq != SEQ_TRANSPOSE || ka->consumers != 1 ||
+		    tr->seq_rank < 2)
+			continue;
+		const int r = tr->seq_rank;
+		int p = tr->seq_perm[r - 1];
+		tr->seq_perm[r - 1] = tr->seq_perm[r - 2];
+		tr->seq_perm[r - 2] = p;
+		int dd = ka->dims[ka->rank - 1];
+		ka->dims[ka->rank - 1] = ka->dims[ka->rank - 2];
+		ka->dims[ka->rank - 2] = dd;
+		/* The head becomes the fused node; the tail closes the group. */
+		const int v = av->in2, y = av->out;
+		mm->seq = SEQ_ATTENTION;
+		mm->in3 = v;
+		mm->out = y;
+		mm->seq_scale = scale;
+		mm->seq_aux[0] = sm->out;
+		mm->seq_aux[1] = mk->out;
+		mm->seq_span = 5;
+		av->fused_from = i + 1;
+		fused++;
+		i += 4;
+	}
+	return fused;
 }

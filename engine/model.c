@@ -857,8 +857,7 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		                  nb, n->fc_in, n->fc_out);
 		return 1;
 	case OP_SEQ:
-		sd_seq_forward(m, i, nb, train);
-		return 1;
+		return sd_seq_forward(m, i, nb, train);
 	case OP_ADD:
 		if (blk > 1) {
 			/* An add no batch-norm was fused with: out = a + residual. */
@@ -1025,7 +1024,7 @@ static int backward_node(struct sd_model *m, int i, int nb)
 	/* The input image needs no gradient. */
 	int need_dx = n->in != 0;
 	if (n->fused_from)
-		return backward_group(m, i, nb);
+		return n->op == OP_SEQ ? sd_seq_backward_group(m, i, nb) : backward_group(m, i, nb);
 	switch (n->op) {
 	case OP_CONV: {
 		struct sd_conv2d_shape s = n->conv;

@@ -134,6 +134,12 @@
  *                          Slice of the registered mask buffer, folded);
  *                          masked positions get no gradient
  *   Equal, Range, Cast to bool, Slice of float constants -> folded at load.
+ * The attention pattern (MatMul of q and k^T, Mul or Div by a scalar, the
+ * causal masked fill, Softmax, MatMul by v; Dropout p = 0 between is
+ * nothing) runs as ONE fused node per block (model-graph.h SEQ_ATTENTION);
+ * the environment variable SPOTDECK_ATTENTION=unfused keeps the separate
+ * nodes (the reference the tests compare it with; any other value than
+ * fused or unfused is refused).
  * Every initializer these ops train is ONE parameter tensor named after
  * it, however many nodes read it: the token embedding and the output
  * projection through its Transpose (weight tying) share one tensor whose

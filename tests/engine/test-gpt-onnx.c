@@ -19,6 +19,12 @@
  *     the tensor <= GRAD_TOL; every engine tensor has a torch gradient and
  *     the counts agree;
  *   - the eval-mode loss: relative difference <= 1e-5;
+ *   - the attention: unless SPOTDECK_ATTENTION=unfused, the model has one
+ *     fused attention node per block (SEQ_ATTENTION), and the same file
+ *     loaded with SPOTDECK_ATTENTION=unfused (the reference path: MatMul,
+ *     scale, masked fill, softmax, MatMul as separate nodes) computes the
+ *     same loss (FUSED_TOL relative) and gradients (FUSED_TOL, max |diff| /
+ *     max |unfused| per tensor);
  *   - STEPS steps of plain SGD at LR from the file's weights, one batch
  *     each: the loss before each update within the relative difference
  *     ref.txt allows that step (PyTorch's 1-ulp drift band).
@@ -28,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model-graph.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
 
@@ -37,6 +44,10 @@
  * the measured value each run). */
 #define LOSS_TOL 1e-5
 #define GRAD_TOL 4e-6
+/* Fused attention against the unfused nodes: the same operations in the
+ * same order today (measured difference 0); the bound leaves room for a
+ * kernel that orders its sums otherwise. */
+#define FUSED_TOL 1e-6
 
 static int failures;
 
@@ -108,7 +119,11 @@ int main(int argc, char **argv)
 	const size_t np = sd_model_param_count(m);
 	float *init = malloc(np * sizeof *init);
 	memcpy(init, sd_model_params(m), np * sizeof *init);
-	printf("%s: %d tensors, %zu parameters\n", argv[1], ntens, np);
+	int fused = 0;
+	for (int i = 0; i < m->nnodes; i++)
+		fused += m->nodes[i].op == OP_SEQ && m->nodes[i].seq == SEQ_ATTENTION;
+	printf("%s: %d tensors, %zu parameters, %d engine nodes, %d fused attention\n", argv[1],
+	       ntens, np, m->nnodes, fused);
 
 	/* Batch s's inputs and targets. */
 #define BATCH_OF(s) do { \
@@ -228,6 +243,45 @@ int main(int argc, char **argv)
 	rel = fabs(loss - ref_eval) / fabs(ref_eval);
 	check(rel <= LOSS_TOL, "eval loss %.9g torch %.9g rel %.3g (bound %g)", loss, ref_eval, rel,
 	      LOSS_TOL);
+
+	/* Fused against unfused attention, on the first batch. */
+	const char *att = getenv("SPOTDECK_ATTENTION");
+	if (!att || strcmp(att, "unfused")) {
+		if (fused == 0) {
+			fprintf(stderr, "test-gpt-onnx: no attention was fused\n");
+			failures++;
+		}
+		BATCH_OF(0);
+		memcpy(sd_model_params(m), init, np * sizeof *init);
+		double lf, lu;
+		setenv("SPOTDECK_ATTENTION", "unfused", 1);
+		struct sd_model *u = load(argv[1], batch);
+		if (att)
+			setenv("SPOTDECK_ATTENTION", att, 1);
+		else
+			unsetenv("SPOTDECK_ATTENTION");
+		if (sd_model_train_tokens(m, x, y, batch, (float)(1.0 / positions), &lf, &why) < 0 ||
+		    sd_model_train_tokens(u, x, y, batch, (float)(1.0 / positions), &lu, &why) < 0) {
+			fprintf(stderr, "test-gpt-onnx: %s\n", why);
+			return 1;
+		}
+		const float *gu = sd_model_grads(u);
+		double fworst = 0;
+		for (int k = 0; k < ntens; k++) {
+			double maxabs = 0, maxdiff = 0;
+			for (size_t e = tens[k].offset; e < tens[k].offset + tens[k].count; e++) {
+				maxabs = fmax(maxabs, fabs(gu[e]));
+				maxdiff = fmax(maxdiff, fabs(g[e] - gu[e]));
+			}
+			fworst = fmax(fworst, maxabs > 0 ? maxdiff / maxabs : maxdiff);
+		}
+		rel = fabs(lf - lu) / fabs(lu);
+		printf("fused attention against unfused: loss rel %.3g, gradients worst %.3g "
+		       "(bound %g)%s\n", rel, fworst, FUSED_TOL,
+		       rel <= FUSED_TOL && fworst <= FUSED_TOL ? "" : "  FAILED");
+		failures += rel > FUSED_TOL || fworst > FUSED_TOL;
+		sd_model_destroy(u);
+	}
 
 	/* SGD from the file's weights. */
 	memcpy(sd_model_params(m), init, np * sizeof *init);

@@ -13,7 +13,9 @@
 # constant-folded export (the tie lost: the output projection is a
 # transposed copy) and an eval-mode one (equal initializers merged) load
 # and compute the same training-mode and eval-mode losses.  A token id
-# outside the vocabulary is refused with a line naming it.
+# outside the vocabulary is refused with a line naming it.  The attention
+# runs as one fused node per block (checked against the unfused nodes,
+# SPOTDECK_ATTENTION=unfused, which also must match PyTorch on its own).
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -28,6 +30,10 @@ for opset in 14 15 16 17; do
 		fail "opset $opset: spotdeck differs from PyTorch"
 	ok "opset $opset: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
 done
+echo "opset 14, attention unfused (the reference path):"
+SPOTDECK_ATTENTION=unfused "$top_builddir/tests/engine/test-gpt-onnx" "$T/gpt14.onnx" "$T" ||
+	fail "opset 14 unfused: spotdeck differs from PyTorch"
+ok "opset 14, attention unfused: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
 for variant in 14-fold 17-eval; do
 	echo "$variant:"
 	"$top_builddir/tests/engine/test-gpt-onnx" --forward "$T/gpt$variant.onnx" "$T" ||
