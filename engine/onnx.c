@@ -1389,7 +1389,7 @@ static struct val *big_tensor_out(struct lower *L, const Onnx__NodeProto *nd, in
 		if (dims[d] < 0 || dims[d] > SD_ONNX_MAX_ELEMS)
 			return fail(L, "a constant's dimension %d is %lld", d, (long long)dims[d]), NULL;
 		count *= dims[d];
-		if (count > SD_ONNX_MAX_ELEMS)
+		if (SD_ONNX_MAX_ELEMS < count)
 			return fail(L, "a constant of more than %lld values",
 			            (long long)SD_ONNX_MAX_ELEMS), NULL;
 	}
