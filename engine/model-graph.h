@@ -69,6 +69,8 @@ enum sd_seq_op {
 	SEQ_ERF,       /* elementwise erf */
 	SEQ_BIAS,      /* in op k, k broadcast from bin_kc values (1 or the last axis):
 	                * OP_BINARY's constant case with the last axis as channels */
+	SEQ_POW,       /* elementwise x^seq_scale (Pow by a scalar constant; Sqrt is
+	                * seq_scale 0.5, computed by sqrtf) */
 	SEQ_ATTENTION, /* causal self-attention in one node: y (H, T, D) = softmax(q k^T
 	                * seq_scale + causal mask) v, q = in, k = in2, v = in3, each
 	                * (H, T, D); the softmax probabilities kept in activation

@@ -332,6 +332,16 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		sd_binary_const_forward(out->val, in->val, bias_k(m, n), n->bin_kc, (int)rows, n->seq_n,
 		                        1, n->binop, n->bin_k_first);
 		break;
+	case SEQ_POW: {
+		const size_t cnt = act_floats(in) * nb;
+		const float e = n->seq_scale;
+		for (size_t k = 0; k < cnt; k++) {
+			const float v = in->val[k];
+			out->val[k] = e == 0.5f ? sqrtf(v) : e == 2.0f ? v * v : e == 3.0f ? v * v * v
+			              : powf(v, e);
+		}
+		break;
+	}
 	case SEQ_ATTENTION:
 		attention_causal_forward(out->val, m->acts[n->seq_aux[0]].val, in->val,
 		                         m->acts[n->in2].val, m->acts[n->in3].val, nb, n->seq_g,
@@ -433,6 +443,16 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		sd_binary_const_backward(dx, n->w_off == SD_NO_TENSOR ? NULL : g + n->w_off, dy, in->val,
 		                         bias_k(m, n), n->bin_kc, (int)rows, n->seq_n, 1, n->binop,
 		                         n->bin_k_first);
+		break;
+	case SEQ_POW:
+		if (dx) {
+			const float e = n->seq_scale;
+			for (size_t k = 0; k < cnt; k++) {
+				const float v = in->val[k];
+				dx[k] = dy[k] * (e == 0.5f ? 0.5f / out->val[k] : e == 2.0f ? 2.0f * v
+				                 : e == 3.0f ? 3.0f * v * v : e * powf(v, e - 1.0f));
+			}
+		}
 		break;
 	case SEQ_ATTENTION: {
 		/* q, k and v are read by this node alone (sd_seq_fuse_attention

@@ -96,6 +96,8 @@ static int seq_softmax(struct lower *L, const Onnx__NodeProto *nd, int x);
 static int seq_dropout(struct lower *L, const Onnx__NodeProto *nd, int x, float p);
 static int transpose_weight(struct lower *L, const Onnx__NodeProto *nd, int x);
 static int is_seq(const struct lower *L, int v);
+static struct node *seq_node(struct lower *L, const Onnx__NodeProto *nd, enum sd_seq_op op,
+                             int in, int ndim, const int64_t *dims);
 
 /* THE supported-op table: the loader dispatches on it, the errors list it,
  * and spotdeck-job(5) prints it. */
@@ -165,7 +167,8 @@ static const struct {
 	 * same-shape activations, or with a scalar or one value per last-axis
 	 * entry; Transpose keeping the batch first; Reshape keeping the batch
 	 * (nothing: same buffer); Softmax on the last axis; Dropout. */
-	{ { "Erf", "elementwise erf of an activation (the exact GELU's)" }, lower_erf },
+	{ { "Erf", "elementwise erf of an activation (the exact GELU's; the tanh GELU's chain "
+	    "lowers through Pow and Tanh)" }, lower_erf },
 	{ { "Where", "of a constant condition, a constant scalar and an activation: a masked "
 	    "fill (the causal mask)" }, lower_where },
 	{ { "Equal", "of constants, folded at load" }, lower_equal },
@@ -175,8 +178,10 @@ static const struct {
 	{ { "ReduceMean", "only as the head of the LayerNorm chain of opsets before 17 "
 	    "(ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul, Add): one layer norm" },
 	  lower_reduce_mean },
-	{ { "Pow", "only inside that LayerNorm chain" }, lower_ln_part },
-	{ { "Sqrt", "only inside that LayerNorm chain" }, lower_ln_part },
+	{ { "Pow", "of an activation by a float scalar (the tanh GELU's x^3); inside that "
+	    "LayerNorm chain: part of its node" }, lower_ln_part },
+	{ { "Sqrt", "of an activation; inside that LayerNorm chain: part of its node" },
+	  lower_ln_part },
 };
 #define NOPS ((int)(sizeof ops / sizeof ops[0]))
 _Static_assert(NOPS <= SD_ONNX_OPS_MAX, "SD_ONNX_OPS_MAX too small");
@@ -867,6 +872,9 @@ static int lower_relu(struct lower *L, const Onnx__NodeProto *nd)
 	Y->kind = V_ACT;
 	Y->act = act;
 	Y->rank = L->vals[x].rank;
+	Y->seq = L->vals[x].seq;
+	Y->ndim = L->vals[x].ndim;
+	memcpy(Y->dims, L->vals[x].dims, sizeof Y->dims);
 	return 0;
 }
 
@@ -914,8 +922,18 @@ static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
 	}
 	if (!isfinite(a) && kind == SD_ACT_LEAKY_RELU)
 		return fail(L, "alpha %g", (double)a);
-	const struct act A = L->m->acts[L->vals[x].act];
-	struct node *n = act_node(L, nd, OP_ACT, L->vals[x].act, &A, L->vals[x].rank);
+	struct node *n;
+	if (is_seq(L, x)) {
+		const struct val *X = &L->vals[x];
+		int64_t dims[8];
+		for (int k = 0; k < X->ndim; k++)
+			dims[k] = X->dims[k];
+		if ((n = seq_node(L, nd, SEQ_BIAS, X->act, X->ndim, dims)))
+			n->op = OP_ACT;
+	} else {
+		const struct act A = L->m->acts[L->vals[x].act];
+		n = act_node(L, nd, OP_ACT, L->vals[x].act, &A, L->vals[x].rank);
+	}
 	if (!n)
 		return -1;
 	n->act = kind;
@@ -3395,11 +3413,36 @@ static int lower_reduce_mean(struct lower *L, const Onnx__NodeProto *nd)
 	return make_layernorm(L, g->node[last], x, eps, gam, bet);
 }
 
+/* Pow of a language-model activation by a float scalar constant (the
+ * tanh GELU's x^3), Sqrt of one; the LayerNorm chain's are part of its
+ * layer-norm node. */
 static int lower_ln_part(struct lower *L, const Onnx__NodeProto *nd)
 {
-	(void)nd;
-	return fail(L, "supported only inside the LayerNorm chain (ReduceMean, Sub, Pow 2, "
-	            "ReduceMean, Add eps, Sqrt, Div, Mul weight, Add bias)");
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	float e = 0.5f;
+	if (!strcmp(nd->op_type, "Pow")) {
+		int k = input(L, nd, 1, 0);
+		if (k < 0)
+			return -1;
+		if (L->vals[k].kind != V_CONST || L->vals[k].count != 1 ||
+		    L->vals[k].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+			return fail(L, "exponent %s: a Pow of an activation is supported by a float "
+			            "scalar constant only", nd->input[1]);
+		e = L->vals[k].f[0];
+	}
+	if (!is_seq(L, x))
+		return fail(L, "%s is supported on language-model activations only", nd->op_type);
+	const struct val *X = &L->vals[x];
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	struct node *n = seq_node(L, nd, SEQ_POW, X->act, X->ndim, dims);
+	if (!n)
+		return -1;
+	n->seq_scale = e;
+	return 0;
 }
 
 /* ------------------------------------------------------------ the graph */

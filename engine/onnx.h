@@ -123,7 +123,9 @@
  *                          Sqrt, Div, Mul weight, Add bias, recognised from
  *                          the ReduceMean by following each value to its
  *                          only reader) -> one layer norm over the last axis
- *   Softmax on the last axis; Erf; Dropout; Transpose keeping the batch
+ *   Softmax on the last axis; Erf; Pow by a float scalar and Sqrt (the
+ *                          tanh GELU's chain: Pow 3, Tanh); Relu, Tanh,
+ *                          Sigmoid, LeakyRelu, Clip; Dropout; Transpose keeping the batch
  *                          first; Split along the last axis; Reshape
  *                          keeping the batch first (the same buffer)
  *   Add, Sub, Mul, Div of two same-shape activations, or of an activation

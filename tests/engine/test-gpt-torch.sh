@@ -16,6 +16,7 @@
 # outside the vocabulary is refused with a line naming it.  The attention
 # runs as one fused node per block (checked against the unfused nodes,
 # SPOTDECK_ATTENTION=unfused, which also must match PyTorch on its own).
+# The same with GPT-2's tanh GELU (its Pow / Tanh chain) at opsets 14, 17.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -39,4 +40,13 @@ for variant in 14-fold 17-eval; do
 	"$top_builddir/tests/engine/test-gpt-onnx" --forward "$T/gpt$variant.onnx" "$T" ||
 		fail "$variant: spotdeck's loss differs from PyTorch's"
 	ok "$variant: training and eval loss as PyTorch's"
+done
+mkdir "$T/tanh"
+"$PY" "$top_srcdir/tests/engine/gpt_torch_ref.py" "$T/tanh" tanh 2>"$T/tanh/ref.err" ||
+	fail "PyTorch reference, tanh GELU: $(tail -n 3 "$T/tanh/ref.err")"
+for opset in 14 17; do
+	echo "tanh GELU, opset $opset:"
+	"$top_builddir/tests/engine/test-gpt-onnx" "$T/tanh/gpt$opset.onnx" "$T/tanh" ||
+		fail "tanh GELU, opset $opset: spotdeck differs from PyTorch"
+	ok "tanh GELU (Pow, Tanh), opset $opset: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
 done
