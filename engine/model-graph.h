@@ -5,10 +5,11 @@
  *
  * A model is a list of nodes over activations.  Activation 0 is the input
  * image batch (a language model's: its token ids, as float), the last
- * activation is the logits (a language model's: (T, classes) per sample).  Forward runs the nodes in
- * list order, backward in reverse.  An activation read by more than one node
- * (a ResNet block's input: the main branch and the shortcut) gets the sum of
- * their gradients; ReLU works in place (its output is its input activation).
+ * activation is the logits (a language model's: (T, classes) per sample).
+ * Forward runs the nodes in list order, backward in reverse.  An activation
+ * read by more than one node (a ResNet block's input: the main branch and
+ * the shortcut) gets the sum of their gradients; ReLU works in place (its
+ * output is its input activation).
  * Parameter tensors are views into ONE parameter buffer at the offsets of
  * engine/model.h's tensor table, and each parameter tensor belongs to exactly
  * one node, except a language model's tied one (the token embedding and the

@@ -125,9 +125,10 @@
  *                          only reader) -> one layer norm over the last axis
  *   Softmax on the last axis; Erf; Pow by a float scalar and Sqrt (the
  *                          tanh GELU's chain: Pow 3, Tanh); Relu, Tanh,
- *                          Sigmoid, LeakyRelu, Clip; Dropout; Transpose keeping the batch
- *                          first; Split along the last axis; Reshape
- *                          keeping the batch first (the same buffer)
+ *                          Sigmoid, LeakyRelu, Clip; Dropout; Transpose
+ *                          keeping the batch first; Split along the last
+ *                          axis; Reshape keeping the batch first (the
+ *                          same buffer)
  *   Add, Sub, Mul, Div of two same-shape activations, or of an activation
  *                          and a float scalar or one value per last-axis
  *                          entry (an initializer is trained)
