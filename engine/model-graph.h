@@ -72,6 +72,9 @@ enum sd_seq_op {
 	                * OP_BINARY's constant case with the last axis as channels */
 	SEQ_POW,       /* elementwise x^seq_scale (Pow by a scalar constant; Sqrt is
 	                * seq_scale 0.5, computed by sqrtf) */
+	SEQ_GELU,      /* exact GELU in one node, x/2 (1 + erf(x / sqrt 2)) (Hendrycks &
+	                * Gimpel 2016); sd_seq_fuse_gelu makes it out of the export's
+	                * Div, Erf, Add, Mul, Mul */
 	SEQ_ATTENTION, /* causal self-attention in one node: y (H, T, D) = softmax(q k^T
 	                * seq_scale + causal mask) v, q = in, k = in2, v = in3, each
 	                * (H, T, D); the softmax probabilities kept in activation
@@ -216,6 +219,11 @@ void sd_seq_finish(struct sd_model *m);
  * group as one, as it runs a fused batch-norm group).  Returns how many it
  * fused.  Call before sd_graph_finish. */
 int sd_seq_fuse_attention(struct sd_model *m);
+/* Likewise the exact GELU's chain - SEQ_BIAS (x / sqrt 2) -> SEQ_ERF ->
+ * SEQ_BIAS (+ 1) -> OP_BINARY (x * .) -> SEQ_BIAS (* 0.5), the
+ * intermediates read by the next alone - into one SEQ_GELU node.  Returns
+ * how many it fused. */
+int sd_seq_fuse_gelu(struct sd_model *m);
 /* The group of OP_SEQ nodes whose tail is node i backward; its head. */
 int sd_seq_backward_group(struct sd_model *m, int i, int nb);
 /* Softmax cross-entropy of rows rows of V logits against ids y, summed

@@ -159,6 +159,26 @@ static void softmax_backward(float *dx, const float *dy, const float *y, size_t 
 	}
 }
 
+/* The exact GELU, forward and backward, as engine/layers-seq.h's (branch
+ * help-kern) sd_gelu_* with SD_GELU_ERF, to be replaced by them:
+ *   y = x/2 (1 + erf(x / sqrt 2)),
+ *   dy/dx = (1 + erf(x / sqrt 2)) / 2 + x exp(-x^2 / 2) / sqrt(2 pi). */
+static void gelu_erf_forward(float *y, const float *x, size_t count)
+{
+	const float r2 = 0.70710678118654752f;   /* 1 / sqrt 2 */
+	for (size_t e = 0; e < count; e++)
+		y[e] = 0.5f * x[e] * (1.0f + erff(x[e] * r2));
+}
+
+static void gelu_erf_backward(float *dx, const float *dy, const float *x, size_t count)
+{
+	const float r2 = 0.70710678118654752f, rpi = 0.39894228040143268f;   /* 1 / sqrt(2 pi) */
+	for (size_t e = 0; e < count; e++) {
+		const float v = x[e];
+		dx[e] = dy[e] * (0.5f * (1.0f + erff(v * r2)) + v * rpi * expf(-0.5f * v * v));
+	}
+}
+
 /* Causal self-attention, forward and backward, with engine/layers-seq.h's
  * (branch help-kern) signatures and conventions, to be replaced by those
  * kernels: q, k, v, y (b, h, t, d); probs (b, h, t, t) written, 0 above the
@@ -257,6 +277,60 @@ static const float *bias_k(const struct sd_model *m, const struct node *n)
 	return n->w_off == SD_NO_TENSOR ? n->bin_k : m->params + n->w_off;
 }
 
+/* SEQ_BIAS over rows of C = seq_n values: a scalar goes through layers.h's
+ * sd_binary_const_* with each row a plane (contiguous, vectorised); one
+ * value per last-axis entry (the channels innermost, which that function's
+ * (n, c, hw) layout does not have) through the loops below. */
+static float bin1(enum sd_binop op, float u, float v)
+{
+	return op == SD_BIN_ADD ? u + v : op == SD_BIN_SUB ? u - v : op == SD_BIN_MUL ? u * v : u / v;
+}
+
+static void bias_forward(const struct node *n, float *y, const float *x, const float *k,
+                         size_t rows)
+{
+	const int C = n->seq_n;
+	if (n->bin_kc == 1) {
+		sd_binary_const_forward(y, x, k, 1, (int)rows, 1, C, n->binop, n->bin_k_first);
+		return;
+	}
+	for (size_t r = 0; r < rows; r++)
+		for (int j = 0; j < C; j++) {
+			const size_t e = r * C + j;
+			y[e] = n->bin_k_first ? bin1(n->binop, k[j], x[e]) : bin1(n->binop, x[e], k[j]);
+		}
+}
+
+/* dx overwritten (may be NULL), dk += (NULL for a fixed constant). */
+static void bias_backward(const struct node *n, float *dx, float *dk, const float *dy,
+                          const float *x, const float *k, size_t rows)
+{
+	const int C = n->seq_n;
+	if (n->bin_kc == 1) {
+		sd_binary_const_backward(dx, dk, dy, x, k, 1, (int)rows, 1, C, n->binop,
+		                         n->bin_k_first);
+		return;
+	}
+	const enum sd_binop op = n->binop;
+	const int kf = n->bin_k_first;
+	for (int j = 0; j < C; j++) {
+		double acc = 0;
+		for (size_t r = 0; r < rows; r++) {
+			const size_t e = r * C + j;
+			const float g = dy[e], u = kf ? k[j] : x[e], v = kf ? x[e] : k[j];
+			/* d(u op v)/du and /dv, times g */
+			const float du = op == SD_BIN_MUL ? g * v : op == SD_BIN_DIV ? g / v : g;
+			const float dv = op == SD_BIN_ADD ? g : op == SD_BIN_SUB ? -g
+			                 : op == SD_BIN_MUL ? g * u : -g * u / (v * v);
+			if (dx)
+				dx[e] = kf ? dv : du;
+			acc += kf ? du : dv;
+		}
+		if (dk)
+			dk[j] += (float)acc;
+	}
+}
+
 int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 {
 	(void)train;
@@ -329,8 +403,7 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		break;
 	}
 	case SEQ_BIAS:
-		sd_binary_const_forward(out->val, in->val, bias_k(m, n), n->bin_kc, (int)rows, n->seq_n,
-		                        1, n->binop, n->bin_k_first);
+		bias_forward(n, out->val, in->val, bias_k(m, n), rows);
 		break;
 	case SEQ_POW: {
 		const size_t cnt = act_floats(in) * nb;
@@ -342,6 +415,9 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		}
 		break;
 	}
+	case SEQ_GELU:
+		gelu_erf_forward(out->val, in->val, act_floats(in) * nb);
+		return n->seq_span;
 	case SEQ_ATTENTION:
 		attention_causal_forward(out->val, m->acts[n->seq_aux[0]].val, in->val,
 		                         m->acts[n->in2].val, m->acts[n->in3].val, nb, n->seq_g,
@@ -440,9 +516,8 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		}
 		break;
 	case SEQ_BIAS:
-		sd_binary_const_backward(dx, n->w_off == SD_NO_TENSOR ? NULL : g + n->w_off, dy, in->val,
-		                         bias_k(m, n), n->bin_kc, (int)rows, n->seq_n, 1, n->binop,
-		                         n->bin_k_first);
+		bias_backward(n, dx, n->w_off == SD_NO_TENSOR ? NULL : g + n->w_off, dy, in->val,
+		              bias_k(m, n), rows);
 		break;
 	case SEQ_POW:
 		if (dx) {
@@ -453,6 +528,10 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 				                 : e == 3.0f ? 3.0f * v * v : e * powf(v, e - 1.0f));
 			}
 		}
+		break;
+	case SEQ_GELU:
+		if (dx)
+			gelu_erf_backward(dx, dy, in->val, cnt);
 		break;
 	case SEQ_ATTENTION: {
 		/* q, k and v are read by this node alone (sd_seq_fuse_attention
@@ -547,6 +626,44 @@ int sd_seq_fuse_attention(struct sd_model *m)
 		mm->seq_aux[1] = mk->out;
 		mm->seq_span = 5;
 		av->fused_from = i + 1;
+		fused++;
+		i += 4;
+	}
+	return fused;
+}
+
+/* Node i is a SEQ_BIAS by the fixed scalar k (op, constant second). */
+static int scalar_op(const struct node *n, enum sd_binop op, float k)
+{
+	return n->op == OP_SEQ && n->seq == SEQ_BIAS && n->w_off == SD_NO_TENSOR &&
+	       n->bin_kc == 1 && n->binop == op && !n->bin_k_first && n->bin_k[0] == k;
+}
+
+int sd_seq_fuse_gelu(struct sd_model *m)
+{
+	int fused = 0;
+	for (int i = 0; i + 4 < m->nnodes; i++) {
+		struct node *dv = &m->nodes[i], *ef = dv + 1, *ad = dv + 2, *mu = dv + 3, *hf = dv + 4;
+		/* x / sqrt 2 as the export writes it: Div by 1.4142135 (float). */
+		if (!(dv->op == OP_SEQ && dv->seq == SEQ_BIAS && dv->w_off == SD_NO_TENSOR &&
+		      dv->bin_kc == 1 && dv->binop == SD_BIN_DIV && !dv->bin_k_first &&
+		      fabsf(dv->bin_k[0] - 1.41421356f) < 1e-6f))
+			continue;
+		const int x = dv->in;
+		if (ef->op != OP_SEQ || ef->seq != SEQ_ERF || ef->in != dv->out ||
+		    !scalar_op(ad, SD_BIN_ADD, 1.0f) || ad->in != ef->out ||
+		    mu->op != OP_BINARY || mu->binop != SD_BIN_MUL ||
+		    !((mu->in == x && mu->in2 == ad->out) || (mu->in2 == x && mu->in == ad->out)) ||
+		    !scalar_op(hf, SD_BIN_MUL, 0.5f) || hf->in != mu->out || x == 0 ||
+		    m->acts[dv->out].consumers != 1 || m->acts[ef->out].consumers != 1 ||
+		    m->acts[ad->out].consumers != 1 || m->acts[mu->out].consumers != 1 ||
+		    m->acts[x].consumers != 2)
+			continue;
+		dv->seq = SEQ_GELU;
+		dv->out = hf->out;
+		dv->seq_span = 5;
+		hf->fused_from = i + 1;
+		m->acts[x].consumers--;   /* the fused node reads it once */
 		fused++;
 		i += 4;
 	}

@@ -573,8 +573,16 @@ void sd_model_profile_start(struct sd_model *m, int cpu_clock)
 		const struct node *n = &m->nodes[i];
 		/* A fused group's time is its head's forward and its tail's
 		 * backward; the nodes in between show none. */
+		static const char *const seq_names[] = {
+			[SEQ_EMBED] = "embedding", [SEQ_LINEAR] = "linear", [SEQ_BMM] = "matmul",
+			[SEQ_LAYERNORM] = "layernorm", [SEQ_SOFTMAX] = "softmax",
+			[SEQ_MASKFILL] = "mask", [SEQ_TRANSPOSE] = "transpose", [SEQ_SLICE] = "split",
+			[SEQ_ERF] = "erf", [SEQ_BIAS] = "arith", [SEQ_POW] = "pow",
+			[SEQ_GELU] = "gelu", [SEQ_ATTENTION] = "attention",
+		};
 		const char *op = n->fuse == FUSE_RELU ? "bn+relu"
-		                 : n->fuse == FUSE_ADD_RELU ? "bn+add+relu" : op_names[n->op];
+		                 : n->fuse == FUSE_ADD_RELU ? "bn+add+relu"
+		                 : n->op == OP_SEQ ? seq_names[n->seq] : op_names[n->op];
 		m->prof[i] = (struct sd_node_time){ .name = n->name, .op = op };
 	}
 }
@@ -873,9 +881,9 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 	return 1;
 }
 
-static void forward(struct sd_model *m, const float *x, int nb, int train)
+/* The nodes forward, on the input already in activation 0. */
+static void run_forward(struct sd_model *m, int nb, int train)
 {
-	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
 	for (int i = 0; i < m->nnodes;) {
 		double t0 = m->prof ? prof_now(m) : 0.0;
 		int ran = forward_node(m, i, nb, train);
@@ -883,6 +891,12 @@ static void forward(struct sd_model *m, const float *x, int nb, int train)
 			m->prof[i].forward_s += prof_now(m) - t0;
 		i += ran;
 	}
+}
+
+static void forward(struct sd_model *m, const float *x, int nb, int train)
+{
+	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
+	run_forward(m, nb, train);
 }
 
 /* Where node input act's gradient goes: straight into act->grad the first
@@ -1234,8 +1248,7 @@ int sd_model_train_tokens(struct sd_model *m, const int32_t *x, const int32_t *y
 		*loss_sum = 0;
 	if (n == 0)
 		return 0;
-	for (int i = 0; i < m->nnodes;)
-		i += forward_node(m, i, n, 1);
+	run_forward(m, n, 1);
 	struct act *logits = &m->acts[m->nacts - 1];
 	double loss = sd_seq_xent(logits->val, logits->grad, y, (size_t)n * m->seq_len,
 	                          m->classes, grad_scale);
@@ -1254,8 +1267,7 @@ int sd_model_eval_tokens(struct sd_model *m, const int32_t *x, const int32_t *y,
 		*loss_sum = 0;
 	if (n == 0)
 		return 0;
-	for (int i = 0; i < m->nnodes;)
-		i += forward_node(m, i, n, 0);
+	run_forward(m, n, 0);
 	struct act *logits = &m->acts[m->nacts - 1];
 	double loss = sd_seq_xent(logits->val, NULL, y, (size_t)n * m->seq_len, m->classes, 0);
 	if (loss_sum)

@@ -308,7 +308,7 @@ struct lower {
 	int softmax_out;        /* value a final Softmax made, else -1 */
 	size_t act_floats;      /* per sample, over the activations made so far */
 	int seq_T;              /* a language model's sequence length, else 0 */
-	int attention_unfused;  /* SPOTDECK_ATTENTION=unfused */
+	int unfused;            /* SPOTDECK_FUSE=off */
 	/* Initializers made parameters by language-model ops: one parameter
 	 * per initializer, so a tied one (the embedding and the output
 	 * projection) is one tensor whose gradient sums both uses. */
@@ -3678,8 +3678,10 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 		if (L->vals[v].kind == V_ACT && L->vals[v].consumers == 0 && v != out &&
 		    L->vals[v].act != O->act)
 			return fail(L, "value %s is computed and never used", L->vals[v].name);
-	if (L->seq_T && !L->attention_unfused)
+	if (L->seq_T && !L->unfused) {
 		sd_seq_fuse_attention(m);
+		sd_seq_fuse_gelu(m);
+	}
 	if (sd_graph_finish(m, classes, L->why) < 0)
 		return -1;
 	for (int i = 0; i < L->ncopies; i++) {
@@ -3763,9 +3765,9 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 		file = "(model)";
 	if (sd_conv2d_check_env(why) < 0)
 		return -1;
-	const char *att = getenv("SPOTDECK_ATTENTION");
-	if (att && *att && strcmp(att, "fused") && strcmp(att, "unfused"))
-		return sd_why(why, "SPOTDECK_ATTENTION is '%.40s'; expected fused or unfused", att);
+	const char *fuse = getenv("SPOTDECK_FUSE");
+	if (fuse && *fuse && strcmp(fuse, "on") && strcmp(fuse, "off"))
+		return sd_why(why, "SPOTDECK_FUSE is '%.40s'; expected on or off", fuse);
 	if (len > SD_ONNX_MAX_BYTES)
 		return sd_why(why, "%s: %zu bytes, more than the %zu an ONNX model may have here",
 		              file, len, SD_ONNX_MAX_BYTES);
@@ -3782,7 +3784,7 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 	L.why = why;
 	L.decl_batch = -1;
 	L.softmax_out = -1;
-	L.attention_unfused = att && !strcmp(att, "unfused");
+	L.unfused = fuse && !strcmp(fuse, "off");
 	int rc = lower_model(&L, mp, max_batch);
 	if (rc == 0) {
 		*out = L.m;

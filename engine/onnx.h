@@ -139,10 +139,11 @@
  *   Equal, Range, Cast to bool, Slice of float constants -> folded at load.
  * The attention pattern (MatMul of q and k^T, Mul or Div by a scalar, the
  * causal masked fill, Softmax, MatMul by v; Dropout p = 0 between is
- * nothing) runs as ONE fused node per block (model-graph.h SEQ_ATTENTION);
- * the environment variable SPOTDECK_ATTENTION=unfused keeps the separate
- * nodes (the reference the tests compare it with; any other value than
- * fused or unfused is refused).
+ * nothing) runs as ONE fused node per block (model-graph.h SEQ_ATTENTION),
+ * and so does the exact GELU's chain (Div by sqrt 2, Erf, Add 1, Mul by x,
+ * Mul by 0.5: SEQ_GELU); the environment variable SPOTDECK_FUSE=off keeps
+ * the separate nodes (the reference the tests compare them with; a value
+ * other than on or off is refused).
  * Every initializer these ops train is ONE parameter tensor named after
  * it, however many nodes read it: the token embedding and the output
  * projection through its Transpose (weight tying) share one tensor whose
