@@ -148,3 +148,11 @@ TESTS += tests/engine/test-conv-bf16
 tests_engine_test_conv_bf16_SOURCES = tests/engine/test-conv-bf16.c tests/check.h
 tests_engine_test_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_conv_bf16_LDADD = $(SD_ENGINE_LIBS)
+
+# The transformer kernels (engine/layers-seq.h) against double references,
+# finite differences, and the fused attention against the unfused chain.
+check_PROGRAMS += tests/engine/test-layers-seq
+TESTS += tests/engine/test-layers-seq
+tests_engine_test_layers_seq_SOURCES = tests/engine/test-layers-seq.c tests/check.h
+tests_engine_test_layers_seq_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_engine_test_layers_seq_LDADD = $(SD_ENGINE_LIBS)
