@@ -156,3 +156,10 @@ TESTS += tests/engine/test-layers-seq
 tests_engine_test_layers_seq_SOURCES = tests/engine/test-layers-seq.c tests/check.h
 tests_engine_test_layers_seq_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_layers_seq_LDADD = $(SD_ENGINE_LIBS)
+# The same kernels against PyTorch's autograd (SKIPs without torch): the C
+# driver writes inputs and results, the Python side recomputes them.
+check_PROGRAMS += tests/engine/test-layers-seq-dump
+tests_engine_test_layers_seq_dump_SOURCES = tests/engine/test-layers-seq-dump.c
+tests_engine_test_layers_seq_dump_LDADD = $(SD_ENGINE_LIBS)
+TESTS += tests/engine/test-layers-seq-torch.sh
+EXTRA_DIST += tests/engine/test-layers-seq-torch.sh tests/engine/test-layers-seq-torch.py
