@@ -162,4 +162,4 @@ check_PROGRAMS += tests/engine/test-layers-seq-dump
 tests_engine_test_layers_seq_dump_SOURCES = tests/engine/test-layers-seq-dump.c
 tests_engine_test_layers_seq_dump_LDADD = $(SD_ENGINE_LIBS)
 TESTS += tests/engine/test-layers-seq-torch.sh
-EXTRA_DIST += tests/engine/test-layers-seq-torch.sh tests/engine/test-layers-seq-torch.py
+EXTRA_DIST += tests/engine/test-layers-seq-torch.sh tests/engine/layers_seq_torch.py

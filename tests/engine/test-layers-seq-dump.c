@@ -2,7 +2,7 @@
  * tests/engine/test-layers-seq-torch.sh: runs layer norm, both GELUs and
  * the fused causal attention of engine/layers-seq.h forward and backward on
  * random inputs, and writes inputs and results as raw little-endian float32
- * files DIR/NAME.f32 for tests/engine/test-layers-seq-torch.py to compare
+ * files DIR/NAME.f32 for tests/engine/layers_seq_torch.py to compare
  * with PyTorch's autograd.  Shapes are written to DIR/shapes.txt.
  * Usage: test-layers-seq-dump DIR.  Exits 1 when a file cannot be written. */
 #include "engine/blas.h"
