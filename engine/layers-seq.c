@@ -19,6 +19,15 @@
 
 #include "engine/layers.h"
 
+/* The loops over sd_exp (softmax, GELU, cross-entropy) clamp and select
+ * with float comparisons; under GCC's default -ftrapping-math those may
+ * not be turned into vector blends (an ordered comparison of a NaN raises
+ * an exception flag), and the loops stay scalar.  Nothing here reads the
+ * exception flags, and the values are the same either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -97,6 +106,59 @@ static float sd_seq_max(const float *x, int len)
 	for (int i = 1; i < len; i++)
 		m = x[i] > m ? x[i] : m;
 	return m;
+}
+
+/* exp(x) in float without a call into libm, so that loops over it
+ * vectorise (glibc's expf is a scalar call; its vector twins are only
+ * declared under -ffast-math).  Cephes's expf (S. Moshier, cephes/single/
+ * expf.c): x = n ln 2 + r with n = round(x / ln 2) and ln 2 split in two
+ * constants (Cody & Waite) so r is exact, then a degree-6 polynomial for
+ * exp(r) on |r| <= ln2 / 2 and 2^n from the exponent bits; about 1 ulp from
+ * the true value (tests/engine/test-layers-seq checks the kernels that use
+ * it against double).  Rounding uses the 1.5 * 2^23 trick, exact for
+ * |x / ln 2| < 2^22.  x < -87.3 gives 0 (exp(-87.3) = 1.2e-38, the edge of
+ * the normal floats), x > 88.3 gives exp(88.3) (no caller reaches it:
+ * every argument here is <= 0), NaN gives NaN. */
+static inline float sd_exp(float x)
+{
+	float xc = x > 88.3f ? 88.3f : (x < -87.3f ? -87.3f : x);
+	float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+	float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	union { int32_t i; float f; } e = { .i = ((int32_t)n + 127) << 23 };
+	float y = p * e.f;
+	y = x < -87.3f ? 0.0f : y;
+	return x != x ? x : y;
+}
+
+/* The standard normal CDF Phi(x) = (1 + erf(x / sqrt 2)) / 2 through
+ * erfc(z) = (a1 t + ... + a5 t^5) exp(-z^2), t = 1 / (1 + p z), z = |x| /
+ * sqrt 2 >= 0 (Abramowitz & Stegun 1964, 7.1.26: |error of erf| <= 1.5e-7,
+ * the approximation PyTorch's vectorised erf uses too).  Phi(x) = 1 -
+ * erfc(z) / 2 for x >= 0 and erfc(z) / 2 for x < 0: the lower tail never
+ * computes 1 + erf(x) with erf near -1, which would cancel.  *pdf (if not
+ * NULL) gets phi(x) = exp(-x^2 / 2) / sqrt(2 pi) from the same exp. */
+static inline float sd_normal_cdf(float x, float *pdf)
+{
+	float z = (x < 0.0f ? -x : x) * 0.70710678118654752f;
+	float t = 1.0f / (1.0f + 0.3275911f * z);
+	float poly = 1.061405429f;
+	poly = poly * t - 1.453152027f;
+	poly = poly * t + 1.421413741f;
+	poly = poly * t - 0.284496736f;
+	poly = poly * t + 0.254829592f;
+	poly *= t;
+	float e = sd_exp(-z * z);
+	float half_erfc = 0.5f * poly * e;
+	if (pdf)
+		*pdf = 0.39894228040143268f * e;
+	return x < 0.0f ? half_erfc : 1.0f - half_erfc;
 }
 
 /* ------------------------------------------------------------ layer norm */
@@ -209,8 +271,9 @@ void sd_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 static void sd_softmax_row(float *y, const float *x, int len)
 {
 	float m = sd_seq_max(x, len);
+	#pragma omp simd
 	for (int j = 0; j < len; j++)
-		y[j] = expf(x[j] - m);
+		y[j] = sd_exp(x[j] - m);
 	float inv = (float)(1.0 / sd_seq_sum(y, len));
 	#pragma omp simd
 	for (int j = 0; j < len; j++)
@@ -239,10 +302,9 @@ void sd_softmax_lastdim_backward(float *dx, const float *dy, const float *y, int
 
 /* ------------------------------------------------------------------ GELU */
 
-/* sqrt(2 / pi) and 1 / sqrt(2 pi), and the cubic coefficient of GPT-2's
+/* sqrt(2 / pi) and the cubic coefficient of GPT-2's
  * approximation (Hendrycks & Gimpel 2016, section 2). */
 #define SD_SQRT_2_OVER_PI 0.7978845608028654f
-#define SD_INV_SQRT_2PI 0.3989422804014327f
 #define SD_GELU_CUBIC 0.044715f
 
 /* The tanh form through the logistic function: with u = sqrt(2/pi) (x +
@@ -259,7 +321,7 @@ static inline float sd_gelu_tanh_sigmoid(float x, float *one_minus)
 {
 	float u2 = 2.0f * SD_SQRT_2_OVER_PI * (x + SD_GELU_CUBIC * x * x * x);
 	u2 = u2 > 80.0f ? 80.0f : (u2 < -80.0f ? -80.0f : u2);
-	float e = expf(-u2);
+	float e = sd_exp(-u2);
 	float s = 1.0f / (1.0f + e);
 	if (one_minus)
 		*one_minus = e * s;
@@ -269,17 +331,15 @@ static inline float sd_gelu_tanh_sigmoid(float x, float *one_minus)
 void sd_gelu_forward(float *y, const float *x, size_t count, enum sd_gelu_kind kind)
 {
 	if (kind == SD_GELU_TANH) {
-		#pragma omp parallel for schedule(static) if (sd_seq_par(count))
+		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
 		for (size_t i = 0; i < count; i++) {
 			float v = x[i];
 			y[i] = v * sd_gelu_tanh_sigmoid(v, NULL);
 		}
 	} else {
-		#pragma omp parallel for schedule(static) if (sd_seq_par(count))
-		for (size_t i = 0; i < count; i++) {
-			float v = x[i];
-			y[i] = 0.5f * v * (1.0f + erff(v * (float)M_SQRT1_2));
-		}
+		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
+		for (size_t i = 0; i < count; i++)
+			y[i] = x[i] * sd_normal_cdf(x[i], NULL);
 	}
 }
 
@@ -287,7 +347,7 @@ void sd_gelu_backward(float *dx, const float *dy, const float *x, size_t count,
                       enum sd_gelu_kind kind)
 {
 	if (kind == SD_GELU_TANH) {
-		#pragma omp parallel for schedule(static) if (sd_seq_par(count))
+		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
 		for (size_t i = 0; i < count; i++) {
 			float v = x[i], sc;
 			float s = sd_gelu_tanh_sigmoid(v, &sc);
@@ -295,12 +355,11 @@ void sd_gelu_backward(float *dx, const float *dy, const float *x, size_t count,
 			dx[i] = dy[i] * (s + 2.0f * v * s * sc * du);
 		}
 	} else {
-		#pragma omp parallel for schedule(static) if (sd_seq_par(count))
+		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
 		for (size_t i = 0; i < count; i++) {
-			float v = x[i];
-			float cdf = 0.5f * (1.0f + erff(v * (float)M_SQRT1_2));
-			float pdf = SD_INV_SQRT_2PI * expf(-0.5f * v * v);
-			dx[i] = dy[i] * (cdf + v * pdf);
+			float pdf;
+			float cdf = sd_normal_cdf(x[i], &pdf);
+			dx[i] = dy[i] * (cdf + x[i] * pdf);
 		}
 	}
 }
@@ -511,8 +570,9 @@ double sd_cross_entropy_seq_forward_backward(float *dlogits, const float *logits
 			float xt = x[tg];
 			double sum;
 			if (g) {
+				#pragma omp simd
 				for (int j = 0; j < v; j++)
-					g[j] = expf(x[j] - m);
+					g[j] = sd_exp(x[j] - m);
 				sum = sd_seq_sum(g, v);
 				float f = (float)(scale / sum);
 				#pragma omp simd
@@ -524,9 +584,9 @@ double sd_cross_entropy_seq_forward_backward(float *dlogits, const float *logits
 				int j = 0;
 				for (; j + 8 <= v; j += 8)
 					for (int l = 0; l < 8; l++)
-						acc[l] += expf(x[j + l] - m);
+						acc[l] += sd_exp(x[j + l] - m);
 				for (; j < v; j++)
-					tail += expf(x[j] - m);
+					tail += sd_exp(x[j] - m);
 				sum = sd_lanes8(acc, tail);
 			}
 			loss += (double)m + log(sum) - xt;
