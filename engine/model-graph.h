@@ -60,7 +60,7 @@ enum sd_seq_op {
 	SEQ_BMM,       /* out (G, M, N) = in (G, M, K) @ in2 (G, K, N): G = the
 	                * per-sample batch dims (the heads), cblas_sgemm each */
 	SEQ_LAYERNORM, /* over the last axis (C), eps, gamma w_off, beta b_off (either may be
-	                * absent), saving mean and 1/std per row */
+	                * absent: gamma then ones in bin_k), saving mean and 1/std per row */
 	SEQ_SOFTMAX,   /* over the last axis */
 	SEQ_MASKFILL,  /* out = seq_mask ? seq_fill : in (the causal mask, per-sample
 	                * bytes); masked positions get no gradient */
@@ -156,6 +156,8 @@ struct node {
 	float seq_scale;
 	int seq_rank, seq_dims[SD_ACT_MAX_RANK], seq_perm[SD_ACT_MAX_RANK];
 	int32_t *seq_idx;               /* SEQ_EMBED's constant indices, owned */
+	int32_t *seq_ids;               /* SEQ_EMBED of token ids: the last forward's
+	                                 * ids as int32, max_batch * rows */
 	uint8_t *seq_mask;              /* SEQ_MASKFILL, per sample, owned */
 	float seq_fill, seq_eps;
 	float *seq_mean, *seq_rstd;     /* SEQ_LAYERNORM, max_batch * rows each */

@@ -10,26 +10,22 @@
  * F.cross_entropy (log-sum-exp with the row's maximum subtracted).  Sums
  * over a row are taken in double.
  *
- * These kernels are the straightforward loops (help-kern's
- * engine/layers-seq.c is to replace them with tuned ones); the matrix
- * products go through OpenBLAS. */
+ * The layer norm, softmax, GELU, embedding, batched products, fused
+ * attention and cross-entropy are engine/layers-seq.h's kernels; this
+ * file is the graph plumbing around them (which buffers, which gradient
+ * target) and the few elementwise ops they do not cover. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/base/errors.h"
+#include "engine/layers-seq.h"
 #include "engine/layers.h"
 #include "engine/model-graph.h"
 
 static size_t act_floats(const struct act *a) { return (size_t)a->c * a->h * a->w; }
 static void transpose_map(const struct node *n, size_t per, uint32_t *src);
-static void attention_causal_forward(float *y, float *probs, const float *q, const float *k,
-                                     const float *v, int b, int h, int t, int d, float scale);
-static void attention_causal_backward(float *dq, float *dk, float *dv, const float *dy,
-                                      const float *q, const float *k, const float *v,
-                                      const float *probs, float *ws, int b, int h, int t, int d,
-                                      float scale);
 
 void sd_seq_finish(struct sd_model *m)
 {
@@ -46,205 +42,21 @@ void sd_seq_finish(struct sd_model *m)
 			size_t r = (size_t)m->max_batch * n->seq_rows;
 			n->seq_mean = sd_malloc(r * sizeof(float));
 			n->seq_rstd = sd_malloc(r * sizeof(float));
+			if (n->w_off == SD_NO_TENSOR) {
+				n->bin_k = sd_malloc((size_t)n->seq_n * sizeof(float));
+				for (int j = 0; j < n->seq_n; j++)
+					n->bin_k[j] = 1.0f;
+			}
 		}
+		if (n->seq == SEQ_EMBED && !n->seq_idx)
+			n->seq_ids = sd_malloc((size_t)m->max_batch * n->seq_rows * sizeof(int32_t));
 	}
 }
 
 double sd_seq_xent(const float *logits, float *dlogits, const int32_t *y, size_t rows, int V,
                    float scale)
 {
-	double total = 0;
-	for (size_t r = 0; r < rows; r++) {
-		const float *x = logits + r * V;
-		float mx = x[0];
-		for (int j = 1; j < V; j++)
-			mx = x[j] > mx ? x[j] : mx;
-		double s = 0;
-		for (int j = 0; j < V; j++)
-			s += exp((double)x[j] - mx);
-		double lse = log(s) + mx;
-		total += lse - x[y[r]];
-		if (dlogits) {
-			float *d = dlogits + r * V;
-			for (int j = 0; j < V; j++)
-				d[j] = (float)(exp((double)x[j] - lse) * scale);
-			d[y[r]] -= scale;
-		}
-	}
-	return total;
-}
-
-static void layernorm_forward(const struct node *n, float *y, const float *x, const float *g,
-                              const float *b, size_t rows)
-{
-	const int C = n->seq_n;
-	for (size_t r = 0; r < rows; r++) {
-		const float *xr = x + r * C;
-		float *yr = y + r * C;
-		double s = 0, v = 0;
-		for (int j = 0; j < C; j++)
-			s += xr[j];
-		const double mean = s / C;
-		for (int j = 0; j < C; j++)
-			v += (xr[j] - mean) * (xr[j] - mean);
-		const float rstd = (float)(1.0 / sqrt(v / C + n->seq_eps));
-		const float mf = (float)mean;
-		n->seq_mean[r] = mf;
-		n->seq_rstd[r] = rstd;
-		for (int j = 0; j < C; j++) {
-			float h = (xr[j] - mf) * rstd;
-			yr[j] = h * (g ? g[j] : 1.0f) + (b ? b[j] : 0.0f);
-		}
-	}
-}
-
-static void layernorm_backward(const struct node *n, float *dx, float *dg, float *db,
-                               const float *dy, const float *x, const float *g, size_t rows)
-{
-	const int C = n->seq_n;
-	for (size_t r = 0; r < rows; r++) {
-		const float *xr = x + r * C, *dyr = dy + r * C;
-		const float mf = n->seq_mean[r], rstd = n->seq_rstd[r];
-		double s1 = 0, s2 = 0;
-		for (int j = 0; j < C; j++) {
-			float h = (xr[j] - mf) * rstd;
-			float dh = dyr[j] * (g ? g[j] : 1.0f);
-			if (dg)
-				dg[j] += dyr[j] * h;
-			if (db)
-				db[j] += dyr[j];
-			s1 += dh;
-			s2 += (double)dh * h;
-		}
-		if (!dx)
-			continue;
-		const float m1 = (float)(s1 / C), m2 = (float)(s2 / C);
-		float *dxr = dx + r * C;
-		for (int j = 0; j < C; j++) {
-			float h = (xr[j] - mf) * rstd;
-			dxr[j] = rstd * (dyr[j] * (g ? g[j] : 1.0f) - m1 - h * m2);
-		}
-	}
-}
-
-static void softmax_forward(float *y, const float *x, size_t rows, int C)
-{
-	for (size_t r = 0; r < rows; r++) {
-		const float *xr = x + r * C;
-		float *yr = y + r * C;
-		float mx = xr[0];
-		for (int j = 1; j < C; j++)
-			mx = xr[j] > mx ? xr[j] : mx;
-		double s = 0;
-		for (int j = 0; j < C; j++) {
-			yr[j] = expf(xr[j] - mx);
-			s += yr[j];
-		}
-		const float inv = (float)(1.0 / s);
-		for (int j = 0; j < C; j++)
-			yr[j] *= inv;
-	}
-}
-
-static void softmax_backward(float *dx, const float *dy, const float *y, size_t rows, int C)
-{
-	for (size_t r = 0; r < rows; r++) {
-		const float *yr = y + r * C, *dyr = dy + r * C;
-		double s = 0;
-		for (int j = 0; j < C; j++)
-			s += (double)dyr[j] * yr[j];
-		const float sf = (float)s;
-		for (int j = 0; j < C; j++)
-			dx[r * C + j] = yr[j] * (dyr[j] - sf);
-	}
-}
-
-/* The exact GELU, forward and backward, as engine/layers-seq.h's (branch
- * help-kern) sd_gelu_* with SD_GELU_ERF, to be replaced by them:
- *   y = x/2 (1 + erf(x / sqrt 2)),
- *   dy/dx = (1 + erf(x / sqrt 2)) / 2 + x exp(-x^2 / 2) / sqrt(2 pi). */
-static void gelu_erf_forward(float *y, const float *x, size_t count)
-{
-	const float r2 = 0.70710678118654752f;   /* 1 / sqrt 2 */
-	for (size_t e = 0; e < count; e++)
-		y[e] = 0.5f * x[e] * (1.0f + erff(x[e] * r2));
-}
-
-static void gelu_erf_backward(float *dx, const float *dy, const float *x, size_t count)
-{
-	const float r2 = 0.70710678118654752f, rpi = 0.39894228040143268f;   /* 1 / sqrt(2 pi) */
-	for (size_t e = 0; e < count; e++) {
-		const float v = x[e];
-		dx[e] = dy[e] * (0.5f * (1.0f + erff(v * r2)) + v * rpi * expf(-0.5f * v * v));
-	}
-}
-
-/* Causal self-attention, forward and backward, with engine/layers-seq.h's
- * (branch help-kern) signatures and conventions, to be replaced by those
- * kernels: q, k, v, y (b, h, t, d); probs (b, h, t, t) written, 0 above the
- * diagonal; backward overwrites dq, dk, dv, ws is b h t t floats.
- *   S = q k^T scale, P = softmax over j <= i, y = P v;
- *   dv = P^T dy, dP = dy v^T, dS = P (dP - rowsum(P dP)) scale,
- *   dq = dS k, dk = dS^T q. */
-static void attention_causal_forward(float *y, float *probs, const float *q, const float *k,
-                                     const float *v, int b, int h, int t, int d, float scale)
-{
-	const size_t td = (size_t)t * d, tt = (size_t)t * t;
-	for (size_t bh = 0; bh < (size_t)b * h; bh++) {
-		float *P = probs + bh * tt;
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, 1.0f, q + bh * td, d,
-		            k + bh * td, d, 0.0f, P, t);
-		for (int i = 0; i < t; i++) {
-			float *row = P + (size_t)i * t;
-			float mx = row[0] * scale;
-			for (int j = 0; j <= i; j++) {
-				row[j] *= scale;
-				mx = row[j] > mx ? row[j] : mx;
-			}
-			double s = 0;
-			for (int j = 0; j <= i; j++) {
-				row[j] = expf(row[j] - mx);
-				s += row[j];
-			}
-			const float inv = (float)(1.0 / s);
-			for (int j = 0; j <= i; j++)
-				row[j] *= inv;
-			for (int j = i + 1; j < t; j++)
-				row[j] = 0.0f;
-		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, P, t, v + bh * td,
-		            d, 0.0f, y + bh * td, d);
-	}
-}
-
-static void attention_causal_backward(float *dq, float *dk, float *dv, const float *dy,
-                                      const float *q, const float *k, const float *v,
-                                      const float *probs, float *ws, int b, int h, int t, int d,
-                                      float scale)
-{
-	const size_t td = (size_t)t * d, tt = (size_t)t * t;
-	for (size_t bh = 0; bh < (size_t)b * h; bh++) {
-		const float *P = probs + bh * tt, *g = dy + bh * td;
-		float *dS = ws + bh * tt;
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, t, 1.0f, P, t, g, d, 0.0f,
-		            dv + bh * td, d);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, t, t, d, 1.0f, g, d, v + bh * td, d,
-		            0.0f, dS, t);
-		for (int i = 0; i < t; i++) {
-			const float *pr = P + (size_t)i * t;
-			float *row = dS + (size_t)i * t;
-			double s = 0;
-			for (int j = 0; j <= i; j++)
-				s += (double)pr[j] * row[j];
-			const float sf = (float)s;
-			for (int j = 0; j < t; j++)
-				row[j] = j <= i ? pr[j] * (row[j] - sf) * scale : 0.0f;
-		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t, d, t, 1.0f, dS, t, k + bh * td,
-		            d, 0.0f, dq + bh * td, d);
-		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, t, d, t, 1.0f, dS, t, q + bh * td, d,
-		            0.0f, dk + bh * td, d);
-	}
+	return sd_cross_entropy_seq_forward_backward(dlogits, logits, y, (int)rows, V, scale);
 }
 
 /* Per-sample offset in the input of each output element of a transpose. */
@@ -270,6 +82,12 @@ static void transpose_map(const struct node *n, size_t per, uint32_t *src)
 			idx[k] = 0;
 		}
 	}
+}
+
+/* A layer norm's gamma: its parameter, or the node's fixed ones. */
+static const float *ln_gamma(const struct sd_model *m, const struct node *n)
+{
+	return n->w_off == SD_NO_TENSOR ? n->bin_k : m->params + n->w_off;
 }
 
 static const float *bias_k(const struct sd_model *m, const struct node *n)
@@ -340,14 +158,18 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 	const size_t rows = (size_t)nb * n->seq_rows;
 	switch (n->seq) {
 	case SEQ_EMBED: {
-		const int T = n->seq_rows, C = n->seq_n;
+		const int T = n->seq_rows, C = n->seq_n, V = n->seq_k;
 		const float *W = p + n->w_off;
-		for (int b = 0; b < nb; b++)
-			for (int t = 0; t < T; t++) {
-				int id = n->seq_idx ? n->seq_idx[t] : (int)in->val[(size_t)b * T + t];
-				memcpy(out->val + ((size_t)b * T + t) * C, W + (size_t)id * C,
-				       (size_t)C * sizeof(float));
-			}
+		if (n->seq_idx) {
+			/* Positions: the same rows for every sample. */
+			for (int b = 0; b < nb; b++)
+				sd_embedding_forward(out->val + (size_t)b * T * C, n->seq_idx, W, T, C, V);
+		} else {
+			/* Token ids, float in the input activation (exact). */
+			for (size_t k = 0; k < rows; k++)
+				n->seq_ids[k] = (int32_t)in->val[k];
+			sd_embedding_forward(out->val, n->seq_ids, W, (int)rows, C, V);
+		}
 		break;
 	}
 	case SEQ_LINEAR:
@@ -355,20 +177,17 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		                  n->b_off == SD_NO_TENSOR ? NULL : p + n->b_off, (int)rows, n->seq_k,
 		                  n->seq_n);
 		break;
-	case SEQ_BMM: {
-		const int M = n->seq_m, K = n->seq_k, N = n->seq_n;
-		const float *B = m->acts[n->in2].val;
-		for (size_t g = 0; g < (size_t)nb * n->seq_g; g++)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f,
-			            in->val + g * M * K, K, B + g * K * N, N, 0.0f, out->val + g * M * N, N);
+	case SEQ_BMM:
+		sd_matmul_batched_forward(out->val, in->val, m->acts[n->in2].val, nb * n->seq_g,
+		                          n->seq_m, n->seq_k, n->seq_n, 0, 0);
 		break;
-	}
 	case SEQ_LAYERNORM:
-		layernorm_forward(n, out->val, in->val, n->w_off == SD_NO_TENSOR ? NULL : p + n->w_off,
-		                  n->b_off == SD_NO_TENSOR ? NULL : p + n->b_off, rows);
+		sd_layernorm_forward(out->val, n->seq_mean, n->seq_rstd, in->val, ln_gamma(m, n),
+		                     n->b_off == SD_NO_TENSOR ? NULL : p + n->b_off, (int)rows, n->seq_n,
+		                     n->seq_eps);
 		break;
 	case SEQ_SOFTMAX:
-		softmax_forward(out->val, in->val, rows, n->seq_n);
+		sd_softmax_lastdim_forward(out->val, in->val, (int)rows, n->seq_n);
 		break;
 	case SEQ_MASKFILL: {
 		const size_t per = act_floats(in);
@@ -416,12 +235,12 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		break;
 	}
 	case SEQ_GELU:
-		gelu_erf_forward(out->val, in->val, act_floats(in) * nb);
+		sd_gelu_forward(out->val, in->val, act_floats(in) * nb, SD_GELU_ERF);
 		return n->seq_span;
 	case SEQ_ATTENTION:
-		attention_causal_forward(out->val, m->acts[n->seq_aux[0]].val, in->val,
-		                         m->acts[n->in2].val, m->acts[n->in3].val, nb, n->seq_g,
-		                         n->seq_m, n->seq_k, n->seq_scale);
+		sd_attention_causal_forward(out->val, m->acts[n->seq_aux[0]].val, in->val,
+		                            m->acts[n->in2].val, m->acts[n->in3].val, nb, n->seq_g,
+		                            n->seq_m, n->seq_k, n->seq_scale);
 		return n->seq_span;
 	}
 	return 1;
@@ -439,17 +258,15 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 	switch (n->seq) {
 	case SEQ_EMBED: {
 		/* Scatter-add into the table's rows: a tied table also gets the
-		 * output projection's gradient (added, never overwritten). */
-		const int T = n->seq_rows, C = n->seq_n;
+		 * output projection's gradient (added, never overwritten).  The
+		 * token ids are forward's (seq_ids). */
+		const int T = n->seq_rows, C = n->seq_n, V = n->seq_k;
 		float *dW = g + n->w_off;
-		for (int b = 0; b < nb; b++)
-			for (int t = 0; t < T; t++) {
-				int id = n->seq_idx ? n->seq_idx[t] : (int)in->val[(size_t)b * T + t];
-				const float *d = dy + ((size_t)b * T + t) * C;
-				float *w = dW + (size_t)id * C;
-				for (int c = 0; c < C; c++)
-					w[c] += d[c];
-			}
+		if (n->seq_idx)
+			for (int b = 0; b < nb; b++)
+				sd_embedding_backward(dW, dy + (size_t)b * T * C, n->seq_idx, T, C, V);
+		else
+			sd_embedding_backward(dW, dy, n->seq_ids, (int)rows, C, V);
 		return;   /* ids have no gradient */
 	}
 	case SEQ_LINEAR:
@@ -457,31 +274,28 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		                   in->val, p + n->w_off, (int)rows, n->seq_k, n->seq_n);
 		break;
 	case SEQ_BMM: {
-		const int M = n->seq_m, K = n->seq_k, N = n->seq_n;
+		/* Each operand's gradient committed before the other's is
+		 * written (both may go to the scratch buffer). */
+		const int G = nb * n->seq_g, M = n->seq_m, K = n->seq_k, N = n->seq_n;
 		struct act *b2 = &m->acts[n->in2];
-		const size_t G = (size_t)nb * n->seq_g;
 		if (dx) {
-			for (size_t q = 0; q < G; q++)
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.0f,
-				            dy + q * M * N, N, b2->val + q * K * N, N, 0.0f, dx + q * M * K, K);
+			sd_matmul_batched_backward(dx, NULL, dy, in->val, b2->val, G, M, K, N, 0, 0, 0);
 			sd_graph_grad_commit(m, in, cnt);
 			dx = NULL;
 		}
-		float *db = sd_graph_grad_target(m, b2);
-		for (size_t q = 0; q < G; q++)
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f,
-			            in->val + q * M * K, K, dy + q * M * N, N, 0.0f, db + q * K * N, N);
+		sd_matmul_batched_backward(NULL, sd_graph_grad_target(m, b2), dy, in->val, b2->val, G, M,
+		                           K, N, 0, 0, 0);
 		sd_graph_grad_commit(m, b2, act_floats(b2) * nb);
 		return;
 	}
 	case SEQ_LAYERNORM:
-		layernorm_backward(n, dx, n->w_off == SD_NO_TENSOR ? NULL : g + n->w_off,
-		                   n->b_off == SD_NO_TENSOR ? NULL : g + n->b_off, dy, in->val,
-		                   n->w_off == SD_NO_TENSOR ? NULL : p + n->w_off, rows);
+		sd_layernorm_backward(dx, n->w_off == SD_NO_TENSOR ? NULL : g + n->w_off,
+		                      n->b_off == SD_NO_TENSOR ? NULL : g + n->b_off, dy, in->val,
+		                      n->seq_mean, n->seq_rstd, ln_gamma(m, n), (int)rows, n->seq_n);
 		break;
 	case SEQ_SOFTMAX:
 		if (dx)
-			softmax_backward(dx, dy, out->val, rows, n->seq_n);
+			sd_softmax_lastdim_backward(dx, dy, out->val, (int)rows, n->seq_n);
 		break;
 	case SEQ_MASKFILL:
 		if (dx) {
@@ -531,7 +345,7 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		break;
 	case SEQ_GELU:
 		if (dx)
-			gelu_erf_backward(dx, dy, in->val, cnt);
+			sd_gelu_backward(dx, dy, in->val, cnt, SD_GELU_ERF);
 		break;
 	case SEQ_ATTENTION: {
 		/* q, k and v are read by this node alone (sd_seq_fuse_attention
@@ -539,9 +353,9 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		struct act *k = &m->acts[n->in2], *v = &m->acts[n->in3];
 		const size_t each = act_floats(in) * nb;
 		float *dk = sd_graph_grad_target(m, k), *dv = sd_graph_grad_target(m, v);
-		attention_causal_backward(dx, dk, dv, dy, in->val, k->val, v->val,
-		                          m->acts[n->seq_aux[0]].val, m->acts[n->seq_aux[1]].val, nb,
-		                          n->seq_g, n->seq_m, n->seq_k, n->seq_scale);
+		sd_attention_causal_backward(dx, dk, dv, dy, in->val, k->val, v->val,
+		                             m->acts[n->seq_aux[0]].val, m->acts[n->seq_aux[1]].val, nb,
+		                             n->seq_g, n->seq_m, n->seq_k, n->seq_scale);
 		sd_graph_grad_commit(m, k, each);
 		sd_graph_grad_commit(m, v, each);
 		break;

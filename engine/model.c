@@ -540,6 +540,7 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].seq_mean);
 		free(m->nodes[i].seq_rstd);
 		free(m->nodes[i].seq_src);
+		free(m->nodes[i].seq_ids);
 	}
 	free(m->acts);
 	free(m->nodes);
