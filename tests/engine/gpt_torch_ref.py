@@ -16,9 +16,12 @@ OUTDIR/ref.txt, read by tests/engine/gpt-onnx.c:
     eval_loss MEAN       the same in eval mode, no gradient
     grad NAME COUNT      per parameter (named_parameters: the tied
     v v v ...            wte.weight once), its gradient of the mean loss
+    adamw_config LR BETA1 BETA2 EPS WEIGHT_DECAY CLIP   (export.py's TRAIN)
     step S MEAN ALLOWED  SGD at LR (plain, no momentum), one batch per step:
                          the loss before step S's update, and the relative
                          difference the engine's may have from it
+    adamw S MEAN ALLOWED the same from the same weights with AdamW at that
+                         constant rate, gradients clipped to norm CLIP
 With "tanh" the MLPs use GPT-2's tanh approximation of GELU
 (nn.GELU(approximate="tanh"): the export's Pow / Tanh chain instead of
 Erf), and only the opset 14 and 17 training exports are written.
@@ -34,7 +37,7 @@ import torch
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "examples", "char-gpt"))
 sys.path.insert(0, os.path.join(here, "..", "..", "examples"))
-from export import export          # noqa: E402
+from export import TRAIN, export   # noqa: E402
 from model import GPT, GPTConfig, loss_nats   # noqa: E402
 
 STEPS, BATCH, LR = 30, 4, 0.2
@@ -42,15 +45,23 @@ NUDGED, DRIFT_FACTOR, FLOOR = 3, 10.0, 1e-5
 CONFIG = GPTConfig(block_size=16, vocab_size=64, n_layer=2, n_head=2, n_embd=32, dropout=0.0)
 
 
-def train(model, windows):
-    """STEPS steps of SGD at LR, one batch of windows each: the losses."""
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
+def train(model, windows, adamw=False):
+    """STEPS steps of SGD at LR, or of AdamW with export.py's settings at a
+    constant rate (gradients clipped to its norm first), one batch of
+    windows each: the losses."""
+    if adamw:
+        opt = torch.optim.AdamW(model.parameters(), lr=TRAIN["lr"], betas=TRAIN["betas"],
+                                eps=TRAIN["eps"], weight_decay=TRAIN["weight_decay"])
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses = []
     for s in range(STEPS):
         x, y = windows[s, :, :-1], windows[s, :, 1:]
         opt.zero_grad()
         loss = loss_nats(model(x), y)
         loss.backward()
+        if adamw:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["clip_grad_norm"])
         opt.step()
         losses.append(loss.item())
     return losses
@@ -110,16 +121,22 @@ def main():
         lines.append("eval_loss %.9g" % loss_nats(model(x), y).item())
     model.train()
     start = copy.deepcopy(model.state_dict())
-    plain = train(model, windows)
-    nudged = []
-    for k in range(NUDGED):
+    lines.append("adamw_config %.9g %.9g %.9g %.9g %.9g %.9g" % (
+        TRAIN["lr"], TRAIN["betas"][0], TRAIN["betas"][1], TRAIN["eps"], TRAIN["weight_decay"],
+        TRAIN["clip_grad_norm"]))
+    for adamw in (False, True):
         model.load_state_dict(start)
-        nudge(model, k)
-        nudged.append(train(model, windows))
-    drift = 0.0
-    for s in range(STEPS):
-        drift = max([drift] + [abs(n[s] - plain[s]) / abs(plain[s]) for n in nudged])
-        lines.append("step %d %.9g %.3g" % (s, plain[s], max(FLOOR, DRIFT_FACTOR * drift)))
+        plain = train(model, windows, adamw)
+        nudged = []
+        for k in range(NUDGED):
+            model.load_state_dict(start)
+            nudge(model, k)
+            nudged.append(train(model, windows, adamw))
+        drift = 0.0
+        for s in range(STEPS):
+            drift = max([drift] + [abs(n[s] - plain[s]) / abs(plain[s]) for n in nudged])
+            lines.append("%s %d %.9g %.3g" % ("adamw" if adamw else "step", s, plain[s],
+                                              max(FLOOR, DRIFT_FACTOR * drift)))
     with open(os.path.join(out, "ref.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 

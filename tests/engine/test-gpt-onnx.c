@@ -28,7 +28,9 @@
  *     |diff| / max |unfused| per tensor);
  *   - STEPS steps of plain SGD at LR from the file's weights, one batch
  *     each: the loss before each update within the relative difference
- *     ref.txt allows that step (PyTorch's 1-ulp drift band).
+ *     ref.txt allows that step (PyTorch's 1-ulp drift band); then the same
+ *     with AdamW (engine/optim.h sd_optim_step: export.py's betas, eps,
+ *     decoupled weight decay and gradient clipping, constant rate).
  * Exit status 0, or 1 with every failure on stderr. */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +40,7 @@
 #include "engine/model-graph.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
+#include "engine/optim.h"
 
 /* Bounds.  The loss's is the brief's (1e-5 relative); the gradients' is
  * about 10x the largest measured on the opset 14 and 17 exports (3.8e-7,
@@ -288,35 +291,56 @@ int main(int argc, char **argv)
 		sd_model_destroy(u);
 	}
 
-	/* SGD from the file's weights. */
-	memcpy(sd_model_params(m), init, np * sizeof *init);
-	double traj = 0;
-	int traj_bad = 0;
-	for (int s = 0; s < steps; s++) {
-		int rs;
-		double want, allowed;
-		if (fscanf(ref, " step %d %lf %lf", &rs, &want, &allowed) != 3 || rs != s) {
-			fprintf(stderr, "test-gpt-onnx: ref.txt: no step %d\n", s);
-			return 1;
-		}
-		BATCH_OF(s);
-		if (sd_model_train_tokens(m, x, y, batch, (float)(1.0 / positions), &loss, &why) < 0) {
-			fprintf(stderr, "test-gpt-onnx: %s\n", why);
-			return 1;
-		}
-		loss /= positions;
-		float *p = sd_model_params(m);
-		for (size_t k = 0; k < np; k++)
-			p[k] -= (float)lr * g[k];
-		rel = fabs(loss - want) / fabs(want);
-		traj = fmax(traj, rel / allowed);
-		traj_bad += rel > allowed;
-		printf("step %2d loss %.9g torch %.9g rel %.3g allowed %.3g%s\n", s + 1, loss, want,
-		       rel, allowed, rel <= allowed ? "" : "  FAILED");
+	/* SGD, then AdamW, from the file's weights. */
+	struct sd_optim_settings adamw = { .kind = SD_OPTIM_ADAMW };
+	double alr;
+	if (fscanf(ref, " adamw_config %lf %f %f %f %f %f", &alr, &adamw.beta1, &adamw.beta2,
+	           &adamw.eps, &adamw.weight_decay, &adamw.clip_grad_norm) != 6) {
+		fprintf(stderr, "test-gpt-onnx: ref.txt: no adamw_config\n");
+		return 1;
 	}
-	printf("trajectory: %d SGD steps, worst rel / allowed %.3g%s\n", steps, traj,
-	       traj_bad ? "  FAILED" : "");
-	failures += traj_bad;
+	float *st1 = calloc(np, sizeof *st1), *st2 = calloc(np, sizeof *st2);
+	for (int opt = 0; opt < 2; opt++) {
+		const char *label = opt ? "adamw" : "step";
+		memcpy(sd_model_params(m), init, np * sizeof *init);
+		memset(st1, 0, np * sizeof *st1);
+		memset(st2, 0, np * sizeof *st2);
+		double traj = 0;
+		int traj_bad = 0;
+		for (int s = 0; s < steps; s++) {
+			int rs;
+			double want, allowed;
+			char tag[16];
+			if (fscanf(ref, " %15s %d %lf %lf", tag, &rs, &want, &allowed) != 4 ||
+			    strcmp(tag, label) || rs != s) {
+				fprintf(stderr, "test-gpt-onnx: ref.txt: no %s %d\n", label, s);
+				return 1;
+			}
+			BATCH_OF(s);
+			if (sd_model_train_tokens(m, x, y, batch, (float)(1.0 / positions), &loss,
+			                          &why) < 0) {
+				fprintf(stderr, "test-gpt-onnx: %s\n", why);
+				return 1;
+			}
+			loss /= positions;
+			float *p = sd_model_params(m);
+			if (opt)
+				sd_optim_step(&adamw, p, st1, st2, sd_model_grads(m), np, (float)alr, s);
+			else
+				for (size_t k = 0; k < np; k++)
+					p[k] -= (float)lr * g[k];
+			rel = fabs(loss - want) / fabs(want);
+			traj = fmax(traj, rel / allowed);
+			traj_bad += rel > allowed;
+			printf("%s %2d loss %.9g torch %.9g rel %.3g allowed %.3g%s\n", label, s + 1, loss,
+			       want, rel, allowed, rel <= allowed ? "" : "  FAILED");
+		}
+		printf("trajectory: %d %s steps, worst rel / allowed %.3g%s\n", steps,
+		       opt ? "AdamW (clipped)" : "SGD", traj, traj_bad ? "  FAILED" : "");
+		failures += traj_bad;
+	}
+	free(st1);
+	free(st2);
 	fclose(ref);
 	sd_model_destroy(m);
 	free(init);

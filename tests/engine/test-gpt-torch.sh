@@ -9,6 +9,7 @@
 # parameter's gradient by name, the tied embedding / output projection as
 # one tensor (max |diff| / max |torch| per tensor, bound in
 # tests/engine/test-gpt-onnx.c), the eval-mode loss, and 30 steps of SGD
+# and 30 of AdamW (export.py's betas, eps, weight decay and clipping)
 # within PyTorch's 1-ulp drift band (tests/engine/gpt_torch_ref.py).  A
 # constant-folded export (the tie lost: the output projection is a
 # transposed copy) and an eval-mode one (equal initializers merged) load
@@ -30,12 +31,12 @@ for opset in 14 15 16 17; do
 	echo "opset $opset:"
 	"$top_builddir/tests/engine/test-gpt-onnx" "$T/gpt$opset.onnx" "$T" ||
 		fail "opset $opset: spotdeck differs from PyTorch"
-	ok "opset $opset: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
+	ok "opset $opset: loss, gradients, eval loss, 30 SGD and 30 AdamW steps as PyTorch's"
 done
 echo "opset 14, nothing fused (the reference path):"
 SPOTDECK_FUSE=off "$top_builddir/tests/engine/test-gpt-onnx" "$T/gpt14.onnx" "$T" ||
 	fail "opset 14 unfused: spotdeck differs from PyTorch"
-ok "opset 14, nothing fused: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
+ok "opset 14, nothing fused: loss, gradients, eval loss, 30 SGD and 30 AdamW steps as PyTorch's"
 for variant in 14-fold 17-eval; do
 	echo "$variant:"
 	"$top_builddir/tests/engine/test-gpt-onnx" --forward "$T/gpt$variant.onnx" "$T" ||
@@ -49,5 +50,5 @@ for opset in 14 17; do
 	echo "tanh GELU, opset $opset:"
 	"$top_builddir/tests/engine/test-gpt-onnx" "$T/tanh/gpt$opset.onnx" "$T/tanh" ||
 		fail "tanh GELU, opset $opset: spotdeck differs from PyTorch"
-	ok "tanh GELU (Pow, Tanh), opset $opset: loss, gradients, eval loss and 30 SGD steps as PyTorch's"
+	ok "tanh GELU (Pow, Tanh), opset $opset: loss, gradients, eval loss, 30 SGD and 30 AdamW steps as PyTorch's"
 done
