@@ -30,7 +30,10 @@
  *     each: the loss before each update within the relative difference
  *     ref.txt allows that step (PyTorch's 1-ulp drift band); then the same
  *     with AdamW (engine/optim.h sd_optim_step: export.py's betas, eps,
- *     decoupled weight decay and gradient clipping, constant rate).
+ *     decoupled weight decay and gradient clipping, constant rate);
+ *   - the trained model written back into the file (sd_onnx_export_file)
+ *     loads again with exactly the trained parameters, the tied one
+ *     included.
  * Exit status 0, or 1 with every failure on stderr. */
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +42,7 @@
 
 #include "engine/model-graph.h"
 #include "engine/model.h"
+#include "engine/onnx-export.h"
 #include "engine/onnx.h"
 #include "engine/optim.h"
 
@@ -341,6 +345,30 @@ int main(int argc, char **argv)
 	}
 	free(st1);
 	free(st2);
+
+	/* Written back and read again. */
+	uint8_t *bytes;
+	size_t len;
+	struct sd_export ex;
+	if (sd_onnx_read_file(argv[1], &bytes, &len, &why) < 0 ||
+	    sd_onnx_export_file(bytes, len, argv[1], sd_model_params(m), np, sd_model_buffers(m),
+	                        sd_model_buffer_count(m), &ex, &why) < 0) {
+		fprintf(stderr, "test-gpt-onnx: export: %s\n", why);
+		return 1;
+	}
+	struct sd_model *back;
+	if (sd_model_create_onnx(&back, ex.onnx, ex.onnx_len, "exported", batch, &why) < 0) {
+		fprintf(stderr, "test-gpt-onnx: the exported file does not load: %s\n", why);
+		return 1;
+	}
+	const int same = sd_model_param_count(back) == np &&
+	                 !memcmp(sd_model_params(back), sd_model_params(m), np * sizeof(float));
+	printf("written back: %zu bytes, %s the trained parameters%s\n", ex.onnx_len,
+	       same ? "reloads with" : "does NOT reload with", same ? "" : "  FAILED");
+	failures += !same;
+	sd_model_destroy(back);
+	sd_export_free(&ex);
+	free(bytes);
 	fclose(ref);
 	sd_model_destroy(m);
 	free(init);

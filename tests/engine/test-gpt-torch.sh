@@ -14,7 +14,9 @@
 # constant-folded export (the tie lost: the output projection is a
 # transposed copy) and an eval-mode one (equal initializers merged) load
 # and compute the same training-mode and eval-mode losses.  A token id
-# outside the vocabulary is refused with a line naming it.  The attention
+# outside the vocabulary is refused with a line naming it.  The trained
+# model written back into its file reloads with the trained parameters.
+# The attention
 # and the GELU run as one fused node each per block (checked against the
 # unfused nodes, SPOTDECK_FUSE=off, which also must match PyTorch on their
 # own).
