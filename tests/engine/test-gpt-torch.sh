@@ -16,10 +16,9 @@
 # and compute the same training-mode and eval-mode losses.  A token id
 # outside the vocabulary is refused with a line naming it.  The trained
 # model written back into its file reloads with the trained parameters.
-# The attention
-# and the GELU run as one fused node each per block (checked against the
-# unfused nodes, SPOTDECK_FUSE=off, which also must match PyTorch on their
-# own).
+# The attention and the GELU run as one fused node each per block (checked
+# against the unfused nodes, SPOTDECK_FUSE=off, which also must match
+# PyTorch on their own).
 # The same with GPT-2's tanh GELU (its Pow / Tanh chain) at opsets 14, 17.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PY=/usr/bin/python3
