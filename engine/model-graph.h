@@ -72,9 +72,10 @@ enum sd_seq_op {
 	                * OP_BINARY's constant case with the last axis as channels */
 	SEQ_POW,       /* elementwise x^seq_scale (Pow by a scalar constant; Sqrt is
 	                * seq_scale 0.5, computed by sqrtf) */
-	SEQ_GELU,      /* exact GELU in one node, x/2 (1 + erf(x / sqrt 2)) (Hendrycks &
-	                * Gimpel 2016); sd_seq_fuse_gelu makes it out of the export's
-	                * Div, Erf, Add, Mul, Mul */
+	SEQ_GELU,      /* GELU in one node (Hendrycks & Gimpel 2016): exact, x/2 (1 +
+	                * erf(x / sqrt 2)), or with seq_tanh GPT-2's x/2 (1 + tanh(
+	                * sqrt(2/pi) (x + 0.044715 x^3))); sd_seq_fuse_gelu makes it
+	                * out of the export's chains */
 	SEQ_ATTENTION, /* causal self-attention in one node: y (H, T, D) = softmax(q k^T
 	                * seq_scale + causal mask) v, q = in, k = in2, v = in3, each
 	                * (H, T, D); the softmax probabilities kept in activation
@@ -152,7 +153,7 @@ struct node {
 	int seq_rows, seq_g, seq_m, seq_k, seq_n, seq_off;
 	int in3, seq_aux[2];            /* SEQ_ATTENTION; seq_span: the nodes its group
 	                                 * covers, itself included */
-	int seq_span;
+	int seq_span, seq_tanh;
 	float seq_scale;
 	int seq_rank, seq_dims[SD_ACT_MAX_RANK], seq_perm[SD_ACT_MAX_RANK];
 	int32_t *seq_idx;               /* SEQ_EMBED's constant indices, owned */
@@ -222,9 +223,10 @@ void sd_seq_finish(struct sd_model *m);
  * fused.  Call before sd_graph_finish. */
 int sd_seq_fuse_attention(struct sd_model *m);
 /* Likewise the exact GELU's chain - SEQ_BIAS (x / sqrt 2) -> SEQ_ERF ->
- * SEQ_BIAS (+ 1) -> OP_BINARY (x * .) -> SEQ_BIAS (* 0.5), the
- * intermediates read by the next alone - into one SEQ_GELU node.  Returns
- * how many it fused. */
+ * SEQ_BIAS (+ 1) -> OP_BINARY (x * .) -> SEQ_BIAS (* 0.5) - and the tanh
+ * GELU's - x * x, x * ., 0.044715 *, x + ., sqrt(2/pi) *, Tanh, 1 +, x * .,
+ * 0.5 * - the intermediates read by the next alone, into one SEQ_GELU
+ * node.  Returns how many it fused. */
 int sd_seq_fuse_gelu(struct sd_model *m);
 /* The group of OP_SEQ nodes whose tail is node i backward; its head. */
 int sd_seq_backward_group(struct sd_model *m, int i, int nb);

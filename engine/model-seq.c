@@ -235,7 +235,8 @@ int sd_seq_forward(struct sd_model *m, int i, int nb, int train)
 		break;
 	}
 	case SEQ_GELU:
-		sd_gelu_forward(out->val, in->val, act_floats(in) * nb, SD_GELU_ERF);
+		sd_gelu_forward(out->val, in->val, act_floats(in) * nb,
+		                n->seq_tanh ? SD_GELU_TANH : SD_GELU_ERF);
 		return n->seq_span;
 	case SEQ_ATTENTION:
 		sd_attention_causal_forward(out->val, m->acts[n->seq_aux[0]].val, in->val,
@@ -345,7 +346,7 @@ void sd_seq_backward(struct sd_model *m, int i, int nb, int need_dx)
 		break;
 	case SEQ_GELU:
 		if (dx)
-			sd_gelu_backward(dx, dy, in->val, cnt, SD_GELU_ERF);
+			sd_gelu_backward(dx, dy, in->val, cnt, n->seq_tanh ? SD_GELU_TANH : SD_GELU_ERF);
 		break;
 	case SEQ_ATTENTION: {
 		/* q, k and v are read by this node alone (sd_seq_fuse_attention
@@ -453,6 +454,57 @@ static int scalar_op(const struct node *n, enum sd_binop op, float k)
 	       n->bin_kc == 1 && n->binop == op && !n->bin_k_first && n->bin_k[0] == k;
 }
 
+/* A SEQ_BIAS by the fixed scalar k on either side (op commutes). */
+static int scalar_either(const struct node *n, enum sd_binop op, float k)
+{
+	return n->op == OP_SEQ && n->seq == SEQ_BIAS && n->w_off == SD_NO_TENSOR &&
+	       n->bin_kc == 1 && n->binop == op && fabsf(n->bin_k[0] - k) <= 1e-6f * fabsf(k);
+}
+
+/* An OP_BINARY op of x and v in either order. */
+static int binary_of(const struct node *n, enum sd_binop op, int x, int v)
+{
+	return n->op == OP_BINARY && n->binop == op && n->in2 >= 0 &&
+	       ((n->in == x && n->in2 == v) || (n->in == v && n->in2 == x));
+}
+
+/* The tanh GELU's chain (see model-graph.h), nine nodes, into one. */
+static int fuse_gelu_tanh(struct sd_model *m)
+{
+	int fused = 0;
+	for (int i = 0; i + 8 < m->nnodes; i++) {
+		struct node *c = &m->nodes[i];
+		const int x = c[0].in;
+		if (!binary_of(&c[0], SD_BIN_MUL, x, x) || x == 0 ||
+		    !binary_of(&c[1], SD_BIN_MUL, x, c[0].out) ||
+		    !scalar_either(&c[2], SD_BIN_MUL, 0.044715f) || c[2].in != c[1].out ||
+		    !binary_of(&c[3], SD_BIN_ADD, x, c[2].out) ||
+		    !scalar_either(&c[4], SD_BIN_MUL, 0.7978845608f) || c[4].in != c[3].out ||
+		    c[5].op != OP_ACT || c[5].act != SD_ACT_TANH || c[5].in != c[4].out ||
+		    !scalar_either(&c[6], SD_BIN_ADD, 1.0f) || c[6].in != c[5].out ||
+		    !binary_of(&c[7], SD_BIN_MUL, x, c[6].out) ||
+		    !scalar_either(&c[8], SD_BIN_MUL, 0.5f) || c[8].in != c[7].out ||
+		    m->acts[x].consumers != 5)
+			continue;
+		int single = 1;
+		for (int k = 0; k < 8; k++)
+			single &= m->acts[c[k].out].consumers == 1;
+		if (!single)
+			continue;
+		c[0].op = OP_SEQ;
+		c[0].seq = SEQ_GELU;
+		c[0].seq_tanh = 1;
+		c[0].in2 = -1;
+		c[0].out = c[8].out;
+		c[0].seq_span = 9;
+		c[8].fused_from = i + 1;
+		m->acts[x].consumers -= 4;   /* read twice by x * x, and by three more */
+		fused++;
+		i += 8;
+	}
+	return fused;
+}
+
 int sd_seq_fuse_gelu(struct sd_model *m)
 {
 	int fused = 0;
@@ -481,5 +533,5 @@ int sd_seq_fuse_gelu(struct sd_model *m)
 		fused++;
 		i += 4;
 	}
-	return fused;
+	return fused + fuse_gelu_tanh(m);
 }

@@ -167,8 +167,8 @@ static const struct {
 	 * same-shape activations, or with a scalar or one value per last-axis
 	 * entry; Transpose keeping the batch first; Reshape keeping the batch
 	 * (nothing: same buffer); Softmax on the last axis; Dropout. */
-	{ { "Erf", "elementwise erf of an activation (the exact GELU's; the tanh GELU's chain "
-	    "lowers through Pow and Tanh)" }, lower_erf },
+	{ { "Erf", "elementwise erf of an activation (the exact GELU's chain, run as one "
+	    "GELU node, as is the tanh GELU's Mul / Tanh chain)" }, lower_erf },
 	{ { "Where", "of a constant condition, a constant scalar and an activation: a masked "
 	    "fill (the causal mask)" }, lower_where },
 	{ { "Equal", "of constants, folded at load" }, lower_equal },
@@ -178,8 +178,8 @@ static const struct {
 	{ { "ReduceMean", "only as the head of the LayerNorm chain of opsets before 17 "
 	    "(ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul, Add): one layer norm" },
 	  lower_reduce_mean },
-	{ { "Pow", "of an activation by a float scalar (the tanh GELU's x^3); inside that "
-	    "LayerNorm chain: part of its node" }, lower_ln_part },
+	{ { "Pow", "of an activation by a float scalar; inside that LayerNorm chain: part of "
+	    "its node" }, lower_ln_part },
 	{ { "Sqrt", "of an activation; inside that LayerNorm chain: part of its node" },
 	  lower_ln_part },
 };
@@ -3413,9 +3413,9 @@ static int lower_reduce_mean(struct lower *L, const Onnx__NodeProto *nd)
 	return make_layernorm(L, g->node[last], x, eps, gam, bet);
 }
 
-/* Pow of a language-model activation by a float scalar constant (the
- * tanh GELU's x^3), Sqrt of one; the LayerNorm chain's are part of its
- * layer-norm node. */
+/* Pow of a language-model activation by a float scalar constant, Sqrt of
+ * one (elementwise); the LayerNorm chain's are part of its layer-norm
+ * node. */
 static int lower_ln_part(struct lower *L, const Onnx__NodeProto *nd)
 {
 	int x = act_input(L, nd, 0);

@@ -123,9 +123,8 @@
  *                          Sqrt, Div, Mul weight, Add bias, recognised from
  *                          the ReduceMean by following each value to its
  *                          only reader) -> one layer norm over the last axis
- *   Softmax on the last axis; Erf; Pow by a float scalar and Sqrt (the
- *                          tanh GELU's chain: Pow 3, Tanh); Relu, Tanh,
- *                          Sigmoid, LeakyRelu, Clip; Dropout; Transpose
+ *   Softmax on the last axis; Erf; Pow by a float scalar; Sqrt; Relu,
+ *                          Tanh, Sigmoid, LeakyRelu, Clip; Dropout; Transpose
  *                          keeping the batch first; Split along the last
  *                          axis; Reshape keeping the batch first (the
  *                          same buffer)
@@ -141,9 +140,10 @@
  * causal masked fill, Softmax, MatMul by v; Dropout p = 0 between is
  * nothing) runs as ONE fused node per block (model-graph.h SEQ_ATTENTION),
  * and so does the exact GELU's chain (Div by sqrt 2, Erf, Add 1, Mul by x,
- * Mul by 0.5: SEQ_GELU); the environment variable SPOTDECK_FUSE=off keeps
- * the separate nodes (the reference the tests compare them with; a value
- * other than on or off is refused).
+ * Mul by 0.5: SEQ_GELU) and the tanh GELU's (x * x, x * ., Mul 0.044715,
+ * Add x, Mul sqrt(2/pi), Tanh, Add 1, Mul by x, Mul 0.5); the environment
+ * variable SPOTDECK_FUSE=off keeps the separate nodes (the reference the
+ * tests compare them with; a value other than on or off is refused).
  * Every initializer these ops train is ONE parameter tensor named after
  * it, however many nodes read it: the token embedding and the output
  * projection through its Transpose (weight tying) share one tensor whose

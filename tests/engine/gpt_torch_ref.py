@@ -23,7 +23,7 @@ OUTDIR/ref.txt, read by tests/engine/gpt-onnx.c:
     adamw S MEAN ALLOWED the same from the same weights with AdamW at that
                          constant rate, gradients clipped to norm CLIP
 With "tanh" the MLPs use GPT-2's tanh approximation of GELU
-(nn.GELU(approximate="tanh"): the export's Pow / Tanh chain instead of
+(nn.GELU(approximate="tanh"): the export's Mul / Tanh chain instead of
 Erf), and only the opset 14 and 17 training exports are written.
 All values %.9g of float32 (torch's own precision: this is the run the
 engine must match).  ALLOWED is the yardstick of

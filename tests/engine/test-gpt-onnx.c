@@ -259,8 +259,9 @@ int main(int argc, char **argv)
 	/* Fused against unfused nodes, on the first batch. */
 	const char *att = getenv("SPOTDECK_FUSE");
 	if (!att || strcmp(att, "off")) {
-		if (fused == 0) {
-			fprintf(stderr, "test-gpt-onnx: no attention was fused\n");
+		if (fused == 0 || gelus == 0) {
+			fprintf(stderr, "test-gpt-onnx: %s was not fused\n", fused ? "the GELU"
+			        : "the attention");
 			failures++;
 		}
 		BATCH_OF(0);
