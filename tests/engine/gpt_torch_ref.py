@@ -82,6 +82,43 @@ def nudge(model, k):
                 p.copy_(torch.where(alt, up, down))
 
 
+def write_bad(out):
+    """Exports edited into graphs the engine must refuse, one line each:
+    OUTDIR/bad.txt holds "FILE<TAB>what the message must contain"."""
+    import onnx
+    cases = []
+
+    def edit(src, name, node_op, fn, want):
+        m = onnx.load(os.path.join(out, src))
+        nd = next(n for n in m.graph.node if n.op_type == node_op)
+        fn(m, nd)
+        onnx.save(m, os.path.join(out, name))
+        cases.append("%s\t%s" % (name, want))
+
+    def set_attr(nd, key, ints=None, i=None):
+        a = next(a for a in nd.attribute if a.name == key)
+        if ints is not None:
+            del a.ints[:]
+            a.ints.extend(ints)
+        else:
+            a.i = i
+
+    edit("gpt17.onnx", "bad-softmax.onnx", "Softmax", lambda m, nd: set_attr(nd, "axis", i=2),
+         "on its last axis only")
+    # The first Transpose of an activation (the head split, (0, 2, 1, 3))
+    # made to move the batch.
+    m = onnx.load(os.path.join(out, "gpt17.onnx"))
+    nd = next(n for n in m.graph.node if n.op_type == "Transpose" and
+              list(n.attribute[0].ints) == [0, 2, 1, 3])
+    set_attr(nd, "perm", ints=[2, 0, 1, 3])
+    onnx.save(m, os.path.join(out, "bad-transpose.onnx"))
+    cases.append("bad-transpose.onnx\tthe batch must stay first")
+    edit("gpt14.onnx", "bad-reducemean.onnx", "ReduceMean",
+         lambda m, nd: set_attr(nd, "axes", ints=[1]), "head of the LayerNorm chain")
+    with open(os.path.join(out, "bad.txt"), "w") as f:
+        f.write("\n".join(cases) + "\n")
+
+
 def main():
     out = sys.argv[1]
     tanh = sys.argv[2:] == ["tanh"]
@@ -100,6 +137,7 @@ def main():
     if not tanh:
         export(model, os.path.join(out, "gpt14-fold.onnx"), 14, True, True)
         export(model, os.path.join(out, "gpt17-eval.onnx"), 17, False, False)
+        write_bad(out)
     g = torch.Generator().manual_seed(99)
     T, V = CONFIG.block_size, CONFIG.vocab_size
     # Skewed ids (a few frequent ones, as text has) so the loss moves.

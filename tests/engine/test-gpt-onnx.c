@@ -5,7 +5,10 @@
  * PyTorch's.
  *
  *   test-gpt-onnx [--forward] MODEL.onnx DIR
+ *   test-gpt-onnx --bad MODEL.onnx TEXT
  *
+ * With --bad the model must be refused with one line that names the file
+ * and contains TEXT.
  * With --forward only the two losses are checked (an export that does
  * not train as the model does: constant folding unties the embedding, eval
  * mode merges equal initializers).  A token id outside the vocabulary is
@@ -86,6 +89,24 @@ static struct sd_model *load(const char *path, int batch)
 
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "--bad")) {
+		uint8_t *bytes;
+		size_t len;
+		char *why = NULL;
+		struct sd_model *m = NULL;
+		if (sd_onnx_read_file(argv[2], &bytes, &len, &why) < 0) {
+			fprintf(stderr, "test-gpt-onnx: %s\n", why);
+			return 1;
+		}
+		int rc = sd_model_create_onnx(&m, bytes, len, argv[2], 4, &why);
+		free(bytes);
+		int good = rc < 0 && why && strstr(why, argv[3]) && strstr(why, argv[2]) &&
+		           !strchr(why, '\n');
+		printf("%s: %s%s\n", argv[2], rc < 0 ? why : "(loaded)", good ? "" : "  FAILED");
+		sd_model_destroy(m);
+		free(why);
+		return good ? 0 : 1;
+	}
 	const int forward_only = argc == 4 && !strcmp(argv[1], "--forward");
 	argv += forward_only;
 	argc -= forward_only;
