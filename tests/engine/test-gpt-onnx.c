@@ -34,6 +34,10 @@
  *     ref.txt allows that step (PyTorch's 1-ulp drift band); then the same
  *     with AdamW (engine/optim.h sd_optim_step: export.py's betas, eps,
  *     decoupled weight decay and gradient clipping, constant rate);
+ *   - the gradient-ready calls (sd_model_on_grad_ready, what the elastic
+ *     worker overlaps its all-reduce with): each range it declares final
+ *     holds, at that call, the gradient the whole pass ends with - the tied
+ *     table's included, which two nodes far apart add into;
  *   - the trained model written back into the file (sd_onnx_export_file)
  *     loads again with exactly the trained parameters, the tied one
  *     included.
@@ -63,6 +67,27 @@
 #define FUSED_TOL 3e-6
 
 static int failures;
+
+/* The gradient-ready calls of one pass: where each range started and a
+ * copy of the gradients then. */
+struct ready_log {
+	const float *grads;
+	size_t np;
+	int n, cap;
+	size_t *from;
+	float **snap;
+};
+
+static void on_ready(void *ctx, size_t from)
+{
+	struct ready_log *r = ctx;
+	if (r->n == r->cap)
+		return;
+	r->from[r->n] = from;
+	r->snap[r->n] = malloc(r->np * sizeof(float));
+	memcpy(r->snap[r->n], r->grads, r->np * sizeof(float));
+	r->n++;
+}
 
 static void check(int ok, const char *fmt, double got, double want, double diff, double tol)
 {
@@ -276,6 +301,33 @@ int main(int argc, char **argv)
 	rel = fabs(loss - ref_eval) / fabs(ref_eval);
 	check(rel <= LOSS_TOL, "eval loss %.9g torch %.9g rel %.3g (bound %g)", loss, ref_eval, rel,
 	      LOSS_TOL);
+
+	/* What the gradient-ready calls declared final stays so. */
+	{
+		struct ready_log r = { .grads = sd_model_grads(m), .np = np, .cap = 4096 };
+		r.from = calloc((size_t)r.cap, sizeof *r.from);
+		r.snap = calloc((size_t)r.cap, sizeof *r.snap);
+		BATCH_OF(0);
+		memcpy(sd_model_params(m), init, np * sizeof *init);
+		sd_model_on_grad_ready(m, on_ready, &r);
+		if (sd_model_train_tokens(m, x, y, batch, (float)(1.0 / positions), &loss, &why) < 0) {
+			fprintf(stderr, "test-gpt-onnx: %s\n", why);
+			return 1;
+		}
+		sd_model_on_grad_ready(m, NULL, NULL);
+		int bad = r.n == 0 || r.from[r.n - 1] != 0;
+		for (int k = 0; k < r.n; k++) {
+			bad |= k > 0 && r.from[k] > r.from[k - 1];
+			bad |= memcmp(r.snap[k] + r.from[k], r.grads + r.from[k],
+			              (np - r.from[k]) * sizeof(float)) != 0;
+			free(r.snap[k]);
+		}
+		printf("gradient-ready calls: %d, each range final when declared%s\n", r.n,
+		       bad ? ": NO  FAILED" : "");
+		failures += bad;
+		free(r.from);
+		free(r.snap);
+	}
 
 	/* Fused against unfused nodes, on the first batch. */
 	const char *att = getenv("SPOTDECK_FUSE");

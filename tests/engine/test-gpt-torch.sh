@@ -13,7 +13,9 @@
 # within PyTorch's 1-ulp drift band (tests/engine/gpt_torch_ref.py).  A
 # constant-folded export (the tie lost: the output projection is a
 # transposed copy) and an eval-mode one (equal initializers merged) load
-# and compute the same training-mode and eval-mode losses.  A token id
+# and compute the same training-mode and eval-mode losses.  Each gradient
+# range the gradient-ready calls declare final (what the elastic worker
+# overlaps its all-reduce with) is final, the tied table's too.  A token id
 # outside the vocabulary is refused with a line naming it.  The trained
 # model written back into its file reloads with the trained parameters.
 # Exports edited to hold what the engine does not implement (a Softmax on
