@@ -191,8 +191,10 @@ int sd_onnx_read_file(const char *path, uint8_t **bytes, size_t *len, char **why
 
 #define SD_ONNX_OPS_MAX 64
 struct sd_onnx_info {
-	int c, h, w;            /* one sample of the input */
-	int classes;            /* logits per sample */
+	int c, h, w;            /* one sample of the input (a language model:
+	                         * c = T token ids, h = w = 1) */
+	int classes;            /* logits per sample (a language model: the
+	                         * vocabulary, logits per position) */
 	double macs;            /* forward multiply-adds per sample (convs, linears) */
 	size_t params;          /* trained float32 values */
 	size_t buffers;         /* batch-norm running statistics, float32 values */
