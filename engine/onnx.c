@@ -2665,7 +2665,9 @@ static int seq_gather(struct lower *L, const Onnx__NodeProto *nd)
 			            "graph's input) or constant positions", I->name);
 		dims[1] = I->dims[1];
 	} else if (I->kind == V_CONST && I->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
-	           I->ndim == 1 && L->seq_T) {
+	           I->ndim >= 1 && (size_t)I->dims[I->ndim - 1] == I->count && L->seq_T) {
+		/* (T) positions, or (1, T) (arange(T).unsqueeze(0)): the same
+		 * for every sample. */
 		if ((int64_t)I->count != L->seq_T)
 			return fail(L, "indices %s: %zu positions for a sequence of %d", I->name, I->count,
 			            L->seq_T);
@@ -2681,7 +2683,7 @@ static int seq_gather(struct lower *L, const Onnx__NodeProto *nd)
 		dims[1] = (int64_t)I->count;
 	} else {
 		return fail(L, "indices %s: an embedding reads the token ids (the graph's input) or "
-		            "1-D int64 constant positions", I->name);
+		            "int64 constant positions ((T) or (1, T))", I->name);
 	}
 	char nm[32];
 	engine_name(L, nd, nm, sizeof nm);
