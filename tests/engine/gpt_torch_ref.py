@@ -5,7 +5,7 @@ examples/char-gpt GPT (2 layers, 2 heads, 32 channels, block 16, vocabulary
 opsets 14 and 17 in training mode without constant folding, and what
 PyTorch computes with it on fixed token windows:
 
-    gpt_torch_ref.py OUTDIR [tanh]
+    gpt_torch_ref.py OUTDIR [tanh | nobias]
 
 writes OUTDIR/gpt14.onnx .. gpt17.onnx, gpt14-fold.onnx (constants folded)
 and gpt17-eval.onnx (eval mode), OUTDIR/tokens.i32 (STEPS x
@@ -24,14 +24,16 @@ OUTDIR/ref.txt, read by tests/engine/gpt-onnx.c:
                          constant rate, gradients clipped to norm CLIP
 With "tanh" the MLPs use GPT-2's tanh approximation of GELU
 (nn.GELU(approximate="tanh"): the export's Mul / Tanh chain instead of
-Erf), and only the opset 14 and 17 training exports are written.
+Erf); with "nobias" the Linears have no biases (GPTConfig(bias=False), as
+nanoGPT's default: MatMuls without an Add); either writes only the opset
+14 and 17 training exports.
 All values %.9g of float32 (torch's own precision: this is the run the
 engine must match).  ALLOWED is the yardstick of
 tests/engine/onnx_torch_ref.py: PyTorch trains NUDGED more times from its
 initial weights moved by 1 ulp (up, down, alternating), and step S allows
 max(FLOOR, DRIFT_FACTOR x the nudged runs' largest relative loss drift up
 to step S): how far this model's training carries a rounding difference."""
-import copy, os, sys
+import copy, dataclasses, os, sys
 import torch
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -121,20 +123,21 @@ def write_bad(out):
 
 def main():
     out = sys.argv[1]
-    tanh = sys.argv[2:] == ["tanh"]
+    variant = sys.argv[2] if len(sys.argv) > 2 else None
+    tanh = variant == "tanh"
     torch.manual_seed(1234)
     torch.set_num_threads(1)
-    model = GPT(CONFIG)
+    model = GPT(dataclasses.replace(CONFIG, bias=False) if variant == "nobias" else CONFIG)
     if tanh:
         for block in model.h:
             block.mlp.gelu = torch.nn.GELU(approximate="tanh")
-    for opset in ((14, 17) if tanh else (14, 15, 16, 17)):
+    for opset in ((14, 17) if variant else (14, 15, 16, 17)):
         export(model, os.path.join(out, "gpt%d.onnx" % opset), opset, True, False)
     # Forward only: constant folding unties the output projection (a
     # transposed copy of wte under another name) and eval mode merges equal
     # initializers, so neither trains as the model does; both compute its
     # loss.
-    if not tanh:
+    if not variant:
         export(model, os.path.join(out, "gpt14-fold.onnx"), 14, True, True)
         export(model, os.path.join(out, "gpt17-eval.onnx"), 17, False, False)
         write_bad(out)

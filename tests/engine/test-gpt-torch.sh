@@ -24,8 +24,8 @@
 # The attention and the GELU run as one fused node each per block (checked
 # against the unfused nodes, SPOTDECK_FUSE=off, which also must match
 # PyTorch on their own).
-# The same with GPT-2's tanh GELU (its Mul / Tanh chain, fused too) at
-# opsets 14 and 17.
+# The same with GPT-2's tanh GELU (its Mul / Tanh chain, fused too), and
+# with Linears without biases (nanoGPT's bias=False), at opsets 14 and 17.
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 PY=/usr/bin/python3
 [ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3" >&2; exit 77; }
@@ -55,12 +55,15 @@ while IFS='	' read -r file want; do
 		fail "$file: not refused with one line saying \"$want\""
 	ok "$file refused in one line"
 done <"$T/bad.txt"
-mkdir "$T/tanh"
-"$PY" "$top_srcdir/tests/engine/gpt_torch_ref.py" "$T/tanh" tanh 2>"$T/tanh/ref.err" ||
-	fail "PyTorch reference, tanh GELU: $(tail -n 3 "$T/tanh/ref.err")"
-for opset in 14 17; do
-	echo "tanh GELU, opset $opset:"
-	"$top_builddir/tests/engine/test-gpt-onnx" "$T/tanh/gpt$opset.onnx" "$T/tanh" ||
-		fail "tanh GELU, opset $opset: spotdeck differs from PyTorch"
-	ok "tanh GELU (Mul / Tanh chain), opset $opset: loss, gradients, eval loss, 30 SGD and 30 AdamW steps as PyTorch's"
+for variant in tanh nobias; do
+	mkdir "$T/$variant"
+	"$PY" "$top_srcdir/tests/engine/gpt_torch_ref.py" "$T/$variant" $variant \
+		2>"$T/$variant/ref.err" ||
+		fail "PyTorch reference, $variant: $(tail -n 3 "$T/$variant/ref.err")"
+	for opset in 14 17; do
+		echo "$variant, opset $opset:"
+		"$top_builddir/tests/engine/test-gpt-onnx" "$T/$variant/gpt$opset.onnx" "$T/$variant" ||
+			fail "$variant, opset $opset: spotdeck differs from PyTorch"
+		ok "$variant, opset $opset: loss, gradients, eval loss, 30 SGD and 30 AdamW steps as PyTorch's"
+	done
 done
