@@ -17,6 +17,8 @@
  *             their contents), in-place calls give the same bits, and the
  *             same call with 1 and 2 OpenMP threads gives the same bits
  *             where layers-seq.h promises it (2 threads repeated otherwise).
+ * The row kernels' AVX-512 twins must give the same bits as the baseline
+ * ones (SD_LAYERS_NO_AVX512 set), on CPUs that have AVX-512F.
  * The fused causal attention is also compared with the unfused
  * composition of this file's kernels (batched matmul, scale, mask,
  * softmax, batched matmul), forward and backward; the measured max
@@ -775,6 +777,74 @@ static void test_xent(int n, int v, int fd)
 	free(x); free(g); free(g2); free(tg); free(s.x); free(gr);
 }
 
+/* ----------------------------------------------- AVX-512 twins, bit for bit
+ * engine/layers-seq.c compiles its row kernels twice (baseline and
+ * AVX-512) and promises the same bits from both: run every kernel with the
+ * AVX-512 twins and with SD_LAYERS_NO_AVX512 set, at odd lengths that
+ * exercise the vector tails, and compare. */
+
+/* Runs every row kernel on fixed inputs; writes all outputs to out, in
+ * order, and returns how many floats it wrote. */
+static size_t run_all_kernels(float *out, const float *in, int n, int c)
+{
+	size_t nc = (size_t)n * c, o = 0;
+	const float *x = in, *dy = in + nc, *gamma = in + 2 * nc, *beta = gamma + c;
+	float *mean = falloc(n), *rstd = falloc(n);
+	int32_t *tg = xalloc((size_t)n * sizeof(int32_t));
+	for (int r = 0; r < n; r++)
+		tg[r] = (r * 7) % c;
+	sd_layernorm_forward(out + o, mean, rstd, x, gamma, beta, n, c, 1e-5f);
+	o += nc;
+	sd_layernorm_backward(out + o, out + o + nc, out + o + nc + c, dy, x, mean, rstd, gamma, n, c);
+	o += nc + 2 * (size_t)c;
+	sd_softmax_lastdim_forward(out + o, x, n, c);
+	sd_softmax_lastdim_backward(out + o + nc, dy, out + o, n, c);
+	o += 2 * nc;
+	for (int kind = 0; kind < 2; kind++) {
+		sd_gelu_forward(out + o, x, nc, (enum sd_gelu_kind)kind);
+		sd_gelu_backward(out + o + nc, dy, x, nc, (enum sd_gelu_kind)kind);
+		o += 2 * nc;
+	}
+	double loss = sd_cross_entropy_seq_forward_backward(out + o, x, tg, n, c, 0.5f);
+	o += nc;
+	memcpy(out + o, &loss, sizeof loss);
+	o += 2;
+	/* Attention: one (batch, head) of n positions, D = c; k = dy, v = x. */
+	float *pr = falloc((size_t)n * n), *ws = falloc((size_t)n * n);
+	sd_attention_causal_forward(out + o, pr, x, dy, x, 1, 1, n, c, 0.3f);
+	memcpy(out + o + nc, pr, (size_t)n * n * sizeof(float));
+	o += nc + (size_t)n * n;
+	sd_attention_causal_backward(out + o, out + o + nc, out + o + 2 * nc, dy, x, dy, x, pr, ws,
+	                             1, 1, n, c, 0.3f);
+	o += 3 * nc;
+	free(mean); free(rstd); free(ws); free(tg); free(pr);
+	return o;
+}
+
+static void test_twins(void)
+{
+	if (!__builtin_cpu_supports("avx512f")) {
+		printf("%-34s no AVX-512F on this CPU: only the baseline kernels run here\n", "twins");
+		return;
+	}
+	if (getenv("SD_LAYERS_NO_AVX512")) {
+		printf("%-34s SD_LAYERS_NO_AVX512 is set: the AVX-512 twins are off\n", "twins");
+		return;
+	}
+	const int n = 29, c = 133;   /* odd, so every vector loop has a tail */
+	size_t nc = (size_t)n * c, cap = 20 * nc + 4 * (size_t)c + 2 * (size_t)n * n + 16;
+	float *in = falloc(2 * nc + 2 * (size_t)c), *a = falloc(cap), *b = falloc(cap);
+	fill_normal(in, 2 * nc + 2 * (size_t)c, 2.0f);
+	omp_set_num_threads(1);
+	size_t na = run_all_kernels(a, in, n, c);
+	setenv("SD_LAYERS_NO_AVX512", "1", 1);
+	size_t nb = run_all_kernels(b, in, n, c);
+	unsetenv("SD_LAYERS_NO_AVX512");
+	check_report(na == nb && na <= cap, "%-34s %-10s %zu floats written", "twins", "count", na);
+	compare_same("twins: AVX-512 v baseline", "all", a, b, na * sizeof(float));
+	free(in); free(a); free(b);
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -805,5 +875,6 @@ int main(int argc, char **argv)
 	test_attention(8, 4, 64, 32, 0);    /* the example GPT's shape */
 	test_xent(9, 11, 1);
 	test_xent(512, 256, 0);
+	test_twins();
 	return check_exit("test-layers-seq");
 }
