@@ -17,6 +17,12 @@
  */
 #include "engine/layers-seq.h"
 
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "engine/layers.h"
 
 /* The loops over sd_exp (softmax, GELU, cross-entropy) clamp and select
@@ -28,7 +34,9 @@
  * rounds as written, in the AVX-512 twins below as in the baseline code
  * (and in a vectorised loop as in its scalar tail): the same bits on every
  * x86-64 machine for the same inputs. */
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
 #pragma GCC optimize("no-trapping-math", "fp-contract=off")
 #endif
 
@@ -42,7 +50,6 @@
  * the same bits; tests/engine/test-layers-seq checks that they do. */
 #define SD_SEQ_BODY static inline __attribute__((always_inline))
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <stdlib.h>
 #define SD_SEQ_AVX512 __attribute__((target("avx512f")))
 /* Defines NAME (baseline) and NAME_avx512 from NAME_body. */
 #define SD_SEQ_TWINS_VOID(name, params, args) \
@@ -58,8 +65,10 @@ static int sd_seq_avx512(void)
 	return __builtin_cpu_supports("avx512f") && !getenv("SD_LAYERS_NO_AVX512");
 }
 #else
-#define SD_SEQ_TWINS_VOID(name, params, args) static void name params { name##_body args; }
-#define SD_SEQ_TWINS(type, name, params, args) static type name params { return name##_body args; }
+#define SD_SEQ_TWINS_VOID(name, params, args) \
+	static void name params { name##_body args; }
+#define SD_SEQ_TWINS(type, name, params, args) \
+	static type name params { return name##_body args; }
 #define SD_SEQ_CALL(avx, name, ...) ((void)(avx), name(__VA_ARGS__))
 
 static int sd_seq_avx512(void)
@@ -67,11 +76,6 @@ static int sd_seq_avx512(void)
 	return 0;
 }
 #endif
-
-#include <cblas.h>
-#include <math.h>
-#include <omp.h>
-#include <string.h>
 
 static int sd_seq_par(size_t work)
 {
@@ -204,8 +208,9 @@ SD_SEQ_BODY float sd_normal_cdf(float x, float *pdf)
 /* ------------------------------------------------------------ layer norm */
 
 /* One row of sd_layernorm_forward. */
-SD_SEQ_BODY void sd_layernorm_row_body(float *yr, float *mean, float *rstd, const float *xr,
-                             const float *gamma, const float *beta, int c, float eps)
+SD_SEQ_BODY void
+sd_layernorm_row_body(float *yr, float *mean, float *rstd, const float *xr, const float *gamma,
+                      const float *beta, int c, float eps)
 {
 	double m = sd_seq_sum(xr, c) / c;
 	double acc[8] = { 0 };
@@ -235,8 +240,10 @@ SD_SEQ_BODY void sd_layernorm_row_body(float *yr, float *mean, float *rstd, cons
 			yr[j] = (xr[j] - mf) * rs * gamma[j];
 	}
 }
-SD_SEQ_TWINS_VOID(sd_layernorm_row, (float *yr, float *mean, float *rstd, const float *xr, const float *gamma,
-                  const float *beta, int c, float eps), (yr, mean, rstd, xr, gamma, beta, c, eps))
+SD_SEQ_TWINS_VOID(sd_layernorm_row,
+	(float *yr, float *mean, float *rstd, const float *xr, const float *gamma, const float *beta,
+	 int c, float eps),
+	(yr, mean, rstd, xr, gamma, beta, c, eps))
 
 void sd_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
                           const float *gamma, const float *beta, int n, int c, float eps)
@@ -253,8 +260,9 @@ void sd_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
 #define SD_LN_CBLK 64
 
 /* One row of sd_layernorm_backward's dx. */
-SD_SEQ_BODY void sd_layernorm_row_backward_body(float *dxr, const float *dyr, const float *xr, float m,
-                                      float rs, const float *gamma, int c)
+SD_SEQ_BODY void
+sd_layernorm_row_backward_body(float *dxr, const float *dyr, const float *xr, float m, float rs,
+                               const float *gamma, int c)
 {
 	/* sum_c g and sum_c g * xhat, g = dy * gamma. */
 	double sg[8] = { 0 }, sgx[8] = { 0 };
@@ -279,14 +287,15 @@ SD_SEQ_BODY void sd_layernorm_row_backward_body(float *dxr, const float *dyr, co
 		dxr[j] = rs * (dyr[j] * gamma[j] - a - xhat * bterm);
 	}
 }
-SD_SEQ_TWINS_VOID(sd_layernorm_row_backward, (float *dxr, const float *dyr, const float *xr, float m, float rs,
-                  const float *gamma, int c), (dxr, dyr, xr, m, rs, gamma, c))
+SD_SEQ_TWINS_VOID(sd_layernorm_row_backward,
+	(float *dxr, const float *dyr, const float *xr, float m, float rs, const float *gamma, int c),
+	(dxr, dyr, xr, m, rs, gamma, c))
 
 /* dgamma, dbeta += over all n rows for channels [c0, c0 + len), len <=
  * SD_LN_CBLK, summed in double in row order. */
-SD_SEQ_BODY void sd_layernorm_params_body(float *dgamma, float *dbeta, const float *dy, const float *x,
-                                const float *mean, const float *rstd, int n, int c, int c0,
-                                int len)
+SD_SEQ_BODY void
+sd_layernorm_params_body(float *dgamma, float *dbeta, const float *dy, const float *x,
+                         const float *mean, const float *rstd, int n, int c, int c0, int len)
 {
 	double ag[SD_LN_CBLK] = { 0 }, ab[SD_LN_CBLK] = { 0 };
 	for (int r = 0; r < n; r++) {
@@ -305,8 +314,10 @@ SD_SEQ_BODY void sd_layernorm_params_body(float *dgamma, float *dbeta, const flo
 			dbeta[c0 + j] += (float)ab[j];
 	}
 }
-SD_SEQ_TWINS_VOID(sd_layernorm_params, (float *dgamma, float *dbeta, const float *dy, const float *x,
-                  const float *mean, const float *rstd, int n, int c, int c0, int len), (dgamma, dbeta, dy, x, mean, rstd, n, c, c0, len))
+SD_SEQ_TWINS_VOID(sd_layernorm_params,
+	(float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
+	 const float *rstd, int n, int c, int c0, int len),
+	(dgamma, dbeta, dy, x, mean, rstd, n, c, c0, len))
 
 void sd_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
                            const float *x, const float *mean, const float *rstd,
@@ -334,7 +345,8 @@ void sd_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 /* --------------------------------------------------- softmax, last axis */
 
 /* One row: y = softmax(x); y may equal x. */
-SD_SEQ_BODY void sd_softmax_row_body(float *y, const float *x, int len)
+SD_SEQ_BODY void
+sd_softmax_row_body(float *y, const float *x, int len)
 {
 	float m = sd_seq_max(x, len);
 	#pragma omp simd
@@ -345,7 +357,9 @@ SD_SEQ_BODY void sd_softmax_row_body(float *y, const float *x, int len)
 	for (int j = 0; j < len; j++)
 		y[j] *= inv;
 }
-SD_SEQ_TWINS_VOID(sd_softmax_row, (float *y, const float *x, int len), (y, x, len))
+SD_SEQ_TWINS_VOID(sd_softmax_row,
+	(float *y, const float *x, int len),
+	(y, x, len))
 
 void sd_softmax_lastdim_forward(float *y, const float *x, int rows, int len)
 {
@@ -357,15 +371,17 @@ void sd_softmax_lastdim_forward(float *y, const float *x, int rows, int len)
 
 /* One row of the softmax backward, times scale: dx = y (dy - sum(dy y))
  * scale; dx may equal dy. */
-SD_SEQ_BODY void sd_softmax_row_backward_body(float *dxr, const float *dyr, const float *yr, int len,
-                                    float scale)
+SD_SEQ_BODY void
+sd_softmax_row_backward_body(float *dxr, const float *dyr, const float *yr, int len, float scale)
 {
 	float s = (float)sd_seq_dot(dyr, yr, len);
 	#pragma omp simd
 	for (int j = 0; j < len; j++)
 		dxr[j] = yr[j] * (dyr[j] - s) * scale;
 }
-SD_SEQ_TWINS_VOID(sd_softmax_row_backward, (float *dxr, const float *dyr, const float *yr, int len, float scale), (dxr, dyr, yr, len, scale))
+SD_SEQ_TWINS_VOID(sd_softmax_row_backward,
+	(float *dxr, const float *dyr, const float *yr, int len, float scale),
+	(dxr, dyr, yr, len, scale))
 
 void sd_softmax_lastdim_backward(float *dx, const float *dy, const float *y, int rows, int len)
 {
@@ -406,8 +422,8 @@ SD_SEQ_BODY float sd_gelu_tanh_sigmoid(float x, float *one_minus)
 
 /* GELU over one block of elements (forward: dy NULL, writes y = gelu(x);
  * backward: writes y = dy * gelu'(x)); y may equal x or dy. */
-SD_SEQ_BODY void sd_gelu_block_body(float *y, const float *dy, const float *x, size_t count,
-                          enum sd_gelu_kind kind)
+SD_SEQ_BODY void
+sd_gelu_block_body(float *y, const float *dy, const float *x, size_t count, enum sd_gelu_kind kind)
 {
 	if (kind == SD_GELU_TANH && !dy) {
 		#pragma omp simd
@@ -434,8 +450,9 @@ SD_SEQ_BODY void sd_gelu_block_body(float *y, const float *dy, const float *x, s
 		}
 	}
 }
-SD_SEQ_TWINS_VOID(sd_gelu_block, (float *y, const float *dy, const float *x, size_t count,
-                  enum sd_gelu_kind kind), (y, dy, x, count, kind))
+SD_SEQ_TWINS_VOID(sd_gelu_block,
+	(float *y, const float *dy, const float *x, size_t count, enum sd_gelu_kind kind),
+	(y, dy, x, count, kind))
 
 /* Elements per block of the GELU loops. */
 #define SD_GELU_BLOCK 4096
@@ -671,7 +688,8 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
 /* One row of the cross-entropy: returns -log softmax(x)[tg] (tg in
  * [0, v)) and writes g = (softmax(x) - onehot(tg)) scale when g is not
  * NULL (g may equal x). */
-SD_SEQ_BODY double sd_xent_row_body(float *g, const float *x, int tg, int v, float scale)
+SD_SEQ_BODY double
+sd_xent_row_body(float *g, const float *x, int tg, int v, float scale)
 {
 	float m = sd_seq_max(x, v);
 	float xt = x[tg];
@@ -698,7 +716,9 @@ SD_SEQ_BODY double sd_xent_row_body(float *g, const float *x, int tg, int v, flo
 	}
 	return (double)m + log(sum) - xt;
 }
-SD_SEQ_TWINS(double, sd_xent_row, (float *g, const float *x, int tg, int v, float scale), (g, x, tg, v, scale))
+SD_SEQ_TWINS(double, sd_xent_row,
+	(float *g, const float *x, int tg, int v, float scale),
+	(g, x, tg, v, scale))
 
 double sd_cross_entropy_seq_forward_backward(float *dlogits, const float *logits,
                                              const int32_t *targets, int n, int v, float scale)

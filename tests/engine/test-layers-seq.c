@@ -408,7 +408,8 @@ static void test_embedding(int n, int c, int vocab)
 	fill_normal(dtab, (size_t)vocab * c, 1.0f);
 	/* Few distinct ids, so most repeat many times (as frequent tokens do). */
 	for (int i = 0; i < n; i++)
-		ids[i] = (int32_t)sd_rng_below(&rng, (uint32_t)(vocab < 7 ? vocab : 7)) * (vocab / 7 > 1 ? vocab / 7 : 1);
+		ids[i] = (int32_t)sd_rng_below(&rng, (uint32_t)(vocab < 7 ? vocab : 7)) *
+		         (vocab / 7 > 1 ? vocab / 7 : 1);
 	int rc = sd_embedding_forward(out, ids, table, n, c, vocab);
 	int same = rc == 0;
 	for (int i = 0; i < n && same; i++)
@@ -438,7 +439,8 @@ static void test_embedding(int n, int c, int vocab)
 	int zero = 1;
 	for (int j = 0; j < c; j++)
 		zero &= out[(size_t)(n / 2) * c + j] == 0.0f;
-	check_report(rc == -1 && zero && !memcmp(out, table + (size_t)ids[0] * c, (size_t)c * sizeof(float)),
+	check_report(rc == -1 && zero &&
+	             !memcmp(out, table + (size_t)ids[0] * c, (size_t)c * sizeof(float)),
 	             "%-34s %-10s id %d >= vocab: returns %d, row zeroed", name, "bad id", vocab, rc);
 	free(table); free(out); free(dout); free(dtab); free(ids); free(ref); free(d1);
 }
@@ -737,7 +739,8 @@ static void test_xent(int n, int v, int fd)
 	to_double(s.x, x, cnt);
 	double loss = sd_cross_entropy_seq_forward_backward(g, x, tg, n, v, scale);
 	double ref = xe_loss(&s);
-	check_report(fabs(loss - ref) <= 1e-6 * fabs(ref), "%-34s %-10s %.9g vs %.9g (rel err %.1e, tol 1e-6)",
+	check_report(fabs(loss - ref) <= 1e-6 * fabs(ref),
+	             "%-34s %-10s %.9g vs %.9g (rel err %.1e, tol 1e-6)",
 	             name, "loss", loss, ref, fabs(loss - ref) / fabs(ref));
 	double *gr = dalloc(cnt);
 	if (fd)
@@ -768,7 +771,8 @@ static void test_xent(int n, int v, int fd)
 	double l3 = sd_cross_entropy_seq_forward_backward(NULL, x, tg, n, v, scale);
 	omp_set_num_threads(1);
 	compare_same(name, "in pl 2thr", g2, g, cnt * sizeof(float));
-	check_report(l2 == loss && l3 == loss, "%-34s %-10s loss bit-identical (in place, 2 threads, no grad)",
+	check_report(l2 == loss && l3 == loss,
+	             "%-34s %-10s loss bit-identical (in place, 2 threads, no grad)",
 	             name, "loss");
 	tg[0] = v;
 	double bad = sd_cross_entropy_seq_forward_backward(g2, x, tg, n, v, scale);
