@@ -25,7 +25,8 @@
  *
  * Shapes: B = batch, T = time (sequence length), C = channels, H = heads,
  * D = C / H (channels per head), V = vocabulary, N = rows (B * T when a
- * (B, T, C) activation is seen as rows of C).
+ * (B, T, C) activation is seen as rows of C).  Every dimension is >= 1
+ * (the graph refuses empty tensors before any kernel runs).
  */
 #ifndef SD_ENGINE_LAYERS_SEQ_H
 #define SD_ENGINE_LAYERS_SEQ_H
