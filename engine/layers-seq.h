@@ -25,8 +25,8 @@
  *
  * Shapes: B = batch, T = time (sequence length), C = channels, H = heads,
  * D = C / H (channels per head), V = vocabulary, N = rows (B * T when a
- * (B, T, C) activation is seen as rows of C).  Every dimension is >= 1
- * (the graph refuses empty tensors before any kernel runs).
+ * (B, T, C) activation is seen as rows of C).  Every dimension must be
+ * >= 1: the kernels do not check for empty tensors.
  */
 #ifndef SD_ENGINE_LAYERS_SEQ_H
 #define SD_ENGINE_LAYERS_SEQ_H
