@@ -661,18 +661,21 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
 				            scale);
 				memset(dr + i + 1, 0, (size_t)(t - i - 1) * sizeof(float));
 			}
-			sd_sgemm(0, 0, i1 - i0, d, i1, 1.0f, db, t, kp, d, 0.0f, dq + p * std + (size_t)i0 * d,
-			         d);
+			if (dq)
+				sd_sgemm(0, 0, i1 - i0, d, i1, 1.0f, db, t, kp, d, 0.0f,
+				         dq + p * std + (size_t)i0 * d, d);
 		}
 		/* Key blocks [j0, j1): only queries j0 .. t - 1 see them:
 		 * dv = P^T dy, dk = dS^T q. */
 		for (int j0 = 0; j0 < t; j0 += SD_ATT_BLOCK) {
 			int j1 = j0 + SD_ATT_BLOCK < t ? j0 + SD_ATT_BLOCK : t;
 			size_t at = (size_t)j0 * t + j0;
-			sd_sgemm(1, 0, j1 - j0, d, t - j0, 1.0f, pp + at, t, dyp + (size_t)j0 * d, d, 0.0f,
-			         dv + p * std + (size_t)j0 * d, d);
-			sd_sgemm(1, 0, j1 - j0, d, t - j0, 1.0f, ds + at, t, qp + (size_t)j0 * d, d, 0.0f,
-			         dk + p * std + (size_t)j0 * d, d);
+			if (dv)
+				sd_sgemm(1, 0, j1 - j0, d, t - j0, 1.0f, pp + at, t, dyp + (size_t)j0 * d, d,
+				         0.0f, dv + p * std + (size_t)j0 * d, d);
+			if (dk)
+				sd_sgemm(1, 0, j1 - j0, d, t - j0, 1.0f, ds + at, t, qp + (size_t)j0 * d, d,
+				         0.0f, dk + p * std + (size_t)j0 * d, d);
 		}
 	}
 	if (par)

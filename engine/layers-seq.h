@@ -129,8 +129,9 @@ void sd_matmul_batched_backward(float *da, float *db, const float *dy, const flo
  * each computed by one thread. */
 void sd_attention_causal_forward(float *y, float *probs, const float *q, const float *k,
                                  const float *v, int b, int h, int t, int d, float scale);
-/* dy: (B, H, T, D) -> dq, dk, dv: (B, H, T, D), OVERWRITTEN (none may be
- * NULL).  q, k, v, probs as forward took and wrote them.  ws: B * H * T * T
+/* dy: (B, H, T, D) -> dq, dk, dv: (B, H, T, D), OVERWRITTEN (any may be
+ * NULL when not needed).  q, k, v, probs as forward took and wrote them.
+ * ws: B * H * T * T
  * floats of scratch (the size of probs), contents undefined on return.
  *   dv = P^T dy,  dP = dy v^T,  dS = P * (dP - rowsum(P * dP)) * scale,
  *   dq = dS k,    dk = dS^T q. */

@@ -687,6 +687,14 @@ static void test_attention(int b, int h, int t, int d, int fd)
 	sd_attention_causal_backward(udq, udk, udv, dy, q, k, v, probs, ws, b, h, t, d, scale);
 	compare_same(name, "dq again", udq, dq, n * sizeof(float));
 	compare_same(name, "dk again", udk, dk, n * sizeof(float));
+	/* Gradients not asked for (NULL) leave the others as they were. */
+	memset(udq, 0, n * sizeof(float));
+	memset(udv, 0, n * sizeof(float));
+	sd_attention_causal_backward(NULL, udk, NULL, dy, q, k, v, probs, ws, b, h, t, d, scale);
+	compare_same(name, "dk alone", udk, dk, n * sizeof(float));
+	sd_attention_causal_backward(udq, NULL, udv, dy, q, k, v, probs, ws, b, h, t, d, scale);
+	compare_same(name, "dq w/o dk", udq, dq, n * sizeof(float));
+	compare_same(name, "dv w/o dk", udv, dv, n * sizeof(float));
 	omp_set_num_threads(1);
 	free(q); free(k); free(v); free(y); free(dy); free(dq); free(dk); free(dv); free(probs);
 	free(ws); free(s.q); free(s.k); free(s.v); free(s.y); free(uy); free(udq); free(udk);
