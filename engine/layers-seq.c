@@ -17,21 +17,65 @@
  */
 #include "engine/layers-seq.h"
 
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "engine/layers.h"
 
 /* The loops over sd_exp (softmax, GELU, cross-entropy) clamp and select
  * with float comparisons; under GCC's default -ftrapping-math those may
  * not be turned into vector blends (an ordered comparison of a NaN raises
  * an exception flag), and the loops stay scalar.  Nothing here reads the
- * exception flags, and the values are the same either way. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
+ * exception flags, and the values are the same either way.
+ * fp-contract=off: no fused multiply-adds, so that every float operation
+ * rounds as written, in the AVX-512 twins below as in the baseline code
+ * (and in a vectorised loop as in its scalar tail): the same bits on every
+ * x86-64 machine for the same inputs. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("no-trapping-math", "fp-contract=off")
 #endif
 
-#include <cblas.h>
-#include <math.h>
-#include <omp.h>
-#include <string.h>
+/* The row kernels (layer norm, softmax, GELU, cross-entropy) are plain C
+ * that the compiler vectorises.  The build targets baseline x86-64 (4-wide
+ * SSE2), so on x86-64 each row kernel is compiled twice from one body: as
+ * is, and as an AVX-512 twin (16 floats wide), chosen per call where the
+ * CPU has AVX-512F, unless SD_LAYERS_NO_AVX512 is set in the environment
+ * (as for engine/layers.c).  The twins do the same operations in the same
+ * order (explicit lanes for every sum, no fused multiply-adds), so they give
+ * the same bits; tests/engine/test-layers-seq checks that they do. */
+#define SD_SEQ_BODY static inline __attribute__((always_inline))
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SD_SEQ_AVX512 __attribute__((target("avx512f")))
+/* Defines NAME (baseline) and NAME_avx512 from NAME_body. */
+#define SD_SEQ_TWINS_VOID(name, params, args) \
+	static void name params { name##_body args; } \
+	SD_SEQ_AVX512 static void name##_avx512 params { name##_body args; }
+#define SD_SEQ_TWINS(type, name, params, args) \
+	static type name params { return name##_body args; } \
+	SD_SEQ_AVX512 static type name##_avx512 params { return name##_body args; }
+#define SD_SEQ_CALL(avx, name, ...) ((avx) ? name##_avx512(__VA_ARGS__) : name(__VA_ARGS__))
+
+static int sd_seq_avx512(void)
+{
+	return __builtin_cpu_supports("avx512f") && !getenv("SD_LAYERS_NO_AVX512");
+}
+#else
+#define SD_SEQ_TWINS_VOID(name, params, args) \
+	static void name params { name##_body args; }
+#define SD_SEQ_TWINS(type, name, params, args) \
+	static type name params { return name##_body args; }
+#define SD_SEQ_CALL(avx, name, ...) ((void)(avx), name(__VA_ARGS__))
+
+static int sd_seq_avx512(void)
+{
+	return 0;
+}
+#endif
 
 static int sd_seq_par(size_t work)
 {
@@ -65,14 +109,14 @@ static void sd_seq_team_end(const struct sd_seq_team *tm)
 }
 
 /* Combines eight lane sums in a fixed order. */
-static double sd_lanes8(const double acc[8], double tail)
+SD_SEQ_BODY double sd_lanes8(const double acc[8], double tail)
 {
 	return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) +
 	       tail;
 }
 
 /* Sum of x[0 .. len) in double, eight lanes. */
-static double sd_seq_sum(const float *x, int len)
+SD_SEQ_BODY double sd_seq_sum(const float *x, int len)
 {
 	double acc[8] = { 0 };
 	int i = 0;
@@ -86,7 +130,7 @@ static double sd_seq_sum(const float *x, int len)
 }
 
 /* Sum of a[i] * b[i] in double, eight lanes. */
-static double sd_seq_dot(const float *a, const float *b, int len)
+SD_SEQ_BODY double sd_seq_dot(const float *a, const float *b, int len)
 {
 	double acc[8] = { 0 };
 	int i = 0;
@@ -100,7 +144,7 @@ static double sd_seq_dot(const float *a, const float *b, int len)
 }
 
 /* Largest of x[0 .. len), len >= 1. */
-static float sd_seq_max(const float *x, int len)
+SD_SEQ_BODY float sd_seq_max(const float *x, int len)
 {
 	float m = x[0];
 	for (int i = 1; i < len; i++)
@@ -119,7 +163,7 @@ static float sd_seq_max(const float *x, int len)
  * |x / ln 2| < 2^22.  x < -87.3 gives 0 (exp(-87.3) = 1.2e-38, the edge of
  * the normal floats), x > 88.3 gives exp(88.3) (no caller reaches it:
  * every argument here is <= 0), NaN gives NaN. */
-static inline float sd_exp(float x)
+SD_SEQ_BODY float sd_exp(float x)
 {
 	float xc = x > 88.3f ? 88.3f : (x < -87.3f ? -87.3f : x);
 	float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
@@ -144,7 +188,7 @@ static inline float sd_exp(float x)
  * erfc(z) / 2 for x >= 0 and erfc(z) / 2 for x < 0: the lower tail never
  * computes 1 + erf(x) with erf near -1, which would cancel.  *pdf (if not
  * NULL) gets phi(x) = exp(-x^2 / 2) / sqrt(2 pi) from the same exp. */
-static inline float sd_normal_cdf(float x, float *pdf)
+SD_SEQ_BODY float sd_normal_cdf(float x, float *pdf)
 {
 	float z = (x < 0.0f ? -x : x) * 0.70710678118654752f;
 	float t = 1.0f / (1.0f + 0.3275911f * z);
@@ -163,81 +207,129 @@ static inline float sd_normal_cdf(float x, float *pdf)
 
 /* ------------------------------------------------------------ layer norm */
 
+/* One row of sd_layernorm_forward. */
+SD_SEQ_BODY void
+sd_layernorm_row_body(float *yr, float *mean, float *rstd, const float *xr, const float *gamma,
+                      const float *beta, int c, float eps)
+{
+	double m = sd_seq_sum(xr, c) / c;
+	double acc[8] = { 0 };
+	int i = 0;
+	for (; i + 8 <= c; i += 8)
+		for (int j = 0; j < 8; j++) {
+			double dv = xr[i + j] - m;
+			acc[j] += dv * dv;
+		}
+	double tail = 0.0;
+	for (; i < c; i++)
+		tail += (xr[i] - m) * (xr[i] - m);
+	double var = sd_lanes8(acc, tail) / c;
+	float rs = (float)(1.0 / sqrt(var + eps));
+	float mf = (float)m;
+	if (mean)
+		*mean = mf;
+	if (rstd)
+		*rstd = rs;
+	if (beta) {
+		#pragma omp simd
+		for (int j = 0; j < c; j++)
+			yr[j] = (xr[j] - mf) * rs * gamma[j] + beta[j];
+	} else {
+		#pragma omp simd
+		for (int j = 0; j < c; j++)
+			yr[j] = (xr[j] - mf) * rs * gamma[j];
+	}
+}
+SD_SEQ_TWINS_VOID(sd_layernorm_row,
+	(float *yr, float *mean, float *rstd, const float *xr, const float *gamma, const float *beta,
+	 int c, float eps),
+	(yr, mean, rstd, xr, gamma, beta, c, eps))
+
 void sd_layernorm_forward(float *y, float *mean, float *rstd, const float *x,
                           const float *gamma, const float *beta, int n, int c, float eps)
 {
+	int avx = sd_seq_avx512();
 	#pragma omp parallel for schedule(static) if (sd_seq_par((size_t)n * c))
-	for (int r = 0; r < n; r++) {
-		const float *xr = x + (size_t)r * c;
-		float *yr = y + (size_t)r * c;
-		double m = sd_seq_sum(xr, c) / c;
-		double acc[8] = { 0 };
-		int i = 0;
-		for (; i + 8 <= c; i += 8)
-			for (int j = 0; j < 8; j++) {
-				double dv = xr[i + j] - m;
-				acc[j] += dv * dv;
-			}
-		double tail = 0.0;
-		for (; i < c; i++)
-			tail += (xr[i] - m) * (xr[i] - m);
-		double var = sd_lanes8(acc, tail) / c;
-		float rs = (float)(1.0 / sqrt(var + eps));
-		float mf = (float)m;
-		if (mean)
-			mean[r] = mf;
-		if (rstd)
-			rstd[r] = rs;
-		if (beta) {
-			#pragma omp simd
-			for (int j = 0; j < c; j++)
-				yr[j] = (xr[j] - mf) * rs * gamma[j] + beta[j];
-		} else {
-			#pragma omp simd
-			for (int j = 0; j < c; j++)
-				yr[j] = (xr[j] - mf) * rs * gamma[j];
-		}
-	}
+	for (int r = 0; r < n; r++)
+		SD_SEQ_CALL(avx, sd_layernorm_row, y + (size_t)r * c, mean ? mean + r : NULL,
+		            rstd ? rstd + r : NULL, x + (size_t)r * c, gamma, beta, c, eps);
 }
 
 /* Channels per block of the parameter-gradient pass: each block's sums sit
  * in double on the stack while the rows stream by. */
 #define SD_LN_CBLK 64
 
+/* One row of sd_layernorm_backward's dx. */
+SD_SEQ_BODY void
+sd_layernorm_row_backward_body(float *dxr, const float *dyr, const float *xr, float m, float rs,
+                               const float *gamma, int c)
+{
+	/* sum_c g and sum_c g * xhat, g = dy * gamma. */
+	double sg[8] = { 0 }, sgx[8] = { 0 };
+	int i = 0;
+	for (; i + 8 <= c; i += 8)
+		for (int j = 0; j < 8; j++) {
+			double g = (double)dyr[i + j] * gamma[i + j];
+			sg[j] += g;
+			sgx[j] += g * ((xr[i + j] - m) * rs);
+		}
+	double tg = 0.0, tgx = 0.0;
+	for (; i < c; i++) {
+		double g = (double)dyr[i] * gamma[i];
+		tg += g;
+		tgx += g * ((xr[i] - m) * rs);
+	}
+	float a = (float)(sd_lanes8(sg, tg) / c);
+	float bterm = (float)(sd_lanes8(sgx, tgx) / c);
+	#pragma omp simd
+	for (int j = 0; j < c; j++) {
+		float xhat = (xr[j] - m) * rs;
+		dxr[j] = rs * (dyr[j] * gamma[j] - a - xhat * bterm);
+	}
+}
+SD_SEQ_TWINS_VOID(sd_layernorm_row_backward,
+	(float *dxr, const float *dyr, const float *xr, float m, float rs, const float *gamma, int c),
+	(dxr, dyr, xr, m, rs, gamma, c))
+
+/* dgamma, dbeta += over all n rows for channels [c0, c0 + len), len <=
+ * SD_LN_CBLK, summed in double in row order. */
+SD_SEQ_BODY void
+sd_layernorm_params_body(float *dgamma, float *dbeta, const float *dy, const float *x,
+                         const float *mean, const float *rstd, int n, int c, int c0, int len)
+{
+	double ag[SD_LN_CBLK] = { 0 }, ab[SD_LN_CBLK] = { 0 };
+	for (int r = 0; r < n; r++) {
+		const float *xr = x + (size_t)r * c + c0, *dyr = dy + (size_t)r * c + c0;
+		float m = mean[r], rs = rstd[r];
+		#pragma omp simd
+		for (int j = 0; j < len; j++) {
+			ag[j] += (double)dyr[j] * ((xr[j] - m) * rs);
+			ab[j] += dyr[j];
+		}
+	}
+	for (int j = 0; j < len; j++) {
+		if (dgamma)
+			dgamma[c0 + j] += (float)ag[j];
+		if (dbeta)
+			dbeta[c0 + j] += (float)ab[j];
+	}
+}
+SD_SEQ_TWINS_VOID(sd_layernorm_params,
+	(float *dgamma, float *dbeta, const float *dy, const float *x, const float *mean,
+	 const float *rstd, int n, int c, int c0, int len),
+	(dgamma, dbeta, dy, x, mean, rstd, n, c, c0, len))
+
 void sd_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy,
                            const float *x, const float *mean, const float *rstd,
                            const float *gamma, int n, int c)
 {
+	int avx = sd_seq_avx512();
 	int par = sd_seq_par((size_t)n * c);
 	if (dx) {
 		#pragma omp parallel for schedule(static) if (par)
-		for (int r = 0; r < n; r++) {
-			const float *xr = x + (size_t)r * c, *dyr = dy + (size_t)r * c;
-			float *dxr = dx + (size_t)r * c;
-			float m = mean[r], rs = rstd[r];
-			/* sum_c g and sum_c g * xhat, g = dy * gamma. */
-			double sg[8] = { 0 }, sgx[8] = { 0 };
-			int i = 0;
-			for (; i + 8 <= c; i += 8)
-				for (int j = 0; j < 8; j++) {
-					double g = (double)dyr[i + j] * gamma[i + j];
-					sg[j] += g;
-					sgx[j] += g * ((xr[i + j] - m) * rs);
-				}
-			double tg = 0.0, tgx = 0.0;
-			for (; i < c; i++) {
-				double g = (double)dyr[i] * gamma[i];
-				tg += g;
-				tgx += g * ((xr[i] - m) * rs);
-			}
-			float a = (float)(sd_lanes8(sg, tg) / c);
-			float bterm = (float)(sd_lanes8(sgx, tgx) / c);
-			#pragma omp simd
-			for (int j = 0; j < c; j++) {
-				float xhat = (xr[j] - m) * rs;
-				dxr[j] = rs * (dyr[j] * gamma[j] - a - xhat * bterm);
-			}
-		}
+		for (int r = 0; r < n; r++)
+			SD_SEQ_CALL(avx, sd_layernorm_row_backward, dx + (size_t)r * c, dy + (size_t)r * c,
+			            x + (size_t)r * c, mean[r], rstd[r], gamma, c);
 	}
 	if (!dgamma && !dbeta)
 		return;
@@ -245,30 +337,16 @@ void sd_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *
 	#pragma omp parallel for schedule(static) if (par && blocks > 1)
 	for (int bk = 0; bk < blocks; bk++) {
 		int c0 = bk * SD_LN_CBLK;
-		int len = c - c0 < SD_LN_CBLK ? c - c0 : SD_LN_CBLK;
-		double ag[SD_LN_CBLK] = { 0 }, ab[SD_LN_CBLK] = { 0 };
-		for (int r = 0; r < n; r++) {
-			const float *xr = x + (size_t)r * c + c0, *dyr = dy + (size_t)r * c + c0;
-			float m = mean[r], rs = rstd[r];
-			#pragma omp simd
-			for (int j = 0; j < len; j++) {
-				ag[j] += (double)dyr[j] * ((xr[j] - m) * rs);
-				ab[j] += dyr[j];
-			}
-		}
-		for (int j = 0; j < len; j++) {
-			if (dgamma)
-				dgamma[c0 + j] += (float)ag[j];
-			if (dbeta)
-				dbeta[c0 + j] += (float)ab[j];
-		}
+		SD_SEQ_CALL(avx, sd_layernorm_params, dgamma, dbeta, dy, x, mean, rstd, n, c, c0,
+		                    c - c0 < SD_LN_CBLK ? c - c0 : SD_LN_CBLK);
 	}
 }
 
 /* --------------------------------------------------- softmax, last axis */
 
 /* One row: y = softmax(x); y may equal x. */
-static void sd_softmax_row(float *y, const float *x, int len)
+SD_SEQ_BODY void
+sd_softmax_row_body(float *y, const float *x, int len)
 {
 	float m = sd_seq_max(x, len);
 	#pragma omp simd
@@ -279,25 +357,39 @@ static void sd_softmax_row(float *y, const float *x, int len)
 	for (int j = 0; j < len; j++)
 		y[j] *= inv;
 }
+SD_SEQ_TWINS_VOID(sd_softmax_row,
+	(float *y, const float *x, int len),
+	(y, x, len))
 
 void sd_softmax_lastdim_forward(float *y, const float *x, int rows, int len)
 {
+	int avx = sd_seq_avx512();
 	#pragma omp parallel for schedule(static) if (sd_seq_par((size_t)rows * len))
 	for (int r = 0; r < rows; r++)
-		sd_softmax_row(y + (size_t)r * len, x + (size_t)r * len, len);
+		SD_SEQ_CALL(avx, sd_softmax_row, y + (size_t)r * len, x + (size_t)r * len, len);
 }
+
+/* One row of the softmax backward, times scale: dx = y (dy - sum(dy y))
+ * scale; dx may equal dy. */
+SD_SEQ_BODY void
+sd_softmax_row_backward_body(float *dxr, const float *dyr, const float *yr, int len, float scale)
+{
+	float s = (float)sd_seq_dot(dyr, yr, len);
+	#pragma omp simd
+	for (int j = 0; j < len; j++)
+		dxr[j] = yr[j] * (dyr[j] - s) * scale;
+}
+SD_SEQ_TWINS_VOID(sd_softmax_row_backward,
+	(float *dxr, const float *dyr, const float *yr, int len, float scale),
+	(dxr, dyr, yr, len, scale))
 
 void sd_softmax_lastdim_backward(float *dx, const float *dy, const float *y, int rows, int len)
 {
+	int avx = sd_seq_avx512();
 	#pragma omp parallel for schedule(static) if (sd_seq_par((size_t)rows * len))
-	for (int r = 0; r < rows; r++) {
-		const float *dyr = dy + (size_t)r * len, *yr = y + (size_t)r * len;
-		float *dxr = dx + (size_t)r * len;
-		float s = (float)sd_seq_dot(dyr, yr, len);
-		#pragma omp simd
-		for (int j = 0; j < len; j++)
-			dxr[j] = yr[j] * (dyr[j] - s);
-	}
+	for (int r = 0; r < rows; r++)
+		SD_SEQ_CALL(avx, sd_softmax_row_backward, dx + (size_t)r * len, dy + (size_t)r * len,
+		            y + (size_t)r * len, len, 1.0f);
 }
 
 /* ------------------------------------------------------------------ GELU */
@@ -317,7 +409,7 @@ void sd_softmax_lastdim_backward(float *dx, const float *dy, const float *y, int
  * form gives ~1e-7).  2u is clamped to +-80 so exp stays finite (s is
  * then 0 or 1 to float precision).  Returns s; *one_minus (if not NULL)
  * gets 1 - s. */
-static inline float sd_gelu_tanh_sigmoid(float x, float *one_minus)
+SD_SEQ_BODY float sd_gelu_tanh_sigmoid(float x, float *one_minus)
 {
 	float u2 = 2.0f * SD_SQRT_2_OVER_PI * (x + SD_GELU_CUBIC * x * x * x);
 	u2 = u2 > 80.0f ? 80.0f : (u2 < -80.0f ? -80.0f : u2);
@@ -328,40 +420,65 @@ static inline float sd_gelu_tanh_sigmoid(float x, float *one_minus)
 	return s;
 }
 
-void sd_gelu_forward(float *y, const float *x, size_t count, enum sd_gelu_kind kind)
+/* GELU over one block of elements (forward: dy NULL, writes y = gelu(x);
+ * backward: writes y = dy * gelu'(x)); y may equal x or dy. */
+SD_SEQ_BODY void
+sd_gelu_block_body(float *y, const float *dy, const float *x, size_t count, enum sd_gelu_kind kind)
 {
-	if (kind == SD_GELU_TANH) {
-		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
+	if (kind == SD_GELU_TANH && !dy) {
+		#pragma omp simd
+		for (size_t i = 0; i < count; i++)
+			y[i] = x[i] * sd_gelu_tanh_sigmoid(x[i], NULL);
+	} else if (kind == SD_GELU_TANH) {
+		#pragma omp simd
 		for (size_t i = 0; i < count; i++) {
-			float v = x[i];
-			y[i] = v * sd_gelu_tanh_sigmoid(v, NULL);
+			float v = x[i], sc;
+			float s = sd_gelu_tanh_sigmoid(v, &sc);
+			float du = SD_SQRT_2_OVER_PI * (1.0f + 3.0f * SD_GELU_CUBIC * v * v);
+			y[i] = dy[i] * (s + 2.0f * v * s * sc * du);
 		}
-	} else {
-		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
+	} else if (!dy) {
+		#pragma omp simd
 		for (size_t i = 0; i < count; i++)
 			y[i] = x[i] * sd_normal_cdf(x[i], NULL);
+	} else {
+		#pragma omp simd
+		for (size_t i = 0; i < count; i++) {
+			float pdf;
+			float cdf = sd_normal_cdf(x[i], &pdf);
+			y[i] = dy[i] * (cdf + x[i] * pdf);
+		}
 	}
+}
+SD_SEQ_TWINS_VOID(sd_gelu_block,
+	(float *y, const float *dy, const float *x, size_t count, enum sd_gelu_kind kind),
+	(y, dy, x, count, kind))
+
+/* Elements per block of the GELU loops. */
+#define SD_GELU_BLOCK 4096
+
+static void sd_gelu_run(float *y, const float *dy, const float *x, size_t count,
+                        enum sd_gelu_kind kind)
+{
+	int avx = sd_seq_avx512();
+	size_t blocks = (count + SD_GELU_BLOCK - 1) / SD_GELU_BLOCK;
+	#pragma omp parallel for schedule(static) if (sd_seq_par(count) && blocks > 1)
+	for (size_t bk = 0; bk < blocks; bk++) {
+		size_t i0 = bk * SD_GELU_BLOCK;
+		size_t len = count - i0 < SD_GELU_BLOCK ? count - i0 : SD_GELU_BLOCK;
+		SD_SEQ_CALL(avx, sd_gelu_block, y + i0, dy ? dy + i0 : NULL, x + i0, len, kind);
+	}
+}
+
+void sd_gelu_forward(float *y, const float *x, size_t count, enum sd_gelu_kind kind)
+{
+	sd_gelu_run(y, NULL, x, count, kind);
 }
 
 void sd_gelu_backward(float *dx, const float *dy, const float *x, size_t count,
                       enum sd_gelu_kind kind)
 {
-	if (kind == SD_GELU_TANH) {
-		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
-		for (size_t i = 0; i < count; i++) {
-			float v = x[i], sc;
-			float s = sd_gelu_tanh_sigmoid(v, &sc);
-			float du = SD_SQRT_2_OVER_PI * (1.0f + 3.0f * SD_GELU_CUBIC * v * v);
-			dx[i] = dy[i] * (s + 2.0f * v * s * sc * du);
-		}
-	} else {
-		#pragma omp parallel for simd schedule(static) if (sd_seq_par(count))
-		for (size_t i = 0; i < count; i++) {
-			float pdf;
-			float cdf = sd_normal_cdf(x[i], &pdf);
-			dx[i] = dy[i] * (cdf + x[i] * pdf);
-		}
-	}
+	sd_gelu_run(dx, dy, x, count, kind);
 }
 
 /* ------------------------------------------------------------- embedding */
@@ -476,9 +593,16 @@ void sd_matmul_batched_backward(float *da, float *db, const float *dy, const flo
 
 /* ------------------------------------------ fused causal self-attention */
 
+/* Rows of queries (and columns of keys) per block of the causal GEMMs:
+ * blocks above the diagonal are skipped, which saves a quarter of the
+ * work at T = 2 blocks and approaches half for long sequences, at the cost
+ * of more, smaller GEMM calls. */
+#define SD_ATT_BLOCK 32
+
 void sd_attention_causal_forward(float *y, float *probs, const float *q, const float *k,
                                  const float *v, int b, int h, int t, int d, float scale)
 {
+	int avx = sd_seq_avx512();
 	struct sd_seq_team tm;
 	int pairs = b * h;
 	size_t std = (size_t)t * d, stt = (size_t)t * t;
@@ -488,14 +612,21 @@ void sd_attention_causal_forward(float *y, float *probs, const float *q, const f
 	#pragma omp parallel for schedule(static) if (par)
 	for (int p = 0; p < pairs; p++) {
 		float *s = probs + p * stt;
-		/* Scores: s = scale q k^T (only the lower triangle is used). */
-		sd_sgemm(0, 1, t, t, d, scale, q + p * std, d, k + p * std, d, 0.0f, s, t);
-		for (int i = 0; i < t; i++) {
-			float *row = s + (size_t)i * t;
-			sd_softmax_row(row, row, i + 1);
-			memset(row + i + 1, 0, (size_t)(t - i - 1) * sizeof(float));
+		const float *qp = q + p * std, *kp = k + p * std, *vp = v + p * std;
+		float *yp = y + p * std;
+		/* Per block of query rows [i0, i1), only keys 0 .. i1 - 1 matter:
+		 * scores s = scale q k^T, the causal softmax, y = s v. */
+		for (int i0 = 0; i0 < t; i0 += SD_ATT_BLOCK) {
+			int i1 = i0 + SD_ATT_BLOCK < t ? i0 + SD_ATT_BLOCK : t;
+			float *sb = s + (size_t)i0 * t;
+			sd_sgemm(0, 1, i1 - i0, i1, d, scale, qp + (size_t)i0 * d, d, kp, d, 0.0f, sb, t);
+			for (int i = i0; i < i1; i++) {
+				float *row = s + (size_t)i * t;
+				SD_SEQ_CALL(avx, sd_softmax_row, row, row, i + 1);
+				memset(row + i + 1, 0, (size_t)(t - i - 1) * sizeof(float));
+			}
+			sd_sgemm(0, 0, i1 - i0, d, i1, 1.0f, sb, t, vp, d, 0.0f, yp + (size_t)i0 * d, d);
 		}
-		sd_sgemm(0, 0, t, d, t, 1.0f, s, t, v + p * std, d, 0.0f, y + p * std, d);
 	}
 	if (par)
 		sd_seq_team_end(&tm);
@@ -506,6 +637,7 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
                                   const float *probs, float *ws, int b, int h, int t, int d,
                                   float scale)
 {
+	int avx = sd_seq_avx512();
 	struct sd_seq_team tm;
 	int pairs = b * h;
 	size_t std = (size_t)t * d, stt = (size_t)t * t;
@@ -515,23 +647,36 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
 	#pragma omp parallel for schedule(static) if (par)
 	for (int p = 0; p < pairs; p++) {
 		const float *pp = probs + p * stt, *dyp = dy + p * std;
+		const float *qp = q + p * std, *kp = k + p * std, *vp = v + p * std;
 		float *ds = ws + p * stt;
-		/* dv = P^T dy */
-		sd_sgemm(1, 0, t, d, t, 1.0f, pp, t, dyp, d, 0.0f, dv + p * std, d);
-		/* dP = dy v^T, then dS = P (dP - rowsum(P dP)) scale in place. */
-		sd_sgemm(0, 1, t, t, d, 1.0f, dyp, d, v + p * std, d, 0.0f, ds, t);
-		for (int i = 0; i < t; i++) {
-			const float *pr = pp + (size_t)i * t;
-			float *dr = ds + (size_t)i * t;
-			float s = (float)sd_seq_dot(pr, dr, i + 1);
-			#pragma omp simd
-			for (int j = 0; j <= i; j++)
-				dr[j] = pr[j] * (dr[j] - s) * scale;
-			memset(dr + i + 1, 0, (size_t)(t - i - 1) * sizeof(float));
+		/* Query blocks [i0, i1): dP = dy v^T over keys 0 .. i1 - 1, then
+		 * dS = P (dP - rowsum(P dP)) scale in place, then dq = dS k. */
+		for (int i0 = 0; i0 < t; i0 += SD_ATT_BLOCK) {
+			int i1 = i0 + SD_ATT_BLOCK < t ? i0 + SD_ATT_BLOCK : t;
+			float *db = ds + (size_t)i0 * t;
+			sd_sgemm(0, 1, i1 - i0, i1, d, 1.0f, dyp + (size_t)i0 * d, d, vp, d, 0.0f, db, t);
+			for (int i = i0; i < i1; i++) {
+				float *dr = ds + (size_t)i * t;
+				SD_SEQ_CALL(avx, sd_softmax_row_backward, dr, dr, pp + (size_t)i * t, i + 1,
+				            scale);
+				memset(dr + i + 1, 0, (size_t)(t - i - 1) * sizeof(float));
+			}
+			if (dq)
+				sd_sgemm(0, 0, i1 - i0, d, i1, 1.0f, db, t, kp, d, 0.0f,
+				         dq + p * std + (size_t)i0 * d, d);
 		}
-		/* dq = dS k, dk = dS^T q */
-		sd_sgemm(0, 0, t, d, t, 1.0f, ds, t, k + p * std, d, 0.0f, dq + p * std, d);
-		sd_sgemm(1, 0, t, d, t, 1.0f, ds, t, q + p * std, d, 0.0f, dk + p * std, d);
+		/* Key blocks [j0, j1): only queries j0 .. t - 1 see them:
+		 * dv = P^T dy, dk = dS^T q. */
+		for (int j0 = 0; j0 < t; j0 += SD_ATT_BLOCK) {
+			int j1 = j0 + SD_ATT_BLOCK < t ? j0 + SD_ATT_BLOCK : t;
+			size_t at = (size_t)j0 * t + j0;
+			if (dv)
+				sd_sgemm(1, 0, j1 - j0, d, t - j0, 1.0f, pp + at, t, dyp + (size_t)j0 * d, d,
+				         0.0f, dv + p * std + (size_t)j0 * d, d);
+			if (dk)
+				sd_sgemm(1, 0, j1 - j0, d, t - j0, 1.0f, ds + at, t, qp + (size_t)j0 * d, d,
+				         0.0f, dk + p * std + (size_t)j0 * d, d);
+		}
 	}
 	if (par)
 		sd_seq_team_end(&tm);
@@ -543,9 +688,45 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
  * whose partial sums are then added in order. */
 #define SD_XENT_CHUNKS 64
 
+/* One row of the cross-entropy: returns -log softmax(x)[tg] (tg in
+ * [0, v)) and writes g = (softmax(x) - onehot(tg)) scale when g is not
+ * NULL (g may equal x). */
+SD_SEQ_BODY double
+sd_xent_row_body(float *g, const float *x, int tg, int v, float scale)
+{
+	float m = sd_seq_max(x, v);
+	float xt = x[tg];
+	double sum;
+	if (g) {
+		#pragma omp simd
+		for (int j = 0; j < v; j++)
+			g[j] = sd_exp(x[j] - m);
+		sum = sd_seq_sum(g, v);
+		float f = (float)(scale / sum);
+		#pragma omp simd
+		for (int j = 0; j < v; j++)
+			g[j] *= f;
+		g[tg] -= scale;
+	} else {
+		double acc[8] = { 0 }, tail = 0.0;
+		int j = 0;
+		for (; j + 8 <= v; j += 8)
+			for (int l = 0; l < 8; l++)
+				acc[l] += sd_exp(x[j + l] - m);
+		for (; j < v; j++)
+			tail += sd_exp(x[j] - m);
+		sum = sd_lanes8(acc, tail);
+	}
+	return (double)m + log(sum) - xt;
+}
+SD_SEQ_TWINS(double, sd_xent_row,
+	(float *g, const float *x, int tg, int v, float scale),
+	(g, x, tg, v, scale))
+
 double sd_cross_entropy_seq_forward_backward(float *dlogits, const float *logits,
                                              const int32_t *targets, int n, int v, float scale)
 {
+	int avx = sd_seq_avx512();
 	double part[SD_XENT_CHUNKS] = { 0 };
 	int bad = 0;
 	#pragma omp parallel for schedule(static) if (sd_seq_par((size_t)n * v)) reduction(|:bad)
@@ -554,7 +735,6 @@ double sd_cross_entropy_seq_forward_backward(float *dlogits, const float *logits
 		int r1 = (int)((long)n * (ch + 1) / SD_XENT_CHUNKS);
 		double loss = 0.0;
 		for (int r = r0; r < r1; r++) {
-			const float *x = logits + (size_t)r * v;
 			float *g = dlogits ? dlogits + (size_t)r * v : NULL;
 			int tg = targets[r];
 			if (tg >= v) {
@@ -566,30 +746,7 @@ double sd_cross_entropy_seq_forward_backward(float *dlogits, const float *logits
 					memset(g, 0, (size_t)v * sizeof(float));
 				continue;
 			}
-			float m = sd_seq_max(x, v);
-			float xt = x[tg];
-			double sum;
-			if (g) {
-				#pragma omp simd
-				for (int j = 0; j < v; j++)
-					g[j] = sd_exp(x[j] - m);
-				sum = sd_seq_sum(g, v);
-				float f = (float)(scale / sum);
-				#pragma omp simd
-				for (int j = 0; j < v; j++)
-					g[j] *= f;
-				g[tg] -= scale;
-			} else {
-				double acc[8] = { 0 }, tail = 0.0;
-				int j = 0;
-				for (; j + 8 <= v; j += 8)
-					for (int l = 0; l < 8; l++)
-						acc[l] += sd_exp(x[j + l] - m);
-				for (; j < v; j++)
-					tail += sd_exp(x[j] - m);
-				sum = sd_lanes8(acc, tail);
-			}
-			loss += (double)m + log(sum) - xt;
+			loss += SD_SEQ_CALL(avx, sd_xent_row, g, logits + (size_t)r * v, tg, v, scale);
 		}
 		part[ch] = loss;
 	}

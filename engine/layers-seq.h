@@ -14,11 +14,19 @@
  * reaches SD_LAYERS_OMP_MIN elements; every output element (and every
  * parameter-gradient element) is computed by one thread in a fixed order,
  * so results are bit-identical for a fixed thread count (and, for all but
- * the GEMM-based kernels, for any thread count).
+ * the GEMM-based kernels, for any thread count).  The row kernels (layer
+ * norm, softmax, GELU, cross-entropy) have AVX-512 twins used where the
+ * CPU has AVX-512F (off with SD_LAYERS_NO_AVX512 in the environment, as in
+ * engine/layers.c) that give the same bits as the baseline code.
+ * exp and erf are computed inline (Cephes's expf polynomial, Abramowitz &
+ * Stegun 7.1.26, see layers-seq.c) so the loops vectorise: about 1 ulp
+ * for exp and 1.5e-7 absolute for erf, as PyTorch's vectorised CPU
+ * kernels.
  *
  * Shapes: B = batch, T = time (sequence length), C = channels, H = heads,
  * D = C / H (channels per head), V = vocabulary, N = rows (B * T when a
- * (B, T, C) activation is seen as rows of C).
+ * (B, T, C) activation is seen as rows of C).  Every dimension must be
+ * >= 1: the kernels do not check for empty tensors.
  */
 #ifndef SD_ENGINE_LAYERS_SEQ_H
 #define SD_ENGINE_LAYERS_SEQ_H
@@ -116,12 +124,14 @@ void sd_matmul_batched_backward(float *da, float *db, const float *dy, const flo
  * model it is less work than recomputing q k^T, and backward stays pure
  * GEMMs); entries above the diagonal are exactly 0.  The scores are q k^T
  * by cblas_sgemm into probs, then masked and normalised in place, then
- * y = probs v by cblas_sgemm.  Parallel over the B * H (batch, head) pairs,
+ * y = probs v by cblas_sgemm, in blocks of 32 query rows that skip the
+ * keys above the diagonal.  Parallel over the B * H (batch, head) pairs,
  * each computed by one thread. */
 void sd_attention_causal_forward(float *y, float *probs, const float *q, const float *k,
                                  const float *v, int b, int h, int t, int d, float scale);
-/* dy: (B, H, T, D) -> dq, dk, dv: (B, H, T, D), OVERWRITTEN (none may be
- * NULL).  q, k, v, probs as forward took and wrote them.  ws: B * H * T * T
+/* dy: (B, H, T, D) -> dq, dk, dv: (B, H, T, D), OVERWRITTEN (any may be
+ * NULL when not needed).  q, k, v, probs as forward took and wrote them.
+ * ws: B * H * T * T
  * floats of scratch (the size of probs), contents undefined on return.
  *   dv = P^T dy,  dP = dy v^T,  dS = P * (dP - rowsum(P * dP)) * scale,
  *   dq = dS k,    dk = dS^T q. */

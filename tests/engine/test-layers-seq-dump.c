@@ -92,8 +92,9 @@ int main(int argc, char **argv)
 	put("gelu_tanh_y", gy, g);
 	put("gelu_tanh_dx", gdx, g);
 
-	/* Causal attention at a small GPT's head shape. */
-	const int b = 2, h = 4, t = 32, d = 16;
+	/* Causal attention at a small GPT's head shape; T = 40 spans a whole
+	 * and a partial causal block (SD_ATT_BLOCK, 32). */
+	const int b = 2, h = 4, t = 40, d = 16;
 	const size_t na = (size_t)b * h * t * d, nt = (size_t)b * h * t * t;
 	const float scale = 1.0f / sqrtf((float)d);
 	float *q = normal(na, 1.0f), *k = normal(na, 1.0f), *v = normal(na, 1.0f);

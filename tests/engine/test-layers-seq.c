@@ -17,6 +17,8 @@
  *             their contents), in-place calls give the same bits, and the
  *             same call with 1 and 2 OpenMP threads gives the same bits
  *             where layers-seq.h promises it (2 threads repeated otherwise).
+ * The row kernels' AVX-512 twins must give the same bits as the baseline
+ * ones (SD_LAYERS_NO_AVX512 set), on CPUs that have AVX-512F.
  * The fused causal attention is also compared with the unfused
  * composition of this file's kernels (batched matmul, scale, mask,
  * softmax, batched matmul), forward and backward; the measured max
@@ -42,13 +44,12 @@
 
 #define TOL 1e-4
 /* Fused against unfused attention.  The fused kernel folds the scale into
- * the scores' GEMM (alpha) and masks by truncating each softmax row instead
- * of adding -inf; OpenBLAS applies alpha to the finished dot product and
- * the masked terms add exact zeros in the same lanes, so on this machine
- * (OpenBLAS 0.3.21, SkylakeX kernels) the two give the same bits: measured
- * max difference 0 at every shape below, forward and backward.  Another
- * BLAS may round alpha * (q k) differently; 1e-5 allows for that and is
- * still far below what a wrong mask or scale would give (O(1)). */
+ * the scores' GEMM (alpha), masks by truncating each softmax row instead
+ * of adding -inf, and skips the key blocks above the diagonal, so its GEMMs
+ * sum over fewer (zero) terms with OpenBLAS's kernels splitting the sums
+ * differently: measured max difference 3.0e-6 at B 8 H 4 T 64 D 32 (0 at
+ * the small shapes, a single block), forward and backward.  1e-5 is far
+ * below what a wrong mask or scale gives (O(1)). */
 #define TOL_FUSED 1e-5
 /* Central-difference step. */
 #define FD_H 1e-5
@@ -407,7 +408,8 @@ static void test_embedding(int n, int c, int vocab)
 	fill_normal(dtab, (size_t)vocab * c, 1.0f);
 	/* Few distinct ids, so most repeat many times (as frequent tokens do). */
 	for (int i = 0; i < n; i++)
-		ids[i] = (int32_t)sd_rng_below(&rng, (uint32_t)(vocab < 7 ? vocab : 7)) * (vocab / 7 > 1 ? vocab / 7 : 1);
+		ids[i] = (int32_t)sd_rng_below(&rng, (uint32_t)(vocab < 7 ? vocab : 7)) *
+		         (vocab / 7 > 1 ? vocab / 7 : 1);
 	int rc = sd_embedding_forward(out, ids, table, n, c, vocab);
 	int same = rc == 0;
 	for (int i = 0; i < n && same; i++)
@@ -437,7 +439,8 @@ static void test_embedding(int n, int c, int vocab)
 	int zero = 1;
 	for (int j = 0; j < c; j++)
 		zero &= out[(size_t)(n / 2) * c + j] == 0.0f;
-	check_report(rc == -1 && zero && !memcmp(out, table + (size_t)ids[0] * c, (size_t)c * sizeof(float)),
+	check_report(rc == -1 && zero &&
+	             !memcmp(out, table + (size_t)ids[0] * c, (size_t)c * sizeof(float)),
 	             "%-34s %-10s id %d >= vocab: returns %d, row zeroed", name, "bad id", vocab, rc);
 	free(table); free(out); free(dout); free(dtab); free(ids); free(ref); free(d1);
 }
@@ -684,6 +687,14 @@ static void test_attention(int b, int h, int t, int d, int fd)
 	sd_attention_causal_backward(udq, udk, udv, dy, q, k, v, probs, ws, b, h, t, d, scale);
 	compare_same(name, "dq again", udq, dq, n * sizeof(float));
 	compare_same(name, "dk again", udk, dk, n * sizeof(float));
+	/* Gradients not asked for (NULL) leave the others as they were. */
+	memset(udq, 0, n * sizeof(float));
+	memset(udv, 0, n * sizeof(float));
+	sd_attention_causal_backward(NULL, udk, NULL, dy, q, k, v, probs, ws, b, h, t, d, scale);
+	compare_same(name, "dk alone", udk, dk, n * sizeof(float));
+	sd_attention_causal_backward(udq, NULL, udv, dy, q, k, v, probs, ws, b, h, t, d, scale);
+	compare_same(name, "dq w/o dk", udq, dq, n * sizeof(float));
+	compare_same(name, "dv w/o dk", udv, dv, n * sizeof(float));
 	omp_set_num_threads(1);
 	free(q); free(k); free(v); free(y); free(dy); free(dq); free(dk); free(dv); free(probs);
 	free(ws); free(s.q); free(s.k); free(s.v); free(s.y); free(uy); free(udq); free(udk);
@@ -736,7 +747,8 @@ static void test_xent(int n, int v, int fd)
 	to_double(s.x, x, cnt);
 	double loss = sd_cross_entropy_seq_forward_backward(g, x, tg, n, v, scale);
 	double ref = xe_loss(&s);
-	check_report(fabs(loss - ref) <= 1e-6 * fabs(ref), "%-34s %-10s %.9g vs %.9g (rel err %.1e, tol 1e-6)",
+	check_report(fabs(loss - ref) <= 1e-6 * fabs(ref),
+	             "%-34s %-10s %.9g vs %.9g (rel err %.1e, tol 1e-6)",
 	             name, "loss", loss, ref, fabs(loss - ref) / fabs(ref));
 	double *gr = dalloc(cnt);
 	if (fd)
@@ -767,12 +779,81 @@ static void test_xent(int n, int v, int fd)
 	double l3 = sd_cross_entropy_seq_forward_backward(NULL, x, tg, n, v, scale);
 	omp_set_num_threads(1);
 	compare_same(name, "in pl 2thr", g2, g, cnt * sizeof(float));
-	check_report(l2 == loss && l3 == loss, "%-34s %-10s loss bit-identical (in place, 2 threads, no grad)",
+	check_report(l2 == loss && l3 == loss,
+	             "%-34s %-10s loss bit-identical (in place, 2 threads, no grad)",
 	             name, "loss");
 	tg[0] = v;
 	double bad = sd_cross_entropy_seq_forward_backward(g2, x, tg, n, v, scale);
 	check_report(isnan(bad), "%-34s %-10s target >= V gives NaN", name, "bad tgt");
 	free(x); free(g); free(g2); free(tg); free(s.x); free(gr);
+}
+
+/* ----------------------------------------------- AVX-512 twins, bit for bit
+ * engine/layers-seq.c compiles its row kernels twice (baseline and
+ * AVX-512) and promises the same bits from both: run every kernel with the
+ * AVX-512 twins and with SD_LAYERS_NO_AVX512 set, at odd lengths that
+ * exercise the vector tails, and compare. */
+
+/* Runs every row kernel on fixed inputs; writes all outputs to out, in
+ * order, and returns how many floats it wrote. */
+static size_t run_all_kernels(float *out, const float *in, int n, int c)
+{
+	size_t nc = (size_t)n * c, o = 0;
+	const float *x = in, *dy = in + nc, *gamma = in + 2 * nc, *beta = gamma + c;
+	float *mean = falloc(n), *rstd = falloc(n);
+	int32_t *tg = xalloc((size_t)n * sizeof(int32_t));
+	for (int r = 0; r < n; r++)
+		tg[r] = (r * 7) % c;
+	sd_layernorm_forward(out + o, mean, rstd, x, gamma, beta, n, c, 1e-5f);
+	o += nc;
+	sd_layernorm_backward(out + o, out + o + nc, out + o + nc + c, dy, x, mean, rstd, gamma, n, c);
+	o += nc + 2 * (size_t)c;
+	sd_softmax_lastdim_forward(out + o, x, n, c);
+	sd_softmax_lastdim_backward(out + o + nc, dy, out + o, n, c);
+	o += 2 * nc;
+	for (int kind = 0; kind < 2; kind++) {
+		sd_gelu_forward(out + o, x, nc, (enum sd_gelu_kind)kind);
+		sd_gelu_backward(out + o + nc, dy, x, nc, (enum sd_gelu_kind)kind);
+		o += 2 * nc;
+	}
+	double loss = sd_cross_entropy_seq_forward_backward(out + o, x, tg, n, c, 0.5f);
+	o += nc;
+	memcpy(out + o, &loss, sizeof loss);
+	o += 2;
+	/* Attention: one (batch, head) of n positions, D = c; k = dy, v = x. */
+	float *pr = falloc((size_t)n * n), *ws = falloc((size_t)n * n);
+	sd_attention_causal_forward(out + o, pr, x, dy, x, 1, 1, n, c, 0.3f);
+	memcpy(out + o + nc, pr, (size_t)n * n * sizeof(float));
+	o += nc + (size_t)n * n;
+	sd_attention_causal_backward(out + o, out + o + nc, out + o + 2 * nc, dy, x, dy, x, pr, ws,
+	                             1, 1, n, c, 0.3f);
+	o += 3 * nc;
+	free(mean); free(rstd); free(ws); free(tg); free(pr);
+	return o;
+}
+
+static void test_twins(void)
+{
+	if (!__builtin_cpu_supports("avx512f")) {
+		printf("%-34s no AVX-512F on this CPU: only the baseline kernels run here\n", "twins");
+		return;
+	}
+	if (getenv("SD_LAYERS_NO_AVX512")) {
+		printf("%-34s SD_LAYERS_NO_AVX512 is set: the AVX-512 twins are off\n", "twins");
+		return;
+	}
+	const int n = 29, c = 133;   /* odd, so every vector loop has a tail */
+	size_t nc = (size_t)n * c, cap = 20 * nc + 4 * (size_t)c + 2 * (size_t)n * n + 16;
+	float *in = falloc(2 * nc + 2 * (size_t)c), *a = falloc(cap), *b = falloc(cap);
+	fill_normal(in, 2 * nc + 2 * (size_t)c, 2.0f);
+	omp_set_num_threads(1);
+	size_t na = run_all_kernels(a, in, n, c);
+	setenv("SD_LAYERS_NO_AVX512", "1", 1);
+	size_t nb = run_all_kernels(b, in, n, c);
+	unsetenv("SD_LAYERS_NO_AVX512");
+	check_report(na == nb && na <= cap, "%-34s %-10s %zu floats written", "twins", "count", na);
+	compare_same("twins: AVX-512 v baseline", "all", a, b, na * sizeof(float));
+	free(in); free(a); free(b);
 }
 
 int main(int argc, char **argv)
@@ -802,8 +883,10 @@ int main(int argc, char **argv)
 	test_matmul(32, 64, 32, 64, 0, 1, 0);  /* q k^T of the example GPT */
 	test_attention(2, 2, 7, 5, 1);
 	test_attention(1, 3, 1, 4, 1);      /* one position: y = v */
+	test_attention(1, 2, 70, 3, 1);     /* causal blocks of 32, 32 and 6 */
 	test_attention(8, 4, 64, 32, 0);    /* the example GPT's shape */
 	test_xent(9, 11, 1);
 	test_xent(512, 256, 0);
+	test_twins();
 	return check_exit("test-layers-seq");
 }
