@@ -1182,7 +1182,10 @@ static int make_linear(struct lower *L, const Onnx__NodeProto *nd, int x, int w,
 	n->fc_out = (int)outf;
 	n->w_off = sd_graph_tensor(m, nm, "weight", 2, (int)outf, (int)fan, 0, 0);
 	name_tensor(L, &L->vals[w]);
-	add_copy(L, 0, n->w_off, &L->vals[w], transposed ? (int)in : 0, transposed ? (int)outf : 0);
+	/* A Transpose'd initializer (wt) holds its data in the layout before
+	 * the Transpose: the other one. */
+	const int copy_t = transposed != L->vals[w].wt;
+	add_copy(L, 0, n->w_off, &L->vals[w], copy_t ? (int)in : 0, copy_t ? (int)outf : 0);
 	if (b >= 0) {
 		n->b_off = sd_graph_tensor(m, nm, "bias", 1, (int)outf, 0, 0, 0);
 		name_tensor(L, &L->vals[b]);
@@ -2707,6 +2710,14 @@ static int transpose_weight(struct lower *L, const Onnx__NodeProto *nd, int x)
 	const Onnx__AttributeProto *pa = attr(nd, "perm");
 	if (pa && (pa->n_ints != 2 || pa->ints[0] != 1 || pa->ints[1] != 0))
 		return fail(L, "transposes a 2-D float constant with a perm other than (1, 0)");
+	/* Only a MatMul or Gemm may read it (they take wt into account). */
+	for (size_t j = (size_t)L->node_idx + 1; j < L->g->n_node; j++)
+		for (size_t i = 0; i < L->g->node[j]->n_input; i++)
+			if (!strcmp(L->g->node[j]->input[i], nd->output[0]) &&
+			    strcmp(L->g->node[j]->op_type, "MatMul") && strcmp(L->g->node[j]->op_type, "Gemm"))
+				return fail(L, "the transposed initializer is read by node %s (%s); a "
+				            "Transpose of a float initializer is supported as a MatMul's "
+				            "weight only", L->g->node[j]->name, L->g->node[j]->op_type);
 	if (!L->vals[x].init)
 		return fail(L, "transposes float constant %s, which is no initializer; only an "
 		            "initializer's Transpose read by a MatMul is supported", L->vals[x].name);
