@@ -121,6 +121,33 @@ def write_bad(out):
         f.write("\n".join(cases) + "\n")
 
 
+def write_mlp(out):
+    """An image MLP whose first layer is MatMul(x, Transpose(W)), the
+    layout a GPT's Linears export in, and whose second multiplies by a plain
+    (K, N) weight: OUTDIR/mlp.onnx, mlp.x (3 x 1 x 2 x 6 float32) and
+    mlp.txt, "LOSS" the summed cross-entropy on labels 1, 4, 2."""
+    torch.manual_seed(5)
+
+    class MLP(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(10, 12) * 0.3)
+            self.w2 = torch.nn.Parameter(torch.randn(10, 5) * 0.3)
+
+        def forward(self, x):
+            return torch.relu(x.flatten(1) @ self.w.t()) @ self.w2
+
+    m = MLP()
+    x = torch.randn(3, 1, 2, 6)
+    torch.onnx.export(m, x, os.path.join(out, "mlp.onnx"), opset_version=14,
+                      do_constant_folding=False, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "n"}})
+    x.numpy().astype("float32").tofile(os.path.join(out, "mlp.x"))
+    loss = torch.nn.functional.cross_entropy(m(x), torch.tensor([1, 4, 2]), reduction="sum")
+    with open(os.path.join(out, "mlp.txt"), "w") as f:
+        f.write("%.9g\n" % loss.item())
+
+
 def main():
     out = sys.argv[1]
     variant = sys.argv[2] if len(sys.argv) > 2 else None
@@ -141,6 +168,7 @@ def main():
         export(model, os.path.join(out, "gpt14-fold.onnx"), 14, True, True)
         export(model, os.path.join(out, "gpt17-eval.onnx"), 17, False, False)
         write_bad(out)
+        write_mlp(out)
     g = torch.Generator().manual_seed(99)
     T, V = CONFIG.block_size, CONFIG.vocab_size
     # Skewed ids (a few frequent ones, as text has) so the loss moves.

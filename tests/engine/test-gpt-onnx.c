@@ -6,9 +6,12 @@
  *
  *   test-gpt-onnx [--forward] MODEL.onnx DIR
  *   test-gpt-onnx --bad MODEL.onnx TEXT
+ *   test-gpt-onnx --mlp DIR
  *
  * With --bad the model must be refused with one line that names the file
- * and contains TEXT.
+ * and contains TEXT.  With --mlp, DIR's mlp.onnx (an image MLP with
+ * MatMul(x, Transpose(W)), gpt_torch_ref.py write_mlp) computes the summed
+ * loss mlp.txt holds on mlp.x, 1e-5 relative.
  * With --forward only the two losses are checked (an export that does
  * not train as the model does: constant folding unties the embedding, eval
  * mode merges equal initializers).  A token id outside the vocabulary is
@@ -131,6 +134,42 @@ int main(int argc, char **argv)
 		sd_model_destroy(m);
 		free(why);
 		return good ? 0 : 1;
+	}
+	if (argc == 3 && !strcmp(argv[1], "--mlp")) {
+		char p[4096];
+		uint8_t *bytes;
+		size_t len;
+		char *why = NULL;
+		struct sd_model *m;
+		float xs[36];
+		double want, got;
+		const uint8_t lab[3] = { 1, 4, 2 };
+		snprintf(p, sizeof p, "%s/mlp.onnx", argv[2]);
+		if (sd_onnx_read_file(p, &bytes, &len, &why) < 0 ||
+		    sd_model_create_onnx(&m, bytes, len, p, 3, &why) < 0) {
+			fprintf(stderr, "test-gpt-onnx: %s\n", why);
+			return 1;
+		}
+		free(bytes);
+		snprintf(p, sizeof p, "%s/mlp.x", argv[2]);
+		FILE *f = fopen(p, "rb");
+		int ok = f && fread(xs, sizeof(float), 36, f) == 36;
+		if (f)
+			fclose(f);
+		snprintf(p, sizeof p, "%s/mlp.txt", argv[2]);
+		f = fopen(p, "r");
+		ok = ok && f && fscanf(f, "%lf", &want) == 1;
+		if (f)
+			fclose(f);
+		if (!ok || sd_model_eval_batch(m, xs, lab, 3, &got, NULL, &why) < 0) {
+			fprintf(stderr, "test-gpt-onnx: mlp: %s\n", why ? why : "bad files");
+			return 1;
+		}
+		double rel = fabs(got - want) / fabs(want);
+		printf("MLP with a transposed weight: loss %.9g torch %.9g rel %.3g (bound %g)%s\n",
+		       got, want, rel, LOSS_TOL, rel <= LOSS_TOL ? "" : "  FAILED");
+		sd_model_destroy(m);
+		return rel <= LOSS_TOL ? 0 : 1;
 	}
 	const int forward_only = argc == 4 && !strcmp(argv[1], "--forward");
 	argv += forward_only;

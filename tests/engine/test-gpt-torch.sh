@@ -21,6 +21,8 @@
 # Exports edited to hold what the engine does not implement (a Softmax on
 # another axis, a Transpose moving the batch, a ReduceMean outside the
 # LayerNorm chain) are refused with one line naming the file and node.
+# An image MLP whose MatMul reads a Transpose of its weight (the layout of
+# a GPT's Linears) computes PyTorch's loss.
 # The attention and the GELU run as one fused node each per block (checked
 # against the unfused nodes, SPOTDECK_FUSE=off, which also must match
 # PyTorch on their own).
@@ -50,6 +52,9 @@ for variant in 14-fold 17-eval; do
 		fail "$variant: spotdeck's loss differs from PyTorch's"
 	ok "$variant: training and eval loss as PyTorch's"
 done
+"$top_builddir/tests/engine/test-gpt-onnx" --mlp "$T" ||
+	fail "an image MLP's MatMul by a transposed initializer differs from PyTorch"
+ok "image MLP with MatMul(x, Transpose(W)): PyTorch's loss"
 while IFS='	' read -r file want; do
 	"$top_builddir/tests/engine/test-gpt-onnx" --bad "$T/$file" "$want" ||
 		fail "$file: not refused with one line saying \"$want\""
