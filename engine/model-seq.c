@@ -3,18 +3,14 @@
  * to, forward and backward.  Activations are (nb, per-sample dims) row-major;
  * "rows" below is every per-sample dimension but the last.
  *
- * Formulas: LayerNorm (Ba et al. 2016) with the biased variance and its
- * backward dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)), as
- * PyTorch's layer_norm; softmax's backward dx = y (dy - sum(dy y)); erf's
- * derivative 2/sqrt(pi) exp(-x^2); cross-entropy as PyTorch's
- * F.cross_entropy (log-sum-exp with the row's maximum subtracted).  Sums
- * over a row are taken in double.
- *
  * The layer norm, softmax, GELU, embedding, batched products, fused
- * attention and cross-entropy are engine/layers-seq.h's kernels; this
- * file is the graph plumbing around them (which buffers, which gradient
- * target) and the few elementwise ops they do not cover. */
-#include <cblas.h>
+ * attention and cross-entropy are engine/layers-seq.h's kernels (their
+ * formulas and sources are there); this file is the graph plumbing around
+ * them (which buffers, which gradient target, the fusions) and the few
+ * elementwise ops they do not cover: erf (derivative 2/sqrt(pi) exp(-x^2)),
+ * powers, the masked fill, transposes, last-axis slices, and arithmetic
+ * with a scalar or per-last-axis constant (its gradient summed in
+ * double). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
