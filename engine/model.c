@@ -1161,6 +1161,9 @@ static void backward(struct sd_model *m, int nb)
 
 static int check_batch(const struct sd_model *m, int nb, char **why)
 {
+	if (m->seq_len)
+		return sd_why(why, "model %s is a language model: it trains and evaluates on token "
+		              "windows (sd_model_train_tokens), not on images", m->name);
 	if (nb < 0 || nb > m->max_batch)
 		return sd_why(why, "model %s: batch of %d samples, built for at most %d",
 		              m->name, nb, m->max_batch);
@@ -1222,8 +1225,9 @@ static int tokens_in(struct sd_model *m, const int32_t *x, const int32_t *y, int
 {
 	if (!m->seq_len)
 		return sd_why(why, "%s: not a language model (its input is not token ids)", m->name);
-	if (check_batch(m, n, why) < 0)
-		return -1;
+	if (n < 0 || n > m->max_batch)
+		return sd_why(why, "model %s: batch of %d samples, built for at most %d",
+		              m->name, n, m->max_batch);
 	const size_t cnt = (size_t)n * m->seq_len;
 	for (size_t k = 0; k < cnt; k++) {
 		if (x[k] < 0 || x[k] >= m->classes)
