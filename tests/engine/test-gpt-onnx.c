@@ -15,7 +15,8 @@
  * With --forward only the two losses are checked (an export that does
  * not train as the model does: constant folding unties the embedding, eval
  * mode merges equal initializers).  A token id outside the vocabulary is
- * refused with a message naming it, in every mode.
+ * refused with a message naming it, and sd_model_train_batch (images)
+ * refuses the model, in every mode.
  * DIR holds ref.txt and tokens.i32 (gpt_torch_ref.py's docstring).  The
  * model's parameters are the file's initializers, i.e. the torch model's
  * initial weights.  Checked, with the measured value printed each time:
@@ -261,6 +262,19 @@ int main(int argc, char **argv)
 	}
 	free(why);
 	why = NULL;
+	/* The image calls refuse a language model. */
+	{
+		float xf[1] = { 0 };
+		uint8_t lab[1] = { 0 };
+		int r = sd_model_train_batch(m, xf, lab, 1, 1.0f, NULL, NULL, &why);
+		if (r == 0 || !why || !strstr(why, "language model")) {
+			fprintf(stderr, "test-gpt-onnx: sd_model_train_batch on a language model: %s\n",
+			        r == 0 ? "accepted" : why);
+			failures++;
+		}
+		free(why);
+		why = NULL;
+	}
 	if (forward_only) {
 		/* Skip to the eval loss. */
 		char word[64];
