@@ -117,7 +117,8 @@ const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count
  * pass grad_scale = 1 / global_batch.  *loss_sum gets the summed
  * cross-entropy, *correct the number of correct arg-maxes (either may be
  * NULL).  n may be 0 (gradients are then zero).  Returns 0, or -1 with *why
- * when n exceeds max_batch. */
+ * when n exceeds max_batch or the model is a language model (see
+ * sd_model_train_tokens; sd_model_eval_batch likewise). */
 int sd_model_train_batch(struct sd_model *m, const float *x, const uint8_t *labels,
                          int n, float grad_scale, double *loss_sum, int *correct,
                          char **why);

@@ -90,3 +90,10 @@ EXTRA_DIST += tests/bench/cloud-cockpit-bench
 noinst_PROGRAMS += tests/bench/bench-bn
 tests_bench_bench_bn_SOURCES = tests/bench/bench-bn.c tests/bench/timing.h
 tests_bench_bench_bn_LDADD = $(SD_ENGINE_LIBS)
+
+# The fused causal attention and layer norm against PyTorch's composition
+# at the example GPT's shape; run by hand (tests/bench/bench-attention [-t 2]).
+noinst_PROGRAMS += tests/bench/bench-attention
+tests_bench_bench_attention_SOURCES = tests/bench/bench-attention.c tests/bench/bench.h tests/bench/timing.h
+tests_bench_bench_attention_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_bench_attention_LDADD = $(SD_ENGINE_LIBS)
