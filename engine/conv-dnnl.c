@@ -449,6 +449,15 @@ int sd_conv2d_dnnl_bf16_available(void)
 	       (unsigned)dnnl_cpu_isa_avx512_core_bf16;
 }
 
+const char *sd_conv2d_dnnl_bf16_isa(void)
+{
+	if (!sd_conv2d_dnnl_bf16_available())
+		return NULL;
+	unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+	return (isa & (unsigned)dnnl_cpu_isa_avx512_core_amx) ==
+	       (unsigned)dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512-BF16";
+}
+
 /* Workspace floats of the usable plans of (s, bias, layouts) in both
  * precisions: a model sizes its workspace once, and its precision may be
  * set after that. */

@@ -3,7 +3,9 @@
  * communication time, uptime and cost.  Speeds paced to an emulated GPU
  * carry a '~'; a server just revoked is highlighted.  $/h is the rate the
  * server is billed at (its price when acquired), '*' when that price is an
- * estimate; a local server has no type and no price: "-", not "od" and $0. */
+ * estimate; a local server has no type and no price: "-", not "od" and $0.
+ * "prec" is the precision its worker computes in (fp32 or bf16, the job's
+ * "precision" as resolved there), the first column to go when narrow. */
 #include "config.h"
 
 #include <math.h>
@@ -14,13 +16,14 @@
 #include "ui/format.h"
 #include "ui/pane.h"
 
-enum { CC_ID, CC_ZONE, CC_GPU, CC_TYPE, CC_STATE, CC_RANK, CC_IPS, CC_HIST, CC_SPLIT,
+enum { CC_ID, CC_ZONE, CC_GPU, CC_PREC, CC_TYPE, CC_STATE, CC_RANK, CC_IPS, CC_HIST, CC_SPLIT,
        CC_UPTIME, CC_USDH, CC_USD, CC_N };
 
 static const struct sd_col cluster_cols[CC_N] = {
 	[CC_ID] = { "id", 4, 0, 0, 0, 0, 0 },
 	[CC_ZONE] = { "zone", 14, 5, 0, 0, 0, 0 },
 	[CC_GPU] = { "GPU", 5, 4, 0, 0, 0, 0 },
+	[CC_PREC] = { "prec", 4, 10, 0, 0, 0, 0 },
 	[CC_TYPE] = { "type", 4, 7, 0, 0, 0, 0 },
 	[CC_STATE] = { "state", 12, 0, 0, 0, 0, 0 },
 	[CC_RANK] = { "rank", 4, 6, 0, 1, 0, 0 },
@@ -94,6 +97,10 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 		CELL(CC_ID, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->id, sv->id);
 		CELL(CC_ZONE, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->zone, sv->zone);
 		CELL(CC_GPU, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->gpu, sv->gpu);
+		if (sv->precision[0])
+			CELL(CC_PREC, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->precision, sv->precision);
+		else
+			CELL(CC_PREC, SD_STYLE_DIM, "-");
 		if (sv->local)
 			CELL(CC_TYPE, SD_STYLE_DIM, "-");
 		else
