@@ -16,20 +16,20 @@
 #include "ui/format.h"
 #include "ui/pane.h"
 
-enum { CC_ID, CC_ZONE, CC_GPU, CC_PREC, CC_TYPE, CC_STATE, CC_RANK, CC_IPS, CC_HIST, CC_SPLIT,
+enum { CC_ID, CC_ZONE, CC_GPU, CC_TYPE, CC_STATE, CC_RANK, CC_IPS, CC_HIST, CC_SPLIT, CC_PREC,
        CC_UPTIME, CC_USDH, CC_USD, CC_N };
 
 static const struct sd_col cluster_cols[CC_N] = {
 	[CC_ID] = { "id", 4, 0, 0, 0, 0, 0 },
 	[CC_ZONE] = { "zone", 14, 5, 0, 0, 0, 0 },
 	[CC_GPU] = { "GPU", 5, 4, 0, 0, 0, 0 },
-	[CC_PREC] = { "prec", 4, 10, 0, 0, 0, 0 },
 	[CC_TYPE] = { "type", 4, 7, 0, 0, 0, 0 },
 	[CC_STATE] = { "state", 12, 0, 0, 0, 0, 0 },
 	[CC_RANK] = { "rank", 4, 6, 0, 1, 0, 0 },
 	[CC_IPS] = { "img/s", 6, 0, 0, 1, 0, 0 },
 	[CC_HIST] = { "history", 10, 3, 1, 0, 0, 0 },
 	[CC_SPLIT] = { "comp/comm", 11, 2, 0, 1, 0, 0 },
+	[CC_PREC] = { "prec", 4, 10, 0, 0, 0, 0 },
 	[CC_UPTIME] = { "uptime", 6, 8, 0, 1, 0, 0 },
 	[CC_USDH] = { "$/h", 6, 9, 0, 1, 0, 0 },
 	[CC_USD] = { "$ so far", 8, 1, 0, 1, 0, 0 },
@@ -97,10 +97,6 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 		CELL(CC_ID, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->id, sv->id);
 		CELL(CC_ZONE, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->zone, sv->zone);
 		CELL(CC_GPU, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->gpu, sv->gpu);
-		if (sv->precision[0])
-			CELL(CC_PREC, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->precision, sv->precision);
-		else
-			CELL(CC_PREC, SD_STYLE_DIM, "-");
 		if (sv->local)
 			CELL(CC_TYPE, SD_STYLE_DIM, "-");
 		else
@@ -128,6 +124,10 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 			CELL(CC_SPLIT, SD_STYLE_NORMAL, "%.0f/%.0fms", sv->compute_ms, sv->comm_ms);
 		else
 			CELL(CC_SPLIT, SD_STYLE_DIM, "-");
+		if (sv->precision[0])
+			CELL(CC_PREC, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->precision, sv->precision);
+		else
+			CELL(CC_PREC, SD_STYLE_DIM, "-");
 		CELL(CC_UPTIME, SD_STYLE_NORMAL, "%s", sd_fmt_duration(tmp, sizeof tmp, sv->uptime_s));
 		/* No rate for a local server (unknown) nor a gone one (not billed). */
 		if (!sv->local && sd_state_live(sv->state) && isfinite(sv->usd_per_hour) &&
