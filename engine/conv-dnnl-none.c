@@ -95,32 +95,3 @@ const char *sd_conv2d_dnnl_bf16_isa(void)
 {
 	return NULL;
 }
-
-size_t sd_conv2d_dnnl_x_keep_floats_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
-                                            int yblk)
-{
-	(void)s, (void)bias, (void)xblk, (void)yblk;
-	return 0;
-}
-
-int sd_conv2d_dnnl_forward_blocked_keep(float *y, const float *x, const float *w,
-                                        const float *b, const struct sd_conv2d_shape *s,
-                                        int xblk, int yblk, float *ws, void *x_keep,
-                                        int *kept)
-{
-	(void)y, (void)x, (void)w, (void)b, (void)s, (void)xblk, (void)yblk, (void)ws;
-	(void)x_keep;
-	if (kept)
-		*kept = 0;
-	return -1;
-}
-
-int sd_conv2d_dnnl_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
-                                         const float *x, const float *w,
-                                         const struct sd_conv2d_shape *s, int xblk,
-                                         int yblk, float *ws, const void *x_kept)
-{
-	(void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)s, (void)xblk;
-	(void)yblk, (void)ws, (void)x_kept;
-	return -1;
-}

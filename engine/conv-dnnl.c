@@ -613,36 +613,17 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
-/* 1 when plan p converts x to bf16 for its forward pass and its weight
- * gradient reads that very conversion (same layout): the backward may then
- * take the forward's copy instead of converting x again. */
-static int sd_plan_keeps_x(const struct sd_dnnl_plan *p)
-{
-	return p->key.bf16 && !p->f_src.is_plain && !p->w_src.is_plain &&
-	       dnnl_memory_desc_equal(&p->f_src.md, &p->w_src.md);
-}
-
-/* Runs the forward pass of plan p (usable) and releases it.  x_keep: NULL,
- * or where the converted x goes when sd_plan_keeps_x (*kept then 1). */
+/* Runs the forward pass of plan p (usable) and releases it. */
 static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
-                          const float *b, float *ws, void *x_keep, int *kept)
+                          const float *b, float *ws)
 {
 	struct sd_call c;
-	if (kept)
-		*kept = 0;
 	if (sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
 		return -1;
 	}
 	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
-	void *xs;
-	if (x_keep && sd_plan_keeps_x(p)) {
-		xs = x_keep;
-		sd_reorder(&c, &p->f_src, x, &p->f_src.plain, xs, &p->f_src.md, rs);
-	} else {
-		xs = sd_in(&c, &p->f_src, x, base, rs);
-		x_keep = NULL;
-	}
+	void *xs = sd_in(&c, &p->f_src, x, base, rs);
 	void *wb = sd_in(&c, &p->f_w, w, base, rs);
 	void *yd = p->f_dst.is_plain ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
@@ -658,8 +639,6 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	if (!p->f_dst.is_plain)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
-	if (kept)
-		*kept = rc == 0 && x_keep;
 	sd_plan_put(p);
 	return rc;
 }
@@ -667,8 +646,7 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 /* Runs the backward passes of plan p (usable, with a JIT backward-data
  * kernel when dx is asked for) and releases it. */
 static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
-                           const float *dy, const float *x, const float *w, float *ws,
-                           const void *x_kept)
+                           const float *dy, const float *x, const float *w, float *ws)
 {
 	const struct sd_conv2d_shape *s = &p->s;
 	struct sd_call c;
@@ -680,8 +658,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
 	void *dyw = sd_in(&c, &p->w_ddst, dy, base, rs);
-	void *xs = x_kept && sd_plan_keeps_x(p) ? (void *)(uintptr_t)x_kept
-	           : sd_in(&c, &p->w_src, x, base, rs);
+	void *xs = sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
@@ -745,7 +722,7 @@ int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float
                            const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, b != NULL), 0);
-	return p ? sd_run_forward(p, y, x, w, b, ws, NULL, NULL) : -1;
+	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
 }
 
 int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
@@ -753,7 +730,7 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
                             const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, db != NULL), dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, NULL) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
 }
 
 /* ------------------------------------------------------ blocked layouts */
@@ -813,7 +790,8 @@ int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, con
                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
                                    float *ws)
 {
-	return sd_conv2d_dnnl_forward_blocked_keep(y, x, w, b, s, xblk, yblk, ws, NULL, NULL);
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, b != NULL, xblk, yblk, 0);
+	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
 }
 
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
@@ -821,36 +799,6 @@ int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
                                     float *ws)
 {
-	return sd_conv2d_dnnl_backward_blocked_kept(dx, dw, db, dy, x, w, s, xblk, yblk, ws, NULL);
-}
-
-size_t sd_conv2d_dnnl_x_keep_floats_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
-                                            int yblk)
-{
-	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, 0);
-	if (!p)
-		return 0;
-	size_t f = sd_plan_keeps_x(p) ? sd_floats_of(&p->f_src.md) : 0;
-	sd_plan_put(p);
-	return f;
-}
-
-int sd_conv2d_dnnl_forward_blocked_keep(float *y, const float *x, const float *w,
-                                        const float *b, const struct sd_conv2d_shape *s,
-                                        int xblk, int yblk, float *ws, void *x_keep,
-                                        int *kept)
-{
-	if (kept)
-		*kept = 0;
-	struct sd_dnnl_plan *p = sd_plan_blocked(s, b != NULL, xblk, yblk, 0);
-	return p ? sd_run_forward(p, y, x, w, b, ws, x_keep, kept) : -1;
-}
-
-int sd_conv2d_dnnl_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
-                                         const float *x, const float *w,
-                                         const struct sd_conv2d_shape *s, int xblk,
-                                         int yblk, float *ws, const void *x_kept)
-{
 	struct sd_dnnl_plan *p = sd_plan_blocked(s, db != NULL, xblk, yblk, dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, x_kept) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
 }

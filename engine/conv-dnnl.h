@@ -81,31 +81,6 @@ int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
                                     float *ws);
 
-/* Keeping x's bf16 conversion from forward to backward.  In bf16 the
- * forward pass converts x (float32) to bf16 and the weight-gradient pass
- * converts the same x again; a caller that keeps x unchanged in between
- * (training: the activation saved for backward) can hand the first
- * conversion over instead.
- * sd_conv2d_dnnl_x_keep_floats_blocked: floats (4 bytes each; the copy is
- * bf16) of the kept copy for shape s, or 0 when the current precision's plan
- * has nothing to keep (float32, or the passes read x in different layouts).
- * ..._forward_blocked_keep: as sd_conv2d_dnnl_forward_blocked; with x_keep
- * (at least that many floats, 64-byte aligned) it writes the copy there and
- * sets *kept to 1, else *kept is 0 and x_keep is untouched.
- * ..._backward_blocked_kept: as sd_conv2d_dnnl_backward_blocked; x_kept:
- * NULL, or the copy a forward call of the same shape, layouts and
- * precision kept from this very x. */
-size_t sd_conv2d_dnnl_x_keep_floats_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
-                                            int yblk);
-int sd_conv2d_dnnl_forward_blocked_keep(float *y, const float *x, const float *w,
-                                        const float *b, const struct sd_conv2d_shape *s,
-                                        int xblk, int yblk, float *ws, void *x_keep,
-                                        int *kept);
-int sd_conv2d_dnnl_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
-                                         const float *x, const float *w,
-                                         const struct sd_conv2d_shape *s, int xblk,
-                                         int yblk, float *ws, const void *x_kept);
-
 /* Writes oneDNN's names of the kernels it runs for shape s, forward /
  * backward-data / backward-weights (e.g. "jit:avx2 / jit:avx2 / jit:avx2"),
  * into buf (len bytes, NUL-terminated); "unsupported" when a pass has no JIT

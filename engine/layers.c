@@ -888,40 +888,6 @@ size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int x
 	return f;
 }
 
-size_t sd_conv2d_x_keep_floats_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
-                                       int yblk)
-{
-	if (sd_conv2d_get_path() == SD_CONV_IM2COL)
-		return 0;
-	return sd_conv2d_dnnl_x_keep_floats_blocked(s, bias, xblk, yblk);
-}
-
-int sd_conv2d_forward_blocked_keep(float *y, const float *x, const float *w, const float *b,
-                                   const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws, void *x_keep)
-{
-	int kept = 0;
-	if (x_keep && sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_forward_blocked_keep(y, x, w, b, s, xblk, yblk, ws, x_keep, &kept) == 0)
-		return kept;
-	sd_conv2d_forward_blocked(y, x, w, b, s, xblk, yblk, ws);
-	return 0;
-}
-
-void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
-                                     const float *x, const float *w,
-                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                     float *ws, const void *x_kept)
-{
-	/* A failed oneDNN call leaves dw and db untouched: the plain call below
-	 * then runs it again (and falls back as ever). */
-	if (x_kept && sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_backward_blocked_kept(dx, dw, db, dy, x, w, s, xblk, yblk, ws,
-	                                         x_kept) == 0)
-		return;
-	sd_conv2d_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws);
-}
-
 void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws)
 {

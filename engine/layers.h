@@ -252,26 +252,6 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
                                 const float *x, const float *w,
                                 const struct sd_conv2d_shape *s, int xblk, int yblk,
                                 float *ws);
-/* The same with x's bf16 conversion kept from forward to backward (in bf16
- * both the forward and the weight-gradient pass convert x; training keeps x
- * unchanged in between, so the second conversion is saved).
- * sd_conv2d_x_keep_floats_blocked: floats of the kept copy (it holds bf16
- * values, so half as many as x), or 0 when there is nothing to keep
- * (float32, im2col, or oneDNN reads x in two layouts); it depends on the
- * precision, so ask again when that changes.  The forward returns 1 when it
- * wrote x_keep (64-byte aligned, that many floats), 0 when it ran as
- * sd_conv2d_forward_blocked without it.  The backward takes NULL or a copy
- * the forward kept from this very x with the same shape, layouts and
- * precision. */
-size_t sd_conv2d_x_keep_floats_blocked(const struct sd_conv2d_shape *s, int bias, int xblk,
-                                       int yblk);
-int sd_conv2d_forward_blocked_keep(float *y, const float *x, const float *w, const float *b,
-                                   const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws, void *x_keep);
-void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
-                                     const float *x, const float *w,
-                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                     float *ws, const void *x_kept);
 /* Whether sd_conv2d_*_blocked would run shape s on oneDNN (1) or convert
  * and run im2col (0), dx included when need_dx. */
 int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,

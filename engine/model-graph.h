@@ -92,13 +92,6 @@ struct node {
 	 * forward's mask (max_batch samples). */
 	float drop_p;
 	uint8_t *drop_mask;
-	/* OP_CONV in a blocked model, bf16: the forward's bf16 conversion of
-	 * its input, kept for the weight gradient (layers.h
-	 * sd_conv2d_forward_blocked_keep); x_kept_n is the batch it holds, 0
-	 * when it holds nothing usable. */
-	void *x_keep;
-	size_t x_keep_floats;
-	int x_kept_n;
 };
 
 struct sd_model {

@@ -518,7 +518,6 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].argmax);
 		free(m->nodes[i].bin_k);
 		free(m->nodes[i].drop_mask);
-		free(m->nodes[i].x_keep);
 	}
 	free(m->acts);
 	free(m->nodes);
@@ -759,29 +758,6 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 	return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
 }
 
-/* Where conv node n's forward may keep its input's bf16 conversion for the
- * backward (grown to the size shape s needs), or NULL when the current
- * precision and path have nothing to keep. */
-static void *conv_x_keep(struct sd_model *m, struct node *n, const struct sd_conv2d_shape *s)
-{
-	size_t f = sd_conv2d_x_keep_floats_blocked(s, n->b_off != NONE, m->acts[n->in].blk,
-	                                           m->acts[n->out].blk);
-	if (f == 0)
-		return NULL;
-	if (f > n->x_keep_floats) {
-		free(n->x_keep);
-		n->x_keep = NULL;
-		n->x_keep_floats = 0;
-		/* 64 bytes: the cache line oneDNN's kernels read by. */
-		if (posix_memalign(&n->x_keep, 64, f * sizeof(float)) != 0) {
-			n->x_keep = NULL;
-			return NULL;   /* no copy kept: the backward converts again */
-		}
-		n->x_keep_floats = f;
-	}
-	return n->x_keep;
-}
-
 static int forward_node(struct sd_model *m, int i, int nb, int train)
 {
 	struct node *n = &m->nodes[i];
@@ -793,14 +769,10 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		struct sd_conv2d_shape s = n->conv;
 		s.n = nb;
 		const float *b = n->b_off == NONE ? NULL : p + n->b_off;
-		n->x_kept_n = 0;
-		if (blk > 1) {
-			/* Training: the backward reads this x again. */
-			void *keep = train ? conv_x_keep(m, n, &s) : NULL;
-			if (sd_conv2d_forward_blocked_keep(out->val, in->val, p + n->w_off, b, &s,
-			                                   in->blk, out->blk, m->ws, keep))
-				n->x_kept_n = nb;
-		} else
+		if (blk > 1)
+			sd_conv2d_forward_blocked(out->val, in->val, p + n->w_off, b, &s, in->blk,
+			                          out->blk, m->ws);
+		else
 			sd_conv2d_forward(out->val, in->val, p + n->w_off, b, &s, m->ws);
 		return 1;
 	}
@@ -1045,9 +1017,8 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		float *dx = need_dx ? grad_target(m, in) : NULL;
 		float *db = n->b_off == NONE ? NULL : g + n->b_off;
 		if (blk > 1)
-			sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
-			                                p + n->w_off, &s, in->blk, out->blk, m->ws,
-			                                n->x_kept_n == nb ? n->x_keep : NULL);
+			sd_conv2d_backward_blocked(dx, g + n->w_off, db, out->grad, in->val,
+			                           p + n->w_off, &s, in->blk, out->blk, m->ws);
 		else
 			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 			                   m->ws);

@@ -202,76 +202,6 @@ static void check_shape(int c, int hw, int k, int r, int stride, int bias, int f
 	free(ry), free(rdx), free(rdw), free(rdb), free(sy), free(sdx), free(sdw), free(sdb);
 }
 
-/* The blocked calls with x's bf16 conversion kept from forward to backward
- * (layers.h sd_conv2d_forward_blocked_keep) give the very bits of the calls
- * that convert x twice, and do keep it in bf16 (not in float32). */
-static void check_keep(int c, int hw, int k, int stride, int blk)
-{
-	struct sd_conv2d_shape s;
-	if (sd_conv2d_shape_init(&s, 8, c, hw, hw, k, 3, stride, 1) < 0)
-		exit(1);
-	const size_t nx = (size_t)s.n * c * hw * hw, nw = (size_t)k * c * 9,
-	             ny = (size_t)s.n * k * s.oh * s.ow;
-	float *x = fill(nx, 5, 4.0f), *w = fill(nw, 6, 0.5f), *dy = fill(ny, 7, 2.0f);
-	float *ws = fill(sd_conv2d_workspace_floats_blocked(&s, blk, blk), 0, 0);
-	float *y[2], *dx[2], *dw[2];
-	sd_conv2d_set_path(SD_CONV_ONEDNN);
-	for (int prec = SD_CONV_FP32; prec <= SD_CONV_BF16; prec++) {
-		sd_conv2d_set_precision((enum sd_conv_precision)prec);
-		size_t kf = sd_conv2d_x_keep_floats_blocked(&s, 0, blk, blk);
-		if (prec == SD_CONV_FP32) {
-			check_report(kf == 0, "c%d hw%d k%d s%d: nothing to keep in fp32 (%zu floats)", c,
-			             hw, k, stride, kf);
-			continue;
-		}
-		check_report(kf > 0 && kf <= (nx + 1) / 2 + 64,
-		             "c%d hw%d k%d s%d: the kept copy is bf16 (%zu floats for %zu values)", c,
-		             hw, k, stride, kf, nx);
-		void *keep = NULL;
-		if (kf == 0 || posix_memalign(&keep, 64, kf * sizeof(float)) != 0)
-			break;
-		for (int kept = 0; kept < 2; kept++) {
-			y[kept] = fill(ny, 0, 0), dx[kept] = fill(nx, 0, 0), dw[kept] = fill(nw, 0, 0);
-			if (kept) {
-				int k1 = sd_conv2d_forward_blocked_keep(y[kept], x, w, NULL, &s, blk, blk, ws,
-				                                        keep);
-				/* Overwrite the workspace: the backward must read the kept copy. */
-				memset(ws, 0xff, sd_conv2d_workspace_floats_blocked(&s, blk, blk) * sizeof(float));
-				sd_conv2d_backward_blocked_kept(dx[kept], dw[kept], NULL, dy, x, w, &s, blk, blk,
-				                                ws, k1 ? keep : NULL);
-				check_report(k1 == 1, "c%d hw%d k%d s%d: the forward kept x in bf16", c, hw,
-				             k, stride);
-			} else {
-				sd_conv2d_forward_blocked(y[kept], x, w, NULL, &s, blk, blk, ws);
-				sd_conv2d_backward_blocked(dx[kept], dw[kept], NULL, dy, x, w, &s, blk, blk, ws);
-			}
-		}
-		check_report(!memcmp(y[0], y[1], ny * sizeof(float)) &&
-		             !memcmp(dx[0], dx[1], nx * sizeof(float)) &&
-		             !memcmp(dw[0], dw[1], nw * sizeof(float)),
-		             "c%d hw%d k%d s%d: x kept from forward gives the bits of x converted "
-		             "twice", c, hw, k, stride);
-		/* And the backward reads the kept copy: zeros there give a zero
-		 * weight gradient (x itself is not zero). */
-		memset(keep, 0, kf * sizeof(float));
-		memset(dw[1], 0, nw * sizeof(float));
-		sd_conv2d_backward_blocked_kept(NULL, dw[1], NULL, dy, x, w, &s, blk, blk, ws, keep);
-		double dw_max = 0, dw_ref = 0;
-		for (size_t i = 0; i < nw; i++) {
-			dw_max = fmax(dw_max, fabs(dw[1][i]));
-			dw_ref = fmax(dw_ref, fabs(dw[0][i]));
-		}
-		check_report(dw_max == 0 && dw_ref > 0,
-		             "c%d hw%d k%d s%d: the weight gradient reads the kept copy (%g, else %g)",
-		             c, hw, k, stride, dw_max, dw_ref);
-		for (int i = 0; i < 2; i++)
-			free(y[i]), free(dx[i]), free(dw[i]);
-		free(keep);
-	}
-	sd_conv2d_set_precision(SD_CONV_FP32);
-	free(x), free(w), free(dy), free(ws);
-}
-
 /* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
 static float to_bf16(float x)
 {
@@ -376,11 +306,9 @@ int main(void)
 	struct sd_conv2d_shape bs;
 	sd_conv2d_shape_init(&bs, 8, 16, 32, 32, 32, 3, 2, 1);
 	int blk = sd_conv2d_block(&bs);
-	if (blk > 1) {
+	if (blk > 1)
 		check_shape(16, 32, 32, 3, 2, 0, 0, blk);
-		check_keep(16, 32, 16, 1, blk);
-		check_keep(16, 32, 32, 2, blk);
-	} else
+	else
 		check_skip("no channel-blocked oneDNN layout for the blocked check");
 	check_training("resnet20");
 	check_training("cnn");
