@@ -381,8 +381,12 @@ static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked,
 	if (!is_auto) {
 		if (asked == SD_CONV_BF16 && t->dev)
 			p = SD_CONV_FP32;
-		snprintf(t->precision_reason, rl, "%s", p == asked ? "asked for"
-		         : "bf16 asked for, but the CUDA backend computes in fp32");
+		snprintf(t->precision_reason, rl, "%s", p != asked
+		         ? "bf16 asked for, but the CUDA backend computes in fp32"
+		         : p == SD_CONV_BF16 && sd_model_onednn_convs(t->model) == 0
+		         ? "asked for, but no convolution of the model runs on oneDNN: "
+		           "it computes as in fp32"
+		         : "asked for");
 	} else if (t->dev) {
 		p = SD_CONV_FP32;
 		snprintf(t->precision_reason, rl, "auto: the CUDA backend computes in fp32");

@@ -199,6 +199,11 @@ static void check_auto(void)
 	             strstr(t->precision_reason, "no convolution"),
 	             "auto: the mlp (no convolution) trains in fp32 (%s)", t->precision_reason);
 	sd_trainer_destroy(t);
+	t = make("mlp", "bf16");
+	check_report(t->precision == SD_CONV_BF16 && strstr(t->precision_reason, "no convolution"),
+	             "bf16 asked for the mlp: its reason says it changes nothing (%s)",
+	             t->precision_reason);
+	sd_trainer_destroy(t);
 	t = make("cnn", "fp32");
 	check_report(t->precision == SD_CONV_FP32 && !strcmp(t->precision_reason, "asked for"),
 	             "fp32 asked for: fp32 (%s)", t->precision_reason);
