@@ -40,3 +40,7 @@ EXTRA_DIST += tests/controller/test-elastic-samples.sh
 # A worker joining an AdamW run gets both moments; checksums stay equal.
 TESTS += tests/controller/test-elastic-adamw.sh
 EXTRA_DIST += tests/controller/test-elastic-adamw.sh
+# The job's precision: auto's pick journaled in worker_ready/worker_joined,
+# a bf16 checkpoint resumed in fp32 and back.
+TESTS += tests/controller/test-elastic-bf16.sh
+EXTRA_DIST += tests/controller/test-elastic-bf16.sh
