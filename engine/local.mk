@@ -5,9 +5,10 @@ engine_libsdengine_a_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS) $(ZLIB_CFLAGS)
 engine_libsdengine_a_SOURCES = \
 	engine/blas.c engine/blas.h \
 	engine/layers.c engine/layers.h engine/layers-blocked.c engine/layers-general.c \
+	engine/layers-seq.c engine/layers-seq.h \
 	engine/data.c engine/data.h engine/npy.c engine/npy.h engine/tokens.c engine/tokens.h \
 	engine/checkpoint.c engine/checkpoint.h \
-	engine/model.c engine/model.h engine/model-graph.h \
+	engine/model.c engine/model.h engine/model-graph.h engine/model-seq.c \
 	engine/optim.c engine/optim.h \
 	engine/train.c engine/train.h \
 	engine/backend.c engine/backend.h engine/backend-plugin.h \

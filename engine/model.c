@@ -34,6 +34,19 @@ int sd_graph_act(struct sd_model *m, int c, int h, int w)
 	return m->nacts++;
 }
 
+int sd_graph_seq_act(struct sd_model *m, int rank, const int *dims)
+{
+	int c = 1;
+	for (int k = 0; k < rank; k++)
+		c *= dims[k];
+	int id = sd_graph_act(m, c, 1, 1);
+	struct act *a = &m->acts[id];
+	a->rank = rank;
+	for (int k = 0; k < rank; k++)
+		a->dims[k] = dims[k];
+	return id;
+}
+
 struct node *sd_graph_node(struct sd_model *m, enum sd_op op, int in, const char *name)
 {
 	if (m->nnodes == m->cap_nodes) {
@@ -301,6 +314,8 @@ static void choose_layout(struct sd_model *m, int max_batch)
 			break;
 		case OP_CONCAT:
 			/* Copies NCHW planes. */
+		case OP_SEQ:
+			/* Language models have no convolutions to block. */
 		case OP_GCONV:
 			/* im2col of NCHW planes only. */
 			return;
@@ -455,7 +470,8 @@ struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_bat
 int sd_graph_finish(struct sd_model *m, int classes, char **why)
 {
 	const struct act *last = &m->acts[m->nacts - 1];
-	if (m->nnodes == 0 || last->c != classes || last->h != 1 || last->w != 1)
+	const int per_sample = classes * (m->seq_len ? m->seq_len : 1);
+	if (m->nnodes == 0 || last->c != per_sample || last->h != 1 || last->w != 1)
 		return sd_why(why, "model %s: its last activation is %dx%dx%d, not %d logits",
 		              m->name, last->c, last->h, last->w, classes);
 	m->classes = classes;
@@ -500,6 +516,7 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 	m->grads = sd_calloc(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float));
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
 	m->probs = sd_malloc((size_t)max_batch * classes * sizeof(float));
+	sd_seq_finish(m);
 	plan_ready_points(m);
 	return 0;
 }
@@ -518,6 +535,12 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].argmax);
 		free(m->nodes[i].bin_k);
 		free(m->nodes[i].drop_mask);
+		free(m->nodes[i].seq_idx);
+		free(m->nodes[i].seq_mask);
+		free(m->nodes[i].seq_mean);
+		free(m->nodes[i].seq_rstd);
+		free(m->nodes[i].seq_src);
+		free(m->nodes[i].seq_ids);
 	}
 	free(m->acts);
 	free(m->nodes);
@@ -539,7 +562,7 @@ static const char *const op_names[] = {
 	[OP_CONV] = "conv", [OP_BN] = "batchnorm", [OP_RELU] = "relu", [OP_MAXPOOL] = "maxpool",
 	[OP_AVGPOOL] = "avgpool", [OP_LINEAR] = "linear", [OP_ADD] = "add", [OP_ACT] = "activation",
 	[OP_CONCAT] = "concat", [OP_GCONV] = "conv", [OP_BINARY] = "arith",
-	[OP_DROPOUT] = "dropout",
+	[OP_DROPOUT] = "dropout", [OP_SEQ] = "seq",
 };
 
 void sd_model_profile_start(struct sd_model *m, int cpu_clock)
@@ -551,8 +574,16 @@ void sd_model_profile_start(struct sd_model *m, int cpu_clock)
 		const struct node *n = &m->nodes[i];
 		/* A fused group's time is its head's forward and its tail's
 		 * backward; the nodes in between show none. */
+		static const char *const seq_names[] = {
+			[SEQ_EMBED] = "embedding", [SEQ_LINEAR] = "linear", [SEQ_BMM] = "matmul",
+			[SEQ_LAYERNORM] = "layernorm", [SEQ_SOFTMAX] = "softmax",
+			[SEQ_MASKFILL] = "mask", [SEQ_TRANSPOSE] = "transpose", [SEQ_SLICE] = "split",
+			[SEQ_ERF] = "erf", [SEQ_BIAS] = "arith", [SEQ_POW] = "pow",
+			[SEQ_GELU] = "gelu", [SEQ_ATTENTION] = "attention",
+		};
 		const char *op = n->fuse == FUSE_RELU ? "bn+relu"
-		                 : n->fuse == FUSE_ADD_RELU ? "bn+add+relu" : op_names[n->op];
+		                 : n->fuse == FUSE_ADD_RELU ? "bn+add+relu"
+		                 : n->op == OP_SEQ ? seq_names[n->seq] : op_names[n->op];
 		m->prof[i] = (struct sd_node_time){ .name = n->name, .op = op };
 	}
 }
@@ -578,6 +609,21 @@ float *sd_model_grads(struct sd_model *m) { return m->grads; }
 size_t sd_model_buffer_count(const struct sd_model *m) { return m->nbuffers; }
 float *sd_model_buffers(struct sd_model *m) { return m->buffers; }
 double sd_model_flops_per_sample(const struct sd_model *m) { return 6.0 * m->flops; }
+
+int sd_model_onednn_convs(const struct sd_model *m)
+{
+	int count = 0;
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		if (n->op != OP_CONV)
+			continue;
+		struct sd_conv2d_shape s = conv_shape(n, m->max_batch);
+		/* A blocked model runs every convolution on oneDNN (choose_layout). */
+		if (m->blk > 1 || sd_conv2d_path(&s, n->b_off != NONE) == SD_CONV_ONEDNN)
+			count++;
+	}
+	return count;
+}
 
 const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *count)
 {
@@ -834,6 +880,8 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		sd_linear_forward(out->val, in->val, p + n->w_off, n->b_off == NONE ? NULL : p + n->b_off,
 		                  nb, n->fc_in, n->fc_out);
 		return 1;
+	case OP_SEQ:
+		return sd_seq_forward(m, i, nb, train);
 	case OP_ADD:
 		if (blk > 1) {
 			/* An add no batch-norm was fused with: out = a + residual. */
@@ -849,9 +897,9 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 	return 1;
 }
 
-static void forward(struct sd_model *m, const float *x, int nb, int train)
+/* The nodes forward, on the input already in activation 0. */
+static void run_forward(struct sd_model *m, int nb, int train)
 {
-	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
 	for (int i = 0; i < m->nnodes;) {
 		double t0 = m->prof ? prof_now(m) : 0.0;
 		int ran = forward_node(m, i, nb, train);
@@ -859,6 +907,12 @@ static void forward(struct sd_model *m, const float *x, int nb, int train)
 			m->prof[i].forward_s += prof_now(m) - t0;
 		i += ran;
 	}
+}
+
+static void forward(struct sd_model *m, const float *x, int nb, int train)
+{
+	memcpy(m->acts[0].val, x, act_floats(&m->acts[0]) * nb * sizeof(float));
+	run_forward(m, nb, train);
 }
 
 /* Where node input act's gradient goes: straight into act->grad the first
@@ -874,6 +928,12 @@ static void grad_commit(struct sd_model *m, struct act *a, size_t count)
 	if (a->grad_set)
 		sd_accumulate(a->grad, m->scratch, count);
 	a->grad_set = 1;
+}
+
+float *sd_graph_grad_target(struct sd_model *m, struct act *a) { return grad_target(m, a); }
+void sd_graph_grad_commit(struct sd_model *m, struct act *a, size_t count)
+{
+	grad_commit(m, a, count);
 }
 
 /* Backward of a fused group whose tail is node i (see forward_node); returns
@@ -994,7 +1054,7 @@ static int backward_node(struct sd_model *m, int i, int nb)
 	/* The input image needs no gradient. */
 	int need_dx = n->in != 0;
 	if (n->fused_from)
-		return backward_group(m, i, nb);
+		return n->op == OP_SEQ ? sd_seq_backward_group(m, i, nb) : backward_group(m, i, nb);
 	switch (n->op) {
 	case OP_CONV: {
 		struct sd_conv2d_shape s = n->conv;
@@ -1091,6 +1151,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 	case OP_ADD:
 		backward_add(m, n, nb);
 		break;
+	case OP_SEQ:
+		sd_seq_backward(m, i, nb, need_dx);
+		break;
 	}
 	return i;
 }
@@ -1113,6 +1176,9 @@ static void backward(struct sd_model *m, int nb)
 
 static int check_batch(const struct sd_model *m, int nb, char **why)
 {
+	if (m->seq_len)
+		return sd_why(why, "model %s is a language model: it trains and evaluates on token "
+		              "windows (sd_model_train_tokens), not on images", m->name);
 	if (nb < 0 || nb > m->max_batch)
 		return sd_why(why, "model %s: batch of %d samples, built for at most %d",
 		              m->name, nb, m->max_batch);
@@ -1164,23 +1230,67 @@ int sd_model_eval_batch(struct sd_model *m, const float *x, const uint8_t *label
 
 /* ---- language models ---- */
 
-/* Not lowered yet (issue 36): no graph has a token input so far. */
 int sd_model_seq_len(const struct sd_model *m)
 {
-	(void)m;
+	return m->seq_len;
+}
+
+/* Checks a token batch and puts x into the input activation. */
+static int tokens_in(struct sd_model *m, const int32_t *x, const int32_t *y, int n, char **why)
+{
+	if (!m->seq_len)
+		return sd_why(why, "%s: not a language model (its input is not token ids)", m->name);
+	if (n < 0 || n > m->max_batch)
+		return sd_why(why, "model %s: batch of %d samples, built for at most %d",
+		              m->name, n, m->max_batch);
+	const size_t cnt = (size_t)n * m->seq_len;
+	for (size_t k = 0; k < cnt; k++) {
+		if (x[k] < 0 || x[k] >= m->classes)
+			return sd_why(why, "model %s: input token id %d at position %zu is not below "
+			              "its vocabulary of %d", m->name, x[k], k, m->classes);
+		if (y[k] < 0 || y[k] >= m->classes)
+			return sd_why(why, "model %s: target token id %d at position %zu is not below "
+			              "its vocabulary of %d", m->name, y[k], k, m->classes);
+	}
+	float *in = m->acts[0].val;
+	for (size_t k = 0; k < cnt; k++)
+		in[k] = (float)x[k];
 	return 0;
 }
 
 int sd_model_train_tokens(struct sd_model *m, const int32_t *x, const int32_t *y, int n,
                           float grad_scale, double *loss_sum, char **why)
 {
-	(void)x, (void)y, (void)n, (void)grad_scale, (void)loss_sum;
-	return sd_why(why, "%s: not a language model (its input is not token ids)", m->name);
+	if (tokens_in(m, x, y, n, why) < 0)
+		return -1;
+	memset(m->grads, 0, m->nparams * sizeof(float));
+	if (loss_sum)
+		*loss_sum = 0;
+	if (n == 0)
+		return 0;
+	run_forward(m, n, 1);
+	struct act *logits = &m->acts[m->nacts - 1];
+	double loss = sd_seq_xent(logits->val, logits->grad, y, (size_t)n * m->seq_len,
+	                          m->classes, grad_scale);
+	if (loss_sum)
+		*loss_sum = loss;
+	backward(m, n);
+	return 0;
 }
 
 int sd_model_eval_tokens(struct sd_model *m, const int32_t *x, const int32_t *y, int n,
                          double *loss_sum, char **why)
 {
-	(void)x, (void)y, (void)n, (void)loss_sum;
-	return sd_why(why, "%s: not a language model (its input is not token ids)", m->name);
+	if (tokens_in(m, x, y, n, why) < 0)
+		return -1;
+	if (loss_sum)
+		*loss_sum = 0;
+	if (n == 0)
+		return 0;
+	run_forward(m, n, 0);
+	struct act *logits = &m->acts[m->nacts - 1];
+	double loss = sd_seq_xent(logits->val, NULL, y, (size_t)n * m->seq_len, m->classes, 0);
+	if (loss_sum)
+		*loss_sum = loss;
+	return 0;
 }

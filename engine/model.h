@@ -73,6 +73,10 @@ const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *cou
 /* Forward + backward multiply-adds x 2 per sample (forward and backward), for
  * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
 double sd_model_flops_per_sample(const struct sd_model *m);
+/* Convolutions of the model that run on the oneDNN path (engine/layers.h
+ * sd_conv2d_path at the model's largest batch; all of them in a blocked
+ * model), the ones a bf16 precision changes; 0 for a model without any. */
+int sd_model_onednn_convs(const struct sd_model *m);
 
 /* Gradients as backward completes them, so their all-reduce can overlap
  * the rest of backward (engine/grad-sync.h).  Parameters are laid out in
@@ -117,7 +121,8 @@ const struct sd_node_time *sd_model_profile(const struct sd_model *m, int *count
  * pass grad_scale = 1 / global_batch.  *loss_sum gets the summed
  * cross-entropy, *correct the number of correct arg-maxes (either may be
  * NULL).  n may be 0 (gradients are then zero).  Returns 0, or -1 with *why
- * when n exceeds max_batch. */
+ * when n exceeds max_batch or the model is a language model (see
+ * sd_model_train_tokens; sd_model_eval_batch likewise). */
 int sd_model_train_batch(struct sd_model *m, const float *x, const uint8_t *labels,
                          int n, float grad_scale, double *loss_sum, int *correct,
                          char **why);

@@ -430,8 +430,9 @@ static int g_node_of(struct gen *G, const struct node *n)
 	case OP_GCONV:
 	case OP_BINARY:
 	case OP_DROPOUT:
+	case OP_SEQ:
 		return g_fail(G, n, "activations, concatenations, general convolutions, "
-		                    "arithmetic and dropout come only from ONNX files; export the "
+		                    "arithmetic, dropout and language-model ops come only from ONNX files; export the "
 		                    "model with its file (sd_onnx_export_file)");
 	}
 	/* Batch-norm and ReLU keep their input's rank; the rest make maps. */

@@ -79,6 +79,25 @@ static int add_view(struct lower *L, const Onnx__NodeProto *nd, int a, int b);
 static int arith_consts(struct lower *L, const Onnx__NodeProto *nd, char op);
 static int reshape_const(struct lower *L, const Onnx__NodeProto *nd, int x);
 static int op_index(const char *op);
+static int lower_erf(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_where(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_equal(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_range(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_split(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_layernorm(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_reduce_mean(struct lower *L, const Onnx__NodeProto *nd);
+static int lower_ln_part(struct lower *L, const Onnx__NodeProto *nd);
+static int seq_gather(struct lower *L, const Onnx__NodeProto *nd);
+static int seq_matmul(struct lower *L, const Onnx__NodeProto *nd, int a, int b);
+static int seq_arith(struct lower *L, const Onnx__NodeProto *nd, int a, int b, enum sd_binop op);
+static int seq_transpose(struct lower *L, const Onnx__NodeProto *nd, int x);
+static int seq_reshape(struct lower *L, const Onnx__NodeProto *nd, int x);
+static int seq_softmax(struct lower *L, const Onnx__NodeProto *nd, int x);
+static int seq_dropout(struct lower *L, const Onnx__NodeProto *nd, int x, float p);
+static int transpose_weight(struct lower *L, const Onnx__NodeProto *nd, int x);
+static int is_seq(const struct lower *L, int v);
+static struct node *seq_node(struct lower *L, const Onnx__NodeProto *nd, enum sd_seq_op op,
+                             int in, int ndim, const int64_t *dims);
 
 /* THE supported-op table: the loader dispatches on it, the errors list it,
  * and spotdeck-job(5) prints it. */
@@ -140,6 +159,29 @@ static const struct {
 	  lower_softmax },
 	{ { "LogSoftmax", "as the last node only: dropped (the loss is softmax cross-entropy)" },
 	  lower_softmax },
+	/* Language models (an int64 (N, T) token input; examples/char-gpt).
+	 * The ops above also take their (N, T, ...) activations: Gather of a
+	 * float initializer by the token ids or by constant positions ->
+	 * embedding; MatMul by a weight -> linear over every position, of two
+	 * activations -> batched matrix product; Add/Sub/Mul/Div of two
+	 * same-shape activations, or with a scalar or one value per last-axis
+	 * entry; Transpose keeping the batch first; Reshape keeping the batch
+	 * (nothing: same buffer); Softmax on the last axis; Dropout. */
+	{ { "Erf", "elementwise erf of an activation (the exact GELU's chain, run as one "
+	    "GELU node, as is the tanh GELU's Mul / Tanh chain)" }, lower_erf },
+	{ { "Where", "of a constant condition, a constant scalar and an activation: a masked "
+	    "fill (the causal mask)" }, lower_where },
+	{ { "Equal", "of constants, folded at load" }, lower_equal },
+	{ { "Range", "of constants, folded at load" }, lower_range },
+	{ { "Split", "of an activation along its last axis" }, lower_split },
+	{ { "LayerNormalization", "layer norm over the last axis" }, lower_layernorm },
+	{ { "ReduceMean", "only as the head of the LayerNorm chain of opsets before 17 "
+	    "(ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul, Add): one layer norm" },
+	  lower_reduce_mean },
+	{ { "Pow", "of an activation by a float scalar; inside that LayerNorm chain: part of "
+	    "its node" }, lower_ln_part },
+	{ { "Sqrt", "of an activation; inside that LayerNorm chain: part of its node" },
+	  lower_ln_part },
 };
 #define NOPS ((int)(sizeof ops / sizeof ops[0]))
 _Static_assert(NOPS <= SD_ONNX_OPS_MAX, "SD_ONNX_OPS_MAX too small");
@@ -233,6 +275,11 @@ struct val {
 	 * + vsp[1] + vsp[2] + vsp[3] > 0 marks the latter kind; its shape vc x
 	 * vh x vw. */
 	int vs_h, vs_w, vpad, vsp[4], vc, vh, vw;
+	/* V_ACT of a language model: ndim and dims are its whole shape, dims[0]
+	 * BATCH_DIM (rank = ndim).  V_CONST wt: a Transpose of a 2-D float
+	 * initializer, dims the transposed ones, f still in the initializer's
+	 * layout (a weight for a MatMul). */
+	int seq, wt;
 };
 
 /* A parameter or buffer copy to make once the model's buffers exist. */
@@ -260,6 +307,14 @@ struct lower {
 	int op_count[SD_ONNX_OPS_MAX];
 	int softmax_out;        /* value a final Softmax made, else -1 */
 	size_t act_floats;      /* per sample, over the activations made so far */
+	int seq_T;              /* a language model's sequence length, else 0 */
+	int unfused;            /* SPOTDECK_FUSE=off */
+	/* Initializers made parameters by language-model ops: one parameter
+	 * per initializer, so a tied one (the embedding and the output
+	 * projection) is one tensor whose gradient sums both uses. */
+	const char **tie_init;
+	size_t *tie_off;
+	int ntie, cap_tie;
 	char **why;
 };
 
@@ -817,6 +872,9 @@ static int lower_relu(struct lower *L, const Onnx__NodeProto *nd)
 	Y->kind = V_ACT;
 	Y->act = act;
 	Y->rank = L->vals[x].rank;
+	Y->seq = L->vals[x].seq;
+	Y->ndim = L->vals[x].ndim;
+	memcpy(Y->dims, L->vals[x].dims, sizeof Y->dims);
 	return 0;
 }
 
@@ -864,8 +922,18 @@ static int lower_act(struct lower *L, const Onnx__NodeProto *nd)
 	}
 	if (!isfinite(a) && kind == SD_ACT_LEAKY_RELU)
 		return fail(L, "alpha %g", (double)a);
-	const struct act A = L->m->acts[L->vals[x].act];
-	struct node *n = act_node(L, nd, OP_ACT, L->vals[x].act, &A, L->vals[x].rank);
+	struct node *n;
+	if (is_seq(L, x)) {
+		const struct val *X = &L->vals[x];
+		int64_t dims[8];
+		for (int k = 0; k < X->ndim; k++)
+			dims[k] = X->dims[k];
+		if ((n = seq_node(L, nd, SEQ_BIAS, X->act, X->ndim, dims)))
+			n->op = OP_ACT;
+	} else {
+		const struct act A = L->m->acts[L->vals[x].act];
+		n = act_node(L, nd, OP_ACT, L->vals[x].act, &A, L->vals[x].rank);
+	}
 	if (!n)
 		return -1;
 	n->act = kind;
@@ -1026,6 +1094,8 @@ static int lower_reshape(struct lower *L, const Onnx__NodeProto *nd)
 	int x0 = input(L, nd, 0, 0);
 	if (x0 >= 0 && L->vals[x0].kind == V_CONST)
 		return reshape_const(L, nd, x0);
+	if (is_seq(L, x0))
+		return seq_reshape(L, nd, x0);
 	int x = x0 < 0 ? -1 : act_input(L, nd, 0), sh = -1;
 	if (x < 0 || (sh = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0)) < 0)
 		return -1;
@@ -1112,7 +1182,10 @@ static int make_linear(struct lower *L, const Onnx__NodeProto *nd, int x, int w,
 	n->fc_out = (int)outf;
 	n->w_off = sd_graph_tensor(m, nm, "weight", 2, (int)outf, (int)fan, 0, 0);
 	name_tensor(L, &L->vals[w]);
-	add_copy(L, 0, n->w_off, &L->vals[w], transposed ? (int)in : 0, transposed ? (int)outf : 0);
+	/* A Transpose'd initializer (wt) holds its data in the layout before
+	 * the Transpose: the other one. */
+	const int copy_t = transposed != L->vals[w].wt;
+	add_copy(L, 0, n->w_off, &L->vals[w], copy_t ? (int)in : 0, copy_t ? (int)outf : 0);
 	if (b >= 0) {
 		n->b_off = sd_graph_tensor(m, nm, "bias", 1, (int)outf, 0, 0, 0);
 		name_tensor(L, &L->vals[b]);
@@ -1172,6 +1245,9 @@ static int bias_add(struct lower *L, size_t k, int *bias)
 
 static int lower_matmul(struct lower *L, const Onnx__NodeProto *nd)
 {
+	int a0 = input(L, nd, 0, 0), b0 = a0 < 0 ? -1 : input(L, nd, 1, 0);
+	if (b0 >= 0 && is_seq(L, a0))
+		return seq_matmul(L, nd, a0, b0);
 	int x = act_input(L, nd, 0), w = -1;
 	if (x < 0 || (w = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0)
 		return -1;
@@ -1206,6 +1282,8 @@ static int lower_add(struct lower *L, const Onnx__NodeProto *nd)
 	if (L->vals[a].kind == V_CONST && L->vals[b].kind == V_CONST &&
 	    L->vals[a].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
 		return arith_consts(L, nd, '+');
+	if (is_seq(L, a) || is_seq(L, b))
+		return seq_arith(L, nd, a, b, SD_BIN_ADD);
 	if (L->vals[a].kind == V_VIEW && L->vals[b].kind == V_VIEW)
 		return fail(L, "adds two shortcuts (Slice/Pad of activations); one side must be the "
 		            "block's main branch");
@@ -1319,6 +1397,45 @@ static struct val *int_tensor_out(struct lower *L, const Onnx__NodeProto *nd, in
 	return Y;
 }
 
+/* A float (or, int64, an int64 0/1) constant output of dims[0..ndim), of at
+ * most SD_ONNX_MAX_ELEMS elements (a slice of an initializer, a mask),
+ * zero-filled; NULL after an error.  May move L->vals. */
+static struct val *big_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
+                                  const int64_t *dims, int dtype)
+{
+	if (ndim < 0 || ndim > 8)
+		return fail(L, "a constant of %d dimensions, at most 8 supported", ndim), NULL;
+	int64_t count = 1;
+	for (int d = 0; d < ndim; d++) {
+		if (dims[d] < 0 || dims[d] > SD_ONNX_MAX_ELEMS)
+			return fail(L, "a constant's dimension %d is %lld", d, (long long)dims[d]), NULL;
+		count *= dims[d];
+		if (SD_ONNX_MAX_ELEMS < count)
+			return fail(L, "a constant of more than %lld values",
+			            (long long)SD_ONNX_MAX_ELEMS), NULL;
+	}
+	struct val *Y = output(L, nd, 1);
+	if (!Y)
+		return NULL;
+	Y->kind = V_CONST;
+	Y->dtype = dtype;
+	Y->count = (size_t)count;
+	Y->ndim = ndim;
+	for (int d = 0; d < ndim; d++)
+		Y->dims[d] = dims[d];
+	if (dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		Y->f = sd_calloc(count ? (size_t)count : 1, sizeof(float));
+	else
+		Y->i = sd_calloc(count ? (size_t)count : 1, sizeof(int64_t));
+	return Y;
+}
+
+static struct val *float_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
+                                    const int64_t *dims)
+{
+	return big_tensor_out(L, nd, ndim, dims, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+}
+
 static struct val *int_output(struct lower *L, const Onnx__NodeProto *nd, size_t count)
 {
 	int64_t d = (int64_t)count;
@@ -1365,7 +1482,11 @@ static int lower_shape(struct lower *L, const Onnx__NodeProto *nd)
 	int64_t dims[8];
 	int rank;
 	const struct val *X = &L->vals[x];
-	if (X->kind == V_ACT) {
+	if (X->kind == V_ACT && X->seq) {
+		rank = X->ndim;
+		for (int d = 0; d < rank; d++)
+			dims[d] = X->dims[d];
+	} else if (X->kind == V_ACT) {
 		const struct act a = L->m->acts[X->act];
 		rank = X->rank;
 		dims[0] = BATCH_DIM;
@@ -1402,6 +1523,10 @@ static int lower_shape(struct lower *L, const Onnx__NodeProto *nd)
 
 static int lower_gather(struct lower *L, const Onnx__NodeProto *nd)
 {
+	int d0 = input(L, nd, 0, 0);
+	if (d0 >= 0 && L->vals[d0].kind == V_CONST &&
+	    L->vals[d0].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		return seq_gather(L, nd);
 	int d = const_input(L, nd, 0, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0), ix = -1;
 	if (d < 0 || (ix = fixed_int_input(L, nd, 1, 0)) < 0)
 		return -1;
@@ -1634,6 +1759,11 @@ static int lower_transpose(struct lower *L, const Onnx__NodeProto *nd)
 	int x = input(L, nd, 0, 0);
 	if (x < 0)
 		return -1;
+	if (is_seq(L, x))
+		return seq_transpose(L, nd, x);
+	if (L->vals[x].kind == V_CONST && L->vals[x].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
+	    L->vals[x].ndim == 2)
+		return transpose_weight(L, nd, x);
 	if (L->vals[x].kind != V_CONST || L->vals[x].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
 		return fail(L, "transposes %s; only int64 constants (shape computations) are "
 		            "transposed, at load", L->vals[x].kind != V_CONST ? "an activation"
@@ -1820,6 +1950,8 @@ static int lower_arith(struct lower *L, const Onnx__NodeProto *nd, enum sd_binop
 		return fail(L, "computes on two float constants, which the loader does not fold "
 		            "(export with do_constant_folding=True)");
 	}
+	if (is_seq(L, a) || is_seq(L, b))
+		return seq_arith(L, nd, a, b, op);
 	if (A->kind == V_ACT && B->kind == V_ACT)
 		return arith_acts(L, nd, a, b, op);
 	if (A->kind == V_CONST)
@@ -1878,6 +2010,8 @@ static int lower_dropout(struct lower *L, const Onnx__NodeProto *nd)
 		return fail(L, "ratio %g; dropout needs 0 <= ratio < 1", (double)p);
 	if (p == 0.0f)
 		return alias(L, nd, x, L->vals[x].rank);
+	if (is_seq(L, x))
+		return seq_dropout(L, nd, x, p);
 	const struct act A = L->m->acts[L->vals[x].act];
 	struct node *n = act_node(L, nd, OP_DROPOUT, L->vals[x].act, &A, L->vals[x].rank);
 	if (!n)
@@ -2001,9 +2135,7 @@ static int slice_args(struct lower *L, const Onnx__NodeProto *nd, int rank, int6
 static int slice_const(struct lower *L, const Onnx__NodeProto *nd, int x)
 {
 	const int rank = L->vals[x].ndim;
-	if (L->vals[x].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-		return fail(L, "slices a %s constant; only int64 constants are folded",
-		            dtype_name(L->vals[x].dtype));
+	const int isf = L->vals[x].dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
 	int64_t st[8], en[8], sp[8], first[8], step[8], od[8], ist[8], idx[8] = { 0 };
 	int ax[8], n;
 	if (rank < 1)
@@ -2020,7 +2152,9 @@ static int slice_const(struct lower *L, const Onnx__NodeProto *nd, int x)
 		step[ax[k]] = sp[k];
 	}
 	strides_of(L->vals[x].dims, rank, ist);
-	struct val *Y = int_tensor_out(L, nd, rank, od);
+	/* A float constant (a registered buffer such as the causal mask) is
+	 * sliced as it is: no more elements than it has. */
+	struct val *Y = isf ? float_tensor_out(L, nd, rank, od) : int_tensor_out(L, nd, rank, od);
 	if (!Y)
 		return -1;
 	const struct val *X = &L->vals[x];
@@ -2028,7 +2162,10 @@ static int slice_const(struct lower *L, const Onnx__NodeProto *nd, int x)
 		int64_t src = 0;
 		for (int k = 0; k < rank; k++)
 			src += (first[k] + idx[k] * step[k]) * ist[k];
-		Y->i[o] = X->i[src];
+		if (isf)
+			Y->f[o] = X->f[src];
+		else
+			Y->i[o] = X->i[src];
 		for (int k = rank - 1; k >= 0; k--) {
 			if (++idx[k] < od[k])
 				break;
@@ -2303,8 +2440,18 @@ static int lower_cast(struct lower *L, const Onnx__NodeProto *nd)
 	if (X->kind != V_CONST || (X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT &&
 	                           X->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64))
 		return fail(L, "only casts of constants are supported (the engine computes in float32)");
+	if (to == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL &&
+	    X->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+		/* Bools are int64 0 / 1 here (tensor_val). */
+		if (alias(L, nd, x, 0) < 0)
+			return -1;
+		struct val *Y = &L->vals[L->nvals - 1];
+		for (size_t k = 0; k < Y->count; k++)
+			Y->i[k] = Y->i[k] != 0;
+		return 0;
+	}
 	if (to != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && to != ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-		return fail(L, "cast to %s; only float32 and int64 are supported",
+		return fail(L, "cast to %s; only float32, int64 and (of int64) bool are supported",
 		            dtype_name((int)to));
 	if (alias(L, nd, x, 0) < 0)
 		return -1;
@@ -2334,6 +2481,8 @@ static int lower_cast(struct lower *L, const Onnx__NodeProto *nd)
 static int lower_softmax(struct lower *L, const Onnx__NodeProto *nd)
 {
 	int x = act_input(L, nd, 0);
+	if (is_seq(L, x) && strcmp(nd->op_type, "LogSoftmax"))
+		return seq_softmax(L, nd, x);
 	int64_t axis;
 	if (x < 0 || attr_int(L, nd, "axis", -1, &axis) < 0)
 		return -1;
@@ -2349,6 +2498,963 @@ static int lower_softmax(struct lower *L, const Onnx__NodeProto *nd)
 	if (alias(L, nd, x, L->vals[x].rank) < 0)
 		return -1;
 	L->softmax_out = L->nvals - 1;
+	return 0;
+}
+
+/* ------------------------------------------------- language models
+ *
+ * A graph whose input is int64 (N, T) token ids (a GPT: examples/char-gpt)
+ * lowers onto OP_SEQ nodes (engine/model-graph.h, run by
+ * engine/model-seq.c) over activations of any rank.  Their values carry
+ * their whole ONNX shape (seq, ndim, dims with dims[0] the batch); the
+ * shape chains around them (Shape, Gather, Unsqueeze, Concat, Range, Slice
+ * and Equal of the mask buffer, Cast) fold as constants above.  Every
+ * initializer such an op trains becomes ONE parameter tensor (tie_param),
+ * however many nodes read it: the tied embedding and output projection
+ * share theirs and their gradients add up. */
+
+static int is_seq(const struct lower *L, int v)
+{
+	return v >= 0 && L->vals[v].kind == V_ACT && L->vals[v].seq;
+}
+
+/* Per-sample floats of a language-model value: product of dims[1..). */
+static size_t seq_per(const struct val *v)
+{
+	size_t f = 1;
+	for (int d = 1; d < v->ndim; d++)
+		f *= (size_t)v->dims[d];
+	return f;
+}
+
+/* Rows (everything but the batch and the last axis) of a value. */
+static int seq_rows(const struct val *v)
+{
+	size_t f = 1;
+	for (int d = 1; d < v->ndim - 1; d++)
+		f *= (size_t)v->dims[d];
+	return (int)f;
+}
+
+/* A node of OP_SEQ kind op reading activation in, making nd's output o (0
+ * here: output() checks the others are unread) of shape dims[0..ndim),
+ * dims[0] the batch.  NULL after an error. */
+static struct node *seq_node_out(struct lower *L, const Onnx__NodeProto *nd, size_t o,
+                                 enum sd_seq_op op, int in, int ndim, const int64_t *dims)
+{
+	if (ndim < 2 || ndim - 1 > SD_ACT_MAX_RANK)
+		return fail(L, "an activation of rank %d; 2 to %d (with the batch) supported", ndim,
+		            SD_ACT_MAX_RANK + 1), NULL;
+	int pd[SD_ACT_MAX_RANK];
+	size_t f = 1;
+	for (int k = 1; k < ndim; k++) {
+		if (dims[k] < 1 || dims[k] > MAX_DIM * 16)
+			return fail(L, "output dimension %d is %lld", k, (long long)dims[k]), NULL;
+		pd[k - 1] = (int)dims[k];
+		f *= (size_t)dims[k];
+		if (f > MAX_ACT_FLOATS)
+			return fail(L, "output of more than %zu values per sample", MAX_ACT_FLOATS), NULL;
+	}
+	L->act_floats += f;
+	if (L->act_floats > MAX_MODEL_ACT_FLOATS)
+		return fail(L, "the activations so far need more than %zu floats per sample",
+		            MAX_MODEL_ACT_FLOATS), NULL;
+	struct val *Y;
+	if (o == 0) {
+		/* Split's outputs are all computed; other ops' extra ones must be
+		 * unread. */
+		Y = output(L, nd, strcmp(nd->op_type, "Split") ? 1 : nd->n_output);
+	} else {
+		if (find_val(L, nd->output[o]) >= 0)
+			return fail(L, "output %s is produced twice", nd->output[o]), NULL;
+		Y = new_val(L, nd->output[o]);
+	}
+	if (!Y)
+		return NULL;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	if (o > 0) {
+		size_t len = strlen(nm);
+		snprintf(nm + (len > 28 ? 28 : len), sizeof nm - (len > 28 ? 28 : len), ".%zu", o);
+	}
+	int out = sd_graph_seq_act(L->m, ndim - 1, pd);
+	struct node *n = sd_graph_node(L->m, OP_SEQ, in, nm);
+	n->seq = op;
+	n->out = out;
+	Y = &L->vals[L->nvals - 1];
+	Y->kind = V_ACT;
+	Y->act = out;
+	Y->seq = 1;
+	Y->rank = ndim;
+	Y->ndim = ndim;
+	for (int k = 0; k < ndim; k++)
+		Y->dims[k] = k ? dims[k] : BATCH_DIM;
+	return n;
+}
+
+static struct node *seq_node(struct lower *L, const Onnx__NodeProto *nd, enum sd_seq_op op,
+                             int in, int ndim, const int64_t *dims)
+{
+	return seq_node_out(L, nd, 0, op, in, ndim, dims);
+}
+
+/* The parameter tensor of float initializer value v (rows x cols, or a
+ * vector when cols is 0) for node nm: made once per initializer, and
+ * found again by its name when another node reads it (weight tying).
+ * transposed: v's data is (cols, rows) and goes in transposed.  SD_NO_TENSOR
+ * after an error. */
+static size_t tie_param(struct lower *L, int v, const char *nm, const char *what, int rows,
+                        int cols, int transposed)
+{
+	const struct val *V = &L->vals[v];
+	if (V->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		return fail(L, "input %s is not float32", V->name), SD_NO_TENSOR;
+	if (V->count != (size_t)rows * (cols ? cols : 1))
+		return fail(L, "input %s has %zu values, expected %d x %d", V->name, V->count, rows,
+		            cols ? cols : 1), SD_NO_TENSOR;
+	if (V->init)
+		for (int k = 0; k < L->ntie; k++)
+			if (!strcmp(L->tie_init[k], V->init)) {
+				const struct sd_tensor_info *t = NULL;
+				for (int q = 0; q < L->m->ntensors; q++)
+					if (L->m->tensors[q].offset == L->tie_off[k])
+						t = &L->m->tensors[q];
+				if (!t || t->count != V->count || transposed)
+					return fail(L, "initializer %s is read by two nodes in different "
+					            "layouts; the engine ties an initializer only when every "
+					            "reader takes it as stored (an embedding and a MatMul by its "
+					            "Transpose)", V->init), SD_NO_TENSOR;
+				return L->tie_off[k];
+			}
+	struct sd_model *m = L->m;
+	size_t off = cols ? sd_graph_tensor(m, nm, what, 2, rows, cols, 0, 0)
+	             : sd_graph_tensor(m, nm, what, 1, rows, 0, 0, 0);
+	name_tensor(L, V);
+	add_copy(L, 0, off, V, transposed ? cols : 0, transposed ? rows : 0);
+	if (V->init) {
+		if (L->ntie == L->cap_tie) {
+			L->cap_tie = L->cap_tie ? 2 * L->cap_tie : 32;
+			L->tie_init = realloc(L->tie_init, (size_t)L->cap_tie * sizeof *L->tie_init);
+			L->tie_off = realloc(L->tie_off, (size_t)L->cap_tie * sizeof *L->tie_off);
+			if (!L->tie_init || !L->tie_off)
+				sd_oom();
+		}
+		L->tie_init[L->ntie] = V->init;
+		L->tie_off[L->ntie++] = off;
+	}
+	return off;
+}
+
+/* Gather of a float initializer (V, C): by the token ids (the input) or by
+ * constant int64 positions (T) -> an embedding (N, T, C). */
+static int seq_gather(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int w = input(L, nd, 0, 0), ix = w < 0 ? -1 : input(L, nd, 1, 0);
+	int64_t axis;
+	if (ix < 0 || attr_int(L, nd, "axis", 0, &axis) < 0)
+		return -1;
+	const struct val *W = &L->vals[w], *I = &L->vals[ix];
+	if (axis != 0 || W->ndim != 2 || !W->init)
+		return fail(L, "gathers from float constant %s along axis %lld; the engine gathers "
+		            "rows of a 2-D initializer (an embedding table) only", W->name,
+		            (long long)axis);
+	const int64_t V = W->dims[0], C = W->dims[1];
+	int64_t dims[3] = { BATCH_DIM, 0, C };
+	int32_t *idx = NULL;
+	int in = 0;
+	if (is_seq(L, ix)) {
+		if (I->act != 0 || I->ndim != 2)
+			return fail(L, "indices %s are computed; an embedding reads the token ids (the "
+			            "graph's input) or constant positions", I->name);
+		dims[1] = I->dims[1];
+	} else if (I->kind == V_CONST && I->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 &&
+	           I->ndim >= 1 && (size_t)I->dims[I->ndim - 1] == I->count && L->seq_T) {
+		/* (T) positions, or (1, T) (arange(T).unsqueeze(0)): the same
+		 * for every sample. */
+		if ((int64_t)I->count != L->seq_T)
+			return fail(L, "indices %s: %zu positions for a sequence of %d", I->name, I->count,
+			            L->seq_T);
+		idx = sd_malloc(I->count * sizeof *idx);
+		for (size_t k = 0; k < I->count; k++) {
+			if (I->i[k] < 0 || I->i[k] >= V) {
+				free(idx);
+				return fail(L, "index %lld out of range for the %lld rows of %s",
+				            (long long)I->i[k], (long long)V, W->name);
+			}
+			idx[k] = (int32_t)I->i[k];
+		}
+		dims[1] = (int64_t)I->count;
+	} else {
+		return fail(L, "indices %s: an embedding reads the token ids (the graph's input) or "
+		            "int64 constant positions ((T) or (1, T))", I->name);
+	}
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	size_t off = tie_param(L, w, nm, "weight", (int)V, (int)C, 0);
+	struct node *n = off == SD_NO_TENSOR ? NULL : seq_node(L, nd, SEQ_EMBED, in, 3, dims);
+	if (!n) {
+		free(idx);
+		return -1;
+	}
+	n->w_off = off;
+	n->seq_idx = idx;
+	n->seq_rows = (int)dims[1];
+	n->seq_k = (int)V;
+	n->seq_n = (int)C;
+	return 0;
+}
+
+/* Transpose of a 2-D float initializer: a weight in waiting (val.wt). */
+static int transpose_weight(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	const Onnx__AttributeProto *pa = attr(nd, "perm");
+	if (pa && (pa->n_ints != 2 || pa->ints[0] != 1 || pa->ints[1] != 0))
+		return fail(L, "transposes a 2-D float constant with a perm other than (1, 0)");
+	/* Only a MatMul or Gemm may read it (they take wt into account). */
+	for (size_t j = (size_t)L->node_idx + 1; j < L->g->n_node; j++)
+		for (size_t i = 0; i < L->g->node[j]->n_input; i++)
+			if (!strcmp(L->g->node[j]->input[i], nd->output[0]) &&
+			    strcmp(L->g->node[j]->op_type, "MatMul") && strcmp(L->g->node[j]->op_type, "Gemm"))
+				return fail(L, "the transposed initializer is read by node %s (%s); a "
+				            "Transpose of a float initializer is supported as a MatMul's "
+				            "weight only", L->g->node[j]->name, L->g->node[j]->op_type);
+	if (!L->vals[x].init)
+		return fail(L, "transposes float constant %s, which is no initializer; only an "
+		            "initializer's Transpose read by a MatMul is supported", L->vals[x].name);
+	if (alias(L, nd, x, 0) < 0)
+		return -1;
+	struct val *Y = &L->vals[L->nvals - 1];
+	int64_t d0 = Y->dims[0];
+	Y->dims[0] = Y->dims[1];
+	Y->dims[1] = d0;
+	Y->wt = !Y->wt;
+	return 0;
+}
+
+/* MatMul of a language-model activation by a weight (with the bias of a
+ * following Add) or by another activation (batched). */
+static int seq_matmul(struct lower *L, const Onnx__NodeProto *nd, int a, int b)
+{
+	struct sd_model *m = L->m;
+	const struct val *A = &L->vals[a], *B = &L->vals[b];
+	int64_t dims[8];
+	for (int k = 0; k < A->ndim; k++)
+		dims[k] = A->dims[k];
+	const int64_t K = A->dims[A->ndim - 1];
+	if (is_seq(L, b)) {
+		if (B->ndim != A->ndim || A->ndim < 3)
+			return fail(L, "multiplies activations of ranks %d and %d; batched products of "
+			            "equal ranks >= 3 are supported", A->ndim, B->ndim);
+		int64_t G = 1;
+		for (int k = 1; k < A->ndim - 2; k++) {
+			if (A->dims[k] != B->dims[k])
+				return fail(L, "batch dimension %d differs (%lld, %lld); broadcasting is not "
+				            "supported", k, (long long)A->dims[k], (long long)B->dims[k]);
+			G *= A->dims[k];
+		}
+		if (B->dims[B->ndim - 2] != K)
+			return fail(L, "inner dimensions %lld and %lld differ", (long long)K,
+			            (long long)B->dims[B->ndim - 2]);
+		const int64_t M = A->dims[A->ndim - 2], N = B->dims[B->ndim - 1];
+		const int ba = B->act;
+		dims[A->ndim - 1] = N;
+		struct node *n = seq_node(L, nd, SEQ_BMM, A->act, A->ndim, dims);
+		if (!n)
+			return -1;
+		n->in2 = ba;
+		m->acts[ba].consumers++;
+		n->seq_g = (int)G;
+		n->seq_m = (int)M;
+		n->seq_k = (int)K;
+		n->seq_n = (int)N;
+		m->flops += (double)G * M * K * N;
+		return 0;
+	}
+	if (B->kind != V_CONST || B->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || B->ndim != 2)
+		return fail(L, "input %s: a MatMul of an activation multiplies by a 2-D float "
+		            "initializer (a Linear's weight) or by another activation", B->name);
+	if (B->dims[0] != K)
+		return fail(L, "weight %s takes %lld inputs, the activation has %lld", B->name,
+		            (long long)B->dims[0], (long long)K);
+	const int64_t N = B->dims[1];
+	int bias = -2;
+	int add = bias_add(L, (size_t)L->node_idx, &bias);
+	if (add >= 0 && (L->vals[bias].count != (size_t)N || !L->vals[bias].init))
+		add = -1;
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	/* Stored (N, K) as layers.h's linear takes it: a Transpose'd initializer
+	 * (wt) is (N, K) already, a plain (K, N) one goes in transposed. */
+	size_t w_off = tie_param(L, b, nm, "weight", (int)N, (int)K, !B->wt);
+	if (w_off == SD_NO_TENSOR)
+		return -1;
+	size_t b_off = SD_NO_TENSOR;
+	if (add >= 0 && (b_off = tie_param(L, bias, nm, "bias", (int)N, 0, 0)) == SD_NO_TENSOR)
+		return -1;
+	A = &L->vals[a];
+	dims[A->ndim - 1] = N;
+	struct node *n = seq_node(L, nd, SEQ_LINEAR, A->act, A->ndim, dims);
+	if (!n)
+		return -1;
+	n->w_off = w_off;
+	n->b_off = b_off;
+	n->seq_rows = seq_rows(&L->vals[L->nvals - 1]);
+	n->seq_k = (int)K;
+	n->seq_n = (int)N;
+	m->flops += (double)n->seq_rows * K * N;
+	if (add >= 0) {
+		/* The Add becomes nothing: its output is the linear's. */
+		const Onnx__NodeProto *an = L->g->node[add];
+		L->skip[add] = 1;
+		L->op_count[op_index("Add")]++;
+		struct val *Y = new_val(L, an->output[0]);
+		*Y = L->vals[L->nvals - 2];
+		Y->name = an->output[0];
+		Y->consumers = 0;
+		L->vals[L->nvals - 2].consumers = 1;
+	}
+	return 0;
+}
+
+/* Add, Sub, Mul, Div with a language-model activation: of two of the same
+ * shape (OP_BINARY), or of one and a float constant that is a scalar or
+ * one value per last-axis entry (SEQ_BIAS; an initializer is trained). */
+static int seq_arith(struct lower *L, const Onnx__NodeProto *nd, int a, int b, enum sd_binop op)
+{
+	struct sd_model *m = L->m;
+	if (is_seq(L, a) && is_seq(L, b)) {
+		const struct val *A = &L->vals[a], *B = &L->vals[b];
+		int same = A->ndim == B->ndim;
+		for (int k = 1; same && k < A->ndim; k++)
+			same = A->dims[k] == B->dims[k];
+		if (!same)
+			return fail(L, "combines activations of different shapes; the engine broadcasts "
+			            "only constants over an activation");
+		int64_t dims[8];
+		for (int k = 0; k < A->ndim; k++)
+			dims[k] = A->dims[k];
+		const int aa = A->act, ba = B->act;
+		struct node *n = seq_node(L, nd, SEQ_BIAS, aa, A->ndim, dims);
+		if (!n)
+			return -1;
+		n->op = OP_BINARY;
+		n->in2 = ba;
+		m->acts[ba].consumers++;
+		n->binop = op;
+		m->flops += (double)seq_per(&L->vals[L->nvals - 1]);
+		return 0;
+	}
+	const int k_first = !is_seq(L, a);
+	const int x = k_first ? b : a, kv = k_first ? a : b;
+	const struct val *X = &L->vals[x], *K = &L->vals[kv];
+	if (K->kind != V_CONST || K->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+		return fail(L, "input %s: an activation combines with another activation or a "
+		            "float32 constant", K->name);
+	const int64_t C = X->dims[X->ndim - 1];
+	int kc = K->count == 1 ? 1 : (int64_t)K->count == C ? (int)C : -1;
+	for (int d = 0; d < K->ndim && kc > 1; d++)
+		if (d != K->ndim - 1 && K->dims[d] != 1)
+			kc = -1;
+	if (kc < 0 || K->ndim > X->ndim)
+		return fail(L, "constant %s of %zu values broadcast over an activation whose last "
+		            "axis is %lld; supported: a scalar or one value per last-axis entry",
+		            K->name, K->count, (long long)C);
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	size_t off = SD_NO_TENSOR;
+	if (K->init && (off = tie_param(L, kv, nm, "constant", kc, 0, 0)) == SD_NO_TENSOR)
+		return -1;
+	X = &L->vals[x];
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	struct node *n = seq_node(L, nd, SEQ_BIAS, X->act, X->ndim, dims);
+	if (!n)
+		return -1;
+	K = &L->vals[kv];
+	n->binop = op;
+	n->bin_kc = kc;
+	n->bin_k_first = k_first;
+	n->w_off = off;
+	if (off == SD_NO_TENSOR)
+		n->bin_k = memcpy(sd_malloc((size_t)kc * sizeof(float)), K->f,
+		                  (size_t)kc * sizeof(float));
+	n->seq_rows = seq_rows(&L->vals[L->nvals - 1]);
+	n->seq_n = (int)C;
+	m->flops += (double)seq_per(&L->vals[L->nvals - 1]);
+	return 0;
+}
+
+static int seq_transpose(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	const struct val *X = &L->vals[x];
+	const int rank = X->ndim;
+	const Onnx__AttributeProto *pa = attr(nd, "perm");
+	if (!pa || pa->n_ints != (size_t)rank)
+		return fail(L, "a Transpose of an activation needs perm with %d entries", rank);
+	int seen[8] = { 0 };
+	int64_t dims[8];
+	for (int k = 0; k < rank; k++) {
+		if (pa->ints[k] < 0 || pa->ints[k] >= rank || seen[pa->ints[k]]++)
+			return fail(L, "perm is not a permutation of 0..%d", rank - 1);
+		dims[k] = X->dims[pa->ints[k]];
+	}
+	if (pa->ints[0] != 0)
+		return fail(L, "perm moves the batch axis; the batch must stay first");
+	int pd[SD_ACT_MAX_RANK];
+	for (int k = 1; k < rank; k++)
+		pd[k - 1] = (int)X->dims[k];
+	const int act = X->act;
+	struct node *n = seq_node(L, nd, SEQ_TRANSPOSE, act, rank, dims);
+	if (!n)
+		return -1;
+	n->seq_rank = rank - 1;
+	for (int k = 1; k < rank; k++) {
+		n->seq_dims[k - 1] = pd[k - 1];
+		n->seq_perm[k - 1] = (int)pa->ints[k] - 1;
+	}
+	return 0;
+}
+
+/* Reshape keeping the batch first: the same buffer under another shape. */
+static int seq_reshape(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	int sh = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 0);
+	int64_t allowzero;
+	if (sh < 0 || attr_int(L, nd, "allowzero", 0, &allowzero) < 0)
+		return -1;
+	const struct val *X = &L->vals[x], *S = &L->vals[sh];
+	if (S->ndim != 1 || S->count < 2 || S->count > SD_ACT_MAX_RANK + 1)
+		return fail(L, "target shape %s has %zu entries; 2 to %d supported", S->name, S->count,
+		            SD_ACT_MAX_RANK + 1);
+	int64_t want[8], known = 1;
+	int infer = -1;
+	for (size_t i = 0; i < S->count; i++) {
+		int64_t d = S->i[i];
+		if (i == 0 && (d == BATCH_DIM || d == 0 || (L->decl_batch > 0 && d == L->decl_batch)))
+			d = BATCH_DIM;
+		else if (d == 0 && !allowzero && (int)i < X->ndim)
+			d = X->dims[i];
+		else if (d == -1 && infer < 0)
+			infer = (int)i;
+		else if (d <= 0 || d == BATCH_DIM || d > MAX_DIM * 16)
+			return fail(L, "target shape entry %zu is %lld", i, (long long)S->i[i]);
+		want[i] = d;
+		if (i > 0 && (int)i != infer)
+			known *= d;
+	}
+	if (want[0] != BATCH_DIM)
+		return fail(L, "target shape does not keep the batch as dimension 0");
+	const int64_t total = (int64_t)seq_per(X);
+	if (infer > 0) {
+		if (known <= 0 || total % known)
+			return fail(L, "cannot infer -1: %lld values per sample", (long long)total);
+		want[infer] = total / known;
+		known *= want[infer];
+	}
+	if (known != total)
+		return fail(L, "target shape holds %lld values per sample, the input %lld",
+		            (long long)known, (long long)total);
+	if (alias(L, nd, x, (int)S->count) < 0)
+		return -1;
+	struct val *Y = &L->vals[L->nvals - 1];
+	Y->ndim = (int)L->vals[sh].count;
+	for (int k = 0; k < Y->ndim; k++)
+		Y->dims[k] = want[k];
+	return 0;
+}
+
+static int seq_softmax(struct lower *L, const Onnx__NodeProto *nd, int x)
+{
+	int64_t axis;
+	if (attr_int(L, nd, "axis", -1, &axis) < 0)
+		return -1;
+	const struct val *X = &L->vals[x];
+	if (axis != -1 && axis != X->ndim - 1)
+		return fail(L, "axis %lld; a Softmax of an activation is supported on its last axis "
+		            "only", (long long)axis);
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	struct node *n = seq_node(L, nd, SEQ_SOFTMAX, X->act, X->ndim, dims);
+	if (!n)
+		return -1;
+	n->seq_rows = seq_rows(&L->vals[L->nvals - 1]);
+	n->seq_n = (int)dims[L->vals[L->nvals - 1].ndim - 1];
+	return 0;
+}
+
+static int seq_dropout(struct lower *L, const Onnx__NodeProto *nd, int x, float p)
+{
+	const struct val *X = &L->vals[x];
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	struct node *n = seq_node(L, nd, SEQ_BIAS, X->act, X->ndim, dims);
+	if (!n)
+		return -1;
+	n->op = OP_DROPOUT;
+	n->drop_p = p;
+	return 0;
+}
+
+static int lower_erf(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	if (!is_seq(L, x))
+		return fail(L, "Erf is supported on language-model activations only");
+	const struct val *X = &L->vals[x];
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	return seq_node(L, nd, SEQ_ERF, X->act, X->ndim, dims) ? 0 : -1;
+}
+
+/* Range of int64 scalar constants (the positions 0..T-1). */
+static int lower_range(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int v[3];
+	for (size_t i = 0; i < 3; i++) {
+		if ((v[i] = fixed_int_input(L, nd, i, 0)) < 0)
+			return -1;
+		if (L->vals[v[i]].count != 1)
+			return fail(L, "input %s is not a scalar", nd->input[i]);
+	}
+	const int64_t start = L->vals[v[0]].i[0], limit = L->vals[v[1]].i[0];
+	const int64_t delta = L->vals[v[2]].i[0];
+	if (delta == 0)
+		return fail(L, "delta 0");
+	int64_t n = delta > 0 ? (limit - start + delta - 1) / delta : (start - limit - delta - 1) / -delta;
+	if (n < 0)
+		n = 0;
+	if (n > FOLD_MAX)
+		return fail(L, "a range of %lld values, at most %d folded", (long long)n, FOLD_MAX);
+	struct val *Y = int_output(L, nd, (size_t)n);
+	if (!Y)
+		return -1;
+	for (int64_t k = 0; k < n; k++)
+		Y->i[k] = start + k * delta;
+	return 0;
+}
+
+/* The value of constant v at the index of element o of a broadcast result
+ * of dims od[0..rank) (numpy rules: v's dims aligned right). */
+static size_t bcast_index(const struct val *v, const int64_t *od, int rank, size_t o)
+{
+	size_t src = 0, st = 1;
+	for (int k = rank - 1; k >= 0; k--) {
+		int64_t c = (int64_t)(o % (size_t)od[k]);
+		o /= (size_t)od[k];
+		int kv = k - (rank - v->ndim);
+		if (kv < 0)
+			continue;
+		if (v->dims[kv] != 1)
+			src += (size_t)c * st;
+		st *= (size_t)v->dims[kv];
+	}
+	return src;
+}
+
+/* Equal of two constants (the mask buffer against 0): int64 0 / 1. */
+static int lower_equal(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int a = input(L, nd, 0, 0), b = a < 0 ? -1 : input(L, nd, 1, 0);
+	if (b < 0)
+		return -1;
+	const struct val *A = &L->vals[a], *B = &L->vals[b];
+	if (A->kind != V_CONST || B->kind != V_CONST)
+		return fail(L, "Equal of an activation; only constants (folded at load) are supported");
+	if (A->dtype != B->dtype)
+		return fail(L, "compares %s with %s", dtype_name(A->dtype), dtype_name(B->dtype));
+	const int rank = A->ndim > B->ndim ? A->ndim : B->ndim;
+	int64_t od[8];
+	for (int k = 0; k < rank; k++) {
+		int ka = k - (rank - A->ndim), kb = k - (rank - B->ndim);
+		int64_t da = ka >= 0 ? A->dims[ka] : 1, db = kb >= 0 ? B->dims[kb] : 1;
+		if (da != db && da != 1 && db != 1)
+			return fail(L, "shapes do not broadcast (dimension %d: %lld and %lld)", k,
+			            (long long)da, (long long)db);
+		od[k] = da == 1 ? db : da;
+	}
+	struct val *Y = big_tensor_out(L, nd, rank, od, ONNX__TENSOR_PROTO__DATA_TYPE__INT64);
+	if (!Y)
+		return -1;
+	A = &L->vals[a];
+	B = &L->vals[b];
+	const int isf = A->dtype == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+	for (size_t o = 0; o < Y->count; o++) {
+		size_t ia = bcast_index(A, od, rank, o), ib = bcast_index(B, od, rank, o);
+		Y->i[o] = isf ? A->f[ia] == B->f[ib] : A->i[ia] == B->i[ib];
+	}
+	return 0;
+}
+
+/* Where(constant condition, constant scalar, activation) or with the last
+ * two swapped: the activation with the scalar where the condition holds
+ * (does not hold): the causal mask's masked_fill. */
+static int lower_where(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int c = input(L, nd, 0, 0), a = c < 0 ? -1 : input(L, nd, 1, 0);
+	int b = a < 0 ? -1 : input(L, nd, 2, 0);
+	if (b < 0)
+		return -1;
+	const int act_second = is_seq(L, b);
+	const int x = act_second ? b : a, k = act_second ? a : b;
+	const struct val *C = &L->vals[c], *X = &L->vals[x], *K = &L->vals[k];
+	if (C->kind != V_CONST || C->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || !is_seq(L, x) ||
+	    K->kind != V_CONST || K->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || K->count != 1)
+		return fail(L, "Where is supported as a masked fill only: a constant condition, a "
+		            "float scalar constant and an activation");
+	if (C->ndim > X->ndim)
+		return fail(L, "condition of rank %d over an activation of rank %d", C->ndim, X->ndim);
+	for (int d = 0; d < C->ndim; d++) {
+		int kx = d + (X->ndim - C->ndim);
+		if (C->dims[d] != 1 && (kx == 0 || C->dims[d] != X->dims[kx]))
+			return fail(L, "condition dimension %d (%lld) does not broadcast over the "
+			            "activation's %lld (per sample)", d, (long long)C->dims[d],
+			            kx == 0 ? -1LL : (long long)X->dims[kx]);
+	}
+	int64_t dims[8];
+	for (int d = 0; d < X->ndim; d++)
+		dims[d] = X->dims[d];
+	const size_t per = seq_per(X);
+	uint8_t *mask = sd_malloc(per);
+	int64_t pd[8];
+	for (int d = 1; d < X->ndim; d++)
+		pd[d - 1] = X->dims[d];
+	/* The condition against the per-sample dims (its batch axis is 1). */
+	struct val Cs = *C;
+	if (Cs.ndim == X->ndim) {
+		Cs.ndim--;
+		memmove(Cs.dims, Cs.dims + 1, (size_t)Cs.ndim * sizeof Cs.dims[0]);
+	}
+	for (size_t o = 0; o < per; o++) {
+		int hold = C->i[bcast_index(&Cs, pd, X->ndim - 1, o)] != 0;
+		mask[o] = (uint8_t)(act_second ? hold : !hold);
+	}
+	const float fill = K->f[0];
+	struct node *n = seq_node(L, nd, SEQ_MASKFILL, X->act, X->ndim, dims);
+	if (!n) {
+		free(mask);
+		return -1;
+	}
+	n->seq_mask = mask;
+	n->seq_fill = fill;
+	return 0;
+}
+
+/* Split of an activation along its last axis: one slice node per output. */
+static int lower_split(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	int64_t axis;
+	if (x < 0 || attr_int(L, nd, "axis", 0, &axis) < 0)
+		return -1;
+	if (!is_seq(L, x))
+		return fail(L, "Split is supported on language-model activations only");
+	const int rank = L->vals[x].ndim;
+	if (axis != -1 && axis != rank - 1)
+		return fail(L, "axis %lld; a Split along the last axis only is supported",
+		            (long long)axis);
+	const int64_t C = L->vals[x].dims[rank - 1];
+	const size_t no = nd->n_output;
+	if (no < 1 || no > 64)
+		return fail(L, "%zu outputs", no);
+	int64_t sizes[64];
+	int sp = input(L, nd, 1, 1);
+	const Onnx__AttributeProto *sa = attr(nd, "split");
+	if (sp == -1)
+		return -1;
+	if (sp >= 0) {
+		const struct val *S = &L->vals[sp];
+		if (S->kind != V_CONST || S->dtype != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+		    S->count != no)
+			return fail(L, "split sizes %s: not %zu int64 constants", S->name, no);
+		for (size_t o = 0; o < no; o++)
+			sizes[o] = S->i[o];
+	} else if (sa) {
+		if (sa->n_ints != no)
+			return fail(L, "attribute split has %zu values for %zu outputs", sa->n_ints, no);
+		for (size_t o = 0; o < no; o++)
+			sizes[o] = sa->ints[o];
+	} else {
+		if (C % (int64_t)no)
+			return fail(L, "%lld values do not split evenly into %zu", (long long)C, no);
+		for (size_t o = 0; o < no; o++)
+			sizes[o] = C / (int64_t)no;
+	}
+	int64_t sum = 0;
+	for (size_t o = 0; o < no; o++) {
+		if (sizes[o] < 1)
+			return fail(L, "split size %lld", (long long)sizes[o]);
+		sum += sizes[o];
+	}
+	if (sum != C)
+		return fail(L, "split sizes add up to %lld, the axis has %lld", (long long)sum,
+		            (long long)C);
+	int64_t off = 0;
+	for (size_t o = 0; o < no; o++) {
+		if (!*nd->output[o])
+			return fail(L, "output %zu is unnamed", o);
+		const struct val *X = &L->vals[x];
+		int64_t dims[8];
+		for (int k = 0; k < rank; k++)
+			dims[k] = X->dims[k];
+		dims[rank - 1] = sizes[o];
+		const int act = X->act, rows = seq_rows(X);
+		struct node *n = seq_node_out(L, nd, o, SEQ_SLICE, act, rank, dims);
+		if (!n)
+			return -1;
+		n->seq_rows = rows;
+		n->seq_k = (int)C;
+		n->seq_n = (int)sizes[o];
+		n->seq_off = (int)off;
+		off += sizes[o];
+	}
+	return 0;
+}
+
+/* A layer-norm node over the last axis of x, eps, scale and bias values
+ * (-2 when absent), making nd's output. */
+static int make_layernorm(struct lower *L, const Onnx__NodeProto *nd, int x, float eps, int g,
+                          int b)
+{
+	const struct val *X = &L->vals[x];
+	const int64_t C = X->dims[X->ndim - 1];
+	char nm[32];
+	engine_name(L, nd, nm, sizeof nm);
+	size_t goff = SD_NO_TENSOR, boff = SD_NO_TENSOR;
+	if (g >= 0 && (goff = tie_param(L, g, nm, "weight", (int)C, 0, 0)) == SD_NO_TENSOR)
+		return -1;
+	if (b >= 0 && (boff = tie_param(L, b, nm, "bias", (int)C, 0, 0)) == SD_NO_TENSOR)
+		return -1;
+	X = &L->vals[x];
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	struct node *n = seq_node(L, nd, SEQ_LAYERNORM, X->act, X->ndim, dims);
+	if (!n)
+		return -1;
+	n->w_off = goff;
+	n->b_off = boff;
+	n->seq_eps = eps;
+	n->seq_rows = seq_rows(&L->vals[L->nvals - 1]);
+	n->seq_n = (int)C;
+	L->m->flops += 5.0 * (double)seq_per(&L->vals[L->nvals - 1]);
+	return 0;
+}
+
+/* Opset 17's LayerNormalization over the last axis. */
+static int lower_layernorm(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0), g = -1, b = -2;
+	int64_t axis;
+	float eps;
+	if (x < 0 || (g = const_input(L, nd, 1, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 0)) < 0 ||
+	    (b = const_input(L, nd, 2, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 1)) == -1 ||
+	    attr_int(L, nd, "axis", -1, &axis) < 0 || attr_float(L, nd, "epsilon", 1e-5f, &eps) < 0)
+		return -1;
+	if (!is_seq(L, x))
+		return fail(L, "LayerNormalization is supported on language-model activations only");
+	if (axis != -1 && axis != L->vals[x].ndim - 1)
+		return fail(L, "axis %lld; the last axis only is supported", (long long)axis);
+	return make_layernorm(L, nd, x, eps, g, b);
+}
+
+/* The node after the current one reading value name, when exactly one
+ * input of exactly one later node reads it and that node is of op type op;
+ * else -1. */
+static int sole_reader(const struct lower *L, const char *name, const char *op)
+{
+	int found = -1, reads = 0;
+	for (size_t j = (size_t)L->node_idx + 1; j < L->g->n_node; j++) {
+		const Onnx__NodeProto *nd = L->g->node[j];
+		for (size_t i = 0; i < nd->n_input; i++)
+			if (!strcmp(nd->input[i], name)) {
+				reads++;
+				found = (int)j;
+			}
+	}
+	for (size_t k = 0; k < L->g->n_output; k++)
+		reads += !strcmp(L->g->output[k]->name, name);
+	if (reads != 1 || strcmp(L->g->node[found]->op_type, op))
+		return -1;
+	return found;
+}
+
+/* The float scalar constant among node j's two inputs other than `other`,
+ * its value in *v; 0 when there is one.  It may be a Constant node later
+ * in the file than the chain's head (exports put each Constant just before
+ * its reader): read from the node itself then. */
+static int ln_scalar(struct lower *L, int j, const char *other, float *v)
+{
+	const Onnx__NodeProto *nd = L->g->node[j];
+	if (nd->n_input != 2)
+		return -1;
+	int which = !strcmp(nd->input[0], other) ? 1 : !strcmp(nd->input[1], other) ? 0 : -1;
+	if (which < 0)
+		return -1;
+	int k = find_val(L, nd->input[which]);
+	if (k >= 0) {
+		if (L->vals[k].kind != V_CONST || L->vals[k].count != 1 ||
+		    L->vals[k].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+			return -1;
+		*v = L->vals[k].f[0];
+		return 0;
+	}
+	for (size_t q = 0; q < L->g->n_node; q++) {
+		const Onnx__NodeProto *c = L->g->node[q];
+		if (strcmp(c->op_type, "Constant") || c->n_output != 1 ||
+		    strcmp(c->output[0], nd->input[which]) || c->n_attribute != 1)
+			continue;
+		const Onnx__AttributeProto *a = c->attribute[0];
+		if (!strcmp(a->name, "value_float") && a->has_f) {
+			*v = a->f;
+			return 0;
+		}
+		const Onnx__TensorProto *t = !strcmp(a->name, "value") ? a->t : NULL;
+		int64_t cnt = 1;
+		for (size_t d = 0; t && d < t->n_dims; d++)
+			cnt *= t->dims[d];
+		if (!t || cnt != 1 || !t->has_data_type ||
+		    t->data_type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+			return -1;
+		if (t->has_raw_data && t->raw_data.len == sizeof(float))
+			memcpy(v, t->raw_data.data, sizeof(float));
+		else if (!t->has_raw_data && t->n_float_data == 1)
+			*v = t->float_data[0];
+		else
+			return -1;
+		return 0;
+	}
+	return -1;
+}
+
+/* The float initializer among node j's two inputs other than `other`, of
+ * C values: its value index, else -1. */
+static int ln_param(struct lower *L, int j, const char *other, int64_t C)
+{
+	const Onnx__NodeProto *nd = L->g->node[j];
+	if (nd->n_input != 2)
+		return -1;
+	int which = !strcmp(nd->input[0], other) ? 1 : !strcmp(nd->input[1], other) ? 0 : -1;
+	int k = which < 0 ? -1 : find_val(L, nd->input[which]);
+	if (k < 0 || L->vals[k].kind != V_CONST || L->vals[k].count != (size_t)C ||
+	    L->vals[k].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT || !L->vals[k].init)
+		return -1;
+	return k;
+}
+
+/* ReduceMean heading the LayerNorm chain opsets 14 to 16 write for
+ * nn.LayerNorm (torch/onnx/symbolic_opset9.py, layer_norm):
+ *   mean = ReduceMean(x, -1); d = Sub(x, mean); var = ReduceMean(Pow(d, 2), -1)
+ *   y = Div(d, Sqrt(Add(var, eps))); then Mul(y, weight), Add(., bias)
+ * recognised by following each value to its only reader, and lowered to
+ * one layer-norm node (what opset 17 writes as LayerNormalization); the
+ * other nodes of the chain are skipped. */
+static int lower_reduce_mean(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	const char *const why = "a ReduceMean is supported only as the head of the LayerNorm "
+	                        "chain opsets before 17 export (ReduceMean, Sub, Pow 2, "
+	                        "ReduceMean, Add eps, Sqrt, Div, Mul weight, Add bias)";
+	const struct val *X = &L->vals[x];
+	const Onnx__AttributeProto *ax = attr(nd, "axes");
+	int64_t keep;
+	if (attr_int(L, nd, "keepdims", 1, &keep) < 0)
+		return -1;
+	if (!is_seq(L, x) || !ax || ax->n_ints != 1 ||
+	    (ax->ints[0] != -1 && ax->ints[0] != X->ndim - 1) || !keep || nd->n_input != 1)
+		return fail(L, "%s", why);
+	const int64_t C = X->dims[X->ndim - 1];
+	const Onnx__GraphProto *g = L->g;
+	/* Sub(x, mean) */
+	int sub = sole_reader(L, nd->output[0], "Sub");
+	if (sub < 0 || strcmp(g->node[sub]->input[0], nd->input[0]) ||
+	    strcmp(g->node[sub]->input[1], nd->output[0]))
+		return fail(L, "%s", why);
+	const char *d = g->node[sub]->output[0];
+	/* d is read by Pow and Div */
+	int pw = -1, dv = -1, reads = 0;
+	for (size_t j = (size_t)sub + 1; j < g->n_node; j++)
+		for (size_t i = 0; i < g->node[j]->n_input; i++)
+			if (!strcmp(g->node[j]->input[i], d)) {
+				reads++;
+				if (!strcmp(g->node[j]->op_type, "Pow") && i == 0)
+					pw = (int)j;
+				else if (!strcmp(g->node[j]->op_type, "Div") && i == 0)
+					dv = (int)j;
+			}
+	float two, eps;
+	if (reads != 2 || pw < 0 || dv < 0 || ln_scalar(L, pw, d, &two) < 0 || two != 2.0f)
+		return fail(L, "%s", why);
+	int rm2 = sole_reader(L, g->node[pw]->output[0], "ReduceMean");
+	int ad = rm2 < 0 ? -1 : sole_reader(L, g->node[rm2]->output[0], "Add");
+	int sq = ad < 0 ? -1 : sole_reader(L, g->node[ad]->output[0], "Sqrt");
+	int dv2 = sq < 0 ? -1 : sole_reader(L, g->node[sq]->output[0], "Div");
+	if (dv2 != dv || ln_scalar(L, ad, g->node[rm2]->output[0], &eps) < 0 ||
+	    strcmp(g->node[dv]->input[1], g->node[sq]->output[0]))
+		return fail(L, "%s", why);
+	const Onnx__AttributeProto *ax2 = attr(g->node[rm2], "axes");
+	if (!ax2 || ax2->n_ints != 1 || (ax2->ints[0] != -1 && ax2->ints[0] != X->ndim - 1))
+		return fail(L, "%s", why);
+	/* The optional affine part. */
+	int last = dv, gam = -2, bet = -2;
+	int mul = sole_reader(L, g->node[dv]->output[0], "Mul");
+	if (mul >= 0 && (gam = ln_param(L, mul, g->node[dv]->output[0], C)) >= 0) {
+		last = mul;
+		int ad2 = sole_reader(L, g->node[mul]->output[0], "Add");
+		if (ad2 >= 0 && (bet = ln_param(L, ad2, g->node[mul]->output[0], C)) >= 0)
+			last = ad2;
+		else
+			bet = -2;
+	} else {
+		gam = -2;
+	}
+	const int chain[] = { sub, pw, rm2, ad, sq, dv, mul, last };
+	for (size_t k = 0; k < sizeof chain / sizeof chain[0]; k++) {
+		int j = chain[k];
+		if (j < 0 || j > last || L->skip[j])
+			continue;
+		L->skip[j] = 1;
+		L->op_count[op_index(g->node[j]->op_type)]++;
+	}
+	return make_layernorm(L, g->node[last], x, eps, gam, bet);
+}
+
+/* Pow of a language-model activation by a float scalar constant, Sqrt of
+ * one (elementwise); the LayerNorm chain's are part of its layer-norm
+ * node. */
+static int lower_ln_part(struct lower *L, const Onnx__NodeProto *nd)
+{
+	int x = act_input(L, nd, 0);
+	if (x < 0)
+		return -1;
+	float e = 0.5f;
+	if (!strcmp(nd->op_type, "Pow")) {
+		int k = input(L, nd, 1, 0);
+		if (k < 0)
+			return -1;
+		if (L->vals[k].kind != V_CONST || L->vals[k].count != 1 ||
+		    L->vals[k].dtype != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+			return fail(L, "exponent %s: a Pow of an activation is supported by a float "
+			            "scalar constant only", nd->input[1]);
+		e = L->vals[k].f[0];
+	}
+	if (!is_seq(L, x))
+		return fail(L, "%s is supported on language-model activations only", nd->op_type);
+	const struct val *X = &L->vals[x];
+	int64_t dims[8];
+	for (int k = 0; k < X->ndim; k++)
+		dims[k] = X->dims[k];
+	struct node *n = seq_node(L, nd, SEQ_POW, X->act, X->ndim, dims);
+	if (!n)
+		return -1;
+	n->seq_scale = e;
 	return 0;
 }
 
@@ -2406,6 +3512,23 @@ static int graph_input(struct lower *L, int *c, int *h, int *w, const char **nam
 		return fail(L, "input %s is not a tensor", in->name);
 	const Onnx__TypeProto__Tensor *tt = t->tensor_type;
 	int et = tt->has_elem_type ? tt->elem_type : 0;
+	if (et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+		/* A language model's token ids: (N, T), T fixed. */
+		if (!tt->shape || tt->shape->n_dim != 2)
+			return fail(L, "input %s is int64 but not 2-D (N, T) token ids", in->name);
+		const Onnx__TensorShapeProto__Dimension *d0 = tt->shape->dim[0], *d1 = tt->shape->dim[1];
+		L->decl_batch = d0->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE
+		                ? d0->dim_value : -1;
+		if (d1->value_case != ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ||
+		    d1->dim_value < 1 || d1->dim_value > MAX_DIM)
+			return fail(L, "input %s: the sequence length (dimension 1) is not a fixed size; "
+			            "export with dynamic_axes on the batch only", in->name);
+		L->seq_T = (int)d1->dim_value;
+		*c = L->seq_T;
+		*h = *w = 1;
+		*name = in->name;
+		return 0;
+	}
 	if (et != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
 		return fail(L, "input %s is %s; the engine trains float32 only", in->name,
 		            dtype_name(et));
@@ -2443,6 +3566,8 @@ static void free_lower(struct lower *L)
 	free(L->vals);
 	free(L->copies);
 	free(L->skip);
+	free(L->tie_init);
+	free(L->tie_off);
 }
 
 static const char *base_name(const char *path)
@@ -2475,6 +3600,16 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 	x->kind = V_ACT;
 	x->act = 0;
 	x->rank = 4;
+	if (L->seq_T) {
+		struct sd_model *m = L->m;
+		m->seq_len = L->seq_T;
+		m->acts[0].rank = 1;
+		m->acts[0].dims[0] = L->seq_T;
+		x->seq = 1;
+		x->rank = x->ndim = 2;
+		x->dims[0] = BATCH_DIM;
+		x->dims[1] = L->seq_T;
+	}
 	for (size_t i = 0; i < g->n_initializer; i++) {
 		const Onnx__TensorProto *t = g->initializer[i];
 		if (!t->name || !*t->name)
@@ -2538,9 +3673,16 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 	if (O->act != m->nacts - 1)
 		return fail(L, "graph output %s is not the last value computed (a branch nothing "
 		            "reads, or nodes after the output)", O->name);
-	if (la->h != 1 || la->w != 1 || la->c < 2)
+	int classes = la->c;
+	if (L->seq_T) {
+		if (!O->seq || O->ndim != 3 || O->dims[1] != L->seq_T || O->dims[2] < 2)
+			return fail(L, "graph output %s is not (N, %d, vocabulary) logits", O->name,
+			            L->seq_T);
+		classes = (int)O->dims[2];
+	} else if (la->h != 1 || la->w != 1 || la->c < 2) {
 		return fail(L, "graph output %s is %dx%dx%d per sample, not (classes >= 2) logits",
 		            O->name, la->c, la->h, la->w);
+	}
 	for (int v = 1; v < L->nvals; v++)
 		if (L->vals[v].kind == V_VIEW && L->vals[v].consumers == 0)
 			return fail(L, "value %s (a Slice or Pad of an activation) is never used",
@@ -2549,7 +3691,11 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 		if (L->vals[v].kind == V_ACT && L->vals[v].consumers == 0 && v != out &&
 		    L->vals[v].act != O->act)
 			return fail(L, "value %s is computed and never used", L->vals[v].name);
-	if (sd_graph_finish(m, la->c, L->why) < 0)
+	if (L->seq_T && !L->unfused) {
+		sd_seq_fuse_attention(m);
+		sd_seq_fuse_gelu(m);
+	}
+	if (sd_graph_finish(m, classes, L->why) < 0)
 		return -1;
 	for (int i = 0; i < L->ncopies; i++) {
 		const struct copy *cp = &L->copies[i];
@@ -2632,6 +3778,9 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 		file = "(model)";
 	if (sd_conv2d_check_env(why) < 0)
 		return -1;
+	const char *fuse = getenv("SPOTDECK_FUSE");
+	if (fuse && *fuse && strcmp(fuse, "on") && strcmp(fuse, "off"))
+		return sd_why(why, "SPOTDECK_FUSE is '%.40s'; expected on or off", fuse);
 	if (len > SD_ONNX_MAX_BYTES)
 		return sd_why(why, "%s: %zu bytes, more than the %zu an ONNX model may have here",
 		              file, len, SD_ONNX_MAX_BYTES);
@@ -2648,6 +3797,7 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 	L.why = why;
 	L.decl_batch = -1;
 	L.softmax_out = -1;
+	L.unfused = fuse && !strcmp(fuse, "off");
 	int rc = lower_model(&L, mp, max_batch);
 	if (rc == 0) {
 		*out = L.m;

@@ -14,7 +14,8 @@
  *     torch.onnx.export writes with opset_version 13..17);
  *   - one graph input that is not an initializer: a float32 (N, C, H, W)
  *     tensor with C, H and W fixed numbers (N may be symbolic or a number:
- *     the batch); the activations are then (C, H, W) per sample;
+ *     the batch); the activations are then (C, H, W) per sample; or int64
+ *     (N, T) token ids with T fixed (a language model, below);
  *   - one graph output, float32 (N, classes): the logits.  A final Softmax
  *     or LogSoftmax over the classes is accepted and dropped, because the
  *     engine's loss is softmax cross-entropy on the logits;
@@ -101,6 +102,54 @@
  *   Flatten, Reshape to (N, -1) or to the same shape, Identity
  *                       -> nothing (the next node reads the same buffer).
  *
+ * Language models (issue 36; examples/char-gpt, a nanoGPT-style GPT): a
+ * graph whose one input is int64 (N, T) token ids, T fixed, and whose
+ * output is (N, T, vocabulary) logits lowers onto the engine's
+ * language-model ops (model-graph.h enum sd_seq_op, engine/model-seq.c),
+ * trained through model.h's sd_model_train_tokens (cross-entropy at every
+ * position).  Activations there have any rank (batch first, which every op
+ * keeps first); per op:
+ *   Gather of a 2-D float initializer by the token ids (the input) or by
+ *                          constant positions (Range, folded) -> embedding
+ *                          (its gradient scatter-added into the table)
+ *   MatMul by a float initializer, usually through a Transpose of it (a
+ *                          Linear's weight), with the bias of a following
+ *                          Add -> linear over every position; MatMul of two
+ *                          activations of equal rank >= 3 with the same
+ *                          batch dims -> batched products (OpenBLAS sgemm
+ *                          per batch and head)
+ *   LayerNormalization (opset 17), and the chain opsets 14-16 write for it
+ *                          (ReduceMean, Sub, Pow 2, ReduceMean, Add eps,
+ *                          Sqrt, Div, Mul weight, Add bias, recognised from
+ *                          the ReduceMean by following each value to its
+ *                          only reader) -> one layer norm over the last axis
+ *   Softmax on the last axis; Erf; Pow by a float scalar; Sqrt; Relu,
+ *                          Tanh, Sigmoid, LeakyRelu, Clip; Dropout; Transpose
+ *                          keeping the batch first; Split along the last
+ *                          axis; Reshape keeping the batch first (the
+ *                          same buffer)
+ *   Add, Sub, Mul, Div of two same-shape activations, or of an activation
+ *                          and a float scalar or one value per last-axis
+ *                          entry (an initializer is trained)
+ *   Where(constant condition, float scalar, activation) -> a masked fill
+ *                          (the causal mask: the condition is Equal of a
+ *                          Slice of the registered mask buffer, folded);
+ *                          masked positions get no gradient
+ *   Equal, Range, Cast to bool, Slice of float constants -> folded at load.
+ * The attention pattern (MatMul of q and k^T, Mul or Div by a scalar, the
+ * causal masked fill, Softmax, MatMul by v; Dropout p = 0 between is
+ * nothing) runs as ONE fused node per block (model-graph.h SEQ_ATTENTION),
+ * and so does the exact GELU's chain (Div by sqrt 2, Erf, Add 1, Mul by x,
+ * Mul by 0.5: SEQ_GELU) and the tanh GELU's (x * x, x * ., Mul 0.044715,
+ * Add x, Mul sqrt(2/pi), Tanh, Add 1, Mul by x, Mul 0.5); the environment
+ * variable SPOTDECK_FUSE=off keeps the separate nodes (the reference the
+ * tests compare them with; a value other than on or off is refused).
+ * Every initializer these ops train is ONE parameter tensor named after
+ * it, however many nodes read it: the token embedding and the output
+ * projection through its Transpose (weight tying) share one tensor whose
+ * gradient is the sum of both uses.  A graph with any of these ops runs on
+ * the CPU only (the CUDA executor refuses OP_SEQ nodes).
+ *
  * Errors: every function returns 0, or -1 with *why (caller frees) set to
  * one line naming the file, the node (its name and op) when there is one,
  * and what is wrong; for an unsupported op the line lists the supported
@@ -140,10 +189,12 @@ int sd_onnx_is_path(const char *name);
  * larger than SD_ONNX_MAX_BYTES or an empty one. */
 int sd_onnx_read_file(const char *path, uint8_t **bytes, size_t *len, char **why);
 
-#define SD_ONNX_OPS_MAX 40
+#define SD_ONNX_OPS_MAX 64
 struct sd_onnx_info {
-	int c, h, w;            /* one sample of the input */
-	int classes;            /* logits per sample */
+	int c, h, w;            /* one sample of the input (a language model:
+	                         * c = T token ids, h = w = 1) */
+	int classes;            /* logits per sample (a language model: the
+	                         * vocabulary, logits per position) */
 	double macs;            /* forward multiply-adds per sample (convs, linears) */
 	size_t params;          /* trained float32 values */
 	size_t buffers;         /* batch-norm running statistics, float32 values */

@@ -239,8 +239,9 @@ int ctl_command_by(struct sd_controller *c, const char *line, const char *by, ch
 	c->cmd_by = by;
 	/* While the provider gives its machines back (sd_controller_close)
 	 * the loop runs on and the control socket still reads lines, but
-	 * there is no run left for a command to act on. */
-	int rc = c->closing ? sd_why(why, "%s: the run has ended; its machines are being given back", argv[0])
+	 * there is no run left for a command to act on; help, which acts on
+	 * nothing, still answers. */
+	int rc = c->closing && strcmp(argv[0], "help") ? sd_why(why, "%s: the run has ended; its machines are being given back", argv[0])
 	                    : dispatch(c, argc, argv, why);
 	c->cmd_by = was;
 	if (!strcmp(by, "operator") && rc == 0 && !strcmp(argv[0], "quit"))

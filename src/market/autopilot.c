@@ -341,20 +341,40 @@ static void estimate(struct ctx *c, const struct cand *v, int n, struct est *e)
 
 /* ---- candidates ----------------------------------------------------------------- */
 
+/* Whether a refused request says nothing of its pool any more: the pool
+ * reopened, as the market says (room for servers of the offer,
+ * available > 0), or as a request of the same offer granted after the
+ * refusal shows (a server of it younger than the refusal). */
+static bool refusal_over(const struct sd_autopilot_state *st, const struct sd_autopilot_revocation *r)
+{
+	if (!r->refused)
+		return false;
+	if (st->available && st->available[r->offer->index] > 0)
+		return true;
+	for (int i = 0; i < st->nservers; i++)
+		if (st->servers[i].offer == r->offer && st->servers[i].age_seconds < r->age_seconds)
+			return true;
+	return false;
+}
+
 static void info_init(struct ctx *c)
 {
 	const struct sd_autopilot_state *st = c->st;
 	const struct sd_catalog *cat = st->cat;
 	double hz = st->hazard_scale > 0 ? st->hazard_scale : 1;
 	struct sd_replacement_event *ev = sd_calloc((size_t)st->nrevocations + 1, sizeof *ev);
-	for (int i = 0; i < st->nrevocations; i++)
-		ev[i] = (struct sd_replacement_event){ .kind = st->revocations[i].refused ? SD_REPLACEMENT_STOCKOUT
-		                                                                          : SD_REPLACEMENT_REVOKED,
-		                                       .t = -st->revocations[i].age_seconds,
-		                                       .zone = st->revocations[i].offer->zone,
-		                                       .offer = st->revocations[i].offer, .seconds = -1 };
+	int nev = 0;
+	for (int i = 0; i < st->nrevocations; i++) {
+		if (refusal_over(st, &st->revocations[i]))
+			continue;
+		ev[nev++] = (struct sd_replacement_event){ .kind = st->revocations[i].refused ? SD_REPLACEMENT_STOCKOUT
+		                                                                              : SD_REPLACEMENT_REVOKED,
+		                                           .t = -st->revocations[i].age_seconds,
+		                                           .zone = st->revocations[i].offer->zone,
+		                                           .offer = st->revocations[i].offer, .seconds = -1 };
+	}
 	struct sd_replacement_input in = { .cat = cat, .usd_per_hour = st->usd_per_hour, .available = st->available,
-	                                   .events = ev, .nevents = st->nrevocations, .now = 0,
+	                                   .events = ev, .nevents = nev, .now = 0,
 	                                   .hazard_scale = hz };
 	for (int k = 0; k < cat->noffers; k++) {
 		const struct sd_offer *o = &cat->offers[k];
@@ -591,6 +611,7 @@ struct turn {
 	struct sd_autopilot_action best;
 	int bi;
 	const char *what;
+	char what_buf[224];  /* `what` when it is written out */
 	char wait_why[224];  /* non-empty: it waits for a burst to pass, and why */
 	int guarded;         /* a server not moved for want of a checkpoint, -1 none */
 };
@@ -668,6 +689,101 @@ static void lookahead(struct turn *t, const struct sd_offer *o, double delay, in
 		estimate(c, t->v, *m, e);
 		if (e->p >= c->obj->confidence)
 			break;
+	}
+}
+
+/* How rare the state is in which a rescue is wanted: P(a run finds offer
+ * o's pool refusing for as long as it has now), by the market model's own
+ * odds.  For a calm/storm offer (the storms are what refuse requests;
+ * replacement.h) that is the storm's stationary share pi_s = storm.mean /
+ * (calm.mean + storm.mean) times P(a storm lasts `refusing` more seconds
+ * of model time), exp(-refusing / storm.mean): the dwell is exponential.
+ * 1 (not rare) for other offers or a pool that does not refuse. */
+static double refusal_rarity(const struct ctx *c, const struct sd_offer *o)
+{
+	const struct sd_autopilot_state *st = c->st;
+	const struct sd_revocation *rv = &o->revocation;
+	if (rv->model != SD_REVOCATION_MARKOV || !(rv->storm.mean_hours > 0) || !(rv->calm.mean_hours > 0))
+		return 1;
+	double oldest = -1, newest = INFINITY;
+	bool over = false;
+	for (int i = 0; i < st->nrevocations; i++) {
+		const struct sd_autopilot_revocation *r = &st->revocations[i];
+		if (!r->refused || r->offer != o)
+			continue;
+		oldest = fmax(oldest, r->age_seconds);
+		newest = fmin(newest, r->age_seconds);
+		over |= refusal_over(st, r);
+	}
+	if (oldest < 0)
+		return 1;
+	/* Refusing from the oldest refusal until now, or until the newest
+	 * when the pool took a request since. */
+	double span = oldest - (over ? newest : 0);
+	double hz = st->hazard_scale > 0 ? st->hazard_scale : 1;
+	double share = rv->storm.mean_hours / (rv->calm.mean_hours + rv->storm.mean_hours);
+	return share * exp(-span * hz / (rv->storm.mean_hours * 3600));
+}
+
+/* Whether the run is in a state too rare to buy its way back on time: a
+ * pool of the catalog refused its requests for longer than all but
+ * RESCUE_RARITY x (1 - confidence) of runs see (refusal_rarity).  The
+ * confidence is a share of runs (the issue's P(on time) >= 0.95), not of
+ * every state: such a run spends that share on lateness rather than on a
+ * rescue by dearer offers, which costs several times the run (on
+ * market-2026.json's 3x job the T4 pool refusing for 3 h and more: 3 % of
+ * runs, $0.5 to $0.9 more each; RESCUE_RARITY an estimate).  The offer
+ * that refused in *which (the rarest). */
+#define RESCUE_RARITY 1.0
+static bool rare_state(const struct ctx *c, const struct sd_offer **which, double *rarity)
+{
+	const struct sd_autopilot_state *st = c->st;
+	*which = NULL;
+	*rarity = 1;
+	if (c->obj->goal != SD_AUTOPILOT_DEADLINE)
+		return false;
+	for (int i = 0; i < st->nrevocations; i++) {
+		const struct sd_offer *o = st->revocations[i].offer;
+		if (!st->revocations[i].refused)
+			continue;
+		double q = refusal_rarity(c, o);
+		if (q < *rarity) {
+			*rarity = q;
+			*which = o;
+		}
+	}
+	return *which && *rarity <= RESCUE_RARITY * (1 - c->obj->confidence);
+}
+
+/* Behind the deadline in a rare state (rare_state): no rescue; the one
+ * server with the lowest expected cost of the run that shortens it (a
+ * refusing pool is asked again: a wait bills nothing), while that costs at
+ * most 2 % more than the cluster as it is. */
+static void propose_add_rare(struct turn *t, const struct sd_offer *which, double rarity)
+{
+	struct ctx *c = t->c;
+	const struct sd_catalog *cat = c->st->cat;
+	for (int k = 0; k < cat->noffers; k++) {
+		const struct sd_offer *o = &cat->offers[k];
+		if (!can_take(c, t->v, t->n, -1, o))
+			continue;
+		t->v[t->n] = planned(c, o);
+		struct est e;
+		estimate(c, t->v, t->n + 1, &e);
+		if (!(e.t < t->cur.t * 0.995) || !(t->n == 0 || !isfinite(t->cur.cost) || e.cost <= t->cur.cost * 1.02))
+			continue;
+		if (t->best.kind == SD_AUTOPILOT_NOTHING || better_cost(&e, &t->be)) {
+			t->be = e;
+			t->best.kind = SD_AUTOPILOT_ADD;
+			t->best.offer = o;
+		}
+	}
+	if (t->best.kind == SD_AUTOPILOT_ADD) {
+		snprintf(t->what_buf, sizeof t->what_buf,
+		         "late, and no rescue: %s refused requests for longer than a run sees with P %.3f, rarer "
+		         "than the deadline's %.2f allows; the cheapest server that shortens the run",
+		         which->id, rarity, 1 - c->obj->confidence);
+		t->what = t->what_buf;
 	}
 }
 
@@ -958,11 +1074,17 @@ static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max
 		t->what = "";
 		propose_burst_swap(t);
 		bool behind = deadline ? t->cur.p < obj->confidence : t->cur.cost <= budget_left * 0.95 || t->n == 0;
-		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind && deadline)
+		const struct sd_offer *rare_offer;
+		double rarity;
+		bool rare = t->best.kind == SD_AUTOPILOT_NOTHING && behind && deadline &&
+		            rare_state(t->c, &rare_offer, &rarity);
+		if (rare)
+			propose_add_rare(t, rare_offer, rarity);
+		else if (t->best.kind == SD_AUTOPILOT_NOTHING && behind && deadline)
 			propose_add_lookahead(t);
 		if (t->wait_why[0])
 			break;
-		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind)
+		if (t->best.kind == SD_AUTOPILOT_NOTHING && behind && !rare)
 			propose_add_faster(t, budget_left);
 		if (t->best.kind == SD_AUTOPILOT_NOTHING)
 			propose_saving(t, budget_left);
@@ -974,6 +1096,11 @@ static int decide_turns(struct turn *t, struct sd_autopilot_action *out, int max
 		if (t->best.kind == SD_AUTOPILOT_NOTHING)
 			break;
 		turn_commit(t, &out[na++]);
+		/* A request to a pool that refused lately: its answer changes
+		 * the picture (a grant says the pool reopened), so the next
+		 * server is chosen at the next look, knowing it. */
+		if (out[na - 1].kind == SD_AUTOPILOT_ADD && t->c->info[out[na - 1].offer->index].refuse_wait > 0)
+			break;
 	}
 	if (t->guarded >= 0 && na < max && (na == 0 || out[na - 1].kind != SD_AUTOPILOT_CHECKPOINT)) {
 		/* A move that would lose the work since the last checkpoint:

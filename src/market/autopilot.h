@@ -34,7 +34,10 @@
  *             adds to the boot and join of a planned server, and its
  *             spread (an exponential length: sd = mean) to sigma_T, so
  *             the autopilot waits for a cheap pool while the deadline
- *             allows and goes elsewhere when it does not.
+ *             allows and goes elsewhere when it does not.  A refusal is
+ *             over once the pool reopens: the market has room there
+ *             (available > 0), or a server of the offer was requested
+ *             after it (the pool granted a request since).
  *   d_o       what one revocation costs in server-seconds: the
  *             replacement's median boot + join_seconds + recovery_seconds.
  *   a_o       its availability, 1 / (1 + lambda_o d_o).
@@ -72,7 +75,17 @@
  *      again (an ADD that may be refused) or, for a burst, a NOTHING with
  *      `waiting` set and the burst's end in its reason.  If no offer
  *      reaches it, the one with the
- *      lowest C among those that shorten T.  BUDGET, C within the budget:
+ *      lowest C among those that shorten T.  No rescue in a rare state:
+ *      when a calm/storm pool (the storms are what refuse requests) has
+ *      refused the run's requests for longer than all but 1 - confidence
+ *      of runs see, by the model's odds (the storm's stationary share x
+ *      exp(-refusing / the storm's mean dwell)), the confidence, a share
+ *      of runs, is spent on this one's lateness: it adds the server with
+ *      the lowest C that shortens T (a refusing pool asked again), at most
+ *      2 % dearer than the cluster, instead of dearer offers that would
+ *      make it on time.  After an add to a pool that refused lately, the
+ *      decision stops: the answer (a grant: the pool reopened) changes
+ *      the picture.  BUDGET, C within the budget:
  *      add the offer that shortens T most with C still within 95 % of it.
  *   4. Otherwise look for savings: a drop or a swap that keeps P >=
  *      confidence (DEADLINE) or T within 2 % (BUDGET), taken only when the
@@ -81,7 +94,11 @@
  *      least 3 % of the money still to spend (an estimate: no penny moves a
  *      server, as every move pauses the cluster), and the
  *      server is older than hold_seconds, so a price oscillating around a
- *      threshold cannot make the autopilot flap.  BUDGET over its budget:
+ *      threshold cannot make the autopilot flap.  This is also how it
+ *      moves back to a cheaper pool it left (a refusal, a burst) once that
+ *      pool reopens or the burst has passed: the same swap, under the
+ *      same rule, so a pool reopening and closing at every look makes one
+ *      swap at most.  BUDGET over its budget:
  *      the action that saves most.
  * Never: more than max_servers (nor more than manual_cap while the
  * operator's last add or drop holds), an hourly burn above the cap, an

@@ -748,7 +748,7 @@ static enum gen_result gen_sync_state(struct agent *a, struct gen *g, char **why
 			source = r;
 	long start = rc == 0 && steps[source] > 0 ? (long)steps[source] : 0;
 	free(steps);
-	struct sd_state_view sv;
+	struct sd_state_view sv = { 0 };
 	if (rc == 0)
 		rc = sd_trainer_comm_begin(t, SD_STATE_MODEL, g->on_device, &sv, why);
 	size_t np = sv.param_count, nb = sv.buffer_count;
@@ -1073,6 +1073,8 @@ static cJSON *ready_msg(struct agent *a)
 	if (a->t->backend.device.name[0])
 		cJSON_AddStringToObject(ready, "device", a->t->backend.device.name);
 	cJSON_AddStringToObject(ready, "backend_reason", a->t->backend.reason);
+	cJSON_AddStringToObject(ready, "precision", sd_conv2d_precision_name(a->t->precision));
+	cJSON_AddStringToObject(ready, "precision_reason", a->t->precision_reason);
 	return ready;
 }
 

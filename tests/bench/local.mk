@@ -28,6 +28,9 @@ noinst_PROGRAMS += tests/bench/bench-conv-bf16
 tests_bench_bench_conv_bf16_SOURCES = tests/bench/bench-conv-bf16.c tests/bench/timing.h
 tests_bench_bench_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
 tests_bench_bench_conv_bf16_LDADD = $(DNNL_LIBS)
+# spotdeck bf16 against its own fp32 and PyTorch's autocast bf16 on
+# resnet32, batch 128, 2 threads, in one run (by hand, like engine-vs-torch).
+EXTRA_DIST += tests/bench/bf16-vs-torch tests/bench/bf16_torch_resnet.py
 endif
 
 # Long soak (not a test): resnet20 on Fashion-MNIST padded to 32x32, 3 epochs
@@ -90,3 +93,10 @@ EXTRA_DIST += tests/bench/cloud-cockpit-bench
 noinst_PROGRAMS += tests/bench/bench-bn
 tests_bench_bench_bn_SOURCES = tests/bench/bench-bn.c tests/bench/timing.h
 tests_bench_bench_bn_LDADD = $(SD_ENGINE_LIBS)
+
+# The fused causal attention and layer norm against PyTorch's composition
+# at the example GPT's shape; run by hand (tests/bench/bench-attention [-t 2]).
+noinst_PROGRAMS += tests/bench/bench-attention
+tests_bench_bench_attention_SOURCES = tests/bench/bench-attention.c tests/bench/bench.h tests/bench/timing.h
+tests_bench_bench_attention_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_bench_bench_attention_LDADD = $(SD_ENGINE_LIBS)

@@ -19,6 +19,9 @@ TESTS += tests/controller/test-swap-pending.sh
 EXTRA_DIST += tests/controller/test-swap-pending.sh
 TESTS += tests/controller/test-autopilot-live.sh
 EXTRA_DIST += tests/controller/test-autopilot-live.sh
+# The live autopilot's time and cost within the planner's p10-p90 band.
+TESTS += tests/controller/test-autopilot-band.sh
+EXTRA_DIST += tests/controller/test-autopilot-band.sh
 # A journal that cannot be written (full disk) is said once; the run goes on.
 TESTS += tests/controller/test-journal-full.sh
 EXTRA_DIST += tests/controller/test-journal-full.sh
@@ -37,3 +40,7 @@ EXTRA_DIST += tests/controller/test-elastic-samples.sh
 # A worker joining an AdamW run gets both moments; checksums stay equal.
 TESTS += tests/controller/test-elastic-adamw.sh
 EXTRA_DIST += tests/controller/test-elastic-adamw.sh
+# The job's precision: auto's pick journaled in worker_ready/worker_joined,
+# a bf16 checkpoint resumed in fp32 and back.
+TESTS += tests/controller/test-elastic-bf16.sh
+EXTRA_DIST += tests/controller/test-elastic-bf16.sh

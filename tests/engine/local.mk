@@ -148,3 +148,36 @@ TESTS += tests/engine/test-conv-bf16
 tests_engine_test_conv_bf16_SOURCES = tests/engine/test-conv-bf16.c tests/check.h
 tests_engine_test_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_conv_bf16_LDADD = $(SD_ENGINE_LIBS)
+
+# The char-level GPT's ONNX export (examples/char-gpt, a small config, opsets
+# 14 to 17, exact and tanh GELU) computes PyTorch's loss, gradients, eval
+# loss and SGD trajectory, fused and unfused (SKIPs without torch and onnx).
+check_PROGRAMS += tests/engine/test-gpt-onnx
+tests_engine_test_gpt_onnx_SOURCES = tests/engine/test-gpt-onnx.c
+tests_engine_test_gpt_onnx_LDADD = $(SD_ENGINE_LIBS)
+TESTS += tests/engine/test-gpt-torch.sh
+EXTRA_DIST += tests/engine/test-gpt-torch.sh tests/engine/gpt_torch_ref.py
+
+# The transformer kernels (engine/layers-seq.h) against double references,
+# finite differences, and the fused attention against the unfused chain.
+check_PROGRAMS += tests/engine/test-layers-seq
+TESTS += tests/engine/test-layers-seq
+tests_engine_test_layers_seq_SOURCES = tests/engine/test-layers-seq.c tests/check.h
+tests_engine_test_layers_seq_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_engine_test_layers_seq_LDADD = $(SD_ENGINE_LIBS)
+# The same kernels against PyTorch's autograd (SKIPs without torch): the C
+# driver writes inputs and results, the Python side recomputes them.
+check_PROGRAMS += tests/engine/test-layers-seq-dump
+tests_engine_test_layers_seq_dump_SOURCES = tests/engine/test-layers-seq-dump.c
+tests_engine_test_layers_seq_dump_LDADD = $(SD_ENGINE_LIBS)
+TESTS += tests/engine/test-layers-seq-torch.sh
+EXTRA_DIST += tests/engine/test-layers-seq-torch.sh tests/engine/layers_seq_torch.py
+
+# Checkpoints across precisions: a bf16 run resumes in fp32 and back, bit
+# for bit where it must; and the trainer's "auto" precision.  SKIPs where
+# oneDNN has no bf16 kernels.
+check_PROGRAMS += tests/engine/test-resume-bf16
+TESTS += tests/engine/test-resume-bf16
+tests_engine_test_resume_bf16_SOURCES = tests/engine/test-resume-bf16.c tests/check.h
+tests_engine_test_resume_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_engine_test_resume_bf16_LDADD = $(SD_ENGINE_LIBS)

@@ -14,7 +14,8 @@ tests_gpu_fake_libcuda_so_1_SOURCES = tests/gpu/fake/fake-libcuda.c
 tests_gpu_fake_libcuda_so_1_CFLAGS = $(AM_CFLAGS) -fPIC
 tests_gpu_fake_libcuda_so_1_LDFLAGS = $(AM_LDFLAGS) -shared -Wl,-soname,libcuda.so.1
 tests_gpu_fake_spotdeck_cuda_so_SOURCES = tests/gpu/fake/fake-plugin.c tests/gpu/fake/hostdev.h src/base/errors.c \
-	src/base/rng.c engine/blas.c engine/layers.c engine/model.c engine/optim.c
+	src/base/rng.c engine/blas.c engine/layers.c engine/model.c engine/model-seq.c \
+	engine/layers-seq.c engine/optim.c
 tests_gpu_fake_spotdeck_cuda_so_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_gpu_fake_spotdeck_cuda_so_CFLAGS = $(AM_CFLAGS) -fPIC -fvisibility=hidden
 tests_gpu_fake_spotdeck_cuda_so_LDFLAGS = $(AM_LDFLAGS) -shared

@@ -1,7 +1,11 @@
 /* tests/market/test-autopilot.c - the autopilot's policy (src/market/autopilot.c) on
  * hand-built states over data/gce-2019.json: it adds when the deadline
  * slips, swaps to a cheaper offer only when the saving covers the swap,
- * leaves a zone in a revocation burst, respects every limit, does not flap
+ * leaves a zone in a revocation burst, swaps back to a cheaper pool that
+ * reopens (and only once when it reopens and closes at every look), lets
+ * a run be late rather than rescue it in a rare refusal state (on
+ * data/market-2026.json),
+ * respects every limit, does not flap
  * on a price oscillating around its swap threshold, checkpoints when every
  * server is under notice, is deterministic, and reads its objective with
  * one-line errors; and the planner runs it (--policy autopilot). */
@@ -255,6 +259,192 @@ static void test_waits_for_refusing_pool(void)
 	CHECK(count(n, SD_AUTOPILOT_ADD) >= 1, "%s", act[0].reason);
 	CHECK(act[0].kind == SD_AUTOPILOT_ADD && act[0].offer != east, "%s", act[0].reason);
 	free(price);
+}
+
+/* Applies a decision's actions to the hand-built servers (as the live
+ * controller would once they are carried out): a swap gives the server
+ * its new offer and makes it new, a drop removes it, an add brings one. */
+static void apply(struct sd_autopilot_state *st, int n, int id, int *swaps, int *adds, int *drops)
+{
+	for (int i = 0; i < n; i++) {
+		int k = 0;
+		while (k < st->nservers && srv[k].id != act[i].server)
+			k++;
+		if (act[i].kind == SD_AUTOPILOT_SWAP && k < st->nservers) {
+			++*swaps;
+			srv[k].offer = act[i].offer;
+			srv[k].age_seconds = 0;
+		} else if (act[i].kind == SD_AUTOPILOT_DROP && k < st->nservers) {
+			++*drops;
+			srv[k] = srv[--st->nservers];
+		} else if (act[i].kind == SD_AUTOPILOT_ADD) {
+			++*adds;
+			srv[st->nservers++] = (struct sd_autopilot_server){ .id = id + i, .offer = act[i].offer,
+			                                                    .ready = true };
+		}
+	}
+}
+
+/* The run left the cheap east pool for the dearer west one: east refused
+ * its request (a stockout), or its zone was in a revocation burst.  While
+ * east refuses, or the burst lasts, the server stays in the west; once east
+ * reopens (the market has room there again, or the burst is over) it is
+ * swapped back, as the saving pays for the swap's boot and join twice; not
+ * when the work left is too little for a saving to cover the join; and a
+ * pool that reopens and closes again at every look makes at most one swap. */
+static void test_swaps_back_to_reopened_pool(void)
+{
+	double *price = cheap_east_prices();
+	const struct sd_offer *east = offer(P100_EAST), *west = offer(P100_WEST);
+	int *room = calloc((size_t)cat->noffers, sizeof *room);
+	for (int i = 0; i < cat->noffers; i++)
+		room[i] = -1;
+	struct sd_autopilot_objective o = deadline(24 * 3600);
+	/* The west server, an hour old; east refused a request when it was
+	 * taken, and again a minute ago. */
+	struct sd_autopilot_revocation rv[2] = { { east, 3700, true }, { east, 60, true } };
+	struct sd_autopilot_state st = state(P100_WEST, 1, 0.1, 3700);
+	st.images_total = 3 * SEEDS_JOB;
+	st.usd_per_hour = price;
+	st.available = room;
+	st.revocations = rv;
+	st.nrevocations = 2;
+	room[east->index] = 0;
+	int n = decide(&o, &st);
+	CHECK_INT(count(n, SD_AUTOPILOT_SWAP), 0);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_NOTHING);
+	/* Reopened: room there again. */
+	room[east->index] = 4;
+	n = decide(&o, &st);
+	CHECK_INT(count(n, SD_AUTOPILOT_SWAP), 1);
+	CHECK(act[0].kind == SD_AUTOPILOT_SWAP && act[0].offer == east && act[0].server == 0, "%s", act[0].reason);
+	CHECK(act[0].cost_after < act[0].cost_before, "%s", act[0].reason);
+	/* The saving pays for the swap twice: it is net of the swap's cost,
+	 * the old server billed at west's price while the new one boots (the
+	 * catalog's median boot of east) and joins, and exceeds it again. */
+	double boot = east->nboot % 2 ? east->boot_quantiles[east->nboot / 2]
+	                              : (east->boot_quantiles[east->nboot / 2 - 1] + east->boot_quantiles[east->nboot / 2]) / 2;
+	double join_usd = price[west->index] * (boot + SD_PLAN_JOIN_SECONDS) / 3600;
+	CHECK(act[0].cost_before - act[0].cost_after > join_usd, "saving $%.3f, join $%.3f", act[0].cost_before -
+	      act[0].cost_after, join_usd);
+	/* Less work left, less saving: by bisection the least work left at
+	 * which it still swaps back; there the saving covers the join twice
+	 * (so a saving smaller than the join moves nothing), and with less
+	 * work than that, no swap. */
+	double rate = west->images_per_sec, lo = 60 * rate, hi = 0.9 * st.images_total;
+	double saving_at = 0;
+	for (int it = 0; it < 30; it++) {
+		double mid = (lo + hi) / 2;
+		st.images_done = st.images_total - mid;
+		n = decide(&o, &st);
+		if (count(n, SD_AUTOPILOT_SWAP) > 0) {
+			hi = mid;
+			saving_at = act[0].cost_before - act[0].cost_after;
+		} else {
+			lo = mid;
+		}
+	}
+	CHECK(hi > 60 * rate * 1.01, "swaps back with %.0f s of work left", hi / rate);
+	CHECK(saving_at > join_usd * 0.999 && saving_at < 1.2 * join_usd, "saving $%.4f at the threshold, join $%.4f", saving_at, join_usd);
+	st.images_done = st.images_total - 0.9 * hi;
+	n = decide(&o, &st);
+	CHECK_INT(count(n, SD_AUTOPILOT_SWAP), 0);
+	CHECK_INT(act[0].kind, SD_AUTOPILOT_NOTHING);
+	st.images_done = 0.1 * st.images_total;
+
+	/* A burst in east (two revocations within the hour) made it leave;
+	 * while the burst lasts it stays, once it is over it swaps back. */
+	struct sd_autopilot_revocation burst[2] = { { east, 1500, false }, { east, 1400, false } };
+	st.revocations = burst;
+	st.available = NULL;
+	n = decide(&o, &st);
+	CHECK_INT(count(n, SD_AUTOPILOT_SWAP), 0);
+	burst[0].age_seconds = 3 * 3600 + 100;
+	burst[1].age_seconds = 3 * 3600;
+	n = decide(&o, &st);
+	CHECK(count(n, SD_AUTOPILOT_SWAP) == 1 && act[0].offer == east, "%s", act[0].reason);
+
+	/* East reopens and closes again at every look, ten minutes apart:
+	 * the servers evolve with the actions; one swap at most, never back. */
+	st.revocations = rv;
+	st.available = room;
+	rv[0].age_seconds = rv[1].age_seconds = 3700;
+	st = state(P100_WEST, 1, 0.1, 3700);
+	st.images_total = 3 * SEEDS_JOB;
+	st.usd_per_hour = price;
+	st.available = room;
+	st.revocations = rv;
+	st.nrevocations = 2;
+	int swaps = 0, adds = 0, drops = 0;
+	for (int turn = 0; turn < 30; turn++) {
+		room[east->index] = turn % 2 ? 4 : 0;
+		n = decide(&o, &st);
+		apply(&st, n, 100 + 10 * turn, &swaps, &adds, &drops);
+		for (int i = 0; i < st.nservers; i++)
+			srv[i].age_seconds += 600;
+		for (int i = 0; i < 2; i++)
+			rv[i].age_seconds += 600;
+		st.elapsed_seconds += 600;
+		st.images_done = fmin(st.images_total * 0.9, st.images_done + west->images_per_sec * 600);
+	}
+	CHECK(swaps == 1, "%d swaps", swaps);
+	CHECK(st.nservers == 1 && srv[0].offer == east, "%d servers, s%d on %s", st.nservers, srv[0].id,
+	      srv[0].offer->id);
+	CHECK_INT(adds, 0);
+	CHECK_INT(drops, 0);
+	free(room);
+	free(price);
+}
+
+/* On data/market-2026.json (calm/storm pools): the cheap Azure T4 pool has
+ * refused every request, once a minute, for the run's first 4 h, with all
+ * the 3x job left and 70 minutes to its deadline (no time to wait: only
+ * dearer offers make it).  A storm that long is rarer than the
+ * 5 % of runs the confidence leaves late (the storm's 20 % share x
+ * exp(-4 h / 2 h) = 2.7 %): no rescue by dearer offers, the T4 pool asked
+ * again, saying why.  After 20 minutes of refusals (16 %) it rescues. */
+static void test_no_rescue_in_rare_state(void)
+{
+	char path[4096], *why = NULL;
+	const char *top = getenv("top_srcdir");
+	snprintf(path, sizeof path, "%s/data/market-2026.json", top ? top : SD_SRCDIR);
+	struct sd_catalog *m26 = NULL;
+	if (sd_catalog_load(&m26, path, &why) < 0) {
+		CHECK(0, "%s", why);
+		free(why);
+		return;
+	}
+	const struct sd_offer *t4 = sd_catalog_find(m26, "azure/eastus-1/t4/spot");
+	CHECK(t4 != NULL);
+	if (!t4) {
+		sd_catalog_free(m26);
+		return;
+	}
+	struct sd_autopilot_revocation rv[241];
+	int nr = 0;
+	for (int a = 60; a <= 4 * 3600; a += 60)
+		rv[nr++] = (struct sd_autopilot_revocation){ t4, a, true };
+	struct sd_autopilot_objective o = deadline(4 * 3600 + 70 * 60);
+	o.every_seconds = 3600;   /* the next look too late to wait for it */
+	struct sd_autopilot_state st = { .cat = m26, .images_total = 3 * SEEDS_JOB, .images_done = 0,
+	                                 .speed_factor = 1, .elapsed_seconds = 4 * 3600, .spent_usd = 0,
+	                                 .servers = srv, .nservers = 0, .revocations = rv, .nrevocations = nr,
+	                                 .manual_cap = -1, .hazard_scale = 1 };
+	int n = decide(&o, &st);
+	CHECK(n >= 1 && act[0].kind == SD_AUTOPILOT_ADD && act[0].offer == t4, "%s", act[0].reason);
+	CHECK(strstr(act[0].reason, "late, and no rescue") != NULL, "%s", act[0].reason);
+	for (int i = 0; i < n; i++)
+		CHECK(act[i].kind != SD_AUTOPILOT_ADD || act[i].offer == t4, "%s", act[i].reason);
+	/* Twenty minutes of refusals: not rare, a rescue by other offers. */
+	st.nrevocations = 20;
+	st.elapsed_seconds = 4 * 3600;
+	n = decide(&o, &st);
+	int other = 0;
+	for (int i = 0; i < n; i++)
+		other += act[i].kind == SD_AUTOPILOT_ADD && act[i].offer != t4;
+	CHECK(other >= 1, "%s", act[0].reason);
+	CHECK(strstr(act[0].reason, "late, and no rescue") == NULL, "%s", act[0].reason);
+	sd_catalog_free(m26);
 }
 
 /* Prices older than the objective's limit: it holds, says so, and moves
@@ -593,6 +783,8 @@ int main(void)
 	test_leaves_burst_zone();
 	test_waits_for_burst();
 	test_waits_for_refusing_pool();
+	test_swaps_back_to_reopened_pool();
+	test_no_rescue_in_rare_state();
 	test_holds_on_stale_prices();
 	test_checkpoint_guard();
 	test_limits();
