@@ -3576,6 +3576,64 @@ static const char *base_name(const char *path)
 	return s ? s + 1 : path;
 }
 
+/* Lowers the graph's nodes in file order, each through its op's entry of
+ * the table, counting the readers of the values each makes. */
+static int lower_nodes(struct lower *L, const Onnx__GraphProto *g)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		L->node_idx = (int)i;
+		L->node = nd;
+		if (!nd->op_type)
+			return fail(L, "node has no op type");
+		int k = nd->domain && *nd->domain && strcmp(nd->domain, "ai.onnx") ? -1
+		        : op_index(nd->op_type);
+		if (k < 0) {
+			char list[512];
+			sd_onnx_op_list(list, sizeof list);
+			return fail(L, "op %s%s%s is not supported; supported ops: %s",
+			            nd->domain && *nd->domain ? nd->domain : "",
+			            nd->domain && *nd->domain ? ":" : "", nd->op_type, list);
+		}
+		if (L->skip[i])
+			continue;
+		int before = L->nvals;
+		L->op_count[k]++;
+		if (ops[k].fn(L, nd) < 0)
+			return -1;
+		/* Count the readers of the new values now: act_readers needs them. */
+		for (int v = before; v < L->nvals; v++) {
+			for (size_t j = i + 1; j < g->n_node; j++)
+				for (size_t q = 0; q < g->node[j]->n_input; q++)
+					if (!strcmp(g->node[j]->input[q], L->vals[v].name) && !L->skip[j])
+						L->vals[v].consumers++;
+			/* A MatMul's bias Add is skipped: its reads do not count, its
+			 * output's do (counted above, as a value of this batch). */
+			if (!strcmp(g->output[0]->name, L->vals[v].name))
+				L->vals[v].consumers++;
+		}
+	}
+	L->node = NULL;
+	return 0;
+}
+
+/* The initializers' values into the model's parameters and buffers, a
+ * transposed copy where the lowering asked for one (rows set). */
+static void copy_initial_values(struct lower *L, struct sd_model *m)
+{
+	for (int i = 0; i < L->ncopies; i++) {
+		const struct copy *cp = &L->copies[i];
+		float *dst = (cp->to_buffers ? m->buffers : m->params) + cp->off;
+		if (cp->rows) {
+			for (int r = 0; r < cp->rows; r++)
+				for (int q = 0; q < cp->cols; q++)
+					dst[(size_t)q * cp->rows + r] = cp->src[(size_t)r * cp->cols + q];
+		} else {
+			memcpy(dst, cp->src, cp->count * sizeof(float));
+		}
+	}
+}
+
 static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batch)
 {
 	if (check_opset(L, mp) < 0)
@@ -3628,40 +3686,8 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 			for (size_t q = 0; q < g->node[j]->n_input; q++)
 				if (!strcmp(g->node[j]->input[q], L->vals[v].name))
 					L->vals[v].consumers++;
-	for (size_t i = 0; i < g->n_node; i++) {
-		const Onnx__NodeProto *nd = g->node[i];
-		L->node_idx = (int)i;
-		L->node = nd;
-		if (!nd->op_type)
-			return fail(L, "node has no op type");
-		int k = nd->domain && *nd->domain && strcmp(nd->domain, "ai.onnx") ? -1
-		        : op_index(nd->op_type);
-		if (k < 0) {
-			char list[512];
-			sd_onnx_op_list(list, sizeof list);
-			return fail(L, "op %s%s%s is not supported; supported ops: %s",
-			            nd->domain && *nd->domain ? nd->domain : "",
-			            nd->domain && *nd->domain ? ":" : "", nd->op_type, list);
-		}
-		if (L->skip[i])
-			continue;
-		int before = L->nvals;
-		L->op_count[k]++;
-		if (ops[k].fn(L, nd) < 0)
-			return -1;
-		/* Count the readers of the new values now: act_readers needs them. */
-		for (int v = before; v < L->nvals; v++) {
-			for (size_t j = i + 1; j < g->n_node; j++)
-				for (size_t q = 0; q < g->node[j]->n_input; q++)
-					if (!strcmp(g->node[j]->input[q], L->vals[v].name) && !L->skip[j])
-						L->vals[v].consumers++;
-			/* A MatMul's bias Add is skipped: its reads do not count, its
-			 * output's do (counted above, as a value of this batch). */
-			if (!strcmp(g->output[0]->name, L->vals[v].name))
-				L->vals[v].consumers++;
-		}
-	}
-	L->node = NULL;
+	if (lower_nodes(L, g) < 0)
+		return -1;
 	int out = find_val(L, g->output[0]->name);
 	if (out < 0)
 		return fail(L, "graph output %s is produced by no node", g->output[0]->name);
@@ -3697,17 +3723,7 @@ static int lower_model(struct lower *L, const Onnx__ModelProto *mp, int max_batc
 	}
 	if (sd_graph_finish(m, classes, L->why) < 0)
 		return -1;
-	for (int i = 0; i < L->ncopies; i++) {
-		const struct copy *cp = &L->copies[i];
-		float *dst = (cp->to_buffers ? m->buffers : m->params) + cp->off;
-		if (cp->rows) {
-			for (int r = 0; r < cp->rows; r++)
-				for (int q = 0; q < cp->cols; q++)
-					dst[(size_t)q * cp->rows + r] = cp->src[(size_t)r * cp->cols + q];
-		} else {
-			memcpy(dst, cp->src, cp->count * sizeof(float));
-		}
-	}
+	copy_initial_values(L, m);
 	return 0;
 }
 

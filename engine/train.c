@@ -567,6 +567,77 @@ static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked,
 	sd_conv2d_set_precision(p);
 }
 
+/* The job's precision other than auto: fp32 or bf16, bf16 only on the CPU
+ * backend of a CPU oneDNN has bf16 kernels for.  0, or -1 with *why. */
+static int parse_precision(const struct sd_train_config *cfg, enum sd_conv_precision *prec,
+                           char **why)
+{
+	if (cfg->precision[0] && sd_conv2d_parse_precision(cfg->precision, prec, NULL) < 0)
+		return sd_why(why, "precision: expected fp32, bf16 or auto, got '%s'", cfg->precision);
+	if (*prec == SD_CONV_BF16 && !strcmp(cfg->backend, "cuda"))
+		return sd_why(why, "precision: bf16 runs on the cpu backend only, backend is cuda");
+	if (*prec == SD_CONV_BF16 && !sd_conv2d_bf16_available())
+		return sd_why(why, "precision: bf16 needs oneDNN with bf16 kernels (a CPU with "
+		              "AVX512-BF16 or AMX); %s", sd_conv2d_onednn_version()
+		              ? "this CPU has neither" : "this build has no oneDNN");
+	return 0;
+}
+
+/* The backend the job asks for, and the device model on it when it is a
+ * device's.  0, or -1 with *why (the caller destroys t). */
+static int choose_backend(struct sd_trainer *t, const struct sd_train_config *cfg, char **why)
+{
+	enum sd_backend_request req;
+	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0) {
+		return sd_why(why, "backend: expected auto, cpu or cuda, got '%s'", cfg->backend);
+	}
+	if (sd_backend_choose(&t->backend, req, cfg->device, why) < 0)
+		return -1;
+	if (t->backend.ops && t->lm) {
+		/* The device executors train images only: a language model
+		 * stays on the CPU executor and the reason says so, as when a
+		 * device model cannot be built. */
+		if (t->backend.demanded) {
+			return sd_why(why, "CUDA backend asked for but the model cannot run there: the "
+			              "CUDA backend has no language-model path (sequences of tokens)");
+		}
+		memset(&t->backend, 0, sizeof t->backend);
+		t->backend.kind = SD_BACKEND_CPU;
+		snprintf(t->backend.name, sizeof t->backend.name, "cpu");
+		snprintf(t->backend.reason, sizeof t->backend.reason,
+		         "CUDA device model failed: the CUDA backend has no language-model path");
+	}
+	if (t->backend.ops) {
+		if (dev_setup(t, t->backend.demanded, why) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The staging buffers of a batch, page-locked for a device (straight
+ * DMA) where it can give them, else ordinary memory; and where the
+ * training set lives (place_training_set). */
+static void alloc_batches(struct sd_trainer *t, int maxb, size_t img)
+{
+	/* Batches go to a device from page-locked memory (straight DMA). */
+	if (t->dev) {
+		t->xbuf = t->backend.ops->host_alloc((size_t)maxb * img * sizeof(float));
+		t->ybuf = t->backend.ops->host_alloc((size_t)maxb);
+	}
+	place_training_set(t, img);
+	if (!t->xbuf || !t->ybuf) {
+		if (t->dev) {
+			t->backend.ops->host_free(t->xbuf);
+			t->backend.ops->host_free(t->ybuf);
+		}
+		t->xbuf = sd_malloc((size_t)maxb * img * sizeof(float));
+		t->ybuf = sd_malloc((size_t)maxb);
+		t->pinned = 0;
+	} else {
+		t->pinned = 1;
+	}
+}
+
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
 {
 	*out = NULL;
@@ -585,15 +656,8 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	 * then the model is built in fp32 (its plans and workspace cover both). */
 	const int prec_auto = !strcmp(cfg->precision, "auto");
 	enum sd_conv_precision prec = SD_CONV_FP32;
-	if (!prec_auto && cfg->precision[0] &&
-	    sd_conv2d_parse_precision(cfg->precision, &prec, NULL) < 0)
-		return sd_why(why, "precision: expected fp32, bf16 or auto, got '%s'", cfg->precision);
-	if (prec == SD_CONV_BF16 && !strcmp(cfg->backend, "cuda"))
-		return sd_why(why, "precision: bf16 runs on the cpu backend only, backend is cuda");
-	if (prec == SD_CONV_BF16 && !sd_conv2d_bf16_available())
-		return sd_why(why, "precision: bf16 needs oneDNN with bf16 kernels (a CPU with "
-		              "AVX512-BF16 or AMX); %s", sd_conv2d_onednn_version()
-		              ? "this CPU has neither" : "this build has no oneDNN");
+	if (!prec_auto && parse_precision(cfg, &prec, why) < 0)
+		return -1;
 	sd_conv2d_set_precision(prec);
 	struct sd_data_options opt;
 	enum sd_augment aug;
@@ -641,37 +705,9 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	t->velocity = sd_calloc(np, sizeof(float));
 	if (t->opt.kind == SD_OPTIM_ADAMW)
 		t->second = sd_calloc(np, sizeof(float));
-	enum sd_backend_request req;
-	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0) {
-		sd_why(why, "backend: expected auto, cpu or cuda, got '%s'", cfg->backend);
+	if (choose_backend(t, cfg, why) < 0) {
 		sd_trainer_destroy(t);
 		return -1;
-	}
-	if (sd_backend_choose(&t->backend, req, cfg->device, why) < 0) {
-		sd_trainer_destroy(t);
-		return -1;
-	}
-	if (t->backend.ops && t->lm) {
-		/* The device executors train images only: a language model
-		 * stays on the CPU executor and the reason says so, as when a
-		 * device model cannot be built. */
-		if (t->backend.demanded) {
-			sd_why(why, "CUDA backend asked for but the model cannot run there: the "
-			       "CUDA backend has no language-model path (sequences of tokens)");
-			sd_trainer_destroy(t);
-			return -1;
-		}
-		memset(&t->backend, 0, sizeof t->backend);
-		t->backend.kind = SD_BACKEND_CPU;
-		snprintf(t->backend.name, sizeof t->backend.name, "cpu");
-		snprintf(t->backend.reason, sizeof t->backend.reason,
-		         "CUDA device model failed: the CUDA backend has no language-model path");
-	}
-	if (t->backend.ops) {
-		if (dev_setup(t, t->backend.demanded, why) < 0) {
-			sd_trainer_destroy(t);
-			return -1;
-		}
 	}
 	choose_precision(t, prec, prec_auto);
 	t->perm_epoch = -1;
@@ -699,23 +735,7 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		*out = t;
 		return 0;
 	}
-	/* Batches go to a device from page-locked memory (straight DMA). */
-	if (t->dev) {
-		t->xbuf = t->backend.ops->host_alloc((size_t)maxb * img * sizeof(float));
-		t->ybuf = t->backend.ops->host_alloc((size_t)maxb);
-	}
-	place_training_set(t, img);
-	if (!t->xbuf || !t->ybuf) {
-		if (t->dev) {
-			t->backend.ops->host_free(t->xbuf);
-			t->backend.ops->host_free(t->ybuf);
-		}
-		t->xbuf = sd_malloc((size_t)maxb * img * sizeof(float));
-		t->ybuf = sd_malloc((size_t)maxb);
-		t->pinned = 0;
-	} else {
-		t->pinned = 1;
-	}
+	alloc_batches(t, maxb, img);
 	*out = t;
 	return 0;
 }

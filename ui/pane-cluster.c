@@ -40,6 +40,48 @@ static int server_count(const struct sd_view *v)
 	return v->servers && v->nservers > 0 ? v->nservers : 0;
 }
 
+/* The largest speed in any server's history (the sparklines' common
+ * scale), and whether any speed is emulated or any price estimated. */
+static double cluster_scan(const struct sd_view *v, int n, int *emulated, int *estimated)
+{
+	double hist_max = 0;
+	for (int i = 0; i < n; i++) {
+		const struct sd_view_series *s = &v->servers[i].ips;
+		int len = sd_series_len(s);
+		for (int k = 0; k < len; k++) {
+			double val = sd_series_at(s, k);
+			if (isfinite(val) && val > hist_max)
+				hist_max = val;
+		}
+		*emulated |= v->servers[i].emulated != 0;
+		*estimated |= v->servers[i].price_estimated && !v->servers[i].local;
+	}
+	return hist_max;
+}
+
+/* The frame: servers, live ones, generation and the scroll range in the
+ * title; what ~ and * mean in the footer. */
+static void cluster_frame(struct sd_pane *p, const struct sd_view *v, const struct sd_draw *d,
+                          int n, int rows, int emulated, int estimated)
+{
+	int live = 0;
+	for (int i = 0; i < n; i++)
+		live += sd_state_live(v->servers[i].state);
+	char title[96];
+	snprintf(title, sizeof title, "Cluster (%d server%s, %d live, gen %ld)", n, n == 1 ? "" : "s", live,
+	         v->generation);
+	if (n > rows && rows > 0) {
+		size_t l = strlen(title);
+		snprintf(title + l, sizeof title - l, " %d-%d/%d", p->list.top + 1,
+		         p->list.top + rows < n ? p->list.top + rows : n, n);
+	}
+	const char *foot = emulated && estimated ? "~ emulated GPU speed, * estimated price"
+	                   : emulated ? "~ emulated GPU speed" : estimated ? "* estimated price" : NULL;
+	if (foot && (int)strlen(foot) + (int)strlen(title) + 10 > p->w)
+		foot = emulated ? "~ emulated GPU speed" : foot;
+	sd_pane_frame(p, d, title, foot);
+}
+
 static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struct sd_draw *d)
 {
 	WINDOW *w = p->win;
@@ -60,18 +102,7 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 	sd_cols_title(w, d->g, 1, x, cols, CC_N, xs, ws);
 
 	/* One scale for every sparkline, so rows compare at a glance. */
-	double hist_max = 0;
-	for (int i = 0; i < n; i++) {
-		const struct sd_view_series *s = &v->servers[i].ips;
-		int len = sd_series_len(s);
-		for (int k = 0; k < len; k++) {
-			double val = sd_series_at(s, k);
-			if (isfinite(val) && val > hist_max)
-				hist_max = val;
-		}
-		emulated |= v->servers[i].emulated != 0;
-		estimated |= v->servers[i].price_estimated && !v->servers[i].local;
-	}
+	double hist_max = cluster_scan(v, n, &emulated, &estimated);
 
 	int sel = sd_list_resolve(&p->list, v, n, sd_server_id, rows);
 	if (n == 0 && rows > 0) {
@@ -148,22 +179,7 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 #undef CELL
 	}
 
-	int live = 0;
-	for (int i = 0; i < n; i++)
-		live += sd_state_live(v->servers[i].state);
-	char title[96];
-	snprintf(title, sizeof title, "Cluster (%d server%s, %d live, gen %ld)", n, n == 1 ? "" : "s", live,
-	         v->generation);
-	if (n > rows && rows > 0) {
-		size_t l = strlen(title);
-		snprintf(title + l, sizeof title - l, " %d-%d/%d", p->list.top + 1,
-		         p->list.top + rows < n ? p->list.top + rows : n, n);
-	}
-	const char *foot = emulated && estimated ? "~ emulated GPU speed, * estimated price"
-	                   : emulated ? "~ emulated GPU speed" : estimated ? "* estimated price" : NULL;
-	if (foot && (int)strlen(foot) + (int)strlen(title) + 10 > p->w)
-		foot = emulated ? "~ emulated GPU speed" : foot;
-	sd_pane_frame(p, d, title, foot);
+	cluster_frame(p, v, d, n, rows, emulated, estimated);
 }
 
 static uint64_t cluster_signature(const struct sd_pane *p, const struct sd_view *v)
