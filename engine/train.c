@@ -65,6 +65,15 @@ static int sd_train_data_options(const struct sd_train_config *cfg,
 		              cfg->dataset);
 	if (!npy && cfg->classes)
 		return sd_why(why, "classes: only for dataset npy (%s has its own)", cfg->dataset);
+	int tokens = !strcmp(cfg->dataset, "tokens");
+	if (tokens && cfg->block_size <= 0)
+		return sd_why(why, "block_size: dataset tokens needs the sequence length (the "
+		              "model's time dimension), got %d", cfg->block_size);
+	if (!tokens && cfg->block_size)
+		return sd_why(why, "block_size: only for dataset tokens (%s holds images)",
+		              cfg->dataset);
+	if (tokens && *aug != SD_AUGMENT_NONE)
+		return sd_why(why, "augment: only for image datasets, not dataset tokens");
 	if (cfg->norm_channels < 0 || cfg->norm_channels > SD_DATA_MAX_CHANNELS)
 		return sd_why(why, "normalize: %d channels (1 to %d)", cfg->norm_channels,
 		              SD_DATA_MAX_CHANNELS);
@@ -77,12 +86,80 @@ static int sd_train_data_options(const struct sd_train_config *cfg,
 	return 0;
 }
 
+/* Opens dataset tokens' train.bin and val.bin in cfg->data_dir into tr and
+ * va and checks each holds a window of block_size + 1 tokens.  0, or -1
+ * with *why naming the file and both closed. */
+static int open_token_files(const struct sd_train_config *cfg, struct sd_tokens *tr,
+                            struct sd_tokens *va, char **why)
+{
+	memset(tr, 0, sizeof *tr);
+	memset(va, 0, sizeof *va);
+	if (!cfg->data_dir[0])
+		return sd_why(why, "data_dir: dataset tokens needs the directory of train.bin and "
+		              "val.bin");
+	char path[SD_PATH_MAX + 16];
+	snprintf(path, sizeof path, "%s/train.bin", cfg->data_dir);
+	if (sd_tokens_open(tr, path, why) < 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/val.bin", cfg->data_dir);
+	if (sd_tokens_open(va, path, why) < 0 || sd_tokens_check_block(tr, cfg->block_size, why) < 0 ||
+	    sd_tokens_check_block(va, cfg->block_size, why) < 0) {
+		sd_tokens_close(tr);
+		sd_tokens_close(va);
+		return -1;
+	}
+	if (sd_tokens_epoch_windows(tr, cfg->block_size) < (uint64_t)cfg->global_batch) {
+		sd_why(why, "global_batch: %d is more than the %llu windows of %d tokens in %s",
+		       cfg->global_batch,
+		       (unsigned long long)sd_tokens_epoch_windows(tr, cfg->block_size),
+		       cfg->block_size, tr->path);
+		sd_tokens_close(tr);
+		sd_tokens_close(va);
+		return -1;
+	}
+	return 0;
+}
+
+/* The language model's fit to the token files: block_size is its sequence
+ * length seq (the time dimension of an ONNX export, which is also the rows
+ * of its position table used), and every token id of both files is below
+ * its vocabulary.  file names the model. */
+static int lm_fits(const struct sd_train_config *cfg, const char *file, int seq, int vocab,
+                   const struct sd_tokens *tr, const struct sd_tokens *va, char **why)
+{
+	if (cfg->block_size > seq)
+		return sd_why(why, "block_size: %d is more than the %d positions %s holds (its "
+		              "position table, the time dimension it was exported with)",
+		              cfg->block_size, seq, file);
+	if (cfg->block_size != seq)
+		return sd_why(why, "block_size: %d, but %s takes sequences of %d tokens (the time "
+		              "dimension it was exported with)", cfg->block_size, file, seq);
+	if (vocab <= 0)
+		return sd_why(why, "%s: no vocabulary (classes) in the model", file);
+	if (sd_tokens_check_vocab(tr, (uint32_t)vocab, why) < 0 ||
+	    sd_tokens_check_vocab(va, (uint32_t)vocab, why) < 0)
+		return -1;
+	return 0;
+}
+
 int sd_train_check_data(const struct sd_train_config *cfg, char **why)
 {
 	struct sd_data_options opt;
 	enum sd_augment aug;
 	if (sd_train_data_options(cfg, &opt, &aug, why) < 0)
 		return -1;
+	if (!strcmp(cfg->dataset, "tokens")) {
+		if (!sd_onnx_is_path(cfg->model))
+			return sd_why(why, "model: %s is an image model; dataset tokens needs a "
+			              "language model (an ONNX export of a GPT, examples/char-gpt/)",
+			              cfg->model);
+		struct sd_tokens tr, va;
+		if (open_token_files(cfg, &tr, &va, why) < 0)
+			return -1;
+		sd_tokens_close(&tr);
+		sd_tokens_close(&va);
+		return 0;
+	}
 	if (strcmp(cfg->dataset, "npy") != 0)
 		return 0;
 	struct sd_dataset train, test;
@@ -198,6 +275,38 @@ static int onnx_fits(const struct sd_onnx_info *info, const char *path, const ch
 	              info->classes, dataset, c, h, w, classes);
 }
 
+/* The sequence length of the ONNX model in bytes[0..len): 0 for an image
+ * model (built with room for one sample, then dropped). */
+static int onnx_seq_len(const uint8_t *bytes, size_t len, const char *file, int *seq, char **why)
+{
+	struct sd_model *m = NULL;
+	if (sd_model_create_onnx(&m, bytes, len, file, 1, why) < 0)
+		return -1;
+	*seq = sd_model_seq_len(m);
+	sd_model_destroy(m);
+	return 0;
+}
+
+/* A language model's check against dataset tokens (cfg): seq its sequence
+ * length (0: an image model, refused), vocab its classes. */
+static int lm_check(const struct sd_train_config *cfg, const struct sd_onnx_info *info, int seq,
+                    char **why)
+{
+	if (seq <= 0)
+		return sd_why(why, "%s: an image model (%dx%dx%d inputs); dataset tokens needs a "
+		              "language model", cfg->model, info->c, info->h, info->w);
+	struct sd_tokens tr, va;
+	if (open_token_files(cfg, &tr, &va, why) < 0)
+		return -1;
+	int rc = lm_fits(cfg, cfg->model, seq, info->classes, &tr, &va, why);
+	sd_tokens_close(&tr);
+	sd_tokens_close(&va);
+	return rc;
+}
+
+static int image_fits(const struct sd_train_config *cfg, const struct sd_onnx_info *info,
+                      char **why);
+
 int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes, size_t len,
                          struct sd_onnx_info *out, char **why)
 {
@@ -213,11 +322,44 @@ int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes
 	}
 	struct sd_onnx_info info;
 	int rc = sd_onnx_check(bytes, len, cfg->model, &info, why);
+	int seq = 0;
+	/* Whether it is a language model is known once it is built: always
+	 * for tokens, and for an image dataset only when its input does not
+	 * fit, to say why. */
+	if (rc == 0 && !strcmp(cfg->dataset, "tokens")) {
+		rc = onnx_seq_len(bytes, len, cfg->model, &seq, why);
+		if (rc == 0)
+			rc = lm_check(cfg, &info, seq, why);
+		if (rc == 0 && out)
+			*out = info;
+		free(own);
+		return rc;
+	}
+	if (rc == 0) {
+		char *e = NULL;
+		if (image_fits(cfg, &info, &e) < 0) {
+			rc = -1;
+			if (onnx_seq_len(bytes, len, cfg->model, &seq, NULL) == 0 && seq > 0)
+				sd_why(why, "%s: a language model (sequences of %d tokens); dataset %s "
+				       "holds images (use dataset tokens)", cfg->model, seq, cfg->dataset);
+			else
+				sd_why(why, "%s", e);
+		}
+		free(e);
+	}
 	free(own);
 	if (rc < 0)
 		return -1;
 	if (out)
 		*out = info;
+	return 0;
+}
+
+/* The ONNX image model's input and classes (info) against cfg's image
+ * dataset; an unknown dataset is the data check's to name. */
+static int image_fits(const struct sd_train_config *cfg, const struct sd_onnx_info *info,
+                      char **why)
+{
 	int c = 0, h = 0, w = 0, classes = 10;
 	if (!strcmp(cfg->dataset, "fashion-mnist") || !strcmp(cfg->dataset, "mnist")) {
 		c = 1, h = 28, w = 28;
@@ -240,7 +382,7 @@ int sd_train_check_model(const struct sd_train_config *cfg, const uint8_t *bytes
 	} else {
 		return 0;   /* an unknown dataset is the data check's to name */
 	}
-	return onnx_fits(&info, cfg->model, cfg->dataset, c, h, w, classes, why);
+	return onnx_fits(info, cfg->model, cfg->dataset, c, h, w, classes, why);
 }
 
 /* The model of an ONNX file (cfg->model, or the bytes the config carries),
@@ -259,11 +401,19 @@ static int create_onnx(struct sd_trainer *t, const struct sd_train_config *cfg, 
 		in = bytes;
 	}
 	int rc = sd_onnx_check(in, len, path, &info, why);
-	if (rc == 0)
+	if (rc == 0 && !t->lm)
 		rc = onnx_fits(&info, path, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
 		               t->train.classes, why);
 	if (rc == 0)
 		rc = sd_model_create_onnx(&t->model, in, len, path, maxb, why);
+	if (rc == 0 && t->lm) {
+		int seq = sd_model_seq_len(t->model);
+		if (seq <= 0)
+			rc = sd_why(why, "%s: an image model (%dx%dx%d inputs); dataset tokens needs a "
+			            "language model", path, info.c, info.h, info.w);
+		else
+			rc = lm_fits(cfg, path, seq, info.classes, &t->tok_train, &t->tok_val, why);
+	}
 	if (rc == 0 && sd_sha256_hex(in, len, t->model_sha256, why) < 0)
 		rc = -1;
 	free(bytes);
@@ -278,7 +428,13 @@ static int load_datasets(struct sd_trainer *t, const struct sd_train_config *cfg
 {
 	const char *dir = cfg->data_dir[0] ? cfg->data_dir : NULL;
 	int rc;
-	if (!strcmp(cfg->dataset, "npy")) {
+	if (t->lm) {
+		if (!sd_onnx_is_path(cfg->model))
+			return sd_why(why, "model: %s is an image model; dataset tokens needs a "
+			              "language model (an ONNX export of a GPT, examples/char-gpt/)",
+			              cfg->model);
+		rc = open_token_files(cfg, &t->tok_train, &t->tok_val, why);
+	} else if (!strcmp(cfg->dataset, "npy")) {
 		rc = sd_dataset_load_npy(&t->train, &t->test, dir, opt, why);
 	} else if (!strcmp(cfg->dataset, "synthetic")) {
 		int nt = cfg->synthetic_samples / 5 > 0 ? cfg->synthetic_samples / 5 : 1;
@@ -407,16 +563,21 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	t->cfg.model_bytes = NULL;   /* borrowed for this call only */
 	t->cfg.model_len = 0;
 	t->augment = aug;
+	t->lm = !strcmp(cfg->dataset, "tokens");
 	if (load_datasets(t, cfg, &opt, why) < 0) {
 		sd_trainer_destroy(t);
 		return -1;
 	}
-	if (t->train.n < cfg->global_batch) {
+	if (!t->lm && t->train.n < cfg->global_batch) {
 		sd_trainer_destroy(t);
 		return sd_why(why, "batch: %d is larger than the %d training samples",
 		              cfg->global_batch, t->train.n);
 	}
-	int maxb = cfg->global_batch > cfg->eval_batch ? cfg->global_batch : cfg->eval_batch;
+	/* A language model evaluates in chunks of at most global_batch
+	 * windows (sd_trainer_eval_range): its activations, T times an
+	 * image's per sample, are sized for the training batch alone. */
+	int maxb = t->lm || cfg->global_batch > cfg->eval_batch ? cfg->global_batch
+	                                                         : cfg->eval_batch;
 	if (sd_onnx_is_path(cfg->model)) {
 		if (create_onnx(t, cfg, maxb, why) < 0) {
 			sd_trainer_destroy(t);
@@ -444,15 +605,40 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		sd_trainer_destroy(t);
 		return -1;
 	}
+	if (t->backend.ops && t->lm) {
+		/* The device executors train images only: a language model
+		 * stays on the CPU executor and the reason says so, as when a
+		 * device model cannot be built. */
+		if (t->backend.demanded) {
+			sd_why(why, "CUDA backend asked for but the model cannot run there: the "
+			       "CUDA backend has no language-model path (sequences of tokens)");
+			sd_trainer_destroy(t);
+			return -1;
+		}
+		memset(&t->backend, 0, sizeof t->backend);
+		t->backend.kind = SD_BACKEND_CPU;
+		snprintf(t->backend.name, sizeof t->backend.name, "cpu");
+		snprintf(t->backend.reason, sizeof t->backend.reason,
+		         "CUDA device model failed: the CUDA backend has no language-model path");
+	}
 	if (t->backend.ops) {
 		if (dev_setup(t, t->backend.demanded, why) < 0) {
 			sd_trainer_destroy(t);
 			return -1;
 		}
 	}
-	t->perm = sd_malloc((size_t)t->train.n * sizeof(int32_t));
 	t->perm_epoch = -1;
-	t->steps_per_epoch = t->train.n / cfg->global_batch;
+	if (t->lm) {
+		t->steps_per_epoch = (long)(sd_tokens_epoch_windows(&t->tok_train, cfg->block_size) /
+		                            (uint64_t)cfg->global_batch);
+		size_t ids = (size_t)maxb * (size_t)cfg->block_size;
+		t->tok_x = sd_malloc(ids * sizeof(int32_t));
+		t->tok_y = sd_malloc(ids * sizeof(int32_t));
+		t->last_starts = sd_malloc((size_t)maxb * sizeof(uint64_t));
+	} else {
+		t->perm = sd_malloc((size_t)t->train.n * sizeof(int32_t));
+		t->steps_per_epoch = t->train.n / cfg->global_batch;
+	}
 	t->total_steps = t->steps_per_epoch * cfg->epochs;
 	t->lr.kind = cfg->schedule;
 	t->lr.base_lr = cfg->lr;
@@ -462,6 +648,10 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	t->lr.gamma = 0.5f;
 	t->lr.min_lr = 0.0f;
 	size_t img = (size_t)t->train.c * t->train.h * t->train.w;
+	if (t->lm) {
+		*out = t;
+		return 0;
+	}
 	/* Batches go to a device from page-locked memory (straight DMA). */
 	if (t->dev) {
 		t->xbuf = t->backend.ops->host_alloc((size_t)maxb * img * sizeof(float));
@@ -489,6 +679,11 @@ void sd_trainer_destroy(struct sd_trainer *t)
 		return;
 	sd_dataset_free(&t->train);
 	sd_dataset_free(&t->test);
+	sd_tokens_close(&t->tok_train);
+	sd_tokens_close(&t->tok_val);
+	free(t->tok_x);
+	free(t->tok_y);
+	free(t->last_starts);
 	/* The device model first: it has the host blocks page-locked. */
 	if (t->dev)
 		t->backend.ops->model_destroy(t->dev);
@@ -523,12 +718,55 @@ static uint64_t step_seed(uint64_t seed, long step)
 	return z ^ (z >> 31);
 }
 
+uint64_t sd_train_lm_window_start(const struct sd_tokens *train, int block, uint64_t seed,
+                                  long steps_per_epoch, int global_batch, long step, int index)
+{
+	uint64_t epoch = (uint64_t)(step / steps_per_epoch);
+	uint64_t pos = (uint64_t)(step % steps_per_epoch) * (uint64_t)global_batch + (uint64_t)index;
+	return sd_tokens_train_start(train, block, seed, epoch, pos);
+}
+
+void sd_train_lm_batch(const struct sd_tokens *train, int block, uint64_t seed,
+                       long steps_per_epoch, int global_batch, long step, int offset, int count,
+                       uint64_t *starts, int32_t *x, int32_t *y)
+{
+	for (int i = 0; i < count; i++) {
+		starts[i] = sd_train_lm_window_start(train, block, seed, steps_per_epoch, global_batch,
+		                                     step, offset + i);
+		sd_tokens_window(train, starts[i], block, x + (size_t)i * block, y + (size_t)i * block);
+	}
+}
+
+/* sd_trainer_local_grad of a language model (train.h). */
+static int lm_local_grad(struct sd_trainer *t, long step, int offset, int count,
+                         double *loss_sum, int *correct, char **why)
+{
+	int T = t->cfg.block_size;
+	sd_train_lm_batch(&t->tok_train, T, t->cfg.seed, t->steps_per_epoch, t->cfg.global_batch,
+	                  step, offset, count, t->last_starts, t->tok_x, t->tok_y);
+	t->last_samples = NULL;
+	t->last_count = count;
+	t->last_step = step;
+	sd_model_set_noise(t->model, step_seed(t->cfg.seed, step), (uint64_t)offset);
+	double sum = 0;
+	if (sd_model_train_tokens(t->model, t->tok_x, t->tok_y, count,
+	                          1.0f / ((float)t->cfg.global_batch * (float)T), &sum, why) < 0)
+		return -1;
+	if (loss_sum)
+		*loss_sum = sum / T;
+	if (correct)
+		*correct = 0;
+	return 0;
+}
+
 int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
                           double *loss_sum, int *correct, char **why)
 {
 	if (offset < 0 || count < 0 || offset + count > t->cfg.global_batch)
 		return sd_why(why, "slice [%d, %d) outside the global batch of %d",
 		              offset, offset + count, t->cfg.global_batch);
+	if (t->lm)
+		return lm_local_grad(t, step, offset, count, loss_sum, correct, why);
 	int epoch = sd_trainer_epoch_of(t, step);
 	if (epoch != t->perm_epoch) {
 		sd_epoch_permutation(t->perm, t->train.n, t->cfg.seed, epoch);
@@ -708,8 +946,65 @@ int sd_trainer_step(struct sd_trainer *t, double *mean_loss, double *train_accur
 	return 0;
 }
 
+long sd_trainer_eval_count(const struct sd_trainer *t)
+{
+	if (!t->lm)
+		return t->test.n;
+	uint64_t n = sd_tokens_eval_windows(&t->tok_val, t->cfg.block_size);
+	return n < SD_TRAIN_LM_EVAL_WINDOWS ? (long)n : SD_TRAIN_LM_EVAL_WINDOWS;
+}
+
+int sd_trainer_eval_range(struct sd_trainer *t, long lo, long hi, double *loss_sum,
+                          long *correct, char **why)
+{
+	int T = t->cfg.block_size;
+	int chunk = t->cfg.eval_batch;
+	if (t->lm && chunk > t->cfg.global_batch)
+		chunk = t->cfg.global_batch;
+	double total = 0;
+	long right = 0;
+	for (long pos = lo; pos < hi; pos += chunk) {
+		int nb = hi - pos < chunk ? (int)(hi - pos) : chunk;
+		double l = 0;
+		int c = 0;
+		if (t->lm) {
+			/* Evaluation window i starts at i * T (engine/tokens.h). */
+			for (int i = 0; i < nb; i++)
+				sd_tokens_window(&t->tok_val, (uint64_t)(pos + i) * (uint64_t)T, T,
+				                 t->tok_x + (size_t)i * T, t->tok_y + (size_t)i * T);
+			if (sd_model_eval_tokens(t->model, t->tok_x, t->tok_y, nb, &l, why) < 0)
+				return -1;
+			l /= T;
+		} else {
+			/* Through the staging buffer (eval_batch samples fit it): the
+			 * test set may be a mapped file converted as it is gathered. */
+			sd_dataset_gather(&t->test, NULL, (int)pos, nb, t->xbuf, t->ybuf);
+			if (sd_trainer_eval_batch(t, t->xbuf, t->ybuf, nb, &l, &c, why) < 0)
+				return -1;
+		}
+		total += l;
+		right += c;
+	}
+	if (loss_sum)
+		*loss_sum = total;
+	if (correct)
+		*correct = right;
+	return 0;
+}
+
 int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, char **why)
 {
+	if (t->lm) {
+		long n = sd_trainer_eval_count(t);
+		double sum;
+		if (sd_trainer_eval_range(t, 0, n, &sum, NULL, why) < 0)
+			return -1;
+		if (loss)
+			*loss = sum / n;
+		if (accuracy)
+			*accuracy = -1;
+		return 0;
+	}
 	double total = 0;
 	long right = 0;
 	for (int pos = 0; pos < t->test.n; pos += t->cfg.eval_batch) {

@@ -9,6 +9,21 @@
  * permutation (sd_epoch_permutation), so which samples a step uses never
  * depends on how many workers share it.  The remainder of each epoch
  * (train_samples mod B samples) is dropped, as PyTorch's drop_last=True.
+ *
+ * Language models (dataset "tokens", a model whose sd_model_seq_len is T >
+ * 0): a sample is a window of T + 1 tokens of train.bin (engine/tokens.h).
+ * Sample i of step s's global batch is window sd_tokens_train_start(train,
+ * T, seed, floor(s / S), (s mod S) * B + i) with S = floor(windows per
+ * epoch / B) (sd_train_lm_window_start): a function of the step and the
+ * sample's position in the global batch only, so the workers' slices
+ * [offset, offset + count) of it lose and repeat nothing, whatever the
+ * split.  Losses of a language model are per token: a step's loss_sum is
+ * the sum over its windows of each window's mean cross-entropy per token,
+ * so loss_sum / samples is the mean nats per token (what the image path's
+ * loss_sum / samples is per image), and evaluation scores the first
+ * SD_TRAIN_LM_EVAL_WINDOWS fixed windows of val.bin
+ * (sd_tokens_eval_windows), reporting val_loss = mean nats per token and
+ * perplexity = exp(val_loss) instead of an accuracy.
  */
 #ifndef SD_ENGINE_TRAIN_H
 #define SD_ENGINE_TRAIN_H
@@ -20,8 +35,14 @@
 #include "engine/data.h"
 #include "engine/model.h"
 #include "engine/optim.h"
+#include "engine/tokens.h"
 
 #define SD_PATH_MAX 4096
+/* A language model's evaluation: at most this many fixed windows of
+ * val.bin, 256 * T tokens (nanoGPT's estimate_loss takes eval_iters = 200
+ * batches of random windows; a fixed set makes every evaluation of a run,
+ * and of every worker count, score the same tokens). */
+#define SD_TRAIN_LM_EVAL_WINDOWS 256
 
 struct sd_train_config {
 	char model[SD_PATH_MAX]; /* "cnn": a built-in model (sd_model_names), or
@@ -30,7 +51,12 @@ struct sd_train_config {
 	                          * classes must be the dataset's, and its
 	                          * initializers are the start (no seed) */
 	char dataset[32];        /* "fashion-mnist" */
-	char data_dir[SD_PATH_MAX];   /* "" = the dataset's default */
+	char data_dir[SD_PATH_MAX];   /* "" = the dataset's default; dataset
+	                               * "tokens": the directory of train.bin
+	                               * and val.bin (engine/tokens.h) */
+	int block_size;          /* dataset "tokens" only (required there): the
+	                          * sequence length T, tokens a model reads per
+	                          * sample; must be the model's sd_model_seq_len */
 	int epochs;              /* 3 */
 	int global_batch;        /* 64 (samples per optimizer step, all workers) */
 	float lr;                /* 0.05, peak learning rate */
@@ -88,6 +114,18 @@ void sd_train_config_defaults(struct sd_train_config *c);
  * another dataset are refused.  Returns 0, or -1 with *why naming the file
  * or setting and the problem. */
 int sd_train_check_data(const struct sd_train_config *cfg, char **why);
+
+/* The first token of sample `index` of step `step`'s global batch of a
+ * language model's run (see the top of this file): train the token file,
+ * block T, steps_per_epoch S >= 1, global batch B, index in [0, B). */
+uint64_t sd_train_lm_window_start(const struct sd_tokens *train, int block, uint64_t seed,
+                                  long steps_per_epoch, int global_batch, long step, int index);
+/* The slice [offset, offset + count) of that global batch, as one worker
+ * trains it: each window's first token into starts[0 .. count), its tokens
+ * into x and y ((count, block) int32 each, sd_tokens_window). */
+void sd_train_lm_batch(const struct sd_tokens *train, int block, uint64_t seed,
+                       long steps_per_epoch, int global_batch, long step, int offset, int count,
+                       uint64_t *starts, int32_t *x, int32_t *y);
 
 /* Checks cfg's optimizer settings: the optimizer's name (its kind into
  * *kind unless NULL), AdamW's betas in [0, 1) and eps >= 0, clip_grad_norm
@@ -160,6 +198,14 @@ struct sd_trainer {
 	int last_count;
 	long last_step;
 	enum sd_augment augment;  /* cfg.augment */
+	/* A language model (lm = 1; cfg.dataset "tokens"): its token files and
+	 * one batch of windows (maxb * T ids each for x and y); train and test
+	 * above are then empty and perm is NULL. */
+	int lm;
+	struct sd_tokens tok_train, tok_val;
+	int32_t *tok_x, *tok_y;
+	uint64_t *last_starts;    /* the windows of the last local_grad (first
+	                           * tokens, last_count of them) */
 };
 
 /* Loads the datasets, builds the model and chooses where it runs (cfg's
@@ -176,7 +222,10 @@ int sd_trainer_epoch_of(const struct sd_trainer *t, long step);
 /* Forward and backward over samples [offset, offset + count) of step `step`'s
  * global batch; leaves those samples' share of the mean-loss gradient (scale
  * 1 / global_batch) in the model's gradient buffer.  *loss_sum, *correct:
- * summed cross-entropy and correct predictions over the slice. */
+ * summed cross-entropy and correct predictions over the slice.  A language
+ * model: the samples are windows, the gradient's scale 1 / (global_batch *
+ * T), *loss_sum the windows' per-token mean cross-entropies summed (loss
+ * summed over the count * T positions, / T), *correct 0. */
 int sd_trainer_local_grad(struct sd_trainer *t, long step, int offset, int count,
                           double *loss_sum, int *correct, char **why);
 
@@ -193,8 +242,22 @@ void sd_trainer_apply(struct sd_trainer *t);
  * + apply).  *mean_loss: the step's mean cross-entropy. */
 int sd_trainer_step(struct sd_trainer *t, double *mean_loss, double *train_accuracy, char **why);
 
-/* Test-set loss (mean) and accuracy (fraction) over all test samples. */
+/* Test-set loss (mean) and accuracy (fraction) over all test samples.  A
+ * language model: *loss the validation loss (mean nats per token over the
+ * evaluation windows), *accuracy -1. */
 int sd_trainer_evaluate(struct sd_trainer *t, double *loss, double *accuracy, char **why);
+
+/* Samples an evaluation scores: the test set's, or a language model's
+ * evaluation windows (at most SD_TRAIN_LM_EVAL_WINDOWS). */
+long sd_trainer_eval_count(const struct sd_trainer *t);
+/* Evaluation samples [lo, hi) of sd_trainer_eval_count's, in chunks of at
+ * most eval_batch (a language model: also at most global_batch, the
+ * windows its activations hold): *loss_sum the summed loss (a language
+ * model: per-token means of each window, summed), *correct the correct
+ * predictions (0 for a language model).  The elastic worker's ranks each
+ * score a range and all-reduce the sums. */
+int sd_trainer_eval_range(struct sd_trainer *t, long lo, long hi, double *loss_sum,
+                          long *correct, char **why);
 
 /* sd_model_eval_batch on whichever backend the trainer uses. */
 int sd_trainer_eval_batch(struct sd_trainer *t, const float *x, const uint8_t *labels, int n,

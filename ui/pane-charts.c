@@ -112,7 +112,8 @@ static void charts_draw(struct sd_pane *p, const struct sd_view *v, const struct
 
 	int y = 1;
 	snprintf(val, sizeof val, "%s", sd_fmt_rate(tmp, sizeof tmp, v->images_per_sec));
-	labelled(w, d, y, thr_h, cw, "img/s", val, v->images_per_sec, &v->throughput, t0, t1, 1, SD_STYLE_CHART);
+	labelled(w, d, y, thr_h, cw, v->unit_tokens ? "tokens/s" : "img/s", val, v->images_per_sec,
+	         &v->throughput, t0, t1, 1, SD_STYLE_CHART);
 	y += thr_h;
 	if (mark_h) {
 		wattrset(w, d->a[SD_STYLE_DIM]);
@@ -136,7 +137,15 @@ static void charts_draw(struct sd_pane *p, const struct sd_view *v, const struct
 		         &v->loss_hist, t0, t1, 0, SD_STYLE_CHART_ALT);
 		y += loss_h;
 	}
-	if (acc_h) {
+	if (acc_h && v->unit_tokens) {
+		/* A language model: the validation loss in acc_hist. */
+		if (v->val_loss < 0)
+			snprintf(val, sizeof val, "-");
+		else
+			sd_fmt_num(val, sizeof val, v->val_loss, 3);
+		labelled(w, d, y, acc_h, cw, "val loss", val, 0, &v->acc_hist, t0, t1, 0,
+		         SD_STYLE_CHART_ALT);
+	} else if (acc_h) {
 		double a = acc_frac(v->test_accuracy);
 		if (a < 0)
 			snprintf(val, sizeof val, "-");
@@ -156,6 +165,8 @@ static uint64_t charts_signature(const struct sd_pane *p, const struct sd_view *
 	h = sd_hash(h, &v->images_per_sec, sizeof v->images_per_sec);
 	h = sd_hash(h, &v->loss, sizeof v->loss);
 	h = sd_hash(h, &v->test_accuracy, sizeof v->test_accuracy);
+	h = sd_hash(h, &v->val_loss, sizeof v->val_loss);
+	h = sd_hash(h, &v->unit_tokens, sizeof v->unit_tokens);
 	return h;
 }
 

@@ -47,9 +47,14 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 	int emulated = 0, estimated = 0;
 	char buf[80], tmp[32];
 
-	sd_cols_fit(cluster_cols, CC_N, width, xs, ws);
+	/* A language model's workers train tokens (struct sd_view unit_tokens). */
+	struct sd_col cols[CC_N];
+	memcpy(cols, cluster_cols, sizeof cols);
+	if (v->unit_tokens)
+		cols[CC_IPS].title = "tok/s";
+	sd_cols_fit(cols, CC_N, width, xs, ws);
 	wattrset(w, d->a[SD_STYLE_LABEL]);
-	sd_cols_title(w, d->g, 1, x, cluster_cols, CC_N, xs, ws);
+	sd_cols_title(w, d->g, 1, x, cols, CC_N, xs, ws);
 
 	/* One scale for every sparkline, so rows compare at a glance. */
 	double hist_max = 0;
@@ -89,7 +94,7 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 #define CELL(col, style, ...) do { \
 		snprintf(buf, sizeof buf, __VA_ARGS__); \
 		wattrset(w, bar ? base : d->a[style]); \
-		sd_cols_cell(w, d->g, y, x, cluster_cols, col, xs, ws, buf); \
+		sd_cols_cell(w, d->g, y, x, cols, col, xs, ws, buf); \
 	} while (0)
 		CELL(CC_ID, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->id, sv->id);
 		CELL(CC_ZONE, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->zone, sv->zone);
@@ -158,6 +163,7 @@ static uint64_t cluster_signature(const struct sd_pane *p, const struct sd_view 
 {
 	uint64_t h = sd_hash(SD_HASH_INIT, &v->nservers, sizeof v->nservers);
 	h = sd_hash(h, &v->generation, sizeof v->generation);
+	h = sd_hash(h, &v->unit_tokens, sizeof v->unit_tokens);
 	if (server_count(v))
 		h = sd_hash(h, v->servers, (size_t)v->nservers * sizeof *v->servers);
 	return h;

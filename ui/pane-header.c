@@ -84,11 +84,21 @@ static void header_items(struct header_items *h, const struct sd_view *v)
 	RUN(SD_STYLE_HEADER, "epoch %d/%d", v->epoch, v->epochs);
 	/* A negative loss is the glue's "none yet" (cross-entropy is >= 0). */
 	RUN(SD_STYLE_HEADER, "loss %s", v->loss < 0 ? "-" : sd_fmt_num(a, sizeof a, v->loss, 4));
-	/* Accuracy is a fraction; a glue passing percent still reads right. */
-	double acc = v->test_accuracy > 1.0 && v->test_accuracy <= 100.0 ? v->test_accuracy / 100 : v->test_accuracy;
-	RUN(SD_STYLE_HEADER, "acc %s", acc < 0 ? "-" : sd_fmt_pct(a, sizeof a, acc, 2));
-	RUN(em ? SD_STYLE_EMULATED : SD_STYLE_HEADER, "%s%s img/s", em ? "~" : "",
-	    sd_fmt_rate(a, sizeof a, v->images_per_sec));
+	if (v->unit_tokens) {
+		/* A language model: validation loss (nats per token) and its
+		 * perplexity, exp(val loss), where an image model shows accuracy. */
+		RUN(SD_STYLE_HEADER, "val loss %s", v->val_loss < 0 ? "-"
+		    : sd_fmt_num(a, sizeof a, v->val_loss, 4));
+		RUN(SD_STYLE_HEADER, "ppl %s", v->val_loss < 0 ? "-"
+		    : sd_fmt_num(a, sizeof a, exp(v->val_loss), 4));
+	} else {
+		/* Accuracy is a fraction; a glue passing percent still reads right. */
+		double acc = v->test_accuracy > 1.0 && v->test_accuracy <= 100.0
+		             ? v->test_accuracy / 100 : v->test_accuracy;
+		RUN(SD_STYLE_HEADER, "acc %s", acc < 0 ? "-" : sd_fmt_pct(a, sizeof a, acc, 2));
+	}
+	RUN(em ? SD_STYLE_EMULATED : SD_STYLE_HEADER, "%s%s %s", em ? "~" : "",
+	    sd_fmt_rate(a, sizeof a, v->images_per_sec), v->unit_tokens ? "tokens/s" : "img/s");
 	RUN(SD_STYLE_HEADER, "elapsed %s", sd_fmt_clock(a, sizeof a, v->elapsed_s));
 	RUN(SD_STYLE_HEADER, "ETA %s", v->eta_s < 0 ? "-" : sd_fmt_duration(a, sizeof a, v->eta_s));
 	/* Servers without a price (local) are unknown, not free: "+?". */

@@ -35,6 +35,8 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	for (int i = 0; i < n; i++)
 		quoted |= isfinite(v->offers[i].images_per_sec);
 	const char *foot = !quoted ? (est ? "* estimated price" : NULL)
+	                   : v->unit_tokens
+	                     ? (est ? "~ tok/s est. from FLOPs, * estimated price" : "~ tok/s estimated from FLOPs")
 	                   : (marks & SD_OFFERS_SPEED_ESTIMATED)
 	                     ? (est ? "~ img/s est. from FLOPs, * estimated price" : "~ img/s estimated from FLOPs")
 	                   : est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
@@ -49,6 +51,7 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 static uint64_t market_signature(const struct sd_pane *p, const struct sd_view *v)
 {
 	uint64_t h = sd_hash(SD_HASH_INIT, &v->noffers, sizeof v->noffers);
+	h = sd_hash(h, &v->unit_tokens, sizeof v->unit_tokens);
 	if (v->offers && v->noffers > 0)
 		h = sd_hash(h, v->offers, (size_t)v->noffers * sizeof *v->offers);
 	return h;

@@ -171,10 +171,18 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 	int estimated = 0, modelled = 0, speeds = 0;
 	if (h < 1 || w < 4)
 		return 0;
+	/* A language model's run counts tokens where an image run counts
+	 * images (struct sd_view unit_tokens). */
+	struct sd_col cols[OC_N];
+	memcpy(cols, offer_cols, sizeof cols);
+	if (v->unit_tokens) {
+		cols[OC_USDM].title = "$/Mtok";
+		cols[OC_IPS].title = "tok/s";
+	}
 	/* Column 0 is a gutter for the selection mark. */
-	sd_cols_fit(offer_cols, OC_N, w - 1, xs, ws);
+	sd_cols_fit(cols, OC_N, w - 1, xs, ws);
 	wattrset(win, d->a[SD_STYLE_LABEL]);
-	sd_cols_title(win, d->g, y, x + 1, offer_cols, OC_N, xs, ws);
+	sd_cols_title(win, d->g, y, x + 1, cols, OC_N, xs, ws);
 	int rows = h - 1;
 	int sel = sd_list_resolve(l, v, n, sd_offer_id, rows);
 	if (n == 0 && rows > 0) {
@@ -201,7 +209,7 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 #define CELL(col, style, ...) do { \
 		snprintf(buf, sizeof buf, __VA_ARGS__); \
 		wattrset(win, bar ? base : d->a[style]); \
-		sd_cols_cell(win, d->g, yy, x + 1, offer_cols, col, xs, ws, buf); \
+		sd_cols_cell(win, d->g, yy, x + 1, cols, col, xs, ws, buf); \
 	} while (0)
 		CELL(OC_ID, SD_STYLE_NORMAL, "%.*s", (int)sizeof o->id, o->id);
 		if (o->price_estimated)

@@ -565,9 +565,16 @@ static const struct sd_view_server *selected_server(struct sd_screen *s)
 	return i < 0 ? NULL : &s->v->servers[i];
 }
 
+/* The add picker's title, in the run's unit (a language model's tokens). */
+static const char *picker_title(const struct sd_view *v)
+{
+	return v && v->unit_tokens ? "Add a server: offers by $ per million tokens"
+	                           : "Add a server: offers by $ per million images";
+}
+
 int sd_act_add(struct sd_screen *s, int key)
 {
-	return open_picker(s, "add", "add ", "Add a server: offers by $ per million images", NULL);
+	return open_picker(s, "add", "add ", picker_title(s->v), NULL);
 }
 
 int sd_act_enter(struct sd_screen *s, int key)
@@ -575,7 +582,7 @@ int sd_act_enter(struct sd_screen *s, int key)
 	if (s->focus == P_MARKET) {
 		struct sd_pane *p = &s->panes[P_MARKET];
 		int i = sd_list_resolve(&p->list, s->v, noffers(s->v), sd_offer_id, 0);
-		return open_picker(s, "add", "add ", "Add a server: offers by $ per million images",
+		return open_picker(s, "add", "add ", picker_title(s->v),
 		                   i >= 0 ? s->v->offers[i].id : NULL);
 	}
 	if (s->focus == P_CLUSTER)

@@ -103,6 +103,14 @@ struct sd_view {
 	long step, total_steps;
 	int epoch, epochs;
 	double loss, test_accuracy; /* test_accuracy < 0 until the first evaluation */
+	/* A language model's run (the journal's run_start says "unit":
+	 * "tokens"): every images_per_sec of this view (header, charts,
+	 * servers, offers) and usd_per_mimage count tokens, not images;
+	 * val_loss (nats per token, < 0 until the first evaluation) and
+	 * perplexity exp(val_loss) replace test_accuracy, and acc_hist holds
+	 * the validation losses. */
+	int unit_tokens;
+	double val_loss;
 	double images_per_sec;
 	double elapsed_s, eta_s;    /* eta_s < 0 when unknown */
 	double usd_spent, usd_per_hour;

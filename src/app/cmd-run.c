@@ -269,9 +269,13 @@ static int run_finished(const char *path, char *what, size_t len)
 		cJSON *ev = cJSON_Parse(line);
 		const cJSON *steps = cJSON_GetObjectItemCaseSensitive(ev, "steps");
 		const cJSON *acc = cJSON_GetObjectItemCaseSensitive(ev, "test_accuracy");
+		const cJSON *vl = cJSON_GetObjectItemCaseSensitive(ev, "val_loss");
 		if (cJSON_IsNumber(steps)) {
 			done = 1;
-			if (cJSON_IsNumber(acc))
+			if (cJSON_IsNumber(vl))   /* a language model */
+				snprintf(what, len, "step %.0f, val loss %.4f", steps->valuedouble,
+				         vl->valuedouble);
+			else if (cJSON_IsNumber(acc))
 				snprintf(what, len, "step %.0f, test accuracy %.4f", steps->valuedouble, acc->valuedouble);
 			else
 				snprintf(what, len, "step %.0f", steps->valuedouble);
@@ -506,6 +510,8 @@ static void ended_text(struct app *a, const char *start_why, char *out, size_t l
 		snprintf(out, len, "quit at step %ld of %ld", rs.step, rs.total_steps);
 	else if (rs.done && rs.step >= rs.total_steps && rs.test_accuracy >= 0)
 		snprintf(out, len, "finished at step %ld, test accuracy %.2f %%", rs.step, 100 * rs.test_accuracy);
+	else if (rs.done && rs.step >= rs.total_steps && rs.val_loss >= 0)
+		snprintf(out, len, "finished at step %ld, val loss %.4f", rs.step, rs.val_loss);
 	else
 		snprintf(out, len, "stopped at step %ld of %ld (exit status %d)", rs.step, rs.total_steps,
 		         a->status);

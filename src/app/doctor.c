@@ -658,9 +658,10 @@ static void doctor_free(struct doctor *d)
 
 static int doctor_gce(const cJSON *p, const char *file);
 
-/* The job's own training data, for dataset npy: the files every worker will
- * map, checked as spotdeck checks them before it starts a run (headers,
- * sizes, shapes, labels; sd_train_check_data).  A job file that does not
+/* The job's own training data, for datasets npy and tokens: the files every
+ * worker will map, checked as spotdeck checks them before it starts a run
+ * (headers, sizes, shapes, labels; token files' framing, block_size and a
+ * built-in image model refused; sd_train_check_data).  A job file that does not
  * load as a whole is left to the provider checks, which say what is wrong
  * with its provider object.  Returns 1 when the data is bad. */
 static int doctor_data(const char *file)
@@ -668,12 +669,18 @@ static int doctor_data(const char *file)
 	struct sd_job *job = malloc(sizeof *job);
 	char *why = NULL;
 	int failed = 0;
-	if (job && sd_job_load(job, file, &why) == 0 && !strcmp(job->train.dataset, "npy")) {
+	if (job && sd_job_load(job, file, &why) == 0 && (!strcmp(job->train.dataset, "npy") ||
+	                                                 !strcmp(job->train.dataset, "tokens"))) {
+		int npy = !strcmp(job->train.dataset, "npy");
 		if (sd_train_check_data(&job->train, &why) < 0)
 			sd_doctor_say(&failed, "FAIL", "data", "%s", why);
-		else
+		else if (npy)
 			sd_doctor_say(&failed, "ok", "data", "npy arrays in %s: headers, sizes, shapes "
 			              "and labels", job->train.data_dir);
+		else
+			sd_doctor_say(&failed, "ok", "data", "train.bin and val.bin in %s: formats and "
+			              "windows of block_size %d", job->train.data_dir,
+			              job->train.block_size);
 	}
 	free(why);
 	free(job);
@@ -696,6 +703,11 @@ static int doctor_model(const char *file)
 		if (sd_onnx_read_file(job->train.model, &bytes, &len, &why) < 0 ||
 		    sd_train_check_model(&job->train, bytes, len, &info, &why) < 0)
 			sd_doctor_say(&failed, "FAIL", "model", "%s", why);
+		else if (!strcmp(job->train.dataset, "tokens"))
+			sd_doctor_say(&failed, "ok", "model", "%s: %d ONNX nodes, a language model of "
+			              "block_size %d, vocabulary %d, %zu parameters; sent to each worker "
+			              "(%zu bytes)", job->train.model, info.nodes, job->train.block_size,
+			              info.classes, info.params, len);
 		else
 			sd_doctor_say(&failed, "ok", "model", "%s: %d ONNX nodes, %dx%dx%d inputs, %d classes, "
 			              "%zu parameters; sent to each worker (%zu bytes)", job->train.model,

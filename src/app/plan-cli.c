@@ -22,6 +22,7 @@
 #include "src/base/errors.h"
 #include "engine/model.h"
 #include "engine/onnx.h"
+#include "engine/tokens.h"
 #include "src/market/catalog.h"
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
@@ -57,6 +58,8 @@ struct plan {
 	struct sim_entry *sims;
 	int nsims;
 	struct sd_autopilot_objective autopilot;  /* --policy autopilot's objective */
+	int tokens_per_sample;      /* a language model's block_size: its samples are
+	                             * windows of that many tokens; 0 for images */
 	/* progress */
 	long done_runs, total_runs;
 	struct timespec t0, last;
@@ -99,7 +102,8 @@ int sd_plan_data_path(const char *name, char *out, size_t len)
 /* Training-set sizes and image shapes of the engine's datasets (the
  * releases' own figures: Fashion-MNIST and MNIST 60,000 28x28 grey images,
  * CIFAR-10 50,000 32x32 colour images); npy's come from its files' headers
- * (and a bad file is said as spotdeck says it).  Returns 0, -1 for a
+ * (and a bad file is said as spotdeck says it), tokens' from train.bin's
+ * windows per epoch.  Returns 0, -1 for a
  * dataset of unknown size, -2 with *why for a bad npy dataset. */
 static int dataset_shape(const struct sd_train_config *t, long *samples, int *c, int *h, int *w,
                          char **why)
@@ -119,6 +123,19 @@ static int dataset_shape(const struct sd_train_config *t, long *samples, int *c,
 		*samples = tr.n, *c = tr.c, *h = tr.h, *w = tr.w;
 		sd_dataset_free(&tr);
 		sd_dataset_free(&te);
+		return 0;
+	}
+	if (!strcmp(t->dataset, "tokens")) {
+		/* A language model's samples are windows of block_size tokens
+		 * (engine/tokens.h); its shape is its ONNX file's. */
+		char path[SD_PATH_MAX + 16];
+		struct sd_tokens tok;
+		snprintf(path, sizeof path, "%s/train.bin", t->data_dir);
+		if (t->block_size <= 0 || sd_tokens_open(&tok, path, why) < 0)
+			return t->block_size <= 0 ? -1 : -2;
+		*samples = (long)sd_tokens_epoch_windows(&tok, t->block_size);
+		*c = *h = *w = 0;
+		sd_tokens_close(&tok);
 		return 0;
 	}
 	if (!strcmp(t->dataset, "fashion-mnist") || !strcmp(t->dataset, "mnist")) {
@@ -461,8 +478,13 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 		         j->batch_per_worker);
 	else
 		snprintf(what, sizeof what, "ResNet-32 on CIFAR-10, 64,000 steps of 128: the seeds' job");
-	printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6, what,
-	       p->opt.runs, (unsigned long long)p->opt.seed);
+	if (p->tokens_per_sample > 0)   /* a language model's samples are windows of tokens */
+		printf("spotdeck plan: %.4g M tokens in windows of %d (%s), %d runs per row, seed %llu\n",
+		       j->images * p->tokens_per_sample / 1e6, p->tokens_per_sample, what, p->opt.runs,
+		       (unsigned long long)p->opt.seed);
+	else
+		printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6,
+		       what, p->opt.runs, (unsigned long long)p->opt.seed);
 	char ps[32] = "";
 	if (c0->parallel == SD_PLAN_PARAMETER_SERVER)
 		snprintf(ps, sizeof ps, " with %d PS", c0->parameter_servers);
@@ -938,6 +960,8 @@ static int load_job(struct plan *p, struct cli *c, struct sd_job *job, char **wh
 		c->checkpoint_steps = job->checkpoint_every;
 	if (sd_plan_job_from_train(&p->job, &job->train, c->steps, why) < 0)
 		return -1;
+	if (!strcmp(job->train.dataset, "tokens"))
+		p->tokens_per_sample = job->train.block_size;
 	if (c->speed_factor > 0)
 		p->job.speed_factor = c->speed_factor;
 	return 0;

@@ -330,6 +330,8 @@ cJSON *sd_view_encode(const struct sd_view *v, const struct sd_view_mark *since)
 	PUT_NUM(ep, o, v, epochs);
 	PUT_NUM(ep, o, v, loss);
 	PUT_NUM(ep, o, v, test_accuracy);
+	PUT_NUM(ep, o, v, unit_tokens);
+	PUT_NUM(ep, o, v, val_loss);
 	PUT_NUM(ep, o, v, images_per_sec);
 	PUT_NUM(ep, o, v, elapsed_s);
 	PUT_NUM(ep, o, v, eta_s);
@@ -442,6 +444,7 @@ void sd_view_mirror_init(struct sd_view_mirror *m)
 	memset(m, 0, sizeof *m);
 	m->v.eta_s = -1;
 	m->v.test_accuracy = -1;
+	m->v.val_loss = -1;
 }
 
 void sd_view_mirror_free(struct sd_view_mirror *m)
@@ -722,7 +725,8 @@ static int get_scalars(const cJSON *o, struct sd_view *nv, char **why)
 	if (GET_STR(o, p, v, job) < 0 || GET_LONG(o, p, v, step) < 0 ||
 	    GET_LONG(o, p, v, total_steps) < 0 || GET_INT(o, p, v, epoch) < 0 ||
 	    GET_INT(o, p, v, epochs) < 0 || GET_NUM(o, p, v, loss) < 0 ||
-	    GET_NUM_U(o, p, v, test_accuracy, -1) < 0 || GET_NUM(o, p, v, images_per_sec) < 0 ||
+	    GET_NUM_U(o, p, v, test_accuracy, -1) < 0 || GET_INT(o, p, v, unit_tokens) < 0 ||
+	    GET_NUM_U(o, p, v, val_loss, -1) < 0 || GET_NUM(o, p, v, images_per_sec) < 0 ||
 	    GET_NUM(o, p, v, elapsed_s) < 0 || GET_NUM_U(o, p, v, eta_s, -1) < 0 ||
 	    GET_NUM(o, p, v, usd_spent) < 0 || GET_NUM(o, p, v, usd_per_hour) < 0 ||
 	    GET_INT(o, p, v, spent_unpriced) < 0 || GET_INT(o, p, v, rate_unpriced) < 0 ||

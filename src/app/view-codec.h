@@ -25,8 +25,8 @@
  * Field names are struct sd_view's and struct sd_view_server's etc. member
  * names.  Numbers are JSON numbers, except "seed", a decimal string (a
  * double cannot hold every uint64_t); a non-finite double is sent as null and
- * read back as the field's "unknown" (-1 for eta_s, test_accuracy and
- * recovery_s, else 0; 0 for a series sample).  Integers (long fields too)
+ * read back as the field's "unknown" (-1 for eta_s, test_accuracy,
+ * val_loss and recovery_s, else 0; 0 for a series sample).  Integers (long fields too)
  * round-trip up to 2^53. */
 #ifndef SD_APP_VIEW_CODEC_H
 #define SD_APP_VIEW_CODEC_H

@@ -51,6 +51,10 @@ struct sd_view_model {
 	 * catalog's img/s times speed_factor, marked '~' when it is not 1. */
 	double speed_factor;
 	int speed_estimated;
+	/* A language model: tokens per sample (block_size), the factor from
+	 * the controller's samples (windows) to the view's tokens; 1 for
+	 * images. */
+	double per_sample;
 	struct sd_view_whatif whatif[SD_WHATIF_MAX_ROWS];
 };
 
@@ -103,11 +107,16 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	vm->speed_factor = 1;
 	struct sd_plan_job pj;
 	char *why = NULL;
-	if (sd_plan_job_from_train(&pj, &j->train, 1, &why) == 0 && isfinite(pj.speed_factor) &&
-	    pj.speed_factor > 0 && fabs(pj.speed_factor - 1) > 1e-9) {
+	int planned = sd_plan_job_from_train(&pj, &j->train, 1, &why) == 0;
+	if (planned && isfinite(pj.speed_factor) && pj.speed_factor > 0 &&
+	    fabs(pj.speed_factor - 1) > 1e-9) {
 		vm->speed_factor = pj.speed_factor;
 		vm->speed_estimated = 1;
 	}
+	/* A language model whose FLOPs per window are not known: no offer
+	 * speed at all rather than ResNet-32's images counted as windows. */
+	if (!strcmp(j->train.dataset, "tokens") && !planned)
+		vm->speed_factor = NAN;
 	free(why);   /* no known size or shape: the catalog's speeds, as labelled */
 	const struct sd_catalog *cat = sd_fleet_catalog(sd_controller_fleet(c));
 	v->simulated = sd_fleet_simulated(sd_controller_fleet(c));
@@ -121,7 +130,15 @@ struct sd_view_model *sd_view_model_new(struct sd_controller *c)
 	v->boot_scale = j->boot_scale;
 	v->seed = j->market_seed;
 	v->test_accuracy = -1;
+	v->val_loss = -1;
 	v->eta_s = -1;
+	/* A language model trains on tokens (dataset tokens, the only one it
+	 * takes): rates in tokens, evaluation as validation loss.  The
+	 * journal's run_start says the same ("unit": "tokens"). */
+	v->unit_tokens = !strcmp(j->train.dataset, "tokens");
+	vm->per_sample = v->unit_tokens && j->train.block_size > 0 ? j->train.block_size : 1;
+	if (v->unit_tokens)
+		vm->speed_estimated = 1;   /* the catalog measured ResNet-32, never a GPT */
 	v->servers = vm->servers;
 	v->revocations = vm->rev;
 	return vm;
@@ -229,7 +246,7 @@ typedef void (*event_fn)(struct sd_view_model *vm, const cJSON *ev, double t);
 static void on_step(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	struct sd_view *v = &vm->v;
-	sd_view_series_push(&v->throughput, t, (float)num(ev, "images_per_sec", 0));
+	sd_view_series_push(&v->throughput, t, (float)(num(ev, "images_per_sec", 0) * vm->per_sample));
 	sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
 	if (num(ev, "recovery_s", -1) < 0)
 		return;
@@ -257,7 +274,10 @@ static void on_step(struct sd_view_model *vm, const cJSON *ev, double t)
 
 static void on_epoch(struct sd_view_model *vm, const cJSON *ev, double t)
 {
-	sd_view_series_push(&vm->v.acc_hist, t, (float)num(ev, "test_accuracy", 0));
+	if (vm->v.unit_tokens)
+		sd_view_series_push(&vm->v.acc_hist, t, (float)num(ev, "val_loss", 0));
+	else
+		sd_view_series_push(&vm->v.acc_hist, t, (float)num(ev, "test_accuracy", 0));
 }
 
 static void on_revoked(struct sd_view_model *vm, const cJSON *ev, double t)
@@ -454,7 +474,12 @@ static void on_autopilot(struct sd_view_model *vm, const cJSON *ev, double t)
 static void on_done(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	(void)t;
-	snprintf(vm->v.message, sizeof vm->v.message, "done: test accuracy %.4f", num(ev, "test_accuracy", 0));
+	if (vm->v.unit_tokens)
+		snprintf(vm->v.message, sizeof vm->v.message, "done: val loss %.4f, perplexity %.3f",
+		         num(ev, "val_loss", 0), num(ev, "perplexity", 0));
+	else
+		snprintf(vm->v.message, sizeof vm->v.message, "done: test accuracy %.4f",
+		         num(ev, "test_accuracy", 0));
 }
 
 /* The events the view follows; the others only bump its version. */
@@ -520,7 +545,8 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 	v->epochs = st.epochs;
 	v->loss = st.loss;
 	v->test_accuracy = st.test_accuracy;
-	v->images_per_sec = st.images_per_sec;
+	v->val_loss = st.val_loss;
+	v->images_per_sec = st.images_per_sec * vm->per_sample;
 	v->elapsed_s = st.elapsed_s;
 	v->eta_s = st.eta_s;
 	v->paused = st.paused;
@@ -554,8 +580,9 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 			vo->transient = o->transient;
 			vo->usd_per_hour = sd_fleet_offer_usd_per_hour(p, o);   /* the market's now */
 			vo->images_per_sec = o->images_per_sec * o->gpu_count * vm->speed_factor;
+			vo->images_per_sec *= vm->per_sample;   /* a language model's windows: tokens */
 			vo->speed_estimated = vm->speed_estimated;
-			/* USD per million images at the offer's measured speed. */
+			/* USD per million images (tokens) at the offer's speed. */
 			vo->usd_per_mimage = vo->usd_per_hour / (vo->images_per_sec * 3600) * 1e6;
 			vo->p_revoked_1h = !o->transient ? 0
 			                   : o->revocation.model == SD_REVOCATION_NONE ? NAN   /* real: unknown */
@@ -609,7 +636,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 		for (int w = 0; w < nw; w++)
 			if (!strcmp(wi[w].server, si[i].id)) {
 				s->rank = wi[w].rank;
-				s->images_per_sec = wi[w].images_per_sec;
+				s->images_per_sec = wi[w].images_per_sec * vm->per_sample;
 				s->compute_ms = wi[w].compute_ms;
 				s->comm_ms = wi[w].comm_ms;
 				/* A worker on a real GPU: show that GPU, not the offer's. */

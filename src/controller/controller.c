@@ -39,8 +39,13 @@ void ctl_maybe_finish(struct sd_controller *c)
 		return;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddNumberToObject(ev, "steps", (double)c->step);
-	cJSON_AddNumberToObject(ev, "test_accuracy", c->final_acc);
-	cJSON_AddNumberToObject(ev, "test_loss", c->final_loss);
+	if (!strcmp(c->job.train.dataset, "tokens")) {
+		cJSON_AddNumberToObject(ev, "val_loss", c->final_loss);
+		cJSON_AddNumberToObject(ev, "perplexity", exp(c->final_loss));
+	} else {
+		cJSON_AddNumberToObject(ev, "test_accuracy", c->final_acc);
+		cJSON_AddNumberToObject(ev, "test_loss", c->final_loss);
+	}
 	cJSON_AddNumberToObject(ev, "seconds", ctl_run_time_s(c));
 	cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
 	ctl_journal(c, SD_EV_DONE, ev);
@@ -484,6 +489,14 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	cJSON_AddStringToObject(ev, "advertise", c->advertise);
 	cJSON_AddStringToObject(ev, "controller_link", c->advertised ? "direct" : "ssh");
 	cJSON_AddBoolToObject(ev, "resume", opts->resume);
+	/* What a sample is, for the cockpits' units: a language model's
+	 * windows of block_size tokens (tokens/s, val loss), else images. */
+	if (!strcmp(c->job.train.dataset, "tokens")) {
+		cJSON_AddStringToObject(ev, "unit", "tokens");
+		cJSON_AddNumberToObject(ev, "tokens_per_sample", c->job.train.block_size);
+	} else {
+		cJSON_AddStringToObject(ev, "unit", "images");
+	}
 	if (c->latest_ckpt[0]) {
 		cJSON_AddStringToObject(ev, "checkpoint", c->latest_ckpt);
 		c->step = c->latest_ckpt_step;
@@ -578,7 +591,9 @@ void sd_controller_status(const struct sd_controller *c, struct sd_run_status *s
 	st->epochs = c->job.train.epochs;
 	st->epoch = c->last_epoch;
 	st->loss = c->step > 0 ? c->last_loss : -1;
-	st->test_accuracy = c->last_epoch > 0 ? c->last_acc : -1;
+	int lm = !strcmp(c->job.train.dataset, "tokens");
+	st->test_accuracy = c->last_epoch > 0 && !lm ? c->last_acc : -1;
+	st->val_loss = c->last_epoch > 0 && lm ? c->last_val_loss : -1;
 	/* Paused, nothing trains: no speed, no ETA (rather than the last ones). */
 	st->images_per_sec = c->step_ms_ema > 0 && c->world_size > 0 && !c->paused
 		? c->job.train.global_batch / (c->step_ms_ema / 1000) : 0;

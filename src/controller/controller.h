@@ -130,7 +130,9 @@ struct sd_run_status {
 	long step, total_steps;
 	int epoch, epochs;
 	double loss;              /* last journaled step's mean loss, < 0 none */
-	double test_accuracy;     /* last evaluation, < 0 none */
+	double test_accuracy;     /* last evaluation, < 0 none (a language model) */
+	double val_loss;          /* a language model's last evaluation, nats per
+	                           * token; < 0 none (an image model) */
 	double images_per_sec;    /* global batch / step time (EMA); 0 while paused */
 	double elapsed_s;
 	double eta_s;             /* < 0 unknown */

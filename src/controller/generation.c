@@ -422,6 +422,10 @@ static void journal_step(struct sd_controller *c, const cJSON *m, int current)
 		cJSON_AddNumberToObject(ev, "loss", loss);
 		cJSON_AddNumberToObject(ev, "train_accuracy", sd_msg_num(m, "correct", 0) / B);
 		cJSON_AddNumberToObject(ev, "images_per_sec", c->step_ms_ema > 0 ? B / (c->step_ms_ema / 1000) : 0);
+		/* A language model's samples are windows of block_size tokens. */
+		if (!strcmp(c->job.train.dataset, "tokens"))
+			cJSON_AddNumberToObject(ev, "tokens_per_sec", c->step_ms_ema > 0
+			                        ? B * c->job.train.block_size / (c->step_ms_ema / 1000) : 0);
 		cJSON_AddNumberToObject(ev, "compute_ms", sd_msg_num(m, "compute_ms", 0));
 		cJSON_AddNumberToObject(ev, "comm_ms", sd_msg_num(m, "comm_ms", 0));
 		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));
@@ -444,6 +448,24 @@ static void journal_step(struct sd_controller *c, const cJSON *m, int current)
 			c->lost_at = 0;
 		}
 		ctl_journal(c, SD_EV_STEP, ev);
+	}
+	if (cJSON_GetObjectItemCaseSensitive(m, "val_loss")) {
+		/* A language model's evaluation: validation loss per token and
+		 * its perplexity, no accuracy. */
+		double vl = sd_msg_num(m, "val_loss", 0);
+		cJSON *ev = cJSON_CreateObject();
+		cJSON_AddNumberToObject(ev, "epoch", sd_msg_num(m, "epoch", 0));
+		cJSON_AddNumberToObject(ev, "step", (double)step);
+		cJSON_AddNumberToObject(ev, "val_loss", vl);
+		cJSON_AddNumberToObject(ev, "perplexity", exp(vl));
+		c->last_val_loss = vl;
+		c->last_epoch = (int)sd_msg_num(m, "epoch", 0) + 1;
+		ctl_journal(c, SD_EV_EPOCH, ev);
+		if (c->total_steps > 0 && step >= c->total_steps) {
+			c->final_loss = vl;
+			c->finishing = 1;
+			ctl_maybe_finish(c);
+		}
 	}
 	if (cJSON_GetObjectItemCaseSensitive(m, "test_accuracy")) {
 		cJSON *ev = cJSON_CreateObject();

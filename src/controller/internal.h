@@ -206,6 +206,7 @@ struct sd_controller {
 	long total_steps;        /* from the workers' joined messages */
 	double step_ms_ema;
 	double last_loss, last_acc;
+	double last_val_loss;    /* a language model's last evaluation, nats per token */
 	int last_epoch;
 	double lost_at;          /* mono_s() of the first loss since the last recovery, 0 none */
 	long lost_gen;           /* the generation it happened in */
@@ -235,7 +236,7 @@ struct sd_controller {
 	double resume_usd;       /* resume: what the journal's servers cost */
 	int ever_authed;         /* some worker has connected and authenticated */
 	int exiting;
-	double final_acc, final_loss;
+	double final_acc, final_loss;   /* a language model: final_loss is val_loss */
 	/* checkpoint being received */
 	unsigned char *ck;
 	size_t ck_len, ck_total;

@@ -151,6 +151,7 @@ static int continue_journal(struct sd_controller *c, const char *path)
 		if (epoch) {
 			/* The header shows the last accuracy measured, as before the stop. */
 			c->last_acc = sd_msg_num(ev, "test_accuracy", 0);
+			c->last_val_loss = sd_msg_num(ev, "val_loss", 0);
 			c->last_epoch = (int)sd_msg_num(ev, "epoch", 0) + 1;
 		}
 		const cJSON *time = cJSON_GetObjectItemCaseSensitive(ev, "time");

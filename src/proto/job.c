@@ -75,9 +75,10 @@ struct sd_job_key {
 	const char *what;       /* K_NAME: "model", "dataset", ... */
 };
 
-/* The datasets engine/data.c loads (sd_dataset_load, sd_dataset_synthetic). */
+/* The datasets engine/data.c loads (sd_dataset_load, sd_dataset_synthetic),
+ * and engine/tokens.h's token files (the trainer's language-model path). */
 static const char *const sd_dataset_names[] = {
-	"fashion-mnist", "mnist", "cifar10", "synthetic", "npy", NULL
+	"fashion-mnist", "mnist", "cifar10", "synthetic", "npy", "tokens", NULL
 };
 /* engine/data.h: sd_layout_parse, sd_augment_parse. */
 static const char *const sd_layout_names[] = { "NCHW", "NHWC", NULL };
@@ -97,6 +98,8 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "dataset", K_NAME, OFF(train.dataset), SZ(train.dataset), 0, 0, 0, sd_dataset_names,
 	  "dataset" },
 	{ "data_dir", K_STR, OFF(train.data_dir), SZ(train.data_dir), 0, 0, 0, NULL, NULL },
+	/* Dataset tokens' sequence length (engine/train.h); 0: none. */
+	{ "block_size", K_INT, OFF(train.block_size), 0, 0, 1048576, 0, NULL, NULL },
 	{ "epochs", K_INT, OFF(train.epochs), 0, 1, 100000, 0, NULL, NULL },
 	{ "global_batch", K_INT, OFF(train.global_batch), 0, 1, 1048576, 0, NULL, NULL },
 	{ "lr", K_FLOAT, OFF(train.lr), 0, 0, 100, OPEN_LO, NULL, NULL },

@@ -4,6 +4,7 @@
 #include "src/worker/standalone.h"
 
 #include <cJSON.h>
+#include <math.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,6 +148,29 @@ static void emit_step(const struct sd_trainer *t, double loss, double acc)
 	emit(ev);
 }
 
+/* An evaluation's figures into ev: test_loss and test_accuracy, or a
+ * language model's val_loss (nats per token) and perplexity = exp(val_loss). */
+static void add_eval(cJSON *ev, const struct sd_trainer *t, double loss, double acc)
+{
+	if (t->lm) {
+		cJSON_AddNumberToObject(ev, "val_loss", loss);
+		cJSON_AddNumberToObject(ev, "perplexity", exp(loss));
+		return;
+	}
+	cJSON_AddNumberToObject(ev, "test_loss", loss);
+	cJSON_AddNumberToObject(ev, "test_accuracy", acc);
+}
+
+/* Samples per second in the model's unit: images, or a language model's
+ * tokens (block_size per window). */
+static void add_rate(cJSON *ev, const struct sd_trainer *t, double samples_per_sec)
+{
+	if (t->lm)
+		cJSON_AddNumberToObject(ev, "tokens_per_sec", samples_per_sec * t->cfg.block_size);
+	else
+		cJSON_AddNumberToObject(ev, "images_per_sec", samples_per_sec);
+}
+
 /* At an epoch's end (or the run's): evaluates on the test set, prints the
  * epoch line and starts the next epoch's figures. */
 static int end_epoch(struct sd_trainer *t, struct run_totals *rt, char **why)
@@ -160,9 +184,8 @@ static int end_epoch(struct sd_trainer *t, struct run_totals *rt, char **why)
 	cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
 	cJSON_AddNumberToObject(ev, "step", (double)t->step);
 	cJSON_AddNumberToObject(ev, "train_loss", rt->epoch_loss / rt->epoch_steps);
-	cJSON_AddNumberToObject(ev, "test_loss", test_loss);
-	cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
-	cJSON_AddNumberToObject(ev, "images_per_sec", rt->epoch_images / train_s);
+	add_eval(ev, t, test_loss, test_acc);
+	add_rate(ev, t, rt->epoch_images / train_s);
 	cJSON_AddNumberToObject(ev, "seconds", train_s);
 	emit(ev);
 	rt->epoch_t0 = now_seconds();
@@ -208,9 +231,8 @@ static int emit_done(const struct sd_standalone_opts *o, struct sd_trainer *t, c
 	cJSON_AddStringToObject(ev, "model", o->cfg->model);
 	cJSON_AddStringToObject(ev, "dataset", o->cfg->dataset);
 	cJSON_AddNumberToObject(ev, "steps", (double)t->step);
-	cJSON_AddNumberToObject(ev, "test_accuracy", test_acc);
-	cJSON_AddNumberToObject(ev, "test_loss", test_loss);
-	cJSON_AddNumberToObject(ev, "images_per_sec", rt->compute_s > 0 ? rt->total_images / rt->compute_s : 0);
+	add_eval(ev, t, test_loss, test_acc);
+	add_rate(ev, t, rt->compute_s > 0 ? rt->total_images / rt->compute_s : 0);
 	cJSON_AddNumberToObject(ev, "seconds", now_seconds() - rt->t0);
 	cJSON_AddNumberToObject(ev, "flops_per_image", sd_model_flops_per_sample(t->model));
 	cJSON_AddNumberToObject(ev, "threads", o->threads);

@@ -10,6 +10,9 @@
  *   {"type":"checkpoint", "path", "step"}
  *   {"type":"done", "test_accuracy", "test_loss", "images_per_sec", "steps",
  *    "seconds", "param_checksum", "backend", "device", ...}
+ * A language model (dataset tokens) has "val_loss" (nats per token) and
+ * "perplexity" (exp(val_loss)) in place of test_loss and test_accuracy, and
+ * "tokens_per_sec" in place of images_per_sec.
  * --list-devices prints {"type":"devices", "count", "devices": [{"index",
  * "name"}], "reason"} (the CUDA devices this process sees).
  * Errors go to stderr as one line "spotdeck-worker: ...". */

@@ -628,30 +628,23 @@ static int send_checkpoint(struct agent *a, const char *reason, char **why)
 	return rc;
 }
 
-/* Test-set loss and accuracy, each rank evaluating its share and all-reducing. */
+/* Test-set loss and accuracy (a language model: validation loss per token,
+ * accuracy -1), each rank evaluating its share and all-reducing. */
 static int evaluate(struct agent *a, struct sd_comm *comm, double *loss, double *acc, char **why)
 {
 	struct sd_trainer *t = a->t;
 	int rank = sd_comm_rank(comm), world = sd_comm_world_size(comm);
-	int n = t->test.n, lo = (int)((long)n * rank / world), hi = (int)((long)n * (rank + 1) / world);
+	long n = sd_trainer_eval_count(t), lo = n * rank / world, hi = n * (rank + 1) / world;
 	double sums[2] = { 0, 0 };
-	for (int pos = lo; pos < hi; pos += t->cfg.eval_batch) {
-		int nb = hi - pos < t->cfg.eval_batch ? hi - pos : t->cfg.eval_batch;
-		double l;
-		int c;
-		/* Gathered into the trainer's staging buffer, which holds
-		 * eval_batch samples: a mapped (npy) test set is converted here. */
-		sd_dataset_gather(&t->test, NULL, pos, nb, t->xbuf, t->ybuf);
-		if (sd_trainer_eval_batch(t, t->xbuf, t->ybuf, nb, &l, &c, why) < 0)
-			return -1;
-		sums[0] += l;
-		sums[1] += c;
-	}
+	long c = 0;
+	if (sd_trainer_eval_range(t, lo, hi, &sums[0], &c, why) < 0)
+		return -1;
+	sums[1] = (double)c;
 	int rc = sd_comm_allreduce_sum_f64(comm, sums, 2, why);
 	if (rc < 0)
 		return rc;
 	*loss = sums[0] / n;
-	*acc = sums[1] / n;
+	*acc = t->lm ? -1 : sums[1] / n;
 	return 0;
 }
 
@@ -920,8 +913,12 @@ static void log_samples(struct agent *a, const struct gen *g)
 	const struct sd_trainer *t = a->t;
 	fprintf(a->sample_log, "%ld %ld %d %d %d %d", a->generation, t->last_step, g->rank, g->world,
 	        g->offset, t->last_count);
+	/* A language model's samples are windows: their first tokens. */
 	for (int i = 0; i < t->last_count; i++)
-		fprintf(a->sample_log, " %d", (int)t->last_samples[i]);
+		if (t->lm)
+			fprintf(a->sample_log, " %llu", (unsigned long long)t->last_starts[i]);
+		else
+			fprintf(a->sample_log, " %d", (int)t->last_samples[i]);
 	fputc('\n', a->sample_log);
 	fflush(a->sample_log);
 }
@@ -1001,8 +998,14 @@ static enum gen_result gen_step(struct agent *a, struct gen *g, char **why)
 			return GEN_FAILED;
 		}
 		cJSON_AddNumberToObject(m, "epoch", sd_trainer_epoch_of(t, t->step - 1));
-		cJSON_AddNumberToObject(m, "test_loss", tl);
-		cJSON_AddNumberToObject(m, "test_accuracy", ta);
+		if (t->lm) {
+			/* A language model's evaluation: nats per token, no accuracy. */
+			cJSON_AddNumberToObject(m, "val_loss", tl);
+			cJSON_AddNumberToObject(m, "perplexity", exp(tl));
+		} else {
+			cJSON_AddNumberToObject(m, "test_loss", tl);
+			cJSON_AddNumberToObject(m, "test_accuracy", ta);
+		}
 	}
 	__atomic_store_n(&a->steps_done, t->step, __ATOMIC_RELAXED);
 	if (ctl_send(&a->ctl, m) < 0 || gen_checkpoint(a, g, metrics[3], why) < 0)

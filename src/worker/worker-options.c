@@ -36,14 +36,15 @@ static void usage(FILE *f)
 "                        they exist (set by the controller for its local workers)\n"
 "  --model NAME          mlp, cnn, resnet20, resnet32 (default cnn), or the path\n"
 "                        of an ONNX file (NAME ending in .onnx)\n"
-"  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic, npy (default\n"
-"                        fashion-mnist)\n"
+"  --dataset NAME        fashion-mnist, mnist, cifar10, synthetic, npy, tokens\n"
+"                        (default fashion-mnist)\n"
 "  --data-dir DIR        dataset files (default /usr/share/datasets/fashion-mnist);\n"
 "                        for npy: train_x.npy, train_y.npy, test_x.npy, test_y.npy\n"
 "  --layout NCHW|NHWC    npy: the axis order of x (default NCHW)\n"
 "  --normalize M,../S,.. npy: per-channel mean and std, x = (pixel/255 - M) / S\n"
 "                        for uint8 images, (value - M) / S for float ones\n"
 "  --classes N           npy: number of classes (default: largest label + 1)\n"
+"  --block-size N        tokens: sequence length, the model's time dimension\n"
 "  --augment NAME        none or crop4+flip (pad 4, random crop, mirror; default none)\n"
 "  --epochs N            passes over the training set (default 3)\n"
 "  --batch N             global batch, samples per step (default 64)\n"
@@ -115,7 +116,7 @@ enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
        O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT, O_LAYOUT, O_NORMALIZE, O_CLASSES,
-       O_AUGMENT, O_ONNXOPS, O_OPTIMIZER, O_BETAS, O_EPS, O_CLIP };
+       O_AUGMENT, O_ONNXOPS, O_OPTIMIZER, O_BETAS, O_EPS, O_CLIP, O_BLOCK };
 
 /* --normalize MEAN[,MEAN...]/STD[,STD...]: one mean and one std per channel,
  * as the job file's "normalize" (spotdeck-job(5)). */
@@ -297,6 +298,11 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 			return -1;
 		cfg->classes = (int)v;
 		break;
+	case O_BLOCK:
+		if (parse_long("block-size", arg, 1, 1048576, &v) < 0)
+			return -1;
+		cfg->block_size = (int)v;
+		break;
 	default:
 		return parse_optimizer_option(c, arg, cfg);
 	}
@@ -402,6 +408,7 @@ int sd_worker_parse_options(int argc, char **argv, struct sd_worker_opts *o)
 		{ "layout", required_argument, 0, O_LAYOUT },
 		{ "normalize", required_argument, 0, O_NORMALIZE },
 		{ "classes", required_argument, 0, O_CLASSES },
+		{ "block-size", required_argument, 0, O_BLOCK },
 		{ "augment", required_argument, 0, O_AUGMENT },
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "batch", required_argument, 0, O_BATCH },

@@ -209,6 +209,116 @@ static void check_servers(const struct sd_view *v, const struct sd_catalog *cat)
 	CHECK_INT(v->rate_estimated, 1);
 }
 
+/* The last sample of a series. */
+static float series_last(const struct sd_view_series *s)
+{
+	return s->len ? s->v[(s->head + s->len - 1) % SD_VIEW_HIST] : NAN;
+}
+
+/* Feeds the journal line text to the view model. */
+static void feed(struct sd_view_model *vm, const char *text)
+{
+	cJSON *o = cJSON_Parse(text);
+	struct sd_event ev;
+	char *why = NULL;
+	CHECK(o && sd_event_from_json(&ev, o, &why) == 0, "event %s: %s", text, why ? why : "?");
+	if (o && !why)
+		sd_view_model_on_event(vm, &ev);
+	free(why);
+	cJSON_Delete(o);
+}
+
+/* A language model's run (dataset tokens, block_size 16): the journal's
+ * run_start says unit tokens; the view counts tokens, 16 per sample the
+ * controller counts, in the throughput series; evaluations fill acc_hist
+ * with the validation loss and the done message names it; and the offers
+ * have no speed at all while the model's FLOPs per window are unknown
+ * (here: a model file the engine cannot read), rather than ResNet-32's
+ * images passed off as tokens. */
+static void test_language_model(const char *catalog_path, const char *dir)
+{
+	char *run_dir = path_join(dir, "lm-run");
+	struct sd_job job;
+	sd_job_defaults(&job);
+	snprintf(job.train.model, sizeof job.train.model, "%.200s/gpt.onnx", dir);
+	char *model = path_join(dir, "gpt.onnx");
+	write_raw(model, "not an ONNX file", 16);   /* sent to workers, never loaded here */
+	free(model);
+	snprintf(job.train.dataset, sizeof job.train.dataset, "tokens");
+	snprintf(job.train.data_dir, sizeof job.train.data_dir, "%.200s/none", dir);
+	job.train.block_size = 16;
+	job.workers = 0;
+	job.boot_scale = 1000;
+	job.ncluster = 1;
+	snprintf(job.cluster[0], sizeof job.cluster[0], K80);
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	struct sd_view_model *vm = NULL;
+	struct sd_controller *c = NULL;
+	char *why = NULL;
+	struct sd_controller_opts co = {
+		.run_dir = run_dir, .worker_path = "/nonexistent/spotdeck-worker",
+		.catalog_path = catalog_path, .emulate = 1, .on_exit = on_exit_cb,
+		.on_event = on_event_cb, .ctx = &vm,
+	};
+	exited = -1;
+	if (sd_controller_create(&c, &loop, &job, &co, &why) < 0) {
+		CHECK(0, "language model's controller: %s", why);
+		free(why);
+		free(run_dir);
+		return;
+	}
+	vm = sd_view_model_new(c);
+	CHECK(sd_controller_start(c, &why) == 0, "start: %s", why);
+	run_for(&loop, 200);
+	const struct sd_view *v = sd_view_model_refresh(vm);
+	CHECK_INT(v->unit_tokens, 1);
+	CHECK(v->val_loss == -1 && v->test_accuracy == -1, "val_loss %g, test_accuracy %g before "
+	      "any evaluation", v->val_loss, v->test_accuracy);
+	CHECK(v->noffers > 0, "no offers");
+	for (int i = 0; i < v->noffers; i++)
+		CHECK(isnan(v->offers[i].images_per_sec) && isnan(v->offers[i].usd_per_mimage),
+		      "offer %s: %g tokens/s, $%g/M tokens without the model's FLOPs",
+		      v->offers[i].id, v->offers[i].images_per_sec, v->offers[i].usd_per_mimage);
+	feed(vm, "{\"type\":\"step\",\"t\":1,\"step\":1,\"loss\":3.5,\"images_per_sec\":10}");
+	CHECK(series_last(&v->throughput) == 160, "throughput %g tokens/s for 10 windows/s of 16",
+	      series_last(&v->throughput));
+	feed(vm, "{\"type\":\"epoch\",\"t\":2,\"epoch\":0,\"step\":31,\"val_loss\":2.5,"
+	     "\"perplexity\":12.182493960703473}");
+	CHECK(series_last(&v->acc_hist) == 2.5f, "acc_hist holds %g, not the val_loss 2.5",
+	      series_last(&v->acc_hist));
+	feed(vm, "{\"type\":\"done\",\"t\":3,\"steps\":62,\"val_loss\":2.25,"
+	     "\"perplexity\":9.487735836358526}");
+	CHECK_STR(v->message, "done: val loss 2.2500, perplexity 9.488");
+	/* The journal's run_start: the unit and the tokens per sample. */
+	char *jpath = path_join(run_dir, "journal.jsonl");
+	size_t len = 0;
+	unsigned char *text = read_raw(jpath, &len);
+	char *nul = text ? realloc(text, len + 1) : NULL;
+	if (nul)
+		nul[len] = 0;
+	CHECK(nul && strstr(nul, "\"type\":\"run_start\"") &&
+	      strstr(nul, "\"unit\":\"tokens\",\"tokens_per_sample\":16"),
+	      "run_start without unit tokens and 16 tokens per sample");
+	free(nul);
+	free(jpath);
+	char err[256];
+	CHECK_INT(command(c, "quit", err, sizeof err), 0);
+	for (int i = 0; i < 100 && exited < 0; i++)
+		run_for(&loop, 100);
+	int closed = 0;
+	sd_controller_close(c, on_closed, &closed);
+	uv_walk(&loop, close_walk, NULL);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	sd_controller_free(c);
+	sd_view_model_free(vm);
+	CHECK_INT(uv_loop_close(&loop), 0);
+	free(why);
+	free(run_dir);
+	printf("language model: unit tokens in run_start, 16 tokens per window in the throughput, "
+	       "val_loss in the history and the done message, no offer speeds\n");
+}
+
 int main(void)
 {
 	speed_factor = flops("resnet32", 3, 32, 32) / flops("mlp", 3, 32, 32);   /* synthetic: 3x32x32 */
@@ -292,6 +402,7 @@ int main(void)
 	sd_controller_free(c);
 	sd_view_model_free(vm);
 	CHECK_INT(uv_loop_close(&loop), 0);
+	test_language_model(catalog_path, dir);
 	sd_catalog_free(cat);
 	rm_tree(dir);
 	free(run_dir);

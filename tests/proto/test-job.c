@@ -464,7 +464,7 @@ static const struct bad_job bad_jobs[] = {
 	  "file's path ending in .onnx)" },
 	{ "{\"model\": 3}", "job.json: model: expected a string, got 3" },
 	{ "{\"dataset\": \"imagenet\"}",
-	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic, npy)" },
+	  "job.json: dataset: unknown dataset 'imagenet' (known: fashion-mnist, mnist, cifar10, synthetic, npy, tokens)" },
 	/* The npy dataset's reading settings and augmentation. */
 	{ "{\"layout\": \"HWC\"}", "job.json: layout: unknown layout 'HWC' (known: NCHW, NHWC)" },
 	{ "{\"layout\": \"nchw\"}", "job.json: layout: unknown layout 'nchw' (known: NCHW, NHWC)" },

@@ -573,6 +573,51 @@ static void test_chart_max(struct ui_fixture *f)
 	sd_screen_destroy(s);
 }
 
+/* A language model's run (unit_tokens): tokens/s where an image run says
+ * img/s (header, charts, cluster and market columns, $/Mtok, the add
+ * picker's title), the
+ * validation loss and its perplexity where it shows accuracy. */
+static void test_language_model(struct ui_fixture *f)
+{
+	struct sd_screen *s = make(1, NULL, 0);
+	resize(40, 120, s);
+	f->view.unit_tokens = 1;
+	f->view.test_accuracy = -1;
+	f->view.val_loss = 1.234;
+	f->view.images_per_sec = 54321;
+	/* The fixture's status line is an image run's. */
+	snprintf(f->view.message, sizeof f->view.message, "done: val loss 1.2340, perplexity 3.435");
+	f->view.version++;
+	render(s, &f->view);
+	char vl[32], ppl[32], rate[32], want[64];
+	sd_fmt_num(vl, sizeof vl, f->view.val_loss, 4);
+	sd_fmt_num(ppl, sizeof ppl, exp(f->view.val_loss), 4);
+	snprintf(want, sizeof want, "val loss %s", vl);
+	CHECK(on_screen(want), "'%s' missing from the header", want);
+	snprintf(want, sizeof want, "ppl %s", ppl);
+	CHECK(on_screen(want), "'%s' missing from the header", want);
+	CHECK(!strcmp(ppl, "3.4349"), "perplexity of val loss 1.234 shown as %s, exp(1.234) = 3.4349", ppl);
+	snprintf(want, sizeof want, "%s tokens/s", sd_fmt_rate(rate, sizeof rate, 54321));
+	CHECK(on_screen(want), "'%s' missing from the header", want);
+	static const char *const lm[] = { "tok/s", "$/Mtok", "val loss", "tokens/s" };
+	for (size_t i = 0; i < sizeof lm / sizeof lm[0]; i++)
+		CHECK(on_screen(lm[i]), "'%s' missing from a language model's screen", lm[i]);
+	CHECK(!on_screen("img/s") && !on_screen("acc ") && !on_screen("$/Mimg"),
+	      "a language model's screen still speaks of images or accuracy:\n%s", grab());
+	/* The add picker ranks offers by dollars per million tokens. */
+	sd_screen_key(s, 'a');
+	render(s, &f->view);
+	CHECK(on_screen("offers by $ per million tokens"), "a: the picker does not speak of tokens");
+	sd_screen_key(s, 27);
+	render(s, &f->view);
+	/* No evaluation yet: a dash, not a number. */
+	f->view.val_loss = -1;
+	f->view.version++;
+	render(s, &f->view);
+	CHECK(on_screen("val loss -") && on_screen("ppl -"), "no evaluation yet, but a val loss shown");
+	sd_screen_destroy(s);
+}
+
 /* Real machines (the ssh provider): the header says the market is real,
  * with no SIMULATED label and no simulator knobs; an unknown price is "-". */
 static void test_real_market(struct ui_fixture *f)
@@ -739,6 +784,9 @@ int main(void)
 	ui_fixture_init(&f, 4);
 	test_chart_max(&f);
 	printf("ok: the throughput chart's max covers the current rate\n");
+	ui_fixture_init(&f, 4);
+	test_language_model(&f);
+	printf("ok: a language model's run: tokens/s, tok/s, $/Mtok, val loss and perplexity\n");
 	ui_fixture_init(&f, 4);
 	test_real_market(&f);
 	printf("ok: a real market: no SIMULATED label, unknown price not shown as a number, w says why no what-if\n");

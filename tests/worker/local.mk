@@ -25,3 +25,19 @@ tests_worker_test_notice_watch_LDADD = $(SD_WORKER_LIBS) $(SD_PROTO_LIBS) $(SD_E
 # other optimizer's checkpoint refused.
 TESTS += tests/worker/test-train-adamw.sh
 EXTRA_DIST += tests/worker/test-train-adamw.sh
+
+# Dataset tokens' bad input (token files, block_size, the model's kind,
+# vocabulary and time dimension): one line each before anything starts.
+TESTS += tests/worker/test-tokens-bad-input.sh
+EXTRA_DIST += tests/worker/test-tokens-bad-input.sh
+
+# A language model's windows per step, whatever the rank split.
+check_PROGRAMS += tests/worker/test-lm-windows
+TESTS += tests/worker/test-lm-windows
+tests_worker_test_lm_windows_SOURCES = tests/worker/test-lm-windows.c tests/check.h tests/tmpdir.h
+tests_worker_test_lm_windows_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
+tests_worker_test_lm_windows_LDADD = $(SD_ENGINE_LIBS) -lm
+# tests/worker/test-train-tokens.sh (a small GPT trained end to end on
+# token files, val_loss and perplexity in the journal) is registered once
+# the engine lowers a GPT (sd_model_seq_len > 0); until then it fails at
+# the ONNX check.
