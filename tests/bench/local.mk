@@ -99,3 +99,5 @@ tests_bench_bench_attention_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_attention_LDADD = $(SD_ENGINE_LIBS)
 # The example char-GPT against PyTorch: tokens/s (gpt-vs-torch, make bench).
 EXTRA_DIST += tests/bench/gpt-vs-torch
+# Its learning against PyTorch's, the same steps and settings (gpt-learn, make soak).
+EXTRA_DIST += tests/bench/gpt-learn
