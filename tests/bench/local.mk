@@ -100,4 +100,4 @@ tests_bench_bench_attention_LDADD = $(SD_ENGINE_LIBS)
 # The example char-GPT against PyTorch: tokens/s (gpt-vs-torch, make bench).
 EXTRA_DIST += tests/bench/gpt-vs-torch
 # Its learning against PyTorch's, the same steps and settings (gpt-learn, make soak).
-EXTRA_DIST += tests/bench/gpt-learn
+EXTRA_DIST += tests/bench/gpt-learn tests/bench/gpt-learn-soak.sh
