@@ -7,7 +7,8 @@
 #    survivors form a generation of 2 that goes on from the last step the 3
 #    completed (at most the step in flight is lost, read from the journaled
 #    steps as test-elastic-fault.sh reads them), the journal gives the
-#    recovery time, and the loss keeps falling;
+#    recovery time, and the loss keeps falling (by 2 % or more over the
+#    next 80 steps; measured 6 %);
 #  - every evaluation and the done event carry val_loss and perplexity =
 #    exp(val_loss), no accuracy;
 #  - the controller is SIGKILLed after a checkpoint whose model_sha256 is
@@ -99,10 +100,10 @@ if rec["recovery_s"] > 0.5 * SCALE:
 ok("GPT: %s killed after step %d; generation %d of 2 trained step %d, recovery %.3f s, %d step(s) lost"
    % (victim, last, gen2["generation"], rec["step"], rec["recovery_s"], rec["steps_lost"]))
 
-# 2. The controller SIGKILLed after a checkpoint at least 20 steps after
+# 2. The controller SIGKILLed after a checkpoint at least 80 steps after
 # the recovery (so the loss after the kill can be compared).
-ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= rec["step"] + 20,
-            "a checkpoint 20 steps after the recovery")
+ck = r.wait(lambda e: e.get("type") == "checkpoint" and e["step"] >= rec["step"] + 80,
+            "a checkpoint 80 steps after the recovery")
 r.kill(signal.SIGKILL)
 r.finish()
 loss = {e["step"]: e["loss"] for e in r.events if e.get("type") == "step"}
@@ -112,9 +113,11 @@ post = [loss[s] for s in sorted(loss) if s > rec["step"]][-10:]
 mean = lambda v: sum(v) / len(v)
 if abs(first[0] - math.log(256)) > 0.3:
     fail("first loss %.4f, expected about ln 256 = %.4f" % (first[0], math.log(256)))
-if not (mean(pre) < 0.8 * mean(first) and mean(post) < mean(pre)):
+if not (mean(pre) < 0.8 * mean(first) and mean(post) < 0.98 * mean(pre)):
     fail("the loss did not keep falling: %.4f over the first 5 steps, %.4f over the 10 before the kill, "
          "%.4f over the last 10 after it" % (mean(first), mean(pre), mean(post)))
+ok("loss %.3f over the first 5 steps, %.3f over the 10 before the kill, %.3f over the last 10 before the controller's"
+   % (mean(first), mean(pre), mean(post)))
 on_disk = sorted(int(m.group(1)) for m in (re.fullmatch(r"ckpt-(\d+)\.sdckpt", n)
                  for n in os.listdir(os.path.join(r.run_dir, "checkpoints"))) if m)
 latest = on_disk[-1]
