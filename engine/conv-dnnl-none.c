@@ -90,3 +90,8 @@ int sd_conv2d_dnnl_bf16_available(void)
 {
 	return 0;
 }
+
+const char *sd_conv2d_dnnl_bf16_isa(void)
+{
+	return NULL;
+}

@@ -147,8 +147,45 @@ static dnnl_primitive_attr_t sd_attr(void)
 	return attr;
 }
 
+/* 1 when a and b put every element of the same (n, c, h, w) tensor at the
+ * same byte: oneDNN's NHWC (what its AMX kernels pick for activations) and
+ * our nChw16c or nChw8c when the tensor has exactly one block of channels.
+ * dnnl_memory_desc_equal says no there, as the two descriptors differ. */
+static int sd_same_bytes(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b)
+{
+	if (a->ndims != 4 || b->ndims != 4 || a->data_type != b->data_type ||
+	    a->format_kind != dnnl_blocked || b->format_kind != dnnl_blocked ||
+	    a->offset0 != 0 || b->offset0 != 0)
+		return 0;
+	for (int i = 0; i < 4; i++)
+		if (a->dims[i] != b->dims[i] || a->padded_dims[i] != a->dims[i] ||
+		    b->padded_dims[i] != b->dims[i])
+			return 0;
+	const dnnl_dim_t c = a->dims[1], h = a->dims[2], w = a->dims[3];
+	/* The NHWC strides, in elements. */
+	const dnnl_dim_t nhwc[4] = { h * w * c, 1, w * c, c };
+	const dnnl_memory_desc_t *ab[2] = { a, b };
+	for (int k = 0; k < 2; k++) {
+		const dnnl_blocking_desc_t *bl = &ab[k]->format_desc.blocking;
+		if (bl->inner_nblks == 0) {
+			for (int i = 0; i < 4; i++)
+				if (bl->strides[i] != nhwc[i])
+					return 0;
+		} else if (bl->inner_nblks == 1 && bl->inner_idxs[0] == 1 && bl->inner_blks[0] == c) {
+			/* nChw{c}c: one channel block, then h, w; the block's own
+			 * stride is irrelevant (one block). */
+			if (bl->strides[0] != h * w * c || bl->strides[2] != w * c || bl->strides[3] != c)
+				return 0;
+		} else {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* Takes a's layout from the primitive descriptor and builds its reorder
- * (to_blocked: plain -> md, else md -> plain); a plain argument needs none. */
+ * (to_blocked: plain -> md, else md -> plain); a plain argument needs none,
+ * nor does one laid out byte for byte as it (sd_same_bytes). */
 static int sd_arg_init(struct sd_dnnl_arg *a, const_dnnl_primitive_desc_t pd, dnnl_query_t q,
                        const dnnl_memory_desc_t *plain, int to_blocked)
 {
@@ -157,7 +194,7 @@ static int sd_arg_init(struct sd_dnnl_arg *a, const_dnnl_primitive_desc_t pd, dn
 		return -1;
 	a->md = *md;
 	a->plain = *plain;
-	a->is_plain = dnnl_memory_desc_equal(&a->md, &a->plain);
+	a->is_plain = dnnl_memory_desc_equal(&a->md, &a->plain) || sd_same_bytes(&a->md, &a->plain);
 	if (a->is_plain)
 		return 0;
 	dnnl_primitive_attr_t attr = sd_attr();
@@ -447,6 +484,15 @@ int sd_conv2d_dnnl_bf16_available(void)
 	unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
 	return (isa & (unsigned)dnnl_cpu_isa_avx512_core_bf16) ==
 	       (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+}
+
+const char *sd_conv2d_dnnl_bf16_isa(void)
+{
+	if (!sd_conv2d_dnnl_bf16_available())
+		return NULL;
+	unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+	return (isa & (unsigned)dnnl_cpu_isa_avx512_core_amx) ==
+	       (unsigned)dnnl_cpu_isa_avx512_core_amx ? "AMX" : "AVX512-BF16";
 }
 
 /* Workspace floats of the usable plans of (s, bias, layouts) in both

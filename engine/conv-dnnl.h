@@ -96,6 +96,8 @@ unsigned long sd_conv2d_dnnl_failures(void);
  * built in the precision sd_conv2d_get_precision says when they are first
  * asked for (one plan per shape and precision). */
 int sd_conv2d_dnnl_bf16_available(void);
+/* "AMX" or "AVX512-BF16": the ISA of those kernels; NULL when there are none. */
+const char *sd_conv2d_dnnl_bf16_isa(void);
 
 /* oneDNN's version ("2.6.3"), or NULL when the build has no oneDNN. */
 const char *sd_conv2d_dnnl_version(void);

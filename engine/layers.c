@@ -752,6 +752,11 @@ int sd_conv2d_bf16_available(void)
 	return sd_conv2d_dnnl_bf16_available();
 }
 
+const char *sd_conv2d_bf16_isa(void)
+{
+	return sd_conv2d_dnnl_bf16_isa();
+}
+
 unsigned long sd_conv2d_fallbacks(void)
 {
 	return sd_conv2d_dnnl_failures();

@@ -119,6 +119,10 @@ int sd_conv2d_parse_precision(const char *name, enum sd_conv_precision *out, cha
 /* 1 when this build has oneDNN and oneDNN dispatches to an ISA with bf16
  * instructions on this CPU (avx512_core_bf16 or avx512_core_amx), else 0. */
 int sd_conv2d_bf16_available(void);
+/* The instructions oneDNN's bf16 kernels use on this CPU, for reports:
+ * "AMX" (avx512_core_amx) or "AVX512-BF16" (avx512_core_bf16); NULL where
+ * sd_conv2d_bf16_available is 0. */
+const char *sd_conv2d_bf16_isa(void);
 /* oneDNN calls that had kernels for their shape and failed anyway, so that
  * im2col ran in their place (same results, less speed): 0 unless something
  * is broken.  The tests check that it stays 0. */

@@ -610,6 +610,21 @@ size_t sd_model_buffer_count(const struct sd_model *m) { return m->nbuffers; }
 float *sd_model_buffers(struct sd_model *m) { return m->buffers; }
 double sd_model_flops_per_sample(const struct sd_model *m) { return 6.0 * m->flops; }
 
+int sd_model_onednn_convs(const struct sd_model *m)
+{
+	int count = 0;
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		if (n->op != OP_CONV)
+			continue;
+		struct sd_conv2d_shape s = conv_shape(n, m->max_batch);
+		/* A blocked model runs every convolution on oneDNN (choose_layout). */
+		if (m->blk > 1 || sd_conv2d_path(&s, n->b_off != NONE) == SD_CONV_ONEDNN)
+			count++;
+	}
+	return count;
+}
+
 const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *count)
 {
 	*count = m->ntensors;

@@ -73,6 +73,10 @@ const struct sd_tensor_info *sd_model_tensors(const struct sd_model *m, int *cou
 /* Forward + backward multiply-adds x 2 per sample (forward and backward), for
  * GFLOP/s figures: 2 FLOP per MAC, backward counted as 2x forward. */
 double sd_model_flops_per_sample(const struct sd_model *m);
+/* Convolutions of the model that run on the oneDNN path (engine/layers.h
+ * sd_conv2d_path at the model's largest batch; all of them in a blocked
+ * model), the ones a bf16 precision changes; 0 for a model without any. */
+int sd_model_onednn_convs(const struct sd_model *m);
 
 /* Gradients as backward completes them, so their all-reduce can overlap
  * the rest of backward (engine/grad-sync.h).  Parameters are laid out in

@@ -525,6 +525,48 @@ int sd_train_check_optimizer(const struct sd_train_config *cfg, enum sd_optim_ki
 	return 0;
 }
 
+/* Sets t->precision and its reason, and the convolutions' process-wide
+ * precision: asked (fp32 or bf16, already checked against the CPU), or
+ * auto's pick.  bf16 only changes what the CPU's oneDNN convolutions read,
+ * so auto takes it only where the model has such convolutions and oneDNN
+ * has bf16 kernels; a model on a CUDA device computes in fp32. */
+static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked, int is_auto)
+{
+	const size_t rl = sizeof t->precision_reason;
+	enum sd_conv_precision p = asked;
+	if (!is_auto) {
+		if (asked == SD_CONV_BF16 && t->dev)
+			p = SD_CONV_FP32;
+		snprintf(t->precision_reason, rl, "%s", p != asked
+		         ? "bf16 asked for, but the CUDA backend computes in fp32"
+		         : p == SD_CONV_BF16 && sd_model_onednn_convs(t->model) == 0
+		         ? "asked for, but no convolution of the model runs on oneDNN: "
+		           "it computes as in fp32"
+		         : "asked for");
+	} else if (t->dev) {
+		p = SD_CONV_FP32;
+		snprintf(t->precision_reason, rl, "auto: the CUDA backend computes in fp32");
+	} else if (!sd_conv2d_bf16_available()) {
+		p = SD_CONV_FP32;
+		snprintf(t->precision_reason, rl, "auto: %s",
+		         sd_conv2d_onednn_version()
+		         ? "oneDNN has no bf16 kernels on this CPU (no AVX512-BF16 or AMX)"
+		         : "this build has no oneDNN");
+	} else {
+		int convs = sd_model_onednn_convs(t->model);
+		p = convs > 0 ? SD_CONV_BF16 : SD_CONV_FP32;
+		if (convs > 0)
+			snprintf(t->precision_reason, rl,
+			         "auto: %s (oneDNN %s) for %d convolution%s", sd_conv2d_bf16_isa(),
+			         sd_conv2d_onednn_version(), convs, convs == 1 ? "" : "s");
+		else
+			snprintf(t->precision_reason, rl,
+			         "auto: no convolution of the model runs on oneDNN");
+	}
+	t->precision = p;
+	sd_conv2d_set_precision(p);
+}
+
 int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg, char **why)
 {
 	*out = NULL;
@@ -539,9 +581,13 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 	enum sd_optim_kind optim;
 	if (sd_train_check_optimizer(cfg, &optim, why) < 0)
 		return -1;
+	/* auto is resolved once the model and its backend are known; until
+	 * then the model is built in fp32 (its plans and workspace cover both). */
+	const int prec_auto = !strcmp(cfg->precision, "auto");
 	enum sd_conv_precision prec = SD_CONV_FP32;
-	if (cfg->precision[0] && sd_conv2d_parse_precision(cfg->precision, &prec, NULL) < 0)
-		return sd_why(why, "precision: expected fp32 or bf16, got '%s'", cfg->precision);
+	if (!prec_auto && cfg->precision[0] &&
+	    sd_conv2d_parse_precision(cfg->precision, &prec, NULL) < 0)
+		return sd_why(why, "precision: expected fp32, bf16 or auto, got '%s'", cfg->precision);
 	if (prec == SD_CONV_BF16 && !strcmp(cfg->backend, "cuda"))
 		return sd_why(why, "precision: bf16 runs on the cpu backend only, backend is cuda");
 	if (prec == SD_CONV_BF16 && !sd_conv2d_bf16_available())
@@ -627,6 +673,7 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 			return -1;
 		}
 	}
+	choose_precision(t, prec, prec_auto);
 	t->perm_epoch = -1;
 	if (t->lm) {
 		t->steps_per_epoch = (long)(sd_tokens_epoch_windows(&t->tok_train, cfg->block_size) /

@@ -33,6 +33,7 @@
 
 #include "engine/backend.h"
 #include "engine/data.h"
+#include "engine/layers.h"
 #include "engine/model.h"
 #include "engine/optim.h"
 #include "engine/tokens.h"
@@ -74,16 +75,22 @@ struct sd_train_config {
 	int synthetic_samples;   /* dataset "synthetic": training samples (10000) */
 	int synthetic_c, synthetic_h, synthetic_w;   /* its image shape (3x32x32) */
 	char backend[8];         /* "auto", "cpu" or "cuda" (engine/backend.h) */
-	char precision[8];       /* "fp32" (default; "" means it too) or "bf16":
-	                          * the CPU's oneDNN convolutions read bf16
-	                          * inputs (engine/layers.h enum
-	                          * sd_conv2d_precision; weights, gradients,
+	char precision[8];       /* "fp32" (default; "" means it too), "bf16" or
+	                          * "auto": bf16 makes the CPU's oneDNN
+	                          * convolutions read bf16 inputs (engine/layers.h
+	                          * enum sd_conv_precision; weights, gradients,
 	                          * optimizer state, batch-norm statistics and
 	                          * checkpoints stay fp32).  Process-wide: set by
 	                          * sd_trainer_create.  bf16 is refused where
 	                          * oneDNN has no bf16 kernels (no AVX512-BF16 or
 	                          * AMX) and with backend "cuda"; on a CUDA device
-	                          * that backend "auto" picked it does nothing. */
+	                          * that backend "auto" picked it does nothing.
+	                          * auto (the job file's default, spotdeck-job(5))
+	                          * is bf16 where oneDNN has bf16 kernels, the
+	                          * model computes on the CPU and at least one of
+	                          * its convolutions is on the oneDNN path, else
+	                          * fp32; the trainer's precision and
+	                          * precision_reason say which and why. */
 	int device;              /* CUDA device index, -1 = SPOTDECK_CUDA_DEVICE or 0 */
 	/* Dataset "npy" (engine/data.h): how to read the user's arrays. */
 	char layout[8];          /* "NCHW" (default) or "NHWC": x's axis order */
@@ -181,6 +188,11 @@ struct sd_trainer {
 	 * gradients and batch-norm buffers; the host ones are a mirror that the
 	 * functions below bring up to date when they need it. */
 	struct sd_backend_choice backend;
+	/* The precision the convolutions run in (cfg.precision resolved: never
+	 * auto) and one line saying why, e.g. "asked for" or "auto: oneDNN
+	 * 2.6.3 has bf16 kernels here (AMX)". */
+	enum sd_conv_precision precision;
+	char precision_reason[160];
 	struct sd_dev_model *dev;
 	char *dev_error;          /* a queued device operation failed: reported by
 	                           * the next call that can return an error */

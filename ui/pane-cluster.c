@@ -3,7 +3,9 @@
  * communication time, uptime and cost.  Speeds paced to an emulated GPU
  * carry a '~'; a server just revoked is highlighted.  $/h is the rate the
  * server is billed at (its price when acquired), '*' when that price is an
- * estimate; a local server has no type and no price: "-", not "od" and $0. */
+ * estimate; a local server has no type and no price: "-", not "od" and $0.
+ * "prec" is the precision its worker computes in (fp32 or bf16, the job's
+ * "precision" as resolved there), the first column to go when narrow. */
 #include "config.h"
 
 #include <math.h>
@@ -14,7 +16,7 @@
 #include "ui/format.h"
 #include "ui/pane.h"
 
-enum { CC_ID, CC_ZONE, CC_GPU, CC_TYPE, CC_STATE, CC_RANK, CC_IPS, CC_HIST, CC_SPLIT,
+enum { CC_ID, CC_ZONE, CC_GPU, CC_TYPE, CC_STATE, CC_RANK, CC_IPS, CC_HIST, CC_SPLIT, CC_PREC,
        CC_UPTIME, CC_USDH, CC_USD, CC_N };
 
 static const struct sd_col cluster_cols[CC_N] = {
@@ -27,6 +29,7 @@ static const struct sd_col cluster_cols[CC_N] = {
 	[CC_IPS] = { "img/s", 6, 0, 0, 1, 0, 0 },
 	[CC_HIST] = { "history", 10, 3, 1, 0, 0, 0 },
 	[CC_SPLIT] = { "comp/comm", 11, 2, 0, 1, 0, 0 },
+	[CC_PREC] = { "prec", 4, 10, 0, 0, 0, 0 },
 	[CC_UPTIME] = { "uptime", 6, 8, 0, 1, 0, 0 },
 	[CC_USDH] = { "$/h", 6, 9, 0, 1, 0, 0 },
 	[CC_USD] = { "$ so far", 8, 1, 0, 1, 0, 0 },
@@ -126,6 +129,10 @@ static void cluster_draw(struct sd_pane *p, const struct sd_view *v, const struc
 			CELL(CC_SPLIT, SD_STYLE_NORMAL, "%.0f/%.0fms", sv->compute_ms, sv->comm_ms);
 		else
 			CELL(CC_SPLIT, SD_STYLE_DIM, "-");
+		if (sv->precision[0])
+			CELL(CC_PREC, SD_STYLE_NORMAL, "%.*s", (int)sizeof sv->precision, sv->precision);
+		else
+			CELL(CC_PREC, SD_STYLE_DIM, "-");
 		CELL(CC_UPTIME, SD_STYLE_NORMAL, "%s", sd_fmt_duration(tmp, sizeof tmp, sv->uptime_s));
 		/* No rate for a local server (unknown) nor a gone one (not billed). */
 		if (!sv->local && sd_state_live(sv->state) && isfinite(sv->usd_per_hour) &&

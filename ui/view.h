@@ -49,6 +49,9 @@ struct sd_view_server {
 	char offer[64];
 	char zone[32];
 	char gpu[16];
+	char precision[8];          /* "fp32" or "bf16": what its worker computes in
+	                             * (the job's "precision" resolved there); ""
+	                             * until a worker says */
 	int transient;              /* 1 = spot, 0 = on-demand (meaningless when local) */
 	int local;                  /* no market offer: no type and no price, so its
 	                             * usd figures are unknown (shown "-"), not $0 */

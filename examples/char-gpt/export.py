@@ -8,9 +8,9 @@ GPT with spotdeck.
     /usr/bin/python3 examples/char-gpt/export.py --out gpt --data-dir gpt/data
 
 writes gpt/model.onnx (input "tokens" (batch, 64) int64, output "logits"
-(batch, 64, 256)) and gpt/job.json.  spotdeck cannot train it yet: its
-engine takes image models, and "dataset": "tokens" and "block_size" are
-not job keys yet (README, "Language models").
+(batch, 64, 256)) and gpt/job.json, which spotdeck trains:
+spotdeck --job gpt/job.json (README, "Language models"; the job keys
+"dataset": "tokens" and "block_size" are spotdeck-job(5)'s).
 
 The export is torch.onnx.export's: opset 14 by default (--opset 15, 16, 17;
 17 is the first with LayerNormalization, older ones decompose it into

@@ -211,6 +211,7 @@ static cJSON *server_json(struct enc *e, const struct sd_view_server *s, double 
 	PUT_STR(e, o, s, offer);
 	PUT_STR(e, o, s, zone);
 	PUT_STR(e, o, s, gpu);
+	PUT_STR(e, o, s, precision);
 	PUT_NUM(e, o, s, transient);
 	PUT_NUM(e, o, s, local);
 	PUT_STR(e, o, s, state);
@@ -653,6 +654,7 @@ static int get_server(const cJSON *o, const char *p, struct sd_view_server *s, c
 {
 	if (GET_STR(o, p, s, id) < 0 || GET_STR(o, p, s, offer) < 0 ||
 	    GET_STR(o, p, s, zone) < 0 || GET_STR(o, p, s, gpu) < 0 ||
+	    GET_STR(o, p, s, precision) < 0 ||
 	    GET_INT(o, p, s, transient) < 0 || GET_INT(o, p, s, local) < 0 ||
 	    GET_STR(o, p, s, state) < 0 || GET_INT(o, p, s, rank) < 0 ||
 	    GET_NUM(o, p, s, images_per_sec) < 0 || GET_NUM(o, p, s, compute_ms) < 0 ||

@@ -642,6 +642,7 @@ const struct sd_view *sd_view_model_refresh(struct sd_view_model *vm)
 				/* A worker on a real GPU: show that GPU, not the offer's. */
 				if (wi[w].device[0])
 					gpu_short_name(s->gpu, sizeof s->gpu, wi[w].device);
+				snprintf(s->precision, sizeof s->precision, "%s", wi[w].precision);
 			}
 		struct hist *h = hist_for(vm, s->id);
 		if (sample)

@@ -209,6 +209,9 @@ static void on_ready(struct sd_controller *c, struct conn *k, const cJSON *m)
 	/* Where the worker computes (optional fields, engine/backend.h). */
 	snprintf(k->backend, sizeof k->backend, "%s", sd_msg_str(m, "backend", ""));
 	snprintf(k->device, sizeof k->device, "%s", sd_msg_str(m, "device", ""));
+	snprintf(k->precision, sizeof k->precision, "%s", sd_msg_str(m, "precision", ""));
+	snprintf(k->precision_reason, sizeof k->precision_reason, "%s",
+	         sd_msg_str(m, "precision_reason", ""));
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "server", k->server_id);
 	if (k->backend[0]) {
@@ -216,6 +219,10 @@ static void on_ready(struct sd_controller *c, struct conn *k, const cJSON *m)
 		if (k->device[0])
 			cJSON_AddStringToObject(ev, "device", k->device);
 		cJSON_AddStringToObject(ev, "backend_reason", sd_msg_str(m, "backend_reason", ""));
+	}
+	if (k->precision[0]) {
+		cJSON_AddStringToObject(ev, "precision", k->precision);
+		cJSON_AddStringToObject(ev, "precision_reason", k->precision_reason);
 	}
 	ctl_journal(c, SD_EV_WORKER_READY, ev);
 	ctl_schedule_generation(c, "worker ready");
@@ -260,6 +267,11 @@ static void on_joined(struct sd_controller *c, struct conn *k, const cJSON *m)
 	cJSON_AddStringToObject(ev, "comm", sd_msg_str(m, "comm", ""));
 	if (cJSON_GetObjectItemCaseSensitive(m, "bucket_kib"))
 		cJSON_AddNumberToObject(ev, "bucket_kib", sd_msg_num(m, "bucket_kib", 0));
+	/* The precision the worker resolved the job's to (its READY). */
+	if (k->precision[0]) {
+		cJSON_AddStringToObject(ev, "precision", k->precision);
+		cJSON_AddStringToObject(ev, "precision_reason", k->precision_reason);
+	}
 	ctl_journal(c, SD_EV_WORKER_JOINED, ev);
 	sd_fleet_worker_event(c->fleet, k->server_id, SD_WORKER_TRAINING);
 	if (k->rank == 0) {

@@ -569,6 +569,7 @@ int sd_controller_workers(const struct sd_controller *c, struct sd_worker_info *
 		w->comm_ms = k->comm_ms;
 		w->emulated = k->emulated;
 		snprintf(w->device, sizeof w->device, "%s", k->device);
+		snprintf(w->precision, sizeof w->precision, "%s", k->precision);
 	}
 	return n;
 }

@@ -123,6 +123,8 @@ struct sd_worker_info {
 	int emulated;
 	char device[64];          /* the CUDA device it trains on ("NVIDIA H200"),
 	                           * "" when it trains on the CPU */
+	char precision[8];        /* "fp32" or "bf16" as the worker resolved the
+	                           * job's precision; "" until it says */
 };
 
 /* The run at a glance. */

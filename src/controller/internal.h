@@ -87,6 +87,8 @@ struct conn {
 	int emulated;
 	char backend[8];     /* "cpu", "cuda" or "" (worker did not say) */
 	char device[64];     /* CUDA device name, "" on the CPU */
+	char precision[8];   /* "fp32", "bf16" or "" (worker did not say) */
+	char precision_reason[160];
 	/* Streaming the latest checkpoint to it (a resuming rank 0, see
 	 * generation.c): the next offset to send, and the generation message
 	 * that goes after the last chunk. */

@@ -83,6 +83,9 @@ static const char *const sd_dataset_names[] = {
 /* engine/data.h: sd_layout_parse, sd_augment_parse. */
 static const char *const sd_layout_names[] = { "NCHW", "NHWC", NULL };
 static const char *const sd_augment_names[] = { "none", "crop4+flip", NULL };
+/* engine/train.h's precision: the convolutions' (engine/layers.h
+ * sd_conv2d_parse_precision), or auto's pick by the worker. */
+static const char *const sd_precision_names[] = { "fp32", "bf16", "auto", NULL };
 static const char *const sd_schedule_names[] = { "constant", "step", "cosine", NULL };
 /* engine/optim.h: sd_optim_kind_parse. */
 static const char *const sd_optimizer_names[] = { "sgd", "adamw", NULL };
@@ -126,6 +129,8 @@ static const struct sd_job_key sd_job_keys[] = {
 	{ "classes", K_INT, OFF(train.classes), 0, 0, SD_DATA_MAX_CLASSES, 0, NULL, NULL },
 	{ "augment", K_NAME, OFF(train.augment), SZ(train.augment), 0, 0, 0, sd_augment_names,
 	  "augmentation" },
+	{ "precision", K_NAME, OFF(train.precision), SZ(train.precision), 0, 0, 0,
+	  sd_precision_names, "precision" },
 	{ "workers", K_INT, OFF(workers), 0, 0, 256, 0, NULL, NULL },
 	{ "min_workers", K_INT, OFF(min_workers), 0, 1, 256, 0, NULL, NULL },
 	{ "threads_per_worker", K_INT, OFF(threads_per_worker), 0, 1, 1024, 0, NULL, NULL },
@@ -153,6 +158,9 @@ void sd_job_defaults(struct sd_job *j)
 {
 	memset(j, 0, sizeof *j);
 	sd_train_config_defaults(&j->train);
+	/* A job picks its precision where it runs (the trainer's default,
+	 * for the engine's own callers, stays fp32). */
+	snprintf(j->train.precision, sizeof j->train.precision, "auto");
 	j->workers = 2;
 	j->min_workers = 1;
 	j->threads_per_worker = 1;

@@ -50,7 +50,9 @@
  *                next step boundary and wait for a new one
  *   ready        worker -> controller: job loaded, can join (optional
  *                backend str, device str, backend_reason str:
- *                where the worker computes, engine/backend.h)
+ *                where the worker computes, engine/backend.h;
+ *                precision str ("fp32", "bf16"), precision_reason str:
+ *                the job's precision as resolved there, engine/train.h)
  *   abort        generation int  controller -> members: a collective of
  *                that generation failed on another member; give up on it
  *                (send comm_failed) instead of waiting out the timeout

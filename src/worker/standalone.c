@@ -102,6 +102,8 @@ static void emit_backend(const struct sd_trainer *t)
 	cJSON_AddStringToObject(be, "backend", t->backend.name);
 	cJSON_AddStringToObject(be, "device", t->backend.device.name);
 	cJSON_AddStringToObject(be, "reason", t->backend.reason);
+	cJSON_AddStringToObject(be, "precision", sd_conv2d_precision_name(t->precision));
+	cJSON_AddStringToObject(be, "precision_reason", t->precision_reason);
 	emit(be);
 }
 
@@ -240,6 +242,7 @@ static int emit_done(const struct sd_standalone_opts *o, struct sd_trainer *t, c
 	cJSON_AddStringToObject(ev, "param_checksum", sum);
 	cJSON_AddStringToObject(ev, "backend", t->backend.name);
 	cJSON_AddStringToObject(ev, "device", t->backend.device.name);
+	cJSON_AddStringToObject(ev, "precision", sd_conv2d_precision_name(t->precision));
 	emit(ev);
 	return 0;
 }

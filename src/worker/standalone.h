@@ -2,14 +2,15 @@
  * controller (spotdeck-worker(1)):
  *
  * --standalone trains in this process alone and prints JSON lines on stdout:
- *   {"type":"backend", "backend", "device", "reason"}   first: where it computes
+ *   {"type":"backend", "backend", "device", "reason", "precision",
+ *    "precision_reason"}   first: where it computes, in which precision
  *   {"type":"step", "step", "epoch", "loss", "train_accuracy", "lr"}
  *    every log_every steps (0 = never)
  *   {"type":"epoch", "epoch", "train_loss", "test_loss", "test_accuracy",
  *    "images_per_sec", "seconds", "step"}
  *   {"type":"checkpoint", "path", "step"}
  *   {"type":"done", "test_accuracy", "test_loss", "images_per_sec", "steps",
- *    "seconds", "param_checksum", "backend", "device", ...}
+ *    "seconds", "param_checksum", "backend", "device", "precision", ...}
  * A language model (dataset tokens) has "val_loss" (nats per token) and
  * "perplexity" (exp(val_loss)) in place of test_loss and test_accuracy, and
  * "tokens_per_sec" in place of images_per_sec.

@@ -1073,6 +1073,8 @@ static cJSON *ready_msg(struct agent *a)
 	if (a->t->backend.device.name[0])
 		cJSON_AddStringToObject(ready, "device", a->t->backend.device.name);
 	cJSON_AddStringToObject(ready, "backend_reason", a->t->backend.reason);
+	cJSON_AddStringToObject(ready, "precision", sd_conv2d_precision_name(a->t->precision));
+	cJSON_AddStringToObject(ready, "precision_reason", a->t->precision_reason);
 	return ready;
 }
 

@@ -84,6 +84,10 @@ set -- $(row "$loc")
 got="$(row_field "$loc" prev) $(row_field "$loc" last)"
 [ "$got" = "- -" ] || { row "$loc" >&2; fail "$loc: \$/h and \$ so far '$got', expected '- -'"; }
 ok "$loc (local): type, \$/h and \$ so far all '-'"
+# Its worker's precision: the job's default auto resolves to fp32 for the mlp
+# (no convolution), and the cluster pane's prec column says so.
+row "$loc" | grep -q ' fp32 ' || { row "$loc" >&2; fail "$loc: no 'fp32' in its prec column (the mlp's auto)"; }
+ok "$loc: prec fp32 (auto, the mlp has no convolution)"
 
 # The header adds the billed rates: estimated part '*', unknown part '+?'.
 want_now=$(journal_py "print('\$' + cents(acq['$k80']['usd_per_hour'] + acq['$p100']['usd_per_hour']))")

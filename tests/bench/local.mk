@@ -28,6 +28,9 @@ noinst_PROGRAMS += tests/bench/bench-conv-bf16
 tests_bench_bench_conv_bf16_SOURCES = tests/bench/bench-conv-bf16.c tests/bench/timing.h
 tests_bench_bench_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
 tests_bench_bench_conv_bf16_LDADD = $(DNNL_LIBS)
+# spotdeck bf16 against its own fp32 and PyTorch's autocast bf16 on
+# resnet32, batch 128, 2 threads, in one run (by hand, like engine-vs-torch).
+EXTRA_DIST += tests/bench/bf16-vs-torch tests/bench/bf16_torch_resnet.py
 endif
 
 # Long soak (not a test): resnet20 on Fashion-MNIST padded to 32x32, 3 epochs

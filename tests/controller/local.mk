@@ -44,3 +44,7 @@ EXTRA_DIST += tests/controller/test-elastic-adamw.sh
 # and a --resume refused for a model file exported again.
 TESTS += tests/controller/test-elastic-gpt.sh
 EXTRA_DIST += tests/controller/test-elastic-gpt.sh
+# The job's precision: auto's pick journaled in worker_ready/worker_joined,
+# a bf16 checkpoint resumed in fp32 and back.
+TESTS += tests/controller/test-elastic-bf16.sh
+EXTRA_DIST += tests/controller/test-elastic-bf16.sh

@@ -172,3 +172,12 @@ tests_engine_test_layers_seq_dump_SOURCES = tests/engine/test-layers-seq-dump.c
 tests_engine_test_layers_seq_dump_LDADD = $(SD_ENGINE_LIBS)
 TESTS += tests/engine/test-layers-seq-torch.sh
 EXTRA_DIST += tests/engine/test-layers-seq-torch.sh tests/engine/layers_seq_torch.py
+
+# Checkpoints across precisions: a bf16 run resumes in fp32 and back, bit
+# for bit where it must; and the trainer's "auto" precision.  SKIPs where
+# oneDNN has no bf16 kernels.
+check_PROGRAMS += tests/engine/test-resume-bf16
+TESTS += tests/engine/test-resume-bf16
+tests_engine_test_resume_bf16_SOURCES = tests/engine/test-resume-bf16.c tests/check.h
+tests_engine_test_resume_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
+tests_engine_test_resume_bf16_LDADD = $(SD_ENGINE_LIBS)

@@ -51,6 +51,9 @@ static void test_defaults(void)
 	CHECK_INT(j.ncluster, 0);
 	CHECK_STR(j.train.layout, "NCHW");
 	CHECK_STR(j.train.augment, "none");
+	/* A job picks its precision where it runs; the trainer's own default
+	 * stays fp32. */
+	CHECK_STR(j.train.precision, "auto");
 	CHECK_INT(j.train.norm_channels, 0);
 	CHECK_INT(j.train.classes, 0);
 
@@ -424,6 +427,10 @@ static void test_data_keys(void)
 	snprintf(k.train.augment, sizeof k.train.augment, "none");
 	CHECK(!sd_job_equal(&j, &k));
 	k = j;
+	snprintf(k.train.precision, sizeof k.train.precision, "bf16");
+	CHECK(!sd_job_equal(&j, &k));
+	check_round_trip(&k, "bf16 job");
+	k = j;
 	snprintf(k.train.layout, sizeof k.train.layout, "NCHW");
 	CHECK(!sd_job_equal(&j, &k));
 	/* 16 channels of awkward floats. */
@@ -470,6 +477,9 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"layout\": \"nchw\"}", "job.json: layout: unknown layout 'nchw' (known: NCHW, NHWC)" },
 	{ "{\"augment\": \"flip\"}",
 	  "job.json: augment: unknown augmentation 'flip' (known: none, crop4+flip)" },
+	{ "{\"precision\": \"fp16\"}",
+	  "job.json: precision: unknown precision 'fp16' (known: fp32, bf16, auto)" },
+	{ "{\"precision\": 16}", "job.json: precision: expected a string, got 16" },
 	{ "{\"classes\": 257}", "job.json: classes: expected an integer from 0 to 256, got 257" },
 	{ "{\"classes\": -1}", "job.json: classes: expected a non-negative integer, got -1" },
 	{ "{\"normalize\": [0.5]}",

@@ -37,7 +37,8 @@ TESTS += tests/worker/test-lm-windows
 tests_worker_test_lm_windows_SOURCES = tests/worker/test-lm-windows.c tests/check.h tests/tmpdir.h
 tests_worker_test_lm_windows_CPPFLAGS = $(AM_CPPFLAGS) $(CJSON_CFLAGS)
 tests_worker_test_lm_windows_LDADD = $(SD_ENGINE_LIBS) -lm
-# A small GPT trained end to end on token files, val_loss and perplexity
-# in the journal.
+# A small GPT trained elastically end to end on token files: the loss
+# falls, the workers' windows tile each batch, val_loss and perplexity in
+# the journal.
 TESTS += tests/worker/test-train-tokens.sh
 EXTRA_DIST += tests/worker/test-train-tokens.sh
