@@ -214,14 +214,20 @@ void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
 			int o0 = sd_block(out, pw, t), outs = sd_block(out, pw, t + 1) - o0;
 			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, outs, in, n,
 			            1.0f, dy + o0, out, x, in, 1.0f, dw + (size_t)o0 * in, in);
-			/* Column sums in double, rows in order. */
-			if (db)
-				for (int o = o0; o < o0 + outs; o++) {
-					double acc = 0.0;
-					for (int i = 0; i < n; i++)
-						acc += dy[(size_t)i * out + o];
-					db[o] += (float)acc;
+			/* Column sums in double, rows in order, a row at a time
+			 * (a column at a time strides through dy and was 14 % of a
+			 * GPT step: n = batch x 64 positions). */
+			if (db && outs > 0) {
+				double *acc = sd_calloc((size_t)outs, sizeof *acc);
+				for (int i = 0; i < n; i++) {
+					const float *row = dy + (size_t)i * out + o0;
+					for (int o = 0; o < outs; o++)
+						acc[o] += row[o];
 				}
+				for (int o = 0; o < outs; o++)
+					db[o0 + o] += (float)acc[o];
+				free(acc);
+			}
 		}
 	}
 	sd_team_end(&tm);

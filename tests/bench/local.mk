@@ -100,3 +100,7 @@ noinst_PROGRAMS += tests/bench/bench-attention
 tests_bench_bench_attention_SOURCES = tests/bench/bench-attention.c tests/bench/bench.h tests/bench/timing.h
 tests_bench_bench_attention_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_bench_bench_attention_LDADD = $(SD_ENGINE_LIBS)
+# The example char-GPT against PyTorch: tokens/s (gpt-vs-torch, make bench).
+EXTRA_DIST += tests/bench/gpt-vs-torch
+# Its learning against PyTorch's, the same steps and settings (gpt-learn, make soak).
+EXTRA_DIST += tests/bench/gpt-learn tests/bench/gpt-learn-soak.sh

@@ -40,6 +40,10 @@ EXTRA_DIST += tests/controller/test-elastic-samples.sh
 # A worker joining an AdamW run gets both moments; checksums stay equal.
 TESTS += tests/controller/test-elastic-adamw.sh
 EXTRA_DIST += tests/controller/test-elastic-adamw.sh
+# The example char-GPT (small) through a killed worker, a killed controller
+# and a --resume refused for a model file exported again.
+TESTS += tests/controller/test-elastic-gpt.sh
+EXTRA_DIST += tests/controller/test-elastic-gpt.sh
 # The job's precision: auto's pick journaled in worker_ready/worker_joined,
 # a bf16 checkpoint resumed in fp32 and back.
 TESTS += tests/controller/test-elastic-bf16.sh
