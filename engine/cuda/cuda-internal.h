@@ -1,6 +1,8 @@
 /* engine/cuda/cuda-internal.h - shared by the files of the CUDA backend
  * plugin (spotdeck-cuda.so) and nothing else.
  *
+ *   kernels-seq.cu  the language-model ops' kernels (engine/model-seq.c's
+ *                semantics), deterministic reductions
  *   kernels.cu   our own kernels, for what cuDNN and cuBLAS lack: ReLU,
  *                the ResNet shortcut, bias rows, softmax cross-entropy with
  *                a deterministic loss reduction, fused SGD-momentum, the
@@ -300,6 +302,10 @@ int cu_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float gr
                      double *loss_sum, int *correct, char **why);
 int cu_eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
                   double *loss_sum, int *correct, char **why);
+int cu_train_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                    float grad_scale, double *loss_sum, char **why);
+int cu_eval_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                   double *loss_sum, char **why);
 int cu_sgd_step(struct sd_dev_model *d, float lr, float momentum, float weight_decay, char **why);
 int cu_adamw_step(struct sd_dev_model *d, const struct sd_adamw_scalars *s, char **why);
 int cu_grad_sumsq(struct sd_dev_model *d, double *sumsq, char **why);
