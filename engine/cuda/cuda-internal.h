@@ -98,7 +98,7 @@ cudaError_t cu_scale(cudaStream_t st, float *x, size_t count, float coef);
  * backward, since a tied table gets two contributions).  "scratch": device
  * memory of at least cu_colsum_scratch_bytes(rows, C) bytes, for the
  * deterministic two-stage column sums. */
-enum cu_unary { CU_UN_COPY, CU_UN_ERF, CU_UN_POW, CU_UN_GELU_ERF, CU_UN_GELU_TANH };
+enum cu_unary { CU_UN_COPY, CU_UN_ERF, CU_UN_POW, CU_UN_GELU_ERF, CU_UN_GELU_TANH, CU_UN_TANH };
 size_t cu_colsum_scratch_bytes(size_t rows, int C);
 /* out (rows, C) = table (V, C) rows picked by the float ids ids_f (rows of
  * them) or, when ids_f is NULL, by the constant idx (T of them, repeated

@@ -353,6 +353,10 @@ static int seq_forward(struct sd_dev_model *d, struct plan *p, char **why)
 				                       nd->bin_k_first));
 			continue;
 		}
+		if (nd->op == OP_ACT) {   /* tanh only (refused otherwise): the unfused GELU */
+			CU_TRY(cu_unary(st, y, 0, x, NULL, cnt, CU_UN_TANH, 0.0f));
+			continue;
+		}
 		if (nd->op == OP_DROPOUT) {   /* p = 0 only (refused otherwise) */
 			CU_TRY(cudaMemcpyAsync(y, x, cnt * sizeof(float), cudaMemcpyDeviceToDevice, st));
 			continue;
@@ -459,6 +463,11 @@ static int seq_backward_node(struct sd_dev_model *d, struct plan *p, int i, char
 			                        dy, x, seq_k(d, nd, P), cnt, in->c, 1, nd->binop,
 			                        nd->bin_k_first, d->colsum));
 		}
+		return 0;
+	}
+	if (nd->op == OP_ACT) {
+		if (dx)
+			CU_TRY(cu_unary(st, dx, acc, x, dy, cnt, CU_UN_TANH, 0.0f));
 		return 0;
 	}
 	if (nd->op == OP_DROPOUT) {
@@ -1194,8 +1203,11 @@ static int plan_seq_accumulation(struct sd_dev_model *d, char **why)
 			no = "arithmetic with a per-channel constant on a sequence";
 		else if (nd->op == OP_DROPOUT && nd->drop_p > 0)
 			no = "dropout with p > 0 (export with dropout 0, or train on the CPU)";
-		else if (nd->op != OP_SEQ && nd->op != OP_BINARY && nd->op != OP_DROPOUT)
-			no = nd->op == OP_ACT ? "an activation outside a GELU chain" : "an image layer";
+		else if (nd->op == OP_ACT && nd->act != SD_ACT_TANH)
+			no = "an activation other than tanh";
+		else if (nd->op != OP_SEQ && nd->op != OP_BINARY && nd->op != OP_DROPOUT &&
+		         nd->op != OP_ACT)
+			no = "an image layer";
 		if (no) {
 			free(set);
 			return sd_why(why, "CUDA backend: language model %s: node %s is %s, which the "

@@ -360,6 +360,8 @@ __device__ inline float unary_f(int op, float x, float e)
 		const float k = 0.7978845608028654f;   // sqrt(2 / pi)
 		return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
 	}
+	case CU_UN_TANH:
+		return tanhf(x);
 	default:   // CU_UN_COPY
 		return x;
 	}
@@ -385,6 +387,10 @@ __device__ inline float unary_df(int op, float x, float e)
 		float t = tanhf(u);
 		float du = k * (1.0f + 3.0f * 0.044715f * x * x);
 		return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+	}
+	case CU_UN_TANH: {
+		float t = tanhf(x);
+		return 1.0f - t * t;
 	}
 	default:
 		return 1.0f;
