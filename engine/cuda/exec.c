@@ -1235,6 +1235,33 @@ static int plan_seq_accumulation(struct sd_dev_model *d, char **why)
 	return 0;
 }
 
+/* Which activation buffers a language model's executed nodes use: bit 0
+ * the values, bit 1 the gradient (malloc'd, nacts entries; after
+ * plan_seq_accumulation). */
+static char *seq_buffers(const struct sd_dev_model *d)
+{
+	const struct sd_model *m = d->m;
+	char *need = sd_calloc((size_t)m->nacts, 1);
+	need[0] = 1;
+	need[m->nacts - 1] = 3;
+	for (int i = m->nnodes - 1; i >= 0; i--) {
+		i = seq_head(m, i);
+		const struct node *nd = &m->nodes[i];
+		const int ins[3] = { nd->in, nd->in2, nd->op == OP_SEQ && nd->seq == SEQ_ATTENTION
+		                                      ? nd->in3 : -1 };
+		const signed char acc[3] = { d->acc_in[i], d->acc_in2[i], d->acc_in3[i] };
+		need[nd->out] |= 3;
+		for (int k = 0; k < 3; k++)
+			if (ins[k] >= 0)
+				need[ins[k]] |= acc[k] >= 0 ? 3 : 1;
+		if (nd->op == OP_SEQ && nd->seq == SEQ_ATTENTION) {
+			need[nd->seq_aux[0]] |= 1;
+			need[nd->seq_aux[1]] |= 1;
+		}
+	}
+	return need;
+}
+
 static int seq_copy(void **dst, const void *src, size_t bytes, char **why)
 {
 	CU_TRY(cudaMalloc(dst, bytes ? bytes : 1));
@@ -1369,17 +1396,25 @@ int cu_model_create(struct sd_dev_model **out, const struct sd_model *m, int max
 	d->val = sd_calloc((size_t)m->nacts, sizeof *d->val);
 	d->grad = sd_calloc((size_t)m->nacts, sizeof *d->grad);
 	size_t act_bytes = 0;
+	/* A language model allocates only the buffers its executed nodes
+	 * touch (a fused group's inner activations have none): GPT-2 small's
+	 * attention scores alone would otherwise take 4 (H, T, T) buffers and
+	 * their gradients per layer. */
+	char *need = m->seq_len ? seq_buffers(d) : NULL;
 	for (int i = 0; i < m->nacts; i++) {
 		size_t bytes = act_count(&m->acts[i]) * (size_t)max_batch * sizeof(float);
-		act_bytes += 2 * bytes;
-		if (cudaMalloc((void **)&d->val[i], bytes) != cudaSuccess ||
-		    cudaMalloc((void **)&d->grad[i], bytes) != cudaSuccess) {
+		int v = !need || (need[i] & 1), g = !need || (need[i] & 2);
+		act_bytes += (size_t)(v + g) * bytes;
+		if ((v && cudaMalloc((void **)&d->val[i], bytes) != cudaSuccess) ||
+		    (g && cudaMalloc((void **)&d->grad[i], bytes) != cudaSuccess)) {
+			free(need);
 			cudaGetLastError();
 			sd_why(why, "CUDA model %s: cannot allocate %.0f MiB of activations for batch %d",
 			       m->name, act_bytes / 1048576.0, max_batch);
 			goto fail;
 		}
 	}
+	free(need);
 	d->bn_mean = sd_calloc((size_t)m->nnodes, sizeof *d->bn_mean);
 	d->bn_invstd = sd_calloc((size_t)m->nnodes, sizeof *d->bn_invstd);
 	for (int i = 0; i < m->nnodes; i++) {

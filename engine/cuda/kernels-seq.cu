@@ -100,24 +100,25 @@ __global__ void embed_forward_kernel(float *out, const float *ids_f, const int32
 	}
 }
 
-// dtable[v] += sum over rows r with id(r) == v of dy[r], in row order: block
-// v scans every id (uniform across the block, so no divergence).
+// dtable[v] += dy[r] for every row r with id(r) == v, in row order, each
+// element of row v of dtable owned by one thread of block v (so the adds
+// are plain float adds in the CPU's order: the same bits as
+// sd_embedding_backward).  The block reads the ids a tile of kThreads rows
+// at a time into shared flags, then adds the flagged rows of dy.
 __global__ void embed_backward_kernel(float *dtable, const float *dy, const float *ids_f,
                                       const int32_t *idx, size_t rows, int T, int C, int V)
 {
+	__shared__ int hit[kThreads];
 	for (int v = blockIdx.x; v < V; v += gridDim.x)
-		for (int c0 = 0; c0 < C; c0 += blockDim.x) {
-			int c = c0 + threadIdx.x;
-			float acc = 0.0f;
-			int hit = 0;
-			for (size_t r = 0; r < rows; r++)
-				if (row_id(ids_f, idx, r, T) == v) {
-					hit = 1;
-					if (c < C)
-						acc += dy[r * C + c];
-				}
-			if (hit && c < C)
-				dtable[(size_t)v * C + c] += acc;
+		for (size_t r0 = 0; r0 < rows; r0 += kThreads) {
+			size_t r = r0 + threadIdx.x;
+			hit[threadIdx.x] = r < rows && row_id(ids_f, idx, r, T) == v;
+			if (__syncthreads_or(hit[threadIdx.x]))
+				for (int j = 0; j < kThreads; j++)
+					if (hit[j])
+						for (int c = threadIdx.x; c < C; c += blockDim.x)
+							dtable[(size_t)v * C + c] += dy[(r0 + j) * C + c];
+			__syncthreads();   // hit[] is rewritten by the next tile
 		}
 }
 
