@@ -25,6 +25,8 @@
 # Environment: SD_GPU_RUN_FAKE=DIR runs the same script without a GPU against
 # a stand-in driver and plugin from DIR (tests/engine/test-gpu-run.sh, make check);
 # SD_GPU_QUICK=1 makes the runs short (same checks, fewer steps);
+# SD_GPU_ONLY=WORD runs only the checks whose name holds WORD (gpt: the
+# language-model section, for a session short of device time);
 # SD_PYTHON picks the Python (default python3, the one with torch on the GPU
 # host).
 set -u
@@ -36,6 +38,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "$1" && pwd)
 fake=${SD_GPU_RUN_FAKE:-}
 quick=${SD_GPU_QUICK:-0}
+only=${SD_GPU_ONLY:-}
 py=${SD_PYTHON:-python3}
 log=${OUT:-$B}/gpu-run.log
 mkdir -p "$(dirname "$log")"
@@ -192,6 +195,11 @@ trap 'rm -rf "$tmp"' EXIT
 check() {
 	local name=$1 limit=$2 rc t0=$SECONDS
 	shift 2
+	# SD_GPU_ONLY=WORD: only the probe and the checks whose name holds WORD
+	# (any case), e.g. SD_GPU_ONLY=gpt for the language-model section alone.
+	if [ -n "$only" ] && [ "${name#probe}" = "$name" ] && [[ "${name,,}" != *"${only,,}"* ]]; then
+		return
+	fi
 	local left=$((budget - (SECONDS - start)))
 	echo
 	echo "== $name"
