@@ -42,6 +42,8 @@ p.add_argument("--embd", type=int, default=32)
 p.add_argument("--block", type=int, default=16)
 p.add_argument("--vocab", type=int, default=64)
 p.add_argument("--gelu", choices=["erf", "tanh"], default="erf")
+p.add_argument("--extra", action="store_true",
+               help="export: ops a GPT lacks after the final LayerNorm (Extra below)")
 p.add_argument("--seed", type=int, default=1)
 p.add_argument("--batch", type=int, default=8)
 p.add_argument("--steps", type=int, default=20)
@@ -57,6 +59,30 @@ model = GPT(cfg)
 if a.gelu == "tanh":
     for blk in model.h:
         blk.mlp.gelu = nn.GELU(approximate="tanh")
+
+
+
+class Extra(nn.Module):
+    """Ops the GPT itself does not export, so that the GPU check covers
+    them too: a trained per-channel gain (Mul by an initializer of C values:
+    SEQ_BIAS with a trained constant), a trained scalar shift (SEQ_BIAS, a
+    trained scalar), Pow by 2 and Sqrt (SEQ_POW), a constant Add and Mul,
+    and the sum of two activations."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.gain = nn.Parameter(1.0 + 0.1 * torch.randn(c))
+        self.shift = nn.Parameter(torch.tensor([0.05]))
+
+    def forward(self, x):
+        y = x * self.gain + self.shift
+        return y + 0.1 * torch.sqrt(y ** 2 + 1.0)
+
+
+if a.extra:
+    extra = Extra(a.embd)
+    ln_f = model.ln_f
+    model.ln_f = nn.Sequential(ln_f, extra)
 
 if a.what == "export":
     if not a.out:

@@ -391,7 +391,8 @@ fi
 # and backward: one step on the GPU against the CPU executor, the loss and
 # every parameter's gradient, with the fused graph (attention, GELU nodes) and
 # the unfused one (SPOTDECK_FUSE=off: BMM, scale, mask, softmax, the GELU
-# chains), exact and tanh GELU; (b) the small char-GPT (char-gpt's 4 heads,
+# chains), exact and tanh GELU, with gpt_peer.py's Extra ops after the final
+# LayerNorm (trained per-channel and scalar constants, Pow, Sqrt); (b) the small char-GPT (char-gpt's 4 heads,
 # 128 channels, block 64, vocabulary 256; 2 layers) 20 SGD steps against the
 # CPU's trajectory; (c) GPT-2 small (12 layers, 12 heads, 768 channels, block
 # 1024, vocabulary 50,257, random tokens, batch 8) tokens/s against PyTorch
@@ -413,8 +414,8 @@ export_gpt() {
 		return 77
 	fi
 	# shellcheck disable=SC2086  # the size options: words on purpose
-	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-erf.onnx" $gpt_small --gelu erf &&
-	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-tanh.onnx" $gpt_small --gelu tanh &&
+	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-erf.onnx" $gpt_small --gelu erf --extra &&
+	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-tanh.onnx" $gpt_small --gelu tanh --extra &&
 	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-char.onnx" $gpt_char &&
 	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt2.onnx" $gpt2 --gelu tanh
 }
