@@ -1024,6 +1024,123 @@ static int cmd_probe(void)
 
 /* ---- language models (an ONNX GPT) ---------------------------------------- */
 
+/* SD_GPU_CHECK_HOST_GPT=1: the gpt-* commands run their "device" side on a
+ * second CPU copy of the model, loaded from the same file (make check's
+ * self-test of these commands where there is no GPU; the comparisons are
+ * then of two equal computations and say nothing about a device). */
+static const char *host_gpt_file;
+struct host_gpt {
+	struct sd_model *m;
+	float *vel;
+};
+
+static int host_create(struct sd_dev_model **out, const struct sd_model *m, int max_batch,
+                       char **why)
+{
+	(void)m;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	struct host_gpt *h = calloc(1, sizeof *h);
+	if (sd_onnx_read_file(host_gpt_file, &bytes, &len, why) < 0 ||
+	    sd_model_create_onnx(&h->m, bytes, len, host_gpt_file, max_batch, why) < 0) {
+		free(bytes);
+		free(h);
+		return -1;
+	}
+	free(bytes);
+	h->vel = calloc(sd_model_param_count(h->m) + 1, sizeof(float));
+	*out = (struct sd_dev_model *)h;
+	return 0;
+}
+
+static void host_destroy(struct sd_dev_model *d)
+{
+	struct host_gpt *h = (struct host_gpt *)d;
+	sd_model_destroy(h->m);
+	free(h->vel);
+	free(h);
+}
+
+static float *host_block(struct host_gpt *h, enum sd_dev_block b)
+{
+	return b == SD_DEV_PARAMS ? sd_model_params(h->m) : b == SD_DEV_GRADS ? sd_model_grads(h->m)
+	       : b == SD_DEV_VELOCITY ? h->vel : NULL;
+}
+
+static int host_upload(struct sd_dev_model *d, enum sd_dev_block b, const float *host, char **why)
+{
+	struct host_gpt *h = (struct host_gpt *)d;
+	float *p = host_block(h, b);
+	if (!p)
+		return sd_why(why, "host stand-in: no block %d", (int)b);
+	memcpy(p, host, sd_model_param_count(h->m) * sizeof(float));
+	return 0;
+}
+
+static int host_download(struct sd_dev_model *d, enum sd_dev_block b, float *host, char **why)
+{
+	struct host_gpt *h = (struct host_gpt *)d;
+	float *p = host_block(h, b);
+	if (!p)
+		return sd_why(why, "host stand-in: no block %d", (int)b);
+	memcpy(host, p, sd_model_param_count(h->m) * sizeof(float));
+	return 0;
+}
+
+static int host_train_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                             float grad_scale, double *loss_sum, char **why)
+{
+	return sd_model_train_tokens(((struct host_gpt *)d)->m, x, y, n, grad_scale, loss_sum, why);
+}
+
+static int host_eval_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                            double *loss_sum, char **why)
+{
+	return sd_model_eval_tokens(((struct host_gpt *)d)->m, x, y, n, loss_sum, why);
+}
+
+static int host_sgd(struct sd_dev_model *d, float lr, float momentum, float weight_decay,
+                    char **why)
+{
+	(void)why;
+	struct host_gpt *h = (struct host_gpt *)d;
+	sd_sgd_step(sd_model_params(h->m), h->vel, sd_model_grads(h->m), sd_model_param_count(h->m),
+	            lr, momentum, weight_decay);
+	return 0;
+}
+
+static const char *host_describe(struct sd_dev_model *d)
+{
+	(void)d;
+	return "host stand-in (SD_GPU_CHECK_HOST_GPT=1): a second CPU copy, not a device";
+}
+
+static const struct sd_backend_ops host_gpt_ops = {
+	.name = "host",
+	.model_create = host_create,
+	.model_destroy = host_destroy,
+	.model_upload = host_upload,
+	.model_download = host_download,
+	.sgd_step = host_sgd,
+	.model_describe = host_describe,
+	.train_tokens = host_train_tokens,
+	.eval_tokens = host_eval_tokens,
+};
+
+/* need_gpu() for the gpt-* commands on file. */
+static void need_gpu_gpt(const char *file)
+{
+	const char *h = getenv("SD_GPU_CHECK_HOST_GPT");
+	if (h && !strcmp(h, "1")) {
+		host_gpt_file = file;
+		ops = &host_gpt_ops;
+		snprintf(choice.device.name, sizeof choice.device.name, "host stand-in");
+		return;
+	}
+	need_gpu();
+}
+
+
 /* The CPU model of an ONNX GPT for batches of up to batch windows. */
 static struct sd_model *gpt_load(const char *file, int batch)
 {
@@ -1091,7 +1208,7 @@ static void gpt_batch(int32_t *x, int32_t *y, int batch, int T, int V, uint64_t 
 #define TOL_GPT_GRAD 2e-3   /* float32 sums in other orders through ~30 nodes */
 static int cmd_gpt_grad(const char *file, int batch)
 {
-	need_gpu();
+	need_gpu_gpt(file);
 	struct sd_model *m = gpt_load(file, batch);
 	struct sd_dev_model *d = gpt_device(m, batch);
 	const int T = sd_model_seq_len(m), V = m->classes;
@@ -1145,8 +1262,10 @@ static int cmd_gpt_grad(const char *file, int batch)
 }
 
 /* steps SGD steps (lr 0.1, momentum 0.9) of m from its current parameters
- * on the CPU; losses per step (mean per position). */
-static int gpt_cpu_steps(struct sd_model *m, int batch, int steps, double *losses)
+ * on the CPU; losses per step (mean per position).  nudge: after every
+ * step each parameter moves by 1 ulp (nudge_ulp, salted by nudge and the
+ * step), 0 for none. */
+static int gpt_cpu_steps(struct sd_model *m, int batch, int steps, double *losses, uint32_t nudge)
 {
 	const int T = sd_model_seq_len(m);
 	const size_t cnt = (size_t)batch * T, np = sd_model_param_count(m);
@@ -1162,6 +1281,8 @@ static int gpt_cpu_steps(struct sd_model *m, int batch, int steps, double *losse
 		}
 		losses[s] /= (double)cnt;
 		sd_sgd_step(sd_model_params(m), vel, sd_model_grads(m), np, 0.1f, 0.9f, 0.0f);
+		if (nudge)
+			nudge_ulp(sd_model_params(m), np, nudge + 1000u * (uint32_t)s);
 	}
 	free(vel);
 	free(x);
@@ -1172,12 +1293,12 @@ static int gpt_cpu_steps(struct sd_model *m, int batch, int steps, double *losse
 /* gpt-trajectory: steps SGD steps on the CPU and on the GPU from the same
  * parameters and windows; the GPU's loss at every step against the CPU's,
  * within 10x (DRIFT_FACTOR) the spread of two CPU runs whose parameters
- * were nudged by 1 ulp at the start (the yardstick of how far this
- * model's training amplifies one rounding), or 1e-5 relative, whichever is
- * larger. */
+ * are nudged by 1 ulp after every step (the yardstick of how far this
+ * model's training amplifies a rounding per step, as cmd_trajectory's), or
+ * 1e-5 relative, whichever is larger. */
 static int cmd_gpt_trajectory(const char *file, int steps, int batch)
 {
-	need_gpu();
+	need_gpu_gpt(file);
 	struct sd_model *m = gpt_load(file, batch);
 	const size_t np = sd_model_param_count(m);
 	float *p0 = copy_of(sd_model_params(m), np);
@@ -1197,12 +1318,11 @@ static int cmd_gpt_trajectory(const char *file, int steps, int batch)
 		}
 		lg[s] /= (double)cnt;
 	}
-	if (gpt_cpu_steps(m, batch, steps, lc) < 0)
+	if (gpt_cpu_steps(m, batch, steps, lc, 0) < 0)
 		return 1;
 	for (int k = 0; k < 2; k++) {
 		memcpy(sd_model_params(m), p0, np * sizeof(float));
-		nudge_ulp(sd_model_params(m), np, 17u + (uint32_t)k);
-		if (gpt_cpu_steps(m, batch, steps, ln[k]) < 0)
+		if (gpt_cpu_steps(m, batch, steps, ln[k], 17u + (uint32_t)k) < 0)
 			return 1;
 	}
 	printf("%s: %d SGD steps at batch %d (lr 0.1, momentum 0.9), loss per position\n", file,
@@ -1228,7 +1348,7 @@ static int cmd_gpt_trajectory(const char *file, int steps, int batch)
  * backward, SGD, the loss read back) of an ONNX GPT; one JSON line. */
 static int cmd_gpt_throughput(const char *file, int batch, int steps)
 {
-	need_gpu();
+	need_gpu_gpt(file);
 	struct sd_model *m = gpt_load(file, batch);
 	struct sd_dev_model *d = gpt_device(m, batch);
 	const int T = sd_model_seq_len(m);
