@@ -1031,6 +1031,15 @@ float *cu_model_block(struct sd_dev_model *d, enum sd_dev_block b)
 
 const char *cu_model_describe(struct sd_dev_model *d)
 {
+	if (d->m->seq_len) {
+		snprintf(d->describe, sizeof d->describe,
+		         "language model: cuBLAS strided-batched products, attention unfused (q k^T, "
+		         "causal softmax kernel, P v), deterministic reductions, %s math, CUDA graphs "
+		         "%s%s%s", d->env.tf32 ? "TF32 tensor-core" : "strict fp32",
+		         d->graphs ? "on" : "off (SPOTDECK_CUDA_GRAPHS=0)", d->note[0] ? "; " : "",
+		         d->note);
+		return d->describe;
+	}
 	snprintf(d->describe, sizeof d->describe,
 	         "cuDNN convolution algorithms by %s (deterministic only), %s math, CUDA graphs %s%s%s",
 	         d->env.find ? "measurement" : "heuristics",
