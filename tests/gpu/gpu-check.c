@@ -1349,7 +1349,9 @@ static int cmd_gpt_trajectory(const char *file, int steps, int batch)
 static int cmd_gpt_throughput(const char *file, int batch, int steps)
 {
 	need_gpu_gpt(file);
-	struct sd_model *m = gpt_load(file, batch);
+	/* The host copy only holds the graph and the parameters: batch 1 (GPT-2
+	 * small's host buffers at batch 8 would be 77 GB of address space). */
+	struct sd_model *m = gpt_load(file, 1);
 	struct sd_dev_model *d = gpt_device(m, batch);
 	const int T = sd_model_seq_len(m);
 	const size_t cnt = (size_t)batch * T;
