@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever this header or engine/model-graph.h changes shape. */
-#define SD_BACKEND_ABI 3u
+#define SD_BACKEND_ABI 4u
 /* The symbol the plugin exports: const struct sd_backend_ops *(void). */
 #define SD_BACKEND_ENTRY "sd_backend_plugin_entry"
 
@@ -190,6 +190,18 @@ struct sd_backend_ops {
 	const struct sd_comm_backend_ops *nccl;
 	/* Single-layer entry points (above). */
 	const struct sd_backend_layer_ops *layers;
+	/* A language model (sd_model_seq_len > 0): sd_model_train_tokens and
+	 * sd_model_eval_tokens on the device.  x, y: n * T int32 token ids
+	 * (inputs, next-token targets), each checked below the vocabulary;
+	 * the loss is the SUM of the next-token cross-entropy over the n * T
+	 * positions, the logits' gradient scaled by grad_scale; the gradient
+	 * block is zeroed then written each step.  Waits only for the loss.
+	 * eval_tokens takes any n (split into max_batch chunks).  The image
+	 * entry points refuse a language model and these refuse an image one. */
+	int (*train_tokens)(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+	                    float grad_scale, double *loss_sum, char **why);
+	int (*eval_tokens)(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+	                   double *loss_sum, char **why);
 };
 
 typedef const struct sd_backend_ops *(*sd_backend_entry_fn)(void);

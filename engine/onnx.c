@@ -37,9 +37,12 @@
 
 /* Largest per-sample activation (floats) and input dimension accepted. */
 #define MAX_ACT_FLOATS ((size_t)1 << 26)
-/* ... and all activations of a model together (4 GiB at batch 1 with
- * their gradients). */
-#define MAX_MODEL_ACT_FLOATS ((size_t)1 << 29)
+/* ... and all activations of a model together (16 GiB at batch 1 with
+ * their gradients): GPT-2 small at block 1024 (12 layers of (12, 1024,
+ * 1024) attention scores, the (1024, 50257) logits) needs about 1.2e9
+ * floats per sample as the graph lists them; host buffers are allocated
+ * untouched until a pass writes them. */
+#define MAX_MODEL_ACT_FLOATS ((size_t)1 << 31)
 #define MAX_DIM 65536
 
 struct lower;

@@ -1,6 +1,8 @@
 /* engine/cuda/cuda-internal.h - shared by the files of the CUDA backend
  * plugin (spotdeck-cuda.so) and nothing else.
  *
+ *   kernels-seq.cu  the language-model ops' kernels (engine/model-seq.c's
+ *                semantics), deterministic reductions
  *   kernels.cu   our own kernels, for what cuDNN and cuBLAS lack: ReLU,
  *                the ResNet shortcut, bias rows, softmax cross-entropy with
  *                a deterministic loss reduction, fused SGD-momentum, the
@@ -87,6 +89,79 @@ cudaError_t cu_sumsq(cudaStream_t st, double *out, double *partial, const float 
                      size_t count);
 /* x[0..count) *= coef. */
 cudaError_t cu_scale(cudaStream_t st, float *x, size_t count, float coef);
+
+
+/* ---- kernels-seq.cu: the language-model ops (engine/model-seq.c's
+ * semantics; shapes are its rows x last axis).  "acc": 1 adds into the
+ * destination, 0 overwrites it.  Parameter gradients are always ADDED
+ * (the executor zeroes the gradient block before a language model's
+ * backward, since a tied table gets two contributions).  "scratch": device
+ * memory of at least cu_colsum_scratch_bytes(rows, C) bytes, for the
+ * deterministic two-stage column sums. */
+enum cu_unary { CU_UN_COPY, CU_UN_ERF, CU_UN_POW, CU_UN_GELU_ERF, CU_UN_GELU_TANH, CU_UN_TANH };
+size_t cu_colsum_scratch_bytes(size_t rows, int C);
+/* out (rows, C) = table (V, C) rows picked by the float ids ids_f (rows of
+ * them) or, when ids_f is NULL, by the constant idx (T of them, repeated
+ * per sample); an id outside [0, V) gives zeros. */
+cudaError_t cu_embed_forward(cudaStream_t st, float *out, const float *ids_f, const int32_t *idx,
+                             const float *table, size_t rows, int T, int C, int V);
+/* dtable += the scatter of dy, deterministic (no atomics, row order). */
+cudaError_t cu_embed_backward(cudaStream_t st, float *dtable, const float *dy, const float *ids_f,
+                              const int32_t *idx, size_t rows, int T, int C, int V);
+/* Layer norm over C (layers-seq.h); mean, rstd (rows) may be NULL (eval);
+ * beta may be NULL. */
+cudaError_t cu_layernorm_forward(cudaStream_t st, float *y, float *mean, float *rstd,
+                                 const float *x, const float *gamma, const float *beta,
+                                 size_t rows, int C, float eps);
+/* dx (NULL: not wanted), dgamma, dbeta (+=, either NULL). */
+cudaError_t cu_layernorm_backward(cudaStream_t st, float *dx, int acc, float *dgamma,
+                                  float *dbeta, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, const float *gamma,
+                                  size_t rows, int C, double *scratch);
+/* out (C) += the column sums of dy (rows, C): a bias's gradient. */
+cudaError_t cu_colsum_dy(cudaStream_t st, float *out, const float *dy, size_t rows, int C,
+                         double *scratch);
+/* Softmax of rows of len; causal: row r sees columns 0 .. r % len (the
+ * others get 0), the fused attention's masked softmax. */
+cudaError_t cu_softmax_forward(cudaStream_t st, float *y, const float *x, size_t rows, int len,
+                               int causal);
+/* dx = scale y (dy - rowsum(dy y)); dx may equal dy. */
+cudaError_t cu_softmax_backward(cudaStream_t st, float *dx, int acc, const float *dy,
+                                const float *y, size_t rows, int len, float scale);
+/* Forward y = mask[e % per] ? fill : x; backward (x = dy, y = dx) masked
+ * positions get 0.  n = samples * per. */
+cudaError_t cu_maskfill(cudaStream_t st, float *y, int acc, const float *x, const uint8_t *mask,
+                        size_t per, size_t n, float fill, int backward);
+/* Forward y[b][o] = x[b][src[o]]; backward dx[b][src[o]] = dy[b][o]. */
+cudaError_t cu_transpose(cudaStream_t st, float *y, int acc, const float *x, const uint32_t *src,
+                         size_t per, size_t n, int backward);
+/* Forward y (rows, sn) = x (rows, sk)[:, off:off+sn]; backward the reverse,
+ * zero outside the slice. */
+cudaError_t cu_slice(cudaStream_t st, float *y, int acc, const float *x, size_t rows, int sk,
+                     int sn, int off, int backward);
+/* dy NULL: y = f(x); else y (= dx) gets dy f'(x).  e: POW's exponent. */
+cudaError_t cu_unary(cudaStream_t st, float *y, int acc, const float *x, const float *dy,
+                     size_t n, enum cu_unary op, float e);
+/* SEQ_BIAS: y = x op k (k op x when k_first), k of kc values (1 or C). */
+cudaError_t cu_bias_forward(cudaStream_t st, float *y, const float *x, const float *k, size_t n,
+                            int C, int kc, int op, int k_first);
+/* dx (NULL: not wanted), dk (+=, NULL for a fixed constant). */
+cudaError_t cu_bias_backward(cudaStream_t st, float *dx, int acc, float *dk, const float *dy,
+                             const float *x, const float *k, size_t n, int C, int kc, int op,
+                             int k_first, double *scratch);
+/* OP_BINARY of two same-shape activations; backward of operand which (0:
+ * a, 1: b). */
+cudaError_t cu_binary_forward(cudaStream_t st, float *y, const float *a, const float *b,
+                              size_t n, int op);
+cudaError_t cu_binary_backward(cudaStream_t st, float *d, int acc, const float *dy,
+                               const float *a, const float *b, size_t n, int op, int which);
+/* x = (float)ids: a language model's input activation. */
+cudaError_t cu_ids_to_float(cudaStream_t st, float *x, const int32_t *ids, size_t n);
+/* Next-token cross-entropy over rows of V logits (layers-seq.h's
+ * sd_cross_entropy_seq_forward_backward): row_loss (rows, double), out->
+ * loss_sum their sum in row order, dlogits (NULL, or may equal logits). */
+cudaError_t cu_seq_xent(cudaStream_t st, float *dlogits, double *row_loss, struct cu_metrics *out,
+                        const float *logits, const int32_t *y, size_t rows, int V, float scale);
 
 #ifdef __cplusplus
 }
@@ -227,6 +302,10 @@ int cu_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, float gr
                      double *loss_sum, int *correct, char **why);
 int cu_eval_batch(struct sd_dev_model *d, const float *x, const uint8_t *labels, int n,
                   double *loss_sum, int *correct, char **why);
+int cu_train_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                    float grad_scale, double *loss_sum, char **why);
+int cu_eval_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                   double *loss_sum, char **why);
 int cu_sgd_step(struct sd_dev_model *d, float lr, float momentum, float weight_decay, char **why);
 int cu_adamw_step(struct sd_dev_model *d, const struct sd_adamw_scalars *s, char **why);
 int cu_grad_sumsq(struct sd_dev_model *d, double *sumsq, char **why);

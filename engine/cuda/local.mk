@@ -5,13 +5,13 @@
 #
 # A shared object built as an automake "program" with -shared, so no libtool
 # is needed; .cu files go through nvcc by the suffix rule below.
-EXTRA_DIST += engine/cuda/kernels.cu
+EXTRA_DIST += engine/cuda/kernels.cu engine/cuda/kernels-seq.cu
 if HAVE_CUDA
 cudaplugindir = $(pkglibdir)
 cudaplugin_PROGRAMS = engine/cuda/spotdeck-cuda.so
 engine_cuda_spotdeck_cuda_so_SOURCES = \
 	engine/cuda/plugin.c engine/cuda/exec.c engine/cuda/dnn.c engine/cuda/selftest.c \
-	engine/cuda/cuda-internal.h engine/cuda/kernels.cu src/base/errors.c
+	engine/cuda/cuda-internal.h engine/cuda/kernels.cu engine/cuda/kernels-seq.cu src/base/errors.c
 # -isystem: the CUDA headers' own warnings are not ours to fix.
 engine_cuda_spotdeck_cuda_so_CPPFLAGS = $(AM_CPPFLAGS) -isystem $(CUDA_HOME)/include
 engine_cuda_spotdeck_cuda_so_CFLAGS = $(AM_CFLAGS) -fPIC -fvisibility=hidden

@@ -129,6 +129,8 @@ static const struct sd_backend_ops cuda_ops = {
 	.nccl = &sd_comm_nccl_ops,
 #endif
 	.layers = &cu_layer_ops,
+	.train_tokens = cu_train_tokens,
+	.eval_tokens = cu_eval_tokens,
 };
 
 /* The plugin's one exported symbol (SD_BACKEND_ENTRY). */

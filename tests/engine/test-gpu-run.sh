@@ -9,7 +9,9 @@
 #      (gpu-check's subcommands, the elastic run with a SIGKILLed worker, the
 #      throughput comparison) and passes, and the summary is "N passed, 0
 #      failed".  This checks the scripts, the bundle and the device
-#      plumbing, not a GPU.
+#      plumbing, not a GPU; the language-model section runs gpu-check's
+#      gpt-* commands against a second CPU copy of tiny GPTs where this
+#      host's python has torch.
 . "$top_srcdir/tests/lib.sh"
 tmpdir
 if grep -q -- '-fsanitize=address' "$top_builddir/Makefile"; then
@@ -75,6 +77,14 @@ n=$(echo "$last" | cut -d' ' -f1)
 [ "$n" -ge 8 ] || { cat "$T/run2"; fail "only $n checks passed"; }
 grep -Eq '^  (ok  |SKIP) throughput' "$T/run2" || { cat "$T/run2"; fail "no throughput result"; }
 grep -q 'SELF-TEST without a GPU' "$T/run2" || fail "the self-test is not labelled as one"
+# The language-model section (GPTs exported by this host's torch, gpu-check's
+# gpt-* commands against a second CPU copy): every check of it ran and passed.
+if [ "$py" = /usr/bin/python3 ]; then
+	for c in 'gpt ops: erf GELU, fused' 'gpt ops: tanh GELU, unfused' 'trajectory: char-GPT' \
+	         'throughput: a tiny GPT.*TF32'; do
+		grep -Eq "^  ok   $c" "$T/run2" || { cat "$T/run2"; fail "no passed check '$c'"; }
+	done
+fi
 grep -q 'on cuda (NVIDIA FK100 (fake 0))' "$T/run2" || { cat "$T/run2"; fail "elastic workers not on the device"; }
 cmp -s "$T/run2" "$T/out2/gpu-run.log" || fail "the log differs from the output"
 sed -n '/== summary/,$p' "$T/run2"

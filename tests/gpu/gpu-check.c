@@ -30,6 +30,17 @@
  *   throughput MODEL BATCH STEPS
  *                         images/s of whole training steps (upload, forward,
  *                         backward, SGD, the loss read back), one JSON line
+ *   gpt-grad GPT.onnx BATCH
+ *                         a language model exported to ONNX: one step on the
+ *                         CPU and on the GPU, the loss and every parameter
+ *                         tensor's gradient compared, the evaluation loss,
+ *                         the GPU's gradients the same bits twice
+ *                         (SPOTDECK_FUSE=off: the unfused graph)
+ *   gpt-trajectory GPT.onnx STEPS BATCH
+ *                         SGD steps on both, the GPU's loss per step within
+ *                         the drift band of CPU runs nudged by 1 ulp
+ *   gpt-throughput GPT.onnx BATCH STEPS
+ *                         tokens/s of whole GPU training steps, one JSON line
  *
  * Models use synthetic data of the real datasets' shapes: cnn on 1x28x28
  * (Fashion-MNIST's), resnet20/32 on 3x32x32 (CIFAR-10's), 10 classes.
@@ -55,6 +66,8 @@ X
 #include "src/base/errors.h"
 #include "engine/layers.h"
 #include "engine/model-graph.h"
+#include "engine/onnx.h"
+#include "engine/optim.h"
 #include "src/base/rng.h"
 #include "engine/train.h"
 
@@ -1009,11 +1022,370 @@ static int cmd_probe(void)
 	return 0;
 }
 
+/* ---- language models (an ONNX GPT) ---------------------------------------- */
+
+/* SD_GPU_CHECK_HOST_GPT=1: the gpt-* commands run their "device" side on a
+ * second CPU copy of the model, loaded from the same file (make check's
+ * self-test of these commands where there is no GPU; the comparisons are
+ * then of two equal computations and say nothing about a device). */
+static const char *host_gpt_file;
+struct host_gpt {
+	struct sd_model *m;
+	float *vel;
+};
+
+static int host_create(struct sd_dev_model **out, const struct sd_model *m, int max_batch,
+                       char **why)
+{
+	(void)m;
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	struct host_gpt *h = calloc(1, sizeof *h);
+	if (sd_onnx_read_file(host_gpt_file, &bytes, &len, why) < 0 ||
+	    sd_model_create_onnx(&h->m, bytes, len, host_gpt_file, max_batch, why) < 0) {
+		free(bytes);
+		free(h);
+		return -1;
+	}
+	free(bytes);
+	h->vel = calloc(sd_model_param_count(h->m) + 1, sizeof(float));
+	*out = (struct sd_dev_model *)h;
+	return 0;
+}
+
+static void host_destroy(struct sd_dev_model *d)
+{
+	struct host_gpt *h = (struct host_gpt *)d;
+	sd_model_destroy(h->m);
+	free(h->vel);
+	free(h);
+}
+
+static float *host_block(struct host_gpt *h, enum sd_dev_block b)
+{
+	return b == SD_DEV_PARAMS ? sd_model_params(h->m) : b == SD_DEV_GRADS ? sd_model_grads(h->m)
+	       : b == SD_DEV_VELOCITY ? h->vel : NULL;
+}
+
+static int host_upload(struct sd_dev_model *d, enum sd_dev_block b, const float *host, char **why)
+{
+	struct host_gpt *h = (struct host_gpt *)d;
+	float *p = host_block(h, b);
+	if (!p)
+		return sd_why(why, "host stand-in: no block %d", (int)b);
+	memcpy(p, host, sd_model_param_count(h->m) * sizeof(float));
+	return 0;
+}
+
+static int host_download(struct sd_dev_model *d, enum sd_dev_block b, float *host, char **why)
+{
+	struct host_gpt *h = (struct host_gpt *)d;
+	float *p = host_block(h, b);
+	if (!p)
+		return sd_why(why, "host stand-in: no block %d", (int)b);
+	memcpy(host, p, sd_model_param_count(h->m) * sizeof(float));
+	return 0;
+}
+
+static int host_train_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                             float grad_scale, double *loss_sum, char **why)
+{
+	return sd_model_train_tokens(((struct host_gpt *)d)->m, x, y, n, grad_scale, loss_sum, why);
+}
+
+static int host_eval_tokens(struct sd_dev_model *d, const int32_t *x, const int32_t *y, int n,
+                            double *loss_sum, char **why)
+{
+	return sd_model_eval_tokens(((struct host_gpt *)d)->m, x, y, n, loss_sum, why);
+}
+
+static int host_sgd(struct sd_dev_model *d, float lr, float momentum, float weight_decay,
+                    char **why)
+{
+	(void)why;
+	struct host_gpt *h = (struct host_gpt *)d;
+	sd_sgd_step(sd_model_params(h->m), h->vel, sd_model_grads(h->m), sd_model_param_count(h->m),
+	            lr, momentum, weight_decay);
+	return 0;
+}
+
+static const char *host_describe(struct sd_dev_model *d)
+{
+	(void)d;
+	return "host stand-in (SD_GPU_CHECK_HOST_GPT=1): a second CPU copy, not a device";
+}
+
+static const struct sd_backend_ops host_gpt_ops = {
+	.name = "host",
+	.model_create = host_create,
+	.model_destroy = host_destroy,
+	.model_upload = host_upload,
+	.model_download = host_download,
+	.sgd_step = host_sgd,
+	.model_describe = host_describe,
+	.train_tokens = host_train_tokens,
+	.eval_tokens = host_eval_tokens,
+};
+
+/* need_gpu() for the gpt-* commands on file. */
+static void need_gpu_gpt(const char *file)
+{
+	const char *h = getenv("SD_GPU_CHECK_HOST_GPT");
+	if (h && !strcmp(h, "1")) {
+		host_gpt_file = file;
+		ops = &host_gpt_ops;
+		snprintf(choice.device.name, sizeof choice.device.name, "host stand-in");
+		return;
+	}
+	need_gpu();
+}
+
+
+/* The CPU model of an ONNX GPT for batches of up to batch windows. */
+static struct sd_model *gpt_load(const char *file, int batch)
+{
+	uint8_t *bytes = NULL;
+	size_t len = 0;
+	struct sd_model *m = NULL;
+	char *why = NULL;
+	if (sd_onnx_read_file(file, &bytes, &len, &why) < 0 ||
+	    sd_model_create_onnx(&m, bytes, len, file, batch, &why) < 0) {
+		fprintf(stderr, "gpu-check: %s: %s\n", file, why);
+		exit(1);
+	}
+	free(bytes);
+	if (!sd_model_seq_len(m)) {
+		fprintf(stderr, "gpu-check: %s is not a language model\n", file);
+		exit(1);
+	}
+	return m;
+}
+
+/* The device copy of m with m's parameters; exits when it cannot be made. */
+static struct sd_dev_model *gpt_device(struct sd_model *m, int batch)
+{
+	struct sd_dev_model *d = NULL;
+	char *why = NULL;
+	if (!ops->train_tokens) {
+		fprintf(stderr, "gpu-check: the plugin has no train_tokens\n");
+		exit(1);
+	}
+	if (ops->model_create(&d, m, batch, &why) < 0 ||
+	    ops->model_upload(d, SD_DEV_PARAMS, sd_model_params(m), &why) < 0) {
+		printf("  device model FAIL: %s\n", why);
+		exit(1);
+	}
+	return d;
+}
+
+/* Token windows with a pattern to learn: sample b of step s counts up from
+ * a random start by a random stride (mod the vocabulary); y is x shifted
+ * by one (the next token). */
+static void gpt_batch(int32_t *x, int32_t *y, int batch, int T, int V, uint64_t seed)
+{
+	struct sd_rng r;
+	sd_rng_seed(&r, seed, 7);
+	for (int b = 0; b < batch; b++) {
+		uint32_t at = sd_rng_below(&r, (uint32_t)V), by = 1 + sd_rng_below(&r, 7);
+		for (int t = 0; t <= T; t++) {
+			int32_t tok = (int32_t)((at + (uint64_t)by * t) % (uint32_t)V);
+			if (t < T)
+				x[(size_t)b * T + t] = tok;
+			if (t > 0)
+				y[(size_t)b * T + t - 1] = tok;
+		}
+	}
+}
+
+/* gpt-grad: one training step of the GPT on the CPU and on the GPU from the
+ * same parameters and windows: the loss, and every parameter tensor's
+ * gradient (which exercises every node's forward and backward: a wrong
+ * op shows in the gradients of the tensors before it), the evaluation
+ * loss, and the GPU's gradients bit-identical on a second step.
+ * SPOTDECK_FUSE=off in the environment makes the unfused graph (BMM,
+ * scale, mask, softmax, BMM; the GELU chains) the one compared. */
+#define TOL_GPT_LOSS 1e-5
+#define TOL_GPT_GRAD 2e-3   /* float32 sums in other orders through ~30 nodes */
+static int cmd_gpt_grad(const char *file, int batch)
+{
+	need_gpu_gpt(file);
+	struct sd_model *m = gpt_load(file, batch);
+	struct sd_dev_model *d = gpt_device(m, batch);
+	const int T = sd_model_seq_len(m), V = m->classes;
+	const size_t cnt = (size_t)batch * T, np = sd_model_param_count(m);
+	int32_t *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+	gpt_batch(x, y, batch, T, V, 11);
+	const float scale = 1.0f / (float)cnt;
+	double lc = 0, lg = 0, ec = 0, eg = 0;
+	char *why = NULL;
+	printf("%s: batch %d, T %d, vocabulary %d, %zu parameters, fusion %s\n", file, batch, T, V,
+	       np, getenv("SPOTDECK_FUSE") ? getenv("SPOTDECK_FUSE") : "on");
+	if (sd_model_train_tokens(m, x, y, batch, scale, &lc, &why) < 0) {
+		printf("  CPU step FAIL: %s\n", why);
+		return 1;
+	}
+	must(ops->train_tokens(d, x, y, batch, scale, &lg, &why), "GPU step", why);
+	why = NULL;
+	report("loss (summed over positions)", fabs(lg - lc) / fabs(lc), TOL_GPT_LOSS);
+	float *g = malloc(np * sizeof *g), *g2 = malloc(np * sizeof *g2);
+	must(ops->model_download(d, SD_DEV_GRADS, g, &why), "download gradients", why);
+	why = NULL;
+	int nt = 0;
+	const struct sd_tensor_info *ti = sd_model_tensors(m, &nt);
+	for (int i = 0; i < nt; i++) {
+		char what[64];
+		snprintf(what, sizeof what, "d %s", ti[i].name);
+		report(what, rel_err(g + ti[i].offset, sd_model_grads(m) + ti[i].offset, ti[i].count),
+		       TOL_GPT_GRAD);
+	}
+	must(ops->train_tokens(d, x, y, batch, scale, &lg, &why), "GPU step again", why);
+	why = NULL;
+	must(ops->model_download(d, SD_DEV_GRADS, g2, &why), "download gradients", why);
+	why = NULL;
+	int same = !memcmp(g, g2, np * sizeof *g);
+	printf("  %-44s %s\n", "second GPU step: the same gradient bits", same ? "ok" : "FAIL");
+	failures += !same;
+	if (sd_model_eval_tokens(m, x, y, batch, &ec, &why) < 0) {
+		printf("  CPU eval FAIL: %s\n", why);
+		return 1;
+	}
+	must(ops->eval_tokens(d, x, y, batch, &eg, &why), "GPU eval", why);
+	report("evaluation loss", fabs(eg - ec) / fabs(ec), TOL_GPT_LOSS);
+	printf("  loss CPU %.9g GPU %.9g (per position %.6f)\n", lc, lg, lc / (double)cnt);
+	free(g);
+	free(g2);
+	free(x);
+	free(y);
+	ops->model_destroy(d);
+	sd_model_destroy(m);
+	return failures ? 1 : 0;
+}
+
+/* steps SGD steps (lr 0.1, momentum 0.9) of m from its current parameters
+ * on the CPU; losses per step (mean per position).  nudge: after every
+ * step each parameter moves by 1 ulp (nudge_ulp, salted by nudge and the
+ * step), 0 for none. */
+static int gpt_cpu_steps(struct sd_model *m, int batch, int steps, double *losses, uint32_t nudge)
+{
+	const int T = sd_model_seq_len(m);
+	const size_t cnt = (size_t)batch * T, np = sd_model_param_count(m);
+	int32_t *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+	float *vel = calloc(np ? np : 1, sizeof *vel);
+	for (int s = 0; s < steps; s++) {
+		char *why = NULL;
+		gpt_batch(x, y, batch, T, m->classes, 100 + (uint64_t)s);
+		if (sd_model_train_tokens(m, x, y, batch, 1.0f / (float)cnt, &losses[s], &why) < 0) {
+			printf("  CPU step %d FAIL: %s\n", s + 1, why);
+			free(why);
+			return -1;
+		}
+		losses[s] /= (double)cnt;
+		sd_sgd_step(sd_model_params(m), vel, sd_model_grads(m), np, 0.1f, 0.9f, 0.0f);
+		if (nudge)
+			nudge_ulp(sd_model_params(m), np, nudge + 1000u * (uint32_t)s);
+	}
+	free(vel);
+	free(x);
+	free(y);
+	return 0;
+}
+
+/* gpt-trajectory: steps SGD steps on the CPU and on the GPU from the same
+ * parameters and windows; the GPU's loss at every step against the CPU's,
+ * within 10x (DRIFT_FACTOR) the spread of two CPU runs whose parameters
+ * are nudged by 1 ulp after every step (the yardstick of how far this
+ * model's training amplifies a rounding per step, as cmd_trajectory's), or
+ * 1e-5 relative, whichever is larger. */
+static int cmd_gpt_trajectory(const char *file, int steps, int batch)
+{
+	need_gpu_gpt(file);
+	struct sd_model *m = gpt_load(file, batch);
+	const size_t np = sd_model_param_count(m);
+	float *p0 = copy_of(sd_model_params(m), np);
+	struct sd_dev_model *d = gpt_device(m, batch);
+	const int T = sd_model_seq_len(m);
+	const size_t cnt = (size_t)batch * T;
+	double *lc = calloc(steps, sizeof *lc), *lg = calloc(steps, sizeof *lg);
+	double *ln[2] = { calloc(steps, sizeof(double)), calloc(steps, sizeof(double)) };
+	int32_t *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+	for (int s = 0; s < steps; s++) {
+		char *why = NULL;
+		gpt_batch(x, y, batch, T, m->classes, 100 + (uint64_t)s);
+		if (ops->train_tokens(d, x, y, batch, 1.0f / (float)cnt, &lg[s], &why) < 0 ||
+		    ops->sgd_step(d, 0.1f, 0.9f, 0.0f, &why) < 0) {
+			printf("  GPU step %d FAIL: %s\n", s + 1, why);
+			return 1;
+		}
+		lg[s] /= (double)cnt;
+	}
+	if (gpt_cpu_steps(m, batch, steps, lc, 0) < 0)
+		return 1;
+	for (int k = 0; k < 2; k++) {
+		memcpy(sd_model_params(m), p0, np * sizeof(float));
+		if (gpt_cpu_steps(m, batch, steps, ln[k], 17u + (uint32_t)k) < 0)
+			return 1;
+	}
+	printf("%s: %d SGD steps at batch %d (lr 0.1, momentum 0.9), loss per position\n", file,
+	       steps, batch);
+	printf("  step   CPU          GPU          |GPU-CPU|   CPU 1-ulp spread  verdict\n");
+	for (int s = 0; s < steps; s++) {
+		double spread = fmax(fabs(ln[0][s] - lc[s]), fabs(ln[1][s] - lc[s]));
+		double tol = fmax(DRIFT_FACTOR * spread, 1e-5 * fabs(lc[s]));
+		double diff = fabs(lg[s] - lc[s]);
+		int ok = diff <= tol && !isnan(lg[s]);
+		printf("  %4d   %.8f   %.8f   %.2e    %.2e          %s\n", s + 1, lc[s], lg[s], diff,
+		       spread, ok ? "ok" : "FAIL");
+		failures += !ok;
+	}
+	int learned = lc[steps - 1] < lc[0];
+	printf("  the CPU run learns (last loss below the first): %s\n", learned ? "yes" : "no");
+	ops->model_destroy(d);
+	sd_model_destroy(m);
+	return failures ? 1 : 0;
+}
+
+/* gpt-throughput: tokens/s of whole GPU training steps (upload, forward,
+ * backward, SGD, the loss read back) of an ONNX GPT; one JSON line. */
+static int cmd_gpt_throughput(const char *file, int batch, int steps)
+{
+	need_gpu_gpt(file);
+	/* The host copy only holds the graph and the parameters: batch 1 (GPT-2
+	 * small's host buffers at batch 8 would be 77 GB of address space). */
+	struct sd_model *m = gpt_load(file, 1);
+	struct sd_dev_model *d = gpt_device(m, batch);
+	const int T = sd_model_seq_len(m);
+	const size_t cnt = (size_t)batch * T;
+	int32_t *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+	gpt_batch(x, y, batch, T, m->classes, 5);
+	double l = 0, t0 = 0;
+	int warm = steps < 10 ? 1 : 3;
+	for (int s = 0; s < warm + steps; s++) {
+		char *why = NULL;
+		if (s == warm)
+			t0 = now_s();
+		if (ops->train_tokens(d, x, y, batch, 1.0f / (float)cnt, &l, &why) < 0 ||
+		    ops->sgd_step(d, 0.01f, 0.9f, 0.0f, &why) < 0) {
+			printf("  GPU step %d FAIL: %s\n", s + 1, why);
+			return 1;
+		}
+	}
+	double dt = now_s() - t0;
+	printf("{\"engine\":\"spotdeck\",\"model\":\"%s\",\"batch\":%d,\"block\":%d,\"steps\":%d,"
+	       "\"tokens_per_sec\":%.1f,\"ms_per_step\":%.4f,\"last_loss\":%.6f,"
+	       "\"flops_per_token\":%.0f,\"device\":\"%s\",\"how\":\"%s\"}\n",
+	       file, batch, T, steps, steps * (double)cnt / dt, dt * 1000 / steps, l / (double)cnt,
+	       sd_model_flops_per_sample(m) / T, choice.device.name, ops->model_describe(d));
+	ops->model_destroy(d);
+	sd_model_destroy(m);
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: gpu-check probe | layers | trajectory MODEL STEPS [BATCH] | "
 	        "determinism MODEL STEPS [BATCH] | losses MODEL STEPS [BATCH] | nccl | "
-	        "throughput MODEL BATCH STEPS\n");
+	        "throughput MODEL BATCH STEPS | gpt-grad GPT.onnx BATCH | "
+	        "gpt-trajectory GPT.onnx STEPS BATCH | gpt-throughput GPT.onnx BATCH STEPS\n");
 	return 2;
 }
 
@@ -1053,6 +1425,12 @@ int main(int argc, char **argv)
 		if (!strcmp(c, "losses"))
 			return cmd_losses(argv[2], steps, batch);
 	}
+	if (argc == 4 && !strcmp(c, "gpt-grad"))
+		return cmd_gpt_grad(argv[2], atoi(argv[3]));
+	if (argc == 5 && !strcmp(c, "gpt-trajectory"))
+		return cmd_gpt_trajectory(argv[2], atoi(argv[3]), atoi(argv[4]));
+	if (argc == 5 && !strcmp(c, "gpt-throughput"))
+		return cmd_gpt_throughput(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 5 && !strcmp(c, "throughput"))
 		return cmd_throughput(argv[2], atoi(argv[3]), atoi(argv[4]));
 	return usage();

@@ -6,7 +6,7 @@ tests_gpu_gpu_check_SOURCES = tests/gpu/gpu-check.c
 tests_gpu_gpu_check_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_gpu_gpu_check_LDADD = $(SD_COMM_LIBS) $(SD_ENGINE_LIBS)
 nodist_EXTRA_tests_gpu_gpu_check_SOURCES = dummy.cxx
-EXTRA_DIST += tests/gpu/run.sh tests/gpu/pack.sh tests/gpu/torch_peer.py
+EXTRA_DIST += tests/gpu/run.sh tests/gpu/pack.sh tests/gpu/torch_peer.py tests/gpu/gpt_peer.py
 
 EXTRA_DIST += tests/gpu/elastic_gpu.py
 check_PROGRAMS += tests/gpu/fake/libcuda.so.1 tests/gpu/fake/spotdeck-cuda.so

@@ -14,7 +14,9 @@
 # precision; and a model from a file: examples/cifar-resnet18's ResNet-18
 # exported to ONNX (by this host's PyTorch), its trajectory on the GPU
 # against the CPU executor and its throughput against PyTorch training the
-# same network.  Prints "N passed, N failed" and exits non-zero on any failure;
+# same network; language models (GPTs exported here): every op's forward
+# and backward against the CPU executor, a small char-GPT's trajectory, and
+# GPT-2 small's tokens/s against PyTorch in fp32 and TF32.  Prints "N passed, N failed" and exits non-zero on any failure;
 # exits 77 with a SKIP line when there is no NVIDIA GPU.  The whole log goes
 # to $OUT/gpu-run.log when OUT is set (the device tool's folder), else to
 # BUNDLE/gpu-run.log.  Each check has its own time limit; all of them
@@ -23,6 +25,8 @@
 # Environment: SD_GPU_RUN_FAKE=DIR runs the same script without a GPU against
 # a stand-in driver and plugin from DIR (tests/engine/test-gpu-run.sh, make check);
 # SD_GPU_QUICK=1 makes the runs short (same checks, fewer steps);
+# SD_GPU_ONLY=WORD runs only the checks whose name holds WORD (gpt: the
+# language-model section, for a session short of device time);
 # SD_PYTHON picks the Python (default python3, the one with torch on the GPU
 # host).
 set -u
@@ -34,6 +38,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 B=$(cd "$1" && pwd)
 fake=${SD_GPU_RUN_FAKE:-}
 quick=${SD_GPU_QUICK:-0}
+only=${SD_GPU_ONLY:-}
 py=${SD_PYTHON:-python3}
 log=${OUT:-$B}/gpu-run.log
 mkdir -p "$(dirname "$log")"
@@ -190,6 +195,11 @@ trap 'rm -rf "$tmp"' EXIT
 check() {
 	local name=$1 limit=$2 rc t0=$SECONDS
 	shift 2
+	# SD_GPU_ONLY=WORD: only the probe and the checks whose name holds WORD
+	# (any case), e.g. SD_GPU_ONLY=gpt for the language-model section alone.
+	if [ -n "$only" ] && [ "${name#probe}" = "$name" ] && [[ "${name,,}" != *"${only,,}"* ]]; then
+		return
+	fi
 	local left=$((budget - (SECONDS - start)))
 	echo
 	echo "== $name"
@@ -375,5 +385,88 @@ elif [ -f "$tmp/r18/model.onnx" ]; then
 	export peer_args
 	check "throughput: ONNX ResNet-18 batch $r18_tbatch against PyTorch (fp32)" 200 \
 		throughput "$tmp/r18/model.onnx" "$r18_tbatch" resnet18 onnx-resnet18
+fi
+# Language models (issue 36): GPTs of examples/char-gpt's model.py exported to
+# ONNX here (tests/gpu/gpt_peer.py, this host's PyTorch).  (a) every op forward
+# and backward: one step on the GPU against the CPU executor, the loss and
+# every parameter's gradient, with the fused graph (attention, GELU nodes) and
+# the unfused one (SPOTDECK_FUSE=off: BMM, scale, mask, softmax, the GELU
+# chains), exact and tanh GELU, with gpt_peer.py's Extra ops after the final
+# LayerNorm (trained per-channel and scalar constants, Pow, Sqrt); (b) the small char-GPT (char-gpt's 4 heads,
+# 128 channels, block 64, vocabulary 256; 2 layers) 20 SGD steps against the
+# CPU's trajectory; (c) GPT-2 small (12 layers, 12 heads, 768 channels, block
+# 1024, vocabulary 50,257, random tokens, batch 8) tokens/s against PyTorch
+# training the same model on this GPU, strict fp32 then TF32.
+if [ "$quick" = 1 ]; then
+	gpt_small="--layers 2 --heads 2 --embd 32 --block 16 --vocab 64"
+	gpt_char="--layers 1 --heads 4 --embd 128 --block 64 --vocab 256"
+	gpt_steps=3; gpt2="--layers 2 --heads 12 --embd 768 --block 1024 --vocab 50257"
+	gpt2_batch=2; gpt2_steps=2
+else
+	gpt_small="--layers 2 --heads 4 --embd 64 --block 32 --vocab 96"
+	gpt_char="--layers 2 --heads 4 --embd 128 --block 64 --vocab 256"
+	gpt_steps=20; gpt2="--layers 12 --heads 12 --embd 768 --block 1024 --vocab 50257"
+	gpt2_batch=8; gpt2_steps=10
+fi
+gpt2_name="GPT-2 small"
+if [ -n "$fake" ]; then
+	# Self-test: the stand-in plugin has no language-model entry points, so
+	# gpu-check's gpt-* commands run their "device" side on a second CPU copy
+	# of the model (SD_GPU_CHECK_HOST_GPT=1), and "GPT-2 small" is tiny.
+	export SD_GPU_CHECK_HOST_GPT=1
+	gpt2="--layers 1 --heads 2 --embd 32 --block 32 --vocab 128"
+	gpt2_name="a tiny GPT (self-test, not GPT-2 small)"
+fi
+export_gpt() {
+	if [ "$have_torch" != 1 ]; then
+		echo "no PyTorch in $py: the ONNX files cannot be made"
+		return 77
+	fi
+	# shellcheck disable=SC2086  # the size options: words on purpose
+	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-erf.onnx" $gpt_small --gelu erf --extra &&
+	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-tanh.onnx" $gpt_small --gelu tanh --extra &&
+	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt-char.onnx" $gpt_char &&
+	"$py" "$repo/tests/gpu/gpt_peer.py" export --out "$tmp/gpt2.onnx" $gpt2 --gelu tanh
+}
+gpt_throughput() {
+	local tf=$1 flag=
+	[ "$tf" = tf32 ] && flag=--tf32
+	sd env SPOTDECK_CUDA_TF32=$([ "$tf" = tf32 ] && echo 1 || echo 0) "$B/bin/gpu-check" \
+		gpt-throughput "$tmp/gpt2.onnx" "$gpt2_batch" "$gpt2_steps" > "$tmp/sd-gpt2-$tf" ||
+		{ cat "$tmp/sd-gpt2-$tf"; return 1; }
+	cat "$tmp/sd-gpt2-$tf"
+	# shellcheck disable=SC2086
+	"$py" "$repo/tests/gpu/gpt_peer.py" bench $gpt2 --gelu tanh --batch "$gpt2_batch" \
+		--steps "$gpt2_steps" --device "$peer_dev" $flag > "$tmp/pt-gpt2-$tf" || return 1
+	cat "$tmp/pt-gpt2-$tf"
+	"$py" - "$tmp/sd-gpt2-$tf" "$tmp/pt-gpt2-$tf" "$tf" "$gpt2_name" \
+		"$([ -n "$fake" ] && echo 1 || echo 0)" <<'PY'
+import json, sys
+sd, pt = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+r = sd["tokens_per_sec"] / pt["tokens_per_sec"]
+print("%s batch %d block %d on %s, %s: spotdeck %.0f tokens/s (%.1f ms/step, %s), "
+      "%s %.0f tokens/s (%.1f ms/step): ratio %.2fx"
+      % (sys.argv[4], sd["batch"], sd["block"], sd["device"], sys.argv[3], sd["tokens_per_sec"],
+         sd["ms_per_step"], sd["how"], pt["engine"], pt["tokens_per_sec"], pt["ms_per_step"], r))
+if sys.argv[5] == "1":
+    print("  (self-test: both ran on the CPU; the ratio is not a result)")
+    sys.exit(0)
+sys.exit(0 if r >= 1.0 else 1)
+PY
+}
+export gpt_small gpt_char gpt2 gpt2_batch gpt2_steps gpt2_name
+export -f export_gpt gpt_throughput
+check "gpt: GPTs exported to ONNX (small, char-GPT, $gpt2_name)" 150 export_gpt
+if [ -f "$tmp/gpt2.onnx" ]; then
+	for g in erf tanh; do
+		check "gpt ops: $g GELU, fused graph, one step GPU against CPU" 60 \
+			sd "$B/bin/gpu-check" gpt-grad "$tmp/gpt-$g.onnx" 4
+		check "gpt ops: $g GELU, unfused graph, one step GPU against CPU" 60 \
+			sd env SPOTDECK_FUSE=off "$B/bin/gpu-check" gpt-grad "$tmp/gpt-$g.onnx" 4
+	done
+	check "trajectory: char-GPT, $gpt_steps SGD steps at batch 8, GPU against CPU" 120 \
+		sd "$B/bin/gpu-check" gpt-trajectory "$tmp/gpt-char.onnx" "$gpt_steps" 8
+	check "throughput: $gpt2_name batch $gpt2_batch against PyTorch (fp32)" 150 gpt_throughput fp32
+	check "throughput: $gpt2_name batch $gpt2_batch against PyTorch (TF32)" 120 gpt_throughput tf32
 fi
 finish
