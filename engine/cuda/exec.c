@@ -435,6 +435,37 @@ static int seq_forward(struct sd_dev_model *d, struct plan *p, char **why)
 }
 
 /* Node i backward (a fused group's head for the group). */
+/* SEQ_ATTENTION node i's backward on a batch of nb: q = x (its gradient
+ * dx, added to when acc), k and v the node's in2 and in3. */
+static int attention_backward(struct sd_dev_model *d, int i, int nb, float *dx, int acc,
+                              const float *dy, const float *x, char **why)
+{
+	const struct cu_env *env = &d->env;
+	cudaStream_t st = env->stream;
+	const struct node *nd = &d->m->nodes[i];
+	/* dv = P^T dy, dP = dy v^T (into seq_aux[1]'s buffer), dS = P (dP -
+	 * rowsum(P dP)) scale in place, dq = dS k, dk = dS^T q. */
+	const int Gb = nb * nd->seq_g, T = nd->seq_m, D = nd->seq_k;
+	const float *pr = d->val[nd->seq_aux[0]], *k = d->val[nd->in2], *v = d->val[nd->in3];
+	float *ws = d->val[nd->seq_aux[1]];
+	const long long td = (long long)T * D, tt = (long long)T * T;
+	if (d->acc_in3[i] >= 0 &&
+	    rm_gemm(env, 1, 0, T, D, T, 1.0f, pr, tt, dy, td, d->acc_in3[i] > 0 ? 1.0f : 0.0f,
+	            d->grad[nd->in3], td, Gb, why) < 0)
+		return -1;
+	if (rm_gemm(env, 0, 1, T, T, D, 1.0f, dy, td, v, td, 0.0f, ws, tt, Gb, why) < 0)
+		return -1;
+	CU_TRY(cu_softmax_backward(st, ws, 0, ws, pr, (size_t)Gb * T, T, nd->seq_scale));
+	if (dx && rm_gemm(env, 0, 0, T, D, T, 1.0f, ws, tt, k, td, acc ? 1.0f : 0.0f, dx, td, Gb,
+	                  why) < 0)
+		return -1;
+	if (d->acc_in2[i] >= 0 &&
+	    rm_gemm(env, 1, 0, T, D, T, 1.0f, ws, tt, x, td, d->acc_in2[i] > 0 ? 1.0f : 0.0f,
+	            d->grad[nd->in2], td, Gb, why) < 0)
+		return -1;
+	return 0;
+}
+
 static int seq_backward_node(struct sd_dev_model *d, struct plan *p, int i, char **why)
 {
 	const struct sd_model *m = d->m;
@@ -548,29 +579,8 @@ static int seq_backward_node(struct sd_dev_model *d, struct plan *p, int i, char
 			CU_TRY(cu_unary(st, dx, acc, x, dy, cnt,
 			                nd->seq_tanh ? CU_UN_GELU_TANH : CU_UN_GELU_ERF, 0.0f));
 		break;
-	case SEQ_ATTENTION: {
-		/* dv = P^T dy, dP = dy v^T (into seq_aux[1]'s buffer), dS = P (dP -
-		 * rowsum(P dP)) scale in place, dq = dS k, dk = dS^T q. */
-		const int Gb = nb * nd->seq_g, T = nd->seq_m, D = nd->seq_k;
-		const float *pr = d->val[nd->seq_aux[0]], *k = d->val[nd->in2], *v = d->val[nd->in3];
-		float *ws = d->val[nd->seq_aux[1]];
-		const long long td = (long long)T * D, tt = (long long)T * T;
-		if (d->acc_in3[i] >= 0 &&
-		    rm_gemm(env, 1, 0, T, D, T, 1.0f, pr, tt, dy, td, d->acc_in3[i] > 0 ? 1.0f : 0.0f,
-		            d->grad[nd->in3], td, Gb, why) < 0)
-			return -1;
-		if (rm_gemm(env, 0, 1, T, T, D, 1.0f, dy, td, v, td, 0.0f, ws, tt, Gb, why) < 0)
-			return -1;
-		CU_TRY(cu_softmax_backward(st, ws, 0, ws, pr, (size_t)Gb * T, T, nd->seq_scale));
-		if (dx && rm_gemm(env, 0, 0, T, D, T, 1.0f, ws, tt, k, td, acc ? 1.0f : 0.0f, dx, td, Gb,
-		                  why) < 0)
-			return -1;
-		if (d->acc_in2[i] >= 0 &&
-		    rm_gemm(env, 1, 0, T, D, T, 1.0f, ws, tt, x, td, d->acc_in2[i] > 0 ? 1.0f : 0.0f,
-		            d->grad[nd->in2], td, Gb, why) < 0)
-			return -1;
-		break;
-	}
+	case SEQ_ATTENTION:
+		return attention_backward(d, i, nb, dx, acc, dy, x, why);
 	}
 	return 0;
 }
