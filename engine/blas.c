@@ -1,7 +1,9 @@
 /* engine/blas.c - see blas.h. */
 #include "engine/blas.h"
 
+#include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,4 +53,23 @@ void sd_blas_select_kernel(char **argv)
 	execv("/proc/self/exe", argv);
 	/* exec failed: carry on with the slow kernel rather than not at all. */
 	unsetenv("OPENBLAS_CORETYPE");
+}
+
+void sd_blas_team_begin(struct sd_blas_team *tm)
+{
+	tm->threads = omp_get_max_threads();
+	tm->blas_saved = 0;
+	if (tm->threads > 1 && openblas_get_parallel() == 1) {
+		int b = openblas_get_num_threads();
+		if (b > 1) {
+			openblas_set_num_threads(1);
+			tm->blas_saved = b;
+		}
+	}
+}
+
+void sd_blas_team_end(const struct sd_blas_team *tm)
+{
+	if (tm->blas_saved)
+		openblas_set_num_threads(tm->blas_saved);
 }

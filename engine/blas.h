@@ -26,4 +26,18 @@ void sd_blas_select_kernel(char **argv);
 /* The kernel OpenBLAS runs (e.g. "SkylakeX"); static string. */
 const char *sd_blas_kernel(void);
 
+/* The OpenMP team of a layer that calls BLAS from its own parallel region
+ * (engine/layers.c's "Threads", engine/layers-seq.c): with the pthreads
+ * build of OpenBLAS, which has a thread pool of its own, begin limits
+ * OpenBLAS to one thread while OpenMP threads run whole matrices, and end
+ * restores its count; the OpenMP build runs single-threaded inside a
+ * parallel region by itself, so nothing changes then.  threads: OpenMP's
+ * count for the layer's parallel regions. */
+struct sd_blas_team {
+	int threads;      /* omp_get_max_threads() at begin */
+	int blas_saved;   /* OpenBLAS thread count to restore, 0 if unchanged */
+};
+void sd_blas_team_begin(struct sd_blas_team *tm);
+void sd_blas_team_end(const struct sd_blas_team *tm);
+
 #endif

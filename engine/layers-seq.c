@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/blas.h"
 #include "engine/layers.h"
 
 /* The loops over sd_exp (softmax, GELU, cross-entropy) clamp and select
@@ -82,31 +83,6 @@ static int sd_seq_par(size_t work)
 	return work >= SD_LAYERS_OMP_MIN;
 }
 
-/* The OpenMP team of a GEMM-calling kernel: OpenBLAS limited to one thread
- * while OpenMP threads run whole matrices (engine/layers.c's sd_team). */
-struct sd_seq_team {
-	int threads;
-	int blas_saved;
-};
-
-static void sd_seq_team_begin(struct sd_seq_team *tm)
-{
-	tm->threads = omp_get_max_threads();
-	tm->blas_saved = 0;
-	if (tm->threads > 1 && openblas_get_parallel() == 1) {
-		int b = openblas_get_num_threads();
-		if (b > 1) {
-			openblas_set_num_threads(1);
-			tm->blas_saved = b;
-		}
-	}
-}
-
-static void sd_seq_team_end(const struct sd_seq_team *tm)
-{
-	if (tm->blas_saved)
-		openblas_set_num_threads(tm->blas_saved);
-}
 
 /* Combines eight lane sums in a fixed order. */
 SD_SEQ_BODY double sd_lanes8(const double acc[8], double tail)
@@ -542,31 +518,31 @@ static int sd_batch_par(int threads, int batch, size_t work)
 void sd_matmul_batched_forward(float *y, const float *a, const float *b, int batch, int m,
                                int k, int n, int trans_a, int trans_b)
 {
-	struct sd_seq_team tm;
+	struct sd_blas_team tm;
 	int lda = trans_a ? m : k, ldb = trans_b ? k : n;
 	size_t sa = (size_t)m * k, sb = (size_t)k * n, sy = (size_t)m * n;
 	int par = sd_batch_par(omp_get_max_threads(), batch, sa * n);
 	if (par)
-		sd_seq_team_begin(&tm);
+		sd_blas_team_begin(&tm);
 	#pragma omp parallel for schedule(static) if (par)
 	for (int i = 0; i < batch; i++)
 		sd_sgemm(trans_a, trans_b, m, n, k, 1.0f, a + i * sa, lda, b + i * sb, ldb, 0.0f,
 		         y + i * sy, n);
 	if (par)
-		sd_seq_team_end(&tm);
+		sd_blas_team_end(&tm);
 }
 
 void sd_matmul_batched_backward(float *da, float *db, const float *dy, const float *a,
                                 const float *b, int batch, int m, int k, int n, int trans_a,
                                 int trans_b, int accumulate)
 {
-	struct sd_seq_team tm;
+	struct sd_blas_team tm;
 	float beta = accumulate ? 1.0f : 0.0f;
 	int lda = trans_a ? m : k, ldb = trans_b ? k : n;
 	size_t sa = (size_t)m * k, sb = (size_t)k * n, sy = (size_t)m * n;
 	int par = sd_batch_par(omp_get_max_threads(), batch, sa * n);
 	if (par)
-		sd_seq_team_begin(&tm);
+		sd_blas_team_begin(&tm);
 	#pragma omp parallel for schedule(static) if (par)
 	for (int i = 0; i < batch; i++) {
 		const float *ai = a + i * sa, *bi = b + i * sb, *dyi = dy + i * sy;
@@ -588,7 +564,7 @@ void sd_matmul_batched_backward(float *da, float *db, const float *dy, const flo
 		}
 	}
 	if (par)
-		sd_seq_team_end(&tm);
+		sd_blas_team_end(&tm);
 }
 
 /* ------------------------------------------ fused causal self-attention */
@@ -603,12 +579,12 @@ void sd_attention_causal_forward(float *y, float *probs, const float *q, const f
                                  const float *v, int b, int h, int t, int d, float scale)
 {
 	int avx = sd_seq_avx512();
-	struct sd_seq_team tm;
+	struct sd_blas_team tm;
 	int pairs = b * h;
 	size_t std = (size_t)t * d, stt = (size_t)t * t;
 	int par = sd_batch_par(omp_get_max_threads(), pairs, stt * d);
 	if (par)
-		sd_seq_team_begin(&tm);
+		sd_blas_team_begin(&tm);
 	#pragma omp parallel for schedule(static) if (par)
 	for (int p = 0; p < pairs; p++) {
 		float *s = probs + p * stt;
@@ -629,7 +605,7 @@ void sd_attention_causal_forward(float *y, float *probs, const float *q, const f
 		}
 	}
 	if (par)
-		sd_seq_team_end(&tm);
+		sd_blas_team_end(&tm);
 }
 
 void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *dy,
@@ -638,12 +614,12 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
                                   float scale)
 {
 	int avx = sd_seq_avx512();
-	struct sd_seq_team tm;
+	struct sd_blas_team tm;
 	int pairs = b * h;
 	size_t std = (size_t)t * d, stt = (size_t)t * t;
 	int par = sd_batch_par(omp_get_max_threads(), pairs, stt * d);
 	if (par)
-		sd_seq_team_begin(&tm);
+		sd_blas_team_begin(&tm);
 	#pragma omp parallel for schedule(static) if (par)
 	for (int p = 0; p < pairs; p++) {
 		const float *pp = probs + p * stt, *dyp = dy + p * std;
@@ -679,7 +655,7 @@ void sd_attention_causal_backward(float *dq, float *dk, float *dv, const float *
 		}
 	}
 	if (par)
-		sd_seq_team_end(&tm);
+		sd_blas_team_end(&tm);
 }
 
 /* ------------------------------------------------ sequence cross-entropy */

@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/blas.h"
 #include "engine/conv-dnnl.h"
 #include "src/base/errors.h"
 
@@ -68,33 +69,6 @@ static int sd_par(size_t work)
 
 /* Most sample groups (and workspace slots) a convolution uses. */
 #define SD_MAX_SLOTS 64
-
-/* The OpenMP team of a BLAS-calling layer; see "Threads" above. */
-struct sd_team {
-	int threads;      /* OpenMP threads for the layer's parallel regions */
-	int blas_saved;   /* OpenBLAS thread count to restore, 0 if unchanged */
-};
-
-static void sd_team_begin(struct sd_team *tm)
-{
-	tm->threads = omp_get_max_threads();
-	tm->blas_saved = 0;
-	/* Only the pthreads build has a pool of its own; the OpenMP build runs
-	 * single-threaded inside a parallel region by itself. */
-	if (tm->threads > 1 && openblas_get_parallel() == 1) {
-		int b = openblas_get_num_threads();
-		if (b > 1) {
-			openblas_set_num_threads(1);
-			tm->blas_saved = b;
-		}
-	}
-}
-
-static void sd_team_end(const struct sd_team *tm)
-{
-	if (tm->blas_saved)
-		openblas_set_num_threads(tm->blas_saved);
-}
 
 /* First of `parts` near-equal blocks of count items: block i is
  * [sd_block(count, parts, i), sd_block(count, parts, i + 1)). */
@@ -161,8 +135,8 @@ void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
 {
 	if (n <= 0 || out <= 0)
 		return;
-	struct sd_team tm;
-	sd_team_begin(&tm);
+	struct sd_blas_team tm;
+	sd_blas_team_begin(&tm);
 	const int parts = tm.threads < n ? tm.threads : n;
 	/* Each thread a block of rows: y[rows] = x[rows] . w^T (+ b). */
 	#pragma omp parallel for schedule(static) num_threads(parts) \
@@ -181,7 +155,7 @@ void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out, in,
 		            1.0f, x + (size_t)r0 * in, in, w, in, beta, yr, out);
 	}
-	sd_team_end(&tm);
+	sd_blas_team_end(&tm);
 }
 
 void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
@@ -189,8 +163,8 @@ void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
 {
 	if (n <= 0 || out <= 0)
 		return;
-	struct sd_team tm;
-	sd_team_begin(&tm);
+	struct sd_blas_team tm;
+	sd_blas_team_begin(&tm);
 	const int px = tm.threads < n ? tm.threads : n;
 	const int pw = tm.threads < out ? tm.threads : out;
 	const int par = sd_par((size_t)n * in * out / 16);
@@ -230,7 +204,7 @@ void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
 			}
 		}
 	}
-	sd_team_end(&tm);
+	sd_blas_team_end(&tm);
 }
 
 /* ---------------------------------------------------------------- conv2d */
@@ -552,9 +526,9 @@ static void sd_conv2d_forward_im2col(float *y, const float *x, const float *w, c
 	const int crr = s->c * s->r * s->r, kk = s->k;
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
 	struct sd_conv2d_ws l;
-	struct sd_team tm;
+	struct sd_blas_team tm;
 	sd_conv2d_ws_layout(&l, s);
-	sd_team_begin(&tm);
+	sd_blas_team_begin(&tm);
 
 	/* Threads take whole samples: im2col into the thread's slot, one GEMM
 	 * straight into the NCHW output, then the bias.  A sample's result does
@@ -585,7 +559,7 @@ static void sd_conv2d_forward_im2col(float *y, const float *x, const float *w, c
 				}
 		}
 	}
-	sd_team_end(&tm);
+	sd_blas_team_end(&tm);
 }
 
 static void sd_conv2d_backward_im2col(float *dx, float *dw, float *db, const float *dy,
@@ -596,9 +570,9 @@ static void sd_conv2d_backward_im2col(float *dx, float *dw, float *db, const flo
 	const size_t ohw = (size_t)s->oh * s->ow, hw = (size_t)s->h * s->w;
 	const size_t nw = (size_t)kk * crr;
 	struct sd_conv2d_ws l;
-	struct sd_team tm;
+	struct sd_blas_team tm;
 	sd_conv2d_ws_layout(&l, s);
-	sd_team_begin(&tm);
+	sd_blas_team_begin(&tm);
 	float *parts = ws + (size_t)l.threads_max * l.col;
 
 	#pragma omp parallel num_threads(tm.threads < l.threads_max ? tm.threads : l.threads_max)
@@ -658,7 +632,7 @@ static void sd_conv2d_backward_im2col(float *dx, float *dw, float *db, const flo
 				dw[(size_t)k * crr + j] += acc;
 			}
 	}
-	sd_team_end(&tm);
+	sd_blas_team_end(&tm);
 }
 
 /* ---------------------------------------------------- convolution paths */
