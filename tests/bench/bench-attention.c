@@ -24,36 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static float *falloc(size_t count)
-{
-	float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-	if (!p) {
-		fprintf(stderr, "bench-attention: out of memory\n");
-		exit(1);
-	}
-	memset(p, 0, count * sizeof(float));
-	return p;
-}
-
-static void cpu_model(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[512];
-	snprintf(buf, len, "unknown");
-	if (!f)
-		return;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "model name", 10)) {
-			const char *v = strchr(line, ':');
-			if (v) {
-				snprintf(buf, len, "%s", v + 2);
-				buf[strcspn(buf, "\n")] = '\0';
-			}
-			break;
-		}
-	fclose(f);
-}
-
 /* The torch side: prints "att_fwd att_bwd ln" in ms (best of repeats; the
  * backward timed alone, after an untimed forward, as spotdeck's is). */
 static const char torch_script[] =
@@ -132,12 +102,12 @@ int main(int argc, char **argv)
 	openblas_set_num_threads(threads);
 	int c = h * d, n = b * t;
 	size_t na = (size_t)b * h * t * d, nt = (size_t)b * h * t * t, nc = (size_t)n * c;
-	float *q = falloc(na), *k = falloc(na), *v = falloc(na), *y = falloc(na), *dy = falloc(na);
-	float *dq = falloc(na), *dk = falloc(na), *dv = falloc(na), *probs = falloc(nt),
-	      *ws = falloc(nt);
-	float *x = falloc(nc), *ly = falloc(nc), *ldy = falloc(nc), *ldx = falloc(nc);
-	float *gamma = falloc(c), *beta = falloc(c), *dg = falloc(c), *db = falloc(c);
-	float *mean = falloc(n), *rstd = falloc(n);
+	float *q = bench_falloc(na), *k = bench_falloc(na), *v = bench_falloc(na), *y = bench_falloc(na), *dy = bench_falloc(na);
+	float *dq = bench_falloc(na), *dk = bench_falloc(na), *dv = bench_falloc(na), *probs = bench_falloc(nt),
+	      *ws = bench_falloc(nt);
+	float *x = bench_falloc(nc), *ly = bench_falloc(nc), *ldy = bench_falloc(nc), *ldx = bench_falloc(nc);
+	float *gamma = bench_falloc(c), *beta = bench_falloc(c), *dg = bench_falloc(c), *db = bench_falloc(c);
+	float *mean = bench_falloc(n), *rstd = bench_falloc(n);
 	struct sd_rng rng;
 	sd_rng_seed(&rng, 1, 1);
 	for (size_t i = 0; i < na; i++) {
@@ -155,7 +125,7 @@ int main(int argc, char **argv)
 	float scale = 1.0f / sqrtf((float)d);
 
 	char cpu[256];
-	cpu_model(cpu, sizeof cpu);
+	bench_cpu_model(cpu, sizeof cpu);
 	double load = -1.0;
 	FILE *lf = fopen("/proc/loadavg", "r");
 	if (lf) {

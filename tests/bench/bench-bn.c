@@ -18,6 +18,7 @@
  * other processes took during the run. */
 #include "engine/layers.h"
 #include "src/base/rng.h"
+#include "tests/bench/bench.h"
 #include "tests/bench/timing.h"
 
 #include <omp.h>
@@ -35,36 +36,6 @@ static double clock_s(void)
 	struct timespec t;
 	clock_gettime(bench_clock, &t);
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static float *falloc(size_t count)
-{
-	float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
-	if (!p) {
-		fprintf(stderr, "bench-bn: out of memory\n");
-		exit(1);
-	}
-	memset(p, 0, count * sizeof(float));
-	return p;
-}
-
-static void cpu_model(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/cpuinfo", "r");
-	char line[512];
-	snprintf(buf, len, "unknown");
-	if (!f)
-		return;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, "model name", 10)) {
-			const char *v = strchr(line, ':');
-			if (v) {
-				snprintf(buf, len, "%s", v + 2);
-				buf[strcspn(buf, "\n")] = '\0';
-			}
-			break;
-		}
-	fclose(f);
 }
 
 struct shape {
@@ -103,7 +74,7 @@ int main(int argc, char **argv)
 		{ 32, 256, 1 },  { 64, 64, 0 },   { 64, 64, 1 },
 	};
 	char cpu[256];
-	cpu_model(cpu, sizeof cpu);
+	bench_cpu_model(cpu, sizeof cpu);
 	printf("CPU: %s; %d threads; batch %d, layout blk %d; best of %d, %s ms\n", cpu, threads, n,
 	       blk, repeats, bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU");
 	printf("%-18s %8s %8s %8s %8s %8s %8s\n", "shape", "copy", "GB/s", "fwd", "GB/s", "bwd",
@@ -114,10 +85,10 @@ int main(int argc, char **argv)
 		const struct shape *sh = &shapes[si];
 		const int c = sh->c, hw = sh->hw;
 		const size_t nx = (size_t)n * c * hw;
-		float *x = falloc(nx), *r = falloc(nx), *y = falloc(nx), *dy = falloc(nx);
-		float *dx = falloc(nx), *dr = falloc(nx), *cp = falloc(nx);
-		float *gamma = falloc(c), *beta = falloc(c), *mean = falloc(c), *invstd = falloc(c);
-		float *rm = falloc(c), *rv = falloc(c), *dg = falloc(c), *db = falloc(c);
+		float *x = bench_falloc(nx), *r = bench_falloc(nx), *y = bench_falloc(nx), *dy = bench_falloc(nx);
+		float *dx = bench_falloc(nx), *dr = bench_falloc(nx), *cp = bench_falloc(nx);
+		float *gamma = bench_falloc(c), *beta = bench_falloc(c), *mean = bench_falloc(c), *invstd = bench_falloc(c);
+		float *rm = bench_falloc(c), *rv = bench_falloc(c), *dg = bench_falloc(c), *db = bench_falloc(c);
 		struct sd_rng rng;
 		sd_rng_seed(&rng, 7, 7);
 		for (size_t i = 0; i < nx; i++) {

@@ -16,8 +16,43 @@
 #define SD_TESTS_BENCH_H
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int bench_missed;
+
+/* The CPU's model name from /proc/cpuinfo into buf ("unknown" without
+ * one): every bench prints it, since figures differ from CPU to CPU. */
+static inline void bench_cpu_model(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[512];
+	snprintf(buf, len, "unknown");
+	if (!f)
+		return;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "model name", 10)) {
+			const char *v = strchr(line, ':');
+			if (v) {
+				snprintf(buf, len, "%s", v + 2);
+				buf[strcspn(buf, "\n")] = '\0';
+			}
+			break;
+		}
+	fclose(f);
+}
+
+/* count zeroed floats, 64-byte aligned; exits 1 when memory runs out. */
+static inline float *bench_falloc(size_t count)
+{
+	float *p = aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64);
+	if (!p) {
+		fprintf(stderr, "bench: out of memory for %zu floats\n", count);
+		exit(1);
+	}
+	memset(p, 0, count * sizeof(float));
+	return p;
+}
 
 /* Prints the ratio line; target <= 0 means none.  at_most: the target is an
  * upper bound (ratio <= target), else a lower bound.  Returns 1 if met. */
