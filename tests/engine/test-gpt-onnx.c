@@ -291,6 +291,11 @@ int main(int argc, char **argv)
 		check(rel <= LOSS_TOL, "eval loss %.9g torch %.9g rel %.3g (bound %g)", loss, ref_ev,
 		      rel, LOSS_TOL);
 		sd_model_destroy(m);
+		free(init);
+		free(win);
+		free(x);
+		free(y);
+		fclose(ref);
 		return failures ? 1 : 0;
 	}
 
