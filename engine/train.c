@@ -588,9 +588,8 @@ static int parse_precision(const struct sd_train_config *cfg, enum sd_conv_preci
 static int choose_backend(struct sd_trainer *t, const struct sd_train_config *cfg, char **why)
 {
 	enum sd_backend_request req;
-	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0) {
+	if (sd_backend_request_parse(cfg->backend[0] ? cfg->backend : "auto", &req) < 0)
 		return sd_why(why, "backend: expected auto, cpu or cuda, got '%s'", cfg->backend);
-	}
 	if (sd_backend_choose(&t->backend, req, cfg->device, why) < 0)
 		return -1;
 	if (t->backend.ops && t->lm) {
