@@ -48,8 +48,10 @@ char *sd_fmt_rate(char *buf, size_t n, double v)
 		return dash(buf, n);
 	if (v < 10000)
 		snprintf(buf, n, "%.0f", v);
-	else if (v < 1e6)
+	else if (v < 99950)
 		snprintf(buf, n, "%.1fk", v / 1e3);
+	else if (v < 999500)   /* "123k": at most 5 characters, as "12.3k" */
+		snprintf(buf, n, "%.0fk", v / 1e3);
 	else if (v < 1e9)
 		snprintf(buf, n, "%.2fM", v / 1e6);
 	else

@@ -206,6 +206,9 @@ static void test_formats(void)
 	CHECK(strcmp(sd_fmt_clock(b, sizeof b, NAN), "-") == 0, "%s", b);
 	CHECK(strcmp(sd_fmt_rate(b, sizeof b, 812.4), "812") == 0, "%s", b);
 	CHECK(strcmp(sd_fmt_rate(b, sizeof b, 12345), "12.3k") == 0, "%s", b);
+	CHECK(strcmp(sd_fmt_rate(b, sizeof b, 120345), "120k") == 0, "%s", b);
+	CHECK(strcmp(sd_fmt_rate(b, sizeof b, 99960), "100k") == 0, "%s", b);
+	CHECK(strcmp(sd_fmt_rate(b, sizeof b, 999600), "1.00M") == 0, "%s", b);
 	CHECK(strcmp(sd_fmt_rate(b, sizeof b, 1.5e6), "1.50M") == 0, "%s", b);
 	CHECK(strcmp(sd_fmt_rate(b, sizeof b, -3), "-") == 0, "%s", b);
 	CHECK(strcmp(sd_fmt_usd(b, sizeof b, 0.744), "$0.74") == 0, "%s", b);
