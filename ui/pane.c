@@ -177,6 +177,7 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 	memcpy(cols, offer_cols, sizeof cols);
 	if (v->unit_tokens) {
 		cols[OC_USDM].title = "$/Mtok";
+		cols[OC_USDM].width = 7;   /* "0.0013*": a small model's tokens are cheap */
 		cols[OC_IPS].title = "tok/s";
 	}
 	/* Column 0 is a gutter for the selection mark. */
@@ -220,7 +221,11 @@ int sd_offer_table(WINDOW *win, int y, int x, int h, int w, const struct sd_view
 		else
 			CELL(OC_USDH, SD_STYLE_DIM, "-");
 		if (isfinite(o->usd_per_mimage) && o->usd_per_mimage >= 0 && o->usd_per_mimage < 1e5)
-			CELL(OC_USDM, SD_STYLE_NORMAL, "%.2f%s", o->usd_per_mimage, o->price_estimated ? "*" : "");
+			/* A language model: two significant digits below 0.1, so that a cost per
+			 * million tokens of a small model is not all 0.00. */
+			CELL(OC_USDM, SD_STYLE_NORMAL,
+			     v->unit_tokens && o->usd_per_mimage < 0.1 ? "%.2g%s" : "%.2f%s",
+			     o->usd_per_mimage, o->price_estimated ? "*" : "");
 		else
 			CELL(OC_USDM, SD_STYLE_DIM, "-");
 		/* '~': the calibrated market's estimate for a real cloud's offer. */

@@ -585,6 +585,12 @@ static void test_language_model(struct ui_fixture *f)
 	f->view.test_accuracy = -1;
 	f->view.val_loss = 1.234;
 	f->view.images_per_sec = 54321;
+	/* A small model's tokens are cheap: $0.00127 per million shows as
+	 * 0.0013, not 0.00. */
+	const double usdm = f->view.offers[0].usd_per_mimage;
+	const int est = f->view.offers[0].price_estimated;
+	f->view.offers[0].usd_per_mimage = 0.00127;
+	f->view.offers[0].price_estimated = 0;
 	/* The fixture's status line is an image run's. */
 	snprintf(f->view.message, sizeof f->view.message, "done: val loss 1.2340, perplexity 3.435");
 	f->view.version++;
@@ -604,6 +610,9 @@ static void test_language_model(struct ui_fixture *f)
 		CHECK(on_screen(lm[i]), "'%s' missing from a language model's screen", lm[i]);
 	CHECK(!on_screen("img/s") && !on_screen("acc ") && !on_screen("$/Mimg"),
 	      "a language model's screen still speaks of images or accuracy:\n%s", grab());
+	CHECK(on_screen(" 0.0013 "), "$0.00127 per million tokens not shown as 0.0013:\n%s", grab());
+	f->view.offers[0].usd_per_mimage = usdm;
+	f->view.offers[0].price_estimated = est;
 	/* The add picker ranks offers by dollars per million tokens. */
 	sd_screen_key(s, 'a');
 	render(s, &f->view);
