@@ -108,6 +108,8 @@ int sd_whatif_request(uv_loop_t *loop, struct sd_controller *ctl, struct sd_view
 	in->opt.start_hour = fmod(st.elapsed_s * in->opt.hazard_scale / 3600, 24);
 	in->join_seconds = SD_PLAN_JOIN_SECONDS * in->opt.boot_scale;
 	in->recovery_seconds = SD_PLAN_RECOVERY_SECONDS * in->opt.boot_scale;
+	if (!strcmp(job->train.dataset, "tokens"))
+		in->tokens_per_sample = job->train.block_size;
 	in->checkpoint_images = job->checkpoint_every > 0 ? (double)job->checkpoint_every * job->train.global_batch : 0;
 
 	struct sd_server_info si[256];

@@ -168,8 +168,10 @@ int sd_whatif_compute(const struct sd_whatif_in *in, struct sd_view_whatif *rows
 		}
 		qsort(rows, (size_t)n, sizeof *rows, cmp_rows);
 		/* At most 92 columns: the dialog's width less its frame. */
-		snprintf(note, note_len, "simulated: %.3g M images left, %d runs/row; %s; %s scaling",
-		         (in->job.images - in->job.done_images) / 1e6, in->opt.runs,
+		double left = in->job.images - in->job.done_images;
+		snprintf(note, note_len, "simulated: %.3g M %s left, %d runs/row; %s; %s scaling",
+		         left * (in->tokens_per_sample > 0 ? in->tokens_per_sample : 1) / 1e6,
+		         in->tokens_per_sample > 0 ? "tokens" : "images", in->opt.runs,
 		         in->speed_measured ? "speed measured in this run" : "catalog speed (none measured)",
 		         have_sc ? "seeds'" : "linear");
 	}

@@ -46,6 +46,8 @@ struct sd_whatif_in {
 	char local_id[SD_WHATIF_MAX_LIVE][32];
 	char scaling_path[4096];          /* "" none: linear scaling is assumed */
 	bool speed_measured;              /* job.speed_factor comes from this run */
+	int tokens_per_sample;            /* a language model's block_size (its samples are
+	                                   * windows of tokens), else 0 */
 };
 
 /* The add/drop command lines that turn the live servers into cfg (whose

@@ -128,6 +128,12 @@ static void test_rows(void)
 	CHECK_INT(n, 1 + 3 * 4);
 	CHECK(strstr(note, "simulated") && strstr(note, "0.36 M images left") && strstr(note, "catalog speed (none measured)"), "%s",
 	      note);
+	/* A language model's samples are windows of block_size tokens: the
+	 * same work is 64 times as many tokens. */
+	in.tokens_per_sample = 64;
+	CHECK(sd_whatif_compute(&in, rows, SD_WHATIF_MAX_ROWS, note, sizeof note, &why) == n &&
+	      strstr(note, "23 M tokens left"), "%s", note);
+	in.tokens_per_sample = 0;
 	int now = -1, pareto = 0;
 	for (int i = 0; i < n; i++) {
 		if (rows[i].current)
