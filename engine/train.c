@@ -535,13 +535,15 @@ static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked,
 	const size_t rl = sizeof t->precision_reason;
 	enum sd_conv_precision p = asked;
 	if (!is_auto) {
-		if (asked == SD_CONV_BF16 && t->dev)
+		/* bf16 where it would change nothing is said as what runs: fp32. */
+		const int none = asked == SD_CONV_BF16 && !t->dev &&
+		                 sd_model_onednn_convs(t->model) == 0;
+		if (asked == SD_CONV_BF16 && (t->dev || none))
 			p = SD_CONV_FP32;
-		snprintf(t->precision_reason, rl, "%s", p != asked
+		snprintf(t->precision_reason, rl, "%s", t->dev && p != asked
 		         ? "bf16 asked for, but the CUDA backend computes in fp32"
-		         : p == SD_CONV_BF16 && sd_model_onednn_convs(t->model) == 0
-		         ? "asked for, but no convolution of the model runs on oneDNN: "
-		           "it computes as in fp32"
+		         : none ? "bf16 asked for, but no convolution of the model runs on "
+		                  "oneDNN: it computes in fp32"
 		         : "asked for");
 	} else if (t->dev) {
 		p = SD_CONV_FP32;

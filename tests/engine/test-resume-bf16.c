@@ -200,8 +200,8 @@ static void check_auto(void)
 	             "auto: the mlp (no convolution) trains in fp32 (%s)", t->precision_reason);
 	sd_trainer_destroy(t);
 	t = make("mlp", "bf16");
-	check_report(t->precision == SD_CONV_BF16 && strstr(t->precision_reason, "no convolution"),
-	             "bf16 asked for the mlp: its reason says it changes nothing (%s)",
+	check_report(t->precision == SD_CONV_FP32 && strstr(t->precision_reason, "no convolution"),
+	             "bf16 asked for the mlp: it trains in fp32, and its reason says why (%s)",
 	             t->precision_reason);
 	sd_trainer_destroy(t);
 	t = make("cnn", "fp32");
