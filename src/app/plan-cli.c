@@ -23,6 +23,7 @@
 #include "engine/model.h"
 #include "engine/onnx.h"
 #include "engine/tokens.h"
+#include "engine/train.h"
 #include "src/market/catalog.h"
 #include "src/proto/job.h"
 #include "src/app/plan-cli.h"
@@ -947,6 +948,16 @@ static int load_job(struct plan *p, struct cli *c, struct sd_job *job, char **wh
 	if (c->job_path) {
 		if (sd_job_load(job, c->job_path, why) < 0)
 			return -1;
+		/* What spotdeck itself checks before it starts a run (its data,
+		 * an ONNX model against the data): a job it would refuse is not
+		 * planned either. */
+		char *e = NULL;
+		if (sd_train_check_data(&job->train, &e) < 0 ||
+		    sd_train_check_model(&job->train, NULL, 0, NULL, &e) < 0) {
+			sd_why(why, "%s: %s", c->job_path, e);
+			free(e);
+			return -1;
+		}
 	} else {
 		snprintf(job->train.model, sizeof job->train.model, "resnet32");
 		snprintf(job->train.dataset, sizeof job->train.dataset, "cifar10");

@@ -166,3 +166,10 @@ assert bt["time_s"]["median"] < t0 - 30, (bt["time_s"]["median"], t0)
 print("ok: revocations a run %.2f -> %.2f at hazard 30; median %.0f s -> %.0f s at speed 2, %.0f s with boots x0.03"
       % (base["revocations_mean"], hz["revocations_mean"], t0, t2, bt["time_s"]["median"]))
 PY
+
+# A job spotdeck would refuse before it starts is not planned either: the
+# same one line, naming the job file.
+printf '{"model": "cnn", "dataset": "tokens", "data_dir": "%s", "block_size": 16}\n' "$T" >"$T/lm.json"
+expect_error "an image model with token data" \
+	"^spotdeck plan: $T/lm.json: model: cnn is an image model; dataset tokens needs a language model" \
+	$PLAN --job "$T/lm.json"
