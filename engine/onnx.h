@@ -102,7 +102,7 @@
  *   Flatten, Reshape to (N, -1) or to the same shape, Identity
  *                       -> nothing (the next node reads the same buffer).
  *
- * Language models (issue 36; examples/char-gpt, a nanoGPT-style GPT): a
+ * Language models (examples/char-gpt, a nanoGPT-style GPT): a
  * graph whose one input is int64 (N, T) token ids, T fixed, and whose
  * output is (N, T, vocabulary) logits lowers onto the engine's
  * language-model ops (model-graph.h enum sd_seq_op, engine/model-seq.c),

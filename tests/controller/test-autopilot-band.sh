@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/controller/test-autopilot-band.sh - the live autopilot's run against the
-# planner's band for the same policy (issue 38: "the run's final cost and
+# planner's band for the same policy ("the run's final cost and
 # time are within the planner's p10-p90 band for that policy").
 #
 # The live run: one K80 spot server on the sim market at hazard 30 (an hour

@@ -386,7 +386,7 @@ elif [ -f "$tmp/r18/model.onnx" ]; then
 	check "throughput: ONNX ResNet-18 batch $r18_tbatch against PyTorch (fp32)" 200 \
 		throughput "$tmp/r18/model.onnx" "$r18_tbatch" resnet18 onnx-resnet18
 fi
-# Language models (issue 36): GPTs of examples/char-gpt's model.py exported to
+# Language models: GPTs of examples/char-gpt's model.py exported to
 # ONNX here (tests/gpu/gpt_peer.py, this host's PyTorch).  (a) every op forward
 # and backward: one step on the GPU against the CPU executor, the loss and
 # every parameter's gradient, with the fused graph (attention, GELU nodes) and
