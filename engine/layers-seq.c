@@ -83,7 +83,6 @@ static int sd_seq_par(size_t work)
 	return work >= SD_LAYERS_OMP_MIN;
 }
 
-
 /* Combines eight lane sums in a fixed order. */
 SD_SEQ_BODY double sd_lanes8(const double acc[8], double tail)
 {
