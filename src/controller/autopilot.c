@@ -393,13 +393,42 @@ static void note_revocation(struct ctl_autopilot *ap, const struct sd_offer *o, 
 	ap->revs[i].refused = refused;
 }
 
+/* Another actor changed the cluster: the announced action was planned on
+ * the picture before, so it is dropped and decided again. */
+static void cancel_pending(struct sd_controller *c, const char *why)
+{
+	c->ap.epoch++;
+	if (!c->ap.pending)
+		return;
+	c->ap.pending = 0;
+	cJSON *ev = ap_event(c, "held");
+	cJSON_AddStringToObject(ev, "action", c->ap.pending_line);
+	cJSON_AddStringToObject(ev, "reason", why);
+	ctl_journal(c, SD_EV_AUTOPILOT, ev);
+}
+
+/* Whether the announced action names `server` (drop sN, swap sN OFFER). */
+static bool pending_names(const struct ctl_autopilot *ap, const char *server)
+{
+	if (!ap->pending || !server)
+		return false;
+	const char *arg = strchr(ap->pending_line, ' ');
+	if (!arg || (strncmp(ap->pending_line, "drop ", 5) && strncmp(ap->pending_line, "swap ", 5)))
+		return false;
+	arg++;
+	size_t n = strcspn(arg, " ");
+	return strlen(server) == n && !strncmp(arg, server, n);
+}
+
 void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJSON *fields)
 {
 	struct ctl_autopilot *ap = &c->ap;
+	const char *server = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fields, "server"));
 	const struct sd_catalog *cat = ap_catalog(c);
 	const char *offer = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fields, "offer"));
 	const struct sd_offer *o = cat && offer ? sd_catalog_find(cat, offer) : NULL;
 	bool capped = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fields, "capped"));
+	bool leaving = type == SD_EV_NOTICE || type == SD_EV_REVOKED;
 	double notice_s = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(fields, "notice_s"));
 	switch (type) {
 	case SD_EV_NOTICE:
@@ -420,7 +449,8 @@ void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJS
 		break;
 	case SD_EV_STATE: {
 		const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(fields, "state"));
-		if (st && (!strcmp(st, "training") || !strcmp(st, "released") || !strcmp(st, "failed")))
+		leaving = st && (!strcmp(st, "released") || !strcmp(st, "failed"));
+		if (st && (leaving || !strcmp(st, "training")))
 			ap->replan = 1;
 		break;
 	}
@@ -430,20 +460,14 @@ void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJS
 	default:
 		break;
 	}
-}
-
-/* Another actor changed the cluster: the announced action was planned on
- * the picture before, so it is dropped and decided again. */
-static void cancel_pending(struct sd_controller *c, const char *why)
-{
-	c->ap.epoch++;
-	if (!c->ap.pending)
-		return;
-	c->ap.pending = 0;
-	cJSON *ev = ap_event(c, "held");
-	cJSON_AddStringToObject(ev, "action", c->ap.pending_line);
-	cJSON_AddStringToObject(ev, "reason", why);
-	ctl_journal(c, SD_EV_AUTOPILOT, ev);
+	/* The server an announced drop or swap names is leaving (a notice,
+	 * a revocation, released or failed): the move would find it gone, so
+	 * it is withdrawn and decided again on the cluster left. */
+	if (leaving && pending_names(ap, server)) {
+		char why[96];
+		snprintf(why, sizeof why, "%s left before the announced action ran", server);
+		cancel_pending(c, why);
+	}
 }
 
 void ctl_ap_operator_added(struct sd_controller *c, const char *server)
