@@ -1371,51 +1371,21 @@ static int lower_constant(struct lower *L, const Onnx__NodeProto *nd)
  * bound keeps a hostile ConstantOfShape from allocating without end). */
 #define FOLD_MAX 4096
 
-/* An int64 output of dims[0..ndim), zero-filled; NULL after an error.  It
- * may move L->vals: take pointers to inputs after the call. */
-static struct val *int_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
-                                  const int64_t *dims)
+/* A zero-filled constant output of dims[0..ndim) and type dtype (float, or
+ * int64) of at most `max` elements, `what` naming it in errors ("a folded
+ * shape constant", "a constant"); NULL after an error.  May move L->vals. */
+static struct val *const_out(struct lower *L, const Onnx__NodeProto *nd, int ndim, const int64_t *dims,
+                             int dtype, int64_t max, const char *what)
 {
 	if (ndim < 0 || ndim > 8)
-		return fail(L, "a constant of %d dimensions, at most 8 supported", ndim), NULL;
+		return fail(L, "%s of %d dimensions, at most 8 supported", what, ndim), NULL;
 	int64_t count = 1;
 	for (int d = 0; d < ndim; d++) {
-		if (dims[d] < 0 || dims[d] > FOLD_MAX)
-			return fail(L, "a folded constant's dimension %d is %lld", d,
-			            (long long)dims[d]), NULL;
+		if (dims[d] < 0 || dims[d] > max)
+			return fail(L, "%s's dimension %d is %lld", what, d, (long long)dims[d]), NULL;
 		count *= dims[d];
-		if (count > FOLD_MAX)
-			return fail(L, "a folded shape constant of more than %d values", FOLD_MAX), NULL;
-	}
-	struct val *Y = output(L, nd, 1);
-	if (!Y)
-		return NULL;
-	Y->kind = V_CONST;
-	Y->dtype = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
-	Y->count = (size_t)count;
-	Y->ndim = ndim;
-	for (int d = 0; d < ndim; d++)
-		Y->dims[d] = dims[d];
-	Y->i = sd_calloc(count ? (size_t)count : 1, sizeof(int64_t));
-	return Y;
-}
-
-/* A float (or, int64, an int64 0/1) constant output of dims[0..ndim), of at
- * most SD_ONNX_MAX_ELEMS elements (a slice of an initializer, a mask),
- * zero-filled; NULL after an error.  May move L->vals. */
-static struct val *big_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
-                                  const int64_t *dims, int dtype)
-{
-	if (ndim < 0 || ndim > 8)
-		return fail(L, "a constant of %d dimensions, at most 8 supported", ndim), NULL;
-	int64_t count = 1;
-	for (int d = 0; d < ndim; d++) {
-		if (dims[d] < 0 || dims[d] > SD_ONNX_MAX_ELEMS)
-			return fail(L, "a constant's dimension %d is %lld", d, (long long)dims[d]), NULL;
-		count *= dims[d];
-		if (SD_ONNX_MAX_ELEMS < count)
-			return fail(L, "a constant of more than %lld values",
-			            (long long)SD_ONNX_MAX_ELEMS), NULL;
+		if (count > max)
+			return fail(L, "%s of more than %lld values", what, (long long)max), NULL;
 	}
 	struct val *Y = output(L, nd, 1);
 	if (!Y)
@@ -1431,6 +1401,23 @@ static struct val *big_tensor_out(struct lower *L, const Onnx__NodeProto *nd, in
 	else
 		Y->i = sd_calloc(count ? (size_t)count : 1, sizeof(int64_t));
 	return Y;
+}
+
+/* An int64 output of dims[0..ndim), zero-filled; NULL after an error.  It
+ * may move L->vals: take pointers to inputs after the call. */
+static struct val *int_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
+                                  const int64_t *dims)
+{
+	return const_out(L, nd, ndim, dims, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, FOLD_MAX,
+	                 "a folded shape constant");
+}
+
+/* A float (or, int64, an int64 0/1) constant output of at most
+ * SD_ONNX_MAX_ELEMS elements (a slice of an initializer, a mask). */
+static struct val *big_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
+                                  const int64_t *dims, int dtype)
+{
+	return const_out(L, nd, ndim, dims, dtype, SD_ONNX_MAX_ELEMS, "a constant");
 }
 
 static struct val *float_tensor_out(struct lower *L, const Onnx__NodeProto *nd, int ndim,
