@@ -142,7 +142,8 @@ static void emit_step(const struct sd_trainer *t, double loss, double acc)
 	cJSON_AddNumberToObject(ev, "step", (double)t->step);
 	cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
 	cJSON_AddNumberToObject(ev, "loss", loss);
-	cJSON_AddNumberToObject(ev, "train_accuracy", acc);
+	if (!t->lm)   /* a language model predicts tokens: no accuracy */
+		cJSON_AddNumberToObject(ev, "train_accuracy", acc);
 	cJSON_AddNumberToObject(ev, "lr", sd_lr_at(&t->lr, t->step - 1));
 	/* With clipping on: the gradients' norm before it, to choose the clip by. */
 	if (t->opt.clip_grad_norm > 0)

@@ -97,6 +97,14 @@ if resumed < last or rec["step"] != resumed + 1 or rec["steps_lost"] > 1:
 # 2-core machine running the ASan build is no place to time it).
 if rec["recovery_s"] > 0.5 * SCALE:
     fail("recovery took %.3f s (at most %.1f s)" % (rec["recovery_s"], 0.5 * SCALE))
+# A language model's step events speak tokens: tokens_per_sec (the global
+# batch's windows of BLOCK tokens over the step time), no accuracy, no
+# images_per_sec.
+for e in r.events:
+    if e.get("type") == "step" and ("train_accuracy" in e or "images_per_sec" in e or
+                                    not e.get("tokens_per_sec", 0) > 0):
+        fail("a language model's step event with an accuracy or images_per_sec, or no tokens_per_sec: %s"
+             % json.dumps(e))
 ok("GPT: %s killed after step %d; generation %d of 2 trained step %d, recovery %.3f s, %d step(s) lost"
    % (victim, last, gen2["generation"], rec["step"], rec["recovery_s"], rec["steps_lost"]))
 
