@@ -108,6 +108,19 @@ if y.shape != (3, 64, 256) or not np.isfinite(y).all():
 print("ok: export checked and run in onnxruntime")
 PY
 
+# spotdeck plan of the example's job: the catalog's GPU speeds scaled by
+# FLOPs are not what the trainer gives a language model (it keeps one on
+# the CPU executor): the plan says so, on screen and in --json.
+"$top_builddir/spotdeck" plan --runs 4 --job "$T/g/job.json" >"$T/plan.out" 2>&1 ||
+	{ cat "$T/plan.out" >&2; fail "spotdeck plan of the example's job"; }
+sed -n 2p "$T/plan.out" | grep -q "^note: a language model trains on the servers' CPUs for now" ||
+	{ head -3 "$T/plan.out" >&2; fail "spotdeck plan of a language model does not say it trains on CPUs"; }
+"$top_builddir/spotdeck" plan --runs 4 --json --job "$T/g/job.json" >"$T/plan.json" 2>&1 ||
+	{ cat "$T/plan.json" >&2; fail "spotdeck plan --json of the example's job"; }
+$PY -c 'import json, sys; j = json.load(open(sys.argv[1])); sys.exit(not (j["tokens_per_sample"] == 64 and "CPUs" in j["note"]))' \
+	"$T/plan.json" || fail "spotdeck plan --json of a language model: no tokens_per_sample 64 and CPU note"
+ok "spotdeck plan says the language model trains on CPUs: $(sed -n 2p "$T/plan.out")"
+
 # The reference: two steps, 8 evaluation windows; an untrained model's
 # validation loss is about ln 256 = 5.545 nats.
 "$top_srcdir/tests/bench/gpt-torch" --data "$T/d" --job "$T/g/job.json" --steps 2 --eval-every 1 \
