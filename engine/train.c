@@ -401,6 +401,8 @@ static int create_onnx(struct sd_trainer *t, const struct sd_train_config *cfg, 
 		in = bytes;
 	}
 	int rc = sd_onnx_check(in, len, path, &info, why);
+	if (rc == 0)
+		sd_onnx_eval_export_warning(&info, path, t->model_warning, sizeof t->model_warning);
 	if (rc == 0 && !t->lm)
 		rc = onnx_fits(&info, path, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
 		               t->train.classes, why);

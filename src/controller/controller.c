@@ -507,6 +507,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	cJSON_AddStringToObject(ev, "advertise", c->advertise);
 	cJSON_AddStringToObject(ev, "controller_link", c->advertised ? "direct" : "ssh");
 	cJSON_AddBoolToObject(ev, "resume", opts->resume);
+	if (opts->model_warning && *opts->model_warning)
+		cJSON_AddStringToObject(ev, "model_warning", opts->model_warning);
 	/* What a sample is, for the cockpits' units: a language model's
 	 * windows of block_size tokens (tokens/s, val loss), else images. */
 	if (!strcmp(c->job.train.dataset, "tokens")) {

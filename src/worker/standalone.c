@@ -272,6 +272,10 @@ int sd_standalone_run(const struct sd_standalone_opts *o)
 		return rc;
 	}
 	emit_backend(t);
+	/* An eval-mode export trains, but not as its author meant: one line,
+	 * on stderr with the errors, before the first step. */
+	if (t->model_warning[0])
+		fprintf(stderr, "spotdeck-worker: warning: %s\n", t->model_warning);
 	int rc = prepare_state(o, t);
 	if (rc) {
 		sd_trainer_destroy(t);
