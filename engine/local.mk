@@ -7,7 +7,7 @@ engine_libsdengine_a_SOURCES = \
 	engine/layers.c engine/layers.h engine/layers-blocked.c engine/layers-general.c \
 	engine/layers-seq.c engine/layers-seq.h \
 	engine/data.c engine/data.h engine/npy.c engine/npy.h engine/tokens.c engine/tokens.h \
-	engine/checkpoint.c engine/checkpoint.h \
+	engine/checkpoint.c engine/checkpoint.h engine/checkpoint-data.c engine/checkpoint-data.h \
 	engine/model.c engine/model.h engine/model-graph.h engine/model-seq.c \
 	engine/optim.c engine/optim.h \
 	engine/train.c engine/train.h \

@@ -3775,9 +3775,55 @@ static void keep_bindings(const struct lower *L, struct sd_onnx_binding **bind, 
 	}
 }
 
+/* The signs of an eval-mode export in graph g (struct sd_onnx_info). */
+static void eval_export_signs(const Onnx__GraphProto *g, struct sd_onnx_info *info)
+{
+	for (size_t i = 0; i < g->n_node; i++) {
+		const Onnx__NodeProto *nd = g->node[i];
+		if (!nd->op_type)
+			continue;
+		if (!strcmp(nd->op_type, "BatchNormalization")) {
+			size_t outs = 0;
+			for (size_t k = 0; k < nd->n_output; k++)
+				outs += nd->output[k] && *nd->output[k];
+			info->bn_inference += outs <= 1;
+		} else if (!strcmp(nd->op_type, "Identity") && nd->n_input >= 1 && nd->input[0]) {
+			for (size_t k = 0; k < g->n_initializer; k++)
+				if (g->initializer[k]->name && !strcmp(g->initializer[k]->name, nd->input[0])) {
+					info->init_aliases++;
+					break;
+				}
+		}
+	}
+}
+
+int sd_onnx_eval_export_warning(const struct sd_onnx_info *info, const char *file, char *buf,
+                                size_t len)
+{
+	buf[0] = 0;
+	if (!info->bn_inference && !info->init_aliases)
+		return 0;
+	char signs[160];
+	if (info->bn_inference && info->init_aliases)
+		snprintf(signs, sizeof signs, "%d BatchNormalization node%s in inference form, %d "
+		         "initializer%s merged into Identity aliases", info->bn_inference,
+		         info->bn_inference == 1 ? "" : "s", info->init_aliases,
+		         info->init_aliases == 1 ? "" : "s");
+	else if (info->bn_inference)
+		snprintf(signs, sizeof signs, "%d BatchNormalization node%s in inference form",
+		         info->bn_inference, info->bn_inference == 1 ? "" : "s");
+	else
+		snprintf(signs, sizeof signs, "%d initializer%s merged into Identity aliases",
+		         info->init_aliases, info->init_aliases == 1 ? "" : "s");
+	snprintf(buf, len, "%s: looks exported in eval mode (%s): such an export has no Dropout "
+	         "and merges equal initializers, which then train as one; for training, export with "
+	         "training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False", file, signs);
+	return 1;
+}
+
 static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const char *file,
                  int max_batch, int *op_count, int *nodes, struct sd_onnx_binding **bind,
-                 int *nbind, char **why)
+                 int *nbind, struct sd_onnx_info *signs, char **why)
 {
 	*out = NULL;
 	if (!file)
@@ -3811,6 +3857,8 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 			memcpy(op_count, L.op_count, sizeof L.op_count);
 		if (nodes)
 			*nodes = (int)mp->graph->n_node;
+		if (signs)
+			eval_export_signs(mp->graph, signs);
 		if (bind)
 			keep_bindings(&L, bind, nbind);
 	} else {
@@ -3824,7 +3872,7 @@ static int build(struct sd_model **out, const uint8_t *bytes, size_t len, const 
 int sd_model_create_onnx(struct sd_model **out, const uint8_t *bytes, size_t len,
                          const char *file, int max_batch, char **why)
 {
-	return build(out, bytes, len, file, max_batch, NULL, NULL, NULL, NULL, why);
+	return build(out, bytes, len, file, max_batch, NULL, NULL, NULL, NULL, NULL, why);
 }
 
 int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
@@ -3832,7 +3880,7 @@ int sd_onnx_check(const uint8_t *bytes, size_t len, const char *file,
 {
 	struct sd_model *m;
 	memset(info, 0, sizeof *info);
-	if (build(&m, bytes, len, file, 1, info->op_count, &info->nodes, NULL, NULL, why) < 0)
+	if (build(&m, bytes, len, file, 1, info->op_count, &info->nodes, NULL, NULL, info, why) < 0)
 		return -1;
 	info->c = m->c;
 	info->h = m->h;
@@ -3851,7 +3899,7 @@ int sd_onnx_bindings(struct sd_model **out, const uint8_t *bytes, size_t len, co
 {
 	*bind = NULL;
 	*nbind = 0;
-	return build(out, bytes, len, file, 1, NULL, NULL, bind, nbind, why);
+	return build(out, bytes, len, file, 1, NULL, NULL, bind, nbind, NULL, why);
 }
 
 void sd_onnx_bindings_free(struct sd_onnx_binding *bind, int nbind)

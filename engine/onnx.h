@@ -201,7 +201,23 @@ struct sd_onnx_info {
 	int nodes;              /* ONNX nodes in the graph */
 	int engine_nodes;       /* engine nodes they lowered to */
 	int op_count[SD_ONNX_OPS_MAX];   /* per entry of sd_onnx_ops, same order */
+	/* Signs of a torch.onnx.export in eval mode (its default,
+	 * TrainingMode.EVAL): BatchNormalization nodes in inference form (one
+	 * output; a training-mode export has training_mode=1 and the running
+	 * statistics as outputs 2 and 3), and Identity nodes reading an
+	 * initializer (eval mode merges equal initializers, e.g. every
+	 * LayerNorm's ones, into one plus Identity aliases, which then train
+	 * as one tied parameter).  Its Dropout nodes are gone too, which no
+	 * count can show. */
+	int bn_inference;
+	int init_aliases;
 };
+
+/* One line (no newline) into buf saying that the file looks exported in
+ * eval mode and what that changes, when info has a sign of it (above).
+ * Returns 1 with the line written, 0 (buf empty) when it has none. */
+int sd_onnx_eval_export_warning(const struct sd_onnx_info *info, const char *file, char *buf,
+                                size_t len);
 
 /* Decodes and checks the model in bytes[0..len) (file: its name, for the
  * errors only) and fills *info, without keeping anything. */

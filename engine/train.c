@@ -401,6 +401,8 @@ static int create_onnx(struct sd_trainer *t, const struct sd_train_config *cfg, 
 		in = bytes;
 	}
 	int rc = sd_onnx_check(in, len, path, &info, why);
+	if (rc == 0)
+		sd_onnx_eval_export_warning(&info, path, t->model_warning, sizeof t->model_warning);
 	if (rc == 0 && !t->lm)
 		rc = onnx_fits(&info, path, t->cfg.dataset, t->train.c, t->train.h, t->train.w,
 		               t->train.classes, why);
@@ -666,6 +668,8 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		return -1;
 	struct sd_trainer *t = sd_calloc(1, sizeof *t);
 	t->cfg = *cfg;
+	t->data_id = sd_calloc(1, sizeof *t->data_id);
+	t->data_id->n = -1;   /* hashed when a checkpoint needs it */
 	t->opt = (struct sd_optim_settings){
 		.kind = optim, .momentum = cfg->momentum, .weight_decay = cfg->weight_decay,
 		.beta1 = cfg->betas[0], .beta2 = cfg->betas[1], .eps = cfg->eps,
@@ -749,6 +753,7 @@ void sd_trainer_destroy(struct sd_trainer *t)
 	sd_dataset_free(&t->test);
 	sd_tokens_close(&t->tok_train);
 	sd_tokens_close(&t->tok_val);
+	free(t->data_id);
 	free(t->tok_x);
 	free(t->tok_y);
 	free(t->last_starts);
@@ -1136,12 +1141,27 @@ static char *tensor_table(const struct sd_model *m)
 	return s;
 }
 
+/* The identity of the run's data files into t->data_id, hashed once, on
+ * the first checkpoint saved or loaded: a worker that never checkpoints
+ * never reads its data twice.  The pointer's target is a cache, so a
+ * const trainer may fill it. */
+static int trainer_data_id(const struct sd_trainer *t, char **why)
+{
+	if (t->data_id->n >= 0)
+		return 0;
+	if (sd_ckpt_data_id(t->cfg.dataset, t->cfg.data_dir, t->data_id, why) < 0) {
+		t->data_id->n = -1;
+		return -1;
+	}
+	return 0;
+}
+
 int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 {
 	/* One file format whatever the backend: the device's state comes back
 	 * to the host blocks and is written by the code below, so a checkpoint
 	 * written on a GPU resumes on a CPU and back. */
-	if (sd_trainer_sync_host(t, why) < 0)
+	if (sd_trainer_sync_host(t, why) < 0 || trainer_data_id(t, why) < 0)
 		return -1;
 	cJSON *meta = cJSON_CreateObject();
 	cJSON_AddStringToObject(meta, "format", CKPT_FORMAT);
@@ -1150,6 +1170,8 @@ int sd_trainer_save(const struct sd_trainer *t, const char *path, char **why)
 	/* A key readers before it ignore, so the format stays the same. */
 	if (t->model_sha256[0])
 		cJSON_AddStringToObject(meta, "model_sha256", t->model_sha256);
+	if (t->data_id->n > 0)
+		cJSON_AddItemToObject(meta, "data", sd_ckpt_data_id_json(t->data_id));
 	cJSON_AddNumberToObject(meta, "param_count", (double)sd_model_param_count(t->model));
 	cJSON_AddNumberToObject(meta, "buffer_count", (double)sd_model_buffer_count(t->model));
 	cJSON_AddNumberToObject(meta, "global_batch", t->cfg.global_batch);
@@ -1256,8 +1278,8 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(meta, "model_sha256");
 	const char *was = cJSON_IsString(sha) ? sha->valuestring : "";
 	if (strcmp(was, t->model_sha256)) {
-		sd_why(why, "%s: checkpoint is of model file %s with SHA-256 %s, which now has %s",
-		       path, t->cfg.model, *was ? was : "(none)",
+		sd_why(why, "%s: checkpoint is of model file %s (SHA-256 %.12s), this run's %s has "
+		       "SHA-256 %.12s", path, model->valuestring, *was ? was : "(none)", t->cfg.model,
 		       t->model_sha256[0] ? t->model_sha256 : "(none)");
 		goto out;
 	}
@@ -1266,6 +1288,11 @@ int sd_trainer_load(struct sd_trainer *t, const char *path, char **why)
 		       path, dataset->valuestring, t->cfg.dataset);
 		goto out;
 	}
+	/* The same data files: token or .npy files written again under the
+	 * same names are other data (engine/checkpoint-data.h). */
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(meta, "data");
+	if (data && (trainer_data_id(t, why) < 0 || sd_ckpt_data_id_check(data, t->data_id, path, why) < 0))
+		goto out;
 	if (gb->valueint != t->cfg.global_batch) {
 		sd_why(why, "%s: checkpoint has global batch %d, this run %d (the data cursor "
 		       "would not match)", path, gb->valueint, t->cfg.global_batch);

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "engine/backend.h"
+#include "engine/checkpoint-data.h"
 #include "engine/data.h"
 #include "engine/layers.h"
 #include "engine/model.h"
@@ -199,6 +200,14 @@ struct sd_trainer {
 	char model_sha256[65];    /* an ONNX model: the file's SHA-256 in hex,
 	                           * recorded in checkpoints ("model_sha256" in
 	                           * their meta) and checked on resume; else "" */
+	char model_warning[512];  /* an ONNX model that looks exported in eval
+	                           * mode: one line saying so
+	                           * (sd_onnx_eval_export_warning); else "" */
+	struct sd_ckpt_data_id *data_id;   /* the data files' sizes and SHA-256s
+	                           * (engine/checkpoint-data.h), owned; hashed
+	                           * on the first save or load (n < 0 until
+	                           * then), recorded in checkpoints ("data" in
+	                           * their meta) and checked on resume */
 	int dev_data;             /* the training set is on the device: steps
 	                           * send sample indices, not images */
 	/* The training samples of the last sd_trainer_local_grad call: indices

@@ -30,7 +30,11 @@ def save_npy(out, x_train, y_train, x_test, y_test):
 
 
 def write_job(out, **job):
-    """The job file; its model path is relative to the job file's folder."""
+    """The job file; its model path and data_dir are relative to the job
+    file's folder (spotdeck-job(5)), so the folder can be moved with its
+    data."""
+    if job.get("data_dir"):
+        job["data_dir"] = os.path.relpath(os.path.abspath(job["data_dir"]), os.path.abspath(out))
     path = os.path.join(out, "job.json")
     with open(path, "w") as f:
         json.dump(job, f, indent=2)

@@ -4,7 +4,8 @@
  * P(revoked) (the calibrated market's model) a '~'; the speeds are a
  * catalog's (ResNet-32, the seeds' workload), as the frame says, or that
  * speed scaled to the job's model by its training FLOPs ('~' before them),
- * or unknown (ssh hosts). */
+ * or unknown (ssh hosts).  A language model's are its GPUs' estimate, and
+ * the frame says it trains on the servers' CPUs for now. */
 #include "config.h"
 
 #include <math.h>
@@ -35,8 +36,12 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	for (int i = 0; i < n; i++)
 		quoted |= isfinite(v->offers[i].images_per_sec);
 	const char *foot = !quoted ? (est ? "* estimated price" : NULL)
+	                   /* A language model trains on the servers' CPUs
+	                    * for now (engine/train.c): the GPU speeds are
+	                    * not what it gets. */
 	                   : v->unit_tokens
-	                     ? (est ? "~ tok/s est. from FLOPs, * estimated price" : "~ tok/s estimated from FLOPs")
+	                     ? (est ? "~ GPU tok/s, LM trains on CPUs; * est. price"
+	                            : "~ GPU tok/s from FLOPs; LM trains on CPUs for now")
 	                   : (marks & SD_OFFERS_SPEED_ESTIMATED)
 	                     ? (est ? "~ img/s est. from FLOPs, * estimated price" : "~ img/s estimated from FLOPs")
 	                   : est ? "ResNet-32 img/s, * estimated price" : "ResNet-32 img/s";
@@ -44,7 +49,8 @@ static void market_draw(struct sd_pane *p, const struct sd_view *v, const struct
 	if (marks & SD_OFFERS_MODELLED)
 		foot = est ? "~ P(rev) model estimate, * estimated price" : "~ P(rev) model estimate";
 	if (foot && (int)strlen(foot) + (int)strlen(title) + 10 > p->w)
-		foot = marks & SD_OFFERS_MODELLED ? "~ model P(rev)" : est ? "* estimated price" : NULL;
+		foot = marks & SD_OFFERS_MODELLED ? "~ model P(rev)"
+		       : v->unit_tokens && quoted ? "LM trains on CPUs" : est ? "* estimated price" : NULL;
 	sd_pane_frame(p, d, title, foot);
 }
 

@@ -65,7 +65,9 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     model = GPT(GPTConfig())
     export(model, os.path.join(a.out, "model.onnx"), a.opset, not a.eval, a.fold)
-    data_dir = os.path.abspath(a.data_dir or os.path.join(a.out, "data"))
+    # Written relative to the job file's folder (write_job), as spotdeck
+    # reads it: the folder with its data can be moved.
+    data_dir = a.data_dir or os.path.join(a.out, "data")
     settings = dict(TRAIN, epochs=a.epochs)
     job = write_job(a.out, model="model.onnx", dataset="tokens", data_dir=data_dir,
                     block_size=model.config.block_size, **settings, workers=2, seed=a.seed)

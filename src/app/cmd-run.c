@@ -324,10 +324,11 @@ static int absolute_path_settings(const struct sd_provider_ops *ops, cJSON *sett
  * resumed run's own job.json, then the command line's overrides.  jp gets
  * the job's name for messages.  Returns 0, or 1 after a one-line error. */
 static int load_job(const struct options *o, struct sd_job *job, char *jp, size_t jplen,
-                    uint8_t **model, size_t *model_len)
+                    uint8_t **model, size_t *model_len, char *warning, size_t wlen)
 {
 	*model = NULL;
 	*model_len = 0;
+	warning[0] = 0;
 	char *why = NULL;
 	if (o->headless && !o->demo)
 		sd_job_defaults(job);
@@ -423,14 +424,19 @@ static int load_job(const struct options *o, struct sd_job *job, char *jp, size_
 	 * the controller keeps these bytes and sends them to every worker
 	 * (the path is this host's). */
 	if (sd_onnx_is_path(job->train.model)) {
+		struct sd_onnx_info info;
 		if (sd_onnx_read_file(job->train.model, model, model_len, &why) < 0 ||
-		    sd_train_check_model(&job->train, *model, *model_len, NULL, &why) < 0) {
+		    sd_train_check_model(&job->train, *model, *model_len, &info, &why) < 0) {
 			fprintf(stderr, "spotdeck: %s: %s\n", jp, why);
 			free(why);
 			free(*model);
 			*model = NULL;
 			return 1;
 		}
+		/* An eval-mode export trains, but not as its author meant: said
+		 * here and in the journal's run_start (model_warning). */
+		if (sd_onnx_eval_export_warning(&info, job->train.model, warning, wlen))
+			fprintf(stderr, "spotdeck: warning: %s\n", warning);
 	}
 	return 0;
 }
@@ -586,6 +592,7 @@ struct start {
 	char jp[PATH_MAX + 16];  /* the job's name for messages */
 	uint8_t *model;          /* an ONNX job's model bytes (the controller takes them) */
 	size_t model_len;
+	char model_warning[512]; /* sd_onnx_eval_export_warning's line, or "" */
 	char catalog_path[PATH_MAX + 64];
 	char rd[64];             /* a default run directory's name */
 	const char *run_dir;
@@ -605,7 +612,8 @@ static int prepare(struct start *st)
 		free(why);
 		return 1;
 	}
-	if (load_job(o, &st->job, st->jp, sizeof st->jp, &st->model, &st->model_len))
+	if (load_job(o, &st->job, st->jp, sizeof st->jp, &st->model, &st->model_len, st->model_warning,
+	             sizeof st->model_warning))
 		return 1;
 	if (st->job.catalog[0])
 		snprintf(st->catalog_path, sizeof st->catalog_path, "%s", st->job.catalog);
@@ -736,6 +744,7 @@ static int run_controller(struct start *st)
 		.interactive = !o->headless && !o->detach,
 		.model_bytes = st->model,
 		.model_len = st->model_len,
+		.model_warning = st->model_warning,
 		.on_exit = on_exit_cb,
 		.app_commands = app_commands,
 		.ctx = &a,

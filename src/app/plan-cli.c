@@ -30,6 +30,14 @@
 #include "src/market/planner.h"
 #include "src/market/autopilot.h"
 
+/* What a language model's plan says of its speeds: the catalog's GPU
+ * speeds scaled by FLOPs are not what the trainer gives it today, since
+ * engine/train.c keeps a language model on the CPU executor (the CUDA
+ * backend has no language-model path). */
+#define SD_PLAN_LM_CPU_NOTE \
+	"a language model trains on the servers' CPUs for now (no CUDA language-model path " \
+	"yet): the speeds, times and costs below are GPU estimates from FLOPs"
+
 #define MAX_ROWS 512
 #define MAX_LIST 32
 
@@ -479,11 +487,15 @@ static void print_table(const struct plan *p, const struct cli *c, const char *c
 		         j->batch_per_worker);
 	else
 		snprintf(what, sizeof what, "ResNet-32 on CIFAR-10, 64,000 steps of 128: the seeds' job");
-	if (p->tokens_per_sample > 0)   /* a language model's samples are windows of tokens */
+	if (p->tokens_per_sample > 0) {   /* a language model's samples are windows of tokens */
 		printf("spotdeck plan: %.4g M tokens in windows of %d (%s), %d runs per row, seed %llu\n",
 		       j->images * p->tokens_per_sample / 1e6, p->tokens_per_sample, what, p->opt.runs,
 		       (unsigned long long)p->opt.seed);
-	else
+		/* The speeds are the catalog's GPU ones scaled by FLOPs, but the
+		 * trainer keeps a language model on the CPU executor
+		 * (engine/train.c choose_backend): say what the figures are. */
+		printf("note: %s\n", SD_PLAN_LM_CPU_NOTE);
+	} else
 		printf("spotdeck plan: %.4g M images (%s), %d runs per row, seed %llu\n", j->images / 1e6,
 		       what, p->opt.runs, (unsigned long long)p->opt.seed);
 	char ps[32] = "";
@@ -576,6 +588,10 @@ static void print_json(const struct plan *p, const struct cli *c, const char *ca
 	cJSON_AddStringToObject(root, "job", c->job_path ? c->job_path : "");
 	cJSON_AddItemToObject(root, "images", num(p->job.images));
 	cJSON_AddItemToObject(root, "speed_factor", num(p->job.speed_factor));
+	if (p->tokens_per_sample > 0) {
+		cJSON_AddNumberToObject(root, "tokens_per_sample", p->tokens_per_sample);
+		cJSON_AddStringToObject(root, "note", SD_PLAN_LM_CPU_NOTE);
+	}
 	cJSON_AddNumberToObject(root, "runs", p->opt.runs);
 	cJSON_AddNumberToObject(root, "seed", (double)p->opt.seed);
 	cJSON_AddItemToObject(root, "deadline_s", p->opt.deadline_seconds > 0 ? num(p->opt.deadline_seconds)

@@ -246,7 +246,12 @@ typedef void (*event_fn)(struct sd_view_model *vm, const cJSON *ev, double t);
 static void on_step(struct sd_view_model *vm, const cJSON *ev, double t)
 {
 	struct sd_view *v = &vm->v;
-	sd_view_series_push(&v->throughput, t, (float)(num(ev, "images_per_sec", 0) * vm->per_sample));
+	/* A language model's steps carry tokens_per_sec alone; journals
+	 * written before that carry images_per_sec (windows) for it too. */
+	double rate = num(ev, "tokens_per_sec", -1);
+	if (rate < 0)
+		rate = num(ev, "images_per_sec", 0) * vm->per_sample;
+	sd_view_series_push(&v->throughput, t, (float)rate);
 	sd_view_series_push(&v->loss_hist, t, (float)num(ev, "loss", 0));
 	if (num(ev, "recovery_s", -1) < 0)
 		return;

@@ -4,6 +4,8 @@
 
 #include "src/controller/internal.h"
 
+#include "engine/checkpoint-data.h"
+
 static void on_grace(uv_timer_t *t)
 {
 	struct sd_controller *c = t->data;
@@ -406,12 +408,14 @@ static int load_model(struct sd_controller *c, char **why)
 }
 
 /* A resume trains on from the latest checkpoint, which records its ONNX
- * model file's SHA-256: a file exported again under the same path is
- * another model, refused here, before any server is rented (every worker
- * would refuse the checkpoint anyway, one by one). */
-static int check_resume_model(struct sd_controller *c, char **why)
+ * model file's SHA-256 and its data files' sizes and SHA-256s
+ * (engine/checkpoint-data.h): a file exported again under the same path is
+ * another model, token or .npy files written again are other data; both
+ * are refused here, before any server is rented (every worker would refuse
+ * the checkpoint anyway, one by one). */
+static int check_resume_inputs(struct sd_controller *c, char **why)
 {
-	if (!c->model_data || !c->latest_ckpt[0])
+	if (!c->latest_ckpt[0])
 		return 0;
 	struct sd_ckpt ck;
 	char *err = NULL;
@@ -422,11 +426,25 @@ static int check_resume_model(struct sd_controller *c, char **why)
 	const struct sd_ckpt_section *sm = sd_ckpt_find(&ck, "meta");
 	cJSON *meta = sm ? cJSON_ParseWithLength(sm->data, (size_t)sm->bytes) : NULL;
 	const cJSON *sha = cJSON_GetObjectItemCaseSensitive(meta, "model_sha256");
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(meta, "model");
+	const cJSON *dataset = cJSON_GetObjectItemCaseSensitive(meta, "dataset");
+	const cJSON *data = cJSON_GetObjectItemCaseSensitive(meta, "data");
 	const char *was = cJSON_IsString(sha) ? sha->valuestring : "";
 	int rc = 0;
-	if (strcmp(was, c->model_sha256))
-		rc = sd_why(why, "%s: checkpoint is of model file %s with SHA-256 %s, which now has %s",
-		            c->latest_ckpt, c->job.train.model, *was ? was : "(none)", c->model_sha256);
+	if (c->model_data && strcmp(was, c->model_sha256))
+		rc = sd_why(why, "%s: checkpoint is of model file %s (SHA-256 %.12s), this run's %s has "
+		            "SHA-256 %.12s", c->latest_ckpt,
+		            cJSON_IsString(model) ? model->valuestring : "(unknown)", *was ? was : "(none)",
+		            c->job.train.model, c->model_sha256);
+	/* Another dataset altogether is the workers' to refuse (the trainer
+	 * names both); the same one is checked file by file. */
+	if (rc == 0 && cJSON_IsArray(data) && cJSON_IsString(dataset) &&
+	    !strcmp(dataset->valuestring, c->job.train.dataset)) {
+		struct sd_ckpt_data_id now;
+		rc = sd_ckpt_data_id(c->job.train.dataset, c->job.train.data_dir, &now, why);
+		if (rc == 0)
+			rc = sd_ckpt_data_id_check(data, &now, c->latest_ckpt, why);
+	}
 	cJSON_Delete(meta);
 	sd_ckpt_free(&ck);
 	return rc;
@@ -480,7 +498,7 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 		goto fail;
 	if (opts->resume)
 		ctl_find_latest_checkpoint(c);
-	if (opts->resume && check_resume_model(c, why) < 0)
+	if (opts->resume && check_resume_inputs(c, why) < 0)
 		goto fail;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "run_dir", c->run_dir);
@@ -489,6 +507,8 @@ int sd_controller_create(struct sd_controller **out, uv_loop_t *loop, const stru
 	cJSON_AddStringToObject(ev, "advertise", c->advertise);
 	cJSON_AddStringToObject(ev, "controller_link", c->advertised ? "direct" : "ssh");
 	cJSON_AddBoolToObject(ev, "resume", opts->resume);
+	if (opts->model_warning && *opts->model_warning)
+		cJSON_AddStringToObject(ev, "model_warning", opts->model_warning);
 	/* What a sample is, for the cockpits' units: a language model's
 	 * windows of block_size tokens (tokens/s, val loss), else images. */
 	if (!strcmp(c->job.train.dataset, "tokens")) {

@@ -96,6 +96,11 @@ struct sd_controller_opts {
 	 * controller reads the job's path itself. */
 	unsigned char *model_bytes;
 	size_t model_len;
+	/* One line about the model the run should carry (the caller's
+	 * sd_onnx_eval_export_warning: an eval-mode export), journaled in
+	 * run_start as model_warning; NULL or "": none.  Read only by
+	 * sd_controller_create. */
+	const char *model_warning;
 	/* Called once the run is over (done, quit, or fatal); status is the exit
 	 * status the program should end with. */
 	void (*on_exit)(struct sd_controller *c, int status, void *ctx);

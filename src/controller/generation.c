@@ -420,12 +420,18 @@ static void journal_step(struct sd_controller *c, const cJSON *m, int current)
 		cJSON_AddNumberToObject(ev, "generation", (double)gen);
 		cJSON_AddNumberToObject(ev, "world_size", world);
 		cJSON_AddNumberToObject(ev, "loss", loss);
-		cJSON_AddNumberToObject(ev, "train_accuracy", sd_msg_num(m, "correct", 0) / B);
-		cJSON_AddNumberToObject(ev, "images_per_sec", c->step_ms_ema > 0 ? B / (c->step_ms_ema / 1000) : 0);
-		/* A language model's samples are windows of block_size tokens. */
-		if (!strcmp(c->job.train.dataset, "tokens"))
+		/* A language model's samples are windows of block_size tokens
+		 * and it predicts tokens, not classes: its speed is in tokens
+		 * and it has no accuracy (images_per_sec and train_accuracy
+		 * would be windows per second and a constant 0). */
+		if (!strcmp(c->job.train.dataset, "tokens")) {
 			cJSON_AddNumberToObject(ev, "tokens_per_sec", c->step_ms_ema > 0
 			                        ? B * c->job.train.block_size / (c->step_ms_ema / 1000) : 0);
+		} else {
+			cJSON_AddNumberToObject(ev, "train_accuracy", sd_msg_num(m, "correct", 0) / B);
+			cJSON_AddNumberToObject(ev, "images_per_sec",
+			                        c->step_ms_ema > 0 ? B / (c->step_ms_ema / 1000) : 0);
+		}
 		cJSON_AddNumberToObject(ev, "compute_ms", sd_msg_num(m, "compute_ms", 0));
 		cJSON_AddNumberToObject(ev, "comm_ms", sd_msg_num(m, "comm_ms", 0));
 		cJSON_AddNumberToObject(ev, "lr", sd_msg_num(m, "lr", 0));

@@ -901,15 +901,17 @@ int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *fil
 	return rc;
 }
 
-/* A relative ONNX model path in the job file at path is relative to the
- * file's directory: made absolute here, where the file is known, so that
- * the job the controller writes into its run directory and sends to its
- * workers names the file wherever they start.  (A job that arrives over
- * the wire carries the path as the controller resolved it.) */
-static int sd_job_model_path(struct sd_job *j, const char *path, char **why)
+/* A relative path in the job file at path (field `name`, held in buf of
+ * size bytes) is relative to the file's directory: made absolute here,
+ * where the file is known, so that the job the controller writes into its
+ * run directory and sends to its workers names the file wherever they
+ * start, and a folder holding a job file with its model and data can be
+ * moved.  (A job that arrives over the wire carries the path as the
+ * controller resolved it.) */
+static int sd_job_resolve_path(char *buf, size_t size, const char *name, const char *path,
+                               char **why)
 {
-	char *model = j->train.model;
-	if (!sd_onnx_is_path(model) || model[0] == '/')
+	if (!buf[0] || buf[0] == '/')
 		return 0;
 	const char *slash = strrchr(path, '/');
 	char dir[SD_PATH_MAX];
@@ -919,13 +921,23 @@ static int sd_job_model_path(struct sd_job *j, const char *path, char **why)
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
 	char *abs = realpath(dir, NULL);
 	char joined[SD_PATH_MAX];
-	int w = snprintf(joined, sizeof joined, "%s/%s", abs ? abs : dir, model);
+	int w = snprintf(joined, sizeof joined, "%s/%s", abs ? abs : dir, buf);
 	free(abs);
-	if (w < 0 || (size_t)w >= sizeof j->train.model)
-		return sd_why(why, "%s: model: %s relative to the job file's directory is longer "
-		              "than %zu bytes", path, model, sizeof j->train.model - 1);
-	memcpy(model, joined, (size_t)w + 1);
+	if (w < 0 || (size_t)w >= size)
+		return sd_why(why, "%s: %s: %s relative to the job file's directory is longer "
+		              "than %zu bytes", path, name, buf, size - 1);
+	memcpy(buf, joined, (size_t)w + 1);
 	return 0;
+}
+
+/* The job's model (an ONNX file; a built-in name is no path) and data
+ * directory, resolved against the job file at path. */
+static int sd_job_resolve_paths(struct sd_job *j, const char *path, char **why)
+{
+	if (sd_onnx_is_path(j->train.model) &&
+	    sd_job_resolve_path(j->train.model, sizeof j->train.model, "model", path, why) < 0)
+		return -1;
+	return sd_job_resolve_path(j->train.data_dir, sizeof j->train.data_dir, "data_dir", path, why);
 }
 
 int sd_job_load(struct sd_job *j, const char *path, char **why)
@@ -960,7 +972,7 @@ int sd_job_load(struct sd_job *j, const char *path, char **why)
 	int rc = sd_job_parse(j, buf, n, path, why);
 	free(buf);
 	if (rc == 0)
-		rc = sd_job_model_path(j, path, why);
+		rc = sd_job_resolve_paths(j, path, why);
 	return rc;
 }
 

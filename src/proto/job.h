@@ -80,7 +80,9 @@ void sd_job_defaults(struct sd_job *j);
  * success. */
 int sd_job_parse(struct sd_job *j, const char *text, size_t len, const char *file_for_errors, char **why);
 /* Reads and parses the file at path (at most SD_JOB_FILE_MAX bytes); errors
- * name path. */
+ * name path.  A relative ONNX model path and a relative data_dir are
+ * relative to the file's directory and made absolute (realpath of the
+ * directory, then the path as written). */
 int sd_job_load(struct sd_job *j, const char *path, char **why);
 
 /* Serialises the whole job as a JSON object (caller frees with cJSON_Delete;

@@ -92,6 +92,12 @@ struct run_totals {
 	long epoch_images;
 	double epoch_loss;       /* sum of the epoch's step losses */
 	long epoch_steps;
+	/* The last evaluation: at step eval_step (-1: none yet), its figures.
+	 * The done line reuses them when no step came after it, so a run
+	 * that ends on an epoch's last step or at --max-steps evaluates once. */
+	long eval_step;
+	double eval_loss, eval_acc;
+	int evaluations;         /* evaluations done, for the done line */
 };
 
 /* The first line: where this process computes and why. */
@@ -142,7 +148,8 @@ static void emit_step(const struct sd_trainer *t, double loss, double acc)
 	cJSON_AddNumberToObject(ev, "step", (double)t->step);
 	cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
 	cJSON_AddNumberToObject(ev, "loss", loss);
-	cJSON_AddNumberToObject(ev, "train_accuracy", acc);
+	if (!t->lm)   /* a language model predicts tokens: no accuracy */
+		cJSON_AddNumberToObject(ev, "train_accuracy", acc);
 	cJSON_AddNumberToObject(ev, "lr", sd_lr_at(&t->lr, t->step - 1));
 	/* With clipping on: the gradients' norm before it, to choose the clip by. */
 	if (t->opt.clip_grad_norm > 0)
@@ -181,6 +188,10 @@ static int end_epoch(struct sd_trainer *t, struct run_totals *rt, char **why)
 	double train_s = now - rt->epoch_t0;
 	if (sd_trainer_evaluate(t, &test_loss, &test_acc, why) < 0)
 		return -1;
+	rt->evaluations++;
+	rt->eval_step = t->step;
+	rt->eval_loss = test_loss;
+	rt->eval_acc = test_acc;
 	cJSON *ev = cJSON_CreateObject();
 	cJSON_AddStringToObject(ev, "type", "epoch");
 	cJSON_AddNumberToObject(ev, "epoch", sd_trainer_epoch_of(t, t->step - 1));
@@ -221,11 +232,14 @@ static int train_to(const struct sd_standalone_opts *o, struct sd_trainer *t, lo
 }
 
 /* The last line: the final test figures and what the run was. */
-static int emit_done(const struct sd_standalone_opts *o, struct sd_trainer *t, const struct run_totals *rt, char **why)
+static int emit_done(const struct sd_standalone_opts *o, struct sd_trainer *t, struct run_totals *rt, char **why)
 {
-	double test_loss, test_acc;
-	if (sd_trainer_evaluate(t, &test_loss, &test_acc, why) < 0)
-		return -1;
+	double test_loss = rt->eval_loss, test_acc = rt->eval_acc;
+	if (rt->eval_step != t->step) {
+		if (sd_trainer_evaluate(t, &test_loss, &test_acc, why) < 0)
+			return -1;
+		rt->evaluations++;
+	}
 	char sum[16];
 	snprintf(sum, sizeof sum, "%08x", sd_trainer_param_checksum(t));
 	cJSON *ev = cJSON_CreateObject();
@@ -236,6 +250,7 @@ static int emit_done(const struct sd_standalone_opts *o, struct sd_trainer *t, c
 	add_eval(ev, t, test_loss, test_acc);
 	add_rate(ev, t, rt->compute_s > 0 ? rt->total_images / rt->compute_s : 0);
 	cJSON_AddNumberToObject(ev, "seconds", now_seconds() - rt->t0);
+	cJSON_AddNumberToObject(ev, "evaluations", rt->evaluations);
 	cJSON_AddNumberToObject(ev, "flops_per_image", sd_model_flops_per_sample(t->model));
 	cJSON_AddNumberToObject(ev, "threads", o->threads);
 	cJSON_AddStringToObject(ev, "blas_kernel", sd_blas_kernel());
@@ -257,6 +272,10 @@ int sd_standalone_run(const struct sd_standalone_opts *o)
 		return rc;
 	}
 	emit_backend(t);
+	/* An eval-mode export trains, but not as its author meant: one line,
+	 * on stderr with the errors, before the first step. */
+	if (t->model_warning[0])
+		fprintf(stderr, "spotdeck-worker: warning: %s\n", t->model_warning);
 	int rc = prepare_state(o, t);
 	if (rc) {
 		sd_trainer_destroy(t);
@@ -265,7 +284,7 @@ int sd_standalone_run(const struct sd_standalone_opts *o)
 	long end = t->total_steps;
 	if (o->max_steps && o->max_steps < end)
 		end = o->max_steps;
-	struct run_totals rt = { .t0 = now_seconds() };
+	struct run_totals rt = { .t0 = now_seconds(), .eval_step = -1 };
 	rt.epoch_t0 = rt.t0;
 	if (train_to(o, t, end, &rt, &why) < 0 ||
 	    (o->checkpoint_dir[0] && (!o->checkpoint_every || t->step % o->checkpoint_every) &&

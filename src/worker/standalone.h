@@ -10,10 +10,14 @@
  *    "images_per_sec", "seconds", "step"}
  *   {"type":"checkpoint", "path", "step"}
  *   {"type":"done", "test_accuracy", "test_loss", "images_per_sec", "steps",
- *    "seconds", "param_checksum", "backend", "device", "precision", ...}
+ *    "seconds", "evaluations", "param_checksum", "backend", "device",
+ *    "precision", ...}
+ *    the done line's figures are the last epoch line's when no step came
+ *    after it (one evaluation, counted in "evaluations"), else its own
  * A language model (dataset tokens) has "val_loss" (nats per token) and
  * "perplexity" (exp(val_loss)) in place of test_loss and test_accuracy, and
- * "tokens_per_sec" in place of images_per_sec.
+ * "tokens_per_sec" in place of images_per_sec, and its step lines have no
+ * train_accuracy.
  * --list-devices prints {"type":"devices", "count", "devices": [{"index",
  * "name"}], "reason"} (the CUDA devices this process sees).
  * Errors go to stderr as one line "spotdeck-worker: ...". */

@@ -90,7 +90,7 @@ if ops["Softmax"] != 4 or ops["Erf"] != 4 or ops["Dropout"] != 13 or ops17["Drop
     bad("Softmax %d, Erf %d, Dropout %d (eval %d): expected 4 attention softmaxes, 4 exact GELUs, 13 dropouts only in training"
         % (ops["Softmax"], ops["Erf"], ops["Dropout"], ops17["Dropout"]))
 job = json.load(open(os.path.join(g, "job.json")))
-want = {"model": "model.onnx", "dataset": "tokens", "data_dir": os.path.abspath(d), "block_size": 64,
+want = {"model": "model.onnx", "dataset": "tokens", "data_dir": os.path.relpath(d, g), "block_size": 64,
         "optimizer": "adamw", "betas": [0.9, 0.99], "weight_decay": 0.1, "clip_grad_norm": 1.0,
         "schedule": "cosine", "warmup_steps": 100}
 for k, v in want.items():
@@ -107,6 +107,28 @@ if y.shape != (3, 64, 256) or not np.isfinite(y).all():
     bad("onnxruntime gave %s, expected finite (3, 64, 256) logits" % (y.shape,))
 print("ok: export checked and run in onnxruntime")
 PY
+
+# spotdeck plan of the example's job: the catalog's GPU speeds scaled by
+# FLOPs are not what the trainer gives a language model (it keeps one on
+# the CPU executor): the plan says so, on screen and in --json.
+"$top_builddir/spotdeck" plan --runs 4 --job "$T/g/job.json" >"$T/plan.out" 2>&1 ||
+	{ cat "$T/plan.out" >&2; fail "spotdeck plan of the example's job"; }
+sed -n 2p "$T/plan.out" | grep -q "^note: a language model trains on the servers' CPUs for now" ||
+	{ head -3 "$T/plan.out" >&2; fail "spotdeck plan of a language model does not say it trains on CPUs"; }
+"$top_builddir/spotdeck" plan --runs 4 --json --job "$T/g/job.json" >"$T/plan.json" 2>&1 ||
+	{ cat "$T/plan.json" >&2; fail "spotdeck plan --json of the example's job"; }
+$PY -c 'import json, sys; j = json.load(open(sys.argv[1])); sys.exit(not (j["tokens_per_sample"] == 64 and "CPUs" in j["note"]))' \
+	"$T/plan.json" || fail "spotdeck plan --json of a language model: no tokens_per_sample 64 and CPU note"
+ok "spotdeck plan says the language model trains on CPUs: $(sed -n 2p "$T/plan.out")"
+
+# The job file names its model and data relative to its folder: the
+# folder moved with its data (and read from another directory) still plans.
+mkdir "$T/moved"
+mv "$T/g" "$T/d" "$T/moved/"
+(cd / && "$top_builddir/spotdeck" plan --runs 4 --job "$T/moved/g/job.json") >"$T/plan2.out" 2>&1 ||
+	{ cat "$T/plan2.out" >&2; fail "spotdeck plan of the example's job after its folder moved"; }
+mv "$T/moved/g" "$T/moved/d" "$T/"
+ok "the example's folder moved with its data still plans: $(head -1 "$T/plan2.out")"
 
 # The reference: two steps, 8 evaluation windows; an untrained model's
 # validation loss is about ln 256 = 5.545 nats.

@@ -30,7 +30,8 @@
 #  19. attach to a run that is not running                 (here)
 #  20. worker options out of range                         (test-worker-bad-input.sh)
 #  21. a relative data_dir, missing, under --detach: refused before the
-#      run goes to the background, where nobody would see it (here)
+#      run goes to the background, where nobody would see it, named as
+#      resolved against the job file's directory (here)
 . "${top_srcdir:-$(dirname "$0")/../..}/tests/lib.sh"
 tmpdir
 SPOTDECK="$top_builddir/spotdeck"
@@ -418,7 +419,7 @@ printf '{"model":"mlp","dataset":"fashion-mnist","data_dir":"fmnist"}' >"$T/cwd/
 # (Not in a subshell: a fail there would end only the subshell.)
 cd "$T/cwd"
 expect_error "a relative data_dir missing under --detach" \
-	"^spotdeck: rel\.json: data_dir: fmnist: no such directory \(install the Debian package dataset-fashion-mnist" \
+	"^spotdeck: rel\.json: data_dir: /.*/cwd/fmnist: no such directory \(install the Debian package dataset-fashion-mnist" \
 	timeout $((60 * ${SD_TIMEOUT_SCALE:-3})) $SPOTDECK --detach --job rel.json --run-dir r8
 cd - >/dev/null
 [ ! -e "$T/cwd/r8" ] || fail "a detached start refused for its data left $T/cwd/r8"

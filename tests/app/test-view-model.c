@@ -283,6 +283,10 @@ static void test_language_model(const char *catalog_path, const char *dir)
 	feed(vm, "{\"type\":\"step\",\"t\":1,\"step\":1,\"loss\":3.5,\"images_per_sec\":10}");
 	CHECK(series_last(&v->throughput) == 160, "throughput %g tokens/s for 10 windows/s of 16",
 	      series_last(&v->throughput));
+	/* Today's language-model step: tokens_per_sec alone, taken as is. */
+	feed(vm, "{\"type\":\"step\",\"t\":1.5,\"step\":2,\"loss\":3.4,\"tokens_per_sec\":200}");
+	CHECK(series_last(&v->throughput) == 200, "throughput %g tokens/s for a step of 200 tokens/s",
+	      series_last(&v->throughput));
 	feed(vm, "{\"type\":\"epoch\",\"t\":2,\"epoch\":0,\"step\":31,\"val_loss\":2.5,"
 	     "\"perplexity\":12.182493960703473}");
 	CHECK(series_last(&v->acc_hist) == 2.5f, "acc_hist holds %g, not the val_loss 2.5",

@@ -48,3 +48,7 @@ EXTRA_DIST += tests/controller/test-elastic-gpt.sh
 # a bf16 checkpoint resumed in fp32 and back.
 TESTS += tests/controller/test-elastic-bf16.sh
 EXTRA_DIST += tests/controller/test-elastic-bf16.sh
+# A --resume on other data (.npy files written again, job.json pointed
+# elsewhere) is refused, naming both files' SHA-256s.
+TESTS += tests/controller/test-resume-data.sh
+EXTRA_DIST += tests/controller/test-resume-data.sh

@@ -97,6 +97,14 @@ if resumed < last or rec["step"] != resumed + 1 or rec["steps_lost"] > 1:
 # 2-core machine running the ASan build is no place to time it).
 if rec["recovery_s"] > 0.5 * SCALE:
     fail("recovery took %.3f s (at most %.1f s)" % (rec["recovery_s"], 0.5 * SCALE))
+# A language model's step events speak tokens: tokens_per_sec (the global
+# batch's windows of BLOCK tokens over the step time), no accuracy, no
+# images_per_sec.
+for e in r.events:
+    if e.get("type") == "step" and ("train_accuracy" in e or "images_per_sec" in e or
+                                    not e.get("tokens_per_sec", 0) > 0):
+        fail("a language model's step event with an accuracy or images_per_sec, or no tokens_per_sec: %s"
+             % json.dumps(e))
 ok("GPT: %s killed after step %d; generation %d of 2 trained step %d, recovery %.3f s, %d step(s) lost"
    % (victim, last, gen2["generation"], rec["step"], rec["recovery_s"], rec["steps_lost"]))
 
@@ -132,12 +140,40 @@ shutil.copy(os.path.join(d, "other.onnx"), model)
 p = subprocess.run([SPOTDECK, "--headless", "--resume", r.run_dir], stdin=subprocess.DEVNULL,
                    capture_output=True, text=True, timeout=60 * SCALE)
 lines = [l for l in p.stderr.splitlines() if l.strip()]
-if p.returncode != 1 or len(lines) != 1 or "ckpt-%d.sdckpt" % latest not in lines[0] or sha not in lines[0]:
+other_sha = hashlib.sha256(open(model, "rb").read()).hexdigest()
+if p.returncode != 1 or len(lines) != 1 or any(w not in lines[0] for w in
+                                               ("ckpt-%d.sdckpt" % latest, model, sha[:12], other_sha[:12])):
     fail("--resume with another model file: exit status %d, stderr %r" % (p.returncode, p.stderr[-600:]))
 if any(json.loads(l).get("type") == "acquired" for l in p.stdout.splitlines() if l.startswith("{")):
     fail("--resume with another model file rented a server: %s" % p.stdout[-600:])
 shutil.copy(os.path.join(d, "gpt.onnx.orig"), model)
 ok("--resume with the GPT exported again refused: %s" % lines[0])
+
+# 3b. The run's job.json pointed at other token files (the same corpus's
+# next 14000 bytes): refused, naming both train.bin files and SHA-256s.
+other_data = os.path.join(d, "other-data")
+os.mkdir(other_data)
+text2 = open(src, "rb").read()[14000:28000]
+if len(text2) < 14000:
+    text2 = bytes(reversed(text))
+for name, part in (("train", text2[:12000]), ("val", text2[12000:])):
+    with open(os.path.join(other_data, name + ".bin"), "wb") as f:
+        f.write(struct.pack("<256i", *([20240520, 1, len(part)] + [0] * 253)))
+        f.write(struct.pack("<%dH" % len(part), *part))
+jp = os.path.join(r.run_dir, "job.json")
+job_text = open(jp).read()
+jj = json.loads(job_text)
+jj["data_dir"] = other_data
+open(jp, "w").write(json.dumps(jj))
+p = subprocess.run([SPOTDECK, "--headless", "--resume", r.run_dir], stdin=subprocess.DEVNULL,
+                   capture_output=True, text=True, timeout=60 * SCALE)
+lines = [l for l in p.stderr.splitlines() if l.strip()]
+tsha = [hashlib.sha256(open(os.path.join(x, "train.bin"), "rb").read()).hexdigest()[:12] for x in (data, other_data)]
+if p.returncode != 1 or len(lines) != 1 or any(w not in lines[0] for w in
+        ["ckpt-%d.sdckpt" % latest, os.path.join(data, "train.bin"), os.path.join(other_data, "train.bin")] + tsha):
+    fail("--resume with other token data: exit status %d, stderr %r" % (p.returncode, p.stderr[-600:]))
+open(jp, "w").write(job_text)
+ok("--resume with job.json pointing at other token data refused: %s" % lines[0])
 
 # 4. --resume with the file back: from the checkpoint's step to the end.
 r2 = Run(None, resume=r.run_dir, extra=("--workers", "2"), timeout=300)

@@ -30,8 +30,11 @@ with open(os.path.join(out, "job.json")) as f:
     j = json.load(f)
 with open(os.path.join(out, "model.onnx"), "rb") as f:
     sha = hashlib.sha256(f.read()).hexdigest()
-j.update(model=os.path.join(out, "model.onnx"), epochs=2000, global_batch=32, workers=3, min_workers=2,
-         checkpoint_every=20, log_every=1, threads_per_worker=1, warmup_steps=10)
+# The job file names its model and data relative to its folder; Run
+# writes it elsewhere.
+j.update(model=os.path.join(out, "model.onnx"), data_dir=os.path.join(out, j["data_dir"]), epochs=2000,
+         global_batch=32, workers=3, min_workers=2, checkpoint_every=20, log_every=1, threads_per_worker=1,
+         warmup_steps=10)
 
 # 1. A worker SIGKILLed mid-step.
 r = Run(j, timeout=300)

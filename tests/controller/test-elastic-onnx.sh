@@ -78,8 +78,8 @@ if other == sha:
 p = subprocess.run([SPOTDECK, "--headless", "--resume", run_dir], stdin=subprocess.DEVNULL,
                    capture_output=True, text=True, timeout=120 * SCALE)
 lines = p.stderr.strip().splitlines()
-want = "which now has %s" % other
-if p.returncode != 1 or len(lines) != 1 or ("with SHA-256 %s, " % sha) not in lines[0] or \
+want = "has SHA-256 %s" % other[:12]
+if p.returncode != 1 or len(lines) != 1 or ("(SHA-256 %s), " % sha[:12]) not in lines[0] or \
         not lines[0].endswith(want) or "model.onnx" not in lines[0] or "ckpt-" not in lines[0]:
     fail("resume with another model file: exit %d, stderr %r" % (p.returncode, p.stderr))
 if any('"type":"acquired"' in l or '"type":"started"' in l for l in p.stdout.splitlines()):

@@ -338,6 +338,20 @@ static void test_full(void)
 		write_raw(path, abs, sizeof abs - 1);
 		CHECK_INT(sd_job_load(&o, path, &why), 0);
 		CHECK_STR(o.train.model, "/srv/m.onnx");
+		/* data_dir likewise: relative to the file's directory, absolute
+		 * kept; a built-in model name is no path. */
+		const char rel[] = "{\"model\": \"mlp\", \"data_dir\": \"../tokens\"}";
+		write_raw(path, rel, sizeof rel - 1);
+		CHECK_INT(sd_job_load(&o, path, &why), 0);
+		real = realpath(sub, NULL);
+		snprintf(want, sizeof want, "%s/../tokens", real ? real : "?");
+		free(real);
+		CHECK_STR(o.train.data_dir, want);
+		CHECK_STR(o.train.model, "mlp");
+		const char absd[] = "{\"data_dir\": \"/srv/tokens\"}";
+		write_raw(path, absd, sizeof absd - 1);
+		CHECK_INT(sd_job_load(&o, path, &why), 0);
+		CHECK_STR(o.train.data_dir, "/srv/tokens");
 		rm_tree(dir);
 	}
 

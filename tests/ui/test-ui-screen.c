@@ -611,6 +611,10 @@ static void test_language_model(struct ui_fixture *f)
 	CHECK(!on_screen("img/s") && !on_screen("acc ") && !on_screen("$/Mimg"),
 	      "a language model's screen still speaks of images or accuracy:\n%s", grab());
 	CHECK(on_screen(" 0.0013 "), "$0.00127 per million tokens not shown as 0.0013:\n%s", grab());
+	/* The market's tokens/s are its GPUs' estimate; the trainer keeps a
+	 * language model on the CPUs for now, and the frame says so. */
+	CHECK(on_screen("LM trains on CPUs"), "the market does not say a language model trains on "
+	      "the servers' CPUs:\n%s", grab());
 	f->view.offers[0].usd_per_mimage = usdm;
 	f->view.offers[0].price_estimated = est;
 	/* The add picker ranks offers by dollars per million tokens. */

@@ -42,3 +42,9 @@ tests_worker_test_lm_windows_LDADD = $(SD_ENGINE_LIBS) -lm
 # the journal.
 TESTS += tests/worker/test-train-tokens.sh
 EXTRA_DIST += tests/worker/test-train-tokens.sh
+# --standalone evaluates the end of a run once (epoch line and done line).
+TESTS += tests/worker/test-standalone-eval-once.sh
+EXTRA_DIST += tests/worker/test-standalone-eval-once.sh
+# An eval-mode ONNX export is warned about in one line at the start.
+TESTS += tests/worker/test-eval-export-warning.sh
+EXTRA_DIST += tests/worker/test-eval-export-warning.sh

@@ -40,7 +40,8 @@ grep -q '"type":"done".*"steps":8' "$T/out" || fail "resume did not go on to ste
 new=$(sha256sum "$T/tiny.onnx" | cut -d' ' -f1)
 "$WORKER" --standalone --threads 1 --model "$T/tiny.onnx" --max-steps 8 \
 	--resume "$T/ck" >/dev/null 2>"$T/err" && fail "resumed with another model file"
-grep -q "checkpoint is of model file $T/tiny.onnx with SHA-256 $sha, which now has $new\$" "$T/err" ||
+short=$(printf %.12s "$sha"); new_short=$(printf %.12s "$new")
+grep -q "checkpoint is of model file $T/tiny.onnx (SHA-256 $short), this run's $T/tiny.onnx has SHA-256 $new_short\$" "$T/err" ||
 	fail "changed model file: $(cat "$T/err")"
 ok "resume refused after the file changed: $(cat "$T/err")"
 

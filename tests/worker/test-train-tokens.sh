@@ -5,8 +5,8 @@
 # spotdeck --headless.  The first step's loss is the uniform guess's ln 64
 # (the export's initial weights give near-uniform logits), the loss falls
 # on a corpus with structure, the journal's run_start says the unit is
-# tokens (and each step's tokens_per_sec is block_size times its windows
-# per second), and every evaluation (epoch events) and the done event carry
+# tokens (and each step carries tokens_per_sec, neither images_per_sec
+# nor an accuracy), and every evaluation (epoch events) and the done event carry
 # val_loss and perplexity = exp(val_loss) instead of an accuracy.
 # Needs the engine to lower a GPT (sd_model_seq_len > 0) and /usr/bin/python3
 # with torch and onnx (SKIP without them).
@@ -61,9 +61,9 @@ if not start or start[0].get("unit") != "tokens":
 if not done or done[0]["steps"] != 62:
     sys.exit("FAIL: no done event after 62 steps: %s" % done)
 for e in steps:
-    if not math.isclose(e.get("tokens_per_sec", -1), 16 * e["images_per_sec"], rel_tol=1e-9):
-        sys.exit("FAIL: step %d: tokens_per_sec %r, not 16 x %r windows/s"
-                 % (e["step"], e.get("tokens_per_sec"), e["images_per_sec"]))
+    if not e.get("tokens_per_sec", -1) > 0 or "images_per_sec" in e or "train_accuracy" in e:
+        sys.exit("FAIL: step %d: tokens_per_sec %r, or an images_per_sec / train_accuracy: %s"
+                 % (e["step"], e.get("tokens_per_sec"), e))
 first = steps[0]["loss"]
 if abs(first - math.log(64)) > 0.3:
     sys.exit("FAIL: first loss %.4f, expected about ln 64 = %.4f" % (first, math.log(64)))
