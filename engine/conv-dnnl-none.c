@@ -65,19 +65,19 @@ size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, 
 
 int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws)
+                                   float *ws, struct sd_conv2d_keep *keep)
 {
-	(void)y, (void)x, (void)w, (void)b, (void)s, (void)xblk, (void)yblk, (void)ws;
+	(void)y, (void)x, (void)w, (void)b, (void)s, (void)xblk, (void)yblk, (void)ws, (void)keep;
 	return -1;
 }
 
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws)
+                                    float *ws, struct sd_conv2d_keep *keep)
 {
 	(void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)s, (void)xblk;
-	(void)yblk, (void)ws;
+	(void)yblk, (void)ws, (void)keep;
 	return -1;
 }
 

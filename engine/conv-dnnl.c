@@ -74,6 +74,7 @@ struct sd_dnnl_plan {
 	int refs;                   /* calls using it; never freed while > 0 */
 	int cached;                 /* in sd_dnnl_plans[] (else freed at last put) */
 	unsigned long used;         /* LRU clock of the last use */
+	unsigned long serial;       /* unique per plan built (struct sd_conv2d_keep) */
 	/* primitives */
 	int ok;                     /* forward and backward-weights are usable */
 	struct sd_dnnl_pass fwd, bwd_d, bwd_w;
@@ -97,6 +98,7 @@ static dnnl_engine_t sd_dnnl_engine;     /* NULL when oneDNN has no CPU engine *
 static pthread_mutex_t sd_dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sd_dnnl_plan *sd_dnnl_plans[SD_DNNL_PLANS_MAX];
 static unsigned long sd_dnnl_clock;
+static unsigned long sd_dnnl_serial;
 static char sd_dnnl_version_str[32];
 
 static void sd_dnnl_init(void)
@@ -420,6 +422,7 @@ static struct sd_dnnl_plan *sd_plan_get_key(const struct sd_conv2d_shape *s, int
 	p->key = key;
 	p->s = *s;
 	p->bias = bias;
+	p->serial = __atomic_add_fetch(&sd_dnnl_serial, 1, __ATOMIC_RELAXED);
 	sd_plan_build(p);
 
 	pthread_mutex_lock(&sd_dnnl_lock);
@@ -650,9 +653,30 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
-/* Runs the forward pass of plan p (usable) and releases it. */
+/* The buffer of keep that the forward of plan p converts x into (grown to
+ * fit), or NULL to convert into the workspace: only a bf16 plan whose
+ * weight-gradient pass reads x converted to the same layout keeps it. */
+static void *sd_keep_buffer(const struct sd_dnnl_plan *p, struct sd_conv2d_keep *keep)
+{
+	if (!keep || !p->key.bf16 || p->f_src.is_plain || p->w_src.is_plain ||
+	    !dnnl_memory_desc_equal(&p->f_src.md, &p->w_src.md))
+		return NULL;
+	const size_t bytes = dnnl_memory_desc_get_size(&p->f_src.md);
+	if (keep->bytes < bytes) {
+		free(keep->buf);
+		/* 64-byte aligned, as the workspace's copies are (SD_DNNL_ALIGN). */
+		keep->buf = NULL;
+		if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
+			sd_oom();
+		keep->bytes = bytes;
+	}
+	return keep->buf;
+}
+
+/* Runs the forward pass of plan p (usable) and releases it; x converted into
+ * keep when it can be (sd_keep_buffer). */
 static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
-                          const float *b, float *ws)
+                          const float *b, float *ws, struct sd_conv2d_keep *keep)
 {
 	struct sd_call c;
 	if (sd_call_begin(&c) < 0) {
@@ -660,7 +684,13 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 		return -1;
 	}
 	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
-	void *xs = sd_in(&c, &p->f_src, x, base, rs);
+	void *kept = sd_keep_buffer(p, keep), *xs;
+	if (kept) {
+		xs = kept;
+		sd_reorder(&c, &p->f_src, x, &p->f_src.plain, kept, &p->f_src.md, rs);
+	} else {
+		xs = sd_in(&c, &p->f_src, x, base, rs);
+	}
 	void *wb = sd_in(&c, &p->f_w, w, base, rs);
 	void *yd = p->f_dst.is_plain ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
@@ -676,14 +706,21 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	if (!p->f_dst.is_plain)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
+	if (kept && rc == 0) {
+		keep->x = x;
+		keep->plan = p->serial;
+		keep->valid = 1;
+	}
 	sd_plan_put(p);
 	return rc;
 }
 
 /* Runs the backward passes of plan p (usable, with a JIT backward-data
- * kernel when dx is asked for) and releases it. */
+ * kernel when dx is asked for) and releases it; x read from keep when the
+ * forward just before filled it with this plan from the same x. */
 static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
-                           const float *dy, const float *x, const float *w, float *ws)
+                           const float *dy, const float *x, const float *w, float *ws,
+                           const struct sd_conv2d_keep *keep)
 {
 	const struct sd_conv2d_shape *s = &p->s;
 	struct sd_call c;
@@ -695,7 +732,8 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
 	void *dyw = sd_in(&c, &p->w_ddst, dy, base, rs);
-	void *xs = sd_in(&c, &p->w_src, x, base, rs);
+	void *xs = keep && keep->valid && keep->x == x && keep->plan == p->serial
+		? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
@@ -759,7 +797,7 @@ int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float
                            const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, b != NULL), 0);
-	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+	return p ? sd_run_forward(p, y, x, w, b, ws, NULL) : -1;
 }
 
 int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
@@ -767,7 +805,7 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
                             const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, db != NULL), dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, NULL) : -1;
 }
 
 /* ------------------------------------------------------ blocked layouts */
@@ -825,17 +863,17 @@ size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, 
 
 int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws)
+                                   float *ws, struct sd_conv2d_keep *keep)
 {
 	struct sd_dnnl_plan *p = sd_plan_blocked(s, b != NULL, xblk, yblk, 0);
-	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+	return p ? sd_run_forward(p, y, x, w, b, ws, keep) : -1;
 }
 
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws)
+                                    float *ws, struct sd_conv2d_keep *keep)
 {
 	struct sd_dnnl_plan *p = sd_plan_blocked(s, db != NULL, xblk, yblk, dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, keep) : -1;
 }

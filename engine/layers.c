@@ -871,8 +871,23 @@ size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int x
 void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws)
 {
+	sd_conv2d_forward_blocked_kept(y, x, w, b, s, xblk, yblk, ws, NULL);
+}
+
+void sd_conv2d_keep_free(struct sd_conv2d_keep *keep)
+{
+	free(keep->buf);
+	memset(keep, 0, sizeof *keep);
+}
+
+void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws, struct sd_conv2d_keep *keep)
+{
+	if (keep)
+		keep->valid = 0;
 	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws) == 0)
+	    sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws, keep) == 0)
 		return;
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
@@ -891,8 +906,19 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
                                 const struct sd_conv2d_shape *s, int xblk, int yblk,
                                 float *ws)
 {
-	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws) == 0)
+	sd_conv2d_backward_blocked_kept(dx, dw, db, dy, x, w, s, xblk, yblk, ws, NULL);
+}
+
+void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
+                                     const float *x, const float *w,
+                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                     float *ws, struct sd_conv2d_keep *keep)
+{
+	int rc = sd_conv2d_get_path() == SD_CONV_IM2COL
+		? -1 : sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws, keep);
+	if (keep)
+		keep->valid = 0;
+	if (rc == 0)
 		return;
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;

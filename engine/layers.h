@@ -252,6 +252,33 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
                                 const float *x, const float *w,
                                 const struct sd_conv2d_shape *s, int xblk, int yblk,
                                 float *ws);
+/* A convolution input kept from the forward pass to the weight-gradient
+ * pass of the same training step, in the bf16 layout of oneDNN's kernels.
+ * A bf16 step converts each convolution's float32 input to bf16 for the
+ * forward kernel and again, the same bytes, for the weight gradient; with a
+ * keep the forward converts into it and the backward reads it (a ResNet-32
+ * step at batch 128 converts about 37 M elements less, 222 MB of traffic).
+ * One per convolution node, zeroed at creation; the calls below own and
+ * grow buf (freed by sd_conv2d_keep_free).  The backward uses it only when
+ * the forward just before it filled it from the same x pointer with the
+ * same kernels, and the caller must not have changed x in between (the
+ * backward reads x then anyway).  Unused in float32 and on im2col. */
+struct sd_conv2d_keep {
+	void *buf;              /* owned; NULL until a bf16 forward needs it */
+	size_t bytes;           /* allocated size of buf */
+	const float *x;         /* the input held, when valid */
+	unsigned long plan;     /* serial number of the kernels that filled it */
+	int valid;              /* filled by the last forward, not used since */
+};
+void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
+/* sd_conv2d_forward/backward_blocked with keep (NULL: the calls above). */
+void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws, struct sd_conv2d_keep *keep);
+void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
+                                     const float *x, const float *w,
+                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                     float *ws, struct sd_conv2d_keep *keep);
 /* Whether sd_conv2d_*_blocked would run shape s on oneDNN (1) or convert
  * and run im2col (0), dx included when need_dx. */
 int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,

@@ -533,6 +533,7 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].bn_mean);
 		free(m->nodes[i].bn_invstd);
 		free(m->nodes[i].argmax);
+		sd_conv2d_keep_free(&m->nodes[i].conv_keep);
 		free(m->nodes[i].bin_k);
 		free(m->nodes[i].drop_mask);
 		free(m->nodes[i].seq_idx);
@@ -801,8 +802,8 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		s.n = nb;
 		const float *b = n->b_off == NONE ? NULL : p + n->b_off;
 		if (blk > 1)
-			sd_conv2d_forward_blocked(out->val, in->val, p + n->w_off, b, &s, in->blk,
-			                          out->blk, m->ws);
+			sd_conv2d_forward_blocked_kept(out->val, in->val, p + n->w_off, b, &s, in->blk,
+			                               out->blk, m->ws, &n->conv_keep);
 		else
 			sd_conv2d_forward(out->val, in->val, p + n->w_off, b, &s, m->ws);
 		return 1;
@@ -1062,8 +1063,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		float *dx = need_dx ? grad_target(m, in) : NULL;
 		float *db = n->b_off == NONE ? NULL : g + n->b_off;
 		if (blk > 1)
-			sd_conv2d_backward_blocked(dx, g + n->w_off, db, out->grad, in->val,
-			                           p + n->w_off, &s, in->blk, out->blk, m->ws);
+			sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
+			                                p + n->w_off, &s, in->blk, out->blk, m->ws,
+			                                &n->conv_keep);
 		else
 			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 			                   m->ws);

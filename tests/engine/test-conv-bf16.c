@@ -114,6 +114,31 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 		sd_conv2d_backward_blocked(first ? NULL : dxb, dw, db, dyb, xb, w, s, blk, blk, ws);
 		sd_layout_from_blocked(y, yb, s->n, s->k, s->oh * s->ow, blk);
 		sd_layout_from_blocked(dx, dxb, s->n, s->c, s->h * s->w, blk);
+		/* The same calls again with the input kept from forward to
+		 * backward (struct sd_conv2d_keep): the same bits, and in bf16 the
+		 * keep filled by the forward (else this checks nothing). */
+		const size_t nw = (size_t)s->k * s->c * s->r * s->r;
+		float *ky = fill(ny, 0, 0), *kdx = fill(nx, 0, 0), *kdw = fill(nw, 0, 0);
+		float *kdb = fill(s->k, 0, 0), *zdw = fill(nw, 0, 0), *zdb = fill(s->k, 0, 0);
+		memset(dxb, 0, nx * sizeof *dxb);
+		struct sd_conv2d_keep keep = { 0 };
+		sd_conv2d_forward_blocked_kept(ky, xb, w, b, s, blk, blk, ws, &keep);
+		const int filled = keep.valid;
+		sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb, w, s,
+		                                blk, blk, ws, &keep);
+		sd_conv2d_backward_blocked(first ? NULL : dxb, zdw, db ? zdb : NULL, dyb, xb, w, s, blk,
+		                           blk, ws);
+		const int bf16 = sd_conv2d_get_precision() == SD_CONV_BF16;
+		check_report(filled == bf16 && !keep.valid,
+		             "n%d c%d k%d %s: the forward kept its input %s (%d), the backward "
+		             "used it up", s->n, s->c, s->k, sd_conv2d_precision_name(sd_conv2d_get_precision()),
+		             bf16 ? "in bf16" : "only in bf16", filled);
+		check_report(!memcmp(ky, yb, ny * sizeof *ky) && !memcmp(kdx, dxb, nx * sizeof *kdx) &&
+		             !memcmp(kdw, zdw, nw * sizeof *kdw) && !memcmp(kdb, zdb, s->k * sizeof *kdb),
+		             "n%d c%d k%d %s: the same bits with the input kept", s->n, s->c, s->k,
+		             sd_conv2d_precision_name(sd_conv2d_get_precision()));
+		sd_conv2d_keep_free(&keep);
+		free(ky), free(kdx), free(kdw), free(kdb), free(zdw), free(zdb);
 		free(xb), free(yb), free(dyb), free(dxb);
 	} else {
 		sd_conv2d_forward(y, x, w, b, s, ws);
