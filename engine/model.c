@@ -467,6 +467,18 @@ struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_bat
 	return m;
 }
 
+/* count floats (at least one) on a 64-byte boundary, freed with free().
+ * The channel-blocked kernels and oneDNN's move whole 64-byte vectors along
+ * these buffers; malloc's 16-byte alignment made every one of those loads
+ * and stores straddle two cache lines. */
+static float *falloc(size_t count)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, (count ? count : 1) * sizeof(float)))
+		sd_oom();
+	return p;
+}
+
 int sd_graph_finish(struct sd_model *m, int classes, char **why)
 {
 	const struct act *last = &m->acts[m->nacts - 1];
@@ -481,8 +493,8 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 	for (int i = 0; i < m->nacts; i++) {
 		struct act *a = &m->acts[i];
 		size_t f = act_floats(a) * (size_t)max_batch;
-		a->val = sd_malloc(f * sizeof(float));
-		a->grad = sd_malloc(f * sizeof(float));
+		a->val = falloc(f);
+		a->grad = falloc(f);
 		if (f > maxact)
 			maxact = f;
 	}
@@ -507,11 +519,11 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 			n->argmax = sd_malloc(act_floats(&m->acts[n->out]) * max_batch * sizeof(int32_t));
 		}
 	}
-	m->ws = sd_malloc((m->ws_floats ? m->ws_floats : 1) * sizeof(float));
+	m->ws = falloc(m->ws_floats);
 	m->scratch_floats = maxact;
-	m->scratch = sd_malloc(maxact * sizeof(float));
+	m->scratch = falloc(maxact);
 	if (m->blk > 1)
-		m->res = sd_malloc(maxact * sizeof(float));
+		m->res = falloc(maxact);
 	m->params = sd_calloc(m->nparams, sizeof(float));
 	m->grads = sd_calloc(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float));
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
