@@ -685,7 +685,9 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	}
 	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
 	void *kept = sd_keep_buffer(p, keep), *xs;
-	if (kept) {
+	if (kept && keep->filled && keep->x == x && keep->plan == p->serial) {
+		xs = kept;   /* x's producer wrote it (sd_conv2d_keep_prepare) */
+	} else if (kept) {
 		xs = kept;
 		sd_reorder(&c, &p->f_src, x, &p->f_src.plain, kept, &p->f_src.md, rs);
 	} else {
@@ -706,10 +708,11 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	if (!p->f_dst.is_plain)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
-	if (kept && rc == 0) {
+	if (keep) {
 		keep->x = x;
 		keep->plan = p->serial;
-		keep->valid = 1;
+		keep->valid = kept && rc == 0;
+		keep->filled = 0;
 	}
 	sd_plan_put(p);
 	return rc;
@@ -841,6 +844,36 @@ static struct sd_dnnl_plan *sd_plan_blocked(const struct sd_conv2d_shape *s, int
 	    (xblk > 1 && s->c % xblk) || s->k % yblk)
 		return NULL;
 	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1, sd_bf16_now()), need_dx);
+}
+
+/* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
+static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
+{
+	if (md->ndims != 4 || md->data_type != dnnl_bf16 || md->format_kind != dnnl_blocked ||
+	    md->offset0 != 0 || md->format_desc.blocking.inner_nblks != 0)
+		return 0;
+	const dnnl_dim_t c = md->dims[1], h = md->dims[2], w = md->dims[3];
+	const dnnl_dim_t nhwc[4] = { h * w * c, 1, w * c, c };
+	for (int i = 0; i < 4; i++)
+		if (md->padded_dims[i] != md->dims[i] || md->format_desc.blocking.strides[i] != nhwc[i])
+			return 0;
+	return 1;
+}
+
+uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
+                                      const struct sd_conv2d_shape *s, int bias, int xblk,
+                                      int yblk, const float *x)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, 0);
+	if (!p)
+		return NULL;
+	uint16_t *buf = sd_is_nhwc_bf16(&p->f_src.md) ? sd_keep_buffer(p, keep) : NULL;
+	if (buf) {
+		keep->x = x;
+		keep->plan = p->serial;
+	}
+	sd_plan_put(p);
+	return buf;
 }
 
 int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,

@@ -83,6 +83,11 @@ int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
                                     float *ws, struct sd_conv2d_keep *keep);
 
+/* sd_conv2d_keep_prepare (layers.h) on oneDNN. */
+uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
+                                      const struct sd_conv2d_shape *s, int bias, int xblk,
+                                      int yblk, const float *x);
+
 /* Writes oneDNN's names of the kernels it runs for shape s, forward /
  * backward-data / backward-weights (e.g. "jit:avx2 / jit:avx2 / jit:avx2"),
  * into buf (len bytes, NUL-terminated); "unsupported" when a pass has no JIT

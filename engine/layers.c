@@ -874,6 +874,15 @@ void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const f
 	sd_conv2d_forward_blocked_kept(y, x, w, b, s, xblk, yblk, ws, NULL);
 }
 
+uint16_t *sd_conv2d_keep_prepare(struct sd_conv2d_keep *keep, const struct sd_conv2d_shape *s,
+                                 int bias, int xblk, int yblk, const float *x)
+{
+	keep->filled = 0;
+	if (sd_conv2d_get_path() == SD_CONV_IM2COL)
+		return NULL;
+	return sd_conv2d_dnnl_keep_prepare(keep, s, bias, xblk, yblk, x);
+}
+
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep)
 {
 	free(keep->buf);
@@ -884,11 +893,14 @@ void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, co
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
                                     float *ws, struct sd_conv2d_keep *keep)
 {
+	int rc = sd_conv2d_get_path() == SD_CONV_IM2COL
+		? -1 : sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws, keep);
+	if (keep)
+		keep->filled = 0;
+	if (rc == 0)
+		return;
 	if (keep)
 		keep->valid = 0;
-	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws, keep) == 0)
-		return;
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
 	const float *xin = x;

@@ -268,9 +268,18 @@ struct sd_conv2d_keep {
 	size_t bytes;           /* allocated size of buf */
 	const float *x;         /* the input held, when valid */
 	unsigned long plan;     /* serial number of the kernels that filled it */
+	int filled;             /* written by x's producer for the next forward */
 	int valid;              /* filled by the last forward, not used since */
 };
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
+/* Where x's producer may write the bf16 copy the next forward of (s, bias,
+ * xblk, yblk) in the current precision would convert x into: keep's buffer
+ * (grown to fit), (n, h, w, c) bf16 (NHWC, what oneDNN's AMX kernels read),
+ * or NULL when that forward converts nothing or to another layout.  Having
+ * written all of it, the producer sets keep->filled; the forward then reads
+ * it instead of converting x (and clears filled, whatever it ran). */
+uint16_t *sd_conv2d_keep_prepare(struct sd_conv2d_keep *keep, const struct sd_conv2d_shape *s,
+                                 int bias, int xblk, int yblk, const float *x);
 /* sd_conv2d_forward/backward_blocked with keep (NULL: the calls above). */
 void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
@@ -304,6 +313,15 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
                                    const float *gamma, const float *beta,
                                    const float *running_mean, const float *running_var,
                                    int n, int c, int hw, int blk, int relu, float eps);
+/* As sd_batchnorm_act_forward_train, and when ybf is not NULL and blk is 16,
+ * a copy of y rounded to bf16 (to nearest even, denormals to zero: the bits
+ * oneDNN's reorder gives) in ybf, (n, hw, c) (NHWC), for the bf16
+ * convolution that reads y next (sd_conv2d_keep_prepare). */
+void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
+                                         float *running_mean, float *running_var,
+                                         const float *x, const float *r, const float *gamma,
+                                         const float *beta, int n, int c, int hw, int blk,
+                                         int relu, float momentum, float eps);
 /* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
  * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
  * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is

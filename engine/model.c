@@ -790,16 +790,31 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		r = residual(m, add, nb);
 	}
 	const int relu = n->fuse != FUSE_NONE;
-	if (train)
-		sd_batchnorm_act_forward_train(y, n->bn_mean, n->bn_invstd, m->buffers + n->rm_off,
-		                               m->buffers + n->rv_off, in->val, r, p + n->w_off, p + n->b_off,
-		                               nb, in->c, in->h * in->w, m->blk, relu, n->bn_momentum,
-		                               n->bn_eps);
-	else
+	const int ran = n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+	if (train) {
+		/* When the node after the group is a convolution of y, y is also
+		 * written in the bf16 layout that convolution would convert it
+		 * to, if it converts (bf16 precision; sd_conv2d_keep_prepare). */
+		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
+		uint16_t *ybf = NULL;
+		if (next && next->op == OP_CONV && m->acts[next->in].val == y) {
+			struct sd_conv2d_shape s = next->conv;
+			s.n = nb;
+			ybf = sd_conv2d_keep_prepare(&next->conv_keep, &s, next->b_off != NONE,
+			                             m->acts[next->in].blk, m->acts[next->out].blk, y);
+		}
+		sd_batchnorm_act_forward_train_bf16(y, ybf, n->bn_mean, n->bn_invstd,
+		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
+		                                    in->val, r, p + n->w_off, p + n->b_off, nb, in->c,
+		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
+		                                    n->bn_eps);
+		if (ybf)
+			next->conv_keep.filled = 1;
+	} else
 		sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off, m->buffers + n->rm_off,
 		                              m->buffers + n->rv_off, nb, in->c, in->h * in->w, m->blk, relu,
 		                              n->bn_eps);
-	return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+	return ran;
 }
 
 static int forward_node(struct sd_model *m, int i, int nb, int train)

@@ -237,6 +237,37 @@ static float to_bf16(float x)
 	return x;
 }
 
+/* The batch-norm's bf16 copy of its output (sd_batchnorm_act_forward_train_bf16,
+ * what the next convolution reads in bf16 instead of converting y itself):
+ * every element of the NHWC copy is y's element rounded to bf16. */
+static void check_bn_bf16_copy(void)
+{
+	const int n = 3, c = 48, hw = 40, blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 5, 6.0f), *r = fill(nx, 6, 2.0f), *y = fill(nx, 0, 0);
+	float *gamma = fill(c, 7, 1.0f), *beta = fill(c, 8, 1.0f);
+	float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *rm = fill(c, 0, 0), *rv = fill(c, 0, 0);
+	uint16_t *yh = calloc(nx, sizeof *yh);
+	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, r, gamma, beta, n, c, hw,
+	                                    blk, 1, 0.1f, 1e-5f);
+	size_t bad = 0, zeros = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				float v = y[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk];
+				uint32_t want;
+				v = to_bf16(v);
+				memcpy(&want, &v, sizeof want);
+				bad += yh[((size_t)i * hw + p) * c + ch] != (uint16_t)(want >> 16);
+				zeros += v == 0.0f;
+			}
+	check_report(bad == 0 && zeros > 0 && zeros < nx,
+	             "batch-norm + add + relu writes y rounded to bf16, NHWC: %zu of %zu differ "
+	             "(%zu zeros from the relu)", bad, nx, zeros);
+	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
+	free(rv), free(yh);
+}
+
 static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
 {
 	struct sd_train_config cfg;
@@ -335,6 +366,7 @@ int main(void)
 		check_shape(16, 32, 32, 3, 2, 0, 0, blk);
 	else
 		check_skip("no channel-blocked oneDNN layout for the blocked check");
+	check_bn_bf16_copy();
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
