@@ -723,7 +723,7 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
  * forward just before filled it with this plan from the same x. */
 static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
                            const float *dy, const float *x, const float *w, float *ws,
-                           const struct sd_conv2d_keep *keep)
+                           const struct sd_conv2d_keep *keep, const struct sd_conv2d_keep *keep_dy)
 {
 	const struct sd_conv2d_shape *s = &p->s;
 	struct sd_call c;
@@ -734,7 +734,10 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	float *base = sd_aligned(ws), *rs = base + p->b_rs_off;
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
-	void *dyw = sd_in(&c, &p->w_ddst, dy, base, rs);
+	/* dy converted by its producer (sd_conv2d_keep_prepare_dy). */
+	const int dy_kept = keep_dy && keep_dy->filled && keep_dy->x == dy &&
+	                    keep_dy->plan == p->serial;
+	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
 	void *xs = keep && keep->valid && keep->x == x && keep->plan == p->serial
 		? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
@@ -752,7 +755,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		sd_reorder(&c, &p->w_dw, dwb, &p->w_dw.md, dwp, &p->w_dw.plain, rs);
 
 	if (dx) {
-		void *dyd = p->ddst_shared ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);
+		void *dyd = p->ddst_shared || dy_kept ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);
 		void *wb = sd_in(&c, &p->d_w, w, base, rs);
 		void *dxd = p->d_dsrc.is_plain ? (void *)dx : base + p->d_dsrc.off;
 		dnnl_exec_arg_t dargs[4] = {
@@ -808,7 +811,7 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
                             const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, db != NULL), dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, NULL) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, NULL, NULL) : -1;
 }
 
 /* ------------------------------------------------------ blocked layouts */
@@ -876,6 +879,34 @@ uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
 	return buf;
 }
 
+uint16_t *sd_conv2d_dnnl_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                         const struct sd_conv2d_shape *s, int bias, int xblk,
+                                         int yblk, const float *dy, int need_dx)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, need_dx);
+	if (!p)
+		return NULL;
+	uint16_t *buf = NULL;
+	/* Both passes must read dy in that one layout (a backward-data pass
+	 * wanting another would have only the float32 dy, never written). */
+	if (p->key.bf16 && !p->w_ddst.is_plain && sd_is_nhwc_bf16(&p->w_ddst.md) &&
+	    (!need_dx || (p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md)))) {
+		const size_t bytes = dnnl_memory_desc_get_size(&p->w_ddst.md);
+		if (keep->bytes < bytes) {
+			free(keep->buf);
+			keep->buf = NULL;
+			if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
+				sd_oom();
+			keep->bytes = bytes;
+		}
+		buf = keep->buf;
+		keep->x = dy;
+		keep->plan = p->serial;
+	}
+	sd_plan_put(p);
+	return buf;
+}
+
 int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
                                      int yblk, int need_dx)
 {
@@ -905,8 +936,9 @@ int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, con
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws, struct sd_conv2d_keep *keep)
+                                    float *ws, struct sd_conv2d_keep *keep,
+                                    struct sd_conv2d_keep *keep_dy)
 {
 	struct sd_dnnl_plan *p = sd_plan_blocked(s, db != NULL, xblk, yblk, dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, keep) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, keep, keep_dy) : -1;
 }

@@ -81,12 +81,17 @@ int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, con
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws, struct sd_conv2d_keep *keep);
+                                    float *ws, struct sd_conv2d_keep *keep,
+                                    struct sd_conv2d_keep *keep_dy);
 
 /* sd_conv2d_keep_prepare (layers.h) on oneDNN. */
 uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
                                       const struct sd_conv2d_shape *s, int bias, int xblk,
                                       int yblk, const float *x);
+/* sd_conv2d_keep_prepare_dy (layers.h) on oneDNN. */
+uint16_t *sd_conv2d_dnnl_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                         const struct sd_conv2d_shape *s, int bias, int xblk,
+                                         int yblk, const float *dy, int need_dx);
 
 /* Writes oneDNN's names of the kernels it runs for shape s, forward /
  * backward-data / backward-weights (e.g. "jit:avx2 / jit:avx2 / jit:avx2"),

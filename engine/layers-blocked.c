@@ -394,7 +394,8 @@ static inline __attribute__((always_inline)) void
 sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
                   const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
-                  const float *restrict mdy, const float *restrict mdyx, int relu)
+                  const float *restrict mdy, const float *restrict mdyx, int relu,
+                  uint16_t *restrict dxh, size_t hstride)
 {
 	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
 	const sd_vf d = SD_LD(mdyx);
@@ -404,30 +405,49 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 		if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
 		sd_vf xh = (SD_LD(x + i) - mu) * iv;
-		SD_ST(dx + i, a * (g - b - xh * d));
+		if (dxh)
+			SD_ST_BF16(dxh + i / SD_VL * hstride, a * (g - b - xh * d));
+		else
+			SD_ST(dx + i, a * (g - b - xh * d));
 		if (dr)
 			SD_ST(dr + i, g);
 	}
 	for (int j = 0; i < count; i++, j++) {
 		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 		float xh = (x[i] - mean[j]) * is[j];
-		dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
+		if (dx)
+			dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
 		if (dr)
 			dr[i] = g;
 	}
 }
 
+/* dxh, when not NULL: dx written in bf16 there instead, one pixel's 16
+ * channels (blk 16) every hstride elements (NHWC: hstride = c). */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const float *x, size_t count, const float *mean, const float *is,
-                            const float *k1, const float *mdy, const float *mdyx, int relu)
+                            const float *k1, const float *mdy, const float *mdyx, int relu,
+                            uint16_t *dxh, size_t hstride)
 {
-	if (dr)
-		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1)
-		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0);
-	else
-		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1)
-		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0);
+	if (dxh) {
+		if (dr)
+			relu ? sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
+			                         dxh, hstride)
+			     : sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
+			                         dxh, hstride);
+		else
+			relu ? sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
+			                         dxh, hstride)
+			     : sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
+			                         dxh, hstride);
+	} else if (dr) {
+		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
+		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+	} else {
+		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
+		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+	}
 }
 
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
@@ -550,6 +570,17 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, x, mean, invstd, gamma,
+	                               n, c, hw, blk, relu);
+}
+
+void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
+                                    float *dbeta, const float *dy, const float *y,
+                                    const float *x, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu)
+{
+	if (blk != 16)
+		dxbf = NULL;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -581,18 +612,28 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 		mdy[ch] = (float)(s / (double)m);
 		mdyx[ch] = (float)(q / (double)m);
 	}
+	/* With a bf16 NHWC dx, runs of pixels of every channel block per task
+	 * (see sd_batchnorm_act_forward_train_bf16), else whole planes. */
+	const int run = dxbf && ncb > 1 ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
+	const int runs = (hw + run - 1) / run, inner = dxbf && ncb > 1 ? ncb : 1;
+	const int outer = inner == 1 ? ncb : 1;
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
-	for (int t = 0; t < n * ncb; t++) {
-		const int i = t / ncb, cb = t % ncb;
-		float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL];
-		sd_lanes(mu, mean, cb, blk);
-		sd_lanes(is, invstd, cb, blk);
-		sd_lanes(a, k1, cb, blk);
-		sd_lanes(b, mdy, cb, blk);
-		sd_lanes(d, mdyx, cb, blk);
-		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_bwd_apply(dx + off, dr ? dr + off : NULL, dy + off, y + off, x + off,
-		                (size_t)hw * blk, mu, is, a, b, d, relu);
+	for (int t = 0; t < n * outer * runs; t++) {
+		const int i = t / (outer * runs), p0 = t % runs * run;
+		const int np = hw - p0 < run ? hw - p0 : run;
+		for (int k = 0; k < inner; k++) {
+			const int cb = inner == 1 ? t / runs % outer : k;
+			float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL];
+			sd_lanes(mu, mean, cb, blk);
+			sd_lanes(is, invstd, cb, blk);
+			sd_lanes(a, k1, cb, blk);
+			sd_lanes(b, mdy, cb, blk);
+			sd_lanes(d, mdyx, cb, blk);
+			const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
+			uint16_t *dxh = dxbf ? dxbf + ((size_t)i * hw + p0) * c + (size_t)cb * 16 : NULL;
+			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off, y + off,
+			                x + off, (size_t)np * blk, mu, is, a, b, d, relu, dxh, (size_t)c);
+		}
 	}
 }
 

@@ -280,6 +280,21 @@ void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
  * it instead of converting x (and clears filled, whatever it ran). */
 uint16_t *sd_conv2d_keep_prepare(struct sd_conv2d_keep *keep, const struct sd_conv2d_shape *s,
                                  int bias, int xblk, int yblk, const float *x);
+/* The same for the output gradient dy of the next backward (need_dx as its
+ * dx != NULL): where dy's producer may write it in bf16, NHWC, which both
+ * backward passes then read instead of converting dy; NULL when they do
+ * not convert it to that one layout.  The producer that writes only the
+ * bf16 copy (sd_batchnorm_act_backward_bf16) leaves the float32 dy unset:
+ * the backward passed keep_dy then never reads it. */
+uint16_t *sd_conv2d_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                    const struct sd_conv2d_shape *s, int bias, int xblk,
+                                    int yblk, const float *dy, int need_dx);
+/* sd_conv2d_backward_blocked_kept with dy's keep as well (NULL: none). */
+void sd_conv2d_backward_blocked_kept2(float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w,
+                                      const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                      float *ws, struct sd_conv2d_keep *keep,
+                                      struct sd_conv2d_keep *keep_dy);
 /* sd_conv2d_forward/backward_blocked with keep (NULL: the calls above). */
 void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
@@ -330,6 +345,14 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *dy, const float *y, const float *x,
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu);
+/* As sd_batchnorm_act_backward, but when dxbf is not NULL and blk is 16, dx
+ * is written there instead, rounded to bf16 (as the forward's copy) in
+ * NHWC, (n, hw, c), for the bf16 convolution that produced x
+ * (sd_conv2d_keep_prepare_dy); dx is then not written and may be NULL. */
+void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
+                                    float *dbeta, const float *dy, const float *y,
+                                    const float *x, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

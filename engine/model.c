@@ -546,6 +546,7 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].bn_invstd);
 		free(m->nodes[i].argmax);
 		sd_conv2d_keep_free(&m->nodes[i].conv_keep);
+		sd_conv2d_keep_free(&m->nodes[i].conv_keep_dy);
 		free(m->nodes[i].bin_k);
 		free(m->nodes[i].drop_mask);
 		free(m->nodes[i].seq_idx);
@@ -987,9 +988,23 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		dr = identity ? grad_target(m, b) : m->res;
 	}
 	float *dx = grad_target(m, x);
-	sd_batchnorm_act_backward(dx, dr, g + bn->w_off, g + bn->b_off, y->grad, y->val, x->val,
-	                          bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
-	                          x->h * x->w, m->blk, 1);
+	/* x's gradient straight in the bf16 layout of the convolution that
+	 * produced x, when that convolution converts it (bf16) and is its only
+	 * reader: its float32 copy is then never written. */
+	struct node *conv = head > 0 ? &m->nodes[head - 1] : NULL;
+	uint16_t *dxbf = NULL;
+	if (conv && conv->op == OP_CONV && conv->out == bn->in && x->consumers == 1 &&
+	    !x->grad_set) {
+		struct sd_conv2d_shape s = conv->conv;
+		s.n = nb;
+		dxbf = sd_conv2d_keep_prepare_dy(&conv->conv_keep_dy, &s, conv->b_off != NONE,
+		                                 m->acts[conv->in].blk, x->blk, dx, conv->in != 0);
+	}
+	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
+	                               y->grad, y->val, x->val, bn->bn_mean, bn->bn_invstd,
+	                               p + bn->w_off, nb, x->c, x->h * x->w, m->blk, 1);
+	if (dxbf)
+		conv->conv_keep_dy.filled = 1;
 	grad_commit(m, x, act_floats(x) * nb);
 	if (b) {
 		if (dr == m->res) {
@@ -1090,9 +1105,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		float *dx = need_dx ? grad_target(m, in) : NULL;
 		float *db = n->b_off == NONE ? NULL : g + n->b_off;
 		if (blk > 1)
-			sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
-			                                p + n->w_off, &s, in->blk, out->blk, m->ws,
-			                                &n->conv_keep);
+			sd_conv2d_backward_blocked_kept2(dx, g + n->w_off, db, out->grad, in->val,
+			                                 p + n->w_off, &s, in->blk, out->blk, m->ws,
+			                                 &n->conv_keep, &n->conv_keep_dy);
 		else
 			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 			                   m->ws);

@@ -264,6 +264,27 @@ static void check_bn_bf16_copy(void)
 	check_report(bad == 0 && zeros > 0 && zeros < nx,
 	             "batch-norm + add + relu writes y rounded to bf16, NHWC: %zu of %zu differ "
 	             "(%zu zeros from the relu)", bad, nx, zeros);
+	/* Its backward, dx only in bf16 NHWC, against the float32 dx rounded;
+	 * the residual's gradient as ever. */
+	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
+	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
+	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, x, mean, invstd, gamma, n, c,
+	                               hw, blk, 1);
+	bad = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				float v = to_bf16(dx[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                     ch % blk]);
+				uint32_t want;
+				memcpy(&want, &v, sizeof want);
+				bad += yh[((size_t)i * hw + p) * c + ch] != (uint16_t)(want >> 16);
+			}
+	check_report(bad == 0 && !memcmp(dr, dr2, nx * sizeof *dr),
+	             "its backward writes dx rounded to bf16, NHWC: %zu of %zu differ; the "
+	             "residual's gradient unchanged", bad, nx);
+	free(dy), free(dx), free(dr), free(dr2), free(dg), free(db);
 	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
 	free(rv), free(yh);
 }
