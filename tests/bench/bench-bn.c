@@ -4,7 +4,7 @@
  * per-layer figure behind the "bn+relu" and "bn+add+relu" rows of
  * bench-train --profile.
  *
- * usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k blk] [-c]
+ * usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k blk] [-c] [-b]
  *
  * For each shape: the best of `repeats` calls after one warm-up call (the
  * minimum is the figure least disturbed by other processes on a shared
@@ -13,7 +13,9 @@
  * writes y; the backward reads dy, y and x twice and writes dx and, with a
  * residual, dr.  "copy" is memcpy of one tensor (read + write), the rate a
  * pass over memory can reach here.  -c times in process CPU time instead of
- * wall time: with -t 1, the figure a busy machine disturbs least.  Prints the
+ * wall time: with -t 1, the figure a busy machine disturbs least.  -b: the
+ * forward also writes its bf16 NHWC copy of y (what a bf16 step has it do
+ * for the next convolution, sd_batchnorm_act_forward_train_bf16).  Prints the
  * CPU model, the thread count and the fraction of the machine's CPU time
  * other processes took during the run. */
 #include "engine/layers.h"
