@@ -653,6 +653,20 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
+/* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
+static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
+{
+	if (md->ndims != 4 || md->data_type != dnnl_bf16 || md->format_kind != dnnl_blocked ||
+	    md->offset0 != 0 || md->format_desc.blocking.inner_nblks != 0)
+		return 0;
+	const dnnl_dim_t c = md->dims[1], h = md->dims[2], w = md->dims[3];
+	const dnnl_dim_t nhwc[4] = { h * w * c, 1, w * c, c };
+	for (int i = 0; i < 4; i++)
+		if (md->padded_dims[i] != md->dims[i] || md->format_desc.blocking.strides[i] != nhwc[i])
+			return 0;
+	return 1;
+}
+
 /* The buffer of keep that the forward of plan p converts x into (grown to
  * fit), or NULL to convert into the workspace: only a bf16 plan whose
  * weight-gradient pass reads x converted to the same layout keeps it. */
@@ -726,6 +740,16 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
                            const struct sd_conv2d_keep *keep, const struct sd_conv2d_keep *keep_dy)
 {
 	const struct sd_conv2d_shape *s = &p->s;
+	/* dy written only in bf16 by its producer (sd_conv2d_keep_prepare_dy):
+	 * read as it is where both passes take that layout, else refused (the
+	 * caller converts it back to float32 and runs im2col). */
+	const int dy_only_bf16 = keep_dy && keep_dy->filled && keep_dy->x == dy;
+	const int dy_kept = dy_only_bf16 && p->key.bf16 && sd_is_nhwc_bf16(&p->w_ddst.md) &&
+	                    (!dx || p->ddst_shared);
+	if (dy_only_bf16 && !dy_kept) {
+		sd_plan_put(p);
+		return -1;
+	}
 	struct sd_call c;
 	if (sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
@@ -734,9 +758,6 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	float *base = sd_aligned(ws), *rs = base + p->b_rs_off;
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
-	/* dy converted by its producer (sd_conv2d_keep_prepare_dy). */
-	const int dy_kept = keep_dy && keep_dy->filled && keep_dy->x == dy &&
-	                    keep_dy->plan == p->serial;
 	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
 	void *xs = keep && keep->valid && keep->x == x && keep->plan == p->serial
 		? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
@@ -847,20 +868,6 @@ static struct sd_dnnl_plan *sd_plan_blocked(const struct sd_conv2d_shape *s, int
 	    (xblk > 1 && s->c % xblk) || s->k % yblk)
 		return NULL;
 	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1, sd_bf16_now()), need_dx);
-}
-
-/* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
-static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
-{
-	if (md->ndims != 4 || md->data_type != dnnl_bf16 || md->format_kind != dnnl_blocked ||
-	    md->offset0 != 0 || md->format_desc.blocking.inner_nblks != 0)
-		return 0;
-	const dnnl_dim_t c = md->dims[1], h = md->dims[2], w = md->dims[3];
-	const dnnl_dim_t nhwc[4] = { h * w * c, 1, w * c, c };
-	for (int i = 0; i < 4; i++)
-		if (md->padded_dims[i] != md->dims[i] || md->format_desc.blocking.strides[i] != nhwc[i])
-			return 0;
-	return 1;
 }
 
 uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,

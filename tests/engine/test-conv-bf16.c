@@ -91,6 +91,16 @@ static void worst(const float *got, const float *ref, const float *s, size_t n, 
 	}
 }
 
+/* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
+static float to_bf16(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &b, sizeof x);
+	return x;
+}
+
 struct pass_result {
 	double over, rel;
 };
@@ -138,6 +148,56 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 		             "n%d c%d k%d %s: the same bits with the input kept", s->n, s->c, s->k,
 		             sd_conv2d_precision_name(sd_conv2d_get_precision()));
 		sd_conv2d_keep_free(&keep);
+		/* dy given only in bf16 NHWC by its producer (keep_dy, float32 dy
+		 * left as NaN): the same bits as converting dy, on oneDNN; and on
+		 * im2col (a fallback), those of the float32 dy rounded to bf16. */
+		struct sd_conv2d_keep kdy = { 0 };
+		uint16_t *dyh = sd_conv2d_keep_prepare_dy(&kdy, s, db != NULL, blk, blk, dyb, !first);
+		if (bf16 && dyh) {
+			float *nan = fill(ny, 0, 0), *dyr = fill(ny, 0, 0);
+			const size_t ohw = (size_t)s->oh * s->ow;
+			for (size_t e = 0; e < ny; e++)
+				nan[e] = NAN;
+			for (int i = 0; i < s->n; i++)
+				for (int ch = 0; ch < s->k; ch++)
+					for (size_t q = 0; q < ohw; q++) {
+						const size_t at = (((size_t)i * (s->k / blk) + ch / blk) * ohw + q) * blk + ch % blk;
+						float v = to_bf16(dyb[at]);
+						uint32_t u;
+						memcpy(&u, &v, sizeof u);
+						dyh[((size_t)i * ohw + q) * s->k + ch] = (uint16_t)(u >> 16);
+						dyr[at] = v;
+					}
+			memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
+			memcpy(dyb, nan, ny * sizeof *dyb);   /* the producer wrote no float32 dy */
+			kdy.filled = 1;
+			sd_conv2d_backward_blocked_kept2(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
+			                                 w, s, blk, blk, ws, NULL, &kdy);
+			check_report(!memcmp(kdx, dxb, nx * sizeof *kdx) && !memcmp(kdw, zdw, nw * sizeof *kdw) &&
+			             (!db || !memcmp(kdb, zdb, s->k * sizeof *kdb)) && !kdy.filled,
+			             "n%d c%d k%d bf16: the same bits with dy given in bf16 only", s->n, s->c,
+			             s->k);
+			/* The im2col fallback reads it too. */
+			float *rdx = fill(nx, 0, 0), *rdw = fill(nw, 0, 0), *rdb = fill(s->k, 0, 0);
+			memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
+			memset(kdx, 0, nx * sizeof *kdx);
+			kdy.filled = 1;
+			sd_conv2d_set_path(SD_CONV_IM2COL);
+			sd_conv2d_backward_blocked_kept2(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
+			                                 w, s, blk, blk, ws, NULL, &kdy);
+			sd_conv2d_backward_blocked(first ? NULL : rdx, rdw, db ? rdb : NULL, dyr, xb, w, s,
+			                           blk, blk, ws);
+			sd_conv2d_set_path(SD_CONV_ONEDNN);
+			check_report(!memcmp(kdx, rdx, nx * sizeof *kdx) && !memcmp(kdw, rdw, nw * sizeof *kdw) &&
+			             (!db || !memcmp(kdb, rdb, s->k * sizeof *kdb)),
+			             "n%d c%d k%d bf16: im2col reads dy given in bf16 only as its float32 "
+			             "value", s->n, s->c, s->k);
+			free(nan), free(dyr), free(rdx), free(rdw), free(rdb);
+		} else {
+			check_report(!bf16 && !dyh, "n%d c%d k%d %s: dy's bf16 layout offered %s", s->n,
+			             s->c, s->k, bf16 ? "bf16" : "fp32", bf16 ? "(it is not)" : "only in bf16");
+		}
+		sd_conv2d_keep_free(&kdy);
 		free(ky), free(kdx), free(kdw), free(kdb), free(zdw), free(zdb);
 		free(xb), free(yb), free(dyb), free(dxb);
 	} else {
@@ -227,15 +287,6 @@ static void check_shape(int c, int hw, int k, int r, int stride, int bias, int f
 	free(ry), free(rdx), free(rdw), free(rdb), free(sy), free(sdx), free(sdw), free(sdb);
 }
 
-/* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
-static float to_bf16(float x)
-{
-	uint32_t b;
-	memcpy(&b, &x, sizeof b);
-	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
-	memcpy(&x, &b, sizeof x);
-	return x;
-}
 
 /* The batch-norm's bf16 copy of its output (sd_batchnorm_act_forward_train_bf16,
  * what the next convolution reads in bf16 instead of converting y itself):
