@@ -65,20 +65,37 @@ size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, 
 
 int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws)
+                                   float *ws, struct sd_conv2d_keep *keep)
 {
-	(void)y, (void)x, (void)w, (void)b, (void)s, (void)xblk, (void)yblk, (void)ws;
+	(void)y, (void)x, (void)w, (void)b, (void)s, (void)xblk, (void)yblk, (void)ws, (void)keep;
 	return -1;
 }
 
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws)
+                                    float *ws, struct sd_conv2d_keep *keep,
+                                    struct sd_conv2d_keep *keep_dy)
 {
 	(void)dx, (void)dw, (void)db, (void)dy, (void)x, (void)w, (void)s, (void)xblk;
-	(void)yblk, (void)ws;
+	(void)yblk, (void)ws, (void)keep, (void)keep_dy;
 	return -1;
+}
+
+uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
+                                      const struct sd_conv2d_shape *s, int bias, int xblk,
+                                      int yblk, const float *x)
+{
+	(void)keep, (void)s, (void)bias, (void)xblk, (void)yblk, (void)x;
+	return NULL;
+}
+
+uint16_t *sd_conv2d_dnnl_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                         const struct sd_conv2d_shape *s, int bias, int xblk,
+                                         int yblk, const float *dy, int need_dx)
+{
+	(void)keep, (void)s, (void)bias, (void)xblk, (void)yblk, (void)dy, (void)need_dx;
+	return NULL;
 }
 
 unsigned long sd_conv2d_dnnl_failures(void)

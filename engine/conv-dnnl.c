@@ -74,6 +74,7 @@ struct sd_dnnl_plan {
 	int refs;                   /* calls using it; never freed while > 0 */
 	int cached;                 /* in sd_dnnl_plans[] (else freed at last put) */
 	unsigned long used;         /* LRU clock of the last use */
+	unsigned long serial;       /* unique per plan built (struct sd_conv2d_keep) */
 	/* primitives */
 	int ok;                     /* forward and backward-weights are usable */
 	struct sd_dnnl_pass fwd, bwd_d, bwd_w;
@@ -97,6 +98,7 @@ static dnnl_engine_t sd_dnnl_engine;     /* NULL when oneDNN has no CPU engine *
 static pthread_mutex_t sd_dnnl_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sd_dnnl_plan *sd_dnnl_plans[SD_DNNL_PLANS_MAX];
 static unsigned long sd_dnnl_clock;
+static unsigned long sd_dnnl_serial;
 static char sd_dnnl_version_str[32];
 
 static void sd_dnnl_init(void)
@@ -420,6 +422,7 @@ static struct sd_dnnl_plan *sd_plan_get_key(const struct sd_conv2d_shape *s, int
 	p->key = key;
 	p->s = *s;
 	p->bias = bias;
+	p->serial = __atomic_add_fetch(&sd_dnnl_serial, 1, __ATOMIC_RELAXED);
 	sd_plan_build(p);
 
 	pthread_mutex_lock(&sd_dnnl_lock);
@@ -650,9 +653,44 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
-/* Runs the forward pass of plan p (usable) and releases it. */
+/* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
+static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
+{
+	if (md->ndims != 4 || md->data_type != dnnl_bf16 || md->format_kind != dnnl_blocked ||
+	    md->offset0 != 0 || md->format_desc.blocking.inner_nblks != 0)
+		return 0;
+	const dnnl_dim_t c = md->dims[1], h = md->dims[2], w = md->dims[3];
+	const dnnl_dim_t nhwc[4] = { h * w * c, 1, w * c, c };
+	for (int i = 0; i < 4; i++)
+		if (md->padded_dims[i] != md->dims[i] || md->format_desc.blocking.strides[i] != nhwc[i])
+			return 0;
+	return 1;
+}
+
+/* The buffer of keep that the forward of plan p converts x into (grown to
+ * fit), or NULL to convert into the workspace: only a bf16 plan whose
+ * weight-gradient pass reads x converted to the same layout keeps it. */
+static void *sd_keep_buffer(const struct sd_dnnl_plan *p, struct sd_conv2d_keep *keep)
+{
+	if (!keep || !p->key.bf16 || p->f_src.is_plain || p->w_src.is_plain ||
+	    !dnnl_memory_desc_equal(&p->f_src.md, &p->w_src.md))
+		return NULL;
+	const size_t bytes = dnnl_memory_desc_get_size(&p->f_src.md);
+	if (keep->bytes < bytes) {
+		free(keep->buf);
+		/* 64-byte aligned, as the workspace's copies are (SD_DNNL_ALIGN). */
+		keep->buf = NULL;
+		if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
+			sd_oom();
+		keep->bytes = bytes;
+	}
+	return keep->buf;
+}
+
+/* Runs the forward pass of plan p (usable) and releases it; x converted into
+ * keep when it can be (sd_keep_buffer). */
 static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
-                          const float *b, float *ws)
+                          const float *b, float *ws, struct sd_conv2d_keep *keep)
 {
 	struct sd_call c;
 	if (sd_call_begin(&c) < 0) {
@@ -660,7 +698,15 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 		return -1;
 	}
 	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
-	void *xs = sd_in(&c, &p->f_src, x, base, rs);
+	void *kept = sd_keep_buffer(p, keep), *xs;
+	if (kept && keep->filled && keep->x == x && keep->plan == p->serial) {
+		xs = kept;   /* x's producer wrote it (sd_conv2d_keep_prepare) */
+	} else if (kept) {
+		xs = kept;
+		sd_reorder(&c, &p->f_src, x, &p->f_src.plain, kept, &p->f_src.md, rs);
+	} else {
+		xs = sd_in(&c, &p->f_src, x, base, rs);
+	}
 	void *wb = sd_in(&c, &p->f_w, w, base, rs);
 	void *yd = p->f_dst.is_plain ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
@@ -676,16 +722,34 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	if (!p->f_dst.is_plain)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
+	if (keep) {
+		keep->x = x;
+		keep->plan = p->serial;
+		keep->valid = kept && rc == 0;
+		keep->filled = 0;
+	}
 	sd_plan_put(p);
 	return rc;
 }
 
 /* Runs the backward passes of plan p (usable, with a JIT backward-data
- * kernel when dx is asked for) and releases it. */
+ * kernel when dx is asked for) and releases it; x read from keep when the
+ * forward just before filled it with this plan from the same x. */
 static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
-                           const float *dy, const float *x, const float *w, float *ws)
+                           const float *dy, const float *x, const float *w, float *ws,
+                           const struct sd_conv2d_keep *keep, const struct sd_conv2d_keep *keep_dy)
 {
 	const struct sd_conv2d_shape *s = &p->s;
+	/* dy written only in bf16 by its producer (sd_conv2d_keep_prepare_dy):
+	 * read as it is where both passes take that layout, else refused (the
+	 * caller converts it back to float32 and runs im2col). */
+	const int dy_only_bf16 = keep_dy && keep_dy->filled && keep_dy->x == dy;
+	const int dy_kept = dy_only_bf16 && p->key.bf16 && sd_is_nhwc_bf16(&p->w_ddst.md) &&
+	                    (!dx || p->ddst_shared);
+	if (dy_only_bf16 && !dy_kept) {
+		sd_plan_put(p);
+		return -1;
+	}
 	struct sd_call c;
 	if (sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
@@ -694,8 +758,9 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	float *base = sd_aligned(ws), *rs = base + p->b_rs_off;
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
-	void *dyw = sd_in(&c, &p->w_ddst, dy, base, rs);
-	void *xs = sd_in(&c, &p->w_src, x, base, rs);
+	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
+	void *xs = keep && keep->valid && keep->x == x && keep->plan == p->serial
+		? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
@@ -711,7 +776,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		sd_reorder(&c, &p->w_dw, dwb, &p->w_dw.md, dwp, &p->w_dw.plain, rs);
 
 	if (dx) {
-		void *dyd = p->ddst_shared ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);
+		void *dyd = p->ddst_shared || dy_kept ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);
 		void *wb = sd_in(&c, &p->d_w, w, base, rs);
 		void *dxd = p->d_dsrc.is_plain ? (void *)dx : base + p->d_dsrc.off;
 		dnnl_exec_arg_t dargs[4] = {
@@ -759,7 +824,7 @@ int sd_conv2d_dnnl_forward(float *y, const float *x, const float *w, const float
                            const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, b != NULL), 0);
-	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+	return p ? sd_run_forward(p, y, x, w, b, ws, NULL) : -1;
 }
 
 int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
@@ -767,7 +832,7 @@ int sd_conv2d_dnnl_backward(float *dx, float *dw, float *db, const float *dy,
                             const struct sd_conv2d_shape *s, float *ws)
 {
 	struct sd_dnnl_plan *p = sd_plan_usable(sd_plan_get(s, db != NULL), dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, NULL, NULL) : -1;
 }
 
 /* ------------------------------------------------------ blocked layouts */
@@ -805,6 +870,50 @@ static struct sd_dnnl_plan *sd_plan_blocked(const struct sd_conv2d_shape *s, int
 	return sd_plan_usable(sd_plan_get_key(s, bias, xblk, yblk, 1, sd_bf16_now()), need_dx);
 }
 
+uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
+                                      const struct sd_conv2d_shape *s, int bias, int xblk,
+                                      int yblk, const float *x)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, 0);
+	if (!p)
+		return NULL;
+	uint16_t *buf = sd_is_nhwc_bf16(&p->f_src.md) ? sd_keep_buffer(p, keep) : NULL;
+	if (buf) {
+		keep->x = x;
+		keep->plan = p->serial;
+	}
+	sd_plan_put(p);
+	return buf;
+}
+
+uint16_t *sd_conv2d_dnnl_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                         const struct sd_conv2d_shape *s, int bias, int xblk,
+                                         int yblk, const float *dy, int need_dx)
+{
+	struct sd_dnnl_plan *p = sd_plan_blocked(s, bias, xblk, yblk, need_dx);
+	if (!p)
+		return NULL;
+	uint16_t *buf = NULL;
+	/* Both passes must read dy in that one layout (a backward-data pass
+	 * wanting another would have only the float32 dy, never written). */
+	if (p->key.bf16 && !p->w_ddst.is_plain && sd_is_nhwc_bf16(&p->w_ddst.md) &&
+	    (!need_dx || (p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md)))) {
+		const size_t bytes = dnnl_memory_desc_get_size(&p->w_ddst.md);
+		if (keep->bytes < bytes) {
+			free(keep->buf);
+			keep->buf = NULL;
+			if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
+				sd_oom();
+			keep->bytes = bytes;
+		}
+		buf = keep->buf;
+		keep->x = dy;
+		keep->plan = p->serial;
+	}
+	sd_plan_put(p);
+	return buf;
+}
+
 int sd_conv2d_dnnl_blocked_supported(const struct sd_conv2d_shape *s, int bias, int xblk,
                                      int yblk, int need_dx)
 {
@@ -825,17 +934,18 @@ size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, 
 
 int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws)
+                                   float *ws, struct sd_conv2d_keep *keep)
 {
 	struct sd_dnnl_plan *p = sd_plan_blocked(s, b != NULL, xblk, yblk, 0);
-	return p ? sd_run_forward(p, y, x, w, b, ws) : -1;
+	return p ? sd_run_forward(p, y, x, w, b, ws, keep) : -1;
 }
 
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws)
+                                    float *ws, struct sd_conv2d_keep *keep,
+                                    struct sd_conv2d_keep *keep_dy)
 {
 	struct sd_dnnl_plan *p = sd_plan_blocked(s, db != NULL, xblk, yblk, dx != NULL);
-	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws) : -1;
+	return p ? sd_run_backward(p, dx, dw, db, dy, x, w, ws, keep, keep_dy) : -1;
 }

@@ -72,14 +72,26 @@ size_t sd_conv2d_dnnl_workspace_floats_blocked(const struct sd_conv2d_shape *s, 
                                                int xblk, int yblk);
 /* As sd_conv2d_dnnl_forward/backward with x and dx in layout xblk, y and dy
  * in layout yblk (w, dw, b, db as ever: OIHW and (k)).  Return 0, or -1
- * (dw, db untouched) when unsupported or oneDNN failed. */
+ * (dw, db untouched) when unsupported or oneDNN failed.  keep (layers.h's
+ * struct sd_conv2d_keep) or NULL: a bf16 forward converts x into it, and
+ * the backward after it reads it instead of converting x again. */
 int sd_conv2d_dnnl_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                   float *ws);
+                                   float *ws, struct sd_conv2d_keep *keep);
 int sd_conv2d_dnnl_backward_blocked(float *dx, float *dw, float *db, const float *dy,
                                     const float *x, const float *w,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                    float *ws);
+                                    float *ws, struct sd_conv2d_keep *keep,
+                                    struct sd_conv2d_keep *keep_dy);
+
+/* sd_conv2d_keep_prepare (layers.h) on oneDNN. */
+uint16_t *sd_conv2d_dnnl_keep_prepare(struct sd_conv2d_keep *keep,
+                                      const struct sd_conv2d_shape *s, int bias, int xblk,
+                                      int yblk, const float *x);
+/* sd_conv2d_keep_prepare_dy (layers.h) on oneDNN. */
+uint16_t *sd_conv2d_dnnl_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                         const struct sd_conv2d_shape *s, int bias, int xblk,
+                                         int yblk, const float *dy, int need_dx);
 
 /* Writes oneDNN's names of the kernels it runs for shape s, forward /
  * backward-data / backward-weights (e.g. "jit:avx2 / jit:avx2 / jit:avx2"),

@@ -37,6 +37,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Sample groups of the statistics, at most; fewer when c is large so that
@@ -44,6 +45,9 @@
  * what limits c to SD_BN_CHANNELS_MAX, layers.h). */
 #define SD_BN_GROUPS 8
 #define SD_BN_PARTIALS (2 * SD_BN_CHANNELS_MAX)
+/* Pixels per task of the pass that also writes a bf16 NHWC copy: every
+ * channel block of 64 pixels, 4 KiB of float32 input per block. */
+#define SD_BN_BF16_RUN 64
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define SD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -126,6 +130,21 @@ typedef int sd_vi __attribute__((vector_size(SD_VL * sizeof(int))));
 
 #define SD_LD(p) __extension__({ sd_vf v_; memcpy(&v_, (p), sizeof v_); v_; })
 #define SD_ST(p, v) do { sd_vf v_ = (v); memcpy((p), &v_, sizeof v_); } while (0)
+typedef unsigned sd_vu __attribute__((vector_size(SD_VL * sizeof(unsigned))));
+typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
+
+/* The 16 lanes of v rounded to bf16, to nearest with ties to even, and
+ * stored at p (32 bytes): the bits oneDNN's float32 -> bf16 reorder gives
+ * (vcvtneps2bf16, which also turns denormals into zeros of their sign), so
+ * a convolution reads the same bf16 input whoever converted it. */
+#define SD_ST_BF16(p, v) do { \
+	sd_vu u_ = (sd_vu)(v); \
+	sd_vu r_ = (u_ + 0x7fffu + ((u_ >> 16) & 1u)) >> 16; \
+	sd_vu z_ = (sd_vu)((u_ & 0x7f800000u) == 0); \
+	r_ = (r_ & ~z_) | ((u_ >> 16) & 0x8000u & z_); \
+	sd_vh h_ = __builtin_convertvector(r_, sd_vh); \
+	memcpy((p), &h_, sizeof h_); \
+} while (0)
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
 
@@ -324,7 +343,7 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 static inline __attribute__((always_inline)) void
 sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict r, size_t count,
               const float *restrict mean, const float *restrict scale,
-              const float *restrict shift, int relu)
+              const float *restrict shift, int relu, uint16_t *restrict yh, size_t hstride)
 {
 	const sd_vf mu = SD_LD(mean), sc = SD_LD(scale), sh = SD_LD(shift);
 	size_t i = 0;
@@ -332,7 +351,11 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 		sd_vf v = (SD_LD(x + i) - mu) * sc + sh;
 		if (r)
 			v += SD_LD(r + i);
-		SD_ST(y + i, relu ? SD_MASK_POS(v, v) : v);
+		if (relu)
+			v = SD_MASK_POS(v, v);
+		SD_ST(y + i, v);
+		if (yh)
+			SD_ST_BF16(yh + i / SD_VL * hstride, v);
 	}
 	for (int j = 0; i < count; i++, j++) {
 		float v = (x[i] - mean[j]) * scale[j] + shift[j];
@@ -342,17 +365,28 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 	}
 }
 
+/* yh, when not NULL: a bf16 copy of y too, one pixel's 16 channels (blk 16)
+ * every hstride elements (NHWC: hstride = c). */
 SD_CLONES
 static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
-                        const float *mean, const float *scale, const float *shift, int relu)
+                        const float *mean, const float *scale, const float *shift, int relu,
+                        uint16_t *yh, size_t hstride)
 {
-	/* Specialised per (residual, relu): no test in the loop. */
-	if (r)
-		relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1)
-		     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0);
-	else
-		relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1)
-		     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0);
+	/* Specialised per (residual, relu, bf16 copy): no test in the loop. */
+	if (yh) {
+		if (r)
+			relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1, yh, hstride)
+			     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0, yh, hstride);
+		else
+			relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1, yh, hstride)
+			     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0, yh, hstride);
+	} else if (r) {
+		relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1, NULL, 0)
+		     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0, NULL, 0);
+	} else {
+		relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1, NULL, 0)
+		     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0, NULL, 0);
+	}
 }
 
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
@@ -360,7 +394,8 @@ static inline __attribute__((always_inline)) void
 sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
                   const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
-                  const float *restrict mdy, const float *restrict mdyx, int relu)
+                  const float *restrict mdy, const float *restrict mdyx, int relu,
+                  uint16_t *restrict dxh, size_t hstride)
 {
 	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
 	const sd_vf d = SD_LD(mdyx);
@@ -370,30 +405,49 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 		if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
 		sd_vf xh = (SD_LD(x + i) - mu) * iv;
-		SD_ST(dx + i, a * (g - b - xh * d));
+		if (dxh)
+			SD_ST_BF16(dxh + i / SD_VL * hstride, a * (g - b - xh * d));
+		else
+			SD_ST(dx + i, a * (g - b - xh * d));
 		if (dr)
 			SD_ST(dr + i, g);
 	}
 	for (int j = 0; i < count; i++, j++) {
 		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 		float xh = (x[i] - mean[j]) * is[j];
-		dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
+		if (dx)
+			dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
 		if (dr)
 			dr[i] = g;
 	}
 }
 
+/* dxh, when not NULL: dx written in bf16 there instead, one pixel's 16
+ * channels (blk 16) every hstride elements (NHWC: hstride = c). */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const float *x, size_t count, const float *mean, const float *is,
-                            const float *k1, const float *mdy, const float *mdyx, int relu)
+                            const float *k1, const float *mdy, const float *mdyx, int relu,
+                            uint16_t *dxh, size_t hstride)
 {
-	if (dr)
-		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1)
-		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0);
-	else
-		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1)
-		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0);
+	if (dxh) {
+		if (dr)
+			relu ? sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
+			                         dxh, hstride)
+			     : sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
+			                         dxh, hstride);
+		else
+			relu ? sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
+			                         dxh, hstride)
+			     : sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
+			                         dxh, hstride);
+	} else if (dr) {
+		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
+		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+	} else {
+		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
+		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+	}
 }
 
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
@@ -402,6 +456,18 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
                                     const float *beta, int n, int c, int hw, int blk,
                                     int relu, float momentum, float eps)
 {
+	sd_batchnorm_act_forward_train_bf16(y, NULL, mean, invstd, running_mean, running_var, x, r,
+	                                    gamma, beta, n, c, hw, blk, relu, momentum, eps);
+}
+
+void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
+                                         float *running_mean, float *running_var,
+                                         const float *x, const float *r, const float *gamma,
+                                         const float *beta, int n, int c, int hw, int blk,
+                                         int relu, float momentum, float eps)
+{
+	if (blk != 16)
+		ybf = NULL;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -438,6 +504,30 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 	float scale_c[SD_BN_CHANNELS_MAX];
 	for (int ch = 0; ch < c; ch++)
 		scale_c[ch] = invstd[ch] * gamma[ch];
+	if (ybf && ncb > 1) {
+		/* The bf16 copy in NHWC: a pixel's channel blocks share its
+		 * cache lines there, so each task writes a run of pixels of
+		 * every block (whole lines) rather than one block's plane (a
+		 * part of every line, read back from memory by each block). */
+		const int run = hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN, runs = (hw + run - 1) / run;
+		#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
+		for (int t = 0; t < n * runs; t++) {
+			const int i = t / runs, p0 = t % runs * run;
+			const int np = hw - p0 < run ? hw - p0 : run;
+			for (int cb = 0; cb < ncb; cb++) {
+				float mu[SD_VL], scale[SD_VL], shift[SD_VL];
+				sd_lanes(mu, mean, cb, blk);
+				sd_lanes(scale, scale_c, cb, blk);
+				sd_lanes(shift, beta, cb, blk);
+				const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
+				/* NHWC: sample i's pixel p0, channel cb * 16. */
+				uint16_t *yh = ybf + ((size_t)i * hw + p0) * c + (size_t)cb * 16;
+				sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)np * blk, mu,
+				            scale, shift, relu, yh, (size_t)c);
+			}
+		}
+		return;
+	}
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * ncb; t++) {
 		const int i = t / ncb, cb = t % ncb;
@@ -446,8 +536,10 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
 		sd_lanes(scale, scale_c, cb, blk);
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
+		/* NHWC: sample i's pixel 0, channel cb * 16 (one block: ncb 1). */
+		uint16_t *yh = ybf ? ybf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
 		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
-		            relu);
+		            relu, yh, (size_t)c);
 	}
 }
 
@@ -469,7 +561,7 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
-		            relu);
+		            relu, NULL, 0);
 	}
 }
 
@@ -478,6 +570,17 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, x, mean, invstd, gamma,
+	                               n, c, hw, blk, relu);
+}
+
+void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
+                                    float *dbeta, const float *dy, const float *y,
+                                    const float *x, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu)
+{
+	if (blk != 16)
+		dxbf = NULL;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -509,18 +612,28 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 		mdy[ch] = (float)(s / (double)m);
 		mdyx[ch] = (float)(q / (double)m);
 	}
+	/* With a bf16 NHWC dx, runs of pixels of every channel block per task
+	 * (see sd_batchnorm_act_forward_train_bf16), else whole planes. */
+	const int run = dxbf && ncb > 1 ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
+	const int runs = (hw + run - 1) / run, inner = dxbf && ncb > 1 ? ncb : 1;
+	const int outer = inner == 1 ? ncb : 1;
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
-	for (int t = 0; t < n * ncb; t++) {
-		const int i = t / ncb, cb = t % ncb;
-		float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL];
-		sd_lanes(mu, mean, cb, blk);
-		sd_lanes(is, invstd, cb, blk);
-		sd_lanes(a, k1, cb, blk);
-		sd_lanes(b, mdy, cb, blk);
-		sd_lanes(d, mdyx, cb, blk);
-		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_bwd_apply(dx + off, dr ? dr + off : NULL, dy + off, y + off, x + off,
-		                (size_t)hw * blk, mu, is, a, b, d, relu);
+	for (int t = 0; t < n * outer * runs; t++) {
+		const int i = t / (outer * runs), p0 = t % runs * run;
+		const int np = hw - p0 < run ? hw - p0 : run;
+		for (int k = 0; k < inner; k++) {
+			const int cb = inner == 1 ? t / runs % outer : k;
+			float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL];
+			sd_lanes(mu, mean, cb, blk);
+			sd_lanes(is, invstd, cb, blk);
+			sd_lanes(a, k1, cb, blk);
+			sd_lanes(b, mdy, cb, blk);
+			sd_lanes(d, mdyx, cb, blk);
+			const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
+			uint16_t *dxh = dxbf ? dxbf + ((size_t)i * hw + p0) * c + (size_t)cb * 16 : NULL;
+			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off, y + off,
+			                x + off, (size_t)np * blk, mu, is, a, b, d, relu, dxh, (size_t)c);
+		}
 	}
 }
 

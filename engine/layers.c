@@ -871,9 +871,36 @@ size_t sd_conv2d_workspace_floats_blocked(const struct sd_conv2d_shape *s, int x
 void sd_conv2d_forward_blocked(float *y, const float *x, const float *w, const float *b,
                                const struct sd_conv2d_shape *s, int xblk, int yblk, float *ws)
 {
-	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws) == 0)
+	sd_conv2d_forward_blocked_kept(y, x, w, b, s, xblk, yblk, ws, NULL);
+}
+
+uint16_t *sd_conv2d_keep_prepare(struct sd_conv2d_keep *keep, const struct sd_conv2d_shape *s,
+                                 int bias, int xblk, int yblk, const float *x)
+{
+	keep->filled = 0;
+	if (sd_conv2d_get_path() == SD_CONV_IM2COL)
+		return NULL;
+	return sd_conv2d_dnnl_keep_prepare(keep, s, bias, xblk, yblk, x);
+}
+
+void sd_conv2d_keep_free(struct sd_conv2d_keep *keep)
+{
+	free(keep->buf);
+	memset(keep, 0, sizeof *keep);
+}
+
+void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws, struct sd_conv2d_keep *keep)
+{
+	int rc = sd_conv2d_get_path() == SD_CONV_IM2COL
+		? -1 : sd_conv2d_dnnl_forward_blocked(y, x, w, b, s, xblk, yblk, ws, keep);
+	if (keep)
+		keep->filled = 0;
+	if (rc == 0)
 		return;
+	if (keep)
+		keep->valid = 0;
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
 	const float *xin = x;
@@ -891,8 +918,44 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
                                 const struct sd_conv2d_shape *s, int xblk, int yblk,
                                 float *ws)
 {
-	if (sd_conv2d_get_path() != SD_CONV_IM2COL &&
-	    sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws) == 0)
+	sd_conv2d_backward_blocked_kept2(dx, dw, db, dy, x, w, s, xblk, yblk, ws, NULL, NULL);
+}
+
+void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
+                                     const float *x, const float *w,
+                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                     float *ws, struct sd_conv2d_keep *keep)
+{
+	sd_conv2d_backward_blocked_kept2(dx, dw, db, dy, x, w, s, xblk, yblk, ws, keep, NULL);
+}
+
+uint16_t *sd_conv2d_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                    const struct sd_conv2d_shape *s, int bias, int xblk,
+                                    int yblk, const float *dy, int need_dx)
+{
+	keep->filled = 0;
+	if (sd_conv2d_get_path() == SD_CONV_IM2COL)
+		return NULL;
+	return sd_conv2d_dnnl_keep_prepare_dy(keep, s, bias, xblk, yblk, dy, need_dx);
+}
+
+void sd_conv2d_backward_blocked_kept2(float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w,
+                                      const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                      float *ws, struct sd_conv2d_keep *keep,
+                                      struct sd_conv2d_keep *keep_dy)
+{
+	int rc = sd_conv2d_get_path() == SD_CONV_IM2COL
+		? -1 : sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws, keep,
+		                                       keep_dy);
+	if (keep)
+		keep->valid = 0;
+	/* dy only in bf16 (its producer skipped the float32 one). */
+	const uint16_t *dy_bf16 = keep_dy && keep_dy->filled && keep_dy->x == dy ? keep_dy->buf
+	                                                                         : NULL;
+	if (keep_dy)
+		keep_dy->filled = 0;
+	if (rc == 0)
 		return;
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;
@@ -902,7 +965,17 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
 		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
 		xin = xp;
 	}
-	if (yblk > 1) {
+	if (dy_bf16) {
+		/* NHWC bf16 -> NCHW float32: bf16 is float32's upper half. */
+		const size_t ohw = (size_t)s->oh * s->ow;
+		for (int i = 0; i < s->n; i++)
+			for (int ch = 0; ch < s->k; ch++)
+				for (size_t p = 0; p < ohw; p++) {
+					uint32_t u = (uint32_t)dy_bf16[((size_t)i * ohw + p) * s->k + ch] << 16;
+					memcpy(&dyp[((size_t)i * s->k + ch) * ohw + p], &u, sizeof u);
+				}
+		dyin = dyp;
+	} else if (yblk > 1) {
 		sd_layout_from_blocked(dyp, dy, s->n, s->k, s->oh * s->ow, yblk);
 		dyin = dyp;
 	}

@@ -252,6 +252,57 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
                                 const float *x, const float *w,
                                 const struct sd_conv2d_shape *s, int xblk, int yblk,
                                 float *ws);
+/* A convolution input kept from the forward pass to the weight-gradient
+ * pass of the same training step, in the bf16 layout of oneDNN's kernels.
+ * A bf16 step converts each convolution's float32 input to bf16 for the
+ * forward kernel and again, the same bytes, for the weight gradient; with a
+ * keep the forward converts into it and the backward reads it (a ResNet-32
+ * step at batch 128 converts about 37 M elements less, 222 MB of traffic).
+ * One per convolution node, zeroed at creation; the calls below own and
+ * grow buf (freed by sd_conv2d_keep_free).  The backward uses it only when
+ * the forward just before it filled it from the same x pointer with the
+ * same kernels, and the caller must not have changed x in between (the
+ * backward reads x then anyway).  Unused in float32 and on im2col. */
+struct sd_conv2d_keep {
+	void *buf;              /* owned; NULL until a bf16 forward needs it */
+	size_t bytes;           /* allocated size of buf */
+	const float *x;         /* the input held, when valid */
+	unsigned long plan;     /* serial number of the kernels that filled it */
+	int filled;             /* written by x's producer for the next forward */
+	int valid;              /* filled by the last forward, not used since */
+};
+void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
+/* Where x's producer may write the bf16 copy the next forward of (s, bias,
+ * xblk, yblk) in the current precision would convert x into: keep's buffer
+ * (grown to fit), (n, h, w, c) bf16 (NHWC, what oneDNN's AMX kernels read),
+ * or NULL when that forward converts nothing or to another layout.  Having
+ * written all of it, the producer sets keep->filled; the forward then reads
+ * it instead of converting x (and clears filled, whatever it ran). */
+uint16_t *sd_conv2d_keep_prepare(struct sd_conv2d_keep *keep, const struct sd_conv2d_shape *s,
+                                 int bias, int xblk, int yblk, const float *x);
+/* The same for the output gradient dy of the next backward (need_dx as its
+ * dx != NULL): where dy's producer may write it in bf16, NHWC, which both
+ * backward passes then read instead of converting dy; NULL when they do
+ * not convert it to that one layout.  The producer that writes only the
+ * bf16 copy (sd_batchnorm_act_backward_bf16) leaves the float32 dy unset:
+ * the backward passed keep_dy then never reads it. */
+uint16_t *sd_conv2d_keep_prepare_dy(struct sd_conv2d_keep *keep,
+                                    const struct sd_conv2d_shape *s, int bias, int xblk,
+                                    int yblk, const float *dy, int need_dx);
+/* sd_conv2d_backward_blocked_kept with dy's keep as well (NULL: none). */
+void sd_conv2d_backward_blocked_kept2(float *dx, float *dw, float *db, const float *dy,
+                                      const float *x, const float *w,
+                                      const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                      float *ws, struct sd_conv2d_keep *keep,
+                                      struct sd_conv2d_keep *keep_dy);
+/* sd_conv2d_forward/backward_blocked with keep (NULL: the calls above). */
+void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
+                                    const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                    float *ws, struct sd_conv2d_keep *keep);
+void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
+                                     const float *x, const float *w,
+                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                     float *ws, struct sd_conv2d_keep *keep);
 /* Whether sd_conv2d_*_blocked would run shape s on oneDNN (1) or convert
  * and run im2col (0), dx included when need_dx. */
 int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,
@@ -277,6 +328,15 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
                                    const float *gamma, const float *beta,
                                    const float *running_mean, const float *running_var,
                                    int n, int c, int hw, int blk, int relu, float eps);
+/* As sd_batchnorm_act_forward_train, and when ybf is not NULL and blk is 16,
+ * a copy of y rounded to bf16 (to nearest even, denormals to zero: the bits
+ * oneDNN's reorder gives) in ybf, (n, hw, c) (NHWC), for the bf16
+ * convolution that reads y next (sd_conv2d_keep_prepare). */
+void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
+                                         float *running_mean, float *running_var,
+                                         const float *x, const float *r, const float *gamma,
+                                         const float *beta, int n, int c, int hw, int blk,
+                                         int relu, float momentum, float eps);
 /* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
  * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
  * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is
@@ -285,6 +345,14 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *dy, const float *y, const float *x,
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu);
+/* As sd_batchnorm_act_backward, but when dxbf is not NULL and blk is 16, dx
+ * is written there instead, rounded to bf16 (as the forward's copy) in
+ * NHWC, (n, hw, c), for the bf16 convolution that produced x
+ * (sd_conv2d_keep_prepare_dy); dx is then not written and may be NULL. */
+void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
+                                    float *dbeta, const float *dy, const float *y,
+                                    const float *x, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

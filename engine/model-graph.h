@@ -120,6 +120,8 @@ struct node {
 	size_t w_off, b_off;            /* OP_LINEAR and OP_CONV may lack b_off */
 	size_t rm_off, rv_off;          /* batch-norm running stats, in buffers */
 	struct sd_conv2d_shape conv;    /* OP_CONV; n is set per call */
+	struct sd_conv2d_keep conv_keep; /* OP_CONV: bf16 input from forward to backward */
+	struct sd_conv2d_keep conv_keep_dy; /* OP_CONV: bf16 output gradient from its consumer */
 	int pad;                        /* OP_MAXPOOL, OP_AVGPOOL: padding (ONNX models
 	                                 * only) */
 	int count_pad;                  /* OP_AVGPOOL: padding counts in the divisor */

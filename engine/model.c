@@ -467,6 +467,18 @@ struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_bat
 	return m;
 }
 
+/* count floats (at least one) on a 64-byte boundary, freed with free().
+ * The channel-blocked kernels and oneDNN's move whole 64-byte vectors along
+ * these buffers; malloc's 16-byte alignment made every one of those loads
+ * and stores straddle two cache lines. */
+static float *falloc(size_t count)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, (count ? count : 1) * sizeof(float)))
+		sd_oom();
+	return p;
+}
+
 int sd_graph_finish(struct sd_model *m, int classes, char **why)
 {
 	const struct act *last = &m->acts[m->nacts - 1];
@@ -481,8 +493,8 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 	for (int i = 0; i < m->nacts; i++) {
 		struct act *a = &m->acts[i];
 		size_t f = act_floats(a) * (size_t)max_batch;
-		a->val = sd_malloc(f * sizeof(float));
-		a->grad = sd_malloc(f * sizeof(float));
+		a->val = falloc(f);
+		a->grad = falloc(f);
 		if (f > maxact)
 			maxact = f;
 	}
@@ -507,11 +519,11 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 			n->argmax = sd_malloc(act_floats(&m->acts[n->out]) * max_batch * sizeof(int32_t));
 		}
 	}
-	m->ws = sd_malloc((m->ws_floats ? m->ws_floats : 1) * sizeof(float));
+	m->ws = falloc(m->ws_floats);
 	m->scratch_floats = maxact;
-	m->scratch = sd_malloc(maxact * sizeof(float));
+	m->scratch = falloc(maxact);
 	if (m->blk > 1)
-		m->res = sd_malloc(maxact * sizeof(float));
+		m->res = falloc(maxact);
 	m->params = sd_calloc(m->nparams, sizeof(float));
 	m->grads = sd_calloc(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float));
 	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
@@ -533,6 +545,8 @@ void sd_model_destroy(struct sd_model *m)
 		free(m->nodes[i].bn_mean);
 		free(m->nodes[i].bn_invstd);
 		free(m->nodes[i].argmax);
+		sd_conv2d_keep_free(&m->nodes[i].conv_keep);
+		sd_conv2d_keep_free(&m->nodes[i].conv_keep_dy);
 		free(m->nodes[i].bin_k);
 		free(m->nodes[i].drop_mask);
 		free(m->nodes[i].seq_idx);
@@ -777,16 +791,31 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		r = residual(m, add, nb);
 	}
 	const int relu = n->fuse != FUSE_NONE;
-	if (train)
-		sd_batchnorm_act_forward_train(y, n->bn_mean, n->bn_invstd, m->buffers + n->rm_off,
-		                               m->buffers + n->rv_off, in->val, r, p + n->w_off, p + n->b_off,
-		                               nb, in->c, in->h * in->w, m->blk, relu, n->bn_momentum,
-		                               n->bn_eps);
-	else
+	const int ran = n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+	if (train) {
+		/* When the node after the group is a convolution of y, y is also
+		 * written in the bf16 layout that convolution would convert it
+		 * to, if it converts (bf16 precision; sd_conv2d_keep_prepare). */
+		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
+		uint16_t *ybf = NULL;
+		if (next && next->op == OP_CONV && m->acts[next->in].val == y) {
+			struct sd_conv2d_shape s = next->conv;
+			s.n = nb;
+			ybf = sd_conv2d_keep_prepare(&next->conv_keep, &s, next->b_off != NONE,
+			                             m->acts[next->in].blk, m->acts[next->out].blk, y);
+		}
+		sd_batchnorm_act_forward_train_bf16(y, ybf, n->bn_mean, n->bn_invstd,
+		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
+		                                    in->val, r, p + n->w_off, p + n->b_off, nb, in->c,
+		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
+		                                    n->bn_eps);
+		if (ybf)
+			next->conv_keep.filled = 1;
+	} else
 		sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off, m->buffers + n->rm_off,
 		                              m->buffers + n->rv_off, nb, in->c, in->h * in->w, m->blk, relu,
 		                              n->bn_eps);
-	return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+	return ran;
 }
 
 static int forward_node(struct sd_model *m, int i, int nb, int train)
@@ -801,8 +830,8 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		s.n = nb;
 		const float *b = n->b_off == NONE ? NULL : p + n->b_off;
 		if (blk > 1)
-			sd_conv2d_forward_blocked(out->val, in->val, p + n->w_off, b, &s, in->blk,
-			                          out->blk, m->ws);
+			sd_conv2d_forward_blocked_kept(out->val, in->val, p + n->w_off, b, &s, in->blk,
+			                               out->blk, m->ws, &n->conv_keep);
 		else
 			sd_conv2d_forward(out->val, in->val, p + n->w_off, b, &s, m->ws);
 		return 1;
@@ -959,9 +988,23 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		dr = identity ? grad_target(m, b) : m->res;
 	}
 	float *dx = grad_target(m, x);
-	sd_batchnorm_act_backward(dx, dr, g + bn->w_off, g + bn->b_off, y->grad, y->val, x->val,
-	                          bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
-	                          x->h * x->w, m->blk, 1);
+	/* x's gradient straight in the bf16 layout of the convolution that
+	 * produced x, when that convolution converts it (bf16) and is its only
+	 * reader: its float32 copy is then never written. */
+	struct node *conv = head > 0 ? &m->nodes[head - 1] : NULL;
+	uint16_t *dxbf = NULL;
+	if (conv && conv->op == OP_CONV && conv->out == bn->in && x->consumers == 1 &&
+	    !x->grad_set) {
+		struct sd_conv2d_shape s = conv->conv;
+		s.n = nb;
+		dxbf = sd_conv2d_keep_prepare_dy(&conv->conv_keep_dy, &s, conv->b_off != NONE,
+		                                 m->acts[conv->in].blk, x->blk, dx, conv->in != 0);
+	}
+	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
+	                               y->grad, y->val, x->val, bn->bn_mean, bn->bn_invstd,
+	                               p + bn->w_off, nb, x->c, x->h * x->w, m->blk, 1);
+	if (dxbf)
+		conv->conv_keep_dy.filled = 1;
 	grad_commit(m, x, act_floats(x) * nb);
 	if (b) {
 		if (dr == m->res) {
@@ -1062,8 +1105,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		float *dx = need_dx ? grad_target(m, in) : NULL;
 		float *db = n->b_off == NONE ? NULL : g + n->b_off;
 		if (blk > 1)
-			sd_conv2d_backward_blocked(dx, g + n->w_off, db, out->grad, in->val,
-			                           p + n->w_off, &s, in->blk, out->blk, m->ws);
+			sd_conv2d_backward_blocked_kept2(dx, g + n->w_off, db, out->grad, in->val,
+			                                 p + n->w_off, &s, in->blk, out->blk, m->ws,
+			                                 &n->conv_keep, &n->conv_keep_dy);
 		else
 			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 			                   m->ws);

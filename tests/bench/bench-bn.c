@@ -4,7 +4,7 @@
  * per-layer figure behind the "bn+relu" and "bn+add+relu" rows of
  * bench-train --profile.
  *
- * usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k blk] [-c]
+ * usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k blk] [-c] [-b]
  *
  * For each shape: the best of `repeats` calls after one warm-up call (the
  * minimum is the figure least disturbed by other processes on a shared
@@ -13,7 +13,9 @@
  * writes y; the backward reads dy, y and x twice and writes dx and, with a
  * residual, dr.  "copy" is memcpy of one tensor (read + write), the rate a
  * pass over memory can reach here.  -c times in process CPU time instead of
- * wall time: with -t 1, the figure a busy machine disturbs least.  Prints the
+ * wall time: with -t 1, the figure a busy machine disturbs least.  -b: the
+ * forward also writes its bf16 NHWC copy of y (what a bf16 step has it do
+ * for the next convolution, sd_batchnorm_act_forward_train_bf16).  Prints the
  * CPU model, the thread count and the fraction of the machine's CPU time
  * other processes took during the run. */
 #include "engine/layers.h"
@@ -44,7 +46,7 @@ struct shape {
 
 int main(int argc, char **argv)
 {
-	int threads = 2, repeats = 10, n = 128, blk = 16;
+	int threads = 2, repeats = 10, n = 128, blk = 16, bf16_copy = 0;
 	for (int i = 1; i < argc; i += 2) {
 		if (!strcmp(argv[i], "-c")) {
 			bench_clock = CLOCK_PROCESS_CPUTIME_ID;
@@ -61,9 +63,11 @@ int main(int argc, char **argv)
 			n = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "-k"))
 			blk = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "-b"))
+			bf16_copy = 1;
 	}
 	if (threads < 1 || repeats < 1 || n < 1 || (blk != 1 && blk != 8 && blk != 16)) {
-		fprintf(stderr, "usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k 1|8|16] [-c]\n");
+		fprintf(stderr, "usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k 1|8|16] [-c] [-b]\n");
 		return 2;
 	}
 	omp_set_num_threads(threads);
@@ -89,6 +93,7 @@ int main(int argc, char **argv)
 		float *dx = bench_falloc(nx), *dr = bench_falloc(nx), *cp = bench_falloc(nx);
 		float *gamma = bench_falloc(c), *beta = bench_falloc(c), *mean = bench_falloc(c), *invstd = bench_falloc(c);
 		float *rm = bench_falloc(c), *rv = bench_falloc(c), *dg = bench_falloc(c), *db = bench_falloc(c);
+		uint16_t *yh = bf16_copy ? (uint16_t *)bench_falloc((nx + 1) / 2) : NULL;
 		struct sd_rng rng;
 		sd_rng_seed(&rng, 7, 7);
 		for (size_t i = 0; i < nx; i++) {
@@ -105,8 +110,9 @@ int main(int argc, char **argv)
 			double t0 = clock_s();
 			memcpy(cp, x, nx * sizeof(float));
 			double t1 = clock_s();
-			sd_batchnorm_act_forward_train(y, mean, invstd, rm, rv, x, sh->residual ? r : NULL,
-			                               gamma, beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
+			sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x,
+			                                    sh->residual ? r : NULL, gamma, beta, n, c, hw,
+			                                    blk, 1, 0.1f, 1e-5f);
 			double t2 = clock_s();
 			sd_batchnorm_act_backward(dx, sh->residual ? dr : NULL, dg, db, dy, y, x, mean,
 			                          invstd, gamma, n, c, hw, blk, 1);
@@ -133,6 +139,7 @@ int main(int argc, char **argv)
 		sum_b += count * tb;
 		free(x), free(r), free(y), free(dy), free(dx), free(dr), free(cp), free(gamma);
 		free(beta), free(mean), free(invstd), free(rm), free(rv), free(dg), free(db);
+		free(yh);
 	}
 	printf("resnet32 step, every batch-norm: forward %.1f ms, backward %.1f ms\n", sum_f * 1e3,
 	       sum_b * 1e3);

@@ -91,6 +91,16 @@ static void worst(const float *got, const float *ref, const float *s, size_t n, 
 	}
 }
 
+/* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
+static float to_bf16(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
+	memcpy(&x, &b, sizeof x);
+	return x;
+}
+
 struct pass_result {
 	double over, rel;
 };
@@ -114,6 +124,81 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 		sd_conv2d_backward_blocked(first ? NULL : dxb, dw, db, dyb, xb, w, s, blk, blk, ws);
 		sd_layout_from_blocked(y, yb, s->n, s->k, s->oh * s->ow, blk);
 		sd_layout_from_blocked(dx, dxb, s->n, s->c, s->h * s->w, blk);
+		/* The same calls again with the input kept from forward to
+		 * backward (struct sd_conv2d_keep): the same bits, and in bf16 the
+		 * keep filled by the forward (else this checks nothing). */
+		const size_t nw = (size_t)s->k * s->c * s->r * s->r;
+		float *ky = fill(ny, 0, 0), *kdx = fill(nx, 0, 0), *kdw = fill(nw, 0, 0);
+		float *kdb = fill(s->k, 0, 0), *zdw = fill(nw, 0, 0), *zdb = fill(s->k, 0, 0);
+		memset(dxb, 0, nx * sizeof *dxb);
+		struct sd_conv2d_keep keep = { 0 };
+		sd_conv2d_forward_blocked_kept(ky, xb, w, b, s, blk, blk, ws, &keep);
+		const int filled = keep.valid;
+		sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb, w, s,
+		                                blk, blk, ws, &keep);
+		sd_conv2d_backward_blocked(first ? NULL : dxb, zdw, db ? zdb : NULL, dyb, xb, w, s, blk,
+		                           blk, ws);
+		const int bf16 = sd_conv2d_get_precision() == SD_CONV_BF16;
+		check_report(filled == bf16 && !keep.valid,
+		             "n%d c%d k%d %s: the forward kept its input %s (%d), the backward "
+		             "used it up", s->n, s->c, s->k, sd_conv2d_precision_name(sd_conv2d_get_precision()),
+		             bf16 ? "in bf16" : "only in bf16", filled);
+		check_report(!memcmp(ky, yb, ny * sizeof *ky) && !memcmp(kdx, dxb, nx * sizeof *kdx) &&
+		             !memcmp(kdw, zdw, nw * sizeof *kdw) && !memcmp(kdb, zdb, s->k * sizeof *kdb),
+		             "n%d c%d k%d %s: the same bits with the input kept", s->n, s->c, s->k,
+		             sd_conv2d_precision_name(sd_conv2d_get_precision()));
+		sd_conv2d_keep_free(&keep);
+		/* dy given only in bf16 NHWC by its producer (keep_dy, float32 dy
+		 * left as NaN): the same bits as converting dy, on oneDNN; and on
+		 * im2col (a fallback), those of the float32 dy rounded to bf16. */
+		struct sd_conv2d_keep kdy = { 0 };
+		uint16_t *dyh = sd_conv2d_keep_prepare_dy(&kdy, s, db != NULL, blk, blk, dyb, !first);
+		if (bf16 && dyh) {
+			float *nan = fill(ny, 0, 0), *dyr = fill(ny, 0, 0);
+			const size_t ohw = (size_t)s->oh * s->ow;
+			for (size_t e = 0; e < ny; e++)
+				nan[e] = NAN;
+			for (int i = 0; i < s->n; i++)
+				for (int ch = 0; ch < s->k; ch++)
+					for (size_t q = 0; q < ohw; q++) {
+						const size_t at = (((size_t)i * (s->k / blk) + ch / blk) * ohw + q) * blk + ch % blk;
+						float v = to_bf16(dyb[at]);
+						uint32_t u;
+						memcpy(&u, &v, sizeof u);
+						dyh[((size_t)i * ohw + q) * s->k + ch] = (uint16_t)(u >> 16);
+						dyr[at] = v;
+					}
+			memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
+			memcpy(dyb, nan, ny * sizeof *dyb);   /* the producer wrote no float32 dy */
+			kdy.filled = 1;
+			sd_conv2d_backward_blocked_kept2(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
+			                                 w, s, blk, blk, ws, NULL, &kdy);
+			check_report(!memcmp(kdx, dxb, nx * sizeof *kdx) && !memcmp(kdw, zdw, nw * sizeof *kdw) &&
+			             (!db || !memcmp(kdb, zdb, s->k * sizeof *kdb)) && !kdy.filled,
+			             "n%d c%d k%d bf16: the same bits with dy given in bf16 only", s->n, s->c,
+			             s->k);
+			/* The im2col fallback reads it too. */
+			float *rdx = fill(nx, 0, 0), *rdw = fill(nw, 0, 0), *rdb = fill(s->k, 0, 0);
+			memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
+			memset(kdx, 0, nx * sizeof *kdx);
+			kdy.filled = 1;
+			sd_conv2d_set_path(SD_CONV_IM2COL);
+			sd_conv2d_backward_blocked_kept2(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
+			                                 w, s, blk, blk, ws, NULL, &kdy);
+			sd_conv2d_backward_blocked(first ? NULL : rdx, rdw, db ? rdb : NULL, dyr, xb, w, s,
+			                           blk, blk, ws);
+			sd_conv2d_set_path(SD_CONV_ONEDNN);
+			check_report(!memcmp(kdx, rdx, nx * sizeof *kdx) && !memcmp(kdw, rdw, nw * sizeof *kdw) &&
+			             (!db || !memcmp(kdb, rdb, s->k * sizeof *kdb)),
+			             "n%d c%d k%d bf16: im2col reads dy given in bf16 only as its float32 "
+			             "value", s->n, s->c, s->k);
+			free(nan), free(dyr), free(rdx), free(rdw), free(rdb);
+		} else {
+			check_report(!bf16 && !dyh, "n%d c%d k%d %s: dy's bf16 layout offered %s", s->n,
+			             s->c, s->k, bf16 ? "bf16" : "fp32", bf16 ? "(it is not)" : "only in bf16");
+		}
+		sd_conv2d_keep_free(&kdy);
+		free(ky), free(kdx), free(kdw), free(kdb), free(zdw), free(zdb);
 		free(xb), free(yb), free(dyb), free(dxb);
 	} else {
 		sd_conv2d_forward(y, x, w, b, s, ws);
@@ -202,14 +287,57 @@ static void check_shape(int c, int hw, int k, int r, int stride, int bias, int f
 	free(ry), free(rdx), free(rdw), free(rdb), free(sy), free(sdx), free(sdw), free(sdb);
 }
 
-/* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
-static float to_bf16(float x)
+
+/* The batch-norm's bf16 copy of its output (sd_batchnorm_act_forward_train_bf16,
+ * what the next convolution reads in bf16 instead of converting y itself):
+ * every element of the NHWC copy is y's element rounded to bf16. */
+static void check_bn_bf16_copy(void)
 {
-	uint32_t b;
-	memcpy(&b, &x, sizeof b);
-	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
-	memcpy(&x, &b, sizeof x);
-	return x;
+	const int n = 3, c = 48, hw = 40, blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 5, 6.0f), *r = fill(nx, 6, 2.0f), *y = fill(nx, 0, 0);
+	float *gamma = fill(c, 7, 1.0f), *beta = fill(c, 8, 1.0f);
+	float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *rm = fill(c, 0, 0), *rv = fill(c, 0, 0);
+	uint16_t *yh = calloc(nx, sizeof *yh);
+	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, r, gamma, beta, n, c, hw,
+	                                    blk, 1, 0.1f, 1e-5f);
+	size_t bad = 0, zeros = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				float v = y[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk];
+				uint32_t want;
+				v = to_bf16(v);
+				memcpy(&want, &v, sizeof want);
+				bad += yh[((size_t)i * hw + p) * c + ch] != (uint16_t)(want >> 16);
+				zeros += v == 0.0f;
+			}
+	check_report(bad == 0 && zeros > 0 && zeros < nx,
+	             "batch-norm + add + relu writes y rounded to bf16, NHWC: %zu of %zu differ "
+	             "(%zu zeros from the relu)", bad, nx, zeros);
+	/* Its backward, dx only in bf16 NHWC, against the float32 dx rounded;
+	 * the residual's gradient as ever. */
+	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
+	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
+	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, x, mean, invstd, gamma, n, c,
+	                               hw, blk, 1);
+	bad = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				float v = to_bf16(dx[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                     ch % blk]);
+				uint32_t want;
+				memcpy(&want, &v, sizeof want);
+				bad += yh[((size_t)i * hw + p) * c + ch] != (uint16_t)(want >> 16);
+			}
+	check_report(bad == 0 && !memcmp(dr, dr2, nx * sizeof *dr),
+	             "its backward writes dx rounded to bf16, NHWC: %zu of %zu differ; the "
+	             "residual's gradient unchanged", bad, nx);
+	free(dy), free(dx), free(dr), free(dr2), free(dg), free(db);
+	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
+	free(rv), free(yh);
 }
 
 static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
@@ -310,6 +438,7 @@ int main(void)
 		check_shape(16, 32, 32, 3, 2, 0, 0, blk);
 	else
 		check_skip("no channel-blocked oneDNN layout for the blocked check");
+	check_bn_bf16_copy();
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
