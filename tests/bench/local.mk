@@ -104,3 +104,6 @@ tests_bench_bench_attention_LDADD = $(SD_ENGINE_LIBS)
 EXTRA_DIST += tests/bench/gpt-vs-torch
 # Its learning against PyTorch's, the same steps and settings (gpt-learn, make soak).
 EXTRA_DIST += tests/bench/gpt-learn tests/bench/gpt-learn-soak.sh
+# The example char-GPT against llm.c's train_gpt2.c on a matched configuration
+# (gpt-vs-llmc, make bench; LLMC_DIR names an llm.c checkout, else SKIP).
+EXTRA_DIST += tests/bench/gpt-vs-llmc tests/bench/llmc_ckpt.py tests/bench/llmc_reference.py

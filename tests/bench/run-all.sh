@@ -12,7 +12,7 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/bench.XXXXXX") || exit 1
 trap 'rm -rf "$out"' EXIT
 
 list=
-for b in "$here"/engine-vs-torch "$here"/bf16-vs-torch "$here"/gpt-vs-torch "$here"/onnx-vs-builtin "$here"/elastic-bench "$here"/ddp-vs-torch "$here"/liveness-bench "$here"/cockpit-bench "$here"/cloud-cockpit-bench "$here"/attach-bench \
+for b in "$here"/engine-vs-torch "$here"/bf16-vs-torch "$here"/gpt-vs-torch "$here"/gpt-vs-llmc "$here"/onnx-vs-builtin "$here"/elastic-bench "$here"/ddp-vs-torch "$here"/liveness-bench "$here"/cockpit-bench "$here"/cloud-cockpit-bench "$here"/attach-bench \
 	"$top_builddir"/tests/bench/autopilot-bench \
 	"$top_builddir"/tests/bench/bench-*; do
 	case "$b" in *bench-sgemm|*.o|*.c|*.h) continue;; esac   # bench-sgemm is engine-vs-torch's tool
