@@ -262,6 +262,49 @@ static dnnl_format_tag_t sd_act_tag(int blk)
 	return blk == 16 ? dnnl_nChw16c : blk == 8 ? dnnl_nChw8c : dnnl_nchw;
 }
 
+enum sd_pass_kind { SD_PASS_FWD, SD_PASS_BWD_D, SD_PASS_BWD_W };
+
+/* SPOTDECK_WINOGRAD=0 turns Winograd off (every pass direct); read once. */
+static int sd_winograd_allowed(void)
+{
+	static int allowed = -1;
+	if (allowed < 0) {
+		const char *v = getenv("SPOTDECK_WINOGRAD");
+		allowed = !(v && !strcmp(v, "0"));
+	}
+	return allowed;
+}
+
+/* Whether pass k of plan p asks oneDNN for its Winograd kernels (F(4x4,
+ * 3x3), jit_wino_4x3 on AVX-512) instead of the direct ones: float32 only
+ * (oneDNN has no bf16 Winograd), 3x3 filters at stride 1, channels in
+ * whole 16-lane blocks.  The channel thresholds are measured, not derived:
+ * ResNet-32 at batch 128 on 2 threads of a Xeon with AVX-512 (oneDNN
+ * 2.6.3, ms per call, direct -> Winograd):
+ *   16 channels at 32x32: forward 3.21 -> 4.51, backward-data 2.76 -> 4.78,
+ *                         backward-weights 3.25 -> 2.23;
+ *   32 channels at 16x16: 2.21 -> 2.01, 2.30 -> 1.81, 2.13 -> 1.51;
+ *   64 channels at 8x8:   2.06 -> 1.35, 2.10 -> 1.35, 2.08 -> 1.36.
+ * So the weight gradient takes Winograd from 16 channels, the forward and
+ * the data gradient from 32 (their input and output transforms outweigh
+ * the saved multiplications when the channel products are short).
+ * Winograd's results differ from the direct ones by rounding only (its
+ * transforms add a few ulp: see tests/engine/test-conv-paths). */
+static int sd_use_winograd(const struct sd_dnnl_plan *p, enum sd_pass_kind k)
+{
+	const struct sd_conv2d_shape *s = &p->s;
+	if (!sd_winograd_allowed() || p->key.bf16 || s->r != 3 || s->stride != 1 ||
+	    s->c % 16 || s->k % 16)
+		return 0;
+	int min_c = k == SD_PASS_BWD_W ? 16 : 32;
+	return s->c >= min_c && s->k >= min_c;
+}
+
+static dnnl_alg_kind_t sd_alg(int winograd)
+{
+	return winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
+}
+
 /* Builds the primitives of p->s and lays out the workspace of each call;
  * p->ok says whether the forward and weight-gradient passes can run. */
 static void sd_plan_build(struct sd_dnnl_plan *p)
@@ -308,22 +351,33 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	snprintf(p->bwd_w.impl, sizeof p->bwd_w.impl, "none");
 	if (!attr)
 		return;
-	if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
-	                                       &src_any, &w_any, bmd, &dst_any, strides, pad,
-	                                       pad) != dnnl_success ||
-	    dnnl_primitive_desc_create(&fpd, &fd, attr, sd_dnnl_engine, NULL) != dnnl_success)
+	/* Each pass tries Winograd where sd_use_winograd says so and falls back
+	 * to the direct kernels when oneDNN has no Winograd kernel for it. */
+	for (int wino = sd_use_winograd(p, SD_PASS_FWD); !fpd && wino >= 0; wino--)
+		if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, sd_alg(wino),
+		                                       &src_any, &w_any, bmd, &dst_any, strides,
+		                                       pad, pad) != dnnl_success ||
+		    dnnl_primitive_desc_create(&fpd, &fd, attr, sd_dnnl_engine, NULL) != dnnl_success)
+			fpd = NULL;
+	if (!fpd)
 		goto out;
 	sd_pass_init(&p->fwd, fpd, bf16);
-	if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &src_any,
-	                                                &dw_any, bmd, &ddst_any, strides, pad,
-	                                                pad) != dnnl_success ||
-	    dnnl_primitive_desc_create(&wpd, &wd, attr, sd_dnnl_engine, fpd) != dnnl_success)
+	for (int wino = sd_use_winograd(p, SD_PASS_BWD_W); !wpd && wino >= 0; wino--)
+		if (dnnl_convolution_backward_weights_desc_init(&wd, sd_alg(wino), &src_any, &dw_any,
+		                                                bmd, &ddst_any, strides, pad,
+		                                                pad) != dnnl_success ||
+		    dnnl_primitive_desc_create(&wpd, &wd, attr, sd_dnnl_engine, fpd) != dnnl_success)
+			wpd = NULL;
+	if (!wpd)
 		goto out;
 	sd_pass_init(&p->bwd_w, wpd, bf16);
-	if (dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &dsrc_any,
-	                                             &w_any, &ddst_any, strides, pad,
-	                                             pad) == dnnl_success &&
-	    dnnl_primitive_desc_create(&bpd, &bd, attr, sd_dnnl_engine, fpd) == dnnl_success)
+	for (int wino = sd_use_winograd(p, SD_PASS_BWD_D); !bpd && wino >= 0; wino--)
+		if (dnnl_convolution_backward_data_desc_init(&bd, sd_alg(wino), &dsrc_any, &w_any,
+		                                             &ddst_any, strides, pad,
+		                                             pad) != dnnl_success ||
+		    dnnl_primitive_desc_create(&bpd, &bd, attr, sd_dnnl_engine, fpd) != dnnl_success)
+			bpd = NULL;
+	if (bpd)
 		sd_pass_init(&p->bwd_d, bpd, bf16);
 	if (!p->fwd.jit || !p->bwd_w.jit)
 		goto out;

@@ -32,6 +32,10 @@
  * 1e-2, still far below what a wrong kernel does (a dropped shortcut
  * gradient or a misplaced channel block gives 1e-1 and more).  TOL_TRAIN
  * allows the same divergence carried through STEPS steps of SGD.
+ * The oneDNN resnet20 runs oneDNN's Winograd kernels wherever
+ * engine/conv-dnnl.c picks them (float32 3x3 stride-1: every 32- and
+ * 64-channel convolution, the 16-channel weight gradients), so these
+ * comparisons are also what holds Winograd's rounding to the tolerances.
  * SKIPs (77) when the build has no oneDNN. */
 #include <math.h>
 #include <omp.h>
