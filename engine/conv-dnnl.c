@@ -721,6 +721,20 @@ static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
 	return 1;
 }
 
+/* keep's buffer, grown to at least `bytes` (its contents are then lost),
+ * 64-byte aligned as the workspace's copies are (SD_DNNL_ALIGN). */
+static void *sd_keep_grow(struct sd_conv2d_keep *keep, size_t bytes)
+{
+	if (keep->bytes < bytes) {
+		free(keep->buf);
+		keep->buf = NULL;
+		if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
+			sd_oom();
+		keep->bytes = bytes;
+	}
+	return keep->buf;
+}
+
 /* The buffer of keep that the forward of plan p converts x into (grown to
  * fit), or NULL to convert into the workspace: only a bf16 plan whose
  * weight-gradient pass reads x converted to the same layout keeps it. */
@@ -729,16 +743,7 @@ static void *sd_keep_buffer(const struct sd_dnnl_plan *p, struct sd_conv2d_keep 
 	if (!keep || !p->key.bf16 || p->f_src.is_plain || p->w_src.is_plain ||
 	    !dnnl_memory_desc_equal(&p->f_src.md, &p->w_src.md))
 		return NULL;
-	const size_t bytes = dnnl_memory_desc_get_size(&p->f_src.md);
-	if (keep->bytes < bytes) {
-		free(keep->buf);
-		/* 64-byte aligned, as the workspace's copies are (SD_DNNL_ALIGN). */
-		keep->buf = NULL;
-		if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
-			sd_oom();
-		keep->bytes = bytes;
-	}
-	return keep->buf;
+	return sd_keep_grow(keep, dnnl_memory_desc_get_size(&p->f_src.md));
 }
 
 /* Runs the forward pass of plan p (usable) and releases it; x converted into
@@ -952,15 +957,7 @@ uint16_t *sd_conv2d_dnnl_keep_prepare_dy(struct sd_conv2d_keep *keep,
 	 * wanting another would have only the float32 dy, never written). */
 	if (p->key.bf16 && !p->w_ddst.is_plain && sd_is_nhwc_bf16(&p->w_ddst.md) &&
 	    (!need_dx || (p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md)))) {
-		const size_t bytes = dnnl_memory_desc_get_size(&p->w_ddst.md);
-		if (keep->bytes < bytes) {
-			free(keep->buf);
-			keep->buf = NULL;
-			if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
-				sd_oom();
-			keep->bytes = bytes;
-		}
-		buf = keep->buf;
+		buf = sd_keep_grow(keep, dnnl_memory_desc_get_size(&p->w_ddst.md));
 		keep->x = dy;
 		keep->plan = p->serial;
 	}
