@@ -1,7 +1,7 @@
 #!/bin/sh
 # A worker that cannot load the job fails alone.  While four workers train
-# (the job's data_dir is relative: "fm", a link to the dataset in the run's
-# working directory), the link is moved away and a fifth server is added:
+# (the job's data_dir is "WORK/fm", a link to the dataset in a folder of the
+# test's), the link is moved away and a fifth server is added:
 # its worker reports job_error, its server is marked failed, and the four
 # train on in the same generation; twice.  With the link back, a sixth joins.
 # A job no worker at all can load still ends the run, with the reason, once
@@ -17,10 +17,13 @@ if not os.path.isdir(data):
     sys.exit(77)
 work = tempfile.mkdtemp(prefix="spotdeck-badjoiner.")
 atexit.register(shutil.rmtree, work, True)
-os.chdir(work)   # the controller and the workers it starts resolve "fm" here
+os.chdir(work)
 os.symlink(data, "fm")
 
-r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=5, data_dir="fm"), workers=4, timeout=240)
+# Absolute: a relative data_dir is relative to the job file's folder,
+# which Run makes itself.
+r = Run(job(model="mlp", epochs=2000, checkpoint_every=0, log_every=5, data_dir=os.path.join(work, "fm")),
+        workers=4, timeout=240)
 g = r.wait(lambda e: e.get("type") == "generation" and e.get("world_size") == 4, "generation of 4")
 r.wait(lambda e: e.get("type") == "step" and e["world_size"] == 4, "training")
 os.rename("fm", "fm.away")
@@ -63,7 +66,7 @@ for split, n in (("train", 600), ("t10k", 100)):
         f.write(struct.pack(">IIII", 0x803, n, 28, 28))
     with open("nothere/%s-labels-idx1-ubyte" % split, "wb") as f:
         f.write(struct.pack(">II", 0x801, n) + bytes(n))
-r = Run(job(model="mlp", epochs=1, data_dir="nothere"), workers=3, timeout=120)
+r = Run(job(model="mlp", epochs=1, data_dir=os.path.join(work, "nothere")), workers=3, timeout=120)
 try:
     r.p.wait(timeout=120)
 except subprocess.TimeoutExpired:
