@@ -305,6 +305,45 @@ static dnnl_alg_kind_t sd_alg(int winograd)
 	return winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 }
 
+/* Lays out the workspace of plan p's forward and backward calls (offsets
+ * in floats; w_p: our weights' plain layout) from its passes' arguments. */
+static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p)
+{
+	const struct sd_conv2d_shape *s = &p->s;
+	/* Forward call: blocked x, w, y; the convolution's scratchpad; the
+	 * largest reorder scratchpad.  The leading SD_DNNL_ALIGN floats let
+	 * the caller's workspace be aligned. */
+	size_t top = 0, rs;
+	p->f_src.off = p->f_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_src.md));
+	p->f_w.off = p->f_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_w.md));
+	p->f_dst.off = p->f_dst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_dst.md));
+	p->fwd.scratch_off = sd_take(&top, sd_floats_of(&p->fwd.scratch_md));
+	rs = sd_max(sd_max(p->f_src.scratch, p->f_w.scratch), p->f_dst.scratch);
+	p->f_rs_off = sd_take(&top, rs);
+	p->fwd_floats = top + SD_DNNL_ALIGN;
+
+	/* Backward call: blocked dy (one copy when both passes share its
+	 * layout), x, dw, db; then, when dx is asked for, blocked w and dx. */
+	top = 0;
+	p->w_ddst.off = p->w_ddst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->w_ddst.md));
+	p->w_src.off = p->w_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->w_src.md));
+	p->w_dw.off = sd_take(&top, sd_floats_of(&p->w_dw.md));
+	p->dw_plain_off = p->w_dw.is_plain ? p->w_dw.off : sd_take(&top, sd_floats_of(w_p));
+	p->db_off = sd_take(&top, (size_t)s->k);
+	p->bwd_w.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_w.scratch_md));
+	rs = sd_max(sd_max(p->w_src.scratch, p->w_dw.scratch), p->w_ddst.scratch);
+	if (p->bwd_d.jit) {
+		p->d_ddst.off = p->ddst_shared ? p->w_ddst.off
+		                : p->d_ddst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_ddst.md));
+		p->d_w.off = p->d_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_w.md));
+		p->d_dsrc.off = p->d_dsrc.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_dsrc.md));
+		p->bwd_d.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_d.scratch_md));
+		rs = sd_max(rs, sd_max(sd_max(p->d_dsrc.scratch, p->d_w.scratch), p->d_ddst.scratch));
+	}
+	p->b_rs_off = sd_take(&top, rs);
+	p->bwd_floats = top + SD_DNNL_ALIGN;
+}
+
 /* Builds the primitives of p->s and lays out the workspace of each call;
  * p->ok says whether the forward and weight-gradient passes can run. */
 static void sd_plan_build(struct sd_dnnl_plan *p)
@@ -396,38 +435,7 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 		p->bwd_d.jit = 0;
 	p->ddst_shared = p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md);
 
-	/* Forward call: blocked x, w, y; the convolution's scratchpad; the
-	 * largest reorder scratchpad.  The leading SD_DNNL_ALIGN floats let
-	 * the caller's workspace be aligned. */
-	size_t top = 0, rs;
-	p->f_src.off = p->f_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_src.md));
-	p->f_w.off = p->f_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_w.md));
-	p->f_dst.off = p->f_dst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_dst.md));
-	p->fwd.scratch_off = sd_take(&top, sd_floats_of(&p->fwd.scratch_md));
-	rs = sd_max(sd_max(p->f_src.scratch, p->f_w.scratch), p->f_dst.scratch);
-	p->f_rs_off = sd_take(&top, rs);
-	p->fwd_floats = top + SD_DNNL_ALIGN;
-
-	/* Backward call: blocked dy (one copy when both passes share its
-	 * layout), x, dw, db; then, when dx is asked for, blocked w and dx. */
-	top = 0;
-	p->w_ddst.off = p->w_ddst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->w_ddst.md));
-	p->w_src.off = p->w_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->w_src.md));
-	p->w_dw.off = sd_take(&top, sd_floats_of(&p->w_dw.md));
-	p->dw_plain_off = p->w_dw.is_plain ? p->w_dw.off : sd_take(&top, sd_floats_of(&w_p));
-	p->db_off = sd_take(&top, (size_t)s->k);
-	p->bwd_w.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_w.scratch_md));
-	rs = sd_max(sd_max(p->w_src.scratch, p->w_dw.scratch), p->w_ddst.scratch);
-	if (p->bwd_d.jit) {
-		p->d_ddst.off = p->ddst_shared ? p->w_ddst.off
-		                : p->d_ddst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_ddst.md));
-		p->d_w.off = p->d_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_w.md));
-		p->d_dsrc.off = p->d_dsrc.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_dsrc.md));
-		p->bwd_d.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_d.scratch_md));
-		rs = sd_max(rs, sd_max(sd_max(p->d_dsrc.scratch, p->d_w.scratch), p->d_ddst.scratch));
-	}
-	p->b_rs_off = sd_take(&top, rs);
-	p->bwd_floats = top + SD_DNNL_ALIGN;
+	sd_plan_layout(p, &w_p);
 	p->ok = 1;
 out:
 	dnnl_primitive_attr_destroy(attr);
