@@ -328,10 +328,54 @@ static void ap_decided(struct sd_controller *c, struct ap_work *w)
 	ctl_journal(c, SD_EV_AUTOPILOT, ev);
 }
 
+/* Another actor changed the cluster: the announced action was planned on
+ * the picture before, so it is dropped and decided again. */
+static void cancel_pending(struct sd_controller *c, const char *why)
+{
+	c->ap.epoch++;
+	if (!c->ap.pending)
+		return;
+	c->ap.pending = 0;
+	cJSON *ev = ap_event(c, "held");
+	cJSON_AddStringToObject(ev, "action", c->ap.pending_line);
+	cJSON_AddStringToObject(ev, "reason", why);
+	ctl_journal(c, SD_EV_AUTOPILOT, ev);
+}
+
+/* Whether the announced action names `server` (drop sN, swap sN OFFER). */
+static bool pending_names(const struct ctl_autopilot *ap, const char *server)
+{
+	if (!ap->pending || !server)
+		return false;
+	const char *arg = strchr(ap->pending_line, ' ');
+	if (!arg || (strncmp(ap->pending_line, "drop ", 5) && strncmp(ap->pending_line, "swap ", 5)))
+		return false;
+	arg++;
+	size_t n = strcspn(arg, " ");
+	return strlen(server) == n && !strncmp(arg, server, n);
+}
+
 /* The announced action's time came: run it as the operator's would run. */
 static void ap_carry_out(struct sd_controller *c)
 {
 	struct ctl_autopilot *ap = &c->ap;
+	/* The last look: a move naming a server that is gone by now, whatever
+	 * way it went, is withdrawn. */
+	const char *arg = strchr(ap->pending_line, ' ');
+	if (arg && (!strncmp(ap->pending_line, "drop ", 5) || !strncmp(ap->pending_line, "swap ", 5))) {
+		struct sd_server_info si[256];
+		int n = sd_fleet_list(c->fleet, si, 256), live = 0;
+		for (int i = 0; i < n && i < 256; i++)
+			live |= !si[i].gone && pending_names(ap, si[i].id);
+		if (!live) {
+			char reason[96];
+			snprintf(reason, sizeof reason, "%.*s left before the announced action ran",
+			         (int)strcspn(arg + 1, " "), arg + 1);
+			cancel_pending(c, reason);
+			ap->replan = 1;
+			return;
+		}
+	}
 	ap->pending = 0;
 	char *why = NULL;
 	/* Journaled by the command table with "by": "autopilot"; a refusal
@@ -393,33 +437,6 @@ static void note_revocation(struct ctl_autopilot *ap, const struct sd_offer *o, 
 	ap->revs[i].refused = refused;
 }
 
-/* Another actor changed the cluster: the announced action was planned on
- * the picture before, so it is dropped and decided again. */
-static void cancel_pending(struct sd_controller *c, const char *why)
-{
-	c->ap.epoch++;
-	if (!c->ap.pending)
-		return;
-	c->ap.pending = 0;
-	cJSON *ev = ap_event(c, "held");
-	cJSON_AddStringToObject(ev, "action", c->ap.pending_line);
-	cJSON_AddStringToObject(ev, "reason", why);
-	ctl_journal(c, SD_EV_AUTOPILOT, ev);
-}
-
-/* Whether the announced action names `server` (drop sN, swap sN OFFER). */
-static bool pending_names(const struct ctl_autopilot *ap, const char *server)
-{
-	if (!ap->pending || !server)
-		return false;
-	const char *arg = strchr(ap->pending_line, ' ');
-	if (!arg || (strncmp(ap->pending_line, "drop ", 5) && strncmp(ap->pending_line, "swap ", 5)))
-		return false;
-	arg++;
-	size_t n = strcspn(arg, " ");
-	return strlen(server) == n && !strncmp(arg, server, n);
-}
-
 void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJSON *fields)
 {
 	struct ctl_autopilot *ap = &c->ap;
@@ -460,13 +477,19 @@ void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJS
 	default:
 		break;
 	}
+	if (!leaving)
+		return;
 	/* The server an announced drop or swap names is leaving (a notice,
 	 * a revocation, released or failed): the move would find it gone, so
-	 * it is withdrawn and decided again on the cluster left. */
-	if (leaving && pending_names(ap, server)) {
+	 * it is withdrawn and decided again on the cluster left.  A decision
+	 * still on the thread pool was made on the cluster before: the epoch
+	 * discards it, and the replan decides again. */
+	if (pending_names(ap, server)) {
 		char why[96];
 		snprintf(why, sizeof why, "%s left before the announced action ran", server);
 		cancel_pending(c, why);
+	} else {
+		ap->epoch++;
 	}
 }
 
