@@ -342,17 +342,22 @@ static void cancel_pending(struct sd_controller *c, const char *why)
 	ctl_journal(c, SD_EV_AUTOPILOT, ev);
 }
 
-/* Whether the announced action names `server` (drop sN, swap sN OFFER). */
+/* The server the announced action names into out (drop sN, swap sN
+ * OFFER); false for an action that names none, or none announced. */
+static bool pending_server(const struct ctl_autopilot *ap, char *out, size_t len)
+{
+	if (!ap->pending || (strncmp(ap->pending_line, "drop ", 5) && strncmp(ap->pending_line, "swap ", 5)))
+		return false;
+	const char *arg = ap->pending_line + 5;
+	snprintf(out, len, "%.*s", (int)strcspn(arg, " "), arg);
+	return true;
+}
+
+/* Whether the announced action names `server`. */
 static bool pending_names(const struct ctl_autopilot *ap, const char *server)
 {
-	if (!ap->pending || !server)
-		return false;
-	const char *arg = strchr(ap->pending_line, ' ');
-	if (!arg || (strncmp(ap->pending_line, "drop ", 5) && strncmp(ap->pending_line, "swap ", 5)))
-		return false;
-	arg++;
-	size_t n = strcspn(arg, " ");
-	return strlen(server) == n && !strncmp(arg, server, n);
+	char id[64];
+	return server && pending_server(ap, id, sizeof id) && !strcmp(id, server);
 }
 
 /* The announced action's time came: run it as the operator's would run. */
@@ -361,20 +366,13 @@ static void ap_carry_out(struct sd_controller *c)
 	struct ctl_autopilot *ap = &c->ap;
 	/* The last look: a move naming a server that is gone by now, whatever
 	 * way it went, is withdrawn. */
-	const char *arg = strchr(ap->pending_line, ' ');
-	if (arg && (!strncmp(ap->pending_line, "drop ", 5) || !strncmp(ap->pending_line, "swap ", 5))) {
-		struct sd_server_info si[256];
-		int n = sd_fleet_list(c->fleet, si, 256), live = 0;
-		for (int i = 0; i < n && i < 256; i++)
-			live |= !si[i].gone && pending_names(ap, si[i].id);
-		if (!live) {
-			char reason[96];
-			snprintf(reason, sizeof reason, "%.*s left before the announced action ran",
-			         (int)strcspn(arg + 1, " "), arg + 1);
-			cancel_pending(c, reason);
-			ap->replan = 1;
-			return;
-		}
+	char id[64];
+	if (pending_server(ap, id, sizeof id) && !sd_fleet_has_server(c->fleet, id)) {
+		char reason[128];
+		snprintf(reason, sizeof reason, "%s left before the announced action ran", id);
+		cancel_pending(c, reason);
+		ap->replan = 1;
+		return;
 	}
 	ap->pending = 0;
 	char *why = NULL;
@@ -485,7 +483,7 @@ void ctl_ap_on_event(struct sd_controller *c, enum sd_event_type type, const cJS
 	 * still on the thread pool was made on the cluster before: the epoch
 	 * discards it, and the replan decides again. */
 	if (pending_names(ap, server)) {
-		char why[96];
+		char why[128];
 		snprintf(why, sizeof why, "%s left before the announced action ran", server);
 		cancel_pending(c, why);
 	} else {
