@@ -918,15 +918,7 @@ void sd_conv2d_backward_blocked(float *dx, float *dw, float *db, const float *dy
                                 const struct sd_conv2d_shape *s, int xblk, int yblk,
                                 float *ws)
 {
-	sd_conv2d_backward_blocked_kept2(dx, dw, db, dy, x, w, s, xblk, yblk, ws, NULL, NULL);
-}
-
-void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
-                                     const float *x, const float *w,
-                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                     float *ws, struct sd_conv2d_keep *keep)
-{
-	sd_conv2d_backward_blocked_kept2(dx, dw, db, dy, x, w, s, xblk, yblk, ws, keep, NULL);
+	sd_conv2d_backward_blocked_kept(dx, dw, db, dy, x, w, s, xblk, yblk, ws, NULL, NULL);
 }
 
 uint16_t *sd_conv2d_keep_prepare_dy(struct sd_conv2d_keep *keep,
@@ -939,11 +931,11 @@ uint16_t *sd_conv2d_keep_prepare_dy(struct sd_conv2d_keep *keep,
 	return sd_conv2d_dnnl_keep_prepare_dy(keep, s, bias, xblk, yblk, dy, need_dx);
 }
 
-void sd_conv2d_backward_blocked_kept2(float *dx, float *dw, float *db, const float *dy,
-                                      const float *x, const float *w,
-                                      const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                      float *ws, struct sd_conv2d_keep *keep,
-                                      struct sd_conv2d_keep *keep_dy)
+void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
+                                     const float *x, const float *w,
+                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
+                                     float *ws, struct sd_conv2d_keep *keep,
+                                     struct sd_conv2d_keep *keep_dy)
 {
 	int rc = sd_conv2d_get_path() == SD_CONV_IM2COL
 		? -1 : sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws, keep,

@@ -289,20 +289,16 @@ uint16_t *sd_conv2d_keep_prepare(struct sd_conv2d_keep *keep, const struct sd_co
 uint16_t *sd_conv2d_keep_prepare_dy(struct sd_conv2d_keep *keep,
                                     const struct sd_conv2d_shape *s, int bias, int xblk,
                                     int yblk, const float *dy, int need_dx);
-/* sd_conv2d_backward_blocked_kept with dy's keep as well (NULL: none). */
-void sd_conv2d_backward_blocked_kept2(float *dx, float *dw, float *db, const float *dy,
-                                      const float *x, const float *w,
-                                      const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                      float *ws, struct sd_conv2d_keep *keep,
-                                      struct sd_conv2d_keep *keep_dy);
-/* sd_conv2d_forward/backward_blocked with keep (NULL: the calls above). */
+/* sd_conv2d_forward/backward_blocked with x's keep, and in the backward
+ * dy's keep as well (NULL: none; both NULL: the calls above). */
 void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
                                     float *ws, struct sd_conv2d_keep *keep);
 void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const float *dy,
                                      const float *x, const float *w,
                                      const struct sd_conv2d_shape *s, int xblk, int yblk,
-                                     float *ws, struct sd_conv2d_keep *keep);
+                                     float *ws, struct sd_conv2d_keep *keep,
+                                     struct sd_conv2d_keep *keep_dy);
 /* Whether sd_conv2d_*_blocked would run shape s on oneDNN (1) or convert
  * and run im2col (0), dx included when need_dx. */
 int sd_conv2d_blocked_on_onednn(const struct sd_conv2d_shape *s, int bias, int xblk, int yblk,

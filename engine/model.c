@@ -1105,9 +1105,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		float *dx = need_dx ? grad_target(m, in) : NULL;
 		float *db = n->b_off == NONE ? NULL : g + n->b_off;
 		if (blk > 1)
-			sd_conv2d_backward_blocked_kept2(dx, g + n->w_off, db, out->grad, in->val,
-			                                 p + n->w_off, &s, in->blk, out->blk, m->ws,
-			                                 &n->conv_keep, &n->conv_keep_dy);
+			sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
+			                                p + n->w_off, &s, in->blk, out->blk, m->ws,
+			                                &n->conv_keep, &n->conv_keep_dy);
 		else
 			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 			                   m->ws);

@@ -135,7 +135,7 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 		sd_conv2d_forward_blocked_kept(ky, xb, w, b, s, blk, blk, ws, &keep);
 		const int filled = keep.valid;
 		sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb, w, s,
-		                                blk, blk, ws, &keep);
+		                                blk, blk, ws, &keep, NULL);
 		sd_conv2d_backward_blocked(first ? NULL : dxb, zdw, db ? zdb : NULL, dyb, xb, w, s, blk,
 		                           blk, ws);
 		const int bf16 = sd_conv2d_get_precision() == SD_CONV_BF16;
@@ -171,8 +171,8 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 			memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
 			memcpy(dyb, nan, ny * sizeof *dyb);   /* the producer wrote no float32 dy */
 			kdy.filled = 1;
-			sd_conv2d_backward_blocked_kept2(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
-			                                 w, s, blk, blk, ws, NULL, &kdy);
+			sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
+			                                w, s, blk, blk, ws, NULL, &kdy);
 			check_report(!memcmp(kdx, dxb, nx * sizeof *kdx) && !memcmp(kdw, zdw, nw * sizeof *kdw) &&
 			             (!db || !memcmp(kdb, zdb, s->k * sizeof *kdb)) && !kdy.filled,
 			             "n%d c%d k%d bf16: the same bits with dy given in bf16 only", s->n, s->c,
@@ -183,8 +183,8 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 			memset(kdx, 0, nx * sizeof *kdx);
 			kdy.filled = 1;
 			sd_conv2d_set_path(SD_CONV_IM2COL);
-			sd_conv2d_backward_blocked_kept2(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
-			                                 w, s, blk, blk, ws, NULL, &kdy);
+			sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb, xb,
+			                                w, s, blk, blk, ws, NULL, &kdy);
 			sd_conv2d_backward_blocked(first ? NULL : rdx, rdw, db ? rdb : NULL, dyr, xb, w, s,
 			                           blk, blk, ws);
 			sd_conv2d_set_path(SD_CONV_ONEDNN);
