@@ -16,9 +16,14 @@
  *
  * usage: soak-accuracy [--model resnet20] [--epochs 3] [--threads 2]
  *                      [--path both|im2col|onednn] [--margin 0.5]
+ *                      [--precision fp32|bf16|both]
  *                      [--data-dir /usr/share/datasets/fashion-mnist]
- * Exit status: 0 when the oneDNN path is within the margin (or only one
- * path ran), 1 when not, 77 when the data or oneDNN is missing.
+ * --precision both (issue 40's accuracy soak) trains on the oneDNN path
+ * twice instead, in fp32 (the reference) and in bf16 (engine/train.h
+ * "precision"), and compares those two; --path is then ignored.
+ * Exit status: 0 when the oneDNN path (or the bf16 run) is within the
+ * margin (or only one run ran), 1 when not, 77 when the data or oneDNN (or
+ * oneDNN's bf16 kernels, for bf16) is missing.
  * On 2 quiet cores 3 epochs of resnet20 take roughly 10 minutes on oneDNN
  * and 20 on im2col. */
 #include <math.h>
@@ -66,7 +71,7 @@ static void pad32(struct sd_dataset *out, const struct sd_dataset *in, float bg)
 }
 
 /* Trains on one path; returns the final test accuracy (fraction). */
-static double run(const char *model, int epochs, enum sd_conv_path path,
+static double run(const char *model, int epochs, enum sd_conv_path path, const char *precision,
                   const struct sd_dataset *train, const struct sd_dataset *test)
 {
 	struct sd_train_config cfg;
@@ -75,6 +80,7 @@ static double run(const char *model, int epochs, enum sd_conv_path path,
 	snprintf(cfg.dataset, sizeof cfg.dataset, "synthetic");
 	cfg.epochs = epochs;
 	cfg.global_batch = 128;
+	snprintf(cfg.precision, sizeof cfg.precision, "%s", precision);
 	/* A synthetic stand-in of the same size and shape builds the trainer
 	 * (model, steps per epoch, schedule); the real data replaces it. */
 	cfg.synthetic_samples = train->n;
@@ -105,10 +111,11 @@ static double run(const char *model, int epochs, enum sd_conv_path path,
 				fprintf(stderr, "soak-accuracy: %s\n", why);
 				exit(1);
 			}
-			printf("{\"path\": \"%s\", \"layout_block\": %d, \"epoch\": %ld, \"step\": %ld, "
-			       "\"last_train_loss\": %.5f, \"test_loss\": %.5f, \"test_accuracy\": %.4f, "
-			       "\"seconds\": %.0f}\n",
-			       sd_conv2d_path_name(path), sd_model_channel_block(t->model),
+			printf("{\"path\": \"%s\", \"precision\": \"%s\", \"layout_block\": %d, "
+			       "\"epoch\": %ld, \"step\": %ld, \"last_train_loss\": %.5f, "
+			       "\"test_loss\": %.5f, \"test_accuracy\": %.4f, \"seconds\": %.0f}\n",
+			       sd_conv2d_path_name(path), sd_conv2d_precision_name(t->precision),
+			       sd_model_channel_block(t->model),
 			       t->step / t->steps_per_epoch, t->step, loss, tl, acc, now_s() - t0);
 			fflush(stdout);
 		}
@@ -123,7 +130,7 @@ static double run(const char *model, int epochs, enum sd_conv_path path,
 int main(int argc, char **argv)
 {
 	sd_blas_select_kernel(argv);
-	const char *model = "resnet20", *which = "both";
+	const char *model = "resnet20", *which = "both", *prec = "fp32";
 	const char *dir = "/usr/share/datasets/fashion-mnist";
 	int epochs = 3, threads = 2;
 	double margin = 0.5;
@@ -138,6 +145,8 @@ int main(int argc, char **argv)
 			which = argv[i + 1];
 		else if (!strcmp(argv[i], "--margin"))
 			margin = atof(argv[i + 1]);
+		else if (!strcmp(argv[i], "--precision"))
+			prec = argv[i + 1];
 		else if (!strcmp(argv[i], "--data-dir"))
 			dir = argv[i + 1];
 		else {
@@ -149,9 +158,20 @@ int main(int argc, char **argv)
 		fprintf(stderr, "soak-accuracy: --epochs and --threads must be positive\n");
 		return 2;
 	}
+	int both_prec = !strcmp(prec, "both");
+	if (!both_prec && strcmp(prec, "fp32") && strcmp(prec, "bf16")) {
+		fprintf(stderr, "soak-accuracy: --precision %s: not fp32, bf16 or both\n", prec);
+		return 2;
+	}
+	if (both_prec)
+		which = "onednn";
 	int ref = strcmp(which, "onednn") != 0, dnn = strcmp(which, "im2col") != 0;
 	if (dnn && !sd_conv2d_onednn_version()) {
 		fprintf(stderr, "SKIP: this build has no oneDNN\n");
+		return 77;
+	}
+	if (strcmp(prec, "fp32") && !sd_conv2d_bf16_available()) {
+		fprintf(stderr, "SKIP: oneDNN has no bf16 kernels on this CPU\n");
 		return 77;
 	}
 	openblas_set_num_threads(threads);
@@ -173,11 +193,22 @@ int main(int argc, char **argv)
 	sd_dataset_free(&tr28);
 	sd_dataset_free(&te28);
 	printf("# %s, %d epochs, Fashion-MNIST padded to 32x32 (%d train, %d test), batch 128, "
-	       "%d threads, oneDNN %s\n", model, epochs, tr.n, te.n, threads,
+	       "%d threads, precision %s, oneDNN %s\n", model, epochs, tr.n, te.n, threads, prec,
 	       sd_conv2d_onednn_version() ? sd_conv2d_onednn_version() : "not built");
 	fflush(stdout);
-	double a_ref = ref ? run(model, epochs, SD_CONV_IM2COL, &tr, &te) : NAN;
-	double a_dnn = dnn ? run(model, epochs, SD_CONV_ONEDNN, &tr, &te) : NAN;
+	if (both_prec) {
+		double a32 = run(model, epochs, SD_CONV_ONEDNN, "fp32", &tr, &te);
+		double a16 = run(model, epochs, SD_CONV_ONEDNN, "bf16", &tr, &te);
+		sd_dataset_free(&tr);
+		sd_dataset_free(&te);
+		double d = 100.0 * (a16 - a32);
+		printf("# test accuracy after %d epochs: fp32 %.2f%%, bf16 %.2f%%, difference %+.2f "
+		       "points (allowed +-%.1f): %s\n", epochs, 100.0 * a32, 100.0 * a16, d, margin,
+		       fabs(d) <= margin ? "ok" : "OUTSIDE");
+		return fabs(d) <= margin ? 0 : 1;
+	}
+	double a_ref = ref ? run(model, epochs, SD_CONV_IM2COL, prec, &tr, &te) : NAN;
+	double a_dnn = dnn ? run(model, epochs, SD_CONV_ONEDNN, prec, &tr, &te) : NAN;
 	sd_dataset_free(&tr);
 	sd_dataset_free(&te);
 	if (!ref || !dnn)
