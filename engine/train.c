@@ -228,7 +228,17 @@ static int dev_setup(struct sd_trainer *t, int demanded, char **why)
 {
 	const struct sd_backend_ops *o = t->backend.ops;
 	char *err = NULL;
-	if (o->model_create(&t->dev, t->model, t->cfg.global_batch, &err) == 0) {
+	/* The plugin reads SPOTDECK_CUDA_TF32 when it builds the device model
+	 * (engine/cuda/dnn.c cu_env_init); the job's "tf32" sets it for that
+	 * call only, unless the environment already says. */
+	const char *tf32_env = getenv("SPOTDECK_CUDA_TF32");
+	int tf32_set = t->cfg.tf32 && (!tf32_env || !*tf32_env);
+	if (tf32_set)
+		setenv("SPOTDECK_CUDA_TF32", "1", 1);
+	int created = o->model_create(&t->dev, t->model, t->cfg.global_batch, &err);
+	if (tf32_set)
+		unsetenv("SPOTDECK_CUDA_TF32");
+	if (created == 0) {
 		if (dev_upload_state(t, &err) == 0) {
 			size_t len = strlen(t->backend.reason);
 			const char *how = o->model_describe ? o->model_describe(t->dev) : NULL;

@@ -92,6 +92,12 @@ struct sd_train_config {
 	                          * its convolutions is on the oneDNN path, else
 	                          * fp32; the trainer's precision and
 	                          * precision_reason say which and why. */
+	int tf32;                /* 1: on a CUDA device let cuDNN and cuBLAS
+	                          * use TF32 tensor cores for float32 (off by
+	                          * default, as PyTorch's
+	                          * torch.backends.cuda.matmul.allow_tf32);
+	                          * the environment's SPOTDECK_CUDA_TF32, when
+	                          * set, overrides it.  No effect on the CPU. */
 	int device;              /* CUDA device index, -1 = SPOTDECK_CUDA_DEVICE or 0 */
 	/* Dataset "npy" (engine/data.h): how to read the user's arrays. */
 	char layout[8];          /* "NCHW" (default) or "NHWC": x's axis order */

@@ -47,6 +47,7 @@ enum sd_key_kind {
 	               * {"mean": [...], "std": [...]}, or null for none */
 	K_OBJECT,     /* char[size]: a JSON object kept as its compact text for
 	               * a layer above to read ("" when absent or null) */
+	K_BOOL,       /* int 0 or 1: JSON false or true */
 };
 
 /* Intervals for K_FLOAT / K_DOUBLE: whether each end is excluded. */
@@ -131,6 +132,7 @@ static const struct sd_job_key sd_job_keys[] = {
 	  "augmentation" },
 	{ "precision", K_NAME, OFF(train.precision), SZ(train.precision), 0, 0, 0,
 	  sd_precision_names, "precision" },
+	{ "tf32", K_BOOL, OFF(train.tf32), 0, 0, 0, 0, NULL, NULL },
 	{ "workers", K_INT, OFF(workers), 0, 0, 256, 0, NULL, NULL },
 	{ "min_workers", K_INT, OFF(min_workers), 0, 1, 256, 0, NULL, NULL },
 	{ "threads_per_worker", K_INT, OFF(threads_per_worker), 0, 1, 1024, 0, NULL, NULL },
@@ -603,6 +605,15 @@ static int sd_job_set(struct sd_job *j, const struct sd_job_key *k, const char *
 			*(uint64_t *)base = (uint64_t)d;
 		return 0;
 	}
+	case K_BOOL: {
+		if (!cJSON_IsBool(v)) {
+			char shown[48];
+			sd_json_describe(v, SD_JSON_AS_TEXT, shown, sizeof shown);
+			return sd_why(why, "%s: %s: expected true or false, got %s", file, name, shown);
+		}
+		*(int *)base = cJSON_IsTrue(v) ? 1 : 0;
+		return 0;
+	}
 	case K_FLOAT: {
 		/* Checked after rounding to float, so 0.99999999 is refused as
 		 * the momentum 1 it would become. */
@@ -1004,6 +1015,9 @@ static void sd_job_add_key(cJSON *obj, const struct sd_job *j, const struct sd_j
 	case K_INT:
 		sd_json_add_double(obj, k->name, *(const int *)base);
 		return;
+	case K_BOOL:
+		item = cJSON_CreateBool(*(const int *)base);
+		break;
 	case K_LONG:
 		sd_json_add_double(obj, k->name, (double)*(const long *)base);
 		return;
@@ -1153,6 +1167,7 @@ int sd_job_equal(const struct sd_job *a, const struct sd_job *b)
 				return 0;
 			break;
 		case K_INT:
+		case K_BOOL:
 			if (*(const int *)x != *(const int *)y)
 				return 0;
 			break;

@@ -48,6 +48,8 @@ static void usage(FILE *f)
 "  --augment NAME        none or crop4+flip (pad 4, random crop, mirror; default none)\n"
 "  --precision P         fp32 (default), bf16 or auto: the CPU's oneDNN\n"
 "                        convolutions in bf16 (spotdeck-job(5) \"precision\")\n"
+"  --tf32                on a CUDA device, TF32 tensor cores for float32\n"
+"                        (spotdeck-job(5) \"tf32\"; default strict float32)\n"
 "  --epochs N            passes over the training set (default 3)\n"
 "  --batch N             global batch, samples per step (default 64)\n"
 "  --lr X                peak learning rate (default 0.05)\n"
@@ -118,7 +120,7 @@ enum { O_MODEL = 256, O_DATASET, O_DATADIR, O_EPOCHS, O_BATCH, O_LR, O_MOMENTUM,
        O_SCHEDULE, O_WARMUP, O_THREADS, O_SEED, O_CKDIR, O_CKEVERY, O_RESUME, O_MAXSTEPS,
        O_LOGEVERY, O_STANDALONE, O_HELP, O_VERSION, O_CONNECT, O_TOKENFILE, O_SERVERID, O_PACE,
        O_BACKEND, O_DEVICE, O_LISTDEV, O_NOTICE, O_CPUSLOT, O_LAYOUT, O_NORMALIZE, O_CLASSES,
-       O_AUGMENT, O_PRECISION, O_ONNXOPS, O_OPTIMIZER, O_BETAS, O_EPS, O_CLIP, O_BLOCK };
+       O_AUGMENT, O_PRECISION, O_TF32, O_ONNXOPS, O_OPTIMIZER, O_BETAS, O_EPS, O_CLIP, O_BLOCK };
 
 /* --normalize MEAN[,MEAN...]/STD[,STD...]: one mean and one std per channel,
  * as the job file's "normalize" (spotdeck-job(5)). */
@@ -301,6 +303,9 @@ static int parse_training_option(int c, const char *arg, struct sd_train_config 
 		}
 		snprintf(cfg->precision, sizeof cfg->precision, "%s", arg);
 		break;
+	case O_TF32:
+		cfg->tf32 = 1;
+		break;
 	case O_NORMALIZE:
 		return parse_normalize(arg, cfg);
 	case O_CLASSES:
@@ -421,6 +426,7 @@ int sd_worker_parse_options(int argc, char **argv, struct sd_worker_opts *o)
 		{ "block-size", required_argument, 0, O_BLOCK },
 		{ "augment", required_argument, 0, O_AUGMENT },
 		{ "precision", required_argument, 0, O_PRECISION },
+		{ "tf32", no_argument, 0, O_TF32 },
 		{ "epochs", required_argument, 0, O_EPOCHS },
 		{ "batch", required_argument, 0, O_BATCH },
 		{ "lr", required_argument, 0, O_LR },

@@ -54,6 +54,7 @@ static void test_defaults(void)
 	/* A job picks its precision where it runs; the trainer's own default
 	 * stays fp32. */
 	CHECK_STR(j.train.precision, "auto");
+	CHECK_INT(j.train.tf32, 0);
 	CHECK_INT(j.train.norm_channels, 0);
 	CHECK_INT(j.train.classes, 0);
 
@@ -445,6 +446,10 @@ static void test_data_keys(void)
 	CHECK(!sd_job_equal(&j, &k));
 	check_round_trip(&k, "bf16 job");
 	k = j;
+	k.train.tf32 = 1;
+	CHECK(!sd_job_equal(&j, &k));
+	check_round_trip(&k, "tf32 job");
+	k = j;
 	snprintf(k.train.layout, sizeof k.train.layout, "NCHW");
 	CHECK(!sd_job_equal(&j, &k));
 	/* 16 channels of awkward floats. */
@@ -494,6 +499,8 @@ static const struct bad_job bad_jobs[] = {
 	{ "{\"precision\": \"fp16\"}",
 	  "job.json: precision: unknown precision 'fp16' (known: fp32, bf16, auto)" },
 	{ "{\"precision\": 16}", "job.json: precision: expected a string, got 16" },
+	{ "{\"tf32\": 1}", "job.json: tf32: expected true or false, got 1" },
+	{ "{\"tf32\": \"true\"}", "job.json: tf32: expected true or false, got \"true\"" },
 	{ "{\"classes\": 257}", "job.json: classes: expected an integer from 0 to 256, got 257" },
 	{ "{\"classes\": -1}", "job.json: classes: expected a non-negative integer, got -1" },
 	{ "{\"normalize\": [0.5]}",
