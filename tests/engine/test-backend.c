@@ -70,11 +70,16 @@ static int hd_open(int index, struct sd_backend_device *info, char **why)
 	return 0;
 }
 
+static int hd_tf32;   /* SPOTDECK_CUDA_TF32 was "1" at the last hd_create */
+
 static int hd_create(struct sd_dev_model **out, const struct sd_model *m, int max_batch,
                      char **why)
 {
 	if (hd_fail_create)
 		return sd_why(why, "hostdev: out of pretend memory");
+	/* What the CUDA plugin's cu_env_init reads at this point. */
+	const char *tf32 = getenv("SPOTDECK_CUDA_TF32");
+	hd_tf32 = tf32 && !strcmp(tf32, "1");
 	return hostdev_create(out, m, max_batch, why);
 }
 
@@ -91,7 +96,10 @@ static int hd_train_indexed(struct sd_dev_model *d, const int32_t *idx, int n, f
 	return hostdev_train_indexed(d, idx, n, scale, loss_sum, correct, why, hd_train);
 }
 
-static const char *hd_describe(struct sd_dev_model *d) { return "hostdev executor"; }
+static const char *hd_describe(struct sd_dev_model *d)
+{
+	return hd_tf32 ? "hostdev executor, TF32 tensor-core" : "hostdev executor, strict fp32";
+}
 
 /* Never called: its presence says "this backend can do NCCL". */
 static const struct sd_comm_backend_ops hd_nccl = { .name = "hostdev-nccl" };
@@ -676,6 +684,48 @@ static void test_plugin(void)
 	check_report(!bad, "plugin: missing, foreign and real plugins load or fail with a reason");
 }
 
+/* ---- tf32 --------------------------------------------------------------- */
+
+static struct sd_trainer *trainer_tf32(int tf32)
+{
+	struct sd_train_config c;
+	config(&c, "cnn", "auto");
+	c.tf32 = tf32;
+	struct sd_trainer *t = NULL;
+	char *why = NULL;
+	if (sd_trainer_create(&t, &c, &why) < 0) {
+		fprintf(stderr, "trainer tf32 %d: %s\n", tf32, why);
+		exit(1);
+	}
+	return t;
+}
+
+/* The job's "tf32" reaches the plugin as SPOTDECK_CUDA_TF32 while it builds
+ * the device model, only then, and the environment's own setting wins. */
+static void test_tf32(void)
+{
+	int before = check_failures;
+	sd_backend_set_test_ops(&hostdev);
+	unsetenv("SPOTDECK_CUDA_TF32");
+	for (int want = 0; want <= 1; want++) {
+		struct sd_trainer *t = trainer_tf32(want);
+		CHECK_INT(hd_tf32, want);
+		CHECK(strstr(t->backend.reason, want ? "TF32 tensor-core" : "strict fp32"),
+		      "tf32 %d: reason '%s'", want, t->backend.reason);
+		CHECK(getenv("SPOTDECK_CUDA_TF32") == NULL, "tf32 %d left SPOTDECK_CUDA_TF32 set",
+		      want);
+		sd_trainer_destroy(t);
+	}
+	setenv("SPOTDECK_CUDA_TF32", "0", 1);
+	struct sd_trainer *t = trainer_tf32(1);
+	CHECK_INT(hd_tf32, 0);
+	CHECK(!strcmp(getenv("SPOTDECK_CUDA_TF32"), "0"), "the environment's 0 was changed");
+	sd_trainer_destroy(t);
+	unsetenv("SPOTDECK_CUDA_TF32");
+	sd_backend_set_test_ops(NULL);
+	check_report(check_failures == before, "tf32: the job's switch reaches the device model, the environment overrides");
+}
+
 int main(void)
 {
 	/* Children first: they must not inherit OpenBLAS' threads. */
@@ -694,5 +744,6 @@ int main(void)
 	test_checkpoint("cnn");
 	use_adamw = 0;
 	test_comm_choice();
+	test_tf32();
 	return check_exit("test-backend");
 }
