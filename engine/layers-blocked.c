@@ -145,6 +145,12 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
 	sd_vh h_ = __builtin_convertvector(r_, sd_vh); \
 	memcpy((p), &h_, sizeof h_); \
 } while (0)
+/* The 16 bf16 values at p (32 bytes) widened to float32 (exactly). */
+#define SD_LD_BF16(p) __extension__({ \
+	sd_vh h_; \
+	memcpy(&h_, (p), sizeof h_); \
+	(sd_vf)(__builtin_convertvector(h_, sd_vu) << 16); \
+})
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
 
@@ -272,18 +278,24 @@ static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1
 }
 
 /* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
- * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes. */
+ * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes.
+ * yh, when not NULL (relu, count a multiple of 16): the ReLU mask read from
+ * y's bf16 copy instead, 16 values every ystride elements. */
 static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
                   const float *restrict y, const float *restrict x, size_t count,
-                  const float *restrict mean, int relu)
+                  const float *restrict mean, int relu, const uint16_t *restrict yh,
+                  size_t ystride)
 {
 	const sd_vf mv = SD_LD(mean);
 	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
 		sd_vf g0 = SD_LD(dy + i), g1 = SD_LD(dy + i + SD_VL);
-		if (relu) {
+		if (relu && yh) {
+			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
+			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
+		} else if (relu) {
 			g0 = SD_MASK_POS(g0, SD_LD(y + i));
 			g1 = SD_MASK_POS(g1, SD_LD(y + i + SD_VL));
 		}
@@ -294,7 +306,9 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD(dy + i);
-		if (relu)
+		if (relu && yh)
+			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
+		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
 		s0 += g;
 		q0 += g * (SD_LD(x + i) - mv);
@@ -313,8 +327,8 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
  * the planes added in double from the last sample to the first. */
 SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
-                           const float *x, const float *mean_lanes, int relu, int i0, int i1,
-                           int cb, int ncb, int hw, int blk)
+                           const uint16_t *ybf, const float *x, const float *mean_lanes,
+                           int relu, int i0, int i1, int cb, int ncb, int hw, int blk)
 {
 	const size_t cnt = (size_t)hw * blk;
 	float sl[SD_VL], ql[SD_VL];
@@ -323,10 +337,17 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		s[ch] = q[ch] = 0.0;
 	for (int i = i1 - 1; i >= i0; i--) {
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		if (relu)
-			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 1);
+		/* ybf: NHWC, sample i's pixel 0, channel cb * 16 (blk 16). */
+		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
+		if (relu && ybf)
+			sd_plane_bwd_sums(sl, ql, dy + off, NULL, x + off, cnt, mean_lanes, 1,
+			                  ybf + ybc, yst);
+		else if (relu)
+			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 1,
+			                  NULL, 0);
 		else
-			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 0);
+			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 0,
+			                  NULL, 0);
 		sd_fold(ps, sl, blk);
 		sd_fold(pq, ql, blk);
 		for (int ch = 0; ch < blk; ch++) {
@@ -395,14 +416,16 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
                   const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
-                  uint16_t *restrict dxh, size_t hstride)
+                  uint16_t *restrict dxh, size_t hstride, const uint16_t *restrict yh)
 {
 	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
 	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD(dy + i);
-		if (relu)
+		if (relu && yh)
+			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
+		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
 		sd_vf xh = (SD_LD(x + i) - mu) * iv;
 		if (dxh)
@@ -423,31 +446,34 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 }
 
 /* dxh, when not NULL: dx written in bf16 there instead, one pixel's 16
- * channels (blk 16) every hstride elements (NHWC: hstride = c). */
+ * channels (blk 16) every hstride elements (NHWC: hstride = c).  yh, when
+ * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
+ * as dxh, instead of from y. */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const float *x, size_t count, const float *mean, const float *is,
                             const float *k1, const float *mdy, const float *mdyx, int relu,
-                            uint16_t *dxh, size_t hstride)
+                            uint16_t *dxh, size_t hstride, const uint16_t *yh)
 {
+	/* Specialised per (dx in bf16, residual, mask): no test in the loop. */
+#define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
+	sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, dxh_, \
+	                  hstride, yh_)
+#define SD_BWD_MASKS(dx_, dxh_, dr_) \
+	(relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
+	            : SD_BWD(dx_, dxh_, dr_, 0, NULL))
 	if (dxh) {
 		if (dr)
-			relu ? sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
-			                         dxh, hstride)
-			     : sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
-			                         dxh, hstride);
+			SD_BWD_MASKS(NULL, dxh, dr);
 		else
-			relu ? sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
-			                         dxh, hstride)
-			     : sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
-			                         dxh, hstride);
+			SD_BWD_MASKS(NULL, dxh, NULL);
 	} else if (dr) {
-		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
-		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+		SD_BWD_MASKS(dx, NULL, dr);
 	} else {
-		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
-		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+		SD_BWD_MASKS(dx, NULL, NULL);
 	}
+#undef SD_BWD_MASKS
+#undef SD_BWD
 }
 
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
@@ -570,17 +596,22 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
-	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, x, mean, invstd, gamma,
-	                               n, c, hw, blk, relu);
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, x, mean, invstd,
+	                               gamma, n, c, hw, blk, relu);
 }
 
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
-                                    const float *x, const float *mean, const float *invstd,
-                                    const float *gamma, int n, int c, int hw, int blk, int relu)
+                                    const uint16_t *ybf, const float *x, const float *mean,
+                                    const float *invstd, const float *gamma, int n, int c,
+                                    int hw, int blk, int relu)
 {
-	if (blk != 16)
+	if (blk != 16) {
 		dxbf = NULL;
+		ybf = NULL;
+	}
+	if (!relu)
+		ybf = NULL;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -591,7 +622,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		double *s = part + (size_t)t * 2 * blk;
 		float mu[SD_VL];
 		sd_lanes(mu, mean, cb, blk);
-		sd_bn_bwd_sums(s, s + blk, dy, y, x, mu, relu, sd_block_of(n, groups, g),
+		sd_bn_bwd_sums(s, s + blk, dy, y, ybf, x, mu, relu, sd_block_of(n, groups, g),
 		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk);
 	}
 	/* With xhat = (x - mean) invstd and dz the masked dy:
@@ -612,10 +643,12 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		mdy[ch] = (float)(s / (double)m);
 		mdyx[ch] = (float)(q / (double)m);
 	}
-	/* With a bf16 NHWC dx, runs of pixels of every channel block per task
-	 * (see sd_batchnorm_act_forward_train_bf16), else whole planes. */
-	const int run = dxbf && ncb > 1 ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
-	const int runs = (hw + run - 1) / run, inner = dxbf && ncb > 1 ? ncb : 1;
+	/* With a bf16 NHWC dx or mask, runs of pixels of every channel block
+	 * per task (see sd_batchnorm_act_forward_train_bf16), else whole
+	 * planes. */
+	const int nhwc = (dxbf || ybf) && ncb > 1;
+	const int run = nhwc ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
+	const int runs = (hw + run - 1) / run, inner = nhwc ? ncb : 1;
 	const int outer = inner == 1 ? ncb : 1;
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * outer * runs; t++) {
@@ -630,9 +663,12 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			sd_lanes(b, mdy, cb, blk);
 			sd_lanes(d, mdyx, cb, blk);
 			const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
-			uint16_t *dxh = dxbf ? dxbf + ((size_t)i * hw + p0) * c + (size_t)cb * 16 : NULL;
-			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off, y + off,
-			                x + off, (size_t)np * blk, mu, is, a, b, d, relu, dxh, (size_t)c);
+			/* NHWC: sample i's pixel p0, channel cb * 16. */
+			const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
+			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off,
+			                ybf ? NULL : y + off, x + off, (size_t)np * blk, mu, is, a, b, d,
+			                relu, dxbf ? dxbf + hoff : NULL, (size_t)c,
+			                ybf ? ybf + hoff : NULL);
 		}
 	}
 }

@@ -344,11 +344,19 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 /* As sd_batchnorm_act_backward, but when dxbf is not NULL and blk is 16, dx
  * is written there instead, rounded to bf16 (as the forward's copy) in
  * NHWC, (n, hw, c), for the bf16 convolution that produced x
- * (sd_conv2d_keep_prepare_dy); dx is then not written and may be NULL. */
+ * (sd_conv2d_keep_prepare_dy); dx is then not written and may be NULL.
+ * When ybf is not NULL, blk is 16 and relu is set, the ReLU mask is read
+ * from ybf, y's bf16 NHWC copy (n, hw, c) that the forward wrote
+ * (sd_batchnorm_act_forward_train_bf16), 2 bytes an element instead of y's
+ * 4 (the pass is bound by memory), and y is not read (may be NULL).  The
+ * mask is then "bf16(y) > 0": the same as "y > 0" except where y is a
+ * positive float32 denormal, which rounds to +0 (and which the next bf16
+ * convolution read as 0). */
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
-                                    const float *x, const float *mean, const float *invstd,
-                                    const float *gamma, int n, int c, int hw, int blk, int relu);
+                                    const uint16_t *ybf, const float *x, const float *mean,
+                                    const float *invstd, const float *gamma, int n, int c,
+                                    int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

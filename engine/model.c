@@ -779,7 +779,7 @@ static const float *residual(struct sd_model *m, const struct node *n, int nb)
  * after it (see the FUSE_* comment above).  Returns the nodes it ran. */
 static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 {
-	const struct node *n = &m->nodes[i];
+	struct node *n = &m->nodes[i];
 	const struct act *in = &m->acts[n->in];
 	const float *p = m->params;
 	/* y and r of the group. */
@@ -811,10 +811,14 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		                                    n->bn_eps);
 		if (ybf)
 			next->conv_keep.filled = 1;
-	} else
+		n->bn_ybf = relu ? ybf : NULL;
+		n->bn_ybf_plan = ybf ? next->conv_keep.plan : 0;
+	} else {
+		n->bn_ybf = NULL;   /* y is no longer what it was in training */
 		sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off, m->buffers + n->rm_off,
 		                              m->buffers + n->rv_off, nb, in->c, in->h * in->w, m->blk, relu,
 		                              n->bn_eps);
+	}
 	return ran;
 }
 
@@ -1000,8 +1004,16 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		dxbf = sd_conv2d_keep_prepare_dy(&conv->conv_keep_dy, &s, conv->b_off != NONE,
 		                                 m->acts[conv->in].blk, x->blk, dx, conv->in != 0);
 	}
+	/* The ReLU mask from y's bf16 copy, while the next convolution's kept
+	 * input still is that copy: its forward read it, or converted y into
+	 * it with the same kernels (same bits), and its backward leaves it. */
+	const struct node *next = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
+	const uint16_t *ybf = bn->bn_ybf && next && next->op == OP_CONV &&
+	                      next->conv_keep.buf == bn->bn_ybf && next->conv_keep.x == y->val &&
+	                      next->conv_keep.plan == bn->bn_ybf_plan
+		? bn->bn_ybf : NULL;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, x->val, bn->bn_mean, bn->bn_invstd,
+	                               y->grad, y->val, ybf, x->val, bn->bn_mean, bn->bn_invstd,
 	                               p + bn->w_off, nb, x->c, x->h * x->w, m->blk, 1);
 	if (dxbf)
 		conv->conv_keep_dy.filled = 1;

@@ -320,8 +320,8 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, x, mean, invstd, gamma, n, c,
-	                               hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, mean, invstd, gamma,
+	                               n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -338,6 +338,73 @@ static void check_bn_bf16_copy(void)
 	free(dy), free(dx), free(dr), free(dr2), free(dg), free(db);
 	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
 	free(rv), free(yh);
+}
+
+/* The batch-norm backward's ReLU mask read from y's bf16 NHWC copy
+ * (sd_batchnorm_act_backward_bf16's ybf) instead of y, which is passed as
+ * NULL: every output, dx in float32 and in bf16, dr, dgamma and dbeta, the
+ * same bits as the float32 backward given y = the copy widened back to
+ * float32.  A few elements of y are positive denormals, which the copy holds
+ * as +0: their gradient must be masked (dr 0 there). */
+static void check_bn_bf16_mask(int n, int c, int hw)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 21, 4.0f), *y = fill(nx, 22, 3.0f), *dy = fill(nx, 23, 2.0f);
+	float *gamma = fill(c, 24, 1.0f), *mean = fill(c, 25, 0.5f), *invstd = fill(c, 26, 0.5f);
+	float *yw = fill(nx, 0, 0);
+	uint16_t *yh = calloc(nx, sizeof *yh), *dxh = calloc(nx, sizeof *dxh);
+	size_t planted = 0;
+	for (int ch = 0; ch < c; ch++)
+		invstd[ch] += 1.0f;   /* positive */
+	for (size_t e = 0; e < nx; e++)
+		if (e % 97 == 5) {
+			y[e] = 1e-40f;   /* a positive denormal */
+			planted++;
+		}
+	/* yh = y rounded to bf16 (denormals to +0), NHWC; yw = it widened. */
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                  ch % blk;
+				float v = fabsf(y[at]) < 0x1p-126f ? 0.0f * y[at] : to_bf16(y[at]);
+				uint32_t u;
+				memcpy(&u, &v, sizeof u);
+				yh[((size_t)i * hw + p) * c + ch] = (uint16_t)(u >> 16);
+				yw[at] = v;
+			}
+	float *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
+	float *dx2 = fill(nx, 0, 0), *dr2 = fill(nx, 0, 0), *dg2 = fill(c, 0, 0);
+	float *db2 = fill(c, 0, 0), *dr3 = fill(nx, 0, 0), *dg3 = fill(c, 0, 0);
+	float *db3 = fill(c, 0, 0);
+	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, mean, invstd,
+	                               gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, mean, invstd,
+	                               gamma, n, c, hw, blk, 1);
+	size_t bad = 0, masked = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                  ch % blk;
+				float v = to_bf16(dx[at]);
+				uint32_t want;
+				memcpy(&want, &v, sizeof want);
+				bad += dxh[((size_t)i * hw + p) * c + ch] != (uint16_t)(want >> 16);
+				masked += y[at] > 0.0f && yw[at] == 0.0f && dr2[at] == 0.0f && dy[at] != 0.0f;
+			}
+	const size_t fb = nx * sizeof(float), cb = (size_t)c * sizeof(float);
+	check_report(!memcmp(dx, dx2, fb) && !memcmp(dr, dr2, fb) && !memcmp(dg, dg2, cb) &&
+	             !memcmp(db, db2, cb) && !memcmp(dr, dr3, fb) && !memcmp(dg, dg3, cb) &&
+	             !memcmp(db, db3, cb) && bad == 0 && masked == planted && planted > 0,
+	             "batch-norm backward, n %d c %d hw %d, ReLU mask from y's bf16 copy: dx, dr, "
+	             "dgamma, dbeta as float32's with y = the copy; bf16 dx %zu of %zu differ; "
+	             "%zu of %zu denormal y masked", n, c, hw, bad, nx, masked, planted);
+	free(x), free(y), free(dy), free(gamma), free(mean), free(invstd), free(yw), free(yh);
+	free(dxh), free(dx), free(dr), free(dg), free(db), free(dx2), free(dr2), free(dg2);
+	free(db2), free(dr3), free(dg3), free(db3);
 }
 
 static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
@@ -439,6 +506,9 @@ int main(void)
 	else
 		check_skip("no channel-blocked oneDNN layout for the blocked check");
 	check_bn_bf16_copy();
+	check_bn_bf16_mask(3, 48, 40);
+	check_bn_bf16_mask(2, 16, 100);
+	check_bn_bf16_mask(2, 32, 130);
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
