@@ -759,14 +759,19 @@ static void *sd_keep_buffer(const struct sd_dnnl_plan *p, struct sd_conv2d_keep 
 static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
                           const float *b, float *ws, struct sd_conv2d_keep *keep)
 {
+	/* x written only in bf16 by its producer: read as it is, else refused
+	 * before anything grows keep's buffer (the caller widens it back to
+	 * float32 and runs im2col). */
+	const int x_filled = keep && keep->filled && keep->x == x && keep->plan == p->serial &&
+	                     sd_keep_buffer(p, keep);
 	struct sd_call c;
-	if (sd_call_begin(&c) < 0) {
+	if ((keep && keep->x_bf16_only && !x_filled) || sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
 		return -1;
 	}
-	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
 	void *kept = sd_keep_buffer(p, keep), *xs;
-	if (kept && keep->filled && keep->x == x && keep->plan == p->serial) {
+	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
+	if (x_filled) {
 		xs = kept;   /* x's producer wrote it (sd_conv2d_keep_prepare) */
 	} else if (kept) {
 		xs = kept;
@@ -813,7 +818,8 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	const int dy_only_bf16 = keep_dy && keep_dy->filled && keep_dy->x == dy;
 	const int dy_kept = dy_only_bf16 && p->key.bf16 && sd_is_nhwc_bf16(&p->w_ddst.md) &&
 	                    (!dx || p->ddst_shared);
-	if (dy_only_bf16 && !dy_kept) {
+	const int x_kept = keep && keep->valid && keep->x == x && keep->plan == p->serial;
+	if ((dy_only_bf16 && !dy_kept) || (keep && keep->x_bf16_only && !x_kept)) {
 		sd_plan_put(p);
 		return -1;
 	}
@@ -826,8 +832,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
 	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
-	void *xs = keep && keep->valid && keep->x == x && keep->plan == p->serial
-		? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
+	void *xs = x_kept ? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },

@@ -374,7 +374,8 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 			v += SD_LD(r + i);
 		if (relu)
 			v = SD_MASK_POS(v, v);
-		SD_ST(y + i, v);
+		if (y)
+			SD_ST(y + i, v);
 		if (yh)
 			SD_ST_BF16(yh + i / SD_VL * hstride, v);
 	}
@@ -382,32 +383,34 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 		float v = (x[i] - mean[j]) * scale[j] + shift[j];
 		if (r)
 			v += r[i];
-		y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+		if (y)
+			y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
 	}
 }
 
 /* yh, when not NULL: a bf16 copy of y too, one pixel's 16 channels (blk 16)
- * every hstride elements (NHWC: hstride = c). */
+ * every hstride elements (NHWC: hstride = c); y may then be NULL (the copy
+ * only). */
 SD_CLONES
 static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
                         const float *mean, const float *scale, const float *shift, int relu,
                         uint16_t *yh, size_t hstride)
 {
-	/* Specialised per (residual, relu, bf16 copy): no test in the loop. */
-	if (yh) {
-		if (r)
-			relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1, yh, hstride)
-			     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0, yh, hstride);
-		else
-			relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1, yh, hstride)
-			     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0, yh, hstride);
-	} else if (r) {
-		relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1, NULL, 0)
-		     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0, NULL, 0);
-	} else {
-		relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1, NULL, 0)
-		     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0, NULL, 0);
-	}
+	/* Specialised per (float32 y, residual, relu, bf16 copy): no test in
+	 * the loop. */
+#define SD_APPLY(y_, r_, relu_, yh_) \
+	sd_bn_apply_v(y_, x, r_, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0)
+#define SD_APPLY_R(y_, yh_) \
+	(r ? (relu ? SD_APPLY(y_, r, 1, yh_) : SD_APPLY(y_, r, 0, yh_)) \
+	   : (relu ? SD_APPLY(y_, NULL, 1, yh_) : SD_APPLY(y_, NULL, 0, yh_)))
+	if (yh && y)
+		SD_APPLY_R(y, yh);
+	else if (yh)
+		SD_APPLY_R(NULL, yh);
+	else
+		SD_APPLY_R(y, NULL);
+#undef SD_APPLY_R
+#undef SD_APPLY
 }
 
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
@@ -548,8 +551,8 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 				const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
 				/* NHWC: sample i's pixel p0, channel cb * 16. */
 				uint16_t *yh = ybf + ((size_t)i * hw + p0) * c + (size_t)cb * 16;
-				sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)np * blk, mu,
-				            scale, shift, relu, yh, (size_t)c);
+				sd_bn_apply(y ? y + off : NULL, x + off, r ? r + off : NULL,
+				            (size_t)np * blk, mu, scale, shift, relu, yh, (size_t)c);
 			}
 		}
 		return;
@@ -564,8 +567,8 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* NHWC: sample i's pixel 0, channel cb * 16 (one block: ncb 1). */
 		uint16_t *yh = ybf ? ybf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
-		            relu, yh, (size_t)c);
+		sd_bn_apply(y ? y + off : NULL, x + off, r ? r + off : NULL, (size_t)hw * blk, mu,
+		            scale, shift, relu, yh, (size_t)c);
 	}
 }
 

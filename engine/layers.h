@@ -270,6 +270,12 @@ struct sd_conv2d_keep {
 	unsigned long plan;     /* serial number of the kernels that filled it */
 	int filled;             /* written by x's producer for the next forward */
 	int valid;              /* filled by the last forward, not used since */
+	int x_bf16_only;        /* set by x's producer with filled: it wrote x
+	                         * in bf16 only, float32 x is unset.  The
+	                         * forward and backward then read the bf16 copy
+	                         * or widen it back to float32 (im2col), never
+	                         * x; the producer clears it when it writes x
+	                         * in float32 again */
 };
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
 /* Where x's producer may write the bf16 copy the next forward of (s, bias,
@@ -327,7 +333,10 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 /* As sd_batchnorm_act_forward_train, and when ybf is not NULL and blk is 16,
  * a copy of y rounded to bf16 (to nearest even, denormals to zero: the bits
  * oneDNN's reorder gives) in ybf, (n, hw, c) (NHWC), for the bf16
- * convolution that reads y next (sd_conv2d_keep_prepare). */
+ * convolution that reads y next (sd_conv2d_keep_prepare).  With ybf (and
+ * blk 16), y may be NULL: the bf16 copy is then the only one written (2
+ * bytes an element instead of 6), for a y that nothing reads in float32
+ * (see struct sd_conv2d_keep's x_bf16_only). */
 void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
                                          float *running_mean, float *running_var,
                                          const float *x, const float *r, const float *gamma,

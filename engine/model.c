@@ -798,13 +798,20 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		 * to, if it converts (bf16 precision; sd_conv2d_keep_prepare). */
 		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
 		uint16_t *ybf = NULL;
+		int bf16_only = 0;
 		if (next && next->op == OP_CONV && m->acts[next->in].val == y) {
 			struct sd_conv2d_shape s = next->conv;
 			s.n = nb;
 			ybf = sd_conv2d_keep_prepare(&next->conv_keep, &s, next->b_off != NONE,
 			                             m->acts[next->in].blk, m->acts[next->out].blk, y);
+			/* A y that only that convolution reads (no residual
+			 * after it) is written in bf16 only: the convolution
+			 * reads that, and this group's backward its mask. */
+			bf16_only = ybf && relu && !r && m->acts[next->in].consumers == 1 &&
+			            m->blk == 16;
+			next->conv_keep.x_bf16_only = bf16_only;
 		}
-		sd_batchnorm_act_forward_train_bf16(y, ybf, n->bn_mean, n->bn_invstd,
+		sd_batchnorm_act_forward_train_bf16(bf16_only ? NULL : y, ybf, n->bn_mean, n->bn_invstd,
 		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
 		                                    in->val, r, p + n->w_off, p + n->b_off, nb, in->c,
 		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
@@ -815,6 +822,9 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		n->bn_ybf_plan = ybf ? next->conv_keep.plan : 0;
 	} else {
 		n->bn_ybf = NULL;   /* y is no longer what it was in training */
+		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
+		if (next && next->op == OP_CONV && m->acts[next->in].val == y)
+			next->conv_keep.x_bf16_only = 0;   /* float32 y again */
 		sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off, m->buffers + n->rm_off,
 		                              m->buffers + n->rv_off, nb, in->c, in->h * in->w, m->blk, relu,
 		                              n->bn_eps);
@@ -1009,8 +1019,9 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	 * it with the same kernels (same bits), and its backward leaves it. */
 	const struct node *next = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
 	const uint16_t *ybf = bn->bn_ybf && next && next->op == OP_CONV &&
-	                      next->conv_keep.buf == bn->bn_ybf && next->conv_keep.x == y->val &&
-	                      next->conv_keep.plan == bn->bn_ybf_plan
+	                      ((next->conv_keep.buf == bn->bn_ybf && next->conv_keep.x == y->val &&
+	                        next->conv_keep.plan == bn->bn_ybf_plan) ||
+	                       next->conv_keep.x_bf16_only)
 		? bn->bn_ybf : NULL;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
 	                               y->grad, y->val, ybf, x->val, bn->bn_mean, bn->bn_invstd,
