@@ -148,6 +148,70 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 		             "n%d c%d k%d %s: the same bits with the input kept", s->n, s->c, s->k,
 		             sd_conv2d_precision_name(sd_conv2d_get_precision()));
 		sd_conv2d_keep_free(&keep);
+		/* x given only in bf16 NHWC by its producer (keep.x_bf16_only,
+		 * float32 x left as NaN): forward and backward the same bits as
+		 * converting x; refused by oneDNN (kernels other than those the
+		 * copy was made for) and on im2col, those of the float32 x
+		 * rounded to bf16, widened from the copy. */
+		float *xnan = fill(nx, 0, 0);
+		for (size_t e = 0; e < nx; e++)
+			xnan[e] = NAN;
+		struct sd_conv2d_keep kx = { 0 };
+		uint16_t *xh = sd_conv2d_keep_prepare(&kx, s, db != NULL, blk, blk, xnan);
+		if (bf16 && xh) {
+			float *xr = fill(nx, 0, 0), *ry = fill(ny, 0, 0), *rdx = fill(nx, 0, 0);
+			float *rdw = fill(nw, 0, 0), *rdb = fill(s->k, 0, 0);
+			const size_t hw = (size_t)s->h * s->w;
+			for (int i = 0; i < s->n; i++)
+				for (int ch = 0; ch < s->c; ch++)
+					for (size_t q = 0; q < hw; q++) {
+						const size_t at = (((size_t)i * (s->c / blk) + ch / blk) * hw + q) *
+						                  blk + ch % blk;
+						float v = to_bf16(xb[at]);
+						uint32_t u;
+						memcpy(&u, &v, sizeof u);
+						xh[((size_t)i * hw + q) * s->c + ch] = (uint16_t)(u >> 16);
+						xr[at] = v;
+					}
+			for (int mode = 0; mode < 3; mode++) {
+				/* 0: oneDNN reads the copy; 1: oneDNN refuses it (its
+				 * kernels are not those it was made for); 2: im2col. */
+				const unsigned long plan = kx.plan;
+				memset(ky, 0, ny * sizeof *ky), memset(kdx, 0, nx * sizeof *kdx);
+				memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
+				kx.filled = 1;
+				kx.x_bf16_only = 1;
+				if (mode == 1)
+					kx.plan = plan + 1;
+				sd_conv2d_set_path(mode == 2 ? SD_CONV_IM2COL : SD_CONV_ONEDNN);
+				sd_conv2d_forward_blocked_kept(ky, xnan, w, b, s, blk, blk, ws, &kx);
+				sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb,
+				                                xnan, w, s, blk, blk, ws, &kx, NULL);
+				const float *wy = yb, *wdx = dxb, *wdw = zdw, *wdb = zdb;
+				if (mode > 0) {
+					sd_conv2d_set_path(SD_CONV_IM2COL);
+					memset(rdw, 0, nw * sizeof *rdw), memset(rdb, 0, s->k * sizeof *rdb);
+					sd_conv2d_forward_blocked(ry, xr, w, b, s, blk, blk, ws);
+					sd_conv2d_backward_blocked(first ? NULL : rdx, rdw, db ? rdb : NULL, dyb, xr,
+					                           w, s, blk, blk, ws);
+					wy = ry, wdx = rdx, wdw = rdw, wdb = rdb;
+				}
+				sd_conv2d_set_path(SD_CONV_ONEDNN);
+				kx.plan = plan;
+				check_report(!memcmp(ky, wy, ny * sizeof *ky) &&
+				             (first || !memcmp(kdx, wdx, nx * sizeof *kdx)) &&
+				             !memcmp(kdw, wdw, nw * sizeof *kdw) &&
+				             (!db || !memcmp(kdb, wdb, s->k * sizeof *kdb)),
+				             "n%d c%d k%d bf16: x given in bf16 only, %s: the same bits as %s",
+				             s->n, s->c, s->k,
+				             mode == 0 ? "read by oneDNN" : mode == 1 ? "refused by oneDNN"
+				                                                      : "on im2col",
+				             mode == 0 ? "converting x" : "im2col on x rounded to bf16");
+			}
+			free(xr), free(ry), free(rdx), free(rdw), free(rdb);
+		}
+		sd_conv2d_keep_free(&kx);
+		free(xnan);
 		/* dy given only in bf16 NHWC by its producer (keep_dy, float32 dy
 		 * left as NaN): the same bits as converting dy, on oneDNN; and on
 		 * im2col (a fallback), those of the float32 dy rounded to bf16. */
