@@ -715,10 +715,18 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
+static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t);
+
 /* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
 static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
 {
-	if (md->ndims != 4 || md->data_type != dnnl_bf16 || md->format_kind != dnnl_blocked ||
+	return sd_is_nhwc(md, dnnl_bf16);
+}
+
+/* 1 when md is a (n, c, h, w) tensor of type t laid out NHWC. */
+static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t)
+{
+	if (md->ndims != 4 || md->data_type != t || md->format_kind != dnnl_blocked ||
 	    md->offset0 != 0 || md->format_desc.blocking.inner_nblks != 0)
 		return 0;
 	const dnnl_dim_t c = md->dims[1], h = md->dims[2], w = md->dims[3];
@@ -780,7 +788,11 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 		xs = sd_in(&c, &p->f_src, x, base, rs);
 	}
 	void *wb = sd_in(&c, &p->f_w, w, base, rs);
-	void *yd = p->f_dst.is_plain ? (void *)y : base + p->f_dst.off;
+	/* y left in the kernels' float32 NHWC where the caller reads that
+	 * (keep->y_nhwc_ok: a batch-norm taking x in NHWC), not reordered. */
+	const int y_nhwc = keep && keep->y_nhwc_ok && p->key.bf16 && !p->f_dst.is_plain &&
+	                   sd_is_nhwc(&p->f_dst.md, dnnl_f32);
+	void *yd = p->f_dst.is_plain || y_nhwc ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->f_src.md, xs) },
 		{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->f_w.md, wb) },
@@ -791,10 +803,11 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	if (b)
 		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, sd_mem(&c, &p->bias_md, b) };
 	sd_exec(&c, p->fwd.prim, n, args);
-	if (!p->f_dst.is_plain)
+	if (!p->f_dst.is_plain && !y_nhwc)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
 	if (keep) {
+		keep->y_nhwc = y_nhwc;
 		keep->x = x;
 		keep->plan = p->serial;
 		keep->valid = kept && rc == 0;

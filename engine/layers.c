@@ -911,8 +911,10 @@ void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, co
 		keep->filled = 0;
 	if (rc == 0)
 		return;
-	if (keep)
+	if (keep) {
 		keep->valid = 0;
+		keep->y_nhwc = 0;   /* im2col writes layout yblk */
+	}
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
 	const float *xin = x;

@@ -811,11 +811,15 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 			            m->blk == 16;
 			next->conv_keep.x_bf16_only = bf16_only;
 		}
+		/* x as its convolution left it (float32 NHWC or layout blk). */
+		const struct node *prev = i > 0 ? &m->nodes[i - 1] : NULL;
+		const int x_nhwc = prev && prev->op == OP_CONV && prev->out == n->in &&
+		                   prev->conv_keep.y_nhwc;
 		sd_batchnorm_act_forward_train_bf16(bf16_only ? NULL : y, ybf, n->bn_mean, n->bn_invstd,
 		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
-		                                    in->val, r, p + n->w_off, p + n->b_off, nb, in->c,
-		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
-		                                    n->bn_eps);
+		                                    in->val, x_nhwc, r, p + n->w_off, p + n->b_off,
+		                                    nb, in->c, in->h * in->w, m->blk, relu,
+		                                    n->bn_momentum, n->bn_eps);
 		if (ybf)
 			next->conv_keep.filled = 1;
 		n->bn_ybf = relu ? ybf : NULL;
@@ -843,6 +847,12 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		struct sd_conv2d_shape s = n->conv;
 		s.n = nb;
 		const float *b = n->b_off == NONE ? NULL : p + n->b_off;
+		/* y may stay in the bf16 kernels' float32 NHWC when its only
+		 * reader is a fused batch-norm group, whose passes take x so
+		 * (training only: the evaluation's batch-norm reads layout blk). */
+		const struct node *bn = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
+		n->conv_keep.y_nhwc_ok = train && blk == 16 && out->consumers == 1 && bn &&
+		                         bn->op == OP_BN && bn->in == n->out && bn->fuse != FUSE_NONE;
 		if (blk > 1)
 			sd_conv2d_forward_blocked_kept(out->val, in->val, p + n->w_off, b, &s, in->blk,
 			                               out->blk, m->ws, &n->conv_keep);
@@ -1023,9 +1033,12 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	                        next->conv_keep.plan == bn->bn_ybf_plan) ||
 	                       next->conv_keep.x_bf16_only)
 		? bn->bn_ybf : NULL;
+	const int x_nhwc = conv && conv->op == OP_CONV && conv->out == bn->in &&
+	                   conv->conv_keep.y_nhwc;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, ybf, x->val, bn->bn_mean, bn->bn_invstd,
-	                               p + bn->w_off, nb, x->c, x->h * x->w, m->blk, 1);
+	                               y->grad, y->val, ybf, x->val, x_nhwc, bn->bn_mean,
+	                               bn->bn_invstd, p + bn->w_off, nb, x->c, x->h * x->w, m->blk,
+	                               1);
 	if (dxbf)
 		conv->conv_keep_dy.filled = 1;
 	grad_commit(m, x, act_floats(x) * nb);
