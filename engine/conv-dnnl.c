@@ -715,10 +715,18 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
+static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t);
+
 /* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
 static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
 {
-	if (md->ndims != 4 || md->data_type != dnnl_bf16 || md->format_kind != dnnl_blocked ||
+	return sd_is_nhwc(md, dnnl_bf16);
+}
+
+/* 1 when md is a (n, c, h, w) tensor of type t laid out NHWC. */
+static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t)
+{
+	if (md->ndims != 4 || md->data_type != t || md->format_kind != dnnl_blocked ||
 	    md->offset0 != 0 || md->format_desc.blocking.inner_nblks != 0)
 		return 0;
 	const dnnl_dim_t c = md->dims[1], h = md->dims[2], w = md->dims[3];
@@ -759,14 +767,19 @@ static void *sd_keep_buffer(const struct sd_dnnl_plan *p, struct sd_conv2d_keep 
 static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, const float *w,
                           const float *b, float *ws, struct sd_conv2d_keep *keep)
 {
+	/* x written only in bf16 by its producer: read as it is, else refused
+	 * before anything grows keep's buffer (the caller widens it back to
+	 * float32 and runs im2col). */
+	const int x_filled = keep && keep->filled && keep->x == x && keep->plan == p->serial &&
+	                     sd_keep_buffer(p, keep);
 	struct sd_call c;
-	if (sd_call_begin(&c) < 0) {
+	if ((keep && keep->x_bf16_only && !x_filled) || sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
 		return -1;
 	}
-	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
 	void *kept = sd_keep_buffer(p, keep), *xs;
-	if (kept && keep->filled && keep->x == x && keep->plan == p->serial) {
+	float *base = sd_aligned(ws), *rs = base + p->f_rs_off;
+	if (x_filled) {
 		xs = kept;   /* x's producer wrote it (sd_conv2d_keep_prepare) */
 	} else if (kept) {
 		xs = kept;
@@ -775,7 +788,11 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 		xs = sd_in(&c, &p->f_src, x, base, rs);
 	}
 	void *wb = sd_in(&c, &p->f_w, w, base, rs);
-	void *yd = p->f_dst.is_plain ? (void *)y : base + p->f_dst.off;
+	/* y left in the kernels' float32 NHWC where the caller reads that
+	 * (keep->y_nhwc_ok: a batch-norm taking x in NHWC), not reordered. */
+	const int y_nhwc = keep && keep->y_nhwc_ok && p->key.bf16 && !p->f_dst.is_plain &&
+	                   sd_is_nhwc(&p->f_dst.md, dnnl_f32);
+	void *yd = p->f_dst.is_plain || y_nhwc ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->f_src.md, xs) },
 		{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->f_w.md, wb) },
@@ -786,10 +803,11 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	if (b)
 		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, sd_mem(&c, &p->bias_md, b) };
 	sd_exec(&c, p->fwd.prim, n, args);
-	if (!p->f_dst.is_plain)
+	if (!p->f_dst.is_plain && !y_nhwc)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
 	if (keep) {
+		keep->y_nhwc = y_nhwc;
 		keep->x = x;
 		keep->plan = p->serial;
 		keep->valid = kept && rc == 0;
@@ -813,7 +831,8 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	const int dy_only_bf16 = keep_dy && keep_dy->filled && keep_dy->x == dy;
 	const int dy_kept = dy_only_bf16 && p->key.bf16 && sd_is_nhwc_bf16(&p->w_ddst.md) &&
 	                    (!dx || p->ddst_shared);
-	if (dy_only_bf16 && !dy_kept) {
+	const int x_kept = keep && keep->valid && keep->x == x && keep->plan == p->serial;
+	if ((dy_only_bf16 && !dy_kept) || (keep && keep->x_bf16_only && !x_kept)) {
 		sd_plan_put(p);
 		return -1;
 	}
@@ -826,8 +845,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
 	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
-	void *xs = keep && keep->valid && keep->x == x && keep->plan == p->serial
-		? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
+	void *xs = x_kept ? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },

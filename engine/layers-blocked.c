@@ -145,6 +145,16 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
 	sd_vh h_ = __builtin_convertvector(r_, sd_vh); \
 	memcpy((p), &h_, sizeof h_); \
 } while (0)
+/* x's vector holding float i (a multiple of 16) of a plane whose vectors
+ * lie xs floats apart: 16 in the blocked layouts, c in NHWC (one pixel's 16
+ * channels of the block, then the next pixel's). */
+#define SD_XV(x, i, xs) ((x) + (i) / SD_VL * (xs))
+/* The 16 bf16 values at p (32 bytes) widened to float32 (exactly). */
+#define SD_LD_BF16(p) __extension__({ \
+	sd_vh h_; \
+	memcpy(&h_, (p), sizeof h_); \
+	(sd_vf)(__builtin_convertvector(h_, sd_vu) << 16); \
+})
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
 
@@ -184,43 +194,43 @@ static void sd_fold(double *out, const float *lanes, int blk)
  * relative at worst; with 4 (sums) or 2 (deviations) accumulators per lane
  * n is at most hw / 2 per accumulator. */
 
-/* s = per-lane sums of x over count floats. */
+/* s = per-lane sums of x over count floats, vectors xs apart (SD_XV). */
 static inline __attribute__((always_inline)) void
-sd_plane_sum(float *restrict s, const float *restrict x, size_t count)
+sd_plane_sum(float *restrict s, const float *restrict x, size_t count, size_t xs)
 {
 	sd_vf a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
 	size_t i = 0;
 	for (; i + 4 * SD_VL <= count; i += 4 * SD_VL) {
-		a0 += SD_LD(x + i);
-		a1 += SD_LD(x + i + SD_VL);
-		a2 += SD_LD(x + i + 2 * SD_VL);
-		a3 += SD_LD(x + i + 3 * SD_VL);
+		a0 += SD_LD(SD_XV(x, i, xs));
+		a1 += SD_LD(SD_XV(x, i + SD_VL, xs));
+		a2 += SD_LD(SD_XV(x, i + 2 * SD_VL, xs));
+		a3 += SD_LD(SD_XV(x, i + 3 * SD_VL, xs));
 	}
 	for (; i + SD_VL <= count; i += SD_VL)
-		a0 += SD_LD(x + i);
+		a0 += SD_LD(SD_XV(x, i, xs));
 	SD_ST(s, (a0 + a1) + (a2 + a3));
 	for (int j = 0; i < count; i++, j++)
 		s[j] += x[i];
 }
 
-/* d, q = per-lane sums of (x - m) and (x - m)^2 over count floats; m: 16
- * lanes. */
+/* d, q = per-lane sums of (x - m) and (x - m)^2 over count floats, vectors
+ * xs apart; m: 16 lanes. */
 static inline __attribute__((always_inline)) void
 sd_plane_dev(float *restrict d, float *restrict q, const float *restrict x, size_t count,
-             const float *restrict m)
+             const float *restrict m, size_t xs)
 {
 	const sd_vf mv = SD_LD(m);
 	sd_vf d0 = { 0 }, d1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
-		sd_vf u0 = SD_LD(x + i) - mv, u1 = SD_LD(x + i + SD_VL) - mv;
+		sd_vf u0 = SD_LD(SD_XV(x, i, xs)) - mv, u1 = SD_LD(SD_XV(x, i + SD_VL, xs)) - mv;
 		d0 += u0;
 		q0 += u0 * u0;
 		d1 += u1;
 		q1 += u1 * u1;
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf u = SD_LD(x + i) - mv;
+		sd_vf u = SD_LD(SD_XV(x, i, xs)) - mv;
 		d0 += u;
 		q0 += u * u;
 	}
@@ -235,10 +245,23 @@ sd_plane_dev(float *restrict d, float *restrict q, const float *restrict x, size
 
 /* Mean and sum of squared deviations of each channel of block cb over
  * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
+/* Offset of the first element of channel block cb of sample i in x: layout
+ * blk, or NHWC (blk 16) when nhwc; its vectors then lie sd_xs apart. */
+static inline size_t sd_xplane(int i, int cb, int ncb, int hw, int blk, int nhwc)
+{
+	return nhwc ? ((size_t)i * hw * ncb + (size_t)cb) * 16 : sd_plane(i, cb, ncb, hw, blk);
+}
+
+static inline size_t sd_xs(int ncb, int nhwc)
+{
+	return nhwc ? (size_t)ncb * 16 : SD_VL;
+}
+
 SD_CLONES
 static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
-                        int ncb, int hw, int blk)
+                        int ncb, int hw, int blk, int nhwc)
 {
+	const size_t xs = sd_xs(ncb, nhwc);
 	const size_t cnt = (size_t)hw * blk;
 	const double nb = (double)hw;
 	float lanes[SD_VL], ml[SD_VL], dl[SD_VL], ql[SD_VL], mc[16];
@@ -246,14 +269,20 @@ static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1
 	for (int ch = 0; ch < blk; ch++)
 		mean[ch] = m2[ch] = 0.0;
 	for (int i = i1 - 1; i >= i0; i--) {
-		const float *xp = x + sd_plane(i, cb, ncb, hw, blk);
-		sd_plane_sum(lanes, xp, cnt);
+		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
+		if (nhwc)
+			sd_plane_sum(lanes, xp, cnt, xs);
+		else
+			sd_plane_sum(lanes, xp, cnt, SD_VL);
 		sd_fold(ps, lanes, blk);
 		for (int ch = 0; ch < blk; ch++)
 			mc[ch] = (float)(ps[ch] / nb);
 		for (int j = 0; j < SD_VL; j++)
 			ml[j] = mc[sd_lane_ch(j, blk)];
-		sd_plane_dev(dl, ql, xp, cnt, ml);
+		if (nhwc)
+			sd_plane_dev(dl, ql, xp, cnt, ml, xs);
+		else
+			sd_plane_dev(dl, ql, xp, cnt, ml, SD_VL);
 		sd_fold(pd, dl, blk);
 		sd_fold(pq, ql, blk);
 		const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
@@ -272,32 +301,41 @@ static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1
 }
 
 /* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
- * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes. */
+ * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes.
+ * yh, when not NULL (relu, count a multiple of 16): the ReLU mask read from
+ * y's bf16 copy instead, 16 values every ystride elements.  x's vectors
+ * lie xs apart (SD_XV). */
 static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
                   const float *restrict y, const float *restrict x, size_t count,
-                  const float *restrict mean, int relu)
+                  const float *restrict mean, int relu, const uint16_t *restrict yh,
+                  size_t ystride, size_t xs)
 {
 	const sd_vf mv = SD_LD(mean);
 	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
 		sd_vf g0 = SD_LD(dy + i), g1 = SD_LD(dy + i + SD_VL);
-		if (relu) {
+		if (relu && yh) {
+			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
+			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
+		} else if (relu) {
 			g0 = SD_MASK_POS(g0, SD_LD(y + i));
 			g1 = SD_MASK_POS(g1, SD_LD(y + i + SD_VL));
 		}
 		s0 += g0;
-		q0 += g0 * (SD_LD(x + i) - mv);
+		q0 += g0 * (SD_LD(SD_XV(x, i, xs)) - mv);
 		s1 += g1;
-		q1 += g1 * (SD_LD(x + i + SD_VL) - mv);
+		q1 += g1 * (SD_LD(SD_XV(x, i + SD_VL, xs)) - mv);
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD(dy + i);
-		if (relu)
+		if (relu && yh)
+			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
+		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
 		s0 += g;
-		q0 += g * (SD_LD(x + i) - mv);
+		q0 += g * (SD_LD(SD_XV(x, i, xs)) - mv);
 	}
 	SD_ST(s, s0 + s1);
 	SD_ST(q, q0 + q1);
@@ -313,8 +351,9 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
  * the planes added in double from the last sample to the first. */
 SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
-                           const float *x, const float *mean_lanes, int relu, int i0, int i1,
-                           int cb, int ncb, int hw, int blk)
+                           const uint16_t *ybf, const float *x, const float *mean_lanes,
+                           int relu, int i0, int i1, int cb, int ncb, int hw, int blk,
+                           int nhwc)
 {
 	const size_t cnt = (size_t)hw * blk;
 	float sl[SD_VL], ql[SD_VL];
@@ -323,10 +362,20 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		s[ch] = q[ch] = 0.0;
 	for (int i = i1 - 1; i >= i0; i--) {
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		if (relu)
-			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 1);
+		/* ybf: NHWC, sample i's pixel 0, channel cb * 16 (blk 16). */
+		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
+		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
+#define SD_SUMS(y_, relu_, yh_, xs_) \
+	sd_plane_bwd_sums(sl, ql, dy + off, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_)
+		if (nhwc)
+			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, yst)
+			: relu      ? SD_SUMS(y + off, 1, NULL, yst)
+			            : SD_SUMS(y + off, 0, NULL, yst);
 		else
-			sd_plane_bwd_sums(sl, ql, dy + off, y + off, x + off, cnt, mean_lanes, 0);
+			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL)
+			: relu      ? SD_SUMS(y + off, 1, NULL, SD_VL)
+			            : SD_SUMS(y + off, 0, NULL, SD_VL);
+#undef SD_SUMS
 		sd_fold(ps, sl, blk);
 		sd_fold(pq, ql, blk);
 		for (int ch = 0; ch < blk; ch++) {
@@ -339,21 +388,23 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 /* -------------------------------------------------- batch-norm passes */
 
 /* y = act((x - mean) scale + shift (+ r)) over one plane of count floats;
- * mean, scale, shift: 16 lanes. */
+ * mean, scale, shift: 16 lanes; x's vectors xs apart (SD_XV). */
 static inline __attribute__((always_inline)) void
 sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict r, size_t count,
               const float *restrict mean, const float *restrict scale,
-              const float *restrict shift, int relu, uint16_t *restrict yh, size_t hstride)
+              const float *restrict shift, int relu, uint16_t *restrict yh, size_t hstride,
+              size_t xs)
 {
 	const sd_vf mu = SD_LD(mean), sc = SD_LD(scale), sh = SD_LD(shift);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf v = (SD_LD(x + i) - mu) * sc + sh;
+		sd_vf v = (SD_LD(SD_XV(x, i, xs)) - mu) * sc + sh;
 		if (r)
 			v += SD_LD(r + i);
 		if (relu)
 			v = SD_MASK_POS(v, v);
-		SD_ST(y + i, v);
+		if (y)
+			SD_ST(y + i, v);
 		if (yh)
 			SD_ST_BF16(yh + i / SD_VL * hstride, v);
 	}
@@ -361,32 +412,42 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 		float v = (x[i] - mean[j]) * scale[j] + shift[j];
 		if (r)
 			v += r[i];
-		y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+		if (y)
+			y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
 	}
 }
 
 /* yh, when not NULL: a bf16 copy of y too, one pixel's 16 channels (blk 16)
- * every hstride elements (NHWC: hstride = c). */
+ * every hstride elements (NHWC: hstride = c); y may then be NULL (the copy
+ * only).  xnhwc: x is NHWC too, its vectors hstride apart. */
 SD_CLONES
 static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
                         const float *mean, const float *scale, const float *shift, int relu,
-                        uint16_t *yh, size_t hstride)
+                        uint16_t *yh, size_t hstride, int xnhwc)
 {
-	/* Specialised per (residual, relu, bf16 copy): no test in the loop. */
-	if (yh) {
-		if (r)
-			relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1, yh, hstride)
-			     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0, yh, hstride);
+	/* Specialised per (float32 y, residual, relu, bf16 copy, x's layout):
+	 * no test in the loop. */
+#define SD_APPLY(y_, r_, relu_, yh_, xs_) \
+	sd_bn_apply_v(y_, x, r_, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0, xs_)
+#define SD_APPLY_R(y_, yh_, xs_) \
+	(r ? (relu ? SD_APPLY(y_, r, 1, yh_, xs_) : SD_APPLY(y_, r, 0, yh_, xs_)) \
+	   : (relu ? SD_APPLY(y_, NULL, 1, yh_, xs_) : SD_APPLY(y_, NULL, 0, yh_, xs_)))
+	if (xnhwc) {
+		if (yh && y)
+			SD_APPLY_R(y, yh, hstride);
+		else if (yh)
+			SD_APPLY_R(NULL, yh, hstride);
 		else
-			relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1, yh, hstride)
-			     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0, yh, hstride);
-	} else if (r) {
-		relu ? sd_bn_apply_v(y, x, r, count, mean, scale, shift, 1, NULL, 0)
-		     : sd_bn_apply_v(y, x, r, count, mean, scale, shift, 0, NULL, 0);
+			SD_APPLY_R(y, NULL, hstride);
+	} else if (yh && y) {
+		SD_APPLY_R(y, yh, SD_VL);
+	} else if (yh) {
+		SD_APPLY_R(NULL, yh, SD_VL);
 	} else {
-		relu ? sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 1, NULL, 0)
-		     : sd_bn_apply_v(y, x, NULL, count, mean, scale, shift, 0, NULL, 0);
+		SD_APPLY_R(y, NULL, SD_VL);
 	}
+#undef SD_APPLY_R
+#undef SD_APPLY
 }
 
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
@@ -395,16 +456,19 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
                   const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
-                  uint16_t *restrict dxh, size_t hstride)
+                  uint16_t *restrict dxh, size_t hstride, const uint16_t *restrict yh,
+                  size_t xs)
 {
 	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
 	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD(dy + i);
-		if (relu)
+		if (relu && yh)
+			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
+		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
-		sd_vf xh = (SD_LD(x + i) - mu) * iv;
+		sd_vf xh = (SD_LD(SD_XV(x, i, xs)) - mu) * iv;
 		if (dxh)
 			SD_ST_BF16(dxh + i / SD_VL * hstride, a * (g - b - xh * d));
 		else
@@ -423,31 +487,39 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 }
 
 /* dxh, when not NULL: dx written in bf16 there instead, one pixel's 16
- * channels (blk 16) every hstride elements (NHWC: hstride = c). */
+ * channels (blk 16) every hstride elements (NHWC: hstride = c).  yh, when
+ * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
+ * as dxh, instead of from y.  xnhwc: x is NHWC too, its vectors hstride
+ * apart. */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const float *x, size_t count, const float *mean, const float *is,
                             const float *k1, const float *mdy, const float *mdyx, int relu,
-                            uint16_t *dxh, size_t hstride)
+                            uint16_t *dxh, size_t hstride, const uint16_t *yh, int xnhwc)
 {
+	/* Specialised per (dx in bf16, residual, mask, x's layout): no test in
+	 * the loop. */
+	const size_t xs = xnhwc ? hstride : SD_VL;
+#define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
+	(xnhwc ? sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	                           dxh_, hstride, yh_, xs) \
+	       : sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	                           dxh_, hstride, yh_, SD_VL))
+#define SD_BWD_MASKS(dx_, dxh_, dr_) \
+	(relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
+	            : SD_BWD(dx_, dxh_, dr_, 0, NULL))
 	if (dxh) {
 		if (dr)
-			relu ? sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
-			                         dxh, hstride)
-			     : sd_bn_bwd_apply_v(NULL, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
-			                         dxh, hstride);
+			SD_BWD_MASKS(NULL, dxh, dr);
 		else
-			relu ? sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1,
-			                         dxh, hstride)
-			     : sd_bn_bwd_apply_v(NULL, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0,
-			                         dxh, hstride);
+			SD_BWD_MASKS(NULL, dxh, NULL);
 	} else if (dr) {
-		relu ? sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
-		     : sd_bn_bwd_apply_v(dx, dr, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+		SD_BWD_MASKS(dx, NULL, dr);
 	} else {
-		relu ? sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 1, NULL, 0)
-		     : sd_bn_bwd_apply_v(dx, NULL, dy, y, x, count, mean, is, k1, mdy, mdyx, 0, NULL, 0);
+		SD_BWD_MASKS(dx, NULL, NULL);
 	}
+#undef SD_BWD_MASKS
+#undef SD_BWD
 }
 
 void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
@@ -456,15 +528,15 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
                                     const float *beta, int n, int c, int hw, int blk,
                                     int relu, float momentum, float eps)
 {
-	sd_batchnorm_act_forward_train_bf16(y, NULL, mean, invstd, running_mean, running_var, x, r,
-	                                    gamma, beta, n, c, hw, blk, relu, momentum, eps);
+	sd_batchnorm_act_forward_train_bf16(y, NULL, mean, invstd, running_mean, running_var, x, 0,
+	                                    r, gamma, beta, n, c, hw, blk, relu, momentum, eps);
 }
 
 void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
                                          float *running_mean, float *running_var,
-                                         const float *x, const float *r, const float *gamma,
-                                         const float *beta, int n, int c, int hw, int blk,
-                                         int relu, float momentum, float eps)
+                                         const float *x, int x_nhwc, const float *r,
+                                         const float *gamma, const float *beta, int n, int c,
+                                         int hw, int blk, int relu, float momentum, float eps)
 {
 	if (blk != 16)
 		ybf = NULL;
@@ -478,7 +550,7 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
 		sd_bn_stats(s, s + blk, x, sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb,
-		            ncb, hw, blk);
+		            ncb, hw, blk, x_nhwc);
 	}
 	for (int ch = 0; ch < c; ch++) {
 		const int cb = ch / blk, j = ch % blk;
@@ -521,9 +593,10 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 				sd_lanes(shift, beta, cb, blk);
 				const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
 				/* NHWC: sample i's pixel p0, channel cb * 16. */
-				uint16_t *yh = ybf + ((size_t)i * hw + p0) * c + (size_t)cb * 16;
-				sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)np * blk, mu,
-				            scale, shift, relu, yh, (size_t)c);
+				const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
+				sd_bn_apply(y ? y + off : NULL, x + (x_nhwc ? hoff : off),
+				            r ? r + off : NULL, (size_t)np * blk, mu, scale, shift, relu,
+				            ybf + hoff, (size_t)c, x_nhwc);
 			}
 		}
 		return;
@@ -538,8 +611,9 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* NHWC: sample i's pixel 0, channel cb * 16 (one block: ncb 1). */
 		uint16_t *yh = ybf ? ybf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
-		            relu, yh, (size_t)c);
+		sd_bn_apply(y ? y + off : NULL, x + sd_xplane(i, cb, ncb, hw, blk, x_nhwc),
+		            r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift, relu, yh, (size_t)c,
+		            x_nhwc);
 	}
 }
 
@@ -561,7 +635,7 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
-		            relu, NULL, 0);
+		            relu, NULL, 0, 0);
 	}
 }
 
@@ -570,17 +644,22 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
-	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, x, mean, invstd, gamma,
-	                               n, c, hw, blk, relu);
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, x, 0, mean, invstd,
+	                               gamma, n, c, hw, blk, relu);
 }
 
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
-                                    const float *x, const float *mean, const float *invstd,
-                                    const float *gamma, int n, int c, int hw, int blk, int relu)
+                                    const uint16_t *ybf, const float *x, int x_nhwc,
+                                    const float *mean, const float *invstd, const float *gamma,
+                                    int n, int c, int hw, int blk, int relu)
 {
-	if (blk != 16)
+	if (blk != 16) {
 		dxbf = NULL;
+		ybf = NULL;
+	}
+	if (!relu)
+		ybf = NULL;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -591,8 +670,8 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		double *s = part + (size_t)t * 2 * blk;
 		float mu[SD_VL];
 		sd_lanes(mu, mean, cb, blk);
-		sd_bn_bwd_sums(s, s + blk, dy, y, x, mu, relu, sd_block_of(n, groups, g),
-		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk);
+		sd_bn_bwd_sums(s, s + blk, dy, y, ybf, x, mu, relu, sd_block_of(n, groups, g),
+		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk, x_nhwc);
 	}
 	/* With xhat = (x - mean) invstd and dz the masked dy:
 	 *   dx = gamma invstd (dz - mean(dz) - xhat mean(dz xhat)),
@@ -612,10 +691,12 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		mdy[ch] = (float)(s / (double)m);
 		mdyx[ch] = (float)(q / (double)m);
 	}
-	/* With a bf16 NHWC dx, runs of pixels of every channel block per task
-	 * (see sd_batchnorm_act_forward_train_bf16), else whole planes. */
-	const int run = dxbf && ncb > 1 ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
-	const int runs = (hw + run - 1) / run, inner = dxbf && ncb > 1 ? ncb : 1;
+	/* With a bf16 NHWC dx or mask, runs of pixels of every channel block
+	 * per task (see sd_batchnorm_act_forward_train_bf16), else whole
+	 * planes. */
+	const int nhwc = (dxbf || ybf || x_nhwc) && ncb > 1;
+	const int run = nhwc ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
+	const int runs = (hw + run - 1) / run, inner = nhwc ? ncb : 1;
 	const int outer = inner == 1 ? ncb : 1;
 	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
 	for (int t = 0; t < n * outer * runs; t++) {
@@ -630,9 +711,12 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			sd_lanes(b, mdy, cb, blk);
 			sd_lanes(d, mdyx, cb, blk);
 			const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
-			uint16_t *dxh = dxbf ? dxbf + ((size_t)i * hw + p0) * c + (size_t)cb * 16 : NULL;
-			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off, y + off,
-			                x + off, (size_t)np * blk, mu, is, a, b, d, relu, dxh, (size_t)c);
+			/* NHWC: sample i's pixel p0, channel cb * 16. */
+			const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
+			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off,
+			                ybf ? NULL : y + off, x + (x_nhwc ? hoff : off), (size_t)np * blk,
+			                mu, is, a, b, d, relu, dxbf ? dxbf + hoff : NULL, (size_t)c,
+			                ybf ? ybf + hoff : NULL, x_nhwc);
 		}
 	}
 }

@@ -889,6 +889,18 @@ void sd_conv2d_keep_free(struct sd_conv2d_keep *keep)
 	memset(keep, 0, sizeof *keep);
 }
 
+/* dst (n, c, hw) float32 NCHW from src (n, hw, c) bf16 NHWC (bf16 is
+ * float32's upper half: exact). */
+static void sd_widen_nhwc_bf16(float *dst, const uint16_t *src, int n, int c, size_t hw)
+{
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (size_t p = 0; p < hw; p++) {
+				uint32_t u = (uint32_t)src[((size_t)i * hw + p) * c + ch] << 16;
+				memcpy(&dst[((size_t)i * c + ch) * hw + p], &u, sizeof u);
+			}
+}
+
 void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, const float *b,
                                     const struct sd_conv2d_shape *s, int xblk, int yblk,
                                     float *ws, struct sd_conv2d_keep *keep)
@@ -899,12 +911,18 @@ void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, co
 		keep->filled = 0;
 	if (rc == 0)
 		return;
-	if (keep)
+	if (keep) {
 		keep->valid = 0;
+		keep->y_nhwc = 0;   /* im2col writes layout yblk */
+	}
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;
 	const float *xin = x;
-	if (xblk > 1) {
+	if (keep && keep->x_bf16_only) {
+		/* x only in bf16 (its producer skipped the float32 one). */
+		sd_widen_nhwc_bf16(xp, keep->buf, s->n, s->c, (size_t)s->h * s->w);
+		xin = xp;
+	} else if (xblk > 1) {
 		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
 		xin = xp;
 	}
@@ -953,7 +971,10 @@ void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const floa
 	const size_t ny = (size_t)s->n * s->k * s->oh * s->ow;
 	float *xp = ws, *dyp = xp + nx, *dxp = dyp + ny, *rest = dxp + nx;
 	const float *xin = x, *dyin = dy;
-	if (xblk > 1) {
+	if (keep && keep->x_bf16_only) {
+		sd_widen_nhwc_bf16(xp, keep->buf, s->n, s->c, (size_t)s->h * s->w);
+		xin = xp;
+	} else if (xblk > 1) {
 		sd_layout_from_blocked(xp, x, s->n, s->c, s->h * s->w, xblk);
 		xin = xp;
 	}

@@ -270,6 +270,18 @@ struct sd_conv2d_keep {
 	unsigned long plan;     /* serial number of the kernels that filled it */
 	int filled;             /* written by x's producer for the next forward */
 	int valid;              /* filled by the last forward, not used since */
+	int x_bf16_only;        /* set by x's producer with filled: it wrote x
+	                         * in bf16 only, float32 x is unset.  The
+	                         * forward and backward then read the bf16 copy
+	                         * or widen it back to float32 (im2col), never
+	                         * x; the producer clears it when it writes x
+	                         * in float32 again */
+	int y_nhwc_ok;          /* set by the caller: the forward may leave y
+	                         * float32 NHWC, (n, oh, ow, k), where the bf16
+	                         * kernels write that, instead of reordering it
+	                         * to layout yblk */
+	int y_nhwc;             /* set by the forward: it did (else y is in
+	                         * layout yblk) */
 };
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
 /* Where x's producer may write the bf16 copy the next forward of (s, bias,
@@ -327,12 +339,18 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 /* As sd_batchnorm_act_forward_train, and when ybf is not NULL and blk is 16,
  * a copy of y rounded to bf16 (to nearest even, denormals to zero: the bits
  * oneDNN's reorder gives) in ybf, (n, hw, c) (NHWC), for the bf16
- * convolution that reads y next (sd_conv2d_keep_prepare). */
+ * convolution that reads y next (sd_conv2d_keep_prepare).  With ybf (and
+ * blk 16), y may be NULL: the bf16 copy is then the only one written (2
+ * bytes an element instead of 6), for a y that nothing reads in float32
+ * (see struct sd_conv2d_keep's x_bf16_only).  x_nhwc (blk 16 only): x is
+ * float32 (n, hw, c), NHWC, as oneDNN's AMX convolutions write it
+ * (sd_conv2d_keep's y_nhwc), instead of layout blk; the same arithmetic in
+ * the same order, so the same bits as x in layout blk. */
 void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
                                          float *running_mean, float *running_var,
-                                         const float *x, const float *r, const float *gamma,
-                                         const float *beta, int n, int c, int hw, int blk,
-                                         int relu, float momentum, float eps);
+                                         const float *x, int x_nhwc, const float *r,
+                                         const float *gamma, const float *beta, int n, int c,
+                                         int hw, int blk, int relu, float momentum, float eps);
 /* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
  * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
  * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is
@@ -344,11 +362,19 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 /* As sd_batchnorm_act_backward, but when dxbf is not NULL and blk is 16, dx
  * is written there instead, rounded to bf16 (as the forward's copy) in
  * NHWC, (n, hw, c), for the bf16 convolution that produced x
- * (sd_conv2d_keep_prepare_dy); dx is then not written and may be NULL. */
+ * (sd_conv2d_keep_prepare_dy); dx is then not written and may be NULL.
+ * When ybf is not NULL, blk is 16 and relu is set, the ReLU mask is read
+ * from ybf, y's bf16 NHWC copy (n, hw, c) that the forward wrote
+ * (sd_batchnorm_act_forward_train_bf16), 2 bytes an element instead of y's
+ * 4 (the pass is bound by memory), and y is not read (may be NULL).  The
+ * mask is then "bf16(y) > 0": the same as "y > 0" except where y is a
+ * positive float32 denormal, which rounds to +0 (and which the next bf16
+ * convolution read as 0).  x_nhwc: x in NHWC, as the forward's. */
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
-                                    const float *x, const float *mean, const float *invstd,
-                                    const float *gamma, int n, int c, int hw, int blk, int relu);
+                                    const uint16_t *ybf, const float *x, int x_nhwc,
+                                    const float *mean, const float *invstd, const float *gamma,
+                                    int n, int c, int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

@@ -131,6 +131,12 @@ struct node {
 	enum sd_act_kind act;           /* OP_ACT: which, with its constants */
 	float act_a, act_b;
 	float *bn_mean, *bn_invstd;     /* OP_BN saved statistics, (c) */
+	const uint16_t *bn_ybf;         /* OP_BN fused: the group's y in bf16 NHWC as its
+	                                 * last training forward wrote it (the next
+	                                 * convolution's conv_keep buffer), whose
+	                                 * signs the backward reads as its ReLU
+	                                 * mask; NULL when not written */
+	unsigned long bn_ybf_plan;      /* OP_BN: that convolution's conv_keep.plan then */
 	float bn_momentum, bn_eps;      /* OP_BN: running = (1 - momentum) running
 	                                 * + momentum batch (layers.h's convention),
 	                                 * and the variance's epsilon */

@@ -779,7 +779,7 @@ static const float *residual(struct sd_model *m, const struct node *n, int nb)
  * after it (see the FUSE_* comment above).  Returns the nodes it ran. */
 static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 {
-	const struct node *n = &m->nodes[i];
+	struct node *n = &m->nodes[i];
 	const struct act *in = &m->acts[n->in];
 	const float *p = m->params;
 	/* y and r of the group. */
@@ -798,23 +798,41 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		 * to, if it converts (bf16 precision; sd_conv2d_keep_prepare). */
 		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
 		uint16_t *ybf = NULL;
+		int bf16_only = 0;
 		if (next && next->op == OP_CONV && m->acts[next->in].val == y) {
 			struct sd_conv2d_shape s = next->conv;
 			s.n = nb;
 			ybf = sd_conv2d_keep_prepare(&next->conv_keep, &s, next->b_off != NONE,
 			                             m->acts[next->in].blk, m->acts[next->out].blk, y);
+			/* A y that only that convolution reads (no residual
+			 * after it) is written in bf16 only: the convolution
+			 * reads that, and this group's backward its mask. */
+			bf16_only = ybf && relu && !r && m->acts[next->in].consumers == 1 &&
+			            m->blk == 16;
+			next->conv_keep.x_bf16_only = bf16_only;
 		}
-		sd_batchnorm_act_forward_train_bf16(y, ybf, n->bn_mean, n->bn_invstd,
+		/* x as its convolution left it (float32 NHWC or layout blk). */
+		const struct node *prev = i > 0 ? &m->nodes[i - 1] : NULL;
+		const int x_nhwc = prev && prev->op == OP_CONV && prev->out == n->in &&
+		                   prev->conv_keep.y_nhwc;
+		sd_batchnorm_act_forward_train_bf16(bf16_only ? NULL : y, ybf, n->bn_mean, n->bn_invstd,
 		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
-		                                    in->val, r, p + n->w_off, p + n->b_off, nb, in->c,
-		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
-		                                    n->bn_eps);
+		                                    in->val, x_nhwc, r, p + n->w_off, p + n->b_off,
+		                                    nb, in->c, in->h * in->w, m->blk, relu,
+		                                    n->bn_momentum, n->bn_eps);
 		if (ybf)
 			next->conv_keep.filled = 1;
-	} else
+		n->bn_ybf = relu ? ybf : NULL;
+		n->bn_ybf_plan = ybf ? next->conv_keep.plan : 0;
+	} else {
+		n->bn_ybf = NULL;   /* y is no longer what it was in training */
+		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
+		if (next && next->op == OP_CONV && m->acts[next->in].val == y)
+			next->conv_keep.x_bf16_only = 0;   /* float32 y again */
 		sd_batchnorm_act_forward_eval(y, in->val, r, p + n->w_off, p + n->b_off, m->buffers + n->rm_off,
 		                              m->buffers + n->rv_off, nb, in->c, in->h * in->w, m->blk, relu,
 		                              n->bn_eps);
+	}
 	return ran;
 }
 
@@ -829,6 +847,12 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		struct sd_conv2d_shape s = n->conv;
 		s.n = nb;
 		const float *b = n->b_off == NONE ? NULL : p + n->b_off;
+		/* y may stay in the bf16 kernels' float32 NHWC when its only
+		 * reader is a fused batch-norm group, whose passes take x so
+		 * (training only: the evaluation's batch-norm reads layout blk). */
+		const struct node *bn = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
+		n->conv_keep.y_nhwc_ok = train && blk == 16 && out->consumers == 1 && bn &&
+		                         bn->op == OP_BN && bn->in == n->out && bn->fuse != FUSE_NONE;
 		if (blk > 1)
 			sd_conv2d_forward_blocked_kept(out->val, in->val, p + n->w_off, b, &s, in->blk,
 			                               out->blk, m->ws, &n->conv_keep);
@@ -1000,9 +1024,21 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		dxbf = sd_conv2d_keep_prepare_dy(&conv->conv_keep_dy, &s, conv->b_off != NONE,
 		                                 m->acts[conv->in].blk, x->blk, dx, conv->in != 0);
 	}
+	/* The ReLU mask from y's bf16 copy, while the next convolution's kept
+	 * input still is that copy: its forward read it, or converted y into
+	 * it with the same kernels (same bits), and its backward leaves it. */
+	const struct node *next = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
+	const uint16_t *ybf = bn->bn_ybf && next && next->op == OP_CONV &&
+	                      ((next->conv_keep.buf == bn->bn_ybf && next->conv_keep.x == y->val &&
+	                        next->conv_keep.plan == bn->bn_ybf_plan) ||
+	                       next->conv_keep.x_bf16_only)
+		? bn->bn_ybf : NULL;
+	const int x_nhwc = conv && conv->op == OP_CONV && conv->out == bn->in &&
+	                   conv->conv_keep.y_nhwc;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, x->val, bn->bn_mean, bn->bn_invstd,
-	                               p + bn->w_off, nb, x->c, x->h * x->w, m->blk, 1);
+	                               y->grad, y->val, ybf, x->val, x_nhwc, bn->bn_mean,
+	                               bn->bn_invstd, p + bn->w_off, nb, x->c, x->h * x->w, m->blk,
+	                               1);
 	if (dxbf)
 		conv->conv_keep_dy.filled = 1;
 	grad_commit(m, x, act_floats(x) * nb);

@@ -4,7 +4,7 @@
  * per-layer figure behind the "bn+relu" and "bn+add+relu" rows of
  * bench-train --profile.
  *
- * usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k blk] [-c] [-b]
+ * usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k blk] [-c] [-b [-m]]
  *
  * For each shape: the best of `repeats` calls after one warm-up call (the
  * minimum is the figure least disturbed by other processes on a shared
@@ -15,7 +15,12 @@
  * pass over memory can reach here.  -c times in process CPU time instead of
  * wall time: with -t 1, the figure a busy machine disturbs least.  -b: the
  * forward also writes its bf16 NHWC copy of y (what a bf16 step has it do
- * for the next convolution, sd_batchnorm_act_forward_train_bf16).  Prints the
+ * for the next convolution, sd_batchnorm_act_forward_train_bf16) and the
+ * backward writes dx in bf16 NHWC instead of float32 (for the convolution
+ * that produced x, sd_batchnorm_act_backward_bf16), as a bf16 step does.
+ * -m (with -b): the backward also reads its ReLU mask from the bf16 copy of
+ * y instead of y (what a bf16 step does where the copy is kept).  The GB/s
+ * count each tensor at its width.  Prints the
  * CPU model, the thread count and the fraction of the machine's CPU time
  * other processes took during the run. */
 #include "engine/layers.h"
@@ -46,7 +51,7 @@ struct shape {
 
 int main(int argc, char **argv)
 {
-	int threads = 2, repeats = 10, n = 128, blk = 16, bf16_copy = 0;
+	int threads = 2, repeats = 10, n = 128, blk = 16, bf16_copy = 0, bf16_mask = 0;
 	for (int i = 1; i < argc; i += 2) {
 		if (!strcmp(argv[i], "-c")) {
 			bench_clock = CLOCK_PROCESS_CPUTIME_ID;
@@ -65,9 +70,13 @@ int main(int argc, char **argv)
 			blk = atoi(argv[i + 1]);
 		else if (!strcmp(argv[i], "-b"))
 			bf16_copy = 1;
+		else if (!strcmp(argv[i], "-m"))
+			bf16_mask = 1;
 	}
-	if (threads < 1 || repeats < 1 || n < 1 || (blk != 1 && blk != 8 && blk != 16)) {
-		fprintf(stderr, "usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k 1|8|16] [-c] [-b]\n");
+	if (threads < 1 || repeats < 1 || n < 1 || (blk != 1 && blk != 8 && blk != 16) ||
+	    (bf16_mask && (!bf16_copy || blk != 16))) {
+		fprintf(stderr, "usage: bench-bn [-t threads] [-r repeats] [-n batch] [-k 1|8|16] [-c] "
+		        "[-b [-m]] (-m with -b and -k 16)\n");
 		return 2;
 	}
 	omp_set_num_threads(threads);
@@ -94,6 +103,7 @@ int main(int argc, char **argv)
 		float *gamma = bench_falloc(c), *beta = bench_falloc(c), *mean = bench_falloc(c), *invstd = bench_falloc(c);
 		float *rm = bench_falloc(c), *rv = bench_falloc(c), *dg = bench_falloc(c), *db = bench_falloc(c);
 		uint16_t *yh = bf16_copy ? (uint16_t *)bench_falloc((nx + 1) / 2) : NULL;
+		uint16_t *dxh = bf16_copy && blk == 16 ? (uint16_t *)bench_falloc((nx + 1) / 2) : NULL;
 		struct sd_rng rng;
 		sd_rng_seed(&rng, 7, 7);
 		for (size_t i = 0; i < nx; i++) {
@@ -110,12 +120,13 @@ int main(int argc, char **argv)
 			double t0 = clock_s();
 			memcpy(cp, x, nx * sizeof(float));
 			double t1 = clock_s();
-			sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x,
+			sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, 0,
 			                                    sh->residual ? r : NULL, gamma, beta, n, c, hw,
 			                                    blk, 1, 0.1f, 1e-5f);
 			double t2 = clock_s();
-			sd_batchnorm_act_backward(dx, sh->residual ? dr : NULL, dg, db, dy, y, x, mean,
-			                          invstd, gamma, n, c, hw, blk, 1);
+			sd_batchnorm_act_backward_bf16(dxh ? NULL : dx, dxh, sh->residual ? dr : NULL, dg,
+			                               db, dy, y, bf16_mask ? yh : NULL, x, 0, mean, invstd,
+			                               gamma, n, c, hw, blk, 1);
 			double t3 = clock_s();
 			if (rep == 0)
 				continue;   /* warm-up: faults the pages in */
@@ -127,7 +138,9 @@ int main(int argc, char **argv)
 				tb = t3 - t2;
 		}
 		const double gb = (double)nx * sizeof(float) / 1e9;
-		const double fwd_bytes = gb * (3 + sh->residual), bwd_bytes = gb * (7 + sh->residual);
+		/* In float32 widths: the bf16 copies are half of one. */
+		const double fwd_bytes = gb * (3 + sh->residual + 0.5 * bf16_copy);
+		const double bwd_bytes = gb * (7 + sh->residual - 0.5 * bf16_copy - 1.0 * bf16_mask);
 		char label[48];
 		snprintf(label, sizeof label, "c%d hw%d%s", c, hw, sh->residual ? " +res" : "");
 		printf("%-18s %8.2f %8.1f %8.2f %8.1f %8.2f %8.1f\n", label, tc * 1e3, 2 * gb / tc,
@@ -139,7 +152,7 @@ int main(int argc, char **argv)
 		sum_b += count * tb;
 		free(x), free(r), free(y), free(dy), free(dx), free(dr), free(cp), free(gamma);
 		free(beta), free(mean), free(invstd), free(rm), free(rv), free(dg), free(db);
-		free(yh);
+		free(yh), free(dxh);
 	}
 	printf("resnet32 step, every batch-norm: forward %.1f ms, backward %.1f ms\n", sum_f * 1e3,
 	       sum_b * 1e3);

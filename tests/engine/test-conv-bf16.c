@@ -148,6 +148,70 @@ static void run_dnn(const struct sd_conv2d_shape *s, int blk, int first, const f
 		             "n%d c%d k%d %s: the same bits with the input kept", s->n, s->c, s->k,
 		             sd_conv2d_precision_name(sd_conv2d_get_precision()));
 		sd_conv2d_keep_free(&keep);
+		/* x given only in bf16 NHWC by its producer (keep.x_bf16_only,
+		 * float32 x left as NaN): forward and backward the same bits as
+		 * converting x; refused by oneDNN (kernels other than those the
+		 * copy was made for) and on im2col, those of the float32 x
+		 * rounded to bf16, widened from the copy. */
+		float *xnan = fill(nx, 0, 0);
+		for (size_t e = 0; e < nx; e++)
+			xnan[e] = NAN;
+		struct sd_conv2d_keep kx = { 0 };
+		uint16_t *xh = sd_conv2d_keep_prepare(&kx, s, db != NULL, blk, blk, xnan);
+		if (bf16 && xh) {
+			float *xr = fill(nx, 0, 0), *ry = fill(ny, 0, 0), *rdx = fill(nx, 0, 0);
+			float *rdw = fill(nw, 0, 0), *rdb = fill(s->k, 0, 0);
+			const size_t hw = (size_t)s->h * s->w;
+			for (int i = 0; i < s->n; i++)
+				for (int ch = 0; ch < s->c; ch++)
+					for (size_t q = 0; q < hw; q++) {
+						const size_t at = (((size_t)i * (s->c / blk) + ch / blk) * hw + q) *
+						                  blk + ch % blk;
+						float v = to_bf16(xb[at]);
+						uint32_t u;
+						memcpy(&u, &v, sizeof u);
+						xh[((size_t)i * hw + q) * s->c + ch] = (uint16_t)(u >> 16);
+						xr[at] = v;
+					}
+			for (int mode = 0; mode < 3; mode++) {
+				/* 0: oneDNN reads the copy; 1: oneDNN refuses it (its
+				 * kernels are not those it was made for); 2: im2col. */
+				const unsigned long plan = kx.plan;
+				memset(ky, 0, ny * sizeof *ky), memset(kdx, 0, nx * sizeof *kdx);
+				memset(kdw, 0, nw * sizeof *kdw), memset(kdb, 0, s->k * sizeof *kdb);
+				kx.filled = 1;
+				kx.x_bf16_only = 1;
+				if (mode == 1)
+					kx.plan = plan + 1;
+				sd_conv2d_set_path(mode == 2 ? SD_CONV_IM2COL : SD_CONV_ONEDNN);
+				sd_conv2d_forward_blocked_kept(ky, xnan, w, b, s, blk, blk, ws, &kx);
+				sd_conv2d_backward_blocked_kept(first ? NULL : kdx, kdw, db ? kdb : NULL, dyb,
+				                                xnan, w, s, blk, blk, ws, &kx, NULL);
+				const float *wy = yb, *wdx = dxb, *wdw = zdw, *wdb = zdb;
+				if (mode > 0) {
+					sd_conv2d_set_path(SD_CONV_IM2COL);
+					memset(rdw, 0, nw * sizeof *rdw), memset(rdb, 0, s->k * sizeof *rdb);
+					sd_conv2d_forward_blocked(ry, xr, w, b, s, blk, blk, ws);
+					sd_conv2d_backward_blocked(first ? NULL : rdx, rdw, db ? rdb : NULL, dyb, xr,
+					                           w, s, blk, blk, ws);
+					wy = ry, wdx = rdx, wdw = rdw, wdb = rdb;
+				}
+				sd_conv2d_set_path(SD_CONV_ONEDNN);
+				kx.plan = plan;
+				check_report(!memcmp(ky, wy, ny * sizeof *ky) &&
+				             (first || !memcmp(kdx, wdx, nx * sizeof *kdx)) &&
+				             !memcmp(kdw, wdw, nw * sizeof *kdw) &&
+				             (!db || !memcmp(kdb, wdb, s->k * sizeof *kdb)),
+				             "n%d c%d k%d bf16: x given in bf16 only, %s: the same bits as %s",
+				             s->n, s->c, s->k,
+				             mode == 0 ? "read by oneDNN" : mode == 1 ? "refused by oneDNN"
+				                                                      : "on im2col",
+				             mode == 0 ? "converting x" : "im2col on x rounded to bf16");
+			}
+			free(xr), free(ry), free(rdx), free(rdw), free(rdb);
+		}
+		sd_conv2d_keep_free(&kx);
+		free(xnan);
 		/* dy given only in bf16 NHWC by its producer (keep_dy, float32 dy
 		 * left as NaN): the same bits as converting dy, on oneDNN; and on
 		 * im2col (a fallback), those of the float32 dy rounded to bf16. */
@@ -299,8 +363,8 @@ static void check_bn_bf16_copy(void)
 	float *gamma = fill(c, 7, 1.0f), *beta = fill(c, 8, 1.0f);
 	float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *rm = fill(c, 0, 0), *rv = fill(c, 0, 0);
 	uint16_t *yh = calloc(nx, sizeof *yh);
-	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, r, gamma, beta, n, c, hw,
-	                                    blk, 1, 0.1f, 1e-5f);
+	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, 0, r, gamma, beta, n, c,
+	                                    hw, blk, 1, 0.1f, 1e-5f);
 	size_t bad = 0, zeros = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -320,8 +384,8 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, x, mean, invstd, gamma, n, c,
-	                               hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, 0, mean, invstd, gamma,
+	                               n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -338,6 +402,124 @@ static void check_bn_bf16_copy(void)
 	free(dy), free(dx), free(dr), free(dr2), free(dg), free(db);
 	free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd), free(rm);
 	free(rv), free(yh);
+}
+
+/* The batch-norm backward's ReLU mask read from y's bf16 NHWC copy
+ * (sd_batchnorm_act_backward_bf16's ybf) instead of y, which is passed as
+ * NULL: every output, dx in float32 and in bf16, dr, dgamma and dbeta, the
+ * same bits as the float32 backward given y = the copy widened back to
+ * float32.  A few elements of y are positive denormals, which the copy holds
+ * as +0: their gradient must be masked (dr 0 there). */
+static void check_bn_bf16_mask(int n, int c, int hw)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 21, 4.0f), *y = fill(nx, 22, 3.0f), *dy = fill(nx, 23, 2.0f);
+	float *gamma = fill(c, 24, 1.0f), *mean = fill(c, 25, 0.5f), *invstd = fill(c, 26, 0.5f);
+	float *yw = fill(nx, 0, 0);
+	uint16_t *yh = calloc(nx, sizeof *yh), *dxh = calloc(nx, sizeof *dxh);
+	size_t planted = 0;
+	for (int ch = 0; ch < c; ch++)
+		invstd[ch] += 1.0f;   /* positive */
+	for (size_t e = 0; e < nx; e++)
+		if (e % 97 == 5) {
+			y[e] = 1e-40f;   /* a positive denormal */
+			planted++;
+		}
+	/* yh = y rounded to bf16 (denormals to +0), NHWC; yw = it widened. */
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                  ch % blk;
+				float v = fabsf(y[at]) < 0x1p-126f ? 0.0f * y[at] : to_bf16(y[at]);
+				uint32_t u;
+				memcpy(&u, &v, sizeof u);
+				yh[((size_t)i * hw + p) * c + ch] = (uint16_t)(u >> 16);
+				yw[at] = v;
+			}
+	float *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
+	float *dx2 = fill(nx, 0, 0), *dr2 = fill(nx, 0, 0), *dg2 = fill(c, 0, 0);
+	float *db2 = fill(c, 0, 0), *dr3 = fill(nx, 0, 0), *dg3 = fill(c, 0, 0);
+	float *db3 = fill(c, 0, 0);
+	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, 0, mean, invstd,
+	                               gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, 0, mean, invstd,
+	                               gamma, n, c, hw, blk, 1);
+	size_t bad = 0, masked = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                  ch % blk;
+				float v = to_bf16(dx[at]);
+				uint32_t want;
+				memcpy(&want, &v, sizeof want);
+				bad += dxh[((size_t)i * hw + p) * c + ch] != (uint16_t)(want >> 16);
+				masked += y[at] > 0.0f && yw[at] == 0.0f && dr2[at] == 0.0f && dy[at] != 0.0f;
+			}
+	const size_t fb = nx * sizeof(float), cb = (size_t)c * sizeof(float);
+	check_report(!memcmp(dx, dx2, fb) && !memcmp(dr, dr2, fb) && !memcmp(dg, dg2, cb) &&
+	             !memcmp(db, db2, cb) && !memcmp(dr, dr3, fb) && !memcmp(dg, dg3, cb) &&
+	             !memcmp(db, db3, cb) && bad == 0 && masked == planted && planted > 0,
+	             "batch-norm backward, n %d c %d hw %d, ReLU mask from y's bf16 copy: dx, dr, "
+	             "dgamma, dbeta as float32's with y = the copy; bf16 dx %zu of %zu differ; "
+	             "%zu of %zu denormal y masked", n, c, hw, bad, nx, masked, planted);
+	free(x), free(y), free(dy), free(gamma), free(mean), free(invstd), free(yw), free(yh);
+	free(dxh), free(dx), free(dr), free(dg), free(db), free(dx2), free(dr2), free(dg2);
+	free(db2), free(dr3), free(dg3), free(db3);
+}
+
+/* The batch-norm passes reading x in float32 NHWC (x_nhwc, as the bf16
+ * convolutions write it) instead of nChw16c: the same arithmetic in the same
+ * order, so every output the same bits, with and without the residual, the
+ * bf16 copy of y, the bf16 mask and the bf16 dx. */
+static void check_bn_x_nhwc(int n, int c, int hw, int residual)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 31, 5.0f), *xn = fill(nx, 0, 0), *r = fill(nx, 32, 2.0f);
+	float *gamma = fill(c, 33, 1.0f), *beta = fill(c, 34, 1.0f), *dy = fill(nx, 35, 3.0f);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++)
+				xn[((size_t)i * hw + p) * c + ch] =
+					x[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk];
+	int same = 1;
+	for (int mode = 0; mode < 4; mode++) {
+		/* bit 0: y's bf16 copy (and the mask from it); bit 1: dx in bf16. */
+		float *out[2][9];
+		uint16_t *h[2][2];
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 9; o++)
+				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
+			h[k][0] = calloc(nx, sizeof(uint16_t));
+			h[k][1] = calloc(nx, sizeof(uint16_t));
+			float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
+			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
+			float *dg = out[k][8], *db = out[k][3];
+			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
+			                                    k ? xn : x, k, residual ? r : NULL, gamma, beta,
+			                                    n, c, hw, blk, 1, 0.1f, 1e-5f);
+			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
+			                               residual ? dr : NULL, dg, db, dy, y,
+			                               mode & 1 ? h[k][0] : NULL, k ? xn : x, k, mean, is,
+			                               gamma, n, c, hw, blk, 1);
+		}
+		for (int o = 0; o < 9; o++)
+			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
+		same &= !memcmp(h[0][0], h[1][0], nx * 2) && !memcmp(h[0][1], h[1][1], nx * 2);
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 9; o++)
+				free(out[k][o]);
+			free(h[k][0]), free(h[k][1]);
+		}
+	}
+	check_report(same, "batch-norm%s, n %d c %d hw %d, x in float32 NHWC: every output of the "
+	             "forward and backward the same bits as x in nChw16c", residual ? " + add" : "",
+	             n, c, hw);
+	free(x), free(xn), free(r), free(gamma), free(beta), free(dy);
 }
 
 static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
@@ -439,6 +621,12 @@ int main(void)
 	else
 		check_skip("no channel-blocked oneDNN layout for the blocked check");
 	check_bn_bf16_copy();
+	check_bn_bf16_mask(3, 48, 40);
+	check_bn_bf16_mask(2, 16, 100);
+	check_bn_bf16_mask(2, 32, 130);
+	check_bn_x_nhwc(3, 48, 40, 1);
+	check_bn_x_nhwc(2, 32, 130, 0);
+	check_bn_x_nhwc(2, 16, 100, 1);
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
