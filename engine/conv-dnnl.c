@@ -336,8 +336,9 @@ static int sd_wgrad_swap_allowed(void)
  * small and the channels many, where its AMX forward kernel on the swapped
  * problem has 128 input channels (the batch) to reduce over.  Measured
  * here (Xeon with AMX, 2 threads, oneDNN 2.6.3, bf16 x and dy in NHWC, ms
- * per call, fastest of 41 alternated runs on a loaded machine; the
- * swapped time includes transposing x and dy and writing dw to OIHW):
+ * per call, fastest of 15 to 41 alternated runs on a loaded machine, the
+ * ranges over separate runs; the swapped time includes transposing x and
+ * dy and writing dw to OIHW; tests/bench/bench-conv-bf16 repeats it):
  *   batch 128, 64 -> 64 channels at 8x8:         backward-weights 1.09-1.22, swapped 0.70-0.82
  *   batch 128, 32 -> 64 channels, 16x16 stride 2:                  0.69-1.00, swapped 0.50-0.70
  *   batch 128, 16 -> 16 at 32x32: 0.84 against 14 swapped;
