@@ -346,7 +346,10 @@ static int sd_wgrad_swap_allowed(void)
  *   16 -> 32 at 32x32 stride 2: 0.78 against 2.1 (large images: the swapped kernel is oh x ow);
  *   batch 32, 64 -> 64 at 8x8: 0.28 against 0.21; batch 8: 0.084 against 0.100.
  * Single thread, batch 128: 64 -> 64 at 8x8 1.74 against 1.39; 32 -> 64
- * stride 2, 1.92 against 1.38.  Its AMX kernel is taken by name
+ * stride 2, 1.92 against 1.38.  Then on the quiet machine (other processes
+ * 1 %, bench-conv-bf16, medians of 11): 64 -> 64 1.29 against 0.82, 32 ->
+ * 64 stride 2 1.13 against 0.87, every other resnet32 shape 0.66-0.98
+ * against 2.1-5.0.  Its AMX kernel is taken by name
  * ("jit:avx512_core_amx", oneDNN's first pick "brgconv" took 5 ms here);
  * without it the plan keeps its backward-weights pass.  No bias (the
  * swapped forward gives no bias gradient). */
