@@ -82,6 +82,13 @@ struct sd_dnnl_plan {
 	struct sd_dnnl_arg d_dsrc, d_w, d_ddst;     /* backward-data */
 	struct sd_dnnl_arg w_src, w_dw, w_ddst;     /* backward-weights */
 	int ddst_shared;            /* both backward passes read dy in one layout */
+	/* bf16 weight gradient run as a forward convolution of x and dy with
+	 * batch and channels swapped (sd_use_wgrad_swap); bwd_w's arguments
+	 * still say how x and dy arrive (w_src, w_ddst), ws_x and ws_dy take
+	 * them on from there, ws_dw writes the (c, k, r, r) result into OIHW. */
+	int wswap;
+	struct sd_dnnl_pass bwd_ws;
+	struct sd_dnnl_arg ws_x, ws_dy, ws_dw;
 	size_t dw_plain_off;        /* weight gradient reordered to OIHW */
 	dnnl_memory_desc_t bias_md; /* (k), plain */
 	size_t db_off;              /* bias gradient, k floats */
@@ -244,7 +251,8 @@ static void sd_plan_free(struct sd_dnnl_plan *p)
 	dnnl_primitive_t all[] = { p->fwd.prim, p->bwd_d.prim, p->bwd_w.prim, p->f_src.reorder,
 		                   p->f_w.reorder, p->f_dst.reorder, p->d_dsrc.reorder,
 		                   p->d_w.reorder, p->d_ddst.reorder, p->w_src.reorder,
-		                   p->w_dw.reorder, p->w_ddst.reorder };
+		                   p->w_dw.reorder, p->w_ddst.reorder, p->bwd_ws.prim,
+		                   p->ws_x.reorder, p->ws_dy.reorder, p->ws_dw.reorder };
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		if (all[i])
 			dnnl_primitive_destroy(all[i]);
@@ -305,6 +313,117 @@ static dnnl_alg_kind_t sd_alg(int winograd)
 	return winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
 }
 
+/* SPOTDECK_WGRAD_SWAP=0 turns the swapped weight gradient off; read once. */
+static int sd_wgrad_swap_allowed(void)
+{
+	static int allowed = -1;
+	if (allowed < 0) {
+		const char *v = getenv("SPOTDECK_WGRAD_SWAP");
+		allowed = !(v && !strcmp(v, "0"));
+	}
+	return allowed;
+}
+
+/* Whether plan p computes its bf16 weight gradient as a forward
+ * convolution with batch and channels swapped:
+ *     dw[k][c][r][s] = sum_{n,i,j} dy[n][k][i][j] x[n][c][i S + r - P][j S + s - P]
+ * is the forward convolution of the input x^T (c "images" of n channels,
+ * h x w) with the weights dy^T (k filters of n channels, oh x ow, dilated
+ * by the stride S), padding P before and whatever makes the output r x r
+ * after; its output is dw^T (c, k, r, r).  The reduction over n oh ow is
+ * the same; only its order changes (float32 accumulation either way).
+ * oneDNN 2.6.3's AMX backward-weights kernel is slow where the images are
+ * small and the channels many, where its AMX forward kernel on the swapped
+ * problem has 128 input channels (the batch) to reduce over.  Measured
+ * here (Xeon with AMX, 2 threads, oneDNN 2.6.3, bf16 x and dy in NHWC, ms
+ * per call, fastest of 15 to 41 alternated runs on a loaded machine, the
+ * ranges over separate runs; the swapped time includes transposing x and
+ * dy and writing dw to OIHW; tests/bench/bench-conv-bf16 repeats it):
+ *   batch 128, 64 -> 64 channels at 8x8:         backward-weights 1.09-1.22, swapped 0.70-0.82
+ *   batch 128, 32 -> 64 channels, 16x16 stride 2:                  0.69-1.00, swapped 0.50-0.70
+ *   batch 128, 16 -> 16 at 32x32: 0.84 against 14 swapped;
+ *   32 -> 32 at 16x16: 0.63-0.79 against 2.4;
+ *   16 -> 32 at 32x32 stride 2: 0.78 against 2.1 (large images: the swapped kernel is oh x ow);
+ *   batch 32, 64 -> 64 at 8x8: 0.28 against 0.21; batch 8: 0.084 against 0.100.
+ * Single thread, batch 128: 64 -> 64 at 8x8 1.74 against 1.39; 32 -> 64
+ * stride 2, 1.92 against 1.38.  Then on the quiet machine (other processes
+ * 1 %, bench-conv-bf16, medians of 11): 64 -> 64 1.29 against 0.82, 32 ->
+ * 64 stride 2 1.13 against 0.87, every other resnet32 shape 0.66-0.98
+ * against 2.1-5.0.  Its AMX kernel is taken by name
+ * ("jit:avx512_core_amx", oneDNN's first pick "brgconv" took 5 ms here);
+ * without it the plan keeps its backward-weights pass.  No bias (the
+ * swapped forward gives no bias gradient). */
+static int sd_use_wgrad_swap(const struct sd_dnnl_plan *p)
+{
+	const struct sd_conv2d_shape *s = &p->s;
+	return sd_wgrad_swap_allowed() && p->key.bf16 && !p->bias && s->r == 3 && s->pad == 1 &&
+	       (s->stride == 1 || s->stride == 2) && s->n >= 32 && s->k >= 64 &&
+	       s->oh * s->ow <= 64;
+}
+
+/* Builds plan p's swapped weight gradient (sd_use_wgrad_swap) from the
+ * layouts its backward-weights pass reads x and dy in; w_p: our weights'
+ * plain layout.  Sets p->wswap when it can run. */
+static void sd_plan_wswap(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p)
+{
+	const struct sd_conv2d_shape *s = &p->s;
+	p->wswap = 0;
+	if (!sd_use_wgrad_swap(p))
+		return;
+	/* x^T, dy^T and dw^T as views of the buffers they are read from or
+	 * written to: axes 0 and 1 swapped. */
+	const int swap01[4] = { 1, 0, 2, 3 };
+	dnnl_memory_desc_t x_t, dy_t, dw_t, src_any, w_any, dst_any;
+	if (dnnl_memory_desc_permute_axes(&x_t, &p->w_src.md, swap01) != dnnl_success ||
+	    dnnl_memory_desc_permute_axes(&dy_t, &p->w_ddst.md, swap01) != dnnl_success ||
+	    dnnl_memory_desc_permute_axes(&dw_t, w_p, swap01) != dnnl_success)
+		return;
+	dnnl_dims_t src_d = { s->c, s->n, s->h, s->w }, w_d = { s->k, s->n, s->oh, s->ow };
+	dnnl_dims_t dst_d = { s->c, s->k, s->r, s->r };
+	dnnl_memory_desc_init_by_tag(&src_any, 4, src_d, dnnl_bf16, dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&w_any, 4, w_d, dnnl_bf16, dnnl_format_tag_any);
+	dnnl_memory_desc_init_by_tag(&dst_any, 4, dst_d, dnnl_f32, dnnl_format_tag_any);
+	/* Output r = h + P + pad_r - ((oh - 1) S + 1) + 1 (oneDNN's dilation
+	 * counts the gaps: S - 1). */
+	dnnl_dims_t one = { 1, 1 }, dil = { s->stride - 1, s->stride - 1 }, pad_l = { s->pad, s->pad };
+	dnnl_dims_t pad_r = { s->r + (s->oh - 1) * s->stride - s->h - s->pad,
+		              s->r + (s->ow - 1) * s->stride - s->w - s->pad };
+	dnnl_convolution_desc_t d;
+	dnnl_primitive_attr_t attr = sd_attr();
+	dnnl_primitive_desc_iterator_t it = NULL;
+	if (!attr)
+		return;
+	if (dnnl_dilated_convolution_forward_desc_init(&d, dnnl_forward_inference,
+	                                               dnnl_convolution_direct, &src_any, &w_any,
+	                                               NULL, &dst_any, one, dil, pad_l,
+	                                               pad_r) != dnnl_success ||
+	    dnnl_primitive_desc_iterator_create(&it, &d, attr, sd_dnnl_engine, NULL) !=
+	            dnnl_success) {
+		dnnl_primitive_attr_destroy(attr);
+		return;
+	}
+	dnnl_primitive_attr_destroy(attr);
+	do {
+		dnnl_primitive_desc_t pd = dnnl_primitive_desc_iterator_fetch(it);
+		const char *impl = NULL;
+		if (!pd)
+			break;
+		if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) ==
+		            dnnl_success &&
+		    impl && !strncmp(impl, "jit:avx512_core_amx", 19)) {
+			sd_pass_init(&p->bwd_ws, pd, 1);
+			p->wswap = p->bwd_ws.jit &&
+			           sd_arg_init(&p->ws_x, pd, dnnl_query_src_md, &x_t, 1) == 0 &&
+			           sd_arg_init(&p->ws_dy, pd, dnnl_query_weights_md, &dy_t, 1) == 0 &&
+			           sd_arg_init(&p->ws_dw, pd, dnnl_query_dst_md, &dw_t, 0) == 0;
+			dnnl_primitive_desc_destroy(pd);
+			break;
+		}
+		dnnl_primitive_desc_destroy(pd);
+	} while (dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+	dnnl_primitive_desc_iterator_destroy(it);
+}
+
 /* Lays out the workspace of plan p's forward and backward calls (offsets
  * in floats; w_p: our weights' plain layout) from its passes' arguments. */
 static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p)
@@ -339,6 +458,13 @@ static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p
 		p->d_dsrc.off = p->d_dsrc.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_dsrc.md));
 		p->bwd_d.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_d.scratch_md));
 		rs = sd_max(rs, sd_max(sd_max(p->d_dsrc.scratch, p->d_w.scratch), p->d_ddst.scratch));
+	}
+	if (p->wswap) {
+		p->ws_x.off = p->ws_x.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->ws_x.md));
+		p->ws_dy.off = p->ws_dy.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->ws_dy.md));
+		p->ws_dw.off = p->ws_dw.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->ws_dw.md));
+		p->bwd_ws.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_ws.scratch_md));
+		rs = sd_max(rs, sd_max(sd_max(p->ws_x.scratch, p->ws_dy.scratch), p->ws_dw.scratch));
 	}
 	p->b_rs_off = sd_take(&top, rs);
 	p->bwd_floats = top + SD_DNNL_ALIGN;
@@ -434,6 +560,7 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	     sd_arg_init(&p->d_ddst, bpd, dnnl_query_diff_dst_md, &dst_p, 1) < 0))
 		p->bwd_d.jit = 0;
 	p->ddst_shared = p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md);
+	sd_plan_wswap(p, &w_p);
 
 	sd_plan_layout(p, &w_p);
 	p->ok = 1;
@@ -612,21 +739,23 @@ void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *bu
 		snprintf(buf, len, "no oneDNN CPU engine");
 		return;
 	}
-	snprintf(buf, len, "%s / %s / %s", p->fwd.impl, p->bwd_d.impl, p->bwd_w.impl);
+	snprintf(buf, len, "%s / %s / %s%s", p->fwd.impl, p->bwd_d.impl,
+	         p->wswap ? "forward x^T * dy^T " : "", p->wswap ? p->bwd_ws.impl : p->bwd_w.impl);
 	sd_plan_put(p);
 }
 
 /* ---------------------------------------------------------------- calls */
 
 /* Handles of one call: the stream and the memory objects, freed together.
- * A backward call with every tensor reordered takes up to 27: six reorders
- * (dy twice, x, w, dw, dx) of two handles, three with a scratchpad, and the
- * two convolutions of four or five.  With 16 here every such backward ran
+ * A backward call with every tensor reordered takes up to 36: eight reorders
+ * (dy twice, x, w, dw, dx, and x^T and dy^T when the weight gradient is
+ * swapped) of two handles, three with a scratchpad, and the two
+ * convolutions of four or five.  With 16 here every such backward ran
  * out, failed and quietly fell back to im2col; sd_mem refuses rather than
  * overflows, and sd_conv2d_dnnl_failures counts it. */
 struct sd_call {
 	dnnl_stream_t stream;
-	dnnl_memory_t mem[32];
+	dnnl_memory_t mem[40];
 	int nmem;
 	int failed;
 };
@@ -847,18 +976,34 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
 	void *xs = x_kept ? keep->buf : sd_in(&c, &p->w_src, x, base, rs);
 	float *dwb = base + p->w_dw.off, *dwp = base + p->dw_plain_off, *dbb = base + p->db_off;
-	dnnl_exec_arg_t args[5] = {
-		{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
-		{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->w_ddst.md, dyw) },
-		{ DNNL_ARG_DIFF_WEIGHTS, sd_mem(&c, &p->w_dw.md, dwb) },
-		{ DNNL_ARG_SCRATCHPAD, sd_mem(&c, &p->bwd_w.scratch_md, base + p->bwd_w.scratch_off) },
-	};
-	int n = 4;
-	if (db)
-		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, sd_mem(&c, &p->bias_md, dbb) };
-	sd_exec(&c, p->bwd_w.prim, n, args);
-	if (!p->w_dw.is_plain)
-		sd_reorder(&c, &p->w_dw, dwb, &p->w_dw.md, dwp, &p->w_dw.plain, rs);
+	if (p->wswap) {
+		/* dw^T = x^T (*) dy^T, written to OIHW (sd_use_wgrad_swap). */
+		void *xt = sd_in(&c, &p->ws_x, xs, base, rs), *dyt = sd_in(&c, &p->ws_dy, dyw, base, rs);
+		void *dwt = p->ws_dw.is_plain ? (void *)dwp : base + p->ws_dw.off;
+		dnnl_exec_arg_t sargs[4] = {
+			{ DNNL_ARG_SRC, sd_mem(&c, &p->ws_x.md, xt) },
+			{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->ws_dy.md, dyt) },
+			{ DNNL_ARG_DST, sd_mem(&c, &p->ws_dw.md, dwt) },
+			{ DNNL_ARG_SCRATCHPAD,
+			  sd_mem(&c, &p->bwd_ws.scratch_md, base + p->bwd_ws.scratch_off) },
+		};
+		sd_exec(&c, p->bwd_ws.prim, 4, sargs);
+		if (!p->ws_dw.is_plain)
+			sd_reorder(&c, &p->ws_dw, dwt, &p->ws_dw.md, dwp, &p->ws_dw.plain, rs);
+	} else {
+		dnnl_exec_arg_t args[5] = {
+			{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
+			{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->w_ddst.md, dyw) },
+			{ DNNL_ARG_DIFF_WEIGHTS, sd_mem(&c, &p->w_dw.md, dwb) },
+			{ DNNL_ARG_SCRATCHPAD, sd_mem(&c, &p->bwd_w.scratch_md, base + p->bwd_w.scratch_off) },
+		};
+		int n = 4;
+		if (db)
+			args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, sd_mem(&c, &p->bias_md, dbb) };
+		sd_exec(&c, p->bwd_w.prim, n, args);
+		if (!p->w_dw.is_plain)
+			sd_reorder(&c, &p->w_dw, dwb, &p->w_dw.md, dwp, &p->w_dw.plain, rs);
+	}
 
 	if (dx) {
 		void *dyd = p->ddst_shared || dy_kept ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);

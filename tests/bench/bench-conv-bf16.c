@@ -27,6 +27,16 @@
  * and from the fastest runs (the figure least disturbed by other processes
  * on a shared machine).
  *
+ * A second table times, for the bf16 kernels, the weight gradient two
+ * ways, alternated: oneDNN's backward-weights primitive with the reorder
+ * of its result to OIHW, and the forward convolution of x^T with dy^T
+ * (batch and channels swapped, dy dilated by the stride) that
+ * engine/conv-dnnl.c runs in its place for some shapes (sd_use_wgrad_swap),
+ * with the transposes of x and dy from the layouts backward-weights reads
+ * them in and the write of its (c, k, 3, 3) result to OIHW; medians and
+ * fastest runs, and oneDNN's kernel for the swapped forward (its AMX
+ * "jit" kernel where it has one, as the engine takes).
+ *
  * Also prints the CPU model and its bf16 flags, the ISA oneDNN dispatches
  * to and the implementation names of every primitive (so a reference
  * fallback cannot hide), and the fraction of the machine other processes
@@ -274,6 +284,115 @@ static void step(const struct conv *cv, double *conv, double *reorder)
 	*reorder = ((t1 - t0) + (t3 - t2) + (t5 - t4)) * 1e3;
 }
 
+/* The weight gradient of one shape as the forward convolution of x^T and
+ * dy^T (see the header): its primitive and the reorders around it. */
+struct swapped {
+	dnnl_primitive_t fwd, r_x, r_dy, r_dw;
+	dnnl_memory_t x_from, x_to, dy_from, dy_to, dw_from, dw_to;
+	char impl[48];
+};
+
+static const dnnl_memory_desc_t *md_of(dnnl_memory_t m)
+{
+	const dnnl_memory_desc_t *md;
+	CHECK(dnnl_memory_get_memory_desc(m, &md));
+	return md;
+}
+
+/* A memory on the buffer of m, described by md (a view of the same data). */
+static dnnl_memory_t view(dnnl_memory_t m, const dnnl_memory_desc_t *md)
+{
+	void *h;
+	dnnl_memory_t v;
+	CHECK(dnnl_memory_get_data_handle(m, &h));
+	CHECK(dnnl_memory_create(&v, md, eng, h));
+	return v;
+}
+
+/* 0 when oneDNN has a JIT forward kernel for the swapped problem. */
+static int swapped_init(struct swapped *sw, const struct shape *s, const struct conv *cv,
+                        const struct canon *t)
+{
+	const int oh = (s->hw + 2 - 3) / s->stride + 1, perm[4] = { 1, 0, 2, 3 };
+	dnnl_memory_desc_t x_t, dy_t, dw_t, src, wei, dst;
+	CHECK(dnnl_memory_desc_permute_axes(&x_t, md_of(cv->w_src.prim), perm));
+	CHECK(dnnl_memory_desc_permute_axes(&dy_t, md_of(cv->w_ddst.prim), perm));
+	CHECK(dnnl_memory_desc_permute_axes(&dw_t, &t->wei, perm));
+	dnnl_dims_t sd = { s->c, s->n, s->hw, s->hw }, wd = { s->k, s->n, oh, oh },
+	            dd = { s->c, s->k, 3, 3 }, one = { 1, 1 }, pad_l = { 1, 1 },
+	            dil = { s->stride - 1, s->stride - 1 },
+	            pad_r = { 3 + (oh - 1) * s->stride - s->hw - 1, 3 + (oh - 1) * s->stride - s->hw - 1 };
+	CHECK(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_bf16, dnnl_format_tag_any));
+	CHECK(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_bf16, dnnl_format_tag_any));
+	CHECK(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_format_tag_any));
+	dnnl_convolution_desc_t fd;
+	dnnl_primitive_desc_iterator_t it;
+	CHECK(dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_inference,
+	                                                 dnnl_convolution_direct, &src, &wei, NULL,
+	                                                 &dst, one, dil, pad_l, pad_r));
+	CHECK(dnnl_primitive_desc_iterator_create(&it, &fd, NULL, eng, NULL));
+	dnnl_primitive_desc_t pd = NULL, first = NULL;
+	do {
+		dnnl_primitive_desc_t q = dnnl_primitive_desc_iterator_fetch(it);
+		char name[48];
+		if (!q)
+			break;
+		impl_name(q, name, sizeof name);
+		if (!strncmp(name, "jit:", 4) && !pd) {
+			pd = q;
+		} else if (!strncmp(name, "jit", 3) || !strncmp(name, "brg", 3)) {
+			if (!first)
+				first = q;
+			else
+				dnnl_primitive_desc_destroy(q);
+		} else {
+			dnnl_primitive_desc_destroy(q);
+		}
+	} while (!pd && dnnl_primitive_desc_iterator_next(it) == dnnl_success);
+	dnnl_primitive_desc_iterator_destroy(it);
+	if (!pd)
+		pd = first;
+	else if (first)
+		dnnl_primitive_desc_destroy(first);
+	if (!pd)
+		return -1;
+	impl_name(pd, sw->impl, sizeof sw->impl);
+	CHECK(dnnl_primitive_create(&sw->fwd, pd));
+	const dnnl_memory_desc_t *ps = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0),
+	                         *pw = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0),
+	                         *pdst = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+	sw->x_from = view(cv->w_src.prim, &x_t), sw->x_to = mem(ps);
+	sw->dy_from = view(cv->w_ddst.prim, &dy_t), sw->dy_to = mem(pw);
+	sw->dw_from = mem(pdst), sw->dw_to = view(t->dw, &dw_t);
+	sw->r_x = make_reorder(&x_t, ps);
+	sw->r_dy = make_reorder(&dy_t, pw);
+	sw->r_dw = make_reorder(pdst, &dw_t);
+	dnnl_primitive_desc_destroy(pd);
+	return 0;
+}
+
+/* Milliseconds of backward-weights with its result to OIHW (swap 0), or of
+ * the swapped forward with its transposes (swap 1); x and dy already in
+ * backward-weights' layouts. */
+static double wgrad_ms(const struct conv *cv, const struct swapped *sw, int swap)
+{
+	double t0 = now_s();
+	if (swap) {
+		run_reorder(sw->r_x, sw->x_from, sw->x_to);
+		run_reorder(sw->r_dy, sw->dy_from, sw->dy_to);
+		dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, sw->x_to }, { DNNL_ARG_WEIGHTS, sw->dy_to },
+			                 { DNNL_ARG_DST, sw->dw_from } };
+		CHECK(dnnl_primitive_execute(sw->fwd, strm, 3, a));
+		run_reorder(sw->r_dw, sw->dw_from, sw->dw_to);
+	} else {
+		exec3(cv->bwd_w, DNNL_ARG_SRC, &cv->w_src, DNNL_ARG_DIFF_DST, &cv->w_ddst,
+		      DNNL_ARG_DIFF_WEIGHTS, &cv->w_dwei);
+		arg_reorder(&cv->w_dwei, 0);
+	}
+	CHECK(dnnl_stream_wait(strm));
+	return (now_s() - t0) * 1e3;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -363,6 +482,7 @@ int main(int argc, char **argv)
 	printf("%-24s %3s %8s %8s %8s %8s %6s %6s  %s\n", "shape", "x", "f32 conv", "f32 step",
 	       "bf conv", "bf step", "r conv", "r step", "bf16 kernels (fwd / bwd-data / bwd-weights)");
 	double sum[4] = { 0 }, best[4] = { 0 };
+	char swap_lines[6][200];
 	double busy0 = machine_busy_s(), own0 = process_cpu_s(), wall0 = now_s();
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
 		const struct shape *s = &shapes[i];
@@ -407,6 +527,23 @@ int main(int argc, char **argv)
 			sum[k] += s->count * m[k];
 			best[k] += s->count * sorted[k][0];
 		}
+		/* The weight gradient, direct or swapped, alternated. */
+		struct swapped sw;
+		if (swapped_init(&sw, s, &cv[1], &t) == 0) {
+			for (int rep = -1; rep < repeats; rep++)
+				for (int p = 0; p < 2; p++) {
+					double ms = wgrad_ms(&cv[1], &sw, p);
+					if (rep >= 0)
+						c[p][rep] = ms;
+				}
+			const double md = median(c[0], repeats), ms = median(c[1], repeats);
+			snprintf(swap_lines[i], sizeof swap_lines[i],
+			         "%-24s %3d %8.3f %8.3f %8.3f %8.3f %6.2f  %s", label, s->count, md, c[0][0],
+			         ms, c[1][0], md / ms, sw.impl);
+		} else {
+			snprintf(swap_lines[i], sizeof swap_lines[i], "%-24s %3d  no JIT kernel swapped",
+			         label, s->count);
+		}
 		for (int p = 0; p < 2; p++)
 			free(c[p]), free(r[p]);
 		/* The primitives and memories are left to process exit: a
@@ -416,6 +553,12 @@ int main(int argc, char **argv)
 	       sum[0], sum[1], sum[2], sum[3], sum[0] / sum[2], sum[1] / sum[3]);
 	printf("%-24s %3d %8.1f %8.1f %8.1f %8.1f %6.2f %6.2f\n", "same, fastest runs", 31,
 	       best[0], best[1], best[2], best[3], best[0] / best[2], best[1] / best[3]);
+	printf("\nbf16 weight gradient: backward-weights against the forward of x^T and dy^T "
+	       "(ms per call, median and fastest; ratio of medians)\n");
+	printf("%-24s %3s %8s %8s %8s %8s %6s  %s\n", "shape", "x", "bwd-w", "fastest", "swapped",
+	       "fastest", "ratio", "swapped forward kernel");
+	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+		printf("%s\n", swap_lines[i]);
 	double wall = now_s() - wall0, busy = machine_busy_s() - busy0, own = process_cpu_s() - own0;
 	long procs = sysconf(_SC_NPROCESSORS_ONLN);
 	if (busy0 >= 0 && procs > 0)
