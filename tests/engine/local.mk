@@ -20,6 +20,8 @@ tests_engine_test_layers_LDADD = $(SD_ENGINE_LIBS)
 # The AVX-512 kernels against the portable ones: SKIP without AVX-512.
 TESTS += tests/engine/test-layers-avx512.sh
 EXTRA_DIST += tests/engine/test-layers-avx512.sh
+TESTS += tests/engine/test-conv-bf16-avx512bf16.sh
+EXTRA_DIST += tests/engine/test-conv-bf16-avx512bf16.sh
 
 # Whole models on both convolution paths: gradients, training, determinism
 # and checkpoints across paths (SKIPs without oneDNN).
