@@ -9,8 +9,10 @@
  *
  * Each row times one forward (y = x w^T + b) and one backward (dx and dw;
  * the bias gradient is the same float32 code on both sides and is left
- * out), medians of `repeats` calls after two warm-up calls, in wall
- * microseconds, and fp32 / bf16 (above 1: bf16 is faster).  bf16's times
+ * out), medians of `repeats` calls of each precision, alternated, after two
+ * warm-up calls, in wall and in process-CPU microseconds (the latter the
+ * figure least moved by other processes on a shared machine, the former
+ * what a run waits), and fp32 / bf16 (above 1: bf16 is faster).  bf16's times
  * include the float32 -> bf16 reorders of x, w and dy a training step pays.
  * Also prints the CPU model, oneDNN's kernel names per shape, the rule's
  * verdict per shape and the fraction of the machine other processes took
@@ -69,32 +71,49 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median wall microseconds of one forward + backward, bf16 or float32. */
-static double time_call(const struct shape *s, int bf16, int repeats, float *y, float *x,
-                        float *w, float *b, float *dy, float *dx, float *dw)
+/* One forward + backward, bf16 through oneDNN or float32 through the
+ * sgemm; exits on a oneDNN failure. */
+static void call(const struct shape *s, int bf16, float *y, float *x, float *w, float *b,
+                 float *dy, float *dx, float *dw)
 {
-	double *t = malloc(sizeof *t * (size_t)repeats);
+	if (bf16) {
+		if (sd_linear_dnnl_forward_bf16(y, x, w, b, s->n, s->in, s->out) < 0 ||
+		    sd_linear_dnnl_backward_bf16(dx, dw, dy, x, w, s->n, s->in, s->out, 1) < 0) {
+			fprintf(stderr, "bench-linear-bf16: %s: oneDNN call failed\n", s->what);
+			exit(1);
+		}
+	} else {
+		sd_linear_forward(y, x, w, b, s->n, s->in, s->out);
+		sd_linear_backward(dx, dw, NULL, dy, x, w, s->n, s->in, s->out);
+	}
+}
+
+/* Medians of `repeats` calls of each precision, alternated (fp32, bf16,
+ * fp32, ...) so that a change in the machine's load hits both alike, after
+ * two warm-up calls of each: wall and process-CPU microseconds, [0] fp32,
+ * [1] bf16. */
+static void time_calls(const struct shape *s, int repeats, double wall[2], double cpu[2],
+                       float *y, float *x, float *w, float *b, float *dy, float *dx, float *dw)
+{
+	double *t = malloc(sizeof *t * (size_t)repeats * 4);
 	if (!t)
 		exit(1);
-	for (int r = -2; r < repeats; r++) {
-		double t0 = now_s();
-		if (bf16) {
-			if (sd_linear_dnnl_forward_bf16(y, x, w, b, s->n, s->in, s->out) < 0 ||
-			    sd_linear_dnnl_backward_bf16(dx, dw, dy, x, w, s->n, s->in, s->out, 1) < 0) {
-				fprintf(stderr, "bench-linear-bf16: %s: oneDNN call failed\n", s->what);
-				exit(1);
+	for (int r = -2; r < repeats; r++)
+		for (int h = 0; h < 2; h++) {
+			double t0 = now_s(), c0 = process_cpu_s();
+			call(s, h, y, x, w, b, dy, dx, dw);
+			if (r >= 0) {
+				t[(size_t)(2 * h) * repeats + r] = (now_s() - t0) * 1e6;
+				t[(size_t)(2 * h + 1) * repeats + r] = (process_cpu_s() - c0) * 1e6;
 			}
-		} else {
-			sd_linear_forward(y, x, w, b, s->n, s->in, s->out);
-			sd_linear_backward(dx, dw, NULL, dy, x, w, s->n, s->in, s->out);
 		}
-		if (r >= 0)
-			t[r] = (now_s() - t0) * 1e6;
+	for (int k = 0; k < 4; k++)
+		qsort(t + (size_t)k * repeats, (size_t)repeats, sizeof *t, cmp_double);
+	for (int h = 0; h < 2; h++) {
+		wall[h] = t[(size_t)(2 * h) * repeats + repeats / 2];
+		cpu[h] = t[(size_t)(2 * h + 1) * repeats + repeats / 2];
 	}
-	qsort(t, (size_t)repeats, sizeof *t, cmp_double);
-	double m = t[repeats / 2];
 	free(t);
-	return m;
 }
 
 static void print_cpu(void)
@@ -142,8 +161,9 @@ int main(int argc, char **argv)
 	print_cpu();
 	printf("threads %d, median of %d calls; microseconds per forward + backward (dx, dw)\n",
 	       threads, repeats);
-	printf("%-26s %5s %5s %5s %10s %10s %7s %5s  %s\n", "shape", "n", "in", "out", "fp32 us",
-	       "bf16 us", "ratio", "rule", "oneDNN kernels (fwd / dx / dw)");
+	printf("%-26s %5s %5s %5s %9s %9s %6s %9s %9s %6s %5s  %s\n", "shape", "n", "in", "out",
+	       "fp32 us", "bf16 us", "ratio", "fp32 cpu", "bf16 cpu", "ratio", "rule",
+	       "oneDNN kernels (fwd / dx / dw)");
 	double busy0 = machine_busy_s(), cpu0 = process_cpu_s(), wall0 = now_s();
 	for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
 		const struct shape *s = &shapes[i];
@@ -151,12 +171,13 @@ int main(int argc, char **argv)
 		       ny = (size_t)s->n * s->out;
 		float *x = fill(nx, 1), *w = fill(nw, 2), *b = fill((size_t)s->out, 3);
 		float *dy = fill(ny, 4), *y = fill(ny, 0), *dx = fill(nx, 0), *dw = fill(nw, 0);
-		double f = time_call(s, 0, repeats, y, x, w, b, dy, dx, dw);
-		double h = time_call(s, 1, repeats, y, x, w, b, dy, dx, dw);
+		double wall[2], cpu[2];
+		time_calls(s, repeats, wall, cpu, y, x, w, b, dy, dx, dw);
 		char impl[160];
 		sd_linear_dnnl_describe(s->n, s->in, s->out, 1, impl, sizeof impl);
-		printf("%-26s %5d %5d %5d %10.1f %10.1f %7.2f %5s  %s\n", s->what, s->n, s->in, s->out,
-		       f, h, f / h, sd_linear_dnnl_bf16_wins(s->n, s->in, s->out) ? "bf16" : "fp32",
+		printf("%-26s %5d %5d %5d %9.1f %9.1f %6.2f %9.1f %9.1f %6.2f %5s  %s\n", s->what,
+		       s->n, s->in, s->out, wall[0], wall[1], wall[0] / wall[1], cpu[0], cpu[1],
+		       cpu[0] / cpu[1], sd_linear_dnnl_bf16_wins(s->n, s->in, s->out) ? "bf16" : "fp32",
 		       impl);
 		free(x), free(w), free(b), free(dy), free(y), free(dx), free(dw);
 	}
