@@ -57,7 +57,7 @@ static void sd_mm_init(void)
 int sd_linear_dnnl_bf16_wins(int n, int in, int out)
 {
 	/* Per call times, forward + backward (dx and dw), float32 sgemm
-	 * against bf16 oneDNN, Xeon with AMX, 2 threads, oneDNN 2.7
+	 * against bf16 oneDNN, Xeon with AMX, 2 threads, oneDNN 2.6.3
 	 * (bench-linear-bf16): see SD_MATMUL_TABLE below. */
 	if (n < SD_MATMUL_MIN_DIM || in < SD_MATMUL_MIN_DIM || out < SD_MATMUL_MIN_DIM)
 		return 0;
