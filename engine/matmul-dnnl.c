@@ -12,13 +12,26 @@
 
 #include "engine/conv-dnnl.h"
 
-/* The rule: bf16 runs through oneDNN where it beat the float32 sgemm, per
- * call (forward + backward), on this machine's Xeon with AMX at 2 threads
- * (tests/bench/bench-linear-bf16; the table is in the comment of
- * sd_linear_dnnl_bf16_wins).  Below SD_MATMUL_MIN_MACS multiply-adds a call
- * is dominated by oneDNN's fixed costs (stream, memory objects, three
- * reorders into bf16) and the sgemm is as fast or faster. */
-#define SD_MATMUL_MIN_MACS (1L << 18)
+/* The rule: bf16 runs through oneDNN where it beat the float32 sgemm per
+ * call (forward + backward), measured with tests/bench/bench-linear-bf16 on
+ * this project's Xeon with AMX (oneDNN 2.6.3 brg:avx512_core_amx_bf16;
+ * medians of 7-9 calls, load 1.0-1.2, other processes 0-2 %).  Microseconds
+ * fp32 -> bf16 at (n, in, out):
+ *   2 threads: (128, 64, 10) 12.6 -> 32.3; (64, 256, 10) 19.5 -> 41.1;
+ *     (64, 128, 32) 21.4 -> 50.0; (64, 256, 64) 44.1 -> 57.4;
+ *     (64, 256, 128) 78.7 -> 75.9; (128, 128, 128) 77.1 -> 70.8;
+ *     (64, 512, 128) 150.7 -> 123.5; (64, 784, 256) 606 -> 309;
+ *     (64, 3136, 128) 1164 -> 661; GPT (4096, 128, 384) 6093 -> 2350,
+ *     (4096, 512, 128) 6554 -> 2589; (1024, 1024, 1024) 22438 -> 6745.
+ *   1 thread: (128, 64, 10) 11.3 -> 27.9; (64, 128, 32) 18.2 -> 18.3;
+ *     (64, 256, 64) 66.4 -> 33.2; (64, 784, 256) 621 -> 335; GPT
+ *     (4096, 128, 384) 9312 -> 3364.
+ * So oneDNN's fixed costs (stream, memory objects, the reorders into bf16,
+ * and at 2 threads its parallel regions) lose below about 2^21
+ * multiply-adds per GEMM at 2 threads or more and 2^18 at one; a side
+ * under 16 (a 10-class output layer) loses at every size measured. */
+#define SD_MATMUL_MIN_MACS_1T (1L << 18)
+#define SD_MATMUL_MIN_MACS (1L << 21)
 #define SD_MATMUL_MIN_DIM 16
 
 struct sd_mm_key {
@@ -56,12 +69,11 @@ static void sd_mm_init(void)
 
 int sd_linear_dnnl_bf16_wins(int n, int in, int out)
 {
-	/* Per call times, forward + backward (dx and dw), float32 sgemm
-	 * against bf16 oneDNN, Xeon with AMX, 2 threads, oneDNN 2.6.3
-	 * (bench-linear-bf16): see SD_MATMUL_TABLE below. */
+	/* The measurements behind it are above SD_MATMUL_MIN_MACS. */
 	if (n < SD_MATMUL_MIN_DIM || in < SD_MATMUL_MIN_DIM || out < SD_MATMUL_MIN_DIM)
 		return 0;
-	if ((long)n * in * out < SD_MATMUL_MIN_MACS)
+	if ((long)n * in * out < (omp_get_max_threads() > 1 ? SD_MATMUL_MIN_MACS
+	                                                     : SD_MATMUL_MIN_MACS_1T))
 		return 0;
 	return sd_conv2d_dnnl_bf16_available();
 }

@@ -49,6 +49,11 @@ static const struct shape shapes[] = {
 	{ "gpt lm head", 4096, 128, 256 },
 	{ "gpt qkv (8 x 64 tokens)", 512, 128, 384 },
 	{ "gpt mlp proj (8 x 64)", 512, 512, 128 },
+	{ "2^18 multiply-adds", 64, 128, 32 },
+	{ "2^20 multiply-adds", 64, 256, 64 },
+	{ "2^21 multiply-adds", 64, 256, 128 },
+	{ "2^21, other sides", 128, 128, 128 },
+	{ "2^22 multiply-adds", 64, 512, 128 },
 	{ "square 256", 256, 256, 256 },
 	{ "square 1024", 1024, 1024, 1024 },
 };
