@@ -84,7 +84,11 @@ struct sd_train_config {
 	                          * (engine/layers.h enum sd_conv_precision;
 	                          * softmax, the loss, weights, gradients,
 	                          * optimizer state, batch-norm statistics and
-	                          * checkpoints stay fp32).  Process-wide: set by
+	                          * checkpoints stay fp32; the mlp and language
+	                          * models train in bf16 only when asked, and an
+	                          * explicit bf16 with neither such convolutions
+	                          * nor such linear layers runs fp32).
+	                          * Process-wide: set by
 	                          * sd_trainer_create.  bf16 is refused where
 	                          * oneDNN has no bf16 kernels (no AVX512-BF16 or
 	                          * AMX) and with backend "cuda"; on a CUDA device
@@ -93,12 +97,8 @@ struct sd_train_config {
 	                          * is bf16 where oneDNN has bf16 kernels, the
 	                          * model computes on the CPU and at least one of
 	                          * its convolutions is on the oneDNN path, else
-	                          * fp32 (so the mlp and language models train
-	                          * in bf16 only when asked; an explicit bf16
-	                          * with neither such convolutions nor such
-	                          * linear layers runs fp32); the trainer's
-	                          * precision and precision_reason say which
-	                          * and why. */
+	                          * fp32; the trainer's precision and
+	                          * precision_reason say which and why. */
 	int device;              /* CUDA device index, -1 = SPOTDECK_CUDA_DEVICE or 0 */
 	/* Dataset "npy" (engine/data.h): how to read the user's arrays. */
 	char layout[8];          /* "NCHW" (default) or "NHWC": x's axis order */
