@@ -36,6 +36,7 @@
  * OPENBLAS_CORETYPE is set before the process starts.
  */
 #include "engine/layers.h"
+#include "engine/matmul-dnnl.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -130,10 +131,20 @@ static double sd_dot_centered_f64(const float *dy, const float *x, size_t len, d
 
 /* ---------------------------------------------------------------- linear */
 
+/* 1 when a linear layer of this shape runs its GEMMs in bf16 through oneDNN
+ * (engine/matmul-dnnl.h): bf16 precision, and the shape is one where that
+ * beats the float32 sgemm.  Never timed while training. */
+static int sd_linear_bf16(int n, int in, int out)
+{
+	return sd_conv2d_get_precision() == SD_CONV_BF16 && sd_linear_dnnl_bf16_wins(n, in, out);
+}
+
 void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
                        int n, int in, int out)
 {
 	if (n <= 0 || out <= 0)
+		return;
+	if (sd_linear_bf16(n, in, out) && sd_linear_dnnl_forward_bf16(y, x, w, b, n, in, out) == 0)
 		return;
 	struct sd_blas_team tm;
 	sd_blas_team_begin(&tm);
@@ -158,11 +169,33 @@ void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
 	sd_blas_team_end(&tm);
 }
 
+/* db (out) += column sums of dy (n, out), in double, rows in order: what
+ * sd_linear_backward's float32 path does per block of columns, for the bf16
+ * path (whose bias gradient stays float32). */
+static void sd_linear_bias_grad(float *db, const float *dy, int n, int out)
+{
+	double *acc = sd_calloc((size_t)out, sizeof *acc);
+	for (int i = 0; i < n; i++) {
+		const float *row = dy + (size_t)i * out;
+		for (int o = 0; o < out; o++)
+			acc[o] += row[o];
+	}
+	for (int o = 0; o < out; o++)
+		db[o] += (float)acc[o];
+	free(acc);
+}
+
 void sd_linear_backward(float *dx, float *dw, float *db, const float *dy,
                         const float *x, const float *w, int n, int in, int out)
 {
 	if (n <= 0 || out <= 0)
 		return;
+	if (sd_linear_bf16(n, in, out) &&
+	    sd_linear_dnnl_backward_bf16(dx, dw, dy, x, w, n, in, out, db != NULL) == 0) {
+		if (db)
+			sd_linear_bias_grad(db, dy, n, out);
+		return;
+	}
 	struct sd_blas_team tm;
 	sd_blas_team_begin(&tm);
 	const int px = tm.threads < n ? tm.threads : n;

@@ -25,7 +25,9 @@
 #include <stdint.h>
 
 /* Linear (fully connected): y[n][o] = b[o] + sum_i x[n][i] * w[o][i].
- * x: (n, in)   w: (out, in)   b: (out) or NULL   y: (n, out). */
+ * x: (n, in)   w: (out, in)   b: (out) or NULL   y: (n, out).
+ * OpenBLAS's sgemm; in bf16 precision (sd_conv2d_set_precision below) and
+ * for the shapes engine/matmul-dnnl.h's rule takes, oneDNN's bf16 matmul. */
 void sd_linear_forward(float *y, const float *x, const float *w, const float *b,
                        int n, int in, int out);
 /* dy: (n, out) -> dx: (n, in) overwritten (may be NULL); dw: (out, in) +=;
@@ -101,12 +103,19 @@ enum sd_conv_path sd_conv2d_path(const struct sd_conv2d_shape *s, int bias);
  *                 float32, so an output differs from float32's by at most
  *                 about 2^-7 of the sum of its terms' magnitudes (the two
  *                 operands' rounding, 2^-8 each; tests/engine/test-conv-bf16
- *                 derives it).  Weights, gradients, batch-norm statistics
- *                 and everything outside the convolutions stay float32, and
- *                 so do convolutions on the im2col path.  Only where oneDNN
- *                 has bf16 kernels for this CPU (AVX512-BF16 or AMX:
- *                 sd_conv2d_bf16_available); elsewhere a call runs as in
- *                 float32.  tests/bench/bench-conv-bf16 measures it.
+ *                 derives it).  Linear layers (sd_linear_forward and
+ *                 sd_linear_backward) likewise run their GEMMs on bf16 x, w
+ *                 and dy through oneDNN's matmul, for the shapes where that
+ *                 beats the float32 sgemm (engine/matmul-dnnl.h's rule;
+ *                 tests/engine/test-linear-bf16 holds them to the same
+ *                 bound); their bias gradient stays float32.  Weights,
+ *                 gradients, batch-norm statistics and everything else stay
+ *                 float32, and so do convolutions on the im2col path.
+ *                 Only where oneDNN has bf16 kernels for this CPU
+ *                 (AVX512-BF16 or AMX: sd_conv2d_bf16_available);
+ *                 elsewhere a call runs as in float32.
+ *                 tests/bench/bench-conv-bf16 and bench-linear-bf16
+ *                 measure it.
  * Call between convolutions, not during one; bits are reproducible as in
  * float32 (same input, thread count and CPU, same bits). */
 enum sd_conv_precision { SD_CONV_FP32, SD_CONV_BF16 };

@@ -12,14 +12,15 @@ engine_libsdengine_a_SOURCES = \
 	engine/optim.c engine/optim.h \
 	engine/train.c engine/train.h \
 	engine/backend.c engine/backend.h engine/backend-plugin.h \
-	engine/engine.h engine/conv-dnnl.h \
+	engine/engine.h engine/conv-dnnl.h engine/matmul-dnnl.h \
 	engine/onnx.c engine/onnx.h engine/onnx-export.c engine/onnx-export.h
-# Convolutions through oneDNN where configure found it, else a stand-in that
-# supports nothing (every convolution then runs im2col + OpenBLAS).
+# Convolutions and bf16 linear layers through oneDNN where configure found
+# it, else stand-ins that support nothing (every convolution then runs
+# im2col + OpenBLAS, every linear layer OpenBLAS's float32 sgemm).
 if HAVE_DNNL
-engine_libsdengine_a_SOURCES += engine/conv-dnnl.c
+engine_libsdengine_a_SOURCES += engine/conv-dnnl.c engine/matmul-dnnl.c
 else
-engine_libsdengine_a_SOURCES += engine/conv-dnnl-none.c
+engine_libsdengine_a_SOURCES += engine/conv-dnnl-none.c engine/matmul-dnnl-none.c
 endif
 # Libraries every program linking the engine needs.
 SD_ENGINE_LIBS = engine/libsdengine.a $(SD_BASE_LIBS) $(OPENBLAS_LIBS) $(DNNL_LIBS) $(ZLIB_LIBS) $(CJSON_LIBS) \

@@ -10,6 +10,7 @@
 
 #include "src/base/errors.h"
 #include "engine/layers.h"
+#include "engine/matmul-dnnl.h"
 #include "engine/model-graph.h"
 #include "src/base/rng.h"
 
@@ -635,6 +636,20 @@ int sd_model_onednn_convs(const struct sd_model *m)
 		/* A blocked model runs every convolution on oneDNN (choose_layout). */
 		if (m->blk > 1 || sd_conv2d_path(&s, n->b_off != NONE) == SD_CONV_ONEDNN)
 			count++;
+	}
+	return count;
+}
+
+int sd_model_bf16_linears(const struct sd_model *m)
+{
+	int count = 0;
+	for (int i = 0; i < m->nnodes; i++) {
+		const struct node *n = &m->nodes[i];
+		if (n->op == OP_LINEAR)
+			count += sd_linear_dnnl_bf16_wins(m->max_batch, n->fc_in, n->fc_out);
+		else if (n->op == OP_SEQ && n->seq == SEQ_LINEAR)
+			count += sd_linear_dnnl_bf16_wins(m->max_batch * n->seq_rows, n->seq_k,
+			                                  n->seq_n);
 	}
 	return count;
 }

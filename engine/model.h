@@ -77,6 +77,11 @@ double sd_model_flops_per_sample(const struct sd_model *m);
  * sd_conv2d_path at the model's largest batch; all of them in a blocked
  * model), the ones a bf16 precision changes; 0 for a model without any. */
 int sd_model_onednn_convs(const struct sd_model *m);
+/* Linear layers (image models' and language models' alike) whose GEMMs a
+ * bf16 precision runs through oneDNN (engine/matmul-dnnl.h's rule at the
+ * model's largest batch: rows = batch, or batch x positions); 0 without
+ * oneDNN bf16 kernels or when no shape is large enough. */
+int sd_model_bf16_linears(const struct sd_model *m);
 
 /* Gradients as backward completes them, so their all-reduce can overlap
  * the rest of backward (engine/grad-sync.h).  Parameters are laid out in

@@ -537,11 +537,15 @@ int sd_train_check_optimizer(const struct sd_train_config *cfg, enum sd_optim_ki
 	return 0;
 }
 
-/* Sets t->precision and its reason, and the convolutions' process-wide
+/* Sets t->precision and its reason, and the layers' process-wide
  * precision: asked (fp32 or bf16, already checked against the CPU), or
- * auto's pick.  bf16 only changes what the CPU's oneDNN convolutions read,
- * so auto takes it only where the model has such convolutions and oneDNN
- * has bf16 kernels; a model on a CUDA device computes in fp32. */
+ * auto's pick.  bf16 only changes what the CPU's oneDNN convolutions and
+ * the linear layers the matmul rule takes (engine/matmul-dnnl.h) read, so
+ * an explicit bf16 with neither is said as fp32.  auto takes bf16 only
+ * where the model has such convolutions and oneDNN has bf16 kernels: a
+ * model of linear layers alone (mlp, a language model) stays fp32 unless
+ * bf16 is asked for, as no trajectory of theirs in bf16 was measured
+ * against fp32 over a whole run; a model on a CUDA device computes in fp32. */
 static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked, int is_auto)
 {
 	const size_t rl = sizeof t->precision_reason;
@@ -549,13 +553,14 @@ static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked,
 	if (!is_auto) {
 		/* bf16 where it would change nothing is said as what runs: fp32. */
 		const int none = asked == SD_CONV_BF16 && !t->dev &&
-		                 sd_model_onednn_convs(t->model) == 0;
+		                 sd_model_onednn_convs(t->model) == 0 &&
+		                 sd_model_bf16_linears(t->model) == 0;
 		if (asked == SD_CONV_BF16 && (t->dev || none))
 			p = SD_CONV_FP32;
 		snprintf(t->precision_reason, rl, "%s", t->dev && p != asked
 		         ? "bf16 asked for, but the CUDA backend computes in fp32"
-		         : none ? "bf16 asked for, but no convolution of the model runs on "
-		                  "oneDNN: it computes in fp32"
+		         : none ? "bf16 asked for, but no convolution or linear layer of the "
+		                  "model runs on oneDNN: it computes in fp32"
 		         : "asked for");
 	} else if (t->dev) {
 		p = SD_CONV_FP32;
@@ -568,14 +573,17 @@ static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked,
 		         : "this build has no oneDNN");
 	} else {
 		int convs = sd_model_onednn_convs(t->model);
+		int fcs = sd_model_bf16_linears(t->model);
 		p = convs > 0 ? SD_CONV_BF16 : SD_CONV_FP32;
 		if (convs > 0)
 			snprintf(t->precision_reason, rl,
-			         "auto: %s (oneDNN %s) for %d convolution%s", sd_conv2d_bf16_isa(),
-			         sd_conv2d_onednn_version(), convs, convs == 1 ? "" : "s");
+			         "auto: %s (oneDNN %s) for %d convolution%s and %d linear layer%s",
+			         sd_conv2d_bf16_isa(), sd_conv2d_onednn_version(), convs,
+			         convs == 1 ? "" : "s", fcs, fcs == 1 ? "" : "s");
 		else
 			snprintf(t->precision_reason, rl,
-			         "auto: no convolution of the model runs on oneDNN");
+			         "auto: no convolution of the model runs on oneDNN%s",
+			         fcs > 0 ? " (bf16 linear layers only when asked for)" : "");
 	}
 	t->precision = p;
 	sd_conv2d_set_precision(p);

@@ -78,10 +78,17 @@ struct sd_train_config {
 	char backend[8];         /* "auto", "cpu" or "cuda" (engine/backend.h) */
 	char precision[8];       /* "fp32" (default; "" means it too), "bf16" or
 	                          * "auto": bf16 makes the CPU's oneDNN
-	                          * convolutions read bf16 inputs (engine/layers.h
-	                          * enum sd_conv_precision; weights, gradients,
+	                          * convolutions, and the linear layers whose
+	                          * shape engine/matmul-dnnl.h's rule takes (a
+	                          * language model's too), read bf16 inputs
+	                          * (engine/layers.h enum sd_conv_precision;
+	                          * softmax, the loss, weights, gradients,
 	                          * optimizer state, batch-norm statistics and
-	                          * checkpoints stay fp32).  Process-wide: set by
+	                          * checkpoints stay fp32; the mlp and language
+	                          * models train in bf16 only when asked, and an
+	                          * explicit bf16 with neither such convolutions
+	                          * nor such linear layers runs fp32).
+	                          * Process-wide: set by
 	                          * sd_trainer_create.  bf16 is refused where
 	                          * oneDNN has no bf16 kernels (no AVX512-BF16 or
 	                          * AMX) and with backend "cuda"; on a CUDA device

@@ -28,6 +28,13 @@ noinst_PROGRAMS += tests/bench/bench-conv-bf16
 tests_bench_bench_conv_bf16_SOURCES = tests/bench/bench-conv-bf16.c tests/bench/timing.h
 tests_bench_bench_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(DNNL_CFLAGS)
 tests_bench_bench_conv_bf16_LDADD = $(DNNL_LIBS)
+# A linear layer's GEMMs, OpenBLAS fp32 against oneDNN bf16 matmul, at the
+# built-in models' and the example GPT's shapes: the table behind
+# sd_linear_dnnl_bf16_wins (engine/matmul-dnnl.c); run by hand
+# (tests/bench/bench-linear-bf16 -t 2), it is not a test.
+noinst_PROGRAMS += tests/bench/bench-linear-bf16
+tests_bench_bench_linear_bf16_SOURCES = tests/bench/bench-linear-bf16.c tests/bench/timing.h
+tests_bench_bench_linear_bf16_LDADD = $(SD_ENGINE_LIBS)
 # spotdeck bf16 against its own fp32 and PyTorch's autocast bf16 on
 # resnet32, batch 128, 2 threads, in one run (by hand, like engine-vs-torch).
 EXTRA_DIST += tests/bench/bf16-vs-torch tests/bench/bf16_torch_resnet.py
