@@ -282,6 +282,12 @@ struct sd_conv2d_keep {
 	                         * to layout yblk */
 	int y_nhwc;             /* set by the forward: it did (else y is in
 	                         * layout yblk) */
+	int dx_nhwc_ok;         /* set by the caller: the backward may leave dx
+	                         * float32 NHWC, (n, h, w, c), where the bf16
+	                         * backward-data kernels write that, instead of
+	                         * reordering it to layout xblk */
+	int dx_nhwc;            /* set by the backward: it did (else dx is in
+	                         * layout xblk) */
 };
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
 /* Where x's producer may write the bf16 copy the next forward of (s, bias,
@@ -369,12 +375,16 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
  * 4 (the pass is bound by memory), and y is not read (may be NULL).  The
  * mask is then "bf16(y) > 0": the same as "y > 0" except where y is a
  * positive float32 denormal, which rounds to +0 (and which the next bf16
- * convolution read as 0).  x_nhwc: x in NHWC, as the forward's. */
+ * convolution read as 0).  x_nhwc: x in NHWC, as the forward's.  dy_nhwc
+ * (blk 16 only): dy is float32 (n, hw, c), NHWC, as oneDNN's AMX
+ * backward-data kernels write it (sd_conv2d_keep's dx_nhwc); the same
+ * arithmetic in the same order, so the same bits as dy in layout blk.  dx
+ * and dr are written in layout blk whatever x's and dy's layouts. */
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *x, int x_nhwc,
-                                    const float *mean, const float *invstd, const float *gamma,
-                                    int n, int c, int hw, int blk, int relu);
+                                    int dy_nhwc, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

@@ -1035,8 +1035,13 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		? bn->bn_ybf : NULL;
 	const int x_nhwc = conv && conv->op == OP_CONV && conv->out == bn->in &&
 	                   conv->conv_keep.y_nhwc;
+	/* dy as the next convolution's backward left it (see backward_node). */
+	const int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out &&
+	                    next->conv_keep.dx_nhwc;
+	if (dy_nhwc)
+		m->nodes[i + 1].conv_keep.dx_nhwc = 0;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, ybf, x->val, x_nhwc, bn->bn_mean,
+	                               y->grad, y->val, ybf, x->val, x_nhwc, dy_nhwc, bn->bn_mean,
 	                               bn->bn_invstd, p + bn->w_off, nb, x->c, x->h * x->w, m->blk,
 	                               1);
 	if (dxbf)
@@ -1140,6 +1145,14 @@ static int backward_node(struct sd_model *m, int i, int nb)
 		s.n = nb;
 		float *dx = need_dx ? grad_target(m, in) : NULL;
 		float *db = n->b_off == NONE ? NULL : g + n->b_off;
+		/* dx may stay in the bf16 kernels' float32 NHWC when it is all of
+		 * in's gradient and the fused batch-norm group that produced in
+		 * reads it next as its dy (backward_group). */
+		const struct node *grp = i > 0 ? &m->nodes[i - 1] : NULL;
+		n->conv_keep.dx_nhwc_ok = need_dx && blk == 16 && in->consumers == 1 &&
+		                          !in->grad_set && grp && grp->fused_from &&
+		                          grp->op != OP_SEQ && grp->out == n->in &&
+		                          m->nodes[grp->fused_from - 1].op == OP_BN;
 		if (blk > 1)
 			sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
 			                                p + n->w_off, &s, in->blk, out->blk, m->ws,
