@@ -727,6 +727,26 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 	}
 }
 
+/* ------------------------------------------------------------ accumulate */
+
+SD_CLONES
+void sd_accumulate_nhwc(float *restrict dst, const float *restrict src, int n, int c, int hw)
+{
+	const int ncb = c / 16;
+	const size_t total = (size_t)n * c * hw;
+	/* Per sample: src read once in order, dst written as its ncb planes. */
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
+	for (int i = 0; i < n; i++) {
+		const float *s = src + (size_t)i * hw * c;
+		for (int p = 0; p < hw; p++)
+			for (int cb = 0; cb < ncb; cb++) {
+				float *d = dst + sd_plane(i, cb, ncb, hw, 16) + (size_t)p * 16;
+				const sd_vf sum = SD_LD(d) + SD_LD(s + ((size_t)p * ncb + cb) * 16);
+				SD_ST(d, sum);
+			}
+	}
+}
+
 /* -------------------------------------------------------------- shortcut */
 
 /* Offset of element (i, ch, yy, xx) of an (., c, h, w) tensor in layout blk. */

@@ -236,6 +236,12 @@ void sd_softmax_xent_backward(float *dlogits, const float *probs, const uint8_t 
 /* dst = src converted from NCHW to layout blk, and back.  (n, c, hw). */
 void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
 void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
+/* dst += src, dst (n, c, hw) in layout 16 (nChw16c), src float32 NHWC
+ * (n, hw, c), as oneDNN's AMX backward-data kernels write a gradient
+ * (sd_conv2d_keep's dx_nhwc); c a multiple of 16.  Each element is one
+ * addition: the same bits as reordering src to layout 16 and calling
+ * sd_accumulate, for any thread count, without the reordered copy. */
+void sd_accumulate_nhwc(float *restrict dst, const float *restrict src, int n, int c, int hw);
 
 /* The channel block oneDNN's kernels want for shape s (8 or 16), or 0 when
  * the build has no oneDNN or it has no JIT kernels for the shape. */

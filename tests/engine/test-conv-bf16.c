@@ -559,6 +559,25 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 	free(x), free(xn), free(r), free(gamma), free(beta), free(dy), free(dyn);
 }
 
+/* sd_accumulate_nhwc (a further gradient contribution left by the bf16
+ * backward-data in float32 NHWC): the same bits as converting it to nChw16c
+ * and adding with sd_accumulate, element by element. */
+static void check_accumulate_nhwc(int n, int c, int hw)
+{
+	const size_t nx = (size_t)n * c * hw;
+	float *a = fill(nx, 41, 3.0f), *b = fill(nx, 42, 3.0f), *a2 = fill(nx, 0, 0);
+	float *bn = to_nhwc(b, n, c, hw);
+	memcpy(a2, a, nx * sizeof(float));
+	sd_accumulate(a, b, nx);
+	sd_accumulate_nhwc(a2, bn, n, c, hw);
+	size_t bad = 0;
+	for (size_t e = 0; e < nx; e++)
+		bad += memcmp(&a[e], &a2[e], sizeof(float)) != 0;
+	check_report(bad == 0, "gradient contribution added from NHWC, n %d c %d hw %d: %zu of %zu "
+	             "differ from nChw16c + sd_accumulate", n, c, hw, bad, nx);
+	free(a), free(b), free(a2), free(bn);
+}
+
 static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
 {
 	struct sd_train_config cfg;
@@ -673,6 +692,8 @@ int main(void)
 	check_bn_x_nhwc(3, 48, 40, 1);
 	check_bn_x_nhwc(2, 32, 130, 0);
 	check_bn_x_nhwc(2, 16, 100, 1);
+	check_accumulate_nhwc(3, 64, 37);
+	check_accumulate_nhwc(2, 16, 100);
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
