@@ -243,8 +243,6 @@ sd_plane_dev(float *restrict d, float *restrict q, const float *restrict x, size
 	}
 }
 
-/* Mean and sum of squared deviations of each channel of block cb over
- * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
 /* Offset of the first element of channel block cb of sample i in x: layout
  * blk, or NHWC (blk 16) when nhwc; its vectors then lie sd_xs apart. */
 static inline size_t sd_xplane(int i, int cb, int ncb, int hw, int blk, int nhwc)
@@ -257,47 +255,75 @@ static inline size_t sd_xs(int ncb, int nhwc)
 	return nhwc ? (size_t)ncb * 16 : SD_VL;
 }
 
-SD_CLONES
-static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
-                        int ncb, int hw, int blk, int nhwc)
+/* Sample i's plane of channel block cb merged into mean, m2 (samples
+ * i1 - 1 down to i + 1 merged already). */
+static inline __attribute__((always_inline)) void
+sd_bn_stats_plane(double *restrict mean, double *restrict m2, const float *x, int i, int i1,
+                  int cb, int ncb, int hw, int blk, int nhwc)
 {
 	const size_t xs = sd_xs(ncb, nhwc);
 	const size_t cnt = (size_t)hw * blk;
 	const double nb = (double)hw;
 	float lanes[SD_VL], ml[SD_VL], dl[SD_VL], ql[SD_VL], mc[16];
 	double ps[16], pd[16], pq[16];
+	const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
+	if (nhwc)
+		sd_plane_sum(lanes, xp, cnt, xs);
+	else
+		sd_plane_sum(lanes, xp, cnt, SD_VL);
+	sd_fold(ps, lanes, blk);
+	for (int ch = 0; ch < blk; ch++)
+		mc[ch] = (float)(ps[ch] / nb);
+	for (int j = 0; j < SD_VL; j++)
+		ml[j] = mc[sd_lane_ch(j, blk)];
+	if (nhwc)
+		sd_plane_dev(dl, ql, xp, cnt, ml, xs);
+	else
+		sd_plane_dev(dl, ql, xp, cnt, ml, SD_VL);
+	sd_fold(pd, dl, blk);
+	sd_fold(pq, ql, blk);
+	const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
+	for (int ch = 0; ch < blk; ch++) {
+		/* The plane's own mean and squared deviations (the sum of the
+		 * deviations corrects for mc's rounding), merged. */
+		const double mb = (double)mc[ch] + pd[ch] / nb;
+		double m2b = pq[ch] - pd[ch] * pd[ch] / nb;
+		if (m2b < 0.0)
+			m2b = 0.0;
+		const double delta = mb - mean[ch];
+		mean[ch] += delta * (nb / nn);
+		m2[ch] += m2b + delta * delta * (na * nb / nn);
+	}
+}
+
+/* Mean and sum of squared deviations of each channel of block cb over
+ * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
+SD_CLONES
+static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
+                        int ncb, int hw, int blk, int nhwc)
+{
 	for (int ch = 0; ch < blk; ch++)
 		mean[ch] = m2[ch] = 0.0;
-	for (int i = i1 - 1; i >= i0; i--) {
-		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
-		if (nhwc)
-			sd_plane_sum(lanes, xp, cnt, xs);
-		else
-			sd_plane_sum(lanes, xp, cnt, SD_VL);
-		sd_fold(ps, lanes, blk);
-		for (int ch = 0; ch < blk; ch++)
-			mc[ch] = (float)(ps[ch] / nb);
-		for (int j = 0; j < SD_VL; j++)
-			ml[j] = mc[sd_lane_ch(j, blk)];
-		if (nhwc)
-			sd_plane_dev(dl, ql, xp, cnt, ml, xs);
-		else
-			sd_plane_dev(dl, ql, xp, cnt, ml, SD_VL);
-		sd_fold(pd, dl, blk);
-		sd_fold(pq, ql, blk);
-		const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
-		for (int ch = 0; ch < blk; ch++) {
-			/* The plane's own mean and squared deviations (the sum of
-			 * the deviations corrects for mc's rounding), merged. */
-			const double mb = (double)mc[ch] + pd[ch] / nb;
-			double m2b = pq[ch] - pd[ch] * pd[ch] / nb;
-			if (m2b < 0.0)
-				m2b = 0.0;
-			const double delta = mb - mean[ch];
-			mean[ch] += delta * (nb / nn);
-			m2[ch] += m2b + delta * delta * (na * nb / nn);
-		}
-	}
+	for (int i = i1 - 1; i >= i0; i--)
+		sd_bn_stats_plane(mean, m2, x, i, i1, cb, ncb, hw, blk, nhwc);
+}
+
+/* sd_bn_stats of every channel block at once, x NHWC (blk 16): sample by
+ * sample, its blocks one after the other, so the first block's strided
+ * reads bring in whole cache lines that the next blocks find in cache.
+ * Each block's arithmetic and order are sd_bn_stats's: the same bits.
+ * part: block cb's mean and m2 at part + cb * pstride, 16 doubles each. */
+SD_CLONES
+static void sd_bn_stats_nhwc(double *part, size_t pstride, const float *x, int i0, int i1,
+                             int ncb, int hw)
+{
+	for (int cb = 0; cb < ncb; cb++)
+		for (int ch = 0; ch < 32; ch++)
+			part[cb * pstride + ch] = 0.0;
+	for (int i = i1 - 1; i >= i0; i--)
+		for (int cb = 0; cb < ncb; cb++)
+			sd_bn_stats_plane(part + cb * pstride, part + cb * pstride + 16, x, i, i1, cb, ncb,
+			                  hw, 16, 1);
 }
 
 /* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
@@ -550,12 +576,17 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 	double part[SD_BN_PARTIALS];
 	/* Per group: task (cb, g) writes the mean and squared deviations of
 	 * its blk channels over its samples. */
+	/* x NHWC: task g takes every block of its samples (sd_bn_stats_nhwc). */
+	const int all_blocks = x_nhwc && ncb > 1;
 	#pragma omp parallel if (total >= SD_LAYERS_OMP_MIN)
-	SD_TASKS_BACKWARDS(t, tasks) {
-		const int cb = t / groups, g = t % groups;
-		double *s = part + (size_t)t * 2 * blk;
-		sd_bn_stats(s, s + blk, x, sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb,
-		            ncb, hw, blk, x_nhwc);
+	SD_TASKS_BACKWARDS(t, all_blocks ? groups : tasks) {
+		const int cb = all_blocks ? 0 : t / groups, g = all_blocks ? t : t % groups;
+		double *s = part + ((size_t)cb * groups + g) * 2 * blk;
+		const int i0 = sd_block_of(n, groups, g), i1 = sd_block_of(n, groups, g + 1);
+		if (all_blocks)
+			sd_bn_stats_nhwc(s, (size_t)groups * 2 * blk, x, i0, i1, ncb, hw);
+		else
+			sd_bn_stats(s, s + blk, x, i0, i1, cb, ncb, hw, blk, x_nhwc);
 	}
 	for (int ch = 0; ch < c; ch++) {
 		const int cb = ch / blk, j = ch % blk;
