@@ -951,7 +951,7 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
  * forward just before filled it with this plan from the same x. */
 static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *db,
                            const float *dy, const float *x, const float *w, float *ws,
-                           const struct sd_conv2d_keep *keep, const struct sd_conv2d_keep *keep_dy)
+                           struct sd_conv2d_keep *keep, const struct sd_conv2d_keep *keep_dy)
 {
 	const struct sd_conv2d_shape *s = &p->s;
 	/* dy written only in bf16 by its producer (sd_conv2d_keep_prepare_dy):
@@ -971,6 +971,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		return -1;
 	}
 	float *base = sd_aligned(ws), *rs = base + p->b_rs_off;
+	int dx_nhwc = 0;
 	/* Weight (and bias) gradient into the workspace; added onto dw and db
 	 * at the end, once every call has succeeded. */
 	void *dyw = dy_kept ? keep_dy->buf : sd_in(&c, &p->w_ddst, dy, base, rs);
@@ -1008,7 +1009,11 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 	if (dx) {
 		void *dyd = p->ddst_shared || dy_kept ? dyw : sd_in(&c, &p->d_ddst, dy, base, rs);
 		void *wb = sd_in(&c, &p->d_w, w, base, rs);
-		void *dxd = p->d_dsrc.is_plain ? (void *)dx : base + p->d_dsrc.off;
+		/* dx left in the kernels' float32 NHWC where the caller reads
+		 * that (keep->dx_nhwc_ok: a batch-norm taking dy in NHWC). */
+		dx_nhwc = keep && keep->dx_nhwc_ok && p->key.bf16 && !p->d_dsrc.is_plain &&
+		          sd_is_nhwc(&p->d_dsrc.md, dnnl_f32);
+		void *dxd = p->d_dsrc.is_plain || dx_nhwc ? (void *)dx : base + p->d_dsrc.off;
 		dnnl_exec_arg_t dargs[4] = {
 			{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->d_ddst.md, dyd) },
 			{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->d_w.md, wb) },
@@ -1017,10 +1022,12 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 			  sd_mem(&c, &p->bwd_d.scratch_md, base + p->bwd_d.scratch_off) },
 		};
 		sd_exec(&c, p->bwd_d.prim, 4, dargs);
-		if (!p->d_dsrc.is_plain)
+		if (!p->d_dsrc.is_plain && !dx_nhwc)
 			sd_reorder(&c, &p->d_dsrc, dxd, &p->d_dsrc.md, dx, &p->d_dsrc.plain, rs);
 	}
 	int rc = sd_call_end(&c);
+	if (keep)
+		keep->dx_nhwc = dx_nhwc;
 	if (rc == 0) {
 		const size_t nw = (size_t)s->k * s->c * s->r * s->r;
 		for (size_t i = 0; i < nw; i++)

@@ -243,8 +243,6 @@ sd_plane_dev(float *restrict d, float *restrict q, const float *restrict x, size
 	}
 }
 
-/* Mean and sum of squared deviations of each channel of block cb over
- * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
 /* Offset of the first element of channel block cb of sample i in x: layout
  * blk, or NHWC (blk 16) when nhwc; its vectors then lie sd_xs apart. */
 static inline size_t sd_xplane(int i, int cb, int ncb, int hw, int blk, int nhwc)
@@ -257,65 +255,93 @@ static inline size_t sd_xs(int ncb, int nhwc)
 	return nhwc ? (size_t)ncb * 16 : SD_VL;
 }
 
-SD_CLONES
-static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
-                        int ncb, int hw, int blk, int nhwc)
+/* Sample i's plane of channel block cb merged into mean, m2 (samples
+ * i1 - 1 down to i + 1 merged already). */
+static inline __attribute__((always_inline)) void
+sd_bn_stats_plane(double *restrict mean, double *restrict m2, const float *x, int i, int i1,
+                  int cb, int ncb, int hw, int blk, int nhwc)
 {
 	const size_t xs = sd_xs(ncb, nhwc);
 	const size_t cnt = (size_t)hw * blk;
 	const double nb = (double)hw;
 	float lanes[SD_VL], ml[SD_VL], dl[SD_VL], ql[SD_VL], mc[16];
 	double ps[16], pd[16], pq[16];
+	const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
+	if (nhwc)
+		sd_plane_sum(lanes, xp, cnt, xs);
+	else
+		sd_plane_sum(lanes, xp, cnt, SD_VL);
+	sd_fold(ps, lanes, blk);
+	for (int ch = 0; ch < blk; ch++)
+		mc[ch] = (float)(ps[ch] / nb);
+	for (int j = 0; j < SD_VL; j++)
+		ml[j] = mc[sd_lane_ch(j, blk)];
+	if (nhwc)
+		sd_plane_dev(dl, ql, xp, cnt, ml, xs);
+	else
+		sd_plane_dev(dl, ql, xp, cnt, ml, SD_VL);
+	sd_fold(pd, dl, blk);
+	sd_fold(pq, ql, blk);
+	const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
+	for (int ch = 0; ch < blk; ch++) {
+		/* The plane's own mean and squared deviations (the sum of the
+		 * deviations corrects for mc's rounding), merged. */
+		const double mb = (double)mc[ch] + pd[ch] / nb;
+		double m2b = pq[ch] - pd[ch] * pd[ch] / nb;
+		if (m2b < 0.0)
+			m2b = 0.0;
+		const double delta = mb - mean[ch];
+		mean[ch] += delta * (nb / nn);
+		m2[ch] += m2b + delta * delta * (na * nb / nn);
+	}
+}
+
+/* Mean and sum of squared deviations of each channel of block cb over
+ * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
+SD_CLONES
+static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
+                        int ncb, int hw, int blk, int nhwc)
+{
 	for (int ch = 0; ch < blk; ch++)
 		mean[ch] = m2[ch] = 0.0;
-	for (int i = i1 - 1; i >= i0; i--) {
-		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
-		if (nhwc)
-			sd_plane_sum(lanes, xp, cnt, xs);
-		else
-			sd_plane_sum(lanes, xp, cnt, SD_VL);
-		sd_fold(ps, lanes, blk);
-		for (int ch = 0; ch < blk; ch++)
-			mc[ch] = (float)(ps[ch] / nb);
-		for (int j = 0; j < SD_VL; j++)
-			ml[j] = mc[sd_lane_ch(j, blk)];
-		if (nhwc)
-			sd_plane_dev(dl, ql, xp, cnt, ml, xs);
-		else
-			sd_plane_dev(dl, ql, xp, cnt, ml, SD_VL);
-		sd_fold(pd, dl, blk);
-		sd_fold(pq, ql, blk);
-		const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
-		for (int ch = 0; ch < blk; ch++) {
-			/* The plane's own mean and squared deviations (the sum of
-			 * the deviations corrects for mc's rounding), merged. */
-			const double mb = (double)mc[ch] + pd[ch] / nb;
-			double m2b = pq[ch] - pd[ch] * pd[ch] / nb;
-			if (m2b < 0.0)
-				m2b = 0.0;
-			const double delta = mb - mean[ch];
-			mean[ch] += delta * (nb / nn);
-			m2[ch] += m2b + delta * delta * (na * nb / nn);
-		}
-	}
+	for (int i = i1 - 1; i >= i0; i--)
+		sd_bn_stats_plane(mean, m2, x, i, i1, cb, ncb, hw, blk, nhwc);
+}
+
+/* sd_bn_stats of every channel block at once, x NHWC (blk 16): sample by
+ * sample, its blocks one after the other, so the first block's strided
+ * reads bring in whole cache lines that the next blocks find in cache.
+ * Each block's arithmetic and order are sd_bn_stats's: the same bits.
+ * part: block cb's mean and m2 at part + cb * pstride, 16 doubles each. */
+SD_CLONES
+static void sd_bn_stats_nhwc(double *part, size_t pstride, const float *x, int i0, int i1,
+                             int ncb, int hw)
+{
+	for (int cb = 0; cb < ncb; cb++)
+		for (int ch = 0; ch < 32; ch++)
+			part[cb * pstride + ch] = 0.0;
+	for (int i = i1 - 1; i >= i0; i--)
+		for (int cb = 0; cb < ncb; cb++)
+			sd_bn_stats_plane(part + cb * pstride, part + cb * pstride + 16, x, i, i1, cb, ncb,
+			                  hw, 16, 1);
 }
 
 /* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
  * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes.
  * yh, when not NULL (relu, count a multiple of 16): the ReLU mask read from
  * y's bf16 copy instead, 16 values every ystride elements.  x's vectors
- * lie xs apart (SD_XV). */
+ * lie xs apart, dy's ds apart (SD_XV). */
 static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
                   const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, int relu, const uint16_t *restrict yh,
-                  size_t ystride, size_t xs)
+                  size_t ystride, size_t xs, size_t ds)
 {
 	const sd_vf mv = SD_LD(mean);
 	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
-		sd_vf g0 = SD_LD(dy + i), g1 = SD_LD(dy + i + SD_VL);
+		sd_vf g0 = SD_LD(SD_XV(dy, i, ds)), g1 = SD_LD(SD_XV(dy, i + SD_VL, ds));
 		if (relu && yh) {
 			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
 			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
@@ -329,7 +355,7 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 		q1 += g1 * (SD_LD(SD_XV(x, i + SD_VL, xs)) - mv);
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf g = SD_LD(dy + i);
+		sd_vf g = SD_LD(SD_XV(dy, i, ds));
 		if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
 		else if (relu)
@@ -353,7 +379,7 @@ SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
                            const uint16_t *ybf, const float *x, const float *mean_lanes,
                            int relu, int i0, int i1, int cb, int ncb, int hw, int blk,
-                           int nhwc)
+                           int x_nhwc, int dy_nhwc)
 {
 	const size_t cnt = (size_t)hw * blk;
 	float sl[SD_VL], ql[SD_VL];
@@ -364,17 +390,20 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* ybf: NHWC, sample i's pixel 0, channel cb * 16 (blk 16). */
 		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
-		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
-#define SD_SUMS(y_, relu_, yh_, xs_) \
-	sd_plane_bwd_sums(sl, ql, dy + off, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_)
-		if (nhwc)
-			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, yst)
-			: relu      ? SD_SUMS(y + off, 1, NULL, yst)
-			            : SD_SUMS(y + off, 0, NULL, yst);
+		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, x_nhwc);
+		const float *dyp = dy + sd_xplane(i, cb, ncb, hw, blk, dy_nhwc);
+		/* x or dy NHWC: their strides at run time; else constant. */
+		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc);
+#define SD_SUMS(y_, relu_, yh_, xs_, ds_) \
+	sd_plane_bwd_sums(sl, ql, dyp, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_, ds_)
+		if (x_nhwc || dy_nhwc)
+			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, xs, ds)
+			: relu      ? SD_SUMS(y + off, 1, NULL, xs, ds)
+			            : SD_SUMS(y + off, 0, NULL, xs, ds);
 		else
-			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL)
-			: relu      ? SD_SUMS(y + off, 1, NULL, SD_VL)
-			            : SD_SUMS(y + off, 0, NULL, SD_VL);
+			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL, SD_VL)
+			: relu      ? SD_SUMS(y + off, 1, NULL, SD_VL, SD_VL)
+			            : SD_SUMS(y + off, 0, NULL, SD_VL, SD_VL);
 #undef SD_SUMS
 		sd_fold(ps, sl, blk);
 		sd_fold(pq, ql, blk);
@@ -457,13 +486,13 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
                   uint16_t *restrict dxh, size_t hstride, const uint16_t *restrict yh,
-                  size_t xs)
+                  size_t xs, size_t ds)
 {
 	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
 	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf g = SD_LD(dy + i);
+		sd_vf g = SD_LD(SD_XV(dy, i, ds));
 		if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
 		else if (relu)
@@ -489,22 +518,24 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 /* dxh, when not NULL: dx written in bf16 there instead, one pixel's 16
  * channels (blk 16) every hstride elements (NHWC: hstride = c).  yh, when
  * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
- * as dxh, instead of from y.  xnhwc: x is NHWC too, its vectors hstride
- * apart. */
+ * as dxh, instead of from y.  xnhwc, dynhwc: x, dy are NHWC too, their
+ * vectors hstride apart. */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const float *x, size_t count, const float *mean, const float *is,
                             const float *k1, const float *mdy, const float *mdyx, int relu,
-                            uint16_t *dxh, size_t hstride, const uint16_t *yh, int xnhwc)
+                            uint16_t *dxh, size_t hstride, const uint16_t *yh, int xnhwc,
+                            int dynhwc)
 {
-	/* Specialised per (dx in bf16, residual, mask, x's layout): no test in
-	 * the loop. */
-	const size_t xs = xnhwc ? hstride : SD_VL;
+	/* Specialised per (dx in bf16, residual, mask, x's and dy's layouts:
+	 * both blocked, or strides at run time): no test in the loop. */
+	const size_t xs = xnhwc ? hstride : SD_VL, ds = dynhwc ? hstride : SD_VL;
 #define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
-	(xnhwc ? sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
-	                           dxh_, hstride, yh_, xs) \
-	       : sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
-	                           dxh_, hstride, yh_, SD_VL))
+	(xnhwc || dynhwc \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, dxh_, \
+	                     hstride, yh_, xs, ds) \
+	 : sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, dxh_, \
+	                     hstride, yh_, SD_VL, SD_VL))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
 	(relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
 	            : SD_BWD(dx_, dxh_, dr_, 0, NULL))
@@ -545,12 +576,17 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 	double part[SD_BN_PARTIALS];
 	/* Per group: task (cb, g) writes the mean and squared deviations of
 	 * its blk channels over its samples. */
+	/* x NHWC: task g takes every block of its samples (sd_bn_stats_nhwc). */
+	const int all_blocks = x_nhwc && ncb > 1;
 	#pragma omp parallel if (total >= SD_LAYERS_OMP_MIN)
-	SD_TASKS_BACKWARDS(t, tasks) {
-		const int cb = t / groups, g = t % groups;
-		double *s = part + (size_t)t * 2 * blk;
-		sd_bn_stats(s, s + blk, x, sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb,
-		            ncb, hw, blk, x_nhwc);
+	SD_TASKS_BACKWARDS(t, all_blocks ? groups : tasks) {
+		const int cb = all_blocks ? 0 : t / groups, g = all_blocks ? t : t % groups;
+		double *s = part + ((size_t)cb * groups + g) * 2 * blk;
+		const int i0 = sd_block_of(n, groups, g), i1 = sd_block_of(n, groups, g + 1);
+		if (all_blocks)
+			sd_bn_stats_nhwc(s, (size_t)groups * 2 * blk, x, i0, i1, ncb, hw);
+		else
+			sd_bn_stats(s, s + blk, x, i0, i1, cb, ncb, hw, blk, x_nhwc);
 	}
 	for (int ch = 0; ch < c; ch++) {
 		const int cb = ch / blk, j = ch % blk;
@@ -644,15 +680,15 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
-	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, x, 0, mean, invstd,
-	                               gamma, n, c, hw, blk, relu);
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, x, 0, 0, mean,
+	                               invstd, gamma, n, c, hw, blk, relu);
 }
 
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *x, int x_nhwc,
-                                    const float *mean, const float *invstd, const float *gamma,
-                                    int n, int c, int hw, int blk, int relu)
+                                    int dy_nhwc, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu)
 {
 	if (blk != 16) {
 		dxbf = NULL;
@@ -671,7 +707,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		float mu[SD_VL];
 		sd_lanes(mu, mean, cb, blk);
 		sd_bn_bwd_sums(s, s + blk, dy, y, ybf, x, mu, relu, sd_block_of(n, groups, g),
-		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk, x_nhwc);
+		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk, x_nhwc, dy_nhwc);
 	}
 	/* With xhat = (x - mean) invstd and dz the masked dy:
 	 *   dx = gamma invstd (dz - mean(dz) - xhat mean(dz xhat)),
@@ -694,7 +730,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 	/* With a bf16 NHWC dx or mask, runs of pixels of every channel block
 	 * per task (see sd_batchnorm_act_forward_train_bf16), else whole
 	 * planes. */
-	const int nhwc = (dxbf || ybf || x_nhwc) && ncb > 1;
+	const int nhwc = (dxbf || ybf || x_nhwc || dy_nhwc) && ncb > 1;
 	const int run = nhwc ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
 	const int runs = (hw + run - 1) / run, inner = nhwc ? ncb : 1;
 	const int outer = inner == 1 ? ncb : 1;
@@ -713,11 +749,32 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
 			/* NHWC: sample i's pixel p0, channel cb * 16. */
 			const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
-			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL, dy + off,
-			                ybf ? NULL : y + off, x + (x_nhwc ? hoff : off), (size_t)np * blk,
-			                mu, is, a, b, d, relu, dxbf ? dxbf + hoff : NULL, (size_t)c,
-			                ybf ? ybf + hoff : NULL, x_nhwc);
+			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL,
+			                dy + (dy_nhwc ? hoff : off), ybf ? NULL : y + off,
+			                x + (x_nhwc ? hoff : off), (size_t)np * blk, mu, is, a, b, d, relu,
+			                dxbf ? dxbf + hoff : NULL, (size_t)c, ybf ? ybf + hoff : NULL,
+			                x_nhwc, dy_nhwc);
 		}
+	}
+}
+
+/* ------------------------------------------------------------ accumulate */
+
+SD_CLONES
+void sd_accumulate_nhwc(float *restrict dst, const float *restrict src, int n, int c, int hw)
+{
+	const int ncb = c / 16;
+	const size_t total = (size_t)n * c * hw;
+	/* Per sample: src read once in order, dst written as its ncb planes. */
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
+	for (int i = 0; i < n; i++) {
+		const float *s = src + (size_t)i * hw * c;
+		for (int p = 0; p < hw; p++)
+			for (int cb = 0; cb < ncb; cb++) {
+				float *d = dst + sd_plane(i, cb, ncb, hw, 16) + (size_t)p * 16;
+				const sd_vf sum = SD_LD(d) + SD_LD(s + ((size_t)p * ncb + cb) * 16);
+				SD_ST(d, sum);
+			}
 	}
 }
 

@@ -991,8 +991,11 @@ void sd_conv2d_backward_blocked_kept(float *dx, float *dw, float *db, const floa
 	int rc = sd_conv2d_get_path() == SD_CONV_IM2COL
 		? -1 : sd_conv2d_dnnl_backward_blocked(dx, dw, db, dy, x, w, s, xblk, yblk, ws, keep,
 		                                       keep_dy);
-	if (keep)
+	if (keep) {
 		keep->valid = 0;
+		if (rc != 0)
+			keep->dx_nhwc = 0;   /* im2col writes layout xblk */
+	}
 	/* dy only in bf16 (its producer skipped the float32 one). */
 	const uint16_t *dy_bf16 = keep_dy && keep_dy->filled && keep_dy->x == dy ? keep_dy->buf
 	                                                                         : NULL;

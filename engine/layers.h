@@ -245,6 +245,12 @@ void sd_softmax_xent_backward(float *dlogits, const float *probs, const uint8_t 
 /* dst = src converted from NCHW to layout blk, and back.  (n, c, hw). */
 void sd_layout_to_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
 void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, int blk);
+/* dst += src, dst (n, c, hw) in layout 16 (nChw16c), src float32 NHWC
+ * (n, hw, c), as oneDNN's AMX backward-data kernels write a gradient
+ * (sd_conv2d_keep's dx_nhwc); c a multiple of 16.  Each element is one
+ * addition: the same bits as reordering src to layout 16 and calling
+ * sd_accumulate, for any thread count, without the reordered copy. */
+void sd_accumulate_nhwc(float *restrict dst, const float *restrict src, int n, int c, int hw);
 
 /* The channel block oneDNN's kernels want for shape s (8 or 16), or 0 when
  * the build has no oneDNN or it has no JIT kernels for the shape. */
@@ -291,6 +297,12 @@ struct sd_conv2d_keep {
 	                         * to layout yblk */
 	int y_nhwc;             /* set by the forward: it did (else y is in
 	                         * layout yblk) */
+	int dx_nhwc_ok;         /* set by the caller: the backward may leave dx
+	                         * float32 NHWC, (n, h, w, c), where the bf16
+	                         * backward-data kernels write that, instead of
+	                         * reordering it to layout xblk */
+	int dx_nhwc;            /* set by the backward: it did (else dx is in
+	                         * layout xblk) */
 };
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
 /* Where x's producer may write the bf16 copy the next forward of (s, bias,
@@ -378,12 +390,16 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
  * 4 (the pass is bound by memory), and y is not read (may be NULL).  The
  * mask is then "bf16(y) > 0": the same as "y > 0" except where y is a
  * positive float32 denormal, which rounds to +0 (and which the next bf16
- * convolution read as 0).  x_nhwc: x in NHWC, as the forward's. */
+ * convolution read as 0).  x_nhwc: x in NHWC, as the forward's.  dy_nhwc
+ * (blk 16 only): dy is float32 (n, hw, c), NHWC, as oneDNN's AMX
+ * backward-data kernels write it (sd_conv2d_keep's dx_nhwc); the same
+ * arithmetic in the same order, so the same bits as dy in layout blk.  dx
+ * and dr are written in layout blk whatever x's and dy's layouts. */
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *x, int x_nhwc,
-                                    const float *mean, const float *invstd, const float *gamma,
-                                    int n, int c, int hw, int blk, int relu);
+                                    int dy_nhwc, const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

@@ -1050,8 +1050,13 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		? bn->bn_ybf : NULL;
 	const int x_nhwc = conv && conv->op == OP_CONV && conv->out == bn->in &&
 	                   conv->conv_keep.y_nhwc;
+	/* dy as the next convolution's backward left it (see backward_node). */
+	const int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out &&
+	                    next->conv_keep.dx_nhwc;
+	if (dy_nhwc)
+		m->nodes[i + 1].conv_keep.dx_nhwc = 0;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, ybf, x->val, x_nhwc, bn->bn_mean,
+	                               y->grad, y->val, ybf, x->val, x_nhwc, dy_nhwc, bn->bn_mean,
 	                               bn->bn_invstd, p + bn->w_off, nb, x->c, x->h * x->w, m->blk,
 	                               1);
 	if (dxbf)
@@ -1138,6 +1143,43 @@ static void backward_add(struct sd_model *m, const struct node *n, int nb)
 	grad_commit(m, b, bcnt);
 }
 
+/* Backward of convolution node i. */
+static void backward_conv(struct sd_model *m, int i, int nb)
+{
+	struct node *n = &m->nodes[i];
+	struct act *in = &m->acts[n->in], *out = &m->acts[n->out];
+	float *p = m->params, *g = m->grads;
+	const size_t cnt = act_floats(in) * nb;
+	const int blk = m->blk, need_dx = n->in != 0;
+	struct sd_conv2d_shape s = n->conv;
+	s.n = nb;
+	float *dx = need_dx ? grad_target(m, in) : NULL;
+	float *db = n->b_off == NONE ? NULL : g + n->b_off;
+	/* dx may stay in the bf16 kernels' float32 NHWC when it is all of
+	 * in's gradient and the fused batch-norm group that produced in
+	 * reads it next as its dy (backward_group), or when it is a
+	 * further contribution, added from NHWC (sd_accumulate_nhwc). */
+	const struct node *grp = i > 0 ? &m->nodes[i - 1] : NULL;
+	const int bn_reads = in->consumers == 1 && grp && grp->fused_from &&
+	                     grp->op != OP_SEQ && grp->out == n->in &&
+	                     m->nodes[grp->fused_from - 1].op == OP_BN;
+	n->conv_keep.dx_nhwc_ok = need_dx && blk == 16 && in->blk == 16 &&
+	                          (in->grad_set || bn_reads);
+	if (blk > 1)
+		sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
+		                                p + n->w_off, &s, in->blk, out->blk, m->ws,
+		                                &n->conv_keep, &n->conv_keep_dy);
+	else
+		sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
+		                   m->ws);
+	if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc) {
+		sd_accumulate_nhwc(in->grad, m->scratch, nb, in->c, in->h * in->w);
+		n->conv_keep.dx_nhwc = 0;
+	} else if (need_dx) {
+		grad_commit(m, in, cnt);
+	}
+}
+
 static int backward_node(struct sd_model *m, int i, int nb)
 {
 	struct node *n = &m->nodes[i];
@@ -1150,22 +1192,9 @@ static int backward_node(struct sd_model *m, int i, int nb)
 	if (n->fused_from)
 		return n->op == OP_SEQ ? sd_seq_backward_group(m, i, nb) : backward_group(m, i, nb);
 	switch (n->op) {
-	case OP_CONV: {
-		struct sd_conv2d_shape s = n->conv;
-		s.n = nb;
-		float *dx = need_dx ? grad_target(m, in) : NULL;
-		float *db = n->b_off == NONE ? NULL : g + n->b_off;
-		if (blk > 1)
-			sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
-			                                p + n->w_off, &s, in->blk, out->blk, m->ws,
-			                                &n->conv_keep, &n->conv_keep_dy);
-		else
-			sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
-			                   m->ws);
-		if (need_dx)
-			grad_commit(m, in, cnt);
+	case OP_CONV:
+		backward_conv(m, i, nb);
 		break;
-	}
 	case OP_BN: {
 		float *dx = grad_target(m, in);
 		if (blk > 1)

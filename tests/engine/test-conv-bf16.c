@@ -404,8 +404,8 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, 0, mean, invstd, gamma,
-	                               n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, 0, 0, mean, invstd,
+	                               gamma, n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -463,10 +463,10 @@ static void check_bn_bf16_mask(int n, int c, int hw)
 	float *db2 = fill(c, 0, 0), *dr3 = fill(nx, 0, 0), *dg3 = fill(c, 0, 0);
 	float *db3 = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, 0, mean, invstd,
-	                               gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, 0, mean, invstd,
-	                               gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, 0, 0, mean,
+	                               invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, 0, 0, mean,
+	                               invstd, gamma, n, c, hw, blk, 1);
 	size_t bad = 0, masked = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -491,27 +491,39 @@ static void check_bn_bf16_mask(int n, int c, int hw)
 	free(db2), free(dr3), free(dg3), free(db3);
 }
 
-/* The batch-norm passes reading x in float32 NHWC (x_nhwc, as the bf16
- * convolutions write it) instead of nChw16c: the same arithmetic in the same
- * order, so every output the same bits, with and without the residual, the
- * bf16 copy of y, the bf16 mask and the bf16 dx. */
+/* nChw16c (n, c, hw) -> NHWC. */
+static float *to_nhwc(const float *a, int n, int c, int hw)
+{
+	const int blk = 16;
+	float *o = fill((size_t)n * c * hw, 0, 0);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++)
+				o[((size_t)i * hw + p) * c + ch] =
+					a[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk];
+	return o;
+}
+
+/* The batch-norm passes reading x (x_nhwc, as the bf16 convolutions'
+ * forward writes it) and dy (dy_nhwc, as their backward-data writes it) in
+ * float32 NHWC instead of nChw16c, each and both: the same arithmetic in the
+ * same order, so every output the same bits, with and without the residual,
+ * the bf16 copy of y, the bf16 mask and the bf16 dx. */
 static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 {
 	const int blk = 16;
 	const size_t nx = (size_t)n * c * hw;
-	float *x = fill(nx, 31, 5.0f), *xn = fill(nx, 0, 0), *r = fill(nx, 32, 2.0f);
+	float *x = fill(nx, 31, 5.0f), *r = fill(nx, 32, 2.0f);
 	float *gamma = fill(c, 33, 1.0f), *beta = fill(c, 34, 1.0f), *dy = fill(nx, 35, 3.0f);
-	for (int i = 0; i < n; i++)
-		for (int ch = 0; ch < c; ch++)
-			for (int p = 0; p < hw; p++)
-				xn[((size_t)i * hw + p) * c + ch] =
-					x[(((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk];
-	int same = 1;
+	float *xn = to_nhwc(x, n, c, hw), *dyn = to_nhwc(dy, n, c, hw);
+	int same_x = 1, same_dy = 1;
 	for (int mode = 0; mode < 4; mode++) {
-		/* bit 0: y's bf16 copy (and the mask from it); bit 1: dx in bf16. */
-		float *out[2][9];
-		uint16_t *h[2][2];
-		for (int k = 0; k < 2; k++) {
+		/* bit 0: y's bf16 copy (and the mask from it); bit 1: dx in bf16.
+		 * Variant k: bit 0 x NHWC, bit 1 dy NHWC. */
+		float *out[4][9];
+		uint16_t *h[4][2];
+		for (int k = 0; k < 4; k++) {
+			const int xk = k & 1, dk = k >> 1;
 			for (int o = 0; o < 9; o++)
 				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
 			h[k][0] = calloc(nx, sizeof(uint16_t));
@@ -520,26 +532,56 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			float *dg = out[k][8], *db = out[k][3];
 			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
-			                                    k ? xn : x, k, residual ? r : NULL, gamma, beta,
-			                                    n, c, hw, blk, 1, 0.1f, 1e-5f);
+			                                    xk ? xn : x, xk, residual ? r : NULL, gamma,
+			                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
-			                               residual ? dr : NULL, dg, db, dy, y,
-			                               mode & 1 ? h[k][0] : NULL, k ? xn : x, k, mean, is,
-			                               gamma, n, c, hw, blk, 1);
+			                               residual ? dr : NULL, dg, db, dk ? dyn : dy, y,
+			                               mode & 1 ? h[k][0] : NULL, xk ? xn : x, xk, dk,
+			                               mean, is, gamma, n, c, hw, blk, 1);
 		}
-		for (int o = 0; o < 9; o++)
-			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
-		same &= !memcmp(h[0][0], h[1][0], nx * 2) && !memcmp(h[0][1], h[1][1], nx * 2);
-		for (int k = 0; k < 2; k++) {
+		for (int k = 1; k < 4; k++) {
+			int same = 1;
+			for (int o = 0; o < 9; o++)
+				same &= !memcmp(out[0][o], out[k][o],
+				                (o < 4 ? nx : (size_t)c) * sizeof(float));
+			same &= !memcmp(h[0][0], h[k][0], nx * 2) && !memcmp(h[0][1], h[k][1], nx * 2);
+			if (k == 1)
+				same_x &= same;
+			else
+				same_dy &= same;
+		}
+		for (int k = 0; k < 4; k++) {
 			for (int o = 0; o < 9; o++)
 				free(out[k][o]);
 			free(h[k][0]), free(h[k][1]);
 		}
 	}
-	check_report(same, "batch-norm%s, n %d c %d hw %d, x in float32 NHWC: every output of the "
-	             "forward and backward the same bits as x in nChw16c", residual ? " + add" : "",
-	             n, c, hw);
-	free(x), free(xn), free(r), free(gamma), free(beta), free(dy);
+	check_report(same_x, "batch-norm%s, n %d c %d hw %d, x in float32 NHWC: every output of "
+	             "the forward and backward the same bits as x in nChw16c",
+	             residual ? " + add" : "", n, c, hw);
+	check_report(same_dy, "batch-norm%s, n %d c %d hw %d, dy in float32 NHWC (x in either "
+	             "layout): every output of the backward the same bits as dy in nChw16c",
+	             residual ? " + add" : "", n, c, hw);
+	free(x), free(xn), free(r), free(gamma), free(beta), free(dy), free(dyn);
+}
+
+/* sd_accumulate_nhwc (a further gradient contribution left by the bf16
+ * backward-data in float32 NHWC): the same bits as converting it to nChw16c
+ * and adding with sd_accumulate, element by element. */
+static void check_accumulate_nhwc(int n, int c, int hw)
+{
+	const size_t nx = (size_t)n * c * hw;
+	float *a = fill(nx, 41, 3.0f), *b = fill(nx, 42, 3.0f), *a2 = fill(nx, 0, 0);
+	float *bn = to_nhwc(b, n, c, hw);
+	memcpy(a2, a, nx * sizeof(float));
+	sd_accumulate(a, b, nx);
+	sd_accumulate_nhwc(a2, bn, n, c, hw);
+	size_t bad = 0;
+	for (size_t e = 0; e < nx; e++)
+		bad += memcmp(&a[e], &a2[e], sizeof(float)) != 0;
+	check_report(bad == 0, "gradient contribution added from NHWC, n %d c %d hw %d: %zu of %zu "
+	             "differ from nChw16c + sd_accumulate", n, c, hw, bad, nx);
+	free(a), free(b), free(a2), free(bn);
 }
 
 static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
@@ -670,6 +712,8 @@ int main(int argc, char **argv)
 	check_bn_x_nhwc(3, 48, 40, 1);
 	check_bn_x_nhwc(2, 32, 130, 0);
 	check_bn_x_nhwc(2, 16, 100, 1);
+	check_accumulate_nhwc(3, 64, 37);
+	check_accumulate_nhwc(2, 16, 100);
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
