@@ -571,6 +571,15 @@ static void choose_precision(struct sd_trainer *t, enum sd_conv_precision asked,
 		         sd_conv2d_onednn_version()
 		         ? "oneDNN has no bf16 kernels on this CPU (no AVX512-BF16 or AMX)"
 		         : "this build has no oneDNN");
+	} else if (strcmp(sd_conv2d_bf16_isa(), "AMX") != 0) {
+		/* oneDNN 2.6's AVX512-BF16 kernels (jit_bf16) are slower than
+		 * its fp32 ones: resnet32 at batch 128, 2 threads, on an AMX
+		 * Xeon capped with ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16, 335
+		 * images/s in bf16 against 549 in fp32 (tests/bench/bf16-vs-torch,
+		 * README "bf16 on the CPU").  An explicit bf16 still uses them. */
+		p = SD_CONV_FP32;
+		snprintf(t->precision_reason, rl, "auto: %s without AMX: oneDNN's bf16 kernels are "
+		         "slower than fp32 there (ask for bf16 to use them)", sd_conv2d_bf16_isa());
 	} else {
 		int convs = sd_model_onednn_convs(t->model);
 		int fcs = sd_model_bf16_linears(t->model);
