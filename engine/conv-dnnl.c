@@ -17,6 +17,7 @@
  * dw and db as they were and the caller can run the im2col path instead.
  */
 #include "engine/conv-dnnl.h"
+#include "engine/dnnl-call.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
@@ -746,68 +747,28 @@ void sd_conv2d_dnnl_describe(const struct sd_conv2d_shape *s, int bias, char *bu
 
 /* ---------------------------------------------------------------- calls */
 
-/* Handles of one call: the stream and the memory objects, freed together.
- * A backward call with every tensor reordered takes up to 36: eight reorders
- * (dy twice, x, w, dw, dx, and x^T and dy^T when the weight gradient is
- * swapped) of two handles, three with a scratchpad, and the two
- * convolutions of four or five.  With 16 here every such backward ran
- * out, failed and quietly fell back to im2col; sd_mem refuses rather than
- * overflows, and sd_conv2d_dnnl_failures counts it. */
-struct sd_call {
-	dnnl_stream_t stream;
-	dnnl_memory_t mem[40];
-	int nmem;
-	int failed;
-};
-
-static dnnl_memory_t sd_mem(struct sd_call *c, const dnnl_memory_desc_t *md, const void *ptr)
-{
-	dnnl_memory_t m = NULL;
-	if (c->nmem == (int)(sizeof c->mem / sizeof c->mem[0]) ||
-	    dnnl_memory_create(&m, md, sd_dnnl_engine, (void *)(uintptr_t)ptr) != dnnl_success) {
-		c->failed = 1;
-		return NULL;
-	}
-	c->mem[c->nmem++] = m;
-	return m;
-}
-
-static void sd_exec(struct sd_call *c, dnnl_primitive_t prim, int nargs,
-                    const dnnl_exec_arg_t *args)
-{
-	if (c->failed)
-		return;
-	for (int i = 0; i < nargs; i++)
-		if (!args[i].memory) {
-			c->failed = 1;
-			return;
-		}
-	if (dnnl_primitive_execute(prim, c->stream, nargs, args) != dnnl_success)
-		c->failed = 1;
-}
-
 /* Copies between a plain buffer and its blocked copy with a's reorder. */
-static void sd_reorder(struct sd_call *c, const struct sd_dnnl_arg *a, const void *from,
+static void sd_reorder(struct sd_dnnl_call *c, const struct sd_dnnl_arg *a, const void *from,
                        const dnnl_memory_desc_t *from_md, void *to,
                        const dnnl_memory_desc_t *to_md, float *scratch)
 {
 	dnnl_exec_arg_t args[3] = {
-		{ DNNL_ARG_FROM, sd_mem(c, from_md, from) },
-		{ DNNL_ARG_TO, sd_mem(c, to_md, to) },
+		{ DNNL_ARG_FROM, sd_dnnl_mem(c, from_md, from) },
+		{ DNNL_ARG_TO, sd_dnnl_mem(c, to_md, to) },
 	};
 	int n = 2;
 	if (a->scratch) {
 		dnnl_memory_desc_t md;
 		dnnl_dims_t d = { (dnnl_dim_t)(a->scratch * sizeof(float)) };
 		dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_a);
-		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, sd_mem(c, &md, scratch) };
+		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, sd_dnnl_mem(c, &md, scratch) };
 	}
-	sd_exec(c, a->reorder, n, args);
+	sd_dnnl_exec(c, a->reorder, n, args);
 }
 
 /* The blocked copy of input argument a (reordered from the plain buffer),
  * or the plain buffer itself when a is plain. */
-static void *sd_in(struct sd_call *c, const struct sd_dnnl_arg *a, const void *plain,
+static void *sd_in(struct sd_dnnl_call *c, const struct sd_dnnl_arg *a, const void *plain,
                    float *base, float *scratch)
 {
 	if (a->is_plain)
@@ -817,26 +778,22 @@ static void *sd_in(struct sd_call *c, const struct sd_dnnl_arg *a, const void *p
 	return blk;
 }
 
-static int sd_call_begin(struct sd_call *c)
+/* sd_dnnl_call_begin and _end on this file's engine, counting failures
+ * for sd_conv2d_dnnl_failures. */
+static int sd_call_begin(struct sd_dnnl_call *c)
 {
-	memset(c, 0, sizeof *c);
-	if (dnnl_stream_create(&c->stream, sd_dnnl_engine, dnnl_stream_default_flags) ==
-	    dnnl_success)
+	if (sd_dnnl_call_begin(c, sd_dnnl_engine) == 0)
 		return 0;
 	__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
 	return -1;
 }
 
-static int sd_call_end(struct sd_call *c)
+static int sd_call_end(struct sd_dnnl_call *c)
 {
-	if (dnnl_stream_wait(c->stream) != dnnl_success)
-		c->failed = 1;
-	for (int i = 0; i < c->nmem; i++)
-		dnnl_memory_destroy(c->mem[i]);
-	dnnl_stream_destroy(c->stream);
-	if (c->failed)
-		__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
-	return c->failed ? -1 : 0;
+	if (sd_dnnl_call_end(c) == 0)
+		return 0;
+	__atomic_add_fetch(&sd_dnnl_failed_calls, 1, __ATOMIC_RELAXED);
+	return -1;
 }
 
 unsigned long sd_conv2d_dnnl_failures(void)
@@ -901,7 +858,7 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	 * float32 and runs im2col). */
 	const int x_filled = keep && keep->filled && keep->x == x && keep->plan == p->serial &&
 	                     sd_keep_buffer(p, keep);
-	struct sd_call c;
+	struct sd_dnnl_call c;
 	if ((keep && keep->x_bf16_only && !x_filled) || sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
 		return -1;
@@ -923,15 +880,15 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	                   sd_is_nhwc(&p->f_dst.md, dnnl_f32);
 	void *yd = p->f_dst.is_plain || y_nhwc ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
-		{ DNNL_ARG_SRC, sd_mem(&c, &p->f_src.md, xs) },
-		{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->f_w.md, wb) },
-		{ DNNL_ARG_DST, sd_mem(&c, &p->f_dst.md, yd) },
-		{ DNNL_ARG_SCRATCHPAD, sd_mem(&c, &p->fwd.scratch_md, base + p->fwd.scratch_off) },
+		{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->f_src.md, xs) },
+		{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->f_w.md, wb) },
+		{ DNNL_ARG_DST, sd_dnnl_mem(&c, &p->f_dst.md, yd) },
+		{ DNNL_ARG_SCRATCHPAD, sd_dnnl_mem(&c, &p->fwd.scratch_md, base + p->fwd.scratch_off) },
 	};
 	int n = 4;
 	if (b)
-		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, sd_mem(&c, &p->bias_md, b) };
-	sd_exec(&c, p->fwd.prim, n, args);
+		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, sd_dnnl_mem(&c, &p->bias_md, b) };
+	sd_dnnl_exec(&c, p->fwd.prim, n, args);
 	if (!p->f_dst.is_plain && !y_nhwc)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
@@ -965,7 +922,7 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		sd_plan_put(p);
 		return -1;
 	}
-	struct sd_call c;
+	struct sd_dnnl_call c;
 	if (sd_call_begin(&c) < 0) {
 		sd_plan_put(p);
 		return -1;
@@ -982,26 +939,26 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		void *xt = sd_in(&c, &p->ws_x, xs, base, rs), *dyt = sd_in(&c, &p->ws_dy, dyw, base, rs);
 		void *dwt = p->ws_dw.is_plain ? (void *)dwp : base + p->ws_dw.off;
 		dnnl_exec_arg_t sargs[4] = {
-			{ DNNL_ARG_SRC, sd_mem(&c, &p->ws_x.md, xt) },
-			{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->ws_dy.md, dyt) },
-			{ DNNL_ARG_DST, sd_mem(&c, &p->ws_dw.md, dwt) },
+			{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->ws_x.md, xt) },
+			{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->ws_dy.md, dyt) },
+			{ DNNL_ARG_DST, sd_dnnl_mem(&c, &p->ws_dw.md, dwt) },
 			{ DNNL_ARG_SCRATCHPAD,
-			  sd_mem(&c, &p->bwd_ws.scratch_md, base + p->bwd_ws.scratch_off) },
+			  sd_dnnl_mem(&c, &p->bwd_ws.scratch_md, base + p->bwd_ws.scratch_off) },
 		};
-		sd_exec(&c, p->bwd_ws.prim, 4, sargs);
+		sd_dnnl_exec(&c, p->bwd_ws.prim, 4, sargs);
 		if (!p->ws_dw.is_plain)
 			sd_reorder(&c, &p->ws_dw, dwt, &p->ws_dw.md, dwp, &p->ws_dw.plain, rs);
 	} else {
 		dnnl_exec_arg_t args[5] = {
-			{ DNNL_ARG_SRC, sd_mem(&c, &p->w_src.md, xs) },
-			{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->w_ddst.md, dyw) },
-			{ DNNL_ARG_DIFF_WEIGHTS, sd_mem(&c, &p->w_dw.md, dwb) },
-			{ DNNL_ARG_SCRATCHPAD, sd_mem(&c, &p->bwd_w.scratch_md, base + p->bwd_w.scratch_off) },
+			{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->w_src.md, xs) },
+			{ DNNL_ARG_DIFF_DST, sd_dnnl_mem(&c, &p->w_ddst.md, dyw) },
+			{ DNNL_ARG_DIFF_WEIGHTS, sd_dnnl_mem(&c, &p->w_dw.md, dwb) },
+			{ DNNL_ARG_SCRATCHPAD, sd_dnnl_mem(&c, &p->bwd_w.scratch_md, base + p->bwd_w.scratch_off) },
 		};
 		int n = 4;
 		if (db)
-			args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, sd_mem(&c, &p->bias_md, dbb) };
-		sd_exec(&c, p->bwd_w.prim, n, args);
+			args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_DIFF_BIAS, sd_dnnl_mem(&c, &p->bias_md, dbb) };
+		sd_dnnl_exec(&c, p->bwd_w.prim, n, args);
 		if (!p->w_dw.is_plain)
 			sd_reorder(&c, &p->w_dw, dwb, &p->w_dw.md, dwp, &p->w_dw.plain, rs);
 	}
@@ -1015,13 +972,13 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		          sd_is_nhwc(&p->d_dsrc.md, dnnl_f32);
 		void *dxd = p->d_dsrc.is_plain || dx_nhwc ? (void *)dx : base + p->d_dsrc.off;
 		dnnl_exec_arg_t dargs[4] = {
-			{ DNNL_ARG_DIFF_DST, sd_mem(&c, &p->d_ddst.md, dyd) },
-			{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->d_w.md, wb) },
-			{ DNNL_ARG_DIFF_SRC, sd_mem(&c, &p->d_dsrc.md, dxd) },
+			{ DNNL_ARG_DIFF_DST, sd_dnnl_mem(&c, &p->d_ddst.md, dyd) },
+			{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->d_w.md, wb) },
+			{ DNNL_ARG_DIFF_SRC, sd_dnnl_mem(&c, &p->d_dsrc.md, dxd) },
 			{ DNNL_ARG_SCRATCHPAD,
-			  sd_mem(&c, &p->bwd_d.scratch_md, base + p->bwd_d.scratch_off) },
+			  sd_dnnl_mem(&c, &p->bwd_d.scratch_md, base + p->bwd_d.scratch_off) },
 		};
-		sd_exec(&c, p->bwd_d.prim, 4, dargs);
+		sd_dnnl_exec(&c, p->bwd_d.prim, 4, dargs);
 		if (!p->d_dsrc.is_plain && !dx_nhwc)
 			sd_reorder(&c, &p->d_dsrc, dxd, &p->d_dsrc.md, dx, &p->d_dsrc.plain, rs);
 	}

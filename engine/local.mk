@@ -18,7 +18,7 @@ engine_libsdengine_a_SOURCES = \
 # it, else stand-ins that support nothing (every convolution then runs
 # im2col + OpenBLAS, every linear layer OpenBLAS's float32 sgemm).
 if HAVE_DNNL
-engine_libsdengine_a_SOURCES += engine/conv-dnnl.c engine/matmul-dnnl.c
+engine_libsdengine_a_SOURCES += engine/conv-dnnl.c engine/matmul-dnnl.c engine/dnnl-call.c engine/dnnl-call.h
 else
 engine_libsdengine_a_SOURCES += engine/conv-dnnl-none.c engine/matmul-dnnl-none.c
 endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "engine/conv-dnnl.h"
+#include "engine/dnnl-call.h"
 
 /* The rule: bf16 runs through oneDNN where it beat the float32 sgemm per
  * call (forward + backward), measured with tests/bench/bench-linear-bf16 on
@@ -225,66 +226,14 @@ static struct sd_mm_plan *sd_plan_get(int n, int in, int out, int bias)
 	return p;
 }
 
-/* Handles of one call: the stream and the memory objects over the caller's
- * buffers, freed together by sd_call_end. */
-struct sd_call {
-	dnnl_stream_t stream;
-	dnnl_memory_t mem[12];
-	int nmem;
-	int failed;
-};
-
-static dnnl_memory_t sd_mem(struct sd_call *c, const dnnl_memory_desc_t *md, const void *ptr)
-{
-	dnnl_memory_t m = NULL;
-	if (c->nmem == (int)(sizeof c->mem / sizeof c->mem[0]) ||
-	    dnnl_memory_create(&m, md, sd_mm_engine, (void *)(uintptr_t)ptr) != dnnl_success) {
-		c->failed = 1;
-		return NULL;
-	}
-	c->mem[c->nmem++] = m;
-	return m;
-}
-
-static void sd_exec(struct sd_call *c, dnnl_primitive_t prim, int nargs,
-                    const dnnl_exec_arg_t *args)
-{
-	if (c->failed)
-		return;
-	for (int i = 0; i < nargs; i++)
-		if (!args[i].memory) {
-			c->failed = 1;
-			return;
-		}
-	if (dnnl_primitive_execute(prim, c->stream, nargs, args) != dnnl_success)
-		c->failed = 1;
-}
-
-static void sd_convert(struct sd_call *c, dnnl_primitive_t cvt, const dnnl_memory_desc_t *from_md,
+static void sd_convert(struct sd_dnnl_call *c, dnnl_primitive_t cvt, const dnnl_memory_desc_t *from_md,
                        const float *from, const dnnl_memory_desc_t *to_md, uint16_t *to)
 {
 	dnnl_exec_arg_t args[2] = {
-		{ DNNL_ARG_FROM, sd_mem(c, from_md, from) },
-		{ DNNL_ARG_TO, sd_mem(c, to_md, to) },
+		{ DNNL_ARG_FROM, sd_dnnl_mem(c, from_md, from) },
+		{ DNNL_ARG_TO, sd_dnnl_mem(c, to_md, to) },
 	};
-	sd_exec(c, cvt, 2, args);
-}
-
-static int sd_call_begin(struct sd_call *c)
-{
-	memset(c, 0, sizeof *c);
-	return dnnl_stream_create(&c->stream, sd_mm_engine, dnnl_stream_default_flags) ==
-	       dnnl_success ? 0 : -1;
-}
-
-static int sd_call_end(struct sd_call *c)
-{
-	if (dnnl_stream_wait(c->stream) != dnnl_success)
-		c->failed = 1;
-	for (int i = 0; i < c->nmem; i++)
-		dnnl_memory_destroy(c->mem[i]);
-	dnnl_stream_destroy(c->stream);
-	return c->failed ? -1 : 0;
+	sd_dnnl_exec(c, cvt, 2, args);
 }
 
 int sd_linear_dnnl_forward_bf16(float *y, const float *x, const float *w, const float *b,
@@ -295,19 +244,19 @@ int sd_linear_dnnl_forward_bf16(float *y, const float *x, const float *w, const 
 	pthread_mutex_lock(&sd_mm_lock);
 	struct sd_mm_plan *p = sd_plan_get(n, in, out, b != NULL);
 	int rc = -1;
-	struct sd_call c;
+	struct sd_dnnl_call c;
 	if (p && p->usable) {
-		if (sd_call_begin(&c) == 0) {
+		if (sd_dnnl_call_begin(&c, sd_mm_engine) == 0) {
 			sd_convert(&c, p->cvt_x, &p->x_f, x, &p->x_h, p->x_buf);
 			sd_convert(&c, p->cvt_w, &p->w_f, w, &p->w_h, p->w_buf);
 			dnnl_exec_arg_t args[4] = {
-				{ DNNL_ARG_SRC, sd_mem(&c, &p->x_h, p->x_buf) },
-				{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->wt_h, p->w_buf) },
-				{ DNNL_ARG_DST, sd_mem(&c, &p->y_f, y) },
-				{ DNNL_ARG_BIAS, b ? sd_mem(&c, &p->b_f, b) : NULL },
+				{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->x_h, p->x_buf) },
+				{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->wt_h, p->w_buf) },
+				{ DNNL_ARG_DST, sd_dnnl_mem(&c, &p->y_f, y) },
+				{ DNNL_ARG_BIAS, b ? sd_dnnl_mem(&c, &p->b_f, b) : NULL },
 			};
-			sd_exec(&c, p->fwd, b ? 4 : 3, args);
-			rc = sd_call_end(&c);
+			sd_dnnl_exec(&c, p->fwd, b ? 4 : 3, args);
+			rc = sd_dnnl_call_end(&c);
 		}
 		if (rc < 0)
 			sd_mm_failed_calls++;
@@ -326,27 +275,27 @@ int sd_linear_dnnl_backward_bf16(float *dx, float *dw, const float *dy, const fl
 	 * bias, but asking for the same key builds no second plan. */
 	struct sd_mm_plan *p = sd_plan_get(n, in, out, bias);
 	int rc = -1;
-	struct sd_call c;
+	struct sd_dnnl_call c;
 	if (p && p->usable) {
-		if (sd_call_begin(&c) == 0) {
+		if (sd_dnnl_call_begin(&c, sd_mm_engine) == 0) {
 			sd_convert(&c, p->cvt_dy, &p->dy_f, dy, &p->dy_h, p->dy_buf);
 			sd_convert(&c, p->cvt_x, &p->x_f, x, &p->x_h, p->x_buf);
 			dnnl_exec_arg_t wargs[3] = {
-				{ DNNL_ARG_SRC, sd_mem(&c, &p->dyt_h, p->dy_buf) },
-				{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->x_h, p->x_buf) },
-				{ DNNL_ARG_DST, sd_mem(&c, &p->dw_f, dw) },
+				{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->dyt_h, p->dy_buf) },
+				{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->x_h, p->x_buf) },
+				{ DNNL_ARG_DST, sd_dnnl_mem(&c, &p->dw_f, dw) },
 			};
-			sd_exec(&c, p->bwd_w, 3, wargs);
+			sd_dnnl_exec(&c, p->bwd_w, 3, wargs);
 			if (dx) {
 				sd_convert(&c, p->cvt_w, &p->w_f, w, &p->w_h, p->w_buf);
 				dnnl_exec_arg_t dargs[3] = {
-					{ DNNL_ARG_SRC, sd_mem(&c, &p->dy_h, p->dy_buf) },
-					{ DNNL_ARG_WEIGHTS, sd_mem(&c, &p->w_h, p->w_buf) },
-					{ DNNL_ARG_DST, sd_mem(&c, &p->dx_f, dx) },
+					{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->dy_h, p->dy_buf) },
+					{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->w_h, p->w_buf) },
+					{ DNNL_ARG_DST, sd_dnnl_mem(&c, &p->dx_f, dx) },
 				};
-				sd_exec(&c, p->bwd_d, 3, dargs);
+				sd_dnnl_exec(&c, p->bwd_d, 3, dargs);
 			}
-			rc = sd_call_end(&c);
+			rc = sd_dnnl_call_end(&c);
 		}
 		if (rc < 0)
 			sd_mm_failed_calls++;

@@ -24,7 +24,7 @@ tests_gpu_fake_spotdeck_cuda_so_LDADD = $(OPENBLAS_LIBS) -lm
 # engine itself was built with, so the stand-in rounds as the CPU trainer does.
 tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/layers-blocked.c engine/layers-general.c
 if HAVE_DNNL
-tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/conv-dnnl.c engine/matmul-dnnl.c
+tests_gpu_fake_spotdeck_cuda_so_SOURCES += engine/conv-dnnl.c engine/matmul-dnnl.c engine/dnnl-call.c
 tests_gpu_fake_spotdeck_cuda_so_CPPFLAGS += $(DNNL_CFLAGS)
 tests_gpu_fake_spotdeck_cuda_so_LDADD += $(DNNL_LIBS)
 else
