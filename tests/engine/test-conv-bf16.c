@@ -42,6 +42,7 @@
 #include "engine/engine.h"
 #include "engine/layers.h"
 #include "tests/check.h"
+#include "tests/engine/bf16-band.h"
 
 #define U_BF16 0x1p-8
 #define EPS_F32 0x1p-24
@@ -640,24 +641,7 @@ static void check_training(const char *model)
 	losses(model, SD_CONV_FP32, 0, f);
 	losses(model, SD_CONV_FP32, 1, p);
 	losses(model, SD_CONV_BF16, 0, h);
-	double band = 0.0, worst_ratio = 0.0, moved = 0.0;
-	for (int i = 0; i < STEPS; i++)
-		if (fabs(p[i] - f[i]) / f[i] > band)
-			band = fabs(p[i] - f[i]) / f[i];
-	band *= BAND_FACTOR;
-	for (int i = 0; i < STEPS; i++) {
-		double d = fabs(h[i] - f[i]) / f[i];
-		if (d > moved)
-			moved = d;
-		if (d / band > worst_ratio)
-			worst_ratio = d / band;
-		printf("%-9s step %d loss fp32 %.6f  fp32 on bf16-rounded data %.6f  bf16 %.6f\n", model, i + 1,
-		       f[i], p[i], h[i]);
-	}
-	check_report(worst_ratio <= 1.0,
-	             "%-9s %d steps: bf16 loss within %.2e of fp32 (worst %.2e; band = %.0f x the "
-	             "data-rounding spread)", model, STEPS, band, moved, BAND_FACTOR);
-	check_report(moved > 0.0, "%-9s bf16 losses differ from fp32's (%.2e)", model, moved);
+	bf16_band_check(model, STEPS, f, p, h, BAND_FACTOR);
 }
 
 /* usage: test-conv-bf16 [--expect-isa AMX|AVX512-BF16]: with it, fails
