@@ -147,7 +147,7 @@ EXTRA_DIST += tests/engine/test-adamw-torch.sh
 # SKIPs where oneDNN has no bf16 kernels.
 check_PROGRAMS += tests/engine/test-conv-bf16
 TESTS += tests/engine/test-conv-bf16
-tests_engine_test_conv_bf16_SOURCES = tests/engine/test-conv-bf16.c tests/check.h tests/engine/bf16-band.h
+tests_engine_test_conv_bf16_SOURCES = tests/engine/test-conv-bf16.c tests/check.h tests/engine/bf16-test.h
 tests_engine_test_conv_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_conv_bf16_LDADD = $(SD_ENGINE_LIBS)
 
@@ -156,7 +156,7 @@ tests_engine_test_conv_bf16_LDADD = $(SD_ENGINE_LIBS)
 # within a measured band of fp32; SKIPs where oneDNN has no bf16 kernels.
 check_PROGRAMS += tests/engine/test-linear-bf16
 TESTS += tests/engine/test-linear-bf16
-tests_engine_test_linear_bf16_SOURCES = tests/engine/test-linear-bf16.c tests/check.h tests/engine/bf16-band.h
+tests_engine_test_linear_bf16_SOURCES = tests/engine/test-linear-bf16.c tests/check.h tests/engine/bf16-test.h
 tests_engine_test_linear_bf16_LDADD = $(SD_ENGINE_LIBS)
 
 # The char-level GPT's ONNX export (examples/char-gpt, a small config, opsets
@@ -188,6 +188,6 @@ EXTRA_DIST += tests/engine/test-layers-seq-torch.sh tests/engine/layers_seq_torc
 # oneDNN has no bf16 kernels.
 check_PROGRAMS += tests/engine/test-resume-bf16
 TESTS += tests/engine/test-resume-bf16
-tests_engine_test_resume_bf16_SOURCES = tests/engine/test-resume-bf16.c tests/check.h
+tests_engine_test_resume_bf16_SOURCES = tests/engine/test-resume-bf16.c tests/check.h tests/engine/bf16-test.h
 tests_engine_test_resume_bf16_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_resume_bf16_LDADD = $(SD_ENGINE_LIBS)

@@ -42,7 +42,7 @@
 #include "engine/engine.h"
 #include "engine/layers.h"
 #include "tests/check.h"
-#include "tests/engine/bf16-band.h"
+#include "tests/engine/bf16-test.h"
 
 #define U_BF16 0x1p-8
 #define EPS_F32 0x1p-24
@@ -63,18 +63,6 @@
  * chaos as much as precision.  8 leaves room for other CPUs' kernels; a
  * wrong kernel moves the loss by far more (a dropped term: percents). */
 #define BAND_FACTOR 8.0
-
-static float *fill(size_t n, unsigned seed, float scale)
-{
-	float *p = calloc(n ? n : 1, sizeof *p);
-	if (!p)
-		exit(1);
-	for (size_t i = 0; i < n; i++) {
-		seed = seed * 1664525u + 1013904223u;
-		p[i] = scale * ((float)(seed >> 8) / 16777216.0f - 0.5f);
-	}
-	return p;
-}
 
 static float *absdup(const float *a, size_t n)
 {
@@ -649,12 +637,7 @@ static void check_training(const char *model)
  * ONEDNN_MAX_CPU_ISA cannot quietly test AMX again). */
 int main(int argc, char **argv)
 {
-	if (!sd_conv2d_bf16_available()) {
-		fprintf(stderr, "SKIP: oneDNN has no bf16 kernels here (%s)\n",
-		        sd_conv2d_onednn_version() ? "CPU without AVX512-BF16 or AMX"
-		                                   : "built without oneDNN");
-		return 77;
-	}
+	bf16_require_kernels();
 	if (argc == 3 && !strcmp(argv[1], "--expect-isa")) {
 		if (strcmp(sd_conv2d_bf16_isa(), argv[2])) {
 			fprintf(stderr, "FAIL: oneDNN's bf16 kernels use %s, expected %s\n",

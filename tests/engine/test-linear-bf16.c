@@ -41,7 +41,7 @@
 #include "engine/matmul-dnnl.h"
 #include "engine/model.h"
 #include "tests/check.h"
-#include "tests/engine/bf16-band.h"
+#include "tests/engine/bf16-test.h"
 
 #define U_BF16 0x1p-8
 #define EPS_F32 0x1p-24
@@ -52,18 +52,6 @@
  * 4 as in test-conv-bf16 leaves room for other CPUs' kernels, and a wrong
  * GEMM moves the loss by far more. */
 #define BAND_FACTOR 4.0
-
-static float *fill(size_t n, unsigned seed, float scale)
-{
-	float *p = calloc(n ? n : 1, sizeof *p);
-	if (!p)
-		exit(1);
-	for (size_t i = 0; i < n; i++) {
-		seed = seed * 1664525u + 1013904223u;
-		p[i] = scale * ((float)(seed >> 8) / 16777216.0f - 0.5f);
-	}
-	return p;
-}
 
 static float *dup(const float *a, size_t n)
 {
@@ -313,12 +301,7 @@ static void check_training(const char *model)
 
 int main(void)
 {
-	if (!sd_conv2d_bf16_available()) {
-		fprintf(stderr, "SKIP: oneDNN has no bf16 kernels here (%s)\n",
-		        sd_conv2d_onednn_version() ? "CPU without AVX512-BF16 or AMX"
-		                                   : "built without oneDNN");
-		return 77;
-	}
+	bf16_require_kernels();
 	omp_set_num_threads(2);
 	unsigned long failures = sd_linear_dnnl_failures();
 	/* The mlp's and cnn's first layers, a GPT-like one, odd sizes. */

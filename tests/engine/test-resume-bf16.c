@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/layers.h"
 #include "tests/check.h"
+#include "tests/engine/bf16-test.h"
 
 #define SPLIT 4
 #define BATCH 32
@@ -234,12 +235,7 @@ static void check_auto(void)
 
 int main(void)
 {
-	if (!sd_conv2d_bf16_available()) {
-		fprintf(stderr, "SKIP: oneDNN has no bf16 kernels here (%s)\n",
-		        sd_conv2d_onednn_version() ? "CPU without AVX512-BF16 or AMX"
-		                                   : "built without oneDNN");
-		return 77;
-	}
+	bf16_require_kernels();
 	omp_set_num_threads(2);
 	char dir[] = "/tmp/test-resume-bf16.XXXXXX";
 	if (!mkdtemp(dir)) {
