@@ -87,15 +87,6 @@ static void worst(const float *got, const float *ref, const float *s, size_t n, 
 }
 
 /* x rounded to the nearest bf16 (ties to even), as oneDNN's reorders do. */
-static float to_bf16(float x)
-{
-	uint32_t b;
-	memcpy(&b, &x, sizeof b);
-	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
-	memcpy(&x, &b, sizeof x);
-	return x;
-}
-
 struct pass_result {
 	double over, rel;
 };
@@ -573,43 +564,11 @@ static void check_accumulate_nhwc(int n, int c, int hw)
 	free(a), free(b), free(a2), free(bn);
 }
 
-static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
-{
-	struct sd_train_config cfg;
-	sd_train_config_defaults(&cfg);
-	snprintf(cfg.precision, sizeof cfg.precision, "%s", sd_conv2d_precision_name(prec));
-	snprintf(cfg.model, sizeof cfg.model, "%s", model);
-	snprintf(cfg.dataset, sizeof cfg.dataset, "synthetic");
-	cfg.global_batch = BATCH;
-	cfg.eval_batch = 64;
-	cfg.synthetic_samples = 8 * BATCH;
-	int resnet = !strncmp(model, "resnet", 6);
-	cfg.synthetic_c = resnet ? 3 : 1;
-	cfg.synthetic_h = cfg.synthetic_w = resnet ? 32 : 28;
-	cfg.warmup_steps = 2;
-	/* Below the default 0.05, at which the cnn's loss on synthetic data
-	 * jumps to hundreds in step 3: a chaotic run makes any band wide. */
-	cfg.lr = 0.01f;
-	cfg.seed = 11;
-	char *why = NULL;
-	struct sd_trainer *t;
-	if (sd_trainer_create(&t, &cfg, &why) < 0) {
-		fprintf(stderr, "test-conv-bf16: %s\n", why);
-		exit(1);
-	}
-	if (round_data) {
-		const size_t n = (size_t)t->train.n * t->train.c * t->train.h * t->train.w;
-		for (size_t i = 0; i < n; i++)
-			t->train.images[i] = to_bf16(t->train.images[i]);
-	}
-	return t;
-}
-
 /* STEPS mean losses of a fresh trainer in precision prec. */
 static void losses(const char *model, enum sd_conv_precision prec, int round_data, double *out)
 {
 	sd_conv2d_set_path(SD_CONV_ONEDNN);
-	struct sd_trainer *t = make(model, prec, round_data);
+	struct sd_trainer *t = bf16_trainer(model, prec, round_data, BATCH);
 	check_report(sd_conv2d_get_precision() == prec, "%-9s trainer set precision %s", model,
 	             sd_conv2d_precision_name(prec));
 	for (int i = 0; i < STEPS; i++) {

@@ -60,15 +60,6 @@ static float *dup(const float *a, size_t n)
 	return p;
 }
 
-static float to_bf16(float x)
-{
-	uint32_t b;
-	memcpy(&b, &x, sizeof b);
-	b = (b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u;
-	memcpy(&x, &b, sizeof x);
-	return x;
-}
-
 /* The double reference of one linear layer: y = x w^T + b, dx = dy w,
  * dw = dw0 + dy^T x, and each output's S (sum of |terms|). */
 struct reference {
@@ -242,38 +233,9 @@ static void check_fp32_kept(int n, int in, int out)
 	free(x), free(w), free(b), free(dy);
 }
 
-static struct sd_trainer *make(const char *model, enum sd_conv_precision prec, int round_data)
-{
-	struct sd_train_config cfg;
-	sd_train_config_defaults(&cfg);
-	snprintf(cfg.precision, sizeof cfg.precision, "%s", sd_conv2d_precision_name(prec));
-	snprintf(cfg.model, sizeof cfg.model, "%s", model);
-	snprintf(cfg.dataset, sizeof cfg.dataset, "synthetic");
-	cfg.global_batch = BATCH;
-	cfg.eval_batch = 64;
-	cfg.synthetic_samples = 8 * BATCH;
-	cfg.synthetic_c = 1;
-	cfg.synthetic_h = cfg.synthetic_w = 28;
-	cfg.warmup_steps = 2;
-	cfg.lr = 0.01f;
-	cfg.seed = 11;
-	char *why = NULL;
-	struct sd_trainer *t;
-	if (sd_trainer_create(&t, &cfg, &why) < 0) {
-		fprintf(stderr, "test-linear-bf16: %s\n", why);
-		exit(1);
-	}
-	if (round_data) {
-		const size_t n = (size_t)t->train.n * t->train.c * t->train.h * t->train.w;
-		for (size_t i = 0; i < n; i++)
-			t->train.images[i] = to_bf16(t->train.images[i]);
-	}
-	return t;
-}
-
 static void losses(const char *model, enum sd_conv_precision prec, int round_data, double *out)
 {
-	struct sd_trainer *t = make(model, prec, round_data);
+	struct sd_trainer *t = bf16_trainer(model, prec, round_data, BATCH);
 	check_report(t->precision == prec && (prec == SD_CONV_FP32 ||
 	                                      sd_model_bf16_linears(t->model) > 0),
 	             "%-4s trainer runs %s (%s; %d linear layers the bf16 rule takes)", model,
