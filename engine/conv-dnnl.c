@@ -79,6 +79,10 @@ struct sd_dnnl_plan {
 	/* primitives */
 	int ok;                     /* forward and backward-weights are usable */
 	struct sd_dnnl_pass fwd, bwd_d, bwd_w;
+	/* Backward-data writing dx in bf16 NHWC (sd_plan_dx_bf16): the same
+	 * weights and dy layouts as bwd_d; jit 0 where oneDNN has none. */
+	struct sd_dnnl_pass bwd_d16;
+	dnnl_memory_desc_t d_dsrc16;   /* its dx: bf16 NHWC */
 	struct sd_dnnl_arg f_src, f_w, f_dst;       /* forward */
 	struct sd_dnnl_arg d_dsrc, d_w, d_ddst;     /* backward-data */
 	struct sd_dnnl_arg w_src, w_dw, w_ddst;     /* backward-weights */
@@ -249,7 +253,8 @@ static void sd_plan_free(struct sd_dnnl_plan *p)
 {
 	if (!p)
 		return;
-	dnnl_primitive_t all[] = { p->fwd.prim, p->bwd_d.prim, p->bwd_w.prim, p->f_src.reorder,
+	dnnl_primitive_t all[] = { p->fwd.prim, p->bwd_d.prim, p->bwd_w.prim, p->bwd_d16.prim,
+		                   p->f_src.reorder,
 		                   p->f_w.reorder, p->f_dst.reorder, p->d_dsrc.reorder,
 		                   p->d_w.reorder, p->d_ddst.reorder, p->w_src.reorder,
 		                   p->w_dw.reorder, p->w_ddst.reorder, p->bwd_ws.prim,
@@ -459,6 +464,8 @@ static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p
 		p->d_dsrc.off = p->d_dsrc.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->d_dsrc.md));
 		p->bwd_d.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_d.scratch_md));
 		rs = sd_max(rs, sd_max(sd_max(p->d_dsrc.scratch, p->d_w.scratch), p->d_ddst.scratch));
+		if (p->bwd_d16.jit)
+			p->bwd_d16.scratch_off = sd_take(&top, sd_floats_of(&p->bwd_d16.scratch_md));
 	}
 	if (p->wswap) {
 		p->ws_x.off = p->ws_x.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->ws_x.md));
@@ -469,6 +476,43 @@ static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p
 	}
 	p->b_rs_off = sd_take(&top, rs);
 	p->bwd_floats = top + SD_DNNL_ALIGN;
+}
+
+static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t);
+
+/* A bf16 plan whose backward-data kernels write dx float32 NHWC (or, with
+ * 16 channels, nChw16c: the same bytes) also gets
+ * the same pass writing dx bf16 NHWC (bd's algorithm, bwd_d's weights and
+ * dy layouts), for a caller whose only reader of dx reads bf16 (struct
+ * sd_conv2d_keep's dx_bf16_ok), as PyTorch's autocast keeps that gradient
+ * in bf16.  oneDNN's kernels accumulate in float32 and round once, so dx
+ * is the float32 pass's dx rounded to bf16 (round to nearest even).  Left
+ * unset (bwd_d16.jit 0) where oneDNN offers no JIT kernel for it. */
+static void sd_plan_dx_bf16(struct sd_dnnl_plan *p, const dnnl_convolution_desc_t *bd,
+                            const_dnnl_primitive_desc_t fpd, const_dnnl_primitive_attr_t attr)
+{
+	snprintf(p->bwd_d16.impl, sizeof p->bwd_d16.impl, "none");
+	dnnl_memory_desc_t dsrc16, dsrc32;
+	if (!p->key.bf16 || !p->bwd_d.jit ||
+	    dnnl_memory_desc_init_by_tag(&dsrc16, 4, p->d_dsrc.md.dims, dnnl_bf16, dnnl_nhwc) !=
+	            dnnl_success ||
+	    dnnl_memory_desc_init_by_tag(&dsrc32, 4, p->d_dsrc.md.dims, dnnl_f32, dnnl_nhwc) !=
+	            dnnl_success ||
+	    !(sd_is_nhwc(&p->d_dsrc.md, dnnl_f32) || sd_same_bytes(&p->d_dsrc.md, &dsrc32)))
+		return;
+	dnnl_convolution_desc_t d16;
+	dnnl_primitive_desc_t pd = NULL;
+	if (dnnl_convolution_backward_data_desc_init(&d16, bd->alg_kind, &dsrc16, &p->d_w.md,
+	                                             &p->d_ddst.md, bd->strides, bd->padding[0],
+	                                             bd->padding[1]) != dnnl_success ||
+	    dnnl_primitive_desc_create(&pd, &d16, attr, sd_dnnl_engine, fpd) != dnnl_success)
+		return;
+	const dnnl_memory_desc_t *got = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0);
+	if (got && sd_is_nhwc(got, dnnl_bf16)) {
+		p->d_dsrc16 = *got;
+		sd_pass_init(&p->bwd_d16, pd, 1);
+	}
+	dnnl_primitive_desc_destroy(pd);
 }
 
 /* Builds the primitives of p->s and lays out the workspace of each call;
@@ -561,6 +605,7 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	     sd_arg_init(&p->d_ddst, bpd, dnnl_query_diff_dst_md, &dst_p, 1) < 0))
 		p->bwd_d.jit = 0;
 	p->ddst_shared = p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md);
+	sd_plan_dx_bf16(p, &bd, fpd, attr);
 	sd_plan_wswap(p, &w_p);
 
 	sd_plan_layout(p, &w_p);
@@ -970,15 +1015,22 @@ static int sd_run_backward(struct sd_dnnl_plan *p, float *dx, float *dw, float *
 		 * that (keep->dx_nhwc_ok: a batch-norm taking dy in NHWC). */
 		dx_nhwc = keep && keep->dx_nhwc_ok && p->key.bf16 && !p->d_dsrc.is_plain &&
 		          sd_is_nhwc(&p->d_dsrc.md, dnnl_f32);
+		/* ... or in bf16 NHWC, in dx's first bytes, where its only
+		 * reader reads that (keep->dx_bf16_ok, sd_plan_dx_bf16). */
+		if (keep && keep->dx_nhwc_ok && keep->dx_bf16_ok && p->bwd_d16.jit)
+			dx_nhwc = SD_DX_NHWC_BF16;
+		const struct sd_dnnl_pass *bp = dx_nhwc == SD_DX_NHWC_BF16 ? &p->bwd_d16 : &p->bwd_d;
+		const dnnl_memory_desc_t *dmd = dx_nhwc == SD_DX_NHWC_BF16 ? &p->d_dsrc16
+		                                                            : &p->d_dsrc.md;
 		void *dxd = p->d_dsrc.is_plain || dx_nhwc ? (void *)dx : base + p->d_dsrc.off;
 		dnnl_exec_arg_t dargs[4] = {
 			{ DNNL_ARG_DIFF_DST, sd_dnnl_mem(&c, &p->d_ddst.md, dyd) },
 			{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->d_w.md, wb) },
-			{ DNNL_ARG_DIFF_SRC, sd_dnnl_mem(&c, &p->d_dsrc.md, dxd) },
+			{ DNNL_ARG_DIFF_SRC, sd_dnnl_mem(&c, dmd, dxd) },
 			{ DNNL_ARG_SCRATCHPAD,
-			  sd_dnnl_mem(&c, &p->bwd_d.scratch_md, base + p->bwd_d.scratch_off) },
+			  sd_dnnl_mem(&c, &bp->scratch_md, base + bp->scratch_off) },
 		};
-		sd_dnnl_exec(&c, p->bwd_d.prim, 4, dargs);
+		sd_dnnl_exec(&c, bp->prim, 4, dargs);
 		if (!p->d_dsrc.is_plain && !dx_nhwc)
 			sd_reorder(&c, &p->d_dsrc, dxd, &p->d_dsrc.md, dx, &p->d_dsrc.plain, rs);
 	}

@@ -155,6 +155,10 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
 	memcpy(&h_, (p), sizeof h_); \
 	(sd_vf)(__builtin_convertvector(h_, sd_vu) << 16); \
 })
+/* dy's vector holding float i (SD_XV): widened from the bf16 dyh where
+ * dyh is not NULL (a backward-data convolution's bf16 dx), else dy's. */
+#define SD_LD_DY(dy, dyh, i, ds) \
+	((dyh) ? SD_LD_BF16(SD_XV(dyh, i, ds)) : SD_LD(SD_XV(dy, i, ds)))
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
 
@@ -330,18 +334,19 @@ static void sd_bn_stats_nhwc(double *part, size_t pstride, const float *x, int i
  * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes.
  * yh, when not NULL (relu, count a multiple of 16): the ReLU mask read from
  * y's bf16 copy instead, 16 values every ystride elements.  x's vectors
- * lie xs apart, dy's ds apart (SD_XV). */
+ * lie xs apart, dy's ds apart (SD_XV); dyh, when not NULL: dy read there in
+ * bf16 instead (SD_LD_DY; count a multiple of 16). */
 static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
-                  const float *restrict y, const float *restrict x, size_t count,
-                  const float *restrict mean, int relu, const uint16_t *restrict yh,
-                  size_t ystride, size_t xs, size_t ds)
+                  const uint16_t *restrict dyh, const float *restrict y,
+                  const float *restrict x, size_t count, const float *restrict mean, int relu,
+                  const uint16_t *restrict yh, size_t ystride, size_t xs, size_t ds)
 {
 	const sd_vf mv = SD_LD(mean);
 	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
-		sd_vf g0 = SD_LD(SD_XV(dy, i, ds)), g1 = SD_LD(SD_XV(dy, i + SD_VL, ds));
+		sd_vf g0 = SD_LD_DY(dy, dyh, i, ds), g1 = SD_LD_DY(dy, dyh, i + SD_VL, ds);
 		if (relu && yh) {
 			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
 			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
@@ -355,7 +360,7 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 		q1 += g1 * (SD_LD(SD_XV(x, i + SD_VL, xs)) - mv);
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf g = SD_LD(SD_XV(dy, i, ds));
+		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
 		else if (relu)
@@ -392,11 +397,20 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
 		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, x_nhwc);
 		const float *dyp = dy + sd_xplane(i, cb, ncb, hw, blk, dy_nhwc);
+		/* dy bf16 NHWC (SD_DX_NHWC_BF16): the same element offsets. */
+		const uint16_t *dyh = dy_nhwc == SD_DX_NHWC_BF16
+			? (const uint16_t *)dy + sd_xplane(i, cb, ncb, hw, blk, 1) : NULL;
 		/* x or dy NHWC: their strides at run time; else constant. */
 		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc);
 #define SD_SUMS(y_, relu_, yh_, xs_, ds_) \
-	sd_plane_bwd_sums(sl, ql, dyp, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_, ds_)
-		if (x_nhwc || dy_nhwc)
+	sd_plane_bwd_sums(sl, ql, dyp, NULL, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_, ds_)
+#define SD_SUMS_H(y_, relu_, yh_) \
+	sd_plane_bwd_sums(sl, ql, NULL, dyh, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs, ds)
+		if (dyh)
+			relu && ybf ? SD_SUMS_H(NULL, 1, ybf + ybc)
+			: relu      ? SD_SUMS_H(y + off, 1, NULL)
+			            : SD_SUMS_H(y + off, 0, NULL);
+		else if (x_nhwc || dy_nhwc)
 			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, xs, ds)
 			: relu      ? SD_SUMS(y + off, 1, NULL, xs, ds)
 			            : SD_SUMS(y + off, 0, NULL, xs, ds);
@@ -404,6 +418,7 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL, SD_VL)
 			: relu      ? SD_SUMS(y + off, 1, NULL, SD_VL, SD_VL)
 			            : SD_SUMS(y + off, 0, NULL, SD_VL, SD_VL);
+#undef SD_SUMS_H
 #undef SD_SUMS
 		sd_fold(ps, sl, blk);
 		sd_fold(pq, ql, blk);
@@ -482,7 +497,7 @@ static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
 static inline __attribute__((always_inline)) void
 sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
-                  const float *restrict y, const float *restrict x, size_t count,
+                  const uint16_t *restrict dyh, const float *restrict y, const float *restrict x, size_t count,
                   const float *restrict mean, const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
                   uint16_t *restrict dxh, size_t hstride, const uint16_t *restrict yh,
@@ -492,7 +507,7 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf g = SD_LD(SD_XV(dy, i, ds));
+		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
 		else if (relu)
@@ -519,7 +534,7 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
  * channels (blk 16) every hstride elements (NHWC: hstride = c).  yh, when
  * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
  * as dxh, instead of from y.  xnhwc, dynhwc: x, dy are NHWC too, their
- * vectors hstride apart. */
+ * vectors hstride apart; dynhwc SD_DX_NHWC_BF16: dy is bf16 there. */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const float *x, size_t count, const float *mean, const float *is,
@@ -530,12 +545,16 @@ static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *
 	/* Specialised per (dx in bf16, residual, mask, x's and dy's layouts:
 	 * both blocked, or strides at run time): no test in the loop. */
 	const size_t xs = xnhwc ? hstride : SD_VL, ds = dynhwc ? hstride : SD_VL;
+	const uint16_t *dyh = dynhwc == SD_DX_NHWC_BF16 ? (const uint16_t *)dy : NULL;
 #define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
-	(xnhwc || dynhwc \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, dxh_, \
-	                     hstride, yh_, xs, ds) \
-	 : sd_bn_bwd_apply_v(dx_, dr_, dy, y, x, count, mean, is, k1, mdy, mdyx, relu_, dxh_, \
-	                     hstride, yh_, SD_VL, SD_VL))
+	(dyh \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds) \
+	 : xnhwc || dynhwc \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds) \
+	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, SD_VL, SD_VL))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
 	(relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
 	            : SD_BWD(dx_, dxh_, dr_, 0, NULL))
@@ -750,7 +769,10 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			/* NHWC: sample i's pixel p0, channel cb * 16. */
 			const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
 			sd_bn_bwd_apply(dx ? dx + off : NULL, dr ? dr + off : NULL,
-			                dy + (dy_nhwc ? hoff : off), ybf ? NULL : y + off,
+			                dy_nhwc == SD_DX_NHWC_BF16
+			                        ? (const float *)((const uint16_t *)dy + hoff)
+			                        : dy + (dy_nhwc ? hoff : off),
+			                ybf ? NULL : y + off,
 			                x + (x_nhwc ? hoff : off), (size_t)np * blk, mu, is, a, b, d, relu,
 			                dxbf ? dxbf + hoff : NULL, (size_t)c, ybf ? ybf + hoff : NULL,
 			                x_nhwc, dy_nhwc);

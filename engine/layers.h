@@ -301,9 +301,17 @@ struct sd_conv2d_keep {
 	                         * float32 NHWC, (n, h, w, c), where the bf16
 	                         * backward-data kernels write that, instead of
 	                         * reordering it to layout xblk */
-	int dx_nhwc;            /* set by the backward: it did (else dx is in
-	                         * layout xblk) */
+	int dx_bf16_ok;         /* set by the caller, with dx_nhwc_ok: dx is
+	                         * all of x's gradient and its one reader
+	                         * reads bf16, so dx may be written bf16 NHWC
+	                         * instead, in dx's first n*c*h*w*2 bytes */
+	int dx_nhwc;            /* set by the backward: SD_DX_NHWC_F32 or
+	                         * SD_DX_NHWC_BF16 where it did so, else 0
+	                         * (dx is in layout xblk) */
 };
+/* sd_conv2d_keep's dx_nhwc, and the dy_nhwc of the batch-norm backward. */
+#define SD_DX_NHWC_F32 1
+#define SD_DX_NHWC_BF16 2
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
 /* Where x's producer may write the bf16 copy the next forward of (s, bias,
  * xblk, yblk) in the current precision would convert x into: keep's buffer
@@ -393,7 +401,9 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
  * convolution read as 0).  x_nhwc: x in NHWC, as the forward's.  dy_nhwc
  * (blk 16 only): dy is float32 (n, hw, c), NHWC, as oneDNN's AMX
  * backward-data kernels write it (sd_conv2d_keep's dx_nhwc); the same
- * arithmetic in the same order, so the same bits as dy in layout blk.  dx
+ * arithmetic in the same order, so the same bits as dy in layout blk.
+ * dy_nhwc SD_DX_NHWC_BF16: dy is bf16 (n, hw, c) at dy's first bytes
+ * instead (sd_conv2d_keep's dx_bf16_ok), widened exactly as read.  dx
  * and dr are written in layout blk whatever x's and dy's layouts. */
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,

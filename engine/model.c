@@ -1051,8 +1051,8 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	const int x_nhwc = conv && conv->op == OP_CONV && conv->out == bn->in &&
 	                   conv->conv_keep.y_nhwc;
 	/* dy as the next convolution's backward left it (see backward_node). */
-	const int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out &&
-	                    next->conv_keep.dx_nhwc;
+	const int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out
+		? next->conv_keep.dx_nhwc : 0;
 	if (dy_nhwc)
 		m->nodes[i + 1].conv_keep.dx_nhwc = 0;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
@@ -1165,6 +1165,10 @@ static void backward_conv(struct sd_model *m, int i, int nb)
 	                     m->nodes[grp->fused_from - 1].op == OP_BN;
 	n->conv_keep.dx_nhwc_ok = need_dx && blk == 16 && in->blk == 16 &&
 	                          (in->grad_set || bn_reads);
+	/* ... and in bf16 where it is all of in's gradient (no second
+	 * contribution to add), as autocast keeps it: the batch-norm
+	 * backward widens it as it reads it. */
+	n->conv_keep.dx_bf16_ok = n->conv_keep.dx_nhwc_ok && bn_reads && !in->grad_set;
 	if (blk > 1)
 		sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
 		                                p + n->w_off, &s, in->blk, out->blk, m->ws,
@@ -1172,7 +1176,7 @@ static void backward_conv(struct sd_model *m, int i, int nb)
 	else
 		sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 		                   m->ws);
-	if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc) {
+	if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc == SD_DX_NHWC_F32) {
 		sd_accumulate_nhwc(in->grad, m->scratch, nb, in->c, in->h * in->w);
 		n->conv_keep.dx_nhwc = 0;
 	} else if (need_dx) {

@@ -545,6 +545,67 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 	free(x), free(xn), free(r), free(gamma), free(beta), free(dy), free(dyn);
 }
 
+/* The batch-norm backward reading dy in bf16 NHWC (dy_nhwc
+ * SD_DX_NHWC_BF16, as the bf16 backward-data writes it where it is all of
+ * dy): every output the same bits as dy rounded to bf16 and given in
+ * float32 nChw16c (widening is exact; the same arithmetic after it), with
+ * and without the residual, the bf16 mask and the bf16 dx, x in either
+ * layout. */
+static void check_bn_dy_bf16(int n, int c, int hw, int residual)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 51, 5.0f), *r = fill(nx, 52, 2.0f);
+	float *gamma = fill(c, 53, 1.0f), *beta = fill(c, 54, 1.0f), *dy = fill(nx, 55, 3.0f);
+	for (size_t e = 0; e < nx; e++)
+		dy[e] = to_bf16(dy[e]);
+	float *xn = to_nhwc(x, n, c, hw), *dyn = to_nhwc(dy, n, c, hw);
+	uint16_t *dyh = calloc(nx, sizeof(uint16_t));
+	for (size_t e = 0; e < nx; e++) {
+		uint32_t u;
+		memcpy(&u, &dyn[e], sizeof u);
+		dyh[e] = (uint16_t)(u >> 16);
+	}
+	int same = 1;
+	for (int mode = 0; mode < 8; mode++) {
+		/* bit 0: the bf16 mask; bit 1: dx in bf16; bit 2: x NHWC.
+		 * Variant k 0: dy float32 nChw16c, 1: dy bf16 NHWC. */
+		float *out[2][9];
+		uint16_t *h[2][2];
+		const int xk = mode >> 2 & 1;
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 9; o++)
+				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
+			h[k][0] = calloc(nx, sizeof(uint16_t));
+			h[k][1] = calloc(nx, sizeof(uint16_t));
+			float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
+			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
+			float *dg = out[k][8], *db = out[k][3];
+			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
+			                                    xk ? xn : x, xk, residual ? r : NULL, gamma,
+			                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
+			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
+			                               residual ? dr : NULL, dg, db,
+			                               k ? (const float *)dyh : dy, y,
+			                               mode & 1 ? h[k][0] : NULL, xk ? xn : x, xk,
+			                               k ? SD_DX_NHWC_BF16 : 0, mean, is, gamma, n, c, hw,
+			                               blk, 1);
+		}
+		for (int o = 0; o < 9; o++)
+			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
+		same &= !memcmp(h[0][0], h[1][0], nx * 2) && !memcmp(h[0][1], h[1][1], nx * 2);
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 9; o++)
+				free(out[k][o]);
+			free(h[k][0]), free(h[k][1]);
+		}
+	}
+	check_report(same, "batch-norm%s, n %d c %d hw %d, dy in bf16 NHWC: every output of the "
+	             "backward the same bits as dy rounded to bf16 in float32 nChw16c",
+	             residual ? " + add" : "", n, c, hw);
+	free(x), free(xn), free(r), free(gamma), free(beta), free(dy), free(dyn), free(dyh);
+}
+
 /* sd_accumulate_nhwc (a further gradient contribution left by the bf16
  * backward-data in float32 NHWC): the same bits as converting it to nChw16c
  * and adding with sd_accumulate, element by element. */
@@ -638,6 +699,9 @@ int main(int argc, char **argv)
 	check_bn_x_nhwc(3, 48, 40, 1);
 	check_bn_x_nhwc(2, 32, 130, 0);
 	check_bn_x_nhwc(2, 16, 100, 1);
+	check_bn_dy_bf16(3, 48, 40, 1);
+	check_bn_dy_bf16(2, 32, 130, 0);
+	check_bn_dy_bf16(2, 16, 100, 1);
 	check_accumulate_nhwc(3, 64, 37);
 	check_accumulate_nhwc(2, 16, 100);
 	check_training("resnet20");
