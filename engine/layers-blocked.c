@@ -159,6 +159,11 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
  * dyh is not NULL (a backward-data convolution's bf16 dx), else dy's. */
 #define SD_LD_DY(dy, dyh, i, ds) \
 	((dyh) ? SD_LD_BF16(SD_XV(dyh, i, ds)) : SD_LD(SD_XV(dy, i, ds)))
+/* The ReLU mask's keep value of float i recomputed from x (relu 2): the
+ * forward's (x - mean) scale + shift (sd_bn_apply_v), with mk holding the
+ * 16 lanes of scale then of shift: positive exactly where y was. */
+#define SD_XMASK(x, i, xs, mv, mk) \
+	((SD_LD(SD_XV(x, i, xs)) - (mv)) * SD_LD(mk) + SD_LD((mk) + SD_VL))
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
 
@@ -340,14 +345,18 @@ static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
                   const uint16_t *restrict dyh, const float *restrict y,
                   const float *restrict x, size_t count, const float *restrict mean, int relu,
-                  const uint16_t *restrict yh, size_t ystride, size_t xs, size_t ds)
+                  const uint16_t *restrict yh, size_t ystride, size_t xs, size_t ds,
+                  const float *restrict mk)
 {
 	const sd_vf mv = SD_LD(mean);
 	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
 		sd_vf g0 = SD_LD_DY(dy, dyh, i, ds), g1 = SD_LD_DY(dy, dyh, i + SD_VL, ds);
-		if (relu && yh) {
+		if (relu == 2) {
+			g0 = SD_MASK_POS(g0, SD_XMASK(x, i, xs, mv, mk));
+			g1 = SD_MASK_POS(g1, SD_XMASK(x, i + SD_VL, xs, mv, mk));
+		} else if (relu && yh) {
 			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
 			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
 		} else if (relu) {
@@ -361,7 +370,9 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
-		if (relu && yh)
+		if (relu == 2)
+			g = SD_MASK_POS(g, SD_XMASK(x, i, xs, mv, mk));
+		else if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
 		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
@@ -371,7 +382,8 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 	SD_ST(s, s0 + s1);
 	SD_ST(q, q0 + q1);
 	for (int j = 0; i < count; i++, j++) {
-		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+		float g = relu == 2 ? ((x[i] - mean[j]) * mk[j] + mk[SD_VL + j] > 0.0f ? dy[i] : 0.0f)
+		          : relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 		s[j] += g;
 		q[j] += g * (x[i] - mean[j]);
 	}
@@ -384,7 +396,7 @@ SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
                            const uint16_t *ybf, const float *x, const float *mean_lanes,
                            int relu, int i0, int i1, int cb, int ncb, int hw, int blk,
-                           int x_nhwc, int dy_nhwc)
+                           int x_nhwc, int dy_nhwc, const float *mk)
 {
 	const size_t cnt = (size_t)hw * blk;
 	float sl[SD_VL], ql[SD_VL];
@@ -403,19 +415,23 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		/* x or dy NHWC: their strides at run time; else constant. */
 		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc);
 #define SD_SUMS(y_, relu_, yh_, xs_, ds_) \
-	sd_plane_bwd_sums(sl, ql, dyp, NULL, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_, ds_)
+	sd_plane_bwd_sums(sl, ql, dyp, NULL, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_, ds_, mk)
 #define SD_SUMS_H(y_, relu_, yh_) \
-	sd_plane_bwd_sums(sl, ql, NULL, dyh, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs, ds)
+	sd_plane_bwd_sums(sl, ql, NULL, dyh, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs, ds, mk)
+		/* relu 2: the mask from x (mk). */
 		if (dyh)
-			relu && ybf ? SD_SUMS_H(NULL, 1, ybf + ybc)
+			relu == 2   ? SD_SUMS_H(NULL, 2, NULL)
+			: relu && ybf ? SD_SUMS_H(NULL, 1, ybf + ybc)
 			: relu      ? SD_SUMS_H(y + off, 1, NULL)
 			            : SD_SUMS_H(y + off, 0, NULL);
 		else if (x_nhwc || dy_nhwc)
-			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, xs, ds)
+			relu == 2   ? SD_SUMS(NULL, 2, NULL, xs, ds)
+			: relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, xs, ds)
 			: relu      ? SD_SUMS(y + off, 1, NULL, xs, ds)
 			            : SD_SUMS(y + off, 0, NULL, xs, ds);
 		else
-			relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL, SD_VL)
+			relu == 2   ? SD_SUMS(NULL, 2, NULL, SD_VL, SD_VL)
+			: relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL, SD_VL)
 			: relu      ? SD_SUMS(y + off, 1, NULL, SD_VL, SD_VL)
 			            : SD_SUMS(y + off, 0, NULL, SD_VL, SD_VL);
 #undef SD_SUMS_H
@@ -497,18 +513,21 @@ static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
 static inline __attribute__((always_inline)) void
 sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
-                  const uint16_t *restrict dyh, const float *restrict y, const float *restrict x, size_t count,
-                  const float *restrict mean, const float *restrict is, const float *restrict k1,
+                  const uint16_t *restrict dyh, const float *restrict y,
+                  const float *restrict x, size_t count, const float *restrict mean,
+                  const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
                   uint16_t *restrict dxh, size_t hstride, const uint16_t *restrict yh,
-                  size_t xs, size_t ds)
+                  size_t xs, size_t ds, const float *restrict mk)
 {
 	const sd_vf mu = SD_LD(mean), iv = SD_LD(is), a = SD_LD(k1), b = SD_LD(mdy);
 	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
-		if (relu && yh)
+		if (relu == 2)
+			g = SD_MASK_POS(g, SD_XMASK(x, i, xs, mu, mk));
+		else if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
 		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
@@ -521,7 +540,8 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 			SD_ST(dr + i, g);
 	}
 	for (int j = 0; i < count; i++, j++) {
-		float g = relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
+		float g = relu == 2 ? ((x[i] - mean[j]) * mk[j] + mk[SD_VL + j] > 0.0f ? dy[i] : 0.0f)
+		          : relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 		float xh = (x[i] - mean[j]) * is[j];
 		if (dx)
 			dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
@@ -540,7 +560,7 @@ static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *
                             const float *x, size_t count, const float *mean, const float *is,
                             const float *k1, const float *mdy, const float *mdyx, int relu,
                             uint16_t *dxh, size_t hstride, const uint16_t *yh, int xnhwc,
-                            int dynhwc)
+                            int dynhwc, const float *mk)
 {
 	/* Specialised per (dx in bf16, residual, mask, x's and dy's layouts:
 	 * both blocked, or strides at run time): no test in the loop. */
@@ -549,15 +569,16 @@ static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *
 #define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
 	(dyh \
 	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, xs, ds) \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
 	 : xnhwc || dynhwc \
 	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, xs, ds) \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
 	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, SD_VL, SD_VL))
+	                     dxh_, hstride, yh_, SD_VL, SD_VL, mk))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
-	(relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
-	            : SD_BWD(dx_, dxh_, dr_, 0, NULL))
+	(relu == 2 ? SD_BWD(dx_, dxh_, dr_, 2, NULL) \
+	 : relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
+	              : SD_BWD(dx_, dxh_, dr_, 0, NULL))
 	if (dxh) {
 		if (dr)
 			SD_BWD_MASKS(NULL, dxh, dr);
@@ -699,22 +720,35 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
-	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, x, 0, 0, mean,
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, NULL, x, 0, 0, mean,
 	                               invstd, gamma, n, c, hw, blk, relu);
 }
 
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
-                                    const uint16_t *ybf, const float *x, int x_nhwc,
-                                    int dy_nhwc, const float *mean, const float *invstd,
-                                    const float *gamma, int n, int c, int hw, int blk, int relu)
+                                    const uint16_t *ybf, const float *mask_beta,
+                                    const float *x, int x_nhwc, int dy_nhwc, const float *mean,
+                                    const float *invstd, const float *gamma, int n, int c,
+                                    int hw, int blk, int relu)
 {
 	if (blk != 16) {
 		dxbf = NULL;
 		ybf = NULL;
+		mask_beta = NULL;
 	}
-	if (!relu)
+	if (!relu) {
 		ybf = NULL;
+		mask_beta = NULL;
+	}
+	/* The mask from x (relu 2 below): each block's forward scale (the
+	 * same float product) and shift. */
+	float mscale[SD_BN_CHANNELS_MAX];
+	if (mask_beta) {
+		ybf = NULL;
+		relu = 2;
+		for (int ch = 0; ch < c; ch++)
+			mscale[ch] = invstd[ch] * gamma[ch];
+	}
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -723,10 +757,15 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 	SD_TASKS_BACKWARDS(t, tasks) {
 		const int cb = t / groups, g = t % groups;
 		double *s = part + (size_t)t * 2 * blk;
-		float mu[SD_VL];
+		float mu[SD_VL], mk[2 * SD_VL];
 		sd_lanes(mu, mean, cb, blk);
-		sd_bn_bwd_sums(s, s + blk, dy, y, ybf, x, mu, relu, sd_block_of(n, groups, g),
-		               sd_block_of(n, groups, g + 1), cb, ncb, hw, blk, x_nhwc, dy_nhwc);
+		if (mask_beta) {
+			sd_lanes(mk, mscale, cb, blk);
+			sd_lanes(mk + SD_VL, mask_beta, cb, blk);
+		}
+		sd_bn_bwd_sums(s, s + blk, dy, mask_beta ? NULL : y, ybf, x, mu, relu,
+		               sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb, ncb, hw,
+		               blk, x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
 	}
 	/* With xhat = (x - mean) invstd and dz the masked dy:
 	 *   dx = gamma invstd (dz - mean(dz) - xhat mean(dz xhat)),
@@ -759,8 +798,12 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		const int np = hw - p0 < run ? hw - p0 : run;
 		for (int k = 0; k < inner; k++) {
 			const int cb = inner == 1 ? t / runs % outer : k;
-			float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL];
+			float mu[SD_VL], is[SD_VL], a[SD_VL], b[SD_VL], d[SD_VL], mk[2 * SD_VL];
 			sd_lanes(mu, mean, cb, blk);
+			if (mask_beta) {
+				sd_lanes(mk, mscale, cb, blk);
+				sd_lanes(mk + SD_VL, mask_beta, cb, blk);
+			}
 			sd_lanes(is, invstd, cb, blk);
 			sd_lanes(a, k1, cb, blk);
 			sd_lanes(b, mdy, cb, blk);
@@ -772,10 +815,10 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			                dy_nhwc == SD_DX_NHWC_BF16
 			                        ? (const float *)((const uint16_t *)dy + hoff)
 			                        : dy + (dy_nhwc ? hoff : off),
-			                ybf ? NULL : y + off,
+			                ybf || mask_beta ? NULL : y + off,
 			                x + (x_nhwc ? hoff : off), (size_t)np * blk, mu, is, a, b, d, relu,
 			                dxbf ? dxbf + hoff : NULL, (size_t)c, ybf ? ybf + hoff : NULL,
-			                x_nhwc, dy_nhwc);
+			                x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
 		}
 	}
 }

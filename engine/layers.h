@@ -403,13 +403,19 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
  * backward-data kernels write it (sd_conv2d_keep's dx_nhwc); the same
  * arithmetic in the same order, so the same bits as dy in layout blk.
  * dy_nhwc SD_DX_NHWC_BF16: dy is bf16 (n, hw, c) at dy's first bytes
- * instead (sd_conv2d_keep's dx_bf16_ok), widened exactly as read.  dx
+ * instead (sd_conv2d_keep's dx_bf16_ok), widened exactly as read.
+ * mask_beta (c floats, relu, blk 16, no residual r in the forward; else
+ * NULL): the ReLU mask recomputed from x as the forward's (x - mean)
+ * (invstd gamma) + beta > 0, the same float operations, so the same mask
+ * as float32 y > 0 (not the bf16 copy's, which is 0 on a positive
+ * denormal); y and ybf are then not read.  dx
  * and dr are written in layout blk whatever x's and dy's layouts. */
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
-                                    const uint16_t *ybf, const float *x, int x_nhwc,
-                                    int dy_nhwc, const float *mean, const float *invstd,
-                                    const float *gamma, int n, int c, int hw, int blk, int relu);
+                                    const uint16_t *ybf, const float *mask_beta,
+                                    const float *x, int x_nhwc, int dy_nhwc, const float *mean,
+                                    const float *invstd, const float *gamma, int n, int c,
+                                    int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

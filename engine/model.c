@@ -1055,10 +1055,13 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		? next->conv_keep.dx_nhwc : 0;
 	if (dy_nhwc)
 		m->nodes[i + 1].conv_keep.dx_nhwc = 0;
+	/* Without a residual, the mask recomputed from x instead (no read of
+	 * y or its copy; the forward's arithmetic, the same mask). */
+	const float *mask_beta = !b ? p + bn->b_off : NULL;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, ybf, x->val, x_nhwc, dy_nhwc, bn->bn_mean,
-	                               bn->bn_invstd, p + bn->w_off, nb, x->c, x->h * x->w, m->blk,
-	                               1);
+	                               y->grad, y->val, ybf, mask_beta, x->val, x_nhwc, dy_nhwc,
+	                               bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
+	                               x->h * x->w, m->blk, 1);
 	if (dxbf)
 		conv->conv_keep_dy.filled = 1;
 	grad_commit(m, x, act_floats(x) * nb);

@@ -384,7 +384,7 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, 0, 0, mean, invstd,
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, NULL, x, 0, 0, mean, invstd,
 	                               gamma, n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
@@ -443,9 +443,9 @@ static void check_bn_bf16_mask(int n, int c, int hw)
 	float *db2 = fill(c, 0, 0), *dr3 = fill(nx, 0, 0), *dg3 = fill(c, 0, 0);
 	float *db3 = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, 0, 0, mean,
+	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, NULL, x, 0, 0, mean,
 	                               invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, 0, 0, mean,
+	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, NULL, x, 0, 0, mean,
 	                               invstd, gamma, n, c, hw, blk, 1);
 	size_t bad = 0, masked = 0;
 	for (int i = 0; i < n; i++)
@@ -516,7 +516,7 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 			                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, dg, db, dk ? dyn : dy, y,
-			                               mode & 1 ? h[k][0] : NULL, xk ? xn : x, xk, dk,
+			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, xk, dk,
 			                               mean, is, gamma, n, c, hw, blk, 1);
 		}
 		for (int k = 1; k < 4; k++) {
@@ -587,7 +587,7 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, dg, db,
 			                               k ? (const float *)dyh : dy, y,
-			                               mode & 1 ? h[k][0] : NULL, xk ? xn : x, xk,
+			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, xk,
 			                               k ? SD_DX_NHWC_BF16 : 0, mean, is, gamma, n, c, hw,
 			                               blk, 1);
 		}
@@ -604,6 +604,66 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 	             "backward the same bits as dy rounded to bf16 in float32 nChw16c",
 	             residual ? " + add" : "", n, c, hw);
 	free(x), free(xn), free(r), free(gamma), free(beta), free(dy), free(dyn), free(dyh);
+}
+
+/* The batch-norm + ReLU backward recomputing its mask from x (mask_beta:
+ * (x - mean) invstd gamma + beta > 0, the forward's arithmetic) instead of
+ * reading float32 y: every output the same bits, dx in float32 and in
+ * bf16, x and dy (float32, bf16) in either layout. */
+static void check_bn_mask_from_x(int n, int c, int hw)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 61, 5.0f), *gamma = fill(c, 63, 1.0f), *beta = fill(c, 64, 1.0f);
+	float *dy = fill(nx, 65, 3.0f);
+	for (size_t e = 0; e < nx; e++)
+		dy[e] = to_bf16(dy[e]);
+	float *xn = to_nhwc(x, n, c, hw), *dyn = to_nhwc(dy, n, c, hw);
+	uint16_t *dyh = calloc(nx, sizeof(uint16_t));
+	for (size_t e = 0; e < nx; e++) {
+		uint32_t u;
+		memcpy(&u, &dyn[e], sizeof u);
+		dyh[e] = (uint16_t)(u >> 16);
+	}
+	int same = 1;
+	size_t kept = 0;
+	for (int mode = 0; mode < 8; mode++) {
+		/* bit 0: dx in bf16; bit 1: x NHWC; bit 2: dy bf16 NHWC.
+		 * Variant k 0: the mask from float32 y, 1: from x. */
+		const int xk = mode >> 1 & 1, dk = mode >> 2 & 1;
+		float *out[2][8];
+		uint16_t *h[2];
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 8; o++)
+				out[k][o] = fill(o < 2 ? nx : (size_t)c, 0, 0);
+			h[k] = calloc(nx, sizeof(uint16_t));
+			float *y = out[k][0], *dx = out[k][1], *mean = out[k][2], *is = out[k][3];
+			float *rm = out[k][4], *rv = out[k][5], *dg = out[k][6], *db = out[k][7];
+			sd_batchnorm_act_forward_train_bf16(y, NULL, mean, is, rm, rv, xk ? xn : x, xk,
+			                                    NULL, gamma, beta, n, c, hw, blk, 1, 0.1f,
+			                                    1e-5f);
+			for (size_t e = 0; k == 0 && mode == 0 && e < nx; e++)
+				kept += y[e] > 0.0f;
+			sd_batchnorm_act_backward_bf16(mode & 1 ? NULL : dx, mode & 1 ? h[k] : NULL, NULL,
+			                               dg, db, dk ? (const float *)dyh : dy,
+			                               k ? NULL : y, NULL, k ? beta : NULL,
+			                               xk ? xn : x, xk, dk ? SD_DX_NHWC_BF16 : 0, mean,
+			                               is, gamma, n, c, hw, blk, 1);
+		}
+		for (int o = 1; o < 8; o++)
+			same &= !memcmp(out[0][o], out[1][o], (o < 2 ? nx : (size_t)c) * sizeof(float));
+		same &= !memcmp(h[0], h[1], nx * 2);
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 8; o++)
+				free(out[k][o]);
+			free(h[k]);
+		}
+	}
+	check_report(same && kept > nx / 4 && kept < nx * 3 / 4,
+	             "batch-norm + ReLU, n %d c %d hw %d, mask recomputed from x: every output of "
+	             "the backward the same bits as the mask from float32 y (%zu of %zu kept)", n,
+	             c, hw, kept, nx);
+	free(x), free(xn), free(gamma), free(beta), free(dy), free(dyn), free(dyh);
 }
 
 /* sd_accumulate_nhwc (a further gradient contribution left by the bf16
@@ -702,6 +762,8 @@ int main(int argc, char **argv)
 	check_bn_dy_bf16(3, 48, 40, 1);
 	check_bn_dy_bf16(2, 32, 130, 0);
 	check_bn_dy_bf16(2, 16, 100, 1);
+	check_bn_mask_from_x(3, 48, 40);
+	check_bn_mask_from_x(2, 16, 100);
 	check_accumulate_nhwc(3, 64, 37);
 	check_accumulate_nhwc(2, 16, 100);
 	check_training("resnet20");
