@@ -363,8 +363,8 @@ static void check_bn_bf16_copy(void)
 	float *gamma = fill(c, 7, 1.0f), *beta = fill(c, 8, 1.0f);
 	float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *rm = fill(c, 0, 0), *rv = fill(c, 0, 0);
 	uint16_t *yh = calloc(nx, sizeof *yh);
-	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, 0, r, gamma, beta, n, c,
-	                                    hw, blk, 1, 0.1f, 1e-5f);
+	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, NULL, 0, r, gamma, beta,
+	                                    n, c, hw, blk, 1, 0.1f, 1e-5f);
 	size_t bad = 0, zeros = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -384,7 +384,7 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, 0, 0, mean, invstd,
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, x, NULL, 0, 0, mean, invstd,
 	                               gamma, n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
@@ -443,9 +443,9 @@ static void check_bn_bf16_mask(int n, int c, int hw)
 	float *db2 = fill(c, 0, 0), *dr3 = fill(nx, 0, 0), *dg3 = fill(c, 0, 0);
 	float *db3 = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, 0, 0, mean,
+	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, x, NULL, 0, 0, mean,
 	                               invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, 0, 0, mean,
+	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, x, NULL, 0, 0, mean,
 	                               invstd, gamma, n, c, hw, blk, 1);
 	size_t bad = 0, masked = 0;
 	for (int i = 0; i < n; i++)
@@ -512,11 +512,11 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			float *dg = out[k][8], *db = out[k][3];
 			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
-			                                    xk ? xn : x, xk, residual ? r : NULL, gamma,
+			                                    xk ? xn : x, NULL, xk, residual ? r : NULL, gamma,
 			                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, dg, db, dk ? dyn : dy, y,
-			                               mode & 1 ? h[k][0] : NULL, xk ? xn : x, xk, dk,
+			                               mode & 1 ? h[k][0] : NULL, xk ? xn : x, NULL, xk, dk,
 			                               mean, is, gamma, n, c, hw, blk, 1);
 		}
 		for (int k = 1; k < 4; k++) {
