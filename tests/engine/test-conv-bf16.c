@@ -643,8 +643,9 @@ static void check_conv_y_bf16(int n, int c, int hw, int k)
 	             k1.y_nhwc ? "float32 NHWC" : "nChw16c", bad1, ny);
 	check_report(bad2 == 0 && (k2.y_bf16 ? k2.y_nhwc : 1),
 	             "conv n%d c%d %dx%d k%d bf16, y_bf16_ok: y %s, %zu of %zu differ from the "
-	             "float32 forward's rounded to bf16", n, c, hw, hw, k,
-	             k2.y_bf16 ? "bf16 NHWC" : "float32 (no bf16 output offered)", bad2, ny);
+	             "float32 forward's%s", n, c, hw, hw, k,
+	             k2.y_bf16 ? "bf16 NHWC" : "float32 (no bf16 output offered)", bad2, ny,
+	             k2.y_bf16 ? " rounded to bf16" : "");
 	if (!strcmp(sd_conv2d_bf16_isa(), "AMX"))
 		check_report(k2.y_bf16, "conv n%d c%d %dx%d k%d: the AMX kernels write y in bf16 NHWC",
 		             n, c, hw, hw, k);
