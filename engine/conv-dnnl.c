@@ -254,8 +254,8 @@ static void sd_plan_free(struct sd_dnnl_plan *p)
 {
 	if (!p)
 		return;
-	dnnl_primitive_t all[] = { p->fwd.prim, p->fwd_ybf.prim, p->bwd_d.prim, p->bwd_w.prim, p->f_src.reorder,
-		                   p->f_w.reorder, p->f_dst.reorder, p->d_dsrc.reorder,
+	dnnl_primitive_t all[] = { p->fwd.prim, p->fwd_ybf.prim, p->bwd_d.prim, p->bwd_w.prim,
+		                   p->f_src.reorder, p->f_w.reorder, p->f_dst.reorder, p->d_dsrc.reorder,
 		                   p->d_w.reorder, p->d_ddst.reorder, p->w_src.reorder,
 		                   p->w_dw.reorder, p->w_ddst.reorder, p->bwd_ws.prim,
 		                   p->ws_x.reorder, p->ws_dy.reorder, p->ws_dw.reorder };
