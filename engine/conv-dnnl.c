@@ -84,6 +84,11 @@ struct sd_dnnl_plan {
 	struct sd_dnnl_pass bwd_d16;
 	dnnl_memory_desc_t d_dsrc16;   /* its dx: bf16 NHWC */
 	struct sd_dnnl_arg f_src, f_w, f_dst;       /* forward */
+	/* The same forward writing y in bf16 NHWC (ybf_md), from the same
+	 * converted x and w (sd_plan_fwd_ybf); fwd_ybf.jit 0 when the kernels
+	 * offer no such output.  Its scratchpad shares fwd's place. */
+	struct sd_dnnl_pass fwd_ybf;
+	dnnl_memory_desc_t ybf_md;
 	struct sd_dnnl_arg d_dsrc, d_w, d_ddst;     /* backward-data */
 	struct sd_dnnl_arg w_src, w_dw, w_ddst;     /* backward-weights */
 	int ddst_shared;            /* both backward passes read dy in one layout */
@@ -253,9 +258,9 @@ static void sd_plan_free(struct sd_dnnl_plan *p)
 {
 	if (!p)
 		return;
-	dnnl_primitive_t all[] = { p->fwd.prim, p->bwd_d.prim, p->bwd_w.prim, p->bwd_d16.prim,
-		                   p->f_src.reorder,
-		                   p->f_w.reorder, p->f_dst.reorder, p->d_dsrc.reorder,
+	dnnl_primitive_t all[] = { p->fwd.prim, p->fwd_ybf.prim, p->bwd_d.prim, p->bwd_w.prim,
+		                   p->bwd_d16.prim, p->f_src.reorder, p->f_w.reorder, p->f_dst.reorder,
+		                   p->d_dsrc.reorder,
 		                   p->d_w.reorder, p->d_ddst.reorder, p->w_src.reorder,
 		                   p->w_dw.reorder, p->w_ddst.reorder, p->bwd_ws.prim,
 		                   p->ws_x.reorder, p->ws_dy.reorder, p->ws_dw.reorder };
@@ -430,6 +435,50 @@ static void sd_plan_wswap(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p)
 	dnnl_primitive_desc_iterator_destroy(it);
 }
 
+static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t);
+
+/* The bf16 forward of plan p writing y in bf16 NHWC (p->fwd_ybf), where
+ * its float32 forward writes NHWC (oneDNN's AMX kernels): the same
+ * convolution from the same converted x and w (their descriptors are
+ * given, not picked again), only the output rounded to bf16 by the
+ * kernel, half the bytes of y to write and for its reader (a batch-norm,
+ * sd_batchnorm_act_forward_train_bf16's xbf) to read.  Not built where
+ * the float32 output is in a blocked layout (the AVX512-BF16 kernels):
+ * their reader takes float32 there. */
+static void sd_plan_fwd_ybf(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *bmd,
+                            const dnnl_dim_t *strides, const dnnl_dim_t *pad)
+{
+	p->fwd_ybf.jit = 0;
+	if (!p->key.bf16 || !sd_is_nhwc(&p->f_dst.md, dnnl_f32))
+		return;
+	const struct sd_conv2d_shape *s = &p->s;
+	dnnl_dims_t dst_d = { s->n, s->k, s->oh, s->ow };
+	dnnl_memory_desc_init_by_tag(&p->ybf_md, 4, dst_d, dnnl_bf16, dnnl_nhwc);
+	dnnl_convolution_desc_t fd;
+	dnnl_primitive_desc_t fpd = NULL;
+	dnnl_primitive_attr_t attr = sd_attr();
+	if (attr &&
+	    dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+	                                       &p->f_src.md, &p->f_w.md, bmd, &p->ybf_md, strides,
+	                                       pad, pad) == dnnl_success &&
+	    dnnl_primitive_desc_create(&fpd, &fd, attr, sd_dnnl_engine, NULL) == dnnl_success) {
+		sd_pass_init(&p->fwd_ybf, fpd, 1);
+		const dnnl_memory_desc_t *src = dnnl_primitive_desc_query_md(fpd, dnnl_query_src_md, 0);
+		const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0);
+		const dnnl_memory_desc_t *dst = dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 0);
+		if (p->fwd_ybf.jit && !(src && dnnl_memory_desc_equal(src, &p->f_src.md) && w &&
+		                        dnnl_memory_desc_equal(w, &p->f_w.md) && dst &&
+		                        sd_is_nhwc(dst, dnnl_bf16))) {
+			dnnl_primitive_destroy(p->fwd_ybf.prim);
+			p->fwd_ybf.prim = NULL;
+			p->fwd_ybf.jit = 0;
+		}
+		dnnl_primitive_desc_destroy(fpd);
+	}
+	if (attr)
+		dnnl_primitive_attr_destroy(attr);
+}
+
 /* Lays out the workspace of plan p's forward and backward calls (offsets
  * in floats; w_p: our weights' plain layout) from its passes' arguments. */
 static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p)
@@ -442,7 +491,9 @@ static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p
 	p->f_src.off = p->f_src.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_src.md));
 	p->f_w.off = p->f_w.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_w.md));
 	p->f_dst.off = p->f_dst.is_plain ? 0 : sd_take(&top, sd_floats_of(&p->f_dst.md));
-	p->fwd.scratch_off = sd_take(&top, sd_floats_of(&p->fwd.scratch_md));
+	p->fwd.scratch_off = sd_take(&top, sd_max(sd_floats_of(&p->fwd.scratch_md),
+	                                          sd_floats_of(&p->fwd_ybf.scratch_md)));
+	p->fwd_ybf.scratch_off = p->fwd.scratch_off;
 	rs = sd_max(sd_max(p->f_src.scratch, p->f_w.scratch), p->f_dst.scratch);
 	p->f_rs_off = sd_take(&top, rs);
 	p->fwd_floats = top + SD_DNNL_ALIGN;
@@ -607,6 +658,7 @@ static void sd_plan_build(struct sd_dnnl_plan *p)
 	p->ddst_shared = p->bwd_d.jit && dnnl_memory_desc_equal(&p->d_ddst.md, &p->w_ddst.md);
 	sd_plan_dx_bf16(p, &bd, fpd, attr);
 	sd_plan_wswap(p, &w_p);
+	sd_plan_fwd_ybf(p, bmd, strides, pad);
 
 	sd_plan_layout(p, &w_p);
 	p->ok = 1;
@@ -846,8 +898,6 @@ unsigned long sd_conv2d_dnnl_failures(void)
 	return __atomic_load_n(&sd_dnnl_failed_calls, __ATOMIC_RELAXED);
 }
 
-static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t);
-
 /* 1 when md is a bf16 (n, c, h, w) tensor laid out NHWC. */
 static int sd_is_nhwc_bf16(const dnnl_memory_desc_t *md)
 {
@@ -920,25 +970,30 @@ static int sd_run_forward(struct sd_dnnl_plan *p, float *y, const float *x, cons
 	}
 	void *wb = sd_in(&c, &p->f_w, w, base, rs);
 	/* y left in the kernels' float32 NHWC where the caller reads that
-	 * (keep->y_nhwc_ok: a batch-norm taking x in NHWC), not reordered. */
-	const int y_nhwc = keep && keep->y_nhwc_ok && p->key.bf16 && !p->f_dst.is_plain &&
-	                   sd_is_nhwc(&p->f_dst.md, dnnl_f32);
+	 * (keep->y_nhwc_ok: a batch-norm taking x in NHWC), not reordered;
+	 * written in bf16 NHWC instead where the caller reads that too
+	 * (keep->y_bf16_ok) and the kernels offer it (fwd_ybf). */
+	const int y_bf16 = keep && keep->y_nhwc_ok && keep->y_bf16_ok && p->fwd_ybf.jit;
+	const int y_nhwc = y_bf16 || (keep && keep->y_nhwc_ok && p->key.bf16 &&
+	                              !p->f_dst.is_plain && sd_is_nhwc(&p->f_dst.md, dnnl_f32));
+	const struct sd_dnnl_pass *fp = y_bf16 ? &p->fwd_ybf : &p->fwd;
 	void *yd = p->f_dst.is_plain || y_nhwc ? (void *)y : base + p->f_dst.off;
 	dnnl_exec_arg_t args[5] = {
 		{ DNNL_ARG_SRC, sd_dnnl_mem(&c, &p->f_src.md, xs) },
 		{ DNNL_ARG_WEIGHTS, sd_dnnl_mem(&c, &p->f_w.md, wb) },
-		{ DNNL_ARG_DST, sd_dnnl_mem(&c, &p->f_dst.md, yd) },
-		{ DNNL_ARG_SCRATCHPAD, sd_dnnl_mem(&c, &p->fwd.scratch_md, base + p->fwd.scratch_off) },
+		{ DNNL_ARG_DST, sd_dnnl_mem(&c, y_bf16 ? &p->ybf_md : &p->f_dst.md, yd) },
+		{ DNNL_ARG_SCRATCHPAD, sd_dnnl_mem(&c, &fp->scratch_md, base + fp->scratch_off) },
 	};
 	int n = 4;
 	if (b)
 		args[n++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, sd_dnnl_mem(&c, &p->bias_md, b) };
-	sd_dnnl_exec(&c, p->fwd.prim, n, args);
+	sd_dnnl_exec(&c, fp->prim, n, args);
 	if (!p->f_dst.is_plain && !y_nhwc)
 		sd_reorder(&c, &p->f_dst, yd, &p->f_dst.md, y, &p->f_dst.plain, rs);
 	int rc = sd_call_end(&c);
 	if (keep) {
 		keep->y_nhwc = y_nhwc;
+		keep->y_bf16 = y_bf16;
 		keep->x = x;
 		keep->plan = p->serial;
 		keep->valid = kept && rc == 0;

@@ -162,10 +162,34 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
 /* The ReLU mask's keep value of float i recomputed from x (relu 2): the
  * forward's (x - mean) scale + shift (sd_bn_apply_v), with mk holding the
  * 16 lanes of scale then of shift: positive exactly where y was. */
-#define SD_XMASK(x, i, xs, mv, mk) \
-	((SD_LD(SD_XV(x, i, xs)) - (mv)) * SD_LD(mk) + SD_LD((mk) + SD_VL))
+#define SD_XMASK(x, xb, i, xs, mv, mk) \
+	((SD_LDX(x, xb, i, xs) - (mv)) * SD_LD(mk) + SD_LD((mk) + SD_VL))
+/* x's 16 values at vector i (SD_XV) as float32: x points at float32, or
+ * when xb is set at bf16 values, widened.  xb is a constant at every call
+ * (the kernels are specialised per x type), so the test folds away. */
+#define SD_LDX(x, xb, i, xs) \
+	((xb) ? SD_LD_BF16(SD_XV((const uint16_t *)(x), i, xs)) \
+	      : SD_LD(SD_XV((const float *)(x), i, xs)))
+/* One value of x (the scalar tails). */
+#define SD_X1(x, xb, i) \
+	((xb) ? sd_bf16_f32(((const uint16_t *)(x))[i]) : ((const float *)(x))[i])
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
+
+/* Element off of x, float32 or (xb) bf16: x's pointer advanced by its type. */
+static inline const void *sd_xat(const void *x, int xb, size_t off)
+{
+	return (const char *)x + off * (xb ? sizeof(uint16_t) : sizeof(float));
+}
+
+/* The float32 value of bf16 bits h (exact: bf16 is float32's upper half). */
+static inline float sd_bf16_f32(uint16_t h)
+{
+	const uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
 
 /* The channel (within its block) of lane j in layout blk. */
 static inline int sd_lane_ch(int j, int blk)
@@ -203,50 +227,52 @@ static void sd_fold(double *out, const float *lanes, int blk)
  * relative at worst; with 4 (sums) or 2 (deviations) accumulators per lane
  * n is at most hw / 2 per accumulator. */
 
-/* s = per-lane sums of x over count floats, vectors xs apart (SD_XV). */
+/* s = per-lane sums of x over count floats, vectors xs apart (SD_XV);
+ * x bf16 where xb is set (SD_LDX). */
 static inline __attribute__((always_inline)) void
-sd_plane_sum(float *restrict s, const float *restrict x, size_t count, size_t xs)
+sd_plane_sum(float *restrict s, const void *restrict x, int xb,
+             size_t count, size_t xs)
 {
 	sd_vf a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
 	size_t i = 0;
 	for (; i + 4 * SD_VL <= count; i += 4 * SD_VL) {
-		a0 += SD_LD(SD_XV(x, i, xs));
-		a1 += SD_LD(SD_XV(x, i + SD_VL, xs));
-		a2 += SD_LD(SD_XV(x, i + 2 * SD_VL, xs));
-		a3 += SD_LD(SD_XV(x, i + 3 * SD_VL, xs));
+		a0 += SD_LDX(x, xb, i, xs);
+		a1 += SD_LDX(x, xb, i + SD_VL, xs);
+		a2 += SD_LDX(x, xb, i + 2 * SD_VL, xs);
+		a3 += SD_LDX(x, xb, i + 3 * SD_VL, xs);
 	}
 	for (; i + SD_VL <= count; i += SD_VL)
-		a0 += SD_LD(SD_XV(x, i, xs));
+		a0 += SD_LDX(x, xb, i, xs);
 	SD_ST(s, (a0 + a1) + (a2 + a3));
 	for (int j = 0; i < count; i++, j++)
-		s[j] += x[i];
+		s[j] += SD_X1(x, xb, i);
 }
 
 /* d, q = per-lane sums of (x - m) and (x - m)^2 over count floats, vectors
- * xs apart; m: 16 lanes. */
+ * xs apart (x bf16 where xb is set); m: 16 lanes. */
 static inline __attribute__((always_inline)) void
-sd_plane_dev(float *restrict d, float *restrict q, const float *restrict x, size_t count,
-             const float *restrict m, size_t xs)
+sd_plane_dev(float *restrict d, float *restrict q, const void *restrict x, int xb,
+             size_t count, const float *restrict m, size_t xs)
 {
 	const sd_vf mv = SD_LD(m);
 	sd_vf d0 = { 0 }, d1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
-		sd_vf u0 = SD_LD(SD_XV(x, i, xs)) - mv, u1 = SD_LD(SD_XV(x, i + SD_VL, xs)) - mv;
+		sd_vf u0 = SD_LDX(x, xb, i, xs) - mv, u1 = SD_LDX(x, xb, i + SD_VL, xs) - mv;
 		d0 += u0;
 		q0 += u0 * u0;
 		d1 += u1;
 		q1 += u1 * u1;
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf u = SD_LD(SD_XV(x, i, xs)) - mv;
+		sd_vf u = SD_LDX(x, xb, i, xs) - mv;
 		d0 += u;
 		q0 += u * u;
 	}
 	SD_ST(d, d0 + d1);
 	SD_ST(q, q0 + q1);
 	for (int j = 0; i < count; i++, j++) {
-		float u = x[i] - m[j];
+		float u = SD_X1(x, xb, i) - m[j];
 		d[j] += u;
 		q[j] += u * u;
 	}
@@ -265,30 +291,30 @@ static inline size_t sd_xs(int ncb, int nhwc)
 }
 
 /* Sample i's plane of channel block cb merged into mean, m2 (samples
- * i1 - 1 down to i + 1 merged already). */
+ * i1 - 1 down to i + 1 merged already).  xb (constant): x is bf16, NHWC. */
 static inline __attribute__((always_inline)) void
-sd_bn_stats_plane(double *restrict mean, double *restrict m2, const float *x, int i, int i1,
-                  int cb, int ncb, int hw, int blk, int nhwc)
+sd_bn_stats_plane(double *restrict mean, double *restrict m2, const void *x, int xb, int i,
+                  int i1, int cb, int ncb, int hw, int blk, int nhwc)
 {
 	const size_t xs = sd_xs(ncb, nhwc);
 	const size_t cnt = (size_t)hw * blk;
 	const double nb = (double)hw;
 	float lanes[SD_VL], ml[SD_VL], dl[SD_VL], ql[SD_VL], mc[16];
 	double ps[16], pd[16], pq[16];
-	const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, nhwc);
+	const void *xp = sd_xat(x, xb, sd_xplane(i, cb, ncb, hw, blk, nhwc));
 	if (nhwc)
-		sd_plane_sum(lanes, xp, cnt, xs);
+		sd_plane_sum(lanes, xp, xb, cnt, xs);
 	else
-		sd_plane_sum(lanes, xp, cnt, SD_VL);
+		sd_plane_sum(lanes, xp, 0, cnt, SD_VL);
 	sd_fold(ps, lanes, blk);
 	for (int ch = 0; ch < blk; ch++)
 		mc[ch] = (float)(ps[ch] / nb);
 	for (int j = 0; j < SD_VL; j++)
 		ml[j] = mc[sd_lane_ch(j, blk)];
 	if (nhwc)
-		sd_plane_dev(dl, ql, xp, cnt, ml, xs);
+		sd_plane_dev(dl, ql, xp, xb, cnt, ml, xs);
 	else
-		sd_plane_dev(dl, ql, xp, cnt, ml, SD_VL);
+		sd_plane_dev(dl, ql, xp, 0, cnt, ml, SD_VL);
 	sd_fold(pd, dl, blk);
 	sd_fold(pq, ql, blk);
 	const double na = (double)(i1 - 1 - i) * hw, nn = na + nb;
@@ -306,15 +332,20 @@ sd_bn_stats_plane(double *restrict mean, double *restrict m2, const float *x, in
 }
 
 /* Mean and sum of squared deviations of each channel of block cb over
- * samples [i0, i1): mean, m2: blk doubles each, overwritten. */
+ * samples [i0, i1): mean, m2: blk doubles each, overwritten.  xb: x is
+ * bf16 (n, hw, c), NHWC (nhwc set, blk 16), else float32. */
 SD_CLONES
-static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1, int cb,
-                        int ncb, int hw, int blk, int nhwc)
+static void sd_bn_stats(double *mean, double *m2, const void *x, int xb, int i0, int i1,
+                        int cb, int ncb, int hw, int blk, int nhwc)
 {
 	for (int ch = 0; ch < blk; ch++)
 		mean[ch] = m2[ch] = 0.0;
-	for (int i = i1 - 1; i >= i0; i--)
-		sd_bn_stats_plane(mean, m2, x, i, i1, cb, ncb, hw, blk, nhwc);
+	if (xb)
+		for (int i = i1 - 1; i >= i0; i--)
+			sd_bn_stats_plane(mean, m2, x, 1, i, i1, cb, ncb, hw, blk, 1);
+	else
+		for (int i = i1 - 1; i >= i0; i--)
+			sd_bn_stats_plane(mean, m2, x, 0, i, i1, cb, ncb, hw, blk, nhwc);
 }
 
 /* sd_bn_stats of every channel block at once, x NHWC (blk 16): sample by
@@ -323,29 +354,36 @@ static void sd_bn_stats(double *mean, double *m2, const float *x, int i0, int i1
  * Each block's arithmetic and order are sd_bn_stats's: the same bits.
  * part: block cb's mean and m2 at part + cb * pstride, 16 doubles each. */
 SD_CLONES
-static void sd_bn_stats_nhwc(double *part, size_t pstride, const float *x, int i0, int i1,
-                             int ncb, int hw)
+static void sd_bn_stats_nhwc(double *part, size_t pstride, const void *x, int xb, int i0,
+                             int i1, int ncb, int hw)
 {
 	for (int cb = 0; cb < ncb; cb++)
 		for (int ch = 0; ch < 32; ch++)
 			part[cb * pstride + ch] = 0.0;
-	for (int i = i1 - 1; i >= i0; i--)
-		for (int cb = 0; cb < ncb; cb++)
-			sd_bn_stats_plane(part + cb * pstride, part + cb * pstride + 16, x, i, i1, cb, ncb,
-			                  hw, 16, 1);
+#define SD_STATS_NHWC(xb_) \
+	for (int i = i1 - 1; i >= i0; i--) \
+		for (int cb = 0; cb < ncb; cb++) \
+			sd_bn_stats_plane(part + cb * pstride, part + cb * pstride + 16, x, xb_, i, i1, \
+			                  cb, ncb, hw, 16, 1)
+	if (xb)
+		SD_STATS_NHWC(1);
+	else
+		SD_STATS_NHWC(0);
+#undef SD_STATS_NHWC
 }
 
 /* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
  * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes.
  * yh, when not NULL (relu, count a multiple of 16): the ReLU mask read from
  * y's bf16 copy instead, 16 values every ystride elements.  x's vectors
- * lie xs apart, dy's ds apart (SD_XV); dyh, when not NULL: dy read there in
- * bf16 instead (SD_LD_DY; count a multiple of 16). */
+ * lie xs apart, dy's ds apart (SD_XV); x bf16 where xb (constant) is set;
+ * dyh, when not NULL: dy read there in bf16 instead (SD_LD_DY; count a
+ * multiple of 16). */
 static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
                   const uint16_t *restrict dyh, const float *restrict y,
-                  const float *restrict x, size_t count, const float *restrict mean, int relu,
-                  const uint16_t *restrict yh, size_t ystride, size_t xs, size_t ds,
+                  const void *restrict x, int xb, size_t count, const float *restrict mean,
+                  int relu, const uint16_t *restrict yh, size_t ystride, size_t xs, size_t ds,
                   const float *restrict mk)
 {
 	const sd_vf mv = SD_LD(mean);
@@ -354,8 +392,8 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
 		sd_vf g0 = SD_LD_DY(dy, dyh, i, ds), g1 = SD_LD_DY(dy, dyh, i + SD_VL, ds);
 		if (relu == 2) {
-			g0 = SD_MASK_POS(g0, SD_XMASK(x, i, xs, mv, mk));
-			g1 = SD_MASK_POS(g1, SD_XMASK(x, i + SD_VL, xs, mv, mk));
+			g0 = SD_MASK_POS(g0, SD_XMASK(x, xb, i, xs, mv, mk));
+			g1 = SD_MASK_POS(g1, SD_XMASK(x, xb, i + SD_VL, xs, mv, mk));
 		} else if (relu && yh) {
 			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
 			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
@@ -364,39 +402,41 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 			g1 = SD_MASK_POS(g1, SD_LD(y + i + SD_VL));
 		}
 		s0 += g0;
-		q0 += g0 * (SD_LD(SD_XV(x, i, xs)) - mv);
+		q0 += g0 * (SD_LDX(x, xb, i, xs) - mv);
 		s1 += g1;
-		q1 += g1 * (SD_LD(SD_XV(x, i + SD_VL, xs)) - mv);
+		q1 += g1 * (SD_LDX(x, xb, i + SD_VL, xs) - mv);
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu == 2)
-			g = SD_MASK_POS(g, SD_XMASK(x, i, xs, mv, mk));
+			g = SD_MASK_POS(g, SD_XMASK(x, xb, i, xs, mv, mk));
 		else if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
 		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
 		s0 += g;
-		q0 += g * (SD_LD(SD_XV(x, i, xs)) - mv);
+		q0 += g * (SD_LDX(x, xb, i, xs) - mv);
 	}
 	SD_ST(s, s0 + s1);
 	SD_ST(q, q0 + q1);
 	for (int j = 0; i < count; i++, j++) {
-		float g = relu == 2 ? ((x[i] - mean[j]) * mk[j] + mk[SD_VL + j] > 0.0f ? dy[i] : 0.0f)
+		float g = relu == 2 ? ((SD_X1(x, xb, i) - mean[j]) * mk[j] + mk[SD_VL + j] > 0.0f
+		                       ? dy[i] : 0.0f)
 		          : relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
 		s[j] += g;
-		q[j] += g * (x[i] - mean[j]);
+		q[j] += g * (SD_X1(x, xb, i) - mean[j]);
 	}
 }
 
 /* Sums of dz and dz (x - mean) per channel of block cb over samples
  * [i0, i1): s, q: blk doubles each, overwritten; each plane in float,
- * the planes added in double from the last sample to the first. */
+ * the planes added in double from the last sample to the first.  xb: x
+ * is bf16 (n, hw, c), NHWC (blk 16; x_nhwc set), else float32. */
 SD_CLONES
 static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
-                           const uint16_t *ybf, const float *x, const float *mean_lanes,
-                           int relu, int i0, int i1, int cb, int ncb, int hw, int blk,
-                           int x_nhwc, int dy_nhwc, const float *mk)
+                           const uint16_t *ybf, const void *x, int xb,
+                           const float *mean_lanes, int relu, int i0, int i1, int cb, int ncb,
+                           int hw, int blk, int x_nhwc, int dy_nhwc, const float *mk)
 {
 	const size_t cnt = (size_t)hw * blk;
 	float sl[SD_VL], ql[SD_VL];
@@ -407,34 +447,33 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* ybf: NHWC, sample i's pixel 0, channel cb * 16 (blk 16). */
 		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
-		const float *xp = x + sd_xplane(i, cb, ncb, hw, blk, x_nhwc);
+		const void *xp = sd_xat(x, xb, sd_xplane(i, cb, ncb, hw, blk, x_nhwc));
 		const float *dyp = dy + sd_xplane(i, cb, ncb, hw, blk, dy_nhwc);
 		/* dy bf16 NHWC (SD_DX_NHWC_BF16): the same element offsets. */
 		const uint16_t *dyh = dy_nhwc == SD_DX_NHWC_BF16
 			? (const uint16_t *)dy + sd_xplane(i, cb, ncb, hw, blk, 1) : NULL;
 		/* x or dy NHWC: their strides at run time; else constant. */
 		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc);
-#define SD_SUMS(y_, relu_, yh_, xs_, ds_) \
-	sd_plane_bwd_sums(sl, ql, dyp, NULL, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs_, ds_, mk)
-#define SD_SUMS_H(y_, relu_, yh_) \
-	sd_plane_bwd_sums(sl, ql, NULL, dyh, y_, xp, cnt, mean_lanes, relu_, yh_, yst, xs, ds, mk)
+#define SD_SUMS(dy_, dyh_, y_, relu_, yh_, xb_, xs_, ds_) \
+	sd_plane_bwd_sums(sl, ql, dy_, dyh_, y_, xp, xb_, cnt, mean_lanes, relu_, yh_, yst, xs_, \
+	                  ds_, mk)
 		/* relu 2: the mask from x (mk). */
-		if (dyh)
-			relu == 2   ? SD_SUMS_H(NULL, 2, NULL)
-			: relu && ybf ? SD_SUMS_H(NULL, 1, ybf + ybc)
-			: relu      ? SD_SUMS_H(y + off, 1, NULL)
-			            : SD_SUMS_H(y + off, 0, NULL);
+#define SD_SUMS_R(dy_, dyh_, xb_, xs_, ds_) \
+	(relu == 2    ? SD_SUMS(dy_, dyh_, NULL, 2, NULL, xb_, xs_, ds_) \
+	 : relu && ybf ? SD_SUMS(dy_, dyh_, NULL, 1, ybf + ybc, xb_, xs_, ds_) \
+	 : relu        ? SD_SUMS(dy_, dyh_, y + off, 1, NULL, xb_, xs_, ds_) \
+	               : SD_SUMS(dy_, dyh_, y + off, 0, NULL, xb_, xs_, ds_))
+		if (dyh && xb)
+			SD_SUMS_R(NULL, dyh, 1, xs, ds);
+		else if (dyh)
+			SD_SUMS_R(NULL, dyh, 0, xs, ds);
+		else if (xb)
+			SD_SUMS_R(dyp, NULL, 1, xs, ds);
 		else if (x_nhwc || dy_nhwc)
-			relu == 2   ? SD_SUMS(NULL, 2, NULL, xs, ds)
-			: relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, xs, ds)
-			: relu      ? SD_SUMS(y + off, 1, NULL, xs, ds)
-			            : SD_SUMS(y + off, 0, NULL, xs, ds);
+			SD_SUMS_R(dyp, NULL, 0, xs, ds);
 		else
-			relu == 2   ? SD_SUMS(NULL, 2, NULL, SD_VL, SD_VL)
-			: relu && ybf ? SD_SUMS(NULL, 1, ybf + ybc, SD_VL, SD_VL)
-			: relu      ? SD_SUMS(y + off, 1, NULL, SD_VL, SD_VL)
-			            : SD_SUMS(y + off, 0, NULL, SD_VL, SD_VL);
-#undef SD_SUMS_H
+			SD_SUMS_R(dyp, NULL, 0, SD_VL, SD_VL);
+#undef SD_SUMS_R
 #undef SD_SUMS
 		sd_fold(ps, sl, blk);
 		sd_fold(pq, ql, blk);
@@ -448,9 +487,11 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 /* -------------------------------------------------- batch-norm passes */
 
 /* y = act((x - mean) scale + shift (+ r)) over one plane of count floats;
- * mean, scale, shift: 16 lanes; x's vectors xs apart (SD_XV). */
+ * mean, scale, shift: 16 lanes; x's vectors xs apart (SD_XV), bf16 where xb
+ * (constant) is set. */
 static inline __attribute__((always_inline)) void
-sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict r, size_t count,
+sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *restrict r,
+              size_t count,
               const float *restrict mean, const float *restrict scale,
               const float *restrict shift, int relu, uint16_t *restrict yh, size_t hstride,
               size_t xs)
@@ -458,7 +499,7 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 	const sd_vf mu = SD_LD(mean), sc = SD_LD(scale), sh = SD_LD(shift);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf v = (SD_LD(SD_XV(x, i, xs)) - mu) * sc + sh;
+		sd_vf v = (SD_LDX(x, xb, i, xs) - mu) * sc + sh;
 		if (r)
 			v += SD_LD(r + i);
 		if (relu)
@@ -469,7 +510,7 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 			SD_ST_BF16(yh + i / SD_VL * hstride, v);
 	}
 	for (int j = 0; i < count; i++, j++) {
-		float v = (x[i] - mean[j]) * scale[j] + shift[j];
+		float v = (SD_X1(x, xb, i) - mean[j]) * scale[j] + shift[j];
 		if (r)
 			v += r[i];
 		if (y)
@@ -479,32 +520,41 @@ sd_bn_apply_v(float *restrict y, const float *restrict x, const float *restrict 
 
 /* yh, when not NULL: a bf16 copy of y too, one pixel's 16 channels (blk 16)
  * every hstride elements (NHWC: hstride = c); y may then be NULL (the copy
- * only).  xnhwc: x is NHWC too, its vectors hstride apart. */
+ * only).  xnhwc: x is NHWC too, its vectors hstride apart; xb: x is then
+ * bf16 (else float32). */
 SD_CLONES
-static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
+static void sd_bn_apply(float *y, const void *x, int xb, const float *r, size_t count,
                         const float *mean, const float *scale, const float *shift, int relu,
                         uint16_t *yh, size_t hstride, int xnhwc)
 {
-	/* Specialised per (float32 y, residual, relu, bf16 copy, x's layout):
-	 * no test in the loop. */
-#define SD_APPLY(y_, r_, relu_, yh_, xs_) \
-	sd_bn_apply_v(y_, x, r_, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0, xs_)
-#define SD_APPLY_R(y_, yh_, xs_) \
-	(r ? (relu ? SD_APPLY(y_, r, 1, yh_, xs_) : SD_APPLY(y_, r, 0, yh_, xs_)) \
-	   : (relu ? SD_APPLY(y_, NULL, 1, yh_, xs_) : SD_APPLY(y_, NULL, 0, yh_, xs_)))
-	if (xnhwc) {
+	/* Specialised per (float32 y, residual, relu, bf16 copy, x's layout
+	 * and type): no test in the loop. */
+#define SD_APPLY(y_, r_, relu_, yh_, xb_, xs_) \
+	sd_bn_apply_v(y_, x, xb_, r_, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0, \
+	              xs_)
+#define SD_APPLY_R(y_, yh_, xb_, xs_) \
+	(r ? (relu ? SD_APPLY(y_, r, 1, yh_, xb_, xs_) : SD_APPLY(y_, r, 0, yh_, xb_, xs_)) \
+	   : (relu ? SD_APPLY(y_, NULL, 1, yh_, xb_, xs_) : SD_APPLY(y_, NULL, 0, yh_, xb_, xs_)))
+	if (xnhwc && xb) {
 		if (yh && y)
-			SD_APPLY_R(y, yh, hstride);
+			SD_APPLY_R(y, yh, 1, hstride);
 		else if (yh)
-			SD_APPLY_R(NULL, yh, hstride);
+			SD_APPLY_R(NULL, yh, 1, hstride);
 		else
-			SD_APPLY_R(y, NULL, hstride);
+			SD_APPLY_R(y, NULL, 1, hstride);
+	} else if (xnhwc) {
+		if (yh && y)
+			SD_APPLY_R(y, yh, 0, hstride);
+		else if (yh)
+			SD_APPLY_R(NULL, yh, 0, hstride);
+		else
+			SD_APPLY_R(y, NULL, 0, hstride);
 	} else if (yh && y) {
-		SD_APPLY_R(y, yh, SD_VL);
+		SD_APPLY_R(y, yh, 0, SD_VL);
 	} else if (yh) {
-		SD_APPLY_R(NULL, yh, SD_VL);
+		SD_APPLY_R(NULL, yh, 0, SD_VL);
 	} else {
-		SD_APPLY_R(y, NULL, SD_VL);
+		SD_APPLY_R(y, NULL, 0, SD_VL);
 	}
 #undef SD_APPLY_R
 #undef SD_APPLY
@@ -514,7 +564,7 @@ static void sd_bn_apply(float *y, const float *x, const float *r, size_t count,
 static inline __attribute__((always_inline)) void
 sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
                   const uint16_t *restrict dyh, const float *restrict y,
-                  const float *restrict x, size_t count, const float *restrict mean,
+                  const void *restrict x, int xb, size_t count, const float *restrict mean,
                   const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
                   uint16_t *restrict dxh, size_t hstride, const uint16_t *restrict yh,
@@ -526,12 +576,12 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 	for (; i + SD_VL <= count; i += SD_VL) {
 		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu == 2)
-			g = SD_MASK_POS(g, SD_XMASK(x, i, xs, mu, mk));
+			g = SD_MASK_POS(g, SD_XMASK(x, xb, i, xs, mu, mk));
 		else if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
 		else if (relu)
 			g = SD_MASK_POS(g, SD_LD(y + i));
-		sd_vf xh = (SD_LD(SD_XV(x, i, xs)) - mu) * iv;
+		sd_vf xh = (SD_LDX(x, xb, i, xs) - mu) * iv;
 		if (dxh)
 			SD_ST_BF16(dxh + i / SD_VL * hstride, a * (g - b - xh * d));
 		else
@@ -540,9 +590,10 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 			SD_ST(dr + i, g);
 	}
 	for (int j = 0; i < count; i++, j++) {
-		float g = relu == 2 ? ((x[i] - mean[j]) * mk[j] + mk[SD_VL + j] > 0.0f ? dy[i] : 0.0f)
+		float g = relu == 2 ? ((SD_X1(x, xb, i) - mean[j]) * mk[j] + mk[SD_VL + j] > 0.0f
+		                       ? dy[i] : 0.0f)
 		          : relu && !(y[i] > 0.0f) ? 0.0f : dy[i];
-		float xh = (x[i] - mean[j]) * is[j];
+		float xh = (SD_X1(x, xb, i) - mean[j]) * is[j];
 		if (dx)
 			dx[i] = k1[j] * (g - mdy[j] - xh * mdyx[j]);
 		if (dr)
@@ -554,26 +605,35 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
  * channels (blk 16) every hstride elements (NHWC: hstride = c).  yh, when
  * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
  * as dxh, instead of from y.  xnhwc, dynhwc: x, dy are NHWC too, their
- * vectors hstride apart; dynhwc SD_DX_NHWC_BF16: dy is bf16 there. */
+ * vectors hstride apart; dynhwc SD_DX_NHWC_BF16: dy is bf16 there; xb: x
+ * is bf16 (xnhwc set), else float32. */
 SD_CLONES
 static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
-                            const float *x, size_t count, const float *mean, const float *is,
+                            const void *x, int xb, size_t count, const float *mean,
+                            const float *is,
                             const float *k1, const float *mdy, const float *mdyx, int relu,
                             uint16_t *dxh, size_t hstride, const uint16_t *yh, int xnhwc,
                             int dynhwc, const float *mk)
 {
-	/* Specialised per (dx in bf16, residual, mask, x's and dy's layouts:
-	 * both blocked, or strides at run time): no test in the loop. */
+	/* Specialised per (dx in bf16, residual, mask, x's type, x's and dy's
+	 * layouts: both blocked, or strides at run time): no test in the
+	 * loop. */
 	const size_t xs = xnhwc ? hstride : SD_VL, ds = dynhwc ? hstride : SD_VL;
 	const uint16_t *dyh = dynhwc == SD_DX_NHWC_BF16 ? (const uint16_t *)dy : NULL;
 #define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
-	(dyh \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	(dyh && xb \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, 1, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
+	 : dyh \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
+	 : xb \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, relu_, \
 	                     dxh_, hstride, yh_, xs, ds, mk) \
 	 : xnhwc || dynhwc \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
 	                     dxh_, hstride, yh_, xs, ds, mk) \
-	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, count, mean, is, k1, mdy, mdyx, relu_, \
+	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
 	                     dxh_, hstride, yh_, SD_VL, SD_VL, mk))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
 	(relu == 2 ? SD_BWD(dx_, dxh_, dr_, 2, NULL) \
@@ -599,18 +659,24 @@ void sd_batchnorm_act_forward_train(float *y, float *mean, float *invstd,
                                     const float *beta, int n, int c, int hw, int blk,
                                     int relu, float momentum, float eps)
 {
-	sd_batchnorm_act_forward_train_bf16(y, NULL, mean, invstd, running_mean, running_var, x, 0,
-	                                    r, gamma, beta, n, c, hw, blk, relu, momentum, eps);
+	sd_batchnorm_act_forward_train_bf16(y, NULL, mean, invstd, running_mean, running_var, x,
+	                                    NULL, 0, r, gamma, beta, n, c, hw, blk, relu, momentum,
+	                                    eps);
 }
 
 void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
                                          float *running_mean, float *running_var,
-                                         const float *x, int x_nhwc, const float *r,
-                                         const float *gamma, const float *beta, int n, int c,
-                                         int hw, int blk, int relu, float momentum, float eps)
+                                         const float *x, const uint16_t *xbf, int x_nhwc,
+                                         const float *r, const float *gamma, const float *beta,
+                                         int n, int c, int hw, int blk, int relu, float momentum,
+                                         float eps)
 {
 	if (blk != 16)
 		ybf = NULL;
+	/* x in bf16 NHWC: read there, widened, by the same passes. */
+	const int xb = xbf && blk == 16;
+	const void *xv = xb ? (const void *)xbf : (const void *)x;
+	x_nhwc = x_nhwc || xb;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -624,9 +690,9 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 		double *s = part + ((size_t)cb * groups + g) * 2 * blk;
 		const int i0 = sd_block_of(n, groups, g), i1 = sd_block_of(n, groups, g + 1);
 		if (all_blocks)
-			sd_bn_stats_nhwc(s, (size_t)groups * 2 * blk, x, i0, i1, ncb, hw);
+			sd_bn_stats_nhwc(s, (size_t)groups * 2 * blk, xv, xb, i0, i1, ncb, hw);
 		else
-			sd_bn_stats(s, s + blk, x, i0, i1, cb, ncb, hw, blk, x_nhwc);
+			sd_bn_stats(s, s + blk, xv, xb, i0, i1, cb, ncb, hw, blk, x_nhwc);
 	}
 	for (int ch = 0; ch < c; ch++) {
 		const int cb = ch / blk, j = ch % blk;
@@ -670,7 +736,7 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 				const size_t off = sd_plane(i, cb, ncb, hw, blk) + (size_t)p0 * blk;
 				/* NHWC: sample i's pixel p0, channel cb * 16. */
 				const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
-				sd_bn_apply(y ? y + off : NULL, x + (x_nhwc ? hoff : off),
+				sd_bn_apply(y ? y + off : NULL, sd_xat(xv, xb, x_nhwc ? hoff : off), xb,
 				            r ? r + off : NULL, (size_t)np * blk, mu, scale, shift, relu,
 				            ybf + hoff, (size_t)c, x_nhwc);
 			}
@@ -687,8 +753,8 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* NHWC: sample i's pixel 0, channel cb * 16 (one block: ncb 1). */
 		uint16_t *yh = ybf ? ybf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
-		sd_bn_apply(y ? y + off : NULL, x + sd_xplane(i, cb, ncb, hw, blk, x_nhwc),
-		            r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift, relu, yh, (size_t)c,
+		sd_bn_apply(y ? y + off : NULL, sd_xat(xv, xb, sd_xplane(i, cb, ncb, hw, blk, x_nhwc)),
+		            xb, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift, relu, yh, (size_t)c,
 		            x_nhwc);
 	}
 }
@@ -710,7 +776,7 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 		sd_lanes(scale, scale_c, cb, blk);
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_apply(y + off, x + off, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
+		sd_bn_apply(y + off, x + off, 0, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
 		            relu, NULL, 0, 0);
 	}
 }
@@ -720,14 +786,16 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                const float *mean, const float *invstd, const float *gamma,
                                int n, int c, int hw, int blk, int relu)
 {
-	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, NULL, x, 0, 0, mean,
+	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, NULL, x, NULL, 0, 0,
+	                               mean,
 	                               invstd, gamma, n, c, hw, blk, relu);
 }
 
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *mask_beta,
-                                    const float *x, int x_nhwc, int dy_nhwc, const float *mean,
+                                    const float *x, const uint16_t *xbf, int x_nhwc,
+                                    int dy_nhwc, const float *mean,
                                     const float *invstd, const float *gamma, int n, int c,
                                     int hw, int blk, int relu)
 {
@@ -736,6 +804,10 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		ybf = NULL;
 		mask_beta = NULL;
 	}
+	/* x in bf16 NHWC (as the forward's): read there, widened. */
+	const int xb = xbf && blk == 16;
+	const void *xv = xb ? (const void *)xbf : (const void *)x;
+	x_nhwc = x_nhwc || xb;
 	if (!relu) {
 		ybf = NULL;
 		mask_beta = NULL;
@@ -763,7 +835,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			sd_lanes(mk, mscale, cb, blk);
 			sd_lanes(mk + SD_VL, mask_beta, cb, blk);
 		}
-		sd_bn_bwd_sums(s, s + blk, dy, mask_beta ? NULL : y, ybf, x, mu, relu,
+		sd_bn_bwd_sums(s, s + blk, dy, mask_beta ? NULL : y, ybf, xv, xb, mu, relu,
 		               sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb, ncb, hw,
 		               blk, x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
 	}
@@ -816,9 +888,9 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			                        ? (const float *)((const uint16_t *)dy + hoff)
 			                        : dy + (dy_nhwc ? hoff : off),
 			                ybf || mask_beta ? NULL : y + off,
-			                x + (x_nhwc ? hoff : off), (size_t)np * blk, mu, is, a, b, d, relu,
-			                dxbf ? dxbf + hoff : NULL, (size_t)c, ybf ? ybf + hoff : NULL,
-			                x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
+			                sd_xat(xv, xb, x_nhwc ? hoff : off), xb, (size_t)np * blk, mu,
+			                is, a, b, d, relu, dxbf ? dxbf + hoff : NULL, (size_t)c,
+			                ybf ? ybf + hoff : NULL, x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
 		}
 	}
 }

@@ -946,7 +946,8 @@ void sd_conv2d_forward_blocked_kept(float *y, const float *x, const float *w, co
 		return;
 	if (keep) {
 		keep->valid = 0;
-		keep->y_nhwc = 0;   /* im2col writes layout yblk */
+		keep->y_nhwc = 0;   /* im2col writes layout yblk, float32 */
+		keep->y_bf16 = 0;
 	}
 	const size_t nx = (size_t)s->n * s->c * s->h * s->w;
 	float *xp = ws, *yp = xp + nx, *rest = yp + (size_t)s->n * s->k * s->oh * s->ow + nx;

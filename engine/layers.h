@@ -297,6 +297,14 @@ struct sd_conv2d_keep {
 	                         * to layout yblk */
 	int y_nhwc;             /* set by the forward: it did (else y is in
 	                         * layout yblk) */
+	int y_bf16_ok;          /* set by the caller with y_nhwc_ok: the
+	                         * forward may write y in bf16 NHWC instead
+	                         * (the kernels' rounding, to nearest even),
+	                         * in the first half of y's buffer, where the
+	                         * kernels offer a bf16 NHWC output */
+	int y_bf16;             /* set by the forward: it did (y_nhwc set too;
+	                         * y's buffer then holds n oh ow k uint16_t
+	                         * and no float32 value) */
 	int dx_nhwc_ok;         /* set by the caller: the backward may leave dx
 	                         * float32 NHWC, (n, h, w, c), where the bf16
 	                         * backward-data kernels write that, instead of
@@ -374,12 +382,18 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
  * (see struct sd_conv2d_keep's x_bf16_only).  x_nhwc (blk 16 only): x is
  * float32 (n, hw, c), NHWC, as oneDNN's AMX convolutions write it
  * (sd_conv2d_keep's y_nhwc), instead of layout blk; the same arithmetic in
- * the same order, so the same bits as x in layout blk. */
+ * the same order, so the same bits as x in layout blk.  xbf, when not NULL
+ * (blk 16 only): x is bf16 (n, hw, c), NHWC, as oneDNN's AMX convolutions
+ * write it (sd_conv2d_keep's y_bf16), read there and widened to float32
+ * (exact) in registers; x is then not read (may be NULL) and x_nhwc is
+ * implied.  The passes' arithmetic is the same as on float32 x holding
+ * those bf16 values: statistics, y and its copy in float32 as ever. */
 void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, float *invstd,
                                          float *running_mean, float *running_var,
-                                         const float *x, int x_nhwc, const float *r,
-                                         const float *gamma, const float *beta, int n, int c,
-                                         int hw, int blk, int relu, float momentum, float eps);
+                                         const float *x, const uint16_t *xbf, int x_nhwc,
+                                         const float *r, const float *gamma, const float *beta,
+                                         int n, int c, int hw, int blk, int relu, float momentum,
+                                         float eps);
 /* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
  * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
  * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is
@@ -398,7 +412,8 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
  * 4 (the pass is bound by memory), and y is not read (may be NULL).  The
  * mask is then "bf16(y) > 0": the same as "y > 0" except where y is a
  * positive float32 denormal, which rounds to +0 (and which the next bf16
- * convolution read as 0).  x_nhwc: x in NHWC, as the forward's.  dy_nhwc
+ * convolution read as 0).  x_nhwc: x in NHWC, as the forward's; xbf: x in
+ * bf16 NHWC, as the forward's (x then not read, may be NULL).  dy_nhwc
  * (blk 16 only): dy is float32 (n, hw, c), NHWC, as oneDNN's AMX
  * backward-data kernels write it (sd_conv2d_keep's dx_nhwc); the same
  * arithmetic in the same order, so the same bits as dy in layout blk.
@@ -413,7 +428,8 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
 void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *mask_beta,
-                                    const float *x, int x_nhwc, int dy_nhwc, const float *mean,
+                                    const float *x, const uint16_t *xbf, int x_nhwc,
+                                    int dy_nhwc, const float *mean,
                                     const float *invstd, const float *gamma, int n, int c,
                                     int hw, int blk, int relu);
 

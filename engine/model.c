@@ -826,15 +826,18 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 			            m->blk == 16;
 			next->conv_keep.x_bf16_only = bf16_only;
 		}
-		/* x as its convolution left it (float32 NHWC or layout blk). */
+		/* x as its convolution left it (bf16 NHWC, float32 NHWC or
+		 * layout blk). */
 		const struct node *prev = i > 0 ? &m->nodes[i - 1] : NULL;
 		const int x_nhwc = prev && prev->op == OP_CONV && prev->out == n->in &&
 		                   prev->conv_keep.y_nhwc;
+		const uint16_t *xbf = x_nhwc && prev->conv_keep.y_bf16
+			? (const uint16_t *)(const void *)in->val : NULL;
 		sd_batchnorm_act_forward_train_bf16(bf16_only ? NULL : y, ybf, n->bn_mean, n->bn_invstd,
 		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
-		                                    in->val, x_nhwc, r, p + n->w_off, p + n->b_off,
-		                                    nb, in->c, in->h * in->w, m->blk, relu,
-		                                    n->bn_momentum, n->bn_eps);
+		                                    in->val, xbf, x_nhwc, r, p + n->w_off,
+		                                    p + n->b_off, nb, in->c, in->h * in->w, m->blk,
+		                                    relu, n->bn_momentum, n->bn_eps);
 		if (ybf)
 			next->conv_keep.filled = 1;
 		n->bn_ybf = relu ? ybf : NULL;
@@ -868,6 +871,9 @@ static int forward_node(struct sd_model *m, int i, int nb, int train)
 		const struct node *bn = i + 1 < m->nnodes ? &m->nodes[i + 1] : NULL;
 		n->conv_keep.y_nhwc_ok = train && blk == 16 && out->consumers == 1 && bn &&
 		                         bn->op == OP_BN && bn->in == n->out && bn->fuse != FUSE_NONE;
+		/* ... and in bf16 there, which those passes read too (half the
+		 * bytes; the batch-norm input rounded to bf16, as autocast's). */
+		n->conv_keep.y_bf16_ok = n->conv_keep.y_nhwc_ok;
 		if (blk > 1)
 			sd_conv2d_forward_blocked_kept(out->val, in->val, p + n->w_off, b, &s, in->blk,
 			                               out->blk, m->ws, &n->conv_keep);
@@ -1050,6 +1056,8 @@ static int backward_group(struct sd_model *m, int i, int nb)
 		? bn->bn_ybf : NULL;
 	const int x_nhwc = conv && conv->op == OP_CONV && conv->out == bn->in &&
 	                   conv->conv_keep.y_nhwc;
+	const uint16_t *xbf = x_nhwc && conv->conv_keep.y_bf16
+		? (const uint16_t *)(const void *)x->val : NULL;
 	/* dy as the next convolution's backward left it (see backward_node). */
 	const int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out
 		? next->conv_keep.dx_nhwc : 0;
@@ -1059,7 +1067,8 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	 * y or its copy; the forward's arithmetic, the same mask). */
 	const float *mask_beta = !b ? p + bn->b_off : NULL;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, ybf, mask_beta, x->val, x_nhwc, dy_nhwc,
+	                               y->grad, y->val, ybf, mask_beta, x->val, xbf, x_nhwc,
+	                               dy_nhwc,
 	                               bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
 	                               x->h * x->w, m->blk, 1);
 	if (dxbf)

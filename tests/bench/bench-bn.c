@@ -120,12 +120,13 @@ int main(int argc, char **argv)
 			double t0 = clock_s();
 			memcpy(cp, x, nx * sizeof(float));
 			double t1 = clock_s();
-			sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, 0,
+			sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, NULL, 0,
 			                                    sh->residual ? r : NULL, gamma, beta, n, c, hw,
 			                                    blk, 1, 0.1f, 1e-5f);
 			double t2 = clock_s();
 			sd_batchnorm_act_backward_bf16(dxh ? NULL : dx, dxh, sh->residual ? dr : NULL, dg,
-			                               db, dy, y, bf16_mask ? yh : NULL, NULL, x, 0, 0, mean,
+			                               db, dy, y, bf16_mask ? yh : NULL, NULL, x, NULL, 0, 0,
+			                               mean,
 			                               invstd, gamma, n, c, hw, blk, 1);
 			double t3 = clock_s();
 			if (rep == 0)

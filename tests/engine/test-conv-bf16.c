@@ -363,8 +363,8 @@ static void check_bn_bf16_copy(void)
 	float *gamma = fill(c, 7, 1.0f), *beta = fill(c, 8, 1.0f);
 	float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *rm = fill(c, 0, 0), *rv = fill(c, 0, 0);
 	uint16_t *yh = calloc(nx, sizeof *yh);
-	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, 0, r, gamma, beta, n, c,
-	                                    hw, blk, 1, 0.1f, 1e-5f);
+	sd_batchnorm_act_forward_train_bf16(y, yh, mean, invstd, rm, rv, x, NULL, 0, r, gamma, beta, n,
+	                                    c, hw, blk, 1, 0.1f, 1e-5f);
 	size_t bad = 0, zeros = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -384,8 +384,8 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, NULL, x, 0, 0, mean, invstd,
-	                               gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, NULL, x, NULL, 0, 0, mean,
+	                               invstd, gamma, n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -443,10 +443,10 @@ static void check_bn_bf16_mask(int n, int c, int hw)
 	float *db2 = fill(c, 0, 0), *dr3 = fill(nx, 0, 0), *dg3 = fill(c, 0, 0);
 	float *db3 = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, NULL, x, 0, 0, mean,
-	                               invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, NULL, x, 0, 0, mean,
-	                               invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, NULL, x, NULL, 0, 0,
+	                               mean, invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, NULL, x, NULL, 0, 0,
+	                               mean, invstd, gamma, n, c, hw, blk, 1);
 	size_t bad = 0, masked = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -512,11 +512,11 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			float *dg = out[k][8], *db = out[k][3];
 			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
-			                                    xk ? xn : x, xk, residual ? r : NULL, gamma,
+			                                    xk ? xn : x, NULL, xk, residual ? r : NULL, gamma,
 			                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, dg, db, dk ? dyn : dy, y,
-			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, xk, dk,
+			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, NULL, xk, dk,
 			                               mean, is, gamma, n, c, hw, blk, 1);
 		}
 		for (int k = 1; k < 4; k++) {
@@ -675,12 +675,12 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			float *dg = out[k][8], *db = out[k][3];
 			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
-			                                    xk ? xn : x, xk, residual ? r : NULL, gamma,
+			                                    xk ? xn : x, NULL, xk, residual ? r : NULL, gamma,
 			                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, dg, db,
 			                               k ? (const float *)dyh : dy, y,
-			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, xk,
+			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, NULL, xk,
 			                               k ? SD_DX_NHWC_BF16 : 0, mean, is, gamma, n, c, hw,
 			                               blk, 1);
 		}
@@ -702,7 +702,8 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 /* The batch-norm + ReLU backward recomputing its mask from x (mask_beta:
  * (x - mean) invstd gamma + beta > 0, the forward's arithmetic) instead of
  * reading float32 y: every output the same bits, dx in float32 and in
- * bf16, x and dy (float32, bf16) in either layout. */
+ * bf16, x (float32 in either layout, or bf16 NHWC as the convolution
+ * writes it) and dy (float32, bf16). */
 static void check_bn_mask_from_x(int n, int c, int hw)
 {
 	const int blk = 16;
@@ -712,18 +713,23 @@ static void check_bn_mask_from_x(int n, int c, int hw)
 	for (size_t e = 0; e < nx; e++)
 		dy[e] = to_bf16(dy[e]);
 	float *xn = to_nhwc(x, n, c, hw), *dyn = to_nhwc(dy, n, c, hw);
-	uint16_t *dyh = calloc(nx, sizeof(uint16_t));
+	uint16_t *dyh = calloc(nx, sizeof(uint16_t)), *xh = calloc(nx, sizeof(uint16_t));
 	for (size_t e = 0; e < nx; e++) {
-		uint32_t u;
+		uint32_t u, v;
 		memcpy(&u, &dyn[e], sizeof u);
 		dyh[e] = (uint16_t)(u >> 16);
+		const float r = to_bf16(xn[e]);
+		memcpy(&v, &r, sizeof v);
+		xh[e] = (uint16_t)(v >> 16);
 	}
 	int same = 1;
 	size_t kept = 0;
-	for (int mode = 0; mode < 8; mode++) {
-		/* bit 0: dx in bf16; bit 1: x NHWC; bit 2: dy bf16 NHWC.
-		 * Variant k 0: the mask from float32 y, 1: from x. */
-		const int xk = mode >> 1 & 1, dk = mode >> 2 & 1;
+	for (int mode = 0; mode < 16; mode++) {
+		/* bit 0: dx in bf16; bit 1: x NHWC; bit 2: dy bf16 NHWC; bit 3:
+		 * x bf16 NHWC.  Variant k 0: the mask from float32 y, 1: from x. */
+		const int xk = mode >> 1 & 1, dk = mode >> 2 & 1, xb = mode >> 3 & 1;
+		const float *xf = xb ? NULL : xk ? xn : x;
+		const uint16_t *xbf = xb ? xh : NULL;
 		float *out[2][8];
 		uint16_t *h[2];
 		for (int k = 0; k < 2; k++) {
@@ -732,16 +738,15 @@ static void check_bn_mask_from_x(int n, int c, int hw)
 			h[k] = calloc(nx, sizeof(uint16_t));
 			float *y = out[k][0], *dx = out[k][1], *mean = out[k][2], *is = out[k][3];
 			float *rm = out[k][4], *rv = out[k][5], *dg = out[k][6], *db = out[k][7];
-			sd_batchnorm_act_forward_train_bf16(y, NULL, mean, is, rm, rv, xk ? xn : x, xk,
-			                                    NULL, gamma, beta, n, c, hw, blk, 1, 0.1f,
-			                                    1e-5f);
+			sd_batchnorm_act_forward_train_bf16(y, NULL, mean, is, rm, rv, xf, xbf, xk, NULL,
+			                                    gamma, beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 			for (size_t e = 0; k == 0 && mode == 0 && e < nx; e++)
 				kept += y[e] > 0.0f;
 			sd_batchnorm_act_backward_bf16(mode & 1 ? NULL : dx, mode & 1 ? h[k] : NULL, NULL,
 			                               dg, db, dk ? (const float *)dyh : dy,
-			                               k ? NULL : y, NULL, k ? beta : NULL,
-			                               xk ? xn : x, xk, dk ? SD_DX_NHWC_BF16 : 0, mean,
-			                               is, gamma, n, c, hw, blk, 1);
+			                               k ? NULL : y, NULL, k ? beta : NULL, xf, xbf, xk,
+			                               dk ? SD_DX_NHWC_BF16 : 0, mean, is, gamma, n, c,
+			                               hw, blk, 1);
 		}
 		for (int o = 1; o < 8; o++)
 			same &= !memcmp(out[0][o], out[1][o], (o < 2 ? nx : (size_t)c) * sizeof(float));
@@ -756,7 +761,182 @@ static void check_bn_mask_from_x(int n, int c, int hw)
 	             "batch-norm + ReLU, n %d c %d hw %d, mask recomputed from x: every output of "
 	             "the backward the same bits as the mask from float32 y (%zu of %zu kept)", n,
 	             c, hw, kept, nx);
-	free(x), free(xn), free(gamma), free(beta), free(dy), free(dyn), free(dyh);
+	free(x), free(xn), free(gamma), free(beta), free(dy), free(dyn), free(dyh), free(xh);
+}
+
+/* A double-precision batch-norm + (residual) + ReLU, forward and backward,
+ * of x (nChw16c) against out (y, dx, dr, dbeta, mean, invstd, ... as
+ * check_bn_x_bf16 lays them out): the worst error over its tolerance,
+ * TOL_BN times the sum of the magnitudes of the terms of each output
+ * (float32 sums of hw n terms: the statistics' float planes and double
+ * merges stay well inside it).  The ReLU mask is the float32 y's, so a
+ * y within rounding of 0 does not count as an error. */
+#define TOL_BN 1e-5
+static double bn_vs_double(const float *x, const float *r, const float *dy, const float *gamma,
+                           const float *beta, float *const *out, int n, int c, int hw)
+{
+	const int blk = 16, ncb = c / blk;
+	const double m = (double)n * hw;
+	double worst = 0.0;
+#define AT(i, ch, p) ((((size_t)(i) * ncb + (ch) / blk) * hw + (p)) * blk + (ch) % blk)
+	for (int ch = 0; ch < c; ch++) {
+		double mu = 0.0, var = 0.0, ax = 0.0;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++)
+				mu += x[AT(i, ch, p)], ax += fabs(x[AT(i, ch, p)]);
+		mu /= m;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++)
+				var += (x[AT(i, ch, p)] - mu) * (x[AT(i, ch, p)] - mu);
+		var /= m;
+		const double is = 1.0 / sqrt(var + 1e-5);
+		worst = fmax(worst, fabs(out[4][ch] - mu) / (TOL_BN * (ax / m) + 1e-30));
+		worst = fmax(worst, fabs(out[5][ch] - is) / (TOL_BN * is));
+		double sdz = 0.0, sdzx = 0.0;
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				const size_t e = AT(i, ch, p);
+				const double xh = (x[e] - mu) * is, rr = r ? r[e] : 0.0;
+				const double v = xh * gamma[ch] + beta[ch] + rr;
+				const double yref = v > 0.0 ? v : 0.0;
+				const double tol = TOL_BN * (fabs(xh * gamma[ch]) + fabs(beta[ch]) + fabs(rr));
+				worst = fmax(worst, fabs(out[0][e] - yref) / tol);
+				const double dz = out[0][e] > 0.0f ? dy[e] : 0.0;
+				sdz += dz;
+				sdzx += dz * xh;
+			}
+		for (int i = 0; i < n; i++)
+			for (int p = 0; p < hw; p++) {
+				const size_t e = AT(i, ch, p);
+				const double xh = (x[e] - mu) * is;
+				const double dz = out[0][e] > 0.0f ? dy[e] : 0.0;
+				const double k1 = gamma[ch] * is;
+				const double dxr = k1 * (dz - sdz / m - xh * sdzx / m);
+				const double tol = TOL_BN * fabs(k1) *
+				                   (fabs(dz) + fabs(sdz / m) + fabs(xh * sdzx / m)) + 1e-30;
+				worst = fmax(worst, fabs(out[1][e] - dxr) / tol);
+			}
+	}
+#undef AT
+	return worst;
+}
+/* The bf16 convolution's output left for a fused batch-norm (struct
+ * sd_conv2d_keep): y_nhwc_ok alone, float32 NHWC, the same bits as the
+ * forward's nChw16c y; with y_bf16_ok too, bf16 NHWC, each element the
+ * float32 y rounded to nearest even (the kernels sum in float32 and round
+ * once at the end).  AMX's kernels must offer the bf16 output. */
+static void check_conv_y_bf16(int n, int c, int hw, int k)
+{
+	struct sd_conv2d_shape s;
+	if (sd_conv2d_shape_init(&s, n, c, hw, hw, k, 3, 1, 1) < 0)
+		exit(1);
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw * hw, ny = (size_t)n * k * s.oh * s.ow;
+	float *x = fill(nx, 41, 4.0f), *w = fill((size_t)k * c * 9, 42, 0.5f);
+	float *ws = fill(sd_conv2d_workspace_floats_blocked(&s, blk, blk), 0, 0);
+	float *y0 = fill(ny, 0, 0), *y1 = fill(ny, 0, 0), *y2 = fill(ny, 0, 0);
+	sd_conv2d_set_precision(SD_CONV_BF16);
+	sd_conv2d_set_path(SD_CONV_ONEDNN);
+	struct sd_conv2d_keep k0 = { 0 }, k1 = { .y_nhwc_ok = 1 };
+	struct sd_conv2d_keep k2 = { .y_nhwc_ok = 1, .y_bf16_ok = 1 };
+	sd_conv2d_forward_blocked_kept(y0, x, w, NULL, &s, blk, blk, ws, &k0);
+	sd_conv2d_forward_blocked_kept(y1, x, w, NULL, &s, blk, blk, ws, &k1);
+	sd_conv2d_forward_blocked_kept(y2, x, w, NULL, &s, blk, blk, ws, &k2);
+	float *y0n = to_nhwc(y0, n, k, s.oh * s.ow);
+	const uint16_t *y2h = (const uint16_t *)(const void *)y2;
+	size_t bad1 = 0, bad2 = 0;
+	for (size_t i = 0; i < ny; i++) {
+		const float want = k1.y_nhwc ? y0n[i] : y0[i];
+		bad1 += memcmp(&y1[i], &want, sizeof want) != 0;
+		uint32_t u = (uint32_t)y2h[i] << 16;
+		float got2;
+		memcpy(&got2, &u, sizeof got2);
+		if (!k2.y_bf16)
+			got2 = y2[i];
+		const float want2 = k2.y_bf16 ? to_bf16(y0n[i]) : k2.y_nhwc ? y0n[i] : y0[i];
+		bad2 += memcmp(&got2, &want2, sizeof want2) != 0;
+	}
+	check_report(!k0.y_nhwc && !k0.y_bf16 && !k1.y_bf16 && bad1 == 0,
+	             "conv n%d c%d %dx%d k%d bf16, y_nhwc_ok: y %s, %zu of %zu differ from the "
+	             "nChw16c forward's", n, c, hw, hw, k,
+	             k1.y_nhwc ? "float32 NHWC" : "nChw16c", bad1, ny);
+	check_report(bad2 == 0 && (k2.y_bf16 ? k2.y_nhwc : 1),
+	             "conv n%d c%d %dx%d k%d bf16, y_bf16_ok: y %s, %zu of %zu differ from the "
+	             "float32 forward's%s", n, c, hw, hw, k,
+	             k2.y_bf16 ? "bf16 NHWC" : "float32 (no bf16 output offered)", bad2, ny,
+	             k2.y_bf16 ? " rounded to bf16" : "");
+	if (!strcmp(sd_conv2d_bf16_isa(), "AMX"))
+		check_report(k2.y_bf16, "conv n%d c%d %dx%d k%d: the AMX kernels write y in bf16 NHWC",
+		             n, c, hw, hw, k);
+	sd_conv2d_set_precision(SD_CONV_FP32);
+	sd_conv2d_keep_free(&k0), sd_conv2d_keep_free(&k1), sd_conv2d_keep_free(&k2);
+	free(x), free(w), free(ws), free(y0), free(y1), free(y2), free(y0n);
+}
+
+/* The batch-norm passes reading x in bf16 NHWC (xbf, as the bf16
+ * convolution writes it for them): every output of the forward and the
+ * backward the same bits as float32 x in nChw16c holding the same bf16
+ * values (the passes widen x exactly and do the same arithmetic), with
+ * and without the residual, y's bf16 copy and mask, dx in bf16; and those
+ * outputs against a double-precision batch-norm of the bf16-rounded x:
+ * mean, invstd, y and dx within a few float32 roundings of each term. */
+static void check_bn_x_bf16(int n, int c, int hw, int residual)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 51, 5.0f), *r = fill(nx, 52, 2.0f), *dy = fill(nx, 55, 3.0f);
+	float *gamma = fill(c, 53, 1.0f), *beta = fill(c, 54, 1.0f);
+	for (size_t i = 0; i < nx; i++)
+		x[i] = to_bf16(x[i] + 0.75f);   /* a mean away from 0 */
+	float *xn = to_nhwc(x, n, c, hw);
+	uint16_t *xh = calloc(nx, sizeof *xh);
+	for (size_t i = 0; i < nx; i++) {
+		uint32_t u;
+		memcpy(&u, &xn[i], sizeof u);
+		xh[i] = (uint16_t)(u >> 16);
+	}
+	int same = 1;
+	double worst = 0.0;   /* error over the tolerance */
+	for (int mode = 0; mode < 4; mode++) {
+		/* bit 0: y's bf16 copy and the mask from it; bit 1: dx in bf16.
+		 * Variant k: 0 x float32 nChw16c, 1 x bf16 NHWC. */
+		float *out[2][9];
+		uint16_t *h[2][2];
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 9; o++)
+				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
+			h[k][0] = calloc(nx, sizeof(uint16_t));
+			h[k][1] = calloc(nx, sizeof(uint16_t));
+			float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
+			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
+			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
+			                                    k ? NULL : x, k ? xh : NULL, 0,
+			                                    residual ? r : NULL, gamma, beta, n, c, hw,
+			                                    blk, 1, 0.1f, 1e-5f);
+			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
+			                               residual ? dr : NULL, out[k][8], out[k][3], dy, y,
+			                               mode & 1 ? h[k][0] : NULL, NULL, k ? NULL : x,
+			                               k ? xh : NULL, 0, 0, mean, is, gamma, n, c, hw,
+			                               blk, 1);
+		}
+		for (int o = 0; o < 9; o++)
+			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
+		same &= !memcmp(h[0][0], h[1][0], nx * 2) && !memcmp(h[0][1], h[1][1], nx * 2);
+		if (mode == 0)
+			worst = bn_vs_double(x, residual ? r : NULL, dy, gamma, beta, out[1], n, c, hw);
+		for (int k = 0; k < 2; k++) {
+			for (int o = 0; o < 9; o++)
+				free(out[k][o]);
+			free(h[k][0]), free(h[k][1]);
+		}
+	}
+	check_report(same, "batch-norm%s, n %d c %d hw %d, x in bf16 NHWC: every output of the "
+	             "forward and backward the same bits as float32 x in nChw16c holding those "
+	             "values", residual ? " + add" : "", n, c, hw);
+	check_report(worst <= 1.0, "batch-norm%s, n %d c %d hw %d, x in bf16 NHWC: mean, invstd, y, "
+	             "dx against double on the bf16-rounded x, worst %.2f of the tolerance",
+	             residual ? " + add" : "", n, c, hw, worst);
+	free(x), free(xn), free(xh), free(r), free(gamma), free(beta), free(dy);
 }
 
 /* sd_accumulate_nhwc (a further gradient contribution left by the bf16
@@ -852,6 +1032,12 @@ int main(int argc, char **argv)
 	check_bn_x_nhwc(3, 48, 40, 1);
 	check_bn_x_nhwc(2, 32, 130, 0);
 	check_bn_x_nhwc(2, 16, 100, 1);
+	check_bn_x_bf16(3, 48, 40, 1);
+	check_bn_x_bf16(2, 32, 130, 0);
+	check_bn_x_bf16(2, 16, 100, 1);
+	check_conv_y_bf16(8, 16, 32, 16);
+	check_conv_y_bf16(8, 32, 16, 32);
+	check_conv_y_bf16(8, 64, 8, 64);
 	check_dx_bf16(4, 16, 12, 16);
 	check_dx_bf16(4, 32, 8, 32);
 	check_bn_dy_bf16(3, 48, 40, 1);
