@@ -175,6 +175,23 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
 	((xb) ? sd_bf16_f32(((const uint16_t *)(x))[i]) : ((const float *)(x))[i])
 /* v where keep > 0, else +0 (a NaN in keep gives 0, as "keep > 0 ? v : 0"). */
 #define SD_MASK_POS(v, keep) ((sd_vf)((sd_vi)(v) & ((keep) > (sd_vf){ 0 })))
+/* The ReLU bit mask (relu 3): one uint16 per vector of 16 lanes, bit j for
+ * lane j.  SD_MASK_BIT_LANES: lane j's bit. */
+#define SD_MASK_BIT_LANES ((sd_vi){ 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, \
+                                    8192, 16384, 32768 })
+/* v where bits has lane j's bit set, else +0. */
+#define SD_MASK_BITS(v, bits) \
+	((sd_vf)((sd_vi)(v) & ((((sd_vi){ 0 } + (int)(bits)) & SD_MASK_BIT_LANES) != 0)))
+/* The bits of the lanes of v, a ReLU output (+0 or positive, no NaN), whose
+ * bf16 rounding (SD_ST_BF16) is > 0: exactly the normal ones (a denormal
+ * rounds to +0), i.e. bits >= FLT_MIN's; the same mask as bf16(y) > 0. */
+#define SD_BF16_POS_BITS(v) __extension__({ \
+	sd_vi k_ = ((sd_vi)(v) >= 0x00800000) & SD_MASK_BIT_LANES; \
+	int b_ = 0; \
+	for (int j_ = 0; j_ < SD_VL; j_++) \
+		b_ |= k_[j_]; \
+	(uint16_t)b_; \
+})
 
 /* Element off of x, float32 or (xb) bf16: x's pointer advanced by its type. */
 static inline const void *sd_xat(const void *x, int xb, size_t off)
@@ -375,7 +392,8 @@ static void sd_bn_stats_nhwc(double *part, size_t pstride, const void *x, int xb
 /* dz = relu ? (y > 0 ? dy : 0) : dy; s, q = per-lane sums of dz and
  * dz (x - mean) over count floats, float as the statistics; mean: 16 lanes.
  * yh, when not NULL (relu, count a multiple of 16): the ReLU mask read from
- * y's bf16 copy instead, 16 values every ystride elements.  x's vectors
+ * y's bf16 copy instead, 16 values every ystride elements; relu 3: from
+ * the bit mask there, one uint16 (SD_MASK_BITS) every ystride.  x's vectors
  * lie xs apart, dy's ds apart (SD_XV); x bf16 where xb (constant) is set;
  * dyh, when not NULL: dy read there in bf16 instead (SD_LD_DY; count a
  * multiple of 16). */
@@ -394,6 +412,9 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 		if (relu == 2) {
 			g0 = SD_MASK_POS(g0, SD_XMASK(x, xb, i, xs, mv, mk));
 			g1 = SD_MASK_POS(g1, SD_XMASK(x, xb, i + SD_VL, xs, mv, mk));
+		} else if (relu == 3) {
+			g0 = SD_MASK_BITS(g0, yh[i / SD_VL * ystride]);
+			g1 = SD_MASK_BITS(g1, yh[(i / SD_VL + 1) * ystride]);
 		} else if (relu && yh) {
 			g0 = SD_MASK_POS(g0, SD_LD_BF16(yh + i / SD_VL * ystride));
 			g1 = SD_MASK_POS(g1, SD_LD_BF16(yh + (i / SD_VL + 1) * ystride));
@@ -410,6 +431,8 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu == 2)
 			g = SD_MASK_POS(g, SD_XMASK(x, xb, i, xs, mv, mk));
+		else if (relu == 3)
+			g = SD_MASK_BITS(g, yh[i / SD_VL * ystride]);
 		else if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * ystride));
 		else if (relu)
@@ -447,6 +470,8 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* ybf: NHWC, sample i's pixel 0, channel cb * 16 (blk 16). */
 		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
+		/* relu 3: ybf is the bit mask, one uint16 per 16 of those. */
+		const size_t ymc = ybc / 16, ymst = ncb;
 		const void *xp = sd_xat(x, xb, sd_xplane(i, cb, ncb, hw, blk, x_nhwc));
 		const float *dyp = dy + sd_xplane(i, cb, ncb, hw, blk, dy_nhwc);
 		/* dy bf16 NHWC (SD_DX_NHWC_BF16): the same element offsets. */
@@ -455,11 +480,12 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 		/* x or dy NHWC: their strides at run time; else constant. */
 		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc);
 #define SD_SUMS(dy_, dyh_, y_, relu_, yh_, xb_, xs_, ds_) \
-	sd_plane_bwd_sums(sl, ql, dy_, dyh_, y_, xp, xb_, cnt, mean_lanes, relu_, yh_, yst, xs_, \
-	                  ds_, mk)
+	sd_plane_bwd_sums(sl, ql, dy_, dyh_, y_, xp, xb_, cnt, mean_lanes, relu_, yh_, \
+	                  (relu_) == 3 ? ymst : yst, xs_, ds_, mk)
 		/* relu 2: the mask from x (mk). */
 #define SD_SUMS_R(dy_, dyh_, xb_, xs_, ds_) \
 	(relu == 2    ? SD_SUMS(dy_, dyh_, NULL, 2, NULL, xb_, xs_, ds_) \
+	 : relu == 3   ? SD_SUMS(dy_, dyh_, NULL, 3, ybf + ymc, xb_, xs_, ds_) \
 	 : relu && ybf ? SD_SUMS(dy_, dyh_, NULL, 1, ybf + ybc, xb_, xs_, ds_) \
 	 : relu        ? SD_SUMS(dy_, dyh_, y + off, 1, NULL, xb_, xs_, ds_) \
 	               : SD_SUMS(dy_, dyh_, y + off, 0, NULL, xb_, xs_, ds_))
@@ -494,7 +520,7 @@ sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *re
               size_t count,
               const float *restrict mean, const float *restrict scale,
               const float *restrict shift, int relu, uint16_t *restrict yh, size_t hstride,
-              size_t xs)
+              size_t xs, uint16_t *restrict ym)
 {
 	const sd_vf mu = SD_LD(mean), sc = SD_LD(scale), sh = SD_LD(shift);
 	size_t i = 0;
@@ -508,6 +534,8 @@ sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *re
 			SD_ST(y + i, v);
 		if (yh)
 			SD_ST_BF16(yh + i / SD_VL * hstride, v);
+		if (ym)
+			ym[i / SD_VL * (hstride / 16)] = SD_BF16_POS_BITS(v);
 	}
 	for (int j = 0; i < count; i++, j++) {
 		float v = (SD_X1(x, xb, i) - mean[j]) * scale[j] + shift[j];
@@ -520,18 +548,30 @@ sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *re
 
 /* yh, when not NULL: a bf16 copy of y too, one pixel's 16 channels (blk 16)
  * every hstride elements (NHWC: hstride = c); y may then be NULL (the copy
- * only).  xnhwc: x is NHWC too, its vectors hstride apart; xb: x is then
+ * only).  ym, when not NULL (relu, yh set): the bit mask of yh > 0 too, one
+ * uint16 (SD_BF16_POS_BITS) every hstride / 16.  xnhwc: x is NHWC too, its vectors hstride apart; xb: x is then
  * bf16 (else float32). */
 SD_CLONES
 static void sd_bn_apply(float *y, const void *x, int xb, const float *r, size_t count,
                         const float *mean, const float *scale, const float *shift, int relu,
-                        uint16_t *yh, size_t hstride, int xnhwc)
+                        uint16_t *yh, size_t hstride, int xnhwc, uint16_t *ym)
 {
 	/* Specialised per (float32 y, residual, relu, bf16 copy, x's layout
 	 * and type): no test in the loop. */
 #define SD_APPLY(y_, r_, relu_, yh_, xb_, xs_) \
 	sd_bn_apply_v(y_, x, xb_, r_, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0, \
-	              xs_)
+	              xs_, NULL)
+	if (ym) {
+		/* With the bit mask: the residual group's case (bf16 x, float32
+		 * y) specialised, the others tested in the loop. */
+		if (xnhwc && xb && y && r && relu)
+			sd_bn_apply_v(y, x, 1, r, count, mean, scale, shift, 1, yh, hstride, hstride,
+			              ym);
+		else
+			sd_bn_apply_v(y, x, xb, r, count, mean, scale, shift, relu, yh, hstride,
+			              xnhwc ? hstride : SD_VL, ym);
+		return;
+	}
 #define SD_APPLY_R(y_, yh_, xb_, xs_) \
 	(r ? (relu ? SD_APPLY(y_, r, 1, yh_, xb_, xs_) : SD_APPLY(y_, r, 0, yh_, xb_, xs_)) \
 	   : (relu ? SD_APPLY(y_, NULL, 1, yh_, xb_, xs_) : SD_APPLY(y_, NULL, 0, yh_, xb_, xs_)))
@@ -577,6 +617,8 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu == 2)
 			g = SD_MASK_POS(g, SD_XMASK(x, xb, i, xs, mu, mk));
+		else if (relu == 3)
+			g = SD_MASK_BITS(g, yh[i / SD_VL * (hstride / 16)]);
 		else if (relu && yh)
 			g = SD_MASK_POS(g, SD_LD_BF16(yh + i / SD_VL * hstride));
 		else if (relu)
@@ -604,7 +646,8 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 /* dxh, when not NULL: dx written in bf16 there instead, one pixel's 16
  * channels (blk 16) every hstride elements (NHWC: hstride = c).  yh, when
  * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
- * as dxh, instead of from y.  xnhwc, dynhwc: x, dy are NHWC too, their
+ * as dxh, instead of from y; relu 3: yh is the bit mask, one uint16
+ * (SD_MASK_BITS) every hstride / 16.  xnhwc, dynhwc: x, dy are NHWC too, their
  * vectors hstride apart; dynhwc SD_DX_NHWC_BF16: dy is bf16 there; xb: x
  * is bf16 (xnhwc set), else float32. */
 SD_CLONES
@@ -637,6 +680,7 @@ static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *
 	                     dxh_, hstride, yh_, SD_VL, SD_VL, mk))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
 	(relu == 2 ? SD_BWD(dx_, dxh_, dr_, 2, NULL) \
+	 : relu == 3 ? SD_BWD(dx_, dxh_, dr_, 3, yh) \
 	 : relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
 	              : SD_BWD(dx_, dxh_, dr_, 0, NULL))
 	if (dxh) {
@@ -671,8 +715,22 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
                                          int n, int c, int hw, int blk, int relu, float momentum,
                                          float eps)
 {
+	sd_batchnorm_act_forward_train_bits(y, ybf, NULL, mean, invstd, running_mean, running_var,
+	                                    x, xbf, x_nhwc, r, gamma, beta, n, c, hw, blk, relu,
+	                                    momentum, eps);
+}
+
+void sd_batchnorm_act_forward_train_bits(float *y, uint16_t *ybf, uint16_t *ybits, float *mean,
+                                         float *invstd, float *running_mean,
+                                         float *running_var, const float *x,
+                                         const uint16_t *xbf, int x_nhwc, const float *r,
+                                         const float *gamma, const float *beta, int n, int c,
+                                         int hw, int blk, int relu, float momentum, float eps)
+{
 	if (blk != 16)
 		ybf = NULL;
+	if (!ybf || !relu)
+		ybits = NULL;
 	/* x in bf16 NHWC: read there, widened, by the same passes. */
 	const int xb = xbf && blk == 16;
 	const void *xv = xb ? (const void *)xbf : (const void *)x;
@@ -738,7 +796,7 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 				const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
 				sd_bn_apply(y ? y + off : NULL, sd_xat(xv, xb, x_nhwc ? hoff : off), xb,
 				            r ? r + off : NULL, (size_t)np * blk, mu, scale, shift, relu,
-				            ybf + hoff, (size_t)c, x_nhwc);
+				            ybf + hoff, (size_t)c, x_nhwc, ybits ? ybits + hoff / 16 : NULL);
 			}
 		}
 		return;
@@ -753,9 +811,10 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		/* NHWC: sample i's pixel 0, channel cb * 16 (one block: ncb 1). */
 		uint16_t *yh = ybf ? ybf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
+		uint16_t *ym = ybits ? ybits + ((size_t)i * hw * c + (size_t)cb * 16) / 16 : NULL;
 		sd_bn_apply(y ? y + off : NULL, sd_xat(xv, xb, sd_xplane(i, cb, ncb, hw, blk, x_nhwc)),
 		            xb, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift, relu, yh, (size_t)c,
-		            x_nhwc);
+		            x_nhwc, ym);
 	}
 }
 
@@ -777,7 +836,7 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
 		sd_bn_apply(y + off, x + off, 0, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
-		            relu, NULL, 0, 0);
+		            relu, NULL, 0, 0, NULL);
 	}
 }
 
@@ -798,6 +857,19 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
                                     int dy_nhwc, const float *mean,
                                     const float *invstd, const float *gamma, int n, int c,
                                     int hw, int blk, int relu)
+{
+	sd_batchnorm_act_backward_bits(dx, dxbf, dr, dgamma, dbeta, dy, y, ybf, NULL, mask_beta, x,
+	                               xbf, x_nhwc, dy_nhwc, mean, invstd, gamma, n, c, hw, blk,
+	                               relu);
+}
+
+void sd_batchnorm_act_backward_bits(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
+                                    float *dbeta, const float *dy, const float *y,
+                                    const uint16_t *ybf, const uint16_t *ybits,
+                                    const float *mask_beta, const float *x,
+                                    const uint16_t *xbf, int x_nhwc, int dy_nhwc,
+                                    const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu)
 {
 	if (blk != 16) {
 		dxbf = NULL;
@@ -820,7 +892,14 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 		relu = 2;
 		for (int ch = 0; ch < c; ch++)
 			mscale[ch] = invstd[ch] * gamma[ch];
+	} else if (ybf && ybits) {
+		/* The bit mask of ybf > 0 instead (relu 3): an eighth of
+		 * its bytes; ybf then stands for it below. */
+		ybf = ybits;
+		relu = 3;
 	}
+	/* ybf's offsets: one uint16 per 16 elements in the bit mask. */
+	const size_t ydiv = relu == 3 ? 16 : 1;
 	const int ncb = c / blk, groups = sd_bn_groups(n, c), tasks = ncb * groups;
 	const size_t m = (size_t)n * hw, total = m * c;
 	double part[SD_BN_PARTIALS];
@@ -890,7 +969,8 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			                ybf || mask_beta ? NULL : y + off,
 			                sd_xat(xv, xb, x_nhwc ? hoff : off), xb, (size_t)np * blk, mu,
 			                is, a, b, d, relu, dxbf ? dxbf + hoff : NULL, (size_t)c,
-			                ybf ? ybf + hoff : NULL, x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
+			                ybf ? ybf + hoff / ydiv : NULL, x_nhwc, dy_nhwc,
+			                mask_beta ? mk : NULL);
 		}
 	}
 }

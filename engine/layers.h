@@ -394,6 +394,17 @@ void sd_batchnorm_act_forward_train_bf16(float *y, uint16_t *ybf, float *mean, f
                                          const float *r, const float *gamma, const float *beta,
                                          int n, int c, int hw, int blk, int relu, float momentum,
                                          float eps);
+/* As sd_batchnorm_act_forward_train_bf16, and when ybits is not NULL, ybf
+ * is written and relu is set: the ReLU mask "bf16(y) > 0" of the copy in
+ * bits too, (n * hw * c / 16) uint16, element k of ybf (NHWC) at bit k % 16
+ * of ybits[k / 16]: an eighth of ybf's bytes, for the backward
+ * (sd_batchnorm_act_backward_bits) to read instead of ybf.  Caller owns it. */
+void sd_batchnorm_act_forward_train_bits(float *y, uint16_t *ybf, uint16_t *ybits, float *mean,
+                                         float *invstd, float *running_mean,
+                                         float *running_var, const float *x,
+                                         const uint16_t *xbf, int x_nhwc, const float *r,
+                                         const float *gamma, const float *beta, int n, int c,
+                                         int hw, int blk, int relu, float momentum, float eps);
 /* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
  * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
  * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is
@@ -432,6 +443,17 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
                                     int dy_nhwc, const float *mean,
                                     const float *invstd, const float *gamma, int n, int c,
                                     int hw, int blk, int relu);
+/* As sd_batchnorm_act_backward_bf16, and when ybits is not NULL with ybf
+ * (and no mask_beta): the mask read from ybits, the bit mask the forward
+ * wrote beside ybf (sd_batchnorm_act_forward_train_bits), instead of ybf:
+ * the same mask, so the same bits of every output; ybf is then not read. */
+void sd_batchnorm_act_backward_bits(float *dx, uint16_t *dxbf, float *dr, float *dgamma,
+                                    float *dbeta, const float *dy, const float *y,
+                                    const uint16_t *ybf, const uint16_t *ybits,
+                                    const float *mask_beta, const float *x,
+                                    const uint16_t *xbf, int x_nhwc, int dy_nhwc,
+                                    const float *mean, const float *invstd,
+                                    const float *gamma, int n, int c, int hw, int blk, int relu);
 
 /* The parameter-free residual shortcut of the CIFAR ResNets ("option A",
  * He et al. 2016, section 4.2): r (n, c, h, w) from b (n, cb, hb, wb) by

@@ -137,6 +137,12 @@ struct node {
 	                                 * signs the backward reads as its ReLU
 	                                 * mask; NULL when not written */
 	unsigned long bn_ybf_plan;      /* OP_BN: that convolution's conv_keep.plan then */
+	uint16_t *bn_ybits;             /* OP_BN fused with a residual: bn_ybf's ReLU
+	                                 * mask in bits (sd_batchnorm_act_forward_
+	                                 * train_bits), owned, bn_ybits_cap uint16 */
+	size_t bn_ybits_cap;
+	int bn_ybits_set;               /* bn_ybits written with bn_ybf by the last
+	                                 * training forward */
 	float bn_momentum, bn_eps;      /* OP_BN: running = (1 - momentum) running
 	                                 * + momentum batch (layers.h's convention),
 	                                 * and the variance's epsilon */

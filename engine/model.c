@@ -545,6 +545,7 @@ void sd_model_destroy(struct sd_model *m)
 	for (int i = 0; i < m->nnodes; i++) {
 		free(m->nodes[i].bn_mean);
 		free(m->nodes[i].bn_invstd);
+		free(m->nodes[i].bn_ybits);
 		free(m->nodes[i].argmax);
 		sd_conv2d_keep_free(&m->nodes[i].conv_keep);
 		sd_conv2d_keep_free(&m->nodes[i].conv_keep_dy);
@@ -833,17 +834,33 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 		                   prev->conv_keep.y_nhwc;
 		const uint16_t *xbf = x_nhwc && prev->conv_keep.y_bf16
 			? (const uint16_t *)(const void *)in->val : NULL;
-		sd_batchnorm_act_forward_train_bf16(bf16_only ? NULL : y, ybf, n->bn_mean, n->bn_invstd,
-		                                    m->buffers + n->rm_off, m->buffers + n->rv_off,
-		                                    in->val, xbf, x_nhwc, r, p + n->w_off,
-		                                    p + n->b_off, nb, in->c, in->h * in->w, m->blk,
-		                                    relu, n->bn_momentum, n->bn_eps);
+		/* With a residual (whose backward cannot recompute the mask
+		 * from x), the copy's ReLU mask in bits too, for the backward
+		 * to read instead of the copy. */
+		uint16_t *ybits = NULL;
+		if (ybf && relu && r && m->blk == 16) {
+			const size_t words = (size_t)nb * in->c * in->h * in->w / 16;
+			if (n->bn_ybits_cap < words) {
+				free(n->bn_ybits);
+				n->bn_ybits = sd_malloc(words * sizeof(uint16_t));
+				n->bn_ybits_cap = words;
+			}
+			ybits = n->bn_ybits;
+		}
+		n->bn_ybits_set = ybits != NULL;
+		sd_batchnorm_act_forward_train_bits(bf16_only ? NULL : y, ybf, ybits, n->bn_mean,
+		                                    n->bn_invstd, m->buffers + n->rm_off,
+		                                    m->buffers + n->rv_off, in->val, xbf, x_nhwc, r,
+		                                    p + n->w_off, p + n->b_off, nb, in->c,
+		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
+		                                    n->bn_eps);
 		if (ybf)
 			next->conv_keep.filled = 1;
 		n->bn_ybf = relu ? ybf : NULL;
 		n->bn_ybf_plan = ybf ? next->conv_keep.plan : 0;
 	} else {
 		n->bn_ybf = NULL;   /* y is no longer what it was in training */
+		n->bn_ybits_set = 0;
 		struct node *next = i + ran < m->nnodes ? &m->nodes[i + ran] : NULL;
 		if (next && next->op == OP_CONV && m->acts[next->in].val == y)
 			next->conv_keep.x_bf16_only = 0;   /* float32 y again */
@@ -1066,8 +1083,10 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	/* Without a residual, the mask recomputed from x instead (no read of
 	 * y or its copy; the forward's arithmetic, the same mask). */
 	const float *mask_beta = !b ? p + bn->b_off : NULL;
-	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
-	                               y->grad, y->val, ybf, mask_beta, x->val, xbf, x_nhwc,
+	/* With the copy still valid, its mask in bits (the same mask). */
+	const uint16_t *ybits = ybf && bn->bn_ybits_set ? bn->bn_ybits : NULL;
+	sd_batchnorm_act_backward_bits(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
+	                               y->grad, y->val, ybf, ybits, mask_beta, x->val, xbf, x_nhwc,
 	                               dy_nhwc,
 	                               bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
 	                               x->h * x->w, m->blk, 1);

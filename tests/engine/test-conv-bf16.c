@@ -404,6 +404,98 @@ static void check_bn_bf16_copy(void)
 	free(rv), free(yh);
 }
 
+/* The float32 value of bf16 bits h (exact). */
+static float bf16_f32(uint16_t h)
+{
+	const uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* The residual group's ReLU mask in bits (sd_batchnorm_act_forward_train_bits
+ * beside y's bf16 copy, read by sd_batchnorm_act_backward_bits instead of
+ * the copy): every bit is "copy > 0", a channel of positive denormal y
+ * (gamma 0, beta 1e-40, no residual there: the copy holds +0) included; and
+ * every backward output, dx in float32 and in bf16 NHWC, dr, dgamma,
+ * dbeta, has the same bits as with the copy.  xnhwc: x given in bf16 NHWC
+ * (as a bf16 convolution writes it), else float32 in layout 16. */
+static void check_bn_bf16_bits(int n, int c, int hw, int xnhwc)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 31, 4.0f), *r = fill(nx, 32, 2.0f), *y = fill(nx, 0, 0);
+	float *gamma = fill(c, 33, 1.0f), *beta = fill(c, 34, 1.0f);
+	float *mean = fill(c, 0, 0), *invstd = fill(c, 0, 0), *rm = fill(c, 0, 0), *rv = fill(c, 0, 0);
+	uint16_t *yh = calloc(nx, sizeof *yh), *bits = calloc(nx / 16, sizeof *bits);
+	uint16_t *xh = calloc(nx, sizeof *xh);
+	const int dch = 3;   /* the denormal channel */
+	gamma[dch] = 0.0f;
+	beta[dch] = 1e-40f;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                  ch % blk;
+				uint32_t u;
+				x[at] = to_bf16(x[at]);
+				memcpy(&u, &x[at], sizeof u);
+				xh[((size_t)i * hw + p) * c + ch] = (uint16_t)(u >> 16);
+				if (ch == dch)
+					r[at] = 0.0f;
+			}
+	sd_batchnorm_act_forward_train_bits(y, yh, bits, mean, invstd, rm, rv, xnhwc ? NULL : x,
+	                                    xnhwc ? xh : NULL, xnhwc, r, gamma, beta, n, c, hw, blk,
+	                                    1, 0.1f, 1e-5f);
+	size_t bad = 0, ones = 0, denormal = 0;
+	for (size_t k = 0; k < nx; k++) {
+		const int bit = bits[k / 16] >> (k % 16) & 1;
+		bad += bit != (bf16_f32(yh[k]) > 0.0f);
+		ones += bit;
+	}
+	for (int i = 0; i < n; i++)
+		for (int p = 0; p < hw; p++) {
+			const size_t at = (((size_t)i * (c / blk) + dch / blk) * hw + p) * blk + dch % blk;
+			const size_t k = ((size_t)i * hw + p) * c + dch;
+			denormal += y[at] > 0.0f && !(bits[k / 16] >> (k % 16) & 1);
+		}
+	check_report(bad == 0 && ones > 0 && ones < nx && denormal == (size_t)n * hw,
+	             "batch-norm + add + relu, n %d c %d hw %d, x %s: ReLU bit mask = bf16 copy > 0, "
+	             "%zu of %zu differ (%zu set), %zu of %d denormal y unset", n, c, hw,
+	             xnhwc ? "bf16 NHWC" : "float32", bad, nx, ones, denormal, n * hw);
+	float *dy = fill(nx, 35, 3.0f);
+	float *o[2][5];
+	uint16_t *dxh[2];
+	for (int v = 0; v < 2; v++) {
+		for (int j = 0; j < 5; j++)
+			o[v][j] = fill(j < 3 ? nx : (size_t)c, 0, 0);
+		dxh[v] = calloc(nx, sizeof *dxh[v]);
+		/* v 0: the mask from the copy; v 1: from the bits.  dx in
+		 * float32 then in bf16 (dgamma, dbeta accumulate both). */
+		sd_batchnorm_act_backward_bits(o[v][0], NULL, o[v][1], o[v][3], o[v][4], dy, NULL, yh,
+		                               v ? bits : NULL, NULL, xnhwc ? NULL : x,
+		                               xnhwc ? xh : NULL, xnhwc, 0, mean, invstd, gamma, n, c,
+		                               hw, blk, 1);
+		sd_batchnorm_act_backward_bits(NULL, dxh[v], o[v][2], o[v][3], o[v][4], dy, NULL, yh,
+		                               v ? bits : NULL, NULL, xnhwc ? NULL : x,
+		                               xnhwc ? xh : NULL, xnhwc, 0, mean, invstd, gamma, n, c,
+		                               hw, blk, 1);
+	}
+	const size_t fb = nx * sizeof(float), cb = (size_t)c * sizeof(float);
+	check_report(!memcmp(o[0][0], o[1][0], fb) && !memcmp(o[0][1], o[1][1], fb) &&
+	             !memcmp(o[0][2], o[1][2], fb) && !memcmp(o[0][3], o[1][3], cb) &&
+	             !memcmp(o[0][4], o[1][4], cb) && !memcmp(dxh[0], dxh[1], nx * sizeof *dxh[0]),
+	             "its backward with the bit mask: dx (float32, bf16), dr, dgamma, dbeta the "
+	             "same bits as with the bf16 copy");
+	for (int v = 0; v < 2; v++) {
+		for (int j = 0; j < 5; j++)
+			free(o[v][j]);
+		free(dxh[v]);
+	}
+	free(dy), free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd);
+	free(rm), free(rv), free(yh), free(bits), free(xh);
+}
+
 /* The batch-norm backward's ReLU mask read from y's bf16 NHWC copy
  * (sd_batchnorm_act_backward_bf16's ybf) instead of y, which is passed as
  * NULL: every output, dx in float32 and in bf16, dr, dgamma and dbeta, the
@@ -1027,6 +1119,10 @@ int main(int argc, char **argv)
 		check_skip("no channel-blocked oneDNN layout for the blocked check");
 	check_bn_bf16_copy();
 	check_bn_bf16_mask(3, 48, 40);
+	check_bn_bf16_bits(3, 48, 40, 0);
+	check_bn_bf16_bits(3, 48, 40, 1);
+	check_bn_bf16_bits(2, 16, 36, 0);
+	check_bn_bf16_bits(2, 16, 36, 1);
 	check_bn_bf16_mask(2, 16, 100);
 	check_bn_bf16_mask(2, 32, 130);
 	check_bn_x_nhwc(3, 48, 40, 1);
