@@ -649,19 +649,19 @@ static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *
 	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, dya, y, x, 0, count, mean, is, k1, mdy, mdyx, \
 	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
 	 : dyh && xb \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, xs, ds, mk) \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, \
+	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
 	 : dyh \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, xs, ds, mk) \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, \
+	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
 	 : xb \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, xs, ds, mk) \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, \
+	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
 	 : xnhwc || dynhwc \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, xs, ds, mk) \
-	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
-	                     dxh_, hstride, yh_, SD_VL, SD_VL, mk))
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, \
+	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
+	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, \
+	                     relu_, dxh_, hstride, yh_, SD_VL, SD_VL, mk))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
 	(relu == 2 ? SD_BWD(dx_, dxh_, dr_, 2, NULL) \
 	 : relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \

@@ -681,8 +681,8 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 			                               residual ? dr : NULL, dg, db,
 			                               k ? (const float *)dyh : dy, y,
 			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, NULL, xk,
-			                               k ? SD_DX_NHWC_BF16 : 0, NULL, mean, is, gamma, n, c, hw,
-			                               blk, 1);
+			                               k ? SD_DX_NHWC_BF16 : 0, NULL, mean, is, gamma, n, c,
+			                               hw, blk, 1);
 		}
 		for (int o = 0; o < 9; o++)
 			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
@@ -745,8 +745,8 @@ static void check_bn_mask_from_x(int n, int c, int hw)
 			sd_batchnorm_act_backward_bf16(mode & 1 ? NULL : dx, mode & 1 ? h[k] : NULL, NULL,
 			                               dg, db, dk ? (const float *)dyh : dy,
 			                               k ? NULL : y, NULL, k ? beta : NULL, xf, xbf, xk,
-			                               dk ? SD_DX_NHWC_BF16 : 0, NULL, mean, is, gamma, n, c,
-			                               hw, blk, 1);
+			                               dk ? SD_DX_NHWC_BF16 : 0, NULL, mean, is, gamma, n,
+			                               c, hw, blk, 1);
 		}
 		for (int o = 1; o < 8; o++)
 			same &= !memcmp(out[0][o], out[1][o], (o < 2 ? nx : (size_t)c) * sizeof(float));
@@ -910,12 +910,13 @@ static void check_bn_dy_sum(int n, int c, int hw, int residual)
 				h[k][0] = calloc(nx, sizeof(uint16_t));
 				h[k][1] = calloc(nx, sizeof(uint16_t));
 				float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
-				float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
+				float *mean = out[k][4], *is = out[k][5];
+				float *rm = out[k][6], *rv = out[k][7];
 				const float *xf = xk == 0 ? x : xk == 1 ? xn : NULL;
-				sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm,
-				                                    rv, xf, xk == 2 ? xh : NULL, xk == 1,
-				                                    residual ? r : NULL, gamma, beta, n, c, hw,
-				                                    blk, 1, 0.1f, 1e-5f);
+				sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean,
+				                                    is, rm, rv, xf, xk == 2 ? xh : NULL,
+				                                    xk == 1, residual ? r : NULL, gamma,
+				                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
 				sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 				                               residual ? dr : NULL, out[k][8], out[k][3],
 				                               k ? dyb : sum, y, mode & 1 ? h[k][0] : NULL,
