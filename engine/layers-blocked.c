@@ -159,12 +159,6 @@ typedef uint16_t sd_vh __attribute__((vector_size(SD_VL * sizeof(uint16_t))));
  * dyh is not NULL (a backward-data convolution's bf16 dx), else dy's. */
 #define SD_LD_DY(dy, dyh, i, ds) \
 	((dyh) ? SD_LD_BF16(SD_XV(dyh, i, ds)) : SD_LD(SD_XV(dy, i, ds)))
-/* dy's vector i as the sum of two contributions where dya is not NULL:
- * dy's in layout blk (vectors SD_VL apart) plus dya's float32 NHWC
- * (vectors ds apart), added in sd_accumulate_nhwc's order (same bits);
- * else SD_LD_DY.  dya is a constant NULL or not at every call. */
-#define SD_LD_DYS(dy, dyh, dya, i, ds) \
-	((dya) ? SD_LD((dy) + (i)) + SD_LD(SD_XV(dya, i, ds)) : SD_LD_DY(dy, dyh, i, ds))
 /* The ReLU mask's keep value of float i recomputed from x (relu 2): the
  * forward's (x - mean) scale + shift (sd_bn_apply_v), with mk holding the
  * 16 lanes of scale then of shift: positive exactly where y was. */
@@ -384,12 +378,10 @@ static void sd_bn_stats_nhwc(double *part, size_t pstride, const void *x, int xb
  * y's bf16 copy instead, 16 values every ystride elements.  x's vectors
  * lie xs apart, dy's ds apart (SD_XV); x bf16 where xb (constant) is set;
  * dyh, when not NULL: dy read there in bf16 instead (SD_LD_DY; count a
- * multiple of 16); dya, when not NULL: dy is dy (layout blk) + dya (NHWC,
- * vectors ds apart; SD_LD_DYS; count a multiple of 16). */
+ * multiple of 16). */
 static inline __attribute__((always_inline)) void
 sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy,
-                  const uint16_t *restrict dyh, const float *restrict dya,
-                  const float *restrict y,
+                  const uint16_t *restrict dyh, const float *restrict y,
                   const void *restrict x, int xb, size_t count, const float *restrict mean,
                   int relu, const uint16_t *restrict yh, size_t ystride, size_t xs, size_t ds,
                   const float *restrict mk)
@@ -398,8 +390,7 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 	sd_vf s0 = { 0 }, s1 = { 0 }, q0 = { 0 }, q1 = { 0 };
 	size_t i = 0;
 	for (; i + 2 * SD_VL <= count; i += 2 * SD_VL) {
-		sd_vf g0 = SD_LD_DYS(dy, dyh, dya, i, ds);
-		sd_vf g1 = SD_LD_DYS(dy, dyh, dya, i + SD_VL, ds);
+		sd_vf g0 = SD_LD_DY(dy, dyh, i, ds), g1 = SD_LD_DY(dy, dyh, i + SD_VL, ds);
 		if (relu == 2) {
 			g0 = SD_MASK_POS(g0, SD_XMASK(x, xb, i, xs, mv, mk));
 			g1 = SD_MASK_POS(g1, SD_XMASK(x, xb, i + SD_VL, xs, mv, mk));
@@ -416,7 +407,7 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
 		q1 += g1 * (SD_LDX(x, xb, i + SD_VL, xs) - mv);
 	}
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf g = SD_LD_DYS(dy, dyh, dya, i, ds);
+		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu == 2)
 			g = SD_MASK_POS(g, SD_XMASK(x, xb, i, xs, mv, mk));
 		else if (relu && yh)
@@ -442,8 +433,7 @@ sd_plane_bwd_sums(float *restrict s, float *restrict q, const float *restrict dy
  * the planes added in double from the last sample to the first.  xb: x
  * is bf16 (n, hw, c), NHWC (blk 16; x_nhwc set), else float32. */
 SD_CLONES
-static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *dya,
-                           const float *y,
+static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y,
                            const uint16_t *ybf, const void *x, int xb,
                            const float *mean_lanes, int relu, int i0, int i1, int cb, int ncb,
                            int hw, int blk, int x_nhwc, int dy_nhwc, const float *mk)
@@ -459,28 +449,21 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *d
 		const size_t ybc = ((size_t)i * hw * ncb + (size_t)cb) * 16, yst = (size_t)ncb * 16;
 		const void *xp = sd_xat(x, xb, sd_xplane(i, cb, ncb, hw, blk, x_nhwc));
 		const float *dyp = dy + sd_xplane(i, cb, ncb, hw, blk, dy_nhwc);
-		/* dya: the NHWC part of dy = dy + dya (dy then in layout blk). */
-		const float *dyap = dya ? dya + sd_xplane(i, cb, ncb, hw, blk, 1) : NULL;
 		/* dy bf16 NHWC (SD_DX_NHWC_BF16): the same element offsets. */
 		const uint16_t *dyh = dy_nhwc == SD_DX_NHWC_BF16
 			? (const uint16_t *)dy + sd_xplane(i, cb, ncb, hw, blk, 1) : NULL;
 		/* x or dy NHWC: their strides at run time; else constant. */
-		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc || dya);
-#define SD_SUMS(dy_, dyh_, dya_, y_, relu_, yh_, xb_, xs_, ds_) \
-	sd_plane_bwd_sums(sl, ql, dy_, dyh_, dya_, y_, xp, xb_, cnt, mean_lanes, relu_, yh_, yst, \
-	                  xs_, ds_, mk)
+		const size_t xs = sd_xs(ncb, x_nhwc), ds = sd_xs(ncb, dy_nhwc);
+#define SD_SUMS(dy_, dyh_, y_, relu_, yh_, xb_, xs_, ds_) \
+	sd_plane_bwd_sums(sl, ql, dy_, dyh_, y_, xp, xb_, cnt, mean_lanes, relu_, yh_, yst, xs_, \
+	                  ds_, mk)
 		/* relu 2: the mask from x (mk). */
-#define SD_SUMS_M(dy_, dyh_, dya_, xb_, xs_, ds_) \
-	(relu == 2    ? SD_SUMS(dy_, dyh_, dya_, NULL, 2, NULL, xb_, xs_, ds_) \
-	 : relu && ybf ? SD_SUMS(dy_, dyh_, dya_, NULL, 1, ybf + ybc, xb_, xs_, ds_) \
-	 : relu        ? SD_SUMS(dy_, dyh_, dya_, y + off, 1, NULL, xb_, xs_, ds_) \
-	               : SD_SUMS(dy_, dyh_, dya_, y + off, 0, NULL, xb_, xs_, ds_))
-#define SD_SUMS_R(dy_, dyh_, xb_, xs_, ds_) SD_SUMS_M(dy_, dyh_, NULL, xb_, xs_, ds_)
-		if (dyap && xb)
-			SD_SUMS_M(dyp, NULL, dyap, 1, xs, ds);
-		else if (dyap)
-			SD_SUMS_M(dyp, NULL, dyap, 0, xs, ds);
-		else if (dyh && xb)
+#define SD_SUMS_R(dy_, dyh_, xb_, xs_, ds_) \
+	(relu == 2    ? SD_SUMS(dy_, dyh_, NULL, 2, NULL, xb_, xs_, ds_) \
+	 : relu && ybf ? SD_SUMS(dy_, dyh_, NULL, 1, ybf + ybc, xb_, xs_, ds_) \
+	 : relu        ? SD_SUMS(dy_, dyh_, y + off, 1, NULL, xb_, xs_, ds_) \
+	               : SD_SUMS(dy_, dyh_, y + off, 0, NULL, xb_, xs_, ds_))
+		if (dyh && xb)
 			SD_SUMS_R(NULL, dyh, 1, xs, ds);
 		else if (dyh)
 			SD_SUMS_R(NULL, dyh, 0, xs, ds);
@@ -491,7 +474,6 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *d
 		else
 			SD_SUMS_R(dyp, NULL, 0, SD_VL, SD_VL);
 #undef SD_SUMS_R
-#undef SD_SUMS_M
 #undef SD_SUMS
 		sd_fold(ps, sl, blk);
 		sd_fold(pq, ql, blk);
@@ -581,8 +563,7 @@ static void sd_bn_apply(float *y, const void *x, int xb, const float *r, size_t 
 /* dz = masked dy; dx = k1 (dz - mdy - (x - mean) is mdyx); dr = dz. */
 static inline __attribute__((always_inline)) void
 sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict dy,
-                  const uint16_t *restrict dyh, const float *restrict dya,
-                  const float *restrict y,
+                  const uint16_t *restrict dyh, const float *restrict y,
                   const void *restrict x, int xb, size_t count, const float *restrict mean,
                   const float *restrict is, const float *restrict k1,
                   const float *restrict mdy, const float *restrict mdyx, int relu,
@@ -593,7 +574,7 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
 	const sd_vf d = SD_LD(mdyx);
 	size_t i = 0;
 	for (; i + SD_VL <= count; i += SD_VL) {
-		sd_vf g = SD_LD_DYS(dy, dyh, dya, i, ds);
+		sd_vf g = SD_LD_DY(dy, dyh, i, ds);
 		if (relu == 2)
 			g = SD_MASK_POS(g, SD_XMASK(x, xb, i, xs, mu, mk));
 		else if (relu && yh)
@@ -625,11 +606,9 @@ sd_bn_bwd_apply_v(float *restrict dx, float *restrict dr, const float *restrict 
  * not NULL (relu, blk 16): the ReLU mask read from y's bf16 copy, laid out
  * as dxh, instead of from y.  xnhwc, dynhwc: x, dy are NHWC too, their
  * vectors hstride apart; dynhwc SD_DX_NHWC_BF16: dy is bf16 there; xb: x
- * is bf16 (xnhwc set), else float32.  dya, when not NULL (dynhwc 0): dy is
- * dy (layout blk) + dya (float32 NHWC, vectors hstride apart). */
+ * is bf16 (xnhwc set), else float32. */
 SD_CLONES
-static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *dya,
-                            const float *y,
+static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *y,
                             const void *x, int xb, size_t count, const float *mean,
                             const float *is,
                             const float *k1, const float *mdy, const float *mdyx, int relu,
@@ -639,29 +618,23 @@ static void sd_bn_bwd_apply(float *dx, float *dr, const float *dy, const float *
 	/* Specialised per (dx in bf16, residual, mask, x's type, x's and dy's
 	 * layouts: both blocked, or strides at run time): no test in the
 	 * loop. */
-	const size_t xs = xnhwc ? hstride : SD_VL, ds = dynhwc || dya ? hstride : SD_VL;
+	const size_t xs = xnhwc ? hstride : SD_VL, ds = dynhwc ? hstride : SD_VL;
 	const uint16_t *dyh = dynhwc == SD_DX_NHWC_BF16 ? (const uint16_t *)dy : NULL;
 #define SD_BWD(dx_, dxh_, dr_, relu_, yh_) \
-	(dya && xb \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, dya, y, x, 1, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
-	 : dya \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, dya, y, x, 0, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
-	 : dyh && xb \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
+	(dyh && xb \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, 1, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
 	 : dyh \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, NULL, dyh, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
 	 : xb \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, 1, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
 	 : xnhwc || dynhwc \
-	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, xs, ds, mk) \
-	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, \
-	                     relu_, dxh_, hstride, yh_, SD_VL, SD_VL, mk))
+	 ? sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, xs, ds, mk) \
+	 : sd_bn_bwd_apply_v(dx_, dr_, dy, NULL, y, x, 0, count, mean, is, k1, mdy, mdyx, relu_, \
+	                     dxh_, hstride, yh_, SD_VL, SD_VL, mk))
 #define SD_BWD_MASKS(dx_, dxh_, dr_) \
 	(relu == 2 ? SD_BWD(dx_, dxh_, dr_, 2, NULL) \
 	 : relu && yh ? SD_BWD(dx_, dxh_, dr_, 1, yh) : relu ? SD_BWD(dx_, dxh_, dr_, 1, NULL) \
@@ -814,7 +787,7 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
                                int n, int c, int hw, int blk, int relu)
 {
 	sd_batchnorm_act_backward_bf16(dx, NULL, dr, dgamma, dbeta, dy, y, NULL, NULL, x, NULL, 0, 0,
-	                               NULL, mean,
+	                               mean,
 	                               invstd, gamma, n, c, hw, blk, relu);
 }
 
@@ -822,12 +795,10 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *mask_beta,
                                     const float *x, const uint16_t *xbf, int x_nhwc,
-                                    int dy_nhwc, const float *dy_add, const float *mean,
+                                    int dy_nhwc, const float *mean,
                                     const float *invstd, const float *gamma, int n, int c,
                                     int hw, int blk, int relu)
 {
-	if (blk != 16 || dy_nhwc)
-		dy_add = NULL;   /* see layers.h */
 	if (blk != 16) {
 		dxbf = NULL;
 		ybf = NULL;
@@ -864,7 +835,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			sd_lanes(mk, mscale, cb, blk);
 			sd_lanes(mk + SD_VL, mask_beta, cb, blk);
 		}
-		sd_bn_bwd_sums(s, s + blk, dy, dy_add, mask_beta ? NULL : y, ybf, xv, xb, mu, relu,
+		sd_bn_bwd_sums(s, s + blk, dy, mask_beta ? NULL : y, ybf, xv, xb, mu, relu,
 		               sd_block_of(n, groups, g), sd_block_of(n, groups, g + 1), cb, ncb, hw,
 		               blk, x_nhwc, dy_nhwc, mask_beta ? mk : NULL);
 	}
@@ -889,7 +860,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 	/* With a bf16 NHWC dx or mask, runs of pixels of every channel block
 	 * per task (see sd_batchnorm_act_forward_train_bf16), else whole
 	 * planes. */
-	const int nhwc = (dxbf || ybf || x_nhwc || dy_nhwc || dy_add) && ncb > 1;
+	const int nhwc = (dxbf || ybf || x_nhwc || dy_nhwc) && ncb > 1;
 	const int run = nhwc ? (hw < SD_BN_BF16_RUN ? hw : SD_BN_BF16_RUN) : hw;
 	const int runs = (hw + run - 1) / run, inner = nhwc ? ncb : 1;
 	const int outer = inner == 1 ? ncb : 1;
@@ -916,7 +887,6 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
 			                dy_nhwc == SD_DX_NHWC_BF16
 			                        ? (const float *)((const uint16_t *)dy + hoff)
 			                        : dy + (dy_nhwc ? hoff : off),
-			                dy_add ? dy_add + hoff : NULL,
 			                ybf || mask_beta ? NULL : y + off,
 			                sd_xat(xv, xb, x_nhwc ? hoff : off), xb, (size_t)np * blk, mu,
 			                is, a, b, d, relu, dxbf ? dxbf + hoff : NULL, (size_t)c,

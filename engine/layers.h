@@ -320,11 +320,6 @@ struct sd_conv2d_keep {
 /* sd_conv2d_keep's dx_nhwc, and the dy_nhwc of the batch-norm backward. */
 #define SD_DX_NHWC_F32 1
 #define SD_DX_NHWC_BF16 2
-/* sd_conv2d_keep's dx_nhwc as the model leaves it (backward_conv): dx is
- * float32 NHWC in the model's scratch, a second contribution to x's
- * gradient that the batch-norm backward below adds as it reads
- * (sd_batchnorm_act_backward_bf16's dy_add); never a dy_nhwc. */
-#define SD_DX_NHWC_ADD 3
 void sd_conv2d_keep_free(struct sd_conv2d_keep *keep);
 /* Where x's producer may write the bf16 copy the next forward of (s, bias,
  * xblk, yblk) in the current precision would convert x into: keep's buffer
@@ -424,11 +419,6 @@ void sd_batchnorm_act_backward(float *dx, float *dr, float *dgamma, float *dbeta
  * arithmetic in the same order, so the same bits as dy in layout blk.
  * dy_nhwc SD_DX_NHWC_BF16: dy is bf16 (n, hw, c) at dy's first bytes
  * instead (sd_conv2d_keep's dx_bf16_ok), widened exactly as read.
- * dy_add (blk 16, dy_nhwc 0; else ignored), when not NULL: a second
- * contribution to dy, float32 (n, hw, c) NHWC (a backward-data
- * convolution's dx, SD_DX_NHWC_F32): dy is then dy (layout blk) + dy_add,
- * added in sd_accumulate_nhwc's order in both passes, so the same bits as
- * accumulating first; neither is written.
  * mask_beta (c floats, relu, blk 16, no residual r in the forward; else
  * NULL): the ReLU mask recomputed from x as the forward's (x - mean)
  * (invstd gamma) + beta > 0, the same float operations, so the same mask
@@ -439,7 +429,7 @@ void sd_batchnorm_act_backward_bf16(float *dx, uint16_t *dxbf, float *dr, float 
                                     float *dbeta, const float *dy, const float *y,
                                     const uint16_t *ybf, const float *mask_beta,
                                     const float *x, const uint16_t *xbf, int x_nhwc,
-                                    int dy_nhwc, const float *dy_add, const float *mean,
+                                    int dy_nhwc, const float *mean,
                                     const float *invstd, const float *gamma, int n, int c,
                                     int hw, int blk, int relu);
 

@@ -1010,24 +1010,6 @@ void sd_graph_grad_commit(struct sd_model *m, struct act *a, size_t count)
 	grad_commit(m, a, count);
 }
 
-/* Whether the fused group whose tail is grp, a batch-norm + add + ReLU
- * with an identity shortcut, may read its dy as two contributions
- * (SD_DX_NHWC_ADD): its own gradient targets are then not the scratch
- * buffer that holds the second (grad_target), so the sum need not be
- * formed first. */
-static int group_reads_dy_sum(const struct sd_model *m, const struct node *grp)
-{
-	if (!grp->fused_from || grp->op == OP_SEQ)
-		return 0;
-	const struct node *bn = &m->nodes[grp->fused_from - 1];
-	if (bn->op != OP_BN || bn->fuse != FUSE_ADD_RELU)
-		return 0;
-	const struct act *y = &m->acts[grp->out], *x = &m->acts[bn->in];
-	const struct act *b = &m->acts[m->nodes[grp->fused_from].in2];
-	const int identity = b->c == y->c && b->h == y->h && b->w == y->w;
-	return identity && !b->grad_set && !x->grad_set;
-}
-
 /* Backward of a fused group whose tail is node i (see forward_node); returns
  * the index of its head. */
 static int backward_group(struct sd_model *m, int i, int nb)
@@ -1076,22 +1058,17 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	                   conv->conv_keep.y_nhwc;
 	const uint16_t *xbf = x_nhwc && conv->conv_keep.y_bf16
 		? (const uint16_t *)(const void *)x->val : NULL;
-	/* dy as the next convolution's backward left it (see backward_node):
-	 * in y->grad, NHWC or not, or as y->grad + its dx in the scratch
-	 * buffer (SD_DX_NHWC_ADD, backward_conv), added as read. */
-	int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out
+	/* dy as the next convolution's backward left it (see backward_node). */
+	const int dy_nhwc = next && next->op == OP_CONV && next->in == m->nodes[i].out
 		? next->conv_keep.dx_nhwc : 0;
 	if (dy_nhwc)
 		m->nodes[i + 1].conv_keep.dx_nhwc = 0;
-	const float *dy_add = dy_nhwc == SD_DX_NHWC_ADD ? m->scratch : NULL;
-	if (dy_add)
-		dy_nhwc = 0;
 	/* Without a residual, the mask recomputed from x instead (no read of
 	 * y or its copy; the forward's arithmetic, the same mask). */
 	const float *mask_beta = !b ? p + bn->b_off : NULL;
 	sd_batchnorm_act_backward_bf16(dxbf ? NULL : dx, dxbf, dr, g + bn->w_off, g + bn->b_off,
 	                               y->grad, y->val, ybf, mask_beta, x->val, xbf, x_nhwc,
-	                               dy_nhwc, dy_add,
+	                               dy_nhwc,
 	                               bn->bn_mean, bn->bn_invstd, p + bn->w_off, nb, x->c,
 	                               x->h * x->w, m->blk, 1);
 	if (dxbf)
@@ -1211,15 +1188,7 @@ static void backward_conv(struct sd_model *m, int i, int nb)
 	else
 		sd_conv2d_backward(dx, g + n->w_off, db, out->grad, in->val, p + n->w_off, &s,
 		                   m->ws);
-	/* A further contribution in NHWC: added now, or left in the scratch
-	 * buffer for the batch-norm group below to add as it reads its dy
-	 * (SD_DX_NHWC_ADD: in's gradient then never holds the sum), where
-	 * that group is in's producer and this the last of in's two
-	 * consumers (the other, the residual add, wrote in->grad). */
-	if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc == SD_DX_NHWC_F32 &&
-	    in->consumers == 2 && grp && grp->out == n->in && group_reads_dy_sum(m, grp)) {
-		n->conv_keep.dx_nhwc = SD_DX_NHWC_ADD;
-	} else if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc == SD_DX_NHWC_F32) {
+	if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc == SD_DX_NHWC_F32) {
 		sd_accumulate_nhwc(in->grad, m->scratch, nb, in->c, in->h * in->w);
 		n->conv_keep.dx_nhwc = 0;
 	} else if (need_dx) {

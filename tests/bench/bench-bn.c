@@ -126,7 +126,7 @@ int main(int argc, char **argv)
 			double t2 = clock_s();
 			sd_batchnorm_act_backward_bf16(dxh ? NULL : dx, dxh, sh->residual ? dr : NULL, dg,
 			                               db, dy, y, bf16_mask ? yh : NULL, NULL, x, NULL, 0, 0,
-			                               NULL, mean,
+			                               mean,
 			                               invstd, gamma, n, c, hw, blk, 1);
 			double t3 = clock_s();
 			if (rep == 0)

@@ -384,8 +384,8 @@ static void check_bn_bf16_copy(void)
 	float *dy = fill(nx, 9, 3.0f), *dx = fill(nx, 0, 0), *dr = fill(nx, 0, 0);
 	float *dr2 = fill(nx, 0, 0), *dg = fill(c, 0, 0), *db = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, y, x, mean, invstd, gamma, n, c, hw, blk, 1);
-	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, NULL, x, NULL, 0, 0, NULL,
-	                               mean, invstd, gamma, n, c, hw, blk, 1);
+	sd_batchnorm_act_backward_bf16(NULL, yh, dr2, dg, db, dy, y, NULL, NULL, x, NULL, 0, 0, mean,
+	                               invstd, gamma, n, c, hw, blk, 1);
 	bad = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -444,9 +444,9 @@ static void check_bn_bf16_mask(int n, int c, int hw)
 	float *db3 = fill(c, 0, 0);
 	sd_batchnorm_act_backward(dx, dr, dg, db, dy, yw, x, mean, invstd, gamma, n, c, hw, blk, 1);
 	sd_batchnorm_act_backward_bf16(dx2, NULL, dr2, dg2, db2, dy, NULL, yh, NULL, x, NULL, 0, 0,
-	                               NULL, mean, invstd, gamma, n, c, hw, blk, 1);
+	                               mean, invstd, gamma, n, c, hw, blk, 1);
 	sd_batchnorm_act_backward_bf16(NULL, dxh, dr3, dg3, db3, dy, NULL, yh, NULL, x, NULL, 0, 0,
-	                               NULL, mean, invstd, gamma, n, c, hw, blk, 1);
+	                               mean, invstd, gamma, n, c, hw, blk, 1);
 	size_t bad = 0, masked = 0;
 	for (int i = 0; i < n; i++)
 		for (int ch = 0; ch < c; ch++)
@@ -517,7 +517,7 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, dg, db, dk ? dyn : dy, y,
 			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, NULL, xk, dk,
-			                               NULL, mean, is, gamma, n, c, hw, blk, 1);
+			                               mean, is, gamma, n, c, hw, blk, 1);
 		}
 		for (int k = 1; k < 4; k++) {
 			int same = 1;
@@ -681,8 +681,8 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 			                               residual ? dr : NULL, dg, db,
 			                               k ? (const float *)dyh : dy, y,
 			                               mode & 1 ? h[k][0] : NULL, NULL, xk ? xn : x, NULL, xk,
-			                               k ? SD_DX_NHWC_BF16 : 0, NULL, mean, is, gamma, n, c,
-			                               hw, blk, 1);
+			                               k ? SD_DX_NHWC_BF16 : 0, mean, is, gamma, n, c, hw,
+			                               blk, 1);
 		}
 		for (int o = 0; o < 9; o++)
 			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
@@ -745,8 +745,8 @@ static void check_bn_mask_from_x(int n, int c, int hw)
 			sd_batchnorm_act_backward_bf16(mode & 1 ? NULL : dx, mode & 1 ? h[k] : NULL, NULL,
 			                               dg, db, dk ? (const float *)dyh : dy,
 			                               k ? NULL : y, NULL, k ? beta : NULL, xf, xbf, xk,
-			                               dk ? SD_DX_NHWC_BF16 : 0, NULL, mean, is, gamma, n,
-			                               c, hw, blk, 1);
+			                               dk ? SD_DX_NHWC_BF16 : 0, mean, is, gamma, n, c,
+			                               hw, blk, 1);
 		}
 		for (int o = 1; o < 8; o++)
 			same &= !memcmp(out[0][o], out[1][o], (o < 2 ? nx : (size_t)c) * sizeof(float));
@@ -873,73 +873,6 @@ static void check_conv_y_bf16(int n, int c, int hw, int k)
 	free(x), free(w), free(ws), free(y0), free(y1), free(y2), free(y0n);
 }
 
-/* dy as two contributions (dy_add, as the residual groups' backward reads
- * it: the residual add's dr in nChw16c plus conv1's float32 NHWC dx)
- * against the sum formed first by sd_accumulate_nhwc: every output of the
- * backward the same bits, with and without the residual, y's bf16 copy
- * and mask, dx in bf16, x in float32 nChw16c, float32 NHWC or bf16 NHWC.
- * The two parts are of different magnitudes, so dropping or misplacing
- * either changes the outputs. */
-static void check_bn_dy_sum(int n, int c, int hw, int residual)
-{
-	const int blk = 16;
-	const size_t nx = (size_t)n * c * hw;
-	float *x = fill(nx, 61, 5.0f), *r = fill(nx, 62, 2.0f), *dyb = fill(nx, 65, 3.0f);
-	float *gamma = fill(c, 63, 1.0f), *beta = fill(c, 64, 1.0f), *dya = fill(nx, 66, 0.37f);
-	for (size_t i = 0; i < nx; i++)
-		x[i] = to_bf16(x[i] + 0.75f);   /* exact in bf16: the three x's agree */
-	float *xn = to_nhwc(x, n, c, hw), *sum = fill(nx, 0, 0);
-	uint16_t *xh = calloc(nx, sizeof *xh);
-	for (size_t i = 0; i < nx; i++) {
-		uint32_t u;
-		memcpy(&u, &xn[i], sizeof u);
-		xh[i] = (uint16_t)(u >> 16);
-	}
-	memcpy(sum, dyb, nx * sizeof(float));
-	sd_accumulate_nhwc(sum, dya, n, c, hw);
-	int same = 1;
-	for (int xk = 0; xk < 3; xk++)
-		for (int mode = 0; mode < 4; mode++) {
-			/* bit 0: y's bf16 copy and the mask from it; bit 1: dx in
-			 * bf16.  Variant k: 0 dy summed first, 1 dy + dy_add. */
-			float *out[2][9];
-			uint16_t *h[2][2];
-			for (int k = 0; k < 2; k++) {
-				for (int o = 0; o < 9; o++)
-					out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
-				h[k][0] = calloc(nx, sizeof(uint16_t));
-				h[k][1] = calloc(nx, sizeof(uint16_t));
-				float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
-				float *mean = out[k][4], *is = out[k][5];
-				float *rm = out[k][6], *rv = out[k][7];
-				const float *xf = xk == 0 ? x : xk == 1 ? xn : NULL;
-				sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean,
-				                                    is, rm, rv, xf, xk == 2 ? xh : NULL,
-				                                    xk == 1, residual ? r : NULL, gamma,
-				                                    beta, n, c, hw, blk, 1, 0.1f, 1e-5f);
-				sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
-				                               residual ? dr : NULL, out[k][8], out[k][3],
-				                               k ? dyb : sum, y, mode & 1 ? h[k][0] : NULL,
-				                               NULL, xf, xk == 2 ? xh : NULL, xk == 1, 0,
-				                               k ? dya : NULL, mean, is, gamma, n, c, hw, blk,
-				                               1);
-			}
-			for (int o = 0; o < 9; o++)
-				same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
-			same &= !memcmp(h[0][0], h[1][0], nx * 2) && !memcmp(h[0][1], h[1][1], nx * 2);
-			for (int k = 0; k < 2; k++) {
-				for (int o = 0; o < 9; o++)
-					free(out[k][o]);
-				free(h[k][0]), free(h[k][1]);
-			}
-		}
-	check_report(same, "batch-norm%s, n %d c %d hw %d, dy as nChw16c + float32 NHWC "
-	             "(dy_add): every output of the backward the same bits as the sum formed "
-	             "first (sd_accumulate_nhwc)", residual ? " + add" : "", n, c, hw);
-	free(x), free(xn), free(xh), free(r), free(gamma), free(beta), free(dyb), free(dya);
-	free(sum);
-}
-
 /* The batch-norm passes reading x in bf16 NHWC (xbf, as the bf16
  * convolution writes it for them): every output of the forward and the
  * backward the same bits as float32 x in nChw16c holding the same bf16
@@ -983,7 +916,7 @@ static void check_bn_x_bf16(int n, int c, int hw, int residual)
 			sd_batchnorm_act_backward_bf16(mode & 2 ? NULL : dx, mode & 2 ? h[k][1] : NULL,
 			                               residual ? dr : NULL, out[k][8], out[k][3], dy, y,
 			                               mode & 1 ? h[k][0] : NULL, NULL, k ? NULL : x,
-			                               k ? xh : NULL, 0, 0, NULL, mean, is, gamma, n, c, hw,
+			                               k ? xh : NULL, 0, 0, mean, is, gamma, n, c, hw,
 			                               blk, 1);
 		}
 		for (int o = 0; o < 9; o++)
@@ -1114,9 +1047,6 @@ int main(int argc, char **argv)
 	check_bn_mask_from_x(2, 16, 100);
 	check_accumulate_nhwc(3, 64, 37);
 	check_accumulate_nhwc(2, 16, 100);
-	check_bn_dy_sum(3, 48, 40, 1);
-	check_bn_dy_sum(2, 32, 130, 0);
-	check_bn_dy_sum(2, 16, 100, 1);
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
