@@ -576,6 +576,25 @@ static float *to_nhwc(const float *a, int n, int c, int hw)
 	return o;
 }
 
+/* The outputs of one batch-norm forward + backward in the checks below:
+ * out 0 y, 1 dx, 2 dr, 3 dbeta (nx floats each), 4 mean, 5 invstd, 6 and 7
+ * the running mean and variance, 8 dgamma (c floats each), zeroed; h 0 y's
+ * bf16 copy, 1 dx in bf16 (nx each). */
+static void bn_outs_new(float **out, uint16_t **h, size_t nx, int c)
+{
+	for (int o = 0; o < 9; o++)
+		out[o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
+	h[0] = calloc(nx, sizeof(uint16_t));
+	h[1] = calloc(nx, sizeof(uint16_t));
+}
+
+static void bn_outs_free(float **out, uint16_t **h)
+{
+	for (int o = 0; o < 9; o++)
+		free(out[o]);
+	free(h[0]), free(h[1]);
+}
+
 /* The batch-norm passes reading x (x_nhwc, as the bf16 convolutions'
  * forward writes it) and dy (dy_nhwc, as their backward-data writes it) in
  * float32 NHWC instead of nChw16c, each and both: the same arithmetic in the
@@ -596,10 +615,7 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 		uint16_t *h[4][2];
 		for (int k = 0; k < 4; k++) {
 			const int xk = k & 1, dk = k >> 1;
-			for (int o = 0; o < 9; o++)
-				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
-			h[k][0] = calloc(nx, sizeof(uint16_t));
-			h[k][1] = calloc(nx, sizeof(uint16_t));
+			bn_outs_new(out[k], h[k], nx, c);
 			float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			float *dg = out[k][8], *db = out[k][3];
@@ -623,9 +639,7 @@ static void check_bn_x_nhwc(int n, int c, int hw, int residual)
 				same_dy &= same;
 		}
 		for (int k = 0; k < 4; k++) {
-			for (int o = 0; o < 9; o++)
-				free(out[k][o]);
-			free(h[k][0]), free(h[k][1]);
+			bn_outs_free(out[k], h[k]);
 		}
 	}
 	check_report(same_x, "batch-norm%s, n %d c %d hw %d, x in float32 NHWC: every output of "
@@ -759,10 +773,7 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 		uint16_t *h[2][2];
 		const int xk = mode >> 2 & 1;
 		for (int k = 0; k < 2; k++) {
-			for (int o = 0; o < 9; o++)
-				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
-			h[k][0] = calloc(nx, sizeof(uint16_t));
-			h[k][1] = calloc(nx, sizeof(uint16_t));
+			bn_outs_new(out[k], h[k], nx, c);
 			float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			float *dg = out[k][8], *db = out[k][3];
@@ -780,9 +791,7 @@ static void check_bn_dy_bf16(int n, int c, int hw, int residual)
 			same &= !memcmp(out[0][o], out[1][o], (o < 4 ? nx : (size_t)c) * sizeof(float));
 		same &= !memcmp(h[0][0], h[1][0], nx * 2) && !memcmp(h[0][1], h[1][1], nx * 2);
 		for (int k = 0; k < 2; k++) {
-			for (int o = 0; o < 9; o++)
-				free(out[k][o]);
-			free(h[k][0]), free(h[k][1]);
+			bn_outs_free(out[k], h[k]);
 		}
 	}
 	check_report(same, "batch-norm%s, n %d c %d hw %d, dy in bf16 NHWC: every output of the "
@@ -995,10 +1004,7 @@ static void check_bn_x_bf16(int n, int c, int hw, int residual)
 		float *out[2][9];
 		uint16_t *h[2][2];
 		for (int k = 0; k < 2; k++) {
-			for (int o = 0; o < 9; o++)
-				out[k][o] = fill(o < 4 ? nx : (size_t)c, 0, 0);
-			h[k][0] = calloc(nx, sizeof(uint16_t));
-			h[k][1] = calloc(nx, sizeof(uint16_t));
+			bn_outs_new(out[k], h[k], nx, c);
 			float *y = out[k][0], *dx = out[k][1], *dr = out[k][2];
 			float *mean = out[k][4], *is = out[k][5], *rm = out[k][6], *rv = out[k][7];
 			sd_batchnorm_act_forward_train_bf16(y, mode & 1 ? h[k][0] : NULL, mean, is, rm, rv,
@@ -1017,9 +1023,7 @@ static void check_bn_x_bf16(int n, int c, int hw, int residual)
 		if (mode == 0)
 			worst = bn_vs_double(x, residual ? r : NULL, dy, gamma, beta, out[1], n, c, hw);
 		for (int k = 0; k < 2; k++) {
-			for (int o = 0; o < 9; o++)
-				free(out[k][o]);
-			free(h[k][0]), free(h[k][1]);
+			bn_outs_free(out[k], h[k]);
 		}
 	}
 	check_report(same, "batch-norm%s, n %d c %d hw %d, x in bf16 NHWC: every output of the "
