@@ -529,8 +529,6 @@ static void sd_plan_layout(struct sd_dnnl_plan *p, const dnnl_memory_desc_t *w_p
 	p->bwd_floats = top + SD_DNNL_ALIGN;
 }
 
-static int sd_is_nhwc(const dnnl_memory_desc_t *md, dnnl_data_type_t t);
-
 /* A bf16 plan whose backward-data kernels write dx float32 NHWC (or, with
  * 16 channels, nChw16c: the same bytes) also gets
  * the same pass writing dx bf16 NHWC (bd's algorithm, bwd_d's weights and
