@@ -1004,8 +1004,9 @@ static inline size_t sd_at(int i, int ch, int yy, int xx, int c, int h, int w, i
 	       ch % blk;
 }
 
-void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, int cb, int hb,
-                         int wb, int s, int blk)
+/* The general loops, element by element (any blk). */
+static void sd_shortcut_forward_any(float *r, const float *b, int n, int c, int h, int w, int cb,
+                                    int hb, int wb, int s, int blk)
 {
 	const int pad = (c - cb) / 2;
 	#pragma omp parallel for schedule(static) if ((size_t)n * c * h * w >= SD_LAYERS_OMP_MIN)
@@ -1020,8 +1021,8 @@ void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, i
 		}
 }
 
-void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w, int cb,
-                          int hb, int wb, int s, int blk)
+static void sd_shortcut_backward_any(float *db, const float *dr, int n, int c, int h, int w,
+                                     int cb, int hb, int wb, int s, int blk)
 {
 	const int pad = (c - cb) / 2;
 	/* One thread per sample: with s = 1 no two outputs share an input, and
@@ -1033,6 +1034,169 @@ void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w
 				for (int xx = 0; xx < w; xx++)
 					db[sd_at(i, bc, yy * s, xx * s, cb, hb, wb, blk)] +=
 						dr[sd_at(i, bc + pad, yy, xx, c, h, w, blk)];
+}
+
+/* Where the blk lanes of one channel block come from, in the blocked
+ * layouts: lane j holds source channel off + j (off may be negative) of a
+ * tensor of src_c channels.  Those with 0 <= off + j < src_c lie in source
+ * blocks a and a + 1 (consecutive channels span at most two blocks): lane j
+ * is lane idx[j] of a's pixel followed by b's (b = a + 1, or a when a is the
+ * last block and no lane needs it), and keep[j] is all ones; the other
+ * lanes are zeros (keep 0).  any: whether some lane has a source. */
+struct sd_shortcut_lanes {
+	int a, b, any;
+	int idx[16], keep[16];
+};
+
+static void sd_shortcut_lanes(struct sd_shortcut_lanes *l, int off, int src_c, int blk)
+{
+	const int j0 = off < 0 ? -off : 0, j1 = src_c - off < blk ? src_c - off : blk;
+	l->any = j0 < j1;
+	l->a = l->any ? (off + j0) / blk : 0;
+	l->b = l->a + 1 < src_c / blk ? l->a + 1 : l->a;
+	for (int j = 0; j < blk; j++) {
+		const int in = j >= j0 && j < j1;
+		l->idx[j] = in ? off + j - l->a * blk : 0;
+		l->keep[j] = in ? -1 : 0;
+	}
+}
+
+/* The blk lanes of one pixel as struct sd_shortcut_lanes says, from the
+ * pixel at pa (block a) and at pb (block b): bit copies and +0, as the
+ * general loops give.  VF, VI: vector types of blk floats and ints. */
+#define SD_SC_PIXEL(VF, VI, pa, pb, idx, keep) __extension__({ \
+	VF a_, b_; \
+	memcpy(&a_, (pa), sizeof a_); \
+	memcpy(&b_, (pb), sizeof b_); \
+	(VF)((VI)__builtin_shuffle(a_, b_, (idx)) & (keep)); \
+})
+#define SD_SC_ST(VF, p, v) do { VF v_ = (v); memcpy((p), &v_, sizeof v_); } while (0)
+
+/* The forward for layout B (8 or 16): one task per (sample, block of r),
+ * r's plane written in order, a whole pixel of B channels per store. */
+#define SD_SHORTCUT_FORWARD(B, VF, VI)                                                        \
+SD_CLONES static void sd_shortcut_forward_##B(float *restrict r, const float *restrict b,     \
+                                              int n, int c, int h, int w, int cb, int hb,      \
+                                              int wb, int s)                                   \
+{                                                                                              \
+	const int ncb = c / B, nbb = cb / B, pad = (c - cb) / 2;                               \
+	const size_t hw = (size_t)h * w, hwb = (size_t)hb * wb;                                \
+	_Pragma("omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)") \
+	for (int t = 0; t < n * ncb; t++) {                                                    \
+		const int i = t / ncb, ob = t % ncb;                                           \
+		struct sd_shortcut_lanes l;                                                    \
+		sd_shortcut_lanes(&l, ob * B - pad, cb, B);                                    \
+		float *d = r + sd_plane(i, ob, ncb, hw, B);                                    \
+		if (!l.any) {                                                                  \
+			memset(d, 0, hw * B * sizeof(float));                                  \
+			continue;                                                              \
+		}                                                                              \
+		const float *pa = b + sd_plane(i, l.a, nbb, hwb, B);                           \
+		const float *pb = b + sd_plane(i, l.b, nbb, hwb, B);                           \
+		VI idx, keep;                                                                  \
+		memcpy(&idx, l.idx, sizeof idx);                                               \
+		memcpy(&keep, l.keep, sizeof keep);                                            \
+		for (int yy = 0; yy < h; yy++) {                                               \
+			const size_t row = (size_t)yy * s * wb;                                \
+			for (int xx = 0; xx < w; xx++) {                                       \
+				const size_t q = (row + (size_t)xx * s) * B;                   \
+				SD_SC_ST(VF, d, SD_SC_PIXEL(VF, VI, pa + q, pb + q, idx, keep)); \
+				d += B;                                                        \
+			}                                                                      \
+		}                                                                              \
+	}                                                                                      \
+}
+
+/* The backward for layout B: one task per (sample, block of db), each
+ * sampled pixel of db given dr's value added (db's own, or +0 when set:
+ * every element of the plane written, +0 where nothing is sampled, the
+ * bits of memset and then "+="). */
+#define SD_SHORTCUT_BACKWARD(B, VF, VI)                                                       \
+SD_CLONES static void sd_shortcut_backward_##B(float *restrict db, const float *restrict dr,  \
+                                               int n, int c, int h, int w, int cb, int hb,     \
+                                               int wb, int s, int set)                         \
+{                                                                                              \
+	const int ncb = c / B, nbb = cb / B, pad = (c - cb) / 2;                               \
+	const size_t hw = (size_t)h * w, hwb = (size_t)hb * wb;                                \
+	_Pragma("omp parallel for schedule(static) if ((size_t)n * c * hw >= SD_LAYERS_OMP_MIN)") \
+	for (int t = 0; t < n * nbb; t++) {                                                    \
+		const int i = t / nbb, sb = t % nbb;                                           \
+		struct sd_shortcut_lanes l;                                                    \
+		sd_shortcut_lanes(&l, sb * B + pad, c, B);                                     \
+		float *d = db + sd_plane(i, sb, nbb, hwb, B);                                  \
+		const float *pa = dr + sd_plane(i, l.a, ncb, hw, B);                           \
+		const float *pb = dr + sd_plane(i, l.b, ncb, hw, B);                           \
+		VI idx, keep;                                                                  \
+		memcpy(&idx, l.idx, sizeof idx);                                               \
+		memcpy(&keep, l.keep, sizeof keep);                                            \
+		const VF zero = { 0 };                                                         \
+		for (int yb = 0, yy = 0; yb < hb; yb++) {                                      \
+			float *drow = d + (size_t)yb * wb * B;                                 \
+			if (yy >= h || yb != yy * s) {                                         \
+				if (set)                                                       \
+					memset(drow, 0, (size_t)wb * B * sizeof(float));       \
+				continue;                                                      \
+			}                                                                      \
+			const float *qa = pa + (size_t)yy * w * B, *qb = pb + (size_t)yy * w * B; \
+			for (int xb = 0, xx = 0; xb < wb; xb++) {                              \
+				float *p = drow + (size_t)xb * B;                              \
+				if (xx >= w || xb != xx * s) {                                 \
+					if (set)                                               \
+						SD_SC_ST(VF, p, zero);                         \
+					continue;                                              \
+				}                                                              \
+				VF old;                                                        \
+				memcpy(&old, p, sizeof old);                                   \
+				const size_t q = (size_t)xx * B;                               \
+				SD_SC_ST(VF, p, (set ? zero : old) +                           \
+				         SD_SC_PIXEL(VF, VI, qa + q, qb + q, idx, keep));      \
+				xx++;                                                          \
+			}                                                                      \
+			yy++;                                                                  \
+		}                                                                              \
+	}                                                                                      \
+}
+
+typedef float sd_vf8 __attribute__((vector_size(8 * sizeof(float))));
+typedef int sd_vi8 __attribute__((vector_size(8 * sizeof(int))));
+SD_SHORTCUT_FORWARD(16, sd_vf, sd_vi)
+SD_SHORTCUT_FORWARD(8, sd_vf8, sd_vi8)
+SD_SHORTCUT_BACKWARD(16, sd_vf, sd_vi)
+SD_SHORTCUT_BACKWARD(8, sd_vf8, sd_vi8)
+
+void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, int cb, int hb,
+                         int wb, int s, int blk)
+{
+	if (blk == 16)
+		sd_shortcut_forward_16(r, b, n, c, h, w, cb, hb, wb, s);
+	else if (blk == 8)
+		sd_shortcut_forward_8(r, b, n, c, h, w, cb, hb, wb, s);
+	else
+		sd_shortcut_forward_any(r, b, n, c, h, w, cb, hb, wb, s, blk);
+}
+
+void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w, int cb,
+                          int hb, int wb, int s, int blk)
+{
+	if (blk == 16)
+		sd_shortcut_backward_16(db, dr, n, c, h, w, cb, hb, wb, s, 0);
+	else if (blk == 8)
+		sd_shortcut_backward_8(db, dr, n, c, h, w, cb, hb, wb, s, 0);
+	else
+		sd_shortcut_backward_any(db, dr, n, c, h, w, cb, hb, wb, s, blk);
+}
+
+void sd_shortcut_backward_set(float *db, const float *dr, int n, int c, int h, int w, int cb,
+                              int hb, int wb, int s, int blk)
+{
+	if (blk == 16)
+		sd_shortcut_backward_16(db, dr, n, c, h, w, cb, hb, wb, s, 1);
+	else if (blk == 8)
+		sd_shortcut_backward_8(db, dr, n, c, h, w, cb, hb, wb, s, 1);
+	else {
+		memset(db, 0, (size_t)n * cb * hb * wb * sizeof(float));
+		sd_shortcut_backward_any(db, dr, n, c, h, w, cb, hb, wb, s, blk);
+	}
 }
 
 /* ------------------------------------------------------ global average */

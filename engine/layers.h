@@ -466,6 +466,11 @@ void sd_shortcut_forward(float *r, const float *b, int n, int c, int h, int w, i
 /* db += the adjoint applied to dr (positions not sampled get nothing). */
 void sd_shortcut_backward(float *db, const float *dr, int n, int c, int h, int w, int cb,
                           int hb, int wb, int s, int blk);
+/* db = the adjoint applied to dr: every element of db (n, cb, hb, wb)
+ * written, +0 where not sampled, else +0 + dr's value; the same bits as
+ * zeroing db and then sd_shortcut_backward, in one pass over db. */
+void sd_shortcut_backward_set(float *db, const float *dr, int n, int c, int h, int w, int cb,
+                              int hb, int wb, int s, int blk);
 
 /* Global average pooling of x (n, c, hw) in layout blk to y (n, c) (the same
  * in every layout), and its backward (dx overwritten). */

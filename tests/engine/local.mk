@@ -6,6 +6,13 @@ tests_engine_test_gradcheck_SOURCES = tests/engine/test-gradcheck.c tests/check.
 tests_engine_test_gradcheck_CPPFLAGS = $(AM_CPPFLAGS) $(OPENBLAS_CFLAGS)
 tests_engine_test_gradcheck_LDADD = $(SD_ENGINE_LIBS)
 
+# The option-A shortcut's fast blk 8 / 16 paths against its definition, bit
+# for bit.
+check_PROGRAMS += tests/engine/test-shortcut
+TESTS += tests/engine/test-shortcut
+tests_engine_test_shortcut_SOURCES = tests/engine/test-shortcut.c tests/check.h
+tests_engine_test_shortcut_LDADD = $(SD_ENGINE_LIBS)
+
 # Dropout: its statistics, masks a function of (seed, sample), inference
 # the identity, replays the same, and a model with it learns.
 check_PROGRAMS += tests/engine/test-dropout
