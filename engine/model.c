@@ -1096,9 +1096,8 @@ static int backward_group(struct sd_model *m, int i, int nb)
 	if (b) {
 		if (dr == m->res) {
 			float *db = grad_target(m, b);
-			memset(db, 0, bcnt * sizeof(float));
-			sd_shortcut_backward(db, m->res, nb, y->c, y->h, y->w, b->c, b->h, b->w, add->s,
-			                     m->blk);
+			sd_shortcut_backward_set(db, m->res, nb, y->c, y->h, y->w, b->c, b->h, b->w,
+			                         add->s, m->blk);
 		}
 		grad_commit(m, b, bcnt);
 	}
@@ -1155,8 +1154,8 @@ static void backward_binary(struct sd_model *m, const struct node *n, int nb, in
 }
 
 /* The residual add's backward: the main branch's gradient is the output's;
- * the shortcut's is zeroed on its first write, then scatter-added (a
- * strided or channel-padded shortcut). */
+ * the shortcut's is the output's scattered back (a strided or
+ * channel-padded shortcut), zeros where nothing was sampled. */
 static void backward_add(struct sd_model *m, const struct node *n, int nb)
 {
 	struct act *in = &m->acts[n->in], *out = &m->acts[n->out], *b = &m->acts[n->in2];
@@ -1166,11 +1165,13 @@ static void backward_add(struct sd_model *m, const struct node *n, int nb)
 	grad_commit(m, in, cnt);
 	size_t bcnt = act_floats(b) * nb;
 	float *db = grad_target(m, b);
-	memset(db, 0, bcnt * sizeof(float));
-	if (m->blk > 1)
-		sd_shortcut_backward(db, out->grad, nb, out->c, out->h, out->w, b->c, b->h, b->w, n->s, m->blk);
-	else
+	if (m->blk > 1) {
+		sd_shortcut_backward_set(db, out->grad, nb, out->c, out->h, out->w, b->c, b->h, b->w,
+		                         n->s, m->blk);
+	} else {
+		memset(db, 0, bcnt * sizeof(float));
 		shortcut_backward(db, out->grad, in, b, nb, n->s);
+	}
 	grad_commit(m, b, bcnt);
 }
 
