@@ -42,13 +42,15 @@ static float *falloc(size_t n)
 	return p;
 }
 
-/* Normal values, with about one in 16 a -0 and one in 64 a NaN whose
- * payload is its index (so a wrong source shows). */
-static void fill(float *p, size_t n)
+/* Normal values, with about one in 16 a -0 and, where nan is set, one in 64
+ * a NaN whose payload is its index (so a wrong source shows).  db gets no
+ * NaNs: which payload a sum of two NaNs keeps depends on the order the
+ * compiler gives the operands, in the definition as in the kernel. */
+static void fill(float *p, size_t n, int nan_too)
 {
 	for (size_t k = 0; k < n; k++) {
 		const uint32_t u = sd_rng_u32(&rng);
-		if (u % 64 == 0) {
+		if (nan_too && u % 64 == 0) {
 			const uint32_t nan = 0x7fc00000u | (uint32_t)(k & 0x3fffff);
 			memcpy(&p[k], &nan, sizeof nan);
 		} else if (u % 16 == 1) {
@@ -86,10 +88,10 @@ static void test_shortcut(int n, int c, int h, int w, int cb, int hb, int wb, in
 	const size_t nb = (size_t)n * cb * hb * wb, nr = (size_t)n * c * h * w;
 	float *b = falloc(nb), *r = falloc(nr), *rr = falloc(nr), *dr = falloc(nr);
 	float *db = falloc(nb), *rdb = falloc(nb), *dbs = falloc(nb), *rdbs = falloc(nb);
-	fill(b, nb);
-	fill(dr, nr);
-	fill(db, nb);
-	fill(dbs, nb);
+	fill(b, nb, 1);
+	fill(dr, nr, 1);
+	fill(db, nb, 0);
+	fill(dbs, nb, 1);
 	memcpy(rdb, db, nb * sizeof(float));
 	memset(rdbs, 0, nb * sizeof(float));
 	for (int i = 0; i < n; i++)
@@ -110,7 +112,7 @@ static void test_shortcut(int n, int c, int h, int w, int cb, int hb, int wb, in
 					rdb[q] += g;
 					rdbs[q] += g;
 				}
-	fill(r, nr);
+	fill(r, nr, 1);
 	sd_shortcut_forward(r, b, n, c, h, w, cb, hb, wb, s, blk);
 	int ok = same_bits(name, "r", r, rr, nr);
 	sd_shortcut_backward(db, dr, n, c, h, w, cb, hb, wb, s, blk);
