@@ -260,18 +260,7 @@ static struct sd_conv2d_shape conv_shape(const struct node *n, int nb)
 	return s;
 }
 
-/* Keeps the activations in oneDNN's channel-blocked layout when that pays:
- * every convolution runs on oneDNN in that layout (then no activation is
- * ever reordered), and every other node has a blocked version (batch-norm,
- * ReLU, shortcut add, global average pooling; not max pooling, so not the
- * cnn).  For the CIFAR ResNets that is every node.  Decided once, when the
- * model is built, from the convolution path then in force (sd_conv2d_path:
- * with im2col forced the model stays plain) and oneDNN's kernels for
- * max_batch; batches of other sizes later run the same layout (a
- * convolution oneDNN could not run then would convert and take im2col).
- * Then marks the batch-norms to fuse with the ReLU and residual add after
- * them. */
-/* The nodes a fused group at head i runs (the batch-norm, add, ReLU). */
+/* The nodes the fused group headed by n runs (the batch-norm, add, ReLU). */
 static int group_nodes(const struct node *n)
 {
 	return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
@@ -319,6 +308,17 @@ static void link_residuals(struct sd_model *m)
 	}
 }
 
+/* Keeps the activations in oneDNN's channel-blocked layout when that pays:
+ * every convolution runs on oneDNN in that layout (then no activation is
+ * ever reordered), and every other node has a blocked version (batch-norm,
+ * ReLU, shortcut add, global average pooling; not max pooling, so not the
+ * cnn).  For the CIFAR ResNets that is every node.  Decided once, when the
+ * model is built, from the convolution path then in force (sd_conv2d_path:
+ * with im2col forced the model stays plain) and oneDNN's kernels for
+ * max_batch; batches of other sizes later run the same layout (a
+ * convolution oneDNN could not run then would convert and take im2col).
+ * Then marks the batch-norms to fuse with the ReLU and residual add after
+ * them. */
 static void choose_layout(struct sd_model *m, int max_batch)
 {
 	m->blk = 1;
@@ -940,6 +940,8 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 	return ran;
 }
 
+/* Runs node i (and the nodes fused into it) forward; returns how many nodes
+ * that covered. */
 static int forward_node(struct sd_model *m, int i, int nb, int train)
 {
 	struct node *n = &m->nodes[i];
