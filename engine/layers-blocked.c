@@ -514,10 +514,11 @@ static void sd_bn_bwd_sums(double *s, double *q, const float *dy, const float *y
 
 /* y = act((x - mean) scale + shift (+ r)) over one plane of count floats;
  * mean, scale, shift: 16 lanes; x's vectors xs apart (SD_XV), bf16 where xb
- * (constant) is set. */
+ * (constant) is set.  rh, when not NULL (r NULL): r in bf16, its vectors
+ * hstride apart as yh's (NHWC), widened (exactly) as read. */
 static inline __attribute__((always_inline)) void
 sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *restrict r,
-              size_t count,
+              const uint16_t *restrict rh, size_t count,
               const float *restrict mean, const float *restrict scale,
               const float *restrict shift, int relu, uint16_t *restrict yh, size_t hstride,
               size_t xs, uint16_t *restrict ym)
@@ -528,6 +529,8 @@ sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *re
 		sd_vf v = (SD_LDX(x, xb, i, xs) - mu) * sc + sh;
 		if (r)
 			v += SD_LD(r + i);
+		else if (rh)
+			v += SD_LD_BF16(rh + i / SD_VL * hstride);
 		if (relu)
 			v = SD_MASK_POS(v, v);
 		if (y)
@@ -541,6 +544,8 @@ sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *re
 		float v = (SD_X1(x, xb, i) - mean[j]) * scale[j] + shift[j];
 		if (r)
 			v += r[i];
+		else if (rh)
+			v += sd_bf16_f32(rh[i / SD_VL * hstride + i % SD_VL]);
 		if (y)
 			y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
 	}
@@ -549,27 +554,44 @@ sd_bn_apply_v(float *restrict y, const void *restrict x, int xb, const float *re
 /* yh, when not NULL: a bf16 copy of y too, one pixel's 16 channels (blk 16)
  * every hstride elements (NHWC: hstride = c); y may then be NULL (the copy
  * only).  ym, when not NULL (relu, yh set): the bit mask of yh > 0 too, one
- * uint16 (SD_BF16_POS_BITS) every hstride / 16.  xnhwc: x is NHWC too, its vectors hstride apart; xb: x is then
- * bf16 (else float32). */
+ * uint16 (SD_BF16_POS_BITS) every hstride / 16.  xnhwc: x is NHWC too, its
+ * vectors hstride apart; xb: x is then bf16 (else float32).  rh, when not
+ * NULL (r NULL, blk 16): the residual in bf16, laid out as yh (hstride). */
 SD_CLONES
-static void sd_bn_apply(float *y, const void *x, int xb, const float *r, size_t count,
+static void sd_bn_apply(float *y, const void *x, int xb, const float *r, const uint16_t *rh,
+                        size_t count,
                         const float *mean, const float *scale, const float *shift, int relu,
                         uint16_t *yh, size_t hstride, int xnhwc, uint16_t *ym)
 {
 	/* Specialised per (float32 y, residual, relu, bf16 copy, x's layout
 	 * and type): no test in the loop. */
 #define SD_APPLY(y_, r_, relu_, yh_, xb_, xs_) \
-	sd_bn_apply_v(y_, x, xb_, r_, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0, \
+	sd_bn_apply_v(y_, x, xb_, r_, NULL, count, mean, scale, shift, relu_, yh_, yh_ ? hstride : 0, \
 	              xs_, NULL)
 	if (ym) {
 		/* With the bit mask: the residual group's case (bf16 x, float32
 		 * y) specialised, the others tested in the loop. */
 		if (xnhwc && xb && y && r && relu)
-			sd_bn_apply_v(y, x, 1, r, count, mean, scale, shift, 1, yh, hstride, hstride,
-			              ym);
+			sd_bn_apply_v(y, x, 1, r, NULL, count, mean, scale, shift, 1, yh, hstride,
+			              hstride, ym);
+		/* The residual read from the previous group's bf16 copy, y
+		 * in bf16 only (an identity shortcut's next reader does the
+		 * same) or in float32 too (option A's, the average pool). */
+		else if (xnhwc && xb && !y && rh && relu)
+			sd_bn_apply_v(NULL, x, 1, NULL, rh, count, mean, scale, shift, 1, yh, hstride,
+			              hstride, ym);
+		else if (xnhwc && xb && y && rh && relu)
+			sd_bn_apply_v(y, x, 1, NULL, rh, count, mean, scale, shift, 1, yh, hstride,
+			              hstride, ym);
 		else
-			sd_bn_apply_v(y, x, xb, r, count, mean, scale, shift, relu, yh, hstride,
+			sd_bn_apply_v(y, x, xb, r, rh, count, mean, scale, shift, relu, yh, hstride,
 			              xnhwc ? hstride : SD_VL, ym);
+		return;
+	}
+	if (rh) {
+		/* Without the copy's bits: the last group (the pool reads y). */
+		sd_bn_apply_v(y, x, xb, NULL, rh, count, mean, scale, shift, relu, yh, hstride,
+		              xnhwc ? hstride : SD_VL, NULL);
 		return;
 	}
 #define SD_APPLY_R(y_, yh_, xb_, xs_) \
@@ -727,8 +749,22 @@ void sd_batchnorm_act_forward_train_bits(float *y, uint16_t *ybf, uint16_t *ybit
                                          const float *gamma, const float *beta, int n, int c,
                                          int hw, int blk, int relu, float momentum, float eps)
 {
+	sd_batchnorm_act_forward_train_rbf(y, ybf, ybits, mean, invstd, running_mean, running_var,
+	                                   x, xbf, x_nhwc, r, NULL, gamma, beta, n, c, hw, blk, relu,
+	                                   momentum, eps);
+}
+
+void sd_batchnorm_act_forward_train_rbf(float *y, uint16_t *ybf, uint16_t *ybits, float *mean,
+                                        float *invstd, float *running_mean, float *running_var,
+                                        const float *x, const uint16_t *xbf, int x_nhwc,
+                                        const float *r, const uint16_t *rbf, const float *gamma,
+                                        const float *beta, int n, int c, int hw, int blk,
+                                        int relu, float momentum, float eps)
+{
 	if (blk != 16)
 		ybf = NULL;
+	if (r || blk != 16)
+		rbf = NULL;
 	if (!ybf || !relu)
 		ybits = NULL;
 	/* x in bf16 NHWC: read there, widened, by the same passes. */
@@ -795,7 +831,7 @@ void sd_batchnorm_act_forward_train_bits(float *y, uint16_t *ybf, uint16_t *ybit
 				/* NHWC: sample i's pixel p0, channel cb * 16. */
 				const size_t hoff = ((size_t)i * hw + p0) * c + (size_t)cb * 16;
 				sd_bn_apply(y ? y + off : NULL, sd_xat(xv, xb, x_nhwc ? hoff : off), xb,
-				            r ? r + off : NULL, (size_t)np * blk, mu, scale, shift, relu,
+				            r ? r + off : NULL, rbf ? rbf + hoff : NULL, (size_t)np * blk, mu, scale, shift, relu,
 				            ybf + hoff, (size_t)c, x_nhwc, ybits ? ybits + hoff / 16 : NULL);
 			}
 		}
@@ -812,8 +848,10 @@ void sd_batchnorm_act_forward_train_bits(float *y, uint16_t *ybf, uint16_t *ybit
 		/* NHWC: sample i's pixel 0, channel cb * 16 (one block: ncb 1). */
 		uint16_t *yh = ybf ? ybf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
 		uint16_t *ym = ybits ? ybits + ((size_t)i * hw * c + (size_t)cb * 16) / 16 : NULL;
+		/* rbf: NHWC as yh (pixels c apart). */
+		const uint16_t *rh = rbf ? rbf + (size_t)i * hw * c + (size_t)cb * 16 : NULL;
 		sd_bn_apply(y ? y + off : NULL, sd_xat(xv, xb, sd_xplane(i, cb, ncb, hw, blk, x_nhwc)),
-		            xb, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift, relu, yh, (size_t)c,
+		            xb, r ? r + off : NULL, rh, (size_t)hw * blk, mu, scale, shift, relu, yh, (size_t)c,
 		            x_nhwc, ym);
 	}
 }
@@ -835,7 +873,7 @@ void sd_batchnorm_act_forward_eval(float *y, const float *x, const float *r,
 		sd_lanes(scale, scale_c, cb, blk);
 		sd_lanes(shift, beta, cb, blk);
 		const size_t off = sd_plane(i, cb, ncb, hw, blk);
-		sd_bn_apply(y + off, x + off, 0, r ? r + off : NULL, (size_t)hw * blk, mu, scale, shift,
+		sd_bn_apply(y + off, x + off, 0, r ? r + off : NULL, NULL, (size_t)hw * blk, mu, scale, shift,
 		            relu, NULL, 0, 0, NULL);
 	}
 }

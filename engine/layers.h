@@ -405,6 +405,19 @@ void sd_batchnorm_act_forward_train_bits(float *y, uint16_t *ybf, uint16_t *ybit
                                          const uint16_t *xbf, int x_nhwc, const float *r,
                                          const float *gamma, const float *beta, int n, int c,
                                          int hw, int blk, int relu, float momentum, float eps);
+/* As sd_batchnorm_act_forward_train_bits, and when rbf is not NULL, r is
+ * NULL and blk is 16: the residual r read in bf16, (n, hw, c) NHWC (the
+ * layout of ybf: for c 16 the same as blk 16's, for more channels each
+ * pixel's c values together), as the previous group wrote it for its next
+ * convolution (ybf there), widened to float32 (exactly) in registers: the
+ * same arithmetic and bits as float32 r holding those bf16 values.  This
+ * is PyTorch autocast's residual stream in bf16.  Caller owns rbf. */
+void sd_batchnorm_act_forward_train_rbf(float *y, uint16_t *ybf, uint16_t *ybits, float *mean,
+                                        float *invstd, float *running_mean, float *running_var,
+                                        const float *x, const uint16_t *xbf, int x_nhwc,
+                                        const float *r, const uint16_t *rbf, const float *gamma,
+                                        const float *beta, int n, int c, int hw, int blk,
+                                        int relu, float momentum, float eps);
 /* Backward of sd_batchnorm_act_forward_train.  dz = dy where y > 0 (relu) or
  * dy; dx = the batch-norm input gradient of dz (overwritten); dr = dz, the
  * residual's gradient (overwritten; may be NULL); dgamma, dbeta +=.  y is

@@ -143,6 +143,14 @@ struct node {
 	size_t bn_ybits_cap;
 	int bn_ybits_set;               /* bn_ybits written with bn_ybf by the last
 	                                 * training forward */
+	int bn_y_res;                   /* OP_BN fused: the group's y has two readers,
+	                                 * the next convolution and the identity
+	                                 * shortcut of group bn_y_res - 1, which
+	                                 * reads the bf16 copy (link_residuals) */
+	int bn_r_from;                  /* OP_BN with FUSE_ADD_RELU: the head + 1 of
+	                                 * the group whose y is its identity
+	                                 * residual and whose bn_y_res names it,
+	                                 * else 0 */
 	float bn_momentum, bn_eps;      /* OP_BN: running = (1 - momentum) running
 	                                 * + momentum batch (layers.h's convention),
 	                                 * and the variance's epsilon */

@@ -260,6 +260,54 @@ static struct sd_conv2d_shape conv_shape(const struct node *n, int nb)
 	return s;
 }
 
+/* The nodes the fused group headed by n runs (the batch-norm, add, ReLU). */
+static int group_nodes(const struct node *n)
+{
+	return n->fuse == FUSE_ADD_RELU ? 3 : n->fuse == FUSE_RELU ? 2 : 1;
+}
+
+/* The activation a fused group at head i writes. */
+static int group_out(const struct sd_model *m, int i)
+{
+	return m->nodes[i].fuse == FUSE_ADD_RELU ? m->nodes[i + 1].out : m->nodes[i].out;
+}
+
+/* Links each residual group (bn -> add -> relu) whose shortcut is the
+ * identity of an earlier group's y, read by exactly that add and the
+ * convolution right after the earlier group, to that group: in a bf16
+ * training forward the earlier group then writes y in bf16 only (the copy
+ * the convolution reads) and the residual group reads r there
+ * (forward_bn_fused).  The whole residual stream of a ResNet stage but its
+ * last block's output (option A's and the pool's input) goes so. */
+static void link_residuals(struct sd_model *m)
+{
+	for (int j = 0; j < m->nnodes; j++) {
+		struct node *n = &m->nodes[j];
+		n->bn_y_res = n->bn_r_from = 0;
+	}
+	if (m->blk != 16)
+		return;
+	for (int j = 0; j < m->nnodes; j++) {
+		if (m->nodes[j].op != OP_BN || m->nodes[j].fuse != FUSE_ADD_RELU)
+			continue;
+		const struct node *add = &m->nodes[j + 1];
+		const struct act *a = &m->acts[add->out], *b = &m->acts[add->in2];
+		if (a->c != b->c || a->h != b->h || a->w != b->w || b->consumers != 2)
+			continue;
+		for (int h = 0; h < j; h++) {
+			const struct node *w = &m->nodes[h];
+			if (w->op != OP_BN || w->fuse == FUSE_NONE || group_out(m, h) != add->in2)
+				continue;
+			const int c = h + group_nodes(w);
+			if (c < j && m->nodes[c].op == OP_CONV && m->nodes[c].in == add->in2) {
+				m->nodes[h].bn_y_res = j + 1;
+				m->nodes[j].bn_r_from = h + 1;
+			}
+			break;
+		}
+	}
+}
+
 /* Keeps the activations in oneDNN's channel-blocked layout when that pays:
  * every convolution runs on oneDNN in that layout (then no activation is
  * ever reordered), and every other node has a blocked version (batch-norm,
@@ -366,6 +414,7 @@ static void choose_layout(struct sd_model *m, int max_batch)
 			n1->fused_from = i + 1;
 		}
 	}
+	link_residuals(m);
 }
 
 /* End (one past the last float) of the tensor at offset off, or 0 for an
@@ -789,8 +838,22 @@ static const float *residual(struct sd_model *m, const struct node *n, int nb)
 	return m->res;
 }
 
-/* Runs node i (and the nodes fused into it) forward; returns how many nodes
- * that covered. */
+/* The bf16 copy of residual group n's identity shortcut r (link_residuals),
+ * while the convolution after the group that wrote it still holds it (its
+ * forward read it or converted y into it with the same kernels: the same
+ * bits; backward_group's test for that group's mask), else NULL. */
+static const uint16_t *residual_bf16(const struct sd_model *m, const struct node *n,
+                                     const float *r)
+{
+	if (!n->bn_r_from)
+		return NULL;
+	const struct node *w = &m->nodes[n->bn_r_from - 1];
+	const struct node *conv = &m->nodes[n->bn_r_from - 1 + group_nodes(w)];
+	return w->bn_ybf && conv->conv_keep.buf == w->bn_ybf && conv->conv_keep.x == r &&
+	       conv->conv_keep.plan == w->bn_ybf_plan
+		? w->bn_ybf : NULL;
+}
+
 /* Batch-norm in the blocked layout, with the ReLU or add + ReLU fused
  * after it (see the FUSE_* comment above).  Returns the nodes it ran. */
 static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
@@ -821,10 +884,13 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 			ybf = sd_conv2d_keep_prepare(&next->conv_keep, &s, next->b_off != NONE,
 			                             m->acts[next->in].blk, m->acts[next->out].blk, y);
 			/* A y that only that convolution reads (no residual
-			 * after it) is written in bf16 only: the convolution
-			 * reads that, and this group's backward its mask. */
-			bf16_only = ybf && relu && !r && m->acts[next->in].consumers == 1 &&
-			            m->blk == 16;
+			 * after it), or that and a later residual group's
+			 * identity shortcut, reading the copy too
+			 * (link_residuals), is written in bf16 only: the
+			 * convolution reads that, and this group's backward
+			 * its mask. */
+			bf16_only = ybf && relu && m->blk == 16 &&
+			            ((!r && m->acts[next->in].consumers == 1) || n->bn_y_res);
 			next->conv_keep.x_bf16_only = bf16_only;
 		}
 		/* x as its convolution left it (bf16 NHWC, float32 NHWC or
@@ -848,12 +914,15 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 			ybits = n->bn_ybits;
 		}
 		n->bn_ybits_set = ybits != NULL;
-		sd_batchnorm_act_forward_train_bits(bf16_only ? NULL : y, ybf, ybits, n->bn_mean,
-		                                    n->bn_invstd, m->buffers + n->rm_off,
-		                                    m->buffers + n->rv_off, in->val, xbf, x_nhwc, r,
-		                                    p + n->w_off, p + n->b_off, nb, in->c,
-		                                    in->h * in->w, m->blk, relu, n->bn_momentum,
-		                                    n->bn_eps);
+		/* The identity residual in bf16 where its writer left it so
+		 * (autocast's bf16 residual stream): float32 r is then unset. */
+		const uint16_t *rbf = residual_bf16(m, n, r);
+		sd_batchnorm_act_forward_train_rbf(bf16_only ? NULL : y, ybf, ybits, n->bn_mean,
+		                                   n->bn_invstd, m->buffers + n->rm_off,
+		                                   m->buffers + n->rv_off, in->val, xbf, x_nhwc,
+		                                   rbf ? NULL : r, rbf, p + n->w_off, p + n->b_off,
+		                                   nb, in->c, in->h * in->w, m->blk, relu,
+		                                   n->bn_momentum, n->bn_eps);
 		if (ybf)
 			next->conv_keep.filled = 1;
 		n->bn_ybf = relu ? ybf : NULL;
@@ -871,6 +940,8 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 	return ran;
 }
 
+/* Runs node i (and the nodes fused into it) forward; returns how many nodes
+ * that covered. */
 static int forward_node(struct sd_model *m, int i, int nb, int train)
 {
 	struct node *n = &m->nodes[i];

@@ -41,6 +41,7 @@
 
 #include "engine/engine.h"
 #include "engine/layers.h"
+#include "engine/model-graph.h"
 #include "tests/check.h"
 #include "tests/engine/bf16-test.h"
 
@@ -494,6 +495,73 @@ static void check_bn_bf16_bits(int n, int c, int hw, int xnhwc)
 	}
 	free(dy), free(x), free(r), free(y), free(gamma), free(beta), free(mean), free(invstd);
 	free(rm), free(rv), free(yh), free(bits), free(xh);
+}
+
+/* The residual group's r read in bf16 NHWC (sd_batchnorm_act_forward_train_rbf,
+ * as the previous group's copy for its next convolution holds it) against
+ * float32 r in layout 16 holding the same bf16 values: the bf16 copy, its
+ * bit mask, float32 y where written, mean, invstd and the running
+ * statistics all the same bits.  mode 0: y in bf16 only (the identity
+ * shortcut's case), 1: float32 y too (option A's next reader), 2: float32
+ * y only (the pool's), 3: as 0 with x float32 in layout 16. */
+static void check_bn_r_bf16(int n, int c, int hw, int mode)
+{
+	const int blk = 16, xnhwc = mode != 3;
+	const size_t nx = (size_t)n * c * hw;
+	float *x = fill(nx, 41, 4.0f), *r = fill(nx, 42, 3.0f);
+	float *gamma = fill(c, 43, 1.0f), *beta = fill(c, 44, 1.0f);
+	uint16_t *xh = calloc(nx, sizeof *xh), *rh = calloc(nx, sizeof *rh);
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk +
+				                  ch % blk;
+				const size_t k = ((size_t)i * hw + p) * c + ch;
+				uint32_t u;
+				x[at] = to_bf16(x[at]);
+				memcpy(&u, &x[at], sizeof u);
+				xh[k] = (uint16_t)(u >> 16);
+				r[at] = to_bf16(r[at]);
+				memcpy(&u, &r[at], sizeof u);
+				rh[k] = (uint16_t)(u >> 16);
+			}
+	/* v 0: float32 r; v 1: bf16 r.  Outputs: y, mean, invstd, rm, rv. */
+	float *o[2][5];
+	uint16_t *yh[2], *bits[2];
+	for (int v = 0; v < 2; v++) {
+		for (int j = 0; j < 5; j++)
+			o[v][j] = fill(j ? (size_t)c : nx, j == 4 ? 45 : 0, j == 4 ? 1.0f : 0.0f);
+		yh[v] = mode == 2 ? NULL : calloc(nx, sizeof *yh[v]);
+		bits[v] = mode == 2 ? NULL : calloc(nx / 16, sizeof *bits[v]);
+		sd_batchnorm_act_forward_train_rbf(mode == 0 || mode == 3 ? NULL : o[v][0], yh[v],
+		                                   bits[v], o[v][1], o[v][2], o[v][3], o[v][4],
+		                                   xnhwc ? NULL : x, xnhwc ? xh : NULL, xnhwc,
+		                                   v ? NULL : r, v ? rh : NULL, gamma, beta, n, c, hw,
+		                                   blk, 1, 0.1f, 1e-5f);
+	}
+	const size_t fb = nx * sizeof(float), cb = (size_t)c * sizeof(float);
+	int same = !memcmp(o[0][0], o[1][0], fb);
+	for (int j = 1; j < 5; j++)
+		same = same && !memcmp(o[0][j], o[1][j], cb);
+	if (mode != 2)
+		same = same && !memcmp(yh[0], yh[1], nx * sizeof *yh[0]) &&
+		       !memcmp(bits[0], bits[1], nx / 16 * sizeof *bits[0]);
+	/* The outputs must hold something: y (or its copy) positive somewhere. */
+	size_t pos = 0;
+	for (size_t k = 0; k < nx; k++)
+		pos += mode == 2 ? o[1][0][k] > 0.0f : bf16_f32(yh[1][k]) > 0.0f;
+	static const char *const what[] = { "y in bf16 only", "float32 y and bf16", "float32 y only",
+		                            "y in bf16 only, x float32" };
+	check_report(same && pos > 0 && pos < nx,
+	             "batch-norm + add + relu, n %d c %d hw %d, %s: r in bf16 NHWC gives the same "
+	             "bits as float32 r of those values (y, copy, mask, mean, invstd, running "
+	             "stats; %zu of %zu positive)", n, c, hw, what[mode], pos, nx);
+	for (int v = 0; v < 2; v++) {
+		for (int j = 0; j < 5; j++)
+			free(o[v][j]);
+		free(yh[v]), free(bits[v]);
+	}
+	free(x), free(r), free(gamma), free(beta), free(xh), free(rh);
 }
 
 /* The batch-norm backward's ReLU mask read from y's bf16 NHWC copy
@@ -1072,6 +1140,101 @@ static void losses(const char *model, enum sd_conv_precision prec, int round_dat
 	sd_conv2d_set_precision(SD_CONV_FP32);
 }
 
+/* The float32 y of the groups that write their output in bf16 only for an
+ * identity residual's sake (model-graph.h's bn_y_res): nothing may read
+ * it.  Two copies of model from one seed train the same batches in bf16,
+ * one with those buffers filled with NaN before each batch: the losses and
+ * every gradient must be the same bits, and the NaN still there after (no
+ * float32 y written); the evaluation, float32 throughout, writes them and
+ * agrees too. */
+static void check_residual_stream(const char *model)
+{
+	enum { N = 16 };
+	sd_conv2d_set_path(SD_CONV_ONEDNN);
+	sd_conv2d_set_precision(SD_CONV_BF16);
+	struct sd_model *m[2];
+	for (int v = 0; v < 2; v++) {
+		char *why = NULL;
+		if (sd_model_create(&m[v], model, 3, 32, 32, 10, N, &why) < 0) {
+			fprintf(stderr, "test-conv-bf16: %s\n", why);
+			exit(1);
+		}
+		sd_model_init(m[v], 7);
+	}
+	if (sd_model_channel_block(m[0]) != 16) {
+		check_skip("%s: not in layout 16 here: no bf16 residual stream", model);
+		goto out;
+	}
+	float *x = fill((size_t)N * 3 * 32 * 32, 51, 2.0f);
+	uint8_t labels[N];
+	for (int i = 0; i < N; i++)
+		labels[i] = (uint8_t)(i * 7 % 10);
+	int writers = 0, same = 1, float32_y = 0;
+	size_t unwritten = 0, poisoned = 0;
+	for (int step = 0; step < 2; step++) {
+		double loss[2];
+		for (int v = 0; v < 2; v++) {
+			for (int h = 0; v && h < m[v]->nnodes; h++) {
+				const struct node *n = &m[v]->nodes[h];
+				if (!n->bn_y_res)
+					continue;
+				const struct act *a = &m[v]->acts[n->fuse == FUSE_ADD_RELU
+				                                  ? m[v]->nodes[h + 1].out : n->out];
+				const size_t f = (size_t)N * a->c * a->h * a->w;
+				for (size_t k = 0; k < f; k++)
+					a->val[k] = NAN;
+				writers += step == 0;
+			}
+			char *why = NULL;
+			if (sd_model_train_batch(m[v], x, labels, N, 1.0f / N, &loss[v], NULL, &why) < 0) {
+				fprintf(stderr, "test-conv-bf16: %s\n", why);
+				exit(1);
+			}
+		}
+		same = same && loss[0] == loss[1] &&
+		       !memcmp(m[0]->grads, m[1]->grads, m[0]->nparams * sizeof(float));
+		for (int h = 0; h < m[1]->nnodes; h++) {
+			const struct node *n = &m[1]->nodes[h];
+			if (!n->bn_y_res)
+				continue;
+			/* Without a bf16 copy (AVX512-BF16's kernels take no
+			 * bf16 NHWC input from it) y is float32 as before. */
+			if (!n->bn_ybf) {
+				float32_y++;
+				continue;
+			}
+			const struct act *a = &m[1]->acts[n->fuse == FUSE_ADD_RELU
+			                                  ? m[1]->nodes[h + 1].out : n->out];
+			const size_t f = (size_t)N * a->c * a->h * a->w;
+			for (size_t k = 0; k < f; k++)
+				unwritten += isnan(a->val[k]);
+			poisoned += f;
+		}
+	}
+	double el[2];
+	for (int v = 0; v < 2; v++) {
+		char *why = NULL;
+		if (sd_model_eval_batch(m[v], x, labels, N, &el[v], NULL, &why) < 0) {
+			fprintf(stderr, "test-conv-bf16: %s\n", why);
+			exit(1);
+		}
+	}
+	/* On AMX every one of them writes bf16 only. */
+	const int amx = !strcmp(sd_conv2d_bf16_isa(), "AMX");
+	check_report(writers > 0 && (!amx || !float32_y) && same && unwritten == poisoned &&
+	             el[0] == el[1] && isfinite(el[0]),
+	             "%-9s %d groups may write y in bf16 only for an identity residual (%d group-steps "
+	             "wrote float32 y on %s): with their float32 y NaN, 2 bf16 steps' losses and "
+	             "gradients the same bits (%s), y left unwritten (%zu of %zu NaN); evaluation "
+	             "%.6f vs %.6f", model, writers, float32_y, sd_conv2d_bf16_isa(),
+	             same ? "yes" : "no", unwritten, poisoned, el[0], el[1]);
+	free(x);
+out:
+	sd_model_destroy(m[0]);
+	sd_model_destroy(m[1]);
+	sd_conv2d_set_precision(SD_CONV_FP32);
+}
+
 static void check_training(const char *model)
 {
 	double f[STEPS], p[STEPS], h[STEPS];
@@ -1127,6 +1290,11 @@ int main(int argc, char **argv)
 	check_bn_bf16_bits(3, 48, 40, 1);
 	check_bn_bf16_bits(2, 16, 36, 0);
 	check_bn_bf16_bits(2, 16, 36, 1);
+	for (int mode = 0; mode < 4; mode++) {
+		check_bn_r_bf16(3, 48, 40, mode);
+		check_bn_r_bf16(2, 16, 36, mode);
+	}
+	check_bn_r_bf16(2, 64, 20, 0);
 	check_bn_bf16_mask(2, 16, 100);
 	check_bn_bf16_mask(2, 32, 130);
 	check_bn_x_nhwc(3, 48, 40, 1);
@@ -1147,6 +1315,7 @@ int main(int argc, char **argv)
 	check_bn_mask_from_x(2, 16, 100);
 	check_accumulate_nhwc(3, 64, 37);
 	check_accumulate_nhwc(2, 16, 100);
+	check_residual_stream("resnet20");
 	check_training("resnet20");
 	check_training("cnn");
 	check_report(sd_conv2d_fallbacks() == fallbacks, "no oneDNN call fell back to im2col (%lu)",
