@@ -1033,6 +1033,25 @@ void sd_accumulate_nhwc(float *restrict dst, const float *restrict src, int n, i
 	}
 }
 
+SD_CLONES
+void sd_accumulate_nhwc_bf16(float *restrict dst, const uint16_t *restrict src, int n, int c,
+                             int hw)
+{
+	const int ncb = c / 16;
+	const size_t total = (size_t)n * c * hw;
+	/* sd_accumulate_nhwc's order, src widened as read (SD_LD_BF16). */
+	#pragma omp parallel for schedule(static) if (total >= SD_LAYERS_OMP_MIN)
+	for (int i = 0; i < n; i++) {
+		const uint16_t *s = src + (size_t)i * hw * c;
+		for (int p = 0; p < hw; p++)
+			for (int cb = 0; cb < ncb; cb++) {
+				float *d = dst + sd_plane(i, cb, ncb, hw, 16) + (size_t)p * 16;
+				const sd_vf sum = SD_LD(d) + SD_LD_BF16(s + ((size_t)p * ncb + cb) * 16);
+				SD_ST(d, sum);
+			}
+	}
+}
+
 /* -------------------------------------------------------------- shortcut */
 
 /* Offset of element (i, ch, yy, xx) of an (., c, h, w) tensor in layout blk. */

@@ -251,6 +251,15 @@ void sd_layout_from_blocked(float *dst, const float *src, int n, int c, int hw, 
  * addition: the same bits as reordering src to layout 16 and calling
  * sd_accumulate, for any thread count, without the reordered copy. */
 void sd_accumulate_nhwc(float *restrict dst, const float *restrict src, int n, int c, int hw);
+/* dst += (float)src, dst as above, src bf16 NHWC (n, hw, c) as oneDNN's AMX
+ * backward-data kernels write it where asked (sd_conv2d_keep's dx_bf16_ok:
+ * a further contribution to a float32 gradient, rounded to bf16 as
+ * PyTorch's autocast keeps a convolution's input gradient).  Widening is
+ * exact, so each element is one float32 addition: dst + the bf16 value
+ * (the upper 16 bits of a float32, the lower zero).  With c 16 NHWC is
+ * nChw16c.  c a multiple of 16. */
+void sd_accumulate_nhwc_bf16(float *restrict dst, const uint16_t *restrict src, int n, int c,
+                             int hw);
 
 /* The channel block oneDNN's kernels want for shape s (8 or 16), or 0 when
  * the build has no oneDNN or it has no JIT kernels for the shape. */
@@ -309,10 +318,12 @@ struct sd_conv2d_keep {
 	                         * float32 NHWC, (n, h, w, c), where the bf16
 	                         * backward-data kernels write that, instead of
 	                         * reordering it to layout xblk */
-	int dx_bf16_ok;         /* set by the caller, with dx_nhwc_ok: dx is
-	                         * all of x's gradient and its one reader
-	                         * reads bf16, so dx may be written bf16 NHWC
-	                         * instead, in dx's first n*c*h*w*2 bytes */
+	int dx_bf16_ok;         /* set by the caller, with dx_nhwc_ok: dx's
+	                         * reader reads bf16 (a batch-norm backward
+	                         * whose dy dx is all of, or a widening add
+	                         * of a further contribution), so dx may be
+	                         * written bf16 NHWC instead, in dx's first
+	                         * n*c*h*w*2 bytes */
 	int dx_nhwc;            /* set by the backward: SD_DX_NHWC_F32 or
 	                         * SD_DX_NHWC_BF16 where it did so, else 0
 	                         * (dx is in layout xblk) */

@@ -1268,10 +1268,11 @@ static void backward_conv(struct sd_model *m, int i, int nb)
 	                     m->nodes[grp->fused_from - 1].op == OP_BN;
 	n->conv_keep.dx_nhwc_ok = need_dx && blk == 16 && in->blk == 16 &&
 	                          (in->grad_set || bn_reads);
-	/* ... and in bf16 where it is all of in's gradient (no second
-	 * contribution to add), as autocast keeps it: the batch-norm
-	 * backward widens it as it reads it. */
-	n->conv_keep.dx_bf16_ok = n->conv_keep.dx_nhwc_ok && bn_reads && !in->grad_set;
+	/* ... and in bf16, as autocast keeps it, where it is all of in's
+	 * gradient (the batch-norm backward widens it as it reads it) or a
+	 * further contribution (widened as added, sd_accumulate_nhwc_bf16;
+	 * the sum stays float32). */
+	n->conv_keep.dx_bf16_ok = n->conv_keep.dx_nhwc_ok;
 	if (blk > 1)
 		sd_conv2d_backward_blocked_kept(dx, g + n->w_off, db, out->grad, in->val,
 		                                p + n->w_off, &s, in->blk, out->blk, m->ws,
@@ -1281,6 +1282,10 @@ static void backward_conv(struct sd_model *m, int i, int nb)
 		                   m->ws);
 	if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc == SD_DX_NHWC_F32) {
 		sd_accumulate_nhwc(in->grad, m->scratch, nb, in->c, in->h * in->w);
+		n->conv_keep.dx_nhwc = 0;
+	} else if (need_dx && in->grad_set && blk > 1 && n->conv_keep.dx_nhwc == SD_DX_NHWC_BF16) {
+		sd_accumulate_nhwc_bf16(in->grad, (const uint16_t *)(const void *)m->scratch, nb,
+		                        in->c, in->h * in->w);
 		n->conv_keep.dx_nhwc = 0;
 	} else if (need_dx) {
 		grad_commit(m, in, cnt);

@@ -414,6 +414,29 @@ static float bf16_f32(uint16_t h)
 	return f;
 }
 
+/* sd_accumulate_nhwc_bf16 (conv1's bf16 dx, a further contribution to a
+ * residual block's float32 gradient) on g (n, c, hw) in nChw16c and h bf16
+ * NHWC (n, hw, c): the number of elements, of n c hw, whose sum is not
+ * exactly g + (float)h, element (i, ch, p) of each addressed by hand. */
+static size_t accumulate_bf16_bad(const float *g, const uint16_t *h, int n, int c, int hw)
+{
+	const int blk = 16;
+	const size_t nx = (size_t)n * c * hw;
+	float *got = fill(nx, 0, 0);
+	memcpy(got, g, nx * sizeof(float));
+	sd_accumulate_nhwc_bf16(got, h, n, c, hw);
+	size_t bad = 0;
+	for (int i = 0; i < n; i++)
+		for (int ch = 0; ch < c; ch++)
+			for (int p = 0; p < hw; p++) {
+				const size_t at = (((size_t)i * (c / blk) + ch / blk) * hw + p) * blk + ch % blk;
+				const float want = g[at] + bf16_f32(h[((size_t)i * hw + p) * c + ch]);
+				bad += memcmp(&want, &got[at], sizeof want) != 0;
+			}
+	free(got);
+	return bad;
+}
+
 /* The residual group's ReLU mask in bits (sd_batchnorm_act_forward_train_bits
  * beside y's bf16 copy, read by sd_batchnorm_act_backward_bits instead of
  * the copy): every bit is "copy > 0", a channel of positive denormal y
@@ -809,6 +832,14 @@ static void check_dx_bf16(int n, int c, int hw, int k)
 	             "bf16 backward-data n %d c %d hw %d k %d, dx asked for in bf16: %zu of %zu "
 	             "differ from the float32 dx rounded; against the double reference %.2e "
 	             "(bf16's rounding 2^-9 = 1.95e-03 an element)", n, c, hw, k, bad, nx, rel);
+	/* ... and added as a further contribution (a residual block's input
+	 * gradient): each sum the float32 one plus that rounded dx, exactly. */
+	float *g = fill(nx, 74, 2.0f);
+	const size_t abad = accumulate_bf16_bad(g, h, n, c, hw * hw);
+	check_report(abad == 0, "bf16 backward-data n %d c %d hw %d k %d, dx added to a float32 "
+	             "gradient in nChw16c: %zu of %zu sums differ from g + (float)dx", n, c, hw, k,
+	             abad, nx);
+	free(g);
 	free(x), free(w), free(dy), free(ws), free(dx32), free(dx16), free(dw), free(dyb);
 }
 
@@ -1122,6 +1153,26 @@ static void check_accumulate_nhwc(int n, int c, int hw)
 	free(a), free(b), free(a2), free(bn);
 }
 
+/* sd_accumulate_nhwc_bf16 on random float32 nChw16c sums and bf16 NHWC
+ * contributions of mixed magnitudes (so that most sums round): each
+ * element g + (float)h exactly, at the right address. */
+static void check_accumulate_nhwc_bf16(int n, int c, int hw)
+{
+	const size_t nx = (size_t)n * c * hw;
+	float *g = fill(nx, 43, 3.0f), *d = fill(nx, 44, 3.0f);
+	uint16_t *h = calloc(nx, sizeof(uint16_t));
+	for (size_t e = 0; e < nx; e++) {
+		const float v = to_bf16(d[e] * (e % 3 ? 1.0f : 0x1p-7f));
+		uint32_t u;
+		memcpy(&u, &v, sizeof u);
+		h[e] = (uint16_t)(u >> 16);
+	}
+	const size_t bad = accumulate_bf16_bad(g, h, n, c, hw);
+	check_report(bad == 0, "bf16 gradient contribution widened and added from NHWC, n %d c %d "
+	             "hw %d: %zu of %zu differ from g + (float)h", n, c, hw, bad, nx);
+	free(g), free(d), free(h);
+}
+
 /* STEPS mean losses of a fresh trainer in precision prec. */
 static void losses(const char *model, enum sd_conv_precision prec, int round_data, double *out)
 {
@@ -1315,6 +1366,9 @@ int main(int argc, char **argv)
 	check_bn_mask_from_x(2, 16, 100);
 	check_accumulate_nhwc(3, 64, 37);
 	check_accumulate_nhwc(2, 16, 100);
+	check_accumulate_nhwc_bf16(3, 64, 37);
+	check_accumulate_nhwc_bf16(2, 32, 50);
+	check_accumulate_nhwc_bf16(2, 16, 100);
 	check_residual_stream("resnet20");
 	check_training("resnet20");
 	check_training("cnn");
