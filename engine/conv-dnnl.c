@@ -922,9 +922,7 @@ static void *sd_keep_grow(struct sd_conv2d_keep *keep, size_t bytes)
 {
 	if (keep->bytes < bytes) {
 		free(keep->buf);
-		keep->buf = NULL;
-		if (posix_memalign(&keep->buf, SD_DNNL_ALIGN * sizeof(float), bytes))
-			sd_oom();
+		keep->buf = sd_malloc_big(bytes, SD_DNNL_ALIGN * sizeof(float));
 		keep->bytes = bytes;
 	}
 	return keep->buf;

@@ -520,13 +520,11 @@ struct sd_model *sd_graph_new(const char *name, int c, int h, int w, int max_bat
 /* count floats (at least one) on a 64-byte boundary, freed with free().
  * The channel-blocked kernels and oneDNN's move whole 64-byte vectors along
  * these buffers; malloc's 16-byte alignment made every one of those loads
- * and stores straddle two cache lines. */
+ * and stores straddle two cache lines.  Big ones get huge pages
+ * (sd_malloc_big, src/base/errors.h). */
 static float *falloc(size_t count)
 {
-	void *p = NULL;
-	if (posix_memalign(&p, 64, (count ? count : 1) * sizeof(float)))
-		sd_oom();
-	return p;
+	return sd_malloc_big(count * sizeof(float), 64);
 }
 
 int sd_graph_finish(struct sd_model *m, int classes, char **why)
@@ -574,9 +572,9 @@ int sd_graph_finish(struct sd_model *m, int classes, char **why)
 	m->scratch = falloc(maxact);
 	if (m->blk > 1)
 		m->res = falloc(maxact);
-	m->params = sd_calloc(m->nparams, sizeof(float));
-	m->grads = sd_calloc(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float));
-	m->buffers = sd_calloc(m->nbuffers ? m->nbuffers : 1, sizeof(float));
+	m->params = sd_calloc_big(m->nparams, sizeof(float), 64);
+	m->grads = sd_calloc_big(m->nparams + SD_MODEL_GRAD_TAIL, sizeof(float), 64);
+	m->buffers = sd_calloc_big(m->nbuffers ? m->nbuffers : 1, sizeof(float), 64);
 	m->probs = sd_malloc((size_t)max_batch * classes * sizeof(float));
 	sd_seq_finish(m);
 	plan_ready_points(m);
@@ -908,7 +906,7 @@ static int forward_bn_fused(struct sd_model *m, int i, int nb, int train)
 			const size_t words = (size_t)nb * in->c * in->h * in->w / 16;
 			if (n->bn_ybits_cap < words) {
 				free(n->bn_ybits);
-				n->bn_ybits = sd_malloc(words * sizeof(uint16_t));
+				n->bn_ybits = sd_malloc_big(words * sizeof(uint16_t), 64);
 				n->bn_ybits_cap = words;
 			}
 			ybits = n->bn_ybits;

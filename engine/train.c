@@ -734,9 +734,9 @@ int sd_trainer_create(struct sd_trainer **out, const struct sd_train_config *cfg
 		sd_model_init(t->model, cfg->seed);
 	}
 	size_t np = sd_model_param_count(t->model);
-	t->velocity = sd_calloc(np, sizeof(float));
+	t->velocity = sd_calloc_big(np, sizeof(float), 64);
 	if (t->opt.kind == SD_OPTIM_ADAMW)
-		t->second = sd_calloc(np, sizeof(float));
+		t->second = sd_calloc_big(np, sizeof(float), 64);
 	if (choose_backend(t, cfg, why) < 0) {
 		sd_trainer_destroy(t);
 		return -1;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* Called before aborting so a TUI can restore the terminal; set by the program. */
@@ -50,5 +51,33 @@ void *sd_calloc(size_t count, size_t size)
 	void *p = calloc(count ? count : 1, size ? size : 1);
 	if (!p)
 		sd_oom();
+	return p;
+}
+
+void *sd_malloc_big(size_t bytes, size_t align)
+{
+	if (!bytes)
+		bytes = 1;
+	const int big = bytes >= SD_BIG_BYTES;
+	if (big) {
+		align = SD_BIG_BYTES;
+		bytes = (bytes + SD_BIG_BYTES - 1) & ~(SD_BIG_BYTES - 1);
+	}
+	void *p = NULL;
+	if (posix_memalign(&p, align, bytes))
+		sd_oom();
+	if (big && madvise(p, bytes, MADV_HUGEPAGE)) {
+		/* No THP here: ordinary pages, same contents. */
+	}
+	return p;
+}
+
+void *sd_calloc_big(size_t count, size_t size, size_t align)
+{
+	if (size && count > (size_t)-1 / size)
+		sd_oom();
+	const size_t bytes = count * size;
+	void *p = sd_malloc_big(bytes, align);
+	memset(p, 0, bytes ? bytes : 1);
 	return p;
 }
